@@ -1,0 +1,104 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Session: everything one rank of one job owns (configuration, rendezvous
+// store, transports, algorithm selection). There is no process-global state:
+// several Sessions may live in one process, which is how tests run N ranks as
+// N threads.
+//
+// Collectives on a Session are blocking and follow MPI's rules: every rank of
+// the session calls the same collectives in the same order with matching
+// arguments (same dtype, same element counts where counts must agree). A
+// disagreement in sizes fails with an error naming both sizes; a rank that
+// never arrives makes the others fail after HORA_TIMEOUT_S with an error naming
+// the rank they waited for. Nothing waits without bound.
+//
+// Thread-safety: one thread at a time may call a given Session's collectives.
+// Different Sessions are independent.
+//
+// Example (ranks as threads):
+//   auto world = hora::ThreadWorld::Create(4);
+//   // on thread r:
+//   auto session = hora::Session::Create({.rank = r, .world = world});
+//   float x[3] = {...};
+//   auto v = hora::TensorView::Flat(x, hora::DataType::kFloat32, 3);
+//   Status st = (*session)->Allreduce(v, v, {hora::ReduceOp::kAverage});
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "hora/status.h"
+#include "hora/tensor.h"
+#include "hora/thread_world.h"
+#include "hora/types.h"
+
+namespace hora {
+
+struct SessionOptions {
+  // This process's (or thread's) rank in [0, size).
+  int rank = -1;
+  // Ranks as threads: the shared in-process world (its size is the job size).
+  std::shared_ptr<ThreadWorld> world;
+  // HORA_* settings. When `read_environment` is true they are layered over the
+  // process environment (these win); otherwise only these are used.
+  std::map<std::string, std::string> settings;
+  bool read_environment = true;
+};
+
+class Session {
+ public:
+  // Reads the configuration once and connects to the other ranks. Fails with
+  // InvalidArgument naming the variable, value and accepted values when a
+  // HORA_* setting is invalid.
+  static Result<std::unique_ptr<Session>> Create(const SessionOptions& options);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  int rank() const;
+  int size() const;
+
+  // Reduces `input` across ranks into `output` (same dtype and element count;
+  // output may be input for an in-place reduction). See types.h for the
+  // semantics of each op and scale factor. The algorithm comes from the
+  // selector (cost model, or HORA_ALLREDUCE_ALGO).
+  Status Allreduce(const TensorView& input, const TensorView& output,
+                   const Reduction& reduction = {});
+
+  // Concatenates every rank's tensor along dimension 0, in rank order.
+  // Dimension 0 may differ between ranks; dtype and the other dimensions must
+  // agree (a disagreement is a Mismatch error naming each rank's shape).
+  Result<Tensor> Allgather(const TensorView& input);
+
+  // Replaces `tensor` on every rank with root's.
+  Status Broadcast(const TensorView& tensor, int root);
+
+  // Reduces `input` across ranks and leaves rank r with its slice of
+  // dimension 0: dim0 / size rows, the first dim0 % size ranks one more.
+  Result<Tensor> Reducescatter(const TensorView& input, const Reduction& reduction = {});
+
+  // Sends splits[p] rows (dimension 0) of `input`, in order, to each rank p;
+  // returns the rows received from every rank, in rank order. Empty `splits`
+  // means an even split (dim0 must then divide by size). When
+  // `received_splits` is given it receives the row count from each rank.
+  Result<Tensor> Alltoall(const TensorView& input, std::span<const int64_t> splits,
+                          std::vector<int64_t>* received_splits = nullptr);
+
+  // Returns when every rank has entered the barrier.
+  Status Barrier();
+
+  // The effective configuration, one "NAME=value  # doc" line per setting.
+  std::string DescribeConfig() const;
+
+  struct Impl;
+
+ private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace hora

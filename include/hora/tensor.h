@@ -1,0 +1,93 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// TensorView: a non-owning description of a dense, contiguous (row-major)
+// tensor: pointer, element type, shape and device. Hora never keeps a
+// TensorView past the call (or, for asynchronous calls, past completion of
+// the returned handle): the caller owns the memory and keeps it alive.
+//
+// Tensor: a tensor whose memory Hora allocated, returned by collectives whose
+// output size is known only after the ranks exchanged sizes (allgather,
+// alltoall, reducescatter). Storage is 64-byte aligned.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hora/status.h"
+#include "hora/types.h"
+
+namespace hora {
+
+enum class DeviceType : uint8_t { kCPU = 0, kCUDA = 1 };
+
+struct Device {
+  DeviceType type = DeviceType::kCPU;
+  int index = 0;
+  bool operator==(const Device&) const = default;
+};
+
+// "cpu" or "cuda:N".
+std::string DeviceName(const Device& d);
+
+class TensorView {
+ public:
+  TensorView() = default;
+  // `data` may be null only when the tensor has zero elements.
+  TensorView(void* data, DataType dtype, std::vector<int64_t> shape, Device device = {})
+      : data_(data), dtype_(dtype), shape_(std::move(shape)), device_(device) {}
+
+  // A one-dimensional view of `count` elements.
+  static TensorView Flat(void* data, DataType dtype, size_t count) {
+    return TensorView(data, dtype, {static_cast<int64_t>(count)});
+  }
+
+  void* data() const { return data_; }
+  DataType dtype() const { return dtype_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  const Device& device() const { return device_; }
+
+  // Product of the dimensions (1 for a scalar of rank 0).
+  size_t num_elements() const;
+  size_t num_bytes() const { return num_elements() * DataTypeSize(dtype_); }
+  // Elements per index of dimension 0 (product of the other dimensions).
+  size_t row_elements() const;
+
+  // Checks that every dimension is non-negative and `data` is non-null when
+  // there are elements. `what` names the tensor in the error.
+  Status Validate(const std::string& what) const;
+
+  // "float32[4, 3] on cpu".
+  std::string Describe() const;
+
+ private:
+  void* data_ = nullptr;
+  DataType dtype_ = DataType::kFloat32;
+  std::vector<int64_t> shape_;
+  Device device_;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates zero-filled, 64-byte aligned host memory.
+  Tensor(DataType dtype, std::vector<int64_t> shape);
+
+  TensorView view() const { return view_; }
+  void* data() const { return view_.data(); }
+  DataType dtype() const { return view_.dtype(); }
+  const std::vector<int64_t>& shape() const { return view_.shape(); }
+  size_t num_elements() const { return view_.num_elements(); }
+  size_t num_bytes() const { return view_.num_bytes(); }
+
+ private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  std::unique_ptr<void, FreeDeleter> storage_;
+  TensorView view_;
+};
+
+}  // namespace hora

@@ -1,0 +1,91 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Element types and reduction operations.
+//
+// Semantics of each reduction, for every DataType:
+//
+//   op        floating types (f16, bf16, f32, f64)   integer types              bool
+//   --------  -------------------------------------  -------------------------  ---------------
+//   kSum      sum                                     sum, wrapping modulo 2^b   logical OR
+//   kAverage  sum / world_size                        see below                  rejected
+//   kMin      minimum                                 minimum                    logical AND
+//   kMax      maximum                                 maximum                    logical OR
+//   kProduct  product                                 product, wrapping          logical AND
+//
+// float16 and bfloat16 are reduced in float32 and rounded back to the storage
+// type (round to nearest even) each time a partial result is stored.
+//
+// Average on integer types: the wrapped sum divided by the number of ranks,
+// rounded toward zero (C++ integer division), e.g. the average of int32
+// {1, 2} over 2 ranks is 1 and of {-1, -2} is -1.
+//
+// Scale factors: prescale_factor multiplies every input element before it is
+// reduced; postscale_factor multiplies the result (after the division for
+// kAverage). Floating types compute the product in float32 (f16, bf16, f32)
+// or float64 (f64). Integer types compute it in float64 and round to the
+// nearest integer (ties away from zero), saturating at the type's range.
+// bool accepts no scale factor other than 1.
+//
+// Ranks always receive bitwise-identical results: every algorithm reduces each
+// element in one order and distributes that single result.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hora {
+
+enum class DataType : uint8_t {
+  kUInt8 = 0,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kFloat16,
+  kBFloat16,
+  kFloat32,
+  kFloat64,
+  kBool,  // one byte per element, 0 = false, any other value = true
+};
+
+inline constexpr DataType kAllDataTypes[] = {
+    DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,   DataType::kInt32,
+    DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16, DataType::kFloat32,
+    DataType::kFloat64, DataType::kBool,
+};
+
+// Bytes per element.
+size_t DataTypeSize(DataType t);
+// "float32", "bfloat16", ...
+const char* DataTypeName(DataType t);
+// Accepts the names above and the short forms u8 i8 i16 i32 i64 f16 bf16 f32 f64.
+std::optional<DataType> ParseDataType(std::string_view name);
+bool IsFloatingPoint(DataType t);
+bool IsInteger(DataType t);  // false for bool and floating types
+
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kAverage,
+  kMin,
+  kMax,
+  kProduct,
+};
+
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                             ReduceOp::kMax, ReduceOp::kProduct};
+
+// "sum", "average", "min", "max", "product".
+const char* ReduceOpName(ReduceOp op);
+std::optional<ReduceOp> ParseReduceOp(std::string_view name);
+
+// A reduction with its scale factors (see the table above).
+struct Reduction {
+  ReduceOp op = ReduceOp::kSum;
+  double prescale_factor = 1.0;
+  double postscale_factor = 1.0;
+};
+
+}  // namespace hora

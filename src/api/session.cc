@@ -1,0 +1,93 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "hora/session.h"
+
+#include "api/session_impl.h"
+#include "api/thread_world_impl.h"
+#include "collectives/algorithms.h"
+
+namespace hora {
+Status CheckReduction(const std::string& where, DataType dtype, const Reduction& red) {
+  if (dtype == DataType::kBool) {
+    if (red.op == ReduceOp::kAverage) {
+      return InvalidArgument(where + ": average is not defined for bool tensors "
+                                     "(use sum for logical OR, min/product for logical AND)");
+    }
+    if (red.prescale_factor != 1.0 || red.postscale_factor != 1.0) {
+      return InvalidArgument(where + ": bool tensors take no scale factors (got prescale " +
+                             std::to_string(red.prescale_factor) + ", postscale " +
+                             std::to_string(red.postscale_factor) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) {
+  if (!options.world) {
+    return InvalidArgument(
+        "SessionOptions.world is not set: this build knows only ranks as threads (ThreadWorld)");
+  }
+  const int size = options.world->size();
+  if (options.rank < 0 || options.rank >= size) {
+    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +
+                           std::to_string(size) + ")");
+  }
+  std::map<std::string, std::string> env;
+  if (options.read_environment) env = ReadProcessEnvironment();
+  for (const auto& [k, v] : options.settings) env[k] = v;
+  HORA_ASSIGN_OR_RETURN(Config config, ConfigFromEnv(env));
+  HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
+
+  ThreadWorld::Impl& world = options.world->impl();
+  auto impl = std::make_unique<Impl>(std::move(config), world.store,
+                                     world.hub->Connect(options.rank), std::move(selector));
+  for (const auto& name : UnknownSettings(env)) {
+    impl->logger.Warning("unknown setting " + name + " ignored (see --print-config for the list)");
+  }
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Session::~Session() = default;
+
+int Session::rank() const { return impl_->comm.rank(); }
+int Session::size() const { return impl_->comm.size(); }
+std::string Session::DescribeConfig() const { return FormatConfig(impl_->config); }
+
+Status Session::Allreduce(const TensorView& input, const TensorView& output,
+                          const Reduction& reduction) {
+  const std::string where = impl_->Where("allreduce");
+  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  HORA_RETURN_IF_ERROR(output.Validate(where + " output"));
+  if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
+    return InvalidArgument(where + ": output " + output.Describe() + " does not match input " +
+                           input.Describe());
+  }
+  HORA_RETURN_IF_ERROR(CheckReduction(where, input.dtype(), reduction));
+  AllreduceArgs args{input.data(), output.data(), input.num_elements(), input.dtype(), reduction};
+  switch (impl_->selector.ChooseAllreduce(size(), input.num_bytes())) {
+    case AllreduceAlgorithm::kRing: return AllreduceRing(impl_->comm, args);
+    case AllreduceAlgorithm::kRecursiveDoubling: return AllreduceRecursiveDoubling(impl_->comm, args);
+    case AllreduceAlgorithm::kHalvingDoubling: return AllreduceHalvingDoubling(impl_->comm, args);
+  }
+  return InternalError(where + ": no algorithm selected");
+}
+
+Status Session::Broadcast(const TensorView& tensor, int root) {
+  const std::string where = impl_->Where("broadcast");
+  HORA_RETURN_IF_ERROR(tensor.Validate(where + " tensor"));
+  if (root < 0 || root >= size()) {
+    return InvalidArgument(where + ": root rank " + std::to_string(root) + " is outside [0, " +
+                           std::to_string(size()) + ")");
+  }
+  switch (impl_->selector.ChooseBroadcast(size(), tensor.num_bytes())) {
+    case BroadcastAlgorithm::kBinomial:
+      return BroadcastBinomial(impl_->comm, tensor.data(), tensor.num_bytes(), root);
+    case BroadcastAlgorithm::kScatterAllgather:
+      return BroadcastScatterAllgather(impl_->comm, tensor.data(), tensor.num_bytes(), root);
+  }
+  return InternalError(where + ": no algorithm selected");
+}
+
+Status Session::Barrier() { return BarrierDissemination(impl_->comm); }
+
+}  // namespace hora

@@ -1,0 +1,42 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// What a Session owns. Collective entry points live in session.cc (fixed-size
+// collectives) and session_shapes.cc (those that exchange shapes first).
+#pragma once
+
+#include <memory>
+
+#include "collectives/comm.h"
+#include "collectives/selector.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "hora/session.h"
+#include "store/store.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+struct Session::Impl {
+  Impl(Config c, std::shared_ptr<Store> s, std::unique_ptr<Transport> t, Selector sel)
+      : config(std::move(c)),
+        logger(config.log_level, t->rank()),
+        store(std::move(s)),
+        transport(std::move(t)),
+        comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes),
+        selector(std::move(sel)) {}
+
+  const Config config;
+  Logger logger;
+  std::shared_ptr<Store> store;
+  std::unique_ptr<Transport> transport;
+  Comm comm;
+  Selector selector;
+
+  std::string Where(const char* op) const { return "rank " + std::to_string(comm.rank()) + ": " + op; }
+};
+
+// Rejects reductions that are not defined for `dtype` (bool: no average, no
+// scale factors). `where` prefixes the message.
+Status CheckReduction(const std::string& where, DataType dtype, const Reduction& reduction);
+
+}  // namespace hora

@@ -1,0 +1,157 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The collectives whose output shape depends on other ranks' inputs:
+// allgather, reducescatter, alltoall. Each first exchanges the small facts
+// it needs (shapes, splits), checks them, allocates the output, then moves
+// the data.
+#include <numeric>
+
+#include "api/session_impl.h"
+#include "collectives/algorithms.h"
+
+namespace hora {
+namespace {
+
+std::vector<int64_t> Shape(const TensorView& t) {
+  return t.shape().empty() ? std::vector<int64_t>{1} : t.shape();  // a scalar gathers as [1]
+}
+
+std::string ShapeString(DataType dtype, const int64_t* dims, size_t ndim) {
+  std::string s = std::string(DataTypeName(dtype)) + "[";
+  for (size_t i = 0; i < ndim; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+// Gathers (dtype, shape) of every rank and checks that all agree except in
+// dimension 0. Returns every rank's dimension 0.
+Result<std::vector<int64_t>> GatherRows(Comm& comm, const std::string& where, const TensorView& t) {
+  const size_t n = static_cast<size_t>(comm.size());
+  const std::vector<int64_t> shape = Shape(t);
+  int64_t head[2] = {static_cast<int64_t>(t.dtype()), static_cast<int64_t>(shape.size())};
+  std::vector<int64_t> heads(2 * n);
+  std::vector<size_t> head_bytes(n, sizeof head);
+  HORA_RETURN_IF_ERROR(AllgatherRing(comm, head, heads.data(), head_bytes));
+  for (size_t p = 0; p < n; ++p) {
+    if (heads[2 * p] != heads[0] || heads[2 * p + 1] != heads[1]) {
+      std::string msg = where + ": ranks disagree on dtype or number of dimensions:";
+      for (size_t q = 0; q < n; ++q) {
+        msg += " rank " + std::to_string(q) + " " +
+               DataTypeName(static_cast<DataType>(heads[2 * q])) + " with " +
+               std::to_string(heads[2 * q + 1]) + " dims" + (q + 1 < n ? ";" : "");
+      }
+      return MismatchError(msg);
+    }
+  }
+  const size_t ndim = shape.size();
+  std::vector<int64_t> dims(ndim * n);
+  std::vector<size_t> dim_bytes(n, ndim * sizeof(int64_t));
+  HORA_RETURN_IF_ERROR(AllgatherRing(comm, shape.data(), dims.data(), dim_bytes));
+  std::vector<int64_t> rows(n);
+  for (size_t p = 0; p < n; ++p) {
+    rows[p] = dims[p * ndim];
+    for (size_t d = 1; d < ndim; ++d) {
+      if (dims[p * ndim + d] != dims[d]) {
+        std::string msg = where + ": ranks disagree on the shape beyond dimension 0:";
+        for (size_t q = 0; q < n; ++q) {
+          msg += " rank " + std::to_string(q) + " " +
+                 ShapeString(t.dtype(), &dims[q * ndim], ndim) + (q + 1 < n ? ";" : "");
+        }
+        return MismatchError(msg);
+      }
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+Result<Tensor> Session::Allgather(const TensorView& input) {
+  const std::string where = impl_->Where("allgather");
+  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows, GatherRows(impl_->comm, where, input));
+  std::vector<int64_t> out_shape = Shape(input);
+  out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
+  Tensor out(input.dtype(), out_shape);
+  const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
+  std::vector<size_t> bytes(rows.size());
+  for (size_t p = 0; p < rows.size(); ++p) bytes[p] = static_cast<size_t>(rows[p]) * row_bytes;
+  HORA_RETURN_IF_ERROR(AllgatherRing(impl_->comm, input.data(), out.data(), bytes));
+  return out;
+}
+
+Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& reduction) {
+  const std::string where = impl_->Where("reducescatter");
+  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  HORA_RETURN_IF_ERROR(CheckReduction(where, input.dtype(), reduction));
+  const std::vector<int64_t> shape = Shape(input);
+  const size_t n = static_cast<size_t>(size());
+  const size_t dim0 = static_cast<size_t>(shape[0]);
+  const size_t row = input.row_elements();
+  auto rows_of = [&](size_t p) { return dim0 / n + (p < dim0 % n ? 1 : 0); };
+  std::vector<size_t> counts(n);
+  for (size_t p = 0; p < n; ++p) counts[p] = rows_of(p) * row;
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank())));
+  Tensor out(input.dtype(), out_shape);
+  HORA_RETURN_IF_ERROR(
+      ReducescatterRing(impl_->comm, input.data(), out.data(), counts, input.dtype(), reduction));
+  return out;
+}
+
+Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
+                                 std::vector<int64_t>* received_splits) {
+  const std::string where = impl_->Where("alltoall");
+  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  const std::vector<int64_t> shape = Shape(input);
+  const size_t n = static_cast<size_t>(size());
+  const int64_t dim0 = shape[0];
+  std::vector<int64_t> send_rows(n);
+  if (splits.empty()) {
+    if (dim0 % static_cast<int64_t>(n) != 0) {
+      return InvalidArgument(where + ": dimension 0 (" + std::to_string(dim0) +
+                             ") does not divide by the " + std::to_string(n) +
+                             " ranks; pass splits");
+    }
+    std::fill(send_rows.begin(), send_rows.end(), dim0 / static_cast<int64_t>(n));
+  } else {
+    if (splits.size() != n) {
+      return InvalidArgument(where + ": " + std::to_string(splits.size()) +
+                             " splits given for " + std::to_string(n) + " ranks");
+    }
+    int64_t sum = 0;
+    for (size_t p = 0; p < n; ++p) {
+      if (splits[p] < 0) {
+        return InvalidArgument(where + ": split for rank " + std::to_string(p) + " is negative (" +
+                               std::to_string(splits[p]) + ")");
+      }
+      sum += splits[p];
+      send_rows[p] = splits[p];
+    }
+    if (sum != dim0) {
+      return InvalidArgument(where + ": splits add up to " + std::to_string(sum) +
+                             " rows but dimension 0 of " + input.Describe() + " is " +
+                             std::to_string(dim0));
+    }
+  }
+  // Tell every rank how many rows to expect from us.
+  std::vector<int64_t> recv_rows(n);
+  std::vector<size_t> eight(n, sizeof(int64_t));
+  HORA_RETURN_IF_ERROR(AlltoallPairwise(impl_->comm, send_rows.data(), eight, recv_rows.data(), eight));
+
+  const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
+  std::vector<size_t> send_bytes(n), recv_bytes(n);
+  int64_t total = 0;
+  for (size_t p = 0; p < n; ++p) {
+    send_bytes[p] = static_cast<size_t>(send_rows[p]) * row_bytes;
+    recv_bytes[p] = static_cast<size_t>(recv_rows[p]) * row_bytes;
+    total += recv_rows[p];
+  }
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = total;
+  Tensor out(input.dtype(), out_shape);
+  HORA_RETURN_IF_ERROR(AlltoallPairwise(impl_->comm, input.data(), send_bytes, out.data(), recv_bytes));
+  if (received_splits != nullptr) *received_splits = recv_rows;
+  return out;
+}
+
+}  // namespace hora

@@ -1,0 +1,17 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#pragma once
+
+#include <memory>
+
+#include "hora/thread_world.h"
+#include "store/memory_store.h"
+#include "transport/loopback/loopback_transport.h"
+
+namespace hora {
+
+struct ThreadWorld::Impl {
+  std::shared_ptr<MemoryStore> store;
+  std::shared_ptr<LoopbackHub> hub;
+};
+
+}  // namespace hora

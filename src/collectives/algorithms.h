@@ -1,0 +1,67 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Hora's collective algorithms, one per file, all written against Comm (the
+// transport seam). Each is correct for every world size, including 1 and
+// non-powers of two, and every element count, including 0.
+//
+// Buffers: `in` and `out` may be the same pointer (in place) unless stated.
+// All ranks call the same algorithm with matching arguments (sizes that
+// disagree fail with a size-mismatch error rather than hanging).
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "collectives/comm.h"
+#include "hora/types.h"
+
+namespace hora {
+
+struct AllreduceArgs {
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;  // elements
+  DataType dtype = DataType::kFloat32;
+  Reduction reduction;
+};
+
+// Ring: reduce-scatter then allgather, each block cut into segments so that
+// transfer of one segment overlaps reduction of another. Bandwidth-optimal:
+// every rank sends 2(n-1)/n of the message. Latency 2(n-1) steps.
+Status AllreduceRing(Comm& comm, const AllreduceArgs& args);
+
+// Recursive doubling: log2(n) exchanges of the whole message. Fewest steps;
+// for small messages. Non-powers of two fold the extra ranks in first.
+Status AllreduceRecursiveDoubling(Comm& comm, const AllreduceArgs& args);
+
+// Recursive halving-doubling (Rabenseifner): reduce-scatter by recursive
+// halving, allgather by recursive doubling. 2 log2(n) steps, bandwidth-optimal.
+Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args);
+
+// Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
+// lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may
+// point at that place in `out`.
+Status AllgatherRing(Comm& comm, const void* in, void* out, std::span<const size_t> bytes_per_rank);
+
+// Broadcast of `bytes` bytes from `root` to everyone, in place.
+// Binomial tree: ceil(log2 n) steps of the whole message; for small messages.
+Status BroadcastBinomial(Comm& comm, void* data, size_t bytes, int root);
+// Scatter from the root, then ring allgather: for large messages.
+Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root);
+
+// Reduce-scatter (ring): `in` holds sum(counts) elements on every rank; rank r
+// receives the reduction of block r (counts[r] elements, blocks in rank order)
+// in `out`. Splits may be uneven and may be zero. `in` and `out` must not overlap.
+Status ReducescatterRing(Comm& comm, const void* in, void* out, std::span<const size_t> counts,
+                         DataType dtype, const Reduction& reduction);
+
+// Alltoall with per-rank splits (pairwise exchange, n-1 steps). `in` holds
+// send_bytes[p] bytes for each rank p in rank order; `out` receives
+// recv_bytes[p] bytes from each rank p in rank order. No overlap allowed.
+Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send_bytes, void* out,
+                        std::span<const size_t> recv_bytes);
+
+// Dissemination barrier: ceil(log2 n) rounds of empty messages.
+Status BarrierDissemination(Comm& comm);
+
+}  // namespace hora

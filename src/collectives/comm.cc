@@ -1,0 +1,72 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "collectives/comm.h"
+
+#include <cstdio>
+
+namespace hora {
+
+Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes)
+    : transport_(transport), timeout_(timeout), segment_bytes_(segment_bytes), scratch_(4) {}
+
+Comm::~Comm() { End(); }
+
+void Comm::Begin(std::string description) {
+  End();
+  description_ = std::move(description);
+  ++sequence_;
+  tag_base_ = (sequence_ & 0xffffffull) << 40;
+}
+
+void Comm::End() {
+  for (const Request& r : outstanding_) {
+    if (!r->done()) transport_.Cancel(r);
+  }
+  outstanding_.clear();
+}
+
+Request Comm::Isend(int peer, uint64_t local_tag, const void* data, size_t bytes) {
+  Request r = transport_.Isend(peer, tag_base_ | local_tag, data, bytes);
+  outstanding_.push_back(r);
+  return r;
+}
+
+Request Comm::Irecv(int peer, uint64_t local_tag, void* data, size_t bytes) {
+  Request r = transport_.Irecv(peer, tag_base_ | local_tag, data, bytes);
+  outstanding_.push_back(r);
+  return r;
+}
+
+Status Comm::Wait(const Request& request) {
+  Status st = request->Wait(Clock::now() + timeout_);
+  if (st.ok()) return st;
+  std::string context = "rank " + std::to_string(rank()) + ": " + description_;
+  if (st.code() == StatusCode::kTimeout) {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));
+    return TimeoutError(context + ": timed out after " + secs + " s (HORA_TIMEOUT_S) " +
+                        request->Describe());
+  }
+  return st.WithContext(context);
+}
+
+void* Comm::Scratch(int slot, size_t bytes) {
+  Buffer& b = scratch_.at(static_cast<size_t>(slot));
+  if (b.capacity < bytes || b.storage == nullptr) {
+    size_t cap = bytes < 4096 ? 4096 : bytes;
+    b.storage.reset(new std::byte[cap + 64]);  // uninitialized on purpose
+    b.capacity = cap;
+    auto addr = reinterpret_cast<uintptr_t>(b.storage.get());
+    b.aligned = reinterpret_cast<void*>((addr + 63) & ~uintptr_t{63});
+  }
+  return b.aligned;
+}
+
+CollectiveScope::CollectiveScope(Comm& comm, const std::string& collective,
+                                 const std::string& algorithm)
+    : comm_(comm) {
+  comm_.Begin(collective + " (" + algorithm + ")");
+}
+
+CollectiveScope::~CollectiveScope() { comm_.End(); }
+
+}  // namespace hora

@@ -1,0 +1,95 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Comm: what an algorithm sees of the world. It wraps the rank's Transport
+// with (1) tags unique to each collective call, (2) waits bounded by
+// HORA_TIMEOUT_S whose errors name the rank, the collective and the peer,
+// (3) cancellation of everything still pending when a collective returns
+// early, and (4) reusable scratch buffers.
+//
+// Usage inside an algorithm:
+//   CollectiveScope scope(comm, "allreduce", "ring");
+//   Request r = comm.Irecv(left, Tag(step, seg), tmp, bytes);
+//   HORA_RETURN_IF_ERROR(comm.Wait(r));
+//
+// Every rank must run the same sequence of collectives on a Comm (as in MPI):
+// tags are derived from a per-Comm call counter. Not thread-safe: one
+// collective at a time per Comm.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+class Comm {
+ public:
+  Comm(Transport& transport, Duration timeout, size_t segment_bytes);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const { return transport_.rank(); }
+  int size() const { return transport_.size(); }
+  size_t segment_bytes() const { return segment_bytes_; }
+  Duration timeout() const { return timeout_; }
+
+  // Local tags: algorithms number their messages with (phase, step, segment);
+  // Comm adds the call sequence number so calls never cross.
+  static uint64_t LocalTag(uint32_t phase, uint32_t step, uint32_t segment) {
+    return (static_cast<uint64_t>(phase & 0xfu) << 36) |
+           (static_cast<uint64_t>(step & 0x3ffffu) << 18) | (segment & 0x3ffffu);
+  }
+
+  Request Isend(int peer, uint64_t local_tag, const void* data, size_t bytes);
+  Request Irecv(int peer, uint64_t local_tag, void* data, size_t bytes);
+
+  // Waits for one request, bounded by the timeout. An error is returned with
+  // the collective's context: "rank 2: allreduce (ring): timed out after 30 s
+  // receiving 64 KiB from rank 1".
+  Status Wait(const Request& request);
+
+  // Scratch memory owned by the Comm, 64-byte aligned, reused across calls.
+  // `slot` selects one of a few independent buffers.
+  void* Scratch(int slot, size_t bytes);
+
+ private:
+  friend class CollectiveScope;
+  void Begin(std::string description);
+  void End();
+
+  Transport& transport_;
+  const Duration timeout_;
+  const size_t segment_bytes_;
+  uint64_t sequence_ = 0;
+  uint64_t tag_base_ = 0;
+  std::string description_;          // "allreduce (ring)" while a collective runs
+  std::vector<Request> outstanding_;  // requests of the running collective
+  struct Buffer {
+    std::unique_ptr<std::byte[]> storage;
+    size_t capacity = 0;
+    void* aligned = nullptr;
+  };
+  std::vector<Buffer> scratch_;
+};
+
+// Marks one collective call: gives it fresh tags and an error context, and on
+// destruction cancels whatever it left pending (so an early error return
+// never leaves the transport holding the caller's buffers).
+class CollectiveScope {
+ public:
+  CollectiveScope(Comm& comm, const std::string& collective, const std::string& algorithm);
+  ~CollectiveScope();
+  CollectiveScope(const CollectiveScope&) = delete;
+  CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+ private:
+  Comm& comm_;
+};
+
+}  // namespace hora

@@ -1,0 +1,20 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Time types used for every bounded wait.
+#pragma once
+
+#include <chrono>
+
+namespace hora {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+using Duration = std::chrono::nanoseconds;
+
+inline Duration SecondsToDuration(double s) {
+  return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
+}
+
+inline double DurationToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace hora

@@ -1,0 +1,187 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "common/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <sstream>
+
+#include "common/units.h"
+
+extern char** environ;
+
+namespace hora {
+namespace {
+
+// One row of the table: the public spec plus where its value lands.
+struct SettingRow {
+  SettingSpec spec;
+  double Config::*as_double = nullptr;
+  uint64_t Config::*as_bytes = nullptr;
+  std::string Config::*as_string = nullptr;
+  LogLevel Config::*as_log_level = nullptr;
+  double min_double = 0;  // doubles must be > min_double
+};
+
+const std::vector<SettingRow>& Rows() {
+  static const std::vector<SettingRow> rows = {
+      {{"HORA_TIMEOUT_S", SettingType::kDouble, "30",
+        "Upper bound in seconds of every blocking wait; a stuck collective fails after it"},
+       &Config::timeout_s},
+      {{"HORA_LOG_LEVEL", SettingType::kLogLevel, "warning",
+        "Messages at this level and above are printed: trace, debug, info, warning, error, off"},
+       nullptr, nullptr, nullptr, &Config::log_level},
+      {{"HORA_ALLREDUCE_ALGO", SettingType::kString, "",
+        "Allreduce algorithm: empty (cost model), a name (ring, recursive_doubling, "
+        "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
+       nullptr, nullptr, &Config::allreduce_algo},
+      {{"HORA_BROADCAST_ALGO", SettingType::kString, "",
+        "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
+       nullptr, nullptr, &Config::broadcast_algo},
+      {{"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
+        "Segment size of ring pipelines (transfer of one segment overlaps reduction of another)"},
+       nullptr, &Config::ring_segment_bytes},
+      {{"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
+        "Cost model: latency of one message in microseconds"},
+       &Config::cost_alpha_us},
+      {{"HORA_COST_BANDWIDTH_GBPS", SettingType::kDouble, "8",
+        "Cost model: point-to-point bandwidth in GB/s"},
+       &Config::cost_bandwidth_gbps},
+      {{"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
+        "Cost model: reduction throughput in GB/s of input"},
+       &Config::cost_reduce_gbps},
+  };
+  return rows;
+}
+
+constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
+
+std::string Accepted(SettingType t) {
+  switch (t) {
+    case SettingType::kDouble: return "a number greater than 0";
+    case SettingType::kBytes: return "a byte count greater than 0 such as 65536, 64K, 4M or 1G";
+    case SettingType::kString: return "a string";
+    case SettingType::kLogLevel: return "one of trace, debug, info, warning, error, off";
+  }
+  return "?";
+}
+
+Status Apply(const SettingRow& row, const std::string& value, Config& config) {
+  auto bad = [&] {
+    return InvalidArgument(std::string(row.spec.name) + "='" + value + "' is invalid: expected " +
+                           Accepted(row.spec.type));
+  };
+  switch (row.spec.type) {
+    case SettingType::kDouble: {
+      errno = 0;
+      char* end = nullptr;
+      double v = std::strtod(value.c_str(), &end);
+      if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
+          !(v > row.min_double)) {
+        return bad();
+      }
+      config.*row.as_double = v;
+      return Status::Ok();
+    }
+    case SettingType::kBytes: {
+      auto v = ParseBytes(value);
+      if (!v || *v == 0) return bad();
+      config.*row.as_bytes = *v;
+      return Status::Ok();
+    }
+    case SettingType::kString:
+      config.*row.as_string = value;
+      return Status::Ok();
+    case SettingType::kLogLevel:
+      for (size_t i = 0; i < std::size(kLogLevelNames); ++i) {
+        if (value == kLogLevelNames[i]) {
+          config.*row.as_log_level = static_cast<LogLevel>(i);
+          return Status::Ok();
+        }
+      }
+      return bad();
+  }
+  return InternalError("unhandled setting type");
+}
+
+std::string ValueOf(const SettingRow& row, const Config& c) {
+  std::ostringstream os;
+  switch (row.spec.type) {
+    case SettingType::kDouble: os << c.*row.as_double; break;
+    case SettingType::kBytes: os << c.*row.as_bytes; break;
+    case SettingType::kString: os << c.*row.as_string; break;
+    case SettingType::kLogLevel: os << kLogLevelNames[static_cast<int>(c.*row.as_log_level)]; break;
+  }
+  return os.str();
+}
+
+}  // namespace
+
+const std::vector<SettingSpec>& AllSettings() {
+  static const std::vector<SettingSpec> specs = [] {
+    std::vector<SettingSpec> v;
+    for (const auto& r : Rows()) v.push_back(r.spec);
+    return v;
+  }();
+  return specs;
+}
+
+const char* SettingTypeName(SettingType t) {
+  switch (t) {
+    case SettingType::kDouble: return "double";
+    case SettingType::kBytes: return "bytes";
+    case SettingType::kString: return "string";
+    case SettingType::kLogLevel: return "log-level";
+  }
+  return "?";
+}
+
+Result<Config> ConfigFromEnv(const std::map<std::string, std::string>& env) {
+  Config config{};
+  for (const auto& row : Rows()) {
+    // Defaults go through the same parser as user values: one source of truth.
+    Status st = Apply(row, row.spec.default_value, config);
+    if (!st.ok()) return InternalError("bad default in settings table: " + st.message());
+  }
+  for (const auto& row : Rows()) {
+    auto it = env.find(row.spec.name);
+    if (it == env.end()) continue;
+    HORA_RETURN_IF_ERROR(Apply(row, it->second, config));
+  }
+  return config;
+}
+
+std::map<std::string, std::string> ReadProcessEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "HORA_", 5) != 0) continue;
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr) continue;
+    env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> UnknownSettings(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> unknown;
+  for (const auto& [name, value] : env) {
+    if (name.rfind("HORA_", 0) != 0) continue;
+    bool known = false;
+    for (const auto& row : Rows()) known = known || name == row.spec.name;
+    if (!known) unknown.push_back(name);
+  }
+  return unknown;
+}
+
+std::string FormatConfig(const Config& config) {
+  std::ostringstream os;
+  for (const auto& row : Rows()) {
+    os << row.spec.name << "=" << ValueOf(row, config) << "  # " << SettingTypeName(row.spec.type)
+       << ", default '" << row.spec.default_value << "': " << row.spec.doc << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace hora

@@ -1,0 +1,68 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Every HORA_* setting, declared once in a table (name, type, default, doc)
+// and read once into an immutable Config when a Session is created. Nothing
+// else in Hora reads the environment.
+//
+// An invalid value is an error at Session creation that names the variable,
+// the value and what is accepted. Unknown HORA_* variables are reported as a
+// warning-level message by the caller (they may be typos), not an error.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hora/status.h"
+
+namespace hora {
+
+enum class LogLevel : int { kTrace = 0, kDebug, kInfo, kWarning, kError, kOff };
+
+struct Config {
+  // Upper bound, in seconds, of every blocking wait of a collective.
+  double timeout_s;
+  LogLevel log_level;
+  // Algorithm overrides: "" (cost model decides), a name, or ranges of message
+  // sizes to names ("rd:0-64K,ring:64K-"). Parsed and validated by the selector.
+  std::string allreduce_algo;
+  std::string broadcast_algo;
+  // Ring and chain algorithms cut each block into segments of this size so
+  // that transfer and reduction overlap.
+  uint64_t ring_segment_bytes;
+  // Cost model parameters (alpha-beta-gamma) used by the selector.
+  double cost_alpha_us;             // latency of one message
+  double cost_bandwidth_gbps;       // point-to-point bandwidth, GB/s
+  double cost_reduce_gbps;          // reduction throughput, GB/s of input
+};
+
+enum class SettingType { kDouble, kBytes, kString, kLogLevel };
+
+struct SettingSpec {
+  const char* name;           // "HORA_TIMEOUT_S"
+  SettingType type;
+  const char* default_value;  // as it would be written in the environment
+  const char* doc;            // one line
+};
+
+// The table, in documentation order.
+const std::vector<SettingSpec>& AllSettings();
+
+// Builds a Config from `env` (variable name -> value). Variables not present
+// take their defaults. Only names in the table are read.
+Result<Config> ConfigFromEnv(const std::map<std::string, std::string>& env);
+
+// Snapshot of this process's HORA_* environment variables.
+std::map<std::string, std::string> ReadProcessEnvironment();
+
+// Names in `env` that start with HORA_ but are not in the table.
+std::vector<std::string> UnknownSettings(const std::map<std::string, std::string>& env);
+
+// The table with each setting's value in `config`, one line per setting,
+// for `horarun --print-config` and for logs.
+std::string FormatConfig(const Config& config);
+
+const char* SettingTypeName(SettingType t);
+
+}  // namespace hora

@@ -1,0 +1,83 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "common/config.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "common/units.h"
+
+namespace hora {
+namespace {
+
+TEST(Config, DefaultsComeFromTheTable) {
+  auto c = ConfigFromEnv({});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->timeout_s, 30.0);
+  EXPECT_EQ(c->log_level, LogLevel::kWarning);
+  EXPECT_EQ(c->allreduce_algo, "");
+  EXPECT_EQ(c->ring_segment_bytes, 256u * 1024u);
+}
+
+TEST(Config, ValuesOverrideDefaults) {
+  auto c = ConfigFromEnv({{"HORA_TIMEOUT_S", "2.5"},
+                          {"HORA_RING_SEGMENT_BYTES", "1M"},
+                          {"HORA_LOG_LEVEL", "debug"},
+                          {"HORA_ALLREDUCE_ALGO", "ring"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->timeout_s, 2.5);
+  EXPECT_EQ(c->ring_segment_bytes, 1u << 20);
+  EXPECT_EQ(c->log_level, LogLevel::kDebug);
+  EXPECT_EQ(c->allreduce_algo, "ring");
+}
+
+TEST(Config, InvalidValuesNameVariableValueAndAccepted) {
+  auto c = ConfigFromEnv({{"HORA_COST_ALPHA_US", "0"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            "HORA_COST_ALPHA_US='0' is invalid: expected a number greater than 0");
+  auto d = ConfigFromEnv({{"HORA_RING_SEGMENT_BYTES", "0"}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("HORA_RING_SEGMENT_BYTES='0'"), std::string::npos);
+}
+
+TEST(Config, TableIsWellFormed) {
+  std::set<std::string> names;
+  for (const SettingSpec& s : AllSettings()) {
+    EXPECT_EQ(std::string(s.name).rfind("HORA_", 0), 0u) << s.name;
+    EXPECT_TRUE(names.insert(s.name).second) << "duplicate " << s.name;
+    EXPECT_GT(std::string(s.doc).size(), 10u) << s.name;
+  }
+  auto c = ConfigFromEnv({});
+  ASSERT_TRUE(c.ok());
+  const std::string printed = FormatConfig(*c);
+  for (const SettingSpec& s : AllSettings()) EXPECT_NE(printed.find(s.name), std::string::npos);
+}
+
+TEST(Config, UnknownSettingsAreListed) {
+  auto unknown = UnknownSettings({{"HORA_TIMEOUT_S", "1"}, {"HORA_TIMOUT_S", "1"}, {"PATH", "/bin"}});
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0], "HORA_TIMOUT_S");
+}
+
+TEST(Units, ParseBytes) {
+  EXPECT_EQ(ParseBytes("0"), 0u);
+  EXPECT_EQ(ParseBytes("4096"), 4096u);
+  EXPECT_EQ(ParseBytes("64K"), 65536u);
+  EXPECT_EQ(ParseBytes("64KiB"), 65536u);
+  EXPECT_EQ(ParseBytes("4m"), 4u << 20);
+  EXPECT_EQ(ParseBytes("1G"), 1u << 30);
+  EXPECT_EQ(ParseBytes("12B"), 12u);
+  EXPECT_FALSE(ParseBytes(""));
+  EXPECT_FALSE(ParseBytes("K"));
+  EXPECT_FALSE(ParseBytes("-1"));
+  EXPECT_FALSE(ParseBytes("1.5M"));
+  EXPECT_FALSE(ParseBytes("99999999999999999999"));
+  EXPECT_FALSE(ParseBytes("17179869184G"));  // overflows 64 bits
+  EXPECT_EQ(FormatBytes(512), "512 B");
+  EXPECT_EQ(FormatBytes(65536), "64 KiB");
+  EXPECT_EQ(FormatBytes(1536 * 1024), "1.5 MiB");
+}
+
+}  // namespace
+}  // namespace hora

@@ -1,0 +1,70 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "hora/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace hora {
+
+std::string DeviceName(const Device& d) {
+  if (d.type == DeviceType::kCPU) return "cpu";
+  return "cuda:" + std::to_string(d.index);
+}
+
+size_t TensorView::num_elements() const {
+  size_t n = 1;
+  for (int64_t d : shape_) n *= static_cast<size_t>(d < 0 ? 0 : d);
+  return n;
+}
+
+size_t TensorView::row_elements() const {
+  size_t n = 1;
+  for (size_t i = 1; i < shape_.size(); ++i) n *= static_cast<size_t>(shape_[i] < 0 ? 0 : shape_[i]);
+  return n;
+}
+
+Status TensorView::Validate(const std::string& what) const {
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (shape_[i] < 0) {
+      return InvalidArgument(what + ": dimension " + std::to_string(i) + " is negative (" +
+                             Describe() + ")");
+    }
+  }
+  if (data_ == nullptr && num_elements() > 0) {
+    return InvalidArgument(what + ": data pointer is null for " + Describe());
+  }
+  if (device_.type != DeviceType::kCPU) {
+    return UnimplementedError(what + ": device " + DeviceName(device_) +
+                              " is not supported by this build (CPU only)");
+  }
+  return Status::Ok();
+}
+
+std::string TensorView::Describe() const {
+  std::string s = DataTypeName(dtype_);
+  s += "[";
+  for (size_t i = 0; i < shape_.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(shape_[i]);
+  }
+  s += "] on " + DeviceName(device_);
+  return s;
+}
+
+void Tensor::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) {
+  TensorView probe(nullptr, dtype, shape);
+  size_t bytes = probe.num_bytes();
+  size_t alloc = (bytes + 63) / 64 * 64;
+  void* p = nullptr;
+  if (alloc > 0) {
+    p = std::aligned_alloc(64, alloc);
+    if (p == nullptr) std::abort();  // out of memory: nothing sensible to return
+    std::memset(p, 0, alloc);
+  }
+  storage_.reset(p);
+  view_ = TensorView(p, dtype, std::move(shape));
+}
+
+}  // namespace hora

@@ -1,0 +1,21 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Parsing and printing byte sizes: "4", "64K", "1M", "2G" (binary units,
+// K = 1024). Used by the config table and the algorithm override strings.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace hora {
+
+// Returns nullopt on anything but digits followed by an optional K/M/G
+// (upper or lower case, optional trailing "B" or "iB").
+std::optional<uint64_t> ParseBytes(std::string_view text);
+
+// "512 B", "64 KiB", "1.5 MiB".
+std::string FormatBytes(uint64_t bytes);
+
+}  // namespace hora

@@ -1,0 +1,122 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/loopback/loopback_transport.h"
+
+#include <cstring>
+#include <thread>
+
+#include "common/units.h"
+
+namespace hora {
+namespace {
+
+// Copies a matched message and completes both sides. Runs without any lock.
+void Deliver(const void* src_buf, size_t send_bytes, const Request& send_req, void* dst_buf,
+             size_t recv_bytes, const Request& recv_req, int src, int dst, Tag tag) {
+  if (send_bytes != recv_bytes) {
+    Status st = InvalidArgument(
+        "message size mismatch: rank " + std::to_string(src) + " sent " +
+        FormatBytes(send_bytes) + " (" + std::to_string(send_bytes) + " bytes) but rank " +
+        std::to_string(dst) + " expected " + std::to_string(recv_bytes) + " bytes (tag " +
+        std::to_string(tag) + ")");
+    send_req->Complete(st);
+    recv_req->Complete(st);
+    return;
+  }
+  if (send_bytes > 0) std::memcpy(dst_buf, src_buf, send_bytes);
+  recv_req->Complete(Status::Ok());
+  send_req->Complete(Status::Ok());
+}
+
+class LoopbackTransport final : public Transport {
+ public:
+  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
+
+  int rank() const override { return rank_; }
+  int size() const override { return hub_->size(); }
+  const char* name() const override { return "loopback"; }
+
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+    auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
+    if (!ValidPeer(peer, req)) return req;
+    LoopbackHub::Mailbox& box = hub_->mailbox(peer);
+    std::unique_lock<std::mutex> lock(box.mu);
+    for (auto it = box.posted_recvs.begin(); it != box.posted_recvs.end(); ++it) {
+      if (it->src == rank_ && it->tag == tag) {
+        LoopbackHub::Pending recv = std::move(*it);
+        box.posted_recvs.erase(it);
+        lock.unlock();
+        Deliver(data, bytes, req, recv.recv_buf, recv.bytes, recv.request, rank_, peer, tag);
+        return req;
+      }
+    }
+    box.unexpected_sends.push_back({rank_, tag, nullptr, data, bytes, req});
+    return req;
+  }
+
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
+    auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
+    if (!ValidPeer(peer, req)) return req;
+    LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
+    std::unique_lock<std::mutex> lock(box.mu);
+    for (auto it = box.unexpected_sends.begin(); it != box.unexpected_sends.end(); ++it) {
+      if (it->src == peer && it->tag == tag) {
+        LoopbackHub::Pending send = std::move(*it);
+        box.unexpected_sends.erase(it);
+        lock.unlock();
+        Deliver(send.send_buf, send.bytes, send.request, data, bytes, req, peer, rank_, tag);
+        return req;
+      }
+    }
+    box.posted_recvs.push_back({peer, tag, data, nullptr, bytes, req});
+    return req;
+  }
+
+  void Cancel(const Request& request) override {
+    if (request->done()) return;
+    // A pending send waits in the peer's mailbox; a pending receive in ours.
+    int owner = request->is_send() ? request->peer() : rank_;
+    if (owner >= 0 && owner < size()) {
+      LoopbackHub::Mailbox& box = hub_->mailbox(owner);
+      std::lock_guard<std::mutex> lock(box.mu);
+      auto& list = request->is_send() ? box.unexpected_sends : box.posted_recvs;
+      for (auto it = list.begin(); it != list.end(); ++it) {
+        if (it->request == request) {
+          list.erase(it);
+          request->Complete(AbortedError("cancelled " + request->Describe()));
+          return;
+        }
+      }
+    }
+    // Not in a list: it is being copied right now. The copy is short and
+    // bounded; wait for it so the caller may free the buffer.
+    while (!request->done()) std::this_thread::yield();
+  }
+
+ private:
+  bool ValidPeer(int peer, const Request& req) {
+    if (peer >= 0 && peer < size() && peer != rank_) return true;
+    req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
+                                  std::to_string(peer) + " (world size " +
+                                  std::to_string(size()) + ")"));
+    return false;
+  }
+
+  std::shared_ptr<LoopbackHub> hub_;
+  int rank_;
+};
+
+}  // namespace
+
+LoopbackHub::LoopbackHub(int size) {
+  for (int i = 0; i < size; ++i) mailboxes_.push_back(std::make_unique<Mailbox>());
+}
+
+std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
+  return std::shared_ptr<LoopbackHub>(new LoopbackHub(size));
+}
+
+std::unique_ptr<Transport> LoopbackHub::Connect(int rank) {
+  return std::make_unique<LoopbackTransport>(shared_from_this(), rank);
+}
+
+}  // namespace hora

@@ -1,0 +1,48 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Loopback transport: ranks are threads of one process. A LoopbackHub holds
+// one mailbox per rank; a message is copied once, straight from the sender's
+// buffer into the receiver's, by whichever side arrives second (rendezvous:
+// no intermediate buffer, and a send completes when it has been received).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transport/transport.h"
+
+namespace hora {
+
+class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
+ public:
+  static std::shared_ptr<LoopbackHub> Create(int size);
+
+  int size() const { return static_cast<int>(mailboxes_.size()); }
+
+  // The transport endpoint of `rank`. One per rank; it keeps the hub alive.
+  std::unique_ptr<Transport> Connect(int rank);
+
+  // Internal to the loopback transport.
+  struct Pending {
+    int src;
+    Tag tag;
+    void* recv_buf;        // for posted receives
+    const void* send_buf;  // for unexpected sends
+    size_t bytes;
+    Request request;
+  };
+  struct Mailbox {
+    std::mutex mu;
+    std::deque<Pending> posted_recvs;      // guarded by mu
+    std::deque<Pending> unexpected_sends;  // guarded by mu
+  };
+  Mailbox& mailbox(int rank) { return *mailboxes_[static_cast<size_t>(rank)]; }
+
+ private:
+  explicit LoopbackHub(int size);
+  std::vector<std::unique_ptr<Mailbox>> mailboxes_;
+};
+
+}  // namespace hora

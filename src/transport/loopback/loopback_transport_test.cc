@@ -1,0 +1,115 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/loopback/loopback_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace hora {
+namespace {
+
+TimePoint Soon() { return Clock::now() + std::chrono::seconds(10); }
+
+TEST(Loopback, SendBeforeAndAfterReceiveIsPosted) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  int x = 42, y = 0;
+  Request s = a->Isend(1, 7, &x, sizeof x);  // unexpected: no receive yet
+  EXPECT_FALSE(s->done());                    // rendezvous: completes on receipt
+  Request r = b->Irecv(0, 7, &y, sizeof y);
+  ASSERT_TRUE(r->Wait(Soon()).ok());
+  ASSERT_TRUE(s->Wait(Soon()).ok());
+  EXPECT_EQ(y, 42);
+
+  int z = 0;
+  Request r2 = b->Irecv(0, 8, &z, sizeof z);  // posted first
+  Request s2 = a->Isend(1, 8, &x, sizeof x);
+  ASSERT_TRUE(r2->Wait(Soon()).ok());
+  EXPECT_EQ(z, 42);
+}
+
+TEST(Loopback, SameTagKeepsOrderDifferentTagsMatchByTag) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  int v[3] = {1, 2, 3}, got[3] = {};
+  Request s0 = a->Isend(1, 5, &v[0], 4);
+  Request s1 = a->Isend(1, 5, &v[1], 4);
+  Request s2 = a->Isend(1, 6, &v[2], 4);
+  Request r2 = b->Irecv(0, 6, &got[2], 4);
+  Request r0 = b->Irecv(0, 5, &got[0], 4);
+  Request r1 = b->Irecv(0, 5, &got[1], 4);
+  for (auto* r : {&r0, &r1, &r2}) ASSERT_TRUE((*r)->Wait(Soon()).ok());
+  EXPECT_EQ(got[0], 1);
+  EXPECT_EQ(got[1], 2);
+  EXPECT_EQ(got[2], 3);
+}
+
+TEST(Loopback, SizeMismatchFailsBothSidesNamingSizes) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  char buf[16] = {};
+  Request s = a->Isend(1, 1, buf, 16);
+  Request r = b->Irecv(0, 1, buf, 8);
+  Status rs = r->Wait(Soon()), ss = s->Wait(Soon());
+  EXPECT_FALSE(rs.ok());
+  EXPECT_FALSE(ss.ok());
+  EXPECT_NE(rs.message().find("rank 0 sent 16 B"), std::string::npos) << rs.message();
+  EXPECT_NE(rs.message().find("rank 1 expected 8 bytes"), std::string::npos) << rs.message();
+}
+
+TEST(Loopback, WaitIsBoundedAndCancelReleasesTheBuffer) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  int y = 0;
+  Request r = b->Irecv(0, 3, &y, sizeof y);
+  Status st = r->Wait(Clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  EXPECT_NE(st.message().find("receiving 4 B from rank 0"), std::string::npos) << st.message();
+  b->Cancel(r);
+  EXPECT_TRUE(r->done());
+  // A late send must not land in the cancelled buffer.
+  int x = 99;
+  Request s = a->Isend(1, 3, &x, sizeof x);
+  EXPECT_FALSE(s->done());
+  EXPECT_EQ(y, 0);
+  a->Cancel(s);
+  EXPECT_EQ(s->status().code(), StatusCode::kAborted);
+}
+
+TEST(Loopback, InvalidPeerIsAnError) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  int x = 0;
+  Request s = a->Isend(5, 0, &x, 4);
+  EXPECT_EQ(s->Wait(Soon()).code(), StatusCode::kInvalidArgument);
+  Request t = a->Isend(0, 0, &x, 4);
+  EXPECT_NE(t->Wait(Soon()).message().find("invalid peer 0"), std::string::npos);
+}
+
+TEST(Loopback, ManyThreadsExchangeConcurrently) {
+  const int n = 8, rounds = 200;
+  auto hub = LoopbackHub::Create(n);
+  std::vector<std::thread> threads;
+  std::vector<int> errors(n, 0);
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto t = hub->Connect(r);
+      for (int i = 0; i < rounds; ++i) {
+        int out = r * 1000 + i, in = -1;
+        Request rq = t->Irecv((r - 1 + n) % n, static_cast<Tag>(i), &in, 4);
+        Request sq = t->Isend((r + 1) % n, static_cast<Tag>(i), &out, 4);
+        if (!rq->Wait(Soon()).ok() || !sq->Wait(Soon()).ok()) ++errors[static_cast<size_t>(r)];
+        if (in != ((r - 1 + n) % n) * 1000 + i) ++errors[static_cast<size_t>(r)];
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+}  // namespace
+}  // namespace hora

@@ -1,0 +1,55 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The completion state of one asynchronous send or receive. A transport
+// creates it, completes it exactly once (from any thread) with a Status, and
+// the algorithm waits on it with a deadline.
+//
+// Thread-safety: Complete() and Wait() may race freely.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "hora/status.h"
+
+namespace hora {
+
+class RequestState {
+ public:
+  RequestState(bool is_send, int peer, size_t bytes) : is_send_(is_send), peer_(peer), bytes_(bytes) {}
+
+  // Marks the request finished. Later calls are ignored (first result wins).
+  void Complete(Status status);
+
+  bool done() const { return done_.load(std::memory_order_acquire); }
+
+  // Waits until done or `deadline`. Returns the completion status, or a
+  // Timeout status describing what was awaited ("receiving 64 KiB from rank 1").
+  Status Wait(TimePoint deadline);
+
+  // The request's result; only meaningful once done().
+  Status status() const;
+
+  bool is_send() const { return is_send_; }
+  int peer() const { return peer_; }
+  size_t bytes() const { return bytes_; }
+  // "sending 64 KiB to rank 1" / "receiving 64 KiB from rank 1".
+  std::string Describe() const;
+
+ private:
+  const bool is_send_;
+  const int peer_;
+  const size_t bytes_;
+  std::atomic<bool> done_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Status status_;  // guarded by mu_
+};
+
+using Request = std::shared_ptr<RequestState>;
+
+}  // namespace hora

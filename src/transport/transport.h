@@ -1,0 +1,48 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The point-to-point seam every algorithm is written against: asynchronous,
+// tagged sends and receives of bytes between the ranks of one group.
+//
+// Contract:
+//  - Isend/Irecv return at once. The buffer must stay valid (and, for a send,
+//    unchanged) until the request completes or Cancel() returned.
+//  - A receive matches the oldest unmatched send from the same peer with the
+//    same tag (messages between a pair with one tag are not reordered).
+//  - A send may complete only when its receive is posted (rendezvous), so an
+//    algorithm posts its receives before it waits on its sends.
+//  - Sizes must match exactly: a receive of N bytes matched with a send of M
+//    != N bytes fails both requests with an error naming both sizes.
+//  - Cancel() makes a pending request inert: after it returns the transport
+//    no longer touches the request's buffer. Used when a collective fails.
+//  - Implementations: loopback/ (ranks as threads); shm/, tcp/, mpi/ follow
+//    with the same file set.
+//
+// Thread-safety: a Transport is used by one collective at a time per rank,
+// but its requests complete from other threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "transport/request.h"
+
+namespace hora {
+
+using Tag = uint64_t;
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "loopback", "shm", "tcp", "mpi".
+  virtual const char* name() const = 0;
+
+  virtual Request Isend(int peer, Tag tag, const void* data, size_t bytes) = 0;
+  virtual Request Irecv(int peer, Tag tag, void* data, size_t bytes) = 0;
+  virtual void Cancel(const Request& request) = 0;
+};
+
+}  // namespace hora

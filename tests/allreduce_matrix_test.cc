@@ -1,0 +1,118 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Allreduce, the full matrix: world sizes 1..16 x every algorithm x every
+// dtype x every op (plain and with pre/post scale factors) x element counts
+// 0, 1, 7, 1031 and 4 MiB, in place and out of place, each rank's result
+// compared with the independent reference of support/reference.h (exact for
+// integers and bool; floating tolerance stated there).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "collectives/selector.h"
+#include "support/reference.h"
+#include "support/thread_ranks.h"
+
+namespace hora::testing {
+namespace {
+
+struct MatrixParam {
+  int world;
+  DataType dtype;
+};
+
+std::string ParamName(const ::testing::TestParamInfo<MatrixParam>& info) {
+  return "world" + std::to_string(info.param.world) + "_" + DataTypeName(info.param.dtype);
+}
+
+class AllreduceMatrix : public ::testing::TestWithParam<MatrixParam> {};
+
+std::vector<Reduction> ReductionsFor(DataType dtype) {
+  std::vector<Reduction> out;
+  for (ReduceOp op : kAllReduceOps) out.push_back({op, 1.0, 1.0});
+  if (dtype != DataType::kBool) {
+    out.push_back({ReduceOp::kSum, 0.5, 3.0});
+    out.push_back({ReduceOp::kAverage, 0.5, 3.0});
+    out.push_back({ReduceOp::kMax, 0.5, 3.0});
+  }
+  return out;
+}
+
+TEST_P(AllreduceMatrix, MatchesReference) {
+  const auto [n, dtype] = GetParam();
+  const size_t esize = DataTypeSize(dtype);
+  const std::vector<size_t> counts = {0, 1, 7, 1031, (size_t{4} << 20) / esize};
+
+  // One job per algorithm, each forced through HORA_ALLREDUCE_ALGO.
+  std::vector<std::unique_ptr<ThreadRanks>> jobs;
+  for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+    jobs.push_back(std::make_unique<ThreadRanks>(n, TestSettings({{"HORA_ALLREDUCE_ALGO", Info(a).name}})));
+    ASSERT_EQ(jobs.back()->size(), n);
+  }
+
+  uint64_t seed = 1;
+  for (const Reduction& red : ReductionsFor(dtype)) {
+    for (size_t count : counts) {
+      ++seed;
+      std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(n), std::vector<uint8_t>(count * esize));
+      std::vector<const void*> ptrs;
+      for (int r = 0; r < n; ++r) {
+        FillInput(dtype, red.op, inputs[static_cast<size_t>(r)].data(), count, seed, r);
+        ptrs.push_back(inputs[static_cast<size_t>(r)].data());
+      }
+      const bool defined = !(dtype == DataType::kBool && red.op == ReduceOp::kAverage);
+      const Expected expected = defined ? ReferenceAllreduce(dtype, red, ptrs, count) : Expected{};
+
+      for (size_t a = 0; a < jobs.size(); ++a) {
+        for (bool in_place : {false, true}) {
+          std::vector<std::vector<uint8_t>> outputs(static_cast<size_t>(n));
+          auto results = jobs[a]->Run([&](int r, Session& s) {
+            auto& out = outputs[static_cast<size_t>(r)];
+            out.assign(count * esize + 1, 0xAB);  // one guard byte past the end
+            const void* in = inputs[static_cast<size_t>(r)].data();
+            if (in_place && count > 0) std::memcpy(out.data(), in, count * esize);
+            TensorView iv = TensorView::Flat(in_place ? out.data() : const_cast<void*>(in), dtype, count);
+            TensorView ov = TensorView::Flat(out.data(), dtype, count);
+            return s.Allreduce(iv, ov, red);
+          });
+          const std::string what = std::string(Info(kAllAllreduceAlgorithms[a]).name) + " " +
+                                   ReduceOpName(red.op) + " pre=" + std::to_string(red.prescale_factor) +
+                                   " post=" + std::to_string(red.postscale_factor) + " count=" +
+                                   std::to_string(count) + (in_place ? " in-place" : " out-of-place");
+          for (int r = 0; r < n; ++r) {
+            const Status& st = results[static_cast<size_t>(r)];
+            if (!defined) {
+              EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << what << " rank " << r;
+              EXPECT_NE(st.message().find("average is not defined for bool"), std::string::npos)
+                  << st.message();
+              continue;
+            }
+            ASSERT_TRUE(st.ok()) << what << " rank " << r << ": " << st.ToString();
+            const auto& out = outputs[static_cast<size_t>(r)];
+            EXPECT_EQ(out[count * esize], 0xAB) << what << " rank " << r << ": wrote past the end";
+            const std::string diff = Compare(expected, out.data(), 0, count);
+            ASSERT_TRUE(diff.empty()) << what << " rank " << r << ": " << diff;
+            // Every rank must hold bitwise the same result.
+            if (r > 0 && count > 0) {
+              EXPECT_EQ(std::memcmp(out.data(), outputs[0].data(), count * esize), 0)
+                  << what << ": rank " << r << " differs from rank 0";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<MatrixParam> AllParams() {
+  std::vector<MatrixParam> v;
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 16}) {
+    for (DataType t : kAllDataTypes) v.push_back({n, t});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, AllreduceMatrix, ::testing::ValuesIn(AllParams()), ParamName);
+
+}  // namespace
+}  // namespace hora::testing

@@ -1,0 +1,136 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Nothing hangs: a rank that never arrives, or ranks that disagree on sizes,
+// produce errors on every waiting rank within the timeout, naming the rank
+// and the operation, and the Session stays usable.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "collectives/selector.h"
+#include "support/thread_ranks.h"
+
+namespace hora::testing {
+namespace {
+
+using std::chrono::steady_clock;
+
+TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
+  for (AllreduceAlgorithm algo : kAllAllreduceAlgorithms) {
+    const int n = 4;
+    ThreadRanks job(n, TestSettings({{"HORA_TIMEOUT_S", "0.3"}, {"HORA_ALLREDUCE_ALGO", Info(algo).name}}));
+    std::vector<std::vector<float>> data(n, std::vector<float>(1000, 1.0f));
+    const auto start = steady_clock::now();
+    auto st = job.Run(
+        [&](int r, Session& s) {
+          auto v = TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kFloat32, 1000);
+          return s.Allreduce(v, v, {ReduceOp::kSum});
+        },
+        [&](int r) { return r != 2; });  // rank 2 never calls
+    const double secs = std::chrono::duration<double>(steady_clock::now() - start).count();
+    EXPECT_LT(secs, 5.0) << "waited far past the 0.3 s timeout";
+    int timed_out = 0;
+    for (int r = 0; r < n; ++r) {
+      if (r == 2) continue;
+      const Status& s = st[static_cast<size_t>(r)];
+      ASSERT_FALSE(s.ok()) << Info(algo).name << " rank " << r;
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+      EXPECT_NE(s.message().find("rank " + std::to_string(r) + ": allreduce (" + Info(algo).name + ")"),
+                std::string::npos)
+          << s.message();
+      EXPECT_NE(s.message().find("HORA_TIMEOUT_S"), std::string::npos) << s.message();
+      if (s.message().find("from rank 2") != std::string::npos ||
+          s.message().find("to rank 2") != std::string::npos) {
+        ++timed_out;
+      }
+    }
+    EXPECT_GE(timed_out, 1) << "no rank named the missing rank 2";
+  }
+}
+
+TEST(Failure, SizeMismatchFailsEveryRankAndSessionRecovers) {
+  const int n = 3;
+  ThreadRanks job(n, TestSettings({{"HORA_TIMEOUT_S", "0.5"}, {"HORA_ALLREDUCE_ALGO", "recursive_doubling"}}));
+  std::vector<std::vector<int32_t>> data(n, std::vector<int32_t>(100, 1));
+  auto st = job.Run([&](int r, Session& s) {
+    auto v = TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kInt32, r == 1 ? 99 : 100);
+    return s.Allreduce(v, v, {ReduceOp::kSum});
+  });
+  bool named_sizes = false;
+  for (const Status& s : st) {
+    EXPECT_FALSE(s.ok());
+    if (s.message().find("expected 396 bytes") != std::string::npos ||
+        s.message().find("expected 400 bytes") != std::string::npos) {
+      named_sizes = true;
+    }
+  }
+  EXPECT_TRUE(named_sizes) << st[0].message() << " | " << st[1].message();
+
+  // The same sessions still work for a correct call.
+  auto ok = job.Run([&](int r, Session& s) {
+    auto v = TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kInt32, 100);
+    std::fill(data[static_cast<size_t>(r)].begin(), data[static_cast<size_t>(r)].end(), r);
+    return s.Allreduce(v, v, {ReduceOp::kSum});
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(ok[static_cast<size_t>(r)].ok()) << ok[static_cast<size_t>(r)].ToString();
+    EXPECT_EQ(data[static_cast<size_t>(r)][0], 0 + 1 + 2);
+  }
+}
+
+TEST(Failure, InvalidArgumentsAreClearErrors) {
+  ThreadRanks job(2, TestSettings());
+  std::vector<float> a(4), b(5);
+  std::vector<uint8_t> flags(4);
+  auto st = job.Run([&](int, Session& s) {
+    Status e1 = s.Allreduce(TensorView::Flat(a.data(), DataType::kFloat32, 4),
+                            TensorView::Flat(b.data(), DataType::kFloat32, 5));
+    EXPECT_EQ(e1.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(e1.message().find("float32[5]"), std::string::npos) << e1.message();
+    Status e2 = s.Allreduce(TensorView::Flat(flags.data(), DataType::kBool, 4),
+                            TensorView::Flat(flags.data(), DataType::kBool, 4), {ReduceOp::kSum, 2.0, 1.0});
+    EXPECT_EQ(e2.code(), StatusCode::kInvalidArgument);
+    Status e3 = s.Broadcast(TensorView::Flat(a.data(), DataType::kFloat32, 4), 7);
+    EXPECT_NE(e3.message().find("root rank 7"), std::string::npos) << e3.message();
+    Status e4 = s.Allreduce(TensorView(nullptr, DataType::kFloat32, {3}), TensorView(nullptr, DataType::kFloat32, {3}));
+    EXPECT_NE(e4.message().find("null"), std::string::npos) << e4.message();
+    std::vector<int64_t> bad_splits = {1, 1};
+    auto e5 = s.Alltoall(TensorView::Flat(a.data(), DataType::kFloat32, 4), bad_splits);
+    EXPECT_NE(e5.status().message().find("splits add up to 2 rows but dimension 0"), std::string::npos)
+        << e5.status().message();
+    return s.Barrier();  // and the session still works
+  });
+  for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
+  auto world = ThreadWorld::Create(1);
+  struct Case {
+    const char* name;
+    const char* value;
+    const char* expect;
+  } cases[] = {
+      {"HORA_TIMEOUT_S", "-3", "expected a number greater than 0"},
+      {"HORA_TIMEOUT_S", "soon", "HORA_TIMEOUT_S='soon'"},
+      {"HORA_LOG_LEVEL", "loud", "one of trace, debug, info, warning, error, off"},
+      {"HORA_RING_SEGMENT_BYTES", "12Q", "such as 65536, 64K"},
+      {"HORA_ALLREDUCE_ALGO", "bogus", "unknown algorithm 'bogus'"},
+      {"HORA_ALLREDUCE_ALGO", "ring:64K", "has no '-'"},
+      {"HORA_BROADCAST_ALGO", "tree:1M-4K", "empty range"},
+  };
+  for (const Case& c : cases) {
+    SessionOptions o;
+    o.rank = 0;
+    o.world = world;
+    o.read_environment = false;
+    o.settings = {{c.name, c.value}};
+    auto s = Session::Create(o);
+    ASSERT_FALSE(s.ok()) << c.name << "=" << c.value;
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find(c.name), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find(c.expect), std::string::npos) << s.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace hora::testing

@@ -1,0 +1,47 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Independent references for the collective tests: deterministic inputs per
+// (rank, seed), the expected reduction computed element by element in a
+// wider type (double for floating types, wrapping unsigned arithmetic for
+// integers), and a comparison that reports the first wrong elements.
+//
+// Tolerance for floating types (stated here, used by Compare): with n ranks
+// and unit roundoff u of the storage type (2^-11 f16, 2^-8 bf16, 2^-24 f32,
+// 2^-53 f64), sum/average may differ from the exact result by at most
+// (n + 2) * u * sum_i |x_i| (scaled like the result), product by
+// (n + 2) * u * |result|; min/max without postscale must be exact. Integer and
+// bool results must be exact.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hora/types.h"
+
+namespace hora::testing {
+
+// Fills `count` elements of `dtype` with values suited to `op` (small values
+// for products, full-range bit patterns for integer sums so wrapping is
+// exercised), deterministic in (seed, rank).
+void FillInput(DataType dtype, ReduceOp op, void* data, size_t count, uint64_t seed, int rank);
+
+struct Expected {
+  DataType dtype;
+  std::vector<uint8_t> exact;   // integer and bool types: expected bytes
+  std::vector<double> value;    // floating types: expected value
+  std::vector<double> tolerance;
+};
+
+// The allreduce of `inputs` (one buffer of `count` elements per rank).
+Expected ReferenceAllreduce(DataType dtype, const Reduction& reduction,
+                            const std::vector<const void*>& inputs, size_t count);
+
+// "" when `got` matches; otherwise "N wrong of M; first: [i] got G expected E (tol T)...".
+std::string Compare(const Expected& expected, const void* got, size_t offset, size_t count);
+
+// Element i of a buffer as double (for messages and float references).
+double ElementAsDouble(DataType dtype, const void* data, size_t i);
+
+}  // namespace hora::testing

@@ -1,0 +1,46 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "support/thread_ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace hora::testing {
+
+ThreadRanks::ThreadRanks(int n, const Settings& settings) {
+  auto world = ThreadWorld::Create(n);
+  for (int r = 0; r < n; ++r) {
+    SessionOptions opts;
+    opts.rank = r;
+    opts.world = world;
+    opts.settings = settings;
+    opts.read_environment = false;
+    auto s = Session::Create(opts);
+    if (!s.ok()) {
+      ADD_FAILURE() << "Session::Create failed for rank " << r << ": " << s.status().ToString();
+      sessions_.clear();
+      return;
+    }
+    sessions_.push_back(std::move(s).value());
+  }
+}
+
+std::vector<Status> ThreadRanks::Run(const std::function<Status(int, Session&)>& fn,
+                                     const std::function<bool(int)>& participate) {
+  std::vector<Status> results(sessions_.size());
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size(); ++r) {
+    if (participate && !participate(r)) continue;
+    threads.emplace_back([&, r] { results[static_cast<size_t>(r)] = fn(r, session(r)); });
+  }
+  for (auto& t : threads) t.join();
+  return results;
+}
+
+Settings TestSettings(Settings extra) {
+  Settings s = {{"HORA_TIMEOUT_S", "60"}};
+  for (auto& [k, v] : extra) s[k] = v;
+  return s;
+}
+
+}  // namespace hora::testing

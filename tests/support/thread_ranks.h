@@ -1,0 +1,42 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Test harness: N ranks as N threads of the test process, each with its own
+// Session over one ThreadWorld (in-memory store + loopback transport).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hora/hora.h"
+
+namespace hora::testing {
+
+using Settings = std::map<std::string, std::string>;
+
+class ThreadRanks {
+ public:
+  // Creates `n` Sessions with `settings` (the process environment is not
+  // read, so tests do not depend on the caller's HORA_* variables). Fails
+  // the current test if a Session cannot be created.
+  ThreadRanks(int n, const Settings& settings);
+
+  int size() const { return static_cast<int>(sessions_.size()); }
+  Session& session(int rank) { return *sessions_[static_cast<size_t>(rank)]; }
+
+  // Runs fn(rank, session) on one thread per rank and returns each rank's
+  // result. Ranks for which `participate` is false do not call fn (their
+  // status is OK).
+  std::vector<Status> Run(const std::function<Status(int, Session&)>& fn,
+                          const std::function<bool(int)>& participate = nullptr);
+
+ private:
+  std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+// Settings with a short timeout suited to tests (HORA_TIMEOUT_S=60 unless given).
+Settings TestSettings(Settings extra = {});
+
+}  // namespace hora::testing
