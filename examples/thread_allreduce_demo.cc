@@ -40,7 +40,8 @@ Outcome RunAlgorithm(const char* algo) {
       }
       // Rank r's "gradient": element i is (r + 1) * sin(i).
       std::vector<float> grad(kCount);
-      for (size_t i = 0; i < kCount; ++i) grad[i] = static_cast<float>((rank + 1) * std::sin(i * 1e-3));
+      for (size_t i = 0; i < kCount; ++i)
+        grad[i] = static_cast<float>((rank + 1) * std::sin(i * 1e-3));
       auto view = hora::TensorView::Flat(grad.data(), hora::DataType::kFloat32, kCount);
       const auto start = std::chrono::steady_clock::now();
       out.status = (*session)->Allreduce(view, view, {hora::ReduceOp::kAverage});
@@ -64,8 +65,9 @@ Outcome RunAlgorithm(const char* algo) {
 }  // namespace
 
 int main() {
-  std::printf("Hora demo: %d ranks as threads, allreduce(average) of %zu float32 (%.0f MiB) per rank\n",
-              kRanks, kCount, kCount * 4.0 / (1 << 20));
+  std::printf(
+      "Hora demo: %d ranks as threads, allreduce(average) of %zu float32 (%.0f MiB) per rank\n",
+      kRanks, kCount, kCount * 4.0 / (1 << 20));
   std::printf("rank r contributes (r+1)*sin(i*1e-3); every rank must end with 2.5*sin(i*1e-3)\n\n");
   std::printf("%-20s %10s %14s  %s\n", "algorithm", "time (ms)", "max |error|", "result");
   int failures = 0;
@@ -74,9 +76,11 @@ int main() {
     const bool ok = o.status.ok() && o.max_error < 1e-5;
     failures += ok ? 0 : 1;
     std::printf("%-20s %10.2f %14.3g  %s\n", algo, o.seconds * 1e3, o.max_error,
-                ok ? "OK" : o.status.ok() ? "WRONG" : o.status.ToString().c_str());
+                ok              ? "OK"
+                : o.status.ok() ? "WRONG"
+                                : o.status.ToString().c_str());
   }
-  std::printf("\n%s\n", failures == 0 ? "all algorithms agree with the reference"
-                                      : "FAILED: see above");
+  std::printf("\n%s\n",
+              failures == 0 ? "all algorithms agree with the reference" : "FAILED: see above");
   return failures == 0 ? 0 : 1;
 }

@@ -19,13 +19,14 @@ namespace {
 
 class CollectivesMatrix : public ::testing::TestWithParam<int> {};
 
-const DataType kSomeTypes[] = {DataType::kUInt8, DataType::kInt32, DataType::kFloat16,
+const DataType kSomeTypes[] = {DataType::kUInt8,    DataType::kInt32,   DataType::kFloat16,
                                DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
-                               DataType::kInt64, DataType::kBool};
+                               DataType::kInt64,    DataType::kBool};
 
 std::vector<uint8_t> Pattern(size_t bytes, int rank, uint64_t salt) {
   std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17 + salt) & 0xff);
+  for (size_t i = 0; i < bytes; ++i)
+    v[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17 + salt) & 0xff);
   return v;
 }
 
@@ -39,7 +40,8 @@ TEST_P(CollectivesMatrix, AllgatherUnevenRows) {
       auto rows_of = [&](int r) { return base_rows == 0 ? 0 : base_rows + r % 3; };  // uneven
       std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
       for (int r = 0; r < n; ++r)
-        in[static_cast<size_t>(r)] = Pattern(static_cast<size_t>(rows_of(r) * cols) * esize, r, static_cast<uint64_t>(base_rows));
+        in[static_cast<size_t>(r)] = Pattern(static_cast<size_t>(rows_of(r) * cols) * esize, r,
+                                             static_cast<uint64_t>(base_rows));
       std::vector<uint8_t> expected;
       for (auto& v : in) expected.insert(expected.end(), v.begin(), v.end());
       std::vector<Tensor> out(static_cast<size_t>(n));
@@ -94,7 +96,8 @@ TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
         for (int r = 0; r < n; ++r) data[static_cast<size_t>(r)] = Pattern(bytes, r, bytes);
         const std::vector<uint8_t> expected = data[static_cast<size_t>(root)];
         auto st = job.Run([&](int r, Session& s) {
-          TensorView v = TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kUInt8, bytes);
+          TensorView v =
+              TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kUInt8, bytes);
           return s.Broadcast(v, root);
         });
         for (int r = 0; r < n; ++r) {
@@ -111,18 +114,22 @@ TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
 TEST_P(CollectivesMatrix, ReducescatterEvenAndUneven) {
   const int n = GetParam();
   ThreadRanks job(n, TestSettings());
-  for (DataType dtype : {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kInt8}) {
+  for (DataType dtype :
+       {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kInt8}) {
     const size_t esize = DataTypeSize(dtype);
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
       const Reduction red{op, 1.0, op == ReduceOp::kSum ? 2.0 : 1.0};
       // dim0 values: 0, fewer rows than ranks, uneven, even, large.
-      for (int64_t dim0 : {int64_t{0}, int64_t{1}, int64_t{n} * 3 + 1, int64_t{n} * 4, int64_t{n} * 4096 + 5}) {
+      for (int64_t dim0 :
+           {int64_t{0}, int64_t{1}, int64_t{n} * 3 + 1, int64_t{n} * 4, int64_t{n} * 4096 + 5}) {
         const int64_t cols = 2;
         const size_t count = static_cast<size_t>(dim0 * cols);
-        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n), std::vector<uint8_t>(count * esize));
+        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n),
+                                             std::vector<uint8_t>(count * esize));
         std::vector<const void*> ptrs;
         for (int r = 0; r < n; ++r) {
-          FillInput(dtype, op, in[static_cast<size_t>(r)].data(), count, static_cast<uint64_t>(dim0) + 7, r);
+          FillInput(dtype, op, in[static_cast<size_t>(r)].data(), count,
+                    static_cast<uint64_t>(dim0) + 7, r);
           ptrs.push_back(in[static_cast<size_t>(r)].data());
         }
         const Expected expected = ReferenceAllreduce(dtype, red, ptrs, count);
@@ -139,10 +146,11 @@ TEST_P(CollectivesMatrix, ReducescatterEvenAndUneven) {
           ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
           const int64_t rows = dim0 / n + (r < dim0 % n ? 1 : 0);
           ASSERT_EQ(out[static_cast<size_t>(r)].shape(), (std::vector<int64_t>{rows, cols}));
-          const std::string diff = Compare(expected, out[static_cast<size_t>(r)].data(),
-                                           static_cast<size_t>(row_offset * cols), static_cast<size_t>(rows * cols));
-          ASSERT_TRUE(diff.empty()) << DataTypeName(dtype) << " " << ReduceOpName(op) << " dim0 " << dim0
-                                    << " rank " << r << ": " << diff;
+          const std::string diff =
+              Compare(expected, out[static_cast<size_t>(r)].data(),
+                      static_cast<size_t>(row_offset * cols), static_cast<size_t>(rows * cols));
+          ASSERT_TRUE(diff.empty()) << DataTypeName(dtype) << " " << ReduceOpName(op) << " dim0 "
+                                    << dim0 << " rank " << r << ": " << diff;
           row_offset += rows;
         }
       }
@@ -167,7 +175,8 @@ TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
           splits[static_cast<size_t>(r)].push_back(rows(r, p));
           total += rows(r, p);
         }
-        in[static_cast<size_t>(r)] = Pattern(static_cast<size_t>(total * cols) * esize, r, static_cast<uint64_t>(scale));
+        in[static_cast<size_t>(r)] =
+            Pattern(static_cast<size_t>(total * cols) * esize, r, static_cast<uint64_t>(scale));
       }
       std::vector<Tensor> out(static_cast<size_t>(n));
       std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));
@@ -189,11 +198,13 @@ TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
           for (int q = 0; q < r; ++q) offset += static_cast<size_t>(rows(p, q)) * row_bytes;
           const auto& src = in[static_cast<size_t>(p)];
           expected.insert(expected.end(), src.begin() + static_cast<ptrdiff_t>(offset),
-                          src.begin() + static_cast<ptrdiff_t>(offset + static_cast<size_t>(rows(p, r)) * row_bytes));
+                          src.begin() + static_cast<ptrdiff_t>(
+                                            offset + static_cast<size_t>(rows(p, r)) * row_bytes));
           EXPECT_EQ(received[static_cast<size_t>(r)][static_cast<size_t>(p)], rows(p, r));
         }
         ASSERT_EQ(out[static_cast<size_t>(r)].num_bytes(), expected.size());
-        EXPECT_EQ(std::memcmp(out[static_cast<size_t>(r)].data(), expected.data(), expected.size()), 0)
+        EXPECT_EQ(std::memcmp(out[static_cast<size_t>(r)].data(), expected.data(), expected.size()),
+                  0)
             << "alltoall " << DataTypeName(dtype) << " scale " << scale << " rank " << r;
       }
     }

@@ -18,7 +18,8 @@ using std::chrono::steady_clock;
 TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
   for (AllreduceAlgorithm algo : kAllAllreduceAlgorithms) {
     const int n = 4;
-    ThreadRanks job(n, TestSettings({{"HORA_TIMEOUT_S", "0.3"}, {"HORA_ALLREDUCE_ALGO", Info(algo).name}}));
+    ThreadRanks job(
+        n, TestSettings({{"HORA_TIMEOUT_S", "0.3"}, {"HORA_ALLREDUCE_ALGO", Info(algo).name}}));
     std::vector<std::vector<float>> data(n, std::vector<float>(1000, 1.0f));
     const auto start = steady_clock::now();
     auto st = job.Run(
@@ -35,8 +36,9 @@ TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
       const Status& s = st[static_cast<size_t>(r)];
       ASSERT_FALSE(s.ok()) << Info(algo).name << " rank " << r;
       EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-      EXPECT_NE(s.message().find("rank " + std::to_string(r) + ": allreduce (" + Info(algo).name + ")"),
-                std::string::npos)
+      EXPECT_NE(
+          s.message().find("rank " + std::to_string(r) + ": allreduce (" + Info(algo).name + ")"),
+          std::string::npos)
           << s.message();
       EXPECT_NE(s.message().find("HORA_TIMEOUT_S"), std::string::npos) << s.message();
       if (s.message().find("from rank 2") != std::string::npos ||
@@ -50,10 +52,12 @@ TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
 
 TEST(Failure, SizeMismatchFailsEveryRankAndSessionRecovers) {
   const int n = 3;
-  ThreadRanks job(n, TestSettings({{"HORA_TIMEOUT_S", "0.5"}, {"HORA_ALLREDUCE_ALGO", "recursive_doubling"}}));
+  ThreadRanks job(
+      n, TestSettings({{"HORA_TIMEOUT_S", "0.5"}, {"HORA_ALLREDUCE_ALGO", "recursive_doubling"}}));
   std::vector<std::vector<int32_t>> data(n, std::vector<int32_t>(100, 1));
   auto st = job.Run([&](int r, Session& s) {
-    auto v = TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kInt32, r == 1 ? 99 : 100);
+    auto v =
+        TensorView::Flat(data[static_cast<size_t>(r)].data(), DataType::kInt32, r == 1 ? 99 : 100);
     return s.Allreduce(v, v, {ReduceOp::kSum});
   });
   bool named_sizes = false;
@@ -87,16 +91,19 @@ TEST(Failure, InvalidArgumentsAreClearErrors) {
                             TensorView::Flat(b.data(), DataType::kFloat32, 5));
     EXPECT_EQ(e1.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(e1.message().find("float32[5]"), std::string::npos) << e1.message();
-    Status e2 = s.Allreduce(TensorView::Flat(flags.data(), DataType::kBool, 4),
-                            TensorView::Flat(flags.data(), DataType::kBool, 4), {ReduceOp::kSum, 2.0, 1.0});
+    Status e2 =
+        s.Allreduce(TensorView::Flat(flags.data(), DataType::kBool, 4),
+                    TensorView::Flat(flags.data(), DataType::kBool, 4), {ReduceOp::kSum, 2.0, 1.0});
     EXPECT_EQ(e2.code(), StatusCode::kInvalidArgument);
     Status e3 = s.Broadcast(TensorView::Flat(a.data(), DataType::kFloat32, 4), 7);
     EXPECT_NE(e3.message().find("root rank 7"), std::string::npos) << e3.message();
-    Status e4 = s.Allreduce(TensorView(nullptr, DataType::kFloat32, {3}), TensorView(nullptr, DataType::kFloat32, {3}));
+    Status e4 = s.Allreduce(TensorView(nullptr, DataType::kFloat32, {3}),
+                            TensorView(nullptr, DataType::kFloat32, {3}));
     EXPECT_NE(e4.message().find("null"), std::string::npos) << e4.message();
     std::vector<int64_t> bad_splits = {1, 1};
     auto e5 = s.Alltoall(TensorView::Flat(a.data(), DataType::kFloat32, 4), bad_splits);
-    EXPECT_NE(e5.status().message().find("splits add up to 2 rows but dimension 0"), std::string::npos)
+    EXPECT_NE(e5.status().message().find("splits add up to 2 rows but dimension 0"),
+              std::string::npos)
         << e5.status().message();
     return s.Barrier();  // and the session still works
   });

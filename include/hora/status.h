@@ -24,13 +24,13 @@ namespace hora {
 
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument,    // the caller passed something unusable
-  kTimeout,            // a bounded wait expired (HORA_TIMEOUT_S)
-  kMismatch,           // ranks disagree about a collective's parameters
-  kAborted,            // the operation was cancelled (shutdown, peer failure)
-  kUnavailable,        // a peer or service could not be reached
-  kInternal,           // a bug in Hora
-  kUnimplemented,      // a combination that is not supported
+  kInvalidArgument,  // the caller passed something unusable
+  kTimeout,          // a bounded wait expired (HORA_TIMEOUT_S)
+  kMismatch,         // ranks disagree about a collective's parameters
+  kAborted,          // the operation was cancelled (shutdown, peer failure)
+  kUnavailable,      // a peer or service could not be reached
+  kInternal,         // a bug in Hora
+  kUnimplemented,    // a combination that is not supported
 };
 
 // Returns a short name such as "InvalidArgument".
@@ -60,20 +60,24 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status TimeoutError(std::string m) { return {StatusCode::kTimeout, std::move(m)}; }
 inline Status MismatchError(std::string m) { return {StatusCode::kMismatch, std::move(m)}; }
 inline Status AbortedError(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
 inline Status UnavailableError(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
 inline Status InternalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status UnimplementedError(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status UnimplementedError(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 
 // Either a T or a non-OK Status. Accessing value() of an error is a bug
 // (asserted in debug builds).
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
     assert(!status_.ok() && "Result constructed from an OK status without a value");
   }
@@ -107,18 +111,17 @@ class [[nodiscard]] Result {
 }  // namespace hora
 
 // Returns early from the enclosing function when `expr` yields a non-OK Status.
-#define HORA_RETURN_IF_ERROR(expr)           \
-  do {                                       \
-    ::hora::Status _hora_st = (expr);        \
-    if (!_hora_st.ok()) return _hora_st;     \
+#define HORA_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::hora::Status _hora_st = (expr);    \
+    if (!_hora_st.ok()) return _hora_st; \
   } while (0)
 
 #define HORA_CONCAT_INNER(a, b) a##b
 #define HORA_CONCAT(a, b) HORA_CONCAT_INNER(a, b)
 
 // `HORA_ASSIGN_OR_RETURN(auto x, MakeX());` assigns the value or returns the error.
-#define HORA_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto HORA_CONCAT(_hora_res_, __LINE__) = (expr);                         \
-  if (!HORA_CONCAT(_hora_res_, __LINE__).ok())                             \
-    return HORA_CONCAT(_hora_res_, __LINE__).status();                     \
+#define HORA_ASSIGN_OR_RETURN(lhs, expr)                                                          \
+  auto HORA_CONCAT(_hora_res_, __LINE__) = (expr);                                                \
+  if (!HORA_CONCAT(_hora_res_, __LINE__).ok()) return HORA_CONCAT(_hora_res_, __LINE__).status(); \
   lhs = std::move(HORA_CONCAT(_hora_res_, __LINE__)).value()

@@ -52,8 +52,8 @@ enum class DataType : uint8_t {
 };
 
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,   DataType::kInt32,
-    DataType::kInt64,   DataType::kFloat16,  DataType::kBFloat16, DataType::kFloat32,
+    DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,    DataType::kInt32,
+    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
     DataType::kFloat64, DataType::kBool,
 };
 

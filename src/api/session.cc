@@ -9,8 +9,9 @@ namespace hora {
 Status CheckReduction(const std::string& where, DataType dtype, const Reduction& red) {
   if (dtype == DataType::kBool) {
     if (red.op == ReduceOp::kAverage) {
-      return InvalidArgument(where + ": average is not defined for bool tensors "
-                                     "(use sum for logical OR, min/product for logical AND)");
+      return InvalidArgument(where +
+                             ": average is not defined for bool tensors "
+                             "(use sum for logical OR, min/product for logical AND)");
     }
     if (red.prescale_factor != 1.0 || red.postscale_factor != 1.0) {
       return InvalidArgument(where + ": bool tensors take no scale factors (got prescale " +
@@ -65,9 +66,12 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
   HORA_RETURN_IF_ERROR(CheckReduction(where, input.dtype(), reduction));
   AllreduceArgs args{input.data(), output.data(), input.num_elements(), input.dtype(), reduction};
   switch (impl_->selector.ChooseAllreduce(size(), input.num_bytes())) {
-    case AllreduceAlgorithm::kRing: return AllreduceRing(impl_->comm, args);
-    case AllreduceAlgorithm::kRecursiveDoubling: return AllreduceRecursiveDoubling(impl_->comm, args);
-    case AllreduceAlgorithm::kHalvingDoubling: return AllreduceHalvingDoubling(impl_->comm, args);
+    case AllreduceAlgorithm::kRing:
+      return AllreduceRing(impl_->comm, args);
+    case AllreduceAlgorithm::kRecursiveDoubling:
+      return AllreduceRecursiveDoubling(impl_->comm, args);
+    case AllreduceAlgorithm::kHalvingDoubling:
+      return AllreduceHalvingDoubling(impl_->comm, args);
   }
   return InternalError(where + ": no algorithm selected");
 }

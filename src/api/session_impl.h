@@ -32,7 +32,9 @@ struct Session::Impl {
   Comm comm;
   Selector selector;
 
-  std::string Where(const char* op) const { return "rank " + std::to_string(comm.rank()) + ": " + op; }
+  std::string Where(const char* op) const {
+    return "rank " + std::to_string(comm.rank()) + ": " + op;
+  }
 };
 
 // Rejects reductions that are not defined for `dtype` (bool: no average, no

@@ -115,8 +115,8 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
     std::fill(send_rows.begin(), send_rows.end(), dim0 / static_cast<int64_t>(n));
   } else {
     if (splits.size() != n) {
-      return InvalidArgument(where + ": " + std::to_string(splits.size()) +
-                             " splits given for " + std::to_string(n) + " ranks");
+      return InvalidArgument(where + ": " + std::to_string(splits.size()) + " splits given for " +
+                             std::to_string(n) + " ranks");
     }
     int64_t sum = 0;
     for (size_t p = 0; p < n; ++p) {
@@ -136,7 +136,8 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   // Tell every rank how many rows to expect from us.
   std::vector<int64_t> recv_rows(n);
   std::vector<size_t> eight(n, sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(AlltoallPairwise(impl_->comm, send_rows.data(), eight, recv_rows.data(), eight));
+  HORA_RETURN_IF_ERROR(
+      AlltoallPairwise(impl_->comm, send_rows.data(), eight, recv_rows.data(), eight));
 
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> send_bytes(n), recv_bytes(n);
@@ -149,7 +150,8 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
   Tensor out(input.dtype(), out_shape);
-  HORA_RETURN_IF_ERROR(AlltoallPairwise(impl_->comm, input.data(), send_bytes, out.data(), recv_bytes));
+  HORA_RETURN_IF_ERROR(
+      AlltoallPairwise(impl_->comm, input.data(), send_bytes, out.data(), recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return out;
 }

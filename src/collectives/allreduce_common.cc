@@ -10,7 +10,8 @@ namespace hora {
 void AllreducePrologue(const AllreduceArgs& args) {
   const size_t bytes = args.count * DataTypeSize(args.dtype);
   if (bytes == 0) return;
-  if (args.reduction.prescale_factor != 1.0) {
+  if (args.reduction.prescale_factor != 1.0 || args.dtype == DataType::kBool) {
+    // bool goes through Scale(1.0) so that a lone rank's result is 0/1 too.
     kernels::Scale(args.dtype, args.reduction.prescale_factor, args.out, args.in, args.count);
   } else if (args.in != args.out) {
     std::memcpy(args.out, args.in, bytes);

@@ -25,9 +25,9 @@ ReduceOp ReducingOp(ReduceOp op);
 // remain, numbered by a virtual rank.
 struct PowerOfTwoFold {
   explicit PowerOfTwoFold(int n, int rank);
-  int p;          // ranks left after folding
-  int extra;      // n - p
-  int vrank;      // virtual rank in [0, p), or -1 when this rank folded away
+  int p;      // ranks left after folding
+  int extra;  // n - p
+  int vrank;  // virtual rank in [0, p), or -1 when this rank folded away
   // Real rank of virtual rank v.
   int Real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
   bool FoldedAway() const { return vrank < 0; }

@@ -30,13 +30,15 @@ Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root)
     std::vector<Request> sends;
     for (int b = 0; b < n; ++b) {
       if (b == root || sizes[static_cast<size_t>(b)] == 0) continue;
-      sends.push_back(comm.Isend(b, Comm::LocalTag(0, 0, 0), base + part.offset(static_cast<size_t>(b)),
+      sends.push_back(comm.Isend(b, Comm::LocalTag(0, 0, 0),
+                                 base + part.offset(static_cast<size_t>(b)),
                                  sizes[static_cast<size_t>(b)]));
     }
     for (const Request& s : sends) HORA_RETURN_IF_ERROR(comm.Wait(s));
   } else if (sizes[static_cast<size_t>(r)] > 0) {
-    Request rq = comm.Irecv(root, Comm::LocalTag(0, 0, 0), base + part.offset(static_cast<size_t>(r)),
-                            sizes[static_cast<size_t>(r)]);
+    Request rq =
+        comm.Irecv(root, Comm::LocalTag(0, 0, 0), base + part.offset(static_cast<size_t>(r)),
+                   sizes[static_cast<size_t>(r)]);
     HORA_RETURN_IF_ERROR(comm.Wait(rq));
   }
   return RingAllgatherInPlace(comm, data, sizes, /*phase=*/1);

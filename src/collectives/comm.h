@@ -68,7 +68,7 @@ class Comm {
   const size_t segment_bytes_;
   uint64_t sequence_ = 0;
   uint64_t tag_base_ = 0;
-  std::string description_;          // "allreduce (ring)" while a collective runs
+  std::string description_;           // "allreduce (ring)" while a collective runs
   std::vector<Request> outstanding_;  // requests of the running collective
   struct Buffer {
     std::unique_ptr<std::byte[]> storage;

@@ -47,17 +47,17 @@ Status RingReduceScatterInPlace(Comm& comm, void* data, std::span<const size_t> 
     const size_t b = recv_block(s);
     for (size_t k = 0; k * seg < counts[b]; ++k) {
       const size_t len = std::min(seg, counts[b] - k * seg);
-      recvs.push_back(comm.Irecv(left, Comm::LocalTag(phase, static_cast<uint32_t>(s),
-                                                      static_cast<uint32_t>(k)),
-                                 tmp[s % 2] + k * seg * esize, len * esize));
+      recvs.push_back(comm.Irecv(
+          left, Comm::LocalTag(phase, static_cast<uint32_t>(s), static_cast<uint32_t>(k)),
+          tmp[s % 2] + k * seg * esize, len * esize));
     }
   };
   auto send_segment = [&](int s, size_t k) {
     const size_t b = send_block(s);
     const size_t len = std::min(seg, counts[b] - k * seg);
-    sends.push_back(comm.Isend(right, Comm::LocalTag(phase, static_cast<uint32_t>(s),
-                                                     static_cast<uint32_t>(k)),
-                               base + (off[b] + k * seg) * esize, len * esize));
+    sends.push_back(
+        comm.Isend(right, Comm::LocalTag(phase, static_cast<uint32_t>(s), static_cast<uint32_t>(k)),
+                   base + (off[b] + k * seg) * esize, len * esize));
   };
 
   post_recvs(0);
@@ -106,9 +106,9 @@ Status RingAllgatherInPlace(Comm& comm, void* data, std::span<const size_t> byte
   auto send_segment = [&](int s, size_t k) {
     const size_t b = send_block(s);
     const size_t len = std::min(seg, bytes[b] - k * seg);
-    sends.push_back(comm.Isend(
-        right, Comm::LocalTag(phase, static_cast<uint32_t>(s), static_cast<uint32_t>(k)),
-        base + off[b] + k * seg, len));
+    sends.push_back(
+        comm.Isend(right, Comm::LocalTag(phase, static_cast<uint32_t>(s), static_cast<uint32_t>(k)),
+                   base + off[b] + k * seg, len));
   };
   for (size_t k = 0; k * seg < bytes[send_block(0)]; ++k) send_segment(0, k);
   for (int s = 0; s < n - 1; ++s) {

@@ -25,9 +25,13 @@ double Log2Ceil(int n) { return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<d
 template <typename A>
 std::span<const A> AllOf();
 template <>
-std::span<const AllreduceAlgorithm> AllOf() { return kAllAllreduceAlgorithms; }
+std::span<const AllreduceAlgorithm> AllOf() {
+  return kAllAllreduceAlgorithms;
+}
 template <>
-std::span<const BroadcastAlgorithm> AllOf() { return kAllBroadcastAlgorithms; }
+std::span<const BroadcastAlgorithm> AllOf() {
+  return kAllBroadcastAlgorithms;
+}
 
 template <typename A>
 std::optional<A> ByName(std::string_view name) {
@@ -51,7 +55,8 @@ std::vector<std::string_view> Split(std::string_view s, char sep) {
   size_t start = 0;
   while (true) {
     size_t pos = s.find(sep, start);
-    parts.push_back(s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
+    parts.push_back(
+        s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
     if (pos == std::string_view::npos) break;
     start = pos + 1;
   }

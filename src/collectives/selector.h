@@ -42,9 +42,9 @@ const AlgorithmInfo& Info(AllreduceAlgorithm a);
 const AlgorithmInfo& Info(BroadcastAlgorithm a);
 
 struct CostModel {
-  double alpha_s;          // per message
-  double beta_s_per_byte;  // per byte sent
-  double gamma_s_per_byte; // per byte reduced
+  double alpha_s;           // per message
+  double beta_s_per_byte;   // per byte sent
+  double gamma_s_per_byte;  // per byte reduced
 
   static CostModel FromConfig(const Config& c);
   double Allreduce(AllreduceAlgorithm a, int n, size_t bytes) const;
@@ -67,7 +67,8 @@ class Selector {
     A algorithm;
   };
   template <typename A>
-  static Result<std::vector<Range<A>>> ParseOverride(const char* variable, const std::string& value);
+  static Result<std::vector<Range<A>>> ParseOverride(const char* variable,
+                                                     const std::string& value);
   template <typename A>
   static std::optional<A> Lookup(const std::vector<Range<A>>& ranges, size_t bytes);
 

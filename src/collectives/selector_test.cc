@@ -33,7 +33,8 @@ TEST(Selector, CostModelFormulas) {
   // Ring on 4 ranks, 1000 bytes: 6 alpha + 2*(3/4)*1000 beta + (3/4)*1000 gamma.
   EXPECT_NEAR(m.Allreduce(AllreduceAlgorithm::kRing, 4, 1000), 6e-6 + 1.5e-6 + 0.075e-6, 1e-12);
   // Recursive doubling on 4 ranks: 2 rounds of (alpha + B beta + B gamma).
-  EXPECT_NEAR(m.Allreduce(AllreduceAlgorithm::kRecursiveDoubling, 4, 1000), 2 * (1e-6 + 1e-6 + 1e-7), 1e-12);
+  EXPECT_NEAR(m.Allreduce(AllreduceAlgorithm::kRecursiveDoubling, 4, 1000),
+              2 * (1e-6 + 1e-6 + 1e-7), 1e-12);
   // One rank costs nothing.
   EXPECT_EQ(m.Allreduce(AllreduceAlgorithm::kRing, 1, 1000), 0.0);
   // A non-power of two pays for the fold.
@@ -65,7 +66,9 @@ TEST(Selector, UnknownNamesAreErrorsListingAcceptedNames) {
   const std::string& m = s.status().message();
   EXPECT_NE(m.find("HORA_ALLREDUCE_ALGO='rd:0-1K,fastest:1K-'"), std::string::npos) << m;
   EXPECT_NE(m.find("unknown algorithm 'fastest'"), std::string::npos) << m;
-  EXPECT_NE(m.find("ring (ring), recursive_doubling (rd), halving_doubling (hd)"), std::string::npos) << m;
+  EXPECT_NE(m.find("ring (ring), recursive_doubling (rd), halving_doubling (hd)"),
+            std::string::npos)
+      << m;
 }
 
 }  // namespace

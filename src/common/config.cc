@@ -32,17 +32,25 @@ const std::vector<SettingRow>& Rows() {
        &Config::timeout_s},
       {{"HORA_LOG_LEVEL", SettingType::kLogLevel, "warning",
         "Messages at this level and above are printed: trace, debug, info, warning, error, off"},
-       nullptr, nullptr, nullptr, &Config::log_level},
+       nullptr,
+       nullptr,
+       nullptr,
+       &Config::log_level},
       {{"HORA_ALLREDUCE_ALGO", SettingType::kString, "",
         "Allreduce algorithm: empty (cost model), a name (ring, recursive_doubling, "
         "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
-       nullptr, nullptr, &Config::allreduce_algo},
+       nullptr,
+       nullptr,
+       &Config::allreduce_algo},
       {{"HORA_BROADCAST_ALGO", SettingType::kString, "",
         "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
-       nullptr, nullptr, &Config::broadcast_algo},
+       nullptr,
+       nullptr,
+       &Config::broadcast_algo},
       {{"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
         "Segment size of ring pipelines (transfer of one segment overlaps reduction of another)"},
-       nullptr, &Config::ring_segment_bytes},
+       nullptr,
+       &Config::ring_segment_bytes},
       {{"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
         "Cost model: latency of one message in microseconds"},
        &Config::cost_alpha_us},
@@ -60,10 +68,14 @@ constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "
 
 std::string Accepted(SettingType t) {
   switch (t) {
-    case SettingType::kDouble: return "a number greater than 0";
-    case SettingType::kBytes: return "a byte count greater than 0 such as 65536, 64K, 4M or 1G";
-    case SettingType::kString: return "a string";
-    case SettingType::kLogLevel: return "one of trace, debug, info, warning, error, off";
+    case SettingType::kDouble:
+      return "a number greater than 0";
+    case SettingType::kBytes:
+      return "a byte count greater than 0 such as 65536, 64K, 4M or 1G";
+    case SettingType::kString:
+      return "a string";
+    case SettingType::kLogLevel:
+      return "one of trace, debug, info, warning, error, off";
   }
   return "?";
 }
@@ -109,10 +121,18 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
 std::string ValueOf(const SettingRow& row, const Config& c) {
   std::ostringstream os;
   switch (row.spec.type) {
-    case SettingType::kDouble: os << c.*row.as_double; break;
-    case SettingType::kBytes: os << c.*row.as_bytes; break;
-    case SettingType::kString: os << c.*row.as_string; break;
-    case SettingType::kLogLevel: os << kLogLevelNames[static_cast<int>(c.*row.as_log_level)]; break;
+    case SettingType::kDouble:
+      os << c.*row.as_double;
+      break;
+    case SettingType::kBytes:
+      os << c.*row.as_bytes;
+      break;
+    case SettingType::kString:
+      os << c.*row.as_string;
+      break;
+    case SettingType::kLogLevel:
+      os << kLogLevelNames[static_cast<int>(c.*row.as_log_level)];
+      break;
   }
   return os.str();
 }
@@ -130,10 +150,14 @@ const std::vector<SettingSpec>& AllSettings() {
 
 const char* SettingTypeName(SettingType t) {
   switch (t) {
-    case SettingType::kDouble: return "double";
-    case SettingType::kBytes: return "bytes";
-    case SettingType::kString: return "string";
-    case SettingType::kLogLevel: return "log-level";
+    case SettingType::kDouble:
+      return "double";
+    case SettingType::kBytes:
+      return "bytes";
+    case SettingType::kString:
+      return "string";
+    case SettingType::kLogLevel:
+      return "log-level";
   }
   return "?";
 }

@@ -32,15 +32,15 @@ struct Config {
   // that transfer and reduction overlap.
   uint64_t ring_segment_bytes;
   // Cost model parameters (alpha-beta-gamma) used by the selector.
-  double cost_alpha_us;             // latency of one message
-  double cost_bandwidth_gbps;       // point-to-point bandwidth, GB/s
-  double cost_reduce_gbps;          // reduction throughput, GB/s of input
+  double cost_alpha_us;        // latency of one message
+  double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
+  double cost_reduce_gbps;     // reduction throughput, GB/s of input
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };
 
 struct SettingSpec {
-  const char* name;           // "HORA_TIMEOUT_S"
+  const char* name;  // "HORA_TIMEOUT_S"
   SettingType type;
   const char* default_value;  // as it would be written in the environment
   const char* doc;            // one line

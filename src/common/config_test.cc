@@ -55,7 +55,8 @@ TEST(Config, TableIsWellFormed) {
 }
 
 TEST(Config, UnknownSettingsAreListed) {
-  auto unknown = UnknownSettings({{"HORA_TIMEOUT_S", "1"}, {"HORA_TIMOUT_S", "1"}, {"PATH", "/bin"}});
+  auto unknown =
+      UnknownSettings({{"HORA_TIMEOUT_S", "1"}, {"HORA_TIMOUT_S", "1"}, {"PATH", "/bin"}});
   ASSERT_EQ(unknown.size(), 1u);
   EXPECT_EQ(unknown[0], "HORA_TIMOUT_S");
 }

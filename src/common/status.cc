@@ -5,14 +5,22 @@ namespace hora {
 
 const char* StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kTimeout: return "Timeout";
-    case StatusCode::kMismatch: return "Mismatch";
-    case StatusCode::kAborted: return "Aborted";
-    case StatusCode::kUnavailable: return "Unavailable";
-    case StatusCode::kInternal: return "Internal";
-    case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kTimeout:
+      return "Timeout";
+    case StatusCode::kMismatch:
+      return "Mismatch";
+    case StatusCode::kAborted:
+      return "Aborted";
+    case StatusCode::kUnavailable:
+      return "Unavailable";
+    case StatusCode::kInternal:
+      return "Internal";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
   }
   return "Unknown";
 }

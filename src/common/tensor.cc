@@ -19,7 +19,8 @@ size_t TensorView::num_elements() const {
 
 size_t TensorView::row_elements() const {
   size_t n = 1;
-  for (size_t i = 1; i < shape_.size(); ++i) n *= static_cast<size_t>(shape_[i] < 0 ? 0 : shape_[i]);
+  for (size_t i = 1; i < shape_.size(); ++i)
+    n *= static_cast<size_t>(shape_[i] < 0 ? 0 : shape_[i]);
   return n;
 }
 

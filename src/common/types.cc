@@ -14,11 +14,11 @@ struct TypeInfo {
 };
 
 constexpr TypeInfo kTypes[] = {
-    {DataType::kUInt8, 1, "uint8", "u8"},       {DataType::kInt8, 1, "int8", "i8"},
-    {DataType::kInt16, 2, "int16", "i16"},      {DataType::kInt32, 4, "int32", "i32"},
-    {DataType::kInt64, 8, "int64", "i64"},      {DataType::kFloat16, 2, "float16", "f16"},
+    {DataType::kUInt8, 1, "uint8", "u8"},         {DataType::kInt8, 1, "int8", "i8"},
+    {DataType::kInt16, 2, "int16", "i16"},        {DataType::kInt32, 4, "int32", "i32"},
+    {DataType::kInt64, 8, "int64", "i64"},        {DataType::kFloat16, 2, "float16", "f16"},
     {DataType::kBFloat16, 2, "bfloat16", "bf16"}, {DataType::kFloat32, 4, "float32", "f32"},
-    {DataType::kFloat64, 8, "float64", "f64"},  {DataType::kBool, 1, "bool", "bool"},
+    {DataType::kFloat64, 8, "float64", "f64"},    {DataType::kBool, 1, "bool", "bool"},
 };
 
 const TypeInfo& Info(DataType t) {

@@ -21,11 +21,20 @@ std::optional<uint64_t> ParseBytes(std::string_view text) {
   uint64_t mult = 1;
   if (!suffix.empty()) {
     switch (std::toupper(static_cast<unsigned char>(suffix[0]))) {
-      case 'K': mult = 1ull << 10; break;
-      case 'M': mult = 1ull << 20; break;
-      case 'G': mult = 1ull << 30; break;
-      case 'B': mult = 1; break;
-      default: return std::nullopt;
+      case 'K':
+        mult = 1ull << 10;
+        break;
+      case 'M':
+        mult = 1ull << 20;
+        break;
+      case 'G':
+        mult = 1ull << 30;
+        break;
+      case 'B':
+        mult = 1;
+        break;
+      default:
+        return std::nullopt;
     }
     std::string_view rest = suffix.substr(1);
     if (mult == 1 && !rest.empty()) return std::nullopt;

@@ -20,7 +20,8 @@ namespace hora {
 
 class RequestState {
  public:
-  RequestState(bool is_send, int peer, size_t bytes) : is_send_(is_send), peer_(peer), bytes_(bytes) {}
+  RequestState(bool is_send, int peer, size_t bytes)
+      : is_send_(is_send), peer_(peer), bytes_(bytes) {}
 
   // Marks the request finished. Later calls are ignored (first result wins).
   void Complete(Status status);

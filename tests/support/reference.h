@@ -29,8 +29,8 @@ void FillInput(DataType dtype, ReduceOp op, void* data, size_t count, uint64_t s
 
 struct Expected {
   DataType dtype;
-  std::vector<uint8_t> exact;   // integer and bool types: expected bytes
-  std::vector<double> value;    // floating types: expected value
+  std::vector<uint8_t> exact;  // integer and bool types: expected bytes
+  std::vector<double> value;   // floating types: expected value
   std::vector<double> tolerance;
 };
 

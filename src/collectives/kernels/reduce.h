@@ -4,14 +4,26 @@
 // include/hora/types.h). These are the only functions of Hora that touch
 // element values; collectives move bytes and call these.
 //
-// Vectorized for the CPU the program runs on (function multiversioning picks
-// the AVX-512, AVX2 or baseline body at load time), not for the build machine.
+// Vectorized for the CPU the program runs on, not for the build machine: each
+// kernel is compiled for x86-64-v4 (AVX-512), x86-64-v3 (AVX2, F16C) and the
+// baseline, and every call runs the widest body the CPU's feature bits allow
+// (kernels/isa.h).
 // float16 and bfloat16 compute in float32 and round to nearest even on store.
+//
+// Floating min/max are IEEE 754-2019 minimum/maximum: a NaN operand gives
+// NaN, and -0 is below +0. An integer Scale whose product is NaN (NaN
+// factor, or 0 * infinity) gives 0.
 //
 // Preconditions (checked by callers, asserted here): `op` is not kAverage for
 // Reduce/Reduce3 (average reduces as kSum and divides in Finalize); bool is
 // never given a scale factor or kAverage. Buffers of the same call may alias
-// exactly (dst == a) but must not partially overlap. Thread-safe: no state.
+// exactly (dst == a) but must not partially overlap. Any address works;
+// buffers aligned to their element size take the fast paths. Thread-safe: no
+// state.
+//
+// Reduce3 writes an output of 1 MiB or more that aliases no input with
+// streaming (cache-bypassing) stores on x86-64-v3/v4, as memcpy does for
+// large copies (docs/performance.md).
 #pragma once
 
 #include <cstddef>

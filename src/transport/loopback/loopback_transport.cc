@@ -14,10 +14,9 @@ void Deliver(const void* src_buf, size_t send_bytes, const Request& send_req, vo
              size_t recv_bytes, const Request& recv_req, int src, int dst, Tag tag) {
   if (send_bytes != recv_bytes) {
     Status st = InvalidArgument(
-        "message size mismatch: rank " + std::to_string(src) + " sent " +
-        FormatBytes(send_bytes) + " (" + std::to_string(send_bytes) + " bytes) but rank " +
-        std::to_string(dst) + " expected " + std::to_string(recv_bytes) + " bytes (tag " +
-        std::to_string(tag) + ")");
+        "message size mismatch: rank " + std::to_string(src) + " sent " + FormatBytes(send_bytes) +
+        " (" + std::to_string(send_bytes) + " bytes) but rank " + std::to_string(dst) +
+        " expected " + std::to_string(recv_bytes) + " bytes (tag " + std::to_string(tag) + ")");
     send_req->Complete(st);
     recv_req->Complete(st);
     return;
@@ -29,7 +28,8 @@ void Deliver(const void* src_buf, size_t send_bytes, const Request& send_req, vo
 
 class LoopbackTransport final : public Transport {
  public:
-  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank) : hub_(std::move(hub)), rank_(rank) {}
+  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank)
+      : hub_(std::move(hub)), rank_(rank) {}
 
   int rank() const override { return rank_; }
   int size() const override { return hub_->size(); }
@@ -96,8 +96,8 @@ class LoopbackTransport final : public Transport {
   bool ValidPeer(int peer, const Request& req) {
     if (peer >= 0 && peer < size() && peer != rank_) return true;
     req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
-                                  std::to_string(peer) + " (world size " +
-                                  std::to_string(size()) + ")"));
+                                  std::to_string(peer) + " (world size " + std::to_string(size()) +
+                                  ")"));
     return false;
   }
 

@@ -16,7 +16,7 @@ TEST(Loopback, SendBeforeAndAfterReceiveIsPosted) {
   auto b = hub->Connect(1);
   int x = 42, y = 0;
   Request s = a->Isend(1, 7, &x, sizeof x);  // unexpected: no receive yet
-  EXPECT_FALSE(s->done());                    // rendezvous: completes on receipt
+  EXPECT_FALSE(s->done());                   // rendezvous: completes on receipt
   Request r = b->Irecv(0, 7, &y, sizeof y);
   ASSERT_TRUE(r->Wait(Soon()).ok());
   ASSERT_TRUE(s->Wait(Soon()).ok());

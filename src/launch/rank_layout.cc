@@ -1,0 +1,95 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "launch/rank_layout.h"
+
+#include <cstdlib>
+#include <optional>
+
+namespace hora {
+namespace {
+
+struct Names {
+  const char* source;
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* local_size;
+  const char* cross_rank;  // may be null
+  const char* cross_size;  // may be null
+};
+
+constexpr Names kLaunchers[] = {
+    {"horarun", "HORA_RANK", "HORA_SIZE", "HORA_LOCAL_RANK", "HORA_LOCAL_SIZE", "HORA_CROSS_RANK",
+     "HORA_CROSS_SIZE"},
+    {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE", nullptr, nullptr},
+    {"mpich", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", nullptr, nullptr},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+     "SLURM_NODEID", "SLURM_NNODES"},
+    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", nullptr},
+};
+
+Result<std::optional<int>> ReadInt(const std::map<std::string, std::string>& env,
+                                   const char* name) {
+  if (name == nullptr) return std::optional<int>();
+  auto it = env.find(name);
+  if (it == env.end()) return std::optional<int>();
+  const std::string& v = it->second;
+  char* end = nullptr;
+  long x = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < 0 || x > 1000000000L) {
+    return InvalidArgument(std::string(name) + "='" + v + "' is not a non-negative integer");
+  }
+  return std::optional<int>(static_cast<int>(x));
+}
+
+}  // namespace
+
+Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env) {
+  for (const Names& n : kLaunchers) {
+    HORA_ASSIGN_OR_RETURN(std::optional<int> rank, ReadInt(env, n.rank));
+    HORA_ASSIGN_OR_RETURN(std::optional<int> size, ReadInt(env, n.size));
+    if (!rank || !size) continue;
+    RankLayout l;
+    l.source = n.source;
+    l.rank = *rank;
+    l.size = *size;
+    if (l.size < 1 || l.rank >= l.size) {
+      return InvalidArgument(std::string(n.rank) + "=" + std::to_string(l.rank) + " is not below " +
+                             n.size + "=" + std::to_string(l.size));
+    }
+    HORA_ASSIGN_OR_RETURN(std::optional<int> local_rank, ReadInt(env, n.local_rank));
+    std::optional<int> local_size;
+    if (l.source == std::string("slurm") && env.count("SLURM_NTASKS_PER_NODE") == 0) {
+      // SLURM_TASKS_PER_NODE looks like "4(x2)" or "4": the leading count.
+      auto it = env.find("SLURM_TASKS_PER_NODE");
+      if (it != env.end()) local_size = std::atoi(it->second.c_str());
+    } else {
+      HORA_ASSIGN_OR_RETURN(local_size, ReadInt(env, n.local_size));
+    }
+    l.local_rank = local_rank.value_or(0);
+    l.local_size = local_size && *local_size > 0 ? *local_size : (local_rank ? l.size : 1);
+    if (!local_rank) {  // no local information: assume one rank per host
+      l.local_rank = 0;
+      l.local_size = 1;
+    }
+    if (l.local_rank >= l.local_size) {
+      return InvalidArgument(std::string(n.local_rank) + "=" + std::to_string(l.local_rank) +
+                             " is not below the local size " + std::to_string(l.local_size));
+    }
+    HORA_ASSIGN_OR_RETURN(std::optional<int> cross_rank, ReadInt(env, n.cross_rank));
+    HORA_ASSIGN_OR_RETURN(std::optional<int> cross_size, ReadInt(env, n.cross_size));
+    l.cross_size = cross_size.value_or((l.size + l.local_size - 1) / l.local_size);
+    l.cross_rank = cross_rank.value_or(l.rank / l.local_size);
+    if (l.cross_rank >= l.cross_size) {
+      return InvalidArgument("cross rank " + std::to_string(l.cross_rank) +
+                             " is not below the cross size " + std::to_string(l.cross_size) +
+                             " (from " + l.source + " variables)");
+    }
+    return l;
+  }
+  RankLayout single;
+  single.source = "default";
+  return single;
+}
+
+}  // namespace hora

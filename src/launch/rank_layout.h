@@ -1,0 +1,40 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Where a process sits in the job: its rank, the job size, and the same on
+// its host (local) and across hosts (cross). Read from the environment that
+// a launcher sets, in this order of preference:
+//   horarun      HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK, HORA_LOCAL_SIZE,
+//                HORA_CROSS_RANK, HORA_CROSS_SIZE
+//   OpenMPI      OMPI_COMM_WORLD_RANK/_SIZE/_LOCAL_RANK/_LOCAL_SIZE
+//   MPICH/Hydra  PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS
+//   Slurm        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
+//                (or SLURM_TASKS_PER_NODE), SLURM_NODEID, SLURM_NNODES
+//   torchrun     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK
+// Values a launcher does not give are derived where the layout is regular
+// (cross rank = rank / local size when every host runs local size ranks).
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "hora/status.h"
+
+namespace hora {
+
+struct RankLayout {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+  std::string source;  // "horarun", "openmpi", "mpich", "slurm", "torchrun", "default"
+};
+
+// `env` holds the process environment (all variables, not just HORA_*).
+// Without any launcher variables the layout is a single rank ("default").
+// Inconsistent values (rank >= size, a non-number) are an InvalidArgument
+// error naming the variables and values.
+Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env);
+
+}  // namespace hora
