@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "collectives/kernels/reduce.h"
+
 namespace hora {
 
 Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes)
@@ -36,8 +38,16 @@ Request Comm::Irecv(int peer, uint64_t local_tag, void* data, size_t bytes) {
   return r;
 }
 
+Request Comm::IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count, DataType dtype,
+                          ReduceOp op) {
+  Request r = transport_.IrecvReduce(peer, tag_base_ | local_tag, dst, count,
+                                     ReduceSpec{dtype, op, &kernels::Reduce});
+  outstanding_.push_back(r);
+  return r;
+}
+
 Status Comm::Wait(const Request& request) {
-  Status st = request->Wait(Clock::now() + timeout_);
+  Status st = transport_.Wait(request, Clock::now() + timeout_);
   if (st.ok()) return st;
   std::string context = "rank " + std::to_string(rank()) + ": " + description_;
   if (st.code() == StatusCode::kTimeout) {

@@ -48,6 +48,11 @@ class Comm {
 
   Request Isend(int peer, uint64_t local_tag, const void* data, size_t bytes);
   Request Irecv(int peer, uint64_t local_tag, void* data, size_t bytes);
+  // Receives `count` elements and folds them into `dst` with `op` (the
+  // transport's IrecvReduce, with Hora's kernels). `dst` must not be read or
+  // written by anyone else until the request completes.
+  Request IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count, DataType dtype,
+                      ReduceOp op);
 
   // Waits for one request, bounded by the timeout. An error is returned with
   // the collective's context: "rank 2: allreduce (ring): timed out after 30 s

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <vector>
 
-#include "collectives/kernels/reduce.h"
 #include "collectives/partition.h"
 
 namespace hora {
@@ -35,11 +34,8 @@ Status RingReduceScatterInPlace(Comm& comm, void* data, std::span<const size_t> 
   // at a time, so the chain of a segment never waits for its whole block.
   auto send_block = [&](int s) { return static_cast<size_t>(((r - s - 1) % n + n) % n); };
   auto recv_block = [&](int s) { return static_cast<size_t>(((r - s - 2) % n + n) % n); };
-  size_t max_block = 0;
-  for (size_t c : counts) max_block = std::max(max_block, c);
-  std::byte* tmp[2] = {static_cast<std::byte*>(comm.Scratch(0, max_block * esize)),
-                       static_cast<std::byte*>(comm.Scratch(1, max_block * esize))};
-
+  // Receives fold straight into `data` (IrecvReduce): no staging buffer,
+  // and transports that can read the sender's bytes in place do so.
   std::vector<Request> recvs;
   std::vector<Request> sends;
   auto post_recvs = [&](int s) {
@@ -47,9 +43,9 @@ Status RingReduceScatterInPlace(Comm& comm, void* data, std::span<const size_t> 
     const size_t b = recv_block(s);
     for (size_t k = 0; k * seg < counts[b]; ++k) {
       const size_t len = std::min(seg, counts[b] - k * seg);
-      recvs.push_back(comm.Irecv(
+      recvs.push_back(comm.IrecvReduce(
           left, Comm::LocalTag(phase, static_cast<uint32_t>(s), static_cast<uint32_t>(k)),
-          tmp[s % 2] + k * seg * esize, len * esize));
+          base + (off[b] + k * seg) * esize, len, dtype, op));
     }
   };
   auto send_segment = [&](int s, size_t k) {
@@ -66,13 +62,9 @@ Status RingReduceScatterInPlace(Comm& comm, void* data, std::span<const size_t> 
   for (int s = 0; s < n - 1; ++s) {
     current.swap(recvs);
     if (s + 1 < n - 1) post_recvs(s + 1);
-    const size_t b = recv_block(s);
     for (size_t k = 0; k < current.size(); ++k) {
       HORA_RETURN_IF_ERROR(comm.Wait(current[k]));
-      const size_t len = std::min(seg, counts[b] - k * seg);
-      kernels::Reduce(dtype, op, base + (off[b] + k * seg) * esize, tmp[s % 2] + k * seg * esize,
-                      len);
-      if (s + 1 < n - 1) send_segment(s + 1, k);
+      if (s + 1 < n - 1) send_segment(s + 1, k);  // reduced: pass it on
     }
   }
   for (const Request& s : sends) HORA_RETURN_IF_ERROR(comm.Wait(s));

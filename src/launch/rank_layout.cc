@@ -59,16 +59,21 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
     }
     HORA_ASSIGN_OR_RETURN(std::optional<int> local_rank, ReadInt(env, n.local_rank));
     std::optional<int> local_size;
-    if (l.source == std::string("slurm") && env.count("SLURM_NTASKS_PER_NODE") == 0) {
+    auto tasks = env.find("SLURM_TASKS_PER_NODE");
+    if (l.source == std::string("slurm") && env.count("SLURM_NTASKS_PER_NODE") == 0 &&
+        tasks != env.end()) {
       // SLURM_TASKS_PER_NODE looks like "4(x2)" or "4": the leading count.
-      auto it = env.find("SLURM_TASKS_PER_NODE");
-      if (it != env.end()) local_size = std::atoi(it->second.c_str());
+      local_size = std::atoi(tasks->second.c_str());
     } else {
       HORA_ASSIGN_OR_RETURN(local_size, ReadInt(env, n.local_size));
     }
-    l.local_rank = local_rank.value_or(0);
-    l.local_size = local_size && *local_size > 0 ? *local_size : (local_rank ? l.size : 1);
-    if (!local_rank) {  // no local information: assume one rank per host
+    if (local_rank && local_size && *local_size > 0) {
+      l.local_rank = *local_rank;
+      l.local_size = *local_size;
+    } else if (local_rank) {  // a local rank without a local size: one host
+      l.local_rank = *local_rank;
+      l.local_size = l.size;
+    } else {  // no local information: count every rank as its own host
       l.local_rank = 0;
       l.local_size = 1;
     }

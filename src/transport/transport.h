@@ -14,6 +14,14 @@
 //    != N bytes fails both requests with an error naming both sizes.
 //  - Cancel() makes a pending request inert: after it returns the transport
 //    no longer touches the request's buffer. Used when a collective fails.
+//  - IrecvReduce() receives like Irecv but folds the incoming elements into
+//    `dst` (dst[i] = op(dst[i], in[i])) instead of storing them, so that a
+//    transport that can read the sender's bytes in place (loopback, shared
+//    memory) reduces straight from them with no staging copy. It matches an
+//    ordinary Isend of count * element-size bytes.
+//  - Wait() is where a rank spends time blocked on a request; transports that
+//    make progress in the caller's thread (shared memory) do it there. The
+//    default waits for completion by another thread.
 //  - Implementations: loopback/ (ranks as threads); shm/, tcp/, mpi/ follow
 //    with the same file set.
 //
@@ -25,11 +33,21 @@
 #include <cstdint>
 #include <string>
 
+#include "hora/types.h"
 #include "transport/request.h"
 
 namespace hora {
 
 using Tag = uint64_t;
+
+// How IrecvReduce combines incoming elements: `reduce(dtype, op, dst, src,
+// count)` computes dst[i] = op(dst[i], src[i]). The collectives layer passes
+// its kernels here, so transports do not depend on them.
+struct ReduceSpec {
+  DataType dtype;
+  ReduceOp op;  // never kAverage
+  void (*reduce)(DataType dtype, ReduceOp op, void* dst, const void* src, size_t count);
+};
 
 class Transport {
  public:
@@ -42,7 +60,15 @@ class Transport {
 
   virtual Request Isend(int peer, Tag tag, const void* data, size_t bytes) = 0;
   virtual Request Irecv(int peer, Tag tag, void* data, size_t bytes) = 0;
+  virtual Request IrecvReduce(int peer, Tag tag, void* dst, size_t count,
+                              const ReduceSpec& spec) = 0;
   virtual void Cancel(const Request& request) = 0;
+
+  // Blocks until `request` completes or `deadline` passes (then a Timeout
+  // status describing the request). Must be bounded by `deadline`.
+  virtual Status Wait(const Request& request, TimePoint deadline) {
+    return request->Wait(deadline);
+  }
 };
 
 }  // namespace hora

@@ -9,21 +9,29 @@
 namespace hora {
 namespace {
 
-// Copies a matched message and completes both sides. Runs without any lock.
-void Deliver(const void* src_buf, size_t send_bytes, const Request& send_req, void* dst_buf,
-             size_t recv_bytes, const Request& recv_req, int src, int dst, Tag tag) {
-  if (send_bytes != recv_bytes) {
-    Status st = InvalidArgument(
-        "message size mismatch: rank " + std::to_string(src) + " sent " + FormatBytes(send_bytes) +
-        " (" + std::to_string(send_bytes) + " bytes) but rank " + std::to_string(dst) +
-        " expected " + std::to_string(recv_bytes) + " bytes (tag " + std::to_string(tag) + ")");
-    send_req->Complete(st);
-    recv_req->Complete(st);
+// Copies (or reduces) a matched message and completes both sides. Runs
+// without any lock.
+void Deliver(const LoopbackHub::Pending& send, const LoopbackHub::Pending& recv, int dst) {
+  if (send.bytes != recv.bytes) {
+    Status st = InvalidArgument("message size mismatch: rank " + std::to_string(send.src) +
+                                " sent " + FormatBytes(send.bytes) + " (" +
+                                std::to_string(send.bytes) + " bytes) but rank " +
+                                std::to_string(dst) + " expected " + std::to_string(recv.bytes) +
+                                " bytes (tag " + std::to_string(send.tag) + ")");
+    send.request->Complete(st);
+    recv.request->Complete(st);
     return;
   }
-  if (send_bytes > 0) std::memcpy(dst_buf, src_buf, send_bytes);
-  recv_req->Complete(Status::Ok());
-  send_req->Complete(Status::Ok());
+  if (send.bytes > 0) {
+    if (recv.reduce) {
+      const ReduceSpec& r = *recv.reduce;
+      r.reduce(r.dtype, r.op, recv.recv_buf, send.send_buf, send.bytes / DataTypeSize(r.dtype));
+    } else {
+      std::memcpy(recv.recv_buf, send.send_buf, send.bytes);
+    }
+  }
+  recv.request->Complete(Status::Ok());
+  send.request->Complete(Status::Ok());
 }
 
 class LoopbackTransport final : public Transport {
@@ -45,30 +53,20 @@ class LoopbackTransport final : public Transport {
         LoopbackHub::Pending recv = std::move(*it);
         box.posted_recvs.erase(it);
         lock.unlock();
-        Deliver(data, bytes, req, recv.recv_buf, recv.bytes, recv.request, rank_, peer, tag);
+        Deliver({rank_, tag, nullptr, data, bytes, req, std::nullopt}, recv, peer);
         return req;
       }
     }
-    box.unexpected_sends.push_back({rank_, tag, nullptr, data, bytes, req});
+    box.unexpected_sends.push_back({rank_, tag, nullptr, data, bytes, req, std::nullopt});
     return req;
   }
 
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
-    auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
-    if (!ValidPeer(peer, req)) return req;
-    LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
-    std::unique_lock<std::mutex> lock(box.mu);
-    for (auto it = box.unexpected_sends.begin(); it != box.unexpected_sends.end(); ++it) {
-      if (it->src == peer && it->tag == tag) {
-        LoopbackHub::Pending send = std::move(*it);
-        box.unexpected_sends.erase(it);
-        lock.unlock();
-        Deliver(send.send_buf, send.bytes, send.request, data, bytes, req, peer, rank_, tag);
-        return req;
-      }
-    }
-    box.posted_recvs.push_back({peer, tag, data, nullptr, bytes, req});
-    return req;
+    return Post(peer, tag, data, bytes, std::nullopt);
+  }
+
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
+    return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
   }
 
   void Cancel(const Request& request) override {
@@ -93,6 +91,25 @@ class LoopbackTransport final : public Transport {
   }
 
  private:
+  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce) {
+    auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
+    if (!ValidPeer(peer, req)) return req;
+    LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
+    std::unique_lock<std::mutex> lock(box.mu);
+    LoopbackHub::Pending recv{peer, tag, data, nullptr, bytes, req, reduce};
+    for (auto it = box.unexpected_sends.begin(); it != box.unexpected_sends.end(); ++it) {
+      if (it->src == peer && it->tag == tag) {
+        LoopbackHub::Pending send = std::move(*it);
+        box.unexpected_sends.erase(it);
+        lock.unlock();
+        Deliver(send, recv, rank_);
+        return req;
+      }
+    }
+    box.posted_recvs.push_back(std::move(recv));
+    return req;
+  }
+
   bool ValidPeer(int peer, const Request& req) {
     if (peer >= 0 && peer < size() && peer != rank_) return true;
     req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +

@@ -9,6 +9,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "transport/transport.h"
@@ -32,6 +33,7 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
     const void* send_buf;  // for unexpected sends
     size_t bytes;
     Request request;
+    std::optional<ReduceSpec> reduce;  // receives: fold into recv_buf instead of copying
   };
   struct Mailbox {
     std::mutex mu;

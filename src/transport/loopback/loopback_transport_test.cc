@@ -113,3 +113,37 @@ TEST(Loopback, ManyThreadsExchangeConcurrently) {
 
 }  // namespace
 }  // namespace hora
+
+namespace hora {
+namespace {
+
+void AddInt32(DataType, ReduceOp, void* dst, const void* src, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    static_cast<int32_t*>(dst)[i] += static_cast<const int32_t*>(src)[i];
+}
+
+TEST(Loopback, IrecvReduceFoldsIntoDestinationEitherOrder) {
+  auto hub = LoopbackHub::Create(2);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  const ReduceSpec spec{DataType::kInt32, ReduceOp::kSum, &AddInt32};
+  int32_t src[3] = {1, 2, 3}, dst[3] = {10, 20, 30};
+  Request r = b->IrecvReduce(0, 1, dst, 3, spec);  // posted first
+  Request s = a->Isend(1, 1, src, sizeof src);
+  ASSERT_TRUE(r->Wait(Soon()).ok());
+  ASSERT_TRUE(s->Wait(Soon()).ok());
+  EXPECT_EQ(dst[0], 11);
+  EXPECT_EQ(dst[2], 33);
+  Request s2 = a->Isend(1, 2, src, sizeof src);  // sent first
+  Request r2 = b->IrecvReduce(0, 2, dst, 3, spec);
+  ASSERT_TRUE(r2->Wait(Soon()).ok());
+  EXPECT_EQ(dst[1], 24);
+  // A send of another size fails both sides.
+  Request s3 = a->Isend(1, 3, src, 8);
+  Request r3 = b->IrecvReduce(0, 3, dst, 3, spec);
+  EXPECT_EQ(r3->Wait(Soon()).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(dst[0], 12);  // untouched by the failed receive
+}
+
+}  // namespace
+}  // namespace hora

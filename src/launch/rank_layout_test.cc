@@ -1,0 +1,88 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "launch/rank_layout.h"
+
+#include <gtest/gtest.h>
+
+namespace hora {
+namespace {
+
+TEST(RankLayout, NoLauncherMeansOneRank) {
+  auto l = RankLayoutFromEnv({{"PATH", "/bin"}});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->source, "default");
+  EXPECT_EQ(l->size, 1);
+  EXPECT_EQ(l->rank, 0);
+}
+
+TEST(RankLayout, HorarunVariablesWinOverOthers) {
+  auto l = RankLayoutFromEnv({{"HORA_RANK", "5"},
+                              {"HORA_SIZE", "8"},
+                              {"HORA_LOCAL_RANK", "1"},
+                              {"HORA_LOCAL_SIZE", "4"},
+                              {"HORA_CROSS_RANK", "1"},
+                              {"HORA_CROSS_SIZE", "2"},
+                              {"RANK", "0"},
+                              {"WORLD_SIZE", "2"}});
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  EXPECT_EQ(l->source, "horarun");
+  EXPECT_EQ(l->rank, 5);
+  EXPECT_EQ(l->local_rank, 1);
+  EXPECT_EQ(l->local_size, 4);
+  EXPECT_EQ(l->cross_rank, 1);
+  EXPECT_EQ(l->cross_size, 2);
+}
+
+TEST(RankLayout, OpenMpiDerivesCrossFromLocal) {
+  auto l = RankLayoutFromEnv({{"OMPI_COMM_WORLD_RANK", "6"},
+                              {"OMPI_COMM_WORLD_SIZE", "8"},
+                              {"OMPI_COMM_WORLD_LOCAL_RANK", "2"},
+                              {"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}});
+  ASSERT_TRUE(l.ok());
+  EXPECT_EQ(l->source, "openmpi");
+  EXPECT_EQ(l->cross_rank, 1);
+  EXPECT_EQ(l->cross_size, 2);
+}
+
+TEST(RankLayout, MpichSlurmTorchrun) {
+  auto m = RankLayoutFromEnv(
+      {{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "3"}});
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->source, "mpich");
+  EXPECT_EQ(m->local_size, 3);
+  EXPECT_EQ(m->cross_size, 1);
+  auto s = RankLayoutFromEnv({{"SLURM_PROCID", "3"},
+                              {"SLURM_NTASKS", "4"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_TASKS_PER_NODE", "2(x2)"},
+                              {"SLURM_NODEID", "1"},
+                              {"SLURM_NNODES", "2"}});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->source, "slurm");
+  EXPECT_EQ(s->local_size, 2);
+  EXPECT_EQ(s->cross_rank, 1);
+  auto t = RankLayoutFromEnv({{"RANK", "2"},
+                              {"WORLD_SIZE", "4"},
+                              {"LOCAL_RANK", "0"},
+                              {"LOCAL_WORLD_SIZE", "2"},
+                              {"GROUP_RANK", "1"}});
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->source, "torchrun");
+  EXPECT_EQ(t->cross_rank, 1);
+  EXPECT_EQ(t->cross_size, 2);
+}
+
+TEST(RankLayout, InconsistentValuesAreErrorsNamingVariables) {
+  auto a = RankLayoutFromEnv({{"HORA_RANK", "4"}, {"HORA_SIZE", "4"}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("HORA_RANK=4 is not below HORA_SIZE=4"), std::string::npos)
+      << a.status().message();
+  auto b = RankLayoutFromEnv({{"RANK", "x"}, {"WORLD_SIZE", "4"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("RANK='x'"), std::string::npos);
+  auto c = RankLayoutFromEnv(
+      {{"HORA_RANK", "0"}, {"HORA_SIZE", "4"}, {"HORA_LOCAL_RANK", "3"}, {"HORA_LOCAL_SIZE", "2"}});
+  ASSERT_FALSE(c.ok());
+}
+
+}  // namespace
+}  // namespace hora
