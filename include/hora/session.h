@@ -39,9 +39,13 @@
 namespace hora {
 
 struct SessionOptions {
-  // This process's (or thread's) rank in [0, size).
+  // Ranks as threads: this thread's rank in [0, world->size()).
   int rank = -1;
   // Ranks as threads: the shared in-process world (its size is the job size).
+  // When null, ranks are processes: the rank layout is read from the
+  // launcher's environment (horarun, mpirun, srun, torchrun; see
+  // src/launch/rank_layout.h) and `rank` is ignored. A process started by no
+  // launcher is a job of one rank.
   std::shared_ptr<ThreadWorld> world;
   // HORA_* settings. When `read_environment` is true they are layered over the
   // process environment (these win); otherwise only these are used.

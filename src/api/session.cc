@@ -1,9 +1,11 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hora/session.h"
 
+#include "api/process_wiring.h"
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
 #include "collectives/algorithms.h"
+#include "store/tcp_store_server.h"
 
 namespace hora {
 Status CheckReduction(const std::string& where, DataType dtype, const Reduction& red) {
@@ -23,24 +25,38 @@ Status CheckReduction(const std::string& where, DataType dtype, const Reduction&
 }
 
 Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) {
-  if (!options.world) {
-    return InvalidArgument(
-        "SessionOptions.world is not set: this build knows only ranks as threads (ThreadWorld)");
-  }
-  const int size = options.world->size();
-  if (options.rank < 0 || options.rank >= size) {
-    return InvalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +
-                           std::to_string(size) + ")");
-  }
   std::map<std::string, std::string> env;
   if (options.read_environment) env = ReadProcessEnvironment();
   for (const auto& [k, v] : options.settings) env[k] = v;
   HORA_ASSIGN_OR_RETURN(Config config, ConfigFromEnv(env));
   HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
 
-  ThreadWorld::Impl& world = options.world->impl();
-  auto impl = std::make_unique<Impl>(std::move(config), world.store,
-                                     world.hub->Connect(options.rank), std::move(selector));
+  std::unique_ptr<Impl> impl;
+  if (options.world) {  // ranks as threads
+    const int size = options.world->size();
+    if (options.rank < 0 || options.rank >= size) {
+      return InvalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +
+                             std::to_string(size) + ")");
+    }
+    ThreadWorld::Impl& world = options.world->impl();
+    impl = std::make_unique<Impl>(std::move(config), world.store, world.hub->Connect(options.rank),
+                                  std::move(selector));
+  } else {  // ranks as processes: the layout comes from the launcher
+    std::map<std::string, std::string> whole = ReadWholeEnvironment();
+    for (const auto& [k, v] : options.settings) whole[k] = v;
+    HORA_ASSIGN_OR_RETURN(RankLayout layout, RankLayoutFromEnv(whole));
+    if (layout.size == 1) {
+      auto hub = LoopbackHub::Create(1);
+      impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
+                                    hub->Connect(0), std::move(selector));
+    } else {
+      Logger logger(config.log_level, layout.rank);
+      HORA_ASSIGN_OR_RETURN(ProcessWiring wiring, ConnectProcess(config, whole, logger));
+      impl = std::make_unique<Impl>(std::move(config), std::move(wiring.store),
+                                    std::move(wiring.transport), std::move(selector));
+      impl->store_server = std::move(wiring.server);
+    }
+  }
   for (const auto& name : UnknownSettings(env)) {
     impl->logger.Warning("unknown setting " + name + " ignored (see --print-config for the list)");
   }

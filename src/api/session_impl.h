@@ -12,6 +12,7 @@
 #include "common/logging.h"
 #include "hora/session.h"
 #include "store/store.h"
+#include "store/tcp_store_server.h"
 #include "transport/transport.h"
 
 namespace hora {
@@ -27,6 +28,7 @@ struct Session::Impl {
 
   const Config config;
   Logger logger;
+  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 under a foreign launcher
   std::shared_ptr<Store> store;
   std::unique_ptr<Transport> transport;
   Comm comm;

@@ -22,7 +22,8 @@ struct SettingRow {
   uint64_t Config::*as_bytes = nullptr;
   std::string Config::*as_string = nullptr;
   LogLevel Config::*as_log_level = nullptr;
-  double min_double = 0;  // doubles must be > min_double
+  const char* choices = nullptr;  // strings: the accepted values, "a|b|c" ("" allowed if listed)
+  bool secret = false;            // never printed
 };
 
 const std::vector<SettingRow>& Rows() {
@@ -60,6 +61,47 @@ const std::vector<SettingRow>& Rows() {
       {{"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
         "Cost model: reduction throughput in GB/s of input"},
        &Config::cost_reduce_gbps},
+      {{"HORA_TRANSPORT", SettingType::kString, "",
+        "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, tcp"},
+       nullptr,
+       nullptr,
+       &Config::transport,
+       nullptr,
+       "|shm|tcp"},
+      {{"HORA_STORE_ADDR", SettingType::kString, "",
+        "host:port of the rendezvous store (set by horarun; rank 0 serves it under other "
+        "launchers)"},
+       nullptr,
+       nullptr,
+       &Config::store_addr},
+      {{"HORA_SECRET", SettingType::kString, "",
+        "Per-job secret authenticating every TCP connection (set by horarun; never printed)"},
+       nullptr,
+       nullptr,
+       &Config::secret,
+       nullptr,
+       nullptr,
+       true},
+      {{"HORA_JOB_ID", SettingType::kString, "",
+        "Job identifier naming shared-memory segments (set by horarun)"},
+       nullptr,
+       nullptr,
+       &Config::job_id},
+      {{"HORA_IFACE", SettingType::kString, "",
+        "Network interface name or address that TCP connections use (empty: the default route)"},
+       nullptr,
+       nullptr,
+       &Config::iface},
+      {{"HORA_RANK", SettingType::kString, "", "This process's rank (set by horarun)", true}},
+      {{"HORA_SIZE", SettingType::kString, "", "Number of ranks (set by horarun)", true}},
+      {{"HORA_LOCAL_RANK", SettingType::kString, "", "Rank on this host (set by horarun)", true}},
+      {{"HORA_LOCAL_SIZE", SettingType::kString, "", "Ranks on this host (set by horarun)", true}},
+      {{"HORA_CROSS_RANK", SettingType::kString, "",
+        "Index among the ranks with this local rank, one per host (set by horarun)", true}},
+      {{"HORA_CROSS_SIZE", SettingType::kString, "",
+        "Number of ranks with this local rank (set by horarun)", true}},
+      {{"HORA_HOSTNAME", SettingType::kString, "",
+        "Host name this rank was placed on (set by horarun)", true}},
   };
   return rows;
 }
@@ -91,7 +133,7 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
-          !(v > row.min_double)) {
+          !(v > 0)) {
         return bad();
       }
       config.*row.as_double = v;
@@ -104,6 +146,14 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
       return Status::Ok();
     }
     case SettingType::kString:
+      if (row.spec.layout_only) return Status::Ok();
+      if (row.choices != nullptr) {
+        const std::string allowed = std::string("|") + row.choices + "|";
+        if (allowed.find("|" + value + "|") == std::string::npos) {
+          return InvalidArgument(std::string(row.spec.name) + "='" + value +
+                                 "' is invalid: expected one of '" + row.choices + "'");
+        }
+      }
       config.*row.as_string = value;
       return Status::Ok();
     case SettingType::kLogLevel:
@@ -128,7 +178,13 @@ std::string ValueOf(const SettingRow& row, const Config& c) {
       os << c.*row.as_bytes;
       break;
     case SettingType::kString:
-      os << c.*row.as_string;
+      if (row.spec.layout_only) {
+        os << "(launcher)";
+      } else if (row.secret) {
+        os << ((c.*row.as_string).empty() ? "(unset)" : "(set)");
+      } else {
+        os << c.*row.as_string;
+      }
       break;
     case SettingType::kLogLevel:
       os << kLogLevelNames[static_cast<int>(c.*row.as_log_level)];

@@ -35,6 +35,12 @@ struct Config {
   double cost_alpha_us;        // latency of one message
   double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
   double cost_reduce_gbps;     // reduction throughput, GB/s of input
+  // Job wiring, set by horarun (or by the user under another launcher).
+  std::string transport;   // "", "shm" or "tcp"
+  std::string store_addr;  // host:port of the rendezvous store
+  std::string secret;      // per-job secret for HMAC authentication (never printed)
+  std::string job_id;      // names shared-memory segments and store keys
+  std::string iface;       // network interface or address for TCP
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };
@@ -44,6 +50,8 @@ struct SettingSpec {
   SettingType type;
   const char* default_value;  // as it would be written in the environment
   const char* doc;            // one line
+  // Read elsewhere (the rank layout), listed so that the table is complete.
+  bool layout_only = false;
 };
 
 // The table, in documentation order.

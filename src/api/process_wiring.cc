@@ -1,0 +1,82 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "api/process_wiring.h"
+
+#include <cstring>
+
+#include "net/socket.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
+#include "transport/tcp/tcp_transport.h"
+
+extern char** environ;
+
+namespace hora {
+
+ProcessWiring::ProcessWiring() = default;
+ProcessWiring::~ProcessWiring() = default;
+ProcessWiring::ProcessWiring(ProcessWiring&&) noexcept = default;
+
+std::map<std::string, std::string> ReadWholeEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq != nullptr)
+      env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
+  }
+  return env;
+}
+
+Result<ProcessWiring> ConnectProcess(const Config& config,
+                                     const std::map<std::string, std::string>& env,
+                                     const Logger& logger) {
+  ProcessWiring w;
+  HORA_ASSIGN_OR_RETURN(w.layout, RankLayoutFromEnv(env));
+  const RankLayout& l = w.layout;
+  const Duration timeout = SecondsToDuration(config.timeout_s);
+
+  std::string store_addr = config.store_addr;
+  if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {
+    // torchrun: MASTER_PORT is torch's own store; Hora serves one port above.
+    const int port = std::atoi(env.at("MASTER_PORT").c_str()) + 1;
+    store_addr = env.at("MASTER_ADDR") + ":" + std::to_string(port);
+  }
+  if (l.size > 1 && store_addr.empty()) {
+    return InvalidArgument(
+        "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) + " (layout from " +
+        l.source +
+        "): no rendezvous address; run under horarun, or set HORA_STORE_ADDR=host:port "
+        "(rank 0 serves it)");
+  }
+  if (l.size > 1 && config.secret.empty()) {
+    return InvalidArgument(
+        "HORA_SECRET is not set: every rank needs the same job secret "
+        "(horarun sets it; under " +
+        l.source + " export HORA_SECRET=<random string>)");
+  }
+  if (l.size == 1 && store_addr.empty()) {
+    return InvalidArgument(
+        "a single process needs no transport: internal misuse of ConnectProcess");
+  }
+  HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(store_addr));
+  if (l.source != "horarun" && l.rank == 0) {
+    HORA_ASSIGN_OR_RETURN(w.server, TcpStoreServer::Start("", hp.port, config.secret, &logger));
+  }
+  HORA_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(hp, config.secret, timeout));
+  w.store = std::move(client);
+
+  std::string transport = config.transport;
+  if (transport.empty()) transport = l.local_size == l.size ? "shm" : "tcp";
+  if (transport == "shm") transport = "tcp";  // shared memory is not wired in yet: see issue 3
+  TcpMeshOptions mesh;
+  mesh.rank = l.rank;
+  mesh.size = l.size;
+  mesh.key_prefix = "hora/" + config.job_id + "/tcp";
+  mesh.secret = config.secret;
+  mesh.iface = config.iface;
+  mesh.timeout = timeout;
+  if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
+  HORA_ASSIGN_OR_RETURN(w.transport, CreateTcpTransport(*w.store, mesh));
+  return w;
+}
+
+}  // namespace hora

@@ -1,0 +1,42 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Connects a Session whose ranks are processes: finds the rank layout in the
+// launcher's environment, reaches the rendezvous store (horarun's, or one
+// that rank 0 serves at HORA_STORE_ADDR / MASTER_ADDR:MASTER_PORT under other
+// launchers), and builds the transport (HORA_TRANSPORT, or shared memory when
+// every rank is on this host and TCP otherwise).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "launch/rank_layout.h"
+#include "store/store.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+class TcpStoreServer;
+
+struct ProcessWiring {
+  RankLayout layout;
+  std::unique_ptr<TcpStoreServer> server;  // rank 0 under a foreign launcher
+  std::shared_ptr<Store> store;
+  std::unique_ptr<Transport> transport;
+  ~ProcessWiring();
+  ProcessWiring();
+  ProcessWiring(ProcessWiring&&) noexcept;
+};
+
+// `env` is the whole process environment (launcher variables included).
+Result<ProcessWiring> ConnectProcess(const Config& config,
+                                     const std::map<std::string, std::string>& env,
+                                     const Logger& logger);
+
+// Every variable of this process's environment.
+std::map<std::string, std::string> ReadWholeEnvironment();
+
+}  // namespace hora

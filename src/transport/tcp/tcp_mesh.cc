@@ -1,0 +1,115 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/tcp/tcp_mesh.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+
+#include <cstring>
+
+#include "net/auth.h"
+
+namespace hora {
+namespace {
+
+std::string AddressOf(const sockaddr* sa) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(sa)->sin_addr, buf, sizeof buf);
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(sa)->sin6_addr, buf, sizeof buf);
+  }
+  return buf;
+}
+
+std::string WithPort(const std::string& ip, uint16_t port) {
+  return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
+}  // namespace
+
+Result<std::string> AdvertisedAddress(const std::string& iface) {
+  in6_addr probe6;
+  in_addr probe4;
+  if (!iface.empty() && (inet_pton(AF_INET, iface.c_str(), &probe4) == 1 ||
+                         inet_pton(AF_INET6, iface.c_str(), &probe6) == 1)) {
+    return iface;  // an address given directly
+  }
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0)
+    return UnavailableError(std::string("getifaddrs: ") + std::strerror(errno));
+  std::string found, loopback;
+  for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
+    if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    if (!iface.empty() && iface != i->ifa_name) continue;
+    if (i->ifa_addr->sa_family == AF_INET6 &&
+        IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
+      continue;  // link-local addresses need a scope id: skip them
+    }
+    const std::string addr = AddressOf(i->ifa_addr);
+    if (i->ifa_flags & IFF_LOOPBACK) {
+      if (loopback.empty() || i->ifa_addr->sa_family == AF_INET) loopback = addr;
+    } else if (found.empty() ||
+               (i->ifa_addr->sa_family == AF_INET && found.find(':') != std::string::npos)) {
+      found = addr;  // prefer IPv4
+    }
+  }
+  freeifaddrs(list);
+  if (!found.empty()) return found;
+  if (!loopback.empty()) return loopback;
+  return InvalidArgument("HORA_IFACE='" + iface + "': no such interface with an address");
+}
+
+Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& o) {
+  const TimePoint deadline = Clock::now() + o.timeout;
+  std::vector<net::Fd> peers(static_cast<size_t>(o.size));
+  if (o.size == 1) return peers;
+  HORA_ASSIGN_OR_RETURN(std::string ip, AdvertisedAddress(o.iface));
+  HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(ip, 0, o.size));
+  HORA_ASSIGN_OR_RETURN(uint16_t port, net::LocalPort(listener));
+  const std::string me = WithPort(ip, port);
+  HORA_RETURN_IF_ERROR(
+      store.Set(o.key_prefix + "/addr/" + std::to_string(o.rank), Bytes(me.begin(), me.end())));
+
+  // Connect to every lower rank.
+  for (int peer = 0; peer < o.rank; ++peer) {
+    const std::string key = o.key_prefix + "/addr/" + std::to_string(peer);
+    HORA_ASSIGN_OR_RETURN(Bytes addr_bytes, store.Get(key, deadline - Clock::now()));
+    const std::string addr(addr_bytes.begin(), addr_bytes.end());
+    HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(addr));
+    HORA_ASSIGN_OR_RETURN(net::Fd fd, net::Connect(hp, deadline - Clock::now()));
+    HORA_RETURN_IF_ERROR(net::AuthenticateAsClient(fd.get(), o.secret, deadline)
+                             .WithContext("rank " + std::to_string(o.rank) +
+                                          " connecting to rank " + std::to_string(peer) + " at " +
+                                          addr));
+    const int32_t my_rank = o.rank;
+    HORA_RETURN_IF_ERROR(net::SendAll(fd.get(), &my_rank, sizeof my_rank, deadline));
+    peers[static_cast<size_t>(peer)] = std::move(fd);
+  }
+  // Accept every higher rank.
+  for (int accepted = 0; accepted < o.size - 1 - o.rank;) {
+    std::string from;
+    auto fd = net::Accept(listener.get(), deadline, &from);
+    if (!fd.ok()) {
+      return TimeoutError("rank " + std::to_string(o.rank) + " waited for " +
+                          std::to_string(o.size - 1 - o.rank - accepted) +
+                          " higher rank(s) to connect: " + fd.status().message());
+    }
+    if (!net::AuthenticateAsServer(fd->get(), o.secret, deadline).ok()) {
+      continue;  // not one of ours: refused (the peer learns nothing more)
+    }
+    int32_t peer = -1;
+    HORA_RETURN_IF_ERROR(net::RecvAll(fd->get(), &peer, sizeof peer, deadline));
+    if (peer <= o.rank || peer >= o.size || peers[static_cast<size_t>(peer)].valid()) {
+      return InvalidArgument("rank " + std::to_string(o.rank) + ": connection from " + from +
+                             " claims rank " + std::to_string(peer));
+    }
+    peers[static_cast<size_t>(peer)] = std::move(fd).value();
+    ++accepted;
+  }
+  return peers;
+}
+
+}  // namespace hora

@@ -1,0 +1,34 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Establishes the full mesh of TCP connections of one group: every rank
+// listens, publishes "ip:port" in the Store, connects to every lower rank and
+// accepts every higher one. Each connection is authenticated (HMAC over the
+// job secret, net/auth.h) and then names its rank. Bounded by `timeout`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "net/socket.h"
+#include "store/store.h"
+
+namespace hora {
+
+struct TcpMeshOptions {
+  int rank = 0;
+  int size = 1;
+  std::string key_prefix;  // store keys: <prefix>/addr/<rank>
+  std::string secret;
+  std::string iface;  // interface name or IP address to advertise; "" = first non-loopback
+  Duration timeout = std::chrono::seconds(30);
+};
+
+// Returns one connected, authenticated socket per peer (index = rank; the
+// entry for this rank is invalid).
+Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& options);
+
+// The address this host advertises for `iface` (see TcpMeshOptions).
+Result<std::string> AdvertisedAddress(const std::string& iface);
+
+}  // namespace hora

@@ -1,0 +1,26 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// TCP transport for ranks on different hosts: one authenticated connection
+// per peer (tcp_mesh.h), nonblocking sockets driven by one I/O thread per
+// transport (epoll). Messages are framed {tag, length} + payload.
+//
+// - Sends are queued and written by the I/O thread; a send completes when its
+//   last byte is in the kernel's socket buffer.
+// - Receives: an arriving message goes straight into the matching posted
+//   receive's buffer; IrecvReduce reads it in 256 KiB pieces into a staging
+//   buffer and folds each piece into the destination as it arrives (transfer
+//   and reduction overlap); a message nobody has asked for yet is kept until
+//   a receive claims it.
+// - A lost connection fails every pending request with that peer, naming it.
+#pragma once
+
+#include <memory>
+
+#include "transport/tcp/tcp_mesh.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+Result<std::unique_ptr<Transport>> CreateTcpTransport(Store& store, const TcpMeshOptions& options);
+
+}  // namespace hora

@@ -1,0 +1,158 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/tcp/tcp_transport.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+
+#include "store/memory_store.h"
+
+namespace hora {
+namespace {
+
+TimePoint Soon() { return Clock::now() + std::chrono::seconds(30); }
+
+// Builds one TCP transport per rank (ranks as threads, loopback addresses).
+std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = "s3cret") {
+  MemoryStore store;
+  std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      TcpMeshOptions o;
+      o.rank = r;
+      o.size = n;
+      o.key_prefix = "test";
+      o.secret = secret;
+      o.iface = "127.0.0.1";
+      o.timeout = std::chrono::seconds(30);
+      auto t = CreateTcpTransport(store, o);
+      EXPECT_TRUE(t.ok()) << t.status().ToString();
+      if (t.ok()) out[static_cast<size_t>(r)] = std::move(t).value();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+void AddF64(DataType, ReduceOp, void* dst, const void* src, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    static_cast<double*>(dst)[i] += static_cast<const double*>(src)[i];
+}
+
+TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
+  auto t = Mesh(2);
+  ASSERT_TRUE(t[0] && t[1]);
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{65536}, (size_t{16} << 20) + 3}) {
+    std::vector<uint8_t> src(bytes), dst(bytes, 0);
+    std::iota(src.begin(), src.end(), static_cast<uint8_t>(bytes));
+    Request r = t[1]->Irecv(0, 1, dst.data(), bytes);
+    Request s = t[0]->Isend(1, 1, src.data(), bytes);
+    ASSERT_TRUE(t[1]->Wait(r, Soon()).ok());
+    ASSERT_TRUE(t[0]->Wait(s, Soon()).ok());
+    EXPECT_EQ(src, dst) << bytes;
+    std::fill(dst.begin(), dst.end(), 0);
+    Request s2 = t[0]->Isend(1, 2, src.data(), bytes);  // sent first: arrives unexpected
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    Request r2 = t[1]->Irecv(0, 2, dst.data(), bytes);
+    ASSERT_TRUE(t[1]->Wait(r2, Soon()).ok());
+    EXPECT_EQ(src, dst) << bytes;
+  }
+}
+
+TEST(TcpTransport, OutOfOrderTagsAndReduceAcrossPieces) {
+  auto t = Mesh(3);
+  ASSERT_TRUE(t[0] && t[1] && t[2]);
+  const size_t count = 300001;  // several 256 KiB pieces, not a whole number of them
+  std::vector<double> a(count, 1.5), b(count, 2.0), acc(count, 10.0);
+  int x = 5, y = 0;
+  Request s1 = t[0]->Isend(2, 10, a.data(), count * 8);
+  Request s2 = t[0]->Isend(2, 11, &x, sizeof x);
+  Request s3 = t[1]->Isend(2, 10, b.data(), count * 8);
+  Request ry = t[2]->Irecv(0, 11, &y, sizeof y);  // the later message first
+  const ReduceSpec spec{DataType::kFloat64, ReduceOp::kSum, &AddF64};
+  Request ra = t[2]->IrecvReduce(0, 10, acc.data(), count, spec);
+  Request rb = t[2]->IrecvReduce(1, 10, acc.data(), count, spec);
+  for (auto* r : {&ry, &ra, &rb}) ASSERT_TRUE(t[2]->Wait(*r, Soon()).ok());
+  EXPECT_EQ(y, 5);
+  EXPECT_EQ(acc[0], 13.5);
+  EXPECT_EQ(acc[count / 2], 13.5);
+  EXPECT_EQ(acc[count - 1], 13.5);
+}
+
+TEST(TcpTransport, SizeMismatchNamesBothSizes) {
+  auto t = Mesh(2);
+  ASSERT_TRUE(t[0] && t[1]);
+  char buf[64] = {};
+  Request s = t[0]->Isend(1, 3, buf, 64);
+  Request r = t[1]->Irecv(0, 3, buf, 32);
+  Status st = t[1]->Wait(r, Soon());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("sent 64 bytes but 32 bytes were expected"), std::string::npos)
+      << st.message();
+  // The stream stays usable.
+  int v = 9, w = 0;
+  Request s2 = t[0]->Isend(1, 4, &v, 4);
+  Request r2 = t[1]->Irecv(0, 4, &w, 4);
+  ASSERT_TRUE(t[1]->Wait(r2, Soon()).ok());
+  EXPECT_EQ(w, 9);
+}
+
+TEST(TcpTransport, ClosedRankFailsOnlyRequestsWithIt) {
+  auto t = Mesh(3);
+  ASSERT_TRUE(t[0] && t[1] && t[2]);
+  int a = 0, b = 0;
+  Request r01 = t[0]->Irecv(1, 5, &a, 4);
+  Request r12 = t[1]->Irecv(2, 5, &b, 4);
+  t[2].reset();  // rank 2 closes its session in an orderly way
+  Status s1 = t[1]->Wait(r12, Soon());
+  EXPECT_EQ(s1.code(), StatusCode::kUnavailable);
+  EXPECT_NE(s1.message().find("rank 2 closed its session"), std::string::npos) << s1.message();
+  // An orderly close is not a lost rank: ranks 0 and 1 still talk.
+  int v = 3;
+  Request s = t[1]->Isend(0, 5, &v, 4);
+  ASSERT_TRUE(t[0]->Wait(r01, Soon()).ok());
+  EXPECT_EQ(a, 3);
+  Request late = t[0]->Isend(2, 6, &a, 4);
+  EXPECT_NE(t[0]->Wait(late, Soon()).message().find("rank 2"), std::string::npos);
+}
+
+TEST(TcpTransport, WrongSecretCannotJoin) {
+  MemoryStore store;
+  Status results[2];
+  std::thread a([&] {
+    TcpMeshOptions o{0, 2, "x", "right", "127.0.0.1", std::chrono::milliseconds(1500)};
+    results[0] = CreateTcpTransport(store, o).status();
+  });
+  std::thread b([&] {
+    TcpMeshOptions o{1, 2, "x", "wrong", "127.0.0.1", std::chrono::milliseconds(1500)};
+    results[1] = CreateTcpTransport(store, o).status();
+  });
+  a.join();
+  b.join();
+  EXPECT_FALSE(results[0].ok());
+  EXPECT_FALSE(results[1].ok());
+  EXPECT_NE(results[1].message().find("connecting to rank 0"), std::string::npos)
+      << results[1].message();
+}
+
+TEST(TcpTransport, CancelAndTimeoutAreBounded) {
+  auto t = Mesh(2);
+  ASSERT_TRUE(t[0] && t[1]);
+  int v = 0;
+  Request r = t[1]->Irecv(0, 7, &v, 4);
+  Status st = t[1]->Wait(r, Clock::now() + std::chrono::milliseconds(50));
+  EXPECT_EQ(st.code(), StatusCode::kTimeout);
+  EXPECT_NE(st.message().find("receiving 4 B from rank 0"), std::string::npos) << st.message();
+  t[1]->Cancel(r);
+  EXPECT_EQ(r->status().code(), StatusCode::kAborted);
+  int x = 42;
+  Request s = t[0]->Isend(1, 7, &x, 4);  // arrives after the cancel: must not land in v
+  ASSERT_TRUE(t[0]->Wait(s, Soon()).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(v, 0);
+}
+
+}  // namespace
+}  // namespace hora

@@ -1,0 +1,179 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// One rank of a multi-process test, started by horarun (or mpirun): runs
+// every collective through a process-mode Session and checks each result
+// against a reference computed here from every rank's (deterministic) input.
+// Prints "rank R: N checks passed" and exits 0, or names the first failure
+// and exits 1.
+//
+//   hora-mp-worker                 all collectives
+//   hora-mp-worker --die-at ITER   the last rank SIGKILLs itself during
+//                                  allreduce number ITER; the others must see
+//                                  an error naming it (exit 3 when they do)
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "hora/hora.h"
+#include "support/reference.h"
+
+namespace {
+
+using namespace hora;
+using hora::testing::Compare;
+using hora::testing::FillInput;
+using hora::testing::ReferenceAllreduce;
+
+int g_checks = 0;
+
+#define CHECK_OK(st, what)                                                                     \
+  do {                                                                                         \
+    Status _s = (st);                                                                          \
+    if (!_s.ok()) {                                                                            \
+      std::fprintf(stderr, "FAIL %s: %s\n", std::string(what).c_str(), _s.ToString().c_str()); \
+      return 1;                                                                                \
+    }                                                                                          \
+  } while (0)
+
+#define CHECK_TRUE(cond, what)                                      \
+  do {                                                              \
+    if (!(cond)) {                                                  \
+      std::fprintf(stderr, "FAIL %s\n", std::string(what).c_str()); \
+      return 1;                                                     \
+    }                                                               \
+    ++g_checks;                                                     \
+  } while (0)
+
+int AllreduceChecks(Session& s, const char* algo) {
+  const int n = s.size();
+  for (DataType dtype :
+       {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16, DataType::kFloat64}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{1} << 20}) {
+        const size_t esize = DataTypeSize(dtype);
+        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n),
+                                             std::vector<uint8_t>(count * esize));
+        std::vector<const void*> ptrs;
+        for (int r = 0; r < n; ++r) {
+          FillInput(dtype, op, in[static_cast<size_t>(r)].data(), count, count + 11, r);
+          ptrs.push_back(in[static_cast<size_t>(r)].data());
+        }
+        const Reduction red{op, 1.0, 1.0};
+        auto expected = ReferenceAllreduce(dtype, red, ptrs, count);
+        std::vector<uint8_t> out(count * esize);
+        auto& mine = in[static_cast<size_t>(s.rank())];
+        const std::string what = std::string("allreduce ") + algo + " " + DataTypeName(dtype) +
+                                 " " + ReduceOpName(op) + " count " + std::to_string(count);
+        CHECK_OK(s.Allreduce(TensorView::Flat(mine.data(), dtype, count),
+                             TensorView::Flat(out.data(), dtype, count), red),
+                 what);
+        const std::string diff = Compare(expected, out.data(), 0, count);
+        CHECK_TRUE(diff.empty(), what + ": " + diff);
+      }
+    }
+  }
+  return 0;
+}
+
+int OtherChecks(Session& s) {
+  const int n = s.size(), me = s.rank();
+  // Allgather with uneven dim 0.
+  std::vector<int32_t> mine(static_cast<size_t>(me + 1) * 3);
+  std::iota(mine.begin(), mine.end(), me * 1000);
+  auto gathered = s.Allgather(TensorView(mine.data(), DataType::kInt32, {me + 1, 3}));
+  CHECK_OK(gathered.status(), "allgather");
+  std::vector<int32_t> want;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i < (r + 1) * 3; ++i) want.push_back(r * 1000 + i);
+  CHECK_TRUE(gathered->num_bytes() == want.size() * 4 &&
+                 std::memcmp(gathered->data(), want.data(), want.size() * 4) == 0,
+             "allgather values");
+  // Broadcast from the last rank, small and large.
+  for (size_t bytes : {size_t{8}, size_t{3} << 20}) {
+    std::vector<uint8_t> b(bytes, static_cast<uint8_t>(me));
+    CHECK_OK(s.Broadcast(TensorView::Flat(b.data(), DataType::kUInt8, bytes), n - 1), "broadcast");
+    CHECK_TRUE(std::all_of(b.begin(), b.end(), [&](uint8_t v) { return v == n - 1; }),
+               "broadcast values");
+  }
+  // Reducescatter: every rank contributes ones; each row sums to n.
+  std::vector<float> ones(static_cast<size_t>(n * 2 + 1) * 4, 1.0f);
+  auto rs = s.Reducescatter(TensorView(ones.data(), DataType::kFloat32, {n * 2 + 1, 4}));
+  CHECK_OK(rs.status(), "reducescatter");
+  const auto* rv = static_cast<const float*>(rs->data());
+  bool rs_ok = rs->shape()[0] == 2 + (me < 1 ? 1 : 0);
+  for (size_t i = 0; i < rs->num_elements(); ++i) rs_ok = rs_ok && rv[i] == static_cast<float>(n);
+  CHECK_TRUE(rs_ok, "reducescatter values");
+  // Alltoall: rank r sends r+1 rows of value r*100+p to rank p.
+  std::vector<int64_t> splits(static_cast<size_t>(n), me + 1), payload;
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i <= me; ++i) payload.push_back(me * 100 + p);
+  std::vector<int64_t> received;
+  auto a2a = s.Alltoall(TensorView::Flat(payload.data(), DataType::kInt64, payload.size()), splits,
+                        &received);
+  CHECK_OK(a2a.status(), "alltoall");
+  std::vector<int64_t> want_a2a;
+  for (int r = 0; r < n; ++r)
+    for (int i = 0; i <= r; ++i) want_a2a.push_back(r * 100 + me);
+  CHECK_TRUE(a2a->num_bytes() == want_a2a.size() * 8 &&
+                 std::memcmp(a2a->data(), want_a2a.data(), want_a2a.size() * 8) == 0,
+             "alltoall values");
+  CHECK_OK(s.Barrier(), "barrier");
+  return 0;
+}
+
+int DieAt(Session& s, int iteration) {
+  std::vector<float> x(1 << 16, 1.0f);
+  for (int i = 0;; ++i) {
+    if (i == iteration && s.rank() == s.size() - 1) {
+      std::fprintf(stderr, "rank %d: killing myself with SIGKILL at iteration %d\n", s.rank(), i);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    Status st =
+        s.Allreduce(TensorView::Flat(x.data(), DataType::kFloat32, x.size()),
+                    TensorView::Flat(x.data(), DataType::kFloat32, x.size()), {ReduceOp::kAverage});
+    if (!st.ok()) {
+      std::printf("rank %d: allreduce %d failed as expected: %s\n", s.rank(), i,
+                  st.ToString().c_str());
+      const bool names =
+          st.message().find("rank " + std::to_string(s.size() - 1)) != std::string::npos;
+      return names ? 3 : 4;
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto session = Session::Create({});
+  if (!session.ok()) {
+    std::fprintf(stderr, "FAIL Session::Create: %s\n", session.status().ToString().c_str());
+    return 1;
+  }
+  Session& s = **session;
+  if (argc == 3 && std::strcmp(argv[1], "--die-at") == 0) return DieAt(s, std::atoi(argv[2]));
+  for (const char* algo : {"ring", "recursive_doubling", "halving_doubling"}) {
+    // The selector reads HORA_ALLREDUCE_ALGO at Session creation: one Session per algorithm.
+    SessionOptions o;
+    o.settings = {
+        {"HORA_ALLREDUCE_ALGO", algo},
+        {"HORA_JOB_ID",
+         std::string(std::getenv("HORA_JOB_ID") ? std::getenv("HORA_JOB_ID") : "") + "-" + algo}};
+    auto per_algo = Session::Create(o);
+    if (!per_algo.ok()) {
+      std::fprintf(stderr, "FAIL Session::Create(%s): %s\n", algo,
+                   per_algo.status().ToString().c_str());
+      return 1;
+    }
+    if (AllreduceChecks(**per_algo, algo) != 0) return 1;
+  }
+  if (OtherChecks(s) != 0) return 1;
+  std::printf("rank %d of %d: %d checks passed\n", s.rank(), s.size(), g_checks);
+  return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# horarun: bad input is a clear error before anything starts; a failing rank's
+# exit code becomes horarun's; output lines carry the rank prefix.
+set -u
+horarun="$1"
+pass=0; failed=0
+check() {  # name, expected rc, expected text, command...
+  local name="$1" want_rc="$2" want_text="$3"; shift 3
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ "$rc" -eq "$want_rc" ] && grep -qF -- "$want_text" <<<"$out"; then
+    pass=$((pass + 1))
+  else
+    failed=$((failed + 1)); echo "FAIL $name: rc=$rc (want $want_rc), output: $out"
+  fi
+}
+check bad-np 2 "-np 'zero' is not a process count" "$horarun" -np zero true
+check bad-hosts 2 "slot count must be at least 1" "$horarun" -np 2 -H a:0 true
+check too-few-slots 2 "-np 5 asks for more processes than the 4 slot(s)" "$horarun" -np 5 -H localhost:4 true
+check no-command 2 "no command given" "$horarun" -np 2
+check bad-transport 2 "--transport 'carrier-pigeon' is not one of shm, tcp" "$horarun" -np 2 --transport carrier-pigeon true
+check bad-setting 2 "HORA_LOG_LEVEL='loud' is invalid" env HORA_LOG_LEVEL=loud "$horarun" -np 1 true
+check missing-hostfile 2 "--hostfile '/nonexistent/hosts'" "$horarun" --hostfile /nonexistent/hosts true
+check exit-code 7 "rank 1 (pid" "$horarun" -np 2 sh -c 'exit $((HORA_RANK * 7))'
+check prefix 0 "[1]: hello from 1 of 2" "$horarun" -np 2 sh -c 'echo hello from $HORA_RANK of $HORA_SIZE'
+check no-prefix 0 "plain 0" "$horarun" -np 1 --no-prefix sh -c 'echo plain $HORA_RANK'
+check layout 0 "[2]: 2 3 0 1 1 2" "$horarun" -np 3 -H localhost:2,127.0.0.1:2 sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
+check print-config 0 "HORA_TIMEOUT_S=30" "$horarun" --print-config
+check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
+echo "$pass passed, $failed failed"
+[ "$failed" -eq 0 ]

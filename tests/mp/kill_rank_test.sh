@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# A rank killed with SIGKILL in the middle of allreduces: every other rank
+# must get an error naming it, horarun must exit non-zero, and no process of
+# the job may be left running.
+set -u
+horarun="$1"; worker="$2"; np="${3:-3}"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+start=$(date +%s)
+"$horarun" -np "$np" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$out"
+fail() { echo "FAIL: $*"; exit 1; }
+[ "$rc" -ne 0 ] || fail "horarun exited 0 although a rank was killed"
+grep -q "rank $((np - 1)) (pid .*) was killed by signal 9" "$out" || fail "horarun did not report the killed rank"
+survivors=$(grep -c "failed as expected:.*rank $((np - 1))" "$out")
+[ "$survivors" -eq $((np - 1)) ] || fail "$survivors of $((np - 1)) surviving ranks reported an error naming rank $((np - 1))"
+[ "$elapsed" -lt 20 ] || fail "took ${elapsed}s, not within the 20 s timeout"
+sleep 0.5
+if pgrep -f "$worker --die-at" >/dev/null; then fail "processes left running: $(pgrep -af "$worker --die-at")"; fi
+echo "1 passed, 0 failed"

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Several hosts on one machine: three network namespaces, each joined by a
+# veth pair to a bridge in this namespace, each running one rank; horarun
+# starts them with `ip netns exec` and serves the rendezvous on the bridge.
+# Every collective is checked by hora-mp-worker over TCP between the hosts.
+# Exits 77 (reported by CTest as skipped) where namespaces cannot be made.
+set -u
+horarun="$1"; worker="$2"; hosts="${3:-3}"
+tag=$(( $$ % 100000 ))
+br="hbr$tag"
+skip() { echo "SKIPPED: $*"; exit 77; }
+[ "$(id -u)" -eq 0 ] || skip "creating network namespaces needs root"
+command -v ip >/dev/null || skip "ip (iproute2) is not installed"
+cleanup() {
+  for i in $(seq 1 "$hosts"); do ip netns del "hora$tag-$i" 2>/dev/null; done
+  ip link del "$br" 2>/dev/null
+}
+trap cleanup EXIT
+ip link add "$br" type bridge 2>/dev/null || skip "cannot create a bridge (no CAP_NET_ADMIN?)"
+ip addr add 10.231.0.254/24 dev "$br" && ip link set "$br" up || skip "cannot configure the bridge"
+list=""
+for i in $(seq 1 "$hosts"); do
+  ns="hora$tag-$i"
+  ip netns add "$ns" || skip "cannot create namespace $ns"
+  ip link add "hv$tag-$i" type veth peer name eth0 netns "$ns" || skip "cannot create veth pairs"
+  ip link set "hv$tag-$i" master "$br" up
+  ip -n "$ns" addr add "10.231.0.$i/24" dev eth0
+  ip -n "$ns" link set eth0 up
+  ip -n "$ns" link set lo up
+  list="$list${list:+,}$ns:1"
+done
+"$horarun" -np "$hosts" -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 --transport tcp \
+  --timeout 60 "$worker"
+rc=$?
+[ "$rc" -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
+exit "$rc"

@@ -1,0 +1,167 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "hosts.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <set>
+
+namespace hora::horarun {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+Result<int> ParseSlots(std::string_view text, const std::string& where) {
+  if (text.empty() || text.size() > 6) {
+    return InvalidArgument(where + ": slot count '" + std::string(text) + "' is not a number");
+  }
+  int v = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return InvalidArgument(where + ": slot count '" + std::string(text) + "' is not a number");
+    }
+    v = v * 10 + (c - '0');
+  }
+  if (v < 1)
+    return InvalidArgument(where + ": slot count must be at least 1 (got " + std::string(text) +
+                           ")");
+  return v;
+}
+
+Status CheckHostName(std::string_view host, const std::string& where) {
+  if (host.empty()) return InvalidArgument(where + ": empty host name");
+  for (char c : host) {
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')) {
+      return InvalidArgument(where + ": host name '" + std::string(host) + "' contains '" +
+                             std::string(1, c) + "'");
+    }
+  }
+  return Status::Ok();
+}
+
+// "host" or "host:N".
+Result<HostSlots> ParseEntry(std::string_view entry, const std::string& where) {
+  entry = Trim(entry);
+  const size_t colon = entry.rfind(':');
+  HostSlots hs;
+  std::string_view host = colon == std::string_view::npos ? entry : entry.substr(0, colon);
+  HORA_RETURN_IF_ERROR(CheckHostName(host, where));
+  hs.host = std::string(host);
+  if (colon != std::string_view::npos) {
+    HORA_ASSIGN_OR_RETURN(hs.slots, ParseSlots(entry.substr(colon + 1), where));
+  }
+  return hs;
+}
+
+Status CheckUnique(const std::vector<HostSlots>& hosts, const std::string& where) {
+  std::set<std::string> seen;
+  for (const auto& h : hosts) {
+    if (!seen.insert(h.host).second)
+      return InvalidArgument(where + ": host '" + h.host + "' is listed twice");
+  }
+  if (hosts.empty()) return InvalidArgument(where + ": no hosts given");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<HostSlots>> ParseHostList(std::string_view text) {
+  std::vector<HostSlots> hosts;
+  const std::string where = "-H '" + std::string(text) + "'";
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string_view item = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    HORA_ASSIGN_OR_RETURN(HostSlots hs, ParseEntry(item, where));
+    hosts.push_back(hs);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  HORA_RETURN_IF_ERROR(CheckUnique(hosts, where));
+  return hosts;
+}
+
+Result<std::vector<HostSlots>> ParseHostfile(std::string_view contents, const std::string& path) {
+  std::vector<HostSlots> hosts;
+  size_t line_no = 0;
+  size_t start = 0;
+  while (start < contents.size()) {
+    size_t nl = contents.find('\n', start);
+    std::string_view line =
+        contents.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+    start = nl == std::string_view::npos ? contents.size() : nl + 1;
+    ++line_no;
+    const std::string where = path + ":" + std::to_string(line_no);
+    if (size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    line = Trim(line);
+    if (line.empty()) continue;
+    const size_t space = line.find_first_of(" \t");
+    if (space == std::string_view::npos) {
+      HORA_ASSIGN_OR_RETURN(HostSlots hs, ParseEntry(line, where));
+      hosts.push_back(hs);
+      continue;
+    }
+    std::string_view host = line.substr(0, space);
+    std::string_view rest = Trim(line.substr(space));
+    HORA_RETURN_IF_ERROR(CheckHostName(host, where));
+    if (rest.substr(0, 6) != "slots=") {
+      return InvalidArgument(where + ": expected 'slots=N' after the host, got '" +
+                             std::string(rest) + "'");
+    }
+    HORA_ASSIGN_OR_RETURN(int slots, ParseSlots(rest.substr(6), where));
+    hosts.push_back({std::string(host), slots});
+  }
+  HORA_RETURN_IF_ERROR(CheckUnique(hosts, path));
+  return hosts;
+}
+
+Result<std::vector<Placement>> PlaceRanks(int np, const std::vector<HostSlots>& hosts) {
+  if (np < 1) return InvalidArgument("-np must be at least 1 (got " + std::to_string(np) + ")");
+  long total = 0;
+  for (const auto& h : hosts) total += h.slots;
+  if (total < np) {
+    return InvalidArgument("-np " + std::to_string(np) + " asks for more processes than the " +
+                           std::to_string(total) + " slot(s) the hosts provide");
+  }
+  // Ranks fill hosts in order. Cross rank and size follow Horovod: among the
+  // processes with the same local rank, one per host, in host order.
+  std::vector<Placement> out;
+  int rank = 0;
+  std::vector<int> per_host;
+  for (const auto& h : hosts) {
+    if (rank == np) break;
+    const int here = std::min(h.slots, np - rank);
+    for (int l = 0; l < here; ++l) out.push_back({rank++, h.host, l, here, 0, 0});
+    per_host.push_back(here);
+  }
+  size_t next = 0;
+  for (size_t host = 0; host < per_host.size(); ++host) {
+    for (int l = 0; l < per_host[host]; ++l, ++next) {
+      int cross_rank = 0, cross_size = 0;
+      for (size_t other = 0; other < per_host.size(); ++other) {
+        if (per_host[other] > l) {
+          if (other < host) ++cross_rank;
+          ++cross_size;
+        }
+      }
+      out[next].cross_rank = cross_rank;
+      out[next].cross_size = cross_size;
+    }
+  }
+  return out;
+}
+
+bool IsLocalHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) == 0 && host == name) return true;
+  return false;
+}
+
+}  // namespace hora::horarun

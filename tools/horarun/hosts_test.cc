@@ -1,0 +1,87 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "hosts.h"
+
+#include <gtest/gtest.h>
+
+namespace hora::horarun {
+namespace {
+
+TEST(Hosts, ParsesHostLists) {
+  auto h = ParseHostList("a:4,b:2,c");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ((*h)[0].host, "a");
+  EXPECT_EQ((*h)[0].slots, 4);
+  EXPECT_EQ((*h)[1].slots, 2);
+  EXPECT_EQ((*h)[2].slots, 1);
+}
+
+TEST(Hosts, BadHostListsNameTheText) {
+  struct Case {
+    const char* text;
+    const char* expect;
+  } cases[] = {
+      {"a:0", "at least 1"},
+      {"a:x", "'x' is not a number"},
+      {"a:4,a:2", "listed twice"},
+      {"", "empty host name"},
+      {"a:4,,b", "empty host name"},
+      {"a b:2", "contains ' '"},
+      {"a:-1", "'-1' is not a number"},
+  };
+  for (const Case& c : cases) {
+    auto h = ParseHostList(c.text);
+    ASSERT_FALSE(h.ok()) << c.text;
+    EXPECT_NE(h.status().message().find(c.expect), std::string::npos) << h.status().message();
+    EXPECT_NE(h.status().message().find(std::string("-H '") + c.text + "'"), std::string::npos);
+  }
+}
+
+TEST(Hosts, ParsesHostfiles) {
+  auto h = ParseHostfile("# cluster\nnode1 slots=4\n\nnode2:2  # two\nnode3\n", "hosts.txt");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ((*h)[0].slots, 4);
+  EXPECT_EQ((*h)[1].slots, 2);
+  EXPECT_EQ((*h)[2].slots, 1);
+  auto bad = ParseHostfile("node1 slots=4\nnode2 cores=2\n", "hosts.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("hosts.txt:2"), std::string::npos)
+      << bad.status().message();
+  EXPECT_FALSE(ParseHostfile("# nothing\n", "empty.txt").ok());
+}
+
+TEST(Hosts, PlacesRanksInOrderWithHorovodCrossRanks) {
+  auto p = PlaceRanks(6, {{"a", 4}, {"b", 4}});
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->size(), 6u);
+  EXPECT_EQ((*p)[3].host, "a");
+  EXPECT_EQ((*p)[3].local_rank, 3);
+  EXPECT_EQ((*p)[3].local_size, 4);
+  EXPECT_EQ((*p)[4].host, "b");
+  EXPECT_EQ((*p)[4].local_rank, 0);
+  EXPECT_EQ((*p)[4].local_size, 2);
+  EXPECT_EQ((*p)[4].cross_rank, 1);
+  EXPECT_EQ((*p)[4].cross_size, 2);
+  // Local rank 3 exists only on host a: its cross size is 1.
+  EXPECT_EQ((*p)[3].cross_rank, 0);
+  EXPECT_EQ((*p)[3].cross_size, 1);
+}
+
+TEST(Hosts, TooFewSlotsOrBadNpAreErrors) {
+  auto p = PlaceRanks(9, {{"a", 4}, {"b", 4}});
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("-np 9 asks for more processes than the 8 slot(s)"),
+            std::string::npos)
+      << p.status().message();
+  EXPECT_FALSE(PlaceRanks(0, {{"a", 4}}).ok());
+}
+
+TEST(Hosts, LocalHostNames) {
+  EXPECT_TRUE(IsLocalHost("localhost"));
+  EXPECT_TRUE(IsLocalHost("127.0.0.1"));
+  EXPECT_FALSE(IsLocalHost("node-that-is-not-here"));
+}
+
+}  // namespace
+}  // namespace hora::horarun

@@ -1,0 +1,47 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Runs one job: starts every rank (fork/exec locally, ssh for other hosts),
+// forwards their output line by line, and watches them. When a rank fails
+// (non-zero exit or a signal), or horarun gets SIGINT/SIGTERM/SIGHUP, every
+// other rank's process group gets SIGTERM, then SIGKILL after the grace
+// period; horarun's exit code is the failed rank's (128 + signal for a
+// signal). Local ranks also get SIGKILL if horarun itself dies
+// (PR_SET_PDEATHSIG), so no process is left behind.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hosts.h"
+
+namespace hora::horarun {
+
+struct JobSpec {
+  std::vector<Placement> placements;
+  std::vector<std::string> command;
+  // Variables every rank gets (store address, secret, job id, settings);
+  // horarun adds HORA_RANK, HORA_SIZE, HORA_LOCAL_*, HORA_CROSS_* per rank.
+  std::map<std::string, std::string> env;
+  bool prefix_output = true;
+  double stop_grace_s = 30;
+  std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
+};
+
+// Returns horarun's exit code. Launch errors are printed to stderr.
+int RunJob(const JobSpec& spec);
+
+// The per-rank variables horarun sets (exposed for tests).
+std::map<std::string, std::string> RankEnvironment(const Placement& p, int size);
+
+// The command line that starts `argv` with `env` on a remote host through
+// `rsh` (e.g. ssh with its options, or "ip netns exec" for test hosts).
+std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
+                                       const std::string& cwd,
+                                       const std::map<std::string, std::string>& env,
+                                       const std::vector<std::string>& argv);
+
+// Quotes `s` for a POSIX shell ('...' with embedded quotes escaped).
+std::string ShellQuote(const std::string& s);
+
+}  // namespace hora::horarun

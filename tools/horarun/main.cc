@@ -1,0 +1,104 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// horarun: starts a Hora job. See options.h for the command line and job.h
+// for how ranks are started, watched and stopped.
+#include <openssl/rand.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "common/config.h"
+#include "common/logging.h"
+#include "job.h"
+#include "options.h"
+#include "store/tcp_store_server.h"
+#include "transport/tcp/tcp_mesh.h"
+
+namespace {
+
+std::string RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1) {
+    std::fprintf(stderr, "horarun: cannot get random bytes for the job secret\n");
+    std::exit(1);
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  for (unsigned char b : buf) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace hora;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  auto parsed = horarun::ParseOptions(args, &horarun::ReadWholeFile);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "horarun: %s\n%s", parsed.status().message().c_str(), horarun::Usage());
+    return 2;
+  }
+  const horarun::Options& opts = *parsed;
+  if (opts.help) {
+    std::fputs(horarun::Usage(), stdout);
+    return 0;
+  }
+  auto env = ReadProcessEnvironment();
+  if (opts.print_config) {
+    auto config = ConfigFromEnv(env);
+    if (!config.ok()) {
+      std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
+      return 2;
+    }
+    std::fputs(FormatConfig(*config).c_str(), stdout);
+    return 0;
+  }
+  // Validate the job's settings before anything starts.
+  env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
+  if (!opts.transport.empty()) env["HORA_TRANSPORT"] = opts.transport;
+  if (auto config = ConfigFromEnv(env); !config.ok()) {
+    std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
+    return 2;
+  }
+  auto placements = horarun::PlaceRanks(opts.np, opts.hosts);
+  bool all_local = true;
+  for (const auto& p : *placements) all_local = all_local && horarun::IsLocalHost(p.host);
+
+  const std::string secret = env.count("HORA_SECRET") ? env["HORA_SECRET"] : RandomHex(32);
+  Logger logger(LogLevel::kWarning, -1);
+  std::string bind = opts.bind;
+  if (bind.empty() && all_local) bind = "127.0.0.1";
+  if (bind.empty()) {
+    auto addr = AdvertisedAddress(env.count("HORA_IFACE") ? env["HORA_IFACE"] : "");
+    if (!addr.ok()) {
+      std::fprintf(stderr, "horarun: %s\n", addr.status().message().c_str());
+      return 2;
+    }
+    bind = *addr;
+  }
+  auto server = TcpStoreServer::Start(all_local ? "127.0.0.1" : "", 0, secret, &logger);
+  if (!server.ok()) {
+    std::fprintf(stderr, "horarun: cannot start the rendezvous server: %s\n",
+                 server.status().message().c_str());
+    return 1;
+  }
+
+  horarun::JobSpec spec;
+  spec.placements = *placements;
+  spec.command = opts.command;
+  spec.prefix_output = opts.prefix_output;
+  spec.stop_grace_s = opts.timeout_s;
+  spec.env = env;
+  spec.env["HORA_SECRET"] = secret;
+  spec.env["HORA_JOB_ID"] = RandomHex(6);
+  const bool v6 = bind.find(':') != std::string::npos;
+  spec.env["HORA_STORE_ADDR"] =
+      (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
+  spec.rsh = opts.rsh;
+  return horarun::RunJob(spec);
+}

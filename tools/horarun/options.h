@@ -1,0 +1,45 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// horarun's command line:
+//   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp]
+//           [--timeout S] [--no-prefix] [--rsh CMD] [--bind ADDR] [--print-config]
+//           [--] command args...
+// Bad input is an error before anything starts, naming the flag and value.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hora/status.h"
+#include "hosts.h"
+
+namespace hora::horarun {
+
+struct Options {
+  int np = 0;
+  std::vector<HostSlots> hosts;  // localhost:np when neither -H nor --hostfile
+  std::string transport;         // "" = Hora chooses per pair
+  double timeout_s = 30;         // HORA_TIMEOUT_S for the job and the stop grace period
+  bool prefix_output = true;
+  // How ranks on other hosts are started: the command and its options,
+  // followed by the host name and a shell command line (default ssh).
+  std::vector<std::string> rsh = {"ssh", "-o", "BatchMode=yes", "-o",
+                                  "StrictHostKeyChecking=accept-new"};
+  // Address of this machine that every host can reach, for the rendezvous
+  // server; "" = 127.0.0.1 for single-host jobs, else HORA_IFACE's address.
+  std::string bind;
+  bool print_config = false;
+  bool help = false;
+  std::vector<std::string> command;
+};
+
+// `args` excludes argv[0]. `read_file` loads a hostfile (injected for tests).
+Result<Options> ParseOptions(const std::vector<std::string>& args,
+                             Result<std::string> (*read_file)(const std::string& path));
+
+Result<std::string> ReadWholeFile(const std::string& path);
+
+const char* Usage();
+
+}  // namespace hora::horarun
