@@ -1,11 +1,13 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "api/process_wiring.h"
 
+#include <cctype>
 #include <cstring>
 
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
+#include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 extern char** environ;
@@ -66,7 +68,24 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
 
   std::string transport = config.transport;
   if (transport.empty()) transport = l.local_size == l.size ? "shm" : "tcp";
-  if (transport == "shm") transport = "tcp";  // shared memory is not wired in yet: see issue 3
+  if (transport == "shm") {
+    if (l.local_size != l.size) {
+      return InvalidArgument("HORA_TRANSPORT=shm needs every rank on one host, but rank " +
+                             std::to_string(l.rank) + " sees " + std::to_string(l.local_size) +
+                             " of " + std::to_string(l.size) + " ranks on its host");
+    }
+    // Segment names need a job id unique on this host: horarun's, or one
+    // derived from the rendezvous address under other launchers.
+    std::string id = config.job_id;
+    if (id.empty()) {
+      id = "at-" + store_addr;
+      for (char& c : id) {
+        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+      }
+    }
+    HORA_ASSIGN_OR_RETURN(w.transport, CreateShmTransport(l.rank, l.size, *w.store, id, timeout));
+    return w;
+  }
   TcpMeshOptions mesh;
   mesh.rank = l.rank;
   mesh.size = l.size;

@@ -3,11 +3,11 @@
 # must get an error naming it, horarun must exit non-zero, and no process of
 # the job may be left running.
 set -u
-horarun="$1"; worker="$2"; np="${3:-3}"
+horarun="$1"; worker="$2"; np="${3:-3}"; transport="${4:-tcp}"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s)
-"$horarun" -np "$np" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
+"$horarun" -np "$np" --transport "$transport" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"

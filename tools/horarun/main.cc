@@ -14,6 +14,7 @@
 #include "job.h"
 #include "options.h"
 #include "store/tcp_store_server.h"
+#include "transport/shm/shm_segment.h"
 #include "transport/tcp/tcp_mesh.h"
 
 namespace {
@@ -59,9 +60,12 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Validate the job's settings before anything starts.
-  env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
+  // --timeout wins over HORA_TIMEOUT_S from the environment; either bounds
+  // the ranks' waits and horarun's grace period when stopping them.
+  if (opts.timeout_given) env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
   if (!opts.transport.empty()) env["HORA_TRANSPORT"] = opts.transport;
-  if (auto config = ConfigFromEnv(env); !config.ok()) {
+  auto config = ConfigFromEnv(env);
+  if (!config.ok()) {
     std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
     return 2;
   }
@@ -92,7 +96,7 @@ int main(int argc, char** argv) {
   spec.placements = *placements;
   spec.command = opts.command;
   spec.prefix_output = opts.prefix_output;
-  spec.stop_grace_s = opts.timeout_s;
+  spec.stop_grace_s = config->timeout_s;
   spec.env = env;
   spec.env["HORA_SECRET"] = secret;
   spec.env["HORA_JOB_ID"] = RandomHex(6);
@@ -100,5 +104,9 @@ int main(int argc, char** argv) {
   spec.env["HORA_STORE_ADDR"] =
       (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
   spec.rsh = opts.rsh;
-  return horarun::RunJob(spec);
+  const int rc = horarun::RunJob(spec);
+  // Ranks unlink their shared-memory segments as soon as every peer mapped
+  // them; a crash before that point leaves some behind, removed here.
+  if (all_local) (void)RemoveShmSegments(spec.env["HORA_JOB_ID"]);
+  return rc;
 }

@@ -69,6 +69,7 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
       HORA_ASSIGN_OR_RETURN(std::string v, value(a));
       char* end = nullptr;
       o.timeout_s = std::strtod(v.c_str(), &end);
+      o.timeout_given = true;
       if (v.empty() || *end != '\0' || !std::isfinite(o.timeout_s) || o.timeout_s <= 0) {
         return InvalidArgument("--timeout '" + v + "' is not a positive number of seconds");
       }

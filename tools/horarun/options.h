@@ -21,6 +21,7 @@ struct Options {
   std::vector<HostSlots> hosts;  // localhost:np when neither -H nor --hostfile
   std::string transport;         // "" = Hora chooses per pair
   double timeout_s = 30;         // HORA_TIMEOUT_S for the job and the stop grace period
+  bool timeout_given = false;    // --timeout was on the command line
   bool prefix_output = true;
   // How ranks on other hosts are started: the command and its options,
   // followed by the host name and a shell command line (default ssh).

@@ -1,0 +1,107 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Hora's collective algorithms over the shm transport, ranks as threads,
+// checked against expectations computed locally (float32 sums of small
+// integers, so results are exact).
+#include <numeric>
+#include <tuple>
+
+#include "collectives/algorithms.h"
+#include "transport/shm/shm_test_util.h"
+
+namespace hora {
+namespace {
+
+using shm_test::RunRanks;
+using shm_test::UniqueJobId;
+
+uint8_t Byte(size_t from, size_t to, size_t i) {
+  return static_cast<uint8_t>(from * 37 + to * 11 + i * 7 + (i >> 8));
+}
+
+void CheckAllreduce(Comm& comm, size_t count, Status (*algo)(Comm&, const AllreduceArgs&),
+                    const char* name) {
+  const int n = comm.size();
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((comm.rank() + 1) * (i % 7));
+  Status st = algo(comm, AllreduceArgs{data.data(), data.data(), count, DataType::kFloat32, {}});
+  ASSERT_TRUE(st.ok()) << name << ": " << st.ToString();
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    if (data[i] != static_cast<float>(n * (n + 1) / 2 * (i % 7))) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0u) << name << " rank " << comm.rank();
+}
+
+void CheckAllgather(Comm& comm, size_t count) {
+  const auto n = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
+  std::vector<size_t> sizes(n);
+  for (size_t q = 0; q < n; ++q) sizes[q] = count + q;  // uneven
+  std::vector<uint8_t> in(sizes[r]), out(std::accumulate(sizes.begin(), sizes.end(), size_t{0}));
+  for (size_t i = 0; i < in.size(); ++i) in[i] = Byte(r, 0, i);
+  Status st = AllgatherRing(comm, in.data(), out.data(), sizes);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  size_t wrong = 0, off = 0;
+  for (size_t q = 0; q < n; off += sizes[q], ++q) {
+    for (size_t i = 0; i < sizes[q]; ++i) wrong += out[off + i] != Byte(q, 0, i);
+  }
+  EXPECT_EQ(wrong, 0u) << "allgather rank " << r;
+}
+
+void CheckBroadcast(Comm& comm, size_t bytes) {
+  const int root = comm.size() - 1;
+  std::vector<uint8_t> data(bytes, 0);
+  if (comm.rank() == root) {
+    for (size_t i = 0; i < bytes; ++i) data[i] = Byte(9, 9, i);
+  }
+  Status st = BroadcastBinomial(comm, data.data(), bytes, root);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  size_t wrong = 0;
+  for (size_t i = 0; i < bytes; ++i) wrong += data[i] != Byte(9, 9, i);
+  EXPECT_EQ(wrong, 0u) << "broadcast rank " << comm.rank();
+}
+
+void CheckAlltoall(Comm& comm, size_t count) {
+  const auto n = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
+  auto split = [&](size_t from, size_t to) { return count == 0 ? 0 : count + from + 2 * to; };
+  std::vector<size_t> send(n), recv(n);
+  for (size_t p = 0; p < n; ++p) {
+    send[p] = split(r, p);
+    recv[p] = split(p, r);
+  }
+  std::vector<uint8_t> in(std::accumulate(send.begin(), send.end(), size_t{0}));
+  std::vector<uint8_t> out(std::accumulate(recv.begin(), recv.end(), size_t{0}));
+  for (size_t p = 0, off = 0; p < n; off += send[p], ++p) {
+    for (size_t i = 0; i < send[p]; ++i) in[off + i] = Byte(r, p, i);
+  }
+  Status st = AlltoallPairwise(comm, in.data(), send, out.data(), recv);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  size_t wrong = 0;
+  for (size_t p = 0, off = 0; p < n; off += recv[p], ++p) {
+    for (size_t i = 0; i < recv[p]; ++i) wrong += out[off + i] != Byte(p, r, i);
+  }
+  EXPECT_EQ(wrong, 0u) << "alltoall rank " << r;
+}
+
+class ShmAlgorithms : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+
+TEST_P(ShmAlgorithms, MatchLocalExpectations) {
+  const auto [n, count] = GetParam();
+  RunRanks(n, UniqueJobId("algos"), [&](Transport& t) {
+    Comm comm(t, std::chrono::seconds(120), 256 << 10);
+    CheckAllreduce(comm, count, &AllreduceRing, "ring");
+    CheckAllreduce(comm, count, &AllreduceHalvingDoubling, "halving_doubling");
+    CheckAllgather(comm, count * 4);
+    CheckBroadcast(comm, count * 4);
+    CheckAlltoall(comm, count);
+  });
+}
+
+// count 1 << 20 is 4 MiB of float32: 16 slots per message.
+INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
+                         ::testing::Combine(::testing::Values(2, 3, 4),
+                                            ::testing::Values(size_t{0}, size_t{1}, size_t{1000},
+                                                              size_t{1} << 20)));
+
+}  // namespace
+}  // namespace hora

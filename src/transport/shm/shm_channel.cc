@@ -1,0 +1,88 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/shm/shm_channel.h"
+
+#include <new>
+
+namespace hora {
+
+namespace {
+constexpr uint32_t kMagic = 0x68736863;  // "chsh"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kPayloadOffset = 4096;
+}  // namespace
+
+struct ShmChannel::Header {
+  alignas(64) std::atomic<uint64_t> tail{0};
+  alignas(64) std::atomic<uint64_t> head{0};
+  alignas(64) uint32_t magic = kMagic;
+  uint32_t version = kVersion;
+  uint32_t slot_count = kShmSlotCount;
+  uint32_t slot_bytes = kShmSlotBytes;
+  std::atomic<uint32_t> broken{0};
+  alignas(64) ShmSlotDesc slots[kShmSlotCount] = {};
+};
+
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared flags must be lock-free");
+
+size_t ShmChannel::SegmentBytes() { return kPayloadOffset + kShmSlotCount * kShmSlotBytes; }
+
+void ShmChannel::Initialize(void* segment) {
+  static_assert(sizeof(Header) <= kPayloadOffset, "channel header overlaps the payloads");
+  new (segment) Header();
+}
+
+Status ShmChannel::Check(const void* segment, const std::string& name) {
+  const auto* h = static_cast<const Header*>(segment);
+  if (h->magic != kMagic || h->version != kVersion || h->slot_count != kShmSlotCount ||
+      h->slot_bytes != kShmSlotBytes) {
+    return UnavailableError("shared-memory segment " + name +
+                            " is not a channel of this Hora version (magic, version or geometry "
+                            "differ)");
+  }
+  return Status::Ok();
+}
+
+ShmChannel::ShmChannel(void* segment)
+    : header_(static_cast<Header*>(segment)),
+      payload_(static_cast<std::byte*>(segment) + kPayloadOffset) {}
+
+bool ShmChannel::CanWrite() {
+  if (next_ - cached_head_ < kShmSlotCount) return true;
+  cached_head_ = header_->head.load(std::memory_order_acquire);
+  return next_ - cached_head_ < kShmSlotCount;
+}
+
+std::byte* ShmChannel::WritePayload() { return payload_ + (next_ % kShmSlotCount) * kShmSlotBytes; }
+
+void ShmChannel::Publish(uint64_t tag, uint64_t message_bytes, uint32_t bytes, uint32_t flags) {
+  header_->slots[next_ % kShmSlotCount] = ShmSlotDesc{tag, message_bytes, bytes, flags};
+  ++next_;
+  header_->tail.store(next_, std::memory_order_release);
+}
+
+void ShmChannel::MarkBroken(uint32_t reason) {
+  uint32_t none = 0;
+  header_->broken.compare_exchange_strong(none, reason, std::memory_order_acq_rel);
+}
+
+const ShmSlotDesc* ShmChannel::Peek() {
+  if (next_ == cached_tail_) {
+    cached_tail_ = header_->tail.load(std::memory_order_acquire);
+    if (next_ == cached_tail_) return nullptr;
+  }
+  return &header_->slots[next_ % kShmSlotCount];
+}
+
+const std::byte* ShmChannel::ReadPayload() const {
+  return payload_ + (next_ % kShmSlotCount) * kShmSlotBytes;
+}
+
+void ShmChannel::Release() {
+  ++next_;
+  header_->head.store(next_, std::memory_order_release);
+}
+
+uint32_t ShmChannel::broken() const { return header_->broken.load(std::memory_order_acquire); }
+
+}  // namespace hora

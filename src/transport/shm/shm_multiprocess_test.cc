@@ -1,0 +1,146 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The shm transport between real processes: two forked children rendezvous
+// through a tiny file-based Store (below), exchange messages both ways and
+// run a ring allreduce. Children report through their exit codes.
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "collectives/algorithms.h"
+#include "transport/shm/shm_test_util.h"
+
+namespace hora {
+namespace {
+
+// A Store over a directory: one file per key, written atomically (write a
+// temporary file, then rename); Get polls until the key exists. Test only.
+class FileStore final : public Store {
+ public:
+  explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
+
+  Status Set(const std::string& key, const Bytes& value) override {
+    const std::string path = Path(key), tmp = path + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f.write(reinterpret_cast<const char*>(value.data()),
+              static_cast<std::streamsize>(value.size()));
+      if (!f) return UnavailableError("cannot write " + tmp);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      return UnavailableError("cannot rename " + tmp);
+    return Status::Ok();
+  }
+
+  Result<Bytes> Get(const std::string& key, Duration timeout) override {
+    const TimePoint deadline = Clock::now() + timeout;
+    for (;;) {
+      std::ifstream f(Path(key), std::ios::binary);
+      if (f) return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+      if (Clock::now() >= deadline) return TimeoutError("timed out waiting for key '" + key + "'");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  Result<int64_t> Add(const std::string&, int64_t) override {
+    return UnimplementedError("test FileStore has no counters");
+  }
+
+  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
+    const TimePoint deadline = Clock::now() + timeout;
+    for (const auto& k : keys) HORA_RETURN_IF_ERROR(Get(k, deadline - Clock::now()).status());
+    return Status::Ok();
+  }
+
+  Result<bool> Delete(const std::string& key) override {
+    return std::remove(Path(key).c_str()) == 0;
+  }
+
+ private:
+  std::string Path(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '%');
+    return dir_ + "/" + key;
+  }
+  std::string dir_;
+};
+
+uint8_t Byte(int rank, size_t i) { return static_cast<uint8_t>(rank * 101 + i * 13 + (i >> 9)); }
+
+// The body of one child process; returns its exit code.
+int Child(int rank, const std::string& dir, const std::string& job) {
+  FileStore store(dir);
+  auto t = CreateShmTransport(rank, 2, store, job, std::chrono::seconds(60));
+  if (!t.ok()) {
+    std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
+    return 2;
+  }
+  Transport& tr = **t;
+  const int peer = 1 - rank;
+  const size_t n = (5 << 20) + 3;
+  std::vector<uint8_t> out(n), in(n);
+  for (size_t i = 0; i < n; ++i) out[i] = Byte(rank, i);
+  Request r = tr.Irecv(peer, 1, in.data(), n);
+  Request s = tr.Isend(peer, 1, out.data(), n);
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(60);
+  Status st = tr.Wait(r, deadline);
+  if (st.ok()) st = tr.Wait(s, deadline);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 3;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (in[i] != Byte(peer, i)) return 4;
+  }
+  Comm comm(tr, std::chrono::seconds(60), 256 << 10);
+  std::vector<float> data(1 << 20);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * (i % 5));
+  st = AllreduceRing(comm, {data.data(), data.data(), data.size(), DataType::kFloat32, {}});
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 5;
+  }
+  for (size_t i = 0; i < data.size(); ++i) {
+    if (data[i] != static_cast<float>(3 * (i % 5))) return 6;
+  }
+  return 0;
+}
+
+TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) {
+  char tmpl[] = "/tmp/hora-shm-store-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl, job = shm_test::UniqueJobId("fork");
+  pid_t pids[2];
+  for (int r = 0; r < 2; ++r) {
+    pids[r] = fork();
+    ASSERT_GE(pids[r], 0);
+    if (pids[r] == 0) _exit(Child(r, dir, job));
+  }
+  const TimePoint deadline = Clock::now() + std::chrono::seconds(240);
+  for (int r = 0; r < 2; ++r) {
+    int status = 0;
+    pid_t done = 0;
+    while ((done = waitpid(pids[r], &status, WNOHANG)) == 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (done == 0) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], &status, 0);
+      ADD_FAILURE() << "rank " << r << " did not finish in time";
+      continue;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << "rank " << r << " exit status " << status << " (see its stderr)";
+  }
+  EXPECT_TRUE(ListShmSegments(job).empty());
+  (void)RemoveShmSegments(job);  // only matters if a child was killed mid-rendezvous
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace hora

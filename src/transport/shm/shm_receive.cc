@@ -1,0 +1,153 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The receiving side of the shm transport: consuming a peer's ring into
+// posted receives (copying, or reducing straight from the slots), setting
+// aside messages nobody asked for yet, and failing receives on a broken
+// channel (contracts in shm_transport.h).
+#include <algorithm>
+#include <cstring>
+
+#include "common/units.h"
+#include "transport/shm/shm_transport.h"
+#include "transport/shm/shm_transport_impl.h"
+
+namespace hora {
+namespace {
+
+using Sink = ShmTransport::Link::Sink;
+
+template <typename List>
+auto FindTag(List& list, Tag tag) {
+  return std::find_if(list.begin(), list.end(), [tag](const auto& e) { return e.tag == tag; });
+}
+
+}  // namespace
+
+bool ShmTransport::ProgressRecvs(int peer, Link& l) {
+  auto from = [&] {  // only built on errors: this is the hot path
+    return "rank " + std::to_string(peer) + "'s shared-memory channel to rank " +
+           std::to_string(rank_);
+  };
+  bool moved = false;
+  while (l.in_broken.empty()) {
+    const ShmSlotDesc* slot = l.in.Peek();
+    if (slot == nullptr) {
+      const uint32_t reason = l.in.broken();
+      if (reason == 0) return moved;
+      slot = l.in.Peek();  // slots published before the flag are visible now
+      if (slot == nullptr) {
+        BreakInbound(l, from() + (reason == kShmBrokenClosed
+                                      ? " was closed (rank " + std::to_string(peer) +
+                                            " destroyed its transport)"
+                                      : " is unusable (rank " + std::to_string(peer) +
+                                            " cancelled a message it had partly written)"));
+        return true;
+      }
+    }
+    const ShmSlotDesc d = *slot;
+    const bool first = (d.flags & kShmFirstSlot) != 0;
+    Link::Current& c = l.current;
+    if (c.sink == Sink::kNone) {
+      if (!first) {
+        BreakInbound(l, from() + " is corrupt (a message does not start with its first slot)");
+        return true;
+      }
+      if (!StartMessage(peer, l, d)) return moved;  // nobody asked yet: leave it in the ring
+    } else if (first || d.tag != c.tag || d.message_bytes != c.bytes) {
+      BreakInbound(l, from() + " is corrupt (a message was interrupted by another)");
+      return true;
+    }
+    if (d.bytes != std::min(kShmSlotBytes, c.bytes - c.received)) {
+      BreakInbound(l, from() + " is corrupt (slot of " + std::to_string(d.bytes) +
+                          " bytes at offset " + std::to_string(c.received) + " of a " +
+                          std::to_string(c.bytes) + "-byte message)");
+      return true;
+    }
+    if (c.sink == Sink::kRecv) {
+      Deliver(c.recv, c.received, l.in.ReadPayload(), d.bytes);  // straight from the slot
+    } else if (c.sink == Sink::kUnexpected && d.bytes > 0) {
+      std::memcpy(c.buffer.get() + c.received, l.in.ReadPayload(), d.bytes);
+    }
+    c.received += d.bytes;
+    l.in.Release();
+    l.bell.Ring();
+    moved = true;
+    if (c.received == c.bytes) FinishMessage(peer, l);
+  }
+  return moved;
+}
+
+bool ShmTransport::StartMessage(int peer, Link& l, const ShmSlotDesc& first) {
+  auto it = FindTag(l.posted, first.tag);
+  if (it == l.posted.end() && l.posted.empty()) return false;
+  Link::Current& c = l.current;
+  c.tag = first.tag;
+  c.bytes = first.message_bytes;
+  c.received = 0;
+  if (it == l.posted.end()) {
+    // A receive for another tag is waiting behind this message: set it aside.
+    c.sink = Sink::kUnexpected;
+    c.buffer = std::make_unique_for_overwrite<std::byte[]>(c.bytes);
+    return true;
+  }
+  c.recv = std::move(*it);
+  l.posted.erase(it);
+  c.sink = Sink::kRecv;
+  if (c.recv.bytes != c.bytes) {
+    c.recv.request->Complete(InvalidArgument(MismatchMessage(peer, c.tag, c.bytes, c.recv.bytes)));
+    c.recv = {};
+    c.sink = Sink::kDiscard;
+  }
+  return true;
+}
+
+void ShmTransport::FinishMessage(int peer, Link& l) {
+  Link::Current c = std::move(l.current);
+  l.current = {};
+  if (c.sink == Sink::kRecv) {
+    c.recv.request->Complete(Status::Ok());
+  } else if (c.sink == Sink::kUnexpected) {
+    auto it = FindTag(l.posted, c.tag);  // posted while the message was being set aside?
+    if (it == l.posted.end()) {
+      l.unexpected.push_back({c.tag, c.bytes, std::move(c.buffer)});
+      return;
+    }
+    Link::Recv r = std::move(*it);
+    l.posted.erase(it);
+    if (r.bytes != c.bytes) {
+      r.request->Complete(InvalidArgument(MismatchMessage(peer, c.tag, c.bytes, r.bytes)));
+    } else {
+      Deliver(r, 0, c.buffer.get(), c.bytes);
+      r.request->Complete(Status::Ok());
+    }
+  }
+}
+
+void ShmTransport::BreakInbound(Link& l, const std::string& why) {
+  l.in_broken = why;
+  const Status st = UnavailableError(why);
+  if (l.current.sink == Sink::kRecv) l.current.recv.request->Complete(st);
+  l.current = {};
+  for (auto& r : l.posted) r.request->Complete(st);
+  l.posted.clear();
+}
+
+void ShmTransport::Deliver(const Link::Recv& recv, size_t offset, const std::byte* src,
+                           size_t bytes) {
+  if (bytes == 0) return;
+  if (recv.reduce) {
+    // Offsets are multiples of kShmSlotBytes, so elements are whole.
+    const ReduceSpec& r = *recv.reduce;
+    r.reduce(r.dtype, r.op, recv.data + offset, src, bytes / DataTypeSize(r.dtype));
+  } else {
+    std::memcpy(recv.data + offset, src, bytes);
+  }
+}
+
+std::string ShmTransport::MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const {
+  return "message size mismatch: rank " + std::to_string(peer) + " sent " + FormatBytes(sent) +
+         " (" + std::to_string(sent) + " bytes) but rank " + std::to_string(rank_) + " expected " +
+         std::to_string(expected) + " bytes (tag " + std::to_string(tag) + ")";
+}
+
+}  // namespace hora

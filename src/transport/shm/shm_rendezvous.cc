@@ -1,0 +1,143 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// CreateShmTransport: creates this rank's segments, exchanges their names
+// through the Store, maps the peers' segments and unlinks its own once every
+// peer has mapped them (protocol in shm_transport.h).
+#include <algorithm>
+
+#include "transport/shm/shm_transport.h"
+#include "transport/shm/shm_transport_impl.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+namespace hora {
+namespace {
+
+std::string Key(const std::string& job_id, const char* what, int rank) {
+  return job_id + "/shm/" + what + "/" + std::to_string(rank);
+}
+
+std::string BellName(const std::string& job_id, int rank) {
+  return ShmSegmentName(job_id, "bell-" + std::to_string(rank));
+}
+
+std::string ChannelName(const std::string& job_id, int src, int dst) {
+  return ShmSegmentName(job_id, std::to_string(src) + "-" + std::to_string(dst));
+}
+
+Duration Remaining(TimePoint deadline) {
+  return std::max<Duration>(Duration::zero(), deadline - Clock::now());
+}
+
+std::vector<std::string> SplitLines(const Bytes& value) {
+  std::vector<std::string> lines(1);
+  for (uint8_t c : value) {
+    if (c == '\n') {
+      lines.emplace_back();
+    } else {
+      lines.back().push_back(static_cast<char>(c));
+    }
+  }
+  return lines;
+}
+
+// Maps rank `peer`'s doorbell and its channel to `rank`, checking that the
+// names it published are the ones this job uses.
+Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes& published) {
+  const std::vector<std::string> names = SplitLines(published);
+  const std::string bell = BellName(job_id, peer);
+  const std::string channel = ChannelName(job_id, peer, t.rank());
+  if (static_cast<int>(names.size()) != t.size() || names[0] != bell ||
+      std::find(names.begin(), names.end(), channel) == names.end()) {
+    return UnavailableError("rank " + std::to_string(peer) +
+                            " published unexpected shared-memory segment names (a different "
+                            "world size or job?)");
+  }
+  ShmTransport::Link& link = t.link(peer);
+  Result<ShmSegment> b = ShmSegment::Open(bell, ShmDoorbell::kSegmentBytes);
+  if (!b.ok()) return b.status();
+  HORA_RETURN_IF_ERROR(ShmDoorbell::Check(b->data(), bell));
+  link.bell = ShmDoorbell(b->data());
+  link.bell_segment = std::move(*b);
+  Result<ShmSegment> c = ShmSegment::Open(channel, ShmChannel::SegmentBytes());
+  if (!c.ok()) return c.status();
+  HORA_RETURN_IF_ERROR(ShmChannel::Check(c->data(), channel));
+  link.in = ShmChannel(c->data());
+  link.in_segment = std::move(*c);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
+                                                      const std::string& job_id, Duration timeout) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return InvalidArgument("shm transport: rank " + std::to_string(rank) +
+                           " is outside world size " + std::to_string(size));
+  }
+  HORA_RETURN_IF_ERROR(ValidateShmJobId(job_id));
+  const std::string ctx = "rank " + std::to_string(rank) + ": shm transport (job '" + job_id + "')";
+  const TimePoint deadline = Clock::now() + timeout;
+  // On any early return the transport's destructor unmaps everything and
+  // unlinks the segments created here.
+  auto t = std::make_unique<ShmTransport>(rank, size);
+
+  // 1. This rank's segments: its doorbell and its outgoing channels.
+  std::string names = BellName(job_id, rank);
+  Result<ShmSegment> bell = ShmSegment::Create(names, ShmDoorbell::kSegmentBytes);
+  if (!bell.ok()) return bell.status().WithContext(ctx);
+  ShmDoorbell::Initialize(bell->data());
+  t->set_own_bell(ShmDoorbell(bell->data()));
+  t->own_bell_segment() = std::move(*bell);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    const std::string name = ChannelName(job_id, rank, p);
+    Result<ShmSegment> seg = ShmSegment::Create(name, ShmChannel::SegmentBytes());
+    if (!seg.ok()) return seg.status().WithContext(ctx);
+    ShmChannel::Initialize(seg->data());
+    t->link(p).out = ShmChannel(seg->data());
+    t->link(p).out_segment = std::move(*seg);
+    names += "\n" + name;
+  }
+
+  // 2. Publish their names (and this process's id, so that peers notice if
+  // it dies); map the peers' doorbells and channels to us.
+  const std::string pid = std::to_string(getpid());
+  HORA_RETURN_IF_ERROR(
+      store.Set(Key(job_id, "pid", rank), Bytes(pid.begin(), pid.end())).WithContext(ctx));
+  HORA_RETURN_IF_ERROR(
+      store.Set(Key(job_id, "names", rank), Bytes(names.begin(), names.end())).WithContext(ctx));
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    Result<Bytes> value = store.Get(Key(job_id, "names", p), Remaining(deadline));
+    if (!value.ok()) {
+      return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
+                                        " to publish its shared-memory segments");
+    }
+    HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, *value).WithContext(ctx));
+    Result<Bytes> peer_pid = store.Get(Key(job_id, "pid", p), Remaining(deadline));
+    if (peer_pid.ok())
+      t->link(p).peer_pid = std::atoi(std::string(peer_pid->begin(), peer_pid->end()).c_str());
+  }
+
+  // 3. Once every peer mapped this rank's segments, their names can go: from
+  // here on nothing is left under /dev/shm whatever happens to the processes.
+  HORA_RETURN_IF_ERROR(store.Set(Key(job_id, "mapped", rank), Bytes{1}).WithContext(ctx));
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    Result<Bytes> value = store.Get(Key(job_id, "mapped", p), Remaining(deadline));
+    if (!value.ok()) {
+      return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
+                                        " to map the shared-memory segments");
+    }
+  }
+  HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
+  for (int p = 0; p < size; ++p) {
+    if (p != rank) HORA_RETURN_IF_ERROR(t->link(p).out_segment.Unlink().WithContext(ctx));
+  }
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+}  // namespace hora

@@ -1,0 +1,64 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Helpers of the shm transport tests: unique job ids, ranks as threads over
+// one MemoryStore, and where a pointer lies in this process's mappings.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "store/memory_store.h"
+#include "transport/shm/shm_transport.h"
+
+namespace hora::shm_test {
+
+inline TimePoint Soon() { return Clock::now() + std::chrono::seconds(60); }
+
+// Unique per process and call: ctest runs test processes in parallel.
+inline std::string UniqueJobId(const std::string& what) {
+  static std::atomic<int> counter{0};
+  return "test-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// Runs fn(transport) on n threads, rank r on thread r, each with its own shm
+// transport of one group (the segments are mapped once per rank).
+inline void RunRanks(int n, const std::string& job_id, const std::function<void(Transport&)>& fn) {
+  MemoryStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto t = CreateShmTransport(r, n, store, job_id, std::chrono::seconds(60));
+      if (!t.ok()) {
+        ADD_FAILURE() << t.status().ToString();
+        return;
+      }
+      fn(**t);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// The path of the mapping of this process that contains `p` ("" if none),
+// e.g. "/dev/shm/hora-job-0-1 (deleted)".
+inline std::string MappingOf(const void* p) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx", &lo, &hi) != 2 || addr < lo || addr >= hi) continue;
+    size_t slash = line.find('/');
+    return slash == std::string::npos ? "" : line.substr(slash);
+  }
+  return "";
+}
+
+}  // namespace hora::shm_test

@@ -1,0 +1,233 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The shm transport: posting, cancelling, waiting (progress, spin, then
+// sleep) and the sending side. Receiving: shm_receive.cc. Contracts are in
+// shm_transport.h.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/shm/shm_transport.h"
+#include "transport/shm/shm_transport_impl.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace hora {
+namespace {
+
+using Sink = ShmTransport::Link::Sink;
+
+template <typename List>
+auto FindTag(List& list, Tag tag) {
+  return std::find_if(list.begin(), list.end(), [tag](const auto& e) { return e.tag == tag; });
+}
+
+}  // namespace
+
+ShmTransport::ShmTransport(int rank, int size)
+    : rank_(rank), size_(size), links_(static_cast<size_t>(size)) {
+  for (int p = 0; p < size; ++p) {
+    if (p != rank) links_[static_cast<size_t>(p)] = std::make_unique<Link>();
+  }
+}
+
+ShmTransport::~ShmTransport() {
+  for (auto& l : links_) {
+    if (!l) continue;
+    // Peers waiting for more from this rank fail at once instead of timing out.
+    if (l->out_segment.mapped()) {
+      l->out.MarkBroken(l->sends.empty() || !l->sends.front().started ? kShmBrokenClosed
+                                                                      : kShmBrokenCancelled);
+    }
+    if (l->bell_segment.mapped()) l->bell.Ring();
+    const std::string closed = "rank " + std::to_string(rank_) + ": shm transport closed while ";
+    for (auto& s : l->sends) s.request->Complete(AbortedError(closed + s.request->Describe()));
+    for (auto& r : l->posted) r.request->Complete(AbortedError(closed + r.request->Describe()));
+    if (l->current.sink == Sink::kRecv) {
+      l->current.recv.request->Complete(AbortedError(closed + l->current.recv.request->Describe()));
+    }
+  }
+}
+
+Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
+  auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
+  if (!ValidPeer(peer, req)) return req;
+  Link& l = link(peer);
+  if (!l.out_broken.empty()) {
+    req->Complete(UnavailableError(l.out_broken));
+    return req;
+  }
+  l.sends.push_back({req, tag, static_cast<const std::byte*>(data), bytes});
+  if (l.sends.size() == 1) ProgressSends(l);  // eager: usually done right here
+  return req;
+}
+
+Request ShmTransport::Irecv(int peer, Tag tag, void* data, size_t bytes) {
+  return Post(peer, tag, data, bytes, std::nullopt);
+}
+
+Request ShmTransport::IrecvReduce(int peer, Tag tag, void* dst, size_t count,
+                                  const ReduceSpec& spec) {
+  return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
+}
+
+Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
+                           std::optional<ReduceSpec> reduce) {
+  auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
+  if (!ValidPeer(peer, req)) return req;
+  Link& l = link(peer);
+  Link::Recv recv{req, tag, static_cast<std::byte*>(data), bytes, reduce};
+  // The oldest message with this tag may already have been set aside.
+  auto it = FindTag(l.unexpected, tag);
+  if (it != l.unexpected.end()) {
+    if (it->bytes != bytes) {
+      req->Complete(InvalidArgument(MismatchMessage(peer, tag, it->bytes, bytes)));
+    } else {
+      Deliver(recv, 0, it->data.get(), bytes);
+      req->Complete(Status::Ok());
+    }
+    l.unexpected.erase(it);
+    return req;
+  }
+  if (!l.in_broken.empty()) {
+    req->Complete(UnavailableError(l.in_broken));
+    return req;
+  }
+  l.posted.push_back(std::move(recv));
+  ProgressRecvs(peer, l);
+  return req;
+}
+
+void ShmTransport::Cancel(const Request& request) {
+  if (request->done()) return;
+  const int peer = request->peer();
+  if (peer < 0 || peer >= size_ || peer == rank_) return;  // such requests fail at once
+  Link& l = link(peer);
+  const Status cancelled = AbortedError("cancelled " + request->Describe());
+  if (request->is_send()) {
+    auto it = std::find_if(l.sends.begin(), l.sends.end(),
+                           [&](const Link::Send& s) { return s.request == request; });
+    if (it == l.sends.end()) return;
+    if (!it->started) {
+      l.sends.erase(it);
+      request->Complete(cancelled);
+      return;
+    }
+    // Only the front send can be partly written; its rest will never come.
+    l.out_broken = "rank " + std::to_string(rank_) + " cancelled a message to rank " +
+                   std::to_string(peer) + " (tag " + std::to_string(it->tag) + ") after writing " +
+                   std::to_string(it->written) + " of " + std::to_string(it->bytes) +
+                   " bytes; its shared-memory channel to rank " + std::to_string(peer) +
+                   " is unusable";
+    l.out.MarkBroken(kShmBrokenCancelled);
+    l.bell.Ring();
+    request->Complete(cancelled);
+    for (auto& s : l.sends) s.request->Complete(UnavailableError(l.out_broken));
+    l.sends.clear();
+    return;
+  }
+  if (l.current.sink == Sink::kRecv && l.current.recv.request == request) {
+    l.current.sink = Sink::kDiscard;  // skip the rest of this message
+    l.current.recv = {};
+  } else {
+    auto it = std::find_if(l.posted.begin(), l.posted.end(),
+                           [&](const Link::Recv& r) { return r.request == request; });
+    if (it != l.posted.end()) l.posted.erase(it);
+  }
+  request->Complete(cancelled);
+}
+
+Status ShmTransport::Wait(const Request& request, TimePoint deadline) {
+  TimePoint spin_until = Clock::now() + kShmSpin;
+  for (;;) {
+    const bool moved = ProgressAll();
+    if (request->done()) return request->status();
+    const TimePoint now = Clock::now();
+    if (now >= deadline) return TimeoutError("timed out " + request->Describe());
+    if (moved || now < spin_until) {
+      if (moved) spin_until = now + kShmSpin;
+      CpuRelax();
+      continue;
+    }
+    // Nothing moved for a while: sleep until a peer rings (shm_doorbell.h).
+    const uint32_t seen = own_bell_.PrepareSleep();
+    if (!ProgressAll() && !request->done()) {
+      own_bell_.Sleep(seen, std::min<Duration>(deadline - Clock::now(), kShmMaxSleep));
+    }
+    own_bell_.FinishSleep();
+    if (CheckPeersAlive() && request->done()) return request->status();
+    spin_until = Clock::now() + kShmSpin;
+  }
+}
+
+bool ShmTransport::CheckPeersAlive() {
+  if (!lost_.ok()) return false;
+  const int me = static_cast<int>(getpid());
+  for (int p = 0; p < size_; ++p) {
+    Link* l = links_[static_cast<size_t>(p)].get();
+    if (l == nullptr || l->peer_pid <= 0 || l->peer_pid == me) continue;
+    if (l->in.broken() == kShmBrokenClosed) continue;  // it closed its session: not lost
+    if (kill(l->peer_pid, 0) == 0 || errno != ESRCH) continue;
+    lost_ = UnavailableError("rank " + std::to_string(p) + " (pid " + std::to_string(l->peer_pid) +
+                             ") is gone: its process ended without closing its session");
+    for (auto& link : links_) {
+      if (!link) continue;
+      for (auto& snd : link->sends) snd.request->Complete(lost_);
+      link->sends.clear();
+      for (auto& rcv : link->posted) rcv.request->Complete(lost_);
+      link->posted.clear();
+      if (link->current.sink == Sink::kRecv) link->current.recv.request->Complete(lost_);
+    }
+    return true;
+  }
+  return false;
+}
+
+bool ShmTransport::ValidPeer(int peer, const Request& request) {
+  if (!lost_.ok()) {
+    request->Complete(lost_);
+    return false;
+  }
+  if (peer >= 0 && peer < size_ && peer != rank_) return true;
+  request->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
+                                    std::to_string(peer) + " (world size " + std::to_string(size_) +
+                                    ")"));
+  return false;
+}
+
+bool ShmTransport::ProgressAll() {
+  if (!lost_.ok()) return false;  // every request has failed; touch no buffer again
+  bool moved = false;
+  for (int p = 0; p < size_; ++p) {
+    Link* l = links_[static_cast<size_t>(p)].get();
+    if (l == nullptr) continue;
+    if (!l->sends.empty()) moved |= ProgressSends(*l);
+    if (l->current.sink != Sink::kNone || !l->posted.empty()) moved |= ProgressRecvs(p, *l);
+  }
+  return moved;
+}
+
+bool ShmTransport::ProgressSends(Link& l) {
+  bool moved = false;
+  while (!l.sends.empty()) {
+    Link::Send& s = l.sends.front();
+    while (!s.started || s.written < s.bytes) {
+      if (!l.out.CanWrite()) return moved;
+      const size_t n = std::min(kShmSlotBytes, s.bytes - s.written);
+      if (n > 0) std::memcpy(l.out.WritePayload(), s.data + s.written, n);
+      l.out.Publish(s.tag, s.bytes, static_cast<uint32_t>(n), s.started ? 0 : kShmFirstSlot);
+      s.started = true;
+      s.written += n;
+      moved = true;
+      l.bell.Ring();
+    }
+    Request done = std::move(s.request);
+    l.sends.pop_front();
+    done->Complete(Status::Ok());
+  }
+  return moved;
+}
+
+}  // namespace hora

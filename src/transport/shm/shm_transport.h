@@ -1,0 +1,80 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Shared-memory transport for the ranks of one host (threads or processes).
+//
+// Channels: every ordered pair of ranks (src -> dst) has a ring of
+// kShmSlotCount slots of kShmSlotBytes in a POSIX shared-memory segment
+// "/hora-<job_id>-<src>-<dst>" (shm_channel.h); every rank has a doorbell
+// segment "/hora-<job_id>-bell-<rank>" that it sleeps on (shm_doorbell.h).
+// Segments are created 0600 and exclusive, and unlinked as soon as every
+// peer has mapped them, so nothing is left under /dev/shm even when a process
+// is killed later; the destructor unlinks whatever rendezvous did not (an
+// error path). Only a crash during rendezvous can leave segments behind:
+// RemoveShmSegments(job_id) (shm_segment.h) removes them.
+//
+// Data path:
+//  - A send copies its bytes into the ring slot by slot and completes when
+//    its last byte is in the ring (a message of at most one slot is eager:
+//    Isend itself usually completes it). Messages of a pair stay in order.
+//  - A receive takes the message at the head of its peer's ring when the tag
+//    matches, copying it out of the slots, or, for IrecvReduce, reducing
+//    straight from the mapped slots into the destination (no staging copy).
+//  - While a receive from a peer is posted and the ring's head message has a
+//    tag nobody asked for, that message is copied into an unexpected-message
+//    queue, so receives may be posted in any tag order; a later receive for
+//    it is served from the queue.
+//
+// Progress has no thread of its own: it happens inside Wait() (which drives
+// every pending send and receive of this rank, on all channels), Isend and
+// Irecv. Wait spins with a pause instruction for kShmSpin, then sleeps on the
+// doorbell futex for at most kShmMaxSleep at a time, always honouring the
+// deadline. Requests must therefore be waited on through Transport::Wait:
+// RequestState::Wait alone makes no progress.
+//
+// Where this differs from the seam (transport.h); the size-mismatch case is
+// the one deviation the seam does not already allow:
+//  - A send completes once its bytes are in the ring, before the receive may
+//    be posted.
+//  - A size mismatch fails the receive (naming both sizes, the peer and the
+//    tag) and discards the message; the sender cannot learn of it and its
+//    request completes OK.
+//  - Cancelling a receive whose message is half consumed discards the rest
+//    of that message; the channel stays usable. Cancelling a send that is
+//    partly in the ring breaks the channel to that peer for good: the
+//    receiver fails the receive (and later ones) with an error saying so,
+//    and later sends to that peer fail, rather than delivering corrupt data.
+//  - Destroying a transport completes its pending requests (Aborted) and
+//    marks its outgoing channels closed: a peer still receives the messages
+//    already in the ring, then its receives from this rank fail at once.
+//
+// Thread-safety: one thread at a time calls a given rank's transport
+// (including Wait); the peers are other threads or processes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "store/store.h"
+#include "transport/shm/shm_channel.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+// How long Wait polls before it sleeps, and the longest single sleep.
+inline constexpr Duration kShmSpin = std::chrono::microseconds(20);
+inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
+
+// Every rank of the group calls this with the same `size`, `job_id` and a
+// Store shared by all of them. Rank r creates its doorbell and its outgoing
+// channels, publishes their names under "<job_id>/shm/names/<r>", maps its
+// peers' segments, announces "<job_id>/shm/mapped/<r>", waits for every
+// peer's announcement and unlinks its own segments. Fails (naming the rank
+// it waited for) if that takes longer than `timeout`. `job_id` must be unique
+// among the shm transports that exist at the same time on the host and among
+// groups that share the store.
+Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
+                                                      const std::string& job_id, Duration timeout);
+
+}  // namespace hora

@@ -1,0 +1,121 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Internal to the shm transport: the Transport object of one rank, with its
+// matching and progress state (shm_transport.cc). shm_rendezvous.cc builds it.
+// Contracts are in shm_transport.h.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "transport/shm/shm_channel.h"
+#include "transport/shm/shm_doorbell.h"
+#include "transport/shm/shm_segment.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+class ShmTransport final : public Transport {
+ public:
+  // Everything about one peer. The segments keep the mappings alive; the
+  // channel and doorbell views point into them.
+  struct Link {
+    ShmSegment out_segment;  // this rank -> peer (created here)
+    ShmChannel out;
+    ShmSegment in_segment;  // peer -> this rank (created by the peer)
+    ShmChannel in;
+    ShmSegment bell_segment;  // the peer's doorbell
+    ShmDoorbell bell;
+    int peer_pid = 0;  // the peer's process (0: unknown; equal to ours: a thread)
+
+    struct Send {
+      Request request;
+      Tag tag;
+      const std::byte* data;
+      size_t bytes;
+      size_t written = 0;
+      bool started = false;
+    };
+    std::deque<Send> sends;  // in posting order; the front one is being written
+    std::string out_broken;  // why sends to the peer fail; empty while usable
+
+    struct Recv {
+      Request request;
+      Tag tag = 0;
+      std::byte* data = nullptr;
+      size_t bytes = 0;
+      std::optional<ReduceSpec> reduce;
+    };
+    std::deque<Recv> posted;  // receives waiting for a message, in posting order
+    struct Message {
+      Tag tag;
+      size_t bytes;
+      std::unique_ptr<std::byte[]> data;
+    };
+    std::deque<Message> unexpected;  // whole messages nobody had asked for yet
+
+    // The message being consumed from the head of the ring.
+    enum class Sink { kNone, kRecv, kUnexpected, kDiscard };
+    struct Current {
+      Sink sink = Sink::kNone;
+      Tag tag = 0;
+      size_t bytes = 0;                     // whole message
+      size_t received = 0;                  // consumed so far
+      Recv recv;                            // kRecv
+      std::unique_ptr<std::byte[]> buffer;  // kUnexpected
+    } current;
+    std::string in_broken;  // why receives from the peer fail; empty while usable
+  };
+
+  ShmTransport(int rank, int size);
+  ~ShmTransport() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "shm"; }
+
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override;
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override;
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
+  void Cancel(const Request& request) override;
+  Status Wait(const Request& request, TimePoint deadline) override;
+
+  // Set up by the rendezvous before first use.
+  Link& link(int peer) { return *links_[static_cast<size_t>(peer)]; }
+  ShmSegment& own_bell_segment() { return own_bell_segment_; }
+  void set_own_bell(ShmDoorbell bell) { own_bell_ = bell; }
+
+ private:
+  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce);
+  bool ValidPeer(int peer, const Request& request);
+
+  // Each returns whether it moved anything.
+  bool ProgressAll();
+  bool ProgressSends(Link& link);
+  bool ProgressRecvs(int peer, Link& link);
+  // Picks where the message whose first slot is `first` goes; false leaves
+  // it in the ring (no receive from the peer is posted).
+  bool StartMessage(int peer, Link& link, const ShmSlotDesc& first);
+  void FinishMessage(int peer, Link& link);
+  void BreakInbound(Link& link, const std::string& why);
+  // Copies or reduces `bytes` bytes of a message into `recv` at `offset`.
+  static void Deliver(const Link::Recv& recv, size_t offset, const std::byte* src, size_t bytes);
+  std::string MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const;
+  // A peer process that ended without closing its transport (killed,
+  // crashed) can no longer ring or write: Wait notices it by checking the
+  // peers' processes each time it wakes from sleeping, and then fails every
+  // pending request naming the lost rank. Returns whether a peer was lost.
+  bool CheckPeersAlive();
+
+  const int rank_;
+  const int size_;
+  std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
+  ShmSegment own_bell_segment_;
+  ShmDoorbell own_bell_;
+  Status lost_;  // set once a peer process is gone
+};
+
+}  // namespace hora
