@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "net/net_test_util.h"
+
 #include <random>
 #include <thread>
 
@@ -14,20 +16,8 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// A connected TCP pair over loopback: {client, server}.
-std::pair<Fd, Fd> TcpPair() {
-  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
-  EXPECT_TRUE(listener.ok()) << listener.status().ToString();
-  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
-  EXPECT_TRUE(client.ok()) << client.status().ToString();
-  Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
-  EXPECT_TRUE(server.ok()) << server.status().ToString();
-  return {std::move(client).value(), std::move(server).value()};
-}
+using testing::Contains;
+using testing::TcpPair;
 
 struct Outcome {
   Status client;

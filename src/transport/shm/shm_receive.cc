@@ -16,11 +16,6 @@ namespace {
 
 using Sink = ShmTransport::Link::Sink;
 
-template <typename List>
-auto FindTag(List& list, Tag tag) {
-  return std::find_if(list.begin(), list.end(), [tag](const auto& e) { return e.tag == tag; });
-}
-
 }  // namespace
 
 bool ShmTransport::ProgressRecvs(int peer, Link& l) {

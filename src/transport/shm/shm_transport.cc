@@ -19,11 +19,6 @@ namespace {
 
 using Sink = ShmTransport::Link::Sink;
 
-template <typename List>
-auto FindTag(List& list, Tag tag) {
-  return std::find_if(list.begin(), list.end(), [tag](const auto& e) { return e.tag == tag; });
-}
-
 }  // namespace
 
 ShmTransport::ShmTransport(int rank, int size)

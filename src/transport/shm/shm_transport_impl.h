@@ -5,6 +5,8 @@
 // Contracts are in shm_transport.h.
 #pragma once
 
+#include <algorithm>
+
 #include <deque>
 #include <memory>
 #include <optional>
@@ -117,5 +119,11 @@ class ShmTransport final : public Transport {
   ShmDoorbell own_bell_;
   Status lost_;  // set once a peer process is gone
 };
+
+// The first entry of `list` (posted receives, set-aside messages) with `tag`.
+template <typename List>
+auto FindTag(List& list, Tag tag) {
+  return std::find_if(list.begin(), list.end(), [tag](const auto& e) { return e.tag == tag; });
+}
 
 }  // namespace hora
