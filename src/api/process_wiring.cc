@@ -1,12 +1,16 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "api/process_wiring.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
+#include "transport/hybrid/hybrid_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -27,6 +31,33 @@ std::map<std::string, std::string> ReadWholeEnvironment() {
   }
   return env;
 }
+
+namespace {
+
+// The job-wide ranks that share this rank's host, in order: every rank
+// publishes its host name and reads everyone's.
+Result<std::vector<int>> RanksOnThisHost(Store& store, const std::string& job_id,
+                                         const RankLayout& l,
+                                         const std::map<std::string, std::string>& env,
+                                         Duration timeout) {
+  std::string host;
+  if (auto it = env.find("HORA_HOSTNAME"); it != env.end()) host = it->second;
+  if (host.empty()) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    host = name;
+  }
+  const std::string prefix = "hora/" + job_id + "/host/";
+  HORA_RETURN_IF_ERROR(store.Set(prefix + std::to_string(l.rank), Bytes(host.begin(), host.end())));
+  std::vector<int> local;
+  for (int r = 0; r < l.size; ++r) {
+    HORA_ASSIGN_OR_RETURN(Bytes other, store.Get(prefix + std::to_string(r), timeout));
+    if (std::string(other.begin(), other.end()) == host) local.push_back(r);
+  }
+  return local;
+}
+
+}  // namespace
 
 Result<ProcessWiring> ConnectProcess(const Config& config,
                                      const std::map<std::string, std::string>& env,
@@ -66,22 +97,23 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(hp, config.secret, timeout));
   w.store = std::move(client);
 
+  // Shared-memory segment names need a job id unique on this host:
+  // horarun's, or one derived from the rendezvous address.
+  std::string id = config.job_id;
+  if (id.empty()) {
+    id = "at-" + store_addr;
+    for (char& c : id) {
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
+    }
+  }
   std::string transport = config.transport;
-  if (transport.empty()) transport = l.local_size == l.size ? "shm" : "tcp";
+  if (transport.empty())
+    transport = l.local_size == l.size ? "shm" : l.local_size == 1 ? "tcp" : "shm+tcp";
   if (transport == "shm") {
     if (l.local_size != l.size) {
       return InvalidArgument("HORA_TRANSPORT=shm needs every rank on one host, but rank " +
                              std::to_string(l.rank) + " sees " + std::to_string(l.local_size) +
                              " of " + std::to_string(l.size) + " ranks on its host");
-    }
-    // Segment names need a job id unique on this host: horarun's, or one
-    // derived from the rendezvous address under other launchers.
-    std::string id = config.job_id;
-    if (id.empty()) {
-      id = "at-" + store_addr;
-      for (char& c : id) {
-        if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
-      }
     }
     HORA_ASSIGN_OR_RETURN(w.transport, CreateShmTransport(l.rank, l.size, *w.store, id, timeout));
     return w;
@@ -94,7 +126,21 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   mesh.iface = config.iface;
   mesh.timeout = timeout;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
-  HORA_ASSIGN_OR_RETURN(w.transport, CreateTcpTransport(*w.store, mesh));
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
+  if (transport == "tcp") {
+    w.transport = std::move(tcp);
+    return w;
+  }
+  // Shared memory among the ranks on this host, TCP to the others.
+  HORA_ASSIGN_OR_RETURN(std::vector<int> local,
+                        RanksOnThisHost(*w.store, config.job_id, l, env, timeout));
+  const int local_rank =
+      static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> shm,
+                        CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
+                                           id + "-g" + std::to_string(local.front()), timeout));
+  w.transport =
+      CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
   return w;
 }
 

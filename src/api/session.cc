@@ -57,6 +57,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       impl->store_server = std::move(wiring.server);
     }
   }
+  impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +
+                    std::to_string(impl->comm.size()) + " connected over " +
+                    impl->transport->name());
   for (const auto& name : UnknownSettings(env)) {
     impl->logger.Warning("unknown setting " + name + " ignored (see --print-config for the list)");
   }

@@ -35,7 +35,8 @@ Status RequestState::status() const {
 
 std::string RequestState::Describe() const {
   return std::string(is_send_ ? "sending " : "receiving ") + FormatBytes(bytes_) +
-         (is_send_ ? " to rank " : " from rank ") + std::to_string(peer_);
+         (is_send_ ? " to rank " : " from rank ") +
+         std::to_string(display_peer_ >= 0 ? display_peer_ : peer_);
 }
 
 }  // namespace hora

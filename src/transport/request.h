@@ -36,7 +36,18 @@ class RequestState {
   Status status() const;
 
   bool is_send() const { return is_send_; }
+  // The peer in the numbering of the transport that created the request.
   int peer() const { return peer_; }
+
+  // For transports built from others (shared memory within a host + TCP
+  // across): which inner transport owns the request, and the peer's rank in
+  // the job for messages. Set once, right after creation, before the request
+  // is shared.
+  void SetRoute(int route, int display_peer) {
+    route_ = route;
+    display_peer_ = display_peer;
+  }
+  int route() const { return route_; }
   size_t bytes() const { return bytes_; }
   // "sending 64 KiB to rank 1" / "receiving 64 KiB from rank 1".
   std::string Describe() const;
@@ -45,6 +56,8 @@ class RequestState {
   const bool is_send_;
   const int peer_;
   const size_t bytes_;
+  int route_ = -1;
+  int display_peer_ = -1;
   std::atomic<bool> done_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -69,6 +69,12 @@ class Transport {
   virtual Status Wait(const Request& request, TimePoint deadline) {
     return request->Wait(deadline);
   }
+
+  // Moves pending work forward without blocking; returns whether anything
+  // moved. Only transports that progress in the caller's thread (shared
+  // memory) do anything here; a transport that combines several calls it on
+  // the others while it waits on one.
+  virtual bool Progress() { return false; }
 };
 
 }  // namespace hora

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Several hosts on one machine: three network namespaces, each joined by a
-# veth pair to a bridge in this namespace, each running one rank; horarun
+# Several hosts on one machine: network namespaces (3 by default), each
+# joined by a veth pair to a bridge in this namespace, each running
+# per_host ranks (shared memory between them with transport "auto"); horarun
 # starts them with `ip netns exec` and serves the rendezvous on the bridge.
 # Every collective is checked by hora-mp-worker over TCP between the hosts.
 # Exits 77 (reported by CTest as skipped) where namespaces cannot be made.
 set -u
-horarun="$1"; worker="$2"; hosts="${3:-3}"
+horarun="$1"; worker="$2"; hosts="${3:-3}"; per_host="${4:-1}"; transport="${5:-tcp}"
 tag=$(( $$ % 100000 ))
 br="hbr$tag"
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -27,9 +28,11 @@ for i in $(seq 1 "$hosts"); do
   ip -n "$ns" addr add "10.231.0.$i/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
-  list="$list${list:+,}$ns:1"
+  list="$list${list:+,}$ns:$per_host"
 done
-"$horarun" -np "$hosts" -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 --transport tcp \
+transport_flag=()
+[ "$transport" = auto ] || transport_flag=(--transport "$transport")
+"$horarun" -np $((hosts * per_host)) -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 "${transport_flag[@]}" \
   --timeout 60 "$worker"
 rc=$?
 [ "$rc" -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"

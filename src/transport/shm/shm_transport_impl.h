@@ -84,6 +84,7 @@ class ShmTransport final : public Transport {
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
   void Cancel(const Request& request) override;
   Status Wait(const Request& request, TimePoint deadline) override;
+  bool Progress() override { return ProgressAll(); }
 
   // Set up by the rendezvous before first use.
   Link& link(int peer) { return *links_[static_cast<size_t>(peer)]; }

@@ -1,0 +1,88 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/hybrid/hybrid_transport.h"
+
+#include <algorithm>
+
+namespace hora {
+namespace {
+
+class HybridTransport final : public Transport {
+ public:
+  HybridTransport(int rank, int size, std::vector<int> local_ranks, std::unique_ptr<Transport> shm,
+                  std::unique_ptr<Transport> tcp)
+      : rank_(rank),
+        size_(size),
+        to_local_(static_cast<size_t>(size), -1),
+        shm_(std::move(shm)),
+        tcp_(std::move(tcp)) {
+    for (size_t i = 0; i < local_ranks.size(); ++i) {
+      to_local_[static_cast<size_t>(local_ranks[i])] = static_cast<int>(i);
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "shm+tcp"; }
+
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+    if (int l = Local(peer); l >= 0) return Relabel(shm_->Isend(l, tag, data, bytes), peer);
+    return tcp_->Isend(peer, tag, data, bytes);
+  }
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
+    if (int l = Local(peer); l >= 0) return Relabel(shm_->Irecv(l, tag, data, bytes), peer);
+    return tcp_->Irecv(peer, tag, data, bytes);
+  }
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
+    if (int l = Local(peer); l >= 0)
+      return Relabel(shm_->IrecvReduce(l, tag, dst, count, spec), peer);
+    return tcp_->IrecvReduce(peer, tag, dst, count, spec);
+  }
+  void Cancel(const Request& request) override { Owner(request).Cancel(request); }
+
+  Status Wait(const Request& request, TimePoint deadline) override {
+    if (&Owner(request) == shm_.get()) return shm_->Wait(request, deadline);
+    // A TCP request completes on the TCP thread; meanwhile keep shared
+    // memory moving, and sleep briefly only when it has nothing to do.
+    while (!request->done()) {
+      if (shm_->Progress()) continue;
+      const TimePoint now = Clock::now();
+      if (now >= deadline) return TimeoutError("timed out " + request->Describe());
+      (void)request->Wait(std::min(deadline, now + std::chrono::microseconds(200)));
+    }
+    return request->status();
+  }
+
+  bool Progress() override { return shm_->Progress(); }
+
+ private:
+  int Local(int peer) const {
+    if (peer < 0 || peer >= size_ || peer == rank_) return -1;  // the TCP side reports the error
+    return to_local_[static_cast<size_t>(peer)];
+  }
+
+  enum Route { kShm = 0, kTcp = 1 };
+
+  // Shared-memory requests number peers locally; their messages should name
+  // the job-wide rank.
+  static Request Relabel(Request inner, int peer) {
+    inner->SetRoute(kShm, peer);
+    return inner;
+  }
+  Transport& Owner(const Request& request) { return request->route() == kShm ? *shm_ : *tcp_; }
+  const int rank_;
+  const int size_;
+  std::vector<int> to_local_;  // global rank -> shm rank, or -1
+  std::unique_ptr<Transport> shm_;
+  std::unique_ptr<Transport> tcp_;
+};
+
+}  // namespace
+
+std::unique_ptr<Transport> CreateHybridTransport(int rank, int size, std::vector<int> local_ranks,
+                                                 std::unique_ptr<Transport> shm,
+                                                 std::unique_ptr<Transport> tcp) {
+  return std::make_unique<HybridTransport>(rank, size, std::move(local_ranks), std::move(shm),
+                                           std::move(tcp));
+}
+
+}  // namespace hora
