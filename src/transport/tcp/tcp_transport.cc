@@ -167,9 +167,12 @@ class TcpTransport final : public Transport {
     auto req = std::make_shared<RequestState>(true, peer, bytes);
     std::lock_guard<std::mutex> lock(mu_);
     if (!Usable(peer, req)) return req;
-    peers_[static_cast<size_t>(peer)].sends.push_back(
-        {{tag, bytes}, static_cast<const char*>(data), {}, 0, req});
-    Wake();
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    p.sends.push_back({{tag, bytes}, static_cast<const char*>(data), {}, 0, req});
+    // With nothing ahead of it, write now from this thread (no hop to the
+    // I/O thread for a small message); what does not fit goes on later.
+    if (p.sends.size() == 1) WriteSome(static_cast<size_t>(peer));
+    if (!p.sends.empty()) Wake();
     return req;
   }
 
