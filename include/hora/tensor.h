@@ -55,9 +55,10 @@ class TensorView {
   // Elements per index of dimension 0 (product of the other dimensions).
   size_t row_elements() const;
 
-  // Checks that every dimension is non-negative and `data` is non-null when
-  // there are elements. `what` names the tensor in the error.
-  Status Validate(const std::string& what) const;
+  // Checks that every dimension is non-negative, `data` is non-null when
+  // there are elements, and the device is supported. The caller adds which
+  // tensor of which operation it was (nothing is formatted unless it fails).
+  Status Validate() const;
 
   // "float32[4, 3] on cpu".
   std::string Describe() const;

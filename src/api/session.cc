@@ -8,8 +8,10 @@
 #include "store/tcp_store_server.h"
 
 namespace hora {
-Status CheckReduction(const std::string& where, DataType dtype, const Reduction& red) {
+Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
+                      const Reduction& red) {
   if (dtype == DataType::kBool) {
+    const std::string where = impl.Where(op);
     if (red.op == ReduceOp::kAverage) {
       return InvalidArgument(where +
                              ": average is not defined for bool tensors "
@@ -75,14 +77,13 @@ std::string Session::DescribeConfig() const { return FormatConfig(impl_->config)
 
 Status Session::Allreduce(const TensorView& input, const TensorView& output,
                           const Reduction& reduction) {
-  const std::string where = impl_->Where("allreduce");
-  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
-  HORA_RETURN_IF_ERROR(output.Validate(where + " output"));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "input", input));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "output", output));
   if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
-    return InvalidArgument(where + ": output " + output.Describe() + " does not match input " +
-                           input.Describe());
+    return InvalidArgument(impl_->Where("allreduce") + ": output " + output.Describe() +
+                           " does not match input " + input.Describe());
   }
-  HORA_RETURN_IF_ERROR(CheckReduction(where, input.dtype(), reduction));
+  HORA_RETURN_IF_ERROR(CheckReduction(*impl_, "allreduce", input.dtype(), reduction));
   AllreduceArgs args{input.data(), output.data(), input.num_elements(), input.dtype(), reduction};
   switch (impl_->selector.ChooseAllreduce(size(), input.num_bytes())) {
     case AllreduceAlgorithm::kRing:
@@ -92,15 +93,14 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
     case AllreduceAlgorithm::kHalvingDoubling:
       return AllreduceHalvingDoubling(impl_->comm, args);
   }
-  return InternalError(where + ": no algorithm selected");
+  return InternalError(impl_->Where("allreduce") + ": no algorithm selected");
 }
 
 Status Session::Broadcast(const TensorView& tensor, int root) {
-  const std::string where = impl_->Where("broadcast");
-  HORA_RETURN_IF_ERROR(tensor.Validate(where + " tensor"));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "broadcast", "tensor", tensor));
   if (root < 0 || root >= size()) {
-    return InvalidArgument(where + ": root rank " + std::to_string(root) + " is outside [0, " +
-                           std::to_string(size()) + ")");
+    return InvalidArgument(impl_->Where("broadcast") + ": root rank " + std::to_string(root) +
+                           " is outside [0, " + std::to_string(size()) + ")");
   }
   switch (impl_->selector.ChooseBroadcast(size(), tensor.num_bytes())) {
     case BroadcastAlgorithm::kBinomial:
@@ -108,7 +108,7 @@ Status Session::Broadcast(const TensorView& tensor, int root) {
     case BroadcastAlgorithm::kScatterAllgather:
       return BroadcastScatterAllgather(impl_->comm, tensor.data(), tensor.num_bytes(), root);
   }
-  return InternalError(where + ": no algorithm selected");
+  return InternalError(impl_->Where("broadcast") + ": no algorithm selected");
 }
 
 Status Session::Barrier() { return BarrierDissemination(impl_->comm); }

@@ -40,7 +40,16 @@ struct Session::Impl {
 };
 
 // Rejects reductions that are not defined for `dtype` (bool: no average, no
-// scale factors). `where` prefixes the message.
-Status CheckReduction(const std::string& where, DataType dtype, const Reduction& reduction);
+// scale factors). The message starts with "rank R: <op>".
+Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
+                      const Reduction& reduction);
+
+// `tensor.Validate()`, with "rank R: <op> <which>: " before any error.
+inline Status CheckTensor(const Session::Impl& impl, const char* op, const char* which,
+                          const TensorView& tensor) {
+  Status st = tensor.Validate();
+  if (st.ok()) return st;
+  return st.WithContext(impl.Where(op) + " " + which);
+}
 
 }  // namespace hora

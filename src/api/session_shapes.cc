@@ -67,7 +67,7 @@ Result<std::vector<int64_t>> GatherRows(Comm& comm, const std::string& where, co
 
 Result<Tensor> Session::Allgather(const TensorView& input) {
   const std::string where = impl_->Where("allgather");
-  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allgather", "input", input));
   HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows, GatherRows(impl_->comm, where, input));
   std::vector<int64_t> out_shape = Shape(input);
   out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
@@ -81,8 +81,8 @@ Result<Tensor> Session::Allgather(const TensorView& input) {
 
 Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& reduction) {
   const std::string where = impl_->Where("reducescatter");
-  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
-  HORA_RETURN_IF_ERROR(CheckReduction(where, input.dtype(), reduction));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "reducescatter", "input", input));
+  HORA_RETURN_IF_ERROR(CheckReduction(*impl_, "reducescatter", input.dtype(), reduction));
   const std::vector<int64_t> shape = Shape(input);
   const size_t n = static_cast<size_t>(size());
   const size_t dim0 = static_cast<size_t>(shape[0]);
@@ -101,7 +101,7 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
 Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
                                  std::vector<int64_t>* received_splits) {
   const std::string where = impl_->Where("alltoall");
-  HORA_RETURN_IF_ERROR(input.Validate(where + " input"));
+  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "alltoall", "input", input));
   const std::vector<int64_t> shape = Shape(input);
   const size_t n = static_cast<size_t>(size());
   const int64_t dim0 = shape[0];

@@ -12,9 +12,10 @@ Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes)
 
 Comm::~Comm() { End(); }
 
-void Comm::Begin(std::string description) {
+void Comm::Begin(const char* collective, const char* algorithm) {
   End();
-  description_ = std::move(description);
+  collective_ = collective;
+  algorithm_ = algorithm;
   ++sequence_;
   tag_base_ = (sequence_ & 0xffffffull) << 40;
 }
@@ -49,7 +50,8 @@ Request Comm::IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count,
 Status Comm::Wait(const Request& request) {
   Status st = transport_.Wait(request, Clock::now() + timeout_);
   if (st.ok()) return st;
-  std::string context = "rank " + std::to_string(rank()) + ": " + description_;
+  std::string context =
+      "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
   if (st.code() == StatusCode::kTimeout) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));
@@ -71,10 +73,9 @@ void* Comm::Scratch(int slot, size_t bytes) {
   return b.aligned;
 }
 
-CollectiveScope::CollectiveScope(Comm& comm, const std::string& collective,
-                                 const std::string& algorithm)
+CollectiveScope::CollectiveScope(Comm& comm, const char* collective, const char* algorithm)
     : comm_(comm) {
-  comm_.Begin(collective + " (" + algorithm + ")");
+  comm_.Begin(collective, algorithm);
 }
 
 CollectiveScope::~CollectiveScope() { comm_.End(); }

@@ -65,7 +65,9 @@ class Comm {
 
  private:
   friend class CollectiveScope;
-  void Begin(std::string description);
+  // `collective` and `algorithm` are string literals (kept as pointers, so
+  // starting a collective allocates nothing).
+  void Begin(const char* collective, const char* algorithm);
   void End();
 
   Transport& transport_;
@@ -73,7 +75,8 @@ class Comm {
   const size_t segment_bytes_;
   uint64_t sequence_ = 0;
   uint64_t tag_base_ = 0;
-  std::string description_;           // "allreduce (ring)" while a collective runs
+  const char* collective_ = "";       // "allreduce" while a collective runs
+  const char* algorithm_ = "";        // "ring"
   std::vector<Request> outstanding_;  // requests of the running collective
   struct Buffer {
     std::unique_ptr<std::byte[]> storage;
@@ -88,7 +91,7 @@ class Comm {
 // never leaves the transport holding the caller's buffers).
 class CollectiveScope {
  public:
-  CollectiveScope(Comm& comm, const std::string& collective, const std::string& algorithm);
+  CollectiveScope(Comm& comm, const char* collective, const char* algorithm);
   ~CollectiveScope();
   CollectiveScope(const CollectiveScope&) = delete;
   CollectiveScope& operator=(const CollectiveScope&) = delete;

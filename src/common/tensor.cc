@@ -24,18 +24,18 @@ size_t TensorView::row_elements() const {
   return n;
 }
 
-Status TensorView::Validate(const std::string& what) const {
+Status TensorView::Validate() const {
   for (size_t i = 0; i < shape_.size(); ++i) {
     if (shape_[i] < 0) {
-      return InvalidArgument(what + ": dimension " + std::to_string(i) + " is negative (" +
-                             Describe() + ")");
+      return InvalidArgument("dimension " + std::to_string(i) + " is negative (" + Describe() +
+                             ")");
     }
   }
   if (data_ == nullptr && num_elements() > 0) {
-    return InvalidArgument(what + ": data pointer is null for " + Describe());
+    return InvalidArgument("data pointer is null for " + Describe());
   }
   if (device_.type != DeviceType::kCPU) {
-    return UnimplementedError(what + ": device " + DeviceName(device_) +
+    return UnimplementedError("device " + DeviceName(device_) +
                               " is not supported by this build (CPU only)");
   }
   return Status::Ok();
