@@ -1,0 +1,382 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The TCP transport's internals (tcp_transport.h has the contract): wire
+// frames, per-peer state, and the class. tcp_transport.cc holds setup,
+// posting, cancelling and writing; tcp_receive.cc reads and matches
+// incoming messages.
+#pragma once
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "transport/tcp/tcp_transport.h"
+
+namespace hora::tcp_internal {
+
+struct Header {
+  uint64_t tag;
+  uint64_t bytes;
+};
+
+inline constexpr size_t kStageBytes = 256 * 1024;
+// A frame with this tag is not a message: it tells the receiver that the
+// sender lost its connection to rank `bytes`, so every rank learns which rank
+// was lost, not only that rank's neighbours.
+inline constexpr uint64_t kLostPeerTag = ~uint64_t{0};
+// A frame with this tag says the sender is closing its session on purpose:
+// the end of its stream that follows is not a lost rank.
+inline constexpr uint64_t kGoodbyeTag = ~uint64_t{0} - 1;
+
+inline bool IsControl(uint64_t tag) { return tag == kLostPeerTag || tag == kGoodbyeTag; }
+
+struct SendOp {
+  Header header;
+  const char* data;
+  std::vector<char> owned;  // set when a cancelled send's rest was copied
+  size_t done = 0;          // bytes of header + payload written
+  Request request;
+};
+
+struct RecvOp {
+  Tag tag;
+  char* data;
+  size_t bytes;
+  std::optional<ReduceSpec> reduce;
+  Request request;
+};
+
+struct Unexpected {
+  Tag tag;
+  std::vector<char> payload;
+};
+
+struct Peer {
+  net::Fd fd;
+  bool broken = false;
+  bool said_goodbye = false;  // the peer closes on purpose
+  bool at_eof = false;        // its stream has ended
+  std::string broken_reason;
+  std::deque<SendOp> sends;
+  std::deque<RecvOp> posted;
+  std::deque<Unexpected> unexpected;
+  // Incoming message state.
+  Header in_header{};
+  size_t in_header_done = 0;
+  bool in_payload = false;
+  size_t in_done = 0;
+  std::optional<RecvOp> in_target;  // matched receive, if any
+  std::vector<char> in_unexpected;  // otherwise the payload lands here
+  bool in_discard = false;          // the matched receive was cancelled
+  std::vector<char> stage;          // IrecvReduce staging
+};
+
+class TcpTransport final : public Transport {
+ public:
+  TcpTransport(int rank, std::vector<net::Fd> fds) : rank_(rank), peers_(fds.size()) {
+    for (size_t i = 0; i < fds.size(); ++i) peers_[i].fd = std::move(fds[i]);
+  }
+
+  Status Start() {
+    epoll_ = net::Fd(epoll_create1(EPOLL_CLOEXEC));
+    wake_ = net::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+    if (!epoll_.valid() || !wake_.valid())
+      return InternalError(std::string("epoll: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = ~uint64_t{0};
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    for (size_t i = 0; i < peers_.size(); ++i) {
+      if (!peers_[i].fd.valid()) continue;
+      HORA_RETURN_IF_ERROR(net::SetNonBlocking(peers_[i].fd.get(), true));
+      ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+      ev.data.u64 = i;
+      epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
+    }
+    thread_ = std::thread([this] { Loop(); });
+    return Status::Ok();
+  }
+
+  ~TcpTransport() override {
+    // Orderly close: queue a goodbye to every peer, let queued frames leave,
+    // half-close, and read until each peer's stream ends, so that no unread
+    // byte turns our close into a reset that could destroy data in flight.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (size_t j = 0; j < peers_.size(); ++j) {
+        if (!peers_[j].fd.valid() || peers_[j].broken) continue;
+        peers_[j].sends.push_back({{kGoodbyeTag, 0},
+                                   nullptr,
+                                   {},
+                                   0,
+                                   std::make_shared<RequestState>(true, static_cast<int>(j), 0)});
+      }
+    }
+    auto wait_until = [&](auto done, std::chrono::milliseconds limit) {
+      for (auto until = Clock::now() + limit; Clock::now() < until;) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          if (done()) return;
+        }
+        Wake();
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    };
+    wait_until(
+        [&] {
+          for (const Peer& p : peers_) {
+            if (!p.sends.empty() && !p.broken) return false;
+          }
+          return true;
+        },
+        std::chrono::milliseconds(2000));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (Peer& p : peers_) {
+        if (p.fd.valid()) shutdown(p.fd.get(), SHUT_WR);
+      }
+    }
+    wait_until(
+        [&] {
+          for (const Peer& p : peers_) {
+            if (p.fd.valid() && !p.at_eof && !p.broken) return false;
+          }
+          return true;
+        },
+        std::chrono::milliseconds(2000));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    Wake();
+    if (thread_.joinable()) thread_.join();
+    std::lock_guard<std::mutex> lock(mu_);
+    FailAllPending(AbortedError("transport shut down"));
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(peers_.size()); }
+  const char* name() const override { return "tcp"; }
+
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+    auto req = std::make_shared<RequestState>(true, peer, bytes);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!Usable(peer, req)) return req;
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    p.sends.push_back({{tag, bytes}, static_cast<const char*>(data), {}, 0, req});
+    // With nothing ahead of it, write now from this thread (no hop to the
+    // I/O thread for a small message); what does not fit goes on later.
+    if (p.sends.size() == 1) WriteSome(static_cast<size_t>(peer));
+    if (!p.sends.empty()) Wake();
+    return req;
+  }
+
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
+    return Post(peer, tag, data, bytes, std::nullopt);
+  }
+
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
+    return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
+  }
+
+  void Cancel(const Request& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request->done() || request->peer() < 0 || request->peer() >= size()) return;
+    Peer& p = peers_[static_cast<size_t>(request->peer())];
+    const Status aborted = AbortedError("cancelled " + request->Describe());
+    if (request->is_send()) {
+      for (auto it = p.sends.begin(); it != p.sends.end(); ++it) {
+        if (it->request != request) continue;
+        if (it->done == 0) {
+          p.sends.erase(it);
+        } else if (it->owned.empty()) {  // half written: keep the stream whole
+          const size_t sent = it->done > sizeof(Header) ? it->done - sizeof(Header) : 0;
+          it->owned.assign(it->data + sent, it->data + it->header.bytes);
+          it->data = it->owned.data() - sent;
+        }
+        break;
+      }
+    } else {
+      for (auto it = p.posted.begin(); it != p.posted.end(); ++it) {
+        if (it->request == request) {
+          p.posted.erase(it);
+          break;
+        }
+      }
+      if (p.in_target && p.in_target->request == request) p.in_discard = true;
+    }
+    request->Complete(aborted);
+  }
+
+ private:
+  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce) {
+    auto req = std::make_shared<RequestState>(false, peer, bytes);
+    std::unique_lock<std::mutex> lock(mu_);
+    if (peer < 0 || peer >= size() || peer == rank_) {
+      Usable(peer, req);
+      return req;
+    }
+    if (!lost_.ok()) {
+      req->Complete(lost_);
+      return req;
+    }
+    Peer& p = peers_[static_cast<size_t>(peer)];
+    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
+      if (it->tag != tag) continue;
+      Unexpected msg = std::move(*it);
+      p.unexpected.erase(it);
+      lock.unlock();
+      Finish(RecvOp{tag, static_cast<char*>(data), bytes, reduce, req}, msg.payload.data(),
+             msg.payload.size());
+      return req;
+    }
+    if (!Usable(peer, req)) return req;
+    p.posted.push_back({tag, static_cast<char*>(data), bytes, reduce, req});
+    return req;
+  }
+
+  // Delivers a complete payload held elsewhere (unexpected messages).
+  static void Finish(const RecvOp& op, const char* payload, size_t n) {
+    if (n != op.bytes) {
+      op.request->Complete(SizeMismatch(op, n));
+      return;
+    }
+    if (n > 0 && op.reduce) {
+      op.reduce->reduce(op.reduce->dtype, op.reduce->op, op.data, payload,
+                        n / DataTypeSize(op.reduce->dtype));
+    } else if (n > 0) {
+      std::memcpy(op.data, payload, n);
+    }
+    op.request->Complete(Status::Ok());
+  }
+
+  static Status SizeMismatch(const RecvOp& op, size_t got) {
+    return InvalidArgument("message size mismatch: rank " + std::to_string(op.request->peer()) +
+                           " sent " + std::to_string(got) + " bytes but " +
+                           std::to_string(op.bytes) + " bytes were expected (tag " +
+                           std::to_string(op.tag) + ")");
+  }
+
+  bool Usable(int peer, const Request& req) {
+    if (peer < 0 || peer >= size() || peer == rank_) {
+      req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
+                                    std::to_string(peer) + " (world size " +
+                                    std::to_string(size()) + ")"));
+      return false;
+    }
+    if (!lost_.ok()) {
+      req->Complete(lost_);
+      return false;
+    }
+    const Peer& p = peers_[static_cast<size_t>(peer)];
+    if (p.broken) {
+      req->Complete(UnavailableError("connection to rank " + std::to_string(peer) +
+                                     " lost: " + p.broken_reason));
+      return false;
+    }
+    return true;
+  }
+
+  void Wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = write(wake_.get(), &one, sizeof one);
+  }
+
+  // Peer i's connection died: fail everything pending with any peer, tell
+  // the other peers which rank was lost, and refuse later requests. A job
+  // cannot go on without a rank. Requires mu_.
+  void FailPeer(size_t i, const std::string& why) {
+    Peer& p = peers_[i];
+    if (p.broken) return;
+    p.broken = true;
+    p.broken_reason = why;
+    if (lost_.ok()) {
+      lost_ = UnavailableError("connection to rank " + std::to_string(i) + " lost: " + why);
+      for (size_t j = 0; j < peers_.size(); ++j) {
+        if (j == i || !peers_[j].fd.valid() || peers_[j].broken) continue;
+        peers_[j].sends.push_back({{kLostPeerTag, i},
+                                   nullptr,
+                                   {},
+                                   0,
+                                   std::make_shared<RequestState>(true, static_cast<int>(j), 0)});
+      }
+      Wake();
+    }
+    FailAllPending(lost_);
+  }
+
+  // Another rank reported that it lost `lost`. Requires mu_.
+  void PeerReportedLoss(size_t reporter, uint64_t lost) {
+    if (!lost_.ok()) return;
+    lost_ = UnavailableError("rank " + std::to_string(lost) + " was lost (reported by rank " +
+                             std::to_string(reporter) + ")");
+    FailAllPending(lost_);
+  }
+
+  void FailAllPending(const Status& st) {
+    for (Peer& q : peers_) {
+      for (auto& r : q.posted) r.request->Complete(st);
+      q.posted.clear();
+      if (q.in_target) {
+        q.in_target->request->Complete(st);
+        q.in_discard = true;
+      }
+      // Queued data sends fail; control frames still go out.
+      for (auto it = q.sends.begin(); it != q.sends.end();) {
+        if (IsControl(it->header.tag) || it->done > 0) {
+          ++it;
+          continue;
+        }
+        it->request->Complete(st);
+        it = q.sends.erase(it);
+      }
+    }
+  }
+
+  // Peer i's stream ended. After a goodbye that is an orderly close: only
+  // requests with that peer fail (they can never complete). Otherwise the
+  // rank was lost. Requires mu_. Returns false (stop reading this peer).
+  bool PeerEnded(size_t i) {
+    Peer& p = peers_[i];
+    p.at_eof = true;
+    if (!p.said_goodbye) {
+      FailPeer(i, "connection closed by peer (process gone?)");
+      return false;
+    }
+    if (!p.broken) {
+      p.broken = true;
+      p.broken_reason = "rank " + std::to_string(i) + " closed its session";
+      const Status st = UnavailableError(p.broken_reason);
+      for (auto& r : p.posted) r.request->Complete(st);
+      p.posted.clear();
+      for (auto& q : p.sends) q.request->Complete(st);
+      p.sends.clear();
+    }
+    return false;
+  }
+
+  void Loop();
+  bool Pump(size_t i);       // requires mu_; false when the connection died
+  bool ReadSome(size_t i);   // requires mu_
+  bool WriteSome(size_t i);  // requires mu_
+
+  const int rank_;
+  std::mutex mu_;
+  std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
+  bool stop_ = false;        // guarded by mu_
+  Status lost_;              // guarded by mu_; set once a rank is lost
+  net::Fd epoll_;
+  net::Fd wake_;
+  std::thread thread_;
+};
+
+}  // namespace hora::tcp_internal
