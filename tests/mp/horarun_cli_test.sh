@@ -27,5 +27,17 @@ check no-prefix 0 "plain 0" "$horarun" -np 1 --no-prefix sh -c 'echo plain $HORA
 check layout 0 "[2]: 2 3 0 1 1 2" "$horarun" -np 3 -H localhost:2,127.0.0.1:2 sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
 check print-config 0 "HORA_TIMEOUT_S=30" "$horarun" --print-config
 check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
+# SIGTERM to horarun stops every rank and leaves no process behind.
+marker="hora-sigterm-test-$$"
+"$horarun" -np 3 sh -c "sleep 300; echo $marker" >/dev/null 2>&1 &
+hp=$!
+for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 3 ] && break; sleep 0.1; done
+kill -TERM "$hp"; wait "$hp"; rc=$?
+sleep 0.5
+if [ "$rc" -eq 143 ] && ! pgrep -f "$marker" >/dev/null; then
+  pass=$((pass + 1))
+else
+  failed=$((failed + 1)); echo "FAIL sigterm: rc=$rc (want 143), left: $(pgrep -af "$marker")"
+fi
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]
