@@ -86,10 +86,6 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
         "(horarun sets it; under " +
         l.source + " export HORA_SECRET=<random string>)");
   }
-  if (l.size == 1 && store_addr.empty()) {
-    return InvalidArgument(
-        "a single process needs no transport: internal misuse of ConnectProcess");
-  }
   HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(store_addr));
   if (l.source != "horarun" && l.rank == 0) {
     HORA_ASSIGN_OR_RETURN(w.server, TcpStoreServer::Start("", hp.port, config.secret, &logger));

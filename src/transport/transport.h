@@ -49,6 +49,13 @@ struct ReduceSpec {
   void (*reduce)(DataType dtype, ReduceOp op, void* dst, const void* src, size_t count);
 };
 
+// The error every transport gives a request naming a peer outside the group
+// (or itself): "rank 2: invalid peer 7 (world size 4)".
+inline Status InvalidPeerError(int rank, int peer, int size) {
+  return InvalidArgument("rank " + std::to_string(rank) + ": invalid peer " + std::to_string(peer) +
+                         " (world size " + std::to_string(size) + ")");
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

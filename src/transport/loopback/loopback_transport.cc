@@ -112,9 +112,7 @@ class LoopbackTransport final : public Transport {
 
   bool ValidPeer(int peer, const Request& req) {
     if (peer >= 0 && peer < size() && peer != rank_) return true;
-    req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
-                                  std::to_string(peer) + " (world size " + std::to_string(size()) +
-                                  ")"));
+    req->Complete(InvalidPeerError(rank_, peer, size()));
     return false;
   }
 

@@ -186,9 +186,7 @@ bool ShmTransport::ValidPeer(int peer, const Request& request) {
     return false;
   }
   if (peer >= 0 && peer < size_ && peer != rank_) return true;
-  request->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
-                                    std::to_string(peer) + " (world size " + std::to_string(size_) +
-                                    ")"));
+  request->Complete(InvalidPeerError(rank_, peer, size_));
   return false;
 }
 

@@ -268,9 +268,7 @@ class TcpTransport final : public Transport {
 
   bool Usable(int peer, const Request& req) {
     if (peer < 0 || peer >= size() || peer == rank_) {
-      req->Complete(InvalidArgument("rank " + std::to_string(rank_) + ": invalid peer " +
-                                    std::to_string(peer) + " (world size " +
-                                    std::to_string(size()) + ")"));
+      req->Complete(InvalidPeerError(rank_, peer, size()));
       return false;
     }
     if (!lost_.ok()) {
