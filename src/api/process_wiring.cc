@@ -87,8 +87,10 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
         l.source + " export HORA_SECRET=<random string>)");
   }
   HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(store_addr));
-  if (l.source != "horarun" && l.rank == 0) {
-    HORA_ASSIGN_OR_RETURN(w.server, TcpStoreServer::Start("", hp.port, config.secret, &logger));
+  const bool rank0_serves =
+      config.store_server.empty() ? l.source != "horarun" : config.store_server == "rank0";
+  if (rank0_serves && l.rank == 0) {
+    HORA_ASSIGN_OR_RETURN(w.server, TcpStoreServer::Start("", hp.port, config.secret, logger));
   }
   HORA_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(hp, config.secret, timeout));
   w.store = std::move(client);

@@ -4,7 +4,7 @@
 #include "api/process_wiring.h"
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
-#include "collectives/algorithms.h"
+#include "mpi/mpi_loader.h"
 #include "store/tcp_store_server.h"
 
 namespace hora {
@@ -47,7 +47,13 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;
     HORA_ASSIGN_OR_RETURN(RankLayout layout, RankLayoutFromEnv(whole));
-    if (layout.size == 1) {
+    if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {
+      // Everything comes from MPI: no store, no sockets.
+      HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(config, whole));
+      HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, mpi->CreateTransport());
+      impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
+                                    std::move(transport), std::move(selector));
+    } else if (layout.size == 1) {
       auto hub = LoopbackHub::Create(1);
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
                                     hub->Connect(0), std::move(selector));
@@ -58,6 +64,16 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                                     std::move(wiring.transport), std::move(selector));
       impl->store_server = std::move(wiring.server);
     }
+  }
+  if (impl->config.backend == "mpi") {
+    if (options.world) {
+      return InvalidArgument(
+          "HORA_BACKEND=mpi needs ranks as processes started by an MPI launcher, not threads");
+    }
+    HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(impl->config, ReadWholeEnvironment()));
+    HORA_ASSIGN_OR_RETURN(impl->backend,
+                          mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
+    impl->logger.Info("collectives by " + mpi->version());
   }
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +
                     std::to_string(impl->comm.size()) + " connected over " +
@@ -85,15 +101,7 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
   }
   HORA_RETURN_IF_ERROR(CheckReduction(*impl_, "allreduce", input.dtype(), reduction));
   AllreduceArgs args{input.data(), output.data(), input.num_elements(), input.dtype(), reduction};
-  switch (impl_->selector.ChooseAllreduce(size(), input.num_bytes())) {
-    case AllreduceAlgorithm::kRing:
-      return AllreduceRing(impl_->comm, args);
-    case AllreduceAlgorithm::kRecursiveDoubling:
-      return AllreduceRecursiveDoubling(impl_->comm, args);
-    case AllreduceAlgorithm::kHalvingDoubling:
-      return AllreduceHalvingDoubling(impl_->comm, args);
-  }
-  return InternalError(impl_->Where("allreduce") + ": no algorithm selected");
+  return impl_->backend->Allreduce(args);
 }
 
 Status Session::Broadcast(const TensorView& tensor, int root) {
@@ -102,15 +110,9 @@ Status Session::Broadcast(const TensorView& tensor, int root) {
     return InvalidArgument(impl_->Where("broadcast") + ": root rank " + std::to_string(root) +
                            " is outside [0, " + std::to_string(size()) + ")");
   }
-  switch (impl_->selector.ChooseBroadcast(size(), tensor.num_bytes())) {
-    case BroadcastAlgorithm::kBinomial:
-      return BroadcastBinomial(impl_->comm, tensor.data(), tensor.num_bytes(), root);
-    case BroadcastAlgorithm::kScatterAllgather:
-      return BroadcastScatterAllgather(impl_->comm, tensor.data(), tensor.num_bytes(), root);
-  }
-  return InternalError(impl_->Where("broadcast") + ": no algorithm selected");
+  return impl_->backend->Broadcast(tensor.data(), tensor.num_bytes(), root);
 }
 
-Status Session::Barrier() { return BarrierDissemination(impl_->comm); }
+Status Session::Barrier() { return impl_->backend->Barrier(); }
 
 }  // namespace hora

@@ -6,7 +6,9 @@
 
 #include <memory>
 
+#include "collectives/backend.h"
 #include "collectives/comm.h"
+#include "collectives/hora_backend.h"
 #include "collectives/selector.h"
 #include "common/config.h"
 #include "common/logging.h"
@@ -24,7 +26,7 @@ struct Session::Impl {
         store(std::move(s)),
         transport(std::move(t)),
         comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes),
-        selector(std::move(sel)) {}
+        backend(CreateHoraBackend(comm, std::move(sel))) {}
 
   const Config config;
   Logger logger;
@@ -32,7 +34,8 @@ struct Session::Impl {
   std::shared_ptr<Store> store;
   std::unique_ptr<Transport> transport;
   Comm comm;
-  Selector selector;
+  // Hora's algorithms over `comm`, or MPI's collectives (HORA_BACKEND=mpi).
+  std::unique_ptr<CollectiveBackend> backend;
 
   std::string Where(const char* op) const {
     return "rank " + std::to_string(comm.rank()) + ": " + op;

@@ -7,7 +7,6 @@
 #include <numeric>
 
 #include "api/session_impl.h"
-#include "collectives/algorithms.h"
 
 namespace hora {
 namespace {
@@ -22,15 +21,15 @@ std::string ShapeString(DataType dtype, const int64_t* dims, size_t ndim) {
   return s + "]";
 }
 
-// Gathers (dtype, shape) of every rank and checks that all agree except in
+// Gathers (dtype, shape) of every one of the n ranks and checks that all agree except in
 // dimension 0. Returns every rank's dimension 0.
-Result<std::vector<int64_t>> GatherRows(Comm& comm, const std::string& where, const TensorView& t) {
-  const size_t n = static_cast<size_t>(comm.size());
+Result<std::vector<int64_t>> GatherRows(CollectiveBackend& backend, size_t n,
+                                        const std::string& where, const TensorView& t) {
   const std::vector<int64_t> shape = Shape(t);
   int64_t head[2] = {static_cast<int64_t>(t.dtype()), static_cast<int64_t>(shape.size())};
   std::vector<int64_t> heads(2 * n);
   std::vector<size_t> head_bytes(n, sizeof head);
-  HORA_RETURN_IF_ERROR(AllgatherRing(comm, head, heads.data(), head_bytes));
+  HORA_RETURN_IF_ERROR(backend.Allgatherv(head, heads.data(), head_bytes));
   for (size_t p = 0; p < n; ++p) {
     if (heads[2 * p] != heads[0] || heads[2 * p + 1] != heads[1]) {
       std::string msg = where + ": ranks disagree on dtype or number of dimensions:";
@@ -45,7 +44,7 @@ Result<std::vector<int64_t>> GatherRows(Comm& comm, const std::string& where, co
   const size_t ndim = shape.size();
   std::vector<int64_t> dims(ndim * n);
   std::vector<size_t> dim_bytes(n, ndim * sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(AllgatherRing(comm, shape.data(), dims.data(), dim_bytes));
+  HORA_RETURN_IF_ERROR(backend.Allgatherv(shape.data(), dims.data(), dim_bytes));
   std::vector<int64_t> rows(n);
   for (size_t p = 0; p < n; ++p) {
     rows[p] = dims[p * ndim];
@@ -68,14 +67,15 @@ Result<std::vector<int64_t>> GatherRows(Comm& comm, const std::string& where, co
 Result<Tensor> Session::Allgather(const TensorView& input) {
   const std::string where = impl_->Where("allgather");
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allgather", "input", input));
-  HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows, GatherRows(impl_->comm, where, input));
+  HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
+                        GatherRows(*impl_->backend, static_cast<size_t>(size()), where, input));
   std::vector<int64_t> out_shape = Shape(input);
   out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
   Tensor out(input.dtype(), out_shape);
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> bytes(rows.size());
   for (size_t p = 0; p < rows.size(); ++p) bytes[p] = static_cast<size_t>(rows[p]) * row_bytes;
-  HORA_RETURN_IF_ERROR(AllgatherRing(impl_->comm, input.data(), out.data(), bytes));
+  HORA_RETURN_IF_ERROR(impl_->backend->Allgatherv(input.data(), out.data(), bytes));
   return out;
 }
 
@@ -94,7 +94,7 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
   out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank())));
   Tensor out(input.dtype(), out_shape);
   HORA_RETURN_IF_ERROR(
-      ReducescatterRing(impl_->comm, input.data(), out.data(), counts, input.dtype(), reduction));
+      impl_->backend->Reducescatter(input.data(), out.data(), counts, input.dtype(), reduction));
   return out;
 }
 
@@ -136,8 +136,7 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   // Tell every rank how many rows to expect from us.
   std::vector<int64_t> recv_rows(n);
   std::vector<size_t> eight(n, sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(
-      AlltoallPairwise(impl_->comm, send_rows.data(), eight, recv_rows.data(), eight));
+  HORA_RETURN_IF_ERROR(impl_->backend->Alltoallv(send_rows.data(), eight, recv_rows.data(), eight));
 
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> send_bytes(n), recv_bytes(n);
@@ -150,8 +149,7 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
   Tensor out(input.dtype(), out_shape);
-  HORA_RETURN_IF_ERROR(
-      AlltoallPairwise(impl_->comm, input.data(), send_bytes, out.data(), recv_bytes));
+  HORA_RETURN_IF_ERROR(impl_->backend->Alltoallv(input.data(), send_bytes, out.data(), recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return out;
 }

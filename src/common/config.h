@@ -36,11 +36,14 @@ struct Config {
   double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
   double cost_reduce_gbps;     // reduction throughput, GB/s of input
   // Job wiring, set by horarun (or by the user under another launcher).
-  std::string transport;   // "", "shm" or "tcp"
-  std::string store_addr;  // host:port of the rendezvous store
-  std::string secret;      // per-job secret for HMAC authentication (never printed)
-  std::string job_id;      // names shared-memory segments and store keys
-  std::string iface;       // network interface or address for TCP
+  std::string transport;     // "", "shm", "tcp" or "mpi"
+  std::string backend;       // "hora" or "mpi"
+  std::string mpi_plugin;    // path of the MPI plugin; "" = found by the launcher's flavour
+  std::string store_addr;    // host:port of the rendezvous store
+  std::string store_server;  // "", "horarun" or "rank0": who serves store_addr
+  std::string secret;        // per-job secret for HMAC authentication (never printed)
+  std::string job_id;        // names shared-memory segments and store keys
+  std::string iface;         // network interface or address for TCP
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };

@@ -37,7 +37,7 @@ bool Eventually(F done) {
 class TcpStoreFaults : public ::testing::Test {
  protected:
   void StartServer(TcpStoreServerOptions options = {}) {
-    auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, &logger_, options);
+    auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, logger_, options);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
   }
@@ -208,7 +208,7 @@ TEST(TcpStoreClientErrors, UnreachableServerFailsAfterTheTimeoutNamingIt) {
 }
 
 TEST(TcpStoreClientErrors, EmptySecretIsRejected) {
-  EXPECT_EQ(TcpStoreServer::Start("127.0.0.1", 0, "", nullptr).status().code(),
+  EXPECT_EQ(TcpStoreServer::Start("127.0.0.1", 0, "", std::nullopt).status().code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(TcpStoreClient::Connect({"127.0.0.1", 1}, "", seconds(1)).status().code(),
             StatusCode::kInvalidArgument);

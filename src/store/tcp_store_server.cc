@@ -49,7 +49,7 @@ struct Connection {
 
 class TcpStoreServer::Loop {
  public:
-  Loop(net::Fd listener, net::Fd wake, std::string secret, const Logger* logger,
+  Loop(net::Fd listener, net::Fd wake, std::string secret, std::optional<Logger> logger,
        TcpStoreServerOptions options, Counters* counters)
       : listener_(std::move(listener)),
         wake_(std::move(wake)),
@@ -67,7 +67,7 @@ class TcpStoreServer::Loop {
 
  private:
   void Log(LogLevel level, const std::string& m) const {
-    if (logger_ != nullptr) logger_->Log(level, "store server: " + m);
+    if (logger_) logger_->Log(level, "store server: " + m);
   }
   void AcceptAll(TimePoint now);
   void OnReadable(Connection& c, TimePoint now);
@@ -82,7 +82,7 @@ class TcpStoreServer::Loop {
   net::Fd listener_;
   net::Fd wake_;
   const std::string secret_;
-  const Logger* logger_;
+  const std::optional<Logger> logger_;
   const TcpStoreServerOptions options_;
   Counters* counters_;
   std::atomic<bool> stop_{false};
@@ -299,7 +299,7 @@ void TcpStoreServer::Loop::Drop(Connection& c, const std::string& why, bool malf
 Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string& bind_host,
                                                               uint16_t port,
                                                               std::string_view secret,
-                                                              const Logger* logger,
+                                                              std::optional<Logger> logger,
                                                               TcpStoreServerOptions options) {
   if (secret.empty()) return InvalidArgument("store server: the job secret is empty");
   HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(bind_host, port, options.backlog));
@@ -310,7 +310,7 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
   server->loop_ = std::make_unique<Loop>(std::move(listener), std::move(wake), std::string(secret),
                                          logger, options, &server->counters_);
   server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
-  if (logger != nullptr) {
+  if (logger) {
     logger->Info("store server: listening on " +
                  (bind_host.empty() ? std::string("*") : bind_host) + " port " +
                  std::to_string(server->port_));

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -43,11 +44,11 @@ class TcpStoreServer {
  public:
   // Listens on `bind_host`:`port` ("" = every interface; port 0 = an
   // ephemeral port, see port()) and starts the thread. `secret` is the job
-  // secret (not empty). `logger` may be null (no logging) and must outlive
-  // the server.
+  // secret (not empty). The server logs through its own copy of
+  // `logger` (nullopt: no logging).
   static Result<std::unique_ptr<TcpStoreServer>> Start(const std::string& bind_host, uint16_t port,
                                                        std::string_view secret,
-                                                       const Logger* logger,
+                                                       std::optional<Logger> logger,
                                                        TcpStoreServerOptions options = {});
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;

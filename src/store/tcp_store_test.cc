@@ -23,7 +23,7 @@ bool Contains(const std::string& s, const std::string& part) {
 class TcpStoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, nullptr);
+    auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, std::nullopt);
     ASSERT_TRUE(server.ok()) << server.status().ToString();
     server_ = std::move(server).value();
   }
@@ -164,7 +164,7 @@ TEST_F(TcpStoreTest, LargeValuesRoundTrip) {
 }
 
 TEST(TcpStoreIpv6, LoopbackWorks) {
-  auto server = TcpStoreServer::Start("::1", 0, kSecret, nullptr);
+  auto server = TcpStoreServer::Start("::1", 0, kSecret, std::nullopt);
   if (!server.ok()) GTEST_SKIP() << "no IPv6 loopback here: " << server.status().ToString();
   auto addr = net::ParseHostPort("[::1]:" + std::to_string((*server)->port()));
   ASSERT_TRUE(addr.ok());

@@ -158,6 +158,7 @@ int main(int argc, char** argv) {
   }
   Session& s = **session;
   if (argc == 3 && std::strcmp(argv[1], "--die-at") == 0) return DieAt(s, std::atoi(argv[2]));
+  int extra_port = 0;
   for (const char* algo : {"ring", "recursive_doubling", "halving_doubling"}) {
     // The selector reads HORA_ALLREDUCE_ALGO at Session creation: one Session per algorithm.
     SessionOptions o;
@@ -165,6 +166,16 @@ int main(int argc, char** argv) {
         {"HORA_ALLREDUCE_ALGO", algo},
         {"HORA_JOB_ID",
          std::string(std::getenv("HORA_JOB_ID") ? std::getenv("HORA_JOB_ID") : "") + "-" + algo}};
+    // Under mpirun each Session's rank 0 serves its own store: one port each.
+    const char* store = std::getenv("HORA_STORE_ADDR");
+    if (store != nullptr && std::getenv("HORA_RANK") == nullptr &&
+        std::getenv("HORA_STORE_SERVER") == nullptr) {
+      const std::string addr = store;
+      const size_t colon = addr.rfind(':');
+      o.settings["HORA_STORE_ADDR"] =
+          addr.substr(0, colon + 1) +
+          std::to_string(std::atoi(addr.c_str() + colon + 1) + ++extra_port);
+    }
     auto per_algo = Session::Create(o);
     if (!per_algo.ok()) {
       std::fprintf(stderr, "FAIL Session::Create(%s): %s\n", algo,

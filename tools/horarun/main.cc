@@ -6,12 +6,14 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/config.h"
 #include "common/logging.h"
 #include "job.h"
+#include "mpi_launch.h"
 #include "options.h"
 #include "store/tcp_store_server.h"
 #include "transport/shm/shm_segment.h"
@@ -69,6 +71,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
     return 2;
   }
+  std::optional<horarun::MpiFlavour> flavour;
+  if (opts.mpi) {
+    auto detected = horarun::DetectMpirun(opts.mpirun);
+    if (!detected.ok()) {
+      std::fprintf(stderr, "horarun: %s\n", detected.status().message().c_str());
+      return 2;
+    }
+    flavour = *detected;
+  }
   auto placements = horarun::PlaceRanks(opts.np, opts.hosts);
   bool all_local = true;
   for (const auto& p : *placements) all_local = all_local && horarun::IsLocalHost(p.host);
@@ -85,7 +96,7 @@ int main(int argc, char** argv) {
     }
     bind = *addr;
   }
-  auto server = TcpStoreServer::Start(all_local ? "127.0.0.1" : "", 0, secret, &logger);
+  auto server = TcpStoreServer::Start(all_local ? "127.0.0.1" : "", 0, secret, logger);
   if (!server.ok()) {
     std::fprintf(stderr, "horarun: cannot start the rendezvous server: %s\n",
                  server.status().message().c_str());
@@ -104,7 +115,26 @@ int main(int argc, char** argv) {
   spec.env["HORA_STORE_ADDR"] =
       (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
   spec.rsh = opts.rsh;
-  const int rc = horarun::RunJob(spec);
+  int rc;
+  if (flavour) {
+    // mpirun starts the ranks; they find the layout in its variables and
+    // the store here.
+    spec.env["HORA_STORE_SERVER"] = "horarun";
+    horarun::MpirunSpec mpi;
+    mpi.mpirun = opts.mpirun;
+    mpi.flavour = *flavour;
+    mpi.np = opts.np;
+    mpi.hosts = opts.hosts;
+    mpi.prefix_output = opts.prefix_output;
+    mpi.as_root = geteuid() == 0;
+    mpi.command = opts.command;
+    for (const auto& [name, value] : spec.env) {
+      if (name.rfind("HORA_", 0) == 0) mpi.forward.push_back(name);
+    }
+    rc = horarun::RunMpirun(horarun::MpirunCommand(mpi), spec.env);
+  } else {
+    rc = horarun::RunJob(spec);
+  }
   // Ranks unlink their shared-memory segments as soon as every peer mapped
   // them; a crash before that point leaves some behind, removed here.
   if (all_local) (void)RemoveShmSegments(spec.env["HORA_JOB_ID"]);

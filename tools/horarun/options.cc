@@ -11,9 +11,9 @@
 namespace hora::horarun {
 
 const char* Usage() {
-  return "usage: horarun -np N [-H host:slots,...] [--hostfile FILE] [--transport shm|tcp]\n"
-         "               [--timeout SECONDS] [--no-prefix] [--rsh 'ssh -o ...'] [--bind ADDR]\n"
-         "               [--print-config]\n"
+  return "usage: horarun -np N [-H host:slots,...] [--hostfile FILE] [--transport shm|tcp|mpi]\n"
+         "               [--mpi] [--mpirun PATH] [--timeout SECONDS] [--no-prefix]\n"
+         "               [--rsh 'ssh -o ...'] [--bind ADDR] [--print-config]\n"
          "               [--] command [args...]\n"
          "\n"
          "Starts N copies of command with the rank layout, the rendezvous address and\n"
@@ -22,7 +22,9 @@ const char* Usage() {
          "Output lines are prefixed with [rank]. When a rank fails, the others are\n"
          "stopped and horarun exits with that rank's exit code. Ranks on other hosts\n"
          "start through --rsh (default ssh): RSH... HOST 'cd DIR && exec env ... command'.\n"
-         "--bind names this machine's address for the rendezvous server.\n";
+         "--bind names this machine's address for the rendezvous server.\n"
+         "--mpi hands the start to mpirun (OpenMPI or MPICH, --mpirun PATH, default\n"
+         "mpirun); --transport mpi implies it.\n";
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
@@ -62,9 +64,15 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
       HORA_ASSIGN_OR_RETURN(hostfile, value(a));
     } else if (a == "--transport") {
       HORA_ASSIGN_OR_RETURN(o.transport, value(a));
-      if (o.transport != "shm" && o.transport != "tcp") {
-        return InvalidArgument("--transport '" + o.transport + "' is not one of shm, tcp");
+      if (o.transport != "shm" && o.transport != "tcp" && o.transport != "mpi") {
+        return InvalidArgument("--transport '" + o.transport + "' is not one of shm, tcp, mpi");
       }
+      if (o.transport == "mpi") o.mpi = true;  // only an MPI launcher can give it
+    } else if (a == "--mpi") {
+      o.mpi = true;
+    } else if (a == "--mpirun") {
+      HORA_ASSIGN_OR_RETURN(o.mpirun, value(a));
+      o.mpi = true;
     } else if (a == "--timeout") {
       HORA_ASSIGN_OR_RETURN(std::string v, value(a));
       char* end = nullptr;

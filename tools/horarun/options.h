@@ -1,8 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // horarun's command line:
-//   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp]
-//           [--timeout S] [--no-prefix] [--rsh CMD] [--bind ADDR] [--print-config]
+//   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp|mpi]
+//           [--mpi] [--mpirun PATH] [--timeout S] [--no-prefix] [--rsh CMD] [--bind ADDR]
+//           [--print-config]
 //           [--] command args...
 // Bad input is an error before anything starts, naming the flag and value.
 #pragma once
@@ -20,8 +21,12 @@ struct Options {
   int np = 0;
   std::vector<HostSlots> hosts;  // localhost:np when neither -H nor --hostfile
   std::string transport;         // "" = Hora chooses per pair
-  double timeout_s = 30;         // HORA_TIMEOUT_S for the job and the stop grace period
-  bool timeout_given = false;    // --timeout was on the command line
+  // Start the ranks with mpirun instead of horarun's own spawner (--mpi,
+  // --mpirun, or --transport mpi, which only an MPI launcher can provide).
+  bool mpi = false;
+  std::string mpirun = "mpirun";
+  double timeout_s = 30;       // HORA_TIMEOUT_S for the job and the stop grace period
+  bool timeout_given = false;  // --timeout was on the command line
   bool prefix_output = true;
   // How ranks on other hosts are started: the command and its options,
   // followed by the host name and a shell command line (default ssh).

@@ -1,0 +1,43 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The seam between a Session and whoever moves the data of a collective:
+// Hora's own algorithms over a point-to-point transport (hora_backend.h), or
+// the collectives of the MPI library the job was started with
+// (mpi/mpi_plugin.h, HORA_BACKEND=mpi), so that the two can be compared in
+// one job. Arguments arrive checked (valid tensors, matching sizes, defined
+// reductions); the backend only moves and reduces bytes.
+//
+// Every call is bounded by the Session's timeout. Every rank makes the same
+// sequence of calls. Not thread-safe: one collective at a time.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "collectives/algorithms.h"
+#include "hora/status.h"
+#include "hora/types.h"
+
+namespace hora {
+
+class CollectiveBackend {
+ public:
+  virtual ~CollectiveBackend() = default;
+  // "hora" or "mpi".
+  virtual const char* name() const = 0;
+
+  virtual Status Allreduce(const AllreduceArgs& args) = 0;
+  // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset
+  // sum(bytes_per_rank[0..r)) on every rank.
+  virtual Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) = 0;
+  virtual Status Broadcast(void* data, size_t bytes, int root) = 0;
+  // Rank r receives the reduction of block r (counts[r] elements); `in` and
+  // `out` do not overlap.
+  virtual Status Reducescatter(const void* in, void* out, std::span<const size_t> counts,
+                               DataType dtype, const Reduction& reduction) = 0;
+  virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
+                           std::span<const size_t> recv_bytes) = 0;
+  virtual Status Barrier() = 0;
+};
+
+}  // namespace hora

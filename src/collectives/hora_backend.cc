@@ -1,0 +1,65 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "collectives/hora_backend.h"
+
+namespace hora {
+namespace {
+
+class HoraBackend final : public CollectiveBackend {
+ public:
+  HoraBackend(Comm& comm, Selector selector) : comm_(comm), selector_(std::move(selector)) {}
+
+  const char* name() const override { return "hora"; }
+
+  Status Allreduce(const AllreduceArgs& args) override {
+    const size_t bytes = args.count * DataTypeSize(args.dtype);
+    switch (selector_.ChooseAllreduce(comm_.size(), bytes)) {
+      case AllreduceAlgorithm::kRing:
+        return AllreduceRing(comm_, args);
+      case AllreduceAlgorithm::kRecursiveDoubling:
+        return AllreduceRecursiveDoubling(comm_, args);
+      case AllreduceAlgorithm::kHalvingDoubling:
+        return AllreduceHalvingDoubling(comm_, args);
+    }
+    return InternalError("rank " + std::to_string(comm_.rank()) +
+                         ": allreduce: no algorithm selected");
+  }
+
+  Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
+    return AllgatherRing(comm_, in, out, bytes_per_rank);
+  }
+
+  Status Broadcast(void* data, size_t bytes, int root) override {
+    switch (selector_.ChooseBroadcast(comm_.size(), bytes)) {
+      case BroadcastAlgorithm::kBinomial:
+        return BroadcastBinomial(comm_, data, bytes, root);
+      case BroadcastAlgorithm::kScatterAllgather:
+        return BroadcastScatterAllgather(comm_, data, bytes, root);
+    }
+    return InternalError("rank " + std::to_string(comm_.rank()) +
+                         ": broadcast: no algorithm selected");
+  }
+
+  Status Reducescatter(const void* in, void* out, std::span<const size_t> counts, DataType dtype,
+                       const Reduction& reduction) override {
+    return ReducescatterRing(comm_, in, out, counts, dtype, reduction);
+  }
+
+  Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
+                   std::span<const size_t> recv_bytes) override {
+    return AlltoallPairwise(comm_, in, send_bytes, out, recv_bytes);
+  }
+
+  Status Barrier() override { return BarrierDissemination(comm_); }
+
+ private:
+  Comm& comm_;
+  const Selector selector_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector) {
+  return std::make_unique<HoraBackend>(comm, std::move(selector));
+}
+
+}  // namespace hora

@@ -1,0 +1,18 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The default backend: Hora's algorithms (algorithms.h) over the rank's
+// transport, chosen per call by the Selector (cost model or override).
+#pragma once
+
+#include <memory>
+
+#include "collectives/backend.h"
+#include "collectives/comm.h"
+#include "collectives/selector.h"
+
+namespace hora {
+
+// `comm` must outlive the backend.
+std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector);
+
+}  // namespace hora

@@ -1,0 +1,53 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The MPI plugin interface. Hora's core never links an MPI library: each MPI
+// installed at build time (OpenMPI, MPICH) gets its own small shared library,
+// libhora-mpi-<flavour>.so, built from src/mpi/plugin/ against that MPI. The
+// core loads the one matching the launcher (mpi_loader.h) when a job asks for
+// the MPI transport (HORA_TRANSPORT=mpi) or backend (HORA_BACKEND=mpi). So one
+// build of Hora runs under either mpirun, and jobs that do not use MPI never
+// load it.
+//
+// The plugin is built in the same tree with the same compiler, so the
+// interface is C++ (a versioned entry point returning an abstract class).
+//
+// MPI itself is process-wide: the plugin initialises it (MPI_THREAD_MULTIPLE)
+// on first use unless the program already did, and finalises it at process
+// exit only when it initialised it. Every transport and backend works on its
+// own duplicate of MPI_COMM_WORLD, so Hora's traffic never matches the
+// program's own MPI messages.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "collectives/backend.h"
+#include "common/clock.h"
+#include "transport/transport.h"
+
+namespace hora {
+
+// Bumped whenever this header changes; the loader refuses other versions.
+inline constexpr int kMpiPluginAbiVersion = 1;
+
+class MpiLibrary {
+ public:
+  virtual ~MpiLibrary() = default;
+  // First line of MPI_Get_library_version: "Open MPI v4.1.4, ...".
+  virtual std::string version() const = 0;
+  // This process in MPI_COMM_WORLD.
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Point-to-point over MPI_Isend/MPI_Irecv, progressed in the caller's thread.
+  virtual Result<std::unique_ptr<Transport>> CreateTransport() = 0;
+  // MPI's collectives (nonblocking forms, waited on with `timeout`).
+  virtual Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout) = 0;
+};
+
+// The plugin's one exported symbol, looked up by this name. Returns the
+// process's MpiLibrary (the same object on every call; never freed), or null
+// with `*error` set.
+using MpiPluginOpenFn = MpiLibrary* (*)(int abi_version, std::string* error);
+inline constexpr const char* kMpiPluginOpenSymbol = "hora_mpi_plugin_open";
+
+}  // namespace hora

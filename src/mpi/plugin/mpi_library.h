@@ -1,0 +1,61 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Inside the MPI plugin (built once per MPI library, see mpi/mpi_plugin.h):
+// the process's MPI state -- initialisation, the thread level, the largest
+// tag, Hora's reduction ops for the types MPI lacks -- and the lock that
+// serialises Hora's MPI calls.
+#pragma once
+
+#include <mpi.h>
+
+#include <mutex>
+#include <string>
+
+#include "hora/types.h"
+#include "mpi/mpi_plugin.h"
+
+namespace hora::mpi {
+
+class Library final : public MpiLibrary {
+ public:
+  // Initialises MPI unless the program did; null with `*error` on failure.
+  static Library* Open(std::string* error);
+
+  std::string version() const override { return version_; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Result<std::unique_ptr<Transport>> CreateTransport() override;
+  Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout) override;
+
+  // Hora serialises its own MPI calls (one lock per process): the plugin then
+  // works with MPI_THREAD_SERIALIZED as well as MULTIPLE, and a transport's
+  // progress never races another Session's.
+  std::mutex& mu() { return mu_; }
+  // Usable bits of a tag (MPI_TAG_UB is at least 2^15 - 1).
+  int tag_bits() const { return tag_bits_; }
+
+  // A duplicate of MPI_COMM_WORLD that returns errors instead of aborting.
+  Result<MPI_Comm> DupWorld(const char* what);
+
+  // The MPI datatype and op that reduce `dtype` with `op` (never kAverage):
+  // MPI's own for integers and floats, Hora's kernels wrapped in MPI_Op_create
+  // for float16, bfloat16 and bool, which MPI does not define.
+  MPI_Datatype Datatype(DataType dtype) const;
+  MPI_Op Op(DataType dtype, ReduceOp op) const;
+
+ private:
+  Library() = default;
+  Status Init();
+
+  std::mutex mu_;
+  std::string version_;
+  int rank_ = 0;
+  int size_ = 1;
+  int tag_bits_ = 15;
+  MPI_Op user_ops_[3][4] = {};  // [float16, bfloat16, bool][sum, min, max, product]
+};
+
+// "MPI_ERR_TRUNCATE: message truncated" for an MPI error code.
+std::string MpiErrorString(int code);
+
+}  // namespace hora::mpi

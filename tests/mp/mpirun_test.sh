@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Hora under an MPI launcher (OpenMPI's or MPICH's mpirun), np ranks of the
+# multi-process worker, in one of these modes:
+#   transport-mpi   HORA_TRANSPORT=mpi: Hora's algorithms over MPI point-to-point
+#   backend-mpi     HORA_BACKEND=mpi: MPI's own collectives
+#   shm | tcp       Hora's transports, rendezvous served by rank 0 (no horarun)
+#   horarun-mpi     horarun --transport mpi --mpirun mpirun.FLAVOUR
+#   horarun-shm     horarun --mpi (mpirun starts the ranks, horarun serves the store)
+#   kill            horarun --transport mpi, the last rank SIGKILLs itself:
+#                   the job must end non-zero within the timeout, nothing left
+# Every rank must print "checks passed" (except in kill mode).
+set -u
+flavour="$1"; np="$2"; mode="$3"; worker="$4"; horarun="${5:-}"
+mpirun="mpirun.$flavour"
+command -v "$mpirun" >/dev/null || { echo "FAIL: $mpirun is not installed (scripts/setup-deps installs it)"; exit 1; }
+fail() { echo "FAIL: $*"; exit 1; }
+
+if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+# Run directly under mpirun with the given HORA_* settings.
+direct() {
+  local args=()
+  if [ "$flavour" = openmpi ]; then
+    args=(-np "$np" --oversubscribe --bind-to none)
+    for kv in "$@"; do args+=(-x "$kv"); done
+  else
+    args=(-np "$np")
+    for kv in "$@"; do args+=(-genv "${kv%%=*}" "${kv#*=}"); done
+  fi
+  timeout 240 "$mpirun" "${args[@]}" "$worker"
+}
+free_port() {  # a port with nothing listening on it nor on the next 3
+  local p
+  for _ in $(seq 50); do
+    p=$(( 20000 + RANDOM % 30000 ))
+    if ! ss -ltnH | awk '{print $4}' | grep -qE ":($p|$((p+1))|$((p+2))|$((p+3)))\$"; then echo "$p"; return; fi
+  done
+  echo 29500
+}
+
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+start=$(date +%s)
+case "$mode" in
+  transport-mpi) direct HORA_TRANSPORT=mpi HORA_TIMEOUT_S=60 >"$out" 2>&1 ;;
+  backend-mpi) direct HORA_BACKEND=mpi HORA_TIMEOUT_S=60 >"$out" 2>&1 ;;
+  shm|tcp) direct HORA_TRANSPORT="$mode" HORA_TIMEOUT_S=60 HORA_STORE_ADDR="127.0.0.1:$(free_port)" \
+             HORA_SECRET="test-$RANDOM$RANDOM" >"$out" 2>&1 ;;
+  horarun-mpi) timeout 240 "$horarun" -np "$np" --transport mpi --mpirun "$mpirun" --timeout 60 \
+                 "$worker" >"$out" 2>&1 ;;
+  horarun-shm) timeout 240 "$horarun" -np "$np" --mpi --mpirun "$mpirun" --transport shm \
+                 --timeout 60 "$worker" >"$out" 2>&1 ;;
+  kill) timeout 60 "$horarun" -np "$np" --transport mpi --mpirun "$mpirun" --timeout 20 \
+          "$worker" --die-at 5 >"$out" 2>&1 ;;
+  *) fail "unknown mode $mode" ;;
+esac
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+cat "$out"
+if [ "$mode" = kill ]; then
+  [ "$rc" -ne 0 ] || fail "horarun exited 0 although a rank was killed"
+  [ "$rc" -ne 124 ] || fail "the job did not end within 60 s"
+  grep -q "killing myself" "$out" || fail "the rank did not kill itself"
+  [ "$elapsed" -lt 25 ] || fail "took ${elapsed}s, not within the 20 s timeout"
+  sleep 0.5
+  if pgrep -f "$worker --die-at" >/dev/null; then fail "processes left running: $(pgrep -af "$worker --die-at")"; fi
+  echo "1 passed, 0 failed (horarun exit $rc after ${elapsed}s)"
+  exit 0
+fi
+[ "$rc" -eq 0 ] || fail "exit code $rc"
+passed=$(grep -c "checks passed" "$out")
+[ "$passed" -eq "$np" ] || fail "$passed of $np ranks passed their checks"
+echo "$np ranks passed under $mpirun ($mode)"
