@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "collectives/backend.h"
+#include "backends/backend.h"
 #include "collectives/comm.h"
 #include "collectives/hora_backend.h"
 #include "collectives/selector.h"

@@ -64,12 +64,11 @@ Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
     if (handle == nullptr) {
       const char* why = dlerror();
       return UnavailableError("cannot load the MPI plugin " + path + ": " +
-                                (why ? why : "unknown error"));
+                              (why ? why : "unknown error"));
     }
     auto open = reinterpret_cast<MpiPluginOpenFn>(dlsym(handle, kMpiPluginOpenSymbol));
     if (open == nullptr) {
-      return UnavailableError(path + " is not a Hora MPI plugin (no " +
-                                kMpiPluginOpenSymbol + ")");
+      return UnavailableError(path + " is not a Hora MPI plugin (no " + kMpiPluginOpenSymbol + ")");
     }
     std::string error;
     MpiLibrary* library = open(kMpiPluginAbiVersion, &error);
@@ -77,7 +76,7 @@ Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
     return library;
   }
   return UnavailableError("no Hora MPI plugin found: tried " + tried +
-                            " (was Hora built with this MPI installed? set HORA_MPI_PLUGIN)");
+                          " (was Hora built with this MPI installed? set HORA_MPI_PLUGIN)");
 }
 
 }  // namespace hora

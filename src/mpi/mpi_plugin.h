@@ -21,7 +21,7 @@
 #include <memory>
 #include <string>
 
-#include "collectives/backend.h"
+#include "backends/backend.h"
 #include "common/clock.h"
 #include "transport/transport.h"
 

@@ -3,6 +3,8 @@
 // horarun: starts a Hora job. See options.h for the command line and job.h
 // for how ranks are started, watched and stopped.
 #include <openssl/rand.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -40,6 +42,13 @@ std::string RandomHex(size_t bytes) {
 
 int main(int argc, char** argv) {
   using namespace hora;
+  // The signals horarun handles are blocked before any thread starts (the
+  // rendezvous server's), so that they reach the thread that waits for them
+  // and are never taken, and lost, by another.
+  sigset_t job_signals;
+  sigemptyset(&job_signals);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&job_signals, sig);
+  pthread_sigmask(SIG_BLOCK, &job_signals, nullptr);
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = horarun::ParseOptions(args, &horarun::ReadWholeFile);
   if (!parsed.ok()) {

@@ -34,6 +34,9 @@ Result<MpiFlavour> DetectMpirun(const std::string& mpirun) {
   const pid_t pid = fork();
   if (pid < 0) return UnavailableError(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_UNBLOCK, &all, nullptr);  // horarun's main() blocked some
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     close(fds[0]);
@@ -82,17 +85,17 @@ std::vector<std::string> MpirunCommand(const MpirunSpec& spec) {
 }
 
 int RunMpirun(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-  sigset_t mask, old;
+  sigset_t mask;
   sigemptyset(&mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&mask, sig);
-  sigprocmask(SIG_BLOCK, &mask, &old);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);  // already blocked by main(); kept for tests
   const pid_t pid = fork();
   if (pid < 0) {
     std::fprintf(stderr, "horarun: fork: %s\n", std::strerror(errno));
     return 1;
   }
   if (pid == 0) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
+    sigprocmask(SIG_UNBLOCK, &mask, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun stops its ranks when horarun dies
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     std::vector<char*> args;
@@ -106,7 +109,6 @@ int RunMpirun(const std::vector<std::string>& argv, const std::map<std::string, 
     int status = 0;
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid) {
-      sigprocmask(SIG_SETMASK, &old, nullptr);
       if (WIFEXITED(status)) return WEXITSTATUS(status);
       return 128 + WTERMSIG(status);
     }

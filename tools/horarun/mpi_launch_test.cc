@@ -31,15 +31,16 @@ TEST(MpiLaunch, OpenMpiCommandLine) {
   spec.as_root = true;
   spec.command = {"python3", "train.py"};
   const std::vector<std::string> want = {
-      "mpirun.openmpi", "-np", "3",     "-H",          "a:2,b:2",          "--bind-to",
-      "none",           "--allow-run-as-root", "--tag-output", "-x", "HORA_SECRET", "-x",
+      "mpirun.openmpi",  "-np",       "3",           "-H",
+      "a:2,b:2",         "--bind-to", "none",        "--allow-run-as-root",
+      "--tag-output",    "-x",        "HORA_SECRET", "-x",
       "HORA_STORE_ADDR", "python3",   "train.py"};
   EXPECT_EQ(MpirunCommand(spec), want);
   spec.as_root = false;
   spec.prefix_output = false;
   spec.forward.clear();
-  const std::vector<std::string> plain = {"mpirun.openmpi", "-np", "3", "-H", "a:2,b:2",
-                                          "--bind-to", "none", "python3", "train.py"};
+  const std::vector<std::string> plain = {"mpirun.openmpi", "-np",  "3",       "-H",      "a:2,b:2",
+                                          "--bind-to",      "none", "python3", "train.py"};
   EXPECT_EQ(MpirunCommand(spec), plain);
 }
 
@@ -52,9 +53,10 @@ TEST(MpiLaunch, MpichCommandLine) {
   spec.forward = {"HORA_SECRET", "HORA_TRANSPORT"};
   spec.as_root = true;  // Hydra has no such switch
   spec.command = {"./worker"};
-  const std::vector<std::string> want = {"mpirun.mpich", "-np",         "2",
-                                         "-hosts",       "localhost:2", "-prepend-rank",
-                                         "-genvlist",    "HORA_SECRET,HORA_TRANSPORT", "./worker"};
+  const std::vector<std::string> want = {
+      "mpirun.mpich", "-np",           "2",         "-hosts",
+      "localhost:2",  "-prepend-rank", "-genvlist", "HORA_SECRET,HORA_TRANSPORT",
+      "./worker"};
   EXPECT_EQ(MpirunCommand(spec), want);
 }
 

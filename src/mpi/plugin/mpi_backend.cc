@@ -69,8 +69,8 @@ class MpiBackend final : public CollectiveBackend {
     char* mine = static_cast<char*>(out) + displs[static_cast<size_t>(rank_)];
     const void* send = in == mine ? MPI_IN_PLACE : in;
     return Run("allgather", "MPI_Iallgatherv", [&](MPI_Request* r) {
-      return MPI_Iallgatherv(send, counts[static_cast<size_t>(rank_)], MPI_BYTE, out,
-                             counts.data(), displs.data(), MPI_BYTE, comm_, r);
+      return MPI_Iallgatherv(send, counts[static_cast<size_t>(rank_)], MPI_BYTE, out, counts.data(),
+                             displs.data(), MPI_BYTE, comm_, r);
     });
   }
 
@@ -167,7 +167,8 @@ class MpiBackend final : public CollectiveBackend {
       std::lock_guard<std::mutex> lock(lib_.mu());
       rc = start(&r);
     }
-    if (rc != MPI_SUCCESS) return UnavailableError(Where(op) + ": " + call + ": " + MpiErrorString(rc));
+    if (rc != MPI_SUCCESS)
+      return UnavailableError(Where(op) + ": " + call + ": " + MpiErrorString(rc));
     const TimePoint deadline = Clock::now() + timeout_;
     for (int spins = 0;; ++spins) {
       int flag = 0;

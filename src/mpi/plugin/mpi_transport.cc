@@ -165,8 +165,9 @@ class MpiTransport final : public Transport {
       const size_t n = std::min(kChunk, bytes - off);
       MPI_Request r = MPI_REQUEST_NULL;
       auto* at = static_cast<char*>(data) + off;
-      const int rc = is_send ? MPI_Isend(at, static_cast<int>(n), MPI_BYTE, peer, mpi_tag, comm_, &r)
-                             : MPI_Irecv(at, static_cast<int>(n), MPI_BYTE, peer, mpi_tag, comm_, &r);
+      const int rc = is_send
+                         ? MPI_Isend(at, static_cast<int>(n), MPI_BYTE, peer, mpi_tag, comm_, &r)
+                         : MPI_Irecv(at, static_cast<int>(n), MPI_BYTE, peer, mpi_tag, comm_, &r);
       if (rc != MPI_SUCCESS) {
         for (MPI_Request& done : p.reqs) MPI_Request_free(&done);
         state->Complete(UnavailableError("rank " + std::to_string(rank_) + ": " +
@@ -213,8 +214,7 @@ class MpiTransport final : public Transport {
       if (cls == MPI_ERR_TRUNCATE) {
         why = "the peer sent more than the " + std::to_string(p.state->bytes()) + " bytes expected";
       }
-      st = MismatchError("rank " + std::to_string(rank_) + ": " + p.state->Describe() + ": " +
-                         why);
+      st = MismatchError("rank " + std::to_string(rank_) + ": " + p.state->Describe() + ": " + why);
       std::lock_guard<std::mutex> lock(lib_.mu());
       for (MPI_Request& r : p.reqs)
         if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);

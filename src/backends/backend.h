@@ -1,11 +1,11 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The seam between a Session and whoever moves the data of a collective:
-// Hora's own algorithms over a point-to-point transport (hora_backend.h), or
-// the collectives of the MPI library the job was started with
-// (mpi/mpi_plugin.h, HORA_BACKEND=mpi), so that the two can be compared in
-// one job. Arguments arrive checked (valid tensors, matching sizes, defined
-// reductions); the backend only moves and reduces bytes.
+// The seam between a Session and whoever moves the data of a collective
+// (design.md §2, backends): Hora's own algorithms over a point-to-point
+// transport (collectives/hora_backend.h), or the collectives of the MPI
+// library the job was started with (mpi/mpi_plugin.h, HORA_BACKEND=mpi), so
+// that the two can be compared in one job. Arguments arrive checked (valid tensors, matching sizes,
+// defined reductions); the backend only moves and reduces bytes.
 //
 // Every call is bounded by the Session's timeout. Every rank makes the same
 // sequence of calls. Not thread-safe: one collective at a time.
