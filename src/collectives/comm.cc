@@ -48,7 +48,7 @@ Request Comm::IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count,
 }
 
 Status Comm::Wait(const Request& request) {
-  Status st = transport_.Wait(request, Clock::now() + timeout_);
+  Status st = transport_.WaitFor(request, timeout_);
   if (st.ok()) return st;
   std::string context =
       "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "collectives/hora_backend.h"
 
+#include <cstdint>
+
 namespace hora {
 namespace {
 
@@ -12,7 +14,11 @@ class HoraBackend final : public CollectiveBackend {
 
   Status Allreduce(const AllreduceArgs& args) override {
     const size_t bytes = args.count * DataTypeSize(args.dtype);
-    switch (selector_.ChooseAllreduce(comm_.size(), bytes)) {
+    if (bytes != last_allreduce_bytes_) {  // training repeats sizes: skip the cost model
+      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes);
+      last_allreduce_bytes_ = bytes;
+    }
+    switch (last_allreduce_) {
       case AllreduceAlgorithm::kRing:
         return AllreduceRing(comm_, args);
       case AllreduceAlgorithm::kRecursiveDoubling:
@@ -54,6 +60,8 @@ class HoraBackend final : public CollectiveBackend {
  private:
   Comm& comm_;
   const Selector selector_;
+  size_t last_allreduce_bytes_ = SIZE_MAX;
+  AllreduceAlgorithm last_allreduce_ = AllreduceAlgorithm::kRing;
 };
 
 }  // namespace

@@ -8,9 +8,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
+#include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include "common/clock.h"
@@ -26,14 +25,15 @@ class RequestState {
   // Marks the request finished. Later calls are ignored (first result wins).
   void Complete(Status status);
 
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
 
   // Waits until done or `deadline`. Returns the completion status, or a
   // Timeout status describing what was awaited ("receiving 64 KiB from rank 1").
   Status Wait(TimePoint deadline);
 
-  // The request's result; only meaningful once done().
-  Status status() const;
+  // The request's result; only meaningful once done() (it never changes
+  // after that, so reading it takes no lock).
+  const Status& status() const { return status_; }
 
   bool is_send() const { return is_send_; }
   // The peer in the numbering of the transport that created the request.
@@ -58,10 +58,15 @@ class RequestState {
   const size_t bytes_;
   int route_ = -1;
   int display_peer_ = -1;
-  std::atomic<bool> done_{false};
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  Status status_;  // guarded by mu_
+  // kDone once completed; kWaiter while a thread sleeps on the futex.
+  // Completing takes no lock: the first Complete() claims `claimed_`,
+  // writes status_, then publishes kDone (release) and wakes a sleeper if
+  // one announced itself.
+  static constexpr uint32_t kDone = 1;
+  static constexpr uint32_t kWaiter = 2;
+  std::atomic<uint32_t> state_{0};
+  std::atomic_flag claimed_;
+  Status status_;  // written once, before kDone
 };
 
 using Request = std::shared_ptr<RequestState>;

@@ -76,6 +76,13 @@ class Transport {
   virtual Status Wait(const Request& request, TimePoint deadline) {
     return request->Wait(deadline);
   }
+  // The same bounded by `timeout` from now. Transports that spin override it
+  // to read the clock only once the spin has gone on for a while (a clock
+  // read can cost as much as a small message).
+  virtual Status WaitFor(const Request& request, Duration timeout) {
+    if (request->done()) return request->status();
+    return Wait(request, Clock::now() + timeout);
+  }
 
   // Moves pending work forward without blocking; returns whether anything
   // moved. Only transports that progress in the caller's thread (shared

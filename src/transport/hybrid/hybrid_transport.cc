@@ -52,6 +52,10 @@ class HybridTransport final : public Transport {
     return request->status();
   }
 
+  Status WaitFor(const Request& request, Duration timeout) override {
+    if (&Owner(request) == shm_.get()) return shm_->WaitFor(request, timeout);
+    return Transport::WaitFor(request, timeout);
+  }
   bool Progress() override { return shm_->Progress(); }
 
  private:

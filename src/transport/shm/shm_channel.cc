@@ -7,19 +7,18 @@ namespace hora {
 
 namespace {
 constexpr uint32_t kMagic = 0x68736863;  // "chsh"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kPayloadOffset = 4096;
 }  // namespace
 
 struct ShmChannel::Header {
-  alignas(64) std::atomic<uint64_t> tail{0};
   alignas(64) std::atomic<uint64_t> head{0};
   alignas(64) uint32_t magic = kMagic;
   uint32_t version = kVersion;
   uint32_t slot_count = kShmSlotCount;
   uint32_t slot_bytes = kShmSlotBytes;
   std::atomic<uint32_t> broken{0};
-  alignas(64) ShmSlotDesc slots[kShmSlotCount] = {};
+  ShmSlotDesc slots[kShmSlotCount];
 };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free");
@@ -53,12 +52,19 @@ bool ShmChannel::CanWrite() {
   return next_ - cached_head_ < kShmSlotCount;
 }
 
-std::byte* ShmChannel::WritePayload() { return payload_ + (next_ % kShmSlotCount) * kShmSlotBytes; }
+std::byte* ShmChannel::WritePayload(uint32_t bytes) {
+  if (bytes <= kShmInlineBytes) return header_->slots[next_ % kShmSlotCount].inline_payload;
+  return payload_ + (next_ % kShmSlotCount) * kShmSlotBytes;
+}
 
 void ShmChannel::Publish(uint64_t tag, uint64_t message_bytes, uint32_t bytes, uint32_t flags) {
-  header_->slots[next_ % kShmSlotCount] = ShmSlotDesc{tag, message_bytes, bytes, flags};
+  ShmSlotDesc& d = header_->slots[next_ % kShmSlotCount];
+  d.tag = tag;
+  d.message_bytes = message_bytes;
+  d.bytes = bytes;
+  d.flags = flags;
   ++next_;
-  header_->tail.store(next_, std::memory_order_release);
+  d.sequence.store(next_, std::memory_order_release);
 }
 
 void ShmChannel::MarkBroken(uint32_t reason) {
@@ -66,15 +72,15 @@ void ShmChannel::MarkBroken(uint32_t reason) {
   header_->broken.compare_exchange_strong(none, reason, std::memory_order_acq_rel);
 }
 
-const ShmSlotDesc* ShmChannel::Peek() {
-  if (next_ == cached_tail_) {
-    cached_tail_ = header_->tail.load(std::memory_order_acquire);
-    if (next_ == cached_tail_) return nullptr;
-  }
-  return &header_->slots[next_ % kShmSlotCount];
+std::optional<ShmSlotInfo> ShmChannel::Peek() {
+  const ShmSlotDesc& d = header_->slots[next_ % kShmSlotCount];
+  if (d.sequence.load(std::memory_order_acquire) != next_ + 1) return std::nullopt;
+  return ShmSlotInfo{d.tag, d.message_bytes, d.bytes, d.flags};
 }
 
-const std::byte* ShmChannel::ReadPayload() const {
+const std::byte* ShmChannel::ReadPayload(uint32_t bytes) const {
+  const ShmSlotDesc& d = header_->slots[next_ % kShmSlotCount];
+  if (bytes <= kShmInlineBytes) return d.inline_payload;
   return payload_ + (next_ % kShmSlotCount) * kShmSlotBytes;
 }
 

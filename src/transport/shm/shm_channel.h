@@ -5,16 +5,18 @@
 // map (possibly at different addresses, in different processes).
 //
 // Layout (offsets from the segment start):
-//   0     tail  — slots published so far (written by the producer only)
-//   64    head  — slots consumed so far (written by the consumer only)
-//   128   magic, version, geometry, broken flag (set once by the producer)
-//   192   kShmSlotCount slot descriptors {tag, message bytes, slot bytes, flags}
+//   0     head  — slots consumed so far (written by the consumer only)
+//   64    magic, version, geometry, broken flag (set once by the producer)
+//   128   kShmSlotCount slot descriptors, one cache line each:
+//         {sequence, tag, message bytes, slot bytes, flags, 32 inline bytes}
 //   4096  kShmSlotCount payloads of kShmSlotBytes, each 64-byte aligned
-// tail and head are 64-bit lock-free (hence address-free) atomics on their
-// own cache lines; a slot's descriptor and payload are written before tail
-// is advanced (release) and read after tail is observed (acquire), and the
-// consumer frees a slot by advancing head (release) after it is done with it.
-//
+// A slot's sequence number (1 for the first message slot ever, 2 for the
+// next, ...) is stored last, with release, after its descriptor and
+// payload; the consumer polls the sequence of the slot it expects next
+// (acquire), so a small message costs the consumer one cache line: payloads
+// of up to kShmInlineBytes travel inside the descriptor. The consumer frees
+// a slot by advancing head (release) after it is done with it; the producer
+// reads head only when the ring looks full.
 // Framing: a message is one or more consecutive slots; the first carries
 // kShmFirstSlot, every slot carries the message's tag and total size, and
 // each slot holds min(kShmSlotBytes, remaining) bytes of payload (a message
@@ -29,6 +31,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "hora/status.h"
@@ -47,12 +50,27 @@ inline constexpr uint32_t kShmBrokenCancelled = 1;  // a partly written message 
 inline constexpr uint32_t kShmBrokenClosed = 2;     // the producer's transport was destroyed
 static_assert(kShmSlotBytes % 64 == 0, "slots must hold whole elements of every type");
 
-struct ShmSlotDesc {
+// What the consumer reads of a slot (copied once, so that the checks and
+// the use see the same values).
+struct ShmSlotInfo {
   uint64_t tag;
   uint64_t message_bytes;  // size of the whole message
   uint32_t bytes;          // payload bytes in this slot
   uint32_t flags;          // kShmFirstSlot
 };
+
+// Payloads of at most this many bytes travel inside the slot descriptor.
+inline constexpr size_t kShmInlineBytes = 32;
+
+struct alignas(64) ShmSlotDesc {
+  std::atomic<uint64_t> sequence{0};  // 1 + index of the slot's publication; 0 = never
+  uint64_t tag = 0;
+  uint64_t message_bytes = 0;  // size of the whole message
+  uint32_t bytes = 0;          // payload bytes in this slot
+  uint32_t flags = 0;          // kShmFirstSlot
+  alignas(32) std::byte inline_payload[kShmInlineBytes] = {};
+};
+static_assert(sizeof(ShmSlotDesc) == 64, "a slot descriptor is one cache line");
 
 class ShmChannel {
  public:
@@ -68,8 +86,9 @@ class ShmChannel {
 
   // Producer: a free slot exists.
   bool CanWrite();
-  // Producer: payload of the next free slot (only when CanWrite()).
-  std::byte* WritePayload();
+  // Producer: where the next free slot's `bytes` bytes of payload go (only
+  // when CanWrite()); Publish() must then be given the same `bytes`.
+  std::byte* WritePayload(uint32_t bytes);
   // Producer: publishes the slot filled through WritePayload().
   void Publish(uint64_t tag, uint64_t message_bytes, uint32_t bytes, uint32_t flags);
   // Producer: tells the consumer that nothing more will be published
@@ -77,10 +96,10 @@ class ShmChannel {
   // reason stays.
   void MarkBroken(uint32_t reason);
 
-  // Consumer: the oldest published slot not yet released, or nullptr.
-  const ShmSlotDesc* Peek();
-  // Consumer: payload of the slot Peek() returned.
-  const std::byte* ReadPayload() const;
+  // Consumer: the oldest published slot not yet released, if any.
+  std::optional<ShmSlotInfo> Peek();
+  // Consumer: payload of the slot Peek() returned (`bytes` as Peek() said).
+  const std::byte* ReadPayload(uint32_t bytes) const;
   // Consumer: frees the slot Peek() returned.
   void Release();
   // Consumer: the producer's MarkBroken() reason, or 0. Slots published
@@ -91,7 +110,6 @@ class ShmChannel {
   struct Header;
   Header* header_ = nullptr;
   std::byte* payload_ = nullptr;
-  uint64_t cached_tail_ = 0;  // consumer's last view of tail
   uint64_t cached_head_ = 0;  // producer's last view of head
   uint64_t next_ = 0;         // producer: next slot to publish; consumer: next to read
 };

@@ -25,12 +25,12 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
   };
   bool moved = false;
   while (l.in_broken.empty()) {
-    const ShmSlotDesc* slot = l.in.Peek();
-    if (slot == nullptr) {
+    std::optional<ShmSlotInfo> slot = l.in.Peek();
+    if (!slot) {
       const uint32_t reason = l.in.broken();
       if (reason == 0) return moved;
       slot = l.in.Peek();  // slots published before the flag are visible now
-      if (slot == nullptr) {
+      if (!slot) {
         BreakInbound(l, from() + (reason == kShmBrokenClosed
                                       ? " was closed (rank " + std::to_string(peer) +
                                             " destroyed its transport)"
@@ -39,7 +39,7 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
         return true;
       }
     }
-    const ShmSlotDesc d = *slot;
+    const ShmSlotInfo d = *slot;
     const bool first = (d.flags & kShmFirstSlot) != 0;
     Link::Current& c = l.current;
     if (c.sink == Sink::kNone) {
@@ -59,9 +59,9 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
       return true;
     }
     if (c.sink == Sink::kRecv) {
-      Deliver(c.recv, c.received, l.in.ReadPayload(), d.bytes);  // straight from the slot
+      Deliver(c.recv, c.received, l.in.ReadPayload(d.bytes), d.bytes);  // straight from the slot
     } else if (c.sink == Sink::kUnexpected && d.bytes > 0) {
-      std::memcpy(c.buffer.get() + c.received, l.in.ReadPayload(), d.bytes);
+      std::memcpy(c.buffer.get() + c.received, l.in.ReadPayload(d.bytes), d.bytes);
     }
     c.received += d.bytes;
     l.in.Release();
@@ -72,7 +72,7 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
   return moved;
 }
 
-bool ShmTransport::StartMessage(int peer, Link& l, const ShmSlotDesc& first) {
+bool ShmTransport::StartMessage(int peer, Link& l, const ShmSlotInfo& first) {
   auto it = FindTag(l.posted, first.tag);
   if (it == l.posted.end() && l.posted.empty()) return false;
   Link::Current& c = l.current;

@@ -135,25 +135,48 @@ void ShmTransport::Cancel(const Request& request) {
 }
 
 Status ShmTransport::Wait(const Request& request, TimePoint deadline) {
-  TimePoint spin_until = Clock::now() + kShmSpin;
-  for (;;) {
-    const bool moved = ProgressAll();
+  return WaitUntil(request, deadline, Duration::zero());
+}
+
+Status ShmTransport::WaitFor(const Request& request, Duration timeout) {
+  return WaitUntil(request, std::nullopt, timeout);
+}
+
+Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> deadline,
+                               Duration timeout) {
+  // A clock read costs about as much as a small exchange (tens of ns), so
+  // the spin looks at the clock only every kClockEvery rounds: the spin
+  // window and the deadline are checked there. Without a deadline it is
+  // `timeout` from that first look, a few rounds after the wait began.
+  constexpr uint32_t kClockEvery = 64;
+  bool moved_since_check = true;  // (re)starts the spin window at the next check
+  TimePoint spin_until{};
+  for (uint32_t round = 1;; ++round) {
+    moved_since_check |= ProgressAll();
     if (request->done()) return request->status();
+    if (round % kClockEvery != 0) {
+      CpuRelax();
+      continue;
+    }
     const TimePoint now = Clock::now();
-    if (now >= deadline) return TimeoutError("timed out " + request->Describe());
-    if (moved || now < spin_until) {
-      if (moved) spin_until = now + kShmSpin;
+    if (!deadline) deadline = now + timeout;
+    if (now >= *deadline) return TimeoutError("timed out " + request->Describe());
+    if (moved_since_check) {
+      spin_until = now + kShmSpin;
+      moved_since_check = false;
+    }
+    if (now < spin_until) {
       CpuRelax();
       continue;
     }
     // Nothing moved for a while: sleep until a peer rings (shm_doorbell.h).
     const uint32_t seen = own_bell_.PrepareSleep();
     if (!ProgressAll() && !request->done()) {
-      own_bell_.Sleep(seen, std::min<Duration>(deadline - Clock::now(), kShmMaxSleep));
+      own_bell_.Sleep(seen, std::min<Duration>(*deadline - Clock::now(), kShmMaxSleep));
     }
     own_bell_.FinishSleep();
     if (CheckPeersAlive() && request->done()) return request->status();
-    spin_until = Clock::now() + kShmSpin;
+    moved_since_check = true;
   }
 }
 
@@ -209,7 +232,7 @@ bool ShmTransport::ProgressSends(Link& l) {
     while (!s.started || s.written < s.bytes) {
       if (!l.out.CanWrite()) return moved;
       const size_t n = std::min(kShmSlotBytes, s.bytes - s.written);
-      if (n > 0) std::memcpy(l.out.WritePayload(), s.data + s.written, n);
+      if (n > 0) std::memcpy(l.out.WritePayload(static_cast<uint32_t>(n)), s.data + s.written, n);
       l.out.Publish(s.tag, s.bytes, static_cast<uint32_t>(n), s.started ? 0 : kShmFirstSlot);
       s.started = true;
       s.written += n;

@@ -84,7 +84,10 @@ class ShmTransport final : public Transport {
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
   void Cancel(const Request& request) override;
   Status Wait(const Request& request, TimePoint deadline) override;
+  Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
+  // Wait and WaitFor: until `deadline`, or `timeout` after the first clock read.
+  Status WaitUntil(const Request& request, std::optional<TimePoint> deadline, Duration timeout);
 
   // Set up by the rendezvous before first use.
   Link& link(int peer) { return *links_[static_cast<size_t>(peer)]; }
@@ -101,7 +104,7 @@ class ShmTransport final : public Transport {
   bool ProgressRecvs(int peer, Link& link);
   // Picks where the message whose first slot is `first` goes; false leaves
   // it in the ring (no receive from the peer is posted).
-  bool StartMessage(int peer, Link& link, const ShmSlotDesc& first);
+  bool StartMessage(int peer, Link& link, const ShmSlotInfo& first);
   void FinishMessage(int peer, Link& link);
   void BreakInbound(Link& link, const std::string& why);
   // Copies or reduces `bytes` bytes of a message into `recv` at `offset`.
