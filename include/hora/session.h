@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "hora/handle.h"
 #include "hora/status.h"
 #include "hora/tensor.h"
 #include "hora/thread_world.h"
@@ -94,6 +95,28 @@ class Session {
 
   // Returns when every rank has entered the barrier.
   Status Barrier();
+
+  // --- Through the engine (src/engine/engine.h): named, asynchronous ---
+  // Each returns at once with a Handle. The engine runs a tensor when every
+  // rank has submitted one of the same name, in whatever order ranks submit;
+  // ranks that disagree on its parameters (dtype, shape, op, scale factors,
+  // root) get an error on every rank naming the tensor and each rank's values,
+  // and other tensors go on. Names must be unique among unfinished
+  // collectives; an empty name is generated ("allreduce.noname.N", the same on
+  // every rank for the N-th unnamed call). The first call starts the engine
+  // (every rank must make one). Buffers stay the caller's: valid and
+  // untouched until the handle is done.
+  Handle AllreduceAsync(const std::string& name, const TensorView& input, const TensorView& output,
+                        const Reduction& reduction = {});
+  Handle BroadcastAsync(const std::string& name, const TensorView& tensor, int root);
+  Handle BarrierAsync();
+
+  // Counters of this rank's engine (zero before it starts).
+  struct EngineCounters {
+    uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
+             cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0;
+  };
+  EngineCounters engine_counters() const;
 
   // The effective configuration, one "NAME=value  # doc" line per setting.
   std::string DescribeConfig() const;

@@ -73,6 +73,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(impl->config, ReadWholeEnvironment()));
     HORA_ASSIGN_OR_RETURN(impl->backend,
                           mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
+    HORA_ASSIGN_OR_RETURN(impl->engine_backend,
+                          mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
     impl->logger.Info("collectives by " + mpi->version());
   }
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +

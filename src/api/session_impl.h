@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 
 #include "backends/backend.h"
 #include "collectives/comm.h"
@@ -12,6 +13,7 @@
 #include "collectives/selector.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "engine/engine.h"
 #include "hora/session.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
@@ -25,8 +27,12 @@ struct Session::Impl {
         logger(config.log_level, t->rank()),
         store(std::move(s)),
         transport(std::move(t)),
-        comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes),
-        backend(CreateHoraBackend(comm, std::move(sel))) {}
+        comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 0),
+        backend(CreateHoraBackend(comm, sel)),
+        engine_comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 1),
+        control_comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 2),
+        engine_backend(CreateHoraBackend(engine_comm, std::move(sel))) {}
+  ~Impl() { engine.reset(); }  // stops the engine thread before what it uses goes
 
   const Config config;
   Logger logger;
@@ -36,6 +42,21 @@ struct Session::Impl {
   Comm comm;
   // Hora's algorithms over `comm`, or MPI's collectives (HORA_BACKEND=mpi).
   std::unique_ptr<CollectiveBackend> backend;
+
+  // The engine (async, named collectives): its data and control messages
+  // use tag contexts of their own, so that it and the direct calls above
+  // can run at once. Started by the first async call on each rank.
+  Comm engine_comm;
+  Comm control_comm;
+  std::unique_ptr<CollectiveBackend> engine_backend;
+  std::mutex engine_mu;
+  std::unique_ptr<Engine> engine;
+  uint64_t unnamed[3] = {0, 0, 0};  // per OpType: generated names
+  Engine& GetEngine() {
+    std::lock_guard<std::mutex> lock(engine_mu);
+    if (!engine) engine = std::make_unique<Engine>(config, control_comm, *engine_backend, logger);
+    return *engine;
+  }
 
   std::string Where(const char* op) const {
     return "rank " + std::to_string(comm.rank()) + ": " + op;

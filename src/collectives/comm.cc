@@ -7,8 +7,12 @@
 
 namespace hora {
 
-Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes)
-    : transport_(transport), timeout_(timeout), segment_bytes_(segment_bytes), scratch_(4) {}
+Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_t context)
+    : transport_(transport),
+      timeout_(timeout),
+      segment_bytes_(segment_bytes),
+      context_bits_(static_cast<uint64_t>(context % kMaxContexts) << kContextShift),
+      scratch_(4) {}
 
 Comm::~Comm() { End(); }
 
@@ -17,7 +21,7 @@ void Comm::Begin(const char* collective, const char* algorithm) {
   collective_ = collective;
   algorithm_ = algorithm;
   ++sequence_;
-  tag_base_ = (sequence_ & 0xffffffull) << 40;
+  tag_base_ = context_bits_ | ((sequence_ & kSequenceMask) << kSequenceShift);
 }
 
 void Comm::End() {

@@ -29,7 +29,16 @@ namespace hora {
 
 class Comm {
  public:
-  Comm(Transport& transport, Duration timeout, size_t segment_bytes);
+  // Tag layout: context (4 bits) | call sequence (20 bits) | phase (4) |
+  // step (18) | segment (18). Comms over one transport with different
+  // contexts never match each other's messages (the Session's own calls
+  // use context 0, its engine's data 1, its engine's control 2).
+  static constexpr int kContextShift = 60;
+  static constexpr int kSequenceShift = 40;
+  static constexpr uint64_t kSequenceMask = 0xfffff;
+  static constexpr uint32_t kMaxContexts = 16;
+
+  Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_t context = 0);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -73,6 +82,7 @@ class Comm {
   Transport& transport_;
   const Duration timeout_;
   const size_t segment_bytes_;
+  const uint64_t context_bits_;
   uint64_t sequence_ = 0;
   uint64_t tag_base_ = 0;
   const char* collective_ = "";       // "allreduce" while a collective runs

@@ -24,6 +24,7 @@ struct SettingRow {
   LogLevel Config::*as_log_level = nullptr;
   const char* choices = nullptr;  // strings: the accepted values, "a|b|c" ("" allowed if listed)
   bool secret = false;            // never printed
+  bool zero_ok = false;           // numbers: 0 is accepted (it turns the feature off)
 };
 
 const std::vector<SettingRow>& Rows() {
@@ -61,6 +62,50 @@ const std::vector<SettingRow>& Rows() {
       {{"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
         "Cost model: reduction throughput in GB/s of input"},
        &Config::cost_reduce_gbps},
+      {{"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",
+        "Engine: how often an idle engine joins the others to negotiate (submitted work wakes it "
+        "at once)"},
+       &Config::cycle_time_ms},
+      {{"HORA_CACHE_CAPACITY", SettingType::kBytes, "1024",
+        "Engine: entries of the response cache (0 disables it: every tensor is negotiated with "
+        "the coordinator)"},
+       nullptr,
+       &Config::cache_capacity,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true},
+      {{"HORA_FUSION_THRESHOLD_BYTES", SettingType::kBytes, "64M",
+        "Engine: tensors ready together are packed into one buffer up to this size (0 disables "
+        "fusion)"},
+       nullptr,
+       &Config::fusion_threshold_bytes,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true},
+      {{"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
+        "Engine: a tensor submitted by some ranks but not all for this long is reported, naming "
+        "the missing ranks (0 disables)"},
+       &Config::stall_warning_s,
+       nullptr,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true},
+      {{"HORA_STALL_SHUTDOWN_S", SettingType::kDouble, "0",
+        "Engine: after this long a stalled tensor fails on the ranks that submitted it, with the "
+        "report (0: never)"},
+       &Config::stall_shutdown_s,
+       nullptr,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true},
       {{"HORA_TRANSPORT", SettingType::kString, "",
         "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, "
         "tcp, mpi (point-to-point over the MPI library the job was started with)"},
@@ -131,12 +176,13 @@ const std::vector<SettingRow>& Rows() {
 
 constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
 
-std::string Accepted(SettingType t) {
+std::string Accepted(SettingType t, bool zero_ok) {
   switch (t) {
     case SettingType::kDouble:
-      return "a number greater than 0";
+      return zero_ok ? "a number, 0 or greater" : "a number greater than 0";
     case SettingType::kBytes:
-      return "a byte count greater than 0 such as 65536, 64K, 4M or 1G";
+      return std::string("a byte count ") + (zero_ok ? "(0 or more)" : "greater than 0") +
+             " such as 65536, 64K, 4M or 1G";
     case SettingType::kString:
       return "a string";
     case SettingType::kLogLevel:
@@ -148,7 +194,7 @@ std::string Accepted(SettingType t) {
 Status Apply(const SettingRow& row, const std::string& value, Config& config) {
   auto bad = [&] {
     return InvalidArgument(std::string(row.spec.name) + "='" + value + "' is invalid: expected " +
-                           Accepted(row.spec.type));
+                           Accepted(row.spec.type, row.zero_ok));
   };
   switch (row.spec.type) {
     case SettingType::kDouble: {
@@ -156,7 +202,7 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
-          !(v > 0)) {
+          !(v > 0 || (row.zero_ok && v == 0))) {
         return bad();
       }
       config.*row.as_double = v;
@@ -164,7 +210,7 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
     }
     case SettingType::kBytes: {
       auto v = ParseBytes(value);
-      if (!v || *v == 0) return bad();
+      if (!v || (*v == 0 && !row.zero_ok)) return bad();
       config.*row.as_bytes = *v;
       return Status::Ok();
     }

@@ -35,6 +35,13 @@ struct Config {
   double cost_alpha_us;        // latency of one message
   double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
   double cost_reduce_gbps;     // reduction throughput, GB/s of input
+  // Engine (src/engine/): idle negotiation period, response cache entries,
+  // fusion buffer size, stall report and stall failure times (0 = off).
+  double cycle_time_ms;
+  uint64_t cache_capacity;
+  uint64_t fusion_threshold_bytes;
+  double stall_warning_s;
+  double stall_shutdown_s;
   // Job wiring, set by horarun (or by the user under another launcher).
   std::string transport;     // "", "shm", "tcp" or "mpi"
   std::string backend;       // "hora" or "mpi"

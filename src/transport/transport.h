@@ -25,8 +25,9 @@
 //  - Implementations: loopback/ (ranks as threads); shm/, tcp/, mpi/ follow
 //    with the same file set.
 //
-// Thread-safety: a Transport is used by one collective at a time per rank,
-// but its requests complete from other threads.
+// Thread-safety: several threads may use one Transport at once (a Session's
+// caller and its engine, whose Comms use disjoint tag contexts); requests
+// complete from any thread.
 #pragma once
 
 #include <cstddef>

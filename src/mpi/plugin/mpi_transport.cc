@@ -6,8 +6,8 @@
 //
 // Tags. Hora's tags are 64 bits (call sequence, phase, step, segment; see
 // Comm); MPI guarantees only 15 and usually gives 31. The transport packs
-// the phase whole and the low bits of segment, step and sequence into the
-// tag bits MPI offers. Two messages whose tags then coincide are still
+// the context and phase whole and the low bits of segment, step and sequence
+// into the tag bits MPI offers. Two messages whose tags then coincide are still
 // matched correctly: MPI never reorders messages between a pair with one tag
 // on one communicator, and Hora's algorithms post the receives of a pair in
 // the order its sends are made (segments and steps in increasing order,
@@ -35,7 +35,7 @@ class MpiTransport final : public Transport {
   MpiTransport(Library& lib, MPI_Comm comm) : lib_(lib), comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    const int rest = lib_.tag_bits() - 4;  // after the 4 phase bits
+    const int rest = lib_.tag_bits() - 8;  // after the 4 context and 4 phase bits
     seg_bits_ = rest * 10 / 27;
     step_bits_ = rest * 9 / 27;
     seq_bits_ = rest - seg_bits_ - step_bits_;
@@ -43,7 +43,10 @@ class MpiTransport final : public Transport {
 
   ~MpiTransport() override {
     std::vector<Request> left;
-    for (auto& p : pending_) left.push_back(p.state);
+    {
+      std::lock_guard<std::mutex> pending_lock(mu_);
+      for (auto& p : pending_) left.push_back(p.state);
+    }
     for (auto& r : left) Cancel(r);
     int finalized = 0;
     MPI_Finalized(&finalized);
@@ -71,6 +74,7 @@ class MpiTransport final : public Transport {
   }
 
   void Cancel(const Request& request) override {
+    std::lock_guard<std::mutex> pending_lock(mu_);
     auto it = Find(request);
     if (it == pending_.end()) return;
     {
@@ -104,7 +108,8 @@ class MpiTransport final : public Transport {
   }
 
   bool Progress() override {
-    if (pending_.empty()) return false;
+    std::unique_lock<std::mutex> pending_lock(mu_, std::try_to_lock);
+    if (!pending_lock || pending_.empty()) return false;  // another thread is at it
     bool moved = false;
     for (size_t i = 0; i < pending_.size();) {
       if (TestOne(pending_[i])) {
@@ -132,9 +137,10 @@ class MpiTransport final : public Transport {
 
   int MpiTag(Tag tag) const {
     const uint64_t seg = tag & 0x3ffff, step = (tag >> 18) & 0x3ffff, phase = (tag >> 36) & 0xf,
-                   seq = tag >> 40;
+                   seq = (tag >> Comm::kSequenceShift) & Comm::kSequenceMask,
+                   context = tag >> Comm::kContextShift;
     const auto low = [](uint64_t v, int bits) { return v & ((uint64_t{1} << bits) - 1); };
-    uint64_t t = phase;
+    uint64_t t = (context << 4) | phase;
     t = (t << seq_bits_) | low(seq, seq_bits_);
     t = (t << step_bits_) | low(step, step_bits_);
     t = (t << seg_bits_) | low(seg, seg_bits_);
@@ -160,6 +166,7 @@ class MpiTransport final : public Transport {
     }
     const int mpi_tag = MpiTag(tag);
     size_t off = 0;
+    std::lock_guard<std::mutex> pending_lock(mu_);  // before lib_.mu()
     std::lock_guard<std::mutex> lock(lib_.mu());
     do {
       const size_t n = std::min(kChunk, bytes - off);
@@ -247,7 +254,8 @@ class MpiTransport final : public Transport {
   int rank_ = 0;
   int size_ = 1;
   int seg_bits_ = 0, step_bits_ = 0, seq_bits_ = 0;
-  // Touched only by the thread running the collective (transport.h).
+  // Requests not yet complete; several threads may post and progress.
+  std::mutex mu_;  // taken before lib_.mu()
   std::vector<Pending> pending_;
 };
 

@@ -48,6 +48,7 @@ ShmTransport::~ShmTransport() {
 
 Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
   auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!ValidPeer(peer, req)) return req;
   Link& l = link(peer);
   if (!l.out_broken.empty()) {
@@ -71,6 +72,7 @@ Request ShmTransport::IrecvReduce(int peer, Tag tag, void* dst, size_t count,
 Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
                            std::optional<ReduceSpec> reduce) {
   auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
+  std::lock_guard<std::mutex> lock(mu_);
   if (!ValidPeer(peer, req)) return req;
   Link& l = link(peer);
   Link::Recv recv{req, tag, static_cast<std::byte*>(data), bytes, reduce};
@@ -96,6 +98,7 @@ Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
 }
 
 void ShmTransport::Cancel(const Request& request) {
+  std::lock_guard<std::mutex> lock(mu_);
   if (request->done()) return;
   const int peer = request->peer();
   if (peer < 0 || peer >= size_ || peer == rank_) return;  // such requests fail at once
@@ -171,7 +174,7 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
     }
     // Nothing moved for a while: sleep until a peer rings (shm_doorbell.h).
     const uint32_t seen = own_bell_.PrepareSleep();
-    if (!ProgressAll() && !request->done()) {
+    if (!ProgressAll(/*wait_for_lock=*/true) && !request->done()) {
       own_bell_.Sleep(seen, std::min<Duration>(*deadline - Clock::now(), kShmMaxSleep));
     }
     own_bell_.FinishSleep();
@@ -181,6 +184,7 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
 }
 
 bool ShmTransport::CheckPeersAlive() {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!lost_.ok()) return false;
   const int me = static_cast<int>(getpid());
   for (int p = 0; p < size_; ++p) {
@@ -213,7 +217,15 @@ bool ShmTransport::ValidPeer(int peer, const Request& request) {
   return false;
 }
 
-bool ShmTransport::ProgressAll() {
+bool ShmTransport::ProgressAll(bool wait_for_lock) {
+  // A thread that finds another progressing leaves it the work: whatever
+  // completes, completes for both.
+  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  if (wait_for_lock) {
+    lock.lock();
+  } else if (!lock.try_lock()) {
+    return false;
+  }
   if (!lost_.ok()) return false;  // every request has failed; touch no buffer again
   bool moved = false;
   for (int p = 0; p < size_; ++p) {

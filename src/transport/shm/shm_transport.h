@@ -47,8 +47,10 @@
 //    marks its outgoing channels closed: a peer still receives the messages
 //    already in the ring, then its receives from this rank fail at once.
 //
-// Thread-safety: one thread at a time calls a given rank's transport
-// (including Wait); the peers are other threads or processes.
+// Thread-safety: several threads of a rank may use its transport at once
+// (a Session's caller and its engine thread, each with its own tags); one
+// lock guards the rank's side, and a thread that finds another progressing
+// lets it. Destruction is single-threaded.
 #pragma once
 
 #include <memory>

@@ -9,6 +9,7 @@
 
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -98,8 +99,10 @@ class ShmTransport final : public Transport {
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce);
   bool ValidPeer(int peer, const Request& request);
 
-  // Each returns whether it moved anything.
-  bool ProgressAll();
+  // Each returns whether it moved anything. ProgressAll takes the lock
+  // (or, unless `wait_for_lock`, gives up when another thread holds it);
+  // the others run under it.
+  bool ProgressAll(bool wait_for_lock = false);
   bool ProgressSends(Link& link);
   bool ProgressRecvs(int peer, Link& link);
   // Picks where the message whose first slot is `first` goes; false leaves
@@ -122,6 +125,9 @@ class ShmTransport final : public Transport {
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
   Status lost_;  // set once a peer process is gone
+  // Guards everything above that changes after setup: the engine's thread
+  // and the caller's may use the transport at once (separate Comm contexts).
+  std::mutex mu_;
 };
 
 // The first entry of `list` (posted receives, set-aside messages) with `tag`.

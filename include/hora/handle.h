@@ -1,0 +1,48 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Handle: the result of a collective submitted to a Session's engine
+// (Session::AllreduceAsync and friends). It completes exactly once, from the
+// engine's thread, with OK or an error that names the tensor, the ranks and
+// the values involved (a mismatch between ranks fails the tensor on every
+// rank; the job and its other tensors go on).
+//
+//   hora::Handle h = session->AllreduceAsync("grad.fc1", view, view, {hora::ReduceOp::kAverage});
+//   ... more work ...
+//   hora::Status st = h.Wait(std::chrono::seconds(30));
+//
+// Copies share the same completion. The tensors given at submission must stay
+// valid and unchanged (outputs untouched) until the handle is done.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "hora/status.h"
+#include "hora/tensor.h"
+
+namespace hora {
+
+class Handle {
+ public:
+  Handle() = default;  // an empty handle: Poll() is true, status() an error
+
+  // True once the collective finished (successfully or not). Never blocks.
+  bool Poll() const;
+  // Waits at most `timeout` for completion. Returns the collective's status,
+  // or a Timeout error if it is still running (the handle stays valid).
+  Status Wait(std::chrono::nanoseconds timeout) const;
+  // The result once Poll() is true.
+  Status status() const;
+  // Collectives whose output Hora allocates (allgather): the output tensor,
+  // once done successfully; null otherwise.
+  const Tensor* output() const;
+
+  struct State;
+  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace hora

@@ -1,0 +1,95 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The Session's engine entry points: local checks, then Engine::Submit.
+#include "api/session_impl.h"
+
+namespace hora {
+namespace {
+
+std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType op,
+                            bool* cacheable) {
+  *cacheable = !name.empty();
+  if (!name.empty()) return name;
+  std::lock_guard<std::mutex> lock(impl.engine_mu);
+  return std::string(OpTypeName(op)) + ".noname." +
+         std::to_string(impl.unnamed[static_cast<int>(op)]++);
+}
+
+std::string Where(const Session::Impl& impl, OpType op, const std::string& name) {
+  return impl.Where(OpTypeName(op)) + " '" + name + "'";
+}
+
+}  // namespace
+
+Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,
+                               const TensorView& output, const Reduction& reduction) {
+  bool cacheable = true;
+  const std::string n = NameOrGenerated(*impl_, name, OpType::kAllreduce, &cacheable);
+  const std::string where = Where(*impl_, OpType::kAllreduce, n);
+  for (const auto* t : {&input, &output}) {
+    Status st = t->Validate();
+    if (!st.ok()) return FailedHandle(n, st.WithContext(where));
+  }
+  if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
+    return FailedHandle(n, InvalidArgument(where + ": output " + output.Describe() +
+                                           " does not match input " + input.Describe()));
+  }
+  Status st = CheckReduction(*impl_, "allreduce", input.dtype(), reduction);
+  if (!st.ok()) return FailedHandle(n, st);
+  Submission s;
+  s.meta.name = n;
+  s.meta.op = OpType::kAllreduce;
+  s.meta.dtype = input.dtype();
+  s.meta.shape = input.shape();
+  s.meta.reduction = reduction;
+  s.meta.device = input.device().type;
+  s.meta.cacheable = cacheable;
+  s.input = input;
+  s.output = output;
+  return impl_->GetEngine().Submit(std::move(s));
+}
+
+Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor, int root) {
+  bool cacheable = true;
+  const std::string n = NameOrGenerated(*impl_, name, OpType::kBroadcast, &cacheable);
+  const std::string where = Where(*impl_, OpType::kBroadcast, n);
+  Status st = tensor.Validate();
+  if (!st.ok()) return FailedHandle(n, st.WithContext(where));
+  if (root < 0 || root >= size()) {
+    return FailedHandle(n, InvalidArgument(where + ": root rank " + std::to_string(root) +
+                                           " is outside [0, " + std::to_string(size()) + ")"));
+  }
+  Submission s;
+  s.meta.name = n;
+  s.meta.op = OpType::kBroadcast;
+  s.meta.dtype = tensor.dtype();
+  s.meta.shape = tensor.shape();
+  s.meta.root = root;
+  s.meta.device = tensor.device().type;
+  s.meta.cacheable = cacheable;
+  s.input = tensor;
+  s.output = tensor;
+  return impl_->GetEngine().Submit(std::move(s));
+}
+
+Handle Session::BarrierAsync() {
+  bool cacheable = true;
+  Submission s;
+  s.meta.name = NameOrGenerated(*impl_, "", OpType::kBarrier, &cacheable);
+  s.meta.op = OpType::kBarrier;
+  s.meta.dtype = DataType::kUInt8;
+  s.meta.shape = {0};
+  s.meta.cacheable = false;
+  return impl_->GetEngine().Submit(std::move(s));
+}
+
+Session::EngineCounters Session::engine_counters() const {
+  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  if (!impl_->engine) return {};
+  const EngineStats e = impl_->engine->stats();
+  return {e.cycles,       e.slow_cycles,         e.coordinator_bytes,
+          e.cache_hits,   e.cache_misses,        e.cache_evictions,
+          e.cache_invalidations, e.tensors,      e.fused_batches};
+}
+
+}  // namespace hora

@@ -1,0 +1,95 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/control.h"
+
+#include "collectives/algorithms.h"
+#include "collectives/allreduce_common.h"
+
+namespace hora {
+
+Status AllreduceAnd(Comm& comm, std::span<uint64_t> words) {
+  CollectiveScope scope(comm, "engine negotiation", "bit-vector AND");
+  const int n = comm.size();
+  const size_t bytes = words.size_bytes();
+  std::vector<uint64_t> tmp(words.size());
+  auto fold_in = [&] {
+    for (size_t i = 0; i < words.size(); ++i) words[i] &= tmp[i];
+  };
+  const PowerOfTwoFold fold(n, comm.rank());
+  if (fold.FoldedAway()) {
+    Request s = comm.Isend(fold.fold_partner, Comm::LocalTag(0, 0, 0), words.data(), bytes);
+    Request r = comm.Irecv(fold.fold_partner, Comm::LocalTag(2, 0, 0), words.data(), bytes);
+    HORA_RETURN_IF_ERROR(comm.Wait(s));
+    return comm.Wait(r);
+  }
+  if (fold.fold_partner >= 0) {
+    Request r = comm.Irecv(fold.fold_partner, Comm::LocalTag(0, 0, 0), tmp.data(), bytes);
+    HORA_RETURN_IF_ERROR(comm.Wait(r));
+    fold_in();
+  }
+  uint32_t round = 0;
+  for (int mask = 1; mask < fold.p; mask <<= 1, ++round) {
+    const int partner = fold.Real(fold.vrank ^ mask);
+    Request r = comm.Irecv(partner, Comm::LocalTag(1, round, 0), tmp.data(), bytes);
+    Request s = comm.Isend(partner, Comm::LocalTag(1, round, 0), words.data(), bytes);
+    HORA_RETURN_IF_ERROR(comm.Wait(r));
+    HORA_RETURN_IF_ERROR(comm.Wait(s));
+    fold_in();
+  }
+  if (fold.fold_partner >= 0) {
+    Request s = comm.Isend(fold.fold_partner, Comm::LocalTag(2, 0, 0), words.data(), bytes);
+    return comm.Wait(s);
+  }
+  return Status::Ok();
+}
+
+Result<std::vector<std::vector<uint8_t>>> GatherBytes(Comm& comm, int root,
+                                                      const std::vector<uint8_t>& mine) {
+  CollectiveScope scope(comm, "engine negotiation", "gather to the coordinator");
+  const int n = comm.size();
+  std::vector<std::vector<uint8_t>> all;
+  if (comm.rank() != root) {
+    const uint64_t size = mine.size();
+    Request s1 = comm.Isend(root, Comm::LocalTag(0, 0, 0), &size, sizeof size);
+    Request s2 = comm.Isend(root, Comm::LocalTag(1, 0, 0), mine.data(), mine.size());
+    HORA_RETURN_IF_ERROR(comm.Wait(s1));
+    HORA_RETURN_IF_ERROR(comm.Wait(s2));
+    return all;
+  }
+  all.resize(static_cast<size_t>(n));
+  std::vector<uint64_t> sizes(static_cast<size_t>(n), 0);
+  std::vector<Request> reqs;
+  for (int p = 0; p < n; ++p) {
+    if (p != root) reqs.push_back(comm.Irecv(p, Comm::LocalTag(0, 0, 0), &sizes[p], 8));
+  }
+  for (const Request& r : reqs) HORA_RETURN_IF_ERROR(comm.Wait(r));
+  reqs.clear();
+  for (int p = 0; p < n; ++p) {
+    if (p == root) {
+      all[p] = mine;
+      continue;
+    }
+    if (sizes[p] > (uint64_t{1} << 32)) {
+      return InvalidArgument("rank " + std::to_string(root) + ": engine negotiation: rank " +
+                             std::to_string(p) + " announced " + std::to_string(sizes[p]) +
+                             " bytes of requests");
+    }
+    all[p].resize(sizes[p]);
+    reqs.push_back(comm.Irecv(p, Comm::LocalTag(1, 0, 0), all[p].data(), all[p].size()));
+  }
+  for (const Request& r : reqs) HORA_RETURN_IF_ERROR(comm.Wait(r));
+  return all;
+}
+
+Status BroadcastBytes(Comm& comm, int root, std::vector<uint8_t>& data) {
+  uint64_t size = data.size();
+  HORA_RETURN_IF_ERROR(BroadcastBinomial(comm, &size, sizeof size, root));
+  if (size > (uint64_t{1} << 32)) {
+    return InvalidArgument("rank " + std::to_string(comm.rank()) +
+                           ": engine negotiation: the coordinator announced " +
+                           std::to_string(size) + " bytes of responses");
+  }
+  data.resize(size);
+  return BroadcastBinomial(comm, data.data(), data.size(), root);
+}
+
+}  // namespace hora

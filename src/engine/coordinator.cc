@@ -1,0 +1,123 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/coordinator.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace hora {
+namespace {
+
+std::string RankList(const std::vector<int>& ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
+}  // namespace
+
+Coordinator::Coordinator(int size, Duration stall_warning, Duration stall_shutdown)
+    : size_(size), stall_warning_(stall_warning), stall_shutdown_(stall_shutdown) {}
+
+void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now) {
+  for (const RequestMeta& m : requests) {
+    auto [it, fresh] = table_.try_emplace(m.name);
+    Entry& e = it->second;
+    if (fresh) {
+      e.by_rank.resize(static_cast<size_t>(size_));
+      e.order = next_order_++;
+      e.first = now;
+      e.last_report = now;
+    }
+    auto& slot = e.by_rank[static_cast<size_t>(rank)];
+    if (slot) {
+      e.duplicate = "rank " + std::to_string(rank) + " submitted it twice";
+      continue;
+    }
+    slot = m;
+    ++e.count;
+  }
+}
+
+Response Coordinator::Decide(const std::string& name, Entry& e) const {
+  Response r;
+  r.params = *e.by_rank[0];
+  const char* op = OpTypeName(r.params.op);
+  if (!e.duplicate.empty()) {
+    r.error = std::string(op) + " '" + name + "': " + e.duplicate;
+    return r;
+  }
+  bool agree = true;
+  for (const auto& m : e.by_rank) agree = agree && m->SameParams(r.params);
+  if (!agree) {
+    r.error = std::string(op) + " '" + name + "': ranks disagree:";
+    for (int p = 0; p < size_; ++p) {
+      const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
+      r.error += std::string(" rank ") + std::to_string(p) + " " +
+                 (m.op == r.params.op ? "" : std::string(OpTypeName(m.op)) + " ") +
+                 m.DescribeParams() + (p + 1 < size_ ? ";" : "");
+    }
+  }
+  return r;
+}
+
+std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoint now) const {
+  std::vector<int> have, missing;
+  RequestMeta any;
+  for (int p = 0; p < size_; ++p) {
+    const auto& m = e.by_rank[static_cast<size_t>(p)];
+    (m ? have : missing).push_back(p);
+    if (m) any = *m;
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
+  return std::string(OpTypeName(any.op)) + " '" + name + "' waited " + secs +
+         " s: submitted by rank" + (have.size() > 1 ? "s " : " ") + RankList(have) +
+         "; missing rank" + (missing.size() > 1 ? "s " : " ") + RankList(missing);
+}
+
+std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
+  std::vector<std::pair<uint64_t, std::string>> ready, stalled;
+  for (const auto& [name, e] : table_) {
+    if (e.count == size_) {
+      ready.emplace_back(e.order, name);
+    } else if (stall_shutdown_ > Duration::zero() && now - e.first >= stall_shutdown_) {
+      stalled.emplace_back(e.order, name);
+    }
+  }
+  std::sort(ready.begin(), ready.end());
+  std::sort(stalled.begin(), stalled.end());
+  std::vector<Response> out;
+  for (const auto& [order, name] : ready) {
+    auto it = table_.find(name);
+    out.push_back(Decide(name, it->second));
+    table_.erase(it);
+  }
+  for (const auto& [order, name] : stalled) {
+    auto it = table_.find(name);
+    Response r;
+    for (const auto& m : it->second.by_rank) {
+      if (m) r.params = *m;
+    }
+    r.error = "stalled (HORA_STALL_SHUTDOWN_S): " + Report(name, it->second, now);
+    out.push_back(std::move(r));
+    table_.erase(it);
+  }
+  return out;
+}
+
+std::vector<std::string> Coordinator::StallReports(TimePoint now) {
+  std::vector<std::pair<uint64_t, std::string>> due;
+  if (stall_warning_ <= Duration::zero()) return {};
+  for (auto& [name, e] : table_) {
+    if (e.count < size_ && now - e.last_report >= stall_warning_) {
+      e.last_report = now;
+      due.emplace_back(e.order, Report(name, e, now));
+    }
+  }
+  std::sort(due.begin(), due.end());
+  std::vector<std::string> out;
+  for (auto& [order, text] : due) out.push_back(std::move(text));
+  return out;
+}
+
+}  // namespace hora

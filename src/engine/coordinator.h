@@ -1,0 +1,63 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The coordinator's table (design.md §4, slow path), kept by rank 0 of the
+// engine: which ranks have submitted which uncached tensors, with what
+// parameters. A tensor every rank has submitted becomes a Response: run it
+// when all ranks agree on its parameters, otherwise fail it on every rank
+// with a message naming the tensor and each rank's values. Tensors that only
+// some ranks submitted are reported after HORA_STALL_WARNING_S (naming the
+// missing ranks) and, when HORA_STALL_SHUTDOWN_S is set, failed after it.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "engine/messages.h"
+
+namespace hora {
+
+class Coordinator {
+ public:
+  // Durations of zero turn the stall warning / shutdown off.
+  Coordinator(int size, Duration stall_warning, Duration stall_shutdown);
+
+  // Records `requests`, newly submitted by `rank`.
+  void Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now);
+
+  // Responses for every tensor now submitted by all ranks (in the order
+  // their first submission arrived), then failures of tensors stalled past
+  // the shutdown time. They leave the table.
+  std::vector<Response> TakeResponses(TimePoint now);
+
+  // Stall reports due at `now` (each tensor at most once per warning
+  // period): "allreduce 'w' waited 61 s: submitted by ranks 0, 2; missing ranks 1".
+  std::vector<std::string> StallReports(TimePoint now);
+
+  size_t waiting() const { return table_.size(); }
+
+ private:
+  struct Entry {
+    std::vector<std::optional<RequestMeta>> by_rank;
+    int count = 0;
+    uint64_t order = 0;
+    TimePoint first{};
+    TimePoint last_report{};
+    std::string duplicate;  // a rank submitted the name twice
+  };
+  std::string Report(const std::string& name, const Entry& e, TimePoint now) const;
+  Response Decide(const std::string& name, Entry& e) const;
+
+  const int size_;
+  const Duration stall_warning_;
+  const Duration stall_shutdown_;
+  std::unordered_map<std::string, Entry> table_;
+  uint64_t next_order_ = 0;
+};
+
+}  // namespace hora

@@ -1,0 +1,361 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/kernels/reduce.h"
+#include "engine/control.h"
+
+namespace hora {
+namespace {
+
+// Status bits, in the last word of the vector. AND semantics: a bit stays
+// set only when it is set on every rank.
+constexpr uint64_t kNoNewWork = 1;         // no rank has uncached tensors to send
+constexpr uint64_t kNotStopping = 2;       // no rank is stopping
+constexpr uint64_t kCoordinatorIdle = 4;   // the coordinator has nothing to report
+constexpr uint64_t kQuiet = 8;             // no rank got new submissions since its last cycle
+
+bool Fusable(const RequestMeta& a, const RequestMeta& b) {
+  return a.op == OpType::kAllreduce && b.op == OpType::kAllreduce && a.dtype == b.dtype &&
+         a.device == b.device && a.reduction.op == b.reduction.op &&
+         a.reduction.prescale_factor == b.reduction.prescale_factor &&
+         a.reduction.postscale_factor == b.reduction.postscale_factor;
+}
+
+}  // namespace
+
+Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger)
+    : config_(config),
+      control_(control),
+      data_(data),
+      logger_(logger),
+      rank_(control.rank()),
+      size_(control.size()),
+      cache_(config.cache_capacity) {
+  if (rank_ == 0) {
+    coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
+                         SecondsToDuration(config.stall_shutdown_s));
+  }
+  thread_ = std::thread([this] { Loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Handle Engine::Submit(Submission s) {
+  const std::string name = s.meta.name;
+  s.handle = std::make_shared<Handle::State>(name);
+  Handle h(s.handle);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_.ok()) {
+      s.handle->Complete(stopped_);
+      return h;
+    }
+    if (!in_flight_.insert(name).second) {
+      s.handle->Complete(InvalidArgument(
+          "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + name +
+          "': a tensor of that name is already in flight on this rank (names must be unique "
+          "among unfinished collectives)"));
+      return h;
+    }
+    queue_.push_back(std::move(s));
+  }
+  cv_.notify_one();
+  return h;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  EngineStats s = stats_;
+  return s;
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<Submission> fresh;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Go at once while work is moving somewhere (this rank ran something,
+      // or some rank got new tensors last cycle) and this rank has tensors
+      // waiting; otherwise join the others every cycle time, or as soon as
+      // something is submitted here.
+      if (pending_.empty() || !busy_) {
+        cv_.wait_for(lock, std::chrono::duration<double, std::milli>(config_.cycle_time_ms),
+                     [&] { return stop_requested_ || !queue_.empty(); });
+      }
+      fresh.swap(queue_);
+      stopping = stop_requested_;
+    }
+    if (!Cycle(std::move(fresh), stopping)) return;
+  }
+}
+
+bool Engine::Cycle(std::vector<Submission> fresh, bool stopping) {
+  quiet_here_ = fresh.empty();
+  const uint64_t done_before = stats_.tensors;
+  for (Submission& s : fresh) {
+    const std::string name = s.meta.name;
+    arrival_.push_back(name);
+    pending_.emplace(name, Pending{std::move(s)});
+  }
+  std::vector<Response> decided;
+  bool stop_everywhere = false;
+  Status st = Negotiate(&decided, stopping, &stop_everywhere);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.cycles;
+  }
+  if (!st.ok()) {
+    logger_.Error("engine: " + st.ToString());
+    FailAll(st);
+    return false;
+  }
+  Execute(decided);
+  busy_ = !quiet_everywhere_ || stats_.tensors != done_before;
+  if (stop_everywhere) {
+    FailAll(AbortedError("rank " + std::to_string(rank_) +
+                         ": the engine stopped: a rank shut its Session down"));
+    return false;
+  }
+  return true;
+}
+
+Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_everywhere) {
+  const size_t cap_words = (cache_.capacity() + 63) / 64;
+  std::vector<uint64_t> words(2 * cap_words + 1, 0);
+  uint64_t* ready = words.data();
+  uint64_t* valid = words.data() + cap_words;
+  uint64_t& status = words.back();
+  std::fill(valid, valid + cap_words, ~uint64_t{0});
+  status = kNoNewWork | kNotStopping | kCoordinatorIdle | kQuiet;
+  if (stopping) status &= ~kNotStopping;
+  if (!quiet_here_) status &= ~kQuiet;
+
+  uint64_t hits = 0, misses = 0;
+  for (auto& [name, p] : pending_) {
+    if (p.state == State::kSent) continue;
+    const auto bit = cache_.Find(name);
+    if (bit && cache_.At(*bit).SameParams(p.sub.meta)) {
+      ready[*bit / 64] |= uint64_t{1} << (*bit % 64);
+      p.state = State::kCached;
+      if (!p.counted) ++hits;
+    } else {
+      if (bit) valid[*bit / 64] &= ~(uint64_t{1} << (*bit % 64));  // changed here: drop it
+      p.state = State::kNew;
+      status &= ~kNoNewWork;
+      if (!p.counted) ++misses;
+    }
+    p.counted = true;
+  }
+  const TimePoint now = Clock::now();
+  if (coordinator_ && coordinator_->waiting() > 0 &&
+      now - last_stall_check_ >= std::chrono::seconds(1)) {
+    status &= ~kCoordinatorIdle;  // time to look for stalls
+    last_stall_check_ = now;
+  }
+
+  HORA_RETURN_IF_ERROR(AllreduceAnd(control_, words));
+
+  uint64_t invalidated = 0;
+  for (size_t b = 0; b < cache_.capacity(); ++b) {
+    if (valid[b / 64] >> (b % 64) & 1) continue;
+    if (!cache_.Occupied(b)) continue;
+    auto it = pending_.find(cache_.At(b).name);
+    if (it != pending_.end()) it->second.state = State::kNew;
+    cache_.Erase(b);
+    ++invalidated;
+  }
+  // Fast path: cached tensors ready on every rank, in bit order.
+  for (size_t b = 0; b < cache_.capacity(); ++b) {
+    if (!(ready[b / 64] >> (b % 64) & 1) || !cache_.Occupied(b)) continue;
+    out->push_back(Response{cache_.At(b), ""});
+    cache_.Touch(b);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.cache_hits += hits;
+    stats_.cache_misses += misses;
+    stats_.cache_invalidations += invalidated;
+  }
+  *stop_everywhere = (status & kNotStopping) == 0;
+  quiet_everywhere_ = (status & kQuiet) != 0;
+  if ((status & kNoNewWork) && (status & kCoordinatorIdle) && invalidated == 0) {
+    return Status::Ok();
+  }
+  return SlowPath(out);
+}
+
+Status Engine::SlowPath(std::vector<Response>* out) {
+  std::vector<RequestMeta> mine;
+  for (const std::string& name : arrival_) {
+    auto it = pending_.find(name);
+    if (it == pending_.end() || it->second.state != State::kNew) continue;
+    mine.push_back(it->second.sub.meta);
+    it->second.state = State::kSent;
+  }
+  const std::vector<uint8_t> encoded = EncodeRequests(mine);
+  HORA_ASSIGN_OR_RETURN(auto gathered, GatherBytes(control_, 0, encoded));
+  std::vector<uint8_t> responses;
+  uint64_t bytes = rank_ == 0 ? 0 : encoded.size() + 8;
+  if (coordinator_) {
+    const TimePoint now = Clock::now();
+    for (int p = 0; p < size_; ++p) {
+      const auto& raw = gathered[static_cast<size_t>(p)];
+      auto decoded = DecodeRequests(raw.data(), raw.size());
+      if (!decoded.ok()) {
+        return decoded.status().WithContext("rank 0: engine coordinator: from rank " +
+                                            std::to_string(p));
+      }
+      coordinator_->Add(p, *decoded, now);
+      if (p != 0) bytes += raw.size() + 8;
+    }
+    for (const std::string& report : coordinator_->StallReports(now)) {
+      logger_.Warning("stall: " + report);
+    }
+    responses = EncodeResponses(coordinator_->TakeResponses(now));
+  }
+  HORA_RETURN_IF_ERROR(BroadcastBytes(control_, 0, responses));
+  bytes += responses.size() + 8;
+  HORA_ASSIGN_OR_RETURN(std::vector<Response> decided,
+                        DecodeResponses(responses.data(), responses.size()));
+  uint64_t evicted_before = cache_.evictions();
+  for (Response& r : decided) {
+    if (r.error.empty() && r.params.cacheable) cache_.Insert(r.params);
+    out->push_back(std::move(r));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.slow_cycles;
+  stats_.coordinator_bytes += bytes;
+  stats_.cache_evictions += cache_.evictions() - evicted_before;
+  return Status::Ok();
+}
+
+void Engine::Execute(const std::vector<Response>& responses) {
+  // Batches of fusable allreduces, in order of their first member; each
+  // batch at most the fusion threshold (a larger tensor runs alone).
+  std::vector<std::vector<Pending*>> batches;
+  std::vector<size_t> open;  // index into batches of batches still growing
+  std::vector<size_t> open_bytes;
+  for (const Response& r : responses) {
+    auto it = pending_.find(r.params.name);
+    if (it == pending_.end()) continue;  // a decision about a tensor this rank never had
+    if (!r.error.empty()) {
+      const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
+      Finish(r.params.name,
+             r.error.rfind("stalled", 0) == 0 ? TimeoutError(what) : MismatchError(what));
+      continue;
+    }
+    Pending* p = &it->second;
+    const size_t bytes = p->sub.meta.num_bytes();
+    bool placed = false;
+    if (p->sub.meta.op == OpType::kAllreduce && config_.fusion_threshold_bytes > 0) {
+      for (size_t k = 0; k < open.size(); ++k) {
+        Pending* head = batches[open[k]].front();
+        if (Fusable(head->sub.meta, p->sub.meta) &&
+            open_bytes[k] + bytes <= config_.fusion_threshold_bytes) {
+          batches[open[k]].push_back(p);
+          open_bytes[k] += bytes;
+          placed = true;
+          break;
+        }
+      }
+    }
+    if (!placed) {
+      batches.push_back({p});
+      if (p->sub.meta.op == OpType::kAllreduce) {
+        open.push_back(batches.size() - 1);
+        open_bytes.push_back(bytes);
+      }
+    }
+  }
+  for (auto& batch : batches) {
+    const RequestMeta& m = batch.front()->sub.meta;
+    Status st;
+    switch (m.op) {
+      case OpType::kAllreduce:
+        st = RunAllreduceBatch(batch);
+        break;
+      case OpType::kBroadcast:
+        st = data_.Broadcast(batch.front()->sub.input.data(), m.num_bytes(), m.root);
+        break;
+      case OpType::kBarrier:
+        st = data_.Barrier();
+        break;
+    }
+    if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
+    std::vector<std::string> names;
+    for (Pending* p : batch) names.push_back(p->sub.meta.name);
+    for (const std::string& name : names) Finish(name, st);
+  }
+}
+
+Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
+  const RequestMeta& m = batch.front()->sub.meta;
+  if (batch.size() == 1) {
+    const Submission& s = batch.front()->sub;
+    return data_.Allreduce({s.input.data(), s.output.data(), s.input.num_elements(), m.dtype,
+                            m.reduction});
+  }
+  size_t total = 0;
+  for (Pending* p : batch) total += p->sub.meta.num_bytes();
+  if (fusion_.size() < total) fusion_.resize(total);
+  size_t off = 0;
+  for (Pending* p : batch) {
+    const size_t n = p->sub.meta.num_bytes();
+    if (n > 0) std::memcpy(fusion_.data() + off, p->sub.input.data(), n);
+    off += n;
+  }
+  const size_t count = total / DataTypeSize(m.dtype);
+  HORA_RETURN_IF_ERROR(
+      data_.Allreduce({fusion_.data(), fusion_.data(), count, m.dtype, m.reduction}));
+  off = 0;
+  for (Pending* p : batch) {
+    const size_t n = p->sub.meta.num_bytes();
+    if (n > 0) std::memcpy(p->sub.output.data(), fusion_.data() + off, n);
+    off += n;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.fused_batches;
+  return Status::Ok();
+}
+
+void Engine::Finish(const std::string& name, Status st) {
+  auto it = pending_.find(name);
+  if (it == pending_.end()) return;
+  std::shared_ptr<Handle::State> handle = std::move(it->second.sub.handle);
+  pending_.erase(it);
+  arrival_.erase(std::find(arrival_.begin(), arrival_.end(), name));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_.erase(name);
+    ++stats_.tensors;
+  }
+  handle->Complete(std::move(st));
+}
+
+void Engine::FailAll(const Status& st) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
+    for (Submission& s : queue_) {
+      in_flight_.erase(s.meta.name);
+      s.handle->Complete(stopped_);
+    }
+    queue_.clear();
+  }
+  std::vector<std::string> names;
+  for (auto& [name, p] : pending_) names.push_back(name);
+  for (const std::string& name : names) Finish(name, st);
+}
+
+}  // namespace hora

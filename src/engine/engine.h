@@ -1,0 +1,132 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The engine (design.md §3, §4): one background thread per Session that
+// takes submitted tensors, agrees with the other ranks which are ready
+// everywhere, fuses them, runs them and completes their handles.
+//
+// Each cycle every rank's engine, in lockstep:
+//  1. marks, in a bit vector, the cached tensors it has ready (and cached
+//     entries whose parameters changed here, and status bits: "no new
+//     uncached tensors here", "not stopping", "coordinator idle");
+//  2. ANDs the vector across ranks (one small allreduce). Cached tensors
+//     ready everywhere run with no further message: the fast path;
+//  3. only when some rank has new tensors (or an entry went invalid, or the
+//     coordinator has stalls to report) do ranks send the new tensors'
+//     parameters to the coordinator (rank 0), which checks them across ranks
+//     and broadcasts the decisions: the slow path. Decisions are inserted
+//     into every rank's response cache in the same order;
+//  4. fuses allreduces of one kind into one buffer up to
+//     HORA_FUSION_THRESHOLD_BYTES and runs everything decided.
+// An engine wakes as soon as a tensor is submitted; while idle it still
+// joins a cycle every HORA_CYCLE_TIME_MS, so that no rank waits on an idle
+// one for long.
+//
+// Thread-safety: Submit() and stats() from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "backends/backend.h"
+#include "collectives/comm.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "engine/coordinator.h"
+#include "engine/handle_state.h"
+#include "engine/messages.h"
+#include "engine/response_cache.h"
+
+namespace hora {
+
+struct EngineStats {
+  uint64_t cycles = 0;
+  uint64_t slow_cycles = 0;        // cycles that went through the coordinator
+  uint64_t coordinator_bytes = 0;  // request and response bytes of the slow path, this rank
+  uint64_t cache_hits = 0;         // tensors that ran from the cache
+  uint64_t cache_misses = 0;       // tensors negotiated with the coordinator
+  uint64_t cache_evictions = 0;
+  uint64_t cache_invalidations = 0;
+  uint64_t tensors = 0;       // tensors completed (ok or error)
+  uint64_t fused_batches = 0; // allreduce batches of more than one tensor
+};
+
+// One tensor submitted on this rank.
+struct Submission {
+  RequestMeta meta;
+  TensorView input;
+  TensorView output;
+  std::shared_ptr<Handle::State> handle;
+};
+
+class Engine {
+ public:
+  // `control` and `data` must outlive the engine and be used by nothing
+  // else; `control` is a Comm in a tag context of its own.
+  Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger);
+  ~Engine();  // stops: one last cycle tells the other ranks
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues `s` (its meta already checked locally) and wakes the engine.
+  // Fails the handle at once when a tensor of that name is in flight or the
+  // engine has stopped.
+  Handle Submit(Submission s);
+
+  EngineStats stats() const;
+
+ private:
+  enum class State { kNew, kSent, kCached };
+  struct Pending {
+    Submission sub;
+    State state = State::kNew;
+    bool counted = false;  // hit or miss recorded
+  };
+
+  void Loop();
+  // One cycle; returns false once the engine must stop.
+  bool Cycle(std::vector<Submission> fresh, bool stopping);
+  Status Negotiate(std::vector<Response>* out, bool stopping, bool* stop_everywhere);
+  Status SlowPath(std::vector<Response>* out);
+  // Runs `responses` (fusing what it can) and completes their handles.
+  void Execute(const std::vector<Response>& responses);
+  Status RunAllreduceBatch(const std::vector<Pending*>& batch);
+  void Finish(const std::string& name, Status st);
+  void FailAll(const Status& st);
+
+  const Config config_;
+  Comm& control_;
+  CollectiveBackend& data_;
+  const Logger logger_;
+  const int rank_;
+  const int size_;
+
+  mutable std::mutex mu_;  // guards the submission side below
+  std::condition_variable cv_;
+  std::vector<Submission> queue_;
+  std::unordered_set<std::string> in_flight_;
+  bool stop_requested_ = false;
+  Status stopped_;  // why the engine no longer runs (ok while it does)
+  EngineStats stats_;
+
+  // Engine thread only.
+  std::unordered_map<std::string, Pending> pending_;
+  std::vector<std::string> arrival_;  // pending names in submission order
+  ResponseCache cache_;
+  std::optional<Coordinator> coordinator_;  // rank 0
+  TimePoint last_stall_check_{};
+  bool quiet_here_ = true;        // no new submissions in this cycle
+  bool quiet_everywhere_ = true;  // ... on any rank (last cycle's AND)
+  bool busy_ = false;             // cycle again at once (see Loop)
+  std::vector<std::byte> fusion_;
+  std::thread thread_;
+};
+
+}  // namespace hora

@@ -1,0 +1,276 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The engine with ranks as threads: shuffled submission orders, the
+// response cache (hits, steady state without the coordinator, invalidation,
+// eviction, capacity 0), fusion with scale factors, mismatches that fail one
+// tensor on every rank while others go on, stalls, duplicate names.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include "support/reference.h"
+#include "support/thread_ranks.h"
+
+namespace hora {
+namespace {
+
+using testing::Compare;
+using testing::FillInput;
+using testing::ReferenceAllreduce;
+using testing::TestSettings;
+using testing::ThreadRanks;
+
+constexpr auto kWait = std::chrono::seconds(60);
+
+struct Named {
+  std::string name;
+  DataType dtype;
+  size_t count;
+};
+
+std::vector<Named> Model(int tensors, size_t base) {
+  const DataType types[] = {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16,
+                            DataType::kFloat64};
+  std::vector<Named> m;
+  for (int i = 0; i < tensors; ++i) {
+    m.push_back({"layer" + std::to_string(i), types[i % 4], base + static_cast<size_t>(i * 7)});
+  }
+  return m;
+}
+
+// Every rank submits `model` in its own shuffled order, waits, and checks
+// each result against the reference. Runs `steps` times.
+std::vector<Status> RunSteps(ThreadRanks& ranks, const std::vector<Named>& model, int steps,
+                             const Reduction& red) {
+  const int n = ranks.size();
+  return ranks.Run([&](int rank, Session& s) -> Status {
+    std::mt19937 rng(static_cast<uint32_t>(rank * 7919 + 1));
+    for (int step = 0; step < steps; ++step) {
+      std::vector<size_t> order(model.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<std::vector<uint8_t>> bufs(model.size());
+      std::vector<Handle> handles(model.size());
+      for (size_t i : order) {
+        const Named& t = model[i];
+        bufs[i].resize(t.count * DataTypeSize(t.dtype));
+        FillInput(t.dtype, red.op, bufs[i].data(), t.count, 1000 * step + i, rank);
+        TensorView v = TensorView::Flat(bufs[i].data(), t.dtype, t.count);
+        handles[i] = s.AllreduceAsync(t.name, v, v, red);
+      }
+      for (size_t i = 0; i < model.size(); ++i) {
+        HORA_RETURN_IF_ERROR(handles[i].Wait(kWait));
+        const Named& t = model[i];
+        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
+        std::vector<const void*> ptrs;
+        for (int r = 0; r < n; ++r) {
+          in[r].resize(bufs[i].size());
+          FillInput(t.dtype, red.op, in[r].data(), t.count, 1000 * step + i, r);
+          ptrs.push_back(in[r].data());
+        }
+        const std::string diff =
+            Compare(ReferenceAllreduce(t.dtype, red, ptrs, t.count), bufs[i].data(), 0, t.count);
+        if (!diff.empty()) {
+          return InternalError("step " + std::to_string(step) + " " + t.name + ": " + diff);
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+void ExpectAllOk(const std::vector<Status>& st) {
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+class EngineWorlds : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineWorlds, ShuffledSubmissionsMatchTheReference) {
+  ThreadRanks ranks(GetParam(), TestSettings());
+  ExpectAllOk(RunSteps(ranks, Model(12, 1), 3, {ReduceOp::kSum}));
+  ExpectAllOk(RunSteps(ranks, Model(5, 1031), 2, {ReduceOp::kAverage, 0.5, 3.0}));
+  ExpectAllOk(RunSteps(ranks, Model(4, 0), 1, {ReduceOp::kMax}));
+}
+
+TEST_P(EngineWorlds, SteadyStateNeedsNoCoordinator) {
+  ThreadRanks ranks(GetParam(), TestSettings());
+  const auto model = Model(20, 3);
+  ExpectAllOk(RunSteps(ranks, model, 2, {ReduceOp::kSum}));  // warm the cache
+  std::vector<Session::EngineCounters> before;
+  for (int r = 0; r < ranks.size(); ++r) before.push_back(ranks.session(r).engine_counters());
+  ExpectAllOk(RunSteps(ranks, model, 5, {ReduceOp::kSum}));
+  for (int r = 0; r < ranks.size(); ++r) {
+    const auto after = ranks.session(r).engine_counters();
+    EXPECT_EQ(after.slow_cycles, before[r].slow_cycles) << "rank " << r;
+    EXPECT_EQ(after.coordinator_bytes, before[r].coordinator_bytes) << "rank " << r;
+    EXPECT_EQ(after.cache_hits - before[r].cache_hits, 5u * model.size()) << "rank " << r;
+    EXPECT_EQ(after.cache_misses, before[r].cache_misses) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, EngineWorlds, ::testing::Values(1, 2, 3, 4, 5));
+
+TEST(Engine, WithoutTheCacheEveryStepAsksTheCoordinator) {
+  ThreadRanks ranks(3, TestSettings({{"HORA_CACHE_CAPACITY", "0"}}));
+  const auto model = Model(6, 5);
+  ExpectAllOk(RunSteps(ranks, model, 4, {ReduceOp::kSum}));
+  for (int r = 0; r < 3; ++r) {
+    const auto c = ranks.session(r).engine_counters();
+    EXPECT_EQ(c.cache_hits, 0u);
+    EXPECT_EQ(c.cache_misses, 4u * model.size());
+    EXPECT_GE(c.slow_cycles, 4u);
+    EXPECT_GT(c.coordinator_bytes, 0u);
+  }
+}
+
+TEST(Engine, EvictionKeepsCachesIdentical) {
+  // Three tensors through a cache of two: each step evicts; results stay right.
+  ThreadRanks ranks(3, TestSettings({{"HORA_CACHE_CAPACITY", "2"}}));
+  ExpectAllOk(RunSteps(ranks, Model(3, 9), 4, {ReduceOp::kSum}));
+  for (int r = 0; r < 3; ++r) EXPECT_GT(ranks.session(r).engine_counters().cache_evictions, 0u);
+}
+
+TEST(Engine, ChangedParametersInvalidateTheEntryEverywhere) {
+  ThreadRanks ranks(3, TestSettings());
+  ExpectAllOk(RunSteps(ranks, {{"w", DataType::kFloat32, 16}}, 2, {ReduceOp::kSum}));
+  // Same name, new size, on every rank: the cached entry is dropped and renegotiated.
+  ExpectAllOk(RunSteps(ranks, {{"w", DataType::kFloat32, 40}}, 2, {ReduceOp::kSum}));
+  for (int r = 0; r < 3; ++r) {
+    const auto c = ranks.session(r).engine_counters();
+    EXPECT_EQ(c.cache_invalidations, 1u) << "rank " << r;
+    EXPECT_EQ(c.cache_hits, 2u) << "rank " << r;  // the second step of each size
+  }
+}
+
+TEST(Engine, MismatchFailsThatTensorOnEveryRankAndOthersGoOn) {
+  ThreadRanks ranks(3, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> x(rank == 1 ? 5 : 4, 1.0f), y(8, 1.0f);
+    Handle hx = s.AllreduceAsync("x", TensorView::Flat(x.data(), DataType::kFloat32, x.size()),
+                                 TensorView::Flat(x.data(), DataType::kFloat32, x.size()));
+    Handle hy = s.AllreduceAsync("y", TensorView::Flat(y.data(), DataType::kFloat32, 8),
+                                 TensorView::Flat(y.data(), DataType::kFloat32, 8));
+    HORA_RETURN_IF_ERROR(hy.Wait(kWait));
+    if (y[0] != 3.0f) return InternalError("y not reduced");
+    Status sx = hx.Wait(kWait);
+    if (sx.code() != StatusCode::kMismatch) return InternalError("x: " + sx.ToString());
+    for (const char* part : {"'x'", "rank 0 float32[4] sum", "rank 1 float32[5] sum",
+                             "rank 2 float32[4] sum", "disagree"}) {
+      if (sx.message().find(part) == std::string::npos) {
+        return InternalError("message lacks '" + std::string(part) + "': " + sx.message());
+      }
+    }
+    // The engine goes on: the name is free again and works when ranks agree.
+    std::vector<float> z(4, 2.0f);
+    Handle again = s.AllreduceAsync("x", TensorView::Flat(z.data(), DataType::kFloat32, 4),
+                                    TensorView::Flat(z.data(), DataType::kFloat32, 4));
+    HORA_RETURN_IF_ERROR(again.Wait(kWait));
+    return z[0] == 6.0f ? Status::Ok() : InternalError("x after the mismatch");
+  });
+  ExpectAllOk(st);
+}
+
+TEST(Engine, OpMismatchNamesBothOps) {
+  ThreadRanks ranks(2, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> x(4, 1.0f);
+    TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, 4);
+    Handle h = rank == 0 ? s.AllreduceAsync("t", v, v) : s.BroadcastAsync("t", v, 0);
+    Status st = h.Wait(kWait);
+    if (st.code() != StatusCode::kMismatch || st.message().find("broadcast") == std::string::npos)
+      return InternalError(st.ToString());
+    return Status::Ok();
+  });
+  ExpectAllOk(st);
+}
+
+TEST(Engine, FusionPacksSmallTensorsWithScaleFactors) {
+  ThreadRanks ranks(4, TestSettings({{"HORA_FUSION_THRESHOLD_BYTES", "1M"}}));
+  std::vector<Named> model;
+  for (int i = 0; i < 40; ++i) model.push_back({"g" + std::to_string(i), DataType::kFloat32, 33});
+  ExpectAllOk(RunSteps(ranks, model, 3, {ReduceOp::kAverage, 2.0, 0.25}));
+  uint64_t fused = 0;
+  for (int r = 0; r < 4; ++r) fused += ranks.session(r).engine_counters().fused_batches;
+  EXPECT_GT(fused, 0u);
+}
+
+TEST(Engine, BroadcastAndBarrier) {
+  ThreadRanks ranks(3, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<int64_t> b(1000, rank);
+    Handle h = s.BroadcastAsync("b", TensorView::Flat(b.data(), DataType::kInt64, b.size()), 2);
+    HORA_RETURN_IF_ERROR(h.Wait(kWait));
+    if (!std::all_of(b.begin(), b.end(), [](int64_t v) { return v == 2; }))
+      return InternalError("broadcast values");
+    return s.BarrierAsync().Wait(kWait);
+  });
+  ExpectAllOk(st);
+}
+
+TEST(Engine, DuplicateInFlightNameIsAnError) {
+  ThreadRanks ranks(2, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> a(4, 1.0f), b(4, 1.0f);
+    TensorView va = TensorView::Flat(a.data(), DataType::kFloat32, 4);
+    TensorView vb = TensorView::Flat(b.data(), DataType::kFloat32, 4);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    Handle h1 = s.AllreduceAsync("d", va, va);
+    Handle h2 = s.AllreduceAsync("d", vb, vb);
+    Status s2 = h2.Wait(kWait);
+    HORA_RETURN_IF_ERROR(h1.Wait(kWait));
+    if (s2.ok() || s2.message().find("already in flight") == std::string::npos)
+      return InternalError("second 'd': " + s2.ToString());
+    return Status::Ok();
+  });
+  ExpectAllOk(st);
+}
+
+TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
+  ThreadRanks ranks(3, TestSettings({{"HORA_STALL_WARNING_S", "0.2"},
+                                     {"HORA_STALL_SHUTDOWN_S", "1.5"},
+                                     {"HORA_LOG_LEVEL", "warning"}}));
+  ::testing::internal::CaptureStderr();
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> x(4, 1.0f);
+    TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, 4);
+    // Every rank starts its engine; rank 1 never submits "late".
+    HORA_RETURN_IF_ERROR(s.BarrierAsync().Wait(kWait));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(3));
+      return Status::Ok();
+    }
+    Status late = s.AllreduceAsync("late", v, v).Wait(kWait);
+    if (late.code() != StatusCode::kTimeout) return InternalError("late: " + late.ToString());
+    if (late.message().find("missing rank 1") == std::string::npos ||
+        late.message().find("submitted by ranks 0, 2") == std::string::npos) {
+      return InternalError("late: " + late.message());
+    }
+    return Status::Ok();
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ExpectAllOk(st);
+  EXPECT_NE(err.find("stall: allreduce 'late' waited"), std::string::npos) << err;
+  EXPECT_NE(err.find("missing rank 1"), std::string::npos) << err;
+}
+
+TEST(Engine, BadInputFailsTheHandleAtOnce) {
+  ThreadRanks ranks(2, TestSettings());
+  Session& s = ranks.session(0);
+  std::vector<float> x(4);
+  std::vector<double> y(4);
+  Handle h = s.AllreduceAsync("m", TensorView::Flat(x.data(), DataType::kFloat32, 4),
+                              TensorView::Flat(y.data(), DataType::kFloat64, 4));
+  ASSERT_TRUE(h.Poll());
+  EXPECT_NE(h.status().message().find("allreduce 'm': output"), std::string::npos)
+      << h.status().ToString();
+  Handle b = s.BroadcastAsync("r", TensorView::Flat(x.data(), DataType::kFloat32, 4), 5);
+  ASSERT_TRUE(b.Poll());
+  EXPECT_NE(b.status().message().find("root rank 5 is outside [0, 2)"), std::string::npos)
+      << b.status().ToString();
+}
+
+}  // namespace
+}  // namespace hora

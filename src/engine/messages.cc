@@ -1,0 +1,197 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/messages.h"
+
+#include <cstring>
+
+namespace hora {
+namespace {
+
+constexpr uint8_t kVersion = 1;
+constexpr uint32_t kMaxName = 64 * 1024;
+constexpr uint32_t kMaxDims = 64;
+constexpr uint32_t kMaxError = 1 << 20;
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    const size_t at = out.size();
+    out.resize(at + sizeof v);
+    std::memcpy(out.data() + at, &v, sizeof v);
+  }
+  void PutString(const std::string& s) {
+    Put<uint32_t>(static_cast<uint32_t>(s.size()));
+    out.insert(out.end(), s.begin(), s.end());
+  }
+  std::vector<uint8_t> out;
+};
+
+class Reader {
+ public:
+  Reader(const uint8_t* data, size_t size) : p_(data), left_(size) {}
+  template <typename T>
+  bool Get(T* v) {
+    if (left_ < sizeof(T)) return false;
+    std::memcpy(v, p_, sizeof(T));
+    p_ += sizeof(T);
+    left_ -= sizeof(T);
+    return true;
+  }
+  bool GetString(std::string* s, uint32_t max) {
+    uint32_t n = 0;
+    if (!Get(&n) || n > max || n > left_) return false;
+    s->assign(reinterpret_cast<const char*>(p_), n);
+    p_ += n;
+    left_ -= n;
+    return true;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  const uint8_t* p_;
+  size_t left_;
+};
+
+void PutMeta(Writer& w, const RequestMeta& m) {
+  w.PutString(m.name);
+  w.Put<uint8_t>(static_cast<uint8_t>(m.op));
+  w.Put<uint8_t>(static_cast<uint8_t>(m.dtype));
+  w.Put<uint8_t>(static_cast<uint8_t>(m.reduction.op));
+  w.Put<uint8_t>(static_cast<uint8_t>(m.device));
+  w.Put<uint8_t>(m.cacheable ? 1 : 0);
+  w.Put<double>(m.reduction.prescale_factor);
+  w.Put<double>(m.reduction.postscale_factor);
+  w.Put<int32_t>(m.root);
+  w.Put<uint32_t>(static_cast<uint32_t>(m.shape.size()));
+  for (int64_t d : m.shape) w.Put<int64_t>(d);
+}
+
+bool GetMeta(Reader& r, RequestMeta* m) {
+  uint8_t op = 0, dtype = 0, rop = 0, device = 0, cacheable = 0;
+  uint32_t ndim = 0;
+  if (!r.GetString(&m->name, kMaxName) || !r.Get(&op) || !r.Get(&dtype) || !r.Get(&rop) ||
+      !r.Get(&device) || !r.Get(&cacheable) || cacheable > 1 || !r.Get(&m->reduction.prescale_factor) ||
+      !r.Get(&m->reduction.postscale_factor) || !r.Get(&m->root) || !r.Get(&ndim)) {
+    return false;
+  }
+  if (op > static_cast<uint8_t>(OpType::kBarrier) ||
+      dtype > static_cast<uint8_t>(DataType::kBool) ||
+      rop > static_cast<uint8_t>(ReduceOp::kProduct) ||
+      device > static_cast<uint8_t>(DeviceType::kCUDA) || ndim > kMaxDims ||
+      ndim * sizeof(int64_t) > r.left()) {
+    return false;
+  }
+  m->op = static_cast<OpType>(op);
+  m->dtype = static_cast<DataType>(dtype);
+  m->reduction.op = static_cast<ReduceOp>(rop);
+  m->device = static_cast<DeviceType>(device);
+  m->cacheable = cacheable == 1;
+  m->shape.resize(ndim);
+  for (auto& d : m->shape) {
+    if (!r.Get(&d) || d < 0) return false;
+  }
+  return true;
+}
+
+template <typename T, typename GetOne>
+Result<std::vector<T>> DecodeList(const uint8_t* data, size_t size, const char* what,
+                                  GetOne get_one) {
+  Reader r(data, size);
+  uint8_t version = 0;
+  uint32_t count = 0;
+  if (!r.Get(&version) || version != kVersion) {
+    return InvalidArgument(std::string("engine ") + what + ": unknown version " +
+                           std::to_string(version) + " (expected " + std::to_string(kVersion) +
+                           ")");
+  }
+  if (!r.Get(&count) || count > r.left()) {
+    return InvalidArgument(std::string("engine ") + what + ": bad entry count");
+  }
+  std::vector<T> out(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    if (!get_one(r, &out[i])) {
+      return InvalidArgument(std::string("engine ") + what + ": entry " + std::to_string(i) +
+                             " is truncated or malformed");
+    }
+  }
+  if (r.left() != 0) {
+    return InvalidArgument(std::string("engine ") + what + ": " + std::to_string(r.left()) +
+                           " trailing bytes");
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* OpTypeName(OpType op) {
+  switch (op) {
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kBarrier:
+      return "barrier";
+  }
+  return "?";
+}
+
+bool RequestMeta::SameParams(const RequestMeta& o) const {
+  return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
+         device == o.device && reduction.op == o.reduction.op &&
+         reduction.prescale_factor == o.reduction.prescale_factor &&
+         reduction.postscale_factor == o.reduction.postscale_factor;
+}
+
+std::string RequestMeta::DescribeParams() const {
+  std::string s = std::string(DataTypeName(dtype)) + "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  s += "]";
+  if (op == OpType::kAllreduce) {
+    s += std::string(" ") + ReduceOpName(reduction.op);
+    if (reduction.prescale_factor != 1.0) s += " prescale " + std::to_string(reduction.prescale_factor);
+    if (reduction.postscale_factor != 1.0)
+      s += " postscale " + std::to_string(reduction.postscale_factor);
+  } else if (op == OpType::kBroadcast) {
+    s += " root " + std::to_string(root);
+  }
+  if (device == DeviceType::kCUDA) s += " on cuda";
+  return s;
+}
+
+size_t RequestMeta::num_bytes() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n * DataTypeSize(dtype);
+}
+
+std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests) {
+  Writer w;
+  w.Put<uint8_t>(kVersion);
+  w.Put<uint32_t>(static_cast<uint32_t>(requests.size()));
+  for (const auto& m : requests) PutMeta(w, m);
+  return std::move(w.out);
+}
+
+Result<std::vector<RequestMeta>> DecodeRequests(const uint8_t* data, size_t size) {
+  return DecodeList<RequestMeta>(data, size, "request list",
+                                 [](Reader& r, RequestMeta* m) { return GetMeta(r, m); });
+}
+
+std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
+  Writer w;
+  w.Put<uint8_t>(kVersion);
+  w.Put<uint32_t>(static_cast<uint32_t>(responses.size()));
+  for (const auto& r : responses) {
+    PutMeta(w, r.params);
+    w.PutString(r.error);
+  }
+  return std::move(w.out);
+}
+
+Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size) {
+  return DecodeList<Response>(data, size, "response list", [](Reader& r, Response* out) {
+    return GetMeta(r, &out->params) && r.GetString(&out->error, kMaxError);
+  });
+}
+
+}  // namespace hora

@@ -1,0 +1,56 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// What the engine's ranks tell each other (design.md §4, §5): the parameters
+// of a submitted tensor (RequestMeta), and the coordinator's decisions
+// (Response). Both travel as small binary records: a version byte, then
+// fields with explicit lengths; decoding checks every length and count
+// before use and fails with a message rather than reading past the end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hora/status.h"
+#include "hora/tensor.h"
+#include "hora/types.h"
+
+namespace hora {
+
+enum class OpType : uint8_t { kAllreduce = 0, kBroadcast = 1, kBarrier = 2 };
+const char* OpTypeName(OpType op);
+
+// One tensor as one rank submitted it.
+struct RequestMeta {
+  std::string name;
+  OpType op = OpType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  Reduction reduction;  // allreduce
+  int32_t root = -1;    // broadcast
+  DeviceType device = DeviceType::kCPU;
+  // False for tensors the caller did not name (their generated names never
+  // repeat, so caching them would only evict useful entries).
+  bool cacheable = true;
+
+  // Everything but the name (and cacheable) agrees (what ranks must agree on, and what a
+  // cached entry is compared with).
+  bool SameParams(const RequestMeta& other) const;
+  // "float32[4, 3] sum" / "uint8[8] root 1" (for error messages).
+  std::string DescribeParams() const;
+  size_t num_bytes() const;
+};
+
+// The coordinator's decision for one tensor: run it (error empty) or fail it
+// on every rank with `error`. Responses are executed in list order.
+struct Response {
+  RequestMeta params;  // the agreed parameters (name included)
+  std::string error;
+};
+
+std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests);
+Result<std::vector<RequestMeta>> DecodeRequests(const uint8_t* data, size_t size);
+std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses);
+Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size);
+
+}  // namespace hora

@@ -1,0 +1,66 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/messages.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace hora {
+namespace {
+
+RequestMeta Sample(int i) {
+  RequestMeta m;
+  m.name = "layer" + std::to_string(i) + ".weight";
+  m.op = i % 2 ? OpType::kBroadcast : OpType::kAllreduce;
+  m.dtype = DataType::kBFloat16;
+  m.shape = {3, i, 7};
+  m.reduction = {ReduceOp::kAverage, 0.5, 2.0};
+  m.root = i % 3;
+  m.cacheable = i % 4 != 0;
+  return m;
+}
+
+TEST(EngineMessages, RoundTrip) {
+  std::vector<RequestMeta> reqs = {Sample(1), Sample(2), Sample(8)};
+  auto enc = EncodeRequests(reqs);
+  auto dec = DecodeRequests(enc.data(), enc.size());
+  ASSERT_TRUE(dec.ok()) << dec.status().ToString();
+  ASSERT_EQ(dec->size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ((*dec)[i].name, reqs[i].name);
+    EXPECT_TRUE((*dec)[i].SameParams(reqs[i]));
+    EXPECT_EQ((*dec)[i].cacheable, reqs[i].cacheable);
+  }
+  std::vector<Response> resp = {{Sample(3), ""}, {Sample(4), "ranks disagree: ..."}};
+  auto renc = EncodeResponses(resp);
+  auto rdec = DecodeResponses(renc.data(), renc.size());
+  ASSERT_TRUE(rdec.ok()) << rdec.status().ToString();
+  EXPECT_EQ((*rdec)[1].error, "ranks disagree: ...");
+  EXPECT_EQ((*rdec)[0].params.name, "layer3.weight");
+}
+
+TEST(EngineMessages, TruncatedOrCorruptInputIsAnErrorNotACrash) {
+  auto enc = EncodeRequests({Sample(1), Sample(5)});
+  for (size_t cut = 0; cut < enc.size(); ++cut) {
+    EXPECT_FALSE(DecodeRequests(enc.data(), cut).ok()) << "cut at " << cut;
+  }
+  auto extra = enc;
+  extra.push_back(0);
+  EXPECT_NE(DecodeRequests(extra.data(), extra.size()).status().message().find("trailing"),
+            std::string::npos);
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    auto bad = enc;
+    for (int k = 0; k < 4; ++k) bad[rng() % bad.size()] = static_cast<uint8_t>(rng());
+    (void)DecodeRequests(bad.data(), bad.size());  // must not crash or over-read (ASan)
+    std::vector<uint8_t> noise(rng() % 64);
+    for (auto& b : noise) b = static_cast<uint8_t>(rng());
+    (void)DecodeResponses(noise.data(), noise.size());
+  }
+  uint8_t wrong_version[] = {9, 0, 0, 0, 0};
+  EXPECT_NE(DecodeResponses(wrong_version, 5).status().message().find("unknown version 9"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace hora

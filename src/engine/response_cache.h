@@ -1,0 +1,59 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The response cache (design.md §4, fast path): the parameters of tensors
+// that were negotiated before, each at a fixed bit position. Every rank
+// applies the same operations in the same order (insertions in response
+// order, uses in bit order, erasures in bit order), so the caches -- bit
+// positions and LRU order included -- stay identical on every rank without
+// any message. A rank then says "these cached tensors are ready here" with
+// one bit each, and a bitwise AND across ranks finds those ready everywhere.
+//
+// Not thread-safe: the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/messages.h"
+
+namespace hora {
+
+class ResponseCache {
+ public:
+  // capacity 0: nothing is ever cached.
+  explicit ResponseCache(size_t capacity);
+
+  size_t capacity() const { return capacity_; }
+  size_t size() const { return by_name_.size(); }
+
+  // Bit position of `name`, if cached.
+  std::optional<size_t> Find(const std::string& name) const;
+  // The cached parameters at `bit` (which must be occupied).
+  const RequestMeta& At(size_t bit) const { return *slots_[bit]; }
+  bool Occupied(size_t bit) const { return slots_[bit].has_value(); }
+
+  // Caches `params` (replacing an entry of the same name), evicting the
+  // least recently used entry when full. Returns its bit, or nullopt when
+  // the capacity is 0.
+  std::optional<size_t> Insert(const RequestMeta& params);
+  // Marks the entry at `bit` most recently used.
+  void Touch(size_t bit);
+  void Erase(size_t bit);
+
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  size_t capacity_;
+  std::vector<std::optional<RequestMeta>> slots_;
+  std::unordered_map<std::string, size_t> by_name_;
+  std::list<size_t> lru_;  // front = most recent
+  std::vector<std::list<size_t>::iterator> lru_pos_;
+  std::vector<size_t> free_;  // free bit positions, lowest last
+  uint64_t evictions_ = 0;
+};
+
+}  // namespace hora
