@@ -3,10 +3,11 @@
 
 BUILD      ?= build
 BUILD_ASAN ?= build-asan
+BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 
-.PHONY: all deps build demo test test-unit test-asan build-asan format format-check bench clean
+.PHONY: all deps build demo test test-unit test-asan build-asan test-tsan build-tsan format format-check bench clean
 
 all: build
 
@@ -22,10 +23,11 @@ build: deps
 demo: build
 	@$(BUILD)/bin/hora-demo
 
-# Everything CI runs: formatting, the tests, and the tests again under
+# Everything CI runs: formatting, the tests, the tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (whose allreduce matrix stops
-# at 1 MiB messages instead of 4 MiB, for time).
-test: format-check test-unit test-asan
+# at 1 MiB messages instead of 4 MiB, for time), and the multi-threaded parts
+# (engine, transports, requests) under ThreadSanitizer.
+test: format-check test-unit test-asan test-tsan
 
 test-unit: build
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 600
@@ -40,6 +42,19 @@ test-asan: build-asan
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest -j $(JOBS) --output-on-failure --timeout 900
 
+# ThreadSanitizer: the unit-test binary, run on the suites whose code has
+# several threads (the engine, every transport, requests).
+TSAN_SUITES = *Engine*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*
+
+build-tsan: deps
+	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF > /dev/null
+	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests
+
+test-tsan: build-tsan
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	  $(BUILD_TSAN)/bin/hora_tests --gtest_filter='$(TSAN_SUITES)' --gtest_brief=1
+
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
 
 format: deps
@@ -53,4 +68,4 @@ bench: build
 	  --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

@@ -57,8 +57,8 @@ Status RunOne(Session& s, const Args& a, StepResult* out) {
       hs[t] = s.AllreduceAsync(names[t], v, v);
     }
     for (auto& h : hs) HORA_RETURN_IF_ERROR(h.Wait(std::chrono::seconds(120)));
-    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0)
-                    .count();
+    double us =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     HORA_RETURN_IF_ERROR(s.Allreduce(TensorView::Flat(&us, DataType::kFloat64, 1),
                                      TensorView::Flat(&us, DataType::kFloat64, 1),
                                      {ReduceOp::kMax}));
@@ -84,8 +84,9 @@ void Print(int n, const Args& a, const char* cache, const StepResult& r) {
 }
 
 void Header(int n, const Args& a) {
-  std::printf("# hora-engine-bench: %d ranks, %d tensors of %s per step, %d steps after %d warm-up\n",
-              n, a.tensors, FormatBytes(a.bytes).c_str(), a.steps, a.warmup);
+  std::printf(
+      "# hora-engine-bench: %d ranks, %d tensors of %s per step, %d steps after %d warm-up\n", n,
+      a.tensors, FormatBytes(a.bytes).c_str(), a.steps, a.warmup);
   std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s\n", "np", "tensors", "bytes", "cache",
               "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step");
 }
@@ -122,7 +123,8 @@ int main(int argc, char** argv) {
     ++i;
   }
   if (a.tensors < 1 || a.bytes < 4 || a.steps < 1 || a.warmup < 0) {
-    std::fprintf(stderr, "hora-engine-bench: --tensors, --bytes (>= 4), --steps must be positive\n");
+    std::fprintf(stderr,
+                 "hora-engine-bench: --tensors, --bytes (>= 4), --steps must be positive\n");
     return 2;
   }
   for (const char* cache : {"on", "off"}) {

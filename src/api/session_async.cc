@@ -87,9 +87,9 @@ Session::EngineCounters Session::engine_counters() const {
   std::lock_guard<std::mutex> lock(impl_->engine_mu);
   if (!impl_->engine) return {};
   const EngineStats e = impl_->engine->stats();
-  return {e.cycles,       e.slow_cycles,         e.coordinator_bytes,
-          e.cache_hits,   e.cache_misses,        e.cache_evictions,
-          e.cache_invalidations, e.tensors,      e.fused_batches};
+  return {e.cycles,       e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
+          e.cache_misses, e.cache_evictions, e.cache_invalidations, e.tensors,
+          e.fused_batches};
 }
 
 }  // namespace hora

@@ -12,10 +12,10 @@ namespace {
 
 // Status bits, in the last word of the vector. AND semantics: a bit stays
 // set only when it is set on every rank.
-constexpr uint64_t kNoNewWork = 1;         // no rank has uncached tensors to send
-constexpr uint64_t kNotStopping = 2;       // no rank is stopping
-constexpr uint64_t kCoordinatorIdle = 4;   // the coordinator has nothing to report
-constexpr uint64_t kQuiet = 8;             // no rank got new submissions since its last cycle
+constexpr uint64_t kNoNewWork = 1;        // no rank has uncached tensors to send
+constexpr uint64_t kNotStopping = 2;      // no rank is stopping
+constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
+constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
 
 bool Fusable(const RequestMeta& a, const RequestMeta& b) {
   return a.op == OpType::kAllreduce && b.op == OpType::kAllreduce && a.dtype == b.dtype &&
@@ -303,8 +303,8 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   const RequestMeta& m = batch.front()->sub.meta;
   if (batch.size() == 1) {
     const Submission& s = batch.front()->sub;
-    return data_.Allreduce({s.input.data(), s.output.data(), s.input.num_elements(), m.dtype,
-                            m.reduction});
+    return data_.Allreduce(
+        {s.input.data(), s.output.data(), s.input.num_elements(), m.dtype, m.reduction});
   }
   size_t total = 0;
   for (Pending* p : batch) total += p->sub.meta.num_bytes();

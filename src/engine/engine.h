@@ -54,8 +54,8 @@ struct EngineStats {
   uint64_t cache_misses = 0;       // tensors negotiated with the coordinator
   uint64_t cache_evictions = 0;
   uint64_t cache_invalidations = 0;
-  uint64_t tensors = 0;       // tensors completed (ok or error)
-  uint64_t fused_batches = 0; // allreduce batches of more than one tensor
+  uint64_t tensors = 0;        // tensors completed (ok or error)
+  uint64_t fused_batches = 0;  // allreduce batches of more than one tensor
 };
 
 // One tensor submitted on this rank.

@@ -83,7 +83,8 @@ std::vector<Status> RunSteps(ThreadRanks& ranks, const std::vector<Named>& model
 }
 
 void ExpectAllOk(const std::vector<Status>& st) {
-  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  for (size_t r = 0; r < st.size(); ++r)
+    EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }
 
 class EngineWorlds : public ::testing::TestWithParam<int> {};

@@ -14,7 +14,9 @@ void Handle::State::Complete(Status st, std::optional<Tensor> out) {
   cv.notify_all();
 }
 
-bool Handle::Poll() const { return state_ == nullptr || state_->done.load(std::memory_order_acquire); }
+bool Handle::Poll() const {
+  return state_ == nullptr || state_->done.load(std::memory_order_acquire);
+}
 
 Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");

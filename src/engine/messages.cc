@@ -70,8 +70,9 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   uint8_t op = 0, dtype = 0, rop = 0, device = 0, cacheable = 0;
   uint32_t ndim = 0;
   if (!r.GetString(&m->name, kMaxName) || !r.Get(&op) || !r.Get(&dtype) || !r.Get(&rop) ||
-      !r.Get(&device) || !r.Get(&cacheable) || cacheable > 1 || !r.Get(&m->reduction.prescale_factor) ||
-      !r.Get(&m->reduction.postscale_factor) || !r.Get(&m->root) || !r.Get(&ndim)) {
+      !r.Get(&device) || !r.Get(&cacheable) || cacheable > 1 ||
+      !r.Get(&m->reduction.prescale_factor) || !r.Get(&m->reduction.postscale_factor) ||
+      !r.Get(&m->root) || !r.Get(&ndim)) {
     return false;
   }
   if (op > static_cast<uint8_t>(OpType::kBarrier) ||
@@ -148,7 +149,8 @@ std::string RequestMeta::DescribeParams() const {
   s += "]";
   if (op == OpType::kAllreduce) {
     s += std::string(" ") + ReduceOpName(reduction.op);
-    if (reduction.prescale_factor != 1.0) s += " prescale " + std::to_string(reduction.prescale_factor);
+    if (reduction.prescale_factor != 1.0)
+      s += " prescale " + std::to_string(reduction.prescale_factor);
     if (reduction.postscale_factor != 1.0)
       s += " postscale " + std::to_string(reduction.postscale_factor);
   } else if (op == OpType::kBroadcast) {

@@ -30,9 +30,7 @@ std::optional<size_t> ResponseCache::Insert(const RequestMeta& params) {
   return bit;
 }
 
-void ResponseCache::Touch(size_t bit) {
-  lru_.splice(lru_.begin(), lru_, lru_pos_[bit]);
-}
+void ResponseCache::Touch(size_t bit) { lru_.splice(lru_.begin(), lru_, lru_pos_[bit]); }
 
 void ResponseCache::Erase(size_t bit) {
   if (!slots_[bit]) return;

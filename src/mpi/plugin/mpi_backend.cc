@@ -8,9 +8,9 @@
 //
 // Reductions keep Hora's semantics: average is a sum followed by Hora's
 // finalisation (integers round toward zero), scale factors are applied by
-// Hora's kernels before and after, float16/bfloat16/bool reduce with Hora's
-// kernels registered as MPI ops. Min and max of floats follow the MPI
-// library for NaN and signed zeros.
+// Hora's kernels before and after, float16/bfloat16/bool and 8-bit integers
+// reduce with Hora's kernels registered as MPI ops (see Library::Op). Min and max of floats follow
+// the MPI library for NaN and signed zeros.
 #include <climits>
 #include <cstdio>
 #include <cstring>

@@ -110,6 +110,8 @@ Status Library::Init() {
   CreateOps<DataType::kFloat16>(user_ops_[0]);
   CreateOps<DataType::kBFloat16>(user_ops_[1]);
   CreateOps<DataType::kBool>(user_ops_[2]);
+  CreateOps<DataType::kUInt8>(user_ops_[3]);
+  CreateOps<DataType::kInt8>(user_ops_[4]);
   return Status::Ok();
 }
 
@@ -157,6 +159,10 @@ MPI_Op Library::Op(DataType dtype, ReduceOp op) const {
       return user_ops_[1][OpIndex(op)];
     case DataType::kBool:
       return user_ops_[2][OpIndex(op)];
+    case DataType::kUInt8:
+      return user_ops_[3][OpIndex(op)];
+    case DataType::kInt8:
+      return user_ops_[4][OpIndex(op)];
     default:
       break;
   }

@@ -38,8 +38,10 @@ class Library final : public MpiLibrary {
   Result<MPI_Comm> DupWorld(const char* what);
 
   // The MPI datatype and op that reduce `dtype` with `op` (never kAverage):
-  // MPI's own for integers and floats, Hora's kernels wrapped in MPI_Op_create
-  // for float16, bfloat16 and bool, which MPI does not define.
+  // MPI's own for 16- to 64-bit integers and floats; Hora's kernels wrapped
+  // in MPI_Op_create for float16, bfloat16 and bool, which MPI does not
+  // define, and for 8-bit integers: OpenMPI 4.1's AVX ops saturate 8-bit
+  // sums (200 + 200 gives 255, not 144), while Hora's integers wrap.
   MPI_Datatype Datatype(DataType dtype) const;
   MPI_Op Op(DataType dtype, ReduceOp op) const;
 
@@ -52,7 +54,8 @@ class Library final : public MpiLibrary {
   int rank_ = 0;
   int size_ = 1;
   int tag_bits_ = 15;
-  MPI_Op user_ops_[3][4] = {};  // [float16, bfloat16, bool][sum, min, max, product]
+  // [float16, bfloat16, bool, uint8, int8][sum, min, max, product]
+  MPI_Op user_ops_[5][4] = {};
 };
 
 // "MPI_ERR_TRUNCATE: message truncated" for an MPI error code.
