@@ -109,6 +109,14 @@ class Session {
   Handle AllreduceAsync(const std::string& name, const TensorView& input, const TensorView& output,
                         const Reduction& reduction = {});
   Handle BroadcastAsync(const std::string& name, const TensorView& tensor, int root);
+  // Allreduces of several tensors submitted as one group: they run only when
+  // every member is ready on every rank, together (and may be fused with
+  // each other; HORA_DISABLE_GROUP_FUSION=1 keeps them from fusing with other
+  // work). Members are named "<group>.<i>". outputs[i] may be inputs[i].
+  std::vector<Handle> GroupedAllreduceAsync(const std::string& group,
+                                            std::span<const TensorView> inputs,
+                                            std::span<const TensorView> outputs,
+                                            const Reduction& reduction = {});
   Handle BarrierAsync();
 
   // Counters of this rank's engine (zero before it starts).

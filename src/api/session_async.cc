@@ -19,33 +19,75 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
 
+// Checks one allreduce and fills its submission; an error names the tensor.
+Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool cacheable,
+                        const TensorView& input, const TensorView& output,
+                        const Reduction& reduction, Submission* s) {
+  const std::string where = Where(impl, OpType::kAllreduce, n);
+  for (const auto* t : {&input, &output}) {
+    Status st = t->Validate();
+    if (!st.ok()) return st.WithContext(where);
+  }
+  if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
+    return InvalidArgument(where + ": output " + output.Describe() + " does not match input " +
+                           input.Describe());
+  }
+  HORA_RETURN_IF_ERROR(CheckReduction(impl, "allreduce", input.dtype(), reduction));
+  s->meta.name = n;
+  s->meta.op = OpType::kAllreduce;
+  s->meta.dtype = input.dtype();
+  s->meta.shape = input.shape();
+  s->meta.reduction = reduction;
+  s->meta.device = input.device().type;
+  s->meta.cacheable = cacheable;
+  s->input = input;
+  s->output = output;
+  return Status::Ok();
+}
+
 }  // namespace
+
+std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
+                                                   std::span<const TensorView> inputs,
+                                                   std::span<const TensorView> outputs,
+                                                   const Reduction& reduction) {
+  bool cacheable = true;
+  std::string g = group;
+  if (g.empty()) {
+    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    g = "grouped_allreduce.noname." + std::to_string(impl_->unnamed_groups++);
+    cacheable = false;
+  }
+  std::vector<Submission> members(inputs.size());
+  Status st;
+  if (inputs.size() != outputs.size()) {
+    st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + g +
+                         "': " + std::to_string(inputs.size()) + " inputs but " +
+                         std::to_string(outputs.size()) + " outputs");
+  }
+  for (size_t i = 0; st.ok() && i < inputs.size(); ++i) {
+    st = PrepareAllreduce(*impl_, g + "." + std::to_string(i), cacheable, inputs[i], outputs[i],
+                          reduction, &members[i]);
+    members[i].meta.group = g;
+    members[i].meta.group_size = static_cast<uint32_t>(inputs.size());
+  }
+  if (!st.ok()) {
+    std::vector<Handle> failed;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      failed.push_back(FailedHandle(g + "." + std::to_string(i), st));
+    return failed;
+  }
+  if (members.empty()) return {};
+  return impl_->GetEngine().SubmitGroup(std::move(members));
+}
 
 Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,
                                const TensorView& output, const Reduction& reduction) {
   bool cacheable = true;
   const std::string n = NameOrGenerated(*impl_, name, OpType::kAllreduce, &cacheable);
-  const std::string where = Where(*impl_, OpType::kAllreduce, n);
-  for (const auto* t : {&input, &output}) {
-    Status st = t->Validate();
-    if (!st.ok()) return FailedHandle(n, st.WithContext(where));
-  }
-  if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
-    return FailedHandle(n, InvalidArgument(where + ": output " + output.Describe() +
-                                           " does not match input " + input.Describe()));
-  }
-  Status st = CheckReduction(*impl_, "allreduce", input.dtype(), reduction);
-  if (!st.ok()) return FailedHandle(n, st);
   Submission s;
-  s.meta.name = n;
-  s.meta.op = OpType::kAllreduce;
-  s.meta.dtype = input.dtype();
-  s.meta.shape = input.shape();
-  s.meta.reduction = reduction;
-  s.meta.device = input.device().type;
-  s.meta.cacheable = cacheable;
-  s.input = input;
-  s.output = output;
+  Status st = PrepareAllreduce(*impl_, n, cacheable, input, output, reduction, &s);
+  if (!st.ok()) return FailedHandle(n, st);
   return impl_->GetEngine().Submit(std::move(s));
 }
 

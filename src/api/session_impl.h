@@ -52,6 +52,7 @@ struct Session::Impl {
   std::mutex engine_mu;
   std::unique_ptr<Engine> engine;
   uint64_t unnamed[3] = {0, 0, 0};  // per OpType: generated names
+  uint64_t unnamed_groups = 0;
   Engine& GetEngine() {
     std::lock_guard<std::mutex> lock(engine_mu);
     if (!engine) engine = std::make_unique<Engine>(config, control_comm, *engine_backend, logger);

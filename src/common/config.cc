@@ -106,6 +106,13 @@ const std::vector<SettingRow>& Rows() {
        nullptr,
        false,
        true},
+      {{"HORA_DISABLE_GROUP_FUSION", SettingType::kString, "0",
+        "Engine: 1 keeps the members of a grouped collective from fusing with other tensors"},
+       nullptr,
+       nullptr,
+       &Config::disable_group_fusion,
+       nullptr,
+       "0|1"},
       {{"HORA_TRANSPORT", SettingType::kString, "",
         "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, "
         "tcp, mpi (point-to-point over the MPI library the job was started with)"},

@@ -42,6 +42,7 @@ struct Config {
   uint64_t fusion_threshold_bytes;
   double stall_warning_s;
   double stall_shutdown_s;
+  std::string disable_group_fusion;  // "1": groups fuse only with themselves
   // Job wiring, set by horarun (or by the user under another launcher).
   std::string transport;     // "", "shm", "tcp" or "mpi"
   std::string backend;       // "hora" or "mpi"

@@ -89,8 +89,19 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
   std::vector<Response> out;
   for (const auto& [order, name] : ready) {
     auto it = table_.find(name);
-    out.push_back(Decide(name, it->second));
+    Response r = Decide(name, it->second);
     table_.erase(it);
+    if (r.params.group.empty()) {
+      out.push_back(std::move(r));
+      continue;
+    }
+    const std::string group = r.params.group;
+    auto& members = held_[group];
+    members.push_back(std::move(r));
+    if (members.size() >= members.front().params.group_size) {
+      for (Response& m : members) out.push_back(std::move(m));
+      held_.erase(group);
+    }
   }
   for (const auto& [order, name] : stalled) {
     auto it = table_.find(name);

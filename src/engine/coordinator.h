@@ -31,8 +31,9 @@ class Coordinator {
   void Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now);
 
   // Responses for every tensor now submitted by all ranks (in the order
-  // their first submission arrived), then failures of tensors stalled past
-  // the shutdown time. They leave the table.
+  // their first submission arrived; members of a group only once the whole
+  // group is decided, together), then failures of tensors stalled past the
+  // shutdown time. They leave the table.
   std::vector<Response> TakeResponses(TimePoint now);
 
   // Stall reports due at `now` (each tensor at most once per warning
@@ -54,6 +55,8 @@ class Coordinator {
   Response Decide(const std::string& name, Entry& e) const;
 
   const int size_;
+  // Decided members of groups not yet complete, by group name.
+  std::unordered_map<std::string, std::vector<Response>> held_;
   const Duration stall_warning_;
   const Duration stall_shutdown_;
   std::unordered_map<std::string, Entry> table_;

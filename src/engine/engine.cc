@@ -6,6 +6,7 @@
 
 #include "collectives/kernels/reduce.h"
 #include "engine/control.h"
+#include "engine/fusion.h"
 
 namespace hora {
 namespace {
@@ -16,13 +17,6 @@ constexpr uint64_t kNoNewWork = 1;        // no rank has uncached tensors to sen
 constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
-
-bool Fusable(const RequestMeta& a, const RequestMeta& b) {
-  return a.op == OpType::kAllreduce && b.op == OpType::kAllreduce && a.dtype == b.dtype &&
-         a.device == b.device && a.reduction.op == b.reduction.op &&
-         a.reduction.prescale_factor == b.reduction.prescale_factor &&
-         a.reduction.postscale_factor == b.reduction.postscale_factor;
-}
 
 }  // namespace
 
@@ -71,6 +65,43 @@ Handle Engine::Submit(Submission s) {
   }
   cv_.notify_one();
   return h;
+}
+
+std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
+  std::vector<Handle> handles;
+  for (Submission& s : members) {
+    s.handle = std::make_shared<Handle::State>(s.meta.name);
+    handles.emplace_back(s.handle);
+  }
+  Status refused;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!stopped_.ok()) {
+      refused = stopped_;
+    } else {
+      std::unordered_set<std::string> names;
+      for (const Submission& s : members) {
+        if (in_flight_.count(s.meta.name) || !names.insert(s.meta.name).second) {
+          refused = InvalidArgument("rank " + std::to_string(rank_) + ": group '" + s.meta.group +
+                                    "': a tensor named '" + s.meta.name +
+                                    "' is already in flight on this rank");
+          break;
+        }
+      }
+    }
+    if (refused.ok()) {
+      for (Submission& s : members) {
+        in_flight_.insert(s.meta.name);
+        queue_.push_back(std::move(s));
+      }
+    }
+  }
+  if (!refused.ok()) {
+    for (Submission& s : members) s.handle->Complete(refused);
+    return handles;
+  }
+  cv_.notify_one();
+  return handles;
 }
 
 EngineStats Engine::stats() const {
@@ -175,10 +206,26 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
     cache_.Erase(b);
     ++invalidated;
   }
-  // Fast path: cached tensors ready on every rank, in bit order.
+  // Fast path: cached tensors ready on every rank, in bit order. A group
+  // runs only whole: if some of its members are not ready everywhere (an
+  // entry was just invalidated), its ready members go to the coordinator
+  // with the rest (every rank sees the same bits, so all decide alike).
+  std::unordered_map<std::string, uint32_t> group_ready;
+  for (size_t b = 0; b < cache_.capacity(); ++b) {
+    if ((ready[b / 64] >> (b % 64) & 1) && cache_.Occupied(b) && !cache_.At(b).group.empty())
+      ++group_ready[cache_.At(b).group];
+  }
+  bool demoted = false;
   for (size_t b = 0; b < cache_.capacity(); ++b) {
     if (!(ready[b / 64] >> (b % 64) & 1) || !cache_.Occupied(b)) continue;
-    out->push_back(Response{cache_.At(b), ""});
+    const RequestMeta& m = cache_.At(b);
+    if (!m.group.empty() && group_ready[m.group] < m.group_size) {
+      auto it = pending_.find(m.name);
+      if (it != pending_.end()) it->second.state = State::kNew;
+      demoted = true;
+      continue;
+    }
+    out->push_back(Response{m, ""});
     cache_.Touch(b);
   }
   {
@@ -189,7 +236,7 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
   }
   *stop_everywhere = (status & kNotStopping) == 0;
   quiet_everywhere_ = (status & kQuiet) != 0;
-  if ((status & kNoNewWork) && (status & kCoordinatorIdle) && invalidated == 0) {
+  if ((status & kNoNewWork) && (status & kCoordinatorIdle) && invalidated == 0 && !demoted) {
     return Status::Ok();
   }
   return SlowPath(out);
@@ -241,11 +288,8 @@ Status Engine::SlowPath(std::vector<Response>* out) {
 }
 
 void Engine::Execute(const std::vector<Response>& responses) {
-  // Batches of fusable allreduces, in order of their first member; each
-  // batch at most the fusion threshold (a larger tensor runs alone).
-  std::vector<std::vector<Pending*>> batches;
-  std::vector<size_t> open;  // index into batches of batches still growing
-  std::vector<size_t> open_bytes;
+  std::vector<Pending*> ready;
+  std::vector<const RequestMeta*> metas;
   for (const Response& r : responses) {
     auto it = pending_.find(r.params.name);
     if (it == pending_.end()) continue;  // a decision about a tensor this rank never had
@@ -255,28 +299,14 @@ void Engine::Execute(const std::vector<Response>& responses) {
              r.error.rfind("stalled", 0) == 0 ? TimeoutError(what) : MismatchError(what));
       continue;
     }
-    Pending* p = &it->second;
-    const size_t bytes = p->sub.meta.num_bytes();
-    bool placed = false;
-    if (p->sub.meta.op == OpType::kAllreduce && config_.fusion_threshold_bytes > 0) {
-      for (size_t k = 0; k < open.size(); ++k) {
-        Pending* head = batches[open[k]].front();
-        if (Fusable(head->sub.meta, p->sub.meta) &&
-            open_bytes[k] + bytes <= config_.fusion_threshold_bytes) {
-          batches[open[k]].push_back(p);
-          open_bytes[k] += bytes;
-          placed = true;
-          break;
-        }
-      }
-    }
-    if (!placed) {
-      batches.push_back({p});
-      if (p->sub.meta.op == OpType::kAllreduce) {
-        open.push_back(batches.size() - 1);
-        open_bytes.push_back(bytes);
-      }
-    }
+    ready.push_back(&it->second);
+    metas.push_back(&it->second.sub.meta);
+  }
+  std::vector<std::vector<Pending*>> batches;
+  for (const auto& plan :
+       PlanBatches(metas, config_.fusion_threshold_bytes, config_.disable_group_fusion != "1")) {
+    batches.emplace_back();
+    for (size_t i : plan) batches.back().push_back(ready[i]);
   }
   for (auto& batch : batches) {
     const RequestMeta& m = batch.front()->sub.meta;

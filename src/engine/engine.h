@@ -79,6 +79,8 @@ class Engine {
   // Fails the handle at once when a tensor of that name is in flight or the
   // engine has stopped.
   Handle Submit(Submission s);
+  // Queues every member of a group at once (all or, on error, none).
+  std::vector<Handle> SubmitGroup(std::vector<Submission> members);
 
   EngineStats stats() const;
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/fusion.h"
 #include "support/reference.h"
 #include "support/thread_ranks.h"
 
@@ -255,6 +256,65 @@ TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
   ExpectAllOk(st);
   EXPECT_NE(err.find("stall: allreduce 'late' waited"), std::string::npos) << err;
   EXPECT_NE(err.find("missing rank 1"), std::string::npos) << err;
+}
+
+// Rank 1 submits the group late: on rank 0 no member finishes before it
+// does, and then all finish, with the right values, also from the cache.
+TEST(Engine, GroupRunsOnlyWhenWholeEverywhere) {
+  ThreadRanks ranks(3, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<std::vector<float>> bufs = {std::vector<float>(5, rank + 1.0f),
+                                              std::vector<float>(700, 2.0f * rank),
+                                              std::vector<float>(1, 1.0f)};
+      std::vector<TensorView> views;
+      for (auto& b : bufs)
+        views.push_back(TensorView::Flat(b.data(), DataType::kFloat32, b.size()));
+      if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      std::vector<Handle> hs = s.GroupedAllreduceAsync("grp", views, views);
+      if (hs.size() != 3) return InternalError("3 handles expected");
+      if (rank == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        for (auto& h : hs)
+          if (h.Poll()) return InternalError("a member finished before rank 1 submitted");
+      }
+      for (auto& h : hs) HORA_RETURN_IF_ERROR(h.Wait(kWait));
+      if (bufs[0][4] != 6.0f || bufs[1][699] != 6.0f || bufs[2][0] != 3.0f)
+        return InternalError("group values");
+    }
+    const auto c = s.engine_counters();
+    if (c.cache_hits != 6) return InternalError("hits " + std::to_string(c.cache_hits));
+    return Status::Ok();
+  });
+  ExpectAllOk(st);
+}
+
+TEST(EngineFusion, PlansBatchesByKindSizeAndGroup) {
+  auto meta = [](const char* name, DataType t, int64_t n, const char* group = "") {
+    RequestMeta m;
+    m.name = name;
+    m.dtype = t;
+    m.shape = {n};
+    m.group = group;
+    m.group_size = *group ? 2 : 0;
+    return m;
+  };
+  RequestMeta b = meta("b", DataType::kFloat32, 100);
+  RequestMeta big = meta("big", DataType::kFloat32, 1000);
+  RequestMeta ga = meta("g.0", DataType::kFloat32, 10, "g");
+  RequestMeta gb = meta("g.1", DataType::kFloat32, 10, "g");
+  RequestMeta i = meta("i", DataType::kInt32, 5);
+  RequestMeta bc = meta("bc", DataType::kFloat32, 4);
+  bc.op = OpType::kBroadcast;
+  RequestMeta avg = meta("avg", DataType::kFloat32, 5);
+  avg.reduction.op = ReduceOp::kAverage;
+  const std::vector<const RequestMeta*> all = {&b, &ga, &i, &big, &gb, &bc, &avg};
+  using Plan = std::vector<std::vector<size_t>>;
+  // 4 KiB threshold: big (4000 B) does not fit with b (400 B).
+  EXPECT_EQ(PlanBatches(all, 4096, true), (Plan{{0, 1, 4}, {2}, {3}, {5}, {6}}));
+  EXPECT_EQ(PlanBatches(all, 4096, false), (Plan{{0}, {1, 4}, {2}, {3}, {5}, {6}}));
+  EXPECT_EQ(PlanBatches(all, 1 << 20, true), (Plan{{0, 1, 3, 4}, {2}, {5}, {6}}));
+  EXPECT_EQ(PlanBatches(all, 0, true), (Plan{{0}, {1}, {2}, {3}, {4}, {5}, {6}}));
 }
 
 TEST(Engine, BadInputFailsTheHandleAtOnce) {

@@ -64,6 +64,8 @@ void PutMeta(Writer& w, const RequestMeta& m) {
   w.Put<int32_t>(m.root);
   w.Put<uint32_t>(static_cast<uint32_t>(m.shape.size()));
   for (int64_t d : m.shape) w.Put<int64_t>(d);
+  w.PutString(m.group);
+  w.Put<uint32_t>(m.group_size);
 }
 
 bool GetMeta(Reader& r, RequestMeta* m) {
@@ -91,7 +93,7 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   for (auto& d : m->shape) {
     if (!r.Get(&d) || d < 0) return false;
   }
-  return true;
+  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size);
 }
 
 template <typename T, typename GetOne>
@@ -138,7 +140,8 @@ const char* OpTypeName(OpType op) {
 
 bool RequestMeta::SameParams(const RequestMeta& o) const {
   return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
-         device == o.device && reduction.op == o.reduction.op &&
+         device == o.device && group == o.group && group_size == o.group_size &&
+         reduction.op == o.reduction.op &&
          reduction.prescale_factor == o.reduction.prescale_factor &&
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
@@ -157,6 +160,7 @@ std::string RequestMeta::DescribeParams() const {
     s += " root " + std::to_string(root);
   }
   if (device == DeviceType::kCUDA) s += " on cuda";
+  if (!group.empty()) s += " in group '" + group + "' of " + std::to_string(group_size);
   return s;
 }
 

@@ -32,6 +32,10 @@ struct RequestMeta {
   // False for tensors the caller did not name (their generated names never
   // repeat, so caching them would only evict useful entries).
   bool cacheable = true;
+  // Grouped collectives: every member carries the group's name and size;
+  // members run only together (the engine never runs part of a group).
+  std::string group;
+  uint32_t group_size = 0;
 
   // Everything but the name (and cacheable) agrees (what ranks must agree on, and what a
   // cached entry is compared with).

@@ -67,7 +67,8 @@ int main() {
       }
       const std::string diff = hora::testing::Compare(
           hora::testing::ReferenceAllreduce(t, red, ptrs, count), bufs[i].data(), 0, count);
-      if (!diff.empty()) return Fail("step " + std::to_string(step) + " t" + std::to_string(i) + ": " + diff);
+      if (!diff.empty())
+        return Fail("step " + std::to_string(step) + " t" + std::to_string(i) + ": " + diff);
     }
     // Every rank is past this step before the counters are read (a rank that
     // went on could already be negotiating the next tensors).
