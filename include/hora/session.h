@@ -119,6 +119,13 @@ class Session {
                                             const Reduction& reduction = {});
   Handle BarrierAsync();
 
+  // Starts (or restarts, truncating) the engine's Chrome-trace timeline:
+  // `path` on rank 0, or every rank's own file when it contains "{rank}"
+  // (HORA_TIMELINE does the same at creation). An unwritable path or a
+  // directory is an error naming it.
+  Status StartTimeline(const std::string& path);
+  Status StopTimeline();
+
   // Counters of this rank's engine (zero before it starts).
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,

@@ -80,10 +80,15 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +
                     std::to_string(impl->comm.size()) + " connected over " +
                     impl->transport->name());
-  for (const auto& name : UnknownSettings(env)) {
-    impl->logger.Warning("unknown setting " + name + " ignored (see --print-config for the list)");
+  auto session = std::unique_ptr<Session>(new Session(std::move(impl)));
+  if (!session->impl_->config.timeline.empty()) {
+    HORA_RETURN_IF_ERROR(session->StartTimeline(session->impl_->config.timeline));
   }
-  return std::unique_ptr<Session>(new Session(std::move(impl)));
+  for (const auto& name : UnknownSettings(env)) {
+    session->impl_->logger.Warning("unknown setting " + name +
+                                   " ignored (see --print-config for the list)");
+  }
+  return session;
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -15,6 +15,17 @@ std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType
          std::to_string(impl.unnamed[static_cast<int>(op)]++);
 }
 
+}  // namespace
+
+std::string TimelinePathFor(const std::string& path, int rank) {
+  const size_t at = path.find("{rank}");
+  if (at != std::string::npos)
+    return path.substr(0, at) + std::to_string(rank) + path.substr(at + 6);
+  return rank == 0 ? path : "";
+}
+
+namespace {
+
 std::string Where(const Session::Impl& impl, OpType op, const std::string& name) {
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
@@ -78,6 +89,7 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
     return failed;
   }
   if (members.empty()) return {};
+  for (Submission& m : members) m.submitted = Clock::now();
   return impl_->GetEngine().SubmitGroup(std::move(members));
 }
 
@@ -88,6 +100,7 @@ Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,
   Submission s;
   Status st = PrepareAllreduce(*impl_, n, cacheable, input, output, reduction, &s);
   if (!st.ok()) return FailedHandle(n, st);
+  s.submitted = Clock::now();
   return impl_->GetEngine().Submit(std::move(s));
 }
 
@@ -111,6 +124,7 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.meta.cacheable = cacheable;
   s.input = tensor;
   s.output = tensor;
+  s.submitted = Clock::now();
   return impl_->GetEngine().Submit(std::move(s));
 }
 
@@ -122,7 +136,34 @@ Handle Session::BarrierAsync() {
   s.meta.dtype = DataType::kUInt8;
   s.meta.shape = {0};
   s.meta.cacheable = false;
+  s.submitted = Clock::now();
   return impl_->GetEngine().Submit(std::move(s));
+}
+
+Status Session::StartTimeline(const std::string& path) {
+  const std::string mine = TimelinePathFor(path, rank());
+  std::shared_ptr<Timeline> timeline;
+  if (!mine.empty()) {
+    HORA_ASSIGN_OR_RETURN(
+        std::unique_ptr<Timeline> t,
+        Timeline::Open(mine, rank(),
+                       static_cast<uint64_t>(impl_->config.timeline_max_mb * 1024 * 1024)));
+    timeline = std::move(t);
+  }
+  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  impl_->timeline = timeline;
+  if (impl_->engine) impl_->engine->SetTimeline(timeline);
+  return Status::Ok();
+}
+
+Status Session::StopTimeline() {
+  std::shared_ptr<Timeline> old;
+  {
+    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    old = std::move(impl_->timeline);
+    if (impl_->engine) impl_->engine->SetTimeline(nullptr);
+  }
+  return Status::Ok();  // `old` closes the file once the engine lets go of it
 }
 
 Session::EngineCounters Session::engine_counters() const {

@@ -53,9 +53,13 @@ struct Session::Impl {
   std::unique_ptr<Engine> engine;
   uint64_t unnamed[3] = {0, 0, 0};  // per OpType: generated names
   uint64_t unnamed_groups = 0;
+  std::shared_ptr<Timeline> timeline;  // guarded by engine_mu
   Engine& GetEngine() {
     std::lock_guard<std::mutex> lock(engine_mu);
-    if (!engine) engine = std::make_unique<Engine>(config, control_comm, *engine_backend, logger);
+    if (!engine) {
+      engine = std::make_unique<Engine>(config, control_comm, *engine_backend, logger);
+      engine->SetTimeline(timeline);
+    }
     return *engine;
   }
 
@@ -63,6 +67,10 @@ struct Session::Impl {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
   }
 };
+
+// The timeline file of `rank` for HORA_TIMELINE=`path`: "{rank}" replaced by
+// the rank, or, without it, `path` on rank 0 and none ("") elsewhere.
+std::string TimelinePathFor(const std::string& path, int rank);
 
 // Rejects reductions that are not defined for `dtype` (bool: no average, no
 // scale factors). The message starts with "rank R: <op>".

@@ -43,6 +43,8 @@ struct Config {
   double stall_warning_s;
   double stall_shutdown_s;
   std::string disable_group_fusion;  // "1": groups fuse only with themselves
+  std::string timeline;              // Chrome-trace file ("" = none)
+  double timeline_max_mb;            // 0 = no limit
   // Job wiring, set by horarun (or by the user under another launcher).
   std::string transport;     // "", "shm", "tcp" or "mpi"
   std::string backend;       // "hora" or "mpi"

@@ -104,6 +104,11 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
   return handles;
 }
 
+void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
+  std::lock_guard<std::mutex> lock(mu_);
+  timeline_ = std::move(timeline);
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineStats s = stats_;
@@ -126,6 +131,7 @@ void Engine::Loop() {
       }
       fresh.swap(queue_);
       stopping = stop_requested_;
+      cycle_timeline_ = timeline_;
     }
     if (!Cycle(std::move(fresh), stopping)) return;
   }
@@ -134,10 +140,14 @@ void Engine::Loop() {
 bool Engine::Cycle(std::vector<Submission> fresh, bool stopping) {
   quiet_here_ = fresh.empty();
   const uint64_t done_before = stats_.tensors;
+  const TimePoint taken = Clock::now();
   for (Submission& s : fresh) {
     const std::string name = s.meta.name;
+    if (cycle_timeline_) cycle_timeline_->Span(name, "queued", s.submitted, taken);
     arrival_.push_back(name);
-    pending_.emplace(name, Pending{std::move(s)});
+    Pending p{std::move(s)};
+    p.taken = taken;
+    pending_.emplace(name, std::move(p));
   }
   std::vector<Response> decided;
   bool stop_everywhere = false;
@@ -302,6 +312,13 @@ void Engine::Execute(const std::vector<Response>& responses) {
     ready.push_back(&it->second);
     metas.push_back(&it->second.sub.meta);
   }
+  const TimePoint decided = Clock::now();
+  if (cycle_timeline_) {
+    for (Pending* p : ready) {
+      cycle_timeline_->Span(p->sub.meta.name, "negotiating", p->taken, decided,
+                            "{\"params\":" + JsonQuote(p->sub.meta.DescribeParams()) + "}");
+    }
+  }
   std::vector<std::vector<Pending*>> batches;
   for (const auto& plan :
        PlanBatches(metas, config_.fusion_threshold_bytes, config_.disable_group_fusion != "1")) {
@@ -310,6 +327,7 @@ void Engine::Execute(const std::vector<Response>& responses) {
   }
   for (auto& batch : batches) {
     const RequestMeta& m = batch.front()->sub.meta;
+    const TimePoint start = Clock::now();
     Status st;
     switch (m.op) {
       case OpType::kAllreduce:
@@ -325,6 +343,13 @@ void Engine::Execute(const std::vector<Response>& responses) {
     if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
     std::vector<std::string> names;
     for (Pending* p : batch) names.push_back(p->sub.meta.name);
+    if (cycle_timeline_) {
+      const TimePoint end = Clock::now();
+      const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
+                               ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
+      for (const std::string& name : names)
+        cycle_timeline_->Span(name, OpTypeName(m.op), start, end, args);
+    }
     for (const std::string& name : names) Finish(name, st);
   }
 }

@@ -43,6 +43,7 @@
 #include "engine/handle_state.h"
 #include "engine/messages.h"
 #include "engine/response_cache.h"
+#include "timeline/timeline.h"
 
 namespace hora {
 
@@ -60,6 +61,7 @@ struct EngineStats {
 
 // One tensor submitted on this rank.
 struct Submission {
+  TimePoint submitted{};
   RequestMeta meta;
   TensorView input;
   TensorView output;
@@ -84,12 +86,16 @@ class Engine {
 
   EngineStats stats() const;
 
+  // Records spans into `timeline` from the next cycle on (null: stop).
+  void SetTimeline(std::shared_ptr<Timeline> timeline);
+
  private:
   enum class State { kNew, kSent, kCached };
   struct Pending {
     Submission sub;
     State state = State::kNew;
     bool counted = false;  // hit or miss recorded
+    TimePoint taken{};     // when the engine took it from the queue
   };
 
   void Loop();
@@ -113,6 +119,7 @@ class Engine {
   mutable std::mutex mu_;  // guards the submission side below
   std::condition_variable cv_;
   std::vector<Submission> queue_;
+  std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   std::unordered_set<std::string> in_flight_;
   bool stop_requested_ = false;
   Status stopped_;  // why the engine no longer runs (ok while it does)
@@ -128,6 +135,7 @@ class Engine {
   bool quiet_everywhere_ = true;  // ... on any rank (last cycle's AND)
   bool busy_ = false;             // cycle again at once (see Loop)
   std::vector<std::byte> fusion_;
+  std::shared_ptr<Timeline> cycle_timeline_;  // this cycle's copy of timeline_
   std::thread thread_;
 };
 

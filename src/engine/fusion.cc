@@ -17,7 +17,7 @@ bool Fusable(const RequestMeta& a, const RequestMeta& b, bool group_fusion) {
 std::vector<std::vector<size_t>> PlanBatches(const std::vector<const RequestMeta*>& tensors,
                                              uint64_t threshold, bool group_fusion) {
   std::vector<std::vector<size_t>> batches;
-  std::vector<size_t> open;        // batches that may still grow
+  std::vector<size_t> open;  // batches that may still grow
   std::vector<uint64_t> open_bytes;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const RequestMeta& m = *tensors[i];

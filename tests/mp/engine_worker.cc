@@ -8,10 +8,15 @@
 // on every rank with a message naming each rank's shape while the others
 // succeed. Prints "rank R: engine checks passed" and exits 0, or names the
 // failure and exits 1.
+#include <signal.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hora/hora.h"
@@ -28,7 +33,11 @@ int Fail(const std::string& what) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // --kill-after-step K: rank 0 SIGKILLs itself after step K (the timeline
+  // test then parses what it wrote).
+  int kill_after = -1;
+  if (argc == 3 && std::string(argv[1]) == "--kill-after-step") kill_after = std::atoi(argv[2]);
   auto created = Session::Create({});
   if (!created.ok()) return Fail("Session::Create: " + created.status().ToString());
   Session& s = **created;
@@ -75,6 +84,12 @@ int main() {
     Status b = s.Barrier();
     if (!b.ok()) return Fail("barrier: " + b.ToString());
     if (step == 0) after_first = s.engine_counters();
+    if (step == kill_after && me == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let the timeline flush
+      std::fprintf(stderr, "rank 0: killing myself with SIGKILL after step %d\n", step);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
   }
   const auto end = s.engine_counters();
   Status b = s.Barrier();

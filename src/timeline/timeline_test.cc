@@ -1,0 +1,128 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "timeline/timeline.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "support/thread_ranks.h"
+
+namespace hora {
+namespace {
+
+using testing::TestSettings;
+using testing::ThreadRanks;
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/hora-timeline-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());  // throws (fails the test) when invalid
+}
+
+TEST(Timeline, FileIsValidJsonAfterEveryWrite) {
+  const std::string path = TempDir() + "/t.json";
+  auto t = Timeline::Open(path, 3, 0);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_TRUE(ReadJson(path).is_array());  // "[\n]" before any event
+  const TimePoint now = Clock::now();
+  (*t)->Span("w \"quoted\"", "queued", now, now + std::chrono::microseconds(5));
+  for (int i = 0; i < 50 && ReadJson(path).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto j = ReadJson(path);  // read while the timeline is still open
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["args"]["name"], "w \"quoted\"");
+  EXPECT_EQ(j[1]["name"], "queued");
+  EXPECT_EQ(j[1]["pid"], 3);
+  EXPECT_EQ(j[1]["dur"], 5);
+}
+
+TEST(Timeline, SizeCapEndsWithATruncationMarker) {
+  const std::string path = TempDir() + "/cap.json";
+  auto t = Timeline::Open(path, 0, 2000);
+  ASSERT_TRUE(t.ok());
+  const TimePoint now = Clock::now();
+  for (int i = 0; i < 200; ++i) (*t)->Span("x" + std::to_string(i), "allreduce", now, now);
+  t->reset();
+  auto j = ReadJson(path);
+  EXPECT_LT(j.size(), 40u);
+  EXPECT_EQ(j.back()["name"], "timeline truncated (HORA_TIMELINE_MAX_MB)");
+}
+
+TEST(Timeline, DirectoryOrUnwritablePathIsAnError) {
+  const std::string dir = TempDir();
+  auto t = Timeline::Open(dir, 0, 0);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("is a directory"), std::string::npos);
+  auto missing = Timeline::Open(dir + "/no/such/dir/t.json", 0, 0);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("No such file or directory"), std::string::npos)
+      << missing.status().message();
+  // Through the Session: creation fails naming the variable and the path.
+  auto world = ThreadWorld::Create(1);
+  SessionOptions o;
+  o.rank = 0;
+  o.world = world;
+  o.read_environment = false;
+  o.settings = {{"HORA_TIMELINE", dir}};
+  auto s = Session::Create(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("HORA_TIMELINE='" + dir + "' is a directory"),
+            std::string::npos)
+      << s.status().message();
+}
+
+TEST(Timeline, EngineRecordsEveryPhaseOfEveryTensor) {
+  const std::string dir = TempDir();
+  ThreadRanks ranks(2, TestSettings({{"HORA_TIMELINE", dir + "/r{rank}.json"}}));
+  auto st = ranks.Run([&](int, Session& s) -> Status {
+    std::vector<float> a(10, 1.0f), b(10, 1.0f);
+    TensorView va = TensorView::Flat(a.data(), DataType::kFloat32, 10);
+    TensorView vb = TensorView::Flat(b.data(), DataType::kFloat32, 10);
+    for (int step = 0; step < 2; ++step) {
+      Handle h1 = s.AllreduceAsync("grad.a", va, va);
+      Handle h2 = s.AllreduceAsync("grad.b", vb, vb);
+      HORA_RETURN_IF_ERROR(h1.Wait(std::chrono::seconds(60)));
+      HORA_RETURN_IF_ERROR(h2.Wait(std::chrono::seconds(60)));
+    }
+    return s.StopTimeline();
+  });
+  for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = dir + "/r" + std::to_string(r) + ".json";
+    std::set<std::string> seen;
+    for (int i = 0; i < 100; ++i) {  // the writer flushes within 100 ms
+      seen.clear();
+      auto j = ReadJson(path);
+      std::map<int, std::string> rows;
+      for (const auto& e : j) {
+        if (e["ph"] == "M") rows[e["tid"].get<int>()] = e["args"]["name"];
+      }
+      for (const auto& e : j) {
+        if (e["ph"] == "X") {
+          EXPECT_EQ(e["pid"], r);
+          seen.insert(rows[e["tid"].get<int>()] + ":" + e["name"].get<std::string>());
+        }
+      }
+      if (seen.size() == 6) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_EQ(seen, (std::set<std::string>{"grad.a:queued", "grad.a:negotiating",
+                                           "grad.a:allreduce", "grad.b:queued",
+                                           "grad.b:negotiating", "grad.b:allreduce"}))
+        << path;
+  }
+}
+
+}  // namespace
+}  // namespace hora
