@@ -17,6 +17,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "hora/status.h"
 #include "hora/tensor.h"
@@ -34,9 +35,12 @@ class Handle {
   Status Wait(std::chrono::nanoseconds timeout) const;
   // The result once Poll() is true.
   Status status() const;
-  // Collectives whose output Hora allocates (allgather): the output tensor,
+  // Collectives whose output Hora allocates (allgather, reducescatter,
+  // alltoall): the output tensor,
   // once done successfully; null otherwise.
   const Tensor* output() const;
+  // Alltoall: the rows received from each rank, once done; null otherwise.
+  const std::vector<int64_t>* received_splits() const;
 
   struct State;
   explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}

@@ -117,6 +117,24 @@ class Session {
                                             std::span<const TensorView> inputs,
                                             std::span<const TensorView> outputs,
                                             const Reduction& reduction = {});
+  // Allgather, reducescatter and alltoall through the engine. Hora
+  // allocates the output: Handle::output() once done (same contracts as the
+  // blocking forms above; alltoall's received splits in
+  // Handle::received_splits()). Ranks must agree on dtype and, for
+  // reducescatter, the whole shape; for allgather and alltoall all but
+  // dimension 0. Empty alltoall `splits`: an even split.
+  Handle AllgatherAsync(const std::string& name, const TensorView& input);
+  Handle ReducescatterAsync(const std::string& name, const TensorView& input,
+                            const Reduction& reduction = {});
+  Handle AlltoallAsync(const std::string& name, const TensorView& input,
+                       std::span<const int64_t> splits = {});
+  // Groups of allgathers / reducescatters, with the atomicity of
+  // GroupedAllreduceAsync.
+  std::vector<Handle> GroupedAllgatherAsync(const std::string& group,
+                                            std::span<const TensorView> inputs);
+  std::vector<Handle> GroupedReducescatterAsync(const std::string& group,
+                                                std::span<const TensorView> inputs,
+                                                const Reduction& reduction = {});
   Handle BarrierAsync();
 
   // Starts (or restarts, truncating) the engine's Chrome-trace timeline:

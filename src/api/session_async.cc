@@ -1,11 +1,11 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The Session's engine entry points: local checks, then Engine::Submit.
+#include <functional>
+
 #include "api/session_impl.h"
 
 namespace hora {
-namespace {
-
 std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType op,
                             bool* cacheable) {
   *cacheable = !name.empty();
@@ -15,8 +15,6 @@ std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType
          std::to_string(impl.unnamed[static_cast<int>(op)]++);
 }
 
-}  // namespace
-
 std::string TimelinePathFor(const std::string& path, int rank) {
   const size_t at = path.find("{rank}");
   if (at != std::string::npos)
@@ -24,11 +22,39 @@ std::string TimelinePathFor(const std::string& path, int rank) {
   return rank == 0 ? path : "";
 }
 
-namespace {
-
 std::string Where(const Session::Impl& impl, OpType op, const std::string& name) {
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
+
+std::vector<Handle> SubmitGroup(
+    Session::Impl& impl, const std::string& kind, const std::string& group, size_t count,
+    const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare) {
+  bool cacheable = true;
+  std::string g = group;
+  if (g.empty()) {
+    std::lock_guard<std::mutex> lock(impl.engine_mu);
+    g = kind + ".noname." + std::to_string(impl.unnamed_groups++);
+    cacheable = false;
+  }
+  std::vector<Submission> members(count);
+  Status st;
+  for (size_t i = 0; st.ok() && i < count; ++i) {
+    st = prepare(i, g + "." + std::to_string(i), cacheable, &members[i]);
+    members[i].meta.group = g;
+    members[i].meta.group_size = static_cast<uint32_t>(count);
+  }
+  if (!st.ok()) {
+    std::vector<Handle> failed;
+    for (size_t i = 0; i < count; ++i)
+      failed.push_back(FailedHandle(g + "." + std::to_string(i), st));
+    return failed;
+  }
+  if (members.empty()) return {};
+  for (Submission& m : members) m.submitted = Clock::now();
+  return impl.GetEngine().SubmitGroup(std::move(members));
+}
+
+namespace {
 
 // Checks one allreduce and fills its submission; an error names the tensor.
 Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool cacheable,
@@ -62,35 +88,20 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
                                                    std::span<const TensorView> inputs,
                                                    std::span<const TensorView> outputs,
                                                    const Reduction& reduction) {
-  bool cacheable = true;
-  std::string g = group;
-  if (g.empty()) {
-    std::lock_guard<std::mutex> lock(impl_->engine_mu);
-    g = "grouped_allreduce.noname." + std::to_string(impl_->unnamed_groups++);
-    cacheable = false;
-  }
-  std::vector<Submission> members(inputs.size());
-  Status st;
   if (inputs.size() != outputs.size()) {
-    st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + g +
-                         "': " + std::to_string(inputs.size()) + " inputs but " +
-                         std::to_string(outputs.size()) + " outputs");
-  }
-  for (size_t i = 0; st.ok() && i < inputs.size(); ++i) {
-    st = PrepareAllreduce(*impl_, g + "." + std::to_string(i), cacheable, inputs[i], outputs[i],
-                          reduction, &members[i]);
-    members[i].meta.group = g;
-    members[i].meta.group_size = static_cast<uint32_t>(inputs.size());
-  }
-  if (!st.ok()) {
+    const Status st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + group +
+                                      "': " + std::to_string(inputs.size()) + " inputs but " +
+                                      std::to_string(outputs.size()) + " outputs");
     std::vector<Handle> failed;
     for (size_t i = 0; i < inputs.size(); ++i)
-      failed.push_back(FailedHandle(g + "." + std::to_string(i), st));
+      failed.push_back(FailedHandle(group + "." + std::to_string(i), st));
     return failed;
   }
-  if (members.empty()) return {};
-  for (Submission& m : members) m.submitted = Clock::now();
-  return impl_->GetEngine().SubmitGroup(std::move(members));
+  return SubmitGroup(*impl_, "grouped_allreduce", group, inputs.size(),
+                     [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
+                       return PrepareAllreduce(*impl_, name, cacheable, inputs[i], outputs[i],
+                                               reduction, s);
+                     });
 }
 
 Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,

@@ -4,8 +4,12 @@
 // collectives) and session_shapes.cc (those that exchange shapes first).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "collectives/comm.h"
@@ -51,7 +55,7 @@ struct Session::Impl {
   std::unique_ptr<CollectiveBackend> engine_backend;
   std::mutex engine_mu;
   std::unique_ptr<Engine> engine;
-  uint64_t unnamed[3] = {0, 0, 0};  // per OpType: generated names
+  uint64_t unnamed[kOpTypeCount] = {};  // per OpType: generated names
   uint64_t unnamed_groups = 0;
   std::shared_ptr<Timeline> timeline;  // guarded by engine_mu
   Engine& GetEngine() {
@@ -76,6 +80,25 @@ std::string TimelinePathFor(const std::string& path, int rank);
 // scale factors). The message starts with "rank R: <op>".
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& reduction);
+
+// Engine submissions (session_async.cc). The name of an engine call: `name`,
+// or for an empty one "<op>.noname.<N>" (the same on every rank for its N-th
+// such call, and then not cacheable).
+std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType op,
+                            bool* cacheable);
+// "rank R: <op> '<name>'", the start of every error about an engine call.
+std::string Where(const Session::Impl& impl, OpType op, const std::string& name);
+// Submits `count` members named "<group>.<i>" as one group; `prepare` fills
+// member i. When one member is bad, every handle fails with its error.
+std::vector<Handle> SubmitGroup(
+    Session::Impl& impl, const std::string& kind, const std::string& group, size_t count,
+    const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare);
+
+// The rows of dimension 0 that `input` sends to each of `n` ranks: `splits`
+// (checked: n of them, none negative, adding up to dimension 0), or an even
+// split when `splits` is empty. Errors start with `where`.
+Status AlltoallRows(const std::string& where, const TensorView& input,
+                    std::span<const int64_t> splits, size_t n, std::vector<int64_t>* rows);
 
 // `tensor.Validate()`, with "rank R: <op> <which>: " before any error.
 inline Status CheckTensor(const Session::Impl& impl, const char* op, const char* which,

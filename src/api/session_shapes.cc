@@ -64,6 +64,40 @@ Result<std::vector<int64_t>> GatherRows(CollectiveBackend& backend, size_t n,
 
 }  // namespace
 
+Status AlltoallRows(const std::string& where, const TensorView& input,
+                    std::span<const int64_t> splits, size_t n, std::vector<int64_t>* rows) {
+  const int64_t dim0 = input.shape().empty() ? 1 : input.shape()[0];
+  rows->assign(n, 0);
+  if (splits.empty()) {
+    if (dim0 % static_cast<int64_t>(n) != 0) {
+      return InvalidArgument(where + ": dimension 0 (" + std::to_string(dim0) +
+                             ") does not divide by the " + std::to_string(n) +
+                             " ranks; pass splits");
+    }
+    std::fill(rows->begin(), rows->end(), dim0 / static_cast<int64_t>(n));
+    return Status::Ok();
+  }
+  if (splits.size() != n) {
+    return InvalidArgument(where + ": " + std::to_string(splits.size()) + " splits given for " +
+                           std::to_string(n) + " ranks");
+  }
+  int64_t sum = 0;
+  for (size_t p = 0; p < n; ++p) {
+    if (splits[p] < 0) {
+      return InvalidArgument(where + ": split for rank " + std::to_string(p) + " is negative (" +
+                             std::to_string(splits[p]) + ")");
+    }
+    sum += splits[p];
+    (*rows)[p] = splits[p];
+  }
+  if (sum != dim0) {
+    return InvalidArgument(where + ": splits add up to " + std::to_string(sum) +
+                           " rows but dimension 0 of " + input.Describe() + " is " +
+                           std::to_string(dim0));
+  }
+  return Status::Ok();
+}
+
 Result<Tensor> Session::Allgather(const TensorView& input) {
   const std::string where = impl_->Where("allgather");
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allgather", "input", input));
@@ -104,35 +138,8 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "alltoall", "input", input));
   const std::vector<int64_t> shape = Shape(input);
   const size_t n = static_cast<size_t>(size());
-  const int64_t dim0 = shape[0];
-  std::vector<int64_t> send_rows(n);
-  if (splits.empty()) {
-    if (dim0 % static_cast<int64_t>(n) != 0) {
-      return InvalidArgument(where + ": dimension 0 (" + std::to_string(dim0) +
-                             ") does not divide by the " + std::to_string(n) +
-                             " ranks; pass splits");
-    }
-    std::fill(send_rows.begin(), send_rows.end(), dim0 / static_cast<int64_t>(n));
-  } else {
-    if (splits.size() != n) {
-      return InvalidArgument(where + ": " + std::to_string(splits.size()) + " splits given for " +
-                             std::to_string(n) + " ranks");
-    }
-    int64_t sum = 0;
-    for (size_t p = 0; p < n; ++p) {
-      if (splits[p] < 0) {
-        return InvalidArgument(where + ": split for rank " + std::to_string(p) + " is negative (" +
-                               std::to_string(splits[p]) + ")");
-      }
-      sum += splits[p];
-      send_rows[p] = splits[p];
-    }
-    if (sum != dim0) {
-      return InvalidArgument(where + ": splits add up to " + std::to_string(sum) +
-                             " rows but dimension 0 of " + input.Describe() + " is " +
-                             std::to_string(dim0));
-    }
-  }
+  std::vector<int64_t> send_rows;
+  HORA_RETURN_IF_ERROR(AlltoallRows(where, input, splits, n, &send_rows));
   // Tell every rank how many rows to expect from us.
   std::vector<int64_t> recv_rows(n);
   std::vector<size_t> eight(n, sizeof(int64_t));

@@ -48,6 +48,21 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
   }
   bool agree = true;
   for (const auto& m : e.by_rank) agree = agree && m->SameParams(r.params);
+  if (agree && r.params.op == OpType::kAllgather) {
+    for (const auto& m : e.by_rank) r.rows.push_back(m->shape.empty() ? 1 : m->shape[0]);
+  }
+  if (agree && r.params.op == OpType::kAlltoall) {
+    for (int p = 0; p < size_ && r.error.empty(); ++p) {
+      const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
+      if (m.splits.size() != static_cast<size_t>(size_)) {
+        r.error = std::string(op) + " '" + name + "': rank " + std::to_string(p) + " gave " +
+                  std::to_string(m.splits.size()) + " splits for " + std::to_string(size_) +
+                  " ranks";
+      }
+      r.rows.insert(r.rows.end(), m.splits.begin(), m.splits.end());
+    }
+    if (!r.error.empty()) r.rows.clear();
+  }
   if (!agree) {
     r.error = std::string(op) + " '" + name + "': ranks disagree:";
     for (int p = 0; p < size_; ++p) {

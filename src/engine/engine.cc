@@ -145,7 +145,8 @@ bool Engine::Cycle(std::vector<Submission> fresh, bool stopping) {
     const std::string name = s.meta.name;
     if (cycle_timeline_) cycle_timeline_->Span(name, "queued", s.submitted, taken);
     arrival_.push_back(name);
-    Pending p{std::move(s)};
+    Pending p;
+    p.sub = std::move(s);
     p.taken = taken;
     pending_.emplace(name, std::move(p));
   }
@@ -186,7 +187,7 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
   for (auto& [name, p] : pending_) {
     if (p.state == State::kSent) continue;
     const auto bit = cache_.Find(name);
-    if (bit && cache_.At(*bit).SameParams(p.sub.meta)) {
+    if (bit && cache_.ResponseAt(*bit).Matches(p.sub.meta, rank_, size_)) {
       ready[*bit / 64] |= uint64_t{1} << (*bit % 64);
       p.state = State::kCached;
       if (!p.counted) ++hits;
@@ -235,7 +236,7 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
       demoted = true;
       continue;
     }
-    out->push_back(Response{m, ""});
+    out->push_back(cache_.ResponseAt(b));
     cache_.Touch(b);
   }
   {
@@ -287,7 +288,7 @@ Status Engine::SlowPath(std::vector<Response>* out) {
                         DecodeResponses(responses.data(), responses.size()));
   uint64_t evicted_before = cache_.evictions();
   for (Response& r : decided) {
-    if (r.error.empty() && r.params.cacheable) cache_.Insert(r.params);
+    if (r.error.empty() && r.params.cacheable) cache_.Insert(r);
     out->push_back(std::move(r));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -311,6 +312,7 @@ void Engine::Execute(const std::vector<Response>& responses) {
     }
     ready.push_back(&it->second);
     metas.push_back(&it->second.sub.meta);
+    it->second.rows = r.rows;
   }
   const TimePoint decided = Clock::now();
   if (cycle_timeline_) {
@@ -338,6 +340,11 @@ void Engine::Execute(const std::vector<Response>& responses) {
         break;
       case OpType::kBarrier:
         st = data_.Barrier();
+        break;
+      case OpType::kAllgather:
+      case OpType::kReducescatter:
+      case OpType::kAlltoall:
+        st = RunShaped(*batch.front());
         break;
     }
     if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
@@ -384,10 +391,66 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   return Status::Ok();
 }
 
+Status Engine::RunShaped(Pending& p) {
+  const RequestMeta& m = p.sub.meta;
+  const TensorView& in = p.sub.input;
+  std::vector<int64_t> shape = m.shape.empty() ? std::vector<int64_t>{1} : m.shape;
+  const size_t n = static_cast<size_t>(size_);
+  const size_t row_bytes = in.row_elements() * DataTypeSize(m.dtype);
+  switch (m.op) {
+    case OpType::kAllgather: {
+      std::vector<size_t> bytes(n);
+      int64_t total = 0;
+      for (size_t q = 0; q < n; ++q) {
+        bytes[q] = static_cast<size_t>(p.rows[q]) * row_bytes;
+        total += p.rows[q];
+      }
+      shape[0] = total;
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(data_.Allgatherv(in.data(), out.data(), bytes));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    case OpType::kReducescatter: {
+      const size_t dim0 = static_cast<size_t>(shape[0]);
+      auto rows_of = [&](size_t q) { return dim0 / n + (q < dim0 % n ? 1 : 0); };
+      std::vector<size_t> counts(n);
+      for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * in.row_elements();
+      shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank_)));
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(
+          data_.Reducescatter(in.data(), out.data(), counts, m.dtype, m.reduction));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    case OpType::kAlltoall: {
+      std::vector<size_t> send(n), recv(n);
+      int64_t total = 0;
+      p.received_splits.assign(n, 0);
+      for (size_t q = 0; q < n; ++q) {
+        send[q] = static_cast<size_t>(p.rows[static_cast<size_t>(rank_) * n + q]) * row_bytes;
+        const int64_t from_q = p.rows[q * n + static_cast<size_t>(rank_)];
+        p.received_splits[q] = from_q;
+        recv[q] = static_cast<size_t>(from_q) * row_bytes;
+        total += from_q;
+      }
+      shape[0] = total;
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(data_.Alltoallv(in.data(), send, out.data(), recv));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    default:
+      return InternalError("not a shaped collective");
+  }
+}
+
 void Engine::Finish(const std::string& name, Status st) {
   auto it = pending_.find(name);
   if (it == pending_.end()) return;
   std::shared_ptr<Handle::State> handle = std::move(it->second.sub.handle);
+  std::optional<Tensor> output = std::move(it->second.output);
+  std::vector<int64_t> received = std::move(it->second.received_splits);
   pending_.erase(it);
   arrival_.erase(std::find(arrival_.begin(), arrival_.end(), name));
   {
@@ -395,7 +458,8 @@ void Engine::Finish(const std::string& name, Status st) {
     in_flight_.erase(name);
     ++stats_.tensors;
   }
-  handle->Complete(std::move(st));
+  if (!st.ok()) output.reset();
+  handle->Complete(std::move(st), std::move(output), std::move(received));
 }
 
 void Engine::FailAll(const Status& st) {

@@ -94,8 +94,11 @@ class Engine {
   struct Pending {
     Submission sub;
     State state = State::kNew;
-    bool counted = false;  // hit or miss recorded
-    TimePoint taken{};     // when the engine took it from the queue
+    bool counted = false;       // hit or miss recorded
+    TimePoint taken{};          // when the engine took it from the queue
+    std::vector<int64_t> rows;  // from the decision (allgather, alltoall)
+    std::optional<Tensor> output;
+    std::vector<int64_t> received_splits;
   };
 
   void Loop();
@@ -106,6 +109,8 @@ class Engine {
   // Runs `responses` (fusing what it can) and completes their handles.
   void Execute(const std::vector<Response>& responses);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
+  // Allgather, reducescatter, alltoall: allocates the output.
+  Status RunShaped(Pending& p);
   void Finish(const std::string& name, Status st);
   void FailAll(const Status& st);
 

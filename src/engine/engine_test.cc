@@ -19,6 +19,7 @@ namespace hora {
 namespace {
 
 using testing::Compare;
+using testing::ExpectAllOk;
 using testing::FillInput;
 using testing::ReferenceAllreduce;
 using testing::TestSettings;
@@ -81,11 +82,6 @@ std::vector<Status> RunSteps(ThreadRanks& ranks, const std::vector<Named>& model
     }
     return Status::Ok();
   });
-}
-
-void ExpectAllOk(const std::vector<Status>& st) {
-  for (size_t r = 0; r < st.size(); ++r)
-    EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }
 
 class EngineWorlds : public ::testing::TestWithParam<int> {};

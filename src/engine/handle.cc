@@ -3,12 +3,13 @@
 
 namespace hora {
 
-void Handle::State::Complete(Status st, std::optional<Tensor> out) {
+void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received) {
   {
     std::lock_guard<std::mutex> lock(mu);
     if (done.load(std::memory_order_relaxed)) return;
     status = std::move(st);
     output = std::move(out);
+    received_splits = std::move(received);
     done.store(true, std::memory_order_release);
   }
   cv.notify_all();
@@ -36,6 +37,11 @@ Status Handle::status() const {
     return UnavailableError("handle of '" + state_->name + "': not done yet");
   }
   return state_->status;
+}
+
+const std::vector<int64_t>* Handle::received_splits() const {
+  if (state_ == nullptr || !Poll()) return nullptr;
+  return &state_->received_splits;
 }
 
 const Tensor* Handle::output() const {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hora/handle.h"
 
@@ -16,14 +17,16 @@ namespace hora {
 struct Handle::State {
   explicit State(std::string n) : name(std::move(n)) {}
   // First call wins; wakes every waiter.
-  void Complete(Status st, std::optional<Tensor> out = std::nullopt);
+  void Complete(Status st, std::optional<Tensor> out = std::nullopt,
+                std::vector<int64_t> received = {});
 
   const std::string name;
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;
-  Status status;                 // guarded by mu
-  std::optional<Tensor> output;  // guarded by mu
+  Status status;                         // guarded by mu
+  std::optional<Tensor> output;          // guarded by mu
+  std::vector<int64_t> received_splits;  // alltoall; guarded by mu
 };
 
 // A handle that is already failed with `st` (bad input at submission).

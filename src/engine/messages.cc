@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "engine/messages.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace hora {
@@ -52,6 +53,23 @@ class Reader {
   size_t left_;
 };
 
+constexpr uint32_t kMaxInts = 1 << 24;
+
+void PutInts(Writer& w, const std::vector<int64_t>& v) {
+  w.Put<uint32_t>(static_cast<uint32_t>(v.size()));
+  for (int64_t x : v) w.Put<int64_t>(x);
+}
+
+bool GetInts(Reader& r, std::vector<int64_t>* v) {
+  uint32_t n = 0;
+  if (!r.Get(&n) || n > kMaxInts || n * sizeof(int64_t) > r.left()) return false;
+  v->resize(n);
+  for (auto& x : *v) {
+    if (!r.Get(&x) || x < 0) return false;
+  }
+  return true;
+}
+
 void PutMeta(Writer& w, const RequestMeta& m) {
   w.PutString(m.name);
   w.Put<uint8_t>(static_cast<uint8_t>(m.op));
@@ -66,6 +84,7 @@ void PutMeta(Writer& w, const RequestMeta& m) {
   for (int64_t d : m.shape) w.Put<int64_t>(d);
   w.PutString(m.group);
   w.Put<uint32_t>(m.group_size);
+  PutInts(w, m.splits);
 }
 
 bool GetMeta(Reader& r, RequestMeta* m) {
@@ -77,8 +96,7 @@ bool GetMeta(Reader& r, RequestMeta* m) {
       !r.Get(&m->root) || !r.Get(&ndim)) {
     return false;
   }
-  if (op > static_cast<uint8_t>(OpType::kBarrier) ||
-      dtype > static_cast<uint8_t>(DataType::kBool) ||
+  if (op >= kOpTypeCount || dtype > static_cast<uint8_t>(DataType::kBool) ||
       rop > static_cast<uint8_t>(ReduceOp::kProduct) ||
       device > static_cast<uint8_t>(DeviceType::kCUDA) || ndim > kMaxDims ||
       ndim * sizeof(int64_t) > r.left()) {
@@ -93,7 +111,7 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   for (auto& d : m->shape) {
     if (!r.Get(&d) || d < 0) return false;
   }
-  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size);
+  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits);
 }
 
 template <typename T, typename GetOne>
@@ -134,11 +152,23 @@ const char* OpTypeName(OpType op) {
       return "broadcast";
     case OpType::kBarrier:
       return "barrier";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kReducescatter:
+      return "reducescatter";
+    case OpType::kAlltoall:
+      return "alltoall";
   }
   return "?";
 }
 
 bool RequestMeta::SameParams(const RequestMeta& o) const {
+  if (op == OpType::kAllgather || op == OpType::kAlltoall) {
+    return op == o.op && dtype == o.dtype && device == o.device && group == o.group &&
+           group_size == o.group_size && shape.size() == o.shape.size() &&
+           std::equal(shape.begin() + (shape.empty() ? 0 : 1), shape.end(),
+                      o.shape.begin() + (o.shape.empty() ? 0 : 1));
+  }
   return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
          device == o.device && group == o.group && group_size == o.group_size &&
          reduction.op == o.reduction.op &&
@@ -146,11 +176,31 @@ bool RequestMeta::SameParams(const RequestMeta& o) const {
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
 
+bool Response::Matches(const RequestMeta& mine, int rank, int size) const {
+  if (!params.SameParams(mine)) return false;
+  const auto r = static_cast<size_t>(rank);
+  const auto n = static_cast<size_t>(size);
+  switch (mine.op) {
+    case OpType::kAllgather:
+      return rows.size() == n && rows[r] == (mine.shape.empty() ? 1 : mine.shape[0]);
+    case OpType::kAlltoall:
+      return rows.size() == n * n && mine.splits.size() == n &&
+             std::equal(mine.splits.begin(), mine.splits.end(), rows.begin() + r * n);
+    default:
+      return true;
+  }
+}
+
 std::string RequestMeta::DescribeParams() const {
   std::string s = std::string(DataTypeName(dtype)) + "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   s += "]";
-  if (op == OpType::kAllreduce) {
+  if (op == OpType::kAlltoall) {
+    s += " splits [";
+    for (size_t i = 0; i < splits.size(); ++i) s += (i ? ", " : "") + std::to_string(splits[i]);
+    s += "]";
+  }
+  if (op == OpType::kAllreduce || op == OpType::kReducescatter) {
     s += std::string(" ") + ReduceOpName(reduction.op);
     if (reduction.prescale_factor != 1.0)
       s += " prescale " + std::to_string(reduction.prescale_factor);
@@ -190,13 +240,15 @@ std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
   for (const auto& r : responses) {
     PutMeta(w, r.params);
     w.PutString(r.error);
+    PutInts(w, r.rows);
   }
   return std::move(w.out);
 }
 
 Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size) {
   return DecodeList<Response>(data, size, "response list", [](Reader& r, Response* out) {
-    return GetMeta(r, &out->params) && r.GetString(&out->error, kMaxError);
+    return GetMeta(r, &out->params) && r.GetString(&out->error, kMaxError) &&
+           GetInts(r, &out->rows);
   });
 }
 

@@ -17,7 +17,15 @@
 
 namespace hora {
 
-enum class OpType : uint8_t { kAllreduce = 0, kBroadcast = 1, kBarrier = 2 };
+enum class OpType : uint8_t {
+  kAllreduce = 0,
+  kBroadcast = 1,
+  kBarrier = 2,
+  kAllgather = 3,  // dimension 0 may differ between ranks
+  kReducescatter = 4,
+  kAlltoall = 5,  // each rank's splits may differ
+};
+inline constexpr int kOpTypeCount = 6;
 const char* OpTypeName(OpType op);
 
 // One tensor as one rank submitted it.
@@ -36,9 +44,12 @@ struct RequestMeta {
   // members run only together (the engine never runs part of a group).
   std::string group;
   uint32_t group_size = 0;
+  // Alltoall: rows of dimension 0 sent to each rank, in rank order.
+  std::vector<int64_t> splits;
 
-  // Everything but the name (and cacheable) agrees (what ranks must agree on, and what a
-  // cached entry is compared with).
+  // Everything ranks must agree on agrees: all but the name and cacheable;
+  // for allgather and alltoall also but dimension 0 and the splits. (what ranks must agree on, and
+  // what a cached entry is compared with).
   bool SameParams(const RequestMeta& other) const;
   // "float32[4, 3] sum" / "uint8[8] root 1" (for error messages).
   std::string DescribeParams() const;
@@ -50,6 +61,14 @@ struct RequestMeta {
 struct Response {
   RequestMeta params;  // the agreed parameters (name included)
   std::string error;
+  // Allgather: every rank's dimension 0. Alltoall: rows rank p sends to
+  // rank q at [p * size + q].
+  std::vector<int64_t> rows;
+
+  // Whether `mine`, submitted by `rank` of `size`, is what this decision
+  // (a cached one) was made for: the same parameters and, for allgather and
+  // alltoall, this rank's own dimension 0 and splits.
+  bool Matches(const RequestMeta& mine, int rank, int size) const;
 };
 
 std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests);

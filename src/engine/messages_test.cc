@@ -31,12 +31,37 @@ TEST(EngineMessages, RoundTrip) {
     EXPECT_TRUE((*dec)[i].SameParams(reqs[i]));
     EXPECT_EQ((*dec)[i].cacheable, reqs[i].cacheable);
   }
-  std::vector<Response> resp = {{Sample(3), ""}, {Sample(4), "ranks disagree: ..."}};
+  RequestMeta a2a = Sample(6);
+  a2a.op = OpType::kAlltoall;
+  a2a.splits = {2, 0, 5};
+  std::vector<Response> resp = {
+      {Sample(3), "", {}}, {Sample(4), "ranks disagree: ...", {}}, {a2a, "", {2, 0, 5, 1, 1, 1}}};
   auto renc = EncodeResponses(resp);
   auto rdec = DecodeResponses(renc.data(), renc.size());
   ASSERT_TRUE(rdec.ok()) << rdec.status().ToString();
   EXPECT_EQ((*rdec)[1].error, "ranks disagree: ...");
   EXPECT_EQ((*rdec)[0].params.name, "layer3.weight");
+  EXPECT_EQ((*rdec)[2].params.splits, (std::vector<int64_t>{2, 0, 5}));
+  EXPECT_EQ((*rdec)[2].rows, (std::vector<int64_t>{2, 0, 5, 1, 1, 1}));
+}
+
+TEST(EngineMessages, CachedDecisionMatchesOnlyThisRanksRows) {
+  RequestMeta ag = Sample(2);
+  ag.op = OpType::kAllgather;
+  Response r{ag, "", {3, 1}};  // rank 0 gave 3 rows, rank 1 one row
+  RequestMeta mine = ag;
+  mine.shape[0] = 1;
+  EXPECT_TRUE(r.Matches(mine, 1, 2));   // rank 1 still gives 1 row
+  EXPECT_FALSE(r.Matches(mine, 0, 2));  // rank 0 now gives 1, not 3
+  mine.shape[2] = 8;
+  EXPECT_FALSE(r.Matches(mine, 1, 2));  // trailing dimensions must agree
+
+  RequestMeta a2a = Sample(2);
+  a2a.op = OpType::kAlltoall;
+  a2a.splits = {1, 2};
+  Response t{a2a, "", {1, 2, 0, 4}};
+  EXPECT_TRUE(t.Matches(a2a, 0, 2));
+  EXPECT_FALSE(t.Matches(a2a, 1, 2));
 }
 
 TEST(EngineMessages, TruncatedOrCorruptInputIsAnErrorNotACrash) {

@@ -14,17 +14,17 @@ std::optional<size_t> ResponseCache::Find(const std::string& name) const {
   return it->second;
 }
 
-std::optional<size_t> ResponseCache::Insert(const RequestMeta& params) {
+std::optional<size_t> ResponseCache::Insert(const Response& r) {
   if (capacity_ == 0) return std::nullopt;
-  if (auto old = Find(params.name)) Erase(*old);
+  if (auto old = Find(r.params.name)) Erase(*old);
   if (free_.empty()) {
     Erase(lru_.back());
     ++evictions_;
   }
   const size_t bit = free_.back();
   free_.pop_back();
-  slots_[bit] = params;
-  by_name_[params.name] = bit;
+  slots_[bit] = r;
+  by_name_[r.params.name] = bit;
   lru_.push_front(bit);
   lru_pos_[bit] = lru_.begin();
   return bit;
@@ -34,7 +34,7 @@ void ResponseCache::Touch(size_t bit) { lru_.splice(lru_.begin(), lru_, lru_pos_
 
 void ResponseCache::Erase(size_t bit) {
   if (!slots_[bit]) return;
-  by_name_.erase(slots_[bit]->name);
+  by_name_.erase(slots_[bit]->params.name);
   slots_[bit].reset();
   lru_.erase(lru_pos_[bit]);
   // Keep the free list sorted so that the lowest free bit is reused first

@@ -33,13 +33,16 @@ class ResponseCache {
   // Bit position of `name`, if cached.
   std::optional<size_t> Find(const std::string& name) const;
   // The cached parameters at `bit` (which must be occupied).
-  const RequestMeta& At(size_t bit) const { return *slots_[bit]; }
+  const RequestMeta& At(size_t bit) const { return slots_[bit]->params; }
+  // The whole cached decision at `bit` (allgather and alltoall: with every
+  // rank's rows).
+  const Response& ResponseAt(size_t bit) const { return *slots_[bit]; }
   bool Occupied(size_t bit) const { return slots_[bit].has_value(); }
 
-  // Caches `params` (replacing an entry of the same name), evicting the
-  // least recently used entry when full. Returns its bit, or nullopt when
+  // Caches the decision `r` (replacing an entry of the same name), evicting
+  // the least recently used entry when full. Returns its bit, or nullopt when
   // the capacity is 0.
-  std::optional<size_t> Insert(const RequestMeta& params);
+  std::optional<size_t> Insert(const Response& r);
   // Marks the entry at `bit` most recently used.
   void Touch(size_t bit);
   void Erase(size_t bit);
@@ -48,7 +51,7 @@ class ResponseCache {
 
  private:
   size_t capacity_;
-  std::vector<std::optional<RequestMeta>> slots_;
+  std::vector<std::optional<Response>> slots_;
   std::unordered_map<std::string, size_t> by_name_;
   std::list<size_t> lru_;  // front = most recent
   std::vector<std::list<size_t>::iterator> lru_pos_;

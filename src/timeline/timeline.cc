@@ -45,8 +45,8 @@ Result<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int ra
   }
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return InvalidArgument("HORA_TIMELINE='" + path + "': cannot write it: " +
-                           std::strerror(errno));
+    return InvalidArgument("HORA_TIMELINE='" + path +
+                           "': cannot write it: " + std::strerror(errno));
   }
   static const char kStart[] = "[\n]";
   if (pwrite(fd, kStart, 3, 0) != 3) {
@@ -96,16 +96,17 @@ void Timeline::Span(const std::string& tensor, const char* phase, TimePoint star
   std::lock_guard<std::mutex> lock(mu_);
   if (truncated_ || closing_) return;
   const int row = RowOf(tensor);
-  std::string e = "{\"name\":\"" + std::string(phase) + "\",\"ph\":\"X\",\"pid\":" +
-                  std::to_string(rank_) + ",\"tid\":" + std::to_string(row) +
-                  ",\"ts\":" + std::to_string(us(start)) +
+  std::string e = "{\"name\":\"" + std::string(phase) +
+                  "\",\"ph\":\"X\",\"pid\":" + std::to_string(rank_) +
+                  ",\"tid\":" + std::to_string(row) + ",\"ts\":" + std::to_string(us(start)) +
                   ",\"dur\":" + std::to_string(std::max<int64_t>(0, us(end) - us(start)));
   if (!args_json.empty()) e += ",\"args\":" + args_json;
   e += "}";
   queued_bytes_ += e.size() + 2;
   if (max_bytes_ > 0 && queued_bytes_ > max_bytes_) {
     truncated_ = true;
-    e = "{\"name\":\"timeline truncated (HORA_TIMELINE_MAX_MB)\",\"ph\":\"i\",\"s\":\"g\",\"pid\":" +
+    e = "{\"name\":\"timeline truncated "
+        "(HORA_TIMELINE_MAX_MB)\",\"ph\":\"i\",\"s\":\"g\",\"pid\":" +
         std::to_string(rank_) + ",\"tid\":0,\"ts\":" + std::to_string(us(end)) + "}";
   }
   queue_.push_back(std::move(e));

@@ -117,9 +117,9 @@ TEST(Timeline, EngineRecordsEveryPhaseOfEveryTensor) {
       if (seen.size() == 6) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    EXPECT_EQ(seen, (std::set<std::string>{"grad.a:queued", "grad.a:negotiating",
-                                           "grad.a:allreduce", "grad.b:queued",
-                                           "grad.b:negotiating", "grad.b:allreduce"}))
+    EXPECT_EQ(seen,
+              (std::set<std::string>{"grad.a:queued", "grad.a:negotiating", "grad.a:allreduce",
+                                     "grad.b:queued", "grad.b:negotiating", "grad.b:allreduce"}))
         << path;
   }
 }

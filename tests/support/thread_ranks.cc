@@ -43,4 +43,9 @@ Settings TestSettings(Settings extra) {
   return s;
 }
 
+void ExpectAllOk(const std::vector<Status>& statuses) {
+  for (size_t r = 0; r < statuses.size(); ++r)
+    EXPECT_TRUE(statuses[r].ok()) << "rank " << r << ": " << statuses[r].ToString();
+}
+
 }  // namespace hora::testing

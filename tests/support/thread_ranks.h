@@ -36,6 +36,9 @@ class ThreadRanks {
   std::vector<std::unique_ptr<Session>> sessions_;
 };
 
+// Adds a test failure for every rank whose status is not OK, naming it.
+void ExpectAllOk(const std::vector<Status>& statuses);
+
 // Settings with a short timeout suited to tests (HORA_TIMEOUT_S=60 unless given).
 Settings TestSettings(Settings extra = {});
 
