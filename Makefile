@@ -34,7 +34,7 @@ test-unit: build
 
 build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF > /dev/null
+	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 
 test-asan: build-asan
@@ -48,7 +48,7 @@ TSAN_SUITES = *Engine*:*Timeline*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*
 
 build-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF > /dev/null
+	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests
 
 test-tsan: build-tsan

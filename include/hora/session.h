@@ -66,6 +66,14 @@ class Session {
 
   int rank() const;
   int size() const;
+  // Place on the host: rank among the ranks of this host and their number;
+  // the host's index among hosts and the number of hosts (Horovod's
+  // local_rank, local_size, cross_rank, cross_size). Ranks as threads are
+  // one host.
+  int local_rank() const;
+  int local_size() const;
+  int cross_rank() const;
+  int cross_size() const;
 
   // Reduces `input` across ranks into `output` (same dtype and element count;
   // output may be input for an in-place reduction). See types.h for the

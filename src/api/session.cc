@@ -34,6 +34,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
 
   std::unique_ptr<Impl> impl;
+  RankLayout layout;
   if (options.world) {  // ranks as threads
     const int size = options.world->size();
     if (options.rank < 0 || options.rank >= size) {
@@ -43,10 +44,11 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     ThreadWorld::Impl& world = options.world->impl();
     impl = std::make_unique<Impl>(std::move(config), world.store, world.hub->Connect(options.rank),
                                   std::move(selector));
+    layout = {options.rank, size, options.rank, size, 0, 1, "threads"};
   } else {  // ranks as processes: the layout comes from the launcher
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;
-    HORA_ASSIGN_OR_RETURN(RankLayout layout, RankLayoutFromEnv(whole));
+    HORA_ASSIGN_OR_RETURN(layout, RankLayoutFromEnv(whole));
     if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {
       // Everything comes from MPI: no store, no sockets.
       HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(config, whole));
@@ -65,6 +67,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       impl->store_server = std::move(wiring.server);
     }
   }
+  impl->layout = layout;
   if (impl->config.backend == "mpi") {
     if (options.world) {
       return InvalidArgument(
@@ -96,6 +99,10 @@ Session::~Session() = default;
 
 int Session::rank() const { return impl_->comm.rank(); }
 int Session::size() const { return impl_->comm.size(); }
+int Session::local_rank() const { return impl_->layout.local_rank; }
+int Session::local_size() const { return impl_->layout.local_size; }
+int Session::cross_rank() const { return impl_->layout.cross_rank; }
+int Session::cross_size() const { return impl_->layout.cross_size; }
 std::string Session::DescribeConfig() const { return FormatConfig(impl_->config); }
 
 Status Session::Allreduce(const TensorView& input, const TensorView& output,

@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/engine.h"
+#include "launch/rank_layout.h"
 #include "hora/session.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
@@ -39,6 +40,7 @@ struct Session::Impl {
   ~Impl() { engine.reset(); }  // stops the engine thread before what it uses goes
 
   const Config config;
+  RankLayout layout;  // local and cross ranks (set once by Session::Create)
   Logger logger;
   std::unique_ptr<TcpStoreServer> store_server;  // rank 0 under a foreign launcher
   std::shared_ptr<Store> store;

@@ -1,0 +1,40 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// DLPack in and out of the Python module (design.md §3): tensors cross into
+// C++ as DLPack capsules, zero copy, so the core never compiles against a
+// framework and one build serves every PyTorch version and NumPy alike.
+//
+// In: a capsule named "dltensor" (torch.utils.dlpack.to_dlpack(t),
+// ndarray.__dlpack__()) is consumed, as the DLPack protocol says: it is
+// renamed "used_dltensor" and its DLManagedTensor is then ours, released by
+// the returned Keepalive (its deleter runs with the GIL held, since NumPy's
+// deleter touches Python objects).
+// Out: a Tensor that Hora allocated, kept alive by a Handle, becomes a new
+// "dltensor" capsule whose deleter drops that Handle.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <string>
+
+#include "hora/hora.h"
+
+namespace hora::python {
+
+using Keepalive = std::shared_ptr<void>;
+
+struct Imported {
+  TensorView view;
+  Keepalive owner;  // keeps the producer's memory alive
+};
+
+// Consumes `capsule`. `what` names the argument in errors ("allreduce
+// 'w' input"). Throws InvalidArgumentError (non-contiguous, unsupported
+// dtype or device, a used capsule) naming it.
+Imported ImportCapsule(const pybind11::object& capsule, const std::string& what);
+
+// A new capsule over `handle`'s output tensor (which must exist).
+pybind11::capsule ExportOutput(const Handle& handle);
+
+}  // namespace hora::python

@@ -1,0 +1,345 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// hora._core: the one extension module. One bound function per operation;
+// dtypes and devices are dispatched in C++ (tensors arrive as DLPack
+// capsules, see dlpack_convert.h). python/hora/ builds the Horovod-style API
+// (hora.torch, hora.numpy) on top of it.
+//
+// Lifetimes: a Handle keeps the tensors it was given (their DLPack owners)
+// until the collective is done. A Handle dropped by Python before that hands
+// them to its Session, which releases them once done, so Hora never writes
+// into freed memory.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "dlpack_convert.h"
+#include "errors.h"
+#include "hora/hora.h"
+
+namespace hora::python {
+namespace py = pybind11;
+namespace {
+
+// Collectives not yet done whose Python handles are gone.
+class Orphans {
+ public:
+  void Add(Handle h, std::vector<Keepalive> keep) {
+    std::lock_guard<std::mutex> lock(mu_);
+    items_.push_back({std::move(h), std::move(keep)});
+  }
+  // Releases the tensors of those now done (GIL held: owners may run
+  // Python code as they go).
+  void Sweep() {
+    std::vector<Item> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto it = items_.begin(); it != items_.end();) {
+        if (it->handle.Poll()) {
+          done.push_back(std::move(*it));
+          it = items_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+
+ private:
+  struct Item {
+    Handle handle;
+    std::vector<Keepalive> keep;
+  };
+  std::mutex mu_;
+  std::vector<Item> items_;
+};
+
+class PyHandle {
+ public:
+  PyHandle(Handle h, std::string name, std::vector<Keepalive> keep,
+           std::shared_ptr<Orphans> orphans)
+      : handle_(std::move(h)),
+        name_(std::move(name)),
+        keep_(std::move(keep)),
+        orphans_(std::move(orphans)) {}
+  ~PyHandle() {
+    if (!keep_.empty() && !handle_.Poll() && orphans_) orphans_->Add(handle_, std::move(keep_));
+  }
+  PyHandle(const PyHandle&) = delete;
+  PyHandle& operator=(const PyHandle&) = delete;
+
+  const std::string& name() const { return name_; }
+  bool Poll() const { return handle_.Poll(); }
+
+  // Waits (GIL released), in slices so that Ctrl-C reaches Python.
+  void Wait(std::optional<double> timeout_s) {
+    using namespace std::chrono;
+    const auto slice = milliseconds(100);
+    const auto start = steady_clock::now();
+    for (;;) {
+      nanoseconds step = slice;
+      if (timeout_s) {
+        const auto left = duration_cast<nanoseconds>(duration<double>(*timeout_s)) -
+                          (steady_clock::now() - start);
+        if (left <= nanoseconds(0)) break;
+        step = std::min<nanoseconds>(step, left);
+      }
+      bool done;
+      {
+        py::gil_scoped_release release;
+        done = handle_.Wait(step).code() != StatusCode::kTimeout || handle_.Poll();
+      }
+      if (done) break;
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+    if (!handle_.Poll()) {
+      ThrowIfError(TimeoutError(name_ + ": not done after " + std::to_string(*timeout_s) + " s"));
+    }
+    ThrowIfError(handle_.status());
+  }
+
+  py::capsule Output() const {
+    if (!handle_.Poll()) ThrowInvalid(name_ + ": output() before the collective is done");
+    ThrowIfError(handle_.status());
+    if (handle_.output() == nullptr) ThrowInvalid(name_ + ": this collective has no output tensor");
+    return ExportOutput(handle_);
+  }
+
+  std::vector<int64_t> ReceivedSplits() const {
+    const std::vector<int64_t>* s = handle_.received_splits();
+    if (s == nullptr) ThrowInvalid(name_ + ": received_splits() before the collective is done");
+    return *s;
+  }
+
+ private:
+  Handle handle_;
+  std::string name_;
+  std::vector<Keepalive> keep_;
+  std::shared_ptr<Orphans> orphans_;
+};
+
+Reduction MakeReduction(int op, double prescale, double postscale) {
+  if (op < 0 || op > static_cast<int>(ReduceOp::kProduct)) {
+    ThrowInvalid("unknown reduction op " + std::to_string(op) +
+                 " (Sum=0, Average=1, Min=2, Max=3, Product=4)");
+  }
+  return {static_cast<ReduceOp>(op), prescale, postscale};
+}
+
+class PySession {
+ public:
+  explicit PySession(const std::optional<std::map<std::string, std::string>>& settings) {
+    SessionOptions opts;
+    if (settings) opts.settings = *settings;
+    Result<std::unique_ptr<Session>> s = [&] {
+      py::gil_scoped_release release;
+      return Session::Create(opts);
+    }();
+    ThrowIfError(s.status());
+    session_ = std::move(*s);
+  }
+  ~PySession() {
+    py::gil_scoped_release release;
+    session_.reset();
+  }
+
+  Session& Get() {
+    if (!session_) ThrowIfError(AbortedError("hora was shut down; call init() again"));
+    orphans_->Sweep();
+    return *session_;
+  }
+  const Session& Get() const { return const_cast<PySession*>(this)->Get(); }
+
+  void Shutdown() {
+    {
+      py::gil_scoped_release release;
+      session_.reset();  // fails every unfinished handle
+    }
+    orphans_->Sweep();
+  }
+
+  std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep) {
+    return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_);
+  }
+
+ private:
+  std::unique_ptr<Session> session_;
+  std::shared_ptr<Orphans> orphans_ = std::make_shared<Orphans>();
+};
+
+using HandlePtr = std::unique_ptr<PyHandle>;
+
+std::string What(const char* op, const std::string& name, const char* which) {
+  return std::string(op) + " '" + name + "' " + which;
+}
+
+HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
+                         const py::object& out, int op, double pre, double post) {
+  Session& s = ps.Get();
+  const Reduction red = MakeReduction(op, pre, post);
+  Imported i = ImportCapsule(in, What("allreduce", name, "input"));
+  Imported o = ImportCapsule(out, What("allreduce", name, "output"));
+  Handle h = s.AllreduceAsync(name, i.view, o.view, red);
+  return ps.Wrap(h, name, {i.owner, o.owner});
+}
+
+// Imports every capsule of `inputs` into `views`, their owners into `keep`.
+void ImportAll(PySession& ps, const char* op, const std::string& group, const py::list& inputs,
+               std::vector<Keepalive>* keep, std::vector<TensorView>* views) {
+  ps.Get();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    Imported i = ImportCapsule(inputs[k], What(op, group, ("input " + std::to_string(k)).c_str()));
+    views->push_back(i.view);
+    keep->push_back(i.owner);
+  }
+}
+
+std::vector<HandlePtr> WrapAll(PySession& ps, const std::vector<Handle>& hs,
+                               const std::string& group, const std::vector<Keepalive>& keep) {
+  std::vector<HandlePtr> out;
+  for (size_t k = 0; k < hs.size(); ++k) {
+    // Every member keeps every tensor: a member may finish before the others.
+    out.push_back(ps.Wrap(hs[k], group + "." + std::to_string(k), keep));
+  }
+  return out;
+}
+
+std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& group,
+                                             const py::list& inputs, const py::list& outputs,
+                                             int op, double pre, double post) {
+  const Reduction red = MakeReduction(op, pre, post);
+  std::vector<Keepalive> keep;
+  std::vector<TensorView> in, out;
+  ImportAll(ps, "grouped allreduce", group, inputs, &keep, &in);
+  ImportAll(ps, "grouped allreduce", group, outputs, &keep, &out);
+  return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red), group, keep);
+}
+
+HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in) {
+  Session& s = ps.Get();
+  Imported i = ImportCapsule(in, What("allgather", name, "input"));
+  return ps.Wrap(s.AllgatherAsync(name, i.view), name, {i.owner});
+}
+
+std::vector<HandlePtr> GroupedAllgatherAsync(PySession& ps, const std::string& group,
+                                             const py::list& inputs) {
+  std::vector<Keepalive> keep;
+  std::vector<TensorView> in;
+  ImportAll(ps, "grouped allgather", group, inputs, &keep, &in);
+  return WrapAll(ps, ps.Get().GroupedAllgatherAsync(group, in), group, keep);
+}
+
+HandlePtr BroadcastAsync(PySession& ps, const std::string& name, const py::object& t, int root) {
+  Session& s = ps.Get();
+  Imported i = ImportCapsule(t, What("broadcast", name, "tensor"));
+  return ps.Wrap(s.BroadcastAsync(name, i.view, root), name, {i.owner});
+}
+
+HandlePtr AlltoallAsync(PySession& ps, const std::string& name, const py::object& in,
+                        const std::optional<std::vector<int64_t>>& splits) {
+  Session& s = ps.Get();
+  Imported i = ImportCapsule(in, What("alltoall", name, "input"));
+  std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
+  return ps.Wrap(s.AlltoallAsync(name, i.view, sp), name, {i.owner});
+}
+
+HandlePtr ReducescatterAsync(PySession& ps, const std::string& name, const py::object& in, int op,
+                             double pre, double post) {
+  Session& s = ps.Get();
+  const Reduction red = MakeReduction(op, pre, post);
+  Imported i = ImportCapsule(in, What("reducescatter", name, "input"));
+  return ps.Wrap(s.ReducescatterAsync(name, i.view, red), name, {i.owner});
+}
+
+std::vector<HandlePtr> GroupedReducescatterAsync(PySession& ps, const std::string& group,
+                                                 const py::list& inputs, int op, double pre,
+                                                 double post) {
+  const Reduction red = MakeReduction(op, pre, post);
+  std::vector<Keepalive> keep;
+  std::vector<TensorView> in;
+  ImportAll(ps, "grouped reducescatter", group, inputs, &keep, &in);
+  return WrapAll(ps, ps.Get().GroupedReducescatterAsync(group, in, red), group, keep);
+}
+
+void Barrier(PySession& ps) {
+  PyHandle h(ps.Get().BarrierAsync(), "barrier", {}, nullptr);
+  h.Wait(std::nullopt);
+}
+
+py::dict Counters(PySession& ps) {
+  const Session::EngineCounters c = ps.Get().engine_counters();
+  py::dict d;
+  d["cycles"] = c.cycles;
+  d["slow_cycles"] = c.slow_cycles;
+  d["coordinator_bytes"] = c.coordinator_bytes;
+  d["cache_hits"] = c.cache_hits;
+  d["cache_misses"] = c.cache_misses;
+  d["cache_evictions"] = c.cache_evictions;
+  d["cache_invalidations"] = c.cache_invalidations;
+  d["tensors"] = c.tensors;
+  d["fused_batches"] = c.fused_batches;
+  return d;
+}
+
+}  // namespace
+}  // namespace hora::python
+
+PYBIND11_MODULE(_core, m) {
+  namespace py = pybind11;
+  using namespace hora;
+  using namespace hora::python;
+  m.doc() = "Hora's C++ core: Session (one per process) and Handle. See hora.torch.";
+  RegisterErrors(m);
+  m.attr("Sum") = static_cast<int>(ReduceOp::kSum);
+  m.attr("Average") = static_cast<int>(ReduceOp::kAverage);
+  m.attr("Min") = static_cast<int>(ReduceOp::kMin);
+  m.attr("Max") = static_cast<int>(ReduceOp::kMax);
+  m.attr("Product") = static_cast<int>(ReduceOp::kProduct);
+
+  py::class_<PyHandle>(m, "Handle", "A collective in flight (see Session.*_async).")
+      .def_property_readonly("name", &PyHandle::name)
+      .def("poll", &PyHandle::Poll, "True once done (never blocks).")
+      .def("wait", &PyHandle::Wait, py::arg("timeout_s") = py::none(),
+           "Waits until done; raises the collective's error (a HoraError).")
+      .def("output", &PyHandle::Output,
+           "The output Hora allocated (allgather, reducescatter, alltoall) as a DLPack capsule.")
+      .def("received_splits", &PyHandle::ReceivedSplits, "Alltoall: rows received from each rank.");
+
+  const auto a = [](const char* n) { return py::arg(n); };
+  py::class_<PySession>(m, "Session",
+                        "One rank of a job. Reads the rank layout from the launcher's "
+                        "environment (horarun, mpirun, srun, torchrun); alone, a job of one.")
+      .def(py::init<const std::optional<std::map<std::string, std::string>>&>(),
+           py::arg("settings") = py::none())
+      .def_property_readonly("rank", [](PySession& s) { return s.Get().rank(); })
+      .def_property_readonly("size", [](PySession& s) { return s.Get().size(); })
+      .def_property_readonly("local_rank", [](PySession& s) { return s.Get().local_rank(); })
+      .def_property_readonly("local_size", [](PySession& s) { return s.Get().local_size(); })
+      .def_property_readonly("cross_rank", [](PySession& s) { return s.Get().cross_rank(); })
+      .def_property_readonly("cross_size", [](PySession& s) { return s.Get().cross_size(); })
+      .def("allreduce_async", &AllreduceAsync, a("name"), a("input"), a("output"),
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      .def("allgather_async", &AllgatherAsync, a("name"), a("input"))
+      .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"))
+      .def("broadcast_async", &BroadcastAsync, a("name"), a("tensor"), a("root"))
+      .def("alltoall_async", &AlltoallAsync, a("name"), a("input"), py::arg("splits") = py::none())
+      .def("reducescatter_async", &ReducescatterAsync, a("name"), a("input"), py::arg("op") = 1,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      .def("grouped_reducescatter_async", &GroupedReducescatterAsync, a("group"), a("inputs"),
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+      .def("barrier", &Barrier)
+      .def("shutdown", &PySession::Shutdown)
+      .def("start_timeline",
+           [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
+      .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })
+      .def("engine_counters", &Counters)
+      .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); });
+}
