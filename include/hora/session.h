@@ -144,6 +144,14 @@ class Session {
                                                 std::span<const TensorView> inputs,
                                                 const Reduction& reduction = {});
   Handle BarrierAsync();
+  // This rank is out of data (uneven data across ranks). Until every rank
+  // has joined, it takes part in the other ranks' allreduces with identity
+  // values (0 for sum and average, 1 for product, +-inf or the dtype's
+  // limits for min and max), and averages are taken over the ranks that
+  // have not joined. Other collectives submitted meanwhile fail with an
+  // error naming the joined ranks. Completes when every rank has joined;
+  // output() is then an int32 scalar: the last rank to join.
+  Handle JoinAsync();
 
   // Starts (or restarts, truncating) the engine's Chrome-trace timeline:
   // `path` on rank 0, or every rank's own file when it contains "{rank}"

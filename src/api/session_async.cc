@@ -151,6 +151,17 @@ Handle Session::BarrierAsync() {
   return impl_->GetEngine().Submit(std::move(s));
 }
 
+Handle Session::JoinAsync() {
+  Submission s;
+  s.meta.name = "join";
+  s.meta.op = OpType::kJoin;
+  s.meta.dtype = DataType::kUInt8;
+  s.meta.shape = {0};
+  s.meta.cacheable = false;
+  s.submitted = Clock::now();
+  return impl_->GetEngine().Submit(std::move(s));
+}
+
 Status Session::StartTimeline(const std::string& path) {
   const std::string mine = TimelinePathFor(path, rank());
   std::shared_ptr<Timeline> timeline;

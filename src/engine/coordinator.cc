@@ -16,10 +16,26 @@ std::string RankList(const std::vector<int>& ranks) {
 }  // namespace
 
 Coordinator::Coordinator(int size, Duration stall_warning, Duration stall_shutdown)
-    : size_(size), stall_warning_(stall_warning), stall_shutdown_(stall_shutdown) {}
+    : size_(size),
+      stall_warning_(stall_warning),
+      stall_shutdown_(stall_shutdown),
+      joined_(static_cast<size_t>(size), false) {}
+
+bool Coordinator::Complete(const Entry& e) const {
+  int have = 0;
+  for (int p = 0; p < size_; ++p)
+    have += e.by_rank[static_cast<size_t>(p)] || joined_[static_cast<size_t>(p)] ? 1 : 0;
+  return have == size_;
+}
 
 void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now) {
   for (const RequestMeta& m : requests) {
+    if (m.op == OpType::kJoin) {
+      RequestMeta j = m;
+      j.root = rank;  // who joined
+      joins_.push_back(std::move(j));
+      continue;
+    }
     auto [it, fresh] = table_.try_emplace(m.name);
     Entry& e = it->second;
     if (fresh) {
@@ -40,14 +56,30 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
 
 Response Coordinator::Decide(const std::string& name, Entry& e) const {
   Response r;
-  r.params = *e.by_rank[0];
+  std::vector<int> joined;  // ranks counted in because they joined
+  bool have_params = false;
+  for (int p = 0; p < size_; ++p) {
+    const auto& m = e.by_rank[static_cast<size_t>(p)];
+    if (!m) {
+      joined.push_back(p);
+    } else if (!have_params) {
+      r.params = *m;  // the first rank that submitted it
+      have_params = true;
+    }
+  }
   const char* op = OpTypeName(r.params.op);
+  if (!joined.empty() && r.params.op != OpType::kAllreduce) {
+    r.error = std::string(op) + " '" + name + "': rank" + (joined.size() > 1 ? "s " : " ") +
+              RankList(joined) + (joined.size() > 1 ? " have" : " has") +
+              " joined (out of data); only allreduce runs while ranks are joined";
+    return r;
+  }
   if (!e.duplicate.empty()) {
     r.error = std::string(op) + " '" + name + "': " + e.duplicate;
     return r;
   }
   bool agree = true;
-  for (const auto& m : e.by_rank) agree = agree && m->SameParams(r.params);
+  for (const auto& m : e.by_rank) agree = agree && (!m || m->SameParams(r.params));
   if (agree && r.params.op == OpType::kAllgather) {
     for (const auto& m : e.by_rank) r.rows.push_back(m->shape.empty() ? 1 : m->shape[0]);
   }
@@ -66,6 +98,10 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
   if (!agree) {
     r.error = std::string(op) + " '" + name + "': ranks disagree:";
     for (int p = 0; p < size_; ++p) {
+      if (!e.by_rank[static_cast<size_t>(p)]) {
+        r.error += " rank " + std::to_string(p) + " joined" + (p + 1 < size_ ? ";" : "");
+        continue;
+      }
       const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
       r.error += std::string(" rank ") + std::to_string(p) + " " +
                  (m.op == r.params.op ? "" : std::string(OpTypeName(m.op)) + " ") +
@@ -80,7 +116,7 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
   RequestMeta any;
   for (int p = 0; p < size_; ++p) {
     const auto& m = e.by_rank[static_cast<size_t>(p)];
-    (m ? have : missing).push_back(p);
+    (m || joined_[static_cast<size_t>(p)] ? have : missing).push_back(p);
     if (m) any = *m;
   }
   char secs[32];
@@ -91,9 +127,30 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
 }
 
 std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
+  std::vector<Response> out;
+  // Joins first: every rank applies them before the decisions that follow.
+  for (RequestMeta& j : joins_) {
+    const int who = j.root;
+    Response r;
+    r.params = std::move(j);
+    if (joined_[static_cast<size_t>(who)]) {
+      r.error = "join: rank " + std::to_string(who) + " joined twice";
+      out.push_back(std::move(r));
+      continue;
+    }
+    joined_[static_cast<size_t>(who)] = true;
+    const bool last = ++joined_count_ == size_;
+    r.rows = {who, last ? 1 : 0};
+    out.push_back(std::move(r));
+    if (last) {
+      std::fill(joined_.begin(), joined_.end(), false);
+      joined_count_ = 0;
+    }
+  }
+  joins_.clear();
   std::vector<std::pair<uint64_t, std::string>> ready, stalled;
   for (const auto& [name, e] : table_) {
-    if (e.count == size_) {
+    if (Complete(e)) {
       ready.emplace_back(e.order, name);
     } else if (stall_shutdown_ > Duration::zero() && now - e.first >= stall_shutdown_) {
       stalled.emplace_back(e.order, name);
@@ -101,7 +158,6 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
   }
   std::sort(ready.begin(), ready.end());
   std::sort(stalled.begin(), stalled.end());
-  std::vector<Response> out;
   for (const auto& [order, name] : ready) {
     auto it = table_.find(name);
     Response r = Decide(name, it->second);
@@ -135,7 +191,7 @@ std::vector<std::string> Coordinator::StallReports(TimePoint now) {
   std::vector<std::pair<uint64_t, std::string>> due;
   if (stall_warning_ <= Duration::zero()) return {};
   for (auto& [name, e] : table_) {
-    if (e.count < size_ && now - e.last_report >= stall_warning_) {
+    if (!Complete(e) && now - e.last_report >= stall_warning_) {
       e.last_report = now;
       due.emplace_back(e.order, Report(name, e, now));
     }

@@ -8,6 +8,13 @@
 // some ranks submitted are reported after HORA_STALL_WARNING_S (naming the
 // missing ranks) and, when HORA_STALL_SHUTDOWN_S is set, failed after it.
 //
+// Join: a rank out of data submits a join request. The coordinator announces
+// it to every rank (a kJoin response {rank, 0}) and from then on counts that
+// rank as having submitted every allreduce (it contributes identity values);
+// other collectives that need it fail with an error naming it. Once every
+// rank has joined, a final kJoin response {last rank to join, 1} ends the
+// join everywhere.
+//
 // Not thread-safe: the engine thread owns it.
 #pragma once
 
@@ -52,6 +59,8 @@ class Coordinator {
     std::string duplicate;  // a rank submitted the name twice
   };
   std::string Report(const std::string& name, const Entry& e, TimePoint now) const;
+  // Submitted by every rank, counting ranks that have joined.
+  bool Complete(const Entry& e) const;
   Response Decide(const std::string& name, Entry& e) const;
 
   const int size_;
@@ -61,6 +70,9 @@ class Coordinator {
   const Duration stall_shutdown_;
   std::unordered_map<std::string, Entry> table_;
   uint64_t next_order_ = 0;
+  std::vector<bool> joined_;  // by rank
+  int joined_count_ = 0;
+  std::vector<RequestMeta> joins_;  // join requests not yet announced, in arrival order
 };
 
 }  // namespace hora

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "collectives/kernels/identity.h"
 #include "collectives/kernels/reduce.h"
 #include "engine/control.h"
 #include "engine/fusion.h"
@@ -27,7 +28,8 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       logger_(logger),
       rank_(control.rank()),
       size_(control.size()),
-      cache_(config.cache_capacity) {
+      cache_(config.cache_capacity),
+      joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
                          SecondsToDuration(config.stall_shutdown_s));
@@ -199,6 +201,20 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
     }
     p.counted = true;
   }
+  if (joined_[static_cast<size_t>(rank_)]) {
+    // Out of data: ready for every cached allreduce (with identity values);
+    // other cached collectives need this rank's data, so they go back to
+    // the coordinator, which fails them naming the joined ranks.
+    for (size_t b = 0; b < cache_.capacity(); ++b) {
+      if (!cache_.Occupied(b)) continue;
+      uint64_t& word = cache_.At(b).op == OpType::kAllreduce ? ready[b / 64] : valid[b / 64];
+      if (cache_.At(b).op == OpType::kAllreduce) {
+        word |= uint64_t{1} << (b % 64);
+      } else {
+        word &= ~(uint64_t{1} << (b % 64));
+      }
+    }
+  }
   const TimePoint now = Clock::now();
   if (coordinator_ && coordinator_->waiting() > 0 &&
       now - last_stall_check_ >= std::chrono::seconds(1)) {
@@ -302,8 +318,23 @@ void Engine::Execute(const std::vector<Response>& responses) {
   std::vector<Pending*> ready;
   std::vector<const RequestMeta*> metas;
   for (const Response& r : responses) {
+    if (r.params.op == OpType::kJoin) {
+      ApplyJoin(r);
+      continue;
+    }
     auto it = pending_.find(r.params.name);
-    if (it == pending_.end()) continue;  // a decision about a tensor this rank never had
+    if (it == pending_.end()) {
+      // A tensor this rank never had: an allreduce it joins with identity
+      // values once out of data; otherwise nothing to do here.
+      if (!r.error.empty() || !joined_[static_cast<size_t>(rank_)] ||
+          r.params.op != OpType::kAllreduce) {
+        continue;
+      }
+      Pending* p = AddPhantom(r);
+      ready.push_back(p);
+      metas.push_back(&p->sub.meta);
+      continue;
+    }
     if (!r.error.empty()) {
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
       Finish(r.params.name,
@@ -341,6 +372,8 @@ void Engine::Execute(const std::vector<Response>& responses) {
       case OpType::kBarrier:
         st = data_.Barrier();
         break;
+      case OpType::kJoin:  // applied where decided (ApplyJoin), never batched
+        break;
       case OpType::kAllgather:
       case OpType::kReducescatter:
       case OpType::kAlltoall:
@@ -363,10 +396,15 @@ void Engine::Execute(const std::vector<Response>& responses) {
 
 Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   const RequestMeta& m = batch.front()->sub.meta;
+  Reduction red = m.reduction;
+  if (joined_count_ > 0 && red.op == ReduceOp::kAverage) {
+    // The average over the ranks that still have data.
+    red.op = ReduceOp::kSum;
+    red.postscale_factor /= static_cast<double>(size_ - joined_count_);
+  }
   if (batch.size() == 1) {
     const Submission& s = batch.front()->sub;
-    return data_.Allreduce(
-        {s.input.data(), s.output.data(), s.input.num_elements(), m.dtype, m.reduction});
+    return data_.Allreduce({s.input.data(), s.output.data(), s.input.num_elements(), m.dtype, red});
   }
   size_t total = 0;
   for (Pending* p : batch) total += p->sub.meta.num_bytes();
@@ -378,8 +416,7 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
     off += n;
   }
   const size_t count = total / DataTypeSize(m.dtype);
-  HORA_RETURN_IF_ERROR(
-      data_.Allreduce({fusion_.data(), fusion_.data(), count, m.dtype, m.reduction}));
+  HORA_RETURN_IF_ERROR(data_.Allreduce({fusion_.data(), fusion_.data(), count, m.dtype, red}));
   off = 0;
   for (Pending* p : batch) {
     const size_t n = p->sub.meta.num_bytes();
@@ -445,9 +482,46 @@ Status Engine::RunShaped(Pending& p) {
   }
 }
 
+void Engine::ApplyJoin(const Response& r) {
+  if (!r.error.empty()) {
+    if (pending_.count(r.params.name)) Finish(r.params.name, InvalidArgument(r.error));
+    return;
+  }
+  const auto who = static_cast<size_t>(r.rows.at(0));
+  if (r.rows.at(1) == 0) {
+    joined_[who] = true;
+    ++joined_count_;
+    return;
+  }
+  // Every rank has joined: the join is over; its result is the last rank.
+  std::fill(joined_.begin(), joined_.end(), false);
+  joined_count_ = 0;
+  auto it = pending_.find(r.params.name);
+  if (it == pending_.end()) return;
+  Tensor last(DataType::kInt32, {});
+  *static_cast<int32_t*>(last.data()) = static_cast<int32_t>(who);
+  it->second.output = std::move(last);
+  Finish(r.params.name, Status::Ok());
+}
+
+Engine::Pending* Engine::AddPhantom(const Response& r) {
+  Pending& p = pending_[r.params.name];
+  p.phantom = true;
+  p.sub.meta = r.params;
+  p.scratch.emplace(r.params.dtype, r.params.shape);
+  FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(), p.scratch->num_elements());
+  p.sub.input = p.sub.output = p.scratch->view();
+  p.taken = Clock::now();
+  return &p;
+}
+
 void Engine::Finish(const std::string& name, Status st) {
   auto it = pending_.find(name);
   if (it == pending_.end()) return;
+  if (it->second.phantom) {
+    pending_.erase(it);
+    return;
+  }
   std::shared_ptr<Handle::State> handle = std::move(it->second.sub.handle);
   std::optional<Tensor> output = std::move(it->second.output);
   std::vector<int64_t> received = std::move(it->second.received_splits);

@@ -99,6 +99,10 @@ class Engine {
     std::vector<int64_t> rows;  // from the decision (allgather, alltoall)
     std::optional<Tensor> output;
     std::vector<int64_t> received_splits;
+    // A joined rank's stand-in for a tensor it never submitted: identity
+    // values in `scratch`, no handle.
+    bool phantom = false;
+    std::optional<Tensor> scratch;
   };
 
   void Loop();
@@ -112,6 +116,11 @@ class Engine {
   // Allgather, reducescatter, alltoall: allocates the output.
   Status RunShaped(Pending& p);
   void Finish(const std::string& name, Status st);
+  // Applies a join announcement (see Coordinator): marks the rank joined,
+  // or ends the join everywhere.
+  void ApplyJoin(const Response& r);
+  // This rank has joined: a stand-in for allreduce `r` (identity values).
+  Pending* AddPhantom(const Response& r);
   void FailAll(const Status& st);
 
   const Config config_;
@@ -140,6 +149,8 @@ class Engine {
   bool quiet_everywhere_ = true;  // ... on any rank (last cycle's AND)
   bool busy_ = false;             // cycle again at once (see Loop)
   std::vector<std::byte> fusion_;
+  std::vector<bool> joined_;  // ranks that joined, as announced (same on every rank)
+  int joined_count_ = 0;
   std::shared_ptr<Timeline> cycle_timeline_;  // this cycle's copy of timeline_
   std::thread thread_;
 };

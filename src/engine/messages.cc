@@ -158,6 +158,8 @@ const char* OpTypeName(OpType op) {
       return "reducescatter";
     case OpType::kAlltoall:
       return "alltoall";
+    case OpType::kJoin:
+      return "join";
   }
   return "?";
 }

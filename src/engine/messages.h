@@ -24,8 +24,9 @@ enum class OpType : uint8_t {
   kAllgather = 3,  // dimension 0 may differ between ranks
   kReducescatter = 4,
   kAlltoall = 5,  // each rank's splits may differ
+  kJoin = 6,      // this rank is out of data (see Coordinator)
 };
-inline constexpr int kOpTypeCount = 6;
+inline constexpr int kOpTypeCount = 7;
 const char* OpTypeName(OpType op);
 
 // One tensor as one rank submitted it.
@@ -62,7 +63,8 @@ struct Response {
   RequestMeta params;  // the agreed parameters (name included)
   std::string error;
   // Allgather: every rank's dimension 0. Alltoall: rows rank p sends to
-  // rank q at [p * size + q].
+  // rank q at [p * size + q]. Join: {rank that joined, 1 once every rank
+  // has joined (the join is over), else 0}.
   std::vector<int64_t> rows;
 
   // Whether `mine`, submitted by `rank` of `size`, is what this decision
