@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include <dlpack/dlpack.h>
+
 #include "dlpack_convert.h"
 #include "errors.h"
 #include "hora/hora.h"
@@ -272,6 +274,14 @@ void Barrier(PySession& ps) {
   h.Wait(std::nullopt);
 }
 
+int Join(PySession& ps) {
+  PyHandle h(ps.Get().JoinAsync(), "join", {}, nullptr);
+  h.Wait(std::nullopt);
+  py::capsule out = h.Output();
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(out.ptr(), "dltensor"));
+  return *static_cast<const int32_t*>(m->dl_tensor.data);
+}
+
 py::dict Counters(PySession& ps) {
   const Session::EngineCounters c = ps.Get().engine_counters();
   py::dict d;
@@ -336,6 +346,9 @@ PYBIND11_MODULE(_core, m) {
       .def("grouped_reducescatter_async", &GroupedReducescatterAsync, a("group"), a("inputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
       .def("barrier", &Barrier)
+      .def("join", &Join,
+           "This rank is out of data: takes part in the others' allreduces with identity "
+           "values until every rank has joined; returns the last rank to join.")
       .def("shutdown", &PySession::Shutdown)
       .def("start_timeline",
            [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
