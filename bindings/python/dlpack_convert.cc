@@ -58,9 +58,13 @@ DLDataType ToDl(DataType t) {
 }
 
 // Row-major and dense (strides may be absent, and are ignored along
-// dimensions of size 1, as PyTorch reports them freely there).
+// dimensions of size 1, and for tensors of no elements, as PyTorch reports
+// them freely there).
 bool Contiguous(const DLTensor& t) {
   if (t.strides == nullptr) return true;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return true;
+  }
   int64_t expected = 1;
   for (int d = t.ndim - 1; d >= 0; --d) {
     if (t.shape[d] != 1 && t.strides[d] != expected) return false;

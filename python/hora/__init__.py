@@ -1,0 +1,47 @@
+"""Hora: data-parallel distributed training (the job Horovod does).
+
+Use it through a framework module, exactly like Horovod::
+
+    import hora.torch as hvd
+    hvd.init()
+    ...
+
+The C++ core is the extension module ``hora._core``; this package is a thin
+Python layer over it:
+
+* ``hora.common``  -- the process-wide default Session (init/shutdown/rank...),
+  reduction op codes, process sets and the exception types.
+* ``hora.torch``   -- Horovod's ``horovod.torch`` API for PyTorch tensors.
+* ``hora.numpy``   -- the basic collectives on NumPy arrays.
+
+Every error Hora raises is a :class:`HoraError` (a ``RuntimeError``); the
+subclasses below say what went wrong, and the message names the rank, the
+operation, the tensor and the values involved.
+"""
+
+__version__ = "0.1.0"
+
+from hora.common.exceptions import (  # noqa: F401  (re-exports)
+    AbortedError,
+    HoraError,
+    HoraTimeoutError,
+    InternalError,
+    InvalidArgumentError,
+    MismatchError,
+    NotInitializedError,
+    UnavailableError,
+    UnimplementedError,
+)
+
+__all__ = [
+    "__version__",
+    "AbortedError",
+    "HoraError",
+    "HoraTimeoutError",
+    "InternalError",
+    "InvalidArgumentError",
+    "MismatchError",
+    "NotInitializedError",
+    "UnavailableError",
+    "UnimplementedError",
+]

@@ -1,0 +1,202 @@
+"""The process-wide default Session and the functions that ask it about the job.
+
+Contract:
+
+* ``init()`` creates the one default ``hora._core.Session`` of this process.
+  The rank layout comes from the launcher's environment (horarun, mpirun,
+  srun, torchrun); a process started by no launcher is a job of one rank.
+  It blocks until every rank has connected. Calling ``init()`` again while
+  initialized does nothing; after ``shutdown()`` it creates a new Session.
+* Every operation made before ``init()`` (or after ``shutdown()``) raises
+  :class:`~hora.common.exceptions.NotInitializedError`.
+* ``shutdown()`` stops the engine (unfinished collectives fail with
+  ``AbortedError``); it is also run at interpreter exit.
+
+Framework modules (``hora.torch``, ``hora.numpy``) re-export these functions.
+"""
+
+import atexit
+import threading
+
+from hora import _core
+from hora.common.exceptions import NotInitializedError, UnimplementedError
+
+# Reduction op codes, as _core numbers them (not Horovod's numbers: use names).
+Sum = _core.Sum
+Average = _core.Average
+Min = _core.Min
+Max = _core.Max
+Product = _core.Product
+# Horovod's Adasum: accepted as a name, refused when used (not implemented).
+Adasum = 100
+
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+
+_lock = threading.RLock()
+_session = None
+_atexit_registered = False
+
+
+def init(settings=None, comm=None, process_sets=None):
+    """Initializes Hora for this process (idempotent while initialized).
+
+    Arguments:
+        settings: optional dict of ``HORA_*`` settings (name -> value); they are
+            layered over the environment (these win). Values are converted to str.
+        comm: Horovod's MPI communicator or list of ranks. Only ``None`` (every
+            rank of the job) is supported.
+        process_sets: Horovod's process sets. Only ``None`` is supported.
+    """
+    global _session, _atexit_registered
+    if comm is not None:
+        raise UnimplementedError("hora.init(comm=...) is not supported; hora always "
+                                 "uses every rank of the job (launch fewer ranks instead)")
+    if process_sets is not None:
+        raise UnimplementedError("hora supports only the global process set for now")
+    with _lock:
+        if _session is not None:
+            return
+        conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
+        _session = _core.Session(conf)
+        if not _atexit_registered:
+            atexit.register(shutdown)
+            _atexit_registered = True
+
+
+def shutdown():
+    """Stops Hora in this process. Safe to call when not initialized."""
+    global _session
+    with _lock:
+        s, _session = _session, None
+    if s is not None:
+        s.shutdown()
+
+
+def is_initialized():
+    """True between ``init()`` and ``shutdown()``."""
+    return _session is not None
+
+
+def session(hint="hora.torch.init()"):
+    """The default Session; raises NotInitializedError before ``init()``."""
+    s = _session
+    if s is None:
+        raise NotInitializedError("hora has not been initialized; call %s" % hint)
+    return s
+
+
+def rank():
+    """This process's rank in the job, in [0, size())."""
+    return session().rank
+
+
+def size():
+    """The number of ranks in the job."""
+    return session().size
+
+
+def local_rank():
+    """This rank's index among the ranks on its host."""
+    return session().local_rank
+
+
+def local_size():
+    """The number of ranks on this rank's host."""
+    return session().local_size
+
+
+def cross_rank():
+    """The index of this rank's host among the hosts of the job."""
+    return session().cross_rank
+
+
+def cross_size():
+    """The number of hosts in the job."""
+    return session().cross_size
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return session().size == session().local_size * session().cross_size
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts a Chrome-trace timeline (``{rank}`` in the path: one file per rank)."""
+    del mark_cycles  # Horovod's option; Hora's timeline has no cycle marks
+    session().start_timeline(str(file_path))
+
+
+def stop_timeline():
+    """Stops the timeline started by ``start_timeline``."""
+    session().stop_timeline()
+
+
+def engine_counters():
+    """This rank's engine counters (cycles, cache hits, fused batches...)."""
+    return session().engine_counters()
+
+
+def check_op(op, average=None):
+    """Resolves Horovod's ``op``/``average`` pair into a _core op code.
+
+    ``op=None`` means Average (Horovod's default); ``average`` is Horovod's
+    deprecated boolean. Adasum raises NotImplementedError.
+    """
+    if average is not None:
+        if op is not None:
+            raise ValueError("op and average cannot both be given (average is deprecated; use op)")
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op == Adasum:
+        raise NotImplementedError("hora does not implement Adasum yet; use op=Average or op=Sum")
+    if op not in _OP_NAMES:
+        raise ValueError("unknown reduction op %r (use hvd.Sum, hvd.Average, hvd.Min, hvd.Max, "
+                         "hvd.Product)" % (op,))
+    return op
+
+
+def op_name(op):
+    """'Sum', 'Average', ... for an op code."""
+    return _OP_NAMES.get(op, str(op))
+
+
+# Horovod's build queries: what this build of Hora has.
+def mpi_threads_supported():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False

@@ -1,0 +1,116 @@
+"""Hora for PyTorch, with Horovod's API: ``import hora.torch as hvd``.
+
+A Horovod user changes one import line::
+
+    import hora.torch as hvd
+    hvd.init()
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+
+and launches with ``horarun -np 4 python train.py`` (or mpirun, srun, torchrun).
+
+Where things are:
+
+* job: ``init, shutdown, is_initialized, rank, size, local_rank, local_size,
+  cross_rank, cross_size`` (:mod:`hora.common.basics`);
+* ops: ``Average, Sum, Min, Max, Product`` (``Adasum`` exists and raises
+  NotImplementedError when used);
+* collectives, async and in-place (:mod:`.reduce_ops`, :mod:`.collective_ops`),
+  differentiable synchronous forms (:mod:`.autograd_ops`), ``poll`` and
+  ``synchronize`` (:mod:`.handles`);
+* ``broadcast_parameters, broadcast_optimizer_state, broadcast_object,
+  allgather_object`` (:mod:`.functions`);
+* ``DistributedOptimizer`` (:mod:`.optimizer`), ``Compression``,
+  ``SyncBatchNorm``, ``ProcessSet`` (global set only).
+
+Differences from Horovod, by design or not yet done:
+
+* only CPU tensors (this build has no GPU support) and the global process set;
+* ``join()`` raises NotImplementedError; Adasum is not implemented;
+* handles are objects, not ints (``poll``/``synchronize`` take them the same way);
+* ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
+  ``splits`` is given, as current Horovod does;
+* ``DistributedOptimizer`` without ``named_parameters`` names gradients
+  "allreduce.param.<i>" (Horovod: "allreduce.noname.<i>", which collides with
+  the names generated for unnamed calls).
+"""
+
+from hora.common.basics import (  # noqa: F401
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    ccl_built,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    ddl_built,
+    engine_counters,
+    gloo_built,
+    gloo_enabled,
+    init,
+    is_homogeneous,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    rocm_built,
+    shutdown,
+    size,
+    start_timeline,
+    stop_timeline,
+)
+from hora.common.exceptions import *  # noqa: F401,F403
+from hora.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
+from hora.torch.autograd_ops import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    broadcast,
+    grouped_allreduce,
+    reducescatter,
+)
+from hora.torch.collective_ops import (  # noqa: F401
+    allgather_async,
+    alltoall_async,
+    barrier,
+    broadcast_,
+    broadcast_async,
+    broadcast_async_,
+    grouped_allgather,
+    grouped_allgather_async,
+    join,
+)
+from hora.torch.compression import Compression  # noqa: F401
+from hora.torch.functions import (  # noqa: F401
+    allgather_object,
+    broadcast_object,
+    broadcast_optimizer_state,
+    broadcast_parameters,
+)
+from hora.torch.handles import Handle, poll, synchronize  # noqa: F401
+from hora.torch.optimizer import DistributedOptimizer  # noqa: F401
+from hora.torch.reduce_ops import (  # noqa: F401
+    allreduce_,
+    allreduce_async,
+    allreduce_async_,
+    grouped_allreduce_,
+    grouped_allreduce_async,
+    grouped_allreduce_async_,
+    grouped_reducescatter,
+    grouped_reducescatter_async,
+    reducescatter_async,
+)
+from hora.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401

@@ -1,0 +1,194 @@
+"""The synchronous, differentiable collectives (Horovod's ``hvd.allreduce`` etc.).
+
+Each is a ``torch.autograd.Function``: when the input requires grad, the
+result carries a backward that runs a collective, so every rank must run the
+backward too (as every rank runs the forward). Backward rules (Horovod's):
+
+* allreduce (and grouped_allreduce): the gradient is allreduced with the same
+  op and scale factors. For Sum and Average this is the exact gradient of the
+  sum of all ranks' losses; for Min, Max and Product it is Horovod's
+  convention, not a true derivative.
+* allgather: the gradient is allreduced with Average (Horovod >= 0.21), and
+  each rank takes the rows of its own input.
+* broadcast: the gradient is allreduced with Average; root receives it, the
+  other ranks a zero gradient.
+* alltoall: the gradient travels back with the received splits.
+* reducescatter: the gradient is allgathered and scaled by the forward's
+  factors (and 1/size() for Average): the exact gradient of the sum of all
+  ranks' losses (Sum and Average).
+"""
+
+import torch
+from torch.autograd import Function
+
+from hora.common import basics
+from hora.common.process_sets import check_process_set, global_process_set
+from hora.torch import collective_ops as co
+from hora.torch import reduce_ops as ro
+from hora.torch.compression import Compression
+from hora.torch.handles import synchronize
+
+
+class _Allreduce(Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        ctx.args = (op, prescale, postscale)
+        return synchronize(ro.allreduce_async(tensor, None, name, op, prescale, postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        op, pre, post = ctx.args
+        return (allreduce(grad, op=op, prescale_factor=pre, postscale_factor=post),
+                None, None, None, None)
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` across ranks (Average by default) and returns a new tensor.
+
+    ``compression`` (e.g. ``Compression.fp16``) changes the dtype on the wire
+    only. See :mod:`hora.torch.reduce_ops` for the common contract.
+    """
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    compressed, cctx = compression.compress(tensor)
+    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)
+
+
+class _GroupedAllreduce(Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, *tensors):
+        ctx.args = (op, prescale, postscale)
+        return tuple(synchronize(ro.grouped_allreduce_async(list(tensors), None, name, op,
+                                                            prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        op, pre, post = ctx.args
+        return (None, None, None, None) + tuple(
+            grouped_allreduce(list(grads), op=op, prescale_factor=pre, postscale_factor=post))
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors as one group; returns the list of results."""
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("grouped_allreduce: expected a list of tensors")
+    if not tensors:
+        return []
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
+                                   *[c for c, _ in pairs])
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+class _Allgather(Function):
+    @staticmethod
+    def forward(ctx, tensor, name, grad_op, rows_per_rank):
+        ctx.scalar = tensor.dim() == 0
+        ctx.rows = 1 if ctx.scalar else tensor.shape[0]
+        ctx.grad_op, ctx.rows_per_rank = grad_op, rows_per_rank
+        return synchronize(co.allgather_async(tensor, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = allreduce(grad, op=ctx.grad_op)
+        r = basics.rank()
+        if ctx.rows_per_rank is not None:
+            offset = r * ctx.rows_per_rank
+        else:  # every rank's row count, as Horovod does it
+            rows = synchronize(co.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
+            offset = int(rows[:r].sum())
+        g = reduced.narrow(0, offset, ctx.rows)
+        return (g.reshape(()) if ctx.scalar else g), None, None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's ``tensor`` along dimension 0, in rank order (a new tensor).
+
+    Dimension 0 may differ between ranks; the other dimensions and the dtype must agree.
+    """
+    check_process_set(process_set)
+    return _Allgather.apply(tensor, name, basics.Average, None)
+
+
+def allgather_sum_grad(tensor, rows_per_rank=None):
+    """Internal (SyncBatchNorm): an allgather whose backward sums the gradients
+    (the exact gradient of the sum of all ranks' losses). ``rows_per_rank``:
+    every rank's dimension 0 when known to be equal (saves a collective)."""
+    return _Allgather.apply(tensor, None, basics.Sum, rows_per_rank)
+
+
+class _Broadcast(Function):
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name):
+        ctx.root_rank = root_rank
+        return synchronize(co.broadcast_async(tensor, root_rank, name))
+
+    @staticmethod
+    def backward(ctx, grad):
+        reduced = allreduce(grad, op=basics.Average)
+        if basics.rank() != ctx.root_rank:
+            reduced = torch.zeros_like(reduced)
+        return reduced, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
+    check_process_set(process_set)
+    return _Broadcast.apply(tensor, root_rank, name)
+
+
+class _Alltoall(Function):
+    @staticmethod
+    def forward(ctx, tensor, splits, name):
+        out, received = synchronize(co.alltoall_async(tensor, splits, name))
+        ctx.received = received
+        if splits is None:
+            return out
+        ctx.mark_non_differentiable(received)
+        return out, received
+
+    @staticmethod
+    def backward(ctx, grad, *unused):
+        g, _ = synchronize(co.alltoall_async(grad, splits=ctx.received))
+        return g, None, None
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends ``splits[p]`` rows of ``tensor`` to each rank p; returns the rows received.
+
+    Like Horovod: with ``splits=None`` (an even split) it returns the received
+    tensor; with ``splits`` given it returns ``(tensor, received_splits)``,
+    ``received_splits`` an int32 tensor of the rows received from each rank.
+    """
+    check_process_set(process_set)
+    return _Alltoall.apply(tensor, splits, name)
+
+
+class _Reducescatter(Function):
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale):
+        scale = prescale * postscale
+        ctx.scale = scale / basics.size() if op == basics.Average else scale
+        return synchronize(ro.reducescatter_async(tensor, name, op, None, prescale, postscale))
+
+    @staticmethod
+    def backward(ctx, grad):
+        g = synchronize(co.allgather_async(grad))
+        return (g * ctx.scale if ctx.scale != 1.0 else g), None, None, None, None
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=None,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces ``tensor`` across ranks (Average by default) and returns this rank's
+    slice of dimension 0: ``dim0 // size`` rows, the first ``dim0 % size`` ranks
+    one more."""
+    op = basics.check_op(op)
+    check_process_set(process_set)
+    compressed, cctx = compression.compress(tensor)
+    out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    return compression.decompress(out, cctx)

@@ -1,0 +1,147 @@
+"""Allgather, broadcast, alltoall, barrier and join on torch tensors:
+the asynchronous and in-place forms.
+
+The differentiable synchronous forms (``allgather``, ``broadcast``,
+``alltoall``) are in :mod:`hora.torch.autograd_ops`. Names and process sets
+follow the contract of :mod:`hora.torch.reduce_ops`.
+
+* allgather: concatenates every rank's tensor along dimension 0, in rank
+  order. Dimension 0 may differ between ranks; dtype and the other dimensions
+  must agree. A 0-dim tensor is gathered as a 1-element vector.
+* broadcast: every rank receives root's tensor (same dtype and shape everywhere).
+* alltoall: rank r sends ``splits[p]`` rows (dimension 0) to each rank p and
+  receives, in rank order, the rows every rank sent it. ``splits=None`` splits
+  dimension 0 evenly (it must then divide by size()).
+"""
+
+import operator
+
+import torch
+
+from hora.common import basics
+from hora.common.exceptions import InvalidArgumentError, UnimplementedError
+from hora.common.process_sets import check_process_set, global_process_set
+from hora.torch import tensor_util as tu
+from hora.torch.handles import Handle, synchronize
+
+
+def _allgather_prepare(tensor, name, kind):
+    tensor = tu.check_tensor(tensor, kind, name)
+    return tensor.reshape(1) if tensor.dim() == 0 else tensor
+
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather; ``synchronize(handle)`` returns the concatenation (a new tensor)."""
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensor = _allgather_prepare(tensor, name, "allgather")
+    h = basics.session().allgather_async(name, tu.capsule(tensor))
+    return Handle([h], lambda: tu.from_capsule(h.output(), tensor.dtype), keep=(tensor,))
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Allgathers a list of tensors as one group; ``synchronize`` returns the list."""
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("grouped_allgather: expected a list of tensors")
+    tensors = [_allgather_prepare(t, name, "grouped allgather") for t in tensors]
+    if not tensors:
+        return Handle([], lambda: [])
+    hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors])
+    return Handle(hs, lambda: [tu.from_capsule(h.output(), t.dtype) for h, t in zip(hs, tensors)],
+                  keep=tensors)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Blocking ``grouped_allgather_async`` (no autograd)."""
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def _check_root(root_rank, what):
+    size = basics.size()
+    try:
+        root = operator.index(root_rank)
+    except TypeError:
+        root = None
+    if root is None or not 0 <= root < size:
+        raise InvalidArgumentError("%s: root_rank %r is not a rank of this job (size %d)"
+                                      % (what, root_rank, size))
+    return root
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts broadcasting root's ``tensor`` into ``tensor`` on every rank (in place);
+    ``synchronize(handle)`` returns ``tensor``."""
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensor = tu.check_tensor(tensor, "broadcast", name, inplace=True)
+    root = _check_root(root_rank, tu.describe("broadcast", name))
+    h = basics.session().broadcast_async(name, tu.capsule(tensor), root)
+    return Handle([h], lambda: tensor, keep=(tensor,))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast into a new tensor (``tensor`` is not modified)."""
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tu.check_tensor(tensor, "broadcast", name)  # the clone below is contiguous anyway
+    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return broadcast_async_(output, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Broadcasts root's ``tensor`` in place on every rank; returns ``tensor``."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def _splits_list(splits, what):
+    if splits is None:
+        return None
+    if isinstance(splits, torch.Tensor):
+        splits = splits.tolist()
+    try:
+        out = [int(s) for s in splits]
+    except (TypeError, ValueError):
+        raise TypeError("%s: splits must be a sequence of ints or an int tensor" % what) from None
+    if len(out) != basics.size() or any(s < 0 for s in out):
+        raise InvalidArgumentError("%s: splits %s must have size() = %d non-negative entries"
+                                      % (what, out, basics.size()))
+    return out
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall. ``synchronize(handle)`` returns ``(output, received_splits)``:
+    the rows received from every rank in rank order, and an int32 tensor of how
+    many came from each rank (Horovod's form)."""
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    what = tu.describe("alltoall", name)
+    tensor = tu.check_tensor(tensor, "alltoall", name)
+    if tensor.dim() == 0:
+        raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
+    sp = _splits_list(splits, what)
+    h = basics.session().alltoall_async(name, tu.capsule(tensor), sp)
+
+    def finish():
+        recv = torch.tensor(h.received_splits(), dtype=torch.int32)
+        return tu.from_capsule(h.output(), tensor.dtype), recv
+
+    return Handle([h], finish, keep=(tensor,))
+
+
+def barrier(process_set=global_process_set):
+    """Returns when every rank has called barrier()."""
+    check_process_set(process_set)
+    basics.session().barrier()
+
+
+def join(device=-1):
+    """Horovod's join (a rank out of data keeps the others going).
+
+    Not implemented yet in Hora: raises UnimplementedError (a
+    NotImplementedError). Give every rank the same number of batches instead.
+    """
+    del device
+    raise UnimplementedError("hora.torch.join() is not implemented yet; give every rank the same "
+                             "number of batches (e.g. drop the last uneven batch)")

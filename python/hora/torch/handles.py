@@ -1,0 +1,95 @@
+"""Handles of asynchronous collectives: ``poll(handle)`` and ``synchronize(handle)``.
+
+Every ``*_async`` function returns a :class:`Handle`. It keeps references to
+the tensors the collective reads and writes until it is synchronized (the
+core keeps their memory alive as well), so dropping the user's references
+early is safe. ``synchronize(handle)`` waits and returns the collective's
+result (the output tensor; a list for grouped collectives; ``(output,
+received_splits)`` for alltoall); calling it again returns the same result,
+or raises the same error.
+"""
+
+import sys
+import time
+
+from hora.common.exceptions import HoraTimeoutError
+
+
+class Handle:
+    """A collective in flight. Pass it to ``poll()`` or ``synchronize()``."""
+
+    __slots__ = ("_core", "_finish", "_keep", "_result", "_error", "_done")
+
+    def __init__(self, core_handles, finish, keep=()):
+        """``core_handles``: the ``hora._core.Handle`` objects (one, or a group's);
+        ``finish()``: builds the result once they are all done;
+        ``keep``: tensors to hold until then."""
+        self._core = list(core_handles)
+        self._finish = finish
+        self._keep = keep
+        self._result = None
+        self._error = None
+        self._done = False
+
+    @property
+    def name(self):
+        """The collective's name (a group's first member for grouped ones)."""
+        return self._core[0].name if self._core else ""
+
+    def poll(self):
+        """True once the collective finished (successfully or not). Never blocks."""
+        return self._done or all(h.poll() for h in self._core)
+
+    def wait(self, timeout=None):
+        """Waits for completion and returns the result (see module doc).
+
+        ``timeout`` (seconds) bounds the wait; when it expires a
+        HoraTimeoutError is raised and the handle stays usable.
+        """
+        if self._done:
+            if self._error is not None:
+                raise self._error
+            return self._result
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            for h in self._core:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                h.wait(left)
+        except HoraTimeoutError:
+            if not all(h.poll() for h in self._core):
+                raise  # our wait expired; the collective is still running
+            self._fail(sys.exc_info()[1])
+            raise
+        except BaseException as e:  # noqa: B036 - remembered, then re-raised
+            if isinstance(e, Exception) and all(h.poll() for h in self._core):
+                self._fail(e)
+            raise
+        try:
+            result = self._finish()
+        except Exception as e:
+            self._fail(e)
+            raise
+        self._result, self._done = result, True
+        self._finish = self._keep = None
+        return self._result
+
+    def _fail(self, error):
+        self._error, self._done = error, True
+        self._finish = self._keep = None
+
+    def __repr__(self):
+        state = "done" if self._done else "pending"
+        return "<hora Handle %r (%d collective%s, %s)>" % (
+            self.name, len(self._core), "" if len(self._core) == 1 else "s", state)
+
+
+def poll(handle):
+    """True when the collective of ``handle`` has finished. Never blocks."""
+    return handle.poll()
+
+
+def synchronize(handle, timeout=None):
+    """Waits for ``handle`` and returns its result (raises its HoraError on failure)."""
+    if callable(handle) and not isinstance(handle, Handle):
+        return handle()  # sparse allreduce "handles" are closures, as in Horovod
+    return handle.wait(timeout)

@@ -1,0 +1,297 @@
+"""``DistributedOptimizer``: wraps a torch optimizer so that ``step()`` uses
+gradients averaged (by default) across all ranks, like Horovod's.
+
+How it works: a hook on each parameter's gradient accumulator starts that
+gradient's allreduce (in place, asynchronously) as soon as backward has
+produced it, so communication overlaps the rest of backward. ``step()`` (or
+``synchronize()``) submits what has not started yet (parameters without a
+gradient this step get a zero gradient, so every rank submits the same
+names), waits for every allreduce, then runs the wrapped optimizer's step.
+
+Contract:
+
+* Collective names: "allreduce.<name>" from ``named_parameters``, or
+  "allreduce.param.<i>" by parameter order (over all parameter groups).
+  (Not Horovod's "allreduce.noname.<i>": the core generates exactly those
+  names for unnamed calls, so a user's unnamed allreduce made while
+  gradients are in flight would collide with them.) Every rank must build
+  the same model and optimizer.
+* ``backward_passes_per_step=k``: gradients accumulate locally over k
+  backward passes (summed, as torch accumulates them); the allreduce starts
+  after the k-th. A (k+1)-th backward before ``step()`` raises AssertionError.
+* ``op``: Average (default) or Sum (Adasum: NotImplementedError).
+  ``gradient_predivide_factor=f`` (Average only): gradients are multiplied by
+  1/f before the sum and by f/size() after it.
+* ``compression``: ``Compression.none``, ``.fp16`` or ``.bf16`` on the wire.
+* ``groups``: an int n (parameters split into n groups of consecutive
+  parameters) or a list of lists of parameters; each group's gradients are
+  allreduced together with ``grouped_allreduce`` (named "grouped.<first
+  member's name>"). Parameters in no group are reduced one by one.
+* ``sparse_as_dense``: sparse gradients are densified and allreduced;
+  otherwise they are allgathered (indices and values) and summed (/ size()
+  for Average), as Horovod does.
+* ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
+  user touch reduced gradients (e.g. clip them) before the step.
+"""
+
+import contextlib
+import warnings
+
+import torch
+
+from hora.common import basics
+from hora.common.process_sets import check_process_set, global_process_set
+from hora.torch import collective_ops as co
+from hora.torch import reduce_ops as ro
+from hora.torch.compression import Compression
+from hora.torch.handles import synchronize as _wait
+
+
+def _split(items, n):
+    d, r = divmod(len(items), n)
+    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=basics.Average, gradient_predivide_factor=1.0, groups=None,
+                 sparse_as_dense=False):
+        super(self.__class__, self).__init__(params)
+        self._compression = compression
+        all_params = [p for g in self.param_groups for p in g["params"]]
+        if named_parameters is not None:
+            named = list(named_parameters)
+            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+                raise ValueError("named_parameters should be a sequence of (name, parameter) "
+                                 "tuples, usually from model.named_parameters()")
+            names = [n for n, _ in named]
+            dups = sorted({n for n in names if names.count(n) > 1})
+            if dups:
+                raise ValueError("parameter names in named_parameters must be unique; "
+                                 "duplicates: %s" % ", ".join(dups))
+            named_ids = {id(p) for _, p in named}
+            unnamed = [i for i, p in enumerate(all_params) if id(p) not in named_ids]
+            if unnamed:
+                raise ValueError("named_parameters was given but the optimizer's parameters at "
+                                 "positions %s are not in it" % unnamed)
+            self._names = {p: "allreduce." + n for n, p in named}
+        else:
+            self._names = {p: "allreduce.param.%d" % i for i, p in enumerate(all_params)}
+        self.backward_passes_per_step = backward_passes_per_step
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self._requires_update = [p for p in all_params if p.requires_grad]
+        self._delay = {p: backward_passes_per_step for p in self._requires_update}
+        self._groups = self._make_groups(groups)
+        self._p_to_group = {p: gi for gi, g in enumerate(self._groups) for p in g}
+        self._group_ready = [0] * len(self._groups)
+        self._handles = {}  # param -> (handle, ctx), started this step
+        self._group_handles = {}  # group index -> (handle, ctxs), started this step
+        self._grad_accs = []
+        self._synchronized = False
+        self._should_synchronize = True
+        self._register_hooks()
+
+    def _make_groups(self, groups):
+        if groups is None or (isinstance(groups, int) and groups == 0):
+            return []
+        if isinstance(groups, int):
+            if groups < 0:
+                raise ValueError("groups must be a non-negative int or a list of lists of "
+                                 "parameters")
+            return [tuple(g) for g in _split(self._requires_update, groups) if g]
+        seen, out = set(), []
+        for g in groups:
+            g = tuple(g)
+            for p in g:
+                if p not in self._delay:
+                    raise ValueError("groups: a parameter is not one this optimizer updates")
+                if p in seen:
+                    raise ValueError("groups: a parameter appears in more than one group")
+                seen.add(p)
+            if g:
+                out.append(g)
+        return out
+
+    def _register_hooks(self):
+        for p in self._requires_update:
+            grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
+            grad_acc.register_hook(self._make_hook(p))
+            self._grad_accs.append(grad_acc)  # the node lives only while referenced
+
+    def _make_hook(self, p):
+        def hook(*unused):
+            if self._delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times before "
+                    "call to step(). Increase backward_passes_per_step to accumulate gradients "
+                    "locally.")
+            self._delay[p] -= 1
+            if self._delay[p] > 0:
+                return
+            gi = self._p_to_group.get(p)
+            if gi is None:
+                self._handles[p] = self._allreduce_grad_async(p)
+            else:
+                self._group_ready[gi] += 1
+                if self._group_ready[gi] == len(self._groups[gi]):
+                    self._group_handles[gi] = self._grouped_allreduce_async(gi)
+        return hook
+
+    def _scale(self):
+        if self.op == basics.Average:
+            return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
+        return 1.0, 1.0
+
+    def _dense_grad(self, p):
+        """p.grad as a dense contiguous tensor (zero when missing)."""
+        if p.grad is None:
+            p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        elif p.grad.is_sparse and self.sparse_as_dense:
+            p.grad = p.grad.to_dense()
+        if not p.grad.is_sparse and not p.grad.is_contiguous():
+            p.grad = p.grad.contiguous()
+        return p.grad
+
+    def _allreduce_grad_async(self, p):
+        grad, name = self._dense_grad(p), self._names[p]
+        if grad.is_sparse:
+            return self._sparse_allreduce_async(grad, name), None
+        compressed, ctx = self._compression.compress(grad)
+        pre, post = self._scale()
+        h = ro.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
+                                postscale_factor=post)
+        return h, ctx
+
+    def _grouped_allreduce_async(self, gi):
+        grads = [self._dense_grad(p) for p in self._groups[gi]]
+        if any(g.is_sparse for g in grads):
+            raise ValueError("groups cannot hold parameters with sparse gradients unless "
+                             "sparse_as_dense=True")
+        pairs = [self._compression.compress(g) for g in grads]
+        pre, post = self._scale()
+        h = ro.grouped_allreduce_async_([c for c, _ in pairs],
+                                        name="grouped." + self._names[self._groups[gi][0]],
+                                        op=self.op, prescale_factor=pre, postscale_factor=post)
+        return h, [c for _, c in pairs]
+
+    def _sparse_allreduce_async(self, grad, name):
+        g = grad.coalesce()
+        hi = co.allgather_async(g.indices().t().contiguous(), name=name + ".indices")
+        hv = co.allgather_async(g.values().contiguous(), name=name + ".values")
+        average = self.op == basics.Average
+
+        def result():
+            values = _wait(hv)
+            indices = _wait(hi)
+            if average:
+                values = values / basics.size()
+            return torch.sparse_coo_tensor(indices.t(), values, g.size()).coalesce()
+        return result
+
+    def synchronize(self):
+        """Starts the allreduces not started yet and waits for all of them; the
+        parameters' ``.grad`` then hold the reduced gradients."""
+        for p in self._requires_update:
+            if p not in self._handles and p not in self._p_to_group:
+                self._handles[p] = self._allreduce_grad_async(p)
+        for gi in range(len(self._groups)):
+            if gi not in self._group_handles:
+                self._group_handles[gi] = self._grouped_allreduce_async(gi)
+        error = None
+        for p, (handle, ctx) in self._handles.items():
+            try:
+                out = _wait(handle)
+            except Exception as e:  # wait for the others before raising
+                error = error or e
+                continue
+            self._store(p, out if callable(handle) else self._compression.decompress(out, ctx))
+        for gi, (handle, ctxs) in self._group_handles.items():
+            try:
+                outs = _wait(handle)
+            except Exception as e:
+                error = error or e
+                continue
+            for p, o, c in zip(self._groups[gi], outs, ctxs):
+                self._store(p, self._compression.decompress(o, c))
+        self._reset()
+        self._synchronized = True
+        if error is not None:
+            raise error
+
+    @staticmethod
+    def _store(p, reduced):
+        if reduced is p.grad:
+            return
+        if reduced.is_sparse or p.grad.is_sparse:
+            p.grad = reduced
+        else:
+            p.grad.copy_(reduced)
+
+    def _reset(self):
+        self._handles.clear()
+        self._group_handles.clear()
+        self._group_ready = [0] * len(self._groups)
+        for p in self._delay:
+            self._delay[p] = self.backward_passes_per_step
+
+    def set_backward_passes_per_step(self, passes):
+        """Changes backward_passes_per_step (takes effect at once)."""
+        self.backward_passes_per_step = passes
+        self._reset()
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Within it, ``step()`` does not synchronize (call ``synchronize()`` first)."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(); the gradients are reduced twice")
+            self.synchronize()
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        if self._handles or self._group_handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(); this is "
+                                 "prohibited as it races with the allreduces in flight")
+        return super(self.__class__, self).zero_grad(set_to_none)
+
+    def load_state_dict(self, *args, **kwargs):
+        self._reset()
+        self._synchronized = False
+        return super(self.__class__, self).load_state_dict(*args, **kwargs)
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=basics.Average,
+                         gradient_predivide_factor=1.0, num_groups=0, groups=None,
+                         sparse_as_dense=False, process_set=global_process_set):
+    """Returns a distributed version of ``optimizer`` (same class, same parameter
+    groups and hyper-parameters; its state is not copied). See the module doc."""
+    check_process_set(process_set)
+    op = basics.check_op(op)
+    if op not in (basics.Average, basics.Sum):
+        raise ValueError("DistributedOptimizer supports op=Average or op=Sum, got %s"
+                         % basics.op_name(op))
+    if gradient_predivide_factor != 1.0 and op != basics.Average:
+        raise ValueError("gradient_predivide_factor is supported only with op=Average")
+    if backward_passes_per_step < 1:
+        raise ValueError("backward_passes_per_step must be >= 1")
+    if num_groups:
+        if groups is not None:
+            raise ValueError("give groups or num_groups (deprecated), not both")
+        groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
+               op, gradient_predivide_factor, groups, sparse_as_dense)

@@ -1,0 +1,171 @@
+"""Allreduce and reducescatter on torch tensors: the asynchronous and in-place forms.
+
+The differentiable synchronous forms (``allreduce``, ``grouped_allreduce``,
+``reducescatter``) are in :mod:`hora.torch.autograd_ops`.
+
+Common contract (Horovod's):
+
+* ``op`` is ``Average`` (the default when None), ``Sum``, ``Min``, ``Max`` or
+  ``Product``; ``average=`` is Horovod's deprecated boolean. ``Adasum``
+  raises NotImplementedError.
+* ``prescale_factor`` multiplies each input before the reduction,
+  ``postscale_factor`` the result (after the division of Average).
+  Integer Average rounds toward zero.
+* ``name``: collectives are matched across ranks by name; ``None`` generates
+  one, the same on every rank for its N-th unnamed call of that kind. Every
+  rank must submit the same names with the same dtype, shape, op and scale
+  factors; a disagreement fails that collective on every rank with a
+  MismatchError naming each rank's values.
+* ``process_set``: only the global set (the default) is supported.
+* The out-of-place forms never modify the input; the in-place forms (``_``
+  suffix) need contiguous tensors and write the result into them.
+"""
+
+import torch
+
+from hora.common import basics
+from hora.common.exceptions import InvalidArgumentError
+from hora.common.process_sets import check_process_set, global_process_set
+from hora.torch import tensor_util as tu
+from hora.torch.handles import Handle, synchronize
+
+
+def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped):
+    """Submits one allreduce (or one group); returns a Handle whose result is
+    the output tensor (or the list of them)."""
+    kind = "grouped allreduce" if grouped else "allreduce"
+    s = basics.session()
+    wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, tu.describe(kind, name))
+    in_caps = [tu.capsule(t) for t in inputs]
+    out_caps = [tu.capsule(t) for t in outputs]
+    if grouped:
+        if not inputs:
+            return Handle([], lambda: [])
+        hs = s.grouped_allreduce_async(name, in_caps, out_caps, wire, float(prescale),
+                                       float(postscale))
+        return Handle(hs, lambda: list(outputs), keep=(inputs, outputs))
+    h = s.allreduce_async(name, in_caps[0], out_caps[0], wire, float(prescale), float(postscale))
+    return Handle([h], lambda: outputs[0], keep=(inputs, outputs))
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing ``tensor`` across ranks into a new tensor; returns a Handle.
+
+    ``synchronize(handle)`` returns the reduced tensor (same shape and dtype).
+    """
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensor = tu.check_tensor(tensor, "allreduce", name)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing ``tensor`` in place; ``synchronize(handle)`` returns ``tensor``."""
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensor = tu.check_tensor(tensor, "allreduce", name, inplace=True)
+    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` in place across ranks and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+def _check_list(tensors, what):
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("%s: expected a list of tensors, got %s" % (what, type(tensors).__name__))
+    return list(tensors)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing a list of tensors as one group (they run together, only when
+    every member is ready on every rank). ``synchronize`` returns the list of results."""
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensors = [tu.check_tensor(t, "grouped allreduce", name)
+               for t in _check_list(tensors, "grouped_allreduce")]
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """In-place ``grouped_allreduce_async``; ``synchronize`` returns ``tensors``."""
+    op = basics.check_op(op, average)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
+               for t in _check_list(tensors, "grouped_allreduce_")]
+    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True)
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors in place, as one group; returns the list."""
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+def _reducescatter(tensors, name, op, prescale, postscale, grouped):
+    kind = "grouped reducescatter" if grouped else "reducescatter"
+    s = basics.session()
+    if any(t.dtype == torch.bool for t in tensors):
+        raise InvalidArgumentError("%s: bool tensors are not supported by reducescatter"
+                                      % tu.describe(kind, name))
+    for t in tensors:
+        if t.dim() == 0:
+            raise InvalidArgumentError("%s: reducescatter needs at least one dimension "
+                                          "(got a scalar)" % tu.describe(kind, name))
+    caps = [tu.capsule(t) for t in tensors]
+    dtypes = [t.dtype for t in tensors]
+    if grouped:
+        if not tensors:
+            return Handle([], lambda: [])
+        hs = s.grouped_reducescatter_async(name, caps, op, float(prescale), float(postscale))
+        return Handle(hs, lambda: [tu.from_capsule(h.output(), d) for h, d in zip(hs, dtypes)],
+                      keep=tensors)
+    h = s.reducescatter_async(name, caps[0], op, float(prescale), float(postscale))
+    return Handle([h], lambda: tu.from_capsule(h.output(), dtypes[0]), keep=tensors)
+
+
+def reducescatter_async(tensor, name=None, op=None, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts reducing ``tensor`` across ranks and scattering dimension 0.
+
+    Rank r receives its slice of the reduced tensor along dimension 0:
+    ``dim0 // size`` rows, the first ``dim0 % size`` ranks one row more.
+    ``synchronize(handle)`` returns that slice (a new tensor).
+    """
+    op = basics.check_op(op)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensor = tu.check_tensor(tensor, "reducescatter", name)
+    return _reducescatter([tensor], name, op, prescale_factor, postscale_factor, False)
+
+
+def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """``reducescatter_async`` of a list of tensors as one group; returns the list of slices."""
+    op = basics.check_op(op)
+    check_process_set(process_set)
+    name = tu.check_name(name)
+    tensors = [tu.check_tensor(t, "grouped reducescatter", name)
+               for t in _check_list(tensors, "grouped_reducescatter")]
+    return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True)
+
+
+def grouped_reducescatter(tensors, name=None, op=None, process_set=global_process_set,
+                          prescale_factor=1.0, postscale_factor=1.0):
+    """Blocking ``grouped_reducescatter_async`` (no autograd)."""
+    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
+                                                   prescale_factor, postscale_factor))

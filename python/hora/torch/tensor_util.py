@@ -1,0 +1,107 @@
+"""Checking torch tensors and handing them to ``hora._core`` as DLPack capsules.
+
+Contract of what the core accepts from this module:
+
+* dense (strided) CPU tensors, contiguous, of dtype uint8, int8, int16, int32,
+  int64, float16, bfloat16, float32, float64, or bool (passed as a uint8 view
+  of the same memory, so in-place results are valid bools);
+* a tensor that requires grad is passed detached (same memory).
+
+Anything else is refused here with a message naming the operation and the
+tensor: CUDA tensors (this build has no GPU support), sparse tensors,
+unsupported dtypes, and non-contiguous tensors for in-place operations
+(out-of-place operations take a contiguous copy instead, like Horovod).
+"""
+
+import torch
+from torch.utils.dlpack import from_dlpack, to_dlpack
+
+from hora.common import basics
+from hora.common.exceptions import InvalidArgumentError, UnimplementedError
+
+SUPPORTED_DTYPES = (
+    torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+    torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool,
+)
+
+
+def describe(op, name):
+    """"allreduce 'w'" or "allreduce (unnamed)", for error messages."""
+    return "%s '%s'" % (op, name) if name else "%s (unnamed)" % op
+
+
+def check_name(name):
+    """None -> "" (the core then generates the same name on every rank)."""
+    if name is None:
+        return ""
+    if not isinstance(name, str):
+        raise TypeError("name must be a str or None, got %s" % type(name).__name__)
+    return name
+
+
+def check_tensor(tensor, op, name, inplace=False):
+    """Returns the tensor to hand to the core for ``op`` (see the module contract).
+
+    For out-of-place operations a non-contiguous tensor is copied; for
+    in-place ones it is an InvalidArgumentError.
+    """
+    what = describe(op, name)
+    if not isinstance(tensor, torch.Tensor):
+        raise TypeError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
+    if tensor.device.type == "cuda":
+        raise UnimplementedError(
+            "%s: hora was built without GPU support for torch tensors on cuda (tensor on %s); "
+            "move it to the CPU first" % (what, tensor.device))
+    if tensor.device.type != "cpu":
+        raise UnimplementedError("%s: hora supports only CPU tensors (tensor on %s)"
+                                 % (what, tensor.device))
+    if tensor.layout != torch.strided:
+        raise InvalidArgumentError("%s: %s tensors are not supported; use .to_dense()"
+                                   % (what, tensor.layout))
+    if tensor.dtype not in SUPPORTED_DTYPES:
+        raise InvalidArgumentError(
+            "%s: dtype %s is not supported (supported: %s)"
+            % (what, tensor.dtype, ", ".join(str(d).replace("torch.", "") for d in SUPPORTED_DTYPES)))
+    if not tensor.is_contiguous():
+        if inplace:
+            raise InvalidArgumentError(
+                "%s: in-place operations need a contiguous tensor (shape %s, strides %s); "
+                "use t = t.contiguous() first, or the out-of-place form"
+                % (what, tuple(tensor.shape), tensor.stride()))
+        tensor = tensor.contiguous()
+    return tensor
+
+
+def capsule(tensor):
+    """A DLPack capsule over ``tensor``'s memory (bool as uint8). Consumed once by the core."""
+    t = tensor.detach()
+    if t.dtype == torch.bool:
+        t = t.view(torch.uint8)
+    return to_dlpack(t)
+
+
+def from_capsule(cap, dtype):
+    """The torch tensor over an output capsule of the core (zero copy)."""
+    out = from_dlpack(cap)
+    if dtype == torch.bool:
+        out = out.view(torch.bool)
+    return out
+
+
+def wire_op(dtypes, op, prescale, postscale, what):
+    """The op to run on the wire for tensors of ``dtypes``.
+
+    bool travels as uint8 0/1, so logical OR (Sum, Max) becomes Max and
+    logical AND (Min, Product) becomes Min; Average and scale factors are
+    refused for bool, as the core does.
+    """
+    if torch.bool not in dtypes:
+        return op
+    if any(d != torch.bool for d in dtypes) and op not in (basics.Min, basics.Max):
+        raise InvalidArgumentError("%s: bool tensors can be grouped with other dtypes only for "
+                                   "Min or Max" % what)
+    if op == basics.Average or prescale != 1.0 or postscale != 1.0:
+        raise InvalidArgumentError("%s: bool tensors accept Sum, Min, Max and Product "
+                                   "without scale factors (got %s, prescale %s, postscale %s)"
+                                   % (what, basics.op_name(op), prescale, postscale))
+    return basics.Max if op in (basics.Sum, basics.Max) else basics.Min

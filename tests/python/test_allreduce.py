@@ -1,0 +1,147 @@
+"""allreduce in all its forms, checked against a locally computed reference."""
+
+import pytest
+import torch
+
+import hora.torch as hvd
+from helpers import DTYPES, SHAPES, all_values, assert_equal, reduce_reference, value
+
+OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_allreduce_ops_shapes(dtype):
+    for si, shape in enumerate(SHAPES):
+        for op in OPS:
+            vals = all_values(shape, dtype, seed=si)
+            x = vals[hvd.rank()].clone()
+            got = hvd.allreduce(x, op=op, name="ar.%s.%d.%d" % (dtype, si, op))
+            assert_equal(got, reduce_reference(vals, op, dtype))
+            assert torch.equal(x, vals[hvd.rank()])  # input untouched
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_allreduce_default_is_average_and_unnamed(dtype):
+    vals = all_values((5, 3), dtype)
+    got = hvd.allreduce(vals[hvd.rank()])
+    assert_equal(got, reduce_reference(vals, hvd.Average, dtype))
+    # Horovod's deprecated average= flag.
+    got = hvd.allreduce(vals[hvd.rank()], average=False)
+    assert_equal(got, reduce_reference(vals, hvd.Sum, dtype))
+
+
+def test_integer_average_rounds_toward_zero():
+    n = hvd.size()
+    x = torch.tensor([hvd.rank() + 1, -(hvd.rank() + 1), 1 if hvd.rank() == 0 else 0],
+                     dtype=torch.int32)
+    got = hvd.allreduce(x, op=hvd.Average)
+    s = n * (n + 1) // 2
+    want = torch.tensor([s // n, -(s // n), 1 // n], dtype=torch.int32)
+    assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int64],
+                         ids=str)
+def test_prescale_postscale(dtype):
+    pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)
+    for op in (hvd.Sum, hvd.Average):
+        vals = all_values((9,), dtype)
+        got = hvd.allreduce(vals[hvd.rank()], op=op, prescale_factor=pre, postscale_factor=post)
+        assert_equal(got, reduce_reference(vals, op, dtype, pre, post))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_allreduce_inplace_and_async(dtype):
+    vals = all_values((4, 6), dtype, seed=1)
+    want = reduce_reference(vals, hvd.Sum, dtype)
+    t = vals[hvd.rank()].clone()
+    out = hvd.allreduce_(t, op=hvd.Sum, name="inplace")
+    assert out is t
+    assert_equal(t, want)
+
+    t = vals[hvd.rank()].clone()
+    h = hvd.allreduce_async_(t, op=hvd.Sum)
+    assert hvd.synchronize(h) is t
+    assert hvd.poll(h)
+    assert_equal(t, want)
+
+    x = vals[hvd.rank()].clone()
+    h = hvd.allreduce_async(x, op=hvd.Sum, name="async.out")
+    out = hvd.synchronize(h)
+    assert_equal(out, want)
+    assert torch.equal(x, vals[hvd.rank()])
+    assert hvd.synchronize(h) is out  # a second synchronize returns the same result
+
+
+def test_many_async_in_flight_in_rank_dependent_order():
+    n = 20
+    vals = [all_values((i + 1,), torch.float32, seed=i) for i in range(n)]
+    order = list(range(n)) if hvd.rank() % 2 == 0 else list(reversed(range(n)))
+    handles = {i: hvd.allreduce_async(vals[i][hvd.rank()], name="many.%d" % i, op=hvd.Sum)
+               for i in order}
+    for i in range(n):
+        assert_equal(hvd.synchronize(handles[i]), reduce_reference(vals[i], hvd.Sum,
+                                                                    torch.float32))
+
+
+def test_grouped_allreduce():
+    dtypes = [torch.float32, torch.float64, torch.int32, torch.bfloat16]
+    shapes = [(3,), (2, 2), (0,), (5, 1)]
+    vals = [all_values(s, d, seed=i) for i, (s, d) in enumerate(zip(shapes, dtypes))]
+    mine = [v[hvd.rank()] for v in vals]
+    want = [reduce_reference(v, hvd.Average, d) for v, d in zip(vals, dtypes)]
+    for got, w in zip(hvd.grouped_allreduce(mine, name="grp"), want):
+        assert_equal(got, w)
+    for got, w in zip(hvd.synchronize(hvd.grouped_allreduce_async(mine)), want):
+        assert_equal(got, w)
+    copies = [m.clone() for m in mine]
+    outs = hvd.grouped_allreduce_(copies, name="grp.inplace")
+    assert all(o is c for o, c in zip(outs, copies))
+    for got, w in zip(copies, want):
+        assert_equal(got, w)
+    copies = [m.clone() for m in mine]
+    hvd.synchronize(hvd.grouped_allreduce_async_(copies, op=hvd.Max))
+    for got, v, d in zip(copies, vals, dtypes):
+        assert_equal(got, reduce_reference(v, hvd.Max, d))
+    assert hvd.grouped_allreduce([]) == []
+
+
+@pytest.mark.parametrize("compression", [hvd.Compression.fp16, hvd.Compression.bf16],
+                         ids=["fp16", "bf16"])
+def test_compression(compression):
+    vals = all_values((33,), torch.float32)
+    got = hvd.allreduce(vals[hvd.rank()], op=hvd.Sum, compression=compression)
+    assert got.dtype == torch.float32
+    assert_equal(got, reduce_reference(vals, hvd.Sum, torch.float32))
+    ints = all_values((4,), torch.int64)  # not floating: passes uncompressed
+    assert_equal(hvd.allreduce(ints[hvd.rank()], op=hvd.Sum, compression=compression),
+                 reduce_reference(ints, hvd.Sum, torch.int64))
+
+
+def test_bool_and_small_integer_dtypes():
+    r, n = hvd.rank(), hvd.size()
+    b = torch.tensor([r == 0, True, False, r % 2 == 1])
+    assert torch.equal(hvd.allreduce(b, op=hvd.Sum), torch.tensor([True, True, False, n > 1]))
+    assert torch.equal(hvd.allreduce(b, op=hvd.Min), torch.tensor([n == 1, True, False, False]))
+    t = b.clone()
+    hvd.allreduce_(t, op=hvd.Max)
+    assert torch.equal(t, torch.tensor([True, True, False, n > 1]))
+    with pytest.raises(hvd.InvalidArgumentError):
+        hvd.allreduce(b, op=hvd.Average)
+    for dtype in (torch.uint8, torch.int8, torch.int16):
+        lo = 0 if dtype == torch.uint8 else -3
+        vals = all_values((6,), dtype, lo=lo)
+        assert_equal(hvd.allreduce(vals[r], op=hvd.Sum), reduce_reference(vals, hvd.Sum, dtype))
+
+
+def test_non_contiguous():
+    base = value(hvd.rank(), (4, 6), torch.float32)
+    nc = base.t()
+    assert not nc.is_contiguous()
+    want = reduce_reference([value(r, (4, 6), torch.float32).t() for r in range(hvd.size())],
+                            hvd.Sum, torch.float32)
+    assert_equal(hvd.allreduce(nc, op=hvd.Sum), want)  # out-of-place: a contiguous copy
+    with pytest.raises(hvd.InvalidArgumentError, match="contiguous"):
+        hvd.allreduce_(nc, op=hvd.Sum)
+    with pytest.raises(ValueError, match="contiguous"):  # InvalidArgumentError is a ValueError
+        hvd.allreduce_async_(nc)

@@ -1,0 +1,65 @@
+"""The job layout and the module surface."""
+
+import json
+import os
+import time
+
+import torch
+
+import hora
+import hora.torch as hvd
+
+
+def test_layout_matches_launcher_and_is_consistent():
+    r, n = hvd.rank(), hvd.size()
+    assert 0 <= r < n
+    if "HORA_RANK" in os.environ:
+        assert r == int(os.environ["HORA_RANK"]) and n == int(os.environ["HORA_SIZE"])
+    assert 0 <= hvd.local_rank() < hvd.local_size() <= n
+    assert 0 <= hvd.cross_rank() < hvd.cross_size()
+    layouts = hvd.allgather_object((r, hvd.local_rank(), hvd.cross_rank()))
+    assert [x[0] for x in layouts] == list(range(n))
+    assert len({(x[1], x[2]) for x in layouts}) == n  # (local, cross) identifies a rank
+    assert hvd.is_homogeneous()
+
+
+def test_init_is_idempotent_and_names_exist():
+    hvd.init()
+    assert hvd.is_initialized()
+    assert hvd.Average != hvd.Sum and len({hvd.Sum, hvd.Average, hvd.Min, hvd.Max,
+                                           hvd.Product, hvd.Adasum}) == 6
+    assert hvd.global_process_set.size() == hvd.size()
+    assert hvd.global_process_set.rank() == hvd.rank()
+    assert not hvd.cuda_built() and not hvd.nccl_built()
+    assert issubclass(hvd.MismatchError, hora.HoraError)
+    assert issubclass(hora.HoraError, RuntimeError)
+    assert hora.__version__
+    for name in ("allreduce", "allreduce_", "allreduce_async", "allreduce_async_",
+                 "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+                 "grouped_allreduce_async_", "allgather", "allgather_async", "broadcast",
+                 "broadcast_", "broadcast_async", "broadcast_async_", "alltoall",
+                 "alltoall_async", "reducescatter", "reducescatter_async", "barrier", "join",
+                 "poll", "synchronize", "broadcast_parameters", "broadcast_optimizer_state",
+                 "broadcast_object", "allgather_object", "DistributedOptimizer", "Compression",
+                 "SyncBatchNorm", "ProcessSet", "start_timeline", "stop_timeline"):
+        assert callable(getattr(hvd, name)), name
+
+
+def test_engine_counters_and_timeline(tmp_path):
+    before = hvd.engine_counters()
+    hvd.allreduce(torch.ones(4), name="counted")
+    after = hvd.engine_counters()
+    assert after["tensors"] > before["tensors"]
+    # Every rank writes its own file ({rank}) under its own temporary directory.
+    path = str(tmp_path / "timeline.{rank}.json")
+    hvd.start_timeline(path)
+    hvd.allreduce(torch.ones(4), name="timed")
+    hvd.stop_timeline()
+    written = tmp_path / ("timeline.%d.json" % hvd.rank())
+    # stop_timeline() returns before the writer thread has flushed: allow it a moment.
+    deadline = time.monotonic() + 5
+    while "timed" not in written.read_text() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    text = written.read_text()
+    assert "timed" in text, text
+    json.loads(text)  # a complete JSON array

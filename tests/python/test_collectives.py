@@ -1,0 +1,174 @@
+"""allgather, broadcast, alltoall, reducescatter, barrier and handles."""
+
+import pytest
+import torch
+
+import hora.torch as hvd
+from helpers import DTYPES, assert_equal, reduce_reference, rows_of, value
+
+REST_SHAPES = [(), (3,), (2, 2)]
+
+
+def _gather_ref(rest, dtype, seed=0):
+    return torch.cat([value(r, (rows_of(r),) + rest, dtype, seed) for r in range(hvd.size())])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_allgather(dtype):
+    r = hvd.rank()
+    for i, rest in enumerate(REST_SHAPES):
+        x = value(r, (rows_of(r),) + rest, dtype, seed=i)
+        assert_equal(hvd.allgather(x, name="ag.%s.%d" % (dtype, i)), _gather_ref(rest, dtype, i))
+        got = hvd.synchronize(hvd.allgather_async(x))
+        assert_equal(got, _gather_ref(rest, dtype, i))
+    # A scalar is gathered as a 1-element vector per rank.
+    got = hvd.allgather(torch.tensor(r + 1, dtype=dtype))
+    assert_equal(got, torch.arange(1, hvd.size() + 1).to(dtype))
+
+
+def test_allgather_rank_with_zero_rows():
+    r = hvd.rank()
+    rows = [0 if q == 1 else q + 1 for q in range(hvd.size())]
+    x = torch.full((rows[r],), r, dtype=torch.float32)
+    want = torch.cat([torch.full((rows[q],), q, dtype=torch.float32) for q in range(hvd.size())])
+    assert_equal(hvd.allgather(x), want)
+
+
+def test_allgather_zero_rows_multidim():
+    # A rank with no rows but further dimensions: shape (0, 3).
+    r = hvd.rank()
+    rows = [0 if q == 1 else 2 for q in range(hvd.size())]
+    x = torch.full((rows[r], 3), r, dtype=torch.float32)
+    want = torch.cat([torch.full((rows[q], 3), q, dtype=torch.float32)
+                      for q in range(hvd.size())])
+    # Bounded wait: if one rank refuses its tensor locally, the others must not hang.
+    assert_equal(hvd.synchronize(hvd.allgather_async(x, name="ag.zero.multidim"), timeout=10),
+                 want)
+
+
+def test_zero_element_multidim_tensors():
+    # Every rank passes the same empty (0, 3) / (2, 0, 2) shapes.
+    z = torch.zeros(0, 3)
+    assert hvd.allreduce(z, name="zero.ar").shape == (0, 3)
+    assert hvd.broadcast(torch.zeros(2, 0, 2), 0, name="zero.bc").shape == (2, 0, 2)
+    assert hvd.allgather(z, name="zero.ag").shape == (0, 3)
+
+
+def test_grouped_allgather():
+    r = hvd.rank()
+    xs = [value(r, (rows_of(r),) + rest, torch.float64, seed=i)
+          for i, rest in enumerate(REST_SHAPES)]
+    outs = hvd.grouped_allgather(xs, name="gag")
+    for i, (rest, got) in enumerate(zip(REST_SHAPES, outs)):
+        assert_equal(got, _gather_ref(rest, torch.float64, i))
+
+
+@pytest.mark.parametrize("dtype", DTYPES + [torch.bool, torch.uint8], ids=str)
+def test_broadcast(dtype):
+    r = hvd.rank()
+    for root in range(hvd.size()):
+        for i, shape in enumerate([(), (0,), (1,), (5,), (3, 4), (2, 3, 5)]):
+            lo = 0 if dtype in (torch.bool, torch.uint8) else -3
+            mine = value(r, shape, dtype, i, lo=lo, hi=min(3, 1 if dtype == torch.bool else 3))
+            want = value(root, shape, dtype, i, lo=lo,
+                         hi=min(3, 1 if dtype == torch.bool else 3))
+            x = mine.clone()
+            assert_equal(hvd.broadcast(x, root, name="bc.%d.%d" % (root, i)), want)
+            assert torch.equal(x, mine)  # out-of-place leaves the input alone
+            out = hvd.broadcast_(x, root)
+            assert out is x
+            assert_equal(x, want)
+            y = mine.clone()
+            assert hvd.synchronize(hvd.broadcast_async_(y, root)) is y
+            assert_equal(y, want)
+            assert_equal(hvd.synchronize(hvd.broadcast_async(mine, root)), want)
+
+
+def test_broadcast_bad_root():
+    with pytest.raises(hvd.InvalidArgumentError, match="root_rank"):
+        hvd.broadcast(torch.ones(2), hvd.size())
+
+
+def _a2a_rows(src, dst):
+    # Some pairs exchange no rows; every rank sends and receives some in total.
+    return (src + 2 * dst + 1) % 3
+
+
+def _a2a_input(src, dtype):
+    parts = []
+    for dst in range(hvd.size()):
+        k = torch.arange(_a2a_rows(src, dst), dtype=torch.int64)
+        rows = (src * 16 + dst * 4 + k) % 50
+        parts.append(torch.stack([rows, -rows], 1))
+    return torch.cat(parts).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_alltoall_with_splits(dtype):
+    r, n = hvd.rank(), hvd.size()
+    x = _a2a_input(r, dtype)
+    splits = [_a2a_rows(r, p) for p in range(n)]
+    out, received = hvd.alltoall(x, splits=splits, name="a2a.%s" % dtype)
+    want_parts = []
+    for src in range(n):
+        full = _a2a_input(src, dtype)
+        start = sum(_a2a_rows(src, p) for p in range(r))
+        want_parts.append(full[start:start + _a2a_rows(src, r)])
+    assert_equal(out, torch.cat(want_parts))
+    assert received.dtype == torch.int32
+    assert received.tolist() == [_a2a_rows(src, r) for src in range(n)]
+    # splits as a tensor, through the async form.
+    out2, rec2 = hvd.synchronize(hvd.alltoall_async(x, splits=torch.tensor(splits)))
+    assert_equal(out2, out)
+    assert torch.equal(rec2, received)
+
+
+def test_alltoall_even_split():
+    r, n = hvd.rank(), hvd.size()
+    x = torch.arange(2 * n, dtype=torch.float32) + 100 * r
+    out = hvd.alltoall(x)
+    assert isinstance(out, torch.Tensor)
+    want = torch.cat([torch.arange(2 * r, 2 * r + 2, dtype=torch.float32) + 100 * s
+                      for s in range(n)])
+    assert_equal(out, want)
+
+
+def _scatter_rows(dim0, r, n):
+    return dim0 // n + (1 if r < dim0 % n else 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_reducescatter(dtype):
+    r, n = hvd.rank(), hvd.size()
+    for i, shape in enumerate([(2 * n,), (2 * n + 1, 3), (1,), (7, 2, 2)]):
+        for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max):
+            vals = [value(q, shape, dtype, seed=i) for q in range(n)]
+            full = reduce_reference(vals, op, dtype)
+            start = sum(_scatter_rows(shape[0], q, n) for q in range(r))
+            want = full[start:start + _scatter_rows(shape[0], r, n)]
+            got = hvd.reducescatter(vals[r], op=op, name="rs.%s.%d.%d" % (dtype, i, op))
+            assert_equal(got, want)
+    vals = [value(q, (n * 3,), dtype) for q in range(n)]
+    got = hvd.synchronize(hvd.reducescatter_async(vals[r], op=hvd.Sum))
+    assert_equal(got, reduce_reference(vals, hvd.Sum, dtype)[3 * r:3 * r + 3])
+
+
+def test_grouped_reducescatter():
+    r, n = hvd.rank(), hvd.size()
+    shapes = [(2 * n, 2), (n + 1,)]
+    vals = [[value(q, s, torch.float32, seed=i) for q in range(n)] for i, s in enumerate(shapes)]
+    outs = hvd.grouped_reducescatter([v[r] for v in vals], op=hvd.Sum)
+    for s, v, got in zip(shapes, vals, outs):
+        start = sum(_scatter_rows(s[0], q, n) for q in range(r))
+        want = reduce_reference(v, hvd.Sum, torch.float32)
+        assert_equal(got, want[start:start + _scatter_rows(s[0], r, n)])
+
+
+def test_barrier_and_handles():
+    hvd.barrier()
+    h = hvd.allreduce_async(torch.ones(3), op=hvd.Sum, name="handle.test")
+    assert isinstance(hvd.poll(h), bool)
+    assert_equal(hvd.synchronize(h, timeout=30), torch.full((3,), float(hvd.size())))
+    assert hvd.poll(h)
+    assert "handle.test" in repr(h) and h.name == "handle.test"
+    hvd.barrier()

@@ -1,0 +1,98 @@
+"""Errors: mismatches across ranks, bad arguments, use before init."""
+
+import pytest
+import torch
+
+import hora
+import hora.torch as hvd
+from helpers import run_alone
+
+
+def _ranks_named(message):
+    return all(("rank %d" % q) in message for q in range(hvd.size()))
+
+
+def test_shape_mismatch_fails_everywhere_then_next_works():
+    if hvd.size() == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    r = hvd.rank()
+    with pytest.raises(hvd.MismatchError) as info:
+        hvd.allreduce(torch.ones(r + 1), name="mismatch.shape")
+    msg = str(info.value)
+    assert "mismatch.shape" in msg
+    assert _ranks_named(msg), msg
+    assert isinstance(info.value, hora.HoraError)
+    # The job goes on.
+    assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after.mismatch"),
+                       torch.full((2,), float(hvd.size())))
+
+
+def test_dtype_and_trailing_dim_mismatch():
+    if hvd.size() == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    r = hvd.rank()
+    dtype = torch.float32 if r == 0 else torch.float64
+    with pytest.raises(hvd.MismatchError, match="mismatch.dtype"):
+        hvd.allreduce(torch.ones(3, dtype=dtype), name="mismatch.dtype")
+    with pytest.raises(hvd.MismatchError, match="mismatch.allgather"):
+        hvd.allgather(torch.ones(2, 2 + r), name="mismatch.allgather")
+    with pytest.raises(hvd.MismatchError, match="mismatch.op"):
+        hvd.allreduce(torch.ones(3), op=hvd.Sum if r == 0 else hvd.Max, name="mismatch.op")
+    # An async handle carries the error too, and other tensors in flight go on.
+    bad = hvd.allreduce_async(torch.ones(r + 2), name="mismatch.async")
+    good = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="fine.async")
+    with pytest.raises(hvd.MismatchError):
+        hvd.synchronize(bad)
+    with pytest.raises(hvd.MismatchError):  # the same error again
+        hvd.synchronize(bad)
+    assert torch.equal(hvd.synchronize(good), torch.full((2,), float(hvd.size())))
+
+
+def test_local_argument_errors():
+    with pytest.raises(hvd.UnimplementedError, match="GPU|CPU"):
+        hvd.allreduce(torch.ones(2, device="meta"))
+    with pytest.raises(hvd.InvalidArgumentError, match="dtype"):
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+    with pytest.raises(hvd.InvalidArgumentError, match="sparse"):
+        hvd.allreduce(torch.ones(2, 2).to_sparse())
+    with pytest.raises(NotImplementedError, match="Adasum"):
+        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
+    with pytest.raises(NotImplementedError, match="global process set"):
+        hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0, hvd.size()]))
+    with pytest.raises(NotImplementedError):
+        hvd.join()
+    with pytest.raises(TypeError):
+        hvd.grouped_allreduce(torch.ones(2))
+    # The global set, given explicitly, is fine.
+    hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet(range(hvd.size())))
+
+
+def test_use_before_init_and_after_shutdown():
+    res = run_alone("""
+        import torch, numpy as np
+        import hora, hora.torch as hvd, hora.numpy as hnp
+        for call in (lambda: hvd.allreduce(torch.ones(1)), hvd.rank, hvd.size,
+                     lambda: hvd.broadcast_parameters({"a": torch.ones(1)}, 0),
+                     lambda: hnp.allreduce(np.ones(1))):
+            try:
+                call()
+                raise SystemExit("no error before init")
+            except hora.NotInitializedError as e:
+                assert isinstance(e, ValueError) and isinstance(e, hora.HoraError)
+                assert "has not been initialized" in str(e), e
+        assert not hvd.is_initialized()
+        hvd.init(); hvd.init()  # twice is fine
+        assert hvd.is_initialized() and hvd.size() == 1 and hvd.rank() == 0
+        assert hvd.allreduce(torch.ones(2)).tolist() == [1.0, 1.0]
+        hvd.shutdown()
+        try:
+            hvd.allreduce(torch.ones(1)); raise SystemExit("no error after shutdown")
+        except hora.NotInitializedError:
+            pass
+        hvd.init()
+        assert hvd.allreduce(torch.ones(2), op=hvd.Sum).tolist() == [1.0, 1.0]
+        print("OK")
+    """)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr

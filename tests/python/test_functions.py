@@ -1,0 +1,103 @@
+"""broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object."""
+
+import torch
+import torch.nn as nn
+
+import hora.torch as hvd
+
+
+def _model(seed):
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 2))
+
+
+def _flat_state(model):
+    return torch.cat([t.detach().reshape(-1).double() for _, t in sorted(model.state_dict().items())])
+
+
+def _assert_identical_everywhere(flat):
+    every = hvd.allgather(flat.unsqueeze(0))
+    for q in range(hvd.size()):
+        assert torch.equal(every[q], every[0]), "rank %d differs from rank 0" % q
+
+
+def test_broadcast_parameters_state_dict():
+    root = hvd.size() - 1
+    model = _model(seed=100 + hvd.rank())
+    model.train()
+    model(torch.randn(5, 4))  # rank-dependent running stats and num_batches_tracked
+    root_state = hvd.broadcast_object(_flat_state(model), root_rank=root)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=root)
+    assert torch.equal(_flat_state(model), root_state)
+    _assert_identical_everywhere(_flat_state(model))
+
+
+def test_broadcast_parameters_named_parameters_and_list():
+    model = _model(seed=200 + hvd.rank())
+    hvd.broadcast_parameters(model.named_parameters(), root_rank=0)
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    _assert_identical_everywhere(flat)
+    assert all(p.requires_grad for p in model.parameters())
+    t = torch.full((3, 2), float(hvd.rank())).t()  # non-contiguous: copied back in place
+    hvd.broadcast_parameters([t], root_rank=0)
+    assert torch.equal(t, torch.zeros(2, 3))
+
+
+def _stepped_optimizer(kind, model):
+    if kind == "adam":
+        opt = torch.optim.Adam(model.parameters(), lr=0.01 * (hvd.rank() + 1))
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=0.1 * (hvd.rank() + 1), momentum=0.9)
+    torch.manual_seed(300 + hvd.rank())
+    for _ in range(hvd.rank() + 1):  # rank-dependent state (Adam's step count differs)
+        opt.zero_grad()
+        model(torch.randn(8, 4)).pow(2).sum().backward()
+        opt.step()
+    return opt
+
+
+def test_broadcast_optimizer_state():
+    for kind in ("sgd", "adam"):
+        model = _model(seed=1)
+        opt = _stepped_optimizer(kind, model)
+        root_sd = hvd.broadcast_object(opt.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        sd = opt.state_dict()
+        every = hvd.allgather_object(sd)
+        for other in every:
+            assert other["param_groups"] == root_sd["param_groups"]
+            assert other["state"].keys() == root_sd["state"].keys()
+            for k, st in other["state"].items():
+                for name, v in st.items():
+                    want = root_sd["state"][k][name]
+                    assert torch.equal(v, want) if torch.is_tensor(v) else v == want
+        assert opt.param_groups[0]["lr"] == root_sd["param_groups"][0]["lr"]
+
+
+def test_broadcast_optimizer_state_into_empty_and_distributed():
+    model = _model(seed=2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    if hvd.rank() == 0:  # only root has momentum buffers
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+    dopt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    hvd.broadcast_optimizer_state(dopt, root_rank=0)
+    n_states = hvd.allgather_object(len(opt.state_dict()["state"]))
+    assert len(set(n_states)) == 1 and n_states[0] > 0
+
+
+def test_broadcast_object_and_allgather_object():
+    r, n = hvd.rank(), hvd.size()
+    obj = {"rank": r, "payload": list(range(r * 100)), "t": torch.arange(r + 1)}
+    for root in range(n):
+        got = hvd.broadcast_object(obj, root_rank=root)
+        assert got["rank"] == root and got["payload"] == list(range(root * 100))
+        assert torch.equal(got["t"], torch.arange(root + 1))
+    assert hvd.broadcast_object(None) is None
+    named = hvd.broadcast_object("hello %d" % r, root_rank=0, name="greeting")
+    assert named == "hello 0"
+    every = hvd.allgather_object(obj)
+    assert [o["rank"] for o in every] == list(range(n))
+    assert [len(o["payload"]) for o in every] == [q * 100 for q in range(n)]
+    assert hvd.allgather_object(r * "x", name="strings") == [q * "x" for q in range(n)]

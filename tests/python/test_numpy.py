@@ -1,0 +1,60 @@
+"""hora.numpy against locally computed references."""
+
+import numpy as np
+import pytest
+import torch
+
+import hora.numpy as hnp
+import hora.torch as hvd
+from helpers import all_values, reduce_reference, rows_of, value
+
+NP_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64]
+TORCH_OF = {np.float16: torch.float16, np.float32: torch.float32, np.float64: torch.float64,
+            np.int32: torch.int32, np.int64: torch.int64}
+
+
+def _np(t):
+    return t.numpy()
+
+
+@pytest.mark.parametrize("dtype", NP_DTYPES, ids=lambda d: d.__name__)
+def test_numpy_collectives(dtype):
+    r, n = hnp.rank(), hnp.size()
+    assert (r, n) == (hvd.rank(), hvd.size())  # one default session for both
+    td = TORCH_OF[dtype]
+    for shape in [(), (0,), (7,), (3, 4)]:
+        for op in (hnp.Sum, hnp.Average, hnp.Min, hnp.Max, hnp.Product):
+            vals = all_values(shape, td)
+            got = hnp.allreduce(_np(vals[r]), op=op)
+            want = _np(reduce_reference(vals, op, td))
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                       rtol=2e-3, atol=2e-3)
+    x = _np(value(r, (rows_of(r), 2), td))
+    got = hnp.allgather(x)
+    want = np.concatenate([_np(value(q, (rows_of(q), 2), td)) for q in range(n)])
+    np.testing.assert_array_equal(got, want)
+    got[...] = 0  # results are writeable
+    root = n - 1
+    b = hnp.broadcast(_np(value(r, (3, 2), td)), root)
+    np.testing.assert_array_equal(b, _np(value(root, (3, 2), td)))
+    a2a = hnp.alltoall(np.arange(2 * n, dtype=dtype) + 10 * r)
+    np.testing.assert_array_equal(
+        a2a, np.concatenate([np.arange(2 * r, 2 * r + 2, dtype=dtype) + 10 * s for s in range(n)]))
+    out, received = hnp.alltoall(np.full(n, r, dtype=dtype), splits=[1] * n)
+    np.testing.assert_array_equal(out, np.arange(n, dtype=dtype))
+    assert received.tolist() == [1] * n
+    vals = all_values((2 * n, 3), td)
+    rs = hnp.reducescatter(_np(vals[r]), op=hnp.Sum)
+    np.testing.assert_array_equal(rs, _np(reduce_reference(vals, hvd.Sum, td))[2 * r:2 * r + 2])
+
+
+def test_numpy_bool_readonly_and_noncontiguous():
+    r, n = hnp.rank(), hnp.size()
+    b = np.array([r == 0, True, False])
+    np.testing.assert_array_equal(hnp.allreduce(b, op=hnp.Sum), [True, True, False])
+    np.testing.assert_array_equal(hnp.allreduce(b, op=hnp.Min), [n == 1, True, False])
+    ro = np.arange(6, dtype=np.float64).reshape(2, 3)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(hnp.allreduce(ro.T, op=hnp.Sum), ro.T * n)
+    hnp.barrier()

@@ -1,0 +1,222 @@
+"""DistributedOptimizer: N ranks with batch b take the same step as one worker
+with batch N*b (computed locally on the concatenation of every rank's batch).
+
+Models are float64, so the only differences are summation order: the
+tolerance is 1e-9 (absolute and relative) on every parameter after 3 steps.
+"""
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import hora.torch as hvd
+from helpers import run_alone
+
+TOL = dict(rtol=1e-9, atol=1e-9)
+B = 4  # rows per rank per backward pass
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 3)).double()
+
+
+def _batch(step, micro=0):
+    """The global batch of a step (every rank's rows, rank r's at [r*B, (r+1)*B))."""
+    g = torch.Generator().manual_seed(1000 * step + micro)
+    x = torch.randn(hvd.size() * B, 5, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 3, (hvd.size() * B,), generator=g)
+    return x, y
+
+
+def _mine(t):
+    return t[hvd.rank() * B:(hvd.rank() + 1) * B]
+
+
+def _make_opt(kind, params):
+    if kind == "adam":
+        return torch.optim.Adam(params, lr=0.01)
+    return torch.optim.SGD(params, lr=0.1, momentum=0.9)
+
+
+def _run(kind="sgd", steps=3, passes=1, lr_scale=1.0, **dist_kwargs):
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(_make_opt(kind, dist.parameters()),
+                                    named_parameters=dist.named_parameters(),
+                                    backward_passes_per_step=passes, **dist_kwargs)
+    for g in dopt.param_groups:
+        g["lr"] *= lr_scale
+    ropt = _make_opt(kind, ref.parameters())
+    for step in range(steps):
+        dopt.zero_grad()
+        ropt.zero_grad()
+        for micro in range(passes):
+            x, y = _batch(step, micro)
+            F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+            F.cross_entropy(ref(x), y).backward()
+        dopt.step()
+        ropt.step()
+        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "step %d %s: %s"
+                                       % (step, name, m))
+    return dopt
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_equivalent_to_one_worker(kind):
+    dopt = _run(kind)
+    assert isinstance(dopt, torch.optim.SGD if kind == "sgd" else torch.optim.Adam)
+
+
+def test_backward_passes_per_step_2():
+    _run(passes=2)
+
+
+@pytest.mark.parametrize("groups", [1, 3])
+def test_groups(groups):
+    _run(groups=groups)
+
+
+def test_groups_with_backward_passes_per_step_2():
+    _run(passes=2, groups=2)
+
+
+def test_groups_explicit_lists():
+    dist, ref = _model(), _model()
+    ps = list(dist.parameters())
+    dopt = hvd.DistributedOptimizer(_make_opt("sgd", dist.parameters()),
+                                    named_parameters=dist.named_parameters(),
+                                    groups=[[ps[0], ps[3]], [ps[1]]])  # ps[2] alone
+    ropt = _make_opt("sgd", ref.parameters())
+    for step in range(2):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        ropt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        F.cross_entropy(ref(x), y).backward()
+        dopt.step()
+        ropt.step()
+    for p, q in zip(dist.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+
+
+def test_no_named_parameters_sum_predivide():
+    # op=Sum with lr/size is the same step as Average.
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1 / hvd.size()),
+                                    op=hvd.Sum)
+    pre = hvd.DistributedOptimizer(torch.optim.SGD(ref.parameters(), lr=0.1),
+                                   named_parameters=ref.named_parameters(),
+                                   gradient_predivide_factor=2.0)
+    for step in range(2):
+        x, y = _batch(step)
+        for opt, model in ((dopt, dist), (pre, ref)):
+            opt.zero_grad()
+            F.cross_entropy(model(_mine(x)), _mine(y)).backward()
+            opt.step()
+    for p, q in zip(dist.parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, **TOL)
+
+
+def test_compression_fp16_close():
+    # float16 on the wire: equal up to float16 rounding of the gradients.
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters(),
+                                    compression=hvd.Compression.fp16)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = _batch(0)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    F.cross_entropy(ref(x), y).backward()
+    dopt.step()
+    ropt.step()
+    for p, q in zip(dist.parameters(), ref.parameters()):
+        assert p.dtype == torch.float64
+        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
+
+
+def test_synchronize_skip_synchronize_and_unused_parameter():
+    dist, ref = _model(), _model()
+    extra_d = nn.Parameter(torch.ones(2, dtype=torch.float64))  # gets no gradient
+    extra_r = nn.Parameter(torch.ones(2, dtype=torch.float64))
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(list(dist.parameters()) + [extra_d], lr=0.1))
+    ropt = torch.optim.SGD(list(ref.parameters()) + [extra_r], lr=0.1)
+    x, y = _batch(7)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    F.cross_entropy(ref(x), y).backward()
+    dopt.synchronize()
+    torch.nn.utils.clip_grad_norm_(dist.parameters(), 0.5)
+    torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    with dopt.skip_synchronize():
+        dopt.step()
+    ropt.step()
+    for p, q in zip(list(dist.parameters()) + [extra_d], list(ref.parameters()) + [extra_r]):
+        torch.testing.assert_close(p, q, **TOL)
+
+
+def test_sparse_gradients():
+    for sparse_as_dense in (False, True):
+        torch.manual_seed(0)
+        dist = nn.Embedding(10, 3, sparse=True).double()
+        torch.manual_seed(0)
+        ref = nn.Embedding(10, 3, sparse=True).double()
+        dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.5),
+                                        named_parameters=dist.named_parameters(),
+                                        sparse_as_dense=sparse_as_dense)
+        ropt = torch.optim.SGD(ref.parameters(), lr=0.5)
+        idx = torch.arange(hvd.size() * B) % 7
+        dist(_mine(idx)).pow(2).mean().backward()
+        ref(idx).pow(2).mean().backward()
+        dopt.step()
+        ropt.step()
+        torch.testing.assert_close(dist.weight, ref.weight, **TOL)
+
+
+def test_misuse_is_reported():
+    dist = _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    x, y = _batch(0)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        dopt.zero_grad()
+    with pytest.raises((AssertionError, RuntimeError), match="backward_passes_per_step"):
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    dopt.synchronize()  # completes what the first backward started, on every rank
+    dopt.zero_grad()
+    with pytest.raises(ValueError, match="unique"):
+        hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                 named_parameters=[("a", p) for p in dist.parameters()])
+    with pytest.raises(NotImplementedError):
+        hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1), op=hvd.Adasum)
+
+
+def test_allreduces_start_during_backward():
+    dist = _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    x, y = _batch(3)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    # The hooks started every gradient's allreduce; step() only waits for them.
+    assert len(dopt._handles) == len(list(dist.parameters()))
+    assert all(h.name.startswith("allreduce.") for h, _ in dopt._handles.values())
+    dopt.step()
+    assert not dopt._handles
+
+
+def test_unnamed_parameters_do_not_collide_with_unnamed_calls():
+    # The core names unnamed calls "allreduce.noname.<N>" from N = 0 in a fresh
+    # process; the optimizer's unnamed parameters must not hold those names.
+    res = run_alone("""
+        import torch, hora.torch as hvd
+        hvd.init()
+        m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 2))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1))
+        m(torch.ones(2, 3)).sum().backward()  # 4 gradients in flight
+        for _ in range(5):
+            hvd.allreduce(torch.ones(1))
+        opt.step()
+        print("OK")
+    """)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
