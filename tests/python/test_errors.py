@@ -61,8 +61,6 @@ def test_local_argument_errors():
         hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
     with pytest.raises(NotImplementedError, match="global process set"):
         hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0, hvd.size()]))
-    with pytest.raises(NotImplementedError):
-        hvd.join()
     with pytest.raises(TypeError):
         hvd.grouped_allreduce(torch.ones(2))
     # The global set, given explicitly, is fine.

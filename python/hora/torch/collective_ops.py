@@ -19,7 +19,7 @@ import operator
 import torch
 
 from hora.common import basics
-from hora.common.exceptions import InvalidArgumentError, UnimplementedError
+from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import check_process_set, global_process_set
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
@@ -137,11 +137,13 @@ def barrier(process_set=global_process_set):
 
 
 def join(device=-1):
-    """Horovod's join (a rank out of data keeps the others going).
+    """Horovod's join: this rank is out of data.
 
-    Not implemented yet in Hora: raises UnimplementedError (a
-    NotImplementedError). Give every rank the same number of batches instead.
+    Until every rank has joined, this rank takes part in the other ranks'
+    allreduces with identity values (0 for Sum and Average, 1 for Product,
+    +-inf or the dtype's limits for Min and Max), and averages are taken over
+    the ranks that still have data; other collectives submitted meanwhile fail
+    with an error naming the joined ranks. Returns the last rank to join.
     """
     del device
-    raise UnimplementedError("hora.torch.join() is not implemented yet; give every rank the same "
-                             "number of batches (e.g. drop the last uneven batch)")
+    return basics.session().join()
