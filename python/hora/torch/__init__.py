@@ -27,7 +27,7 @@ Where things are:
 Differences from Horovod, by design or not yet done:
 
 * only CPU tensors (this build has no GPU support) and the global process set;
-* ``join()`` raises NotImplementedError; Adasum is not implemented;
+* Adasum is not implemented;
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;
