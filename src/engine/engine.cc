@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "collectives/kernels/identity.h"
 #include "collectives/kernels/reduce.h"
 #include "engine/control.h"
 #include "engine/fusion.h"
@@ -426,93 +425,6 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.fused_batches;
   return Status::Ok();
-}
-
-Status Engine::RunShaped(Pending& p) {
-  const RequestMeta& m = p.sub.meta;
-  const TensorView& in = p.sub.input;
-  std::vector<int64_t> shape = m.shape.empty() ? std::vector<int64_t>{1} : m.shape;
-  const size_t n = static_cast<size_t>(size_);
-  const size_t row_bytes = in.row_elements() * DataTypeSize(m.dtype);
-  switch (m.op) {
-    case OpType::kAllgather: {
-      std::vector<size_t> bytes(n);
-      int64_t total = 0;
-      for (size_t q = 0; q < n; ++q) {
-        bytes[q] = static_cast<size_t>(p.rows[q]) * row_bytes;
-        total += p.rows[q];
-      }
-      shape[0] = total;
-      Tensor out(m.dtype, shape);
-      HORA_RETURN_IF_ERROR(data_.Allgatherv(in.data(), out.data(), bytes));
-      p.output = std::move(out);
-      return Status::Ok();
-    }
-    case OpType::kReducescatter: {
-      const size_t dim0 = static_cast<size_t>(shape[0]);
-      auto rows_of = [&](size_t q) { return dim0 / n + (q < dim0 % n ? 1 : 0); };
-      std::vector<size_t> counts(n);
-      for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * in.row_elements();
-      shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank_)));
-      Tensor out(m.dtype, shape);
-      HORA_RETURN_IF_ERROR(
-          data_.Reducescatter(in.data(), out.data(), counts, m.dtype, m.reduction));
-      p.output = std::move(out);
-      return Status::Ok();
-    }
-    case OpType::kAlltoall: {
-      std::vector<size_t> send(n), recv(n);
-      int64_t total = 0;
-      p.received_splits.assign(n, 0);
-      for (size_t q = 0; q < n; ++q) {
-        send[q] = static_cast<size_t>(p.rows[static_cast<size_t>(rank_) * n + q]) * row_bytes;
-        const int64_t from_q = p.rows[q * n + static_cast<size_t>(rank_)];
-        p.received_splits[q] = from_q;
-        recv[q] = static_cast<size_t>(from_q) * row_bytes;
-        total += from_q;
-      }
-      shape[0] = total;
-      Tensor out(m.dtype, shape);
-      HORA_RETURN_IF_ERROR(data_.Alltoallv(in.data(), send, out.data(), recv));
-      p.output = std::move(out);
-      return Status::Ok();
-    }
-    default:
-      return InternalError("not a shaped collective");
-  }
-}
-
-void Engine::ApplyJoin(const Response& r) {
-  if (!r.error.empty()) {
-    if (pending_.count(r.params.name)) Finish(r.params.name, InvalidArgument(r.error));
-    return;
-  }
-  const auto who = static_cast<size_t>(r.rows.at(0));
-  if (r.rows.at(1) == 0) {
-    joined_[who] = true;
-    ++joined_count_;
-    return;
-  }
-  // Every rank has joined: the join is over; its result is the last rank.
-  std::fill(joined_.begin(), joined_.end(), false);
-  joined_count_ = 0;
-  auto it = pending_.find(r.params.name);
-  if (it == pending_.end()) return;
-  Tensor last(DataType::kInt32, {});
-  *static_cast<int32_t*>(last.data()) = static_cast<int32_t>(who);
-  it->second.output = std::move(last);
-  Finish(r.params.name, Status::Ok());
-}
-
-Engine::Pending* Engine::AddPhantom(const Response& r) {
-  Pending& p = pending_[r.params.name];
-  p.phantom = true;
-  p.sub.meta = r.params;
-  p.scratch.emplace(r.params.dtype, r.params.shape);
-  FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(), p.scratch->num_elements());
-  p.sub.input = p.sub.output = p.scratch->view();
-  p.taken = Clock::now();
-  return &p;
 }
 
 void Engine::Finish(const std::string& name, Status st) {

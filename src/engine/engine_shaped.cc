@@ -1,0 +1,65 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The engine's collectives whose output it allocates: allgather,
+// reducescatter, alltoall, sized from the coordinator's decision.
+#include <algorithm>
+
+#include "engine/engine.h"
+
+namespace hora {
+
+Status Engine::RunShaped(Pending& p) {
+  const RequestMeta& m = p.sub.meta;
+  const TensorView& in = p.sub.input;
+  std::vector<int64_t> shape = m.shape.empty() ? std::vector<int64_t>{1} : m.shape;
+  const size_t n = static_cast<size_t>(size_);
+  const size_t row_bytes = in.row_elements() * DataTypeSize(m.dtype);
+  switch (m.op) {
+    case OpType::kAllgather: {
+      std::vector<size_t> bytes(n);
+      int64_t total = 0;
+      for (size_t q = 0; q < n; ++q) {
+        bytes[q] = static_cast<size_t>(p.rows[q]) * row_bytes;
+        total += p.rows[q];
+      }
+      shape[0] = total;
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(data_.Allgatherv(in.data(), out.data(), bytes));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    case OpType::kReducescatter: {
+      const size_t dim0 = static_cast<size_t>(shape[0]);
+      auto rows_of = [&](size_t q) { return dim0 / n + (q < dim0 % n ? 1 : 0); };
+      std::vector<size_t> counts(n);
+      for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * in.row_elements();
+      shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank_)));
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(
+          data_.Reducescatter(in.data(), out.data(), counts, m.dtype, m.reduction));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    case OpType::kAlltoall: {
+      std::vector<size_t> send(n), recv(n);
+      int64_t total = 0;
+      p.received_splits.assign(n, 0);
+      for (size_t q = 0; q < n; ++q) {
+        send[q] = static_cast<size_t>(p.rows[static_cast<size_t>(rank_) * n + q]) * row_bytes;
+        const int64_t from_q = p.rows[q * n + static_cast<size_t>(rank_)];
+        p.received_splits[q] = from_q;
+        recv[q] = static_cast<size_t>(from_q) * row_bytes;
+        total += from_q;
+      }
+      shape[0] = total;
+      Tensor out(m.dtype, shape);
+      HORA_RETURN_IF_ERROR(data_.Alltoallv(in.data(), send, out.data(), recv));
+      p.output = std::move(out);
+      return Status::Ok();
+    }
+    default:
+      return InternalError("not a shaped collective");
+  }
+}
+
+}  // namespace hora
