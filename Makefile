@@ -6,6 +6,9 @@ BUILD_ASAN ?= build-asan
 BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
+# Sanitizer builds keep line tables only (enough for symbolized reports) and
+# build faster for it.
+SAN_FLAGS  := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
 .PHONY: all deps build demo demo-cpp test test-unit test-asan build-asan test-tsan build-tsan format format-check bench clean
 
@@ -40,7 +43,7 @@ test-unit: build
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 600
 
 build-asan: deps
-	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
 	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 
@@ -54,7 +57,7 @@ test-asan: build-asan
 TSAN_SUITES = *Engine*:*Timeline*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*
 
 build-tsan: deps
-	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
 	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests
 

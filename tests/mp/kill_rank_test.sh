@@ -3,11 +3,12 @@
 # must get an error naming it, horarun must exit non-zero, and no process of
 # the job may be left running.
 set -u
+. "$(dirname "$0")/lib.sh"
 horarun="$1"; worker="$2"; np="${3:-3}"; transport="${4:-tcp}"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s)
-"$horarun" -np "$np" --transport "$transport" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
+HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np "$np" --transport "$transport" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"
@@ -18,5 +19,6 @@ survivors=$(grep -c "failed as expected:.*rank $((np - 1))" "$out")
 [ "$survivors" -eq $((np - 1)) ] || fail "$survivors of $((np - 1)) surviving ranks reported an error naming rank $((np - 1))"
 [ "$elapsed" -lt 20 ] || fail "took ${elapsed}s, not within the 20 s timeout"
 sleep 0.5
-if pgrep -f "$worker --die-at" >/dev/null; then fail "processes left running: $(pgrep -af "$worker --die-at")"; fi
+left=$(tagged_processes)
+[ -z "$left" ] || fail "processes left running: $left"
 echo "1 passed, 0 failed"

@@ -10,6 +10,7 @@
 #                   the job must end non-zero within the timeout, nothing left
 # Every rank must print "checks passed" (except in kill mode).
 set -u
+. "$(dirname "$0")/lib.sh"
 flavour="$1"; np="$2"; mode="$3"; worker="$4"; horarun="${5:-}"
 mpirun="mpirun.$flavour"
 command -v "$mpirun" >/dev/null || { echo "FAIL: $mpirun is not installed (scripts/setup-deps installs it)"; exit 1; }
@@ -49,7 +50,7 @@ case "$mode" in
                  "$worker" >"$out" 2>&1 ;;
   horarun-shm) timeout 240 "$horarun" -np "$np" --mpi --mpirun "$mpirun" --transport shm \
                  --timeout 60 "$worker" >"$out" 2>&1 ;;
-  kill) timeout 60 "$horarun" -np "$np" --transport mpi --mpirun "$mpirun" --timeout 20 \
+  kill) HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np "$np" --transport mpi --mpirun "$mpirun" --timeout 20 \
           "$worker" --die-at 5 >"$out" 2>&1 ;;
   *) fail "unknown mode $mode" ;;
 esac
@@ -62,7 +63,8 @@ if [ "$mode" = kill ]; then
   grep -q "killing myself" "$out" || fail "the rank did not kill itself"
   [ "$elapsed" -lt 25 ] || fail "took ${elapsed}s, not within the 20 s timeout"
   sleep 0.5
-  if pgrep -f "$worker --die-at" >/dev/null; then fail "processes left running: $(pgrep -af "$worker --die-at")"; fi
+  left=$(tagged_processes)
+  [ -z "$left" ] || fail "processes left running: $left"
   echo "1 passed, 0 failed (horarun exit $rc after ${elapsed}s)"
   exit 0
 fi

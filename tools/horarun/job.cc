@@ -47,19 +47,6 @@ std::string DescribeExit(int status) {
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
 
-// Builds the child's environment: ours, then the job's, then the rank's.
-std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& extra) {
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; e && *e; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq) merged[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
-  }
-  for (const auto& [k, v] : extra) merged[k] = v;
-  std::vector<std::string> out;
-  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
-  return out;
-}
-
 // Forks and execs one rank. Returns false (after printing why) on failure.
 bool Spawn(Rank& r, const std::vector<std::string>& argv, const std::vector<std::string>& envs,
            const sigset_t& blocked) {
@@ -107,6 +94,19 @@ void SignalAll(std::vector<Rank>& ranks, int sig) {
 }
 
 }  // namespace
+
+// Builds the child's environment: ours, then the job's, then the rank's.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& extra) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; e && *e; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq) merged[std::string(*e, static_cast<size_t>(eq - *e))] = eq + 1;
+  }
+  for (const auto& [k, v] : extra) merged[k] = v;
+  std::vector<std::string> out;
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
 
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";

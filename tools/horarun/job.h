@@ -31,6 +31,10 @@ struct JobSpec {
 // Returns horarun's exit code. Launch errors are printed to stderr.
 int RunJob(const JobSpec& spec);
 
+// The environment a child process gets: horarun's own, overridden by extra
+// ("NAME=value" strings, built before fork: the child only calls exec).
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& extra);
+
 // The per-rank variables horarun sets (exposed for tests).
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size);
 

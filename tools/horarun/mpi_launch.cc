@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "job.h"
+
 namespace hora::horarun {
 
 Result<MpiFlavour> MpiFlavourFromVersion(const std::string& mpirun,
@@ -89,6 +91,15 @@ int RunMpirun(const std::vector<std::string>& argv, const std::map<std::string, 
   sigemptyset(&mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&mask, sig);
   sigprocmask(SIG_BLOCK, &mask, nullptr);  // already blocked by main(); kept for tests
+  // Everything the child needs is built here: between fork and exec a child
+  // of this multi-threaded process may only make async-signal-safe calls (a
+  // malloc there can deadlock on a lock another thread held at fork time).
+  const std::vector<std::string> envs = ChildEnvironment(env);
+  std::vector<char*> cargv, cenv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const std::string& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
   const pid_t pid = fork();
   if (pid < 0) {
     std::fprintf(stderr, "horarun: fork: %s\n", std::strerror(errno));
@@ -97,12 +108,9 @@ int RunMpirun(const std::vector<std::string>& argv, const std::map<std::string, 
   if (pid == 0) {
     sigprocmask(SIG_UNBLOCK, &mask, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);  // mpirun stops its ranks when horarun dies
-    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "horarun: cannot start %s: %s\n", args[0], std::strerror(errno));
+    execvpe(cargv[0], cargv.data(), cenv.data());
+    static constexpr char kMsg[] = "horarun: cannot start mpirun\n";
+    (void)!write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
     _exit(127);
   }
   for (;;) {
