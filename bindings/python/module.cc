@@ -182,12 +182,12 @@ std::string What(const char* op, const std::string& name, const char* which) {
 }
 
 HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
-                         const py::object& out, int op, double pre, double post) {
+                         const py::object& out, int op, double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
   Imported i = ImportCapsule(in, What("allreduce", name, "input"));
   Imported o = ImportCapsule(out, What("allreduce", name, "output"));
-  Handle h = s.AllreduceAsync(name, i.view, o.view, red);
+  Handle h = s.AllreduceAsync(name, i.view, o.view, red, set);
   return ps.Wrap(h, name, {i.owner, o.owner});
 }
 
@@ -214,63 +214,64 @@ std::vector<HandlePtr> WrapAll(PySession& ps, const std::vector<Handle>& hs,
 
 std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& group,
                                              const py::list& inputs, const py::list& outputs,
-                                             int op, double pre, double post) {
+                                             int op, double pre, double post, int set) {
   const Reduction red = MakeReduction(op, pre, post);
   std::vector<Keepalive> keep;
   std::vector<TensorView> in, out;
   ImportAll(ps, "grouped allreduce", group, inputs, &keep, &in);
   ImportAll(ps, "grouped allreduce", group, outputs, &keep, &out);
-  return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red), group, keep);
+  return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red, set), group, keep);
 }
 
-HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in) {
+HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {
   Session& s = ps.Get();
   Imported i = ImportCapsule(in, What("allgather", name, "input"));
-  return ps.Wrap(s.AllgatherAsync(name, i.view), name, {i.owner});
+  return ps.Wrap(s.AllgatherAsync(name, i.view, set), name, {i.owner});
 }
 
 std::vector<HandlePtr> GroupedAllgatherAsync(PySession& ps, const std::string& group,
-                                             const py::list& inputs) {
+                                             const py::list& inputs, int set) {
   std::vector<Keepalive> keep;
   std::vector<TensorView> in;
   ImportAll(ps, "grouped allgather", group, inputs, &keep, &in);
-  return WrapAll(ps, ps.Get().GroupedAllgatherAsync(group, in), group, keep);
+  return WrapAll(ps, ps.Get().GroupedAllgatherAsync(group, in, set), group, keep);
 }
 
-HandlePtr BroadcastAsync(PySession& ps, const std::string& name, const py::object& t, int root) {
+HandlePtr BroadcastAsync(PySession& ps, const std::string& name, const py::object& t, int root,
+                         int set) {
   Session& s = ps.Get();
   Imported i = ImportCapsule(t, What("broadcast", name, "tensor"));
-  return ps.Wrap(s.BroadcastAsync(name, i.view, root), name, {i.owner});
+  return ps.Wrap(s.BroadcastAsync(name, i.view, root, set), name, {i.owner});
 }
 
 HandlePtr AlltoallAsync(PySession& ps, const std::string& name, const py::object& in,
-                        const std::optional<std::vector<int64_t>>& splits) {
+                        const std::optional<std::vector<int64_t>>& splits, int set) {
   Session& s = ps.Get();
   Imported i = ImportCapsule(in, What("alltoall", name, "input"));
   std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
-  return ps.Wrap(s.AlltoallAsync(name, i.view, sp), name, {i.owner});
+  return ps.Wrap(s.AlltoallAsync(name, i.view, sp, set), name, {i.owner});
 }
 
 HandlePtr ReducescatterAsync(PySession& ps, const std::string& name, const py::object& in, int op,
-                             double pre, double post) {
+                             double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
   Imported i = ImportCapsule(in, What("reducescatter", name, "input"));
-  return ps.Wrap(s.ReducescatterAsync(name, i.view, red), name, {i.owner});
+  return ps.Wrap(s.ReducescatterAsync(name, i.view, red, set), name, {i.owner});
 }
 
 std::vector<HandlePtr> GroupedReducescatterAsync(PySession& ps, const std::string& group,
                                                  const py::list& inputs, int op, double pre,
-                                                 double post) {
+                                                 double post, int set) {
   const Reduction red = MakeReduction(op, pre, post);
   std::vector<Keepalive> keep;
   std::vector<TensorView> in;
   ImportAll(ps, "grouped reducescatter", group, inputs, &keep, &in);
-  return WrapAll(ps, ps.Get().GroupedReducescatterAsync(group, in, red), group, keep);
+  return WrapAll(ps, ps.Get().GroupedReducescatterAsync(group, in, red, set), group, keep);
 }
 
-void Barrier(PySession& ps) {
-  PyHandle h(ps.Get().BarrierAsync(), "barrier", {}, nullptr);
+void Barrier(PySession& ps, int set) {
+  PyHandle h(ps.Get().BarrierAsync(set), "barrier", {}, nullptr);
   h.Wait(std::nullopt);
 }
 
@@ -282,8 +283,28 @@ int Join(PySession& ps) {
   return *static_cast<const int32_t*>(m->dl_tensor.data);
 }
 
-py::dict Counters(PySession& ps) {
-  const Session::EngineCounters c = ps.Get().engine_counters();
+int AddProcessSet(PySession& ps, const std::vector<int>& ranks) {
+  Session& s = ps.Get();
+  Result<int> id = [&] {
+    py::gil_scoped_release release;
+    return s.AddProcessSet(ranks);
+  }();
+  ThrowIfError(id.status());
+  return *id;
+}
+
+void RemoveProcessSet(PySession& ps, int id) {
+  Session& s = ps.Get();
+  Status st;
+  {
+    py::gil_scoped_release release;
+    st = s.RemoveProcessSet(id);
+  }
+  ThrowIfError(st);
+}
+
+py::dict Counters(PySession& ps, int set) {
+  const Session::EngineCounters c = ps.Get().engine_counters(set);
   py::dict d;
   d["cycles"] = c.cycles;
   d["slow_cycles"] = c.slow_cycles;
@@ -322,6 +343,7 @@ PYBIND11_MODULE(_core, m) {
       .def("received_splits", &PyHandle::ReceivedSplits, "Alltoall: rows received from each rank.");
 
   const auto a = [](const char* n) { return py::arg(n); };
+  const auto set = py::arg("process_set") = 0;  // a process set's id; 0: every rank
   py::class_<PySession>(m, "Session",
                         "One rank of a job. Reads the rank layout from the launcher's "
                         "environment (horarun, mpirun, srun, torchrun); alone, a job of one.")
@@ -334,18 +356,26 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cross_rank", [](PySession& s) { return s.Get().cross_rank(); })
       .def_property_readonly("cross_size", [](PySession& s) { return s.Get().cross_size(); })
       .def("allreduce_async", &AllreduceAsync, a("name"), a("input"), a("output"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
-      .def("allgather_async", &AllgatherAsync, a("name"), a("input"))
-      .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"))
-      .def("broadcast_async", &BroadcastAsync, a("name"), a("tensor"), a("root"))
-      .def("alltoall_async", &AlltoallAsync, a("name"), a("input"), py::arg("splits") = py::none())
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+      .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)
+      .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"), set)
+      .def("broadcast_async", &BroadcastAsync, a("name"), a("tensor"), a("root"), set)
+      .def("alltoall_async", &AlltoallAsync, a("name"), a("input"), py::arg("splits") = py::none(),
+           set)
       .def("reducescatter_async", &ReducescatterAsync, a("name"), a("input"), py::arg("op") = 1,
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("grouped_reducescatter_async", &GroupedReducescatterAsync, a("group"), a("inputs"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0)
-      .def("barrier", &Barrier)
+           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+      .def("barrier", &Barrier, set)
+      .def("add_process_set", &AddProcessSet, a("ranks"),
+           "Collective over every rank: creates a process set of `ranks`; returns its id.")
+      .def("remove_process_set", &RemoveProcessSet, a("process_set_id"),
+           "Collective over every rank: removes a process set.")
+      .def(
+          "process_sets", [](PySession& s) { return s.Get().ProcessSets(); },
+          "Every process set by id, with its ranks (0: every rank).")
       .def("join", &Join,
            "This rank is out of data: takes part in the others' allreduces with identity "
            "values until every rank has joined; returns the last rank to join.")
@@ -353,6 +383,6 @@ PYBIND11_MODULE(_core, m) {
       .def("start_timeline",
            [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
       .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })
-      .def("engine_counters", &Counters)
+      .def("engine_counters", &Counters, set)
       .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); });
 }

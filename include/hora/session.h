@@ -114,9 +114,15 @@ class Session {
   // every rank for the N-th unnamed call). The first call starts the engine
   // (every rank must make one). Buffers stay the caller's: valid and
   // untouched until the handle is done.
+  //
+  // `process_set` (last argument of each) runs the call over the ranks of a
+  // process set (see AddProcessSet); 0, the default, is every rank. Only
+  // members may call; names are per set.
   Handle AllreduceAsync(const std::string& name, const TensorView& input, const TensorView& output,
-                        const Reduction& reduction = {});
-  Handle BroadcastAsync(const std::string& name, const TensorView& tensor, int root);
+                        const Reduction& reduction = {}, int process_set = 0);
+  // `root` is a session rank (within the set for a process set).
+  Handle BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
+                        int process_set = 0);
   // Allreduces of several tensors submitted as one group: they run only when
   // every member is ready on every rank, together (and may be fused with
   // each other; HORA_DISABLE_GROUP_FUSION=1 keeps them from fusing with other
@@ -124,34 +130,52 @@ class Session {
   std::vector<Handle> GroupedAllreduceAsync(const std::string& group,
                                             std::span<const TensorView> inputs,
                                             std::span<const TensorView> outputs,
-                                            const Reduction& reduction = {});
+                                            const Reduction& reduction = {}, int process_set = 0);
   // Allgather, reducescatter and alltoall through the engine. Hora
   // allocates the output: Handle::output() once done (same contracts as the
   // blocking forms above; alltoall's received splits in
   // Handle::received_splits()). Ranks must agree on dtype and, for
   // reducescatter, the whole shape; for allgather and alltoall all but
   // dimension 0. Empty alltoall `splits`: an even split.
-  Handle AllgatherAsync(const std::string& name, const TensorView& input);
+  Handle AllgatherAsync(const std::string& name, const TensorView& input, int process_set = 0);
   Handle ReducescatterAsync(const std::string& name, const TensorView& input,
-                            const Reduction& reduction = {});
+                            const Reduction& reduction = {}, int process_set = 0);
   Handle AlltoallAsync(const std::string& name, const TensorView& input,
-                       std::span<const int64_t> splits = {});
+                       std::span<const int64_t> splits = {}, int process_set = 0);
   // Groups of allgathers / reducescatters, with the atomicity of
   // GroupedAllreduceAsync.
   std::vector<Handle> GroupedAllgatherAsync(const std::string& group,
-                                            std::span<const TensorView> inputs);
+                                            std::span<const TensorView> inputs,
+                                            int process_set = 0);
   std::vector<Handle> GroupedReducescatterAsync(const std::string& group,
                                                 std::span<const TensorView> inputs,
-                                                const Reduction& reduction = {});
-  Handle BarrierAsync();
+                                                const Reduction& reduction = {},
+                                                int process_set = 0);
+  Handle BarrierAsync(int process_set = 0);
   // This rank is out of data (uneven data across ranks). Until every rank
   // has joined, it takes part in the other ranks' allreduces with identity
   // values (0 for sum and average, 1 for product, +-inf or the dtype's
   // limits for min and max), and averages are taken over the ranks that
   // have not joined. Other collectives submitted meanwhile fail with an
   // error naming the joined ranks. Completes when every rank has joined;
-  // output() is then an int32 scalar: the last rank to join.
+  // output() is then an int32 scalar: the last rank to join. Global set only.
   Handle JoinAsync();
+
+  // --- Process sets: collectives over some of the ranks ---
+  // Creates a set of `ranks` (session ranks, any order, no repeats) and
+  // returns its id (> 0). Every rank of the session calls it, members or
+  // not, with the same ranks, in the same order as its other process-set
+  // calls; ranks that disagree all get an error naming each rank's list.
+  // The set has an engine of its own (own cache, own thread), so work on
+  // different sets runs at once. Messages from a set's engine name ranks by
+  // their place in the set, after a "process set N (ranks ...)" prefix.
+  // At most 31 sets (the global one included) exist at once.
+  Result<int> AddProcessSet(std::span<const int> ranks);
+  // Removes set `id` (collective like AddProcessSet). Its unfinished work
+  // fails; no call on the set may race with the removal.
+  Status RemoveProcessSet(int id);
+  // Every set this rank knows of, by id, with its ranks (0: every rank).
+  std::map<int, std::vector<int>> ProcessSets() const;
 
   // Starts (or restarts, truncating) the engine's Chrome-trace timeline:
   // `path` on rank 0, or every rank's own file when it contains "{rank}"
@@ -160,12 +184,12 @@ class Session {
   Status StartTimeline(const std::string& path);
   Status StopTimeline();
 
-  // Counters of this rank's engine (zero before it starts).
+  // Counters of this rank's engine for `process_set` (zero before it starts).
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0;
   };
-  EngineCounters engine_counters() const;
+  EngineCounters engine_counters(int process_set = 0) const;
 
   // The effective configuration, one "NAME=value  # doc" line per setting.
   std::string DescribeConfig() const;

@@ -76,7 +76,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(impl->config, ReadWholeEnvironment()));
     HORA_ASSIGN_OR_RETURN(impl->backend,
                           mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
-    HORA_ASSIGN_OR_RETURN(impl->engine_backend,
+    // The global set's engine too (other process sets run Hora's algorithms
+    // over the MPI transport).
+    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend,
                           mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
     impl->logger.Info("collectives by " + mpi->version());
   }

@@ -6,15 +6,6 @@
 #include "api/session_impl.h"
 
 namespace hora {
-std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType op,
-                            bool* cacheable) {
-  *cacheable = !name.empty();
-  if (!name.empty()) return name;
-  std::lock_guard<std::mutex> lock(impl.engine_mu);
-  return std::string(OpTypeName(op)) + ".noname." +
-         std::to_string(impl.unnamed[static_cast<int>(op)]++);
-}
-
 std::string TimelinePathFor(const std::string& path, int rank) {
   const size_t at = path.find("{rank}");
   if (at != std::string::npos)
@@ -26,20 +17,30 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
 
+Handle EngineCall::Submit(Status st, Submission s) const {
+  if (st.ok()) st = status;
+  if (!st.ok()) return FailedHandle(name, st);
+  s.meta.name = name;
+  s.meta.cacheable = s.meta.cacheable && cacheable;
+  s.submitted = Clock::now();
+  return GetEngine().Submit(std::move(s));
+}
+
 std::vector<Handle> SubmitGroup(
-    Session::Impl& impl, const std::string& kind, const std::string& group, size_t count,
+    Session::Impl& impl, int set_id, const std::string& kind, const std::string& group,
+    size_t count,
     const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare) {
-  bool cacheable = true;
+  EngineCall call = BeginEngineCall(impl, set_id, group.empty() ? kind : group, OpType::kAllreduce);
   std::string g = group;
-  if (g.empty()) {
+  if (g.empty() && call.set) {  // "<kind>.noname.<N>", N counted per set
     std::lock_guard<std::mutex> lock(impl.engine_mu);
-    g = kind + ".noname." + std::to_string(impl.unnamed_groups++);
-    cacheable = false;
+    g = kind + ".noname." + std::to_string(call.set->unnamed_groups++);
+    call.cacheable = false;
   }
   std::vector<Submission> members(count);
-  Status st;
+  Status st = call.status;
   for (size_t i = 0; st.ok() && i < count; ++i) {
-    st = prepare(i, g + "." + std::to_string(i), cacheable, &members[i]);
+    st = prepare(i, g + "." + std::to_string(i), call.cacheable, &members[i]);
     members[i].meta.group = g;
     members[i].meta.group_size = static_cast<uint32_t>(count);
   }
@@ -51,7 +52,7 @@ std::vector<Handle> SubmitGroup(
   }
   if (members.empty()) return {};
   for (Submission& m : members) m.submitted = Clock::now();
-  return impl.GetEngine().SubmitGroup(std::move(members));
+  return call.GetEngine().SubmitGroup(std::move(members));
 }
 
 namespace {
@@ -87,7 +88,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
 std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
                                                    std::span<const TensorView> inputs,
                                                    std::span<const TensorView> outputs,
-                                                   const Reduction& reduction) {
+                                                   const Reduction& reduction, int process_set) {
   if (inputs.size() != outputs.size()) {
     const Status st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + group +
                                       "': " + std::to_string(inputs.size()) + " inputs but " +
@@ -97,7 +98,7 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
       failed.push_back(FailedHandle(group + "." + std::to_string(i), st));
     return failed;
   }
-  return SubmitGroup(*impl_, "grouped_allreduce", group, inputs.size(),
+  return SubmitGroup(*impl_, process_set, "grouped_allreduce", group, inputs.size(),
                      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
                        return PrepareAllreduce(*impl_, name, cacheable, inputs[i], outputs[i],
                                                reduction, s);
@@ -105,61 +106,60 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
 }
 
 Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,
-                               const TensorView& output, const Reduction& reduction) {
-  bool cacheable = true;
-  const std::string n = NameOrGenerated(*impl_, name, OpType::kAllreduce, &cacheable);
+                               const TensorView& output, const Reduction& reduction,
+                               int process_set) {
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAllreduce);
   Submission s;
-  Status st = PrepareAllreduce(*impl_, n, cacheable, input, output, reduction, &s);
-  if (!st.ok()) return FailedHandle(n, st);
-  s.submitted = Clock::now();
-  return impl_->GetEngine().Submit(std::move(s));
+  Status st = call.status;
+  if (st.ok()) st = PrepareAllreduce(*impl_, call.name, true, input, output, reduction, &s);
+  return call.Submit(st, std::move(s));
 }
 
-Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor, int root) {
-  bool cacheable = true;
-  const std::string n = NameOrGenerated(*impl_, name, OpType::kBroadcast, &cacheable);
-  const std::string where = Where(*impl_, OpType::kBroadcast, n);
+Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor, int root,
+                               int process_set) {
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kBroadcast);
+  if (!call.status.ok()) return call.Submit(call.status, {});
+  const std::string where = Where(*impl_, OpType::kBroadcast, call.name);
   Status st = tensor.Validate();
-  if (!st.ok()) return FailedHandle(n, st.WithContext(where));
-  if (root < 0 || root >= size()) {
-    return FailedHandle(n, InvalidArgument(where + ": root rank " + std::to_string(root) +
-                                           " is outside [0, " + std::to_string(size()) + ")"));
+  if (!st.ok()) return call.Submit(st.WithContext(where), {});
+  // `root` is a session rank (as in Horovod); the engine works in set ranks.
+  const int set_root = call.set->SetRank(root);
+  if (set_root < 0) {
+    const std::string in = call.set->id == 0 ? "is outside [0, " + std::to_string(size()) + ")"
+                                             : "is not in " + call.set->Label();
+    return call.Submit(InvalidArgument(where + ": root rank " + std::to_string(root) + " " + in),
+                       {});
   }
   Submission s;
-  s.meta.name = n;
   s.meta.op = OpType::kBroadcast;
   s.meta.dtype = tensor.dtype();
   s.meta.shape = tensor.shape();
-  s.meta.root = root;
+  s.meta.root = set_root;
   s.meta.device = tensor.device().type;
-  s.meta.cacheable = cacheable;
+  s.meta.cacheable = true;
   s.input = tensor;
   s.output = tensor;
-  s.submitted = Clock::now();
-  return impl_->GetEngine().Submit(std::move(s));
+  return call.Submit(Status::Ok(), std::move(s));
 }
 
-Handle Session::BarrierAsync() {
-  bool cacheable = true;
+Handle Session::BarrierAsync(int process_set) {
+  EngineCall call = BeginEngineCall(*impl_, process_set, "", OpType::kBarrier);
   Submission s;
-  s.meta.name = NameOrGenerated(*impl_, "", OpType::kBarrier, &cacheable);
   s.meta.op = OpType::kBarrier;
   s.meta.dtype = DataType::kUInt8;
   s.meta.shape = {0};
   s.meta.cacheable = false;
-  s.submitted = Clock::now();
-  return impl_->GetEngine().Submit(std::move(s));
+  return call.Submit(Status::Ok(), std::move(s));
 }
 
 Handle Session::JoinAsync() {
+  EngineCall call = BeginEngineCall(*impl_, 0, "join", OpType::kJoin);
   Submission s;
-  s.meta.name = "join";
   s.meta.op = OpType::kJoin;
   s.meta.dtype = DataType::kUInt8;
   s.meta.shape = {0};
   s.meta.cacheable = false;
-  s.submitted = Clock::now();
-  return impl_->GetEngine().Submit(std::move(s));
+  return call.Submit(Status::Ok(), std::move(s));
 }
 
 Status Session::StartTimeline(const std::string& path) {
@@ -174,7 +174,9 @@ Status Session::StartTimeline(const std::string& path) {
   }
   std::lock_guard<std::mutex> lock(impl_->engine_mu);
   impl_->timeline = timeline;
-  if (impl_->engine) impl_->engine->SetTimeline(timeline);
+  for (auto& [id, set] : impl_->sets) {
+    if (set->engine) set->engine->SetTimeline(timeline);
+  }
   return Status::Ok();
 }
 
@@ -183,15 +185,18 @@ Status Session::StopTimeline() {
   {
     std::lock_guard<std::mutex> lock(impl_->engine_mu);
     old = std::move(impl_->timeline);
-    if (impl_->engine) impl_->engine->SetTimeline(nullptr);
+    for (auto& [id, set] : impl_->sets) {
+      if (set->engine) set->engine->SetTimeline(nullptr);
+    }
   }
-  return Status::Ok();  // `old` closes the file once the engine lets go of it
+  return Status::Ok();  // `old` closes the file once the engines let go of it
 }
 
-Session::EngineCounters Session::engine_counters() const {
+Session::EngineCounters Session::engine_counters(int process_set) const {
   std::lock_guard<std::mutex> lock(impl_->engine_mu);
-  if (!impl_->engine) return {};
-  const EngineStats e = impl_->engine->stats();
+  auto it = impl_->sets.find(process_set);
+  if (it == impl_->sets.end() || !it->second->engine) return {};
+  const EngineStats e = it->second->engine->stats();
   return {e.cycles,       e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
           e.cache_misses, e.cache_evictions, e.cache_invalidations, e.tensors,
           e.fused_batches};

@@ -40,48 +40,43 @@ Status PrepareReducescatter(const Session::Impl& impl, const std::string& name, 
   return Status::Ok();
 }
 
-Handle Submit(Session::Impl& impl, const std::string& name, Status st, Submission s) {
-  if (!st.ok()) return FailedHandle(name, st);
-  s.submitted = Clock::now();
-  return impl.GetEngine().Submit(std::move(s));
-}
-
 }  // namespace
 
-Handle Session::AllgatherAsync(const std::string& name, const TensorView& input) {
-  bool cacheable = true;
-  const std::string n = NameOrGenerated(*impl_, name, OpType::kAllgather, &cacheable);
+Handle Session::AllgatherAsync(const std::string& name, const TensorView& input, int process_set) {
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAllgather);
   Submission s;
-  Status st = PrepareAllgather(*impl_, n, cacheable, input, &s);
-  return Submit(*impl_, n, st, std::move(s));
+  Status st = call.status;
+  if (st.ok()) st = PrepareAllgather(*impl_, call.name, true, input, &s);
+  return call.Submit(st, std::move(s));
 }
 
 Handle Session::ReducescatterAsync(const std::string& name, const TensorView& input,
-                                   const Reduction& reduction) {
-  bool cacheable = true;
-  const std::string n = NameOrGenerated(*impl_, name, OpType::kReducescatter, &cacheable);
+                                   const Reduction& reduction, int process_set) {
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kReducescatter);
   Submission s;
-  Status st = PrepareReducescatter(*impl_, n, cacheable, input, reduction, &s);
-  return Submit(*impl_, n, st, std::move(s));
+  Status st = call.status;
+  if (st.ok()) st = PrepareReducescatter(*impl_, call.name, true, input, reduction, &s);
+  return call.Submit(st, std::move(s));
 }
 
 Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
-                              std::span<const int64_t> splits) {
-  bool cacheable = true;
-  const std::string n = NameOrGenerated(*impl_, name, OpType::kAlltoall, &cacheable);
-  const std::string where = Where(*impl_, OpType::kAlltoall, n);
+                              std::span<const int64_t> splits, int process_set) {
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAlltoall);
+  if (!call.status.ok()) return call.Submit(call.status, {});
+  const std::string where = Where(*impl_, OpType::kAlltoall, call.name);
   Status st = input.Validate();
-  if (!st.ok()) return FailedHandle(n, st.WithContext(where));
+  if (!st.ok()) return call.Submit(st.WithContext(where), {});
   std::vector<int64_t> rows;
-  st = AlltoallRows(where, input, splits, static_cast<size_t>(size()), &rows);
-  Submission s = Shaped(OpType::kAlltoall, n, cacheable, input);
+  st = AlltoallRows(where, input, splits, call.set->ranks.size(), &rows);
+  Submission s = Shaped(OpType::kAlltoall, call.name, true, input);
   s.meta.splits = std::move(rows);
-  return Submit(*impl_, n, st, std::move(s));
+  return call.Submit(st, std::move(s));
 }
 
 std::vector<Handle> Session::GroupedAllgatherAsync(const std::string& group,
-                                                   std::span<const TensorView> inputs) {
-  return SubmitGroup(*impl_, "grouped_allgather", group, inputs.size(),
+                                                   std::span<const TensorView> inputs,
+                                                   int process_set) {
+  return SubmitGroup(*impl_, process_set, "grouped_allgather", group, inputs.size(),
                      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
                        return PrepareAllgather(*impl_, name, cacheable, inputs[i], s);
                      });
@@ -89,8 +84,9 @@ std::vector<Handle> Session::GroupedAllgatherAsync(const std::string& group,
 
 std::vector<Handle> Session::GroupedReducescatterAsync(const std::string& group,
                                                        std::span<const TensorView> inputs,
-                                                       const Reduction& reduction) {
-  return SubmitGroup(*impl_, "grouped_reducescatter", group, inputs.size(),
+                                                       const Reduction& reduction,
+                                                       int process_set) {
+  return SubmitGroup(*impl_, process_set, "grouped_reducescatter", group, inputs.size(),
                      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
                        return PrepareReducescatter(*impl_, name, cacheable, inputs[i], reduction,
                                                    s);

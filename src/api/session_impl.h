@@ -5,12 +5,14 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "api/process_set_state.h"
 #include "backends/backend.h"
 #include "collectives/comm.h"
 #include "collectives/hora_backend.h"
@@ -34,10 +36,12 @@ struct Session::Impl {
         transport(std::move(t)),
         comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 0),
         backend(CreateHoraBackend(comm, sel)),
-        engine_comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 1),
-        control_comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 2),
-        engine_backend(CreateHoraBackend(engine_comm, std::move(sel))) {}
-  ~Impl() { engine.reset(); }  // stops the engine thread before what it uses goes
+        selector(sel) {
+    std::vector<int> all(static_cast<size_t>(transport->size()));
+    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
+    sets[0] = std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel);
+  }
+  ~Impl() { sets.clear(); }  // stops the engine threads before what they use goes
 
   const Config config;
   RankLayout layout;  // local and cross ranks (set once by Session::Create)
@@ -49,25 +53,19 @@ struct Session::Impl {
   // Hora's algorithms over `comm`, or MPI's collectives (HORA_BACKEND=mpi).
   std::unique_ptr<CollectiveBackend> backend;
 
-  // The engine (async, named collectives): its data and control messages
-  // use tag contexts of their own, so that it and the direct calls above
-  // can run at once. Started by the first async call on each rank.
-  Comm engine_comm;
-  Comm control_comm;
-  std::unique_ptr<CollectiveBackend> engine_backend;
-  std::mutex engine_mu;
-  std::unique_ptr<Engine> engine;
-  uint64_t unnamed[kOpTypeCount] = {};  // per OpType: generated names
-  uint64_t unnamed_groups = 0;
-  std::shared_ptr<Timeline> timeline;  // guarded by engine_mu
-  Engine& GetEngine() {
-    std::lock_guard<std::mutex> lock(engine_mu);
-    if (!engine) {
-      engine = std::make_unique<Engine>(config, control_comm, *engine_backend, logger);
-      engine->SetTimeline(timeline);
-    }
-    return *engine;
-  }
+  // The engines (async, named collectives), one per process set this rank
+  // belongs to, each in tag contexts of its own (see ProcessSetState), so
+  // that they and the direct calls above run at once. Set 0 is the global
+  // set; each engine starts with its set's first async call on each rank.
+  const Selector selector;
+  std::mutex engine_mu;  // guards sets, next_set_id, timeline, and starting engines
+  std::map<int, std::shared_ptr<ProcessSetState>> sets;
+  int next_set_id = 1;
+  std::shared_ptr<Timeline> timeline;
+
+  // The set `id` for an engine call by `where`, with its engine started; an
+  // error when the set does not exist or this rank is not in it.
+  Result<std::shared_ptr<ProcessSetState>> EngineSet(int id, const std::string& where);
 
   std::string Where(const char* op) const {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
@@ -83,17 +81,36 @@ std::string TimelinePathFor(const std::string& path, int rank);
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& reduction);
 
-// Engine submissions (session_async.cc). The name of an engine call: `name`,
-// or for an empty one "<op>.noname.<N>" (the same on every rank for its N-th
-// such call, and then not cacheable).
-std::string NameOrGenerated(Session::Impl& impl, const std::string& name, OpType op,
-                            bool* cacheable);
+// Engine submissions (session_async.cc). An engine call on process set
+// `set_id`: the set (its engine started) and the call's name: `name`, or for
+// an empty one "<op>.noname.<N>" (the same on every rank of the set for its
+// N-th such call, and then not cacheable). When the set does not exist or
+// this rank is not in it, `status` says so (starting with `Where`).
+struct EngineCall {
+  Session::Impl* impl = nullptr;
+  std::shared_ptr<ProcessSetState> set;
+  std::string name;
+  bool cacheable = true;
+  Status status;
+  // Submits `s` (name and cacheable filled in here) or, after an error
+  // (`status` or `st`), returns a failed handle.
+  Handle Submit(Status st, Submission s) const;
+  // The set's engine, started by the first call that passed its local
+  // checks (a call that fails locally must not start an engine on one rank
+  // only: an engine stops with a last cycle among every member).
+  Engine& GetEngine() const;
+};
+EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op);
+// Starts `set`'s engine unless it runs (caller holds impl.engine_mu).
+void StartEngine(Session::Impl& impl, ProcessSetState& set);
 // "rank R: <op> '<name>'", the start of every error about an engine call.
 std::string Where(const Session::Impl& impl, OpType op, const std::string& name);
-// Submits `count` members named "<group>.<i>" as one group; `prepare` fills
-// member i. When one member is bad, every handle fails with its error.
+// Submits `count` members named "<group>.<i>" as one group on set `set_id`;
+// `prepare` fills member i. When one member is bad, every handle fails with
+// its error.
 std::vector<Handle> SubmitGroup(
-    Session::Impl& impl, const std::string& kind, const std::string& group, size_t count,
+    Session::Impl& impl, int set_id, const std::string& kind, const std::string& group,
+    size_t count,
     const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare);
 
 // The rows of dimension 0 that `input` sends to each of `n` ranks: `splits`

@@ -29,14 +29,16 @@ namespace hora {
 
 class Comm {
  public:
-  // Tag layout: context (4 bits) | call sequence (20 bits) | phase (4) |
+  // Tag layout: context (6 bits) | call sequence (18 bits) | phase (4) |
   // step (18) | segment (18). Comms over one transport with different
   // contexts never match each other's messages (the Session's own calls
-  // use context 0, its engine's data 1, its engine's control 2).
-  static constexpr int kContextShift = 60;
+  // use context 0; the engine of process set k its data 2k+1 and its
+  // control 2k+2, k = 0 being the global set).
+  static constexpr int kContextShift = 58;
+  static constexpr int kContextBits = 64 - kContextShift;
   static constexpr int kSequenceShift = 40;
-  static constexpr uint64_t kSequenceMask = 0xfffff;
-  static constexpr uint32_t kMaxContexts = 16;
+  static constexpr uint64_t kSequenceMask = 0x3ffff;
+  static constexpr uint32_t kMaxContexts = 1u << kContextBits;
 
   Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_t context = 0);
   ~Comm();

@@ -20,11 +20,13 @@ constexpr uint64_t kQuiet = 8;            // no rank got new submissions since i
 
 }  // namespace
 
-Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger)
+Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
+               std::string label)
     : config_(config),
       control_(control),
       data_(data),
       logger_(logger),
+      label_(std::move(label)),
       rank_(control.rank()),
       size_(control.size()),
       cache_(config.cache_capacity),
@@ -444,7 +446,10 @@ void Engine::Finish(const std::string& name, Status st) {
     in_flight_.erase(name);
     ++stats_.tensors;
   }
-  if (!st.ok()) output.reset();
+  if (!st.ok()) {
+    output.reset();
+    if (!label_.empty()) st = st.WithContext(label_);
+  }
   handle->Complete(std::move(st), std::move(output), std::move(received));
 }
 
@@ -452,6 +457,7 @@ void Engine::FailAll(const Status& st) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
+    if (!label_.empty()) stopped_ = stopped_.WithContext(label_);
     for (Submission& s : queue_) {
       in_flight_.erase(s.meta.name);
       s.handle->Complete(stopped_);

@@ -71,8 +71,10 @@ struct Submission {
 class Engine {
  public:
   // `control` and `data` must outlive the engine and be used by nothing
-  // else; `control` is a Comm in a tag context of its own.
-  Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger);
+  // else; `control` is a Comm in a tag context of its own. A non-empty
+  // `label` ("process set 2 (ranks 0, 2)") starts every error it reports.
+  Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
+         std::string label = "");
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -127,6 +129,7 @@ class Engine {
   Comm& control_;
   CollectiveBackend& data_;
   const Logger logger_;
+  const std::string label_;
   const int rank_;
   const int size_;
 

@@ -59,11 +59,11 @@ def test_local_argument_errors():
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     with pytest.raises(ValueError):
         hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
-    with pytest.raises(NotImplementedError, match="global process set"):
+    with pytest.raises(ValueError, match="not registered"):
         hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet([0, hvd.size()]))
     with pytest.raises(TypeError):
         hvd.grouped_allreduce(torch.ones(2))
-    # The global set, given explicitly, is fine.
+    # Every rank, given as an unregistered set, is the global set.
     hvd.allreduce(torch.ones(2), process_set=hvd.ProcessSet(range(hvd.size())))
 
 

@@ -45,14 +45,17 @@ def init(settings=None, comm=None, process_sets=None):
             layered over the environment (these win). Values are converted to str.
         comm: Horovod's MPI communicator or list of ranks. Only ``None`` (every
             rank of the job) is supported.
-        process_sets: Horovod's process sets. Only ``None`` is supported.
+        process_sets: Horovod's process sets: a list of ``ProcessSet`` (or rank
+            lists) to register now, on every rank alike, or ``"dynamic"``
+            (accepted; sets can always be added later with ``add_process_set``).
     """
     global _session, _atexit_registered
     if comm is not None:
         raise UnimplementedError("hora.init(comm=...) is not supported; hora always "
                                  "uses every rank of the job (launch fewer ranks instead)")
-    if process_sets is not None:
-        raise UnimplementedError("hora supports only the global process set for now")
+    if isinstance(process_sets, str) and process_sets != "dynamic":
+        raise ValueError("init(process_sets=%r): expected a list of process sets or 'dynamic'"
+                         % (process_sets,))
     with _lock:
         if _session is not None:
             return
@@ -61,6 +64,10 @@ def init(settings=None, comm=None, process_sets=None):
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
+    if process_sets is not None and not isinstance(process_sets, str):
+        from hora.common.process_sets import add_process_set  # (imports this module)
+        for ps in process_sets:
+            add_process_set(ps)
 
 
 def shutdown():

@@ -1,26 +1,28 @@
 """Process sets (Horovod's ``ProcessSet``): collectives over a subset of ranks.
 
-Only the global process set (every rank of the job) is supported for now.
-The class exists so that Horovod code that names ``global_process_set`` or
-passes ``process_set=`` keeps working; any other set is refused with
-``UnimplementedError`` (a ``NotImplementedError``) when it is used.
+``add_process_set(ranks)`` is collective over every rank of the job (members
+or not, the same ranks on each, in the same order as other process-set
+calls); collectives then take ``process_set=`` and run only among the set's
+ranks, on an engine of their own (own response cache, own thread), at the
+same time as work on other sets. ``remove_process_set`` is collective too.
+``global_process_set`` is every rank (id 0). Broadcast roots are ranks of
+the job, as in Horovod; allgather and alltoall order rows by rank.
 """
 
 from hora.common import basics
-from hora.common.exceptions import UnimplementedError
 
 
 class ProcessSet:
-    """A set of ranks. ``ProcessSet(None)`` (or ``global_process_set``) is every rank."""
+    """A set of ranks; usable once ``add_process_set`` (or ``init(process_sets=...)``)
+    registered it. ``ProcessSet(None)`` is the global set."""
 
     def __init__(self, ranks=None):
-        self.ranks = None if ranks is None else sorted(int(r) for r in ranks)
-        self.process_set_id = 0 if ranks is None else None
-
-    def _is_global(self):
-        if self.ranks is None:
-            return True
-        return basics.is_initialized() and self.ranks == list(range(basics.size()))
+        if ranks is None:
+            self.ranks = None
+            self.process_set_id = 0
+        else:
+            self.ranks = sorted(int(r) for r in ranks)
+            self.process_set_id = None  # set by add_process_set
 
     def size(self):
         """Number of ranks in the set."""
@@ -44,30 +46,61 @@ class ProcessSet:
         return hash(None if self.ranks is None else tuple(self.ranks))
 
     def __repr__(self):
-        return "ProcessSet(global)" if self.ranks is None else "ProcessSet(%s)" % self.ranks
+        if self.ranks is None:
+            return "ProcessSet(global)"
+        return "ProcessSet(id=%s, ranks=%s)" % (self.process_set_id, self.ranks)
 
 
 global_process_set = ProcessSet(None)
 
 
-def check_process_set(process_set):
-    """Accepts None or the global set; refuses every other set clearly."""
-    if process_set is None or process_set is global_process_set:
-        return
+def _check_type(process_set):
     if not isinstance(process_set, ProcessSet):
-        raise TypeError("process_set must be a hora ProcessSet, got %s" % type(process_set).__name__)
-    if not process_set._is_global():
-        raise UnimplementedError("hora supports only the global process set for now (got %r)"
-                                 % (process_set,))
+        raise TypeError("process_set must be a hora ProcessSet, got %s"
+                        % type(process_set).__name__)
+
+
+def process_set_id(process_set):
+    """The engine id of ``process_set`` (0 for None or the global set); raises
+    ``ValueError`` for a set that was never added or has been removed."""
+    if process_set is None:
+        return 0
+    _check_type(process_set)
+    if process_set.process_set_id is None:
+        if process_set.ranks == list(range(basics.size())):
+            return 0  # every rank: the global set
+        raise ValueError("%r is not registered: call add_process_set(...) on every rank first"
+                         % (process_set,))
+    return process_set.process_set_id
+
+
+def process_set_ranks(process_set):
+    """The job ranks of ``process_set`` (every rank for the global set)."""
+    if process_set is None or process_set.ranks is None:
+        return list(range(basics.size()))
+    return list(process_set.ranks)
 
 
 def add_process_set(process_set):
-    """Horovod's dynamic process sets: not supported yet."""
-    raise UnimplementedError("hora supports only the global process set for now; "
-                             "add_process_set(%r) is not available" % (process_set,))
+    """Registers a process set (a ``ProcessSet`` or a list of ranks) on every rank and
+    returns it. Collective over every rank of the job, members or not."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    if process_set.ranks is None:
+        raise ValueError("the global process set exists already")
+    if process_set.process_set_id is not None:
+        raise ValueError("%r was added already" % (process_set,))
+    process_set.process_set_id = basics.session().add_process_set(process_set.ranks)
+    return process_set
 
 
 def remove_process_set(process_set):
-    """Horovod's dynamic process sets: not supported yet."""
-    raise UnimplementedError("hora supports only the global process set for now; "
-                             "remove_process_set(%r) is not available" % (process_set,))
+    """Removes a process set added before; collective over every rank of the job.
+    Returns True (Horovod's form)."""
+    _check_type(process_set)
+    if process_set.ranks is None:
+        raise ValueError("the global process set cannot be removed")
+    basics.session().remove_process_set(process_set_id(process_set))
+    process_set.process_set_id = None
+    return True
+

@@ -22,7 +22,7 @@ import torch
 from torch.autograd import Function
 
 from hora.common import basics
-from hora.common.process_sets import check_process_set, global_process_set
+from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
@@ -31,15 +31,15 @@ from hora.torch.handles import synchronize
 
 class _Allreduce(Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale):
-        ctx.args = (op, prescale, postscale)
-        return synchronize(ro.allreduce_async(tensor, None, name, op, prescale, postscale))
+    def forward(ctx, tensor, name, op, prescale, postscale, ps):
+        ctx.args = (op, prescale, postscale, ps)
+        return synchronize(ro.allreduce_async(tensor, None, name, op, prescale, postscale, ps))
 
     @staticmethod
     def backward(ctx, grad):
-        op, pre, post = ctx.args
-        return (allreduce(grad, op=op, prescale_factor=pre, postscale_factor=post),
-                None, None, None, None)
+        op, pre, post, ps = ctx.args
+        return (allreduce(grad, op=op, prescale_factor=pre, postscale_factor=post,
+                          process_set=ps), None, None, None, None, None)
 
 
 def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
@@ -50,60 +50,63 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     only. See :mod:`hora.torch.reduce_ops` for the common contract.
     """
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    process_set_id(process_set)
     compressed, cctx = compression.compress(tensor)
-    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _Allreduce.apply(compressed, name, op, prescale_factor, postscale_factor, process_set)
     return compression.decompress(out, cctx)
 
 
 class _GroupedAllreduce(Function):
     @staticmethod
-    def forward(ctx, name, op, prescale, postscale, *tensors):
-        ctx.args = (op, prescale, postscale)
+    def forward(ctx, name, op, prescale, postscale, ps, *tensors):
+        ctx.args = (op, prescale, postscale, ps)
         return tuple(synchronize(ro.grouped_allreduce_async(list(tensors), None, name, op,
-                                                            prescale, postscale)))
+                                                            prescale, postscale, ps)))
 
     @staticmethod
     def backward(ctx, *grads):
-        op, pre, post = ctx.args
-        return (None, None, None, None) + tuple(
-            grouped_allreduce(list(grads), op=op, prescale_factor=pre, postscale_factor=post))
+        op, pre, post, ps = ctx.args
+        return (None, None, None, None, None) + tuple(
+            grouped_allreduce(list(grads), op=op, prescale_factor=pre, postscale_factor=post,
+                              process_set=ps))
 
 
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one group; returns the list of results."""
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    process_set_id(process_set)
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("grouped_allreduce: expected a list of tensors")
     if not tensors:
         return []
     pairs = [compression.compress(t) for t in tensors]
-    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor,
+    outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
                                    *[c for c, _ in pairs])
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
 class _Allgather(Function):
     @staticmethod
-    def forward(ctx, tensor, name, grad_op, rows_per_rank):
+    def forward(ctx, tensor, name, grad_op, rows_per_rank, ps):
         ctx.scalar = tensor.dim() == 0
         ctx.rows = 1 if ctx.scalar else tensor.shape[0]
-        ctx.grad_op, ctx.rows_per_rank = grad_op, rows_per_rank
-        return synchronize(co.allgather_async(tensor, name))
+        ctx.grad_op, ctx.rows_per_rank, ctx.ps = grad_op, rows_per_rank, ps
+        return synchronize(co.allgather_async(tensor, name, ps))
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce(grad, op=ctx.grad_op)
-        r = basics.rank()
+        ps = ctx.ps
+        reduced = allreduce(grad, op=ctx.grad_op, process_set=ps)
+        r = (ps or global_process_set).rank()
         if ctx.rows_per_rank is not None:
             offset = r * ctx.rows_per_rank
         else:  # every rank's row count, as Horovod does it
-            rows = synchronize(co.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64)))
+            rows = synchronize(co.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
+                                                  None, ps))
             offset = int(rows[:r].sum())
         g = reduced.narrow(0, offset, ctx.rows)
-        return (g.reshape(()) if ctx.scalar else g), None, None, None
+        return (g.reshape(()) if ctx.scalar else g), None, None, None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -111,42 +114,42 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
     Dimension 0 may differ between ranks; the other dimensions and the dtype must agree.
     """
-    check_process_set(process_set)
-    return _Allgather.apply(tensor, name, basics.Average, None)
+    process_set_id(process_set)
+    return _Allgather.apply(tensor, name, basics.Average, None, process_set)
 
 
 def allgather_sum_grad(tensor, rows_per_rank=None):
     """Internal (SyncBatchNorm): an allgather whose backward sums the gradients
     (the exact gradient of the sum of all ranks' losses). ``rows_per_rank``:
     every rank's dimension 0 when known to be equal (saves a collective)."""
-    return _Allgather.apply(tensor, None, basics.Sum, rows_per_rank)
+    return _Allgather.apply(tensor, None, basics.Sum, rows_per_rank, None)
 
 
 class _Broadcast(Function):
     @staticmethod
-    def forward(ctx, tensor, root_rank, name):
-        ctx.root_rank = root_rank
-        return synchronize(co.broadcast_async(tensor, root_rank, name))
+    def forward(ctx, tensor, root_rank, name, ps):
+        ctx.root_rank, ctx.ps = root_rank, ps
+        return synchronize(co.broadcast_async(tensor, root_rank, name, ps))
 
     @staticmethod
     def backward(ctx, grad):
-        reduced = allreduce(grad, op=basics.Average)
+        reduced = allreduce(grad, op=basics.Average, process_set=ctx.ps)
         if basics.rank() != ctx.root_rank:
             reduced = torch.zeros_like(reduced)
-        return reduced, None, None
+        return reduced, None, None, None
 
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
-    check_process_set(process_set)
-    return _Broadcast.apply(tensor, root_rank, name)
+    process_set_id(process_set)
+    return _Broadcast.apply(tensor, root_rank, name, process_set)
 
 
 class _Alltoall(Function):
     @staticmethod
-    def forward(ctx, tensor, splits, name):
-        out, received = synchronize(co.alltoall_async(tensor, splits, name))
-        ctx.received = received
+    def forward(ctx, tensor, splits, name, ps):
+        out, received = synchronize(co.alltoall_async(tensor, splits, name, ps))
+        ctx.received, ctx.ps = received, ps
         if splits is None:
             return out
         ctx.mark_non_differentiable(received)
@@ -154,8 +157,8 @@ class _Alltoall(Function):
 
     @staticmethod
     def backward(ctx, grad, *unused):
-        g, _ = synchronize(co.alltoall_async(grad, splits=ctx.received))
-        return g, None, None
+        g, _ = synchronize(co.alltoall_async(grad, splits=ctx.received, process_set=ctx.ps))
+        return g, None, None, None
 
 
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
@@ -165,21 +168,22 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     tensor; with ``splits`` given it returns ``(tensor, received_splits)``,
     ``received_splits`` an int32 tensor of the rows received from each rank.
     """
-    check_process_set(process_set)
-    return _Alltoall.apply(tensor, splits, name)
+    process_set_id(process_set)
+    return _Alltoall.apply(tensor, splits, name, process_set)
 
 
 class _Reducescatter(Function):
     @staticmethod
-    def forward(ctx, tensor, name, op, prescale, postscale):
+    def forward(ctx, tensor, name, op, prescale, postscale, ps):
         scale = prescale * postscale
-        ctx.scale = scale / basics.size() if op == basics.Average else scale
-        return synchronize(ro.reducescatter_async(tensor, name, op, None, prescale, postscale))
+        ctx.scale = scale / (ps or global_process_set).size() if op == basics.Average else scale
+        ctx.ps = ps
+        return synchronize(ro.reducescatter_async(tensor, name, op, ps, prescale, postscale))
 
     @staticmethod
     def backward(ctx, grad):
-        g = synchronize(co.allgather_async(grad))
-        return (g * ctx.scale if ctx.scale != 1.0 else g), None, None, None, None
+        g = synchronize(co.allgather_async(grad, None, ctx.ps))
+        return (g * ctx.scale if ctx.scale != 1.0 else g), None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=None,
@@ -188,7 +192,8 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None,
     slice of dimension 0: ``dim0 // size`` rows, the first ``dim0 % size`` ranks
     one more."""
     op = basics.check_op(op)
-    check_process_set(process_set)
+    process_set_id(process_set)
     compressed, cctx = compression.compress(tensor)
-    out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor)
+    out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,
+                               process_set)
     return compression.decompress(out, cctx)

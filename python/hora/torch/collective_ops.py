@@ -20,7 +20,7 @@ import torch
 
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError
-from hora.common.process_sets import check_process_set, global_process_set
+from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
@@ -32,23 +32,23 @@ def _allgather_prepare(tensor, name, kind):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather; ``synchronize(handle)`` returns the concatenation (a new tensor)."""
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = _allgather_prepare(tensor, name, "allgather")
-    h = basics.session().allgather_async(name, tu.capsule(tensor))
+    h = basics.session().allgather_async(name, tu.capsule(tensor), sid)
     return Handle([h], lambda: tu.from_capsule(h.output(), tensor.dtype), keep=(tensor,))
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; ``synchronize`` returns the list."""
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("grouped_allgather: expected a list of tensors")
     tensors = [_allgather_prepare(t, name, "grouped allgather") for t in tensors]
     if not tensors:
         return Handle([], lambda: [])
-    hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors])
+    hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors], sid)
     return Handle(hs, lambda: [tu.from_capsule(h.output(), t.dtype) for h, t in zip(hs, tensors)],
                   keep=tensors)
 
@@ -58,32 +58,35 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
-def _check_root(root_rank, what):
-    size = basics.size()
+def _check_root(root_rank, what, process_set):
     try:
         root = operator.index(root_rank)
     except TypeError:
         root = None
-    if root is None or not 0 <= root < size:
-        raise InvalidArgumentError("%s: root_rank %r is not a rank of this job (size %d)"
-                                      % (what, root_rank, size))
+    if process_set is None or process_set.ranks is None:
+        size = basics.size()
+        if root is None or not 0 <= root < size:
+            raise InvalidArgumentError("%s: root_rank %r is not a rank of this job (size %d)"
+                                       % (what, root_rank, size))
+    elif root not in process_set.ranks:
+        raise InvalidArgumentError("%s: root_rank %r is not in %r" % (what, root_rank, process_set))
     return root
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts broadcasting root's ``tensor`` into ``tensor`` on every rank (in place);
     ``synchronize(handle)`` returns ``tensor``."""
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "broadcast", name, inplace=True)
-    root = _check_root(root_rank, tu.describe("broadcast", name))
-    h = basics.session().broadcast_async(name, tu.capsule(tensor), root)
+    root = _check_root(root_rank, tu.describe("broadcast", name), process_set)
+    h = basics.session().broadcast_async(name, tu.capsule(tensor), root, sid)
     return Handle([h], lambda: tensor, keep=(tensor,))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast into a new tensor (``tensor`` is not modified)."""
-    check_process_set(process_set)
+    process_set_id(process_set)
     name = tu.check_name(name)
     tu.check_tensor(tensor, "broadcast", name)  # the clone below is contiguous anyway
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
@@ -95,7 +98,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def _splits_list(splits, what):
+def _splits_list(splits, what, n):
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
@@ -104,9 +107,9 @@ def _splits_list(splits, what):
         out = [int(s) for s in splits]
     except (TypeError, ValueError):
         raise TypeError("%s: splits must be a sequence of ints or an int tensor" % what) from None
-    if len(out) != basics.size() or any(s < 0 for s in out):
-        raise InvalidArgumentError("%s: splits %s must have size() = %d non-negative entries"
-                                      % (what, out, basics.size()))
+    if len(out) != n or any(s < 0 for s in out):
+        raise InvalidArgumentError("%s: splits %s must have %d non-negative entries, one per rank"
+                                   % (what, out, n))
     return out
 
 
@@ -114,14 +117,14 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts an alltoall. ``synchronize(handle)`` returns ``(output, received_splits)``:
     the rows received from every rank in rank order, and an int32 tensor of how
     many came from each rank (Horovod's form)."""
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     what = tu.describe("alltoall", name)
     tensor = tu.check_tensor(tensor, "alltoall", name)
     if tensor.dim() == 0:
         raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
-    sp = _splits_list(splits, what)
-    h = basics.session().alltoall_async(name, tu.capsule(tensor), sp)
+    sp = _splits_list(splits, what, len(process_set_ranks(process_set)))
+    h = basics.session().alltoall_async(name, tu.capsule(tensor), sp, sid)
 
     def finish():
         recv = torch.tensor(h.received_splits(), dtype=torch.int32)
@@ -131,9 +134,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
 
 def barrier(process_set=global_process_set):
-    """Returns when every rank has called barrier()."""
-    check_process_set(process_set)
-    basics.session().barrier()
+    """Returns when every rank (of ``process_set``) has called barrier()."""
+    basics.session().barrier(process_set_id(process_set))
 
 
 def join(device=-1):

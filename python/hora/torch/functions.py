@@ -18,7 +18,7 @@ import pickle
 import torch
 
 from hora.common import basics
-from hora.common.process_sets import check_process_set, global_process_set
+from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import collective_ops as co
 from hora.torch.handles import synchronize
 
@@ -31,7 +31,7 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
     name the collectives ("broadcast.<name>"); every rank must pass the same
     structure. ``None`` values are skipped.
     """
-    check_process_set(process_set)
+    process_set_id(process_set)
     if isinstance(params, dict):
         items = sorted(params.items(), key=lambda kv: str(kv[0]))
     else:
@@ -48,7 +48,8 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
                              % (name, type(p).__name__))
         target = p.detach()
         tmp = target if target.is_contiguous() else target.contiguous()
-        h = co.broadcast_async_(tmp, root_rank, None if name is None else "broadcast.%s" % name)
+        h = co.broadcast_async_(tmp, root_rank, None if name is None else "broadcast.%s" % name,
+                                process_set)
         handles.append((h, target, tmp))
     for h, target, tmp in handles:
         synchronize(h)
@@ -60,9 +61,10 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     """Makes every rank's ``optimizer`` state equal to root's (``state_dict`` and
     hyper-parameters such as ``lr``). Every rank's optimizer must have the same
     parameter groups (same parameter counts, in the same order)."""
-    check_process_set(process_set)
+    process_set_id(process_set)
     state = optimizer.state_dict() if basics.rank() == root_rank else None
-    state = broadcast_object(state, root_rank, name="broadcast_optimizer_state")
+    state = broadcast_object(state, root_rank, name="broadcast_optimizer_state",
+                             process_set=process_set)
     if basics.rank() != root_rank:
         optimizer.load_state_dict(state)
 
@@ -82,24 +84,25 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
     Two collectives, named "<name>.size" and "<name>.data" when ``name`` is given.
     """
-    check_process_set(process_set)
+    process_set_id(process_set)
     is_root = basics.rank() == root_rank
     payload = _dumps(obj) if is_root else None
     size = torch.tensor([payload.numel() if is_root else 0], dtype=torch.int64)
-    co.broadcast_(size, root_rank, None if name is None else name + ".size")
+    co.broadcast_(size, root_rank, None if name is None else name + ".size", process_set)
     if not is_root:
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
-    co.broadcast_(payload, root_rank, None if name is None else name + ".data")
+    co.broadcast_(payload, root_rank, None if name is None else name + ".data", process_set)
     return obj if is_root else _loads(payload)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's ``obj``, in rank order (pickled)."""
-    check_process_set(process_set)
+    process_set_id(process_set)
     payload = _dumps(obj)
     sizes = synchronize(co.allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
-                                           None if name is None else name + ".size"))
-    data = synchronize(co.allgather_async(payload, None if name is None else name + ".data"))
+                                           None if name is None else name + ".size", process_set))
+    data = synchronize(co.allgather_async(payload, None if name is None else name + ".data",
+                                          process_set))
     out, offset = [], 0
     for n in sizes.tolist():
         out.append(_loads(data[offset:offset + n]))

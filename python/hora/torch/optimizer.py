@@ -40,7 +40,7 @@ import warnings
 import torch
 
 from hora.common import basics
-from hora.common.process_sets import check_process_set, global_process_set
+from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
@@ -55,9 +55,10 @@ def _split(items, n):
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=basics.Average, gradient_predivide_factor=1.0, groups=None,
-                 sparse_as_dense=False):
+                 sparse_as_dense=False, process_set=None):
         super(self.__class__, self).__init__(params)
         self._compression = compression
+        self._process_set = process_set
         all_params = [p for g in self.param_groups for p in g["params"]]
         if named_parameters is not None:
             named = list(named_parameters)
@@ -161,7 +162,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         compressed, ctx = self._compression.compress(grad)
         pre, post = self._scale()
         h = ro.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
-                                postscale_factor=post)
+                                postscale_factor=post, process_set=self._process_set)
         return h, ctx
 
     def _grouped_allreduce_async(self, gi):
@@ -173,20 +174,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         pre, post = self._scale()
         h = ro.grouped_allreduce_async_([c for c, _ in pairs],
                                         name="grouped." + self._names[self._groups[gi][0]],
-                                        op=self.op, prescale_factor=pre, postscale_factor=post)
+                                        op=self.op, prescale_factor=pre, postscale_factor=post,
+                                        process_set=self._process_set)
         return h, [c for _, c in pairs]
 
     def _sparse_allreduce_async(self, grad, name):
         g = grad.coalesce()
-        hi = co.allgather_async(g.indices().t().contiguous(), name=name + ".indices")
-        hv = co.allgather_async(g.values().contiguous(), name=name + ".values")
+        ps = self._process_set
+        hi = co.allgather_async(g.indices().t().contiguous(), name=name + ".indices", process_set=ps)
+        hv = co.allgather_async(g.values().contiguous(), name=name + ".values", process_set=ps)
         average = self.op == basics.Average
 
         def result():
             values = _wait(hv)
             indices = _wait(hi)
             if average:
-                values = values / basics.size()
+                values = values / (ps or global_process_set).size()
             return torch.sparse_coo_tensor(indices.t(), values, g.size()).coalesce()
         return result
 
@@ -278,7 +281,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          sparse_as_dense=False, process_set=global_process_set):
     """Returns a distributed version of ``optimizer`` (same class, same parameter
     groups and hyper-parameters; its state is not copied). See the module doc."""
-    check_process_set(process_set)
+    process_set_id(process_set)
     op = basics.check_op(op)
     if op not in (basics.Average, basics.Sum):
         raise ValueError("DistributedOptimizer supports op=Average or op=Sum, got %s"
@@ -294,4 +297,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense)
+               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)

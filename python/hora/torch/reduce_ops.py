@@ -25,12 +25,12 @@ import torch
 
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError
-from hora.common.process_sets import check_process_set, global_process_set
+from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
 
-def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped):
+def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid):
     """Submits one allreduce (or one group); returns a Handle whose result is
     the output tensor (or the list of them)."""
     kind = "grouped allreduce" if grouped else "allreduce"
@@ -42,9 +42,10 @@ def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped):
         if not inputs:
             return Handle([], lambda: [])
         hs = s.grouped_allreduce_async(name, in_caps, out_caps, wire, float(prescale),
-                                       float(postscale))
+                                       float(postscale), sid)
         return Handle(hs, lambda: list(outputs), keep=(inputs, outputs))
-    h = s.allreduce_async(name, in_caps[0], out_caps[0], wire, float(prescale), float(postscale))
+    h = s.allreduce_async(name, in_caps[0], out_caps[0], wire, float(prescale), float(postscale),
+                          sid)
     return Handle([h], lambda: outputs[0], keep=(inputs, outputs))
 
 
@@ -55,21 +56,21 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     ``synchronize(handle)`` returns the reduced tensor (same shape and dtype).
     """
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "allreduce", name)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False)
+    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False, sid)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing ``tensor`` in place; ``synchronize(handle)`` returns ``tensor``."""
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "allreduce", name, inplace=True)
-    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False)
+    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False, sid)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -90,23 +91,23 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     """Starts reducing a list of tensors as one group (they run together, only when
     every member is ready on every rank). ``synchronize`` returns the list of results."""
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name)
                for t in _check_list(tensors, "grouped_allreduce")]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
-    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True)
+    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """In-place ``grouped_allreduce_async``; ``synchronize`` returns ``tensors``."""
     op = basics.check_op(op, average)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
                for t in _check_list(tensors, "grouped_allreduce_")]
-    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True)
+    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -116,7 +117,7 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor, process_set))
 
 
-def _reducescatter(tensors, name, op, prescale, postscale, grouped):
+def _reducescatter(tensors, name, op, prescale, postscale, grouped, sid):
     kind = "grouped reducescatter" if grouped else "reducescatter"
     s = basics.session()
     if any(t.dtype == torch.bool for t in tensors):
@@ -131,10 +132,10 @@ def _reducescatter(tensors, name, op, prescale, postscale, grouped):
     if grouped:
         if not tensors:
             return Handle([], lambda: [])
-        hs = s.grouped_reducescatter_async(name, caps, op, float(prescale), float(postscale))
+        hs = s.grouped_reducescatter_async(name, caps, op, float(prescale), float(postscale), sid)
         return Handle(hs, lambda: [tu.from_capsule(h.output(), d) for h, d in zip(hs, dtypes)],
                       keep=tensors)
-    h = s.reducescatter_async(name, caps[0], op, float(prescale), float(postscale))
+    h = s.reducescatter_async(name, caps[0], op, float(prescale), float(postscale), sid)
     return Handle([h], lambda: tu.from_capsule(h.output(), dtypes[0]), keep=tensors)
 
 
@@ -147,21 +148,21 @@ def reducescatter_async(tensor, name=None, op=None, process_set=global_process_s
     ``synchronize(handle)`` returns that slice (a new tensor).
     """
     op = basics.check_op(op)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "reducescatter", name)
-    return _reducescatter([tensor], name, op, prescale_factor, postscale_factor, False)
+    return _reducescatter([tensor], name, op, prescale_factor, postscale_factor, False, sid)
 
 
 def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """``reducescatter_async`` of a list of tensors as one group; returns the list of slices."""
     op = basics.check_op(op)
-    check_process_set(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped reducescatter", name)
                for t in _check_list(tensors, "grouped_reducescatter")]
-    return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True)
+    return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True, sid)
 
 
 def grouped_reducescatter(tensors, name=None, op=None, process_set=global_process_set,

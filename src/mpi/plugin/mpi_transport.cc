@@ -35,7 +35,7 @@ class MpiTransport final : public Transport {
   MpiTransport(Library& lib, MPI_Comm comm) : lib_(lib), comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    const int rest = lib_.tag_bits() - 8;  // after the 4 context and 4 phase bits
+    const int rest = lib_.tag_bits() - Comm::kContextBits - 4;  // after context and phase
     seg_bits_ = rest * 10 / 27;
     step_bits_ = rest * 9 / 27;
     seq_bits_ = rest - seg_bits_ - step_bits_;

@@ -1,0 +1,39 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "api/process_set_state.h"
+
+#include <algorithm>
+
+#include "collectives/hora_backend.h"
+
+namespace hora {
+
+ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Transport& transport,
+                                 const Config& config, Selector selector)
+    : id(id_), ranks(std::move(ranks_)), slot(slot_) {
+  rank = SetRank(transport.rank());
+  if (!member()) return;
+  Transport* t = &transport;
+  if (id != 0) {
+    view = std::make_unique<SubsetTransport>(transport, ranks);
+    t = view.get();
+  }
+  const Duration timeout = SecondsToDuration(config.timeout_s);
+  const auto context = static_cast<uint32_t>(2 * slot);
+  data_comm = std::make_unique<Comm>(*t, timeout, config.ring_segment_bytes, context + 1);
+  control_comm = std::make_unique<Comm>(*t, timeout, config.ring_segment_bytes, context + 2);
+  backend = CreateHoraBackend(*data_comm, std::move(selector));
+}
+
+int ProcessSetState::SetRank(int global) const {
+  const auto it = std::lower_bound(ranks.begin(), ranks.end(), global);
+  return it != ranks.end() && *it == global ? static_cast<int>(it - ranks.begin()) : -1;
+}
+
+std::string ProcessSetState::Label() const {
+  if (id == 0) return "";
+  std::string s = "process set " + std::to_string(id) + " (ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + ")";
+}
+
+}  // namespace hora

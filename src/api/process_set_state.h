@@ -1,0 +1,57 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// One process set as a rank of the session sees it: its ranks and, on a
+// member, the engine that runs its collectives. Set 0 is every rank (the
+// global set). Each set's engine has comms in tag contexts of its own (data
+// 2k+1, control 2k+2 for context slot k), so sets run at once over one
+// transport, and a cache of its own.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/backend.h"
+#include "collectives/comm.h"
+#include "collectives/selector.h"
+#include "common/config.h"
+#include "engine/engine.h"
+#include "transport/subset/subset_transport.h"
+
+namespace hora {
+
+struct ProcessSetState {
+  // The most sets (the global one included) that can exist at once: each
+  // takes two of Comm's tag contexts, and context 0 is the Session's own.
+  static constexpr int kMaxSlots = static_cast<int>((Comm::kMaxContexts - 1) / 2);
+
+  // `ranks`: the session's ranks in the set (sorted). A member gets its
+  // comms and backend; a non-member only records the set.
+  ProcessSetState(int id, std::vector<int> ranks, int slot, Transport& transport,
+                  const Config& config, Selector selector);
+  ~ProcessSetState() { engine.reset(); }  // the engine stops before its comms go
+
+  bool member() const { return rank >= 0; }
+  // The set's rank of session rank `global`, or -1 when it is not a member.
+  int SetRank(int global) const;
+  // "process set 2 (ranks 0, 2, 3)"; "" for the global set.
+  std::string Label() const;
+
+  const int id;
+  const std::vector<int> ranks;
+  const int slot;
+  int rank = -1;  // this rank's place in the set (-1: not a member)
+
+  // Members only. `view` is null for the global set (its comms use the
+  // session's transport itself).
+  std::unique_ptr<SubsetTransport> view;
+  std::unique_ptr<Comm> data_comm;
+  std::unique_ptr<Comm> control_comm;
+  std::unique_ptr<CollectiveBackend> backend;
+  std::unique_ptr<Engine> engine;       // started by the set's first call (under Impl::engine_mu)
+  uint64_t unnamed[kOpTypeCount] = {};  // per OpType: generated names
+  uint64_t unnamed_groups = 0;
+};
+
+}  // namespace hora

@@ -1,0 +1,172 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Process sets: adding and removing them (collective over the whole
+// session, agreed with two allgathers so that every rank reaches the same
+// verdict), and finding the set of an engine call.
+#include <algorithm>
+#include <set>
+
+#include "api/session_impl.h"
+
+namespace hora {
+namespace {
+
+std::string ListText(std::span<const int32_t> ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+// Every rank's list of int32 values, in rank order: each rank gives `mine`.
+Result<std::vector<std::vector<int32_t>>> GatherLists(Session& session, std::vector<int32_t> mine) {
+  int64_t count = static_cast<int64_t>(mine.size());
+  HORA_ASSIGN_OR_RETURN(Tensor counts,
+                        session.Allgather(TensorView::Flat(&count, DataType::kInt64, 1)));
+  HORA_ASSIGN_OR_RETURN(Tensor values, session.Allgather(TensorView::Flat(
+                                           mine.data(), DataType::kInt32, mine.size())));
+  const auto* c = static_cast<const int64_t*>(counts.data());
+  const auto* v = static_cast<const int32_t*>(values.data());
+  std::vector<std::vector<int32_t>> lists(static_cast<size_t>(session.size()));
+  for (auto& list : lists) {
+    list.assign(v, v + *c);
+    v += *c++;
+  }
+  return lists;
+}
+
+// Empty when every rank gave the same list; else "rank 0 gave [..], rank 2
+// gave [..]" (rank 0 and each rank that differs from it).
+std::string Disagreement(const std::vector<std::vector<int32_t>>& lists) {
+  std::string s;
+  for (size_t r = 1; r < lists.size(); ++r) {
+    if (lists[r] == lists[0]) continue;
+    if (s.empty()) s = "rank 0 gave " + ListText(lists[0]);
+    s += ", rank " + std::to_string(r) + " gave " + ListText(lists[r]);
+  }
+  return s;
+}
+
+}  // namespace
+
+EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op) {
+  EngineCall call;
+  call.cacheable = !name.empty();
+  call.name = name;
+  std::lock_guard<std::mutex> lock(impl.engine_mu);
+  auto it = impl.sets.find(set_id);
+  if (it == impl.sets.end()) {
+    if (call.name.empty()) call.name = OpTypeName(op);
+    call.status = InvalidArgument(Where(impl, op, call.name) + ": there is no process set " +
+                                  std::to_string(set_id) + " (never added, or removed)");
+    return call;
+  }
+  ProcessSetState& set = *it->second;
+  if (call.name.empty()) {
+    call.name = std::string(OpTypeName(op)) + ".noname." +
+                std::to_string(set.unnamed[static_cast<int>(op)]++);
+  }
+  if (!set.member()) {
+    call.status = InvalidArgument(Where(impl, op, call.name) + ": rank " +
+                                  std::to_string(impl.comm.rank()) + " is not in " + set.Label());
+    return call;
+  }
+  call.set = it->second;
+  call.impl = &impl;
+  return call;
+}
+
+Engine& EngineCall::GetEngine() const {
+  std::lock_guard<std::mutex> lock(impl->engine_mu);
+  StartEngine(*impl, *set);
+  return *set->engine;
+}
+
+void StartEngine(Session::Impl& impl, ProcessSetState& set) {
+  if (set.engine) return;
+  set.engine = std::make_unique<Engine>(impl.config, *set.control_comm, *set.backend, impl.logger,
+                                        set.Label());
+  set.engine->SetTimeline(impl.timeline);
+}
+
+Result<int> Session::AddProcessSet(std::span<const int> ranks) {
+  const std::string where = impl_->Where("add_process_set");
+  std::vector<int32_t> mine(ranks.begin(), ranks.end());
+  std::sort(mine.begin(), mine.end());
+  // Every rank sends its list, even a bad one, so that all reach one verdict.
+  HORA_ASSIGN_OR_RETURN(auto lists, GatherLists(*this, mine));
+  const std::string disagree = Disagreement(lists);
+  if (!disagree.empty()) {
+    return InvalidArgument(where + ": ranks disagree on the process set: " + disagree);
+  }
+  const std::vector<int32_t>& agreed = lists[0];
+  if (agreed.empty()) return InvalidArgument(where + ": a process set needs at least one rank");
+  for (size_t i = 0; i < agreed.size(); ++i) {
+    if (agreed[i] < 0 || agreed[i] >= size()) {
+      return InvalidArgument(where + ": rank " + std::to_string(agreed[i]) + " of " +
+                             ListText(agreed) + " is outside [0, " + std::to_string(size()) + ")");
+    }
+    if (i > 0 && agreed[i] == agreed[i - 1]) {
+      return InvalidArgument(where + ": rank " + std::to_string(agreed[i]) + " is listed twice");
+    }
+  }
+  std::vector<int> set_ranks(agreed.begin(), agreed.end());
+  std::shared_ptr<ProcessSetState> state;
+  {
+    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    std::set<int> slots;
+    for (const auto& [id, set] : impl_->sets) {
+      if (set->ranks == set_ranks) {
+        return InvalidArgument(where + ": process set " + std::to_string(id) +
+                               " already has ranks " + ListText(agreed));
+      }
+      slots.insert(set->slot);
+    }
+    int slot = 0;
+    while (slots.count(slot)) ++slot;
+    if (slot >= ProcessSetState::kMaxSlots) {
+      return InvalidArgument(where + ": " + std::to_string(impl_->sets.size()) +
+                             " process sets exist, the most there can be at once; remove one");
+    }
+    const int id = impl_->next_set_id++;
+    state = std::make_shared<ProcessSetState>(id, std::move(set_ranks), slot, *impl_->transport,
+                                              impl_->config, impl_->selector);
+    impl_->sets[id] = state;
+    // Members start the set's engine now: an engine stops with a last cycle
+    // among its members, so every member must have one.
+    if (state->member()) StartEngine(*impl_, *state);
+  }
+  impl_->logger.Info("added " + state->Label());
+  return state->id;
+}
+
+Status Session::RemoveProcessSet(int id) {
+  const std::string where = impl_->Where("remove_process_set");
+  HORA_ASSIGN_OR_RETURN(auto lists, GatherLists(*this, {static_cast<int32_t>(id)}));
+  const std::string disagree = Disagreement(lists);
+  if (!disagree.empty()) {
+    return InvalidArgument(where + ": ranks disagree on the process set to remove: " + disagree);
+  }
+  if (id == 0) return InvalidArgument(where + ": the global process set (0) cannot be removed");
+  std::shared_ptr<ProcessSetState> gone;
+  {
+    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    auto it = impl_->sets.find(id);
+    if (it == impl_->sets.end()) {
+      return InvalidArgument(where + ": there is no process set " + std::to_string(id) +
+                             " (never added, or removed)");
+    }
+    gone = std::move(it->second);
+    impl_->sets.erase(it);
+  }
+  impl_->logger.Info("removing " + gone->Label());
+  return Status::Ok();  // `gone` stops the set's engine (with its members) here
+}
+
+std::map<int, std::vector<int>> Session::ProcessSets() const {
+  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  std::map<int, std::vector<int>> out;
+  for (const auto& [id, set] : impl_->sets) out[id] = set->ranks;
+  return out;
+}
+
+}  // namespace hora

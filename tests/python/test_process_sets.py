@@ -1,0 +1,115 @@
+"""Process sets: hvd.add_process_set / remove_process_set and process_set= on
+every collective. Every rank adds the sets (collective over the job); each
+rank then works in its parity set (evens, odds), and results are checked
+against values computed here from the set's ranks."""
+
+import pytest
+import torch
+
+import hora.torch as hvd
+from hora.common.exceptions import HoraError
+
+
+needs_two = pytest.mark.skipif(hvd.size() < 2, reason="a set of every rank is the global set")
+
+
+@pytest.fixture
+def parity_sets():
+    n = hvd.size()
+    evens = hvd.add_process_set([r for r in range(n) if r % 2 == 0])
+    odds = hvd.add_process_set([r for r in range(n) if r % 2 == 1]) if n > 1 else None
+    mine = odds if hvd.rank() % 2 else evens
+    yield mine
+    if odds is not None:
+        hvd.remove_process_set(odds)
+    hvd.remove_process_set(evens)
+
+
+@needs_two
+def test_collectives_in_a_set(parity_sets):
+    ps, r = parity_sets, hvd.rank()
+    members = ps.ranks
+    assert ps.included() and ps.size() == len(members) and ps.rank() == members.index(r)
+    for dtype in (torch.float32, torch.int64, torch.float16):
+        out = hvd.allreduce(torch.full((5,), r, dtype=dtype), op=hvd.Sum, name="ps.sum",
+                            process_set=ps)
+        assert out.tolist() == [sum(members)] * 5, (dtype, out)
+    avg = hvd.allreduce(torch.full((3,), float(r)), name="ps.avg", process_set=ps)
+    assert torch.allclose(avg, torch.full((3,), sum(members) / len(members)))
+    # The global set at the same time, with the same name.
+    glob = hvd.allreduce(torch.full((5,), float(r)), op=hvd.Sum, name="ps.sum")
+    assert glob.tolist() == [float(sum(range(hvd.size())))] * 5
+    gathered = hvd.allgather(torch.full((r + 1, 2), r), process_set=ps)
+    want = torch.cat([torch.full((p + 1, 2), p) for p in members])
+    assert torch.equal(gathered, want)
+    root = members[-1]
+    b = hvd.broadcast(torch.full((4,), float(r)), root_rank=root, name="ps.b", process_set=ps)
+    assert b.tolist() == [float(root)] * 4
+    splits = list(range(1, len(members) + 1))
+    out, received = hvd.alltoall(torch.full((sum(splits),), float(r)), splits=splits,
+                                 process_set=ps)
+    assert received.tolist() == [ps.rank() + 1] * len(members)
+    assert out.tolist() == [float(p) for p in members for _ in range(ps.rank() + 1)]
+    rs = hvd.reducescatter(torch.ones(2 * len(members), 3), op=hvd.Sum, process_set=ps)
+    assert torch.equal(rs, torch.full((2, 3), float(len(members))))
+    grouped = hvd.grouped_allreduce([torch.ones(2) * r, torch.ones(3) * 2 * r], op=hvd.Sum,
+                                    process_set=ps)
+    assert grouped[0].tolist() == [sum(members)] * 2
+    assert grouped[1].tolist() == [2 * sum(members)] * 3
+    obj = hvd.broadcast_object({"from": r}, root_rank=root, process_set=ps)
+    assert obj == {"from": root}
+    assert hvd.allgather_object(r, process_set=ps) == members
+    hvd.barrier(process_set=ps)
+
+
+@needs_two
+def test_autograd_in_a_set(parity_sets):
+    ps = parity_sets
+    x = torch.full((4,), float(hvd.rank() + 1), requires_grad=True)
+    y = hvd.allreduce(x, op=hvd.Sum, name="ps.grad", process_set=ps)
+    y.sum().backward()
+    # d(sum over the set)/dx, reduced over the set again: the set's size.
+    assert x.grad.tolist() == [float(ps.size())] * 4
+
+
+@needs_two
+def test_optimizer_in_a_set(parity_sets):
+    ps = parity_sets
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1, bias=False)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters(), process_set=ps)
+    x = torch.full((2, 3), float(hvd.rank()))
+    opt.zero_grad()
+    model(x).sum().backward()
+    opt.step()
+    # The gradient is the set's average of 2 * rank per input.
+    mean = sum(ps.ranks) / ps.size()
+    grad = model.weight.grad
+    assert torch.allclose(grad, torch.full((1, 3), 2 * mean)), grad
+
+
+@needs_two
+def test_errors():
+    n, r = hvd.size(), hvd.rank()
+    unregistered = hvd.ProcessSet([0])
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(torch.ones(1), process_set=unregistered)
+    with pytest.raises(HoraError, match="already has ranks"):
+        hvd.add_process_set(list(range(n)))
+    ps = hvd.add_process_set([0])
+    try:
+        if r != 0:
+            with pytest.raises(HoraError, match="rank %d is not in process set" % r):
+                hvd.allreduce(torch.ones(1), process_set=ps)
+        else:
+            assert hvd.allreduce(torch.ones(1), op=hvd.Sum, process_set=ps).tolist() == [1.0]
+            if n > 1:
+                with pytest.raises(HoraError, match="root_rank 1 is not in"):
+                    hvd.broadcast(torch.ones(1), root_rank=1, process_set=ps)
+    finally:
+        hvd.remove_process_set(ps)
+    with pytest.raises(ValueError, match="not registered"):
+        hvd.allreduce(torch.ones(1), process_set=ps)
+    # The job goes on.
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="ps.after").tolist() == [float(n)]
