@@ -1,0 +1,74 @@
+"""Small-message allreduce latency from Python: hora.torch against
+torch.distributed (gloo) in the same processes, same run, alternating rounds.
+
+    PYTHONPATH=build/python build/bin/horarun -np 2 /usr/bin/python3 \\
+        bench/python/allreduce_latency.py --bytes 4 --iters 2000 --rounds 3
+
+Rank 0 prints one line per (library, round): avg and p50 in microseconds of a
+blocking allreduce (sum) of a float32 tensor of --bytes bytes, after --warmup
+calls. torch.distributed is initialised over TCP on a port rank 0 picks.
+"""
+
+import argparse
+import socket
+import statistics
+import time
+
+import torch
+import torch.distributed as dist
+
+import hora.torch as hvd
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def timed(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    return statistics.mean(out), statistics.median(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--bytes", type=int, default=4)
+    p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    port = hvd.broadcast_object(free_port() if hvd.rank() == 0 else None, root_rank=0)
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:%d" % port,
+                            rank=hvd.rank(), world_size=hvd.size())
+    n = max(1, args.bytes // 4)
+    x = torch.ones(n)
+
+    def hora_call():
+        hvd.allreduce_(x, op=hvd.Sum, name="lat")
+
+    def torch_call():
+        dist.all_reduce(x)
+
+    if hvd.rank() == 0:
+        print("np %d, %d B float32 sum, %d iters after %d warm-up, avg / p50 in us"
+              % (hvd.size(), 4 * n, args.iters, args.warmup))
+    for r in range(args.rounds):
+        for label, fn in (("hora.torch allreduce_", hora_call),
+                          ("torch.distributed gloo all_reduce", torch_call)):
+            avg, p50 = timed(fn, args.iters, args.warmup)
+            if hvd.rank() == 0:
+                print("round %d  %-34s avg %8.1f  p50 %8.1f" % (r + 1, label, avg, p50))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
