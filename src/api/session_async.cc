@@ -27,10 +27,10 @@ Handle EngineCall::Submit(Status st, Submission s) const {
 }
 
 std::vector<Handle> SubmitGroup(
-    Session::Impl& impl, int set_id, const std::string& kind, const std::string& group,
+    Session::Impl& impl, int set_id, OpType op, const std::string& kind, const std::string& group,
     size_t count,
     const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare) {
-  EngineCall call = BeginEngineCall(impl, set_id, group.empty() ? kind : group, OpType::kAllreduce);
+  EngineCall call = BeginEngineCall(impl, set_id, group.empty() ? kind : group, op);
   std::string g = group;
   if (g.empty() && call.set) {  // "<kind>.noname.<N>", N counted per set
     std::lock_guard<std::mutex> lock(impl.engine_mu);
@@ -98,11 +98,11 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
       failed.push_back(FailedHandle(group + "." + std::to_string(i), st));
     return failed;
   }
-  return SubmitGroup(*impl_, process_set, "grouped_allreduce", group, inputs.size(),
-                     [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
-                       return PrepareAllreduce(*impl_, name, cacheable, inputs[i], outputs[i],
-                                               reduction, s);
-                     });
+  return SubmitGroup(
+      *impl_, process_set, OpType::kAllreduce, "grouped_allreduce", group, inputs.size(),
+      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
+        return PrepareAllreduce(*impl_, name, cacheable, inputs[i], outputs[i], reduction, s);
+      });
 }
 
 Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,

@@ -76,7 +76,8 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
 std::vector<Handle> Session::GroupedAllgatherAsync(const std::string& group,
                                                    std::span<const TensorView> inputs,
                                                    int process_set) {
-  return SubmitGroup(*impl_, process_set, "grouped_allgather", group, inputs.size(),
+  return SubmitGroup(*impl_, process_set, OpType::kAllgather, "grouped_allgather", group,
+                     inputs.size(),
                      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
                        return PrepareAllgather(*impl_, name, cacheable, inputs[i], s);
                      });
@@ -86,11 +87,11 @@ std::vector<Handle> Session::GroupedReducescatterAsync(const std::string& group,
                                                        std::span<const TensorView> inputs,
                                                        const Reduction& reduction,
                                                        int process_set) {
-  return SubmitGroup(*impl_, process_set, "grouped_reducescatter", group, inputs.size(),
-                     [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
-                       return PrepareReducescatter(*impl_, name, cacheable, inputs[i], reduction,
-                                                   s);
-                     });
+  return SubmitGroup(
+      *impl_, process_set, OpType::kReducescatter, "grouped_reducescatter", group, inputs.size(),
+      [&](size_t i, const std::string& name, bool cacheable, Submission* s) {
+        return PrepareReducescatter(*impl_, name, cacheable, inputs[i], reduction, s);
+      });
 }
 
 }  // namespace hora

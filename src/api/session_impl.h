@@ -63,10 +63,6 @@ struct Session::Impl {
   int next_set_id = 1;
   std::shared_ptr<Timeline> timeline;
 
-  // The set `id` for an engine call by `where`, with its engine started; an
-  // error when the set does not exist or this rank is not in it.
-  Result<std::shared_ptr<ProcessSetState>> EngineSet(int id, const std::string& where);
-
   std::string Where(const char* op) const {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
   }
@@ -109,7 +105,7 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
 // `prepare` fills member i. When one member is bad, every handle fails with
 // its error.
 std::vector<Handle> SubmitGroup(
-    Session::Impl& impl, int set_id, const std::string& kind, const std::string& group,
+    Session::Impl& impl, int set_id, OpType op, const std::string& kind, const std::string& group,
     size_t count,
     const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare);
 
