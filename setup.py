@@ -1,0 +1,48 @@
+"""Installs the Python package `hora` (python/hora and the extension hora._core).
+
+    /usr/bin/python3 -m pip install --no-build-isolation .
+
+The extension is built by the project's CMake (target hora_python_core, with
+the interpreter running pip), so pip needs no network and no compiler flags of
+its own; `make` builds the same package under build/python for use in place.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, find_packages, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        tree = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+        subprocess.check_call([
+            "cmake", "-S", ROOT, "-B", tree, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+            "-DHORA_BUILD_TESTS=OFF", "-DHORA_BUILD_BENCH=OFF", "-DHORA_BUILD_PYTHON=ON",
+            "-DPython_EXECUTABLE=" + sys.executable])
+        subprocess.check_call(["cmake", "--build", tree, "--target", "hora_python_core"])
+        built = glob.glob(os.path.join(tree, "python", "hora", "_core*.so"))
+        if len(built) != 1:
+            raise RuntimeError("expected one hora/_core*.so under %s, found %s" % (tree, built))
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(built[0], target)
+
+
+setup(
+    name="hora",
+    version="0.1.0",
+    description="Data-parallel distributed training: Horovod's API over Hora's collectives",
+    package_dir={"": "python"},
+    packages=find_packages("python"),
+    ext_modules=[Extension("hora._core", sources=[])],
+    cmdclass={"build_ext": CMakeBuild},
+    python_requires=">=3.9",
+    zip_safe=False,
+)
