@@ -29,11 +29,15 @@ int ProcessSetState::SetRank(int global) const {
   return it != ranks.end() && *it == global ? static_cast<int>(it - ranks.begin()) : -1;
 }
 
+std::string RankListText(std::span<const int> ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s;
+}
+
 std::string ProcessSetState::Label() const {
   if (id == 0) return "";
-  std::string s = "process set " + std::to_string(id) + " (ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + ")";
+  return "process set " + std::to_string(id) + " (ranks " + RankListText(ranks) + ")";
 }
 
 }  // namespace hora

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@
 #include "transport/subset/subset_transport.h"
 
 namespace hora {
+
+// "0, 2, 3": ranks as error messages list them.
+std::string RankListText(std::span<const int> ranks);
 
 struct ProcessSetState {
   // The most sets (the global one included) that can exist at once: each

@@ -11,11 +11,7 @@
 namespace hora {
 namespace {
 
-std::string ListText(std::span<const int32_t> ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
+std::string ListText(std::span<const int32_t> ranks) { return "[" + RankListText(ranks) + "]"; }
 
 // Every rank's list of int32 values, in rank order: each rank gives `mine`.
 Result<std::vector<std::vector<int32_t>>> GatherLists(Session& session, std::vector<int32_t> mine) {
