@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+# Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+"""The collective study: hora-bench sweeps of every collective, Hora against
+MPI's own collectives, Gloo and torch.distributed in the same launch.
+
+    /usr/bin/python3 bench/collective_study/run.py [--quick] [--out bench/results]
+
+Each configuration (ranks x transport x MPI library) is one `horarun --mpi`
+launch of `hora-bench COLLECTIVE --check --peers mpi,gloo,torch --json ...`.
+Writes OUT/collectives.json (every record, with np / transport / mpi added),
+OUT/collectives_<collective>.png (busbw against size, one line per
+implementation, one panel per configuration) and OUT/collectives.md.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+COLLECTIVES = ["allreduce", "allgather", "broadcast", "alltoall", "reducescatter"]
+
+
+def configurations(quick):
+    """(np, transport, mpirun) triples."""
+    if quick:
+        return [(2, "shm", "mpirun.openmpi")]
+    out = [(np, t, "mpirun.openmpi") for np in (2, 4) for t in ("shm", "tcp")]
+    return out + [(2, "shm", "mpirun.mpich")]
+
+
+def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, timeout):
+    """One launch; returns (records, error text or None)."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+        path = f.name
+    cmd = [os.path.join(build, "bin", "horarun"), "--mpi", "--mpirun", mpirun, "-np", str(np_),
+           "--timeout", str(timeout), os.path.join(build, "bin", "hora-bench"), collective,
+           "--sizes", sizes, "--step-factor", "4", "--iters", str(iters), "--warmup", "3",
+           "--check", "--peers", peers, "--json", path]
+    env = dict(os.environ, HORA_TRANSPORT=transport, OMP_NUM_THREADS="1")
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        if p.returncode != 0:
+            return [], "exit %d: %s" % (p.returncode, (p.stderr or p.stdout)[-600:])
+        with open(path) as f:
+            records = json.load(f)
+    except subprocess.TimeoutExpired:
+        return [], "timed out after %d s" % timeout
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+    for r in records:
+        r.update(np=np_, transport=transport, mpi=mpirun.split(".")[-1])
+    return records, None
+
+
+def label(np_, transport, mpi):
+    return "np %d, %s, %s" % (np_, transport, mpi)
+
+
+def fmt_size(b):
+    for unit, k in (("M", 1 << 20), ("K", 1 << 10)):
+        if b >= k:
+            return "%g%s" % (b / k, unit)
+    return str(b)
+
+
+def plot(records, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    paths = []
+    for coll in COLLECTIVES:
+        rs = [r for r in records if r["collective"] == coll and "error" not in r]
+        configs = sorted({(r["np"], r["transport"], r["mpi"]) for r in rs})
+        if not configs:
+            continue
+        fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 4), squeeze=False)
+        for ax, cfg in zip(axes[0], configs):
+            for impl in sorted({r["impl"] for r in rs}):
+                pts = sorted((r["size_bytes"], r["busbw_gbps"]) for r in rs
+                             if (r["np"], r["transport"], r["mpi"]) == cfg and r["impl"] == impl)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
+                            label=impl, lw=2.5 if impl == "hora" else 1.2)
+            limit = [r for r in rs if (r["np"], r["transport"], r["mpi"]) == cfg]
+            if limit and limit[0].get("limit_gbps"):
+                ax.axhline(limit[0]["limit_gbps"], color="grey", ls="--", lw=0.8,
+                           label="limit (%s)" % limit[0]["limit_kind"])
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("size (bytes)")
+            ax.set_ylabel("busbw (GB/s)")
+            ax.set_title("%s, %s" % (coll, label(*cfg)))
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = os.path.join(out_dir, "collectives_%s.png" % coll)
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def markdown(records, failures, command, wall_s):
+    lines = ["# Collective study", "", "Produced by `%s` in %.0f s." % (command, wall_s), "",
+             "Cells: average time in microseconds (the plots show busbw, nccl-tests' definition); `ratio` = best peer's time / Hora's time "
+             "(> 1: Hora faster). Each iteration's time is the slowest rank's; averages over "
+             "the timed iterations. `#wrong` was 0 for every row shown unless marked.", ""]
+    for coll in COLLECTIVES:
+        rs = [r for r in records if r["collective"] == coll]
+        for cfg in sorted({(r["np"], r["transport"], r["mpi"]) for r in rs}):
+            sub = [r for r in rs if (r["np"], r["transport"], r["mpi"]) == cfg]
+            impls = sorted({r["impl"] for r in sub if "error" not in r},
+                           key=lambda i: (i != "hora", i))
+            if not impls:
+                continue
+            lines += ["## %s, %s" % (coll, label(*cfg)), "",
+                      "| size | " + " | ".join(impls) + " | ratio |",
+                      "|---:|" + "---:|" * (len(impls) + 1)]
+            for size in sorted({r["size_bytes"] for r in sub if "error" not in r}):
+                by = {r["impl"]: r for r in sub if r["size_bytes"] == size and "error" not in r}
+                cells = []
+                for i in impls:
+                    r = by.get(i)
+                    cells.append("" if r is None else "%.1f%s" % (
+                        r["avg_us"], "" if not r.get("wrong") else " (%d wrong)" % r["wrong"]))
+                peers = [r for i, r in by.items() if i != "hora"]
+                ratio = ""
+                if "hora" in by and peers:
+                    best = min(p["avg_us"] for p in peers)
+                    ratio = "%.2f" % (best / by["hora"]["avg_us"])
+                lines.append("| %s | %s | %s |" % (fmt_size(size), " | ".join(cells), ratio))
+            errs = sorted({"%s: %s" % (r["impl"], r["error"]) for r in sub if "error" in r})
+            lines += [""] + ["Not measured: " + e for e in errs] + ([""] if errs else [])
+    if failures:
+        lines += ["## Failed launches", ""] + ["- %s" % f for f in failures] + [""]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="np 2, shared memory, sizes to 1 MiB")
+    p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--collectives", default=",".join(COLLECTIVES))
+    p.add_argument("--peers", default="mpi,gloo,torch")
+    args = p.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    sizes, iters = ("4:1M", 5) if args.quick else ("4:64M", 20)
+    command = "/usr/bin/python3 bench/collective_study/run.py" + (" --quick" if args.quick else "")
+    t0 = time.time()
+    records, failures = [], []
+    for np_, transport, mpirun in configurations(args.quick):
+        for coll in args.collectives.split(","):
+            print("collective study: %s %s" % (coll, label(np_, transport, mpirun)), flush=True)
+            rs, err = run_one(args.build, coll, np_, transport, mpirun, sizes, iters, args.peers,
+                              timeout=900)
+            records += rs
+            if err:
+                failures.append("%s %s: %s" % (coll, label(np_, transport, mpirun), err))
+                print("  failed: " + err, file=sys.stderr)
+    wall = time.time() - t0
+    with open(os.path.join(args.out, "collectives.json"), "w") as f:
+        json.dump(records, f, indent=1)
+    plots = plot(records, args.out)
+    with open(os.path.join(args.out, "collectives.md"), "w") as f:
+        f.write(markdown(records, failures, command, wall))
+    print("collective study: %d records, %d plots, %d failed launches, %.0f s -> %s" % (
+        len(records), len(plots), len(failures), wall, args.out))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
