@@ -75,6 +75,9 @@ class Tensor {
   Tensor() = default;
   // Allocates zero-filled, 64-byte aligned host memory.
   Tensor(DataType dtype, std::vector<int64_t> shape);
+  // The same without the zero fill (contents unspecified), for outputs that
+  // are written whole: collectives' results.
+  static Tensor Uninitialized(DataType dtype, std::vector<int64_t> shape);
 
   TensorView view() const { return view_; }
   void* data() const { return view_.data(); }

@@ -105,7 +105,7 @@ Result<Tensor> Session::Allgather(const TensorView& input) {
                         GatherRows(*impl_->backend, static_cast<size_t>(size()), where, input));
   std::vector<int64_t> out_shape = Shape(input);
   out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
-  Tensor out(input.dtype(), out_shape);
+  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> bytes(rows.size());
   for (size_t p = 0; p < rows.size(); ++p) bytes[p] = static_cast<size_t>(rows[p]) * row_bytes;
@@ -126,7 +126,7 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
   for (size_t p = 0; p < n; ++p) counts[p] = rows_of(p) * row;
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank())));
-  Tensor out(input.dtype(), out_shape);
+  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
   HORA_RETURN_IF_ERROR(
       impl_->backend->Reducescatter(input.data(), out.data(), counts, input.dtype(), reduction));
   return out;
@@ -155,7 +155,7 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   }
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
-  Tensor out(input.dtype(), out_shape);
+  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
   HORA_RETURN_IF_ERROR(impl_->backend->Alltoallv(input.data(), send_bytes, out.data(), recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return out;

@@ -55,17 +55,22 @@ std::string TensorView::Describe() const {
 void Tensor::FreeDeleter::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) {
+  *this = Uninitialized(dtype, std::move(shape));
+  if (data() != nullptr) std::memset(data(), 0, num_bytes());
+}
+
+Tensor Tensor::Uninitialized(DataType dtype, std::vector<int64_t> shape) {
   TensorView probe(nullptr, dtype, shape);
-  size_t bytes = probe.num_bytes();
-  size_t alloc = (bytes + 63) / 64 * 64;
+  const size_t alloc = (probe.num_bytes() + 63) / 64 * 64;
   void* p = nullptr;
   if (alloc > 0) {
     p = std::aligned_alloc(64, alloc);
     if (p == nullptr) std::abort();  // out of memory: nothing sensible to return
-    std::memset(p, 0, alloc);
   }
-  storage_.reset(p);
-  view_ = TensorView(p, dtype, std::move(shape));
+  Tensor t;
+  t.storage_.reset(p);
+  t.view_ = TensorView(p, dtype, std::move(shape));
+  return t;
 }
 
 }  // namespace hora

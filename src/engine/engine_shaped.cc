@@ -23,7 +23,7 @@ Status Engine::RunShaped(Pending& p) {
         total += p.rows[q];
       }
       shape[0] = total;
-      Tensor out(m.dtype, shape);
+      Tensor out = Tensor::Uninitialized(m.dtype, shape);
       HORA_RETURN_IF_ERROR(data_.Allgatherv(in.data(), out.data(), bytes));
       p.output = std::move(out);
       return Status::Ok();
@@ -34,7 +34,7 @@ Status Engine::RunShaped(Pending& p) {
       std::vector<size_t> counts(n);
       for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * in.row_elements();
       shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank_)));
-      Tensor out(m.dtype, shape);
+      Tensor out = Tensor::Uninitialized(m.dtype, shape);
       HORA_RETURN_IF_ERROR(
           data_.Reducescatter(in.data(), out.data(), counts, m.dtype, m.reduction));
       p.output = std::move(out);
@@ -52,7 +52,7 @@ Status Engine::RunShaped(Pending& p) {
         total += from_q;
       }
       shape[0] = total;
-      Tensor out(m.dtype, shape);
+      Tensor out = Tensor::Uninitialized(m.dtype, shape);
       HORA_RETURN_IF_ERROR(data_.Alltoallv(in.data(), send, out.data(), recv));
       p.output = std::move(out);
       return Status::Ok();
