@@ -33,6 +33,11 @@ class CMakeBuild(build_ext):
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(built[0], target)
+        # The MPI plugins (one per MPI installed) go beside _core, where Hora
+        # looks for them.
+        for plugin in glob.glob(os.path.join(tree, "python", "hora", "libhora-mpi-*.so")):
+            shutil.copyfile(plugin, os.path.join(os.path.dirname(target),
+                                                 os.path.basename(plugin)))
 
 
 setup(
