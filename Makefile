@@ -73,9 +73,21 @@ format: deps
 format-check: deps
 	@clang-format --dry-run --Werror $(FORMAT_FILES)
 
+# The short version of every benchmark study (a few minutes each), into
+# $(BENCH_OUT): collectives against MPI / Gloo / torch.distributed, the
+# control plane, training throughput, and the simulator (calibrated here,
+# validated on namespaced hosts where the machine allows namespaces). The
+# full studies drop --quick (docs/benchmarks.md has each command).
+BENCH_OUT ?= bench/results
 bench: build
 	@$(BUILD)/bin/hora-kernel-bench --benchmark_filter='Memcpy|SumF32' \
-	  --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
+	  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+	@$(PYTHON) bench/collective_study/run.py --quick --out $(BENCH_OUT)
+	@$(PYTHON) bench/control_plane/run.py --quick --out $(BENCH_OUT)
+	@$(PYTHON) bench/train_study/run.py --quick --out $(BENCH_OUT)
+	@$(PYTHON) bench/simulate/calibrate.py --quick --out $(BENCH_OUT)
+	@$(PYTHON) bench/simulate/validate.py --quick --params $(BENCH_OUT)/calib.json --out $(BENCH_OUT)
+	@$(PYTHON) bench/simulate/simulate.py --quick --params $(BENCH_OUT)/calib.json --out $(BENCH_OUT)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_TSAN)

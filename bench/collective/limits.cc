@@ -63,6 +63,7 @@ Result<double> TcpStreamGbps(Session& s, Duration timeout) {
   }
   if (s.rank() == 1) {
     HORA_ASSIGN_OR_RETURN(net::Fd fd, net::Accept(listener.get(), deadline));
+    HORA_RETURN_IF_ERROR(net::SetNonBlocking(fd.get(), false));  // Accept's are non-blocking
     timeval tv{};  // every recv is bounded too
     tv.tv_sec =
         static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
@@ -73,7 +74,9 @@ Result<double> TcpStreamGbps(Session& s, Duration timeout) {
       const ssize_t got = ::recv(fd.get(), buf.data(), buf.size(), 0);
       if (got == 0) break;
       if (got < 0 && errno == EINTR) continue;
-      if (got < 0) return UnavailableError("tcp stream limit: recv failed");
+      if (got < 0)
+        return UnavailableError(std::string("tcp stream limit: recv failed: ") +
+                                std::strerror(errno));
       received += static_cast<uint64_t>(got);
       if (Clock::now() > deadline) return TimeoutError("tcp stream limit: stream did not end");
     }

@@ -142,14 +142,15 @@ def markdown(records, failures, command, wall_s):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="np 2, shared memory, sizes to 1 MiB")
+    p.add_argument("--quick", action="store_true", help="np 2, shared memory, sizes to 1 MiB "
+                   "(full: np 2 and 4, shm and tcp, OpenMPI and MPICH, to 16 MiB)")
     p.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--collectives", default=",".join(COLLECTIVES))
     p.add_argument("--peers", default="mpi,gloo,torch")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    sizes, iters = ("4:1M", 5) if args.quick else ("4:64M", 20)
+    sizes, iters = ("4:1M", 5) if args.quick else ("4:16M", 10)
     command = "/usr/bin/python3 bench/collective_study/run.py" + (" --quick" if args.quick else "")
     t0 = time.time()
     records, failures = [], []

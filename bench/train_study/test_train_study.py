@@ -31,7 +31,8 @@ import report
 import workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-BUILD = os.path.join(os.path.dirname(os.path.dirname(HERE)), "build")
+BUILD = os.environ.get("HORA_BUILD_DIR",
+                       os.path.join(os.path.dirname(os.path.dirname(HERE)), "build"))
 HORARUN = os.path.join(BUILD, "bin", "horarun")
 
 

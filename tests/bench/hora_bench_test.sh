@@ -70,6 +70,12 @@ if "$horarun" -np 3 "$bench" allreduce --inplace --algo recursive_doubling --siz
      --step-factor 16 --iters 2 --check --json "$out/ip.json" >"$out/log" 2>&1 &&
    check_json "$out/ip.json" allreduce 3 hora 4; then ok; else bad "in place"; tail "$out/log"; fi
 
+# Over TCP (the limit is then one TCP stream between ranks 0 and 1).
+if HORA_TRANSPORT=tcp "$horarun" -np 3 "$bench" allreduce --sizes 4:64K --step-factor 16 --iters 2 \
+     --check $gloo --json "$out/tcp.json" >"$out/log" 2>&1 &&
+   check_json "$out/tcp.json" allreduce 3 "$([ -n "$gloo" ] && echo hora,gloo_ring,gloo_hd || echo hora)" 4 &&
+   grep -q '"limit_kind": "tcp_stream"' "$out/tcp.json"; then ok; else bad "tcp"; tail "$out/log"; fi
+
 # The torch.distributed peer.
 if "$python" -c "import torch.distributed" 2>/dev/null; then
   if "$horarun" -np 2 --timeout 200 "$bench" allreduce --sizes 4:64K --step-factor 64 --iters 2 \
