@@ -41,6 +41,8 @@ def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, time
            "--sizes", sizes, "--step-factor", "4", "--iters", str(iters), "--warmup", "3",
            "--check", "--peers", peers, "--json", path]
     env = dict(os.environ, HORA_TRANSPORT=transport, OMP_NUM_THREADS="1")
+    if transport == "tcp" and mpirun.endswith("openmpi"):
+        env["OMPI_MCA_btl"] = "tcp,self"  # MPI over TCP too, not its shared memory
     try:
         p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
         if p.returncode != 0:
@@ -55,6 +57,11 @@ def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, time
     for r in records:
         r.update(np=np_, transport=transport, mpi=mpirun.split(".")[-1])
     return records, None
+
+
+def p50_busbw(r):
+    """busbw from the median time (robust to the outliers of a shared 2-core machine)."""
+    return r["busbw_gbps"] * r["avg_us"] / r["p50_us"] if r["p50_us"] > 0 else 0.0
 
 
 def label(np_, transport, mpi):
@@ -81,7 +88,7 @@ def plot(records, out_dir):
         fig, axes = plt.subplots(1, len(configs), figsize=(5 * len(configs), 4), squeeze=False)
         for ax, cfg in zip(axes[0], configs):
             for impl in sorted({r["impl"] for r in rs}):
-                pts = sorted((r["size_bytes"], r["busbw_gbps"]) for r in rs
+                pts = sorted((r["size_bytes"], p50_busbw(r)) for r in rs
                              if (r["np"], r["transport"], r["mpi"]) == cfg and r["impl"] == impl)
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=3,
@@ -93,7 +100,7 @@ def plot(records, out_dir):
             ax.set_xscale("log", base=2)
             ax.set_yscale("log")
             ax.set_xlabel("size (bytes)")
-            ax.set_ylabel("busbw (GB/s)")
+            ax.set_ylabel("busbw at the median time (GB/s)")
             ax.set_title("%s, %s" % (coll, label(*cfg)))
             ax.legend(fontsize=7)
         fig.tight_layout()
@@ -106,9 +113,12 @@ def plot(records, out_dir):
 
 def markdown(records, failures, command, wall_s):
     lines = ["# Collective study", "", "Produced by `%s` in %.0f s." % (command, wall_s), "",
-             "Cells: average time in microseconds (the plots show busbw, nccl-tests' definition); `ratio` = best peer's time / Hora's time "
-             "(> 1: Hora faster). Each iteration's time is the slowest rank's; averages over "
-             "the timed iterations. `#wrong` was 0 for every row shown unless marked.", ""]
+             "Cells: median time in microseconds over the timed iterations (each iteration's "
+             "time is the slowest rank's); the plots show busbw (nccl-tests' definition) at "
+             "that median. `ratio` = best peer's time / Hora's time (> 1: Hora faster). "
+             "`transport` is Hora's; Gloo and torch.distributed always use TCP, MPI its "
+             "shared memory, except that OpenMPI is held to TCP (btl tcp,self) in tcp rows. "
+             "`#wrong` was 0 for every row shown unless marked.", ""]
     for coll in COLLECTIVES:
         rs = [r for r in records if r["collective"] == coll]
         for cfg in sorted({(r["np"], r["transport"], r["mpi"]) for r in rs}):
@@ -126,12 +136,12 @@ def markdown(records, failures, command, wall_s):
                 for i in impls:
                     r = by.get(i)
                     cells.append("" if r is None else "%.1f%s" % (
-                        r["avg_us"], "" if not r.get("wrong") else " (%d wrong)" % r["wrong"]))
+                        r["p50_us"], "" if not r.get("wrong") else " (%d wrong)" % r["wrong"]))
                 peers = [r for i, r in by.items() if i != "hora"]
                 ratio = ""
                 if "hora" in by and peers:
-                    best = min(p["avg_us"] for p in peers)
-                    ratio = "%.2f" % (best / by["hora"]["avg_us"])
+                    best = min(p["p50_us"] for p in peers)
+                    ratio = "%.2f" % (best / by["hora"]["p50_us"])
                 lines.append("| %s | %s | %s |" % (fmt_size(size), " | ".join(cells), ratio))
             errs = sorted({"%s: %s" % (r["impl"], r["error"]) for r in sub if "error" in r})
             lines += [""] + ["Not measured: " + e for e in errs] + ([""] if errs else [])
