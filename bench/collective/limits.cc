@@ -64,7 +64,7 @@ Result<double> TcpStreamGbps(Session& s, Duration timeout) {
   if (s.rank() == 1) {
     HORA_ASSIGN_OR_RETURN(net::Fd fd, net::Accept(listener.get(), deadline));
     HORA_RETURN_IF_ERROR(net::SetNonBlocking(fd.get(), false));  // Accept's are non-blocking
-    timeval tv{};  // every recv is bounded too
+    timeval tv{};                                                // every recv is bounded too
     tv.tv_sec =
         static_cast<time_t>(std::chrono::duration_cast<std::chrono::seconds>(timeout).count());
     ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
