@@ -39,8 +39,8 @@ Status RunBounded(const std::vector<std::string>& argv, const std::vector<std::s
   cargv.push_back(nullptr);
   cenv.push_back(nullptr);
   pid_t pid = 0;
-  // posix_spawn: no code of ours runs between fork and exec.
-  if (posix_spawn(&pid, cargv[0], nullptr, nullptr, cargv.data(), cenv.data()) != 0)
+  // posix_spawnp (PATH lookup for --python): no code of ours runs between fork and exec.
+  if (posix_spawnp(&pid, cargv[0], nullptr, nullptr, cargv.data(), cenv.data()) != 0)
     return UnavailableError("cannot start '" + argv[0] + "'");
   const auto deadline = std::chrono::steady_clock::now() + limit;
   int status = 0;

@@ -63,8 +63,10 @@ def _gloo_sync(rank, size, model, update, backend):
         dist.all_gather(rows, t)
         return torch.stack(rows)
 
-    return Sync(rank, size, model, update, dist.barrier, gather_rows,
-                dist.destroy_process_group, backend)
+    # No destroy_process_group at the end: after the final barrier the
+    # process leaves with os._exit (worker.py); gloo's teardown is where
+    # torch 1.13 was seen to hang.
+    return Sync(rank, size, model, update, dist.barrier, gather_rows, lambda: None, backend)
 
 
 def _setup_hora(model, lr, momentum):

@@ -179,9 +179,9 @@ def test_mode_matches_sgd_on_averaged_gradients(mode):
         argv = [HORARUN, "-np", str(NP), "--timeout", "30", sys.executable,
                 os.path.join(HERE, "worker.py"), "--mode", mode, "--model", "tiny",
                 "--batch", str(BATCH), "--warmup", "0", "--steps", str(STEPS), "--lr", str(LR),
-                "--momentum", str(MOMENTUM), "--seed", str(SEED), "--deadline-s", "50",
+                "--momentum", str(MOMENTUM), "--seed", str(SEED), "--deadline-s", "40",
                 "--dump", tmp, "--result", result]
-        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=90)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         dumps = [torch.load(os.path.join(tmp, "rank%d.pt" % r)) for r in range(NP)]
         with open(result) as f:
