@@ -116,14 +116,17 @@ def main(argv=None):
               flush=True)
     sync.barrier()
     sync.close()
+    if args.mode != "hora":
+        # torch's gloo modes leave without the interpreter's teardown (gloo's
+        # threads have been seen to hang there after the results were out),
+        # still under the watchdog. Hora's mode exits normally: its atexit
+        # handlers finalize MPI when Hora started it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+    faulthandler.cancel_dump_traceback_later()
     return 0
 
 
 if __name__ == "__main__":
-    code = main()
-    # Leave without the interpreter's teardown (torch's gloo threads have been
-    # seen to hang there after the results were out), still under the
-    # watchdog armed in main().
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    sys.exit(main())
