@@ -62,11 +62,6 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   Duration timeout_;
 };
 
-const char* Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
 template <typename T>
 const gloo::ReductionFunction<T>* Fn(ReduceOp op) {
   switch (op) {
@@ -223,7 +218,7 @@ Result<std::vector<std::unique_ptr<Impl>>> MakeGlooImpls(const Session& session,
     if (session.size() > 1) {
       HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(addr));
       HORA_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(hp, Env("HORA_SECRET"), timeout));
-      if (std::strlen(Env("HORA_IFACE")) > 0) {
+      if (!Env("HORA_IFACE").empty()) {
         attr.iface = Env("HORA_IFACE");
       } else {
         HORA_ASSIGN_OR_RETURN(attr.hostname, LocalAddressToward(hp.host));

@@ -30,6 +30,7 @@
 #include "limits.h"
 #include "mpi/mpi_loader.h"
 #include "net/socket.h"
+#include "net_util.h"
 #include "report.h"
 #include "torch_peer.h"
 #ifdef HORA_BENCH_GLOO
@@ -38,11 +39,6 @@
 
 namespace hora::bench {
 namespace {
-
-std::string Env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
 
 std::vector<uint64_t> Sizes(const Args& a) {
   std::vector<uint64_t> out;
@@ -93,13 +89,14 @@ Record Measure(Session& s, Impl& impl, const Args& a, const Layout& l,
     const double us =
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     if (!bar.ok()) st = bar;
-    // The slowest rank's time, and whether any rank failed.
-    double mine[2] = {us, st.ok() ? 0.0 : 1.0}, all[2] = {0, 0};
+    // The slowest rank's time, and the highest rank that failed (+1; 0: none).
+    double mine[2] = {us, st.ok() ? 0.0 : s.rank() + 1.0}, all[2] = {0, 0};
     Status m = s.Allreduce(TensorView::Flat(mine, DataType::kFloat64, 2),
                            TensorView::Flat(all, DataType::kFloat64, 2), {ReduceOp::kMax});
     if (!m.ok()) st = m;
     if (all[1] != 0 || !st.ok()) {
-      r.error = st.ok() ? "failed on another rank" : st.ToString();
+      r.error = st.ok() ? "failed on rank " + std::to_string(static_cast<int>(all[1]) - 1)
+                        : "rank " + std::to_string(s.rank()) + ": " + st.ToString();
       return r;
     }
     if (it >= a.warmup) times.push_back(all[0]);
@@ -152,7 +149,7 @@ int Run(const Args& a) {
       impls.push_back(MakeSessionImpl(*mpi, "mpi"));
     } else if (p == "gloo") {
 #ifdef HORA_BENCH_GLOO
-      auto g = MakeGlooImpls(s, a.collective, 30);
+      auto g = MakeGlooImpls(s, a.collective, TimeoutSeconds());
       if (!g.ok()) return fail(g.status());
       for (auto& impl : *g) impls.push_back(std::move(impl));
 #else
@@ -163,7 +160,7 @@ int Run(const Args& a) {
     }
   }
   const std::string transport = Env("HORA_TRANSPORT");
-  auto limit = MeasureLimit(s, transport == "tcp" || s.local_size() != s.size(), 30);
+  auto limit = MeasureLimit(s, transport == "tcp" || s.local_size() != s.size(), TimeoutSeconds());
   if (!limit.ok()) return fail(limit.status());
   if (s.rank() == 0) PrintHeader(a, s.size(), limit->line);
 
@@ -203,9 +200,9 @@ int Run(const Args& a) {
     }
   }
   if (torch) {
-    auto t = RunTorchPeer(s, a, sizes, 30);
+    auto t = RunTorchPeer(s, a, sizes, TimeoutSeconds());
     if (!t.ok()) return fail(t.status());
-    for (Record& r : *t) keep(std::move(r), MakeLayout(a.collective, a.dtype, r.size_bytes, 1));
+    for (Record& r : *t) keep(std::move(r), Layout{});  // the peer gives its own counts
   }
   if (s.rank() == 0) {
     PrintComparison(records);

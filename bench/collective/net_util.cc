@@ -13,6 +13,16 @@
 
 namespace hora::bench {
 
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+double TimeoutSeconds() {
+  const double t = std::atof(Env("HORA_TIMEOUT_S").c_str());
+  return t > 0 ? t : 30.0;
+}
+
 Result<std::string> LocalAddressToward(const std::string& host) {
   addrinfo hints{}, *res = nullptr;
   hints.ai_family = AF_INET;
@@ -34,8 +44,8 @@ Result<std::string> LocalAddressToward(const std::string& host) {
 
 Result<std::string> ReachableAddress(const Session& session) {
   if (session.local_size() == session.size()) return std::string("127.0.0.1");
-  const char* addr = std::getenv("HORA_STORE_ADDR");
-  if (!addr || !*addr)
+  const std::string addr = Env("HORA_STORE_ADDR");
+  if (addr.empty())
     return InvalidArgument("ranks on several hosts but no HORA_STORE_ADDR to find a route by");
   HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(addr));
   return LocalAddressToward(hp.host);

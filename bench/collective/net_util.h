@@ -9,6 +9,12 @@
 
 namespace hora::bench {
 
+// The value of environment variable `name`, or "" when unset.
+std::string Env(const char* name);
+
+// HORA_TIMEOUT_S (default 30): the bound of every wait of the peers.
+double TimeoutSeconds();
+
 // This host's IPv4 address on the route toward `host` (no packet is sent).
 Result<std::string> LocalAddressToward(const std::string& host);
 
