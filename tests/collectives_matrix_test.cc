@@ -23,18 +23,6 @@ const DataType kSomeTypes[] = {DataType::kUInt8,    DataType::kInt32,   DataType
                                DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
                                DataType::kInt64,    DataType::kBool};
 
-// memcmp that accepts empty (possibly null) ranges.
-bool SameBytes(const void* a, const void* b, size_t n) {
-  return n == 0 || std::memcmp(a, b, n) == 0;
-}
-
-std::vector<uint8_t> Pattern(size_t bytes, int rank, uint64_t salt) {
-  std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i)
-    v[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17 + salt) & 0xff);
-  return v;
-}
-
 TEST_P(CollectivesMatrix, AllgatherUnevenRows) {
   const int n = GetParam();
   ThreadRanks job(n, TestSettings());
@@ -45,8 +33,8 @@ TEST_P(CollectivesMatrix, AllgatherUnevenRows) {
       auto rows_of = [&](int r) { return base_rows == 0 ? 0 : base_rows + r % 3; };  // uneven
       std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
       for (int r = 0; r < n; ++r)
-        in[static_cast<size_t>(r)] = Pattern(static_cast<size_t>(rows_of(r) * cols) * esize, r,
-                                             static_cast<uint64_t>(base_rows));
+        in[static_cast<size_t>(r)] = BytePattern(static_cast<size_t>(rows_of(r) * cols) * esize, r,
+                                                 static_cast<uint64_t>(base_rows));
       std::vector<uint8_t> expected;
       for (auto& v : in) expected.insert(expected.end(), v.begin(), v.end());
       std::vector<Tensor> out(static_cast<size_t>(n));
@@ -98,7 +86,7 @@ TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}, size_t{4} << 20}) {
       for (int root = 0; root < n; ++root) {
         std::vector<std::vector<uint8_t>> data(static_cast<size_t>(n));
-        for (int r = 0; r < n; ++r) data[static_cast<size_t>(r)] = Pattern(bytes, r, bytes);
+        for (int r = 0; r < n; ++r) data[static_cast<size_t>(r)] = BytePattern(bytes, r, bytes);
         const std::vector<uint8_t> expected = data[static_cast<size_t>(root)];
         auto st = job.Run([&](int r, Session& s) {
           TensorView v =
@@ -181,7 +169,7 @@ TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
           total += rows(r, p);
         }
         in[static_cast<size_t>(r)] =
-            Pattern(static_cast<size_t>(total * cols) * esize, r, static_cast<uint64_t>(scale));
+            BytePattern(static_cast<size_t>(total * cols) * esize, r, static_cast<uint64_t>(scale));
       }
       std::vector<Tensor> out(static_cast<size_t>(n));
       std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));

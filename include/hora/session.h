@@ -86,6 +86,14 @@ class Session {
   // Dimension 0 may differ between ranks; dtype and the other dimensions must
   // agree (a disagreement is a Mismatch error naming each rank's shape).
   Result<Tensor> Allgather(const TensorView& input);
+  // The same into the caller's `output`: same dtype, as many elements as the
+  // gathered rows hold (any shape, as for Allreduce). Reusing one output
+  // across calls saves the allocation and its first-touch page faults. An
+  // output that does not fit is left unwritten and this rank returns
+  // InvalidArgument naming both; it still takes part (into a temporary), so
+  // the other ranks finish with their results. The same holds for the
+  // `output` forms of Reducescatter and Alltoall.
+  Status Allgather(const TensorView& input, const TensorView& output);
 
   // Replaces `tensor` on every rank with root's.
   Status Broadcast(const TensorView& tensor, int root);
@@ -93,6 +101,8 @@ class Session {
   // Reduces `input` across ranks and leaves rank r with its slice of
   // dimension 0: dim0 / size rows, the first dim0 % size ranks one more.
   Result<Tensor> Reducescatter(const TensorView& input, const Reduction& reduction = {});
+  Status Reducescatter(const TensorView& input, const TensorView& output,
+                       const Reduction& reduction = {});
 
   // Sends splits[p] rows (dimension 0) of `input`, in order, to each rank p;
   // returns the rows received from every rank, in rank order. Empty `splits`
@@ -100,6 +110,8 @@ class Session {
   // `received_splits` is given it receives the row count from each rank.
   Result<Tensor> Alltoall(const TensorView& input, std::span<const int64_t> splits,
                           std::vector<int64_t>* received_splits = nullptr);
+  Status Alltoall(const TensorView& input, std::span<const int64_t> splits,
+                  const TensorView& output, std::vector<int64_t>* received_splits = nullptr);
 
   // Returns when every rank has entered the barrier.
   Status Barrier();

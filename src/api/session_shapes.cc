@@ -2,8 +2,8 @@
 //
 // The collectives whose output shape depends on other ranks' inputs:
 // allgather, reducescatter, alltoall. Each first exchanges the small facts
-// it needs (shapes, splits), checks them, allocates the output, then moves
-// the data.
+// it needs (shapes, splits), checks them, then moves the data into the
+// caller's output or, for the forms that return a Tensor, a new one.
 #include <numeric>
 
 #include "api/session_impl.h"
@@ -62,6 +62,27 @@ Result<std::vector<int64_t>> GatherRows(CollectiveBackend& backend, size_t n,
   return rows;
 }
 
+// Where a collective's result goes. With a caller's `output` that fits
+// (`dtype` and the element count of `shape`), there; without one, a new
+// Tensor of `shape` (*made). An output that does not fit is not written:
+// this rank still takes part, into a temporary, so that the other ranks
+// finish with their results, and it alone returns the error `*misfit`.
+void* PlaceOutput(const std::string& where, const TensorView* output, DataType dtype,
+                  const std::vector<int64_t>& shape, Tensor* made, Status* misfit) {
+  if (output != nullptr) {
+    const TensorView want(nullptr, dtype, shape);
+    Status st = output->Validate();
+    if (st.ok() && (output->dtype() != dtype || output->num_elements() != want.num_elements())) {
+      st = InvalidArgument("output " + output->Describe() + " does not fit the result " +
+                           want.Describe() + " (dtype and element count must match)");
+    }
+    if (st.ok()) return output->data();
+    *misfit = st.WithContext(where);
+  }
+  *made = Tensor::Uninitialized(dtype, shape);
+  return made->data();
+}
+
 }  // namespace
 
 Status AlltoallRows(const std::string& where, const TensorView& input,
@@ -98,52 +119,59 @@ Status AlltoallRows(const std::string& where, const TensorView& input,
   return Status::Ok();
 }
 
-Result<Tensor> Session::Allgather(const TensorView& input) {
-  const std::string where = impl_->Where("allgather");
-  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allgather", "input", input));
+namespace {
+
+Status AllgatherTo(Session::Impl& impl, int n, const TensorView& input, const TensorView* output,
+                   Tensor* made) {
+  const std::string where = impl.Where("allgather");
+  HORA_RETURN_IF_ERROR(CheckTensor(impl, "allgather", "input", input));
   HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
-                        GatherRows(*impl_->backend, static_cast<size_t>(size()), where, input));
+                        GatherRows(*impl.backend, static_cast<size_t>(n), where, input));
   std::vector<int64_t> out_shape = Shape(input);
   out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
-  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
+  Status misfit;
+  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> bytes(rows.size());
   for (size_t p = 0; p < rows.size(); ++p) bytes[p] = static_cast<size_t>(rows[p]) * row_bytes;
-  HORA_RETURN_IF_ERROR(impl_->backend->Allgatherv(input.data(), out.data(), bytes));
-  return out;
+  HORA_RETURN_IF_ERROR(impl.backend->Allgatherv(input.data(), out, bytes));
+  return misfit;
 }
 
-Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& reduction) {
-  const std::string where = impl_->Where("reducescatter");
-  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "reducescatter", "input", input));
-  HORA_RETURN_IF_ERROR(CheckReduction(*impl_, "reducescatter", input.dtype(), reduction));
+Status ReducescatterTo(Session::Impl& impl, int n_ranks, int rank, const TensorView& input,
+                       const TensorView* output, const Reduction& reduction, Tensor* made) {
+  const std::string where = impl.Where("reducescatter");
+  HORA_RETURN_IF_ERROR(CheckTensor(impl, "reducescatter", "input", input));
+  HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
   const std::vector<int64_t> shape = Shape(input);
-  const size_t n = static_cast<size_t>(size());
+  const size_t n = static_cast<size_t>(n_ranks);
   const size_t dim0 = static_cast<size_t>(shape[0]);
   const size_t row = input.row_elements();
   auto rows_of = [&](size_t p) { return dim0 / n + (p < dim0 % n ? 1 : 0); };
   std::vector<size_t> counts(n);
   for (size_t p = 0; p < n; ++p) counts[p] = rows_of(p) * row;
   std::vector<int64_t> out_shape = shape;
-  out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank())));
-  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
+  out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank)));
+  Status misfit;
+  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
   HORA_RETURN_IF_ERROR(
-      impl_->backend->Reducescatter(input.data(), out.data(), counts, input.dtype(), reduction));
-  return out;
+      impl.backend->Reducescatter(input.data(), out, counts, input.dtype(), reduction));
+  return misfit;
 }
 
-Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
-                                 std::vector<int64_t>* received_splits) {
-  const std::string where = impl_->Where("alltoall");
-  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "alltoall", "input", input));
+Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
+                  std::span<const int64_t> splits, const TensorView* output,
+                  std::vector<int64_t>* received_splits, Tensor* made) {
+  const std::string where = impl.Where("alltoall");
+  HORA_RETURN_IF_ERROR(CheckTensor(impl, "alltoall", "input", input));
   const std::vector<int64_t> shape = Shape(input);
-  const size_t n = static_cast<size_t>(size());
+  const size_t n = static_cast<size_t>(n_ranks);
   std::vector<int64_t> send_rows;
   HORA_RETURN_IF_ERROR(AlltoallRows(where, input, splits, n, &send_rows));
   // Tell every rank how many rows to expect from us.
   std::vector<int64_t> recv_rows(n);
   std::vector<size_t> eight(n, sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(impl_->backend->Alltoallv(send_rows.data(), eight, recv_rows.data(), eight));
+  HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(send_rows.data(), eight, recv_rows.data(), eight));
 
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> send_bytes(n), recv_bytes(n);
@@ -155,10 +183,49 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
   }
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
-  Tensor out = Tensor::Uninitialized(input.dtype(), out_shape);
-  HORA_RETURN_IF_ERROR(impl_->backend->Alltoallv(input.data(), send_bytes, out.data(), recv_bytes));
+  Status misfit;
+  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
+  HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(input.data(), send_bytes, out, recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
+  return misfit;
+}
+
+}  // namespace
+
+Result<Tensor> Session::Allgather(const TensorView& input) {
+  Tensor out;
+  HORA_RETURN_IF_ERROR(AllgatherTo(*impl_, size(), input, nullptr, &out));
   return out;
+}
+
+Status Session::Allgather(const TensorView& input, const TensorView& output) {
+  Tensor spare;
+  return AllgatherTo(*impl_, size(), input, &output, &spare);
+}
+
+Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& reduction) {
+  Tensor out;
+  HORA_RETURN_IF_ERROR(ReducescatterTo(*impl_, size(), rank(), input, nullptr, reduction, &out));
+  return out;
+}
+
+Status Session::Reducescatter(const TensorView& input, const TensorView& output,
+                              const Reduction& reduction) {
+  Tensor spare;
+  return ReducescatterTo(*impl_, size(), rank(), input, &output, reduction, &spare);
+}
+
+Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
+                                 std::vector<int64_t>* received_splits) {
+  Tensor out;
+  HORA_RETURN_IF_ERROR(AlltoallTo(*impl_, size(), input, splits, nullptr, received_splits, &out));
+  return out;
+}
+
+Status Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
+                         const TensorView& output, std::vector<int64_t>* received_splits) {
+  Tensor spare;
+  return AlltoallTo(*impl_, size(), input, splits, &output, received_splits, &spare);
 }
 
 }  // namespace hora

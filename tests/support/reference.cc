@@ -313,4 +313,15 @@ std::string Compare(const Expected& e, const void* got, size_t offset, size_t co
   return std::to_string(wrong) + " wrong of " + std::to_string(count) + "; first:" + first.str();
 }
 
+std::vector<uint8_t> BytePattern(size_t bytes, int rank, uint64_t salt) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i)
+    v[i] = static_cast<uint8_t>((i * 131 + static_cast<size_t>(rank) * 17 + salt) & 0xff);
+  return v;
+}
+
+bool SameBytes(const void* a, const void* b, size_t n) {
+  return n == 0 || std::memcmp(a, b, n) == 0;
+}
+
 }  // namespace hora::testing

@@ -41,6 +41,13 @@ Expected ReferenceAllreduce(DataType dtype, const Reduction& reduction,
 // "" when `got` matches; otherwise "N wrong of M; first: [i] got G expected E (tol T)...".
 std::string Compare(const Expected& expected, const void* got, size_t offset, size_t count);
 
+// `bytes` bytes deterministic in (rank, salt), for collectives that move
+// bytes without reducing them.
+std::vector<uint8_t> BytePattern(size_t bytes, int rank, uint64_t salt);
+
+// memcmp that accepts empty (possibly null) ranges.
+bool SameBytes(const void* a, const void* b, size_t n);
+
 // Element i of a buffer as double (for messages and float references).
 double ElementAsDouble(DataType dtype, const void* data, size_t i);
 

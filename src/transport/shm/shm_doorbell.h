@@ -54,13 +54,4 @@ class ShmDoorbell {
   Word* word_ = nullptr;
 };
 
-// Relaxes the CPU inside a spin loop (x86 PAUSE, ARM YIELD).
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield");
-#endif
-}
-
 }  // namespace hora

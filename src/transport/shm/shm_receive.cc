@@ -61,7 +61,7 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
     if (c.sink == Sink::kRecv) {
       Deliver(c.recv, c.received, l.in.ReadPayload(d.bytes), d.bytes);  // straight from the slot
     } else if (c.sink == Sink::kUnexpected && d.bytes > 0) {
-      std::memcpy(c.buffer.get() + c.received, l.in.ReadPayload(d.bytes), d.bytes);
+      std::memcpy(c.buffer.data.get() + c.received, l.in.ReadPayload(d.bytes), d.bytes);
     }
     c.received += d.bytes;
     l.in.Release();
@@ -82,7 +82,7 @@ bool ShmTransport::StartMessage(int peer, Link& l, const ShmSlotInfo& first) {
   if (it == l.posted.end()) {
     // A receive for another tag is waiting behind this message: set it aside.
     c.sink = Sink::kUnexpected;
-    c.buffer = std::make_unique_for_overwrite<std::byte[]>(c.bytes);
+    c.buffer = pool_.Take(c.bytes);
     return true;
   }
   c.recv = std::move(*it);
@@ -112,9 +112,10 @@ void ShmTransport::FinishMessage(int peer, Link& l) {
     if (r.bytes != c.bytes) {
       r.request->Complete(InvalidArgument(MismatchMessage(peer, c.tag, c.bytes, r.bytes)));
     } else {
-      Deliver(r, 0, c.buffer.get(), c.bytes);
+      Deliver(r, 0, c.buffer.data.get(), c.bytes);
       r.request->Complete(Status::Ok());
     }
+    pool_.Give(std::move(c.buffer));
   }
 }
 

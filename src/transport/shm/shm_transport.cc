@@ -82,9 +82,10 @@ Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
     if (it->bytes != bytes) {
       req->Complete(InvalidArgument(MismatchMessage(peer, tag, it->bytes, bytes)));
     } else {
-      Deliver(recv, 0, it->data.get(), bytes);
+      Deliver(recv, 0, it->data.data.get(), bytes);
       req->Complete(Status::Ok());
     }
+    pool_.Give(std::move(it->data));
     l.unexpected.erase(it);
     return req;
   }

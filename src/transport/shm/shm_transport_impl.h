@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "transport/buffer_pool.h"
 #include "transport/shm/shm_channel.h"
 #include "transport/shm/shm_doorbell.h"
 #include "transport/shm/shm_segment.h"
@@ -56,7 +57,7 @@ class ShmTransport final : public Transport {
     struct Message {
       Tag tag;
       size_t bytes;
-      std::unique_ptr<std::byte[]> data;
+      PooledBuffer data;  // from the transport's pool_
     };
     std::deque<Message> unexpected;  // whole messages nobody had asked for yet
 
@@ -65,10 +66,10 @@ class ShmTransport final : public Transport {
     struct Current {
       Sink sink = Sink::kNone;
       Tag tag = 0;
-      size_t bytes = 0;                     // whole message
-      size_t received = 0;                  // consumed so far
-      Recv recv;                            // kRecv
-      std::unique_ptr<std::byte[]> buffer;  // kUnexpected
+      size_t bytes = 0;     // whole message
+      size_t received = 0;  // consumed so far
+      Recv recv;            // kRecv
+      PooledBuffer buffer;  // kUnexpected (from pool_)
     } current;
     std::string in_broken;  // why receives from the peer fail; empty while usable
   };
@@ -124,7 +125,8 @@ class ShmTransport final : public Transport {
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
-  Status lost_;  // set once a peer process is gone
+  Status lost_;      // set once a peer process is gone
+  BufferPool pool_;  // payloads of messages set aside
   // Guards everything above that changes after setup: the engine's thread
   // and the caller's may use the transport at once (separate Comm contexts).
   std::mutex mu_;

@@ -20,6 +20,7 @@ bool TcpTransport::ReadSome(size_t i) {
         return false;
       }
       p.in_header_done += static_cast<size_t>(r);
+      moved_ += static_cast<uint64_t>(r);
       if (p.in_header_done < sizeof(Header)) continue;
       if (p.in_header.tag == kLostPeerTag) {
         PeerReportedLoss(i, p.in_header.bytes);
@@ -45,7 +46,7 @@ bool TcpTransport::ReadSome(size_t i) {
         p.in_target->request->Complete(SizeMismatch(*p.in_target, p.in_header.bytes));
         p.in_discard = true;
       }
-      if (!p.in_target) p.in_unexpected.resize(p.in_header.bytes);
+      if (!p.in_target) p.in_unexpected = pool_.Take(p.in_header.bytes);
     }
     // Payload.
     const size_t left = p.in_header.bytes - p.in_done;
@@ -66,7 +67,7 @@ bool TcpTransport::ReadSome(size_t i) {
       } else if (p.in_target) {
         dst = p.in_target->data + p.in_done;
       } else {
-        dst = p.in_unexpected.data() + p.in_done;
+        dst = reinterpret_cast<char*>(p.in_unexpected.data.get()) + p.in_done;
       }
       ssize_t r = recv(p.fd.get(), dst, want, 0);
       if (r == 0) return PeerEnded(i);
@@ -86,6 +87,7 @@ bool TcpTransport::ReadSome(size_t i) {
         std::memmove(p.stage.data(), p.stage.data() + whole * es, have - whole * es);
       }
       p.in_done += static_cast<size_t>(r);
+      moved_ += static_cast<uint64_t>(r);
       if (p.in_done < p.in_header.bytes) continue;
     }
     // Message complete.
@@ -98,7 +100,9 @@ bool TcpTransport::ReadSome(size_t i) {
       if (it != p.posted.end()) {
         RecvOp op = std::move(*it);
         p.posted.erase(it);
-        Finish(op, p.in_unexpected.data(), p.in_unexpected.size());
+        Finish(op, reinterpret_cast<const char*>(p.in_unexpected.data.get()),
+               p.in_unexpected.bytes);
+        pool_.Give(std::move(p.in_unexpected));
       } else {
         p.unexpected.push_back({p.in_header.tag, std::move(p.in_unexpected)});
       }

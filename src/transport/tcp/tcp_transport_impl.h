@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "transport/buffer_pool.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace hora::tcp_internal {
@@ -29,6 +30,11 @@ struct Header {
 };
 
 inline constexpr size_t kStageBytes = 256 * 1024;
+// How long a waiter keeps moving the sockets itself after the last byte
+// moved before it sleeps: about two loopback round trips on a virtual machine.
+inline constexpr Duration kTcpSpin = std::chrono::microseconds(50);
+// Requests larger than this are waited for without spinning.
+inline constexpr size_t kTcpSpinBytes = 64 * 1024;
 // A frame with this tag is not a message: it tells the receiver that the
 // sender lost its connection to rank `bytes`, so every rank learns which rank
 // was lost, not only that rank's neighbours.
@@ -57,7 +63,7 @@ struct RecvOp {
 
 struct Unexpected {
   Tag tag;
-  std::vector<char> payload;
+  PooledBuffer payload;
 };
 
 struct Peer {
@@ -75,7 +81,7 @@ struct Peer {
   bool in_payload = false;
   size_t in_done = 0;
   std::optional<RecvOp> in_target;  // matched receive, if any
-  std::vector<char> in_unexpected;  // otherwise the payload lands here
+  PooledBuffer in_unexpected;       // otherwise the payload lands here (from pool_)
   bool in_discard = false;          // the matched receive was cancelled
   std::vector<char> stage;          // IrecvReduce staging
 };
@@ -180,6 +186,16 @@ class TcpTransport final : public Transport {
     return req;
   }
 
+  // Waits for a small request (kTcpSpinBytes) by moving the sockets from
+  // this thread for up to kTcpSpin after the last byte moved (a reply from a peer that is also
+  // running arrives within it without the hop through the I/O thread and a futex wake, two context
+  // switches a side), then sleeps until the I/O thread completes the request. Bounded by
+  // `deadline`.
+  Status Wait(const Request& request, TimePoint deadline) override;
+  // Reads and writes every live peer from the calling thread unless another
+  // thread is at it; whether any byte moved.
+  bool Progress() override;
+
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     return Post(peer, tag, data, bytes, std::nullopt);
   }
@@ -235,8 +251,10 @@ class TcpTransport final : public Transport {
       Unexpected msg = std::move(*it);
       p.unexpected.erase(it);
       lock.unlock();
-      Finish(RecvOp{tag, static_cast<char*>(data), bytes, reduce, req}, msg.payload.data(),
-             msg.payload.size());
+      Finish(RecvOp{tag, static_cast<char*>(data), bytes, reduce, req},
+             reinterpret_cast<const char*>(msg.payload.data.get()), msg.payload.bytes);
+      lock.lock();
+      pool_.Give(std::move(msg.payload));
       return req;
     }
     if (!Usable(peer, req)) return req;
@@ -371,6 +389,8 @@ class TcpTransport final : public Transport {
   std::mutex mu_;
   std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
   bool stop_ = false;        // guarded by mu_
+  uint64_t moved_ = 0;       // guarded by mu_; bytes read or written so far
+  BufferPool pool_;          // guarded by mu_; payloads of unexpected messages
   Status lost_;              // guarded by mu_; set once a rank is lost
   net::Fd epoll_;
   net::Fd wake_;
