@@ -36,9 +36,14 @@ def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, time
     """One launch; returns (records, error text or None)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
+    # Ten warm-up iterations: on this VM the first message of a size through
+    # each of a shared-memory channel's 8 slots is up to 50x slower than
+    # later ones (first access to the slot's pages), and a barrier plus the
+    # timing allreduce use slots too. Three left half of a 10-iteration
+    # sample in that state.
     cmd = [os.path.join(build, "bin", "horarun"), "--mpi", "--mpirun", mpirun, "-np", str(np_),
            "--timeout", str(timeout), os.path.join(build, "bin", "hora-bench"), collective,
-           "--sizes", sizes, "--step-factor", "4", "--iters", str(iters), "--warmup", "3",
+           "--sizes", sizes, "--step-factor", "4", "--iters", str(iters), "--warmup", "10",
            "--check", "--peers", peers, "--json", path]
     env = dict(os.environ, HORA_TRANSPORT=transport, OMP_NUM_THREADS="1")
     if transport == "tcp" and mpirun.endswith("openmpi"):

@@ -33,7 +33,10 @@ bool IsTransportSuffix(const std::string& s) {
 }
 
 Result<void*> MapFd(int fd, const std::string& name, size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  // MAP_POPULATE: every page is mapped now, on both sides. Left to first
+  // touch, each 4 KiB of a slot faulted the first time a message reached it
+  // (microseconds apiece on a virtual machine).
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   if (p == MAP_FAILED) return UnavailableError(Errno("cannot map", name, errno));
   return p;
 }

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/tcp/tcp_transport.h"
 
+#include <sched.h>
+
 #include "transport/tcp/tcp_transport_impl.h"
 
 namespace hora {
@@ -33,8 +35,11 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   TimePoint spin_until = Clock::now() + kTcpSpin;
   bool moved = false;
   for (uint32_t round = 1; !request->done(); ++round) {
-    moved |= Progress();
-    if (round % kClockEvery != 0) {
+    bool busy = false;  // another thread holds the lock: let it run
+    moved |= Progress(&busy);
+    if (busy) {
+      sched_yield();
+    } else if (round % kClockEvery != 0) {
       CpuRelax();
       continue;
     }
@@ -46,9 +51,15 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   return request->Wait(deadline);
 }
 
-bool TcpTransport::Progress() {
+bool TcpTransport::Progress() { return Progress(nullptr); }
+
+bool TcpTransport::Progress(bool* busy) {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || stop_ || !lost_.ok()) return false;
+  if (!lock.owns_lock()) {
+    if (busy != nullptr) *busy = true;
+    return false;
+  }
+  if (stop_ || !lost_.ok()) return false;
   const uint64_t before = moved_;
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);

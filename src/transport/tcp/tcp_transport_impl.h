@@ -381,6 +381,9 @@ class TcpTransport final : public Transport {
   }
 
   void Loop();
+  // Progress() that reports in *busy (when given) that another thread
+  // held the lock.
+  bool Progress(bool* busy);
   bool Pump(size_t i);       // requires mu_; false when the connection died
   bool ReadSome(size_t i);   // requires mu_
   bool WriteSome(size_t i);  // requires mu_
