@@ -119,8 +119,11 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::Loop() {
+  // Reused: each swap hands queue_ this vector's capacity back, so a step of
+  // a thousand submissions does not regrow (and move) the queue from empty.
+  std::vector<Submission> fresh;
   for (;;) {
-    std::vector<Submission> fresh;
+    fresh.clear();
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -136,21 +139,22 @@ void Engine::Loop() {
       stopping = stop_requested_;
       cycle_timeline_ = timeline_;
     }
-    if (!Cycle(std::move(fresh), stopping)) return;
+    if (!Cycle(fresh, stopping)) return;
   }
 }
 
-bool Engine::Cycle(std::vector<Submission> fresh, bool stopping) {
+bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {
   quiet_here_ = fresh.empty();
   const uint64_t done_before = stats_.tensors;
   const TimePoint taken = Clock::now();
   for (Submission& s : fresh) {
     const std::string name = s.meta.name;
     if (cycle_timeline_) cycle_timeline_->Span(name, "queued", s.submitted, taken);
-    arrival_.push_back(name);
     Pending p;
     p.sub = std::move(s);
     p.taken = taken;
+    p.arrival = next_arrival_++;
+    arrival_.emplace(p.arrival, name);
     pending_.emplace(name, std::move(p));
   }
   std::vector<Response> decided;
@@ -272,7 +276,7 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
 
 Status Engine::SlowPath(std::vector<Response>* out) {
   std::vector<RequestMeta> mine;
-  for (const std::string& name : arrival_) {
+  for (const auto& [order, name] : arrival_) {
     auto it = pending_.find(name);
     if (it == pending_.end() || it->second.state != State::kNew) continue;
     mine.push_back(it->second.sub.meta);
@@ -439,8 +443,8 @@ void Engine::Finish(const std::string& name, Status st) {
   std::shared_ptr<Handle::State> handle = std::move(it->second.sub.handle);
   std::optional<Tensor> output = std::move(it->second.output);
   std::vector<int64_t> received = std::move(it->second.received_splits);
+  arrival_.erase(it->second.arrival);
   pending_.erase(it);
-  arrival_.erase(std::find(arrival_.begin(), arrival_.end(), name));
   {
     std::lock_guard<std::mutex> lock(mu_);
     in_flight_.erase(name);

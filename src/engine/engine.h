@@ -26,6 +26,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -98,6 +99,7 @@ class Engine {
     State state = State::kNew;
     bool counted = false;       // hit or miss recorded
     TimePoint taken{};          // when the engine took it from the queue
+    uint64_t arrival = 0;       // its key in arrival_
     std::vector<int64_t> rows;  // from the decision (allgather, alltoall)
     std::optional<Tensor> output;
     std::vector<int64_t> received_splits;
@@ -109,7 +111,8 @@ class Engine {
 
   void Loop();
   // One cycle; returns false once the engine must stop.
-  bool Cycle(std::vector<Submission> fresh, bool stopping);
+  // Takes the submissions out of `fresh` (moved from; the caller clears it).
+  bool Cycle(std::vector<Submission>& fresh, bool stopping);
   Status Negotiate(std::vector<Response>* out, bool stopping, bool* stop_everywhere);
   Status SlowPath(std::vector<Response>* out);
   // Runs `responses` (fusing what it can) and completes their handles.
@@ -144,7 +147,10 @@ class Engine {
 
   // Engine thread only.
   std::unordered_map<std::string, Pending> pending_;
-  std::vector<std::string> arrival_;  // pending names in submission order
+  // Pending names in submission order, by arrival number (a map: finishing
+  // one of a thousand small tensors must not scan and shift the others).
+  std::map<uint64_t, std::string> arrival_;
+  uint64_t next_arrival_ = 0;
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0
   TimePoint last_stall_check_{};
