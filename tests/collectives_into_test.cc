@@ -256,6 +256,29 @@ TEST_P(CollectivesInto, MisfitOutputFailsOnlyItsRank) {
   }
 }
 
+// These collectives do not run in place: an output that overlaps the input
+// fails that rank (naming both), and the input is left as it was.
+TEST_P(CollectivesInto, OverlappingOutputFailsOnlyItsRank) {
+  const int n = GetParam();
+  ThreadRanks job(n, TestSettings());
+  std::vector<std::vector<float>> buf(static_cast<size_t>(n), std::vector<float>(4 * n * n));
+  auto st = job.Run([&](int r, Session& s) {
+    auto& b = buf[static_cast<size_t>(r)];
+    for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i);
+    // Input: the first 2n floats; output: n*2n floats from the start (allgather's size).
+    TensorView in(b.data(), DataType::kFloat32, {2 * n});
+    TensorView out(b.data(), DataType::kFloat32, {2 * n * n});
+    return s.Allgather(in, out);
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+    EXPECT_NE(s.message().find("overlaps input float32["), std::string::npos) << s.message();
+    EXPECT_EQ(buf[static_cast<size_t>(r)][1], 1.0f) << "the input was written";
+  }
+  ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, CollectivesInto, ::testing::Values(1, 2, 3, 5, 8),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 

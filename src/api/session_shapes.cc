@@ -63,23 +63,34 @@ Result<std::vector<int64_t>> GatherRows(CollectiveBackend& backend, size_t n,
 }
 
 // Where a collective's result goes. With a caller's `output` that fits
-// (`dtype` and the element count of `shape`), there; without one, a new
-// Tensor of `shape` (*made). An output that does not fit is not written:
-// this rank still takes part, into a temporary, so that the other ranks
-// finish with their results, and it alone returns the error `*misfit`.
-void* PlaceOutput(const std::string& where, const TensorView* output, DataType dtype,
-                  const std::vector<int64_t>& shape, Tensor* made, Status* misfit) {
+// (`dtype` and the element count of `shape`, not overlapping `input`), there;
+// without one, a new Tensor of `shape` (*made). An output that does not fit is
+// not written: this rank still takes part, into a temporary, so that the
+// other ranks finish with their results, and it alone returns the error
+// `*misfit`.
+void* PlaceOutput(const Session::Impl& impl, const char* op, const TensorView& input,
+                  const TensorView* output, const std::vector<int64_t>& shape, Tensor* made,
+                  Status* misfit) {
   if (output != nullptr) {
-    const TensorView want(nullptr, dtype, shape);
-    Status st = output->Validate();
-    if (st.ok() && (output->dtype() != dtype || output->num_elements() != want.num_elements())) {
-      st = InvalidArgument("output " + output->Describe() + " does not fit the result " +
-                           want.Describe() + " (dtype and element count must match)");
+    const TensorView want(nullptr, input.dtype(), shape);
+    Status st = CheckTensor(impl, op, "output", *output);
+    if (st.ok() &&
+        (output->dtype() != input.dtype() || output->num_elements() != want.num_elements())) {
+      st = InvalidArgument(impl.Where(op) + ": output " + output->Describe() +
+                           " does not fit the result " + want.Describe() +
+                           " (dtype and element count must match)");
+    }
+    const auto* in = static_cast<const std::byte*>(input.data());
+    const auto* out = static_cast<const std::byte*>(output->data());
+    if (st.ok() && input.num_bytes() > 0 && output->num_bytes() > 0 &&
+        in < out + output->num_bytes() && out < in + input.num_bytes()) {
+      st = InvalidArgument(impl.Where(op) + ": output " + output->Describe() + " overlaps input " +
+                           input.Describe() + "; " + op + " does not run in place");
     }
     if (st.ok()) return output->data();
-    *misfit = st.WithContext(where);
+    *misfit = st;
   }
-  *made = Tensor::Uninitialized(dtype, shape);
+  *made = Tensor::Uninitialized(input.dtype(), shape);
   return made->data();
 }
 
@@ -130,7 +141,7 @@ Status AllgatherTo(Session::Impl& impl, int n, const TensorView& input, const Te
   std::vector<int64_t> out_shape = Shape(input);
   out_shape[0] = std::accumulate(rows.begin(), rows.end(), int64_t{0});
   Status misfit;
-  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
+  void* out = PlaceOutput(impl, "allgather", input, output, out_shape, made, &misfit);
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   std::vector<size_t> bytes(rows.size());
   for (size_t p = 0; p < rows.size(); ++p) bytes[p] = static_cast<size_t>(rows[p]) * row_bytes;
@@ -140,7 +151,6 @@ Status AllgatherTo(Session::Impl& impl, int n, const TensorView& input, const Te
 
 Status ReducescatterTo(Session::Impl& impl, int n_ranks, int rank, const TensorView& input,
                        const TensorView* output, const Reduction& reduction, Tensor* made) {
-  const std::string where = impl.Where("reducescatter");
   HORA_RETURN_IF_ERROR(CheckTensor(impl, "reducescatter", "input", input));
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
   const std::vector<int64_t> shape = Shape(input);
@@ -153,7 +163,7 @@ Status ReducescatterTo(Session::Impl& impl, int n_ranks, int rank, const TensorV
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank)));
   Status misfit;
-  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
+  void* out = PlaceOutput(impl, "reducescatter", input, output, out_shape, made, &misfit);
   HORA_RETURN_IF_ERROR(
       impl.backend->Reducescatter(input.data(), out, counts, input.dtype(), reduction));
   return misfit;
@@ -184,7 +194,7 @@ Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
   Status misfit;
-  void* out = PlaceOutput(where, output, input.dtype(), out_shape, made, &misfit);
+  void* out = PlaceOutput(impl, "alltoall", input, output, out_shape, made, &misfit);
   HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(input.data(), send_bytes, out, recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return misfit;

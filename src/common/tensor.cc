@@ -71,13 +71,15 @@ Tensor Tensor::Uninitialized(DataType dtype, std::vector<int64_t> shape) {
   // "madvise" or "always").
   constexpr size_t kHugePage = size_t{2} << 20;
   const size_t bytes = probe.num_bytes();
-  const size_t align = bytes >= kHugePage ? kHugePage : 64;
-  const size_t alloc = (bytes + align - 1) / align * align;
+  const bool huge = bytes >= kHugePage;
+  // Rounded to whole pages only: a 2 MiB + 64 B output must not take 4 MiB.
+  const size_t alloc = huge ? (bytes + 4095) / 4096 * 4096 : (bytes + 63) / 64 * 64;
   void* p = nullptr;
   if (alloc > 0) {
-    p = std::aligned_alloc(align, alloc);
-    if (p == nullptr) std::abort();  // out of memory: nothing sensible to return
-    if (align == kHugePage) madvise(p, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
+    if (posix_memalign(&p, huge ? kHugePage : 64, alloc) != 0) {
+      std::abort();  // out of memory: nothing sensible to return
+    }
+    if (huge) madvise(p, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
   }
   Tensor t;
   t.storage_.reset(p);

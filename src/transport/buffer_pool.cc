@@ -24,18 +24,22 @@ PooledBuffer BufferPool::Take(size_t bytes) {
 }
 
 void BufferPool::Give(PooledBuffer buffer) {
-  if (buffer.capacity == 0 || buffer.capacity > max_bytes_ || max_buffers_ == 0) return;
-  // Full: keep the larger buffers, which are the costly ones to make.
-  while (!spare_.empty() &&
-         (spare_.size() >= max_buffers_ || spare_bytes_ + buffer.capacity > max_bytes_)) {
-    auto smallest = std::min_element(
-        spare_.begin(), spare_.end(),
-        [](const PooledBuffer& a, const PooledBuffer& b) { return a.capacity < b.capacity; });
-    if (smallest->capacity >= buffer.capacity) return;  // this one is the least worth keeping
-    spare_bytes_ -= smallest->capacity;
-    spare_.erase(smallest);
+  if (!buffer.data || buffer.capacity == 0 || buffer.capacity > max_bytes_ || max_buffers_ == 0)
+    return;
+  // Full: make room by dropping spare buffers smaller than this one, the
+  // smallest first (the larger ones are the costly ones to make), but only
+  // when that makes enough room; otherwise keep the spares and drop this one.
+  std::sort(spare_.begin(), spare_.end(),
+            [](const PooledBuffer& a, const PooledBuffer& b) { return a.capacity < b.capacity; });
+  size_t drop = 0, count = spare_.size(), bytes = spare_bytes_;
+  while (count >= max_buffers_ || bytes + buffer.capacity > max_bytes_) {
+    if (drop == spare_.size() || spare_[drop].capacity >= buffer.capacity) return;
+    bytes -= spare_[drop].capacity;
+    --count;
+    ++drop;
   }
-  spare_bytes_ += buffer.capacity;
+  spare_.erase(spare_.begin(), spare_.begin() + static_cast<ptrdiff_t>(drop));
+  spare_bytes_ = bytes + buffer.capacity;
   spare_.push_back(std::move(buffer));
 }
 

@@ -32,7 +32,8 @@ class BufferPool {
   // A buffer of `bytes` (contents unspecified): the smallest spare one that
   // is large enough, or a new one.
   PooledBuffer Take(size_t bytes);
-  // Returns `buffer` for reuse (or frees it when the pool is full).
+  // Returns `buffer` for reuse, or frees it: when it holds no memory, or
+  // when only dropping larger spares would make room for it.
   void Give(PooledBuffer buffer);
 
   size_t spare_buffers() const { return spare_.size(); }

@@ -27,9 +27,21 @@ TEST(BufferPool, HandsBackTheSmallestSpareThatFits) {
   EXPECT_EQ(d.data.get(), b_mem);
   EXPECT_EQ(pool.spare_buffers(), 0u);
   PooledBuffer e = pool.Take(9000);  // none left: a new one
+  EXPECT_NE(e.data, nullptr);
   EXPECT_EQ(e.capacity, 9000u);
-  EXPECT_NE(e.data.get(), a_mem);
-  EXPECT_NE(e.data.get(), b_mem);
+  EXPECT_EQ(pool.spare_buffers(), 0u);
+}
+
+TEST(BufferPool, MovedFromBuffersAreNotKept) {
+  BufferPool pool;
+  PooledBuffer a = pool.Take(1000);
+  PooledBuffer b = std::move(a);
+  pool.Give(std::move(a));  // NOLINT(bugprone-use-after-move): the case under test
+  EXPECT_EQ(pool.spare_buffers(), 0u);
+  pool.Give(std::move(b));
+  EXPECT_EQ(pool.spare_buffers(), 1u);
+  PooledBuffer c = pool.Take(10);
+  EXPECT_NE(c.data, nullptr);
 }
 
 TEST(BufferPool, EmptyBuffersNeedNoMemory) {
@@ -56,6 +68,21 @@ TEST(BufferPool, FullPoolKeepsTheLargestBuffers) {
   pool.Give(maker.Take(9000));  // over the byte cap with the others: they go
   EXPECT_EQ(pool.spare_buffers(), 1u);
   EXPECT_EQ(pool.spare_bytes(), 9000u);
+}
+
+TEST(BufferPool, DropsNothingWhenItCannotMakeRoom) {
+  BufferPool pool(/*max_buffers=*/4, /*max_bytes=*/10000);
+  BufferPool maker;
+  pool.Give(maker.Take(6000));
+  pool.Give(maker.Take(3000));
+  // 4500 fits only if the 6000 went too, which is larger: keep both spares.
+  pool.Give(maker.Take(4500));
+  EXPECT_EQ(pool.spare_buffers(), 2u);
+  EXPECT_EQ(pool.spare_bytes(), 9000u);
+  // 4000 fits once the 3000 goes.
+  pool.Give(maker.Take(4000));
+  EXPECT_EQ(pool.spare_buffers(), 2u);
+  EXPECT_EQ(pool.spare_bytes(), 10000u);
 }
 
 }  // namespace

@@ -20,8 +20,9 @@
 //    memory) reduces straight from them with no staging copy. It matches an
 //    ordinary Isend of count * element-size bytes.
 //  - Wait() is where a rank spends time blocked on a request; transports that
-//    make progress in the caller's thread (shared memory) do it there. The
-//    default waits for completion by another thread.
+//    make progress in the caller's thread (shared memory; TCP for small
+//    requests, before it sleeps) do it there. The default waits for
+//    completion by another thread.
 //  - Implementations: loopback/ (ranks as threads); shm/, tcp/, mpi/ follow
 //    with the same file set.
 //
@@ -86,9 +87,9 @@ class Transport {
   }
 
   // Moves pending work forward without blocking; returns whether anything
-  // moved. Only transports that progress in the caller's thread (shared
-  // memory) do anything here; a transport that combines several calls it on
-  // the others while it waits on one.
+  // moved. Transports that progress in the caller's thread (shared memory;
+  // TCP, beside its I/O thread) do something here; a transport that combines
+  // several calls it on the others while it waits on one.
   virtual bool Progress() { return false; }
 };
 

@@ -87,6 +87,14 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
     close(fd);
     return UnavailableError(Errno("cannot size (" + std::to_string(bytes) + " bytes)", name, err));
   }
+  // Reserve the memory now: on a full /dev/shm (a container's 64 MiB, say)
+  // this fails here with a clear error instead of a SIGBUS at first touch.
+  if (int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+    close(fd);
+    return UnavailableError(
+        Errno("cannot reserve " + std::to_string(bytes) + " bytes for", name, err) +
+        " (is /dev/shm full?)");
+  }
   Result<void*> p = MapFd(fd, name, bytes);
   close(fd);
   if (!p.ok()) return p.status();

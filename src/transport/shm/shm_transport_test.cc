@@ -77,6 +77,41 @@ TEST(ShmTransport, ReceivesMatchByTagThroughTheUnexpectedQueue) {
   });
 }
 
+// Set-aside messages take pooled buffers: a small message after a large one
+// reuses the large buffer and is still delivered, and checked, by its own size.
+TEST(ShmTransport, SetAsideBuffersAreReusedBySize) {
+  RunRanks(2, UniqueJobId("pool"), [&](Transport& t) {
+    const size_t big = 3 * kShmSlotBytes + 5;
+    std::vector<uint8_t> a = Filled(big, 1), b = Filled(16, 2), c = Filled(100, 3);
+    if (t.rank() == 0) {
+      Request s[] = {t.Isend(1, 5, a.data(), big), t.Isend(1, 9, c.data(), 100),
+                     t.Isend(1, 6, b.data(), 16),  t.Isend(1, 9, c.data(), 100),
+                     t.Isend(1, 7, b.data(), 16),  t.Isend(1, 9, c.data(), 100)};
+      for (auto& r : s) ASSERT_TRUE(t.Wait(r, Soon()).ok());
+    } else {
+      std::vector<uint8_t> got_a(big), got_b(16), got_c(100);
+      Request r9 = t.Irecv(0, 9, got_c.data(), 100);  // the big one is set aside
+      ASSERT_TRUE(t.Wait(r9, Soon()).ok());
+      Request r5 = t.Irecv(0, 5, got_a.data(), big);  // served, its buffer pooled
+      ASSERT_TRUE(t.Wait(r5, Soon()).ok());
+      EXPECT_TRUE(got_a == a);
+      r9 = t.Irecv(0, 9, got_c.data(), 100);  // the 16-byte one is set aside
+      ASSERT_TRUE(t.Wait(r9, Soon()).ok());
+      Request r6 = t.Irecv(0, 6, got_b.data(), 16);
+      ASSERT_TRUE(t.Wait(r6, Soon()).ok());
+      EXPECT_TRUE(got_b == b);
+      r9 = t.Irecv(0, 9, got_c.data(), 100);
+      ASSERT_TRUE(t.Wait(r9, Soon()).ok());
+      EXPECT_TRUE(got_c == c);
+      std::vector<uint8_t> wrong(17);
+      Request r7 = t.Irecv(0, 7, wrong.data(), 17);  // 16 were sent
+      Status st = t.Wait(r7, Soon());
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+      EXPECT_NE(st.message().find("sent 16 B (16 bytes)"), std::string::npos) << st.message();
+    }
+  });
+}
+
 TEST(ShmTransport, ReversedTagOrderManyTimes) {
   RunRanks(2, UniqueJobId("reverse"), [&](Transport& t) {
     for (size_t i = 0; i < 50; ++i) {

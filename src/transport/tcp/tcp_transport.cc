@@ -34,9 +34,10 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
   TimePoint spin_until = Clock::now() + kTcpSpin;
   bool moved = false;
+  const auto peer = static_cast<size_t>(request->peer());
   for (uint32_t round = 1; !request->done(); ++round) {
     bool busy = false;  // another thread holds the lock: let it run
-    moved |= Progress(&busy);
+    moved |= ProgressPeer(peer, &busy);
     if (busy) {
       sched_yield();
     } else if (round % kClockEvery != 0) {
@@ -51,19 +52,25 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   return request->Wait(deadline);
 }
 
-bool TcpTransport::Progress() { return Progress(nullptr); }
-
-bool TcpTransport::Progress(bool* busy) {
+bool TcpTransport::Progress() {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
-    if (busy != nullptr) *busy = true;
-    return false;
-  }
-  if (stop_ || !lost_.ok()) return false;
+  if (!lock.owns_lock() || stop_ || !lost_.ok()) return false;
   const uint64_t before = moved_;
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
   }
+  return moved_ != before;
+}
+
+bool TcpTransport::ProgressPeer(size_t peer, bool* busy) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    *busy = true;
+    return false;
+  }
+  if (stop_ || !lost_.ok() || peer >= peers_.size()) return false;
+  const uint64_t before = moved_;
+  if (peers_[peer].fd.valid() && !peers_[peer].broken) Pump(peer);
   return moved_ != before;
 }
 

@@ -186,8 +186,8 @@ class TcpTransport final : public Transport {
     return req;
   }
 
-  // Waits for a small request (kTcpSpinBytes) by moving the sockets from
-  // this thread for up to kTcpSpin after the last byte moved (a reply from a peer that is also
+  // Waits for a small request (kTcpSpinBytes) by moving its peer's socket
+  // from this thread for up to kTcpSpin after the last byte moved (a reply from a peer that is also
   // running arrives within it without the hop through the I/O thread and a futex wake, two context
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
   // `deadline`.
@@ -381,9 +381,9 @@ class TcpTransport final : public Transport {
   }
 
   void Loop();
-  // Progress() that reports in *busy (when given) that another thread
-  // held the lock.
-  bool Progress(bool* busy);
+  // Reads and writes one peer's socket unless another thread holds the lock
+  // (then sets *busy); whether any byte moved.
+  bool ProgressPeer(size_t peer, bool* busy);
   bool Pump(size_t i);       // requires mu_; false when the connection died
   bool ReadSome(size_t i);   // requires mu_
   bool WriteSome(size_t i);  // requires mu_

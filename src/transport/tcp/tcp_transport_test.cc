@@ -61,6 +61,34 @@ TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
   }
 }
 
+// A large message set aside, then a small one that reuses its (pooled)
+// buffer: the small one is delivered by its own size, and a receive of the
+// wrong size names that size, not the buffer's.
+TEST(TcpTransport, SetAsideBuffersAreReusedBySize) {
+  auto t = Mesh(2);
+  ASSERT_TRUE(t[0] && t[1]);
+  std::vector<uint8_t> big(1 << 20), small(100), wrong(100);
+  std::iota(big.begin(), big.end(), uint8_t{3});
+  std::iota(small.begin(), small.end(), uint8_t{77});
+  for (Tag tag : {Tag{1}, Tag{2}, Tag{3}}) {
+    const std::vector<uint8_t>& src = tag == 1 ? big : small;
+    Request s = t[0]->Isend(1, tag, src.data(), src.size());  // before any receive
+    ASSERT_TRUE(t[0]->Wait(s, Soon()).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it has arrived
+    if (tag == 3) {
+      Request r = t[1]->Irecv(0, tag, wrong.data(), 101);
+      Status st = t[1]->Wait(r, Soon());
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+      EXPECT_NE(st.message().find("sent 100 bytes"), std::string::npos) << st.message();
+      continue;
+    }
+    std::vector<uint8_t> dst(src.size(), 0);
+    Request r = t[1]->Irecv(0, tag, dst.data(), dst.size());
+    ASSERT_TRUE(t[1]->Wait(r, Soon()).ok());
+    EXPECT_EQ(dst, src) << "tag " << tag;
+  }
+}
+
 TEST(TcpTransport, OutOfOrderTagsAndReduceAcrossPieces) {
   auto t = Mesh(3);
   ASSERT_TRUE(t[0] && t[1] && t[2]);
