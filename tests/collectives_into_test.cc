@@ -142,16 +142,9 @@ TEST_P(CollectivesInto, AlltoallIntoReusedBuffer) {
         out.emplace_back(static_cast<size_t>(received) * row_bytes);
       }
       for (uint64_t salt : {5u, 6u}) {
-        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
-        std::vector<std::vector<int64_t>> splits(static_cast<size_t>(n));
-        for (int r = 0; r < n; ++r) {
-          int64_t total = 0;
-          for (int p = 0; p < n; ++p) {
-            splits[static_cast<size_t>(r)].push_back(rows(r, p));
-            total += rows(r, p);
-          }
-          in[static_cast<size_t>(r)] = BytePattern(static_cast<size_t>(total) * row_bytes, r, salt);
-        }
+        std::vector<std::vector<uint8_t>> in;
+        std::vector<std::vector<int64_t>> splits;
+        MakeAlltoallInputs(n, rows, row_bytes, salt, &in, &splits);
         std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));
         auto st = job.Run([&](int r, Session& s) {
           auto& sp = splits[static_cast<size_t>(r)];
@@ -162,17 +155,9 @@ TEST_P(CollectivesInto, AlltoallIntoReusedBuffer) {
         });
         for (int r = 0; r < n; ++r) {
           ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
-          std::vector<uint8_t> expected;
-          for (int p = 0; p < n; ++p) {
-            size_t offset = 0;
-            for (int q = 0; q < r; ++q) offset += static_cast<size_t>(rows(p, q)) * row_bytes;
-            const auto& src = in[static_cast<size_t>(p)];
-            const auto first = src.begin() + static_cast<ptrdiff_t>(offset);
-            expected.insert(
-                expected.end(), first,
-                first + static_cast<ptrdiff_t>(static_cast<size_t>(rows(p, r)) * row_bytes));
+          const std::vector<uint8_t> expected = AlltoallExpected(n, rows, row_bytes, in, r);
+          for (int p = 0; p < n; ++p)
             EXPECT_EQ(received[static_cast<size_t>(r)][static_cast<size_t>(p)], rows(p, r));
-          }
           const Output& o = out[static_cast<size_t>(r)];
           EXPECT_TRUE(SameBytes(o.buf.data(), expected.data(), expected.size()))
               << "alltoall " << DataTypeName(dtype) << " scale " << scale << " rank " << r;

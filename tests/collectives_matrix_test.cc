@@ -160,17 +160,10 @@ TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
       const int64_t cols = 2;
       // Rank r sends (r + p) % 3 * scale rows to rank p; some splits are zero.
       auto rows = [&](int from, int to) -> int64_t { return ((from + to) % 3) * scale; };
-      std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
-      std::vector<std::vector<int64_t>> splits(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r) {
-        int64_t total = 0;
-        for (int p = 0; p < n; ++p) {
-          splits[static_cast<size_t>(r)].push_back(rows(r, p));
-          total += rows(r, p);
-        }
-        in[static_cast<size_t>(r)] =
-            BytePattern(static_cast<size_t>(total * cols) * esize, r, static_cast<uint64_t>(scale));
-      }
+      const size_t row_bytes = static_cast<size_t>(cols) * esize;
+      std::vector<std::vector<uint8_t>> in;
+      std::vector<std::vector<int64_t>> splits;
+      MakeAlltoallInputs(n, rows, row_bytes, static_cast<uint64_t>(scale), &in, &splits);
       std::vector<Tensor> out(static_cast<size_t>(n));
       std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));
       auto st = job.Run([&](int r, Session& s) {
@@ -182,19 +175,11 @@ TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
         out[static_cast<size_t>(r)] = std::move(res).value();
         return Status::Ok();
       });
-      const size_t row_bytes = static_cast<size_t>(cols) * esize;
       for (int r = 0; r < n; ++r) {
         ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
-        std::vector<uint8_t> expected;
-        for (int p = 0; p < n; ++p) {
-          size_t offset = 0;
-          for (int q = 0; q < r; ++q) offset += static_cast<size_t>(rows(p, q)) * row_bytes;
-          const auto& src = in[static_cast<size_t>(p)];
-          expected.insert(expected.end(), src.begin() + static_cast<ptrdiff_t>(offset),
-                          src.begin() + static_cast<ptrdiff_t>(
-                                            offset + static_cast<size_t>(rows(p, r)) * row_bytes));
+        const std::vector<uint8_t> expected = AlltoallExpected(n, rows, row_bytes, in, r);
+        for (int p = 0; p < n; ++p)
           EXPECT_EQ(received[static_cast<size_t>(r)][static_cast<size_t>(p)], rows(p, r));
-        }
         ASSERT_EQ(out[static_cast<size_t>(r)].num_bytes(), expected.size());
         EXPECT_TRUE(SameBytes(out[static_cast<size_t>(r)].data(), expected.data(), expected.size()))
             << "alltoall " << DataTypeName(dtype) << " scale " << scale << " rank " << r;

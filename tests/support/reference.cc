@@ -320,6 +320,36 @@ std::vector<uint8_t> BytePattern(size_t bytes, int rank, uint64_t salt) {
   return v;
 }
 
+void MakeAlltoallInputs(int n, const std::function<int64_t(int, int)>& rows, size_t row_bytes,
+                        uint64_t salt, std::vector<std::vector<uint8_t>>* inputs,
+                        std::vector<std::vector<int64_t>>* splits) {
+  inputs->assign(static_cast<size_t>(n), {});
+  splits->assign(static_cast<size_t>(n), {});
+  for (int r = 0; r < n; ++r) {
+    int64_t total = 0;
+    for (int p = 0; p < n; ++p) {
+      (*splits)[static_cast<size_t>(r)].push_back(rows(r, p));
+      total += rows(r, p);
+    }
+    (*inputs)[static_cast<size_t>(r)] =
+        BytePattern(static_cast<size_t>(total) * row_bytes, r, salt);
+  }
+}
+
+std::vector<uint8_t> AlltoallExpected(int n, const std::function<int64_t(int, int)>& rows,
+                                      size_t row_bytes,
+                                      const std::vector<std::vector<uint8_t>>& inputs, int r) {
+  std::vector<uint8_t> expected;
+  for (int p = 0; p < n; ++p) {
+    size_t offset = 0;
+    for (int q = 0; q < r; ++q) offset += static_cast<size_t>(rows(p, q)) * row_bytes;
+    const auto first = inputs[static_cast<size_t>(p)].begin() + static_cast<ptrdiff_t>(offset);
+    expected.insert(expected.end(), first,
+                    first + static_cast<ptrdiff_t>(static_cast<size_t>(rows(p, r)) * row_bytes));
+  }
+  return expected;
+}
+
 bool SameBytes(const void* a, const void* b, size_t n) {
   return n == 0 || std::memcmp(a, b, n) == 0;
 }

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,17 @@ std::string Compare(const Expected& expected, const void* got, size_t offset, si
 // `bytes` bytes deterministic in (rank, salt), for collectives that move
 // bytes without reducing them.
 std::vector<uint8_t> BytePattern(size_t bytes, int rank, uint64_t salt);
+
+// An alltoall case: rank p sends rows(p, q) rows of `row_bytes` to rank q.
+// Fills inputs[p] (BytePattern of its whole send buffer, salted) and
+// splits[p] (the rows to each rank) for n ranks.
+void MakeAlltoallInputs(int n, const std::function<int64_t(int, int)>& rows, size_t row_bytes,
+                        uint64_t salt, std::vector<std::vector<uint8_t>>* inputs,
+                        std::vector<std::vector<int64_t>>* splits);
+// What rank r receives in that case: each rank's block for r, in rank order.
+std::vector<uint8_t> AlltoallExpected(int n, const std::function<int64_t(int, int)>& rows,
+                                      size_t row_bytes,
+                                      const std::vector<std::vector<uint8_t>>& inputs, int r);
 
 // memcmp that accepts empty (possibly null) ranges.
 bool SameBytes(const void* a, const void* b, size_t n);
