@@ -186,6 +186,9 @@ HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::objec
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
   Imported i = ImportCapsule(in, What("allreduce", name, "input"));
+  if (out.is_none()) {  // in place
+    return ps.Wrap(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
+  }
   Imported o = ImportCapsule(out, What("allreduce", name, "output"));
   Handle h = s.AllreduceAsync(name, i.view, o.view, red, set);
   return ps.Wrap(h, name, {i.owner, o.owner});

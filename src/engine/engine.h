@@ -24,6 +24,7 @@
 // Thread-safety: Submit() and stats() from any thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
@@ -139,6 +140,7 @@ class Engine {
   mutable std::mutex mu_;  // guards the submission side below
   std::condition_variable cv_;
   std::vector<Submission> queue_;
+  std::atomic<bool> queued_{false};     // queue_ is not empty (read without mu_ by a spin)
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   std::unordered_set<std::string> in_flight_;
   bool stop_requested_ = false;

@@ -1,7 +1,17 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "engine/handle_state.h"
 
+#include <algorithm>
+
+#include "common/clock.h"
+
 namespace hora {
+namespace {
+
+// How long a waiter spins before it sleeps (see SpinUntil).
+constexpr Duration kHandleSpin = std::chrono::microseconds(50);
+
+}  // namespace
 
 void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received) {
   {
@@ -21,6 +31,13 @@ bool Handle::Poll() const {
 
 Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
+  // Small collectives finish within microseconds: spin before sleeping.
+  // The status is written before `done` is set and never after.
+  State& s = *state_;
+  if (SpinUntil([&] { return s.done.load(std::memory_order_acquire); },
+                std::min<Duration>(timeout, kHandleSpin))) {
+    return s.status;
+  }
   std::unique_lock<std::mutex> lock(state_->mu);
   if (!state_->cv.wait_for(lock, timeout,
                            [&] { return state_->done.load(std::memory_order_acquire); })) {

@@ -36,16 +36,17 @@ def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid):
     kind = "grouped allreduce" if grouped else "allreduce"
     s = basics.session()
     wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, tu.describe(kind, name))
-    in_caps = [tu.capsule(t) for t in inputs]
-    out_caps = [tu.capsule(t) for t in outputs]
     if grouped:
         if not inputs:
             return Handle([], lambda: [])
-        hs = s.grouped_allreduce_async(name, in_caps, out_caps, wire, float(prescale),
+        hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in inputs],
+                                       [tu.capsule(t) for t in outputs], wire, float(prescale),
                                        float(postscale), sid)
         return Handle(hs, lambda: list(outputs), keep=(inputs, outputs))
-    h = s.allreduce_async(name, in_caps[0], out_caps[0], wire, float(prescale), float(postscale),
-                          sid)
+    # The same tensor in and out: one capsule, and the core reduces in place.
+    out_cap = None if outputs[0] is inputs[0] else tu.capsule(outputs[0])
+    h = s.allreduce_async(name, tu.capsule(inputs[0]), out_cap, wire, float(prescale),
+                          float(postscale), sid)
     return Handle([h], lambda: outputs[0], keep=(inputs, outputs))
 
 

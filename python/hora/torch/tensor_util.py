@@ -74,7 +74,7 @@ def check_tensor(tensor, op, name, inplace=False):
 
 def capsule(tensor):
     """A DLPack capsule over ``tensor``'s memory (bool as uint8). Consumed once by the core."""
-    t = tensor.detach()
+    t = tensor.detach() if tensor.requires_grad else tensor
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
     return to_dlpack(t)
