@@ -66,6 +66,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(w.layout, RankLayoutFromEnv(env));
   const RankLayout& l = w.layout;
   const Duration timeout = SecondsToDuration(config.timeout_s);
+  const Duration spin = SecondsToDuration(std::max(config.wait_spin_us, 0.0) * 1e-6);
 
   std::string store_addr = config.store_addr;
   if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {
@@ -113,7 +114,8 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                              std::to_string(l.rank) + " sees " + std::to_string(l.local_size) +
                              " of " + std::to_string(l.size) + " ranks on its host");
     }
-    HORA_ASSIGN_OR_RETURN(w.transport, CreateShmTransport(l.rank, l.size, *w.store, id, timeout));
+    HORA_ASSIGN_OR_RETURN(w.transport,
+                          CreateShmTransport(l.rank, l.size, *w.store, id, timeout, spin));
     return w;
   }
   TcpMeshOptions mesh;
@@ -123,6 +125,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   mesh.secret = config.secret;
   mesh.iface = config.iface;
   mesh.timeout = timeout;
+  mesh.wait_spin = spin;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
   if (transport == "tcp") {
@@ -134,9 +137,10 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                         RanksOnThisHost(*w.store, config.job_id, l, env, timeout));
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
-  HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> shm,
-                        CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
-                                           id + "-g" + std::to_string(local.front()), timeout));
+  HORA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Transport> shm,
+      CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
+                         id + "-g" + std::to_string(local.front()), timeout, spin));
   w.transport =
       CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
   return w;

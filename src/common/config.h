@@ -38,6 +38,11 @@ struct Config {
   // Engine (src/engine/): idle negotiation period, response cache entries,
   // fusion buffer size, stall report and stall failure times (0 = off).
   double cycle_time_ms;
+  // How long a waiter polls before it sleeps, in microseconds: on a handle,
+  // in the shm and TCP transports, and the engine for the next submission.
+  // Negative (the default) until Session::Create resolves it with
+  // ResolveWaitSpin.
+  double wait_spin_us;
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;
   double stall_warning_s;
@@ -55,6 +60,13 @@ struct Config {
   std::string job_id;        // names shared-memory segments and store keys
   std::string iface;         // network interface or address for TCP
 };
+
+// Resolves a negative (automatic) `wait_spin_us` for a host that runs
+// `local_ranks` ranks: 50 us when every rank has a core of its own (waking a
+// sleeping thread costs 10-30 us on a virtual machine), 0 when ranks
+// outnumber the cores this process may run on (a poller would then hold up
+// the very rank it waits for: MPI's yield-when-idle rule).
+void ResolveWaitSpin(Config& config, int local_ranks);
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };
 

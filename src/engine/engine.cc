@@ -19,10 +19,6 @@ constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
 
-// How long an engine that just moved work spins for the next submission
-// before it sleeps (a sleeping thread takes 10-30 us to wake on a VM).
-constexpr Duration kIdleSpin = std::chrono::microseconds(50);
-
 }  // namespace
 
 Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
@@ -34,6 +30,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       label_(std::move(label)),
       rank_(control.rank()),
       size_(control.size()),
+      spin_(SecondsToDuration(std::max(config.wait_spin_us, 0.0) * 1e-6)),
       cache_(config.cache_capacity),
       joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {
@@ -54,7 +51,7 @@ Engine::~Engine() {
 
 Handle Engine::Submit(Submission s) {
   const std::string name = s.meta.name;
-  s.handle = std::make_shared<Handle::State>(name);
+  s.handle = std::make_shared<Handle::State>(name, spin_);
   Handle h(s.handle);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -79,7 +76,7 @@ Handle Engine::Submit(Submission s) {
 std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
   std::vector<Handle> handles;
   for (Submission& s : members) {
-    s.handle = std::make_shared<Handle::State>(s.meta.name);
+    s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
     handles.emplace_back(s.handle);
   }
   Status refused;
@@ -139,7 +136,7 @@ void Engine::Loop() {
     // submission usually follows within microseconds: spin for it first.
     const bool idle = pending_.empty() || !busy_;
     if (idle && busy_) {
-      SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, kIdleSpin);
+      SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, spin_);
     }
     {
       std::unique_lock<std::mutex> lock(mu_);

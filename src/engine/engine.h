@@ -136,6 +136,9 @@ class Engine {
   const std::string label_;
   const int rank_;
   const int size_;
+  // How long a waiter spins on its handle before it sleeps, and the engine
+  // on an empty queue right after it moved work (Config::wait_spin_us).
+  const Duration spin_;
 
   mutable std::mutex mu_;  // guards the submission side below
   std::condition_variable cv_;

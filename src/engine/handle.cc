@@ -6,12 +6,6 @@
 #include "common/clock.h"
 
 namespace hora {
-namespace {
-
-// How long a waiter spins before it sleeps (see SpinUntil).
-constexpr Duration kHandleSpin = std::chrono::microseconds(50);
-
-}  // namespace
 
 void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received) {
   {
@@ -35,7 +29,7 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   // The status is written before `done` is set and never after.
   State& s = *state_;
   if (SpinUntil([&] { return s.done.load(std::memory_order_acquire); },
-                std::min<Duration>(timeout, kHandleSpin))) {
+                std::min<Duration>(timeout, s.spin))) {
     return s.status;
   }
   std::unique_lock<std::mutex> lock(state_->mu);

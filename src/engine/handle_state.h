@@ -10,17 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "hora/handle.h"
 
 namespace hora {
 
 struct Handle::State {
-  explicit State(std::string n) : name(std::move(n)) {}
+  explicit State(std::string n, Duration wait_spin = Duration::zero())
+      : name(std::move(n)), spin(wait_spin) {}
   // First call wins; wakes every waiter.
   void Complete(Status st, std::optional<Tensor> out = std::nullopt,
                 std::vector<int64_t> received = {});
 
   const std::string name;
+  const Duration spin;  // how long Wait spins before it sleeps (see SpinUntil)
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;

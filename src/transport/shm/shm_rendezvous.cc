@@ -72,7 +72,8 @@ Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes
 }  // namespace
 
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
-                                                      const std::string& job_id, Duration timeout) {
+                                                      const std::string& job_id, Duration timeout,
+                                                      Duration spin) {
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgument("shm transport: rank " + std::to_string(rank) +
                            " is outside world size " + std::to_string(size));
@@ -82,7 +83,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   const TimePoint deadline = Clock::now() + timeout;
   // On any early return the transport's destructor unmaps everything and
   // unlinks the segments created here.
-  auto t = std::make_unique<ShmTransport>(rank, size);
+  auto t = std::make_unique<ShmTransport>(rank, size, spin);
 
   // 1. This rank's segments: its doorbell and its outgoing channels.
   std::string names = BellName(job_id, rank);

@@ -21,8 +21,8 @@ using Sink = ShmTransport::Link::Sink;
 
 }  // namespace
 
-ShmTransport::ShmTransport(int rank, int size)
-    : rank_(rank), size_(size), links_(static_cast<size_t>(size)) {
+ShmTransport::ShmTransport(int rank, int size, Duration spin)
+    : rank_(rank), size_(size), spin_(spin), links_(static_cast<size_t>(size)) {
   for (int p = 0; p < size; ++p) {
     if (p != rank) links_[static_cast<size_t>(p)] = std::make_unique<Link>();
   }
@@ -166,7 +166,7 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
     if (!deadline) deadline = now + timeout;
     if (now >= *deadline) return TimeoutError("timed out " + request->Describe());
     if (moved_since_check) {
-      spin_until = now + kShmSpin;
+      spin_until = now + spin_;
       moved_since_check = false;
     }
     if (now < spin_until) {

@@ -26,7 +26,7 @@
 //
 // Progress has no thread of its own: it happens inside Wait() (which drives
 // every pending send and receive of this rank, on all channels), Isend and
-// Irecv. Wait spins with a pause instruction for kShmSpin, then sleeps on the
+// Irecv. Wait spins with a pause instruction for a while (kShmSpin), then sleeps on the
 // doorbell futex for at most kShmMaxSleep at a time, always honouring the
 // deadline. Requests must therefore be waited on through Transport::Wait:
 // RequestState::Wait alone makes no progress.
@@ -64,7 +64,7 @@
 
 namespace hora {
 
-// How long Wait polls before it sleeps, and the longest single sleep.
+// How long Wait polls before it sleeps (by default), and the longest single sleep.
 inline constexpr Duration kShmSpin = std::chrono::microseconds(20);
 inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
 
@@ -75,8 +75,10 @@ inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
 // peer's announcement and unlinks its own segments. Fails (naming the rank
 // it waited for) if that takes longer than `timeout`. `job_id` must be unique
 // among the shm transports that exist at the same time on the host and among
-// groups that share the store.
+// groups that share the store. `spin`: how long Wait polls before it sleeps
+// (0 where ranks outnumber cores: a poller would hold up the peer it waits for).
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
-                                                      const std::string& job_id, Duration timeout);
+                                                      const std::string& job_id, Duration timeout,
+                                                      Duration spin = kShmSpin);
 
 }  // namespace hora

@@ -74,7 +74,7 @@ class ShmTransport final : public Transport {
     std::string in_broken;  // why receives from the peer fail; empty while usable
   };
 
-  ShmTransport(int rank, int size);
+  ShmTransport(int rank, int size, Duration spin);
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }
@@ -122,6 +122,7 @@ class ShmTransport final : public Transport {
 
   const int rank_;
   const int size_;
+  const Duration spin_;                       // Wait polls this long before it sleeps
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;

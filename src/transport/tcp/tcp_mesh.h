@@ -22,6 +22,9 @@ struct TcpMeshOptions {
   std::string secret;
   std::string iface;  // interface name or IP address to advertise; "" = first non-loopback
   Duration timeout = std::chrono::seconds(30);
+  // How long a waiter on a small message moves the sockets itself after the
+  // last byte moved, before it sleeps (0 where ranks outnumber cores).
+  Duration wait_spin = std::chrono::microseconds(50);
 };
 
 // Returns one connected, authenticated socket per peer (index = rank; the

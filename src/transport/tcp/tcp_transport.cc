@@ -32,7 +32,7 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   // contends with it for the cores.
   if (request->bytes() > kTcpSpinBytes) return request->Wait(deadline);
   constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
-  TimePoint spin_until = Clock::now() + kTcpSpin;
+  TimePoint spin_until = Clock::now() + spin_;
   bool moved = false;
   const auto peer = static_cast<size_t>(request->peer());
   for (uint32_t round = 1; !request->done(); ++round) {
@@ -45,7 +45,7 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
       continue;
     }
     const TimePoint now = Clock::now();
-    if (moved) spin_until = now + kTcpSpin;
+    if (moved) spin_until = now + spin_;
     moved = false;
     if (now >= spin_until || now >= deadline) break;
   }
@@ -112,7 +112,8 @@ bool TcpTransport::WriteSome(size_t i) {
 
 Result<std::unique_ptr<Transport>> CreateTcpTransport(Store& store, const TcpMeshOptions& options) {
   HORA_ASSIGN_OR_RETURN(std::vector<net::Fd> fds, ConnectTcpMesh(store, options));
-  auto t = std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds));
+  auto t =
+      std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds), options.wait_spin);
   HORA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));
 }

@@ -30,9 +30,6 @@ struct Header {
 };
 
 inline constexpr size_t kStageBytes = 256 * 1024;
-// How long a waiter keeps moving the sockets itself after the last byte
-// moved before it sleeps: about two loopback round trips on a virtual machine.
-inline constexpr Duration kTcpSpin = std::chrono::microseconds(50);
 // Requests larger than this are waited for without spinning.
 inline constexpr size_t kTcpSpinBytes = 64 * 1024;
 // A frame with this tag is not a message: it tells the receiver that the
@@ -88,7 +85,8 @@ struct Peer {
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, std::vector<net::Fd> fds) : rank_(rank), peers_(fds.size()) {
+  TcpTransport(int rank, std::vector<net::Fd> fds, Duration spin)
+      : rank_(rank), spin_(spin), peers_(fds.size()) {
     for (size_t i = 0; i < fds.size(); ++i) peers_[i].fd = std::move(fds[i]);
   }
 
@@ -187,7 +185,7 @@ class TcpTransport final : public Transport {
   }
 
   // Waits for a small request (kTcpSpinBytes) by moving its peer's socket
-  // from this thread for up to kTcpSpin after the last byte moved (a reply from a peer that is also
+  // from this thread for up to spin_ after the last byte moved (a reply from a peer that is also
   // running arrives within it without the hop through the I/O thread and a futex wake, two context
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
   // `deadline`.
@@ -389,6 +387,7 @@ class TcpTransport final : public Transport {
   bool WriteSome(size_t i);  // requires mu_
 
   const int rank_;
+  const Duration spin_;  // TcpMeshOptions::wait_spin (see Wait)
   std::mutex mu_;
   std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
   bool stop_ = false;        // guarded by mu_
