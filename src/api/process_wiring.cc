@@ -66,7 +66,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(w.layout, RankLayoutFromEnv(env));
   const RankLayout& l = w.layout;
   const Duration timeout = SecondsToDuration(config.timeout_s);
-  const Duration spin = SecondsToDuration(std::max(config.wait_spin_us, 0.0) * 1e-6);
+  const Duration spin = SecondsToDuration(config.wait_spin_us * 1e-6);
 
   std::string store_addr = config.store_addr;
   if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {

@@ -42,7 +42,6 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                              std::to_string(size) + ")");
     }
     ThreadWorld::Impl& world = options.world->impl();
-    ResolveWaitSpin(config, size);
     impl = std::make_unique<Impl>(std::move(config), world.store, world.hub->Connect(options.rank),
                                   std::move(selector));
     layout = {options.rank, size, options.rank, size, 0, 1, "threads"};
@@ -50,7 +49,6 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;
     HORA_ASSIGN_OR_RETURN(layout, RankLayoutFromEnv(whole));
-    ResolveWaitSpin(config, layout.local_size);
     if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {
       // Everything comes from MPI: no store, no sockets.
       HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(config, whole));

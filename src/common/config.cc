@@ -1,16 +1,12 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "common/config.h"
 
-#include <sched.h>
-
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <sstream>
-#include <thread>
 
 #include "common/units.h"
 
@@ -29,7 +25,6 @@ struct SettingRow {
   const char* choices = nullptr;  // strings: the accepted values, "a|b|c" ("" allowed if listed)
   bool secret = false;            // never printed
   bool zero_ok = false;           // numbers: 0 is accepted (it turns the feature off)
-  bool auto_ok = false;           // numbers: "auto" is accepted (stored as -1)
 };
 
 const std::vector<SettingRow>& Rows() {
@@ -71,16 +66,15 @@ const std::vector<SettingRow>& Rows() {
         "Engine: how often an idle engine joins the others to negotiate (submitted work wakes it "
         "at once)"},
        &Config::cycle_time_ms},
-      {{"HORA_WAIT_SPIN_US", SettingType::kDouble, "auto",
-        "How long a waiting thread polls before it sleeps, in microseconds; auto: 50 when this "
-        "host's ranks do not outnumber its cores, else 0"},
+      {{"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
+        "How long a waiting thread polls (yielding the core every few microseconds) before it "
+        "sleeps, in microseconds; 0: sleep at once"},
        &Config::wait_spin_us,
        nullptr,
        nullptr,
        nullptr,
        nullptr,
        false,
-       true,
        true},
       {{"HORA_CACHE_CAPACITY", SettingType::kBytes, "1024",
         "Engine: entries of the response cache (0 disables it: every tensor is negotiated with "
@@ -214,11 +208,10 @@ const std::vector<SettingRow>& Rows() {
 
 constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
 
-std::string Accepted(SettingType t, bool zero_ok, bool auto_ok) {
+std::string Accepted(SettingType t, bool zero_ok) {
   switch (t) {
     case SettingType::kDouble:
-      return std::string(zero_ok ? "a number, 0 or greater" : "a number greater than 0") +
-             (auto_ok ? ", or auto" : "");
+      return zero_ok ? "a number, 0 or greater" : "a number greater than 0";
     case SettingType::kBytes:
       return std::string("a byte count ") + (zero_ok ? "(0 or more)" : "greater than 0") +
              " such as 65536, 64K, 4M or 1G";
@@ -233,14 +226,10 @@ std::string Accepted(SettingType t, bool zero_ok, bool auto_ok) {
 Status Apply(const SettingRow& row, const std::string& value, Config& config) {
   auto bad = [&] {
     return InvalidArgument(std::string(row.spec.name) + "='" + value + "' is invalid: expected " +
-                           Accepted(row.spec.type, row.zero_ok, row.auto_ok));
+                           Accepted(row.spec.type, row.zero_ok));
   };
   switch (row.spec.type) {
     case SettingType::kDouble: {
-      if (row.auto_ok && value == "auto") {
-        config.*row.as_double = -1;
-        return Status::Ok();
-      }
       errno = 0;
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
@@ -284,11 +273,7 @@ std::string ValueOf(const SettingRow& row, const Config& c) {
   std::ostringstream os;
   switch (row.spec.type) {
     case SettingType::kDouble:
-      if (row.auto_ok && c.*row.as_double < 0) {
-        os << "auto";
-      } else {
-        os << c.*row.as_double;
-      }
+      os << c.*row.as_double;
       break;
     case SettingType::kBytes:
       os << c.*row.as_bytes;
@@ -378,15 +363,6 @@ std::string FormatConfig(const Config& config) {
        << ", default '" << row.spec.default_value << "': " << row.spec.doc << "\n";
   }
   return os.str();
-}
-
-void ResolveWaitSpin(Config& config, int local_ranks) {
-  if (config.wait_spin_us >= 0) return;
-  int cores = static_cast<int>(std::thread::hardware_concurrency());
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
-  config.wait_spin_us = local_ranks <= std::max(cores, 1) ? 50 : 0;
 }
 
 }  // namespace hora

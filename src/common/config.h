@@ -40,8 +40,9 @@ struct Config {
   double cycle_time_ms;
   // How long a waiter polls before it sleeps, in microseconds: on a handle,
   // in the shm and TCP transports, and the engine for the next submission.
-  // Negative (the default) until Session::Create resolves it with
-  // ResolveWaitSpin.
+  // Waking a sleeping thread costs 10-30 us on a virtual machine; pollers
+  // yield the core every few microseconds, so that where ranks outnumber
+  // cores they do not hold up the rank they wait for.
   double wait_spin_us;
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;
@@ -60,13 +61,6 @@ struct Config {
   std::string job_id;        // names shared-memory segments and store keys
   std::string iface;         // network interface or address for TCP
 };
-
-// Resolves a negative (automatic) `wait_spin_us` for a host that runs
-// `local_ranks` ranks: 50 us when every rank has a core of its own (waking a
-// sleeping thread costs 10-30 us on a virtual machine), 0 when ranks
-// outnumber the cores this process may run on (a poller would then hold up
-// the very rank it waits for: MPI's yield-when-idle rule).
-void ResolveWaitSpin(Config& config, int local_ranks);
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };
 

@@ -41,31 +41,17 @@ TEST(Config, InvalidValuesNameVariableValueAndAccepted) {
   EXPECT_NE(d.status().message().find("HORA_RING_SEGMENT_BYTES='0'"), std::string::npos);
 }
 
-TEST(Config, WaitSpinIsAutoOrANumber) {
+TEST(Config, WaitSpinIsANumberAndZeroTurnsItOff) {
   auto a = ConfigFromEnv({});
   ASSERT_TRUE(a.ok());
-  EXPECT_LT(a->wait_spin_us, 0);  // auto
-  EXPECT_NE(FormatConfig(*a).find("HORA_WAIT_SPIN_US=auto"), std::string::npos);
+  EXPECT_EQ(a->wait_spin_us, 50.0);
   auto z = ConfigFromEnv({{"HORA_WAIT_SPIN_US", "0"}});
   ASSERT_TRUE(z.ok());
   EXPECT_EQ(z->wait_spin_us, 0.0);
   auto bad = ConfigFromEnv({{"HORA_WAIT_SPIN_US", "-3"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "HORA_WAIT_SPIN_US='-3' is invalid: expected a number, 0 or greater, or auto");
-
-  // auto: a spin while ranks fit the cores, none when they outnumber them;
-  // a number given stays as it is.
-  Config one = *a;
-  ResolveWaitSpin(one, 1);
-  EXPECT_EQ(one.wait_spin_us, 50.0);
-  Config crowded = *a;
-  ResolveWaitSpin(crowded, 100000);
-  EXPECT_EQ(crowded.wait_spin_us, 0.0);
-  Config given = *z;
-  given.wait_spin_us = 7;
-  ResolveWaitSpin(given, 100000);
-  EXPECT_EQ(given.wait_spin_us, 7.0);
+            "HORA_WAIT_SPIN_US='-3' is invalid: expected a number, 0 or greater");
 }
 
 TEST(Config, TableIsWellFormed) {

@@ -30,7 +30,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       label_(std::move(label)),
       rank_(control.rank()),
       size_(control.size()),
-      spin_(SecondsToDuration(std::max(config.wait_spin_us, 0.0) * 1e-6)),
+      spin_(SecondsToDuration(config.wait_spin_us * 1e-6)),
       cache_(config.cache_capacity),
       joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {

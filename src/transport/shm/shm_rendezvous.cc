@@ -5,6 +5,7 @@
 // peer has mapped them (protocol in shm_transport.h).
 #include <algorithm>
 
+#include "common/cores.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -74,6 +75,10 @@ Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id, Duration timeout,
                                                       Duration spin) {
+  // Where ranks outnumber cores, a spinning waiter may hold the core its
+  // peer is queued on: it yields instead of pausing (the other way round, a
+  // yield per poll makes the round trip slower).
+  const bool yield = size > AvailableCores();
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgument("shm transport: rank " + std::to_string(rank) +
                            " is outside world size " + std::to_string(size));
@@ -83,7 +88,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   const TimePoint deadline = Clock::now() + timeout;
   // On any early return the transport's destructor unmaps everything and
   // unlinks the segments created here.
-  auto t = std::make_unique<ShmTransport>(rank, size, spin);
+  auto t = std::make_unique<ShmTransport>(rank, size, spin, yield);
 
   // 1. This rank's segments: its doorbell and its outgoing channels.
   std::string names = BellName(job_id, rank);

@@ -5,6 +5,7 @@
 // shm_transport.h.
 #include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
@@ -21,8 +22,8 @@ using Sink = ShmTransport::Link::Sink;
 
 }  // namespace
 
-ShmTransport::ShmTransport(int rank, int size, Duration spin)
-    : rank_(rank), size_(size), spin_(spin), links_(static_cast<size_t>(size)) {
+ShmTransport::ShmTransport(int rank, int size, Duration spin, bool yield)
+    : rank_(rank), size_(size), spin_(spin), yield_(yield), links_(static_cast<size_t>(size)) {
   for (int p = 0; p < size; ++p) {
     if (p != rank) links_[static_cast<size_t>(p)] = std::make_unique<Link>();
   }
@@ -170,7 +171,11 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
       moved_since_check = false;
     }
     if (now < spin_until) {
-      CpuRelax();
+      if (yield_) {
+        std::this_thread::yield();  // the peer waited for may be queued on this core
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     // Nothing moved for a while: sleep until a peer rings (shm_doorbell.h).
@@ -179,7 +184,13 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
       own_bell_.Sleep(seen, std::min<Duration>(*deadline - Clock::now(), kShmMaxSleep));
     }
     own_bell_.FinishSleep();
-    if (CheckPeersAlive() && request->done()) return request->status();
+    // A lost peer never rings: look for one (a kill() per peer, a system call
+    // each) at most every kShmLivenessEvery, not after every wake-up.
+    const int64_t now_ns = Clock::now().time_since_epoch().count();
+    int64_t last = last_liveness_ns_.load(std::memory_order_relaxed);
+    const bool due = now_ns - last >= Duration(kShmLivenessEvery).count() &&
+                     last_liveness_ns_.compare_exchange_strong(last, now_ns);
+    if ((!due || CheckPeersAlive()) && request->done()) return request->status();
     moved_since_check = true;
   }
 }

@@ -67,6 +67,8 @@ namespace hora {
 // How long Wait polls before it sleeps (by default), and the longest single sleep.
 inline constexpr Duration kShmSpin = std::chrono::microseconds(20);
 inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
+// How often a waiter that slept checks that its peers' processes still exist.
+inline constexpr Duration kShmLivenessEvery = std::chrono::milliseconds(10);
 
 // Every rank of the group calls this with the same `size`, `job_id` and a
 // Store shared by all of them. Rank r creates its doorbell and its outgoing
@@ -76,7 +78,7 @@ inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
 // it waited for) if that takes longer than `timeout`. `job_id` must be unique
 // among the shm transports that exist at the same time on the host and among
 // groups that share the store. `spin`: how long Wait polls before it sleeps
-// (0 where ranks outnumber cores: a poller would hold up the peer it waits for).
+// (Config::wait_spin_us; pollers yield the core every few microseconds).
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id, Duration timeout,
                                                       Duration spin = kShmSpin);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 
 #include <deque>
 #include <memory>
@@ -74,7 +75,7 @@ class ShmTransport final : public Transport {
     std::string in_broken;  // why receives from the peer fail; empty while usable
   };
 
-  ShmTransport(int rank, int size, Duration spin);
+  ShmTransport(int rank, int size, Duration spin, bool yield);
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }
@@ -123,6 +124,8 @@ class ShmTransport final : public Transport {
   const int rank_;
   const int size_;
   const Duration spin_;                       // Wait polls this long before it sleeps
+  const bool yield_;                          // while spinning, yield the core instead of pausing
+  std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;

@@ -23,7 +23,7 @@ struct TcpMeshOptions {
   std::string iface;  // interface name or IP address to advertise; "" = first non-loopback
   Duration timeout = std::chrono::seconds(30);
   // How long a waiter on a small message moves the sockets itself after the
-  // last byte moved, before it sleeps (0 where ranks outnumber cores).
+  // last byte moved, before it sleeps (Config::wait_spin_us).
   Duration wait_spin = std::chrono::microseconds(50);
 };
 
