@@ -216,13 +216,17 @@ std::vector<HandlePtr> WrapAll(PySession& ps, const std::vector<Handle>& hs,
 }
 
 std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& group,
-                                             const py::list& inputs, const py::list& outputs,
+                                             const py::list& inputs, const py::object& outputs,
                                              int op, double pre, double post, int set) {
   const Reduction red = MakeReduction(op, pre, post);
   std::vector<Keepalive> keep;
   std::vector<TensorView> in, out;
   ImportAll(ps, "grouped allreduce", group, inputs, &keep, &in);
-  ImportAll(ps, "grouped allreduce", group, outputs, &keep, &out);
+  if (outputs.is_none()) {  // in place
+    out = in;
+  } else {
+    ImportAll(ps, "grouped allreduce", group, outputs.cast<py::list>(), &keep, &out);
+  }
   return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red, set), group, keep);
 }
 

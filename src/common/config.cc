@@ -67,8 +67,8 @@ const std::vector<SettingRow>& Rows() {
         "at once)"},
        &Config::cycle_time_ms},
       {{"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
-        "How long a waiting thread polls (yielding the core every few microseconds) before it "
-        "sleeps, in microseconds; 0: sleep at once"},
+        "How long a waiting thread polls before it sleeps, in microseconds (handles, the engine's "
+        "queue, shm and TCP waits); 0: sleep at once"},
        &Config::wait_spin_us,
        nullptr,
        nullptr,

@@ -31,6 +31,9 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       rank_(control.rank()),
       size_(control.size()),
       spin_(SecondsToDuration(config.wait_spin_us * 1e-6)),
+      // The engine's own poll never outlasts a cycle: it must not keep the
+      // others waiting for its negotiation longer than an idle wait would.
+      idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
       cache_(config.cache_capacity),
       joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {
@@ -136,7 +139,7 @@ void Engine::Loop() {
     // submission usually follows within microseconds: spin for it first.
     const bool idle = pending_.empty() || !busy_;
     if (idle && busy_) {
-      SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, spin_);
+      SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, idle_spin_);
     }
     {
       std::unique_lock<std::mutex> lock(mu_);

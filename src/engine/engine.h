@@ -139,11 +139,13 @@ class Engine {
   // How long a waiter spins on its handle before it sleeps, and the engine
   // on an empty queue right after it moved work (Config::wait_spin_us).
   const Duration spin_;
+  const Duration idle_spin_;  // spin_, at most one cycle time
 
   mutable std::mutex mu_;  // guards the submission side below
   std::condition_variable cv_;
   std::vector<Submission> queue_;
-  std::atomic<bool> queued_{false};     // queue_ is not empty (read without mu_ by a spin)
+  std::atomic<bool> queued_{false};  // set with queue_ under mu_; a hint for the poll     // queue_
+                                     // is not empty (read without mu_ by a spin)
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   std::unordered_set<std::string> in_flight_;
   bool stop_requested_ = false;

@@ -27,14 +27,16 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
   // Small collectives finish within microseconds: spin before sleeping.
   // The status is written before `done` is set and never after.
+  // One deadline covers the spin and the sleep.
   State& s = *state_;
+  const TimePoint deadline = Clock::now() + timeout;
   if (SpinUntil([&] { return s.done.load(std::memory_order_acquire); },
                 std::min<Duration>(timeout, s.spin))) {
     return s.status;
   }
   std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_for(lock, timeout,
-                           [&] { return state_->done.load(std::memory_order_acquire); })) {
+  if (!state_->cv.wait_until(lock, deadline,
+                             [&] { return state_->done.load(std::memory_order_acquire); })) {
     return TimeoutError("handle of '" + state_->name + "': not done after " +
                         std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
   }

@@ -39,9 +39,10 @@ def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid):
     if grouped:
         if not inputs:
             return Handle([], lambda: [])
-        hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in inputs],
-                                       [tu.capsule(t) for t in outputs], wire, float(prescale),
-                                       float(postscale), sid)
+        # In place (the same list): one capsule per tensor, and None for outputs.
+        out_caps = None if outputs is inputs else [tu.capsule(t) for t in outputs]
+        hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in inputs], out_caps, wire,
+                                       float(prescale), float(postscale), sid)
         return Handle(hs, lambda: list(outputs), keep=(inputs, outputs))
     # The same tensor in and out: one capsule, and the core reduces in place.
     out_cap = None if outputs[0] is inputs[0] else tu.capsule(outputs[0])

@@ -75,9 +75,10 @@ Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id, Duration timeout,
                                                       Duration spin) {
-  // Where ranks outnumber cores, a spinning waiter may hold the core its
-  // peer is queued on: it yields instead of pausing (the other way round, a
-  // yield per poll makes the round trip slower).
+  // Where ranks outnumber the cores this process may run on (its affinity
+  // mask: a rank pinned to one core counts one), a polling waiter may hold
+  // the core its peer is queued on, so it yields; otherwise yielding only
+  // makes the round trip slower.
   const bool yield = size > AvailableCores();
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgument("shm transport: rank " + std::to_string(rank) +

@@ -186,9 +186,10 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
     own_bell_.FinishSleep();
     // A lost peer never rings: look for one (a kill() per peer, a system call
     // each) at most every kShmLivenessEvery, not after every wake-up.
-    const int64_t now_ns = Clock::now().time_since_epoch().count();
+    const int64_t now_ns =
+        std::chrono::duration_cast<Duration>(Clock::now().time_since_epoch()).count();
     int64_t last = last_liveness_ns_.load(std::memory_order_relaxed);
-    const bool due = now_ns - last >= Duration(kShmLivenessEvery).count() &&
+    const bool due = now_ns - last >= kShmLivenessEvery.count() &&
                      last_liveness_ns_.compare_exchange_strong(last, now_ns);
     if ((!due || CheckPeersAlive()) && request->done()) return request->status();
     moved_since_check = true;

@@ -26,10 +26,11 @@
 //
 // Progress has no thread of its own: it happens inside Wait() (which drives
 // every pending send and receive of this rank, on all channels), Isend and
-// Irecv. Wait spins with a pause instruction for a while (kShmSpin), then sleeps on the
-// doorbell futex for at most kShmMaxSleep at a time, always honouring the
-// deadline. Requests must therefore be waited on through Transport::Wait:
-// RequestState::Wait alone makes no progress.
+// Irecv. Wait polls for a while (the `spin` given at creation), pausing the
+// CPU between polls, or yielding it every 64 polls where the ranks outnumber
+// the cores this process may run on; then it sleeps on the doorbell futex for at most kShmMaxSleep
+// at a time, always honouring the deadline. Requests must therefore be waited on through
+// Transport::Wait: RequestState::Wait alone makes no progress.
 //
 // Where this differs from the seam (transport.h); the size-mismatch case is
 // the one deviation the seam does not already allow:
@@ -64,7 +65,8 @@
 
 namespace hora {
 
-// How long Wait polls before it sleeps (by default), and the longest single sleep.
+// CreateShmTransport's default poll before a sleep (sessions pass
+// Config::wait_spin_us), and the longest single sleep.
 inline constexpr Duration kShmSpin = std::chrono::microseconds(20);
 inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
 // How often a waiter that slept checks that its peers' processes still exist.
@@ -78,7 +80,7 @@ inline constexpr Duration kShmLivenessEvery = std::chrono::milliseconds(10);
 // it waited for) if that takes longer than `timeout`. `job_id` must be unique
 // among the shm transports that exist at the same time on the host and among
 // groups that share the store. `spin`: how long Wait polls before it sleeps
-// (Config::wait_spin_us; pollers yield the core every few microseconds).
+// (Config::wait_spin_us).
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id, Duration timeout,
                                                       Duration spin = kShmSpin);

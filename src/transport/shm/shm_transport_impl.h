@@ -123,8 +123,8 @@ class ShmTransport final : public Transport {
 
   const int rank_;
   const int size_;
-  const Duration spin_;                       // Wait polls this long before it sleeps
-  const bool yield_;                          // while spinning, yield the core instead of pausing
+  const Duration spin_;  // Wait polls this long before it sleeps
+  const bool yield_;     // polling, yield the core every 64 polls (ranks outnumber cores)
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
