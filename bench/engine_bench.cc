@@ -10,6 +10,7 @@
 //   horarun -np 4 build/bin/hora-engine-bench --tensors 200 --bytes 4K --steps 50
 //   build/bin/hora-engine-bench --threads 8 --tensors 200 --bytes 4K   (ranks as threads)
 //   ... --tensors 1 --bytes 4                                          (a lone allreduce)
+//   ... --grouped        (the step's tensors as one grouped allreduce: one cycle)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,7 @@ struct Args {
   int steps = 50;
   int warmup = 5;
   int threads = 0;  // 0: ranks are processes (horarun / mpirun)
+  bool grouped = false;
 };
 
 struct StepResult {
@@ -52,9 +54,16 @@ Status RunOne(Session& s, const Args& a, StepResult* out) {
     if (step == a.warmup) start = s.engine_counters();
     HORA_RETURN_IF_ERROR(s.Barrier());
     const auto t0 = std::chrono::steady_clock::now();
-    for (int t = 0; t < a.tensors; ++t) {
-      TensorView v = TensorView::Flat(bufs[t].data(), DataType::kFloat32, count);
-      hs[t] = s.AllreduceAsync(names[t], v, v);
+    if (a.grouped) {
+      std::vector<TensorView> views;
+      for (int t = 0; t < a.tensors; ++t)
+        views.push_back(TensorView::Flat(bufs[t].data(), DataType::kFloat32, count));
+      hs = s.GroupedAllreduceAsync("layers", views, views);
+    } else {
+      for (int t = 0; t < a.tensors; ++t) {
+        TensorView v = TensorView::Flat(bufs[t].data(), DataType::kFloat32, count);
+        hs[t] = s.AllreduceAsync(names[t], v, v);
+      }
     }
     for (auto& h : hs) HORA_RETURN_IF_ERROR(h.Wait(std::chrono::seconds(120)));
     double us =
@@ -85,8 +94,8 @@ void Print(int n, const Args& a, const char* cache, const StepResult& r) {
 
 void Header(int n, const Args& a) {
   std::printf(
-      "# hora-engine-bench: %d ranks, %d tensors of %s per step, %d steps after %d warm-up\n", n,
-      a.tensors, FormatBytes(a.bytes).c_str(), a.steps, a.warmup);
+      "# hora-engine-bench: %d ranks, %d tensors of %s per step%s, %d steps after %d warm-up\n", n,
+      a.tensors, FormatBytes(a.bytes).c_str(), a.grouped ? " (one group)" : "", a.steps, a.warmup);
   std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s\n", "np", "tensors", "bytes", "cache",
               "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step");
 }
@@ -114,10 +123,13 @@ int main(int argc, char** argv) {
       a.warmup = std::atoi(v);
     } else if (f == "--threads") {
       a.threads = std::atoi(v);
+    } else if (f == "--grouped") {
+      a.grouped = true;
+      continue;
     } else {
       std::fprintf(stderr,
                    "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
-                   "[--threads N]\n");
+                   "[--threads N] [--grouped]\n");
       return 2;
     }
     ++i;

@@ -38,6 +38,13 @@ Status AllreduceRecursiveDoubling(Comm& comm, const AllreduceArgs& args);
 // halving, allgather by recursive doubling. 2 log2(n) steps, bandwidth-optimal.
 Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args);
 
+// On the Comm's shared window (comm.window() non-null; shared_common.h's
+// SharedUsable): every rank's input copied once into its region and read
+// there by the others, 1 step per chunk (small) or 2 (reduce-scatter of
+// pieces, then gather). Ranks that disagree on the size fail alike with a
+// Mismatch error.
+Status AllreduceShared(Comm& comm, const AllreduceArgs& args);
+
 // Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may
 // point at that place in `out`.
@@ -63,5 +70,7 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
 
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status BarrierDissemination(Comm& comm);
+// One step of the Comm's shared window.
+Status BarrierShared(Comm& comm);
 
 }  // namespace hora

@@ -12,6 +12,7 @@ Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_
       timeout_(timeout),
       segment_bytes_(segment_bytes),
       context_bits_(static_cast<uint64_t>(context % kMaxContexts) << kContextShift),
+      window_(transport.Window(context % kMaxContexts)),
       scratch_(4) {}
 
 Comm::~Comm() { End(); }
@@ -54,13 +55,22 @@ Request Comm::IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count,
 Status Comm::Wait(const Request& request) {
   Status st = transport_.WaitFor(request, timeout_);
   if (st.ok()) return st;
+  return Contextualize(st, request->Describe());
+}
+
+Status Comm::WindowStep(uint64_t word) {
+  Status st = window_->Step(word, Clock::now() + timeout_);
+  if (st.ok()) return st;
+  return Contextualize(st, st.message());
+}
+
+Status Comm::Contextualize(const Status& st, const std::string& what) const {
   std::string context =
       "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
   if (st.code() == StatusCode::kTimeout) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));
-    return TimeoutError(context + ": timed out after " + secs + " s (HORA_TIMEOUT_S) " +
-                        request->Describe());
+    return TimeoutError(context + ": timed out after " + secs + " s (HORA_TIMEOUT_S) " + what);
   }
   return st.WithContext(context);
 }

@@ -70,6 +70,13 @@ class Comm {
   // receiving 64 KiB from rank 1".
   Status Wait(const Request& request);
 
+  // The transport's shared window for this Comm's context, or null where it
+  // has none (transport/shared_window.h); for the *_shared algorithms.
+  SharedWindow* window() const { return window_; }
+  // One step of the window (SharedWindow::Step), bounded by the timeout; an
+  // error carries the collective's context like Wait's.
+  Status WindowStep(uint64_t word);
+
   // Scratch memory owned by the Comm, 64-byte aligned, reused across calls.
   // `slot` selects one of a few independent buffers.
   void* Scratch(int slot, size_t bytes);
@@ -80,11 +87,14 @@ class Comm {
   // starting a collective allocates nothing).
   void Begin(const char* collective, const char* algorithm);
   void End();
+  // `st` (a failed wait) with "rank R: <collective> (<algorithm>)" before it.
+  Status Contextualize(const Status& st, const std::string& what) const;
 
   Transport& transport_;
   const Duration timeout_;
   const size_t segment_bytes_;
   const uint64_t context_bits_;
+  SharedWindow* const window_;
   uint64_t sequence_ = 0;
   uint64_t tag_base_ = 0;
   const char* collective_ = "";       // "allreduce" while a collective runs

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "collectives/shared_common.h"
+
 namespace hora {
 namespace {
 
@@ -14,11 +16,16 @@ class HoraBackend final : public CollectiveBackend {
 
   Status Allreduce(const AllreduceArgs& args) override {
     const size_t bytes = args.count * DataTypeSize(args.dtype);
-    if (bytes != last_allreduce_bytes_) {  // training repeats sizes: skip the cost model
-      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes);
+    const bool shared = SharedUsable(comm_);
+    if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
+      // Training repeats sizes: skip the cost model.
+      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes, shared);
       last_allreduce_bytes_ = bytes;
+      last_shared_ = shared;
     }
     switch (last_allreduce_) {
+      case AllreduceAlgorithm::kSharedMemory:
+        return AllreduceShared(comm_, args);
       case AllreduceAlgorithm::kRing:
         return AllreduceRing(comm_, args);
       case AllreduceAlgorithm::kRecursiveDoubling:
@@ -55,13 +62,16 @@ class HoraBackend final : public CollectiveBackend {
     return AlltoallPairwise(comm_, in, send_bytes, out, recv_bytes);
   }
 
-  Status Barrier() override { return BarrierDissemination(comm_); }
+  Status Barrier() override {
+    return SharedUsable(comm_) ? BarrierShared(comm_) : BarrierDissemination(comm_);
+  }
 
  private:
   Comm& comm_;
   const Selector selector_;
   size_t last_allreduce_bytes_ = SIZE_MAX;
   AllreduceAlgorithm last_allreduce_ = AllreduceAlgorithm::kRing;
+  bool last_shared_ = false;
 };
 
 }  // namespace

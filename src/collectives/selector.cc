@@ -14,6 +14,8 @@ constexpr AlgorithmInfo kAllreduceInfo[] = {
     {"recursive_doubling", "rd", "log2(n) whole-buffer exchanges; fewest rounds, small messages"},
     {"halving_doubling", "hd",
      "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather"},
+    {"shared_memory", "shm",
+     "one copy into a shared window read in place by every rank; ranks of one host"},
 };
 constexpr AlgorithmInfo kBroadcastInfo[] = {
     {"binomial", "tree", "binomial tree; log2(n) rounds of the whole message"},
@@ -93,6 +95,9 @@ double CostModel::Allreduce(AllreduceAlgorithm a, int n, size_t bytes) const {
       return fold + 2 * Log2Ceil(p) * alpha_s + 2 * pf * B * beta_s_per_byte +
              pf * B * gamma_s_per_byte;
     }
+    case AllreduceAlgorithm::kSharedMemory:
+      // Two steps; every byte copied in and out once and reduced once.
+      return 2 * alpha_s + 2 * B * beta_s_per_byte + frac * B * gamma_s_per_byte;
   }
   return 0.0;
 }
@@ -167,11 +172,16 @@ Result<Selector> Selector::Create(const Config& config) {
   return s;
 }
 
-AllreduceAlgorithm Selector::ChooseAllreduce(int world_size, size_t bytes) const {
-  if (auto a = Lookup(allreduce_override_, bytes)) return *a;
+AllreduceAlgorithm Selector::ChooseAllreduce(int world_size, size_t bytes, bool shared) const {
+  if (auto a = Lookup(allreduce_override_, bytes)) {
+    if (shared || *a != AllreduceAlgorithm::kSharedMemory) return *a;
+  } else if (shared) {
+    return AllreduceAlgorithm::kSharedMemory;
+  }
   AllreduceAlgorithm best = AllreduceAlgorithm::kRing;
   double best_t = model_.Allreduce(best, world_size, bytes);
   for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+    if (a == AllreduceAlgorithm::kSharedMemory) continue;
     const double t = model_.Allreduce(a, world_size, bytes);
     if (t < best_t) {
       best = a;

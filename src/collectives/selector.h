@@ -10,6 +10,13 @@
 //
 // An override naming an unknown algorithm, or a malformed range, is an error
 // at Session creation naming the variable, the value and the accepted names.
+//
+// shared_memory runs only on a Comm with a shared window (ranks of one host:
+// transport/shared_window.h). Where one exists it is chosen for every size
+// (one copy in and out and 1-2 steps per chunk beat the point-to-point
+// algorithms at every size measured: docs/performance.md); where none exists
+// the cost model picks among the others, and an override naming it falls
+// back to the cost model too.
 #pragma once
 
 #include <cstddef>
@@ -22,12 +29,12 @@
 
 namespace hora {
 
-enum class AllreduceAlgorithm { kRing, kRecursiveDoubling, kHalvingDoubling };
+enum class AllreduceAlgorithm { kRing, kRecursiveDoubling, kHalvingDoubling, kSharedMemory };
 enum class BroadcastAlgorithm { kBinomial, kScatterAllgather };
 
 inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
     AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRecursiveDoubling,
-    AllreduceAlgorithm::kHalvingDoubling};
+    AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kSharedMemory};
 inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
     BroadcastAlgorithm::kBinomial, BroadcastAlgorithm::kScatterAllgather};
 
@@ -55,7 +62,8 @@ class Selector {
  public:
   static Result<Selector> Create(const Config& config);
 
-  AllreduceAlgorithm ChooseAllreduce(int world_size, size_t bytes) const;
+  // `shared`: the Comm has a usable shared window.
+  AllreduceAlgorithm ChooseAllreduce(int world_size, size_t bytes, bool shared = false) const;
   BroadcastAlgorithm ChooseBroadcast(int world_size, size_t bytes) const;
   const CostModel& cost_model() const { return model_; }
 

@@ -58,6 +58,22 @@ TEST(Selector, OverrideByNameAndByRange) {
   EXPECT_EQ(bcast.ChooseBroadcast(4, 1), BroadcastAlgorithm::kScatterAllgather);
 }
 
+TEST(Selector, SharedMemoryWhereAWindowExistsAndOnlyThere) {
+  Selector s = Make({});
+  for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(s.ChooseAllreduce(8, bytes, /*shared=*/true), AllreduceAlgorithm::kSharedMemory);
+    EXPECT_NE(s.ChooseAllreduce(8, bytes, /*shared=*/false), AllreduceAlgorithm::kSharedMemory);
+  }
+  // An override wins over the window; one naming shared_memory where there
+  // is no window falls back to the cost model.
+  Selector ring = Make({{"HORA_ALLREDUCE_ALGO", "ring"}});
+  EXPECT_EQ(ring.ChooseAllreduce(8, 8, true), AllreduceAlgorithm::kRing);
+  Selector shm = Make({{"HORA_ALLREDUCE_ALGO", "shm:0-1M"}});
+  EXPECT_EQ(shm.ChooseAllreduce(8, 8, true), AllreduceAlgorithm::kSharedMemory);
+  EXPECT_EQ(shm.ChooseAllreduce(8, 8, false), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(shm.ChooseAllreduce(8, 2u << 20, true), AllreduceAlgorithm::kSharedMemory);
+}
+
 TEST(Selector, UnknownNamesAreErrorsListingAcceptedNames) {
   auto c = ConfigFromEnv({{"HORA_ALLREDUCE_ALGO", "rd:0-1K,fastest:1K-"}});
   ASSERT_TRUE(c.ok());

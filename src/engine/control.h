@@ -13,7 +13,8 @@
 
 namespace hora {
 
-// words[i] = AND over ranks of words[i] (recursive doubling; any world size).
+// words[i] = AND over ranks of words[i]: on the Comm's shared window where it
+// has one (one step), else recursive doubling (any world size).
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words);
 
 // Every rank's `mine` arrives at `root`, in rank order (others get nothing).

@@ -23,6 +23,8 @@
 //    make progress in the caller's thread (shared memory; TCP for small
 //    requests, before it sleeps) do it there. The default waits for
 //    completion by another thread.
+//  - Window() offers memory every rank reads directly (shared_window.h),
+//    where the ranks share it (loopback, shm); the others have none.
 //  - Implementations: loopback/ (ranks as threads); shm/, tcp/, mpi/ follow
 //    with the same file set.
 //
@@ -37,6 +39,7 @@
 
 #include "hora/types.h"
 #include "transport/request.h"
+#include "transport/shared_window.h"
 
 namespace hora {
 
@@ -91,6 +94,14 @@ class Transport {
   // TCP, beside its I/O thread) do something here; a transport that combines
   // several calls it on the others while it waits on one.
   virtual bool Progress() { return false; }
+
+  // The window of tag context `context` (shared_window.h), or null where the
+  // transport has none; the same object on every call, owned by the
+  // transport. Every rank of the group gets one or none alike.
+  virtual SharedWindow* Window(uint32_t context) {
+    (void)context;
+    return nullptr;
+  }
 };
 
 }  // namespace hora

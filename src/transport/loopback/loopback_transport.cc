@@ -36,8 +36,9 @@ void Deliver(const LoopbackHub::Pending& send, const LoopbackHub::Pending& recv,
 
 class LoopbackTransport final : public Transport {
  public:
-  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank)
-      : hub_(std::move(hub)), rank_(rank) {}
+  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank, int generation)
+      : hub_(std::move(hub)), rank_(rank), generation_(generation) {}
+  ~LoopbackTransport() override { hub_->Close(rank_); }
 
   int rank() const override { return rank_; }
   int size() const override { return hub_->size(); }
@@ -67,6 +68,17 @@ class LoopbackTransport final : public Transport {
 
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
     return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
+  }
+
+  SharedWindow* Window(uint32_t context) override {
+    if (context >= kSharedWindowContexts) return nullptr;
+    std::lock_guard<std::mutex> lock(windows_mu_);
+    auto& w = windows_[context];
+    if (!w) {
+      w = std::make_unique<LoopbackWindow>(
+          rank_, size(), context, hub_->WindowGroup(context, generation_), *hub_, generation_);
+    }
+    return w.get();
   }
 
   void Cancel(const Request& request) override {
@@ -118,12 +130,46 @@ class LoopbackTransport final : public Transport {
 
   std::shared_ptr<LoopbackHub> hub_;
   int rank_;
+  int generation_;
+  std::mutex windows_mu_;  // the engine's thread and the caller's may ask at once
+  std::unique_ptr<LoopbackWindow> windows_[kSharedWindowContexts];
 };
 
 }  // namespace
 
-LoopbackHub::LoopbackHub(int size) {
-  for (int i = 0; i < size; ++i) mailboxes_.push_back(std::make_unique<Mailbox>());
+LoopbackHub::LoopbackHub(int size)
+    : closed_(new std::atomic<int>[static_cast<size_t>(size)]),
+      connections_(static_cast<size_t>(size), 0) {
+  for (int i = 0; i < size; ++i) {
+    mailboxes_.push_back(std::make_unique<Mailbox>());
+    closed_[static_cast<size_t>(i)].store(0);
+  }
+}
+
+std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, int generation) {
+  std::lock_guard<std::mutex> lock(windows_mu_);
+  std::weak_ptr<LoopbackWindowGroup>& slot = windows_[{context, generation}];
+  std::shared_ptr<LoopbackWindowGroup> g = slot.lock();
+  if (!g) {
+    g = std::make_shared<LoopbackWindowGroup>(size(), SharedWindowBytes(context));
+    slot = g;
+  }
+  return g;
+}
+
+void LoopbackHub::Close(int rank) {
+  closed_[static_cast<size_t>(rank)].fetch_add(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(windows_mu_);
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    std::shared_ptr<LoopbackWindowGroup> g = it->second.lock();
+    if (!g) {
+      it = windows_.erase(it);
+      continue;
+    }
+    { std::lock_guard<std::mutex> wait_lock(g->mu); }
+    g->cv.notify_all();
+    ++it;
+  }
 }
 
 std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
@@ -131,7 +177,12 @@ std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
 }
 
 std::unique_ptr<Transport> LoopbackHub::Connect(int rank) {
-  return std::make_unique<LoopbackTransport>(shared_from_this(), rank);
+  int generation = 0;
+  {
+    std::lock_guard<std::mutex> lock(windows_mu_);
+    generation = ++connections_.at(static_cast<size_t>(rank));
+  }
+  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation);
 }
 
 }  // namespace hora

@@ -6,12 +6,15 @@
 // no intermediate buffer, and a send completes when it has been received).
 #pragma once
 
+#include <atomic>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
+#include "transport/loopback/loopback_window.h"
 #include "transport/transport.h"
 
 namespace hora {
@@ -41,10 +44,27 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
     std::deque<Pending> unexpected_sends;  // guarded by mu
   };
   Mailbox& mailbox(int rank) { return *mailboxes_[static_cast<size_t>(rank)]; }
+  // Windows. A rank may connect more than once (a ThreadWorld that serves
+  // one session after another): its g-th transport shares windows with the
+  // other ranks' g-th ones (`generation` g, counted from 1).
+  // The window of `context` (< kSharedWindowContexts) for `generation`,
+  // made by the first rank that asks for it.
+  std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation);
+  // How many of rank k's transports have closed.
+  int closed(int k) const {
+    return closed_[static_cast<size_t>(k)].load(std::memory_order_acquire);
+  }
+  // Counts a transport of `rank` closed and wakes every rank waiting in a
+  // window step.
+  void Close(int rank);
 
  private:
   explicit LoopbackHub(int size);
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
+  std::unique_ptr<std::atomic<int>[]> closed_;
+  std::mutex windows_mu_;
+  std::vector<int> connections_;  // per rank; guarded by windows_mu_
+  std::map<std::pair<uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_;  // guarded
 };
 
 }  // namespace hora

@@ -94,10 +94,16 @@ TEST_P(ShmAlgorithms, MatchLocalExpectations) {
     CheckAllgather(comm, count * 4);
     CheckBroadcast(comm, count * 4);
     CheckAlltoall(comm, count);
+    // The engine's data context has a shared window (shm_window.h).
+    Comm shared(t, std::chrono::seconds(120), 256 << 10, 1);
+    ASSERT_NE(shared.window(), nullptr);
+    CheckAllreduce(shared, count, &AllreduceShared, "shared_memory");
+    CheckAllreduce(shared, count / 3 + 1, &AllreduceShared, "shared_memory, odd size");
+    EXPECT_TRUE(BarrierShared(shared).ok());
   });
 }
 
-// count 1 << 20 is 4 MiB of float32: 16 slots per message.
+// count 1 << 20 is 4 MiB of float32: 16 slots per message, 4 window chunks.
 INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
                          ::testing::Combine(::testing::Values(2, 3, 4),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{1000},

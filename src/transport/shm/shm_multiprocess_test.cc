@@ -2,7 +2,8 @@
 //
 // The shm transport between real processes: two forked children rendezvous
 // through a tiny file-based Store (below), exchange messages both ways and
-// run a ring allreduce. Children report through their exit codes.
+// run a ring and a shared-window allreduce. Children report through their
+// exit codes.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -107,6 +108,21 @@ int Child(int rank, const std::string& dir, const std::string& job) {
   }
   for (size_t i = 0; i < data.size(); ++i) {
     if (data[i] != static_cast<float>(3 * (i % 5))) return 6;
+  }
+  // The same on the shared window, which each process maps at addresses of
+  // its own: a large (two-step chunks) and a small (one-step) message.
+  Comm shared(tr, std::chrono::seconds(60), 256 << 10, 1);
+  if (shared.window() == nullptr) return 7;
+  for (size_t count : {size_t{1} << 20, size_t{5}}) {
+    for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + 1) * (i % 5));
+    st = AllreduceShared(shared, {data.data(), data.data(), count, DataType::kFloat32, {}});
+    if (!st.ok()) {
+      std::fprintf(stderr, "%s\n", st.ToString().c_str());
+      return 8;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      if (data[i] != static_cast<float>(3 * (i % 5))) return 9;
+    }
   }
   return 0;
 }

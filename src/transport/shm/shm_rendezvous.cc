@@ -24,6 +24,10 @@ std::string BellName(const std::string& job_id, int rank) {
   return ShmSegmentName(job_id, "bell-" + std::to_string(rank));
 }
 
+std::string WindowName(const std::string& job_id, int rank) {
+  return ShmSegmentName(job_id, "win-" + std::to_string(rank));
+}
+
 std::string ChannelName(const std::string& job_id, int src, int dst) {
   return ShmSegmentName(job_id, std::to_string(src) + "-" + std::to_string(dst));
 }
@@ -44,13 +48,14 @@ std::vector<std::string> SplitLines(const Bytes& value) {
   return lines;
 }
 
-// Maps rank `peer`'s doorbell and its channel to `rank`, checking that the
-// names it published are the ones this job uses.
+// Maps rank `peer`'s doorbell, its windows and its channel to `rank`,
+// checking that the names it published are the ones this job uses.
 Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes& published) {
   const std::vector<std::string> names = SplitLines(published);
   const std::string bell = BellName(job_id, peer);
+  const std::string window = WindowName(job_id, peer);
   const std::string channel = ChannelName(job_id, peer, t.rank());
-  if (static_cast<int>(names.size()) != t.size() || names[0] != bell ||
+  if (static_cast<int>(names.size()) != t.size() + 1 || names[0] != bell || names[1] != window ||
       std::find(names.begin(), names.end(), channel) == names.end()) {
     return UnavailableError("rank " + std::to_string(peer) +
                             " published unexpected shared-memory segment names (a different "
@@ -62,6 +67,11 @@ Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes
   HORA_RETURN_IF_ERROR(ShmDoorbell::Check(b->data(), bell));
   link.bell = ShmDoorbell(b->data());
   link.bell_segment = std::move(*b);
+  Result<ShmSegment> w =
+      ShmSegment::Open(window, ShmWindowSegment::SegmentBytes(), /*populate=*/false);
+  if (!w.ok()) return w.status();
+  HORA_RETURN_IF_ERROR(ShmWindowSegment::Check(w->data(), window));
+  link.window_segment = std::move(*w);
   Result<ShmSegment> c = ShmSegment::Open(channel, ShmChannel::SegmentBytes());
   if (!c.ok()) return c.status();
   HORA_RETURN_IF_ERROR(ShmChannel::Check(c->data(), channel));
@@ -91,13 +101,21 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   // unlinks the segments created here.
   auto t = std::make_unique<ShmTransport>(rank, size, spin, yield);
 
-  // 1. This rank's segments: its doorbell and its outgoing channels.
+  // 1. This rank's segments: its doorbell, its windows and its outgoing
+  // channels.
   std::string names = BellName(job_id, rank);
   Result<ShmSegment> bell = ShmSegment::Create(names, ShmDoorbell::kSegmentBytes);
   if (!bell.ok()) return bell.status().WithContext(ctx);
   ShmDoorbell::Initialize(bell->data());
   t->set_own_bell(ShmDoorbell(bell->data()));
   t->own_bell_segment() = std::move(*bell);
+  const std::string window = WindowName(job_id, rank);
+  Result<ShmSegment> win =
+      ShmSegment::Create(window, ShmWindowSegment::SegmentBytes(), /*populate=*/false);
+  if (!win.ok()) return win.status().WithContext(ctx);
+  ShmWindowSegment::Initialize(win->data());
+  t->own_window_segment() = std::move(*win);
+  names += "\n" + window;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     const std::string name = ChannelName(job_id, rank, p);
@@ -141,9 +159,11 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     }
   }
   HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
+  HORA_RETURN_IF_ERROR(t->own_window_segment().Unlink().WithContext(ctx));
   for (int p = 0; p < size; ++p) {
     if (p != rank) HORA_RETURN_IF_ERROR(t->link(p).out_segment.Unlink().WithContext(ctx));
   }
+  t->OpenWindows();
   return std::unique_ptr<Transport>(std::move(t));
 }
 

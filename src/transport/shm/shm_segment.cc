@@ -25,18 +25,21 @@ bool AllDigits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// True for the suffixes the transport uses: "<src>-<dst>" and "bell-<rank>".
+// True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>" and
+// "win-<rank>".
 bool IsTransportSuffix(const std::string& s) {
   if (s.rfind("bell-", 0) == 0) return AllDigits(s.substr(5));
+  if (s.rfind("win-", 0) == 0) return AllDigits(s.substr(4));
   size_t dash = s.find('-');
   return dash != std::string::npos && AllDigits(s.substr(0, dash)) && AllDigits(s.substr(dash + 1));
 }
 
-Result<void*> MapFd(int fd, const std::string& name, size_t bytes) {
-  // MAP_POPULATE: every page is mapped now, on both sides. Left to first
-  // touch, each 4 KiB of a slot faulted the first time a message reached it
-  // (microseconds apiece on a virtual machine).
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+Result<void*> MapFd(int fd, const std::string& name, size_t bytes, bool populate) {
+  // MAP_POPULATE (unless `populate` is false): every page is mapped now, on
+  // both sides. Left to first touch, each 4 KiB of a slot faulted the first
+  // time a message reached it (microseconds apiece on a virtual machine).
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0),
+                 fd, 0);
   if (p == MAP_FAILED) return UnavailableError(Errno("cannot map", name, errno));
   return p;
 }
@@ -69,7 +72,7 @@ void ShmSegment::Reset() {
   size_ = 0;
 }
 
-Result<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
+Result<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes, bool populate) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) {
     int err = errno;
@@ -95,7 +98,7 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
         Errno("cannot reserve " + std::to_string(bytes) + " bytes for", name, err) +
         " (is /dev/shm full?)");
   }
-  Result<void*> p = MapFd(fd, name, bytes);
+  Result<void*> p = MapFd(fd, name, bytes, populate);
   close(fd);
   if (!p.ok()) return p.status();
   seg.data_ = *p;
@@ -103,7 +106,7 @@ Result<ShmSegment> ShmSegment::Create(const std::string& name, size_t bytes) {
   return seg;
 }
 
-Result<ShmSegment> ShmSegment::Open(const std::string& name, size_t bytes) {
+Result<ShmSegment> ShmSegment::Open(const std::string& name, size_t bytes, bool populate) {
   int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
   if (fd < 0) return UnavailableError(Errno("cannot open", name, errno));
   struct stat st {};
@@ -123,7 +126,7 @@ Result<ShmSegment> ShmSegment::Open(const std::string& name, size_t bytes) {
     close(fd);
     return UnavailableError("refusing shared-memory segment " + name + ": " + problem);
   }
-  Result<void*> p = MapFd(fd, name, bytes);
+  Result<void*> p = MapFd(fd, name, bytes, populate);
   close(fd);
   if (!p.ok()) return p.status();
   ShmSegment seg;

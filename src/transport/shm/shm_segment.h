@@ -5,7 +5,8 @@
 //
 // Names are "/hora-<job_id>-<suffix>" (visible as /dev/shm/hora-<job_id>-...),
 // where the transport uses the suffixes "<src>-<dst>" (the channel from rank
-// src to rank dst) and "bell-<rank>" (the doorbell rank sleeps on). A job id
+// src to rank dst), "bell-<rank>" (the doorbell rank sleeps on) and
+// "win-<rank>" (rank's shared windows, shm_window.h). A job id
 // may hold letters, digits, '.', '_' and '-' (at most 200 characters).
 //
 // Trust (design §5): a segment is created with O_CREAT|O_EXCL and mode 0600,
@@ -42,11 +43,13 @@ class ShmSegment {
 
   // Creates `name` (which must not exist) with mode 0600, sizes it to
   // `bytes` (zero-filled) and maps it read-write. This object owns the name.
-  static Result<ShmSegment> Create(const std::string& name, size_t bytes);
+  // `populate`: map every page now (no fault on first touch); false for
+  // large segments of which a job may use little (the windows).
+  static Result<ShmSegment> Create(const std::string& name, size_t bytes, bool populate = true);
 
   // Maps an existing segment created by this user with mode 0600 and exactly
   // `bytes` bytes. The name stays owned by its creator.
-  static Result<ShmSegment> Open(const std::string& name, size_t bytes);
+  static Result<ShmSegment> Open(const std::string& name, size_t bytes, bool populate = true);
 
   // Removes the name if this object created it and has not removed it yet;
   // the mapping stays valid. Idempotent.

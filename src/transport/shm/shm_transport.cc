@@ -186,14 +186,45 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
     own_bell_.FinishSleep();
     // A lost peer never rings: look for one (a kill() per peer, a system call
     // each) at most every kShmLivenessEvery, not after every wake-up.
-    const int64_t now_ns =
-        std::chrono::duration_cast<Duration>(Clock::now().time_since_epoch()).count();
-    int64_t last = last_liveness_ns_.load(std::memory_order_relaxed);
-    const bool due = now_ns - last >= kShmLivenessEvery.count() &&
-                     last_liveness_ns_.compare_exchange_strong(last, now_ns);
-    if ((!due || CheckPeersAlive()) && request->done()) return request->status();
+    if ((!LivenessDue() || CheckPeersAlive()) && request->done()) return request->status();
     moved_since_check = true;
   }
+}
+
+bool ShmTransport::LivenessDue() {
+  const int64_t now_ns =
+      std::chrono::duration_cast<Duration>(Clock::now().time_since_epoch()).count();
+  int64_t last = last_liveness_ns_.load(std::memory_order_relaxed);
+  return now_ns - last >= kShmLivenessEvery.count() &&
+         last_liveness_ns_.compare_exchange_strong(last, now_ns);
+}
+
+void ShmTransport::OpenWindows() {
+  std::vector<void*> segments(static_cast<size_t>(size_));
+  for (int k = 0; k < size_; ++k) {
+    segments[static_cast<size_t>(k)] =
+        k == rank_ ? own_window_segment_.data() : link(k).window_segment.data();
+  }
+  for (uint32_t c = 0; c < kSharedWindowContexts; ++c) {
+    windows_.push_back(std::make_unique<ShmWindow>(*this, c, segments));
+  }
+}
+
+void ShmTransport::RingPeers() {
+  for (auto& l : links_) {
+    if (l) l->bell.Ring();
+  }
+}
+
+Status ShmTransport::PeerGone(int peer) {
+  if (LivenessDue()) CheckPeersAlive();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!lost_.ok()) return lost_;
+  if (peer != rank_ && link(peer).in.broken() == kShmBrokenClosed) {
+    return UnavailableError("rank " + std::to_string(peer) +
+                            " closed its shm transport (its session ended)");
+  }
+  return Status::Ok();
 }
 
 bool ShmTransport::CheckPeersAlive() {

@@ -19,6 +19,7 @@
 #include "transport/shm/shm_channel.h"
 #include "transport/shm/shm_doorbell.h"
 #include "transport/shm/shm_segment.h"
+#include "transport/shm/shm_window.h"
 #include "transport/transport.h"
 
 namespace hora {
@@ -34,7 +35,8 @@ class ShmTransport final : public Transport {
     ShmChannel in;
     ShmSegment bell_segment;  // the peer's doorbell
     ShmDoorbell bell;
-    int peer_pid = 0;  // the peer's process (0: unknown; equal to ours: a thread)
+    ShmSegment window_segment;  // the peer's windows (shm_window.h)
+    int peer_pid = 0;           // the peer's process (0: unknown; equal to ours: a thread)
 
     struct Send {
       Request request;
@@ -89,6 +91,9 @@ class ShmTransport final : public Transport {
   Status Wait(const Request& request, TimePoint deadline) override;
   Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
+  SharedWindow* Window(uint32_t context) override {
+    return context < windows_.size() ? windows_[context].get() : nullptr;
+  }
   // Wait and WaitFor: until `deadline`, or `timeout` after the first clock read.
   Status WaitUntil(const Request& request, std::optional<TimePoint> deadline, Duration timeout);
 
@@ -96,6 +101,20 @@ class ShmTransport final : public Transport {
   Link& link(int peer) { return *links_[static_cast<size_t>(peer)]; }
   ShmSegment& own_bell_segment() { return own_bell_segment_; }
   void set_own_bell(ShmDoorbell bell) { own_bell_ = bell; }
+  ShmSegment& own_window_segment() { return own_window_segment_; }
+  // Once every window segment is mapped: makes the windows.
+  void OpenWindows();
+
+  // For the windows (shm_window.cc).
+  ShmDoorbell& own_bell() { return own_bell_; }
+  Duration spin() const { return spin_; }
+  bool yield() const { return yield_; }
+  // Rings every peer's doorbell.
+  void RingPeers();
+  // Why `peer` will never make progress again (its process is gone, found
+  // by the liveness check when one is due, or it closed its transport), or
+  // OK.
+  Status PeerGone(int peer);
 
  private:
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce);
@@ -120,6 +139,9 @@ class ShmTransport final : public Transport {
   // peers' processes each time it wakes from sleeping, and then fails every
   // pending request naming the lost rank. Returns whether a peer was lost.
   bool CheckPeersAlive();
+  // Whether a liveness check is due (at most one per kShmLivenessEvery,
+  // across threads); claims it when it is.
+  bool LivenessDue();
 
   const int rank_;
   const int size_;
@@ -129,8 +151,10 @@ class ShmTransport final : public Transport {
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
-  Status lost_;      // set once a peer process is gone
-  BufferPool pool_;  // payloads of messages set aside
+  ShmSegment own_window_segment_;
+  std::vector<std::unique_ptr<ShmWindow>> windows_;  // by context
+  Status lost_;                                      // set once a peer process is gone
+  BufferPool pool_;                                  // payloads of messages set aside
   // Guards everything above that changes after setup: the engine's thread
   // and the caller's may use the transport at once (separate Comm contexts).
   std::mutex mu_;

@@ -1,0 +1,34 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Pieces shared by the collectives written on a SharedWindow
+// (transport/shared_window.h): the word a collective publishes with its first
+// step, naming the collective, the data type and the size, and the check of
+// the words every rank published, so that ranks that called different
+// collectives or sizes fail alike (a Mismatch naming each rank's call) with
+// their window still usable, instead of reading each other's regions wrongly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "collectives/comm.h"
+#include "hora/types.h"
+
+namespace hora {
+
+enum class SharedCall : uint8_t { kAllreduce = 1, kBarrier = 2, kBitwiseAnd = 3 };
+
+// `bytes` must be below 2^48.
+uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
+
+// Takes the collective's first step with SharedWord(call, dtype, bytes) and
+// checks that every rank published the same word.
+Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes);
+
+// Whether the *_shared algorithms can run on `comm`: it has a window (which
+// is not broken) and more than one rank.
+inline bool SharedUsable(const Comm& comm) {
+  return comm.size() > 1 && comm.window() != nullptr && !comm.window()->broken();
+}
+
+}  // namespace hora

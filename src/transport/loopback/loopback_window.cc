@@ -1,0 +1,79 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/loopback/loopback_window.h"
+
+#include <string>
+
+#include "transport/loopback/loopback_transport.h"
+
+namespace hora {
+namespace {
+
+// How long a waiter spins before it sleeps, and its longest single sleep.
+constexpr Duration kSpin = std::chrono::microseconds(20);
+constexpr Duration kSleepSlice = std::chrono::milliseconds(10);
+
+}  // namespace
+
+LoopbackWindowGroup::LoopbackWindowGroup(int size, size_t bytes_per_rank)
+    : bytes(bytes_per_rank), lines(new Line[static_cast<size_t>(size)]) {
+  for (int k = 0; k < size; ++k) {
+    storage.push_back(std::make_unique<std::byte[]>(bytes + 64));
+    auto addr = reinterpret_cast<uintptr_t>(storage.back().get());
+    regions.push_back(reinterpret_cast<std::byte*>((addr + 63) & ~uintptr_t{63}));
+  }
+}
+
+LoopbackWindow::LoopbackWindow(int rank, int size, uint32_t context,
+                               std::shared_ptr<LoopbackWindowGroup> group, const LoopbackHub& hub,
+                               int generation)
+    : SharedWindow(rank, size),
+      context_(context),
+      group_(std::move(group)),
+      hub_(hub),
+      generation_(generation) {}
+
+Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
+  const uint64_t step = ++step_;
+  LoopbackWindowGroup::Line& mine = group_->lines[static_cast<size_t>(rank())];
+  mine.word[step & 1u].store(word, std::memory_order_relaxed);
+  mine.step.store(step, std::memory_order_release);
+  { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
+  group_->cv.notify_all();
+
+  int first = 0;  // ranks before it have arrived
+  auto arrived = [&] {
+    for (; first < size(); ++first) {
+      if (group_->lines[static_cast<size_t>(first)].step.load(std::memory_order_acquire) < step)
+        return false;
+    }
+    return true;
+  };
+  if (SpinUntil(arrived, kSpin)) return Status::Ok();
+  std::unique_lock<std::mutex> lock(group_->mu);
+  for (;;) {
+    const TimePoint now = Clock::now();
+    if (arrived()) return Status::Ok();
+    std::string missing;
+    int count = 0;
+    for (int k = first; k < size(); ++k) {
+      if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step)
+        continue;
+      if (hub_.closed(k) >= generation_) {
+        return UnavailableError("shared-memory window (context " + std::to_string(context_) +
+                                "), step " + std::to_string(step) + ": rank " + std::to_string(k) +
+                                " closed its transport (its session ended)");
+      }
+      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+      ++count;
+    }
+    if (now >= deadline) {
+      return TimeoutError("waiting for " + std::string(count == 1 ? "rank " : "ranks ") + missing +
+                          " at step " + std::to_string(step) +
+                          " of the shared-memory window (context " + std::to_string(context_) +
+                          ")");
+    }
+    group_->cv.wait_until(lock, std::min(deadline, now + kSleepSlice));
+  }
+}
+
+}  // namespace hora

@@ -1,0 +1,66 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The loopback transport's shared windows (transport/shared_window.h): ranks
+// are threads, so a window is plain memory of the hub that every rank's
+// transport points into. A Step publishes like the shm window (word, then
+// step number with release), then wakes sleepers; a waiter spins briefly and
+// then sleeps on the group's condition variable, in slices, so that it also
+// notices a rank whose transport closed.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "transport/shared_window.h"
+
+namespace hora {
+
+class LoopbackHub;
+
+// One context's window, shared by the ranks of a hub.
+struct LoopbackWindowGroup {
+  LoopbackWindowGroup(int size, size_t bytes);
+
+  struct alignas(64) Line {
+    std::atomic<uint64_t> step{0};
+    std::atomic<uint64_t> word[2] = {};  // relaxed; ordered by `step`
+  };
+  const size_t bytes;
+  std::unique_ptr<Line[]> lines;
+  std::vector<std::unique_ptr<std::byte[]>> storage;
+  std::vector<std::byte*> regions;  // 64-byte aligned, into storage
+  std::mutex mu;                    // sleepers wait on cv under it
+  std::condition_variable cv;
+};
+
+class LoopbackWindow final : public SharedWindow {
+ public:
+  // `hub` (which outlives the window) says which ranks' transports of
+  // `generation` closed.
+  LoopbackWindow(int rank, int size, uint32_t context, std::shared_ptr<LoopbackWindowGroup> group,
+                 const LoopbackHub& hub, int generation);
+
+  size_t bytes() const override { return group_->bytes; }
+  std::byte* local() override { return group_->regions[static_cast<size_t>(rank())]; }
+  const std::byte* region(int k) const override { return group_->regions[static_cast<size_t>(k)]; }
+  uint64_t word(int k) const override {
+    return group_->lines[static_cast<size_t>(k)].word[step_ & 1u].load(std::memory_order_relaxed);
+  }
+
+ protected:
+  Status Arrive(uint64_t word, TimePoint deadline) override;
+
+ private:
+  const uint32_t context_;
+  std::shared_ptr<LoopbackWindowGroup> group_;
+  const LoopbackHub& hub_;
+  const int generation_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace hora

@@ -1,0 +1,102 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// SharedWindow: memory that every rank of a group reads directly, offered by
+// transports whose ranks share an address space or a host (loopback, shm)
+// beside their point-to-point seam (transport.h). Collectives written on it
+// (collectives/*_shared.cc) copy a rank's data once into its own region and
+// let every other rank read it in place, in a few lockstep steps instead of
+// the 2(n-1) or 2 log2(n) message rounds of the point-to-point algorithms.
+//
+// Each rank owns one region of bytes() per window: it alone writes it, and
+// any rank may read it. Rank order is kept by steps:
+//   rank r:  write its region;  Step(word);  read any region;  ...
+// Step(word) publishes `word` and this rank's next step number, then waits
+// until every rank of the group has made as many steps. Writes made to the
+// local region before a Step are visible to every rank once its own Step
+// returns. After Step returns, word(k) is what rank k published with that
+// step (until this rank's next Step), so the first step of a collective can
+// check that every rank called the same collective with the same size.
+//
+// Reuse rule: data a rank published with step s is read by the others before
+// they publish step s + 1 (collectives keep to this), so its owner may write
+// that place again once its own Step s + 1 has returned. Collectives that
+// write a place at step s and read it again after step s + 1 (a reduced
+// piece gathered by everyone) alternate the two halves of the region
+// (NextHalf()).
+//
+// Failure: a Step bounded by its deadline fails naming the ranks that had not
+// arrived; a Step fails at once once a rank of the group is gone (its process
+// ended, or it closed its transport). The ranks' step counts may then
+// disagree, so the window stays broken(): every later Step fails at once
+// (Unavailable, quoting the first error), and collectives go back to the
+// point-to-point algorithms.
+//
+// Which windows exist: one per tag context of the global group's Comms
+// (Comm's layout: 0 the Session's own calls, 1 its engine's data, 2 its
+// engine's control), of SharedWindowBytes(context) bytes; process sets and
+// transports spanning hosts have none and use the point-to-point algorithms.
+//
+// Thread-safety: one thread at a time per window (a Comm's collectives).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/clock.h"
+#include "hora/status.h"
+
+namespace hora {
+
+// The tag contexts that have a window, and each one's bytes per rank.
+inline constexpr uint32_t kSharedWindowContexts = 3;
+inline constexpr size_t SharedWindowBytes(uint32_t context) {
+  // The control context carries bit vectors (a bit per cached tensor).
+  return context == 2 ? size_t{64} << 10 : size_t{2} << 20;
+}
+
+class SharedWindow {
+ public:
+  SharedWindow(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~SharedWindow() = default;
+  SharedWindow(const SharedWindow&) = delete;
+  SharedWindow& operator=(const SharedWindow&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Bytes of each rank's region (a multiple of 4 KiB).
+  virtual size_t bytes() const = 0;
+  // This rank's region, and rank k's (k may be this rank), 64-byte aligned.
+  virtual std::byte* local() = 0;
+  virtual const std::byte* region(int k) const = 0;
+
+  // See above. Errors name this rank's step and the ranks missing.
+  Status Step(uint64_t word, TimePoint deadline) {
+    if (!broken_.ok()) return broken_;
+    Status st = Arrive(word, deadline);
+    if (!st.ok()) {
+      broken_ = UnavailableError("the shared-memory window is unusable after an earlier failure (" +
+                                 st.ToString() + ")");
+    }
+    return st;
+  }
+  bool broken() const { return !broken_.ok(); }
+  virtual uint64_t word(int k) const = 0;
+
+  // 0, 1, 0, 1, ...: the half of the region a collective's next chunk uses
+  // (the same sequence on every rank, as all make the same calls).
+  size_t NextHalf() { return static_cast<size_t>(halves_++ & 1u); }
+
+ protected:
+  // Publishes `word` with this rank's next step number and waits for every
+  // rank to reach it.
+  virtual Status Arrive(uint64_t word, TimePoint deadline) = 0;
+
+ private:
+  const int rank_;
+  const int size_;
+  uint64_t halves_ = 0;
+  Status broken_;
+};
+
+}  // namespace hora

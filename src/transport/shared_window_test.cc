@@ -1,0 +1,208 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The SharedWindow contract (shared_window.h) on both transports that offer
+// one, ranks as threads: data written before a step is seen by every rank
+// after it, words travel with steps, a missing rank times out naming it and
+// leaves the window broken, a closed rank fails the others at once, and the
+// *_shared collectives' first step turns a size disagreement into the same
+// Mismatch on every rank while the window stays usable.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "collectives/shared_common.h"
+#include "store/memory_store.h"
+#include "transport/loopback/loopback_transport.h"
+#include "transport/shm/shm_test_util.h"
+
+namespace hora {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// Makes the n transports of one group (one per rank).
+using MakeGroup = std::function<std::vector<std::unique_ptr<Transport>>(int n)>;
+
+std::vector<std::unique_ptr<Transport>> LoopbackGroup(int n) {
+  auto hub = LoopbackHub::Create(n);
+  std::vector<std::unique_ptr<Transport>> out;
+  for (int r = 0; r < n; ++r) out.push_back(hub->Connect(r));
+  return out;
+}
+
+std::vector<std::unique_ptr<Transport>> ShmGroup(int n) {
+  MemoryStore store;
+  const std::string job = shm_test::UniqueJobId("window");
+  std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto t = CreateShmTransport(r, n, store, job, seconds(60));
+      if (t.ok())
+        out[static_cast<size_t>(r)] = std::move(*t);
+      else
+        ADD_FAILURE() << t.status().ToString();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+// Runs fn(rank, transport) on one thread per rank; returns each rank's status.
+std::vector<Status> OnRanks(std::vector<std::unique_ptr<Transport>>& ts,
+                            const std::function<Status(int, Transport&)>& fn) {
+  std::vector<Status> st(ts.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < ts.size(); ++r) {
+    threads.emplace_back([&, r] { st[r] = fn(static_cast<int>(r), *ts[r]); });
+  }
+  for (auto& t : threads) t.join();
+  return st;
+}
+
+class SharedWindowTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  std::vector<std::unique_ptr<Transport>> Group(int n) {
+    return std::string(GetParam()) == "shm" ? ShmGroup(n) : LoopbackGroup(n);
+  }
+};
+
+TEST_P(SharedWindowTest, OnlyTheGlobalContextsHaveWindowsOfTheStatedSize) {
+  auto ts = Group(2);
+  ASSERT_EQ(ts.size(), 2u);
+  for (uint32_t c = 0; c < kSharedWindowContexts; ++c) {
+    SharedWindow* w = ts[0]->Window(c);
+    ASSERT_NE(w, nullptr) << "context " << c;
+    EXPECT_EQ(w->bytes(), SharedWindowBytes(c));
+    EXPECT_EQ(w, ts[0]->Window(c)) << "the same object on every call";
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(w->local()) % 64, 0u);
+  }
+  EXPECT_EQ(ts[0]->Window(kSharedWindowContexts), nullptr);
+}
+
+TEST_P(SharedWindowTest, WritesBeforeAStepAreSeenByEveryRankAfterIt) {
+  const int n = 4;
+  auto ts = Group(n);
+  const int rounds = 200;
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    SharedWindow& w = *t.Window(1);
+    for (int round = 0; round < rounds; ++round) {
+      const size_t half = w.NextHalf() * (w.bytes() / 2);
+      // Fill a stretch spanning several pages, so that stale data shows.
+      auto* mine = reinterpret_cast<uint32_t*>(w.local() + half);
+      for (size_t i = 0; i < 5000; ++i) mine[i] = static_cast<uint32_t>(round * 1000 + r * 7 + i);
+      HORA_RETURN_IF_ERROR(
+          w.Step(static_cast<uint64_t>(round * 16 + r), Clock::now() + seconds(60)));
+      for (int k = 0; k < n; ++k) {
+        if (w.word(k) != static_cast<uint64_t>(round * 16 + k)) {
+          return InternalError("rank " + std::to_string(r) + " round " + std::to_string(round) +
+                               ": word of rank " + std::to_string(k) + " is " +
+                               std::to_string(w.word(k)));
+        }
+        const auto* theirs = reinterpret_cast<const uint32_t*>(w.region(k) + half);
+        for (size_t i = 0; i < 5000; i += 97) {
+          if (theirs[i] != static_cast<uint32_t>(round * 1000 + k * 7 + i)) {
+            return InternalError("rank " + std::to_string(r) + " round " + std::to_string(round) +
+                                 ": stale data from rank " + std::to_string(k));
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+}
+
+TEST_P(SharedWindowTest, AMissingRankTimesOutNamedAndTheWindowStaysBroken) {
+  const int n = 3;
+  auto ts = Group(n);
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    if (r == 2) return Status::Ok();  // never steps
+    SharedWindow& w = *t.Window(0);
+    const auto start = Clock::now();
+    Status first = w.Step(1, Clock::now() + milliseconds(200));
+    if (first.code() != StatusCode::kTimeout)
+      return InternalError("want a timeout: " + first.ToString());
+    if (first.message().find("waiting for rank 2 ") == std::string::npos) {
+      return InternalError("does not name rank 2: " + first.message());
+    }
+    if (Clock::now() - start > seconds(5)) return InternalError("waited far past the deadline");
+    EXPECT_TRUE(w.broken());
+    Status later = w.Step(2, Clock::now() + seconds(60));
+    if (later.code() != StatusCode::kUnavailable ||
+        later.message().find("earlier failure") == std::string::npos) {
+      return InternalError("a later step should fail at once: " + later.ToString());
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+TEST_P(SharedWindowTest, ARankThatClosesFailsTheOthersAtOnce) {
+  const int n = 3;
+  auto ts = Group(n);
+  ts[1].reset();  // rank 1's session ended
+  auto alive = [&](int r) { return r != 1; };
+  std::vector<Status> st(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    if (!alive(r)) continue;
+    threads.emplace_back([&, r] {
+      const auto start = Clock::now();
+      st[r] = ts[r]->Window(1)->Step(7, Clock::now() + seconds(60));
+      if (Clock::now() - start > seconds(10)) ADD_FAILURE() << "rank " << r << " waited for long";
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!alive(r)) continue;
+    EXPECT_EQ(st[r].code(), StatusCode::kUnavailable) << st[r].ToString();
+    EXPECT_NE(st[r].message().find("rank 1 closed"), std::string::npos) << st[r].message();
+  }
+}
+
+TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
+  const int n = 3;
+  auto ts = Group(n);
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    Comm comm(t, seconds(60), 256 << 10, 1);
+    std::vector<float> data(100, static_cast<float>(r));
+    Status bad = AllreduceShared(
+        comm,
+        {data.data(), data.data(), r == 1 ? size_t{99} : size_t{100}, DataType::kFloat32, {}});
+    if (bad.code() != StatusCode::kMismatch ||
+        bad.message().find("rank 1: allreduce of 396 bytes of float32") == std::string::npos ||
+        bad.message().find("rank 0: allreduce of 400 bytes of float32") == std::string::npos) {
+      return InternalError("want a Mismatch naming both sizes: " + bad.ToString());
+    }
+    Status other =
+        r == 0 ? BarrierShared(comm)
+               : AllreduceShared(comm, {data.data(), data.data(), 100, DataType::kFloat32, {}});
+    if (other.code() != StatusCode::kMismatch ||
+        other.message().find("rank 0: barrier") == std::string::npos) {
+      return InternalError("want a Mismatch naming the barrier: " + other.ToString());
+    }
+    std::fill(data.begin(), data.end(), static_cast<float>(r));
+    HORA_RETURN_IF_ERROR(
+        AllreduceShared(comm, {data.data(), data.data(), 100, DataType::kFloat32, {}}));
+    for (float v : data) {
+      if (v != 0 + 1 + 2) return InternalError("wrong sum " + std::to_string(v));
+    }
+    return BarrierShared(comm);
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, SharedWindowTest, ::testing::Values("loopback", "shm"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+}  // namespace
+}  // namespace hora

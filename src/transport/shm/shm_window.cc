@@ -1,0 +1,135 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "transport/shm/shm_window.h"
+
+#include <new>
+#include <thread>
+
+#include "transport/shm/shm_transport.h"
+#include "transport/shm/shm_transport_impl.h"
+
+namespace hora {
+namespace {
+
+constexpr uint32_t kMagic = 0x6e697768;  // "hwin"
+constexpr uint32_t kVersion = 1;
+constexpr size_t kDataOffset = 4096;
+
+struct alignas(64) Header {
+  uint32_t magic = kMagic;
+  uint32_t version = kVersion;
+  uint64_t bytes = 0;  // of the whole segment
+};
+
+static_assert(sizeof(ShmWindowLine) == 64, "a step line is one cache line");
+static_assert((1 + kSharedWindowContexts) * 64 <= kDataOffset, "step lines overlap the regions");
+
+size_t RegionOffset(uint32_t context) {
+  size_t offset = kDataOffset;
+  for (uint32_t c = 0; c < context; ++c) offset += SharedWindowBytes(c);
+  return offset;
+}
+
+}  // namespace
+
+size_t ShmWindowSegment::SegmentBytes() { return RegionOffset(kSharedWindowContexts); }
+
+void ShmWindowSegment::Initialize(void* segment) {
+  auto* h = new (segment) Header();
+  h->bytes = SegmentBytes();
+  for (uint32_t c = 0; c < kSharedWindowContexts; ++c) new (Line(segment, c)) ShmWindowLine();
+}
+
+Status ShmWindowSegment::Check(const void* segment, const std::string& name) {
+  const auto* h = static_cast<const Header*>(segment);
+  if (h->magic != kMagic || h->version != kVersion || h->bytes != SegmentBytes()) {
+    return UnavailableError("shared-memory segment " + name +
+                            " is not a window segment of this Hora version");
+  }
+  return Status::Ok();
+}
+
+ShmWindowLine* ShmWindowSegment::Line(void* segment, uint32_t context) {
+  return reinterpret_cast<ShmWindowLine*>(static_cast<std::byte*>(segment) + 64 * (1 + context));
+}
+
+std::byte* ShmWindowSegment::Region(void* segment, uint32_t context) {
+  return static_cast<std::byte*>(segment) + RegionOffset(context);
+}
+
+ShmWindow::ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments)
+    : SharedWindow(transport.rank(), transport.size()),
+      transport_(transport),
+      context_(context),
+      bytes_(SharedWindowBytes(context)) {
+  for (void* s : segments) {
+    lines_.push_back(ShmWindowSegment::Line(s, context));
+    regions_.push_back(ShmWindowSegment::Region(s, context));
+  }
+}
+
+std::string ShmWindow::Missing() const {
+  std::string list;
+  int count = 0;
+  for (int k = 0; k < size(); ++k) {
+    if (lines_[static_cast<size_t>(k)]->step.load(std::memory_order_acquire) >= step_) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(k);
+    ++count;
+  }
+  return (count == 1 ? "rank " : "ranks ") + list;
+}
+
+Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
+  const uint64_t step = ++step_;
+  ShmWindowLine& mine = *lines_[static_cast<size_t>(rank())];
+  mine.word[step & 1u].store(word, std::memory_order_relaxed);
+  mine.step.store(step, std::memory_order_release);
+  transport_.RingPeers();
+
+  size_t first = 0;  // ranks before it have arrived
+  auto arrived = [&] {
+    for (; first < lines_.size(); ++first) {
+      if (lines_[first]->step.load(std::memory_order_acquire) < step) return false;
+    }
+    return true;
+  };
+  // As ShmTransport::WaitUntil: the clock only every kClockEvery polls.
+  constexpr uint32_t kClockEvery = 64;
+  TimePoint spin_until = Clock::now() + transport_.spin();
+  for (uint32_t round = 1;; ++round) {
+    if (arrived()) return Status::Ok();
+    if (round % kClockEvery != 0) {
+      CpuRelax();
+      continue;
+    }
+    const TimePoint now = Clock::now();
+    if (now >= deadline) {
+      return TimeoutError("waiting for " + Missing() + " at step " + std::to_string(step) +
+                          " of the shared-memory window (context " + std::to_string(context_) +
+                          ")");
+    }
+    if (now < spin_until) {
+      if (transport_.yield()) {
+        std::this_thread::yield();
+      } else {
+        CpuRelax();
+      }
+      continue;
+    }
+    ShmDoorbell& bell = transport_.own_bell();
+    const uint32_t seen = bell.PrepareSleep();
+    if (!arrived()) bell.Sleep(seen, std::min<Duration>(deadline - Clock::now(), kShmMaxSleep));
+    bell.FinishSleep();
+    if (arrived()) return Status::Ok();
+    for (size_t k = first; k < lines_.size(); ++k) {
+      if (lines_[k]->step.load(std::memory_order_acquire) >= step) continue;
+      Status gone = transport_.PeerGone(static_cast<int>(k));
+      if (!gone.ok()) {
+        return gone.WithContext("shared-memory window (context " + std::to_string(context_) +
+                                "), step " + std::to_string(step));
+      }
+    }
+    spin_until = Clock::now() + transport_.spin();
+  }
+}
+
+}  // namespace hora

@@ -1,0 +1,74 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The shm transport's shared windows (transport/shared_window.h). Every rank
+// creates one segment "/hora-<job_id>-win-<rank>" at rendezvous, beside its
+// channels, and every peer maps it; it holds that rank's side of the
+// windows of all kSharedWindowContexts contexts:
+//   0                 magic, version, bytes (one cache line)
+//   64 (1 + c)        context c's step line: {step, word[2]} (one cache line)
+//   kDataOffset + ... context c's region, SharedWindowBytes(c) bytes
+// A rank writes only its own segment. Step stores the word of the step
+// (word[step % 2]) and then the step number (release); a waiter reads the
+// peers' step numbers (acquire). It polls them like a channel wait (spin,
+// yielding the core where ranks outnumber cores), then sleeps on its
+// doorbell; a Step rings every peer's doorbell after it publishes.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "transport/shared_window.h"
+
+namespace hora {
+
+class ShmTransport;
+
+struct alignas(64) ShmWindowLine {
+  std::atomic<uint64_t> step{0};
+  std::atomic<uint64_t> word[2] = {};  // relaxed; ordered by `step`
+};
+
+class ShmWindowSegment {
+ public:
+  static size_t SegmentBytes();
+  // Lays out empty windows in a freshly created (zeroed) segment.
+  static void Initialize(void* segment);
+  // Checks magic, version and size; `name` is for messages.
+  static Status Check(const void* segment, const std::string& name);
+  static ShmWindowLine* Line(void* segment, uint32_t context);
+  static std::byte* Region(void* segment, uint32_t context);
+};
+
+class ShmWindow final : public SharedWindow {
+ public:
+  // `segments[k]`: rank k's window segment as mapped here. `transport`
+  // (whose windows these are) gives the doorbells, the poll settings and
+  // the peers' liveness; it outlives the window.
+  ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments);
+
+  size_t bytes() const override { return bytes_; }
+  std::byte* local() override { return regions_[static_cast<size_t>(rank())]; }
+  const std::byte* region(int k) const override { return regions_[static_cast<size_t>(k)]; }
+  uint64_t word(int k) const override {
+    return lines_[static_cast<size_t>(k)]->word[step_ & 1u].load(std::memory_order_relaxed);
+  }
+
+ protected:
+  Status Arrive(uint64_t word, TimePoint deadline) override;
+
+ private:
+  // "ranks 3, 5" not yet at step_.
+  std::string Missing() const;
+
+  ShmTransport& transport_;
+  const uint32_t context_;
+  const size_t bytes_;
+  std::vector<ShmWindowLine*> lines_;
+  std::vector<std::byte*> regions_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace hora
