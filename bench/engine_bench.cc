@@ -11,6 +11,7 @@
 //   build/bin/hora-engine-bench --threads 8 --tensors 200 --bytes 4K   (ranks as threads)
 //   ... --tensors 1 --bytes 4                                          (a lone allreduce)
 //   ... --grouped        (the step's tensors as one grouped allreduce: one cycle)
+//   ... --cache on       (only one of the two runs: on or off; for profiling)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +35,7 @@ struct Args {
   int warmup = 5;
   int threads = 0;  // 0: ranks are processes (horarun / mpirun)
   bool grouped = false;
+  std::string cache = "both";
 };
 
 struct StepResult {
@@ -123,13 +125,15 @@ int main(int argc, char** argv) {
       a.warmup = std::atoi(v);
     } else if (f == "--threads") {
       a.threads = std::atoi(v);
+    } else if (f == "--cache" && (std::string(v) == "on" || std::string(v) == "off")) {
+      a.cache = v;
     } else if (f == "--grouped") {
       a.grouped = true;
       continue;
     } else {
       std::fprintf(stderr,
                    "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
-                   "[--threads N] [--grouped]\n");
+                   "[--threads N] [--grouped] [--cache on|off]\n");
       return 2;
     }
     ++i;
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   for (const char* cache : {"on", "off"}) {
+    if (a.cache != "both" && a.cache != cache) continue;
     std::map<std::string, std::string> settings;
     if (std::strcmp(cache, "off") == 0) settings["HORA_CACHE_CAPACITY"] = "0";
     if (a.threads > 0) {
@@ -164,7 +169,7 @@ int main(int argc, char** argv) {
       for (auto& t : threads) t.join();
       for (const Status& st : status)
         if (!st.ok()) return Fail(st);
-      if (std::strcmp(cache, "on") == 0) Header(a.threads, a);
+      if (std::strcmp(cache, "on") == 0 || a.cache == "off") Header(a.threads, a);
       Print(a.threads, a, cache, results[0]);
     } else {
       const char* job = std::getenv("HORA_JOB_ID");
@@ -177,7 +182,7 @@ int main(int argc, char** argv) {
       Status st = RunOne(**s, a, &r);
       if (!st.ok()) return Fail(st);
       if ((*s)->rank() == 0) {
-        if (std::strcmp(cache, "on") == 0) Header((*s)->size(), a);
+        if (std::strcmp(cache, "on") == 0 || a.cache == "off") Header((*s)->size(), a);
         Print((*s)->size(), a, cache, r);
       }
     }

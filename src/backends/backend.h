@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 #include "collectives/algorithms.h"
 #include "hora/status.h"
@@ -27,6 +28,13 @@ class CollectiveBackend {
   virtual const char* name() const = 0;
 
   virtual Status Allreduce(const AllreduceArgs& args) = 0;
+  // One allreduce over the concatenation of `parts` (the engine's fused
+  // tensors of one dtype and reduction), as if packed into one buffer. This
+  // default packs them into `fusion` (grown as needed), runs Allreduce on it
+  // and unpacks; a backend whose algorithm copies its input anyway (the
+  // shared window) reads and writes the parts where they are.
+  virtual Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
+                                const Reduction& reduction, std::vector<std::byte>& fusion);
   // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset
   // sum(bytes_per_rank[0..r)) on every rank.
   virtual Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) = 0;

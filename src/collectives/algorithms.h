@@ -17,6 +17,14 @@
 
 namespace hora {
 
+// One tensor of a packed allreduce (AllreducePartsShared): `count` elements
+// read from `in` and written to `out` (which may be `in`).
+struct AllreducePart {
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;
+};
+
 struct AllreduceArgs {
   const void* in = nullptr;
   void* out = nullptr;
@@ -44,6 +52,11 @@ Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args);
 // pieces, then gather). Ranks that disagree on the size fail alike with a
 // Mismatch error.
 Status AllreduceShared(Comm& comm, const AllreduceArgs& args);
+// The same over the concatenation of `parts` (the engine's fused tensors),
+// read and written in place: the copy into the window is the packing, and
+// the gather out of it the unpacking, so no fusion buffer is needed.
+Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> parts, DataType dtype,
+                            const Reduction& reduction);
 
 // Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may

@@ -15,15 +15,7 @@ class HoraBackend final : public CollectiveBackend {
   const char* name() const override { return "hora"; }
 
   Status Allreduce(const AllreduceArgs& args) override {
-    const size_t bytes = args.count * DataTypeSize(args.dtype);
-    const bool shared = SharedUsable(comm_);
-    if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
-      // Training repeats sizes: skip the cost model.
-      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes, shared);
-      last_allreduce_bytes_ = bytes;
-      last_shared_ = shared;
-    }
-    switch (last_allreduce_) {
+    switch (Choose(args.count * DataTypeSize(args.dtype))) {
       case AllreduceAlgorithm::kSharedMemory:
         return AllreduceShared(comm_, args);
       case AllreduceAlgorithm::kRing:
@@ -35,6 +27,16 @@ class HoraBackend final : public CollectiveBackend {
     }
     return InternalError("rank " + std::to_string(comm_.rank()) +
                          ": allreduce: no algorithm selected");
+  }
+
+  Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
+                        const Reduction& reduction, std::vector<std::byte>& fusion) override {
+    size_t count = 0;
+    for (const AllreducePart& p : parts) count += p.count;
+    if (Choose(count * DataTypeSize(dtype)) == AllreduceAlgorithm::kSharedMemory) {
+      return AllreducePartsShared(comm_, parts, dtype, reduction);
+    }
+    return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
 
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
@@ -67,6 +69,17 @@ class HoraBackend final : public CollectiveBackend {
   }
 
  private:
+  AllreduceAlgorithm Choose(size_t bytes) {
+    const bool shared = SharedUsable(comm_);
+    if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
+      // Training repeats sizes: skip the cost model.
+      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes, shared);
+      last_allreduce_bytes_ = bytes;
+      last_shared_ = shared;
+    }
+    return last_allreduce_;
+  }
+
   Comm& comm_;
   const Selector selector_;
   size_t last_allreduce_bytes_ = SIZE_MAX;

@@ -424,23 +424,14 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
     const Submission& s = batch.front()->sub;
     return data_.Allreduce({s.input.data(), s.output.data(), s.input.num_elements(), m.dtype, red});
   }
-  size_t total = 0;
-  for (Pending* p : batch) total += p->sub.meta.num_bytes();
-  if (fusion_.size() < total) fusion_.resize(total);
-  size_t off = 0;
+  // Fused: the backend packs the tensors into fusion_ (or, on a shared
+  // window, reads and writes them where they are).
+  std::vector<AllreducePart> parts;
+  parts.reserve(batch.size());
   for (Pending* p : batch) {
-    const size_t n = p->sub.meta.num_bytes();
-    if (n > 0) std::memcpy(fusion_.data() + off, p->sub.input.data(), n);
-    off += n;
+    parts.push_back({p->sub.input.data(), p->sub.output.data(), p->sub.input.num_elements()});
   }
-  const size_t count = total / DataTypeSize(m.dtype);
-  HORA_RETURN_IF_ERROR(data_.Allreduce({fusion_.data(), fusion_.data(), count, m.dtype, red}));
-  off = 0;
-  for (Pending* p : batch) {
-    const size_t n = p->sub.meta.num_bytes();
-    if (n > 0) std::memcpy(p->sub.output.data(), fusion_.data() + off, n);
-    off += n;
-  }
+  HORA_RETURN_IF_ERROR(data_.AllreduceParts(parts, m.dtype, red, fusion_));
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.fused_batches;
   return Status::Ok();

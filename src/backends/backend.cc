@@ -1,0 +1,29 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "backends/backend.h"
+
+#include <cstring>
+
+namespace hora {
+
+Status CollectiveBackend::AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
+                                         const Reduction& reduction,
+                                         std::vector<std::byte>& fusion) {
+  const size_t esize = DataTypeSize(dtype);
+  size_t total = 0;
+  for (const AllreducePart& p : parts) total += p.count;
+  if (fusion.size() < total * esize) fusion.resize(total * esize);
+  size_t off = 0;
+  for (const AllreducePart& p : parts) {
+    if (p.count > 0) std::memcpy(fusion.data() + off, p.in, p.count * esize);
+    off += p.count * esize;
+  }
+  HORA_RETURN_IF_ERROR(Allreduce({fusion.data(), fusion.data(), total, dtype, reduction}));
+  off = 0;
+  for (const AllreducePart& p : parts) {
+    if (p.count > 0) std::memcpy(p.out, fusion.data() + off, p.count * esize);
+    off += p.count * esize;
+  }
+  return Status::Ok();
+}
+
+}  // namespace hora
