@@ -4,6 +4,7 @@
 #include "api/process_wiring.h"
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
+#include "common/cores.h"
 #include "mpi/mpi_loader.h"
 #include "store/tcp_store_server.h"
 
@@ -49,6 +50,11 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;
     HORA_ASSIGN_OR_RETURN(layout, RankLayoutFromEnv(whole));
+    if (config.bind_to == "core") {  // before a transport reads the mask
+      std::string note;
+      HORA_RETURN_IF_ERROR(BindToCore(layout.local_rank, layout.local_size, &note));
+      Logger(config.log_level, layout.rank).Info(note);
+    }
     if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {
       // Everything comes from MPI: no store, no sockets.
       HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(config, whole));

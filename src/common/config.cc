@@ -146,6 +146,15 @@ const std::vector<SettingRow>& Rows() {
        &Config::transport,
        nullptr,
        "|shm|tcp|mpi"},
+      {{"HORA_BIND_TO", SettingType::kString, "none",
+        "Processes: none (run where the system puts them) or core (each rank of a host on a "
+        "CPU of its own, the local_rank-th of the mask it started with; not where ranks "
+        "outnumber CPUs). horarun --bind-to sets it"},
+       nullptr,
+       nullptr,
+       &Config::bind_to,
+       nullptr,
+       "none|core"},
       {{"HORA_BACKEND", SettingType::kString, "hora",
         "Who runs the collectives: hora (Hora's algorithms over the transport) or mpi (the "
         "MPI library's own MPI_Allreduce, MPI_Bcast, ...; needs an MPI launcher)"},

@@ -1,10 +1,15 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "common/cores.h"
 
+#include <dirent.h>
 #include <sched.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 namespace hora {
 
@@ -13,6 +18,47 @@ int AvailableCores() {
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(CPU_COUNT(&set), 1);
   return std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);
+}
+
+Status BindToCore(int local_rank, int local_size, std::string* note) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) {
+    return UnavailableError(std::string("HORA_BIND_TO=core: cannot read the affinity mask: ") +
+                            std::strerror(errno));
+  }
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  }
+  if (local_size > static_cast<int>(cpus.size())) {
+    *note = "HORA_BIND_TO=core: not binding: " + std::to_string(local_size) +
+            " ranks on this host share " + std::to_string(cpus.size()) + " CPUs";
+    return Status::Ok();
+  }
+  const int cpu = cpus[static_cast<size_t>(local_rank) % cpus.size()];
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  // Every thread that exists now (a Python interpreter may have started
+  // some); threads started later inherit the mask of their creator.
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) {
+    return UnavailableError(std::string("HORA_BIND_TO=core: cannot list /proc/self/task: ") +
+                            std::strerror(errno));
+  }
+  Status st;
+  while (dirent* e = readdir(dir)) {
+    if (e->d_name[0] == '.') continue;
+    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+    if (sched_setaffinity(tid, sizeof one, &one) != 0 && errno != ESRCH && st.ok()) {
+      st = UnavailableError("HORA_BIND_TO=core: cannot bind thread " + std::to_string(tid) +
+                            " to CPU " + std::to_string(cpu) + ": " + std::strerror(errno));
+    }
+  }
+  closedir(dir);
+  if (st.ok()) *note = "bound to CPU " + std::to_string(cpu) + " (HORA_BIND_TO=core)";
+  return st;
 }
 
 }  // namespace hora

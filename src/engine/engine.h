@@ -144,8 +144,9 @@ class Engine {
   mutable std::mutex mu_;  // guards the submission side below
   std::condition_variable cv_;
   std::vector<Submission> queue_;
-  std::atomic<bool> queued_{false};  // set with queue_ under mu_; a hint for the poll     // queue_
-                                     // is not empty (read without mu_ by a spin)
+  // queue_ is not empty: set with queue_ under mu_, read without mu_ by the
+  // engine's poll (a hint; the queue itself is read under mu_).
+  std::atomic<bool> queued_{false};
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   std::unordered_set<std::string> in_flight_;
   bool stop_requested_ = false;

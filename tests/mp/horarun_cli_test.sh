@@ -19,6 +19,8 @@ check bad-hosts 2 "slot count must be at least 1" "$horarun" -np 2 -H a:0 true
 check too-few-slots 2 "-np 5 asks for more processes than the 4 slot(s)" "$horarun" -np 5 -H localhost:4 true
 check no-command 2 "no command given" "$horarun" -np 2
 check bad-transport 2 "--transport 'carrier-pigeon' is not one of shm, tcp" "$horarun" -np 2 --transport carrier-pigeon true
+check bad-bind 2 "--bind-to 'socket' is not one of core, none" "$horarun" -np 2 --bind-to socket true
+check bind-env 0 "[1]: core" "$horarun" -np 2 --bind-to core sh -c 'echo $HORA_BIND_TO'
 check bad-setting 2 "HORA_LOG_LEVEL='loud' is invalid" env HORA_LOG_LEVEL=loud "$horarun" -np 1 true
 check missing-hostfile 2 "--hostfile '/nonexistent/hosts'" "$horarun" --hostfile /nonexistent/hosts true
 check exit-code 7 "rank 1 (pid" "$horarun" -np 2 sh -c 'exit $((HORA_RANK * 7))'

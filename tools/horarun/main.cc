@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   // --timeout wins over HORA_TIMEOUT_S from the environment; either bounds
   // the ranks' waits and horarun's grace period when stopping them.
   if (opts.timeout_given) env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
+  if (!opts.bind_to.empty()) env["HORA_BIND_TO"] = opts.bind_to;
   if (!opts.transport.empty()) env["HORA_TRANSPORT"] = opts.transport;
   auto config = ConfigFromEnv(env);
   if (!config.ok()) {

@@ -80,6 +80,13 @@ TEST(MpiLaunch, OptionsSelectMpi) {
   o = ParseOptions({"-np", "2", "./a"}, &NoFile);
   ASSERT_TRUE(o.ok());
   EXPECT_FALSE(o->mpi);
+  o = ParseOptions({"-np", "2", "--bind-to", "core", "./a"}, &NoFile);
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->bind_to, "core");
+  auto bad_bind = ParseOptions({"-np", "2", "--bind-to", "socket", "./a"}, &NoFile);
+  ASSERT_FALSE(bad_bind.ok());
+  EXPECT_NE(bad_bind.status().message().find("'socket' is not one of core, none"),
+            std::string::npos);
   auto bad = ParseOptions({"-np", "2", "--transport", "ib", "./a"}, &NoFile);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'ib' is not one of shm, tcp, mpi"), std::string::npos)

@@ -13,7 +13,8 @@ namespace hora::horarun {
 const char* Usage() {
   return "usage: horarun -np N [-H host:slots,...] [--hostfile FILE] [--transport shm|tcp|mpi]\n"
          "               [--mpi] [--mpirun PATH] [--timeout SECONDS] [--no-prefix]\n"
-         "               [--rsh 'ssh -o ...'] [--bind ADDR] [--print-config]\n"
+         "               [--rsh 'ssh -o ...'] [--bind ADDR] [--bind-to core|none]\n"
+         "               [--print-config]\n"
          "               [--] command [args...]\n"
          "\n"
          "Starts N copies of command with the rank layout, the rendezvous address and\n"
@@ -23,6 +24,8 @@ const char* Usage() {
          "stopped and horarun exits with that rank's exit code. Ranks on other hosts\n"
          "start through --rsh (default ssh): RSH... HOST 'cd DIR && exec env ... command'.\n"
          "--bind names this machine's address for the rendezvous server.\n"
+         "--bind-to core runs each rank of a host on a CPU of its own (HORA_BIND_TO;\n"
+         "default none; no binding where a host's ranks outnumber its CPUs).\n"
          "--mpi hands the start to mpirun (OpenMPI or MPICH, --mpirun PATH, default\n"
          "mpirun); --transport mpi implies it.\n";
 }
@@ -93,6 +96,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
       if (o.rsh.empty()) return InvalidArgument("--rsh needs a command");
     } else if (a == "--bind") {
       HORA_ASSIGN_OR_RETURN(o.bind, value(a));
+    } else if (a == "--bind-to") {
+      HORA_ASSIGN_OR_RETURN(o.bind_to, value(a));
+      if (o.bind_to != "core" && o.bind_to != "none") {
+        return InvalidArgument("--bind-to '" + o.bind_to + "' is not one of core, none");
+      }
     } else if (a == "--no-prefix") {
       o.prefix_output = false;
     } else if (a == "--print-config") {

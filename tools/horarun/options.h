@@ -3,7 +3,7 @@
 // horarun's command line:
 //   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp|mpi]
 //           [--mpi] [--mpirun PATH] [--timeout S] [--no-prefix] [--rsh CMD] [--bind ADDR]
-//           [--print-config]
+//           [--bind-to core|none] [--print-config]
 //           [--] command args...
 // Bad input is an error before anything starts, naming the flag and value.
 #pragma once
@@ -35,6 +35,8 @@ struct Options {
   // Address of this machine that every host can reach, for the rendezvous
   // server; "" = 127.0.0.1 for single-host jobs, else HORA_IFACE's address.
   std::string bind;
+  // HORA_BIND_TO for the ranks ("" = leave the environment's value).
+  std::string bind_to;
   bool print_config = false;
   bool help = false;
   std::vector<std::string> command;
