@@ -63,8 +63,8 @@ TEST(BindToCore, MoreRanksThanCpusBindsNothingAndSaysSo) {
     const int ranks = static_cast<int>(cpus.size()) + 1;
     if (!BindToCore(0, ranks, &note).ok()) return 1;
     if (AllowedCpus() != cpus) return 2;
-    return note.find(std::to_string(ranks) + " ranks on this host share") == std::string::npos ? 3
-                                                                                               : 0;
+    return note.find(std::to_string(ranks) + " ranks on this host and") == std::string::npos ? 3
+                                                                                             : 0;
   });
   EXPECT_EQ(rc, 0);
 }

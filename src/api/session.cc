@@ -52,7 +52,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_ASSIGN_OR_RETURN(layout, RankLayoutFromEnv(whole));
     if (config.bind_to == "core") {  // before a transport reads the mask
       std::string note;
-      HORA_RETURN_IF_ERROR(BindToCore(layout.local_rank, layout.local_size, &note));
+      HORA_RETURN_IF_ERROR(BindToCore(layout.local_rank, layout.local_size, &note)
+                               .WithContext("rank " + std::to_string(layout.rank)));
       Logger(config.log_level, layout.rank).Info(note);
     }
     if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {

@@ -49,8 +49,8 @@ Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args);
 // On the Comm's shared window (comm.window() non-null; shared_common.h's
 // SharedUsable): every rank's input copied once into its region and read
 // there by the others, 1 step per chunk (small) or 2 (reduce-scatter of
-// pieces, then gather). Ranks that disagree on the size fail alike with a
-// Mismatch error.
+// pieces, then gather). Ranks that disagree on the size, all having chosen
+// this algorithm, fail alike with a Mismatch error (and the window goes on).
 Status AllreduceShared(Comm& comm, const AllreduceArgs& args);
 // The same over the concatenation of `parts` (the engine's fused tensors),
 // read and written in place: the copy into the window is the packing, and

@@ -10,6 +10,7 @@ namespace hora {
 Status BarrierShared(Comm& comm) {
   CollectiveScope scope(comm, "barrier", "shared_memory");
   if (comm.size() == 1) return Status::Ok();
+  comm.window()->NextHalf();  // as every window collective: the halves stay in step
   return SharedFirstStep(comm, SharedCall::kBarrier, DataType::kUInt8, 0);
 }
 

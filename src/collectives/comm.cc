@@ -64,9 +64,12 @@ Status Comm::WindowStep(uint64_t word) {
   return Contextualize(st, st.message());
 }
 
+std::string Comm::Where() const {
+  return "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
+}
+
 Status Comm::Contextualize(const Status& st, const std::string& what) const {
-  std::string context =
-      "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
+  const std::string context = Where();
   if (st.code() == StatusCode::kTimeout) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));

@@ -77,6 +77,10 @@ class Comm {
   // error carries the collective's context like Wait's.
   Status WindowStep(uint64_t word);
 
+  // "rank R: <collective> (<algorithm>)", the start of the running
+  // collective's errors.
+  std::string Where() const;
+
   // Scratch memory owned by the Comm, 64-byte aligned, reused across calls.
   // `slot` selects one of a few independent buffers.
   void* Scratch(int slot, size_t bytes);

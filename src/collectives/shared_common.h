@@ -18,11 +18,13 @@ namespace hora {
 
 enum class SharedCall : uint8_t { kAllreduce = 1, kBarrier = 2, kBitwiseAnd = 3 };
 
-// `bytes` must be below 2^48.
+// `bytes` must be below 2^47.
 uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
 
 // Takes the collective's first step with SharedWord(call, dtype, bytes) and
-// checks that every rank published the same word.
+// checks that every rank published the same word. Every collective on a
+// window calls NextHalf() once before it (and once per further chunk), so
+// that after a Mismatch the ranks' halves are still in step.
 Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes);
 
 // Whether the *_shared algorithms can run on `comm`: it has a window (which

@@ -33,7 +33,8 @@ Status BindToCore(int local_rank, int local_size, std::string* note) {
   }
   if (local_size > static_cast<int>(cpus.size())) {
     *note = "HORA_BIND_TO=core: not binding: " + std::to_string(local_size) +
-            " ranks on this host share " + std::to_string(cpus.size()) + " CPUs";
+            " ranks on this host and " + std::to_string(cpus.size()) +
+            " CPU(s) in this process's affinity mask";
     return Status::Ok();
   }
   const int cpu = cpus[static_cast<size_t>(local_rank) % cpus.size()];

@@ -18,7 +18,7 @@ Status AllreduceAndShared(Comm& comm, std::span<uint64_t> words) {
   CollectiveScope scope(comm, "engine negotiation", "bit-vector AND, shared memory");
   SharedWindow& w = *comm.window();
   const size_t half = w.NextHalf() * (w.bytes() / 2);
-  std::memcpy(w.local() + half, words.data(), words.size_bytes());
+  if (!words.empty()) std::memcpy(w.local() + half, words.data(), words.size_bytes());
   HORA_RETURN_IF_ERROR(
       SharedFirstStep(comm, SharedCall::kBitwiseAnd, DataType::kInt64, words.size_bytes()));
   for (int k = 0; k < comm.size(); ++k) {

@@ -25,8 +25,10 @@
 // (NextHalf()).
 //
 // Failure: a Step bounded by its deadline fails naming the ranks that had not
-// arrived; a Step fails at once once a rank of the group is gone (its process
-// ended, or it closed its transport). The ranks' step counts may then
+// arrived; a Step fails soon after a rank of the group is gone (shm: once the
+// waiter's poll ends and it wakes, within a 50 ms sleep, and for a process
+// that died within the next 10 ms liveness check; loopback: at its next
+// look) when its process ended or it closed its transport. The ranks' step counts may then
 // disagree, so the window stays broken(): every later Step fails at once
 // (Unavailable, quoting the first error), and collectives go back to the
 // point-to-point algorithms.
@@ -86,6 +88,8 @@ class SharedWindow {
   // 0, 1, 0, 1, ...: the half of the region a collective's next chunk uses
   // (the same sequence on every rank, as all make the same calls).
   size_t NextHalf() { return static_cast<size_t>(halves_++ & 1u); }
+  // How many times NextHalf() was called.
+  uint64_t halves() const { return halves_; }
 
  protected:
   // Publishes `word` with this rank's next step number and waits for every

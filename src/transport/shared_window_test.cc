@@ -189,13 +189,17 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
         other.message().find("rank 0: barrier") == std::string::npos) {
       return InternalError("want a Mismatch naming the barrier: " + other.ToString());
     }
-    std::fill(data.begin(), data.end(), static_cast<float>(r));
-    HORA_RETURN_IF_ERROR(
-        AllreduceShared(comm, {data.data(), data.data(), 100, DataType::kFloat32, {}}));
-    for (float v : data) {
-      if (v != 0 + 1 + 2) return InternalError("wrong sum " + std::to_string(v));
+    // Fresh values each time: stale data from a drifted half would show.
+    for (int round = 1; round <= 4; ++round) {
+      std::fill(data.begin(), data.end(), static_cast<float>(r + 10 * round));
+      HORA_RETURN_IF_ERROR(
+          AllreduceShared(comm, {data.data(), data.data(), 100, DataType::kFloat32, {}}));
+      for (float v : data) {
+        if (v != 0 + 1 + 2 + 30 * round) return InternalError("wrong sum " + std::to_string(v));
+      }
+      HORA_RETURN_IF_ERROR(BarrierShared(comm));
     }
-    return BarrierShared(comm);
+    return Status::Ok();
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }

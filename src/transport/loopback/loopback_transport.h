@@ -46,7 +46,11 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   Mailbox& mailbox(int rank) { return *mailboxes_[static_cast<size_t>(rank)]; }
   // Windows. A rank may connect more than once (a ThreadWorld that serves
   // one session after another): its g-th transport shares windows with the
-  // other ranks' g-th ones (`generation` g, counted from 1).
+  // other ranks' g-th ones (`generation` g, counted from 1). This assumes
+  // every rank connects once per session and closes its transports in
+  // order, as ThreadWorld sessions do; a rank whose generation differs from
+  // the others' fails its window steps (Timeout, or "closed") and its
+  // collectives then run the point-to-point algorithms.
   // The window of `context` (< kSharedWindowContexts) for `generation`,
   // made by the first rank that asks for it.
   std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation);

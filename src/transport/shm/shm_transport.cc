@@ -30,6 +30,8 @@ ShmTransport::ShmTransport(int rank, int size, Duration spin, bool yield)
 }
 
 ShmTransport::~ShmTransport() {
+  // Peers waiting in a window step fail at once (they are rung below).
+  if (own_window_segment_.mapped()) ShmWindowSegment::MarkClosed(own_window_segment_.data());
   for (auto& l : links_) {
     if (!l) continue;
     // Peers waiting for more from this rank fail at once instead of timing out.
@@ -220,7 +222,12 @@ Status ShmTransport::PeerGone(int peer) {
   if (LivenessDue()) CheckPeersAlive();
   std::lock_guard<std::mutex> lock(mu_);
   if (!lost_.ok()) return lost_;
-  if (peer != rank_ && link(peer).in.broken() == kShmBrokenClosed) {
+  if (peer == rank_) return Status::Ok();
+  const Link& l = link(peer);
+  // Its channel to us says closed, unless a cancelled send marked it first;
+  // its window segment says so either way.
+  if (l.in.broken() == kShmBrokenClosed ||
+      (l.window_segment.mapped() && ShmWindowSegment::Closed(l.window_segment.data()))) {
     return UnavailableError("rank " + std::to_string(peer) +
                             " closed its shm transport (its session ended)");
   }

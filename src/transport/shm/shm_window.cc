@@ -17,7 +17,8 @@ constexpr size_t kDataOffset = 4096;
 struct alignas(64) Header {
   uint32_t magic = kMagic;
   uint32_t version = kVersion;
-  uint64_t bytes = 0;  // of the whole segment
+  uint64_t bytes = 0;               // of the whole segment
+  std::atomic<uint32_t> closed{0};  // the owner's transport is gone
 };
 
 static_assert(sizeof(ShmWindowLine) == 64, "a step line is one cache line");
@@ -46,6 +47,14 @@ Status ShmWindowSegment::Check(const void* segment, const std::string& name) {
                             " is not a window segment of this Hora version");
   }
   return Status::Ok();
+}
+
+void ShmWindowSegment::MarkClosed(void* segment) {
+  static_cast<Header*>(segment)->closed.store(1, std::memory_order_release);
+}
+
+bool ShmWindowSegment::Closed(const void* segment) {
+  return static_cast<const Header*>(segment)->closed.load(std::memory_order_acquire) != 0;
 }
 
 ShmWindowLine* ShmWindowSegment::Line(void* segment, uint32_t context) {

@@ -4,7 +4,7 @@
 // creates one segment "/hora-<job_id>-win-<rank>" at rendezvous, beside its
 // channels, and every peer maps it; it holds that rank's side of the
 // windows of all kSharedWindowContexts contexts:
-//   0                 magic, version, bytes (one cache line)
+//   0                 magic, version, bytes, closed (one cache line)
 //   64 (1 + c)        context c's step line: {step, word[2]} (one cache line)
 //   kDataOffset + ... context c's region, SharedWindowBytes(c) bytes
 // A rank writes only its own segment. Step stores the word of the step
@@ -40,6 +40,9 @@ class ShmWindowSegment {
   static Status Check(const void* segment, const std::string& name);
   static ShmWindowLine* Line(void* segment, uint32_t context);
   static std::byte* Region(void* segment, uint32_t context);
+  // The owner's transport is gone (set by its destructor; read by peers).
+  static void MarkClosed(void* segment);
+  static bool Closed(const void* segment);
 };
 
 class ShmWindow final : public SharedWindow {
