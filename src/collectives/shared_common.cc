@@ -3,8 +3,6 @@
 
 #include <string>
 
-#include "common/units.h"
-
 namespace hora {
 namespace {
 

@@ -2,9 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <cstring>
 
-#include "collectives/kernels/reduce.h"
 #include "common/clock.h"
 #include "engine/control.h"
 #include "engine/fusion.h"
