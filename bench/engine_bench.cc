@@ -58,6 +58,7 @@ Status RunOne(Session& s, const Args& a, StepResult* out) {
     const auto t0 = std::chrono::steady_clock::now();
     if (a.grouped) {
       std::vector<TensorView> views;
+      views.reserve(static_cast<size_t>(a.tensors));
       for (int t = 0; t < a.tensors; ++t)
         views.push_back(TensorView::Flat(bufs[t].data(), DataType::kFloat32, count));
       hs = s.GroupedAllreduceAsync("layers", views, views);

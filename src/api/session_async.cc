@@ -51,7 +51,8 @@ std::vector<Handle> SubmitGroup(
     return failed;
   }
   if (members.empty()) return {};
-  for (Submission& m : members) m.submitted = Clock::now();
+  const TimePoint now = Clock::now();
+  for (Submission& m : members) m.submitted = now;
   return call.GetEngine().SubmitGroup(std::move(members));
 }
 
@@ -61,13 +62,14 @@ namespace {
 Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool cacheable,
                         const TensorView& input, const TensorView& output,
                         const Reduction& reduction, Submission* s) {
-  const std::string where = Where(impl, OpType::kAllreduce, n);
+  // Formatted only on failure: a step may submit hundreds of these.
+  auto where = [&] { return Where(impl, OpType::kAllreduce, n); };
   for (const auto* t : {&input, &output}) {
     Status st = t->Validate();
-    if (!st.ok()) return st.WithContext(where);
+    if (!st.ok()) return st.WithContext(where());
   }
   if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
-    return InvalidArgument(where + ": output " + output.Describe() + " does not match input " +
+    return InvalidArgument(where() + ": output " + output.Describe() + " does not match input " +
                            input.Describe());
   }
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "allreduce", input.dtype(), reduction));
@@ -78,8 +80,8 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->meta.reduction = reduction;
   s->meta.device = input.device().type;
   s->meta.cacheable = cacheable;
-  s->input = input;
-  s->output = output;
+  s->input = input.data();
+  s->output = output.data();
   return Status::Ok();
 }
 
@@ -137,8 +139,8 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.meta.root = set_root;
   s.meta.device = tensor.device().type;
   s.meta.cacheable = true;
-  s.input = tensor;
-  s.output = tensor;
+  s.input = tensor.data();
+  s.output = tensor.data();
   return call.Submit(Status::Ok(), std::move(s));
 }
 

@@ -18,7 +18,7 @@ Submission Shaped(OpType op, const std::string& name, bool cacheable, const Tens
   s.meta.shape = input.shape().empty() ? std::vector<int64_t>{1} : input.shape();
   s.meta.device = input.device().type;
   s.meta.cacheable = cacheable;
-  s.input = input;
+  s.input = input.data();
   return s;
 }
 

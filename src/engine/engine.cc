@@ -2,6 +2,8 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <bit>
+#include <string_view>
 
 #include "common/clock.h"
 #include "engine/control.h"
@@ -16,6 +18,19 @@ constexpr uint64_t kNoNewWork = 1;        // no rank has uncached tensors to sen
 constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
+
+// Calls f(b) for every bit b < nbits that is set in `words` (skipping zero
+// words: a cycle's vector is mostly empty).
+template <typename F>
+void ForEachSetBit(const uint64_t* words, size_t nbits, F&& f) {
+  for (size_t w = 0; w * 64 < nbits; ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+      if (b >= nbits) return;
+      f(b);
+    }
+  }
+}
 
 }  // namespace
 
@@ -76,6 +91,7 @@ Handle Engine::Submit(Submission s) {
 
 std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
   std::vector<Handle> handles;
+  handles.reserve(members.size());
   for (Submission& s : members) {
     s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
     handles.emplace_back(s.handle);
@@ -86,21 +102,21 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     if (!stopped_.ok()) {
       refused = stopped_;
     } else {
-      std::unordered_set<std::string> names;
-      for (const Submission& s : members) {
-        if (in_flight_.count(s.meta.name) || !names.insert(s.meta.name).second) {
+      // Claim every name (all or, on a clash, none: the claimed ones are
+      // released again).
+      for (size_t i = 0; i < members.size(); ++i) {
+        const Submission& s = members[i];
+        if (!in_flight_.insert(s.meta.name).second) {
           refused = InvalidArgument("rank " + std::to_string(rank_) + ": group '" + s.meta.group +
                                     "': a tensor named '" + s.meta.name +
                                     "' is already in flight on this rank");
+          for (size_t k = 0; k < i; ++k) in_flight_.erase(members[k].meta.name);
           break;
         }
       }
     }
     if (refused.ok()) {
-      for (Submission& s : members) {
-        in_flight_.insert(s.meta.name);
-        queue_.push_back(std::move(s));
-      }
+      for (Submission& s : members) queue_.push_back(std::move(s));
       queued_.store(true, std::memory_order_release);
     }
   }
@@ -159,16 +175,15 @@ bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {
   const uint64_t done_before = stats_.tensors;
   const TimePoint taken = Clock::now();
   for (Submission& s : fresh) {
-    const std::string name = s.meta.name;
-    if (cycle_timeline_) cycle_timeline_->Span(name, "queued", s.submitted, taken);
-    Pending p;
+    if (cycle_timeline_) cycle_timeline_->Span(s.meta.name, "queued", s.submitted, taken);
+    // Submit refused names in flight, so the name is new to pending_.
+    Pending& p = pending_.try_emplace(s.meta.name).first->second;
     p.sub = std::move(s);
     p.taken = taken;
     p.arrival = next_arrival_++;
-    arrival_.emplace(p.arrival, name);
-    pending_.emplace(name, std::move(p));
+    arrival_.emplace_hint(arrival_.end(), p.arrival, &p);
   }
-  std::vector<Response> decided;
+  std::vector<ResponsePtr> decided;
   bool stop_everywhere = false;
   Status st = Negotiate(&decided, stopping, &stop_everywhere);
   {
@@ -190,7 +205,7 @@ bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {
   return true;
 }
 
-Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_everywhere) {
+Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* stop_everywhere) {
   const size_t cap_words = (cache_.capacity() + 63) / 64;
   std::vector<uint64_t> words(2 * cap_words + 1, 0);
   uint64_t* ready = words.data();
@@ -241,36 +256,37 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
   HORA_RETURN_IF_ERROR(AllreduceAnd(control_, words));
 
   uint64_t invalidated = 0;
-  for (size_t b = 0; b < cache_.capacity(); ++b) {
-    if (valid[b / 64] >> (b % 64) & 1) continue;
-    if (!cache_.Occupied(b)) continue;
+  for (size_t w = 0; w < cap_words; ++w) valid[w] = ~valid[w];  // now: the invalid bits
+  ForEachSetBit(valid, cache_.capacity(), [&](size_t b) {
+    if (!cache_.Occupied(b)) return;
     auto it = pending_.find(cache_.At(b).name);
     if (it != pending_.end()) it->second.state = State::kNew;
     cache_.Erase(b);
     ++invalidated;
-  }
+  });
   // Fast path: cached tensors ready on every rank, in bit order. A group
   // runs only whole: if some of its members are not ready everywhere (an
   // entry was just invalidated), its ready members go to the coordinator
   // with the rest (every rank sees the same bits, so all decide alike).
-  std::unordered_map<std::string, uint32_t> group_ready;
-  for (size_t b = 0; b < cache_.capacity(); ++b) {
-    if ((ready[b / 64] >> (b % 64) & 1) && cache_.Occupied(b) && !cache_.At(b).group.empty())
-      ++group_ready[cache_.At(b).group];
-  }
+  // Keyed by views of the cached decisions' group names (nothing is erased
+  // from the cache below).
+  std::unordered_map<std::string_view, uint32_t> group_ready;
+  ForEachSetBit(ready, cache_.capacity(), [&](size_t b) {
+    if (cache_.Occupied(b) && !cache_.At(b).group.empty()) ++group_ready[cache_.At(b).group];
+  });
   bool demoted = false;
-  for (size_t b = 0; b < cache_.capacity(); ++b) {
-    if (!(ready[b / 64] >> (b % 64) & 1) || !cache_.Occupied(b)) continue;
+  ForEachSetBit(ready, cache_.capacity(), [&](size_t b) {
+    if (!cache_.Occupied(b)) return;
     const RequestMeta& m = cache_.At(b);
     if (!m.group.empty() && group_ready[m.group] < m.group_size) {
       auto it = pending_.find(m.name);
       if (it != pending_.end()) it->second.state = State::kNew;
       demoted = true;
-      continue;
+      return;
     }
-    out->push_back(cache_.ResponseAt(b));
+    out->push_back(cache_.Shared(b));
     cache_.Touch(b);
-  }
+  });
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.cache_hits += hits;
@@ -285,13 +301,12 @@ Status Engine::Negotiate(std::vector<Response>* out, bool stopping, bool* stop_e
   return SlowPath(out);
 }
 
-Status Engine::SlowPath(std::vector<Response>* out) {
+Status Engine::SlowPath(std::vector<ResponsePtr>* out) {
   std::vector<RequestMeta> mine;
-  for (const auto& [order, name] : arrival_) {
-    auto it = pending_.find(name);
-    if (it == pending_.end() || it->second.state != State::kNew) continue;
-    mine.push_back(it->second.sub.meta);
-    it->second.state = State::kSent;
+  for (const auto& [order, p] : arrival_) {
+    if (p->state != State::kNew) continue;
+    mine.push_back(p->sub.meta);
+    p->state = State::kSent;
   }
   const std::vector<uint8_t> encoded = EncodeRequests(mine);
   HORA_ASSIGN_OR_RETURN(auto gathered, GatherBytes(control_, 0, encoded));
@@ -320,8 +335,9 @@ Status Engine::SlowPath(std::vector<Response>* out) {
                         DecodeResponses(responses.data(), responses.size()));
   uint64_t evicted_before = cache_.evictions();
   for (Response& r : decided) {
-    if (r.error.empty() && r.params.cacheable) cache_.Insert(r);
-    out->push_back(std::move(r));
+    auto shared = std::make_shared<const Response>(std::move(r));
+    if (shared->error.empty() && shared->params.cacheable) cache_.Insert(shared);
+    out->push_back(std::move(shared));
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.slow_cycles;
@@ -330,10 +346,13 @@ Status Engine::SlowPath(std::vector<Response>* out) {
   return Status::Ok();
 }
 
-void Engine::Execute(const std::vector<Response>& responses) {
+void Engine::Execute(const std::vector<ResponsePtr>& responses) {
   std::vector<Pending*> ready;
   std::vector<const RequestMeta*> metas;
-  for (const Response& r : responses) {
+  ready.reserve(responses.size());
+  metas.reserve(responses.size());
+  for (const ResponsePtr& decision : responses) {
+    const Response& r = *decision;
     if (r.params.op == OpType::kJoin) {
       ApplyJoin(r);
       continue;
@@ -383,7 +402,7 @@ void Engine::Execute(const std::vector<Response>& responses) {
         st = RunAllreduceBatch(batch);
         break;
       case OpType::kBroadcast:
-        st = data_.Broadcast(batch.front()->sub.input.data(), m.num_bytes(), m.root);
+        st = data_.Broadcast(batch.front()->sub.input, m.num_bytes(), m.root);
         break;
       case OpType::kBarrier:
         st = data_.Barrier();
@@ -397,16 +416,14 @@ void Engine::Execute(const std::vector<Response>& responses) {
         break;
     }
     if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
-    std::vector<std::string> names;
-    for (Pending* p : batch) names.push_back(p->sub.meta.name);
     if (cycle_timeline_) {
       const TimePoint end = Clock::now();
       const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
                                ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
-      for (const std::string& name : names)
-        cycle_timeline_->Span(name, OpTypeName(m.op), start, end, args);
+      for (const Pending* p : batch)
+        cycle_timeline_->Span(p->sub.meta.name, OpTypeName(m.op), start, end, args);
     }
-    for (const std::string& name : names) Finish(name, st);
+    Finish(batch, std::move(st));
   }
 }
 
@@ -420,14 +437,14 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   }
   if (batch.size() == 1) {
     const Submission& s = batch.front()->sub;
-    return data_.Allreduce({s.input.data(), s.output.data(), s.input.num_elements(), m.dtype, red});
+    return data_.Allreduce({s.input, s.output, m.num_elements(), m.dtype, red});
   }
   // Fused: the backend packs the tensors into fusion_ (or, on a shared
   // window, reads and writes them where they are).
   std::vector<AllreducePart> parts;
   parts.reserve(batch.size());
   for (Pending* p : batch) {
-    parts.push_back({p->sub.input.data(), p->sub.output.data(), p->sub.input.num_elements()});
+    parts.push_back({p->sub.input, p->sub.output, p->sub.meta.num_elements()});
   }
   HORA_RETURN_IF_ERROR(data_.AllreduceParts(parts, m.dtype, red, fusion_));
   std::lock_guard<std::mutex> lock(mu_);
@@ -437,26 +454,38 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
 
 void Engine::Finish(const std::string& name, Status st) {
   auto it = pending_.find(name);
-  if (it == pending_.end()) return;
-  if (it->second.phantom) {
-    pending_.erase(it);
-    return;
-  }
-  std::shared_ptr<Handle::State> handle = std::move(it->second.sub.handle);
-  std::optional<Tensor> output = std::move(it->second.output);
-  std::vector<int64_t> received = std::move(it->second.received_splits);
-  arrival_.erase(it->second.arrival);
-  pending_.erase(it);
+  if (it != pending_.end()) Finish(std::vector<Pending*>{&it->second}, std::move(st));
+}
+
+void Engine::Finish(const std::vector<Pending*>& done, Status st) {
+  if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
+  struct Completion {
+    std::shared_ptr<Handle::State> handle;
+    std::optional<Tensor> output;
+    std::vector<int64_t> received;
+  };
+  std::vector<Completion> completions;
+  completions.reserve(done.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.erase(name);
-    ++stats_.tensors;
+    for (const Pending* p : done) {
+      if (p->phantom) continue;
+      in_flight_.erase(p->sub.meta.name);
+      ++stats_.tensors;
+    }
   }
-  if (!st.ok()) {
-    output.reset();
-    if (!label_.empty()) st = st.WithContext(label_);
+  for (Pending* p : done) {
+    if (!p->phantom) {
+      completions.push_back(
+          {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
+      arrival_.erase(p->arrival);
+    }
+    pending_.erase(pending_.find(p->sub.meta.name));
   }
-  handle->Complete(std::move(st), std::move(output), std::move(received));
+  for (Completion& c : completions) {
+    if (!st.ok()) c.output.reset();
+    c.handle->Complete(st, std::move(c.output), std::move(c.received));
+  }
 }
 
 void Engine::FailAll(const Status& st) {
@@ -470,9 +499,9 @@ void Engine::FailAll(const Status& st) {
     }
     queue_.clear();
   }
-  std::vector<std::string> names;
-  for (auto& [name, p] : pending_) names.push_back(name);
-  for (const std::string& name : names) Finish(name, st);
+  std::vector<Pending*> all;
+  for (auto& [name, p] : pending_) all.push_back(&p);
+  Finish(all, st);
 }
 
 }  // namespace hora

@@ -65,8 +65,10 @@ struct EngineStats {
 struct Submission {
   TimePoint submitted{};
   RequestMeta meta;
-  TensorView input;
-  TensorView output;
+  // The caller's buffers (meta has their dtype and shape): plain pointers,
+  // so that queuing a tensor copies no shape.
+  void* input = nullptr;
+  void* output = nullptr;
   std::shared_ptr<Handle::State> handle;
 };
 
@@ -114,14 +116,17 @@ class Engine {
   // One cycle; returns false once the engine must stop.
   // Takes the submissions out of `fresh` (moved from; the caller clears it).
   bool Cycle(std::vector<Submission>& fresh, bool stopping);
-  Status Negotiate(std::vector<Response>* out, bool stopping, bool* stop_everywhere);
-  Status SlowPath(std::vector<Response>* out);
+  Status Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* stop_everywhere);
+  Status SlowPath(std::vector<ResponsePtr>* out);
   // Runs `responses` (fusing what it can) and completes their handles.
-  void Execute(const std::vector<Response>& responses);
+  void Execute(const std::vector<ResponsePtr>& responses);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
   // Allgather, reducescatter, alltoall: allocates the output.
   Status RunShaped(Pending& p);
-  void Finish(const std::string& name, Status st);
+  // Completes the handles of `done` (tensors of pending_) with `st` and
+  // forgets them: one lock for the lot.
+  void Finish(const std::vector<Pending*>& done, Status st);
+  void Finish(const std::string& name, Status st);  // if pending
   // Applies a join announcement (see Coordinator): marks the rank joined,
   // or ends the join everywhere.
   void ApplyJoin(const Response& r);
@@ -155,9 +160,11 @@ class Engine {
 
   // Engine thread only.
   std::unordered_map<std::string, Pending> pending_;
-  // Pending names in submission order, by arrival number (a map: finishing
-  // one of a thousand small tensors must not scan and shift the others).
-  std::map<uint64_t, std::string> arrival_;
+  // Pending tensors in submission order, by arrival number (a map:
+  // finishing one of a thousand small tensors must not scan and shift the
+  // others). Every entry is in pending_ (whose nodes never move); phantoms
+  // are not here.
+  std::map<uint64_t, Pending*> arrival_;
   uint64_t next_arrival_ = 0;
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0

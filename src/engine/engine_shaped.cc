@@ -10,10 +10,10 @@ namespace hora {
 
 Status Engine::RunShaped(Pending& p) {
   const RequestMeta& m = p.sub.meta;
-  const TensorView& in = p.sub.input;
   std::vector<int64_t> shape = m.shape.empty() ? std::vector<int64_t>{1} : m.shape;
   const size_t n = static_cast<size_t>(size_);
-  const size_t row_bytes = in.row_elements() * DataTypeSize(m.dtype);
+  const size_t row_elements = m.row_elements();
+  const size_t row_bytes = row_elements * DataTypeSize(m.dtype);
   switch (m.op) {
     case OpType::kAllgather: {
       std::vector<size_t> bytes(n);
@@ -24,7 +24,7 @@ Status Engine::RunShaped(Pending& p) {
       }
       shape[0] = total;
       Tensor out = Tensor::Uninitialized(m.dtype, shape);
-      HORA_RETURN_IF_ERROR(data_.Allgatherv(in.data(), out.data(), bytes));
+      HORA_RETURN_IF_ERROR(data_.Allgatherv(p.sub.input, out.data(), bytes));
       p.output = std::move(out);
       return Status::Ok();
     }
@@ -32,11 +32,11 @@ Status Engine::RunShaped(Pending& p) {
       const size_t dim0 = static_cast<size_t>(shape[0]);
       auto rows_of = [&](size_t q) { return dim0 / n + (q < dim0 % n ? 1 : 0); };
       std::vector<size_t> counts(n);
-      for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * in.row_elements();
+      for (size_t q = 0; q < n; ++q) counts[q] = rows_of(q) * row_elements;
       shape[0] = static_cast<int64_t>(rows_of(static_cast<size_t>(rank_)));
       Tensor out = Tensor::Uninitialized(m.dtype, shape);
       HORA_RETURN_IF_ERROR(
-          data_.Reducescatter(in.data(), out.data(), counts, m.dtype, m.reduction));
+          data_.Reducescatter(p.sub.input, out.data(), counts, m.dtype, m.reduction));
       p.output = std::move(out);
       return Status::Ok();
     }
@@ -53,7 +53,7 @@ Status Engine::RunShaped(Pending& p) {
       }
       shape[0] = total;
       Tensor out = Tensor::Uninitialized(m.dtype, shape);
-      HORA_RETURN_IF_ERROR(data_.Alltoallv(in.data(), send, out.data(), recv));
+      HORA_RETURN_IF_ERROR(data_.Alltoallv(p.sub.input, send, out.data(), recv));
       p.output = std::move(out);
       return Status::Ok();
     }

@@ -8,45 +8,33 @@
 namespace hora {
 
 void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received) {
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (done.load(std::memory_order_relaxed)) return;
-    status = std::move(st);
-    output = std::move(out);
-    received_splits = std::move(received);
-    done.store(true, std::memory_order_release);
-  }
-  cv.notify_all();
+  if (!done.Claim()) return;
+  status = std::move(st);
+  output = std::move(out);
+  received_splits = std::move(received);
+  done.Set();
 }
 
-bool Handle::Poll() const {
-  return state_ == nullptr || state_->done.load(std::memory_order_acquire);
-}
+bool Handle::Poll() const { return state_ == nullptr || state_->done.IsSet(); }
 
 Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
   // Small collectives finish within microseconds: spin before sleeping.
-  // The status is written before `done` is set and never after.
   // One deadline covers the spin and the sleep.
   State& s = *state_;
+  if (s.done.IsSet()) return s.status;  // (waiting on a step's handles: most are done)
   const TimePoint deadline = Clock::now() + timeout;
-  if (SpinUntil([&] { return s.done.load(std::memory_order_acquire); },
-                std::min<Duration>(timeout, s.spin))) {
+  if (SpinUntil([&] { return s.done.IsSet(); }, std::min<Duration>(timeout, s.spin)) ||
+      s.done.WaitUntil(deadline)) {
     return s.status;
   }
-  std::unique_lock<std::mutex> lock(state_->mu);
-  if (!state_->cv.wait_until(lock, deadline,
-                             [&] { return state_->done.load(std::memory_order_acquire); })) {
-    return TimeoutError("handle of '" + state_->name + "': not done after " +
-                        std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
-  }
-  return state_->status;
+  return TimeoutError("handle of '" + s.name + "': not done after " +
+                      std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
 }
 
 Status Handle::status() const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
-  std::lock_guard<std::mutex> lock(state_->mu);
-  if (!state_->done.load(std::memory_order_relaxed)) {
+  if (!state_->done.IsSet()) {
     return UnavailableError("handle of '" + state_->name + "': not done yet");
   }
   return state_->status;

@@ -3,14 +3,12 @@
 // The shared completion state behind a Handle (include/hora/handle.h).
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/done_flag.h"
 #include "hora/handle.h"
 
 namespace hora {
@@ -24,12 +22,12 @@ struct Handle::State {
 
   const std::string name;
   const Duration spin;  // how long Wait spins before it sleeps (see SpinUntil)
-  std::atomic<bool> done{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  Status status;                         // guarded by mu
-  std::optional<Tensor> output;          // guarded by mu
-  std::vector<int64_t> received_splits;  // alltoall; guarded by mu
+  // The result below is written once, by the first Complete(), before done
+  // is set, and never after: readers that saw done read it without a lock.
+  DoneFlag done;
+  Status status;
+  std::optional<Tensor> output;
+  std::vector<int64_t> received_splits;  // alltoall
 };
 
 // A handle that is already failed with `st` (bad input at submission).

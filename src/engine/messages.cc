@@ -216,11 +216,19 @@ std::string RequestMeta::DescribeParams() const {
   return s;
 }
 
-size_t RequestMeta::num_bytes() const {
+size_t RequestMeta::num_elements() const {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
-  return n * DataTypeSize(dtype);
+  return n;
 }
+
+size_t RequestMeta::row_elements() const {
+  size_t n = 1;
+  for (size_t i = 1; i < shape.size(); ++i) n *= static_cast<size_t>(shape[i]);
+  return n;
+}
+
+size_t RequestMeta::num_bytes() const { return num_elements() * DataTypeSize(dtype); }
 
 std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests) {
   Writer w;

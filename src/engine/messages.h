@@ -55,6 +55,8 @@ struct RequestMeta {
   // "float32[4, 3] sum" / "uint8[8] root 1" (for error messages).
   std::string DescribeParams() const;
   size_t num_bytes() const;
+  size_t num_elements() const;  // product of the shape (1 for a scalar)
+  size_t row_elements() const;  // elements per index of dimension 0
 };
 
 // The coordinator's decision for one tensor: run it (error empty) or fail it

@@ -8,23 +8,23 @@ ResponseCache::ResponseCache(size_t capacity)
   for (size_t b = capacity; b > 0; --b) free_.push_back(b - 1);
 }
 
-std::optional<size_t> ResponseCache::Find(const std::string& name) const {
+std::optional<size_t> ResponseCache::Find(std::string_view name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;
   return it->second;
 }
 
-std::optional<size_t> ResponseCache::Insert(const Response& r) {
+std::optional<size_t> ResponseCache::Insert(ResponsePtr r) {
   if (capacity_ == 0) return std::nullopt;
-  if (auto old = Find(r.params.name)) Erase(*old);
+  if (auto old = Find(r->params.name)) Erase(*old);
   if (free_.empty()) {
     Erase(lru_.back());
     ++evictions_;
   }
   const size_t bit = free_.back();
   free_.pop_back();
-  slots_[bit] = r;
-  by_name_[r.params.name] = bit;
+  slots_[bit] = std::move(r);
+  by_name_[slots_[bit]->params.name] = bit;
   lru_.push_front(bit);
   lru_pos_[bit] = lru_.begin();
   return bit;

@@ -13,14 +13,20 @@
 
 #include <cstdint>
 #include <list>
+#include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "engine/messages.h"
 
 namespace hora {
+
+// A decision as the cache holds it: shared, never changed, so that the
+// fast path hands it on without copying it.
+using ResponsePtr = std::shared_ptr<const Response>;
 
 class ResponseCache {
  public:
@@ -31,18 +37,19 @@ class ResponseCache {
   size_t size() const { return by_name_.size(); }
 
   // Bit position of `name`, if cached.
-  std::optional<size_t> Find(const std::string& name) const;
+  std::optional<size_t> Find(std::string_view name) const;
   // The cached parameters at `bit` (which must be occupied).
   const RequestMeta& At(size_t bit) const { return slots_[bit]->params; }
   // The whole cached decision at `bit` (allgather and alltoall: with every
   // rank's rows).
   const Response& ResponseAt(size_t bit) const { return *slots_[bit]; }
-  bool Occupied(size_t bit) const { return slots_[bit].has_value(); }
+  const ResponsePtr& Shared(size_t bit) const { return slots_[bit]; }
+  bool Occupied(size_t bit) const { return slots_[bit] != nullptr; }
 
   // Caches the decision `r` (replacing an entry of the same name), evicting
   // the least recently used entry when full. Returns its bit, or nullopt when
   // the capacity is 0.
-  std::optional<size_t> Insert(const Response& r);
+  std::optional<size_t> Insert(ResponsePtr r);
   // Marks the entry at `bit` most recently used.
   void Touch(size_t bit);
   void Erase(size_t bit);
@@ -51,8 +58,9 @@ class ResponseCache {
 
  private:
   size_t capacity_;
-  std::vector<std::optional<Response>> slots_;
-  std::unordered_map<std::string, size_t> by_name_;
+  std::vector<ResponsePtr> slots_;
+  // Keyed by the name inside the slot's decision (which outlives its key).
+  std::unordered_map<std::string_view, size_t> by_name_;
   std::list<size_t> lru_;  // front = most recent
   std::vector<std::list<size_t>::iterator> lru_pos_;
   std::vector<size_t> free_;  // free bit positions, lowest last

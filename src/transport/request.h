@@ -7,12 +7,12 @@
 // Thread-safety: Complete() and Wait() may race freely.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
 #include "common/clock.h"
+#include "common/done_flag.h"
 #include "hora/status.h"
 
 namespace hora {
@@ -25,7 +25,7 @@ class RequestState {
   // Marks the request finished. Later calls are ignored (first result wins).
   void Complete(Status status);
 
-  bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
+  bool done() const { return done_.IsSet(); }
 
   // Waits until done or `deadline`. Returns the completion status, or a
   // Timeout status describing what was awaited ("receiving 64 KiB from rank 1").
@@ -58,15 +58,10 @@ class RequestState {
   const size_t bytes_;
   int route_ = -1;
   int display_peer_ = -1;
-  // kDone once completed; kWaiter while a thread sleeps on the futex.
-  // Completing takes no lock: the first Complete() claims `claimed_`,
-  // writes status_, then publishes kDone (release) and wakes a sleeper if
-  // one announced itself.
-  static constexpr uint32_t kDone = 1;
-  static constexpr uint32_t kWaiter = 2;
-  std::atomic<uint32_t> state_{0};
-  std::atomic_flag claimed_;
-  Status status_;  // written once, before kDone
+  // Completing takes no lock: the first Complete() claims done_, writes
+  // status_, then sets done_ (which wakes a sleeper).
+  DoneFlag done_;
+  Status status_;  // written once, before done_ is set
 };
 
 using Request = std::shared_ptr<RequestState>;
