@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/thread_name.h"
 #include "engine/control.h"
 #include "engine/fusion.h"
 
@@ -53,7 +54,10 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
                          SecondsToDuration(config.stall_shutdown_s));
   }
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("hora-engine");
+    Loop();
+  });
 }
 
 Engine::~Engine() {

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/thread_name.h"
 #include "net/auth.h"
 #include "net/socket.h"
 #include "store/tcp_store.h"
@@ -309,7 +310,10 @@ Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(const std::string&
   HORA_ASSIGN_OR_RETURN(server->port_, net::LocalPort(listener));
   server->loop_ = std::make_unique<Loop>(std::move(listener), std::move(wake), std::string(secret),
                                          logger, options, &server->counters_);
-  server->thread_ = std::thread([loop = server->loop_.get()] { loop->Run(); });
+  server->thread_ = std::thread([loop = server->loop_.get()] {
+    NameThisThread("hora-store");
+    loop->Run();
+  });
   if (logger) {
     logger->Info("store server: listening on " +
                  (bind_host.empty() ? std::string("*") : bind_host) + " port " +

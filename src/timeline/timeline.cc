@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/thread_name.h"
+
 namespace hora {
 
 std::string JsonQuote(const std::string& s) {
@@ -64,7 +66,10 @@ Timeline::Timeline(int fd, std::string path, int rank, uint64_t max_bytes)
       max_bytes_(max_bytes),
       epoch_(Clock::now()),
       offset_(2) {
-  writer_ = std::thread([this] { WriterLoop(); });
+  writer_ = std::thread([this] {
+    NameThisThread("hora-timeline");
+    WriterLoop();
+  });
 }
 
 Timeline::~Timeline() {

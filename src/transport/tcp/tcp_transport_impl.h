@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/thread_name.h"
 #include "transport/buffer_pool.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -106,7 +107,10 @@ class TcpTransport final : public Transport {
       ev.data.u64 = i;
       epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
     }
-    thread_ = std::thread([this] { Loop(); });
+    thread_ = std::thread([this] {
+      NameThisThread("hora-tcp");
+      Loop();
+    });
     return Status::Ok();
   }
 
