@@ -197,9 +197,12 @@ class Session {
   Status StopTimeline();
 
   // Counters of this rank's engine for `process_set` (zero before it starts).
+  // driven_cycles: cycles run by a thread waiting on a handle rather than by
+  // the engine's own thread.
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
-             cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0;
+             cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
+             driven_cycles = 0;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

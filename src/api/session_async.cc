@@ -199,9 +199,9 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   auto it = impl_->sets.find(process_set);
   if (it == impl_->sets.end() || !it->second->engine) return {};
   const EngineStats e = it->second->engine->stats();
-  return {e.cycles,       e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
-          e.cache_misses, e.cache_evictions, e.cache_invalidations, e.tensors,
-          e.fused_batches};
+  return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
+          e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
+          e.fused_batches, e.driven_cycles};
 }
 
 }  // namespace hora

@@ -54,6 +54,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
                          SecondsToDuration(config.stall_shutdown_s));
   }
+  gate_ = std::make_shared<DriveGate>(this);
   thread_ = std::thread([this] {
     NameThisThread("hora-engine");
     Loop();
@@ -61,6 +62,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
 }
 
 Engine::~Engine() {
+  gate_->Close();  // no waiter drives from here on
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
@@ -72,6 +74,7 @@ Engine::~Engine() {
 Handle Engine::Submit(Submission s) {
   const std::string name = s.meta.name;
   s.handle = std::make_shared<Handle::State>(name, spin_);
+  s.handle->gate = gate_;
   Handle h(s.handle);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -98,6 +101,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
   handles.reserve(members.size());
   for (Submission& s : members) {
     s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
+    s.handle->gate = gate_;
     handles.emplace_back(s.handle);
   }
   Status refused;
@@ -144,34 +148,102 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::Loop() {
-  // Reused: each swap hands queue_ this vector's capacity back, so a step of
-  // a thousand submissions does not regrow (and move) the queue from empty.
-  std::vector<Submission> fresh;
   for (;;) {
-    fresh.clear();
-    bool stopping;
     // Go at once while work is moving somewhere (this rank ran something,
     // or some rank got new tensors last cycle) and this rank has tensors
     // waiting; otherwise join the others every cycle time, or as soon as
     // something is submitted here. Right after work moved, the next
-    // submission usually follows within microseconds: spin for it first.
-    const bool idle = pending_.empty() || !busy_;
-    if (idle && busy_) {
+    // submission usually follows within microseconds: spin for it first
+    // (unless a waiter is driving the cycles).
+    bool idle, spin;
+    {
+      std::lock_guard<std::mutex> cycle(cycle_mu_);
+      if (finished_) return;
+      idle = pending_.empty() || !busy_;
+      spin = idle && busy_ && !driven_;
+    }
+    if (spin && drivers_.load(std::memory_order_acquire) == 0) {
       SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, idle_spin_);
     }
+    const auto cycle_time = std::chrono::duration<double, std::milli>(config_.cycle_time_ms);
+    bool stop;
+    bool woken = false;  // by a submission (or a driver leaving work)
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (idle) {
-        cv_.wait_for(lock, std::chrono::duration<double, std::milli>(config_.cycle_time_ms),
-                     [&] { return stop_requested_ || !queue_.empty(); });
+        // A driver wakes this thread when it leaves work behind.
+        woken = cv_.wait_for(lock, cycle_time, [&] {
+          return stop_requested_ ||
+                 (!queue_.empty() && drivers_.load(std::memory_order_acquire) == 0);
+        });
       }
-      fresh.swap(queue_);
-      queued_.store(false, std::memory_order_relaxed);
-      stopping = stop_requested_;
-      cycle_timeline_ = timeline_;
+      stop = stop_requested_;
     }
-    if (!Cycle(fresh, stopping)) return;
+    if (woken && !stop) {
+      // Whoever submitted usually waits on its handle next and drives the
+      // cycle itself: let it (one yield: on a shared core it runs now)
+      // rather than race it for the cycle.
+      std::this_thread::yield();
+      if (drivers_.load(std::memory_order_acquire) > 0) continue;
+    }
+    std::lock_guard<std::mutex> cycle(cycle_mu_);  // waits while a driver is in a cycle
+    if (finished_) return;
+    // A driver may have taken the work this thread woke up for: cycle only
+    // if there is some, or it is time to join the others.
+    const bool due = queued_.load(std::memory_order_acquire) || stop ||
+                     !(pending_.empty() || !busy_) || Clock::now() - last_cycle_ >= cycle_time;
+    driven_ = false;
+    if (due && !RunCycle()) return;
   }
+}
+
+bool Engine::RunCycle() {
+  fresh_.clear();
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fresh_.swap(queue_);
+    queued_.store(false, std::memory_order_relaxed);
+    stopping = stop_requested_;
+    cycle_timeline_ = timeline_;
+  }
+  last_cycle_ = Clock::now();
+  if (!Cycle(fresh_, stopping)) {
+    finished_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool Engine::Drive(const DoneFlag& done, TimePoint until) {
+  drivers_.fetch_add(1);
+  std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
+  bool drove = false;
+  bool left_work = false;
+  if (cycle.owns_lock()) {
+    while (!finished_ && !done.IsSet() && Clock::now() < until) {
+      drove = true;
+      driven_ = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.driven_cycles;
+      }
+      if (!RunCycle()) break;
+    }
+    left_work = !finished_ && (!pending_.empty() || queued_.load(std::memory_order_acquire));
+    cycle.unlock();
+  }
+  drivers_.fetch_sub(1);
+  // (A submission the engine's thread saw while this thread still counted
+  // as a driver is handed over here too.)
+  left_work = left_work || queued_.load();
+  // The engine's thread stood aside while this thread drove: hand it
+  // whatever is left (under mu_, so that its wait cannot miss the wake-up).
+  if (left_work) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_one();
+  }
+  return drove;
 }
 
 bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {

@@ -21,7 +21,13 @@
 // joins a cycle every HORA_CYCLE_TIME_MS, so that no rank waits on an idle
 // one for long.
 //
-// Thread-safety: Submit() and stats() from any thread.
+// A thread waiting on one of the engine's handles runs cycles itself while
+// it spins (Drive): on a host whose ranks outnumber the spare cores, the
+// hand-off to the engine's thread and back would be two thread switches per
+// collective. A cycle runs on one thread at a time (cycle_mu_), the engine's
+// or a waiter's; the engine's thread keeps cycling whenever no waiter does.
+//
+// Thread-safety: Submit(), Drive() and stats() from any thread.
 #pragma once
 
 #include <atomic>
@@ -42,6 +48,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/coordinator.h"
+#include "engine/drive_gate.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
 #include "engine/response_cache.h"
@@ -59,6 +66,7 @@ struct EngineStats {
   uint64_t cache_invalidations = 0;
   uint64_t tensors = 0;        // tensors completed (ok or error)
   uint64_t fused_batches = 0;  // allreduce batches of more than one tensor
+  uint64_t driven_cycles = 0;  // cycles run by a waiter (Drive), not the engine's thread
 };
 
 // One tensor submitted on this rank.
@@ -72,7 +80,7 @@ struct Submission {
   std::shared_ptr<Handle::State> handle;
 };
 
-class Engine {
+class Engine final : public Driver {
  public:
   // `control` and `data` must outlive the engine and be used by nothing
   // else; `control` is a Comm in a tag context of its own. A non-empty
@@ -91,6 +99,9 @@ class Engine {
   std::vector<Handle> SubmitGroup(std::vector<Submission> members);
 
   EngineStats stats() const;
+
+  // Driver: runs cycles on the calling thread (see the file comment).
+  bool Drive(const DoneFlag& done, TimePoint until) override;
 
   // Records spans into `timeline` from the next cycle on (null: stop).
   void SetTimeline(std::shared_ptr<Timeline> timeline);
@@ -113,6 +124,9 @@ class Engine {
   };
 
   void Loop();
+  // Takes the queue and runs one cycle; false once the engine must stop
+  // (finished_ is then set). cycle_mu_ held.
+  bool RunCycle();
   // One cycle; returns false once the engine must stop.
   // Takes the submissions out of `fresh` (moved from; the caller clears it).
   bool Cycle(std::vector<Submission>& fresh, bool stopping);
@@ -158,7 +172,15 @@ class Engine {
   Status stopped_;  // why the engine no longer runs (ok while it does)
   EngineStats stats_;
 
-  // Engine thread only.
+  // Whoever runs a cycle (the engine's thread or a driver) holds cycle_mu_;
+  // everything below is guarded by it.
+  std::mutex cycle_mu_;
+  std::atomic<int> drivers_{0};      // threads in Drive (the engine's thread then waits)
+  std::shared_ptr<DriveGate> gate_;  // handed to every handle; closed first on destruction
+  bool finished_ = false;            // a cycle returned false: no more cycles
+  bool driven_ = false;              // the last cycle ran on a driver's thread
+  TimePoint last_cycle_{};           // when the last cycle started
+  std::vector<Submission> fresh_;    // the cycle's submissions (kept for its capacity)
   std::unordered_map<std::string, Pending> pending_;
   // Pending tensors in submission order, by arrival number (a map:
   // finishing one of a thousand small tensors must not scan and shift the

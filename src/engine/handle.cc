@@ -24,6 +24,12 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   State& s = *state_;
   if (s.done.IsSet()) return s.status;  // (waiting on a step's handles: most are done)
   const TimePoint deadline = Clock::now() + timeout;
+  // During its spin the waiter runs the engine's cycles itself (unless the
+  // engine's thread is in one): no hand-off to that thread and back. A cycle
+  // under way is finished first, so this may outlast `timeout` by one cycle.
+  if (s.gate && s.spin > Duration::zero() && timeout > Duration::zero()) {
+    s.gate->Drive(s.done, std::min(deadline, Clock::now() + s.spin));
+  }
   if (SpinUntil([&] { return s.done.IsSet(); }, std::min<Duration>(timeout, s.spin)) ||
       s.done.WaitUntil(deadline)) {
     return s.status;

@@ -3,12 +3,14 @@
 // The shared completion state behind a Handle (include/hora/handle.h).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/done_flag.h"
+#include "engine/drive_gate.h"
 #include "hora/handle.h"
 
 namespace hora {
@@ -22,6 +24,9 @@ struct Handle::State {
 
   const std::string name;
   const Duration spin;  // how long Wait spins before it sleeps (see SpinUntil)
+  // The engine's, for a waiter to run cycles itself during its spin (null:
+  // it only spins); set before the handle is shared.
+  std::shared_ptr<DriveGate> gate;
   // The result below is written once, by the first Complete(), before done
   // is set, and never after: readers that saw done read it without a lock.
   DoneFlag done;
