@@ -161,6 +161,7 @@ class Engine final : public Driver {
   const Duration idle_spin_;  // spin_, at most one cycle time
 
   mutable std::mutex mu_;  // guards the submission side below
+  bool handoff_ = false;   // a driver left work for the engine's thread
   std::condition_variable cv_;
   std::vector<Submission> queue_;
   // queue_ is not empty: set with queue_ under mu_, read without mu_ by the
@@ -179,7 +180,7 @@ class Engine final : public Driver {
   std::shared_ptr<DriveGate> gate_;  // handed to every handle; closed first on destruction
   bool finished_ = false;            // a cycle returned false: no more cycles
   bool driven_ = false;              // the last cycle ran on a driver's thread
-  TimePoint last_cycle_{};           // when the last cycle started
+  uint64_t cycles_run_ = 0;          // by either thread
   std::vector<Submission> fresh_;    // the cycle's submissions (kept for its capacity)
   std::unordered_map<std::string, Pending> pending_;
   // Pending tensors in submission order, by arrival number (a map:

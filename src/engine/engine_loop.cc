@@ -1,0 +1,122 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Who runs the engine's cycles, and when: the engine's own thread (Loop),
+// or a thread waiting on a handle while it spins (Drive). One cycle runs at
+// a time (cycle_mu_); the engine's thread stands aside while a waiter
+// drives and takes over whatever the waiter leaves (handoff_).
+#include <thread>
+
+#include "common/clock.h"
+#include "engine/engine.h"
+
+namespace hora {
+
+void Engine::Loop() {
+  const auto cycle_time = std::chrono::duration<double, std::milli>(config_.cycle_time_ms);
+  for (;;) {
+    // Go at once while work is moving somewhere (this rank ran something,
+    // or some rank got new tensors last cycle) and this rank has tensors
+    // waiting; otherwise join the others every cycle time, or as soon as
+    // something is submitted here. Right after work moved, the next
+    // submission usually follows within microseconds: spin for it first
+    // (unless a waiter is driving the cycles).
+    bool idle, spin;
+    uint64_t cycles_before;
+    {
+      std::lock_guard<std::mutex> cycle(cycle_mu_);
+      if (finished_) return;
+      cycles_before = cycles_run_;
+      idle = pending_.empty() || !busy_;
+      spin = idle && busy_ && !driven_;
+    }
+    if (spin && drivers_.load(std::memory_order_acquire) == 0) {
+      SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, idle_spin_);
+    }
+    bool stop;
+    bool woken = false;    // by a submission, a driver's hand-off or stop
+    bool handoff = false;  // a driver left work behind
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (idle) {
+        woken = cv_.wait_for(lock, cycle_time, [&] {
+          return stop_requested_ || handoff_ ||
+                 (!queue_.empty() && drivers_.load(std::memory_order_acquire) == 0);
+        });
+      }
+      stop = stop_requested_;
+      handoff = handoff_;
+      handoff_ = false;
+    }
+    if (woken && !stop && !handoff && spin_ > Duration::zero()) {
+      // Whoever submitted usually waits on its handle next and drives the
+      // cycle itself (waiters drive only while they spin): let it (one
+      // yield: on a shared core it runs now) rather than race it for the
+      // cycle.
+      std::this_thread::yield();
+      if (drivers_.load(std::memory_order_acquire) > 0) continue;
+    }
+    std::lock_guard<std::mutex> cycle(cycle_mu_);  // waits while a driver is in a cycle
+    if (finished_) return;
+    // A driver may have taken the work this thread woke up for: after a
+    // wake-up, cycle only if there is new work or work is moving (what a
+    // driver handed over while nothing moves waits for the timer, as any
+    // pending work does); after a wait that timed out, join the others as
+    // an idle engine does every cycle time -- unless a driver cycled
+    // meanwhile (that kept this rank in step).
+    const bool timed_out = idle && !woken && cycles_run_ == cycles_before;
+    const bool due = queued_.load(std::memory_order_acquire) || stop || timed_out ||
+                     !(pending_.empty() || !busy_);
+    driven_ = false;
+    if (due && !RunCycle()) return;
+  }
+}
+
+bool Engine::RunCycle() {
+  fresh_.clear();
+  bool stopping;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fresh_.swap(queue_);
+    queued_.store(false, std::memory_order_relaxed);
+    stopping = stop_requested_;
+    cycle_timeline_ = timeline_;
+  }
+  ++cycles_run_;
+  if (!Cycle(fresh_, stopping)) {
+    finished_ = true;
+    return false;
+  }
+  return true;
+}
+
+bool Engine::Drive(const DoneFlag& done, TimePoint until) {
+  drivers_.fetch_add(1);
+  std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
+  bool drove = false;
+  bool left_work = false;
+  if (cycle.owns_lock()) {
+    while (!finished_ && !done.IsSet() && Clock::now() < until) {
+      drove = true;
+      driven_ = true;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++stats_.driven_cycles;
+      }
+      if (!RunCycle()) break;
+    }
+    left_work = !finished_ && !pending_.empty();
+    cycle.unlock();
+  }
+  drivers_.fetch_sub(1);
+  // The engine's thread stood aside while this thread drove: hand it what
+  // is left, pending tensors and any submission it saw while this thread
+  // still counted as a driver (checked under mu_, as its wait is).
+  std::lock_guard<std::mutex> lock(mu_);
+  if (left_work || !queue_.empty()) {
+    handoff_ = true;
+    cv_.notify_one();
+  }
+  return drove;
+}
+
+}  // namespace hora
