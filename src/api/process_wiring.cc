@@ -34,21 +34,27 @@ std::map<std::string, std::string> ReadWholeEnvironment() {
 
 namespace {
 
-// The job-wide ranks that share this rank's host, in order: every rank
-// publishes its host name and reads everyone's.
-Result<std::vector<int>> RanksOnThisHost(Store& store, const std::string& job_id,
-                                         const RankLayout& l,
-                                         const std::map<std::string, std::string>& env,
-                                         Duration timeout) {
-  std::string host;
-  if (auto it = env.find("HORA_HOSTNAME"); it != env.end()) host = it->second;
-  if (host.empty()) {
+std::string HostKeyPrefix(const std::string& job_id) { return "hora/" + job_id + "/host/"; }
+
+// Every rank of a job spanning hosts publishes its host name, so that the
+// ranks sharing a host can find each other (RanksOnThisHost).
+Status PublishHost(Store& store, const std::string& job_id, const RankLayout& l,
+                   const std::map<std::string, std::string>& env, std::string* host) {
+  if (auto it = env.find("HORA_HOSTNAME"); it != env.end()) *host = it->second;
+  if (host->empty()) {
     char name[256] = {};
     gethostname(name, sizeof name - 1);
-    host = name;
+    *host = name;
   }
-  const std::string prefix = "hora/" + job_id + "/host/";
-  HORA_RETURN_IF_ERROR(store.Set(prefix + std::to_string(l.rank), Bytes(host.begin(), host.end())));
+  return store.Set(HostKeyPrefix(job_id) + std::to_string(l.rank),
+                   Bytes(host->begin(), host->end()));
+}
+
+// The job-wide ranks that share this rank's host, in order.
+Result<std::vector<int>> RanksOnThisHost(Store& store, const std::string& job_id,
+                                         const RankLayout& l, const std::string& host,
+                                         Duration timeout) {
+  const std::string prefix = HostKeyPrefix(job_id);
   std::vector<int> local;
   for (int r = 0; r < l.size; ++r) {
     HORA_ASSIGN_OR_RETURN(Bytes other, store.Get(prefix + std::to_string(r), timeout));
@@ -105,9 +111,11 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
     }
   }
+  // Automatic choice: shared memory when the whole job is on this host,
+  // otherwise shared memory within each host and TCP across (a rank alone on
+  // its host uses TCP only, but still publishes its host for the others).
   std::string transport = config.transport;
-  if (transport.empty())
-    transport = l.local_size == l.size ? "shm" : l.local_size == 1 ? "tcp" : "shm+tcp";
+  if (transport.empty()) transport = l.local_size == l.size ? "shm" : "shm+tcp";
   if (transport == "shm") {
     if (l.local_size != l.size) {
       return InvalidArgument("HORA_TRANSPORT=shm needs every rank on one host, but rank " +
@@ -126,6 +134,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   mesh.iface = config.iface;
   mesh.timeout = timeout;
   mesh.wait_spin = spin;
+  mesh.logger = &logger;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
   if (transport == "tcp") {
@@ -133,8 +142,21 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     return w;
   }
   // Shared memory among the ranks on this host, TCP to the others.
+  std::string host;
+  HORA_RETURN_IF_ERROR(PublishHost(*w.store, config.job_id, l, env, &host));
+  if (l.local_size == 1) {
+    w.transport = std::move(tcp);
+    return w;
+  }
   HORA_ASSIGN_OR_RETURN(std::vector<int> local,
-                        RanksOnThisHost(*w.store, config.job_id, l, env, timeout));
+                        RanksOnThisHost(*w.store, config.job_id, l, host, timeout));
+  if (static_cast<int>(local.size()) != l.local_size) {
+    return InvalidArgument("rank " + std::to_string(l.rank) + " was told its host (" + host +
+                           ") has " + std::to_string(l.local_size) + " ranks, but " +
+                           std::to_string(local.size()) +
+                           " ranks of the job report that host name (set HORA_HOSTNAME to tell "
+                           "hosts apart)");
+  }
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
   HORA_ASSIGN_OR_RETURN(

@@ -1,12 +1,23 @@
 #!/usr/bin/env bash
 # Several hosts on one machine: network namespaces (3 by default), each
 # joined by a veth pair to a bridge in this namespace, each running
-# per_host ranks (shared memory between them with transport "auto"); horarun
+# per_host ranks (shared memory between them with transport "auto"; a
+# comma-separated per_host, such as 2,1, gives each host its own count and
+# sets the number of hosts); horarun
 # starts them with `ip netns exec` and serves the rendezvous on the bridge.
 # Every collective is checked by hora-mp-worker over TCP between the hosts.
 # Exits 77 (reported by CTest as skipped) where namespaces cannot be made.
 set -u
 horarun="$1"; worker="$2"; hosts="${3:-3}"; per_host="${4:-1}"; transport="${5:-tcp}"
+slots=()
+if [[ "$per_host" == *,* ]]; then
+  IFS=, read -r -a slots <<<"$per_host"
+  hosts=${#slots[@]}
+else
+  for _ in $(seq 1 "$hosts"); do slots+=("$per_host"); done
+fi
+np=0
+for s in "${slots[@]}"; do np=$((np + s)); done
 tag=$(( $$ % 100000 ))
 br="hbr$tag"
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -28,11 +39,11 @@ for i in $(seq 1 "$hosts"); do
   ip -n "$ns" addr add "10.231.0.$i/24" dev eth0
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
-  list="$list${list:+,}$ns:$per_host"
+  list="$list${list:+,}$ns:${slots[$((i - 1))]}"
 done
 transport_flag=()
 [ "$transport" = auto ] || transport_flag=(--transport "$transport")
-"$horarun" -np $((hosts * per_host)) -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 "${transport_flag[@]}" \
+"$horarun" -np "$np" -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 "${transport_flag[@]}" \
   --timeout 60 "$worker"
 rc=$?
 [ "$rc" -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -14,6 +15,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "output.h"
 
@@ -30,6 +33,7 @@ struct Rank {
   bool running = false;
   int exit_code = 0;
   int fds[2] = {-1, -1};  // stdout, stderr read ends
+  int stdin_fd = -1;      // remote ranks: the write end of their stdin
   std::unique_ptr<LineForwarder> forward[2];
 };
 
@@ -48,10 +52,14 @@ std::string DescribeExit(int status) {
 }
 
 // Forks and execs one rank. Returns false (after printing why) on failure.
+// `input`, when set, is written to the rank's stdin, which stays open until
+// the rank ends (remote ranks: the secret, and a line that tells them horarun
+// is alive); without it the rank shares horarun's stdin.
 bool Spawn(Rank& r, const std::vector<std::string>& argv, const std::vector<std::string>& envs,
-           const sigset_t& blocked) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+           const sigset_t& blocked, const std::optional<std::string>& input) {
+  int out[2], err[2], in[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+      (input && pipe2(in, O_CLOEXEC) != 0)) {
     std::fprintf(stderr, "horarun: pipe: %s\n", std::strerror(errno));
     return false;
   }
@@ -73,6 +81,7 @@ bool Spawn(Rank& r, const std::vector<std::string>& argv, const std::vector<std:
     sigprocmask(SIG_UNBLOCK, &blocked, nullptr);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
+    if (input) dup2(in[0], STDIN_FILENO);
     execvpe(cargv[0], cargv.data(), cenv.data());
     std::fprintf(stderr, "horarun: cannot run '%s': %s\n", cargv[0], std::strerror(errno));
     _exit(127);
@@ -80,6 +89,25 @@ bool Spawn(Rank& r, const std::vector<std::string>& argv, const std::vector<std:
   setpgid(pid, pid);
   close(out[1]);
   close(err[1]);
+  if (input) {
+    close(in[0]);
+    // A pipe holds 64 KiB: this small write never blocks. EPIPE (the rank
+    // already gone) is seen as its exit.
+    // SIGPIPE is held back around the write and a pending one discarded.
+    const std::string line = *input + "\n";
+    sigset_t pipe_signal, old_mask;
+    sigemptyset(&pipe_signal);
+    sigaddset(&pipe_signal, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
+    if (write(in[1], line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      std::fprintf(stderr, "horarun: cannot pass the job secret to rank %d: %s\n", r.placement.rank,
+                   std::strerror(errno));
+      const timespec now{0, 0};
+      (void)sigtimedwait(&pipe_signal, nullptr, &now);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+    r.stdin_fd = in[1];
+  }
   r.pid = pid;
   r.running = true;
   r.fds[0] = out[0];
@@ -114,20 +142,44 @@ std::string ShellQuote(const std::string& s) {
   return q + "'";
 }
 
+static std::string RemoteScript(const std::string& cwd,
+                                const std::map<std::string, std::string>& env,
+                                const std::vector<std::string>& argv) {
+  // The secret comes first on stdin, so that no command line (ps) shows it.
+  // The rank runs in the background, in a process group of its own where
+  // setsid exists, with stdin from /dev/null. A watcher stops the group when
+  // horarun's end of stdin closes (horarun or its ssh client gone), and a
+  // TERM, INT or HUP to this shell is passed on to it.
+  std::string cmd = "env";
+  for (const auto& [k, v] : env) {
+    if (k != "HORA_SECRET") cmd += " " + ShellQuote(k + "=" + v);
+  }
+  for (const auto& a : argv) cmd += " " + ShellQuote(a);
+  return "IFS= read -r HORA_SECRET || exit 1; export HORA_SECRET; cd " + ShellQuote(cwd) +
+         " || exit 1; s=; command -v setsid >/dev/null 2>&1 && s=setsid; exec 3<&0; $s " + cmd +
+         " </dev/null 3<&- & p=$!; g=$p; [ -n \"$s\" ] && g=-$p; "
+         "stop() { kill -TERM $g 2>/dev/null || kill -TERM $p 2>/dev/null; }; "
+         "trap stop TERM INT HUP; "
+         "{ cat >/dev/null; stop; } <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "
+         "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
+         "kill $w 2>/dev/null; exit $rc";
+}
+
 std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
                                        const std::string& cwd,
                                        const std::map<std::string, std::string>& env,
                                        const std::vector<std::string>& argv) {
-  std::string remote = "cd " + ShellQuote(cwd) + " && exec env";
-  for (const auto& [k, v] : env) remote += " " + ShellQuote(k + "=" + v);
-  for (const auto& a : argv) remote += " " + ShellQuote(a);
+  const std::string script = RemoteScript(cwd, env, argv);
   std::vector<std::string> out = rsh;
   out.push_back(host);
-  if (rsh.front() != "ssh") {  // a local wrapper runs argv directly: give it a shell
+  if (rsh.front() == "ssh") {
+    // ssh hands one string to the remote user's login shell, whatever it is.
+    out.push_back("sh -c " + ShellQuote(script));
+  } else {  // a local wrapper (ip netns exec) runs argv directly
     out.push_back("sh");
     out.push_back("-c");
+    out.push_back(script);
   }
-  out.push_back(remote);
   return out;
 }
 
@@ -182,17 +234,20 @@ int RunJob(const JobSpec& spec) {
     for (const auto& [k, v] : RankEnvironment(r.placement, size)) env[k] = v;
     std::vector<std::string> argv = spec.command;
     std::vector<std::string> envs;
+    std::optional<std::string> input;
     if (IsLocalHost(r.placement.host)) {
       envs = ChildEnvironment(env);
     } else {
       argv = RemoteCommand(spec.rsh, r.placement.host, cwd, env, spec.command);
       envs = ChildEnvironment({});
+      auto secret = env.find("HORA_SECRET");
+      input = secret == env.end() ? "" : secret->second;
     }
     for (int s = 0; s < 2; ++s) {
       r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
                                                      spec.prefix_output);
     }
-    if (!Spawn(r, argv, envs, blocked)) begin_stop(1, true);
+    if (!Spawn(r, argv, envs, blocked, input)) begin_stop(1, true);
   }
 
   Clock::time_point all_exited{};
@@ -267,6 +322,7 @@ int RunJob(const JobSpec& spec) {
         if (r.pid != pid) continue;
         r.running = false;
         r.exit_code = ExitCodeOf(status);
+        if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
         if (r.exit_code != 0 && !termed) {  // not one we stopped ourselves
           std::fprintf(stderr, "horarun: rank %d (pid %d on %s) %s%s\n", r.placement.rank, pid,
                        r.placement.host.c_str(), DescribeExit(status).c_str(),

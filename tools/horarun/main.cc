@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "job.h"
 #include "mpi_launch.h"
 #include "options.h"
+#include "remote_cleanup.h"
 #include "store/tcp_store_server.h"
 #include "transport/shm/shm_segment.h"
 #include "transport/tcp/tcp_mesh.h"
@@ -146,7 +148,26 @@ int main(int argc, char** argv) {
     rc = horarun::RunJob(spec);
   }
   // Ranks unlink their shared-memory segments as soon as every peer mapped
-  // them; a crash before that point leaves some behind, removed here.
-  if (all_local) (void)RemoveShmSegments(spec.env["HORA_JOB_ID"]);
+  // them; a crash before that point leaves some behind, removed here (and,
+  // after a failure, on the other hosts through the remote shell).
+  const std::string& job_id = spec.env["HORA_JOB_ID"];
+  (void)RemoveShmSegments(job_id);
+  if (rc != 0 && !flavour && !all_local) {
+    std::vector<std::string> remote;
+    for (const auto& p : *placements) {
+      if (!horarun::IsLocalHost(p.host) &&
+          std::find(remote.begin(), remote.end(), p.host) == remote.end()) {
+        remote.push_back(p.host);
+      }
+    }
+    const int failed =
+        horarun::RemoveRemoteShmSegments(opts.rsh, remote, job_id, config->timeout_s);
+    if (failed > 0) {
+      std::fprintf(stderr,
+                   "horarun: could not confirm the removal of job %s's shared memory on %d "
+                   "host(s) (/dev/shm/hora-%s-*)\n",
+                   job_id.c_str(), failed, job_id.c_str());
+    }
+  }
   return rc;
 }

@@ -189,12 +189,19 @@ TEST(ShmLifecycle, SegmentsAreExclusive0600AndListedPerJob) {
   EXPECT_TRUE(ListShmSegments(job + "-2").empty());
 
   // What a crash during rendezvous leaves, horarun removes.
-  int fd = shm_open(ShmSegmentName(job, "bell-3").c_str(), O_CREAT | O_RDWR, 0600);
+  // Also a host group's segments in a job spanning hosts ("<job>-g<first rank>").
+  for (const char* suffix : {"bell-3", "g4-win-1", "g0-1-0"}) {
+    int fd = shm_open(ShmSegmentName(job, suffix).c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  int fd = shm_open(ShmSegmentName(job, "gx-1-0").c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   close(fd);
-  EXPECT_EQ(ListShmSegments(job).size(), 1u);
+  EXPECT_EQ(ListShmSegments(job).size(), 3u);  // not "gx-1-0"
   EXPECT_TRUE(RemoveShmSegments(job).ok());
   EXPECT_TRUE(ListShmSegments(job).empty());
+  shm_unlink(ShmSegmentName(job, "gx-1-0").c_str());
 }
 
 TEST(ShmLifecycle, FailedRendezvousLeavesNothingBehind) {

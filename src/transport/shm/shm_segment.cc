@@ -26,8 +26,13 @@ bool AllDigits(const std::string& s) {
 }
 
 // True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>" and
-// "win-<rank>".
-bool IsTransportSuffix(const std::string& s) {
+// "win-<rank>", alone or after "g<first rank>-" (a host's group in a job
+// spanning hosts).
+bool IsTransportSuffix(std::string s) {
+  if (s.size() > 1 && s[0] == 'g') {
+    const size_t dash = s.find('-');
+    if (dash != std::string::npos && AllDigits(s.substr(1, dash - 1))) s = s.substr(dash + 1);
+  }
   if (s.rfind("bell-", 0) == 0) return AllDigits(s.substr(5));
   if (s.rfind("win-", 0) == 0) return AllDigits(s.substr(4));
   size_t dash = s.find('-');

@@ -97,8 +97,13 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
                           std::to_string(o.size - 1 - o.rank - accepted) +
                           " higher rank(s) to connect: " + fd.status().message());
     }
-    if (!net::AuthenticateAsServer(fd->get(), o.secret, deadline).ok()) {
-      continue;  // not one of ours: refused (the peer learns nothing more)
+    if (Status auth = net::AuthenticateAsServer(fd->get(), o.secret, deadline); !auth.ok()) {
+      // Not one of ours: refused (the peer learns nothing more), and logged.
+      if (o.logger != nullptr) {
+        o.logger->Warning("rank " + std::to_string(o.rank) + ": refused connection from " + from +
+                          ": " + auth.message());
+      }
+      continue;
     }
     int32_t peer = -1;
     HORA_RETURN_IF_ERROR(net::RecvAll(fd->get(), &peer, sizeof peer, deadline));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/logging.h"
 #include "net/socket.h"
 #include "store/store.h"
 
@@ -25,6 +26,9 @@ struct TcpMeshOptions {
   // How long a waiter on a small message moves the sockets itself after the
   // last byte moved, before it sleeps (Config::wait_spin_us).
   Duration wait_spin = std::chrono::microseconds(50);
+  // Where a refused connection (failed authentication) is reported, at
+  // warning level, while the mesh connects; nullptr: nowhere.
+  const Logger* logger = nullptr;
 };
 
 // Returns one connected, authenticated socket per peer (index = rank; the

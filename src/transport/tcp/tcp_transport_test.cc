@@ -14,7 +14,8 @@ namespace {
 TimePoint Soon() { return Clock::now() + std::chrono::seconds(30); }
 
 // Builds one TCP transport per rank (ranks as threads, loopback addresses).
-std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = "s3cret") {
+std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = "s3cret",
+                                             const std::string& iface = "127.0.0.1") {
   MemoryStore store;
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -25,7 +26,7 @@ std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = 
       o.size = n;
       o.key_prefix = "test";
       o.secret = secret;
-      o.iface = "127.0.0.1";
+      o.iface = iface;
       o.timeout = std::chrono::seconds(30);
       auto t = CreateTcpTransport(store, o);
       EXPECT_TRUE(t.ok()) << t.status().ToString();
@@ -39,6 +40,44 @@ std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = 
 void AddF64(DataType, ReduceOp, void* dst, const void* src, size_t count) {
   for (size_t i = 0; i < count; ++i)
     static_cast<double*>(dst)[i] += static_cast<const double*>(src)[i];
+}
+
+// Every pair of a 3-rank mesh exchanges a message in both directions.
+void ExpectEveryPairTalks(std::vector<std::unique_ptr<Transport>>& t) {
+  const int n = static_cast<int>(t.size());
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      std::vector<int> src(1000 + 7 * a + b), dst(src.size(), -1);
+      std::iota(src.begin(), src.end(), 100 * a + b);
+      Request r = t[static_cast<size_t>(b)]->Irecv(a, 9, dst.data(), dst.size() * sizeof(int));
+      Request s = t[static_cast<size_t>(a)]->Isend(b, 9, src.data(), src.size() * sizeof(int));
+      ASSERT_TRUE(t[static_cast<size_t>(b)]->Wait(r, Soon()).ok());
+      ASSERT_TRUE(t[static_cast<size_t>(a)]->Wait(s, Soon()).ok());
+      EXPECT_EQ(src, dst) << a << " -> " << b;
+    }
+  }
+}
+
+// HORA_IFACE as an IPv6 address, and as an interface name.
+TEST(TcpTransport, MeshOverIpv6Loopback) {
+  auto t = Mesh(3, "s3cret", "::1");
+  ASSERT_TRUE(t[0] && t[1] && t[2]);
+  ExpectEveryPairTalks(t);
+}
+
+TEST(TcpTransport, MeshOnANamedInterface) {
+  Result<std::string> lo = AdvertisedAddress("lo");
+  ASSERT_TRUE(lo.ok()) << lo.status().ToString();
+  EXPECT_TRUE(*lo == "127.0.0.1" || *lo == "::1") << *lo;
+  auto t = Mesh(3, "s3cret", "lo");
+  ASSERT_TRUE(t[0] && t[1] && t[2]);
+  ExpectEveryPairTalks(t);
+  Result<std::string> none = AdvertisedAddress("hora-no-such-if0");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("HORA_IFACE='hora-no-such-if0': no such interface"),
+            std::string::npos)
+      << none.status().message();
 }
 
 TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
@@ -146,11 +185,14 @@ TEST(TcpTransport, ClosedRankFailsOnlyRequestsWithIt) {
   EXPECT_NE(t[0]->Wait(late, Soon()).message().find("rank 2"), std::string::npos);
 }
 
-TEST(TcpTransport, WrongSecretCannotJoin) {
+TEST(TcpTransport, WrongSecretCannotJoinAndIsLogged) {
   MemoryStore store;
   Status results[2];
+  const Logger logger(LogLevel::kWarning, 0);
+  testing::internal::CaptureStderr();
   std::thread a([&] {
     TcpMeshOptions o{0, 2, "x", "right", "127.0.0.1", std::chrono::milliseconds(1500)};
+    o.logger = &logger;
     results[0] = CreateTcpTransport(store, o).status();
   });
   std::thread b([&] {
@@ -163,6 +205,8 @@ TEST(TcpTransport, WrongSecretCannotJoin) {
   EXPECT_FALSE(results[1].ok());
   EXPECT_NE(results[1].message().find("connecting to rank 0"), std::string::npos)
       << results[1].message();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("rank 0: refused connection from 127.0.0.1:"), std::string::npos) << log;
 }
 
 TEST(TcpTransport, CancelAndTimeoutAreBounded) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# horarun's remote start, through a stand-in remote shell that logs its
+# command line and runs it here: the job secret reaches the remote rank but
+# no command line; after a failure the remote hosts' shared memory is
+# removed; a horarun killed with SIGKILL takes its remote ranks with it.
+set -u
+. "$(dirname "$0")/lib.sh"
+horarun="$1"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+log="$dir/rsh.log"
+cat >"$dir/rsh" <<EOS
+#!/bin/sh
+printf '%s\n' "\$*" >>"$log"
+shift
+exec "\$@"
+EOS
+# And a stand-in ssh, first on PATH: it hands its one command string to a
+# shell, as sshd does with the remote user's login shell.
+mkdir "$dir/bin"
+cat >"$dir/bin/ssh" <<EOS
+#!/bin/sh
+printf '%s\n' "\$*" >>"$log"
+while [ "\$#" -gt 2 ]; do shift; done
+exec sh -c "\$2"
+EOS
+chmod +x "$dir/rsh" "$dir/bin/ssh"
+pass=0; failed=0
+ok() { pass=$((pass + 1)); }
+fail() { failed=$((failed + 1)); echo "FAIL $*"; }
+hosts=(-H localhost:1,hora-remote-test-host:1 --rsh "$dir/rsh" --bind 127.0.0.1 --timeout 5)
+
+# 1. The secret reaches the remote rank through its stdin, not its command line.
+secret="s3cr3t-$$-$RANDOM"
+out=$(HORA_SECRET="$secret" "$horarun" -np 2 "${hosts[@]}" sh -c 'echo "rank $HORA_RANK secret $HORA_SECRET"' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -qF "[1]: rank 1 secret $secret" <<<"$out" && grep -qF "[0]: rank 0 secret $secret" <<<"$out"; then ok; else fail "secret: rc=$rc, output: $out"; fi
+if [ -s "$log" ] && ! grep -qF "$secret" "$log"; then ok; else fail "secret on the remote command line: $(cat "$log")"; fi
+
+# The same through ssh (its default options, then the host, then one string).
+: >"$log"
+out=$(PATH="$dir/bin:$PATH" HORA_SECRET="$secret" "$horarun" -np 2 -H localhost:1,hora-remote-test-host:1 --bind 127.0.0.1 --timeout 5 sh -c 'echo "rank $HORA_RANK secret $HORA_SECRET in $(pwd)"' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -qF "[1]: rank 1 secret $secret in $(pwd)" <<<"$out"; then ok; else fail "ssh: rc=$rc, output: $out"; fi
+if grep -q "BatchMode=yes.*hora-remote-test-host sh -c" "$log" && ! grep -qF "$secret" "$log"; then ok; else fail "ssh command line: $(cat "$log")"; fi
+
+# 2. A remote rank fails after leaving a segment: horarun exits with its code
+#    and removes the job's segments on the remote host.
+: >"$log"
+out=$("$horarun" -np 2 "${hosts[@]}" sh -c 'if [ "$HORA_RANK" = 1 ]; then : >"/dev/shm/hora-$HORA_JOB_ID-g1-bell-0"; echo "job $HORA_JOB_ID"; exit 3; fi; sleep 30' 2>&1)
+rc=$?
+job=$(sed -n 's/.*job \([0-9a-f]*\).*/\1/p' <<<"$out" | head -1)
+if [ "$rc" -eq 3 ] && [ -n "$job" ]; then ok; else fail "remote failure: rc=$rc (want 3), output: $out"; fi
+if [ -n "$job" ] && ! ls /dev/shm/hora-"$job"-* >/dev/null 2>&1; then ok; else fail "segments left: $(ls /dev/shm/hora-"$job"-* 2>&1)"; fi
+if grep -qF "hora-remote-test-host sh -c rm -f /dev/shm/hora-$job-*" "$log"; then ok; else fail "no remote cleanup ran: $(cat "$log")"; fi
+
+# 3. horarun killed with SIGKILL: the remote rank (and its children) end too.
+#    (The local rank execs sleep: the kernel ends a local rank whose horarun
+#    died, but not processes that rank started.)
+HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np 2 "${hosts[@]}" sh -c 'if [ "$HORA_RANK" = 0 ]; then exec sleep 300; fi; sleep 300; echo never' >/dev/null 2>&1 &
+hp=$!
+count_sleeps() { tagged_processes | grep -c ' sleep 300 $'; }
+for _ in $(seq 50); do [ "$(count_sleeps)" -ge 2 ] && break; sleep 0.1; done
+started=$(count_sleeps)
+kill -KILL "$hp"; wait "$hp" 2>/dev/null
+for _ in $(seq 50); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+left=$(tagged_processes)
+if [ "$started" -ge 2 ] && [ -z "$left" ]; then ok; else fail "after SIGKILL: $started started, left running: $left"; fi
+
+echo "$pass passed, $failed failed"
+[ "$failed" -eq 0 ]
