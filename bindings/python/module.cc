@@ -62,6 +62,13 @@ class Orphans {
   std::vector<Item> items_;
 };
 
+// A finished collective's output, owned through its handle, exported as a
+// flat writeable byte buffer (Python's buffer protocol).
+struct OutputBuffer {
+  Handle handle;
+  const Tensor& tensor() const { return *handle.output(); }
+};
+
 class PyHandle {
  public:
   PyHandle(Handle h, std::string name, std::vector<Keepalive> keep,
@@ -107,10 +114,15 @@ class PyHandle {
   }
 
   py::capsule Output() const {
-    if (!handle_.Poll()) ThrowInvalid(name_ + ": output() before the collective is done");
-    ThrowIfError(handle_.status());
-    if (handle_.output() == nullptr) ThrowInvalid(name_ + ": this collective has no output tensor");
+    CheckOutput("output()");
     return ExportOutput(handle_);
+  }
+
+  // The same output as a writeable buffer (for NumPy, whose from_dlpack
+  // arrays are read-only): np.frombuffer over it shares the memory.
+  OutputBuffer OutputAsBuffer() const {
+    CheckOutput("output_buffer()");
+    return OutputBuffer{handle_};
   }
 
   std::vector<int64_t> ReceivedSplits() const {
@@ -120,6 +132,12 @@ class PyHandle {
   }
 
  private:
+  void CheckOutput(const char* what) const {
+    if (!handle_.Poll()) ThrowInvalid(name_ + ": " + what + " before the collective is done");
+    ThrowIfError(handle_.status());
+    if (handle_.output() == nullptr) ThrowInvalid(name_ + ": this collective has no output tensor");
+  }
+
   Handle handle_;
   std::string name_;
   std::vector<Keepalive> keep_;
@@ -340,6 +358,16 @@ PYBIND11_MODULE(_core, m) {
   m.attr("Max") = static_cast<int>(ReduceOp::kMax);
   m.attr("Product") = static_cast<int>(ReduceOp::kProduct);
 
+  py::class_<OutputBuffer>(m, "OutputBuffer", py::buffer_protocol(),
+                           "A collective's output as a writeable byte buffer (shares memory).")
+      .def_buffer([](const OutputBuffer& b) {
+        const Tensor& t = b.tensor();
+        return py::buffer_info(t.data(), 1, py::format_descriptor<uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(t.num_bytes())}, {1}, false);
+      })
+      .def_property_readonly("shape", [](const OutputBuffer& b) { return b.tensor().shape(); })
+      .def_property_readonly("nbytes",
+                             [](const OutputBuffer& b) { return b.tensor().num_bytes(); });
   py::class_<PyHandle>(m, "Handle", "A collective in flight (see Session.*_async).")
       .def_property_readonly("name", &PyHandle::name)
       .def("poll", &PyHandle::Poll, "True once done (never blocks).")
@@ -347,6 +375,8 @@ PYBIND11_MODULE(_core, m) {
            "Waits until done; raises the collective's error (a HoraError).")
       .def("output", &PyHandle::Output,
            "The output Hora allocated (allgather, reducescatter, alltoall) as a DLPack capsule.")
+      .def("output_buffer", &PyHandle::OutputAsBuffer,
+           "The same output as a writeable buffer that shares its memory (for NumPy).")
       .def("received_splits", &PyHandle::ReceivedSplits, "Alltoall: rows received from each rank.");
 
   const auto a = [](const char* n) { return py::arg(n); };

@@ -34,19 +34,6 @@ _SUPPORTED = tuple(np.dtype(d) for d in (
     np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_))
 
 
-class _Capsule:
-    """Lets ``np.from_dlpack`` read a capsule produced by the core."""
-
-    def __init__(self, cap):
-        self._cap = cap
-
-    def __dlpack__(self, stream=None):
-        return self._cap
-
-    def __dlpack_device__(self):
-        return (1, 0)  # kDLCPU
-
-
 def _session():
     return basics.session("hora.numpy.init()")
 
@@ -70,7 +57,15 @@ def _wire(a):
 
 
 def _output(handle, dtype):
-    out = np.from_dlpack(_Capsule(handle.output())).copy()  # NumPy marks it read-only
+    """The output the core allocated, without a copy: a writeable array over
+    its memory (NumPy's from_dlpack would give a read-only one); the array's
+    base keeps the memory alive."""
+    buf = handle.output_buffer()
+    wire = np.uint8 if dtype == np.bool_ else dtype
+    if buf.nbytes == 0:
+        out = np.empty(buf.shape, dtype=wire)
+    else:
+        out = np.frombuffer(buf, dtype=wire).reshape(buf.shape)
     return out.view(np.bool_) if dtype == np.bool_ else out
 
 
@@ -132,6 +127,8 @@ def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_fact
     rows, the first ``dim0 % size`` ranks one more)."""
     op, name = basics.check_op(op), _name(name)
     a = _prepare(array, "reducescatter", name)
+    if a.dtype == np.bool_:
+        raise InvalidArgumentError("reducescatter '%s': bool arrays are not supported" % name)
     h = _session().reducescatter_async(name, a.__dlpack__(), op, float(prescale_factor),
                                        float(postscale_factor))
     h.wait()

@@ -40,8 +40,7 @@ def test_integer_average_rounds_toward_zero():
     assert torch.equal(got, want)
 
 
-@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64, torch.int64],
-                         ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_prescale_postscale(dtype):
     pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)
     for op in (hvd.Sum, hvd.Average):
@@ -85,8 +84,9 @@ def test_many_async_in_flight_in_rank_dependent_order():
 
 
 def test_grouped_allreduce():
-    dtypes = [torch.float32, torch.float64, torch.int32, torch.bfloat16]
-    shapes = [(3,), (2, 2), (0,), (5, 1)]
+    dtypes = [torch.float32, torch.float64, torch.int32, torch.bfloat16, torch.float16,
+              torch.int64]
+    shapes = [(3,), (2, 2), (0,), (5, 1), (7,), (1, 3)]
     vals = [all_values(s, d, seed=i) for i, (s, d) in enumerate(zip(shapes, dtypes))]
     mine = [v[hvd.rank()] for v in vals]
     want = [reduce_reference(v, hvd.Average, d) for v, d in zip(vals, dtypes)]

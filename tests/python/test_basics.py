@@ -13,8 +13,16 @@ import hora.torch as hvd
 def test_layout_matches_launcher_and_is_consistent():
     r, n = hvd.rank(), hvd.size()
     assert 0 <= r < n
-    if "HORA_RANK" in os.environ:
+    if "HORA_RANK" in os.environ:  # horarun: every value as the launcher placed it
         assert r == int(os.environ["HORA_RANK"]) and n == int(os.environ["HORA_SIZE"])
+        assert hvd.local_rank() == int(os.environ["HORA_LOCAL_RANK"])
+        assert hvd.local_size() == int(os.environ["HORA_LOCAL_SIZE"])
+        assert hvd.cross_rank() == int(os.environ["HORA_CROSS_RANK"])
+        assert hvd.cross_size() == int(os.environ["HORA_CROSS_SIZE"])
+        if hvd.local_size() == n:
+            # One host (make test's jobs): every rank is local, one cross rank.
+            assert (hvd.local_rank(), hvd.local_size()) == (r, n)
+            assert (hvd.cross_rank(), hvd.cross_size()) == (0, 1)
     assert 0 <= hvd.local_rank() < hvd.local_size() <= n
     assert 0 <= hvd.cross_rank() < hvd.cross_size()
     layouts = hvd.allgather_object((r, hvd.local_rank(), hvd.cross_rank()))

@@ -141,7 +141,7 @@ def _scatter_rows(dim0, r, n):
 def test_reducescatter(dtype):
     r, n = hvd.rank(), hvd.size()
     for i, shape in enumerate([(2 * n,), (2 * n + 1, 3), (1,), (7, 2, 2)]):
-        for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max):
+        for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product):
             vals = [value(q, shape, dtype, seed=i) for q in range(n)]
             full = reduce_reference(vals, op, dtype)
             start = sum(_scatter_rows(shape[0], q, n) for q in range(r))
@@ -172,3 +172,22 @@ def test_barrier_and_handles():
     assert hvd.poll(h)
     assert "handle.test" in repr(h) and h.name == "handle.test"
     hvd.barrier()
+
+
+def test_outputs_cross_without_a_copy():
+    # The output Hora allocates reaches torch and NumPy as views of the same
+    # memory (DLPack capsule and buffer), not copies.
+    import numpy as np
+    from torch.utils import dlpack
+    from hora.common import basics
+    n = hvd.size()
+    x = torch.full((2, 3), float(hvd.rank()))
+    h = basics.session().allgather_async("zero.copy", dlpack.to_dlpack(x))
+    h.wait()
+    t1 = dlpack.from_dlpack(h.output())
+    t2 = dlpack.from_dlpack(h.output())
+    a = np.frombuffer(h.output_buffer(), dtype=np.float32)
+    assert t1.data_ptr() == t2.data_ptr() == a.ctypes.data
+    assert t1.shape == (2 * n, 3) and a.size == 6 * n
+    t1[0, 0] = 42.0  # one memory: the others see the write
+    assert t2[0, 0].item() == 42.0 and a[0] == 42.0

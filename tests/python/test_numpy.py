@@ -58,3 +58,36 @@ def test_numpy_bool_readonly_and_noncontiguous():
     ro.flags.writeable = False
     np.testing.assert_array_equal(hnp.allreduce(ro.T, op=hnp.Sum), ro.T * n)
     hnp.barrier()
+
+
+def test_numpy_outputs_share_the_cores_memory_and_are_writeable():
+    # allgather, alltoall and reducescatter return the buffer Hora allocated,
+    # without a copy: writeable, owned through the array's base, alive after
+    # the handle is gone; bool outputs too; empty outputs are arrays.
+    import gc
+    r, n = hnp.rank(), hnp.size()
+    got = hnp.allgather(np.full((2, 3), r, dtype=np.float32))
+    assert got.flags.writeable and got.base is not None
+    assert not got.flags.owndata  # a view of Hora's buffer, not a copy
+    gc.collect()
+    np.testing.assert_array_equal(got, np.repeat(np.arange(n, dtype=np.float32), 2)[:, None]
+                                  * np.ones((1, 3), dtype=np.float32))
+    got += 1
+    assert got[0, 0] == 1
+    a2a = hnp.alltoall(np.arange(n, dtype=np.int64))
+    assert a2a.flags.writeable and not a2a.flags.owndata
+    np.testing.assert_array_equal(a2a, np.full(n, r, dtype=np.int64))
+    rs = hnp.reducescatter(np.ones((n, 2), dtype=np.float64), op=hnp.Sum)
+    assert rs.flags.writeable and not rs.flags.owndata
+    np.testing.assert_array_equal(rs, np.full((1, 2), n, dtype=np.float64))
+    gb = hnp.allgather(np.array([r % 2 == 0]))
+    assert gb.dtype == np.bool_ and gb.tolist() == [q % 2 == 0 for q in range(n)]
+    empty = hnp.allgather(np.zeros((0, 4), dtype=np.float32))
+    assert empty.shape == (0, 4) and empty.dtype == np.float32
+
+
+def test_numpy_bool_reducescatter_is_a_clear_error():
+    with pytest.raises(hnp.HoraError, match="reducescatter 'rsb': bool arrays are not supported"):
+        hnp.reducescatter(np.ones(hnp.size(), dtype=np.bool_), name="rsb")
+    # The job goes on.
+    np.testing.assert_array_equal(hnp.allreduce(np.ones(2), op=hnp.Sum), np.full(2, hnp.size()))

@@ -119,12 +119,45 @@ def test_no_named_parameters_sum_predivide():
         torch.testing.assert_close(p, q, **TOL)
 
 
-def test_compression_fp16_close():
-    # float16 on the wire: equal up to float16 rounding of the gradients.
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_op_sum_with_lr_over_size_equivalent_to_one_worker(kind):
+    # Sum of the ranks' mean-loss gradients is size() times the one-worker
+    # gradient: with SGD the learning rate divided by size() takes the same
+    # step; Adam is invariant to the gradient's scale (up to its eps).
+    if kind == "sgd":
+        _run(op=hvd.Sum, lr_scale=1.0 / hvd.size())
+    else:
+        dist, ref = _model(), _model()
+        dopt = hvd.DistributedOptimizer(torch.optim.Adam(dist.parameters(), lr=0.01, eps=1e-30),
+                                        named_parameters=dist.named_parameters(), op=hvd.Sum)
+        ropt = torch.optim.Adam(ref.parameters(), lr=0.01, eps=1e-30)
+        for step in range(3):
+            x, y = _batch(step)
+            dopt.zero_grad()
+            ropt.zero_grad()
+            F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+            F.cross_entropy(ref(x), y).backward()
+            dopt.step()
+            ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("factor", [0.5, 2.0, 3.0])
+@pytest.mark.parametrize("passes", [1, 2])
+def test_gradient_predivide_factor_equivalent_to_one_worker(factor, passes):
+    # Divided by the factor before the sum and multiplied by factor/size()
+    # after: the same average.
+    _run(passes=passes, gradient_predivide_factor=factor)
+
+
+@pytest.mark.parametrize("compression,tol", [("fp16", 1e-3), ("bf16", 1e-2)])
+def test_compression_close(compression, tol):
+    # float16 / bfloat16 on the wire: equal up to the rounding of the gradients.
     dist, ref = _model(), _model()
     dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
                                     named_parameters=dist.named_parameters(),
-                                    compression=hvd.Compression.fp16)
+                                    compression=getattr(hvd.Compression, compression))
     ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
     x, y = _batch(0)
     F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
@@ -133,7 +166,8 @@ def test_compression_fp16_close():
     ropt.step()
     for p, q in zip(dist.parameters(), ref.parameters()):
         assert p.dtype == torch.float64
-        torch.testing.assert_close(p, q, rtol=1e-3, atol=1e-3)
+        torch.testing.assert_close(p, q, rtol=tol, atol=tol)
+        assert not torch.equal(p, q)  # the wire really rounded
 
 
 def test_synchronize_skip_synchronize_and_unused_parameter():

@@ -22,11 +22,12 @@ Where things are:
 * ``broadcast_parameters, broadcast_optimizer_state, broadcast_object,
   allgather_object`` (:mod:`.functions`);
 * ``DistributedOptimizer`` (:mod:`.optimizer`), ``Compression``,
-  ``SyncBatchNorm``, ``ProcessSet`` (global set only).
+  ``SyncBatchNorm``, ``ProcessSet`` (``add_process_set``, ``remove_process_set``;
+  every collective takes ``process_set=``).
 
 Differences from Horovod, by design or not yet done:
 
-* only CPU tensors (this build has no GPU support) and the global process set;
+* only CPU tensors (this build has no GPU support);
 * Adasum is not implemented;
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when

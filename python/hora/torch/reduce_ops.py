@@ -16,7 +16,9 @@ Common contract (Horovod's):
   rank must submit the same names with the same dtype, shape, op and scale
   factors; a disagreement fails that collective on every rank with a
   MismatchError naming each rank's values.
-* ``process_set``: only the global set (the default) is supported.
+* ``process_set``: the ranks that take part (a ``ProcessSet`` from
+  ``add_process_set``; the global set by default). Ranks outside it must not
+  call the collective.
 * The out-of-place forms never modify the input; the in-place forms (``_``
   suffix) need contiguous tensors and write the result into them.
 """

@@ -1,0 +1,49 @@
+#!/bin/bash
+# Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#
+# The examples as users run them under horarun:
+# - examples/torch_digits.py at 1, 2 and 4 workers: each reaches 95% test
+#   accuracy, and 2 and 4 workers are within one point of 1 worker;
+# - examples/torch_synthetic_benchmark.py, a short resnet18 run at 2 workers
+#   (Hora, and float16 on the wire): it prints images/s per worker and in
+#   total with a confidence interval.
+#
+#   examples_test.sh SOURCE_DIR PYTHON HORARUN
+set -uo pipefail
+src=$1 python=$2 horarun=$3
+failed=0
+fail() { echo "FAIL: $*"; failed=1; }
+
+declare -A acc
+for np in 1 2 4; do
+  out=$("$horarun" -np "$np" --timeout 120 "$python" "$src/examples/torch_digits.py" 2>&1)
+  rc=$?
+  a=$(sed -n 's/^\[0\]: final test accuracy \([0-9.]*\).*/\1/p' <<<"$out")
+  echo "digits, $np worker(s): final test accuracy ${a:-none} (exit $rc)"
+  if [ "$rc" -ne 0 ] || [ -z "$a" ]; then fail "digits at np $np: $out"; continue; fi
+  acc[$np]=$a
+  awk -v a="$a" 'BEGIN { exit !(a >= 0.95) }' || fail "digits at np $np: accuracy $a < 0.95"
+done
+for np in 2 4; do
+  if [ -n "${acc[1]:-}" ] && [ -n "${acc[$np]:-}" ]; then
+    awk -v a="${acc[$np]}" -v b="${acc[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 + 1e-9) }' ||
+      fail "digits: $np workers reach ${acc[$np]}, more than one point from 1 worker's ${acc[1]}"
+  fi
+done
+
+for extra in "" "--fp16-allreduce"; do
+  out=$("$horarun" -np 2 --timeout 120 "$python" "$src/examples/torch_synthetic_benchmark.py" \
+    --model resnet18 --batch-size 4 --image-size 32 --num-warmup-batches 1 \
+    --num-batches-per-iter 2 --num-iters 2 $extra 2>&1)
+  rc=$?
+  per=$(grep -E '^\[0\]: Img/sec per worker: [0-9.]+ \+-[0-9.]+$' <<<"$out")
+  total=$(grep -E '^\[0\]: Total img/sec on 2 worker\(s\): [0-9.]+ \+-[0-9.]+$' <<<"$out")
+  echo "synthetic benchmark ${extra:-(float32)}: ${total:-no total line}"
+  if [ "$rc" -ne 0 ] || [ -z "$per" ] || [ -z "$total" ]; then
+    fail "synthetic benchmark $extra (exit $rc): $out"
+  elif ! awk -v t="$(sed 's/.*: \([0-9.]*\) .*/\1/' <<<"$total")" 'BEGIN { exit !(t > 0) }'; then
+    fail "synthetic benchmark $extra: total rate not positive: $total"
+  fi
+done
+
+[ "$failed" -eq 0 ] && echo "PASS: examples" || exit 1
