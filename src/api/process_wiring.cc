@@ -150,13 +150,6 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   }
   HORA_ASSIGN_OR_RETURN(std::vector<int> local,
                         RanksOnThisHost(*w.store, config.job_id, l, host, timeout));
-  if (static_cast<int>(local.size()) != l.local_size) {
-    return InvalidArgument("rank " + std::to_string(l.rank) + " was told its host (" + host +
-                           ") has " + std::to_string(l.local_size) + " ranks, but " +
-                           std::to_string(local.size()) +
-                           " ranks of the job report that host name (set HORA_HOSTNAME to tell "
-                           "hosts apart)");
-  }
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
   HORA_ASSIGN_OR_RETURN(

@@ -60,12 +60,20 @@ if grep -qF "hora-remote-test-host sh -c rm -f /dev/shm/hora-$job-*" "$log"; the
 HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np 2 "${hosts[@]}" sh -c 'if [ "$HORA_RANK" = 0 ]; then exec sleep 300; fi; sleep 300; echo never' >/dev/null 2>&1 &
 hp=$!
 count_sleeps() { tagged_processes | grep -c ' sleep 300 $'; }
-for _ in $(seq 50); do [ "$(count_sleeps)" -ge 2 ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ "$(count_sleeps)" -ge 2 ] && break; sleep 0.1; done
 started=$(count_sleeps)
 kill -KILL "$hp"; wait "$hp" 2>/dev/null
-for _ in $(seq 50); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+for _ in $(seq 300); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
 left=$(tagged_processes)
 if [ "$started" -ge 2 ] && [ -z "$left" ]; then ok; else fail "after SIGKILL: $started started, left running: $left"; fi
+
+# 4. A remote rank that ignores SIGTERM while horarun stops the job (another
+#    rank failed): killed after the grace period (--timeout 5), nothing left.
+HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np 2 "${hosts[@]}" sh -c 'if [ "$HORA_RANK" = 0 ]; then sleep 1; exit 5; fi; trap "" TERM; sleep 300; echo never' >/dev/null 2>&1
+rc=$?
+for _ in $(seq 300); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+left=$(tagged_processes)
+if [ "$rc" -eq 5 ] && [ -z "$left" ]; then ok; else fail "TERM ignored: rc=$rc (want 5), left running: $left"; fi
 
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

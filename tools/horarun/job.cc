@@ -144,23 +144,38 @@ std::string ShellQuote(const std::string& s) {
 
 static std::string RemoteScript(const std::string& cwd,
                                 const std::map<std::string, std::string>& env,
-                                const std::vector<std::string>& argv) {
+                                const std::vector<std::string>& argv, double grace_s) {
   // The secret comes first on stdin, so that no command line (ps) shows it.
-  // The rank runs in the background, in a process group of its own where
-  // setsid exists, with stdin from /dev/null. A watcher stops the group when
-  // horarun's end of stdin closes (horarun or its ssh client gone), and a
-  // TERM, INT or HUP to this shell is passed on to it.
+  // The rank runs in the background, in a session of its own where setsid
+  // exists, with stdin from /dev/null (as a background job of sh it starts
+  // with SIGINT and SIGQUIT ignored; horarun stops ranks with TERM). A TERM,
+  // INT or HUP to this shell is
+  // passed on to the rank's group (also one that came before the rank
+  // started). A watcher, in a session of its own so that signals meant for
+  // this shell's group do not end it, stops the rank's group when horarun's
+  // end of stdin closes (horarun stopping the job, gone, or its ssh gone):
+  // TERM, then KILL after the grace period.
   std::string cmd = "env";
   for (const auto& [k, v] : env) {
     if (k != "HORA_SECRET") cmd += " " + ShellQuote(k + "=" + v);
   }
   for (const auto& a : argv) cmd += " " + ShellQuote(a);
-  return "IFS= read -r HORA_SECRET || exit 1; export HORA_SECRET; cd " + ShellQuote(cwd) +
-         " || exit 1; s=; command -v setsid >/dev/null 2>&1 && s=setsid; exec 3<&0; $s " + cmd +
-         " </dev/null 3<&- & p=$!; g=$p; [ -n \"$s\" ] && g=-$p; "
-         "stop() { kill -TERM $g 2>/dev/null || kill -TERM $p 2>/dev/null; }; "
-         "trap stop TERM INT HUP; "
-         "{ cat >/dev/null; stop; } <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "
+  char grace[32];
+  std::snprintf(grace, sizeof grace, "%d", static_cast<int>(grace_s + 0.999));
+  return std::string(
+             "IFS= read -r HORA_SECRET || { echo 'horarun: no job secret on stdin (the remote "
+             "shell must pass stdin on: no ssh -n)' >&2; exit 1; }; export HORA_SECRET; cd ") +
+         ShellQuote(cwd) +
+         " || exit 1; p=; g=; stopped=; "
+         "stop() { stopped=1; [ -n \"$p\" ] && { kill -TERM $g 2>/dev/null || kill -TERM $p "
+         "2>/dev/null; }; }; trap stop TERM INT HUP; "
+         "s=; command -v setsid >/dev/null 2>&1 && s=setsid; exec 3<&0; $s " +
+         cmd +
+         " </dev/null 3<&- & p=$!; g=$p; [ -n \"$s\" ] && g=-$p; [ -n \"$stopped\" ] && stop; "
+         "$s sh -c 'cat >/dev/null; kill -TERM $0 2>/dev/null || exit 0; sleep $1; "
+         "kill -KILL $0 2>/dev/null' \"$g\" " +
+         grace +
+         " <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "
          "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
          "kill $w 2>/dev/null; exit $rc";
 }
@@ -168,8 +183,8 @@ static std::string RemoteScript(const std::string& cwd,
 std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
                                        const std::string& cwd,
                                        const std::map<std::string, std::string>& env,
-                                       const std::vector<std::string>& argv) {
-  const std::string script = RemoteScript(cwd, env, argv);
+                                       const std::vector<std::string>& argv, double grace_s) {
+  const std::string script = RemoteScript(cwd, env, argv, grace_s);
   std::vector<std::string> out = rsh;
   out.push_back(host);
   if (rsh.front() == "ssh") {
@@ -198,10 +213,15 @@ int RunJob(const JobSpec& spec) {
   sigset_t blocked;
   sigemptyset(&blocked);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&blocked, s);
-  sigprocmask(SIG_BLOCK, &blocked, nullptr);
+  // The caller's mask comes back at the end: horarun's main keeps these
+  // signals blocked through its cleanup, so one that arrives after the last
+  // read below cannot kill it before that (a pending one dies with it).
+  sigset_t previous;
+  sigprocmask(SIG_BLOCK, &blocked, &previous);
   const int sigfd = signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sigfd < 0) {
     std::fprintf(stderr, "horarun: signalfd: %s\n", std::strerror(errno));
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
     return 1;
   }
   char cwd_buf[4096];
@@ -238,7 +258,7 @@ int RunJob(const JobSpec& spec) {
     if (IsLocalHost(r.placement.host)) {
       envs = ChildEnvironment(env);
     } else {
-      argv = RemoteCommand(spec.rsh, r.placement.host, cwd, env, spec.command);
+      argv = RemoteCommand(spec.rsh, r.placement.host, cwd, env, spec.command, spec.stop_grace_s);
       envs = ChildEnvironment({});
       auto secret = env.find("HORA_SECRET");
       input = secret == env.end() ? "" : secret->second;
@@ -287,6 +307,11 @@ int RunJob(const JobSpec& spec) {
       const auto now = Clock::now();
       if (!termed && now >= term_at) {
         SignalAll(ranks, SIGTERM);
+        // Remote ranks: closing their stdin starts their watcher's TERM and
+        // KILL on their host (our signals reach only the local rsh).
+        for (auto& r : ranks) {
+          if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
+        }
         termed = true;
       }
       if (now >= kill_at) SignalAll(ranks, SIGKILL);
@@ -333,7 +358,10 @@ int RunJob(const JobSpec& spec) {
     }
   }
   close(sigfd);
-  sigprocmask(SIG_UNBLOCK, &blocked, nullptr);
+  for (auto& r : ranks) {
+    if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
+  }
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
   return exit_code;
 }
 

@@ -39,11 +39,13 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size);
 
 // The command line that starts `argv` with `env` on a remote host through
-// `rsh` (e.g. ssh with its options, or "ip netns exec" for test hosts).
+// `rsh` (e.g. ssh with its options, or "ip netns exec" for test hosts). The
+// command reads the job secret from its stdin first (see RunJob); the rank
+// is stopped (TERM, then KILL after grace_s) when that stdin closes.
 std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
                                        const std::string& cwd,
                                        const std::map<std::string, std::string>& env,
-                                       const std::vector<std::string>& argv);
+                                       const std::vector<std::string>& argv, double grace_s);
 
 // Quotes `s` for a POSIX shell ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);
