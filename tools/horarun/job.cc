@@ -180,11 +180,8 @@ static std::string RemoteScript(const std::string& cwd,
          "kill $w 2>/dev/null; exit $rc";
 }
 
-std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
-                                       const std::string& cwd,
-                                       const std::map<std::string, std::string>& env,
-                                       const std::vector<std::string>& argv, double grace_s) {
-  const std::string script = RemoteScript(cwd, env, argv, grace_s);
+std::vector<std::string> RshCommand(const std::vector<std::string>& rsh, const std::string& host,
+                                    const std::string& script) {
   std::vector<std::string> out = rsh;
   out.push_back(host);
   if (rsh.front() == "ssh") {
@@ -196,6 +193,13 @@ std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, cons
     out.push_back(script);
   }
   return out;
+}
+
+std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
+                                       const std::string& cwd,
+                                       const std::map<std::string, std::string>& env,
+                                       const std::vector<std::string>& argv, double grace_s) {
+  return RshCommand(rsh, host, RemoteScript(cwd, env, argv, grace_s));
 }
 
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size) {

@@ -47,6 +47,11 @@ std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, cons
                                        const std::map<std::string, std::string>& env,
                                        const std::vector<std::string>& argv, double grace_s);
 
+// `script` run by sh on `host` through `rsh` (ssh: one quoted string for the
+// remote login shell; a local wrapper: sh -c script).
+std::vector<std::string> RshCommand(const std::vector<std::string>& rsh, const std::string& host,
+                                    const std::string& script);
+
 // Quotes `s` for a POSIX shell ('...' with embedded quotes escaped).
 std::string ShellQuote(const std::string& s);
 

@@ -11,22 +11,14 @@
 #include <cstring>
 #include <thread>
 
+#include "job.h"
+
 namespace hora::horarun {
 
 std::vector<std::string> RemoteShmCleanupCommand(const std::vector<std::string>& rsh,
                                                  const std::string& host,
                                                  const std::string& job_id) {
-  const std::string script = "rm -f /dev/shm/hora-" + job_id + "-*";
-  std::vector<std::string> out = rsh;
-  out.push_back(host);
-  if (rsh.front() == "ssh") {
-    out.push_back("sh -c '" + script + "'");
-  } else {
-    out.push_back("sh");
-    out.push_back("-c");
-    out.push_back(script);
-  }
-  return out;
+  return RshCommand(rsh, host, "rm -f /dev/shm/hora-" + job_id + "-*");
 }
 
 int RemoveRemoteShmSegments(const std::vector<std::string>& rsh,
