@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include "net/socket.h"
@@ -77,8 +78,17 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   std::string store_addr = config.store_addr;
   if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {
     // torchrun: MASTER_PORT is torch's own store; Hora serves one port above.
-    const int port = std::atoi(env.at("MASTER_PORT").c_str()) + 1;
-    store_addr = env.at("MASTER_ADDR") + ":" + std::to_string(port);
+    const std::string& master_port = env.at("MASTER_PORT");
+    char* end = nullptr;
+    const long port = std::strtol(master_port.c_str(), &end, 10);
+    if (master_port.empty() || *end != '\0' || port < 1 || port > 65534) {
+      return InvalidArgument("MASTER_PORT='" + master_port +
+                             "' is not a port below 65535 (Hora's store listens one port above "
+                             "it); or set HORA_STORE_ADDR=host:port");
+    }
+    const std::string& host = env.at("MASTER_ADDR");
+    const bool bare_v6 = host.find(':') != std::string::npos && host.front() != '[';
+    store_addr = (bare_v6 ? "[" + host + "]" : host) + ":" + std::to_string(port + 1);
   }
   if (l.size > 1 && store_addr.empty()) {
     return InvalidArgument(

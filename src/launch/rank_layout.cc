@@ -3,6 +3,8 @@
 
 #include <cstdlib>
 #include <optional>
+#include <string>
+#include <vector>
 
 namespace hora {
 namespace {
@@ -44,6 +46,48 @@ Result<std::optional<int>> ReadInt(const std::map<std::string, std::string>& env
 
 }  // namespace
 
+Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<int> node_id) {
+  const std::string where = "SLURM_TASKS_PER_NODE='" + tasks_per_node + "'";
+  std::vector<int> counts;  // one per node, the "(xK)" repeats expanded
+  size_t pos = 0;
+  while (pos <= tasks_per_node.size()) {
+    size_t comma = tasks_per_node.find(',', pos);
+    if (comma == std::string::npos) comma = tasks_per_node.size();
+    const std::string entry = tasks_per_node.substr(pos, comma - pos);
+    char* end = nullptr;
+    long count = std::strtol(entry.c_str(), &end, 10);
+    long repeat = 1;
+    if (end != entry.c_str() && *end == '(' && end[1] == 'x') {
+      char* rend = nullptr;
+      repeat = std::strtol(end + 2, &rend, 10);
+      end = (rend != end + 2 && *rend == ')') ? rend + 1 : nullptr;
+    }
+    if (entry.empty() || end == nullptr || end == entry.c_str() || *end != '\0' || count < 1 ||
+        count > 1000000 || repeat < 1 || repeat > 1000000 ||
+        counts.size() + static_cast<size_t>(repeat) > 1000000) {
+      return InvalidArgument(where + ": entry '" + entry + "' is not a task count like 4 or 4(x2)");
+    }
+    counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(count));
+    pos = comma + 1;
+  }
+  if (!node_id) {
+    for (int c : counts) {
+      if (c != counts.front()) {
+        return InvalidArgument(where +
+                               " gives nodes different task counts, and SLURM_NODEID "
+                               "(which node this is) is not set");
+      }
+    }
+    return counts.front();
+  }
+  if (static_cast<size_t>(*node_id) >= counts.size()) {
+    return InvalidArgument(where + " lists " + std::to_string(counts.size()) +
+                           " node(s); SLURM_NODEID=" + std::to_string(*node_id) +
+                           " is not one of them");
+  }
+  return counts[static_cast<size_t>(*node_id)];
+}
+
 Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env) {
   for (const Names& n : kLaunchers) {
     HORA_ASSIGN_OR_RETURN(std::optional<int> rank, ReadInt(env, n.rank));
@@ -62,8 +106,8 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
     auto tasks = env.find("SLURM_TASKS_PER_NODE");
     if (l.source == std::string("slurm") && env.count("SLURM_NTASKS_PER_NODE") == 0 &&
         tasks != env.end()) {
-      // SLURM_TASKS_PER_NODE looks like "4(x2)" or "4": the leading count.
-      local_size = std::atoi(tasks->second.c_str());
+      HORA_ASSIGN_OR_RETURN(std::optional<int> node, ReadInt(env, "SLURM_NODEID"));
+      HORA_ASSIGN_OR_RETURN(local_size, SlurmTasksOnNode(tasks->second, node));
     } else {
       HORA_ASSIGN_OR_RETURN(local_size, ReadInt(env, n.local_size));
     }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "hora/status.h"
@@ -36,5 +37,11 @@ struct RankLayout {
 // Inconsistent values (rank >= size, a non-number) are an InvalidArgument
 // error naming the variables and values.
 Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env);
+
+// The task count of node `node_id` in Slurm's SLURM_TASKS_PER_NODE, a list
+// like "2(x3),1" (three nodes with 2 tasks, then one with 1). Without a node
+// id the counts must all be equal. Malformed text or a node id past the list
+// is an InvalidArgument naming the value.
+Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<int> node_id);
 
 }  // namespace hora

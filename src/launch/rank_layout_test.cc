@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+
 namespace hora {
 namespace {
 
@@ -60,6 +63,17 @@ TEST(RankLayout, MpichSlurmTorchrun) {
   EXPECT_EQ(s->source, "slurm");
   EXPECT_EQ(s->local_size, 2);
   EXPECT_EQ(s->cross_rank, 1);
+  // Uneven nodes: "2(x2),1" is nodes 0 and 1 with 2 tasks and node 2 with 1.
+  auto u = RankLayoutFromEnv({{"SLURM_PROCID", "4"},
+                              {"SLURM_NTASKS", "5"},
+                              {"SLURM_LOCALID", "0"},
+                              {"SLURM_TASKS_PER_NODE", "2(x2),1"},
+                              {"SLURM_NODEID", "2"},
+                              {"SLURM_NNODES", "3"}});
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->local_size, 1);
+  EXPECT_EQ(u->cross_rank, 2);
+  EXPECT_EQ(u->cross_size, 3);
   auto t = RankLayoutFromEnv({{"RANK", "2"},
                               {"WORLD_SIZE", "4"},
                               {"LOCAL_RANK", "0"},
@@ -82,6 +96,39 @@ TEST(RankLayout, InconsistentValuesAreErrorsNamingVariables) {
   auto c = RankLayoutFromEnv(
       {{"HORA_RANK", "0"}, {"HORA_SIZE", "4"}, {"HORA_LOCAL_RANK", "3"}, {"HORA_LOCAL_SIZE", "2"}});
   ASSERT_FALSE(c.ok());
+}
+
+TEST(RankLayout, SlurmTasksPerNodeLists) {
+  struct Case {
+    const char* text;
+    std::optional<int> node;
+    int want;
+  };
+  const Case cases[] = {
+      {"4", 0, 4},         {"4", std::nullopt, 4},     {"4(x2)", 1, 4},       {"2,1", 0, 2},
+      {"2,1", 1, 1},       {"2(x2),1", 1, 2},          {"2(x2),1", 2, 1},     {"1,3(x2),2", 2, 3},
+      {"1,3(x2),2", 3, 2}, {"3(x3)", std::nullopt, 3}, {"16(x1000)", 999, 16}};
+  for (const Case& c : cases) {
+    auto got = SlurmTasksOnNode(c.text, c.node);
+    ASSERT_TRUE(got.ok()) << c.text << ": " << got.status().ToString();
+    EXPECT_EQ(*got, c.want) << c.text << " node " << c.node.value_or(-1);
+  }
+  const char* malformed[] = {"",     ",", "2,",    "x",  "2(x)", "2(x2",
+                             "2(2)", "0", "2(x0)", "-1", "2 ,1", "2(x2)x"};
+  for (const char* text : malformed) {
+    auto got = SlurmTasksOnNode(text, 0);
+    ASSERT_FALSE(got.ok()) << "'" << text << "' was taken as " << *got;
+    EXPECT_NE(got.status().message().find(std::string("SLURM_TASKS_PER_NODE='") + text + "'"),
+              std::string::npos)
+        << got.status().message();
+  }
+  auto past = SlurmTasksOnNode("2(x2),1", 3);
+  ASSERT_FALSE(past.ok());
+  EXPECT_NE(past.status().message().find("3 node(s); SLURM_NODEID=3"), std::string::npos)
+      << past.status().message();
+  auto uneven = SlurmTasksOnNode("2,1", std::nullopt);
+  ASSERT_FALSE(uneven.ok());
+  EXPECT_NE(uneven.status().message().find("SLURM_NODEID"), std::string::npos);
 }
 
 }  // namespace

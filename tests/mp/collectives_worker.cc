@@ -158,6 +158,9 @@ int main(int argc, char** argv) {
   }
   Session& s = **session;
   if (argc == 3 && std::strcmp(argv[1], "--die-at") == 0) return DieAt(s, std::atoi(argv[2]));
+  std::printf("rank %d layout: size %d local %d/%d cross %d/%d\n", s.rank(), s.size(),
+              s.local_rank(), s.local_size(), s.cross_rank(), s.cross_size());
+  std::fflush(stdout);
   int extra_port = 0;
   for (const char* algo : {"ring", "recursive_doubling", "halving_doubling"}) {
     // The selector reads HORA_ALLREDUCE_ALGO at Session creation: one Session per algorithm.
@@ -166,11 +169,15 @@ int main(int argc, char** argv) {
         {"HORA_ALLREDUCE_ALGO", algo},
         {"HORA_JOB_ID",
          std::string(std::getenv("HORA_JOB_ID") ? std::getenv("HORA_JOB_ID") : "") + "-" + algo}};
-    // Under mpirun each Session's rank 0 serves its own store: one port each.
-    const char* store = std::getenv("HORA_STORE_ADDR");
-    if (store != nullptr && std::getenv("HORA_RANK") == nullptr &&
+    // Under mpirun or torchrun each Session's rank 0 serves its own store: one
+    // port each (torchrun's first is MASTER_PORT + 1).
+    std::string addr = std::getenv("HORA_STORE_ADDR") ? std::getenv("HORA_STORE_ADDR") : "";
+    if (addr.empty() && std::getenv("MASTER_ADDR") && std::getenv("MASTER_PORT")) {
+      addr = std::string(std::getenv("MASTER_ADDR")) + ":" +
+             std::to_string(std::atoi(std::getenv("MASTER_PORT")) + 1);
+    }
+    if (!addr.empty() && std::getenv("HORA_RANK") == nullptr &&
         std::getenv("HORA_STORE_SERVER") == nullptr) {
-      const std::string addr = store;
       const size_t colon = addr.rfind(':');
       o.settings["HORA_STORE_ADDR"] =
           addr.substr(0, colon + 1) +

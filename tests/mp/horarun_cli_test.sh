@@ -27,6 +27,14 @@ check exit-code 7 "rank 1 (pid" "$horarun" -np 2 sh -c 'exit $((HORA_RANK * 7))'
 check prefix 0 "[1]: hello from 1 of 2" "$horarun" -np 2 sh -c 'echo hello from $HORA_RANK of $HORA_SIZE'
 check no-prefix 0 "plain 0" "$horarun" -np 1 --no-prefix sh -c 'echo plain $HORA_RANK'
 check layout 0 "[2]: 2 3 0 1 1 2" "$horarun" -np 3 -H localhost:2,127.0.0.1:2 sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
+check layout-ipv6 0 "[1]: 1 2 1 2 0 1" "$horarun" -np 2 -H '[::1]:2' sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
+check bad-ipv6 2 "an IPv6 address goes in brackets, as in [::1]:2" "$horarun" -np 2 -H ::1:2 true
+hostfile=$(mktemp)
+trap 'rm -f "$hostfile"' EXIT
+printf '# two hosts\nlocalhost slots=2\n127.0.0.1:1  # the second\n' >"$hostfile"
+check hostfile 0 "[2]: 2 3 0 1 1 2" "$horarun" --hostfile "$hostfile" sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
+printf 'localhost slots=2\nlocalhost:1\n' >"$hostfile"
+check hostfile-twice 2 "$hostfile: host 'localhost' is listed twice" "$horarun" --hostfile "$hostfile" true
 check print-config 0 "HORA_TIMEOUT_S=30" "$horarun" --print-config
 check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
 # SIGTERM to horarun stops every rank and leaves no process behind.
@@ -40,6 +48,21 @@ if [ "$rc" -eq 143 ] && ! pgrep -f "$marker" >/dev/null; then
   pass=$((pass + 1))
 else
   failed=$((failed + 1)); echo "FAIL sigterm: rc=$rc (want 143), left: $(pgrep -af "$marker")"
+fi
+# SIGINT (Ctrl-C) likewise; exit 130. Job control on, so that the background
+# horarun does not start with SIGINT ignored, as a script's background jobs do.
+marker="hora-sigint-test-$$"
+set -m
+"$horarun" -np 2 sh -c "sleep 300; echo $marker" >/dev/null 2>&1 &
+hp=$!
+set +m
+for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 2 ] && break; sleep 0.1; done
+kill -INT "$hp"; wait "$hp"; rc=$?
+sleep 0.5
+if [ "$rc" -eq 130 ] && ! pgrep -f "$marker" >/dev/null; then
+  pass=$((pass + 1))
+else
+  failed=$((failed + 1)); echo "FAIL sigint: rc=$rc (want 130), left: $(pgrep -af "$marker")"
 fi
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

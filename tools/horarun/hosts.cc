@@ -1,11 +1,14 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hosts.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
 #include <set>
+#include <utility>
 
 namespace hora::horarun {
 namespace {
@@ -35,6 +38,9 @@ Result<int> ParseSlots(std::string_view text, const std::string& where) {
 
 Status CheckHostName(std::string_view host, const std::string& where) {
   if (host.empty()) return InvalidArgument(where + ": empty host name");
+  if (host.front() == '-') {  // would reach ssh as an option
+    return InvalidArgument(where + ": host name '" + std::string(host) + "' starts with '-'");
+  }
   for (char c : host) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_')) {
       return InvalidArgument(where + ": host name '" + std::string(host) + "' contains '" +
@@ -44,14 +50,46 @@ Status CheckHostName(std::string_view host, const std::string& where) {
   return Status::Ok();
 }
 
-// "host" or "host:N".
+// An IPv6 address as written inside brackets: "::1", "fe80::1%eth0".
+Status CheckIpv6(std::string_view text, const std::string& where) {
+  std::string address(text.substr(0, text.find('%')));
+  in6_addr parsed;
+  if (address.empty() || inet_pton(AF_INET6, address.c_str(), &parsed) != 1 ||
+      (text.find('%') != std::string_view::npos && text.size() == address.size() + 1)) {
+    return InvalidArgument(where + ": '[" + std::string(text) + "]' is not an IPv6 address");
+  }
+  return Status::Ok();
+}
+
+// A host without its slots: a name, an IPv4 address, "[IPv6]", or (where no
+// ":N" can follow, allow_bare_ipv6) an IPv6 address without brackets.
+Result<std::string> ParseHost(std::string_view host, const std::string& where,
+                              bool allow_bare_ipv6) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+    HORA_RETURN_IF_ERROR(CheckIpv6(host, where));
+    return std::string(host);
+  }
+  if (host.find(':') != std::string_view::npos) {
+    if (allow_bare_ipv6 && CheckIpv6(host, where).ok()) return std::string(host);
+    return InvalidArgument(where + ": host '" + std::string(host) +
+                           "': an IPv6 address goes in brackets, as in [::1]:2");
+  }
+  HORA_RETURN_IF_ERROR(CheckHostName(host, where));
+  return std::string(host);
+}
+
+// "host", "host:N", "[IPv6]" or "[IPv6]:N".
 Result<HostSlots> ParseEntry(std::string_view entry, const std::string& where) {
   entry = Trim(entry);
-  const size_t colon = entry.rfind(':');
+  const size_t bracket = entry.rfind(']');
+  size_t colon = entry.rfind(':');
+  if (bracket != std::string_view::npos && colon != std::string_view::npos && colon < bracket) {
+    colon = std::string_view::npos;  // the colons are the address's
+  }
   HostSlots hs;
   std::string_view host = colon == std::string_view::npos ? entry : entry.substr(0, colon);
-  HORA_RETURN_IF_ERROR(CheckHostName(host, where));
-  hs.host = std::string(host);
+  HORA_ASSIGN_OR_RETURN(hs.host, ParseHost(host, where, false));
   if (colon != std::string_view::npos) {
     HORA_ASSIGN_OR_RETURN(hs.slots, ParseSlots(entry.substr(colon + 1), where));
   }
@@ -107,15 +145,14 @@ Result<std::vector<HostSlots>> ParseHostfile(std::string_view contents, const st
       hosts.push_back(hs);
       continue;
     }
-    std::string_view host = line.substr(0, space);
+    HORA_ASSIGN_OR_RETURN(std::string host, ParseHost(line.substr(0, space), where, true));
     std::string_view rest = Trim(line.substr(space));
-    HORA_RETURN_IF_ERROR(CheckHostName(host, where));
     if (rest.substr(0, 6) != "slots=") {
       return InvalidArgument(where + ": expected 'slots=N' after the host, got '" +
                              std::string(rest) + "'");
     }
     HORA_ASSIGN_OR_RETURN(int slots, ParseSlots(rest.substr(6), where));
-    hosts.push_back({std::string(host), slots});
+    hosts.push_back({std::move(host), slots});
   }
   HORA_RETURN_IF_ERROR(CheckUnique(hosts, path));
   return hosts;

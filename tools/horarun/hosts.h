@@ -18,10 +18,13 @@ struct HostSlots {
   int slots = 1;
 };
 
-// "a:4,b:4", "localhost", "node1:2,node2". Hosts may not repeat.
+// "a:4,b:4", "localhost", "node1:2,node2", "[fe80::1%eth0]:2". IPv6
+// addresses go in brackets (the brackets are not part of HostSlots::host).
+// Hosts may not repeat.
 Result<std::vector<HostSlots>> ParseHostList(std::string_view text);
 
-// Hostfile contents: one host per line, "host", "host:N" or "host slots=N";
+// Hostfile contents: one host per line, "host", "host:N" or "host slots=N"
+// (IPv6: "[addr]", "[addr]:N", "addr slots=N" or "[addr] slots=N");
 // '#' starts a comment; blank lines are ignored.
 Result<std::vector<HostSlots>> ParseHostfile(std::string_view contents, const std::string& path);
 

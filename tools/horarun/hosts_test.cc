@@ -28,6 +28,15 @@ TEST(Hosts, BadHostListsNameTheText) {
       {"a:4,,b", "empty host name"},
       {"a b:2", "contains ' '"},
       {"a:-1", "'-1' is not a number"},
+      {"-oProxy:2", "starts with '-'"},
+      {"::1:2", "an IPv6 address goes in brackets"},
+      {"fe80::1", "an IPv6 address goes in brackets"},
+      {"[::1]:0", "at least 1"},
+      {"[::g]:2", "'[::g]' is not an IPv6 address"},
+      {"[10.0.0.1]:2", "'[10.0.0.1]' is not an IPv6 address"},
+      {"[fe80::1%]:2", "is not an IPv6 address"},
+      {"[::1:2", "an IPv6 address goes in brackets"},
+      {"[::1]:2,[::1]", "listed twice"},
   };
   for (const Case& c : cases) {
     auto h = ParseHostList(c.text);
@@ -35,6 +44,32 @@ TEST(Hosts, BadHostListsNameTheText) {
     EXPECT_NE(h.status().message().find(c.expect), std::string::npos) << h.status().message();
     EXPECT_NE(h.status().message().find(std::string("-H '") + c.text + "'"), std::string::npos);
   }
+}
+
+TEST(Hosts, TakesIpv6AddressesInBrackets) {
+  auto h = ParseHostList("[::1]:2,[fe80::1%eth0],[2001:db8::7]:3,b:1");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->size(), 4u);
+  EXPECT_EQ((*h)[0].host, "::1");
+  EXPECT_EQ((*h)[0].slots, 2);
+  EXPECT_EQ((*h)[1].host, "fe80::1%eth0");
+  EXPECT_EQ((*h)[1].slots, 1);
+  EXPECT_EQ((*h)[2].host, "2001:db8::7");
+  EXPECT_EQ((*h)[2].slots, 3);
+  EXPECT_TRUE(IsLocalHost((*h)[0].host));
+  auto f = ParseHostfile("[::1]:2\n2001:db8::7 slots=3\n[2001:db8::8] slots=1\n[2001:db8::9]\n",
+                         "hosts6.txt");
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_EQ(f->size(), 4u);
+  EXPECT_EQ((*f)[0].host, "::1");
+  EXPECT_EQ((*f)[0].slots, 2);
+  EXPECT_EQ((*f)[1].host, "2001:db8::7");
+  EXPECT_EQ((*f)[1].slots, 3);
+  EXPECT_EQ((*f)[2].host, "2001:db8::8");
+  EXPECT_EQ((*f)[3].slots, 1);
+  auto bad = ParseHostfile("2001:db8::7:3\n", "hosts6.txt");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("hosts6.txt:1"), std::string::npos);
 }
 
 TEST(Hosts, ParsesHostfiles) {

@@ -1,0 +1,70 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+// Errors ConnectProcess gives before it reaches any other process: each names
+// the variable and value at fault. (Wiring that succeeds is exercised by the
+// multi-process tests under horarun, mpirun and torchrun.)
+#include "api/process_wiring.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace hora {
+namespace {
+
+Status Connect(std::map<std::string, std::string> env) {
+  env.emplace("HORA_TIMEOUT_S", "1");
+  auto config = ConfigFromEnv(env);
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  if (!config.ok()) return config.status();
+  Logger logger(LogLevel::kOff, -1);
+  return ConnectProcess(*config, env, logger).status();
+}
+
+const std::map<std::string, std::string> kTorchrun = {
+    {"RANK", "1"},       {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "1"}, {"LOCAL_WORLD_SIZE", "2"},
+    {"GROUP_RANK", "0"}, {"HORA_SECRET", "s"}};
+
+TEST(ProcessWiring, TorchrunMasterPortMustBeAPort) {
+  for (const char* port : {"", "abc", "12x", "0", "65535", "-3"}) {
+    auto env = kTorchrun;
+    env["MASTER_ADDR"] = "127.0.0.1";
+    env["MASTER_PORT"] = port;
+    Status s = Connect(env);
+    ASSERT_FALSE(s.ok()) << port;
+    EXPECT_NE(s.message().find(std::string("MASTER_PORT='") + port + "'"), std::string::npos)
+        << s.message();
+  }
+}
+
+TEST(ProcessWiring, TorchrunStoreIsOnePortAboveMasterPort) {
+  // Nobody serves the store (this is rank 1): the timeout error names the
+  // address the rank tried, MASTER_PORT + 1, bracketed for an IPv6 host.
+  for (auto [addr, want] : {std::pair<std::string, std::string>{"127.0.0.1", "127.0.0.1:1001"},
+                            {"::1", "[::1]:1001"}}) {
+    auto env = kTorchrun;
+    env["MASTER_ADDR"] = addr;
+    env["MASTER_PORT"] = "1000";
+    Status s = Connect(env);
+    ASSERT_FALSE(s.ok()) << addr;
+    EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  }
+}
+
+TEST(ProcessWiring, MissingAddressOrSecretIsNamed) {
+  auto env = kTorchrun;
+  Status no_addr = Connect(env);
+  ASSERT_FALSE(no_addr.ok());
+  EXPECT_NE(no_addr.message().find("rank 1 of 2 (layout from torchrun): no rendezvous address"),
+            std::string::npos)
+      << no_addr.message();
+  env.erase("HORA_SECRET");
+  env["HORA_STORE_ADDR"] = "127.0.0.1:1";
+  Status no_secret = Connect(env);
+  ASSERT_FALSE(no_secret.ok());
+  EXPECT_NE(no_secret.message().find("HORA_SECRET is not set"), std::string::npos)
+      << no_secret.message();
+}
+
+}  // namespace
+}  // namespace hora
