@@ -56,7 +56,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                                .WithContext("rank " + std::to_string(layout.rank)));
       Logger(config.log_level, layout.rank).Info(note);
     }
-    if (config.transport == "mpi" || (config.backend == "mpi" && config.transport.empty())) {
+    if (config.transport == "mpi" || (config.backend != "hora" && config.transport.empty())) {
       // Everything comes from MPI: no store, no sockets.
       HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(config, whole));
       HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, mpi->CreateTransport());
@@ -75,18 +75,18 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     }
   }
   impl->layout = layout;
-  if (impl->config.backend == "mpi") {
+  if (impl->config.backend != "hora") {
     if (options.world) {
-      return InvalidArgument(
-          "HORA_BACKEND=mpi needs ranks as processes started by an MPI launcher, not threads");
+      return InvalidArgument("HORA_BACKEND=" + impl->config.backend +
+                             " needs ranks as processes started by an MPI launcher, not threads");
     }
     HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(impl->config, ReadWholeEnvironment()));
-    HORA_ASSIGN_OR_RETURN(impl->backend,
-                          mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
+    const Duration timeout = SecondsToDuration(impl->config.timeout_s);
+    const bool blocking = impl->config.backend == "mpi-blocking";
+    HORA_ASSIGN_OR_RETURN(impl->backend, mpi->CreateBackend(timeout, blocking));
     // The global set's engine too (other process sets run Hora's algorithms
     // over the MPI transport).
-    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend,
-                          mpi->CreateBackend(SecondsToDuration(impl->config.timeout_s)));
+    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend, mpi->CreateBackend(timeout, blocking));
     impl->logger.Info("collectives by " + mpi->version());
   }
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +

@@ -156,13 +156,16 @@ const std::vector<SettingRow>& Rows() {
        nullptr,
        "none|core"},
       {{"HORA_BACKEND", SettingType::kString, "hora",
-        "Who runs the collectives: hora (Hora's algorithms over the transport) or mpi (the "
-        "MPI library's own MPI_Allreduce, MPI_Bcast, ...; needs an MPI launcher)"},
+        "Who runs the collectives: hora (Hora's algorithms over the transport), mpi (the MPI "
+        "library's own collectives in their nonblocking forms, MPI_Iallreduce, MPI_Ibcast, ..., "
+        "waited on for at most HORA_TIMEOUT_S; needs an MPI launcher) or mpi-blocking (its "
+        "blocking MPI_Allreduce, MPI_Bcast, ..., as MPI benchmarks call them; one that outlasts "
+        "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort)"},
        nullptr,
        nullptr,
        &Config::backend,
        nullptr,
-       "hora|mpi"},
+       "hora|mpi|mpi-blocking"},
       {{"HORA_MPI_PLUGIN", SettingType::kString, "",
         "Path of the Hora MPI plugin to load (default: libhora-mpi-openmpi.so or "
         "libhora-mpi-mpich.so beside the Hora binaries, chosen from the launcher's variables)"},

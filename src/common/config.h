@@ -53,7 +53,7 @@ struct Config {
   double timeline_max_mb;            // 0 = no limit
   // Job wiring, set by horarun (or by the user under another launcher).
   std::string transport;     // "", "shm", "tcp" or "mpi"
-  std::string backend;       // "hora" or "mpi"
+  std::string backend;       // "hora", "mpi" or "mpi-blocking"
   std::string bind_to;       // "none" or "core"
   std::string mpi_plugin;    // path of the MPI plugin; "" = found by the launcher's flavour
   std::string store_addr;    // host:port of the rendezvous store

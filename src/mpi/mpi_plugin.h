@@ -28,7 +28,7 @@
 namespace hora {
 
 // Bumped whenever this header changes; the loader refuses other versions.
-inline constexpr int kMpiPluginAbiVersion = 1;
+inline constexpr int kMpiPluginAbiVersion = 2;
 
 class MpiLibrary {
  public:
@@ -40,8 +40,12 @@ class MpiLibrary {
   virtual int size() const = 0;
   // Point-to-point over MPI_Isend/MPI_Irecv, progressed in the caller's thread.
   virtual Result<std::unique_ptr<Transport>> CreateTransport() = 0;
-  // MPI's collectives (nonblocking forms, waited on with `timeout`).
-  virtual Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout) = 0;
+  // MPI's collectives. Nonblocking forms (MPI_Iallreduce, ...) tested until
+  // done or `timeout`, a TimeoutError; or, `blocking`, the blocking forms
+  // (MPI_Allreduce, ...), watched by a thread that ends the job with
+  // MPI_Abort when one outlasts `timeout` (a blocking call cannot be left).
+  virtual Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout,
+                                                                   bool blocking) = 0;
 };
 
 // The plugin's one exported symbol, looked up by this name. Returns the

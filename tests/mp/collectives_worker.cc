@@ -10,14 +10,17 @@
 //   hora-mp-worker --die-at ITER   the last rank SIGKILLs itself during
 //                                  allreduce number ITER; the others must see
 //                                  an error naming it (exit 3 when they do)
+//   hora-mp-worker --stall-at ITER the last rank sleeps 300 s there instead
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "hora/hora.h"
@@ -127,12 +130,18 @@ int OtherChecks(Session& s) {
   return 0;
 }
 
-int DieAt(Session& s, int iteration) {
+// `stall`: the last rank sleeps instead of dying (it stays alive and silent).
+int DieAt(Session& s, int iteration, bool stall) {
   std::vector<float> x(1 << 16, 1.0f);
   for (int i = 0;; ++i) {
     if (i == iteration && s.rank() == s.size() - 1) {
-      std::fprintf(stderr, "rank %d: killing myself with SIGKILL at iteration %d\n", s.rank(), i);
+      std::fprintf(stderr, "rank %d: %s at iteration %d\n", s.rank(),
+                   stall ? "stalling for 300 s" : "killing myself with SIGKILL", i);
       std::fflush(stderr);
+      if (stall) {
+        std::this_thread::sleep_for(std::chrono::seconds(300));
+        return 5;
+      }
       raise(SIGKILL);
     }
     Status st =
@@ -157,7 +166,12 @@ int main(int argc, char** argv) {
     return 1;
   }
   Session& s = **session;
-  if (argc == 3 && std::strcmp(argv[1], "--die-at") == 0) return DieAt(s, std::atoi(argv[2]));
+  if (argc == 3 && std::strcmp(argv[1], "--die-at") == 0) {
+    return DieAt(s, std::atoi(argv[2]), false);
+  }
+  if (argc == 3 && std::strcmp(argv[1], "--stall-at") == 0) {
+    return DieAt(s, std::atoi(argv[2]), true);
+  }
   std::printf("rank %d layout: size %d local %d/%d cross %d/%d\n", s.rank(), s.size(),
               s.local_rank(), s.local_size(), s.cross_rank(), s.cross_size());
   std::fflush(stdout);

@@ -2,7 +2,10 @@
 # Hora under an MPI launcher (OpenMPI's or MPICH's mpirun), np ranks of the
 # multi-process worker, in one of these modes:
 #   transport-mpi   HORA_TRANSPORT=mpi: Hora's algorithms over MPI point-to-point
-#   backend-mpi     HORA_BACKEND=mpi: MPI's own collectives
+#   backend-mpi     HORA_BACKEND=mpi: MPI's own collectives (nonblocking forms)
+#   backend-mpi-blocking  HORA_BACKEND=mpi-blocking: MPI_Allreduce, MPI_Bcast, ...
+#   stall-blocking  HORA_BACKEND=mpi-blocking, the last rank stops calling
+#                   (sleeps): the watchdog must abort the job within the timeout
 #   shm | tcp       Hora's transports, rendezvous served by rank 0 (no horarun)
 #   horarun-mpi     horarun --transport mpi --mpirun mpirun.FLAVOUR
 #   horarun-shm     horarun --mpi (mpirun starts the ranks, horarun serves the store)
@@ -47,6 +50,9 @@ start=$(date +%s)
 case "$mode" in
   transport-mpi) direct HORA_TRANSPORT=mpi HORA_TIMEOUT_S=60 >"$out" 2>&1 ;;
   backend-mpi) direct HORA_BACKEND=mpi HORA_TIMEOUT_S=60 >"$out" 2>&1 ;;
+  backend-mpi-blocking) direct HORA_BACKEND=mpi-blocking HORA_TIMEOUT_S=60 >"$out" 2>&1 ;;
+  stall-blocking) HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np "$np" --mpi --mpirun "$mpirun" \
+                    --timeout 5 -- env HORA_BACKEND=mpi-blocking "$worker" --stall-at 5 >"$out" 2>&1 ;;
   shm|tcp) direct HORA_TRANSPORT="$mode" HORA_TIMEOUT_S=60 HORA_STORE_ADDR="127.0.0.1:$(free_port)" \
              HORA_SECRET="test-$RANDOM$RANDOM" >"$out" 2>&1 ;;
   horarun-mpi) timeout 240 "$horarun" -np "$np" --transport mpi --mpirun "$mpirun" --timeout 60 \
@@ -60,6 +66,19 @@ esac
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"
+if [ "$mode" = stall-blocking ]; then
+  [ "$rc" -ne 0 ] || fail "exit 0 although a rank stalled"
+  [ "$rc" -ne 124 ] || fail "the job did not end within 60 s"
+  grep -q "stalling for 300 s" "$out" || fail "the rank did not stall"
+  grep -q "MPI_Allreduce did not finish within 5 s (HORA_TIMEOUT_S)" "$out" ||
+    fail "no watchdog message naming MPI_Allreduce and the 5 s timeout"
+  [ "$elapsed" -lt 30 ] || fail "took ${elapsed}s for a 5 s timeout"
+  sleep 0.5
+  left=$(tagged_processes)
+  [ -z "$left" ] || fail "processes left running: $left"
+  echo "1 passed, 0 failed (exit $rc after ${elapsed}s)"
+  exit 0
+fi
 if [ "$mode" = kill ]; then
   [ "$rc" -ne 0 ] || fail "horarun exited 0 although a rank was killed"
   [ "$rc" -ne 124 ] || fail "the job did not end within 60 s"

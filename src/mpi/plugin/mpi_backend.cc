@@ -6,13 +6,22 @@
 // until the Session's timeout. MPI cannot cancel a started collective, so a
 // timeout leaves this backend unusable: later calls fail with that reason.
 //
+// HORA_BACKEND=mpi-blocking: the blocking forms (MPI_Allreduce, ...), which
+// MPI libraries tune separately (OpenMPI: coll/tuned, not libnbc) and which
+// MPI benchmarks measure. A blocking call cannot be left, so a watchdog
+// thread ends the job (MPI_Abort on MPI_COMM_WORLD, after a message naming
+// the rank and call) when one outlasts the timeout: the error reaches every
+// rank as the job's end, as mpirun reports an aborted rank.
+//
 // Reductions keep Hora's semantics: average is a sum followed by Hora's
 // finalisation (integers round toward zero), scale factors are applied by
 // Hora's kernels before and after, float16/bfloat16/bool and 8-bit integers
 // reduce with Hora's kernels registered as MPI ops (see Library::Op). Min and max of floats follow
 // the MPI library for NaN and signed zeros.
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -27,12 +36,79 @@ namespace {
 
 constexpr size_t kMaxCount = INT_MAX;
 
+std::string Seconds(Duration d) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(d));
+  return secs;
+}
+
+// Ends the job when a blocking MPI call outlasts the timeout. Arm before the
+// call, Disarm after; one call at a time (the backend's caller is serial).
+class Watchdog {
+ public:
+  explicit Watchdog(Duration timeout) : timeout_(timeout), thread_([this] { Loop(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  void Arm(std::string what) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      what_ = std::move(what);
+      deadline_ = Clock::now() + timeout_;
+      armed_ = true;
+    }
+    cv_.notify_one();
+  }
+  void Disarm() {
+    std::lock_guard<std::mutex> lock(mu_);
+    armed_ = false;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      if (!armed_) {
+        cv_.wait(lock);
+        continue;
+      }
+      if (Clock::now() < deadline_) {
+        cv_.wait_until(lock, deadline_);
+        continue;
+      }
+      std::fprintf(stderr,
+                   "hora: %s did not finish within %s s (HORA_TIMEOUT_S): a rank did not join "
+                   "it. A blocking MPI call cannot be interrupted, so the job is aborted "
+                   "(MPI_Abort); HORA_BACKEND=mpi waits with a timeout instead\n",
+                   what_.c_str(), Seconds(timeout_).c_str());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);  // another thread is inside MPI: needs MPI_THREAD_MULTIPLE
+      std::_Exit(1);
+    }
+  }
+
+  const Duration timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool armed_ = false;
+  TimePoint deadline_{};
+  std::string what_;
+  std::thread thread_;  // last: starts once the rest is set up
+};
+
 class MpiBackend final : public CollectiveBackend {
  public:
-  MpiBackend(Library& lib, MPI_Comm comm, Duration timeout)
+  MpiBackend(Library& lib, MPI_Comm comm, Duration timeout, bool blocking)
       : lib_(lib), comm_(comm), timeout_(timeout) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    if (blocking) watchdog_ = std::make_unique<Watchdog>(timeout);
   }
   ~MpiBackend() override {
     int finalized = 0;
@@ -43,7 +119,7 @@ class MpiBackend final : public CollectiveBackend {
     }
   }
 
-  const char* name() const override { return "mpi"; }
+  const char* name() const override { return watchdog_ ? "mpi-blocking" : "mpi"; }
 
   Status Allreduce(const AllreduceArgs& args) override {
     HORA_RETURN_IF_ERROR(Usable("allreduce"));
@@ -54,8 +130,9 @@ class MpiBackend final : public CollectiveBackend {
     for (size_t off = 0; off < args.count; off += kMaxCount) {
       const int n = static_cast<int>(std::min(kMaxCount, args.count - off));
       auto* at = static_cast<char*>(args.out) + off * esize;
-      HORA_RETURN_IF_ERROR(Run("allreduce", "MPI_Iallreduce", [&](MPI_Request* r) {
-        return MPI_Iallreduce(MPI_IN_PLACE, at, n, type, op, comm_, r);
+      HORA_RETURN_IF_ERROR(Run("allreduce", "MPI_Iallreduce", "MPI_Allreduce", [&](MPI_Request* r) {
+        return r ? MPI_Iallreduce(MPI_IN_PLACE, at, n, type, op, comm_, r)
+                 : MPI_Allreduce(MPI_IN_PLACE, at, n, type, op, comm_);
       }));
     }
     AllreduceFinalize(args, size_, 0, args.count);
@@ -68,9 +145,12 @@ class MpiBackend final : public CollectiveBackend {
     HORA_RETURN_IF_ERROR(Counts("allgather", bytes_per_rank, &counts, &displs));
     char* mine = static_cast<char*>(out) + displs[static_cast<size_t>(rank_)];
     const void* send = in == mine ? MPI_IN_PLACE : in;
-    return Run("allgather", "MPI_Iallgatherv", [&](MPI_Request* r) {
-      return MPI_Iallgatherv(send, counts[static_cast<size_t>(rank_)], MPI_BYTE, out, counts.data(),
-                             displs.data(), MPI_BYTE, comm_, r);
+    const int my_count = counts[static_cast<size_t>(rank_)];
+    return Run("allgather", "MPI_Iallgatherv", "MPI_Allgatherv", [&](MPI_Request* r) {
+      return r ? MPI_Iallgatherv(send, my_count, MPI_BYTE, out, counts.data(), displs.data(),
+                                 MPI_BYTE, comm_, r)
+               : MPI_Allgatherv(send, my_count, MPI_BYTE, out, counts.data(), displs.data(),
+                                MPI_BYTE, comm_);
     });
   }
 
@@ -78,8 +158,10 @@ class MpiBackend final : public CollectiveBackend {
     HORA_RETURN_IF_ERROR(Usable("broadcast"));
     for (size_t off = 0; off < bytes; off += kMaxCount) {
       const int n = static_cast<int>(std::min(kMaxCount, bytes - off));
-      HORA_RETURN_IF_ERROR(Run("broadcast", "MPI_Ibcast", [&](MPI_Request* r) {
-        return MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, comm_, r);
+      char* at = static_cast<char*>(data) + off;
+      HORA_RETURN_IF_ERROR(Run("broadcast", "MPI_Ibcast", "MPI_Bcast", [&](MPI_Request* r) {
+        return r ? MPI_Ibcast(at, n, MPI_BYTE, root, comm_, r)
+                 : MPI_Bcast(at, n, MPI_BYTE, root, comm_);
       }));
     }
     return Status::Ok();
@@ -103,9 +185,11 @@ class MpiBackend final : public CollectiveBackend {
     }
     const MPI_Datatype type = lib_.Datatype(dtype);
     const MPI_Op op = lib_.Op(dtype, ReducingOp(reduction.op));
-    HORA_RETURN_IF_ERROR(Run("reducescatter", "MPI_Ireduce_scatter", [&](MPI_Request* r) {
-      return MPI_Ireduce_scatter(in, out, recv.data(), type, op, comm_, r);
-    }));
+    HORA_RETURN_IF_ERROR(
+        Run("reducescatter", "MPI_Ireduce_scatter", "MPI_Reduce_scatter", [&](MPI_Request* r) {
+          return r ? MPI_Ireduce_scatter(in, out, recv.data(), type, op, comm_, r)
+                   : MPI_Reduce_scatter(in, out, recv.data(), type, op, comm_);
+        }));
     const size_t mine = counts[static_cast<size_t>(rank_)];
     AllreduceArgs args{out, out, mine, dtype, reduction};
     AllreduceFinalize(args, size_, 0, mine);
@@ -118,20 +202,23 @@ class MpiBackend final : public CollectiveBackend {
     std::vector<int> scounts, sdispls, rcounts, rdispls;
     HORA_RETURN_IF_ERROR(Counts("alltoall", send_bytes, &scounts, &sdispls));
     HORA_RETURN_IF_ERROR(Counts("alltoall", recv_bytes, &rcounts, &rdispls));
-    return Run("alltoall", "MPI_Ialltoallv", [&](MPI_Request* r) {
-      return MPI_Ialltoallv(in, scounts.data(), sdispls.data(), MPI_BYTE, out, rcounts.data(),
-                            rdispls.data(), MPI_BYTE, comm_, r);
+    return Run("alltoall", "MPI_Ialltoallv", "MPI_Alltoallv", [&](MPI_Request* r) {
+      return r ? MPI_Ialltoallv(in, scounts.data(), sdispls.data(), MPI_BYTE, out, rcounts.data(),
+                                rdispls.data(), MPI_BYTE, comm_, r)
+               : MPI_Alltoallv(in, scounts.data(), sdispls.data(), MPI_BYTE, out, rcounts.data(),
+                               rdispls.data(), MPI_BYTE, comm_);
     });
   }
 
   Status Barrier() override {
     HORA_RETURN_IF_ERROR(Usable("barrier"));
-    return Run("barrier", "MPI_Ibarrier", [&](MPI_Request* r) { return MPI_Ibarrier(comm_, r); });
+    return Run("barrier", "MPI_Ibarrier", "MPI_Barrier",
+               [&](MPI_Request* r) { return r ? MPI_Ibarrier(comm_, r) : MPI_Barrier(comm_); });
   }
 
  private:
   std::string Where(const char* op) const {
-    return "rank " + std::to_string(rank_) + ": " + op + " (mpi)";
+    return "rank " + std::to_string(rank_) + ": " + op + " (" + name() + ")";
   }
 
   Status Usable(const char* op) const {
@@ -158,9 +245,27 @@ class MpiBackend final : public CollectiveBackend {
     return Status::Ok();
   }
 
-  // Starts one nonblocking collective and tests it until done or the timeout.
+  // Starts one nonblocking collective and tests it until done or the timeout;
+  // blocking, calls the blocking form under the watchdog. `start(request)`
+  // starts the nonblocking form, `start(nullptr)` calls the blocking one.
   template <typename Start>
-  Status Run(const char* op, const char* call, Start&& start) {
+  Status Run(const char* op, const char* nonblocking_call, const char* blocking_call,
+             Start&& start) {
+    if (watchdog_) {
+      watchdog_->Arm(Where(op) + ": " + blocking_call);
+      int rc;
+      {
+        std::lock_guard<std::mutex> lock(lib_.mu());
+        rc = start(nullptr);
+      }
+      watchdog_->Disarm();
+      if (rc != MPI_SUCCESS) {
+        broken_ = std::string(blocking_call) + " failed";
+        return UnavailableError(Where(op) + ": " + blocking_call + ": " + MpiErrorString(rc));
+      }
+      return Status::Ok();
+    }
+    const char* call = nonblocking_call;
     MPI_Request r = MPI_REQUEST_NULL;
     int rc;
     {
@@ -183,10 +288,8 @@ class MpiBackend final : public CollectiveBackend {
       if (flag) return Status::Ok();
       if (Clock::now() >= deadline) {
         broken_ = std::string(call) + " timed out";
-        char secs[32];
-        std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));
-        return TimeoutError(Where(op) + ": timed out after " + secs + " s (HORA_TIMEOUT_S) in " +
-                            call +
+        return TimeoutError(Where(op) + ": timed out after " + Seconds(timeout_) +
+                            " s (HORA_TIMEOUT_S) in " + call +
                             "; a rank did not join it. MPI cannot cancel a started collective, "
                             "so this session runs no more collectives");
       }
@@ -199,14 +302,15 @@ class MpiBackend final : public CollectiveBackend {
   const Duration timeout_;
   int rank_ = 0;
   int size_ = 1;
-  std::string broken_;  // why the backend is unusable; empty while it works
+  std::string broken_;                  // why the backend is unusable; empty while it works
+  std::unique_ptr<Watchdog> watchdog_;  // blocking forms only
 };
 
 }  // namespace
 
-Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(Duration timeout) {
+Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(Duration timeout, bool blocking) {
   HORA_ASSIGN_OR_RETURN(MPI_Comm comm, DupWorld("backend"));
-  return std::unique_ptr<CollectiveBackend>(new MpiBackend(*this, comm, timeout));
+  return std::unique_ptr<CollectiveBackend>(new MpiBackend(*this, comm, timeout, blocking));
 }
 
 }  // namespace hora::mpi

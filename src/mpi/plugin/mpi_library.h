@@ -25,7 +25,8 @@ class Library final : public MpiLibrary {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Result<std::unique_ptr<Transport>> CreateTransport() override;
-  Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout) override;
+  Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout,
+                                                           bool blocking) override;
 
   // Hora serialises its own MPI calls (one lock per process): the plugin then
   // works with MPI_THREAD_SERIALIZED as well as MULTIPLE, and a transport's
