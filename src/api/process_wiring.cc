@@ -81,7 +81,8 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     const std::string& master_port = env.at("MASTER_PORT");
     char* end = nullptr;
     const long port = std::strtol(master_port.c_str(), &end, 10);
-    if (master_port.empty() || *end != '\0' || port < 1 || port > 65534) {
+    if (master_port.empty() || master_port[0] < '0' || master_port[0] > '9' || *end != '\0' ||
+        port < 1 || port > 65534) {
       return InvalidArgument("MASTER_PORT='" + master_port +
                              "' is not a port below 65535 (Hora's store listens one port above "
                              "it); or set HORA_STORE_ADDR=host:port");

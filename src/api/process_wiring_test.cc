@@ -26,7 +26,7 @@ const std::map<std::string, std::string> kTorchrun = {
     {"GROUP_RANK", "0"}, {"HORA_SECRET", "s"}};
 
 TEST(ProcessWiring, TorchrunMasterPortMustBeAPort) {
-  for (const char* port : {"", "abc", "12x", "0", "65535", "-3"}) {
+  for (const char* port : {"", "abc", "12x", "0", "65535", "-3", " 29500", "+29500"}) {
     auto env = kTorchrun;
     env["MASTER_ADDR"] = "127.0.0.1";
     env["MASTER_PORT"] = port;

@@ -24,7 +24,7 @@ namespace hora {
 class CollectiveBackend {
  public:
   virtual ~CollectiveBackend() = default;
-  // "hora" or "mpi".
+  // "hora", "mpi" or "mpi-blocking".
   virtual const char* name() const = 0;
 
   virtual Status Allreduce(const AllreduceArgs& args) = 0;

@@ -46,7 +46,7 @@ Result<std::optional<int>> ReadInt(const std::map<std::string, std::string>& env
 
 }  // namespace
 
-Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<int> node_id) {
+Result<std::vector<int>> SlurmTaskCounts(const std::string& tasks_per_node) {
   const std::string where = "SLURM_TASKS_PER_NODE='" + tasks_per_node + "'";
   std::vector<int> counts;  // one per node, the "(xK)" repeats expanded
   size_t pos = 0;
@@ -54,22 +54,32 @@ Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<in
     size_t comma = tasks_per_node.find(',', pos);
     if (comma == std::string::npos) comma = tasks_per_node.size();
     const std::string entry = tasks_per_node.substr(pos, comma - pos);
+    // strtol alone would take leading spaces and signs: digits come first.
+    auto digit = [](const char* p) { return *p >= '0' && *p <= '9'; };
     char* end = nullptr;
-    long count = std::strtol(entry.c_str(), &end, 10);
+    long count = digit(entry.c_str()) ? std::strtol(entry.c_str(), &end, 10) : 0;
     long repeat = 1;
-    if (end != entry.c_str() && *end == '(' && end[1] == 'x') {
+    if (end != nullptr && *end == '(' && end[1] == 'x') {
       char* rend = nullptr;
-      repeat = std::strtol(end + 2, &rend, 10);
-      end = (rend != end + 2 && *rend == ')') ? rend + 1 : nullptr;
+      repeat = digit(end + 2) ? std::strtol(end + 2, &rend, 10) : 0;
+      end = (rend != nullptr && *rend == ')') ? rend + 1 : nullptr;
     }
-    if (entry.empty() || end == nullptr || end == entry.c_str() || *end != '\0' || count < 1 ||
-        count > 1000000 || repeat < 1 || repeat > 1000000 ||
-        counts.size() + static_cast<size_t>(repeat) > 1000000) {
+    if (end == nullptr || *end != '\0' || count < 1 || count > 1000000 || repeat < 1 ||
+        repeat > 1000000) {
       return InvalidArgument(where + ": entry '" + entry + "' is not a task count like 4 or 4(x2)");
+    }
+    if (counts.size() + static_cast<size_t>(repeat) > 1000000) {
+      return InvalidArgument(where + " lists more than 1000000 nodes");
     }
     counts.insert(counts.end(), static_cast<size_t>(repeat), static_cast<int>(count));
     pos = comma + 1;
   }
+  return counts;
+}
+
+Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<int> node_id) {
+  const std::string where = "SLURM_TASKS_PER_NODE='" + tasks_per_node + "'";
+  HORA_ASSIGN_OR_RETURN(std::vector<int> counts, SlurmTaskCounts(tasks_per_node));
   if (!node_id) {
     for (int c : counts) {
       if (c != counts.front()) {
@@ -103,11 +113,16 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
     }
     HORA_ASSIGN_OR_RETURN(std::optional<int> local_rank, ReadInt(env, n.local_rank));
     std::optional<int> local_size;
-    auto tasks = env.find("SLURM_TASKS_PER_NODE");
+    // Slurm: the step's list (a step may use part of the allocation), else the job's.
+    auto tasks = env.find("SLURM_STEP_TASKS_PER_NODE");
+    if (tasks == env.end()) tasks = env.find("SLURM_TASKS_PER_NODE");
+    std::vector<int> node_counts;  // tasks per node, when Slurm lists them
+    std::optional<int> node;
     if (l.source == std::string("slurm") && env.count("SLURM_NTASKS_PER_NODE") == 0 &&
         tasks != env.end()) {
-      HORA_ASSIGN_OR_RETURN(std::optional<int> node, ReadInt(env, "SLURM_NODEID"));
+      HORA_ASSIGN_OR_RETURN(node, ReadInt(env, "SLURM_NODEID"));
       HORA_ASSIGN_OR_RETURN(local_size, SlurmTasksOnNode(tasks->second, node));
+      HORA_ASSIGN_OR_RETURN(node_counts, SlurmTaskCounts(tasks->second));
     } else {
       HORA_ASSIGN_OR_RETURN(local_size, ReadInt(env, n.local_size));
     }
@@ -129,6 +144,17 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
     HORA_ASSIGN_OR_RETURN(std::optional<int> cross_size, ReadInt(env, n.cross_size));
     l.cross_size = cross_size.value_or((l.size + l.local_size - 1) / l.local_size);
     l.cross_rank = cross_rank.value_or(l.rank / l.local_size);
+    if (node && !node_counts.empty()) {
+      // As horarun counts them (Horovod's meaning): among the nodes that
+      // have a rank with this local rank, this node's index and their number.
+      l.cross_rank = 0;
+      l.cross_size = 0;
+      for (size_t k = 0; k < node_counts.size(); ++k) {
+        if (node_counts[k] <= l.local_rank) continue;
+        if (k < static_cast<size_t>(*node)) ++l.cross_rank;
+        ++l.cross_size;
+      }
+    }
     if (l.cross_rank >= l.cross_size) {
       return InvalidArgument("cross rank " + std::to_string(l.cross_rank) +
                              " is not below the cross size " + std::to_string(l.cross_size) +

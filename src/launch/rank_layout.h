@@ -17,6 +17,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "hora/status.h"
 
@@ -43,5 +44,7 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
 // id the counts must all be equal. Malformed text or a node id past the list
 // is an InvalidArgument naming the value.
 Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<int> node_id);
+// Every node's task count in such a list, in node order.
+Result<std::vector<int>> SlurmTaskCounts(const std::string& tasks_per_node);
 
 }  // namespace hora

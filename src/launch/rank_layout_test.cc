@@ -72,8 +72,29 @@ TEST(RankLayout, MpichSlurmTorchrun) {
                               {"SLURM_NNODES", "3"}});
   ASSERT_TRUE(u.ok()) << u.status().ToString();
   EXPECT_EQ(u->local_size, 1);
-  EXPECT_EQ(u->cross_rank, 2);
+  EXPECT_EQ(u->cross_rank, 2);  // local rank 0: every node has one
   EXPECT_EQ(u->cross_size, 3);
+  // Local rank 1 exists on nodes 0 and 1 only (as horarun places "-H a:2,b:2,c:1").
+  auto v = RankLayoutFromEnv({{"SLURM_PROCID", "3"},
+                              {"SLURM_NTASKS", "5"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_TASKS_PER_NODE", "2(x2),1"},
+                              {"SLURM_NODEID", "1"},
+                              {"SLURM_NNODES", "3"}});
+  ASSERT_TRUE(v.ok()) << v.status().ToString();
+  EXPECT_EQ(v->local_size, 2);
+  EXPECT_EQ(v->cross_rank, 1);
+  EXPECT_EQ(v->cross_size, 2);
+  // The step's list wins over the job's.
+  auto w = RankLayoutFromEnv({{"SLURM_PROCID", "1"},
+                              {"SLURM_NTASKS", "2"},
+                              {"SLURM_LOCALID", "1"},
+                              {"SLURM_TASKS_PER_NODE", "4"},
+                              {"SLURM_STEP_TASKS_PER_NODE", "2"},
+                              {"SLURM_NODEID", "0"},
+                              {"SLURM_NNODES", "1"}});
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->local_size, 2);
   auto t = RankLayoutFromEnv({{"RANK", "2"},
                               {"WORLD_SIZE", "4"},
                               {"LOCAL_RANK", "0"},
@@ -113,8 +134,8 @@ TEST(RankLayout, SlurmTasksPerNodeLists) {
     ASSERT_TRUE(got.ok()) << c.text << ": " << got.status().ToString();
     EXPECT_EQ(*got, c.want) << c.text << " node " << c.node.value_or(-1);
   }
-  const char* malformed[] = {"",     ",", "2,",    "x",  "2(x)", "2(x2",
-                             "2(2)", "0", "2(x0)", "-1", "2 ,1", "2(x2)x"};
+  const char* malformed[] = {"",      ",",  "2,",   "x",      "2(x)", "2(x2", "2(2)",    "0",
+                             "2(x0)", "-1", "2 ,1", "2(x2)x", " 2,1", "+2",   "2(x +3)", "2(x-1)"};
   for (const char* text : malformed) {
     auto got = SlurmTasksOnNode(text, 0);
     ASSERT_FALSE(got.ok()) << "'" << text << "' was taken as " << *got;

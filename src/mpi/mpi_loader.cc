@@ -44,7 +44,8 @@ Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
     const std::string flavour = MpiFlavourFromEnv(env);
     if (flavour.empty()) {
       return UnavailableError(
-          "HORA_TRANSPORT=mpi / HORA_BACKEND=mpi: this process was not started by an MPI "
+          "HORA_TRANSPORT=mpi / HORA_BACKEND=mpi or mpi-blocking: this process was not started by "
+          "an MPI "
           "launcher (no OMPI_COMM_WORLD_* or PMI_* variables); start it with mpirun, or "
           "horarun --mpi, or name the plugin in HORA_MPI_PLUGIN");
     }

@@ -4,7 +4,7 @@
 // installed at build time (OpenMPI, MPICH) gets its own small shared library,
 // libhora-mpi-<flavour>.so, built from src/mpi/plugin/ against that MPI. The
 // core loads the one matching the launcher (mpi_loader.h) when a job asks for
-// the MPI transport (HORA_TRANSPORT=mpi) or backend (HORA_BACKEND=mpi). So one
+// the MPI transport (HORA_TRANSPORT=mpi) or backend (HORA_BACKEND=mpi, mpi-blocking). So one
 // build of Hora runs under either mpirun, and jobs that do not use MPI never
 // load it.
 //

@@ -28,6 +28,7 @@ check prefix 0 "[1]: hello from 1 of 2" "$horarun" -np 2 sh -c 'echo hello from 
 check no-prefix 0 "plain 0" "$horarun" -np 1 --no-prefix sh -c 'echo plain $HORA_RANK'
 check layout 0 "[2]: 2 3 0 1 1 2" "$horarun" -np 3 -H localhost:2,127.0.0.1:2 sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
 check layout-ipv6 0 "[1]: 1 2 1 2 0 1" "$horarun" -np 2 -H '[::1]:2' sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
+check mpi-ipv6 2 "mpirun's host lists take no IPv6 addresses" "$horarun" -np 2 --mpi -H '[::1]:2' true
 check bad-ipv6 2 "an IPv6 address goes in brackets, as in [::1]:2" "$horarun" -np 2 -H ::1:2 true
 hostfile=$(mktemp)
 trap 'rm -f "$hostfile"' EXIT
@@ -53,10 +54,11 @@ fi
 # horarun does not start with SIGINT ignored, as a script's background jobs do.
 marker="hora-sigint-test-$$"
 set -m
-"$horarun" -np 2 sh -c "sleep 300; echo $marker" >/dev/null 2>&1 &
+"$horarun" -np 2 bash -c "exec -a $marker sleep 300" >/dev/null 2>&1 &
 hp=$!
 set +m
-for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 2 ] && break; sleep 0.1; done
+# horarun itself and the two ranks (each a sleep named by the marker).
+for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 3 ] && break; sleep 0.1; done
 kill -INT "$hp"; wait "$hp"; rc=$?
 sleep 0.5
 if [ "$rc" -eq 130 ] && ! pgrep -f "$marker" >/dev/null; then

@@ -50,12 +50,21 @@ Status CheckHostName(std::string_view host, const std::string& where) {
   return Status::Ok();
 }
 
-// An IPv6 address as written inside brackets: "::1", "fe80::1%eth0".
+// An IPv6 address as written inside brackets: "::1", "fe80::1%eth0" (a
+// zone is an interface name: letters, digits, '.', '-', '_').
 Status CheckIpv6(std::string_view text, const std::string& where) {
-  std::string address(text.substr(0, text.find('%')));
+  const size_t percent = text.find('%');
+  std::string address(text.substr(0, percent));
   in6_addr parsed;
-  if (address.empty() || inet_pton(AF_INET6, address.c_str(), &parsed) != 1 ||
-      (text.find('%') != std::string_view::npos && text.size() == address.size() + 1)) {
+  bool ok = !address.empty() && inet_pton(AF_INET6, address.c_str(), &parsed) == 1;
+  if (ok && percent != std::string_view::npos) {
+    const std::string_view zone = text.substr(percent + 1);
+    ok = !zone.empty();
+    for (char c : zone) {
+      ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
+    }
+  }
+  if (!ok) {
     return InvalidArgument(where + ": '[" + std::string(text) + "]' is not an IPv6 address");
   }
   return Status::Ok();

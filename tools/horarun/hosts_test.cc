@@ -35,6 +35,7 @@ TEST(Hosts, BadHostListsNameTheText) {
       {"[::g]:2", "'[::g]' is not an IPv6 address"},
       {"[10.0.0.1]:2", "'[10.0.0.1]' is not an IPv6 address"},
       {"[fe80::1%]:2", "is not an IPv6 address"},
+      {"[fe80::1%x@evil]:2", "is not an IPv6 address"},
       {"[::1:2", "an IPv6 address goes in brackets"},
       {"[::1]:2,[::1]", "listed twice"},
   };

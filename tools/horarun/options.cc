@@ -132,6 +132,13 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   }
   if (o.hosts.empty()) o.hosts = {{"localhost", o.np}};
   HORA_RETURN_IF_ERROR(PlaceRanks(o.np, o.hosts).status());
+  for (const auto& h : o.hosts) {
+    if (o.mpi && h.host.find(':') != std::string::npos) {
+      return InvalidArgument("host '" + h.host +
+                             "': mpirun's host lists take no IPv6 addresses; with --mpi (or "
+                             "--transport mpi) give the hosts by name");
+    }
+  }
   if (o.command.empty()) return InvalidArgument("no command given to run (see horarun --help)");
   return o;
 }

@@ -11,13 +11,18 @@
 // MPI benchmarks measure. A blocking call cannot be left, so a watchdog
 // thread ends the job (MPI_Abort on MPI_COMM_WORLD, after a message naming
 // the rank and call) when one outlasts the timeout: the error reaches every
-// rank as the job's end, as mpirun reports an aborted rank.
+// rank as the job's end, as mpirun reports an aborted rank. Blocking calls
+// are made without the library's lock (a rank blocked in one collective
+// while holding it would keep its other threads from entering the collective
+// a peer is blocked in: a deadlock), so this needs MPI_THREAD_MULTIPLE.
 //
 // Reductions keep Hora's semantics: average is a sum followed by Hora's
 // finalisation (integers round toward zero), scale factors are applied by
 // Hora's kernels before and after, float16/bfloat16/bool and 8-bit integers
 // reduce with Hora's kernels registered as MPI ops (see Library::Op). Min and max of floats follow
 // the MPI library for NaN and signed zeros.
+#include <algorithm>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <cstdio>
@@ -42,11 +47,17 @@ std::string Seconds(Duration d) {
   return secs;
 }
 
-// Ends the job when a blocking MPI call outlasts the timeout. Arm before the
-// call, Disarm after; one call at a time (the backend's caller is serial).
+// Ends the job when a blocking MPI call outlasts the timeout. Arm just before
+// the call, Disarm after; one call at a time (the backend's caller is
+// serial). Arming wakes the thread only when it sleeps without a deadline
+// (a deadline it already waits for is earlier than the new one).
 class Watchdog {
  public:
-  explicit Watchdog(Duration timeout) : timeout_(timeout), thread_([this] { Loop(); }) {}
+  // A timeout beyond a year is taken as a year (no overflow of the deadline).
+  Watchdog(Duration timeout, int rank)
+      : timeout_(std::min<Duration>(timeout, std::chrono::hours(24 * 365))),
+        rank_(rank),
+        thread_([this] { Loop(); }) {}
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -55,14 +66,18 @@ class Watchdog {
     cv_.notify_one();
     thread_.join();
   }
-  void Arm(std::string what) {
+  // `op` and `call` are string literals (kept as pointers).
+  void Arm(const char* op, const char* call) {
+    bool wake;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      what_ = std::move(what);
+      op_ = op;
+      call_ = call;
       deadline_ = Clock::now() + timeout_;
       armed_ = true;
+      wake = idle_;
     }
-    cv_.notify_one();
+    if (wake) cv_.notify_one();
   }
   void Disarm() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -74,7 +89,9 @@ class Watchdog {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
       if (!armed_) {
+        idle_ = true;
         cv_.wait(lock);
+        idle_ = false;
         continue;
       }
       if (Clock::now() < deadline_) {
@@ -82,10 +99,11 @@ class Watchdog {
         continue;
       }
       std::fprintf(stderr,
-                   "hora: %s did not finish within %s s (HORA_TIMEOUT_S): a rank did not join "
-                   "it. A blocking MPI call cannot be interrupted, so the job is aborted "
-                   "(MPI_Abort); HORA_BACKEND=mpi waits with a timeout instead\n",
-                   what_.c_str(), Seconds(timeout_).c_str());
+                   "hora: rank %d: %s (mpi-blocking): %s did not finish within %s s "
+                   "(HORA_TIMEOUT_S): a rank did not join it. A blocking MPI call cannot be "
+                   "interrupted, so the job is aborted (MPI_Abort); HORA_BACKEND=mpi waits with "
+                   "a timeout instead\n",
+                   rank_, op_, call_, Seconds(timeout_).c_str());
       std::fflush(stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);  // another thread is inside MPI: needs MPI_THREAD_MULTIPLE
       std::_Exit(1);
@@ -95,10 +113,13 @@ class Watchdog {
   const Duration timeout_;
   std::mutex mu_;
   std::condition_variable cv_;
+  const int rank_;
   bool stop_ = false;
   bool armed_ = false;
+  bool idle_ = false;  // the thread sleeps with no deadline
   TimePoint deadline_{};
-  std::string what_;
+  const char* op_ = "";
+  const char* call_ = "";
   std::thread thread_;  // last: starts once the rest is set up
 };
 
@@ -108,7 +129,7 @@ class MpiBackend final : public CollectiveBackend {
       : lib_(lib), comm_(comm), timeout_(timeout) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    if (blocking) watchdog_ = std::make_unique<Watchdog>(timeout);
+    if (blocking) watchdog_ = std::make_unique<Watchdog>(timeout, rank_);
   }
   ~MpiBackend() override {
     int finalized = 0;
@@ -251,13 +272,9 @@ class MpiBackend final : public CollectiveBackend {
   template <typename Start>
   Status Run(const char* op, const char* nonblocking_call, const char* blocking_call,
              Start&& start) {
-    if (watchdog_) {
-      watchdog_->Arm(Where(op) + ": " + blocking_call);
-      int rc;
-      {
-        std::lock_guard<std::mutex> lock(lib_.mu());
-        rc = start(nullptr);
-      }
+    if (watchdog_) {  // no lock: see the top of this file
+      watchdog_->Arm(op, blocking_call);
+      const int rc = start(nullptr);
       watchdog_->Disarm();
       if (rc != MPI_SUCCESS) {
         broken_ = std::string(blocking_call) + " failed";
@@ -309,6 +326,13 @@ class MpiBackend final : public CollectiveBackend {
 }  // namespace
 
 Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(Duration timeout, bool blocking) {
+  if (blocking && !thread_multiple()) {
+    return UnavailableError(
+        "HORA_BACKEND=mpi-blocking needs MPI_THREAD_MULTIPLE (its blocking calls run without "
+        "Hora's MPI lock, and its watchdog may call MPI_Abort while another thread is inside "
+        "MPI); this process's MPI gives less. Initialise MPI with MPI_Init_thread(..., "
+        "MPI_THREAD_MULTIPLE, ...) or use HORA_BACKEND=mpi");
+  }
   HORA_ASSIGN_OR_RETURN(MPI_Comm comm, DupWorld("backend"));
   return std::unique_ptr<CollectiveBackend>(new MpiBackend(*this, comm, timeout, blocking));
 }

@@ -91,6 +91,7 @@ Status Library::Init() {
                             "; Hora needs at least MPI_THREAD_SERIALIZED (initialise MPI with "
                             "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...))");
   }
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
   char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};

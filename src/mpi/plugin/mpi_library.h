@@ -32,6 +32,9 @@ class Library final : public MpiLibrary {
   // works with MPI_THREAD_SERIALIZED as well as MULTIPLE, and a transport's
   // progress never races another Session's.
   std::mutex& mu() { return mu_; }
+  // MPI_THREAD_MULTIPLE: threads may be inside MPI at once (the blocking
+  // backend needs it: it calls MPI without mu(), and aborts from a watchdog).
+  bool thread_multiple() const { return thread_multiple_; }
   // Usable bits of a tag (MPI_TAG_UB is at least 2^15 - 1).
   int tag_bits() const { return tag_bits_; }
 
@@ -55,6 +58,7 @@ class Library final : public MpiLibrary {
   int rank_ = 0;
   int size_ = 1;
   int tag_bits_ = 15;
+  bool thread_multiple_ = false;
   // [float16, bfloat16, bool, uint8, int8][sum, min, max, product]
   MPI_Op user_ops_[5][4] = {};
 };
