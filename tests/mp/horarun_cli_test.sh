@@ -38,33 +38,27 @@ printf 'localhost slots=2\nlocalhost:1\n' >"$hostfile"
 check hostfile-twice 2 "$hostfile: host 'localhost' is listed twice" "$horarun" --hostfile "$hostfile" true
 check print-config 0 "HORA_TIMEOUT_S=30" "$horarun" --print-config
 check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
-# SIGTERM to horarun stops every rank and leaves no process behind.
-marker="hora-sigterm-test-$$"
-"$horarun" -np 3 sh -c "sleep 300; echo $marker" >/dev/null 2>&1 &
-hp=$!
-for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 3 ] && break; sleep 0.1; done
-kill -TERM "$hp"; wait "$hp"; rc=$?
-sleep 0.5
-if [ "$rc" -eq 143 ] && ! pgrep -f "$marker" >/dev/null; then
-  pass=$((pass + 1))
-else
-  failed=$((failed + 1)); echo "FAIL sigterm: rc=$rc (want 143), left: $(pgrep -af "$marker")"
-fi
-# SIGINT (Ctrl-C) likewise; exit 130. Job control on, so that the background
-# horarun does not start with SIGINT ignored, as a script's background jobs do.
-marker="hora-sigint-test-$$"
-set -m
-"$horarun" -np 2 bash -c "exec -a $marker sleep 300" >/dev/null 2>&1 &
-hp=$!
-set +m
-# horarun itself and the two ranks (each a sleep named by the marker).
-for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge 3 ] && break; sleep 0.1; done
-kill -INT "$hp"; wait "$hp"; rc=$?
-sleep 0.5
-if [ "$rc" -eq 130 ] && ! pgrep -f "$marker" >/dev/null; then
-  pass=$((pass + 1))
-else
-  failed=$((failed + 1)); echo "FAIL sigint: rc=$rc (want 130), left: $(pgrep -af "$marker")"
-fi
+# A signal to horarun stops every rank and leaves no process behind; horarun
+# exits 128 + the signal. Job control on, so that the background horarun does
+# not start with SIGINT ignored, as a script's background jobs do.
+stop_check() {  # name, signal, expected rc, np
+  local name="$1" sig="$2" want_rc="$3" np="$4" marker="hora-$1-test-$$" hp rc
+  set -m
+  "$horarun" -np "$np" bash -c "exec -a $marker sleep 300" >/dev/null 2>&1 &
+  hp=$!
+  set +m
+  # horarun itself and its ranks (each a sleep named by the marker).
+  for _ in $(seq 50); do [ "$(pgrep -fc "$marker")" -ge $((np + 1)) ] && break; sleep 0.1; done
+  kill -"$sig" "$hp"; wait "$hp"; rc=$?
+  sleep 0.5
+  if [ "$rc" -eq "$want_rc" ] && ! pgrep -f "$marker" >/dev/null; then
+    pass=$((pass + 1))
+  else
+    failed=$((failed + 1)); echo "FAIL $name: rc=$rc (want $want_rc), left: $(pgrep -af "$marker")"
+    pkill -KILL -f "$marker"
+  fi
+}
+stop_check sigterm TERM 143 3
+stop_check sigint INT 130 2
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]
