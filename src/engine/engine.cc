@@ -91,6 +91,7 @@ Handle Engine::Submit(Submission s) {
     }
     queue_.push_back(std::move(s));
     queued_.store(true, std::memory_order_release);
+    submissions_.fetch_add(1, std::memory_order_release);
   }
   cv_.notify_one();
   return h;
@@ -126,6 +127,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     if (refused.ok()) {
       for (Submission& s : members) queue_.push_back(std::move(s));
       queued_.store(true, std::memory_order_release);
+      submissions_.fetch_add(1, std::memory_order_release);
     }
   }
   if (!refused.ok()) {

@@ -124,6 +124,7 @@ class Engine final : public Driver {
   };
 
   void Loop();
+  void AwaitBurstEnd();  // Loop: wait out a burst of submissions (engine_loop.cc)
   // Takes the queue and runs one cycle; false once the engine must stop
   // (finished_ is then set). cycle_mu_ held.
   bool RunCycle();
@@ -167,6 +168,9 @@ class Engine final : public Driver {
   // queue_ is not empty: set with queue_ under mu_, read without mu_ by the
   // engine's poll (a hint; the queue itself is read under mu_).
   std::atomic<bool> queued_{false};
+  // Submissions so far (groups count once): how the engine's thread sees a
+  // burst still coming in.
+  std::atomic<uint64_t> submissions_{0};
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   std::unordered_set<std::string> in_flight_;
   bool stop_requested_ = false;

@@ -49,10 +49,13 @@ void Engine::Loop() {
     }
     if (woken && !stop && !handoff && spin_ > Duration::zero()) {
       // Whoever submitted usually waits on its handle next and drives the
-      // cycle itself (waiters drive only while they spin): let it (one
-      // yield: on a shared core it runs now) rather than race it for the
-      // cycle.
-      std::this_thread::yield();
+      // cycle itself (waiters drive only while they spin): let it rather
+      // than race it for the cycle. Submissions often come in bursts (a
+      // model's layers, one after another): while they keep coming, let
+      // them come (yielding: on a shared core the submitter runs), so that
+      // one cycle takes the whole burst -- until kBurstGap passes with no
+      // new one, or one idle spin in all.
+      AwaitBurstEnd();
       if (drivers_.load(std::memory_order_acquire) > 0) continue;
     }
     std::lock_guard<std::mutex> cycle(cycle_mu_);  // waits while a driver is in a cycle
@@ -68,6 +71,26 @@ void Engine::Loop() {
                      !(pending_.empty() || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
+  }
+}
+
+void Engine::AwaitBurstEnd() {
+  constexpr auto kBurstGap = std::chrono::microseconds(5);
+  uint64_t seen = submissions_.load(std::memory_order_acquire);
+  TimePoint last = Clock::now();
+  const TimePoint until = last + idle_spin_;
+  for (;;) {
+    std::this_thread::yield();
+    if (drivers_.load(std::memory_order_acquire) > 0) return;
+    const TimePoint now = Clock::now();
+    const uint64_t n = submissions_.load(std::memory_order_acquire);
+    if (n != seen) {
+      seen = n;
+      last = now;
+    } else if (now - last >= kBurstGap) {
+      return;
+    }
+    if (now >= until) return;
   }
 }
 
