@@ -155,8 +155,10 @@ def allreduce_sweep(np_, lo, hi, iters, warmup, algo=None, transport=None, hosts
 
 
 # Below this size a shaped link's token bucket (netns.NamespacedHosts.BURST)
-# lets a few messages through at veth speed; enough warm-up iterations empty it
-# first, so the timed ones see the rate (as on a real link of that rate).
+# lets the first messages through at veth speed. Warm-up iterations spend it
+# before the timed ones; it refills while a link idles between messages, so
+# this reduces the effect (the timed small sizes still run somewhat faster
+# than the rate allows) but does not remove it.
 SMALL_BYTES = 64 << 10
 SMALL_WARMUP = 10
 SMALL_ITERS = 20
@@ -166,6 +168,8 @@ def allreduce_sweep_shaped(np_, lo, hi, iters, warmup, algo=None, hosts=None, ti
     """allreduce_sweep on shaped links: sizes below SMALL_BYTES with at least
     SMALL_WARMUP warm-up and SMALL_ITERS timed iterations (they are cheap),
     the rest with `iters` and `warmup`."""
+    if lo <= 0 or hi < lo:
+        raise ValueError("allreduce_sweep_shaped: sizes %d..%d (need 0 < lo <= hi)" % (lo, hi))
     recs = []
     if lo < SMALL_BYTES:
         small_hi = min(hi, SMALL_BYTES - 1)

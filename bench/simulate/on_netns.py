@@ -16,11 +16,30 @@ HORA_* variables of the caller reach every rank (horarun forwards them).
 """
 
 import argparse
+import signal
 import subprocess
 import sys
 
 import hora_runs
 import netns
+
+
+def run_until_stopped(argv, grace_s=10):
+    """Runs argv in the caller's directory and returns its exit code. When
+    this script is stopped (Ctrl-C, SIGTERM), horarun gets SIGTERM and up to
+    grace_s seconds to stop its ranks before the namespaces go."""
+    p = subprocess.Popen(argv)
+    try:
+        return p.wait()
+    except BaseException:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        raise
 
 
 def main():
@@ -39,7 +58,7 @@ def main():
     try:
         with netns.NamespacedHosts(a.hosts, rate=a.rate or None) as hosts:
             argv = hora_runs.horarun(a.hosts, cmd, hosts=hosts, wait_s=a.timeout)
-            rc = subprocess.call(argv, cwd=hora_runs.REPO)
+            rc = run_until_stopped(argv)
     except netns.NetnsError as e:
         sys.exit("on_netns.py: %s" % e)
     sys.exit(rc)

@@ -17,9 +17,10 @@
 //     into every rank's response cache in the same order;
 //  4. fuses allreduces of one kind into one buffer up to
 //     HORA_FUSION_THRESHOLD_BYTES and runs everything decided.
-// An engine wakes as soon as a tensor is submitted; while idle it still
-// joins a cycle every HORA_CYCLE_TIME_MS, so that no rank waits on an idle
-// one for long.
+// An engine wakes as soon as a tensor is submitted (while more follow within
+// a few microseconds, it lets the burst end first, so that one cycle takes
+// it); while idle it still joins a cycle every HORA_CYCLE_TIME_MS, so that no
+// rank waits on an idle one for long.
 //
 // A thread waiting on one of the engine's handles runs cycles itself while
 // it spins (Drive): on a host whose ranks outnumber the spare cores, the

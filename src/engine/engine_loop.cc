@@ -19,7 +19,8 @@ void Engine::Loop() {
     // waiting; otherwise join the others every cycle time, or as soon as
     // something is submitted here. Right after work moved, the next
     // submission usually follows within microseconds: spin for it first
-    // (unless a waiter is driving the cycles).
+    // (unless a waiter is driving the cycles). A submission that wakes this
+    // thread is often the first of a burst: AwaitBurstEnd lets it end.
     bool idle, spin;
     uint64_t cycles_before;
     {
