@@ -16,8 +16,8 @@ and the control plane's message sizes, and writes calib.json.
              30 Mbit/s by default: at 100 Mbit/s, 8 namespaced hosts on 2 cores
              were bound by the kernel's own work (veth, bridge, tbf), not by
              their links, so a link model could not describe them. Sizes
-             below 64 KiB get 10 warm-up iterations, which spend most of
-             tbf's bucket (hora_runs.allreduce_sweep_shaped; --source engine
+             below 64 KiB get 10 warm-up iterations, which spend tbf's
+             bucket (4 KiB; hora_runs.allreduce_sweep_shaped; --source engine
              runs have no such warm-up);
   alpha and beta are fitted to the p50 times by least squares on relative
   error (fit.py), with gamma fixed; the per-point residuals are kept.

@@ -157,8 +157,7 @@ def allreduce_sweep(np_, lo, hi, iters, warmup, algo=None, transport=None, hosts
 # Below this size a shaped link's token bucket (netns.NamespacedHosts.BURST)
 # lets the first messages through at veth speed. Warm-up iterations spend it
 # before the timed ones; it refills while a link idles between messages, so
-# this reduces the effect (the timed small sizes still run somewhat faster
-# than the rate allows) but does not remove it.
+# this reduces the effect but does not remove it (a small bucket does).
 SMALL_BYTES = 64 << 10
 SMALL_WARMUP = 10
 SMALL_ITERS = 20

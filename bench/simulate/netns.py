@@ -13,9 +13,11 @@ that rate into an unshaped switch, the usual alpha-beta picture.
 Delay cannot be added: this kernel has no netem qdisc, so latency is whatever
 the veth + bridge path costs (the calibration measures it as alpha).
 
-The bucket is small (16 KiB by default) so that messages above a few tens
-of KiB see the rate; smaller ones may pass at veth speed while the bucket is
-full, a token-bucket effect the alpha-beta model does not have. TCP's
+The bucket is small (4 KiB by default, about three packets) so that messages
+see the rate: tbf passes what the bucket holds at veth speed, and refills it
+while the link idles, a token-bucket effect the alpha-beta model does not
+have (with 16 KiB, 12-48 KiB allreduces on 8 hosts at 30 Mbit/s beat the
+link time by 7-23%; see docs/benchmarks.md). TCP's
 slow start after idle is turned off in each namespace (otherwise every
 iteration would restart from a small window).
 
@@ -98,7 +100,7 @@ def _free_subnet():
 class NamespacedHosts:
     """`hosts` namespaces on one bridge; rate e.g. "200mbit" (None: unshaped)."""
 
-    BURST = "16kb"
+    BURST = "4kb"
 
     def __init__(self, hosts, rate=None, burst=BURST):
         if os.geteuid() != 0:

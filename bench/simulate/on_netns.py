@@ -1,6 +1,7 @@
 """Runs one command under horarun on namespaced hosts (one rank per host).
 
-    /usr/bin/python3 bench/simulate/on_netns.py --hosts 2 [--rate 30mbit] -- COMMAND...
+    /usr/bin/python3 bench/simulate/on_netns.py --hosts 2 [--rate 30mbit] [--burst 4kb] \\
+        -- COMMAND...
 
 The testbed of calibrate.py and validate.py (netns.NamespacedHosts: a bridge,
 one network namespace per host, each link shaped by tc tbf to --rate), for a
@@ -46,6 +47,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, required=True)
     ap.add_argument("--rate", default="30mbit", help="tbf rate of each host's link ('' unshaped)")
+    ap.add_argument("--burst", default=netns.NamespacedHosts.BURST, help="tbf bucket size")
     ap.add_argument("--timeout", type=int, default=60, help="horarun --timeout (seconds)")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     a = ap.parse_args()
@@ -56,7 +58,7 @@ def main():
         ap.error("--hosts must be at least 1")
     netns.install_signal_exit()
     try:
-        with netns.NamespacedHosts(a.hosts, rate=a.rate or None) as hosts:
+        with netns.NamespacedHosts(a.hosts, rate=a.rate or None, burst=a.burst) as hosts:
             argv = hora_runs.horarun(a.hosts, cmd, hosts=hosts, wait_s=a.timeout)
             rc = run_until_stopped(argv)
     except netns.NetnsError as e:

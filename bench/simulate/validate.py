@@ -172,10 +172,10 @@ def markdown(path, pts, summary, meta, png):
     out += ["", "Limits of this testbed (see also bench/simulate/README.md):", "",
             "- tbf's bucket (%s) passes the first messages at veth speed, which the "
             "alpha-beta model does not have. %s" % (
-                meta.get("burst", "16kb"),
+                meta.get("burst") or "?",
                 "Sizes below %d KiB ran %d warm-up iterations before their %d timed ones; "
-                "that spends most of the bucket, but it refills while a link idles, so "
-                "small sizes can still run faster than the rate allows." % (
+                "the bucket refills while a link idles, so a large bucket lets small sizes "
+                "run faster than the rate allows." % (
                     hora_runs.SMALL_BYTES >> 10, hora_runs.SMALL_WARMUP,
                     hora_runs.SMALL_ITERS)
                 if meta["source"] == "bench" else
