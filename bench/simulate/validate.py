@@ -217,7 +217,7 @@ def main():
     source = a.source or calib.get("source", "bench")
     hosts_list = [int(x) for x in (a.hosts or ("3,6" if a.quick else "2,4,6,8")).split(",")]
     # 1.5 MiB: at 30 Mbit/s a ring allreduce of it on 8 hosts takes about 0.8 s,
-    # which keeps the whole validation near 6 minutes.
+    # which keeps the whole validation near 7 minutes.
     hi = (768 << 10) if a.quick else (1536 << 10)
     shapes = [(50, 16 << 10)] if a.quick else [(200, 4 << 10), (50, 64 << 10)]
     try:
