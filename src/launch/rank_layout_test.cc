@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -46,55 +47,13 @@ TEST(RankLayout, OpenMpiDerivesCrossFromLocal) {
   EXPECT_EQ(l->cross_size, 2);
 }
 
-TEST(RankLayout, MpichSlurmTorchrun) {
+TEST(RankLayout, MpichAndTorchrun) {
   auto m = RankLayoutFromEnv(
       {{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "1"}, {"MPI_LOCALNRANKS", "3"}});
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(m->source, "mpich");
   EXPECT_EQ(m->local_size, 3);
   EXPECT_EQ(m->cross_size, 1);
-  auto s = RankLayoutFromEnv({{"SLURM_PROCID", "3"},
-                              {"SLURM_NTASKS", "4"},
-                              {"SLURM_LOCALID", "1"},
-                              {"SLURM_TASKS_PER_NODE", "2(x2)"},
-                              {"SLURM_NODEID", "1"},
-                              {"SLURM_NNODES", "2"}});
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  EXPECT_EQ(s->source, "slurm");
-  EXPECT_EQ(s->local_size, 2);
-  EXPECT_EQ(s->cross_rank, 1);
-  // Uneven nodes: "2(x2),1" is nodes 0 and 1 with 2 tasks and node 2 with 1.
-  auto u = RankLayoutFromEnv({{"SLURM_PROCID", "4"},
-                              {"SLURM_NTASKS", "5"},
-                              {"SLURM_LOCALID", "0"},
-                              {"SLURM_TASKS_PER_NODE", "2(x2),1"},
-                              {"SLURM_NODEID", "2"},
-                              {"SLURM_NNODES", "3"}});
-  ASSERT_TRUE(u.ok()) << u.status().ToString();
-  EXPECT_EQ(u->local_size, 1);
-  EXPECT_EQ(u->cross_rank, 2);  // local rank 0: every node has one
-  EXPECT_EQ(u->cross_size, 3);
-  // Local rank 1 exists on nodes 0 and 1 only (as horarun places "-H a:2,b:2,c:1").
-  auto v = RankLayoutFromEnv({{"SLURM_PROCID", "3"},
-                              {"SLURM_NTASKS", "5"},
-                              {"SLURM_LOCALID", "1"},
-                              {"SLURM_TASKS_PER_NODE", "2(x2),1"},
-                              {"SLURM_NODEID", "1"},
-                              {"SLURM_NNODES", "3"}});
-  ASSERT_TRUE(v.ok()) << v.status().ToString();
-  EXPECT_EQ(v->local_size, 2);
-  EXPECT_EQ(v->cross_rank, 1);
-  EXPECT_EQ(v->cross_size, 2);
-  // The step's list wins over the job's.
-  auto w = RankLayoutFromEnv({{"SLURM_PROCID", "1"},
-                              {"SLURM_NTASKS", "2"},
-                              {"SLURM_LOCALID", "1"},
-                              {"SLURM_TASKS_PER_NODE", "4"},
-                              {"SLURM_STEP_TASKS_PER_NODE", "2"},
-                              {"SLURM_NODEID", "0"},
-                              {"SLURM_NNODES", "1"}});
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  EXPECT_EQ(w->local_size, 2);
   auto t = RankLayoutFromEnv({{"RANK", "2"},
                               {"WORLD_SIZE", "4"},
                               {"LOCAL_RANK", "0"},
@@ -104,6 +63,44 @@ TEST(RankLayout, MpichSlurmTorchrun) {
   EXPECT_EQ(t->source, "torchrun");
   EXPECT_EQ(t->cross_rank, 1);
   EXPECT_EQ(t->cross_size, 2);
+}
+
+TEST(RankLayout, SlurmLayoutsPerNode) {
+  // Each rank's layout from Slurm's variables, cross rank and size as
+  // horarun counts them (ranks of one local rank across the nodes).
+  struct Case {
+    const char* what;
+    const char* procid;
+    const char* ntasks;
+    const char* localid;
+    const char* tasks_per_node;
+    const char* step_tasks_per_node;  // null: unset
+    const char* nodeid;
+    const char* nnodes;
+    int local_size, cross_rank, cross_size;
+  };
+  const Case cases[] = {
+      {"even nodes", "3", "4", "1", "2(x2)", nullptr, "1", "2", 2, 1, 2},
+      // "2(x2),1": nodes 0 and 1 with 2 tasks, node 2 with 1.
+      {"uneven, local rank 0 (on every node)", "4", "5", "0", "2(x2),1", nullptr, "2", "3", 1, 2,
+       3},
+      // Local rank 1 exists on nodes 0 and 1 only (as horarun places "-H a:2,b:2,c:1").
+      {"uneven, local rank 1", "3", "5", "1", "2(x2),1", nullptr, "1", "3", 2, 1, 2},
+      {"the step's list wins over the job's", "1", "2", "1", "4", "2", "0", "1", 2, 0, 1},
+  };
+  for (const Case& c : cases) {
+    std::map<std::string, std::string> env = {
+        {"SLURM_PROCID", c.procid},   {"SLURM_NTASKS", c.ntasks},
+        {"SLURM_LOCALID", c.localid}, {"SLURM_TASKS_PER_NODE", c.tasks_per_node},
+        {"SLURM_NODEID", c.nodeid},   {"SLURM_NNODES", c.nnodes}};
+    if (c.step_tasks_per_node) env["SLURM_STEP_TASKS_PER_NODE"] = c.step_tasks_per_node;
+    auto l = RankLayoutFromEnv(env);
+    ASSERT_TRUE(l.ok()) << c.what << ": " << l.status().ToString();
+    EXPECT_EQ(l->source, "slurm") << c.what;
+    EXPECT_EQ(l->local_size, c.local_size) << c.what;
+    EXPECT_EQ(l->cross_rank, c.cross_rank) << c.what;
+    EXPECT_EQ(l->cross_size, c.cross_size) << c.what;
+  }
 }
 
 TEST(RankLayout, InconsistentValuesAreErrorsNamingVariables) {

@@ -3,8 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace hora::horarun {
 namespace {
+
+// The hosts and slot counts of a parsed list, to compare in one expectation.
+std::vector<std::pair<std::string, int>> Slots(const std::vector<HostSlots>& hosts) {
+  std::vector<std::pair<std::string, int>> out;
+  for (const HostSlots& h : hosts) out.emplace_back(h.host, h.slots);
+  return out;
+}
 
 TEST(Hosts, ParsesHostLists) {
   auto h = ParseHostList("a:4,b:2,c");
@@ -50,24 +61,14 @@ TEST(Hosts, BadHostListsNameTheText) {
 TEST(Hosts, TakesIpv6AddressesInBrackets) {
   auto h = ParseHostList("[::1]:2,[fe80::1%eth0],[2001:db8::7]:3,b:1");
   ASSERT_TRUE(h.ok()) << h.status().ToString();
-  ASSERT_EQ(h->size(), 4u);
-  EXPECT_EQ((*h)[0].host, "::1");
-  EXPECT_EQ((*h)[0].slots, 2);
-  EXPECT_EQ((*h)[1].host, "fe80::1%eth0");
-  EXPECT_EQ((*h)[1].slots, 1);
-  EXPECT_EQ((*h)[2].host, "2001:db8::7");
-  EXPECT_EQ((*h)[2].slots, 3);
+  using Want = std::vector<std::pair<std::string, int>>;
+  EXPECT_EQ(Slots(*h), (Want{{"::1", 2}, {"fe80::1%eth0", 1}, {"2001:db8::7", 3}, {"b", 1}}));
   EXPECT_TRUE(IsLocalHost((*h)[0].host));
   auto f = ParseHostfile("[::1]:2\n2001:db8::7 slots=3\n[2001:db8::8] slots=1\n[2001:db8::9]\n",
                          "hosts6.txt");
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  ASSERT_EQ(f->size(), 4u);
-  EXPECT_EQ((*f)[0].host, "::1");
-  EXPECT_EQ((*f)[0].slots, 2);
-  EXPECT_EQ((*f)[1].host, "2001:db8::7");
-  EXPECT_EQ((*f)[1].slots, 3);
-  EXPECT_EQ((*f)[2].host, "2001:db8::8");
-  EXPECT_EQ((*f)[3].slots, 1);
+  EXPECT_EQ(Slots(*f),
+            (Want{{"::1", 2}, {"2001:db8::7", 3}, {"2001:db8::8", 1}, {"2001:db8::9", 1}}));
   auto bad = ParseHostfile("2001:db8::7:3\n", "hosts6.txt");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("hosts6.txt:1"), std::string::npos);
