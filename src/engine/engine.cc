@@ -71,9 +71,16 @@ Engine::~Engine() {
   thread_.join();
 }
 
+void Engine::Pending::Reset() {
+  state = State::kNew;
+  counted = false;
+  rows.clear();
+  output.reset();
+  received_splits.clear();
+}
+
 Handle Engine::Submit(Submission s) {
-  const std::string name = s.meta.name;
-  s.handle = std::make_shared<Handle::State>(name, spin_);
+  s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
   Handle h(s.handle);
   {
@@ -82,14 +89,17 @@ Handle Engine::Submit(Submission s) {
       s.handle->Complete(stopped_);
       return h;
     }
-    if (!in_flight_.insert(name).second) {
+    Pending& p = names_[s.meta.name];
+    if (p.in_flight) {
       s.handle->Complete(InvalidArgument(
-          "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + name +
+          "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + s.meta.name +
           "': a tensor of that name is already in flight on this rank (names must be unique "
           "among unfinished collectives)"));
       return h;
     }
-    queue_.push_back(std::move(s));
+    p.in_flight = true;
+    p.sub = std::move(s);
+    queue_.push_back(&p);
     queued_.store(true, std::memory_order_release);
     submissions_.fetch_add(1, std::memory_order_release);
   }
@@ -113,21 +123,28 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     } else {
       // Claim every name (all or, on a clash, none: the claimed ones are
       // released again).
-      for (size_t i = 0; i < members.size(); ++i) {
-        const Submission& s = members[i];
-        if (!in_flight_.insert(s.meta.name).second) {
+      std::vector<Pending*> claimed;
+      claimed.reserve(members.size());
+      for (const Submission& s : members) {
+        Pending& p = names_[s.meta.name];
+        if (p.in_flight) {
           refused = InvalidArgument("rank " + std::to_string(rank_) + ": group '" + s.meta.group +
                                     "': a tensor named '" + s.meta.name +
                                     "' is already in flight on this rank");
-          for (size_t k = 0; k < i; ++k) in_flight_.erase(members[k].meta.name);
+          for (Pending* c : claimed) c->in_flight = false;
           break;
         }
+        p.in_flight = true;
+        claimed.push_back(&p);
       }
-    }
-    if (refused.ok()) {
-      for (Submission& s : members) queue_.push_back(std::move(s));
-      queued_.store(true, std::memory_order_release);
-      submissions_.fetch_add(1, std::memory_order_release);
+      if (refused.ok()) {
+        for (size_t i = 0; i < members.size(); ++i) {
+          claimed[i]->sub = std::move(members[i]);
+          queue_.push_back(claimed[i]);
+        }
+        queued_.store(true, std::memory_order_release);
+        submissions_.fetch_add(1, std::memory_order_release);
+      }
     }
   }
   if (!refused.ok()) {
@@ -149,20 +166,23 @@ EngineStats Engine::stats() const {
   return s;
 }
 
-bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {
+bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
   quiet_here_ = fresh.empty();
   const uint64_t done_before = stats_.tensors;
   const TimePoint taken = Clock::now();
-  for (Submission& s : fresh) {
-    if (cycle_timeline_) cycle_timeline_->Span(s.meta.name, "queued", s.submitted, taken);
-    // Submit refused names in flight, so the name is new to pending_.
-    Pending& p = pending_.try_emplace(s.meta.name).first->second;
-    p.sub = std::move(s);
-    p.taken = taken;
-    p.arrival = next_arrival_++;
-    arrival_.emplace_hint(arrival_.end(), p.arrival, &p);
+  for (Pending* p : fresh) {
+    if (cycle_timeline_) {
+      cycle_timeline_->Span(p->sub.meta.name, "queued", p->sub.submitted, taken);
+    }
+    p->taken = taken;
+    p->listed = true;
+    p->prev = last_;
+    p->next = nullptr;
+    (last_ ? last_->next : first_) = p;
+    last_ = p;
+    ++taken_count_;
   }
-  std::vector<ResponsePtr> decided;
+  std::vector<Decision> decided;
   bool stop_everywhere = false;
   Status st = Negotiate(&decided, stopping, &stop_everywhere);
   {
@@ -184,7 +204,7 @@ bool Engine::Cycle(std::vector<Submission>& fresh, bool stopping) {
   return true;
 }
 
-Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* stop_everywhere) {
+Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere) {
   const size_t cap_words = (cache_.capacity() + 63) / 64;
   std::vector<uint64_t> words(2 * cap_words + 1, 0);
   uint64_t* ready = words.data();
@@ -196,20 +216,30 @@ Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* sto
   if (!quiet_here_) status &= ~kQuiet;
 
   uint64_t hits = 0, misses = 0;
-  for (auto& [name, p] : pending_) {
-    if (p.state == State::kSent) continue;
-    const auto bit = cache_.Find(name);
-    if (bit && cache_.ResponseAt(*bit).Matches(p.sub.meta, rank_, size_)) {
-      ready[*bit / 64] |= uint64_t{1} << (*bit % 64);
-      p.state = State::kCached;
-      if (!p.counted) ++hits;
-    } else {
-      if (bit) valid[*bit / 64] &= ~(uint64_t{1} << (*bit % 64));  // changed here: drop it
-      p.state = State::kNew;
-      status &= ~kNoNewWork;
-      if (!p.counted) ++misses;
+  if (by_bit_.size() != cache_.capacity()) by_bit_.assign(cache_.capacity(), nullptr);
+  for (Pending* p = first_; p != nullptr; p = p->next) {
+    if (p->state == State::kSent) continue;
+    const std::string& name = p->sub.meta.name;
+    // The record's hint spares a hash lookup while the entry stays put.
+    if (p->cache_bit >= cache_.capacity() || !cache_.Occupied(p->cache_bit) ||
+        cache_.At(p->cache_bit).name != name) {
+      p->cache_bit = cache_.Find(name).value_or(SIZE_MAX);
     }
-    p.counted = true;
+    const size_t bit = p->cache_bit;
+    if (bit != SIZE_MAX && cache_.ResponseAt(bit).Matches(p->sub.meta, rank_, size_)) {
+      ready[bit / 64] |= uint64_t{1} << (bit % 64);
+      by_bit_[bit] = p;
+      marked_.push_back(bit);
+      p->state = State::kCached;
+      if (!p->counted) ++hits;
+    } else {
+      if (bit != SIZE_MAX)
+        valid[bit / 64] &= ~(uint64_t{1} << (bit % 64));  // changed here: drop it
+      p->state = State::kNew;
+      status &= ~kNoNewWork;
+      if (!p->counted) ++misses;
+    }
+    p->counted = true;
   }
   if (joined_[static_cast<size_t>(rank_)]) {
     // Out of data: ready for every cached allreduce (with identity values);
@@ -232,14 +262,26 @@ Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* sto
     last_stall_check_ = now;
   }
 
+  // This rank's tensor at a ready bit (null: none, e.g. a joined rank's
+  // stand-in); by_bit_ is cleared again whatever happens below.
+  auto mine_at = [&](size_t b) -> Pending* {
+    Pending* p = by_bit_[b];
+    return p != nullptr && p->state == State::kCached ? p : nullptr;
+  };
+  struct ClearMarks {
+    Engine* e;
+    ~ClearMarks() {
+      for (size_t b : e->marked_) e->by_bit_[b] = nullptr;
+      e->marked_.clear();
+    }
+  } clear_marks{this};
   HORA_RETURN_IF_ERROR(AllreduceAnd(control_, words));
 
   uint64_t invalidated = 0;
   for (size_t w = 0; w < cap_words; ++w) valid[w] = ~valid[w];  // now: the invalid bits
   ForEachSetBit(valid, cache_.capacity(), [&](size_t b) {
     if (!cache_.Occupied(b)) return;
-    auto it = pending_.find(cache_.At(b).name);
-    if (it != pending_.end()) it->second.state = State::kNew;
+    if (Pending* p = FindTaken(cache_.At(b).name)) p->state = State::kNew;
     cache_.Erase(b);
     ++invalidated;
   });
@@ -258,12 +300,11 @@ Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* sto
     if (!cache_.Occupied(b)) return;
     const RequestMeta& m = cache_.At(b);
     if (!m.group.empty() && group_ready[m.group] < m.group_size) {
-      auto it = pending_.find(m.name);
-      if (it != pending_.end()) it->second.state = State::kNew;
+      if (Pending* p = FindTaken(m.name)) p->state = State::kNew;
       demoted = true;
       return;
     }
-    out->push_back(cache_.Shared(b));
+    out->push_back({cache_.Shared(b), mine_at(b)});
     cache_.Touch(b);
   });
   {
@@ -280,9 +321,9 @@ Status Engine::Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* sto
   return SlowPath(out);
 }
 
-Status Engine::SlowPath(std::vector<ResponsePtr>* out) {
+Status Engine::SlowPath(std::vector<Decision>* out) {
   std::vector<RequestMeta> mine;
-  for (const auto& [order, p] : arrival_) {
+  for (Pending* p = first_; p != nullptr; p = p->next) {
     if (p->state != State::kNew) continue;
     mine.push_back(p->sub.meta);
     p->state = State::kSent;
@@ -316,7 +357,7 @@ Status Engine::SlowPath(std::vector<ResponsePtr>* out) {
   for (Response& r : decided) {
     auto shared = std::make_shared<const Response>(std::move(r));
     if (shared->error.empty() && shared->params.cacheable) cache_.Insert(shared);
-    out->push_back(std::move(shared));
+    out->push_back({std::move(shared), nullptr});
   }
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.slow_cycles;
@@ -325,19 +366,19 @@ Status Engine::SlowPath(std::vector<ResponsePtr>* out) {
   return Status::Ok();
 }
 
-void Engine::Execute(const std::vector<ResponsePtr>& responses) {
+void Engine::Execute(const std::vector<Decision>& decisions) {
   std::vector<Pending*> ready;
   std::vector<const RequestMeta*> metas;
-  ready.reserve(responses.size());
-  metas.reserve(responses.size());
-  for (const ResponsePtr& decision : responses) {
-    const Response& r = *decision;
+  ready.reserve(decisions.size());
+  metas.reserve(decisions.size());
+  for (const Decision& decision : decisions) {
+    const Response& r = *decision.response;
     if (r.params.op == OpType::kJoin) {
       ApplyJoin(r);
       continue;
     }
-    auto it = pending_.find(r.params.name);
-    if (it == pending_.end()) {
+    Pending* mine = decision.pending ? decision.pending : FindTaken(r.params.name);
+    if (mine == nullptr) {
       // A tensor this rank never had: an allreduce it joins with identity
       // values once out of data; otherwise nothing to do here.
       if (!r.error.empty() || !joined_[static_cast<size_t>(rank_)] ||
@@ -355,9 +396,9 @@ void Engine::Execute(const std::vector<ResponsePtr>& responses) {
              r.error.rfind("stalled", 0) == 0 ? TimeoutError(what) : MismatchError(what));
       continue;
     }
-    ready.push_back(&it->second);
-    metas.push_back(&it->second.sub.meta);
-    it->second.rows = r.rows;
+    ready.push_back(mine);
+    metas.push_back(&mine->sub.meta);
+    mine->rows = r.rows;
   }
   const TimePoint decided = Clock::now();
   if (cycle_timeline_) {
@@ -431,9 +472,22 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   return Status::Ok();
 }
 
+Engine::Pending* Engine::FindTaken(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = names_.find(name);
+  return it != names_.end() && it->second.listed ? &it->second : nullptr;
+}
+
+void Engine::Unlink(Pending* p) {
+  (p->prev ? p->prev->next : first_) = p->next;
+  (p->next ? p->next->prev : last_) = p->prev;
+  p->prev = p->next = nullptr;
+  p->listed = false;
+  --taken_count_;
+}
+
 void Engine::Finish(const std::string& name, Status st) {
-  auto it = pending_.find(name);
-  if (it != pending_.end()) Finish(std::vector<Pending*>{&it->second}, std::move(st));
+  if (Pending* p = FindTaken(name)) Finish(std::vector<Pending*>{p}, std::move(st));
 }
 
 void Engine::Finish(const std::vector<Pending*>& done, Status st) {
@@ -445,21 +499,33 @@ void Engine::Finish(const std::vector<Pending*>& done, Status st) {
   };
   std::vector<Completion> completions;
   completions.reserve(done.size());
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const Pending* p : done) {
-      if (p->phantom) continue;
-      in_flight_.erase(p->sub.meta.name);
-      ++stats_.tensors;
-    }
-  }
+  // Idle records kept for the names' next tensors, at most this many
+  // (records of unnamed tensors, whose generated names never come back,
+  // are dropped at once).
+  const size_t keep = std::max<size_t>(kKeptRecords, cache_.capacity());
+  std::vector<Pending*> records;
+  records.reserve(done.size());
   for (Pending* p : done) {
-    if (!p->phantom) {
-      completions.push_back(
-          {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
-      arrival_.erase(p->arrival);
+    if (p->phantom) {
+      phantoms_.erase(phantoms_.find(p->sub.meta.name));
+      continue;
     }
-    pending_.erase(pending_.find(p->sub.meta.name));
+    completions.push_back(
+        {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
+    Unlink(p);
+    p->Reset();
+    records.push_back(p);
+  }
+  {
+    // From here on a record may be reused (or erased): not read after.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Pending* p : records) {
+      p->in_flight = false;
+      ++stats_.tensors;
+      if (!p->sub.meta.cacheable || names_.size() > keep) {
+        names_.erase(names_.find(p->sub.meta.name));
+      }
+    }
   }
   for (Completion& c : completions) {
     if (!st.ok()) c.output.reset();
@@ -472,14 +538,16 @@ void Engine::FailAll(const Status& st) {
     std::lock_guard<std::mutex> lock(mu_);
     stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
     if (!label_.empty()) stopped_ = stopped_.WithContext(label_);
-    for (Submission& s : queue_) {
-      in_flight_.erase(s.meta.name);
-      s.handle->Complete(stopped_);
+    for (Pending* p : queue_) {
+      std::shared_ptr<Handle::State> handle = std::move(p->sub.handle);
+      p->in_flight = false;
+      handle->Complete(stopped_);
     }
     queue_.clear();
   }
   std::vector<Pending*> all;
-  for (auto& [name, p] : pending_) all.push_back(&p);
+  for (Pending* p = first_; p != nullptr; p = p->next) all.push_back(p);
+  for (auto& [name, p] : phantoms_) all.push_back(&p);
   Finish(all, st);
 }
 

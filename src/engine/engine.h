@@ -41,7 +41,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "backends/backend.h"
@@ -109,19 +108,42 @@ class Engine final : public Driver {
 
  private:
   enum class State { kNew, kSent, kCached };
+  // One name's record. Kept by name in names_ (under mu_) from the first
+  // submission on and reused by the next tensor of that name (a training
+  // step submits the same names every step), so that a steady step
+  // allocates no record and hashes each name once, in Submit. Whoever
+  // holds a tensor in flight (the queue, then the cycle) uses its record
+  // without mu_: nothing else touches it until Finish releases it.
   struct Pending {
+    // Clears what one tensor left behind (not the cache hint, not links).
+    void Reset();
+
     Submission sub;
+    bool in_flight = false;  // under mu_: submitted and not yet finished
+    bool listed = false;     // taken by a cycle: in the arrival list below
     State state = State::kNew;
-    bool counted = false;       // hit or miss recorded
-    TimePoint taken{};          // when the engine took it from the queue
-    uint64_t arrival = 0;       // its key in arrival_
+    bool counted = false;  // hit or miss recorded
+    TimePoint taken{};     // when the engine took it from the queue
+    // The cycle's list of taken tensors in submission order (finishing one
+    // of a thousand small tensors must not scan or shift the others).
+    Pending* prev = nullptr;
+    Pending* next = nullptr;
+    // Where this name sat in the response cache when last looked up
+    // (checked against the cache's entry before use).
+    size_t cache_bit = SIZE_MAX;
     std::vector<int64_t> rows;  // from the decision (allgather, alltoall)
     std::optional<Tensor> output;
     std::vector<int64_t> received_splits;
     // A joined rank's stand-in for a tensor it never submitted: identity
-    // values in `scratch`, no handle.
+    // values in `scratch`, no handle (owned by phantoms_, not names_).
     bool phantom = false;
     std::optional<Tensor> scratch;
+  };
+  // A decision to carry out, with this rank's tensor when the fast path
+  // already knows it (null: found by name).
+  struct Decision {
+    ResponsePtr response;
+    Pending* pending = nullptr;
   };
 
   void Loop();
@@ -130,19 +152,21 @@ class Engine final : public Driver {
   // (finished_ is then set). cycle_mu_ held.
   bool RunCycle();
   // One cycle; returns false once the engine must stop.
-  // Takes the submissions out of `fresh` (moved from; the caller clears it).
-  bool Cycle(std::vector<Submission>& fresh, bool stopping);
-  Status Negotiate(std::vector<ResponsePtr>* out, bool stopping, bool* stop_everywhere);
-  Status SlowPath(std::vector<ResponsePtr>* out);
-  // Runs `responses` (fusing what it can) and completes their handles.
-  void Execute(const std::vector<ResponsePtr>& responses);
+  bool Cycle(const std::vector<Pending*>& fresh, bool stopping);
+  Status Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere);
+  Status SlowPath(std::vector<Decision>* out);
+  // Runs `decisions` (fusing what it can) and completes their handles.
+  void Execute(const std::vector<Decision>& decisions);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
   // Allgather, reducescatter, alltoall: allocates the output.
   Status RunShaped(Pending& p);
-  // Completes the handles of `done` (tensors of pending_) with `st` and
-  // forgets them: one lock for the lot.
+  // Completes the handles of `done` (taken tensors) with `st` and releases
+  // their records: one lock for the lot.
   void Finish(const std::vector<Pending*>& done, Status st);
-  void Finish(const std::string& name, Status st);  // if pending
+  void Finish(const std::string& name, Status st);  // if taken
+  // The taken tensor named `name`, or null.
+  Pending* FindTaken(const std::string& name);
+  void Unlink(Pending* p);
   // Applies a join announcement (see Coordinator): marks the rank joined,
   // or ends the join everywhere.
   void ApplyJoin(const Response& r);
@@ -165,7 +189,7 @@ class Engine final : public Driver {
   mutable std::mutex mu_;  // guards the submission side below
   bool handoff_ = false;   // a driver left work for the engine's thread
   std::condition_variable cv_;
-  std::vector<Submission> queue_;
+  std::vector<Pending*> queue_;  // records of submitted tensors, not yet taken
   // queue_ is not empty: set with queue_ under mu_, read without mu_ by the
   // engine's poll (a hint; the queue itself is read under mu_).
   std::atomic<bool> queued_{false};
@@ -173,7 +197,10 @@ class Engine final : public Driver {
   // burst still coming in.
   std::atomic<uint64_t> submissions_{0};
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
-  std::unordered_set<std::string> in_flight_;
+  // Records by name (see Pending): the tensors in flight on this rank and
+  // idle records kept for reuse (at most kKeptRecords of those in all).
+  std::unordered_map<std::string, Pending> names_;
+  static constexpr size_t kKeptRecords = 4096;
   bool stop_requested_ = false;
   Status stopped_;  // why the engine no longer runs (ok while it does)
   EngineStats stats_;
@@ -185,15 +212,19 @@ class Engine final : public Driver {
   std::shared_ptr<DriveGate> gate_;  // handed to every handle; closed first on destruction
   bool finished_ = false;            // a cycle returned false: no more cycles
   bool driven_ = false;              // the last cycle ran on a driver's thread
-  uint64_t cycles_run_ = 0;          // by either thread
-  std::vector<Submission> fresh_;    // the cycle's submissions (kept for its capacity)
-  std::unordered_map<std::string, Pending> pending_;
-  // Pending tensors in submission order, by arrival number (a map:
-  // finishing one of a thousand small tensors must not scan and shift the
-  // others). Every entry is in pending_ (whose nodes never move); phantoms
-  // are not here.
-  std::map<uint64_t, Pending*> arrival_;
-  uint64_t next_arrival_ = 0;
+  // Cycles by either thread (written under cycle_mu_; the engine's thread
+  // also reads it without, while a waiter drives).
+  std::atomic<uint64_t> cycles_run_{0};
+  std::vector<Pending*> fresh_;  // the cycle's submissions (kept for its capacity)
+  // Taken tensors, in submission order (see Pending::prev).
+  Pending* first_ = nullptr;
+  Pending* last_ = nullptr;
+  size_t taken_count_ = 0;
+  // Stand-ins of a joined rank, by name (made and finished in one cycle).
+  std::unordered_map<std::string, Pending> phantoms_;
+  // Negotiate: this rank's tensor at each cache bit it marked ready.
+  std::vector<Pending*> by_bit_;
+  std::vector<size_t> marked_;  // the bits of by_bit_ set this cycle
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0
   TimePoint last_stall_check_{};

@@ -11,7 +11,7 @@ namespace hora {
 
 void Engine::ApplyJoin(const Response& r) {
   if (!r.error.empty()) {
-    if (pending_.count(r.params.name)) Finish(r.params.name, InvalidArgument(r.error));
+    Finish(r.params.name, InvalidArgument(r.error));
     return;
   }
   const auto who = static_cast<size_t>(r.rows.at(0));
@@ -23,16 +23,16 @@ void Engine::ApplyJoin(const Response& r) {
   // Every rank has joined: the join is over; its result is the last rank.
   std::fill(joined_.begin(), joined_.end(), false);
   joined_count_ = 0;
-  auto it = pending_.find(r.params.name);
-  if (it == pending_.end()) return;
+  Pending* p = FindTaken(r.params.name);
+  if (p == nullptr) return;
   Tensor last(DataType::kInt32, {});
   *static_cast<int32_t*>(last.data()) = static_cast<int32_t>(who);
-  it->second.output = std::move(last);
-  Finish(r.params.name, Status::Ok());
+  p->output = std::move(last);
+  Finish(std::vector<Pending*>{p}, Status::Ok());
 }
 
 Engine::Pending* Engine::AddPhantom(const Response& r) {
-  Pending& p = pending_[r.params.name];
+  Pending& p = phantoms_[r.params.name];
   p.phantom = true;
   p.sub.meta = r.params;
   p.scratch.emplace(r.params.dtype, r.params.shape);

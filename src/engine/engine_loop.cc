@@ -21,14 +21,21 @@ void Engine::Loop() {
     // submission usually follows within microseconds: spin for it first
     // (unless a waiter is driving the cycles). A submission that wakes this
     // thread is often the first of a burst: AwaitBurstEnd lets it end.
-    bool idle, spin;
-    uint64_t cycles_before;
+    bool idle = true, spin = false;
+    bool driver_in_cycle = true;  // a waiter held cycle_mu_: idle and spin unknown
+    uint64_t cycles_before = 0;
     {
-      std::lock_guard<std::mutex> cycle(cycle_mu_);
-      if (finished_) return;
-      cycles_before = cycles_run_;
-      idle = pending_.empty() || !busy_;
-      spin = idle && busy_ && !driven_;
+      // While a waiter is in a cycle, wait for its hand-off (below) rather
+      // than queue behind it for the lock: that would be a sleep and a
+      // wake-up per cycle, on cores the ranks share.
+      std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
+      if (cycle.owns_lock()) {
+        if (finished_) return;
+        driver_in_cycle = false;
+        cycles_before = cycles_run_.load(std::memory_order_relaxed);
+        idle = taken_count_ == 0 || !busy_;
+        spin = idle && busy_ && !driven_;
+      }
     }
     if (spin && drivers_.load(std::memory_order_acquire) == 0) {
       SpinUntil([&] { return queued_.load(std::memory_order_acquire); }, idle_spin_);
@@ -67,9 +74,10 @@ void Engine::Loop() {
     // pending work does); after a wait that timed out, join the others as
     // an idle engine does every cycle time -- unless a driver cycled
     // meanwhile (that kept this rank in step).
-    const bool timed_out = idle && !woken && cycles_run_ == cycles_before;
+    const bool timed_out = idle && !woken && !driver_in_cycle &&
+                           cycles_run_.load(std::memory_order_relaxed) == cycles_before;
     const bool due = queued_.load(std::memory_order_acquire) || stop || timed_out ||
-                     !(pending_.empty() || !busy_);
+                     !(taken_count_ == 0 || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
   }
@@ -105,7 +113,7 @@ bool Engine::RunCycle() {
     stopping = stop_requested_;
     cycle_timeline_ = timeline_;
   }
-  ++cycles_run_;
+  cycles_run_.fetch_add(1, std::memory_order_relaxed);
   if (!Cycle(fresh_, stopping)) {
     finished_ = true;
     return false;
@@ -128,7 +136,7 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
       }
       if (!RunCycle()) break;
     }
-    left_work = !finished_ && !pending_.empty();
+    left_work = !finished_ && taken_count_ > 0;
     cycle.unlock();
   }
   drivers_.fetch_sub(1);

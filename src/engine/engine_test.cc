@@ -226,6 +226,42 @@ TEST(Engine, DuplicateInFlightNameIsAnError) {
   ExpectAllOk(st);
 }
 
+// The engine keeps a record per name for the next tensor of that name:
+// a name comes back with other shapes and values, and a group refused for a
+// clash releases the names it had claimed.
+TEST(Engine, NamesAreReusedAndARefusedGroupReleasesItsNames) {
+  ThreadRanks ranks(2, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    for (int step = 0; step < 6; ++step) {
+      const size_t n = step < 3 ? 3 : 3 + static_cast<size_t>(step) * 5;
+      std::vector<float> x(n, static_cast<float>(rank + step));
+      TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, n);
+      HORA_RETURN_IF_ERROR(s.AllreduceAsync("r", v, v).Wait(kWait));
+      for (float got : x) {
+        if (got != static_cast<float>(1 + 2 * step))
+          return InternalError("step " + std::to_string(step) + ": " + std::to_string(got));
+      }
+    }
+    std::vector<float> a(4, 1.0f), b(4, 2.0f), c(4, 3.0f);
+    std::vector<TensorView> group = {TensorView::Flat(a.data(), DataType::kFloat32, 4),
+                                     TensorView::Flat(b.data(), DataType::kFloat32, 4)};
+    Handle lone = s.AllreduceAsync("g.1", TensorView::Flat(c.data(), DataType::kFloat32, 4),
+                                   TensorView::Flat(c.data(), DataType::kFloat32, 4));
+    std::vector<Handle> refused = s.GroupedAllreduceAsync("g", group, group);
+    for (Handle& h : refused) {
+      Status r = h.Wait(kWait);
+      if (r.ok() || r.message().find("'g.1' is already in flight") == std::string::npos)
+        return InternalError("refused group: " + r.ToString());
+    }
+    HORA_RETURN_IF_ERROR(lone.Wait(kWait));
+    for (Handle& h : s.GroupedAllreduceAsync("g", group, group))
+      HORA_RETURN_IF_ERROR(h.Wait(kWait));
+    if (a[0] != 2.0f || b[3] != 4.0f || c[1] != 6.0f) return InternalError("group values");
+    return Status::Ok();
+  });
+  ExpectAllOk(st);
+}
+
 TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
   ThreadRanks ranks(3, TestSettings({{"HORA_STALL_WARNING_S", "0.2"},
                                      {"HORA_STALL_SHUTDOWN_S", "1.5"},
