@@ -48,6 +48,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       // The engine's own poll never outlasts a cycle: it must not keep the
       // others waiting for its negotiation longer than an idle wait would.
       idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
+      last_cycle_end_(Clock::now().time_since_epoch().count()),
       cache_(config.cache_capacity),
       joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {
@@ -89,7 +90,7 @@ Handle Engine::Submit(Submission s) {
       s.handle->Complete(stopped_);
       return h;
     }
-    Pending& p = names_[s.meta.name];
+    Pending& p = names_[s.meta.name];  // (a new record or an idle one, or in flight)
     if (p.in_flight) {
       s.handle->Complete(InvalidArgument(
           "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + s.meta.name +
@@ -97,6 +98,7 @@ Handle Engine::Submit(Submission s) {
           "among unfinished collectives)"));
       return h;
     }
+    IdleRemove(&p);
     p.in_flight = true;
     p.sub = std::move(s);
     queue_.push_back(&p);
@@ -121,26 +123,24 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     if (!stopped_.ok()) {
       refused = stopped_;
     } else {
-      // Claim every name (all or, on a clash, none: the claimed ones are
-      // released again).
-      std::vector<Pending*> claimed;
-      claimed.reserve(members.size());
+      // All names or none: check every name first, then claim them (the
+      // members' names, "<group>.<i>", differ from each other).
       for (const Submission& s : members) {
-        Pending& p = names_[s.meta.name];
-        if (p.in_flight) {
+        auto it = names_.find(s.meta.name);
+        if (it != names_.end() && it->second.in_flight) {
           refused = InvalidArgument("rank " + std::to_string(rank_) + ": group '" + s.meta.group +
                                     "': a tensor named '" + s.meta.name +
                                     "' is already in flight on this rank");
-          for (Pending* c : claimed) c->in_flight = false;
           break;
         }
-        p.in_flight = true;
-        claimed.push_back(&p);
       }
       if (refused.ok()) {
-        for (size_t i = 0; i < members.size(); ++i) {
-          claimed[i]->sub = std::move(members[i]);
-          queue_.push_back(claimed[i]);
+        for (Submission& s : members) {
+          Pending& p = names_[s.meta.name];
+          IdleRemove(&p);
+          p.in_flight = true;
+          p.sub = std::move(s);
+          queue_.push_back(&p);
         }
         queued_.store(true, std::memory_order_release);
         submissions_.fetch_add(1, std::memory_order_release);
@@ -163,6 +163,7 @@ void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineStats s = stats_;
+  s.name_records = names_.size();
   return s;
 }
 
@@ -371,13 +372,25 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
   std::vector<const RequestMeta*> metas;
   ready.reserve(decisions.size());
   metas.reserve(decisions.size());
-  for (const Decision& decision : decisions) {
+  // This rank's tensors of the slow path's decisions, found with one lock.
+  std::vector<Pending*> found(decisions.size(), nullptr);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < decisions.size(); ++i) {
+      const Response& r = *decisions[i].response;
+      if (decisions[i].pending == nullptr && r.params.op != OpType::kJoin) {
+        found[i] = FindTakenLocked(r.params.name);
+      }
+    }
+  }
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    const Decision& decision = decisions[i];
     const Response& r = *decision.response;
     if (r.params.op == OpType::kJoin) {
       ApplyJoin(r);
       continue;
     }
-    Pending* mine = decision.pending ? decision.pending : FindTaken(r.params.name);
+    Pending* mine = decision.pending ? decision.pending : found[i];
     if (mine == nullptr) {
       // A tensor this rank never had: an allreduce it joins with identity
       // values once out of data; otherwise nothing to do here.
@@ -392,7 +405,7 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
     }
     if (!r.error.empty()) {
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
-      Finish(r.params.name,
+      Finish(std::vector<Pending*>{mine},
              r.error.rfind("stalled", 0) == 0 ? TimeoutError(what) : MismatchError(what));
       continue;
     }
@@ -474,8 +487,28 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
 
 Engine::Pending* Engine::FindTaken(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
+  return FindTakenLocked(name);
+}
+
+Engine::Pending* Engine::FindTakenLocked(const std::string& name) {
   auto it = names_.find(name);
   return it != names_.end() && it->second.listed ? &it->second : nullptr;
+}
+
+void Engine::IdleRemove(Pending* p) {
+  if (p->in_flight || (p->idle_prev == nullptr && idle_first_ != p)) return;  // not idle
+  (p->idle_prev ? p->idle_prev->idle_next : idle_first_) = p->idle_next;
+  (p->idle_next ? p->idle_next->idle_prev : idle_last_) = p->idle_prev;
+  p->idle_prev = p->idle_next = nullptr;
+  --idle_count_;
+}
+
+void Engine::IdleAppend(Pending* p) {
+  p->idle_prev = idle_last_;
+  p->idle_next = nullptr;
+  (idle_last_ ? idle_last_->idle_next : idle_first_) = p;
+  idle_last_ = p;
+  ++idle_count_;
 }
 
 void Engine::Unlink(Pending* p) {
@@ -500,8 +533,8 @@ void Engine::Finish(const std::vector<Pending*>& done, Status st) {
   std::vector<Completion> completions;
   completions.reserve(done.size());
   // Idle records kept for the names' next tensors, at most this many
-  // (records of unnamed tensors, whose generated names never come back,
-  // are dropped at once).
+  // (records of names that are not cacheable are dropped at once: generated
+  // names never come back).
   const size_t keep = std::max<size_t>(kKeptRecords, cache_.capacity());
   std::vector<Pending*> records;
   records.reserve(done.size());
@@ -522,8 +555,15 @@ void Engine::Finish(const std::vector<Pending*>& done, Status st) {
     for (Pending* p : records) {
       p->in_flight = false;
       ++stats_.tensors;
-      if (!p->sub.meta.cacheable || names_.size() > keep) {
+      if (!p->sub.meta.cacheable) {
         names_.erase(names_.find(p->sub.meta.name));
+        continue;
+      }
+      IdleAppend(p);
+      if (idle_count_ > keep) {
+        Pending* oldest = idle_first_;
+        IdleRemove(oldest);
+        names_.erase(names_.find(oldest->sub.meta.name));
       }
     }
   }

@@ -67,6 +67,7 @@ struct EngineStats {
   uint64_t tensors = 0;        // tensors completed (ok or error)
   uint64_t fused_batches = 0;  // allreduce batches of more than one tensor
   uint64_t driven_cycles = 0;  // cycles run by a waiter (Drive), not the engine's thread
+  uint64_t name_records = 0;   // records by name: in flight, and idle ones kept (see Pending)
 };
 
 // One tensor submitted on this rank.
@@ -108,12 +109,15 @@ class Engine final : public Driver {
 
  private:
   enum class State { kNew, kSent, kCached };
-  // One name's record. Kept by name in names_ (under mu_) from the first
-  // submission on and reused by the next tensor of that name (a training
-  // step submits the same names every step), so that a steady step
-  // allocates no record and hashes each name once, in Submit. Whoever
-  // holds a tensor in flight (the queue, then the cycle) uses its record
-  // without mu_: nothing else touches it until Finish releases it.
+  // One name's record, by name in names_ (under mu_). Once its tensor is
+  // finished the record stays, idle, for the next tensor of that name (a
+  // training step submits the same names every step), so that a steady
+  // step allocates no record and hashes each name once, in Submit. Records
+  // of names that never come back (not cacheable: generated names) go at
+  // once, and of the idle ones the least recently used go beyond
+  // kKeptRecords. Whoever holds a tensor in flight (the queue, then the
+  // cycle) uses its record without mu_: nothing else touches it until
+  // Finish releases it.
   struct Pending {
     // Clears what one tensor left behind (not the cache hint, not links).
     void Reset();
@@ -121,6 +125,9 @@ class Engine final : public Driver {
     Submission sub;
     bool in_flight = false;  // under mu_: submitted and not yet finished
     bool listed = false;     // taken by a cycle: in the arrival list below
+    // Under mu_: the idle records, least recently used first.
+    Pending* idle_prev = nullptr;
+    Pending* idle_next = nullptr;
     State state = State::kNew;
     bool counted = false;  // hit or miss recorded
     TimePoint taken{};     // when the engine took it from the queue
@@ -164,9 +171,14 @@ class Engine final : public Driver {
   // their records: one lock for the lot.
   void Finish(const std::vector<Pending*>& done, Status st);
   void Finish(const std::string& name, Status st);  // if taken
-  // The taken tensor named `name`, or null.
+  // The taken tensor named `name`, or null. FindTakenLocked: mu_ held.
   Pending* FindTaken(const std::string& name);
-  void Unlink(Pending* p);
+  Pending* FindTakenLocked(const std::string& name);
+  void Unlink(Pending* p);  // from the arrival list
+  // The idle list (mu_ held): a record leaves it when a tensor claims it,
+  // and joins it at the back when its tensor is finished.
+  void IdleRemove(Pending* p);
+  void IdleAppend(Pending* p);
   // Applies a join announcement (see Coordinator): marks the rank joined,
   // or ends the join everywhere.
   void ApplyJoin(const Response& r);
@@ -198,9 +210,13 @@ class Engine final : public Driver {
   std::atomic<uint64_t> submissions_{0};
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   // Records by name (see Pending): the tensors in flight on this rank and
-  // idle records kept for reuse (at most kKeptRecords of those in all).
+  // idle records kept for reuse, at most max(kKeptRecords, the cache's
+  // capacity) of those.
   std::unordered_map<std::string, Pending> names_;
   static constexpr size_t kKeptRecords = 4096;
+  Pending* idle_first_ = nullptr;
+  Pending* idle_last_ = nullptr;
+  size_t idle_count_ = 0;
   bool stop_requested_ = false;
   Status stopped_;  // why the engine no longer runs (ok while it does)
   EngineStats stats_;
@@ -212,9 +228,10 @@ class Engine final : public Driver {
   std::shared_ptr<DriveGate> gate_;  // handed to every handle; closed first on destruction
   bool finished_ = false;            // a cycle returned false: no more cycles
   bool driven_ = false;              // the last cycle ran on a driver's thread
-  // Cycles by either thread (written under cycle_mu_; the engine's thread
-  // also reads it without, while a waiter drives).
-  std::atomic<uint64_t> cycles_run_{0};
+  // When the last cycle (by either thread) ended, in Clock ticks: written
+  // under cycle_mu_, read also without it by the engine's thread while a
+  // waiter drives.
+  std::atomic<int64_t> last_cycle_end_{0};
   std::vector<Pending*> fresh_;  // the cycle's submissions (kept for its capacity)
   // Taken tensors, in submission order (see Pending::prev).
   Pending* first_ = nullptr;

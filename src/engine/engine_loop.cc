@@ -12,7 +12,13 @@
 namespace hora {
 
 void Engine::Loop() {
-  const auto cycle_time = std::chrono::duration<double, std::milli>(config_.cycle_time_ms);
+  const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
+  // How long ago the last cycle ended, whoever ran it: an idle engine joins
+  // the others one cycle time after that.
+  auto since_last_cycle = [&] {
+    return Clock::now() -
+           TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire)));
+  };
   for (;;) {
     // Go at once while work is moving somewhere (this rank ran something,
     // or some rank got new tensors last cycle) and this rank has tensors
@@ -22,8 +28,6 @@ void Engine::Loop() {
     // (unless a waiter is driving the cycles). A submission that wakes this
     // thread is often the first of a burst: AwaitBurstEnd lets it end.
     bool idle = true, spin = false;
-    bool driver_in_cycle = true;  // a waiter held cycle_mu_: idle and spin unknown
-    uint64_t cycles_before = 0;
     {
       // While a waiter is in a cycle, wait for its hand-off (below) rather
       // than queue behind it for the lock: that would be a sleep and a
@@ -31,8 +35,6 @@ void Engine::Loop() {
       std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
       if (cycle.owns_lock()) {
         if (finished_) return;
-        driver_in_cycle = false;
-        cycles_before = cycles_run_.load(std::memory_order_relaxed);
         idle = taken_count_ == 0 || !busy_;
         spin = idle && busy_ && !driven_;
       }
@@ -46,7 +48,7 @@ void Engine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       if (idle) {
-        woken = cv_.wait_for(lock, cycle_time, [&] {
+        woken = cv_.wait_for(lock, cycle_time - since_last_cycle(), [&] {
           return stop_requested_ || handoff_ ||
                  (!queue_.empty() && drivers_.load(std::memory_order_acquire) == 0);
         });
@@ -72,10 +74,9 @@ void Engine::Loop() {
     // wake-up, cycle only if there is new work or work is moving (what a
     // driver handed over while nothing moves waits for the timer, as any
     // pending work does); after a wait that timed out, join the others as
-    // an idle engine does every cycle time -- unless a driver cycled
-    // meanwhile (that kept this rank in step).
-    const bool timed_out = idle && !woken && !driver_in_cycle &&
-                           cycles_run_.load(std::memory_order_relaxed) == cycles_before;
+    // an idle engine does every cycle time -- unless a cycle (a driver's)
+    // ended meanwhile: that kept this rank in step, and the timer runs on.
+    const bool timed_out = idle && !woken && since_last_cycle() >= cycle_time;
     const bool due = queued_.load(std::memory_order_acquire) || stop || timed_out ||
                      !(taken_count_ == 0 || !busy_);
     driven_ = false;
@@ -113,8 +114,9 @@ bool Engine::RunCycle() {
     stopping = stop_requested_;
     cycle_timeline_ = timeline_;
   }
-  cycles_run_.fetch_add(1, std::memory_order_relaxed);
-  if (!Cycle(fresh_, stopping)) {
+  const bool go_on = Cycle(fresh_, stopping);
+  last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  if (!go_on) {
     finished_ = true;
     return false;
   }

@@ -262,6 +262,37 @@ TEST(Engine, NamesAreReusedAndARefusedGroupReleasesItsNames) {
   ExpectAllOk(st);
 }
 
+// Records of finished names are kept for their next tensors, but no more
+// than 4096 of them (the cache's capacity here is below that), and none for
+// unnamed tensors, whose generated names never come back.
+TEST(Engine, NameRecordsStayBounded) {
+  ThreadRanks ranks(2, TestSettings());
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    float x = 0;
+    TensorView v = TensorView::Flat(&x, DataType::kFloat32, 1);
+    auto check = [&](uint64_t lo, uint64_t hi, const char* when) -> Status {
+      const uint64_t n = s.engine_counters().name_records;
+      if (n < lo || n > hi)
+        return InternalError(std::string(when) + ": " + std::to_string(n) + " name records");
+      return Status::Ok();
+    };
+    for (int i = 0; i < 4300; ++i) {
+      x = static_cast<float>(rank + i);
+      HORA_RETURN_IF_ERROR(s.AllreduceAsync("e" + std::to_string(i), v, v).Wait(kWait));
+      if (x != static_cast<float>(1 + 2 * i)) return InternalError("e" + std::to_string(i));
+    }
+    HORA_RETURN_IF_ERROR(check(4096, 4096, "after 4300 names"));
+    for (int i = 0; i < 50; ++i) HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
+    HORA_RETURN_IF_ERROR(check(4096, 4096, "after 50 unnamed"));
+    // The oldest names were dropped; they come back as new ones.
+    x = 1.0f;
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("e0", v, v).Wait(kWait));
+    if (x != 2.0f) return InternalError("e0 again");
+    return check(4096, 4096, "after e0 again");
+  });
+  ExpectAllOk(st);
+}
+
 TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
   ThreadRanks ranks(3, TestSettings({{"HORA_STALL_WARNING_S", "0.2"},
                                      {"HORA_STALL_SHUTDOWN_S", "1.5"},
