@@ -72,14 +72,6 @@ Engine::~Engine() {
   thread_.join();
 }
 
-void Engine::Pending::Reset() {
-  state = State::kNew;
-  counted = false;
-  rows.clear();
-  output.reset();
-  received_splits.clear();
-}
-
 Handle Engine::Submit(Submission s) {
   s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
@@ -98,10 +90,7 @@ Handle Engine::Submit(Submission s) {
           "among unfinished collectives)"));
       return h;
     }
-    IdleRemove(&p);
-    p.in_flight = true;
-    p.sub = std::move(s);
-    queue_.push_back(&p);
+    Claim(p, std::move(s));
     queued_.store(true, std::memory_order_release);
     submissions_.fetch_add(1, std::memory_order_release);
   }
@@ -136,11 +125,8 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
       }
       if (refused.ok()) {
         for (Submission& s : members) {
-          Pending& p = names_[s.meta.name];
-          IdleRemove(&p);
-          p.in_flight = true;
-          p.sub = std::move(s);
-          queue_.push_back(&p);
+          Pending& p = names_[s.meta.name];  // (before s is moved from)
+          Claim(p, std::move(s));
         }
         queued_.store(true, std::memory_order_release);
         submissions_.fetch_add(1, std::memory_order_release);
@@ -483,94 +469,6 @@ Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.fused_batches;
   return Status::Ok();
-}
-
-Engine::Pending* Engine::FindTaken(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return FindTakenLocked(name);
-}
-
-Engine::Pending* Engine::FindTakenLocked(const std::string& name) {
-  auto it = names_.find(name);
-  return it != names_.end() && it->second.listed ? &it->second : nullptr;
-}
-
-void Engine::IdleRemove(Pending* p) {
-  if (p->in_flight || (p->idle_prev == nullptr && idle_first_ != p)) return;  // not idle
-  (p->idle_prev ? p->idle_prev->idle_next : idle_first_) = p->idle_next;
-  (p->idle_next ? p->idle_next->idle_prev : idle_last_) = p->idle_prev;
-  p->idle_prev = p->idle_next = nullptr;
-  --idle_count_;
-}
-
-void Engine::IdleAppend(Pending* p) {
-  p->idle_prev = idle_last_;
-  p->idle_next = nullptr;
-  (idle_last_ ? idle_last_->idle_next : idle_first_) = p;
-  idle_last_ = p;
-  ++idle_count_;
-}
-
-void Engine::Unlink(Pending* p) {
-  (p->prev ? p->prev->next : first_) = p->next;
-  (p->next ? p->next->prev : last_) = p->prev;
-  p->prev = p->next = nullptr;
-  p->listed = false;
-  --taken_count_;
-}
-
-void Engine::Finish(const std::string& name, Status st) {
-  if (Pending* p = FindTaken(name)) Finish(std::vector<Pending*>{p}, std::move(st));
-}
-
-void Engine::Finish(const std::vector<Pending*>& done, Status st) {
-  if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
-  struct Completion {
-    std::shared_ptr<Handle::State> handle;
-    std::optional<Tensor> output;
-    std::vector<int64_t> received;
-  };
-  std::vector<Completion> completions;
-  completions.reserve(done.size());
-  // Idle records kept for the names' next tensors, at most this many
-  // (records of names that are not cacheable are dropped at once: generated
-  // names never come back).
-  const size_t keep = std::max<size_t>(kKeptRecords, cache_.capacity());
-  std::vector<Pending*> records;
-  records.reserve(done.size());
-  for (Pending* p : done) {
-    if (p->phantom) {
-      phantoms_.erase(phantoms_.find(p->sub.meta.name));
-      continue;
-    }
-    completions.push_back(
-        {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
-    Unlink(p);
-    p->Reset();
-    records.push_back(p);
-  }
-  {
-    // From here on a record may be reused (or erased): not read after.
-    std::lock_guard<std::mutex> lock(mu_);
-    for (Pending* p : records) {
-      p->in_flight = false;
-      ++stats_.tensors;
-      if (!p->sub.meta.cacheable) {
-        names_.erase(names_.find(p->sub.meta.name));
-        continue;
-      }
-      IdleAppend(p);
-      if (idle_count_ > keep) {
-        Pending* oldest = idle_first_;
-        IdleRemove(oldest);
-        names_.erase(names_.find(oldest->sub.meta.name));
-      }
-    }
-  }
-  for (Completion& c : completions) {
-    if (!st.ok()) c.output.reset();
-    c.handle->Complete(st, std::move(c.output), std::move(c.received));
-  }
 }
 
 void Engine::FailAll(const Status& st) {

@@ -175,6 +175,8 @@ class Engine final : public Driver {
   Pending* FindTaken(const std::string& name);
   Pending* FindTakenLocked(const std::string& name);
   void Unlink(Pending* p);  // from the arrival list
+  // Gives `p` (mu_ held; not in flight) to submission `s` and queues it.
+  void Claim(Pending& p, Submission&& s);
   // The idle list (mu_ held): a record leaves it when a tensor claims it,
   // and joins it at the back when its tensor is finished.
   void IdleRemove(Pending* p);

@@ -1,0 +1,116 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The engine's records of tensor names (Engine::Pending): claimed by a
+// submission, listed while a cycle has the tensor, found by name, and
+// released -- kept idle for the name's next tensor, or dropped -- when the
+// tensor is finished.
+#include <algorithm>
+
+#include "engine/engine.h"
+
+namespace hora {
+
+void Engine::Pending::Reset() {
+  state = State::kNew;
+  counted = false;
+  rows.clear();
+  output.reset();
+  received_splits.clear();
+}
+
+void Engine::Claim(Pending& p, Submission&& s) {
+  IdleRemove(&p);
+  p.in_flight = true;
+  p.sub = std::move(s);
+  queue_.push_back(&p);
+}
+
+Engine::Pending* Engine::FindTaken(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return FindTakenLocked(name);
+}
+
+Engine::Pending* Engine::FindTakenLocked(const std::string& name) {
+  auto it = names_.find(name);
+  return it != names_.end() && it->second.listed ? &it->second : nullptr;
+}
+
+void Engine::IdleRemove(Pending* p) {
+  if (p->in_flight || (p->idle_prev == nullptr && idle_first_ != p)) return;  // not idle
+  (p->idle_prev ? p->idle_prev->idle_next : idle_first_) = p->idle_next;
+  (p->idle_next ? p->idle_next->idle_prev : idle_last_) = p->idle_prev;
+  p->idle_prev = p->idle_next = nullptr;
+  --idle_count_;
+}
+
+void Engine::IdleAppend(Pending* p) {
+  p->idle_prev = idle_last_;
+  p->idle_next = nullptr;
+  (idle_last_ ? idle_last_->idle_next : idle_first_) = p;
+  idle_last_ = p;
+  ++idle_count_;
+}
+
+void Engine::Unlink(Pending* p) {
+  (p->prev ? p->prev->next : first_) = p->next;
+  (p->next ? p->next->prev : last_) = p->prev;
+  p->prev = p->next = nullptr;
+  p->listed = false;
+  --taken_count_;
+}
+
+void Engine::Finish(const std::string& name, Status st) {
+  if (Pending* p = FindTaken(name)) Finish(std::vector<Pending*>{p}, std::move(st));
+}
+
+void Engine::Finish(const std::vector<Pending*>& done, Status st) {
+  if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
+  struct Completion {
+    std::shared_ptr<Handle::State> handle;
+    std::optional<Tensor> output;
+    std::vector<int64_t> received;
+  };
+  std::vector<Completion> completions;
+  completions.reserve(done.size());
+  // Idle records kept for the names' next tensors, at most this many
+  // (records of names that are not cacheable are dropped at once: generated
+  // names never come back).
+  const size_t keep = std::max<size_t>(kKeptRecords, cache_.capacity());
+  std::vector<Pending*> records;
+  records.reserve(done.size());
+  for (Pending* p : done) {
+    if (p->phantom) {
+      phantoms_.erase(phantoms_.find(p->sub.meta.name));
+      continue;
+    }
+    completions.push_back(
+        {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
+    Unlink(p);
+    p->Reset();
+    records.push_back(p);
+  }
+  {
+    // From here on a record may be reused (or erased): not read after.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (Pending* p : records) {
+      p->in_flight = false;
+      ++stats_.tensors;
+      if (!p->sub.meta.cacheable) {
+        names_.erase(names_.find(p->sub.meta.name));
+        continue;
+      }
+      IdleAppend(p);
+      if (idle_count_ > keep) {
+        Pending* oldest = idle_first_;
+        IdleRemove(oldest);
+        names_.erase(names_.find(oldest->sub.meta.name));
+      }
+    }
+  }
+  for (Completion& c : completions) {
+    if (!st.ok()) c.output.reset();
+    c.handle->Complete(st, std::move(c.output), std::move(c.received));
+  }
+}
+
+}  // namespace hora
