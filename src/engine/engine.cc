@@ -163,11 +163,7 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
     }
     p->taken = taken;
     p->listed = true;
-    p->prev = last_;
-    p->next = nullptr;
-    (last_ ? last_->next : first_) = p;
-    last_ = p;
-    ++taken_count_;
+    taken_.PushBack(p);
   }
   std::vector<Decision> decided;
   bool stop_everywhere = false;
@@ -204,7 +200,7 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
 
   uint64_t hits = 0, misses = 0;
   if (by_bit_.size() != cache_.capacity()) by_bit_.assign(cache_.capacity(), nullptr);
-  for (Pending* p = first_; p != nullptr; p = p->next) {
+  for (Pending* p = taken_.front(); p != nullptr; p = p->next) {
     if (p->state == State::kSent) continue;
     const std::string& name = p->sub.meta.name;
     // The record's hint spares a hash lookup while the entry stays put.
@@ -310,7 +306,7 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
 
 Status Engine::SlowPath(std::vector<Decision>* out) {
   std::vector<RequestMeta> mine;
-  for (Pending* p = first_; p != nullptr; p = p->next) {
+  for (Pending* p = taken_.front(); p != nullptr; p = p->next) {
     if (p->state != State::kNew) continue;
     mine.push_back(p->sub.meta);
     p->state = State::kSent;
@@ -358,9 +354,11 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
   std::vector<const RequestMeta*> metas;
   ready.reserve(decisions.size());
   metas.reserve(decisions.size());
-  // This rank's tensors of the slow path's decisions, found with one lock.
+  // This rank's tensors of the slow path's decisions, found with one lock
+  // (the fast path's come with their decisions).
   std::vector<Pending*> found(decisions.size(), nullptr);
-  {
+  if (std::any_of(decisions.begin(), decisions.end(),
+                  [](const Decision& d) { return d.pending == nullptr; })) {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < decisions.size(); ++i) {
       const Response& r = *decisions[i].response;
@@ -484,7 +482,7 @@ void Engine::FailAll(const Status& st) {
     queue_.clear();
   }
   std::vector<Pending*> all;
-  for (Pending* p = first_; p != nullptr; p = p->next) all.push_back(p);
+  for (Pending* p = taken_.front(); p != nullptr; p = p->next) all.push_back(p);
   for (auto& [name, p] : phantoms_) all.push_back(&p);
   Finish(all, st);
 }

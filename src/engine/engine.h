@@ -34,7 +34,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -46,6 +45,7 @@
 #include "backends/backend.h"
 #include "collectives/comm.h"
 #include "common/config.h"
+#include "common/intrusive_list.h"
 #include "common/logging.h"
 #include "engine/coordinator.h"
 #include "engine/drive_gate.h"
@@ -123,17 +123,15 @@ class Engine final : public Driver {
     void Reset();
 
     Submission sub;
-    bool in_flight = false;  // under mu_: submitted and not yet finished
-    bool listed = false;     // taken by a cycle: in the arrival list below
-    // Under mu_: the idle records, least recently used first.
-    Pending* idle_prev = nullptr;
+    bool in_flight = false;        // under mu_: submitted and not yet finished
+    bool listed = false;           // taken by a cycle: on taken_
+    bool idle = false;             // under mu_: on idle_
+    Pending* idle_prev = nullptr;  // idle_'s links
     Pending* idle_next = nullptr;
     State state = State::kNew;
-    bool counted = false;  // hit or miss recorded
-    TimePoint taken{};     // when the engine took it from the queue
-    // The cycle's list of taken tensors in submission order (finishing one
-    // of a thousand small tensors must not scan or shift the others).
-    Pending* prev = nullptr;
+    bool counted = false;     // hit or miss recorded
+    TimePoint taken{};        // when the engine took it from the queue
+    Pending* prev = nullptr;  // taken_'s links
     Pending* next = nullptr;
     // Where this name sat in the response cache when last looked up
     // (checked against the cache's entry before use).
@@ -174,13 +172,8 @@ class Engine final : public Driver {
   // The taken tensor named `name`, or null. FindTakenLocked: mu_ held.
   Pending* FindTaken(const std::string& name);
   Pending* FindTakenLocked(const std::string& name);
-  void Unlink(Pending* p);  // from the arrival list
   // Gives `p` (mu_ held; not in flight) to submission `s` and queues it.
   void Claim(Pending& p, Submission&& s);
-  // The idle list (mu_ held): a record leaves it when a tensor claims it,
-  // and joins it at the back when its tensor is finished.
-  void IdleRemove(Pending* p);
-  void IdleAppend(Pending* p);
   // Applies a join announcement (see Coordinator): marks the rank joined,
   // or ends the join everywhere.
   void ApplyJoin(const Response& r);
@@ -216,9 +209,9 @@ class Engine final : public Driver {
   // capacity) of those.
   std::unordered_map<std::string, Pending> names_;
   static constexpr size_t kKeptRecords = 4096;
-  Pending* idle_first_ = nullptr;
-  Pending* idle_last_ = nullptr;
-  size_t idle_count_ = 0;
+  // The idle records, least recently used first: a record leaves when a
+  // tensor claims it and joins at the back when its tensor is finished.
+  IntrusiveList<Pending, &Pending::idle_prev, &Pending::idle_next> idle_;
   bool stop_requested_ = false;
   Status stopped_;  // why the engine no longer runs (ok while it does)
   EngineStats stats_;
@@ -235,10 +228,9 @@ class Engine final : public Driver {
   // waiter drives.
   std::atomic<int64_t> last_cycle_end_{0};
   std::vector<Pending*> fresh_;  // the cycle's submissions (kept for its capacity)
-  // Taken tensors, in submission order (see Pending::prev).
-  Pending* first_ = nullptr;
-  Pending* last_ = nullptr;
-  size_t taken_count_ = 0;
+  // Taken tensors, in submission order (finishing one of a thousand small
+  // tensors must not scan or shift the others).
+  IntrusiveList<Pending, &Pending::prev, &Pending::next> taken_;
   // Stand-ins of a joined rank, by name (made and finished in one cycle).
   std::unordered_map<std::string, Pending> phantoms_;
   // Negotiate: this rank's tensor at each cache bit it marked ready.

@@ -35,7 +35,7 @@ void Engine::Loop() {
       std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
       if (cycle.owns_lock()) {
         if (finished_) return;
-        idle = taken_count_ == 0 || !busy_;
+        idle = taken_.empty() || !busy_;
         spin = idle && busy_ && !driven_;
       }
     }
@@ -77,8 +77,8 @@ void Engine::Loop() {
     // an idle engine does every cycle time -- unless a cycle (a driver's)
     // ended meanwhile: that kept this rank in step, and the timer runs on.
     const bool timed_out = idle && !woken && since_last_cycle() >= cycle_time;
-    const bool due = queued_.load(std::memory_order_acquire) || stop || timed_out ||
-                     !(taken_count_ == 0 || !busy_);
+    const bool due =
+        queued_.load(std::memory_order_acquire) || stop || timed_out || !(taken_.empty() || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
   }
@@ -138,7 +138,7 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
       }
       if (!RunCycle()) break;
     }
-    left_work = !finished_ && taken_count_ > 0;
+    left_work = !finished_ && !taken_.empty();
     cycle.unlock();
   }
   drivers_.fetch_sub(1);

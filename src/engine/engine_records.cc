@@ -19,7 +19,10 @@ void Engine::Pending::Reset() {
 }
 
 void Engine::Claim(Pending& p, Submission&& s) {
-  IdleRemove(&p);
+  if (p.idle) {
+    idle_.Remove(&p);
+    p.idle = false;
+  }
   p.in_flight = true;
   p.sub = std::move(s);
   queue_.push_back(&p);
@@ -33,30 +36,6 @@ Engine::Pending* Engine::FindTaken(const std::string& name) {
 Engine::Pending* Engine::FindTakenLocked(const std::string& name) {
   auto it = names_.find(name);
   return it != names_.end() && it->second.listed ? &it->second : nullptr;
-}
-
-void Engine::IdleRemove(Pending* p) {
-  if (p->in_flight || (p->idle_prev == nullptr && idle_first_ != p)) return;  // not idle
-  (p->idle_prev ? p->idle_prev->idle_next : idle_first_) = p->idle_next;
-  (p->idle_next ? p->idle_next->idle_prev : idle_last_) = p->idle_prev;
-  p->idle_prev = p->idle_next = nullptr;
-  --idle_count_;
-}
-
-void Engine::IdleAppend(Pending* p) {
-  p->idle_prev = idle_last_;
-  p->idle_next = nullptr;
-  (idle_last_ ? idle_last_->idle_next : idle_first_) = p;
-  idle_last_ = p;
-  ++idle_count_;
-}
-
-void Engine::Unlink(Pending* p) {
-  (p->prev ? p->prev->next : first_) = p->next;
-  (p->next ? p->next->prev : last_) = p->prev;
-  p->prev = p->next = nullptr;
-  p->listed = false;
-  --taken_count_;
 }
 
 void Engine::Finish(const std::string& name, Status st) {
@@ -85,7 +64,8 @@ void Engine::Finish(const std::vector<Pending*>& done, Status st) {
     }
     completions.push_back(
         {std::move(p->sub.handle), std::move(p->output), std::move(p->received_splits)});
-    Unlink(p);
+    taken_.Remove(p);
+    p->listed = false;
     p->Reset();
     records.push_back(p);
   }
@@ -99,10 +79,11 @@ void Engine::Finish(const std::vector<Pending*>& done, Status st) {
         names_.erase(names_.find(p->sub.meta.name));
         continue;
       }
-      IdleAppend(p);
-      if (idle_count_ > keep) {
-        Pending* oldest = idle_first_;
-        IdleRemove(oldest);
+      idle_.PushBack(p);
+      p->idle = true;
+      if (idle_.size() > keep) {
+        Pending* oldest = idle_.front();
+        idle_.Remove(oldest);
         names_.erase(names_.find(oldest->sub.meta.name));
       }
     }
