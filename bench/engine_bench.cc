@@ -42,6 +42,7 @@ struct StepResult {
   double avg_us = 0, p50_us = 0;
   double cycles = 0, slow_cycles = 0, coordinator_bytes = 0;  // per step, this rank
   double driven_cycles = 0;  // of cycles: run by the waiting thread (Engine::Drive)
+  double carried = 0;        // allreduces sent with the bit vector (carried_batches)
 };
 
 Status RunOne(Session& s, const Args& a, StepResult* out) {
@@ -86,23 +87,25 @@ Status RunOne(Session& s, const Args& a, StepResult* out) {
   out->cycles = static_cast<double>(end.cycles - start.cycles) / a.steps;
   out->slow_cycles = static_cast<double>(end.slow_cycles - start.slow_cycles) / a.steps;
   out->driven_cycles = static_cast<double>(end.driven_cycles - start.driven_cycles) / a.steps;
+  out->carried = static_cast<double>(end.carried_batches - start.carried_batches) / a.steps;
   out->coordinator_bytes =
       static_cast<double>(end.coordinator_bytes - start.coordinator_bytes) / a.steps;
   return Status::Ok();
 }
 
 void Print(int n, const Args& a, const char* cache, const StepResult& r) {
-  std::printf("%4d %8d %9s %6s %12.1f %12.1f %10.1f %10.2f %14.0f %8.2f\n", n, a.tensors,
+  std::printf("%4d %8d %9s %6s %12.1f %12.1f %10.1f %10.2f %14.0f %8.2f %8.2f\n", n, a.tensors,
               FormatBytes(a.bytes).c_str(), cache, r.avg_us, r.p50_us, r.cycles, r.slow_cycles,
-              r.coordinator_bytes, r.driven_cycles);
+              r.coordinator_bytes, r.driven_cycles, r.carried);
 }
 
 void Header(int n, const Args& a) {
   std::printf(
       "# hora-engine-bench: %d ranks, %d tensors of %s per step%s, %d steps after %d warm-up\n", n,
       a.tensors, FormatBytes(a.bytes).c_str(), a.grouped ? " (one group)" : "", a.steps, a.warmup);
-  std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s %8s\n", "np", "tensors", "bytes", "cache",
-              "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step", "driven");
+  std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s %8s %8s\n", "np", "tensors", "bytes",
+              "cache", "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step", "driven",
+              "carried");
 }
 
 int Fail(const Status& st) {

@@ -186,20 +186,20 @@ def allreduce_sweep_shaped(np_, lo, hi, iters, warmup, algo=None, hosts=None, ti
 def engine_bench(np_, tensors, nbytes, steps, warmup, transport=None, hosts=None,
                  timeout=300, env=None):
     """hora-engine-bench: [{np, tensors, bytes, cache, step_avg_us, step_p50_us,
-    cycles, slow_cycles, coord_bytes, driven_cycles}] for cache on and off."""
+    cycles, slow_cycles, coord_bytes, driven_cycles, carried}] for cache on and off."""
     cmd = [os.path.join(BIN, "hora-engine-bench"), "--tensors", str(tensors), "--bytes",
            str(nbytes), "--steps", str(steps), "--warmup", str(warmup)]
     out = run(horarun(np_, cmd, transport, hosts), timeout, env)
     recs = []
     for line in out.splitlines():
         toks = line.split()
-        # np tensors bytes(value unit) cache avg p50 cycles slow coord driven
-        if len(toks) == 11 and toks[0].isdigit() and toks[4] in ("on", "off"):
+        # np tensors bytes(value unit) cache avg p50 cycles slow coord driven carried
+        if len(toks) == 12 and toks[0].isdigit() and toks[4] in ("on", "off"):
             recs.append({"np": int(toks[0]), "tensors": int(toks[1]), "bytes": nbytes,
                          "cache": toks[4], "step_avg_us": float(toks[5]),
                          "step_p50_us": float(toks[6]), "cycles": float(toks[7]),
                          "slow_cycles": float(toks[8]), "coord_bytes": float(toks[9]),
-                         "driven_cycles": float(toks[10])})
+                         "driven_cycles": float(toks[10]), "carried": float(toks[11])})
     if len(recs) != 2:
         raise RunError("expected cache on/off rows from hora-engine-bench, got:\n" + out[-2000:])
     return recs

@@ -20,9 +20,11 @@ def test_engine_bench_rows_parse():
         assert r["np"] == 2 and r["tensors"] == 3 and r["bytes"] == 16
         assert r["step_p50_us"] > 0 and r["cycles"] >= 1
         assert 0 <= r["driven_cycles"] <= r["cycles"]
+        assert 0 <= r["carried"] <= r["cycles"]
     on, off = recs
     assert on["slow_cycles"] == 0 and on["coord_bytes"] == 0  # cached steady state
     assert off["slow_cycles"] > 0 and off["coord_bytes"] > 0
+    assert off["carried"] == 0  # nothing cached: no allreduce goes with the bits
 
 
 def test_shaped_sweep_gives_small_sizes_their_warm_up(monkeypatch):

@@ -340,6 +340,7 @@ py::dict Counters(PySession& ps, int set) {
   d["cache_invalidations"] = c.cache_invalidations;
   d["tensors"] = c.tensors;
   d["fused_batches"] = c.fused_batches;
+  d["carried_batches"] = c.carried_batches;
   return d;
 }
 

@@ -204,7 +204,7 @@ class Session {
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
-             driven_cycles = 0, name_records = 0;
+             driven_cycles = 0, name_records = 0, carried_batches = 0;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

@@ -201,7 +201,7 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   const EngineStats e = it->second->engine->stats();
   return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
           e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
-          e.fused_batches, e.driven_cycles,   e.name_records};
+          e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches};
 }
 
 }  // namespace hora

@@ -35,6 +35,13 @@ class CollectiveBackend {
   // shared window) reads and writes the parts where they are.
   virtual Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
                                 const Reduction& reduction, std::vector<std::byte>& fusion);
+  // Whether an allreduce of `bytes` would run on the ranks' shared window
+  // (Hora's shared-memory algorithm): the engine may then send it with its
+  // bit vector instead (engine/control.h, AllreduceAndCarrying).
+  virtual bool AllreducesOnSharedWindow(size_t bytes) {
+    (void)bytes;
+    return false;
+  }
   // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset
   // sum(bytes_per_rank[0..r)) on every rank.
   virtual Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) = 0;

@@ -16,11 +16,10 @@
 // 2 lockstep steps per chunk instead of 2(n-1) or 2 log2(n) message rounds.
 // The message may be several tensors (parts) read and written where they
 // are: the copy in packs them, the copy out unpacks them.
-#include <algorithm>
-#include <cstring>
-#include <vector>
+#include "collectives/allreduce_shared.h"
 
-#include "collectives/algorithms.h"
+#include <cstring>
+
 #include "collectives/allreduce_common.h"
 #include "collectives/kernels/reduce.h"
 #include "collectives/shared_common.h"
@@ -31,70 +30,91 @@ namespace {
 // Chunks of at most this many bytes take the one-step path.
 constexpr size_t kOneStepMaxBytes = 16 * 1024;
 
-// The parts as one sequence of elements: Visit(begin, end, fn) calls
-// fn(part, offset in part, offset in the sequence, count) for each stretch
-// of [begin, end) that lies in one part, in order.
-class Parts {
- public:
-  explicit Parts(std::span<const AllreducePart> parts) : parts_(parts) {
-    size_t total = 0;
-    for (const AllreducePart& p : parts) {
-      starts_.push_back(total);
-      total += p.count;
-    }
-    total_ = total;
+}  // namespace
+
+SharedParts::SharedParts(std::span<const AllreducePart> parts) : parts_(parts) {
+  size_t total = 0;
+  starts_.reserve(parts.size());
+  for (const AllreducePart& p : parts) {
+    starts_.push_back(total);
+    total += p.count;
   }
-  size_t total() const { return total_; }
+  total_ = total;
+}
 
-  template <typename Fn>
-  void Visit(size_t begin, size_t end, Fn&& fn) const {
-    // The last part starting at or before `begin`.
-    size_t i = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), begin) -
-                                   starts_.begin());
-    i = i == 0 ? 0 : i - 1;
-    for (size_t at = begin; at < end && i < parts_.size(); ++i) {
-      const size_t part_end = starts_[i] + parts_[i].count;
-      if (part_end <= at) continue;
-      const size_t stop = std::min(end, part_end);
-      fn(parts_[i], at - starts_[i], at, stop - at);
-      at = stop;
-    }
-  }
-
- private:
-  std::span<const AllreducePart> parts_;
-  std::vector<size_t> starts_;
-  size_t total_ = 0;
-};
-
-// Copies (or prescales) elements [begin, begin + count) of the parts' inputs
-// to `dst`.
-void CopyIn(const Parts& parts, DataType dtype, const Reduction& red, size_t begin, size_t count,
-            std::byte* dst) {
+void SharedCopyIn(const SharedParts& parts, DataType dtype, const Reduction& reduction,
+                  size_t begin, size_t count, std::byte* dst) {
   const size_t esize = DataTypeSize(dtype);
   parts.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t at, size_t n) {
     const auto* src = static_cast<const std::byte*>(p.in) + off * esize;
     std::byte* to = dst + (at - begin) * esize;
-    if (red.prescale_factor != 1.0 || dtype == DataType::kBool) {
+    if (reduction.prescale_factor != 1.0 || dtype == DataType::kBool) {
       // bool goes through Scale(1.0) so that its values are 0/1 (as the prologue).
-      kernels::Scale(dtype, red.prescale_factor, to, src, n);
+      kernels::Scale(dtype, reduction.prescale_factor, to, src, n);
     } else {
       std::memcpy(to, src, n * esize);
     }
   });
 }
 
-}  // namespace
+Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
+                         const Reduction& reduction, size_t base, size_t begin, size_t count) {
+  const int n = comm.size();
+  const size_t esize = DataTypeSize(dtype);
+  const ReduceOp op = ReducingOp(reduction.op);
+  const bool finalize = kernels::NeedsFinalize(dtype, reduction.op, n, reduction.postscale_factor);
+  SharedWindow& w = *comm.window();
+  if (count * esize <= kOneStepMaxBytes) {
+    parts.Visit(begin, begin + count,
+                [&](const AllreducePart& p, size_t off, size_t at, size_t len) {
+                  auto* dst = static_cast<std::byte*>(p.out) + off * esize;
+                  const size_t src = base + (at - begin) * esize;
+                  kernels::Reduce3(dtype, op, dst, w.region(0) + src, w.region(1) + src, len);
+                  for (int k = 2; k < n; ++k)
+                    kernels::Reduce(dtype, op, dst, w.region(k) + src, len);
+                  if (finalize)
+                    kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, dst, len);
+                });
+    return Status::Ok();
+  }
+  // Pieces start on 64-byte boundaries (every element size divides 64).
+  const size_t align = 64 / esize;
+  const size_t piece = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  const size_t piece_max = (piece + align - 1) / align * align;
+  auto piece_range = [&](int k, size_t* offset, size_t* size) {
+    *offset = std::min(count, static_cast<size_t>(k) * piece_max);
+    *size = std::min(count, *offset + piece_max) - *offset;
+  };
+  size_t off = 0, len = 0;
+  piece_range(comm.rank(), &off, &len);
+  if (len > 0) {
+    std::byte* acc = w.local() + base + off * esize;
+    for (int k = 0; k < n; ++k) {
+      if (k == comm.rank()) continue;
+      kernels::Reduce(dtype, op, acc, w.region(k) + base + off * esize, len);
+    }
+    if (finalize) kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, acc, len);
+  }
+  HORA_RETURN_IF_ERROR(comm.WindowStep(0));
+  for (int k = 0; k < n; ++k) {
+    piece_range(k, &off, &len);
+    const std::byte* from = w.region(k) + base;
+    parts.Visit(begin + off, begin + off + len,
+                [&](const AllreducePart& p, size_t part_off, size_t at, size_t m) {
+                  std::memcpy(static_cast<std::byte*>(p.out) + part_off * esize,
+                              from + (at - begin) * esize, m * esize);
+                });
+  }
+  return Status::Ok();
+}
 
 Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> part_list, DataType dtype,
                             const Reduction& reduction) {
   CollectiveScope scope(comm, "allreduce", "shared_memory");
   const int n = comm.size();
   const size_t esize = DataTypeSize(dtype);
-  const Parts parts(part_list);
+  const SharedParts parts(part_list);
   const size_t total = parts.total();
-  const ReduceOp op = ReducingOp(reduction.op);
-  const bool finalize = kernels::NeedsFinalize(dtype, reduction.op, n, reduction.postscale_factor);
   if (n == 1) {
     for (const AllreducePart& p : part_list) {
       AllreduceArgs args{p.in, p.out, p.count, dtype, reduction};
@@ -104,8 +124,6 @@ Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> part_list
     return Status::Ok();
   }
   SharedWindow& w = *comm.window();
-  // Pieces start on 64-byte boundaries (every element size divides 64).
-  const size_t align = 64 / esize;
   const size_t half_bytes = w.bytes() / 2;
   const size_t chunk_max = half_bytes / esize;
 
@@ -114,53 +132,14 @@ Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> part_list
   do {
     const size_t count = std::min(chunk_max, total - done);
     const size_t half = w.NextHalf() * half_bytes;
-    std::byte* mine = w.local() + half;
-    CopyIn(parts, dtype, reduction, done, count, mine);
+    SharedCopyIn(parts, dtype, reduction, done, count, w.local() + half);
     if (first) {
       HORA_RETURN_IF_ERROR(SharedFirstStep(comm, SharedCall::kAllreduce, dtype, total * esize));
       first = false;
     } else {
       HORA_RETURN_IF_ERROR(comm.WindowStep(0));
     }
-    if (count * esize <= kOneStepMaxBytes) {
-      parts.Visit(
-          done, done + count, [&](const AllreducePart& p, size_t off, size_t at, size_t len) {
-            auto* dst = static_cast<std::byte*>(p.out) + off * esize;
-            const size_t src = half + (at - done) * esize;
-            kernels::Reduce3(dtype, op, dst, w.region(0) + src, w.region(1) + src, len);
-            for (int k = 2; k < n; ++k) kernels::Reduce(dtype, op, dst, w.region(k) + src, len);
-            if (finalize)
-              kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, dst, len);
-          });
-    } else {
-      const size_t piece = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
-      const size_t piece_max = (piece + align - 1) / align * align;
-      auto piece_range = [&](int k, size_t* offset, size_t* size) {
-        *offset = std::min(count, static_cast<size_t>(k) * piece_max);
-        *size = std::min(count, *offset + piece_max) - *offset;
-      };
-      size_t off = 0, len = 0;
-      piece_range(comm.rank(), &off, &len);
-      if (len > 0) {
-        std::byte* acc = mine + off * esize;
-        for (int k = 0; k < n; ++k) {
-          if (k == comm.rank()) continue;
-          kernels::Reduce(dtype, op, acc, w.region(k) + half + off * esize, len);
-        }
-        if (finalize)
-          kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, acc, len);
-      }
-      HORA_RETURN_IF_ERROR(comm.WindowStep(0));
-      for (int k = 0; k < n; ++k) {
-        piece_range(k, &off, &len);
-        const std::byte* from = w.region(k) + half;
-        parts.Visit(done + off, done + off + len,
-                    [&](const AllreducePart& p, size_t part_off, size_t at, size_t m) {
-                      std::memcpy(static_cast<std::byte*>(p.out) + part_off * esize,
-                                  from + (at - done) * esize, m * esize);
-                    });
-      }
-    }
+    HORA_RETURN_IF_ERROR(SharedReduceChunk(comm, parts, dtype, reduction, half, done, count));
     done += count;
   } while (done < total);
   return Status::Ok();

@@ -39,6 +39,10 @@ class HoraBackend final : public CollectiveBackend {
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
 
+  bool AllreducesOnSharedWindow(size_t bytes) override {
+    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory;
+  }
+
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
     return AllgatherRing(comm_, in, out, bytes_per_rank);
   }

@@ -3,37 +3,99 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
+#include "collectives/allreduce_shared.h"
 #include "collectives/shared_common.h"
 
+#include <algorithm>
 #include <cstring>
+#include <optional>
 
 namespace hora {
 
 namespace {
 
+// What a rank carries (AllreduceAndShared): its call word (dtype, bytes),
+// the reduction's op and its pre- and postscale factors; zeros for nothing.
+constexpr size_t kCarriedWords = 4;
+
+// Where a rank's data lies in its half of the window: after its words and
+// a description of what it carries, on a 64-byte boundary.
+size_t DataOffset(size_t words) { return (words + kCarriedWords) * 8 / 64 * 64 + 64; }
+
 // On the control Comm's shared window: every rank writes its vector into its
-// region, one step, then ANDs all n regions in place (each reads n small
-// vectors: cheaper than a second step).
-Status AllreduceAndShared(Comm& comm, std::span<uint64_t> words) {
-  CollectiveScope scope(comm, "engine negotiation", "bit-vector AND, shared memory");
+// region (and the description of the data it carries, and the data), one
+// step, then ANDs all n regions in place (each reads n small vectors:
+// cheaper than a second step). True if every rank carried the same
+// allreduce and the same words (status word aside).
+Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
+                                const CarriedAllreduce* carried) {
+  CollectiveScope scope(comm, "engine negotiation",
+                        carried ? "bit-vector AND with an allreduce, shared memory"
+                                : "bit-vector AND, shared memory");
   SharedWindow& w = *comm.window();
   const size_t half = w.NextHalf() * (w.bytes() / 2);
-  if (!words.empty()) std::memcpy(w.local() + half, words.data(), words.size_bytes());
+  std::byte* mine = w.local() + half;
+  if (!words.empty()) std::memcpy(mine, words.data(), words.size_bytes());
+  uint64_t about[kCarriedWords] = {};
+  std::optional<SharedParts> parts;
+  if (carried != nullptr) {
+    parts.emplace(carried->parts);
+    const Reduction& r = carried->reduction;
+    about[0] = SharedWord(SharedCall::kAllreduce, carried->dtype,
+                          parts->total() * DataTypeSize(carried->dtype));
+    about[1] = static_cast<uint64_t>(r.op);
+    std::memcpy(&about[2], &r.prescale_factor, 8);
+    std::memcpy(&about[3], &r.postscale_factor, 8);
+    SharedCopyIn(*parts, carried->dtype, r, 0, parts->total(), mine + DataOffset(words.size()));
+  }
+  std::memcpy(mine + words.size_bytes(), about, sizeof about);
   HORA_RETURN_IF_ERROR(
       SharedFirstStep(comm, SharedCall::kBitwiseAnd, DataType::kInt64, words.size_bytes()));
+  // Compared before the AND below changes `words`.
+  bool all_carry = carried != nullptr;
+  const size_t compared = words.empty() ? 0 : words.size_bytes() - 8;
+  for (int k = 0; k < comm.size() && all_carry; ++k) {
+    const std::byte* other = w.region(k) + half;
+    all_carry = std::memcmp(other, mine, compared) == 0 &&
+                std::memcmp(other + words.size_bytes(), about, sizeof about) == 0;
+  }
   for (int k = 0; k < comm.size(); ++k) {
     if (k == comm.rank()) continue;
     const auto* other = reinterpret_cast<const uint64_t*>(w.region(k) + half);
     for (size_t i = 0; i < words.size(); ++i) words[i] &= other[i];
   }
-  return Status::Ok();
+  if (!all_carry) return false;
+  HORA_RETURN_IF_ERROR(SharedReduceChunk(comm, *parts, carried->dtype, carried->reduction,
+                                         half + DataOffset(words.size()), 0, parts->total()));
+  return true;
 }
 
 }  // namespace
 
+size_t CarriableBytes(const Comm& comm, size_t words) {
+  if (!SharedUsable(comm)) return 0;
+  const size_t half = comm.window()->bytes() / 2;
+  return half > DataOffset(words) ? half - DataOffset(words) : 0;
+}
+
+Result<bool> AllreduceAndCarrying(Comm& comm, std::span<uint64_t> words,
+                                  const CarriedAllreduce* carried) {
+  size_t bytes = 0;
+  if (carried != nullptr) {
+    for (const AllreducePart& p : carried->parts) bytes += p.count;
+    bytes *= DataTypeSize(carried->dtype);
+  }
+  if (CarriableBytes(comm, words.size()) < std::max<size_t>(bytes, 1)) {
+    return InvalidArgument(comm.Where() + ": engine negotiation: " + std::to_string(bytes) +
+                           " bytes cannot go with a bit vector of " + std::to_string(words.size()) +
+                           " words");
+  }
+  return AllreduceAndShared(comm, words, carried);
+}
+
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words) {
-  if (SharedUsable(comm) && words.size_bytes() <= comm.window()->bytes() / 2) {
-    return AllreduceAndShared(comm, words);
+  if (CarriableBytes(comm, words.size()) > 0) {
+    return AllreduceAndShared(comm, words, nullptr).status();
   }
   CollectiveScope scope(comm, "engine negotiation", "bit-vector AND");
   const int n = comm.size();

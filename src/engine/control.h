@@ -5,17 +5,53 @@
 // gather to the coordinator and broadcast from it of the slow path.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "collectives/algorithms.h"
 #include "collectives/comm.h"
 
 namespace hora {
 
+// Calls f(b) for every bit b < nbits that is set in `words` (skipping zero
+// words: a cycle's vector is mostly empty).
+template <typename F>
+void ForEachSetBit(const uint64_t* words, size_t nbits, F&& f) {
+  for (size_t w = 0; w * 64 < nbits; ++w) {
+    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
+      const size_t b = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+      if (b >= nbits) return;
+      f(b);
+    }
+  }
+}
+
 // words[i] = AND over ranks of words[i]: on the Comm's shared window where it
 // has one (one step), else recursive doubling (any world size).
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words);
+
+// An allreduce that may go along with the bit vector (AllreduceAndCarrying).
+struct CarriedAllreduce {
+  std::span<const AllreducePart> parts;
+  DataType dtype = DataType::kFloat32;
+  Reduction reduction;
+};
+
+// Bytes of data AllreduceAndCarrying can carry with `words` words: 0 where
+// the Comm has no shared window.
+size_t CarriableBytes(const Comm& comm, size_t words);
+
+// AllreduceAnd (on the shared window; CarriableBytes > 0), with `carried`'s
+// data (null: none; at most CarriableBytes) sent in the same step. If every
+// rank carried the same allreduce (dtype, size, reduction) and every rank's
+// words but the last (the status word) are equal, runs that allreduce to
+// its end and returns true: it saves the step of a separate allreduce.
+// Otherwise returns false and nothing is written to the parts' outputs.
+// `words` holds the AND either way.
+Result<bool> AllreduceAndCarrying(Comm& comm, std::span<uint64_t> words,
+                                  const CarriedAllreduce* carried);
 
 // Every rank's `mine` arrives at `root`, in rank order (others get nothing).
 Result<std::vector<std::vector<uint8_t>>> GatherBytes(Comm& comm, int root,

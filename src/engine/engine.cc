@@ -20,19 +20,6 @@ constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
 
-// Calls f(b) for every bit b < nbits that is set in `words` (skipping zero
-// words: a cycle's vector is mostly empty).
-template <typename F>
-void ForEachSetBit(const uint64_t* words, size_t nbits, F&& f) {
-  for (size_t w = 0; w * 64 < nbits; ++w) {
-    for (uint64_t bits = words[w]; bits != 0; bits &= bits - 1) {
-      const size_t b = w * 64 + static_cast<size_t>(std::countr_zero(bits));
-      if (b >= nbits) return;
-      f(b);
-    }
-  }
-}
-
 }  // namespace
 
 Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
@@ -188,6 +175,7 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
 }
 
 Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere) {
+  carried_.ran = false;
   const size_t cap_words = (cache_.capacity() + 63) / 64;
   std::vector<uint64_t> words(2 * cap_words + 1, 0);
   uint64_t* ready = words.data();
@@ -258,7 +246,19 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
       e->marked_.clear();
     }
   } clear_marks{this};
-  HORA_RETURN_IF_ERROR(AllreduceAnd(control_, words));
+  // A rank with only cached work, all of it valid, sends the allreduce it
+  // will run if every rank has the same ready (engine_carried.cc).
+  CarriedAllreduce carried;
+  const bool all_valid =
+      std::all_of(valid, valid + cap_words, [](uint64_t w) { return w == ~uint64_t{0}; });
+  const uint64_t fast_only = kNoNewWork | kNotStopping | kCoordinatorIdle;
+  if ((status & fast_only) == fast_only && all_valid &&
+      PlanCarried(ready, words.size(), &carried)) {
+    carried_.start = Clock::now();
+    HORA_ASSIGN_OR_RETURN(carried_.ran, AllreduceAndCarrying(control_, words, &carried));
+  } else {
+    HORA_RETURN_IF_ERROR(AllreduceAnd(control_, words));
+  }
 
   uint64_t invalidated = 0;
   for (size_t w = 0; w < cap_words; ++w) valid[w] = ~valid[w];  // now: the invalid bits
@@ -412,10 +412,25 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
   }
   for (auto& batch : batches) {
     const RequestMeta& m = batch.front()->sub.meta;
-    const TimePoint start = Clock::now();
+    TimePoint start = Clock::now();
     Status st;
     switch (m.op) {
       case OpType::kAllreduce:
+        if (carried_.ran) {
+          // Run with the bit vector (Negotiate): the one batch planned.
+          carried_.ran = false;
+          start = carried_.start;
+          if (batch != carried_.batch) {
+            st = InternalError("rank " + std::to_string(rank_) +
+                               ": engine: the allreduce sent with the bit vector is not the "
+                               "cycle's batch");
+          } else {
+            std::lock_guard<std::mutex> lock(mu_);
+            ++stats_.carried_batches;
+            if (batch.size() > 1) ++stats_.fused_batches;
+          }
+          break;
+        }
         st = RunAllreduceBatch(batch);
         break;
       case OpType::kBroadcast:

@@ -47,6 +47,7 @@
 #include "common/config.h"
 #include "common/intrusive_list.h"
 #include "common/logging.h"
+#include "engine/control.h"
 #include "engine/coordinator.h"
 #include "engine/drive_gate.h"
 #include "engine/handle_state.h"
@@ -64,10 +65,11 @@ struct EngineStats {
   uint64_t cache_misses = 0;       // tensors negotiated with the coordinator
   uint64_t cache_evictions = 0;
   uint64_t cache_invalidations = 0;
-  uint64_t tensors = 0;        // tensors completed (ok or error)
-  uint64_t fused_batches = 0;  // allreduce batches of more than one tensor
-  uint64_t driven_cycles = 0;  // cycles run by a waiter (Drive), not the engine's thread
-  uint64_t name_records = 0;   // records by name: in flight, and idle ones kept (see Pending)
+  uint64_t tensors = 0;          // tensors completed (ok or error)
+  uint64_t fused_batches = 0;    // allreduce batches of more than one tensor
+  uint64_t driven_cycles = 0;    // cycles run by a waiter (Drive), not the engine's thread
+  uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
+  uint64_t name_records = 0;     // records by name: in flight, and idle ones kept (see Pending)
 };
 
 // One tensor submitted on this rank.
@@ -160,6 +162,10 @@ class Engine final : public Driver {
   bool Cycle(const std::vector<Pending*>& fresh, bool stopping);
   Status Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere);
   Status SlowPath(std::vector<Decision>* out);
+  // Negotiate: if this rank's cached tensors ready this cycle (bits `ready`,
+  // in bit order) make one allreduce batch that can go with the bit vector
+  // of `words` words, plans it in carried_ and describes it in `out`.
+  bool PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* out);
   // Runs `decisions` (fusing what it can) and completes their handles.
   void Execute(const std::vector<Decision>& decisions);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
@@ -236,6 +242,15 @@ class Engine final : public Driver {
   // Negotiate: this rank's tensor at each cache bit it marked ready.
   std::vector<Pending*> by_bit_;
   std::vector<size_t> marked_;  // the bits of by_bit_ set this cycle
+  // The cycle's cached allreduce batch that went with the bit vector, when
+  // every rank had the same tensors ready (PlanCarried, Negotiate): Execute
+  // finds it run.
+  struct Carried {
+    std::vector<Pending*> batch;
+    std::vector<AllreducePart> parts;
+    bool ran = false;
+    TimePoint start{};  // when its step began (the timeline's span)
+  } carried_;
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0
   TimePoint last_stall_check_{};

@@ -53,8 +53,10 @@ namespace hora {
 // The tag contexts that have a window, and each one's bytes per rank.
 inline constexpr uint32_t kSharedWindowContexts = 3;
 inline constexpr size_t SharedWindowBytes(uint32_t context) {
-  // The control context carries bit vectors (a bit per cached tensor).
-  return context == 2 ? size_t{64} << 10 : size_t{2} << 20;
+  // The control context carries bit vectors (a bit per cached tensor) and,
+  // along with them, a cycle's cached allreduce (engine/control.h).
+  (void)context;
+  return size_t{2} << 20;
 }
 
 class SharedWindow {

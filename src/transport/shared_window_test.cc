@@ -5,7 +5,8 @@
 // after it, words travel with steps, a missing rank times out naming it and
 // leaves the window broken, a closed rank fails the others at once, and the
 // *_shared collectives' first step turns a size disagreement into the same
-// Mismatch on every rank while the window stays usable.
+// Mismatch on every rank while the window stays usable; the engine's AND
+// carries an allreduce only where every rank agrees.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/shared_common.h"
+#include "engine/control.h"
 #include "store/memory_store.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/shm/shm_test_util.h"
@@ -247,6 +249,79 @@ TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
       return Status::Ok();
     });
     for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+  }
+}
+
+// The engine's bit-vector AND carrying a cached allreduce (engine/control.h):
+// run only when every rank carries the same allreduce and the same bits
+// (status word aside); otherwise no output is written. The AND is right
+// either way. One-step (small) and two-step sizes, scale factors, in place
+// and not, on the control context's window.
+TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees) {
+  const int n = 3;
+  auto ts = Group(n);
+  struct Case {
+    const char* what;
+    std::vector<size_t> counts;
+    int odd_rank;  // -1: none; else this rank differs as `how` says
+    enum { kNothing, kBits, kStatus, kNoData, kScale } how;
+    bool runs;
+  };
+  const Case cases[] = {
+      {"agreeing, one step", {1, 7, 0, 13}, -1, Case::kNothing, true},
+      {"agreeing, two steps", {1, 5000, 7}, -1, Case::kNothing, true},
+      {"status words differ", {1, 5000, 7}, 2, Case::kStatus, true},
+      {"a ready bit differs", {1, 5000, 7}, 1, Case::kBits, false},
+      {"a rank carries nothing", {3, 9}, 2, Case::kNoData, false},
+      {"a prescale differs", {3, 9}, 0, Case::kScale, false},
+  };
+  for (const Case& c : cases) {
+    const Reduction red{ReduceOp::kAverage, 0.5, 4.0};
+    std::vector<bool> ran(static_cast<size_t>(n), false);
+    auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+      Comm comm(t, seconds(60), 256 << 10, 2);
+      const bool odd = r == c.odd_rank;
+      // Two ready words, two valid words, a status word.
+      std::vector<uint64_t> words = {0xf0f0ull, 1, ~0ull, ~0ull, 0xfull};
+      if (odd && c.how == Case::kBits) words[1] |= 2;
+      if (odd && c.how == Case::kStatus) words[4] = 0x5;
+      std::vector<std::vector<float>> in(c.counts.size()), out(c.counts.size());
+      std::vector<AllreducePart> parts;
+      for (size_t i = 0; i < c.counts.size(); ++i) {
+        in[i].resize(c.counts[i]);
+        for (size_t e = 0; e < c.counts[i]; ++e) in[i][e] = static_cast<float>((e + i + r) % 11);
+        out[i].assign(c.counts[i], -1.0f);
+        parts.push_back({in[i].data(), i % 2 == 0 ? in[i].data() : out[i].data(), c.counts[i]});
+      }
+      Reduction mine = red;
+      if (odd && c.how == Case::kScale) mine.prescale_factor = 2.0;
+      const CarriedAllreduce carried{parts, DataType::kFloat32, mine};
+      HORA_ASSIGN_OR_RETURN(
+          bool done,
+          AllreduceAndCarrying(comm, words, odd && c.how == Case::kNoData ? nullptr : &carried));
+      ran[static_cast<size_t>(r)] = done;
+      const std::vector<uint64_t> want_words = {0xf0f0ull, 1, ~0ull, ~0ull,
+                                                c.how == Case::kStatus ? 0x5ull : 0xfull};
+      if (words != want_words) return InternalError("wrong AND");
+      for (size_t i = 0; i < c.counts.size(); ++i) {
+        const float* got = static_cast<const float*>(parts[i].out);
+        for (size_t e = 0; e < c.counts[i]; ++e) {
+          float want = 0;
+          for (int k = 0; k < n; ++k) want += static_cast<float>((e + i + k) % 11) * 0.5f;
+          want = want / n * 4.0f;
+          if (!done) want = i % 2 == 0 ? static_cast<float>((e + i + r) % 11) : -1.0f;
+          if (got[e] != want) {
+            return InternalError("part " + std::to_string(i) + " element " + std::to_string(e) +
+                                 ": " + std::to_string(got[e]) + " != " + std::to_string(want));
+          }
+        }
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(st[r].ok()) << c.what << ", rank " << r << ": " << st[r].ToString();
+      EXPECT_EQ(ran[static_cast<size_t>(r)], c.runs) << c.what << ", rank " << r;
+    }
   }
 }
 
