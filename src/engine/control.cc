@@ -6,7 +6,6 @@
 #include "collectives/allreduce_shared.h"
 #include "collectives/shared_common.h"
 
-#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -85,12 +84,13 @@ Result<bool> AllreduceAndCarrying(Comm& comm, std::span<uint64_t> words,
     for (const AllreducePart& p : carried->parts) bytes += p.count;
     bytes *= DataTypeSize(carried->dtype);
   }
-  if (CarriableBytes(comm, words.size()) < std::max<size_t>(bytes, 1)) {
-    return InvalidArgument(comm.Where() + ": engine negotiation: " + std::to_string(bytes) +
-                           " bytes cannot go with a bit vector of " + std::to_string(words.size()) +
-                           " words");
+  const size_t room = CarriableBytes(comm, words.size());
+  if (room == 0) {
+    HORA_RETURN_IF_ERROR(AllreduceAnd(comm, words));
+    return false;
   }
-  return AllreduceAndShared(comm, words, carried);
+  // Too large: carried by no rank (every rank's step goes on alike).
+  return AllreduceAndShared(comm, words, bytes <= room ? carried : nullptr);
 }
 
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words) {

@@ -43,8 +43,9 @@ struct CarriedAllreduce {
 // the Comm has no shared window.
 size_t CarriableBytes(const Comm& comm, size_t words);
 
-// AllreduceAnd (on the shared window; CarriableBytes > 0), with `carried`'s
-// data (null: none; at most CarriableBytes) sent in the same step. If every
+// AllreduceAnd, with `carried`'s data (null: none) sent in the same step
+// where the Comm has a shared window and the data fits (CarriableBytes;
+// otherwise it is not sent). If every
 // rank carried the same allreduce (dtype, size, reduction) and every rank's
 // words but the last (the status word) are equal, runs that allreduce to
 // its end and returns true: it saves the step of a separate allreduce.

@@ -397,7 +397,8 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
     metas.push_back(&mine->sub.meta);
     mine->rows = r.rows;
   }
-  const TimePoint decided = Clock::now();
+  // (A batch that went with the bit vector began when its step did.)
+  const TimePoint decided = carried_.ran ? carried_.start : Clock::now();
   if (cycle_timeline_) {
     for (Pending* p : ready) {
       cycle_timeline_->Span(p->sub.meta.name, "negotiating", p->taken, decided,

@@ -3,8 +3,9 @@
 // A cached cycle's allreduce sent with the bit vector (engine_carried.cc):
 // in a steady state of grouped allreduces (a group is in one cycle on every
 // rank) every step's batch goes with the bits, counted, and every result
-// matches the reference; a group that makes two batches (two dtypes) never
-// does, and its results are right too.
+// matches the reference; a group that makes two batches (two dtypes), or
+// one too large for the control window, never does, and its results are
+// right too.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -105,12 +106,17 @@ TEST_P(EngineCarried, EachCachedStepGoesWithTheBitsAndMatchesTheReference) {
   }
 }
 
-TEST_P(EngineCarried, AGroupOfTwoBatchesRunsApartAndRight) {
+TEST_P(EngineCarried, GroupsThatCannotGoWithTheBitsRunApartAndRight) {
   const int n = GetParam();
   ThreadRanks ranks(n, TestSettings());
-  const std::vector<Member> members = {{DataType::kFloat32, 9}, {DataType::kInt32, 11}};
-  ExpectAllOk(GroupSteps(ranks, members, 4, {ReduceOp::kSum}));
-  for (uint64_t c : Carried(ranks)) EXPECT_EQ(c, 0u);
+  // Two batches (two dtypes); one batch larger than the control window
+  // carries (160 KB of float32).
+  for (const std::vector<Member>& members :
+       {std::vector<Member>{{DataType::kFloat32, 9}, {DataType::kInt32, 11}},
+        std::vector<Member>{{DataType::kFloat32, 40000}, {DataType::kFloat32, 3}}}) {
+    ExpectAllOk(GroupSteps(ranks, members, 4, {ReduceOp::kSum}));
+    for (uint64_t c : Carried(ranks)) EXPECT_EQ(c, 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, EngineCarried, ::testing::Values(1, 2, 3, 4));

@@ -54,9 +54,10 @@ namespace hora {
 inline constexpr uint32_t kSharedWindowContexts = 3;
 inline constexpr size_t SharedWindowBytes(uint32_t context) {
   // The control context carries bit vectors (a bit per cached tensor) and,
-  // along with them, a cycle's cached allreduce (engine/control.h).
-  (void)context;
-  return size_t{2} << 20;
+  // along with them, a cycle's cached allreduce of up to about 128 KiB
+  // (engine/control.h): small, so that a job of 5 ranks still fits a
+  // container's 64 MiB /dev/shm (the shm transport reserves its segments).
+  return context == 2 ? size_t{256} << 10 : size_t{2} << 20;
 }
 
 class SharedWindow {
