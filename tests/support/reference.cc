@@ -354,4 +354,16 @@ bool SameBytes(const void* a, const void* b, size_t n) {
   return n == 0 || std::memcmp(a, b, n) == 0;
 }
 
+std::string CompareFilledAllreduce(int n, DataType dtype, const Reduction& reduction, uint64_t seed,
+                                   const void* got, size_t count) {
+  std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
+  std::vector<const void*> ptrs;
+  for (int r = 0; r < n; ++r) {
+    in[static_cast<size_t>(r)].resize(count * DataTypeSize(dtype));
+    FillInput(dtype, reduction.op, in[static_cast<size_t>(r)].data(), count, seed, r);
+    ptrs.push_back(in[static_cast<size_t>(r)].data());
+  }
+  return Compare(ReferenceAllreduce(dtype, reduction, ptrs, count), got, 0, count);
+}
+
 }  // namespace hora::testing

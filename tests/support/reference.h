@@ -42,6 +42,11 @@ Expected ReferenceAllreduce(DataType dtype, const Reduction& reduction,
 // "" when `got` matches; otherwise "N wrong of M; first: [i] got G expected E (tol T)...".
 std::string Compare(const Expected& expected, const void* got, size_t offset, size_t count);
 
+// Compare against the allreduce over `n` ranks of FillInput(dtype,
+// reduction.op, ..., seed, rank) inputs: "" when `got` matches.
+std::string CompareFilledAllreduce(int n, DataType dtype, const Reduction& reduction, uint64_t seed,
+                                   const void* got, size_t count);
+
 // `bytes` bytes deterministic in (rank, salt), for collectives that move
 // bytes without reducing them.
 std::vector<uint8_t> BytePattern(size_t bytes, int rank, uint64_t salt);
