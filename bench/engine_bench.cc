@@ -4,14 +4,16 @@
 // --tensors allreduces of --bytes each (float32 sum, a model with many small
 // layers) through the engine and waits for all of them; reported per step:
 // time (avg, p50 over the slowest rank), engine cycles, slow-path cycles and
-// the bytes this rank exchanged with the coordinator. It runs twice, with
-// the response cache on and off (HORA_CACHE_CAPACITY=0), side by side.
+// the bytes this rank exchanged with the coordinator. It runs two sessions
+// at once, with the response cache on and off (HORA_CACHE_CAPACITY=0), and
+// takes turns: --rounds blocks of steps on each (default 10), so that both
+// are timed in the same seconds on a machine whose speed drifts.
 //
 //   horarun -np 4 build/bin/hora-engine-bench --tensors 200 --bytes 4K --steps 50
 //   build/bin/hora-engine-bench --threads 8 --tensors 200 --bytes 4K   (ranks as threads)
 //   ... --tensors 1 --bytes 4                                          (a lone allreduce)
 //   ... --grouped        (the step's tensors as one grouped allreduce: one cycle)
-//   ... --cache on       (only one of the two runs: on or off; for profiling)
+//   ... --cache on       (only one of the two sessions: on or off; for profiling)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -36,6 +38,7 @@ struct Args {
   int threads = 0;  // 0: ranks are processes (horarun / mpirun)
   bool grouped = false;
   std::string cache = "both";
+  int rounds = 10;  // blocks of steps per session, taking turns
 };
 
 struct StepResult {
@@ -45,17 +48,13 @@ struct StepResult {
   double carried = 0;        // allreduces sent with the bit vector (carried_batches)
 };
 
-Status RunOne(Session& s, const Args& a, StepResult* out) {
+// `steps` steps on `s`; each one's time (the slowest rank's) is appended
+// to `times` unless it is null (warm-up).
+Status RunSteps(Session& s, const Args& a, int steps, std::vector<std::vector<float>>& bufs,
+                const std::vector<std::string>& names, std::vector<double>* times) {
   const size_t count = a.bytes / 4;
-  std::vector<std::vector<float>> bufs(static_cast<size_t>(a.tensors),
-                                       std::vector<float>(count, 1.0f));
-  std::vector<std::string> names;
-  for (int t = 0; t < a.tensors; ++t) names.push_back("layer" + std::to_string(t));
-  std::vector<double> times;
-  Session::EngineCounters start{};
   std::vector<Handle> hs(static_cast<size_t>(a.tensors));
-  for (int step = 0; step < a.warmup + a.steps; ++step) {
-    if (step == a.warmup) start = s.engine_counters();
+  for (int step = 0; step < steps; ++step) {
     HORA_RETURN_IF_ERROR(s.Barrier());
     const auto t0 = std::chrono::steady_clock::now();
     if (a.grouped) {
@@ -76,20 +75,51 @@ Status RunOne(Session& s, const Args& a, StepResult* out) {
     HORA_RETURN_IF_ERROR(s.Allreduce(TensorView::Flat(&us, DataType::kFloat64, 1),
                                      TensorView::Flat(&us, DataType::kFloat64, 1),
                                      {ReduceOp::kMax}));
-    if (step >= a.warmup) times.push_back(us);
+    if (times != nullptr) times->push_back(us);
   }
-  const auto end = s.engine_counters();
-  std::sort(times.begin(), times.end());
-  double sum = 0;
-  for (double t : times) sum += t;
-  out->avg_us = sum / static_cast<double>(times.size());
-  out->p50_us = times[times.size() / 2];
-  out->cycles = static_cast<double>(end.cycles - start.cycles) / a.steps;
-  out->slow_cycles = static_cast<double>(end.slow_cycles - start.slow_cycles) / a.steps;
-  out->driven_cycles = static_cast<double>(end.driven_cycles - start.driven_cycles) / a.steps;
-  out->carried = static_cast<double>(end.carried_batches - start.carried_batches) / a.steps;
-  out->coordinator_bytes =
-      static_cast<double>(end.coordinator_bytes - start.coordinator_bytes) / a.steps;
+  return Status::Ok();
+}
+
+// One rank's part: warms every session up, then runs --steps steps on each
+// in --rounds blocks, taking turns (so that all of them see the machine as
+// it is in the same seconds).
+Status RunRank(const std::vector<Session*>& sessions, const Args& a, std::vector<StepResult>* out) {
+  const size_t n = sessions.size();
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(a.tensors),
+                                       std::vector<float>(a.bytes / 4, 1.0f));
+  std::vector<std::string> names;
+  for (int t = 0; t < a.tensors; ++t) names.push_back("layer" + std::to_string(t));
+  std::vector<std::vector<double>> times(n);
+  std::vector<Session::EngineCounters> start(n);
+  for (size_t i = 0; i < n; ++i) {
+    HORA_RETURN_IF_ERROR(RunSteps(*sessions[i], a, a.warmup, bufs, names, nullptr));
+    start[i] = sessions[i]->engine_counters();
+  }
+  for (int round = 0; round < a.rounds; ++round) {
+    // The steps split as evenly as they go.
+    const int steps = a.steps / a.rounds + (round < a.steps % a.rounds ? 1 : 0);
+    for (size_t i = 0; i < n; ++i) {
+      HORA_RETURN_IF_ERROR(RunSteps(*sessions[i], a, steps, bufs, names, &times[i]));
+    }
+  }
+  out->assign(n, StepResult{});
+  for (size_t i = 0; i < n; ++i) {
+    const Session::EngineCounters end = sessions[i]->engine_counters();
+    std::vector<double>& t = times[i];
+    std::sort(t.begin(), t.end());
+    double sum = 0;
+    for (double x : t) sum += x;
+    StepResult& r = (*out)[i];
+    const double steps = static_cast<double>(a.steps);
+    r.avg_us = sum / static_cast<double>(t.size());
+    r.p50_us = t[t.size() / 2];
+    r.cycles = static_cast<double>(end.cycles - start[i].cycles) / steps;
+    r.slow_cycles = static_cast<double>(end.slow_cycles - start[i].slow_cycles) / steps;
+    r.driven_cycles = static_cast<double>(end.driven_cycles - start[i].driven_cycles) / steps;
+    r.carried = static_cast<double>(end.carried_batches - start[i].carried_batches) / steps;
+    r.coordinator_bytes =
+        static_cast<double>(end.coordinator_bytes - start[i].coordinator_bytes) / steps;
+  }
   return Status::Ok();
 }
 
@@ -101,8 +131,10 @@ void Print(int n, const Args& a, const char* cache, const StepResult& r) {
 
 void Header(int n, const Args& a) {
   std::printf(
-      "# hora-engine-bench: %d ranks, %d tensors of %s per step%s, %d steps after %d warm-up\n", n,
-      a.tensors, FormatBytes(a.bytes).c_str(), a.grouped ? " (one group)" : "", a.steps, a.warmup);
+      "# hora-engine-bench: %d ranks, %d tensors of %s per step%s, %d steps after %d warm-up, in "
+      "%d rounds\n",
+      n, a.tensors, FormatBytes(a.bytes).c_str(), a.grouped ? " (one group)" : "", a.steps,
+      a.warmup, a.rounds);
   std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s %8s %8s\n", "np", "tensors", "bytes",
               "cache", "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step", "driven",
               "carried");
@@ -133,65 +165,86 @@ int main(int argc, char** argv) {
       a.threads = std::atoi(v);
     } else if (f == "--cache" && (std::string(v) == "on" || std::string(v) == "off")) {
       a.cache = v;
+    } else if (f == "--rounds") {
+      a.rounds = std::atoi(v);
     } else if (f == "--grouped") {
       a.grouped = true;
       continue;
     } else {
       std::fprintf(stderr,
                    "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
-                   "[--threads N] [--grouped] [--cache on|off]\n");
+                   "[--threads N] [--grouped] [--cache on|off] [--rounds N]\n");
       return 2;
     }
     ++i;
   }
-  if (a.tensors < 1 || a.bytes < 4 || a.steps < 1 || a.warmup < 0) {
+  if (a.tensors < 1 || a.bytes < 4 || a.steps < 1 || a.warmup < 0 || a.rounds < 1 ||
+      a.rounds > a.steps) {
     std::fprintf(stderr,
-                 "hora-engine-bench: --tensors, --bytes (>= 4), --steps must be positive\n");
+                 "hora-engine-bench: --tensors, --bytes (>= 4), --steps must be positive, "
+                 "--rounds between 1 and --steps\n");
     return 2;
   }
+  std::vector<const char*> caches;
   for (const char* cache : {"on", "off"}) {
-    if (a.cache != "both" && a.cache != cache) continue;
+    if (a.cache == "both" || a.cache == cache) caches.push_back(cache);
+  }
+  auto settings_for = [&](const char* cache) {
     std::map<std::string, std::string> settings;
     if (std::strcmp(cache, "off") == 0) settings["HORA_CACHE_CAPACITY"] = "0";
-    if (a.threads > 0) {
-      auto world = ThreadWorld::Create(a.threads);
-      std::vector<StepResult> results(static_cast<size_t>(a.threads));
-      std::vector<Status> status(static_cast<size_t>(a.threads));
-      std::vector<std::thread> threads;
-      for (int r = 0; r < a.threads; ++r) {
-        threads.emplace_back([&, r] {
+    return settings;
+  };
+  auto print = [&](int n, const std::vector<StepResult>& results) {
+    Header(n, a);
+    for (size_t i = 0; i < caches.size(); ++i) Print(n, a, caches[i], results[i]);
+  };
+  if (a.threads > 0) {
+    std::vector<std::shared_ptr<ThreadWorld>> worlds;
+    for (size_t i = 0; i < caches.size(); ++i) worlds.push_back(ThreadWorld::Create(a.threads));
+    std::vector<std::vector<StepResult>> results(static_cast<size_t>(a.threads));
+    std::vector<Status> status(static_cast<size_t>(a.threads));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < a.threads; ++r) {
+      threads.emplace_back([&, r] {
+        std::vector<std::unique_ptr<Session>> owned;
+        std::vector<Session*> sessions;
+        for (size_t i = 0; i < caches.size(); ++i) {
           SessionOptions o;
           o.rank = r;
-          o.world = world;
-          o.settings = settings;
+          o.world = worlds[i];
+          o.settings = settings_for(caches[i]);
           auto s = Session::Create(o);
           if (!s.ok()) {
             status[r] = s.status();
             return;
           }
-          status[r] = RunOne(**s, a, &results[r]);
-        });
-      }
-      for (auto& t : threads) t.join();
-      for (const Status& st : status)
-        if (!st.ok()) return Fail(st);
-      if (std::strcmp(cache, "on") == 0 || a.cache == "off") Header(a.threads, a);
-      Print(a.threads, a, cache, results[0]);
-    } else {
-      const char* job = std::getenv("HORA_JOB_ID");
-      settings["HORA_JOB_ID"] = std::string(job ? job : "") + "-cache-" + cache;
+          owned.push_back(std::move(*s));
+          sessions.push_back(owned.back().get());
+        }
+        status[r] = RunRank(sessions, a, &results[r]);
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const Status& st : status)
+      if (!st.ok()) return Fail(st);
+    print(a.threads, results[0]);
+  } else {
+    const char* job = std::getenv("HORA_JOB_ID");
+    std::vector<std::unique_ptr<Session>> owned;
+    std::vector<Session*> sessions;
+    for (const char* cache : caches) {
       SessionOptions o;
-      o.settings = settings;
+      o.settings = settings_for(cache);
+      o.settings["HORA_JOB_ID"] = std::string(job ? job : "") + "-cache-" + cache;
       auto s = Session::Create(o);
       if (!s.ok()) return Fail(s.status());
-      StepResult r;
-      Status st = RunOne(**s, a, &r);
-      if (!st.ok()) return Fail(st);
-      if ((*s)->rank() == 0) {
-        if (std::strcmp(cache, "on") == 0 || a.cache == "off") Header((*s)->size(), a);
-        Print((*s)->size(), a, cache, r);
-      }
+      owned.push_back(std::move(*s));
+      sessions.push_back(owned.back().get());
     }
+    std::vector<StepResult> results;
+    Status st = RunRank(sessions, a, &results);
+    if (!st.ok()) return Fail(st);
+    if (sessions.front()->rank() == 0) print(sessions.front()->size(), results);
   }
   return 0;
 }

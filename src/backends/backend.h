@@ -35,12 +35,13 @@ class CollectiveBackend {
   // shared window) reads and writes the parts where they are.
   virtual Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
                                 const Reduction& reduction, std::vector<std::byte>& fusion);
-  // Whether an allreduce of `bytes` would run on the ranks' shared window
-  // (Hora's shared-memory algorithm): the engine may then send it with its
-  // bit vector instead (engine/control.h, AllreduceAndCarrying).
-  virtual bool AllreducesOnSharedWindow(size_t bytes) {
+  // The Comm on whose shared window an allreduce of `bytes` would run
+  // (Hora's shared-memory algorithm), or null: the engine may then send it
+  // with its bit vector instead, its data in that window (engine/control.h,
+  // AllreduceAndCarrying). Only the engine's cycle may use that Comm.
+  virtual Comm* SharedWindowComm(size_t bytes) {
     (void)bytes;
-    return false;
+    return nullptr;
   }
   // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset
   // sum(bytes_per_rank[0..r)) on every rank.

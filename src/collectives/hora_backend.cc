@@ -39,8 +39,8 @@ class HoraBackend final : public CollectiveBackend {
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
 
-  bool AllreducesOnSharedWindow(size_t bytes) override {
-    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory;
+  Comm* SharedWindowComm(size_t bytes) override {
+    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory ? &comm_ : nullptr;
   }
 
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {

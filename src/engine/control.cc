@@ -17,15 +17,17 @@ namespace {
 // the reduction's op and its pre- and postscale factors; zeros for nothing.
 constexpr size_t kCarriedWords = 4;
 
-// Where a rank's data lies in its half of the window: after its words and
-// a description of what it carries, on a 64-byte boundary.
-size_t DataOffset(size_t words) { return (words + kCarriedWords) * 8 / 64 * 64 + 64; }
+// Whether the vector and a description of what a rank carries fit half of
+// the control Comm's shared window (where it has one).
+bool AndOnWindow(const Comm& control, size_t words) {
+  return SharedUsable(control) && (words + kCarriedWords) * 8 <= control.window()->bytes() / 2;
+}
 
 // On the control Comm's shared window: every rank writes its vector into its
-// region (and the description of the data it carries, and the data), one
-// step, then ANDs all n regions in place (each reads n small vectors:
-// cheaper than a second step). True if every rank carried the same
-// allreduce and the same words (status word aside).
+// region (and the description of the data it carries; the data goes in the
+// data Comm's window), one step, then ANDs all n regions in place (each
+// reads n small vectors: cheaper than a second step). True if every rank
+// carried the same allreduce and the same words (status word aside).
 Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
                                 const CarriedAllreduce* carried) {
   CollectiveScope scope(comm, "engine negotiation",
@@ -37,6 +39,11 @@ Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
   if (!words.empty()) std::memcpy(mine, words.data(), words.size_bytes());
   uint64_t about[kCarriedWords] = {};
   std::optional<SharedParts> parts;
+  SharedWindow* data = carried != nullptr ? carried->comm->window() : nullptr;
+  // The half the data Comm's next step uses: no rank reads it now (its
+  // last readers all passed a step of that Comm since; shared_window.h's
+  // reuse rule), whether or not the step that follows here runs.
+  const size_t data_half = data != nullptr ? (data->halves() & 1u) * (data->bytes() / 2) : 0;
   if (carried != nullptr) {
     parts.emplace(carried->parts);
     const Reduction& r = carried->reduction;
@@ -45,7 +52,7 @@ Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
     about[1] = static_cast<uint64_t>(r.op);
     std::memcpy(&about[2], &r.prescale_factor, 8);
     std::memcpy(&about[3], &r.postscale_factor, 8);
-    SharedCopyIn(*parts, carried->dtype, r, 0, parts->total(), mine + DataOffset(words.size()));
+    SharedCopyIn(*parts, carried->dtype, r, 0, parts->total(), data->local() + data_half);
   }
   std::memcpy(mine + words.size_bytes(), about, sizeof about);
   HORA_RETURN_IF_ERROR(
@@ -64,37 +71,39 @@ Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
     for (size_t i = 0; i < words.size(); ++i) words[i] &= other[i];
   }
   if (!all_carry) return false;
-  HORA_RETURN_IF_ERROR(SharedReduceChunk(comm, *parts, carried->dtype, carried->reduction,
-                                         half + DataOffset(words.size()), 0, parts->total()));
+  data->NextHalf();  // (data_half: every rank's data Comm goes on alike)
+  HORA_RETURN_IF_ERROR(SharedReduceChunk(*carried->comm, *parts, carried->dtype, carried->reduction,
+                                         data_half, 0, parts->total()));
   return true;
 }
 
 }  // namespace
 
-size_t CarriableBytes(const Comm& comm, size_t words) {
-  if (!SharedUsable(comm)) return 0;
-  const size_t half = comm.window()->bytes() / 2;
-  return half > DataOffset(words) ? half - DataOffset(words) : 0;
+size_t CarriableBytes(const Comm& control, const Comm& data, size_t words) {
+  if (!AndOnWindow(control, words) || !SharedUsable(data) || &data == &control) return 0;
+  return data.window()->bytes() / 2;
 }
 
-Result<bool> AllreduceAndCarrying(Comm& comm, std::span<uint64_t> words,
+Result<bool> AllreduceAndCarrying(Comm& control, std::span<uint64_t> words,
                                   const CarriedAllreduce* carried) {
+  if (!AndOnWindow(control, words.size())) {
+    HORA_RETURN_IF_ERROR(AllreduceAnd(control, words));
+    return false;
+  }
   size_t bytes = 0;
   if (carried != nullptr) {
     for (const AllreducePart& p : carried->parts) bytes += p.count;
     bytes *= DataTypeSize(carried->dtype);
   }
-  const size_t room = CarriableBytes(comm, words.size());
-  if (room == 0) {
-    HORA_RETURN_IF_ERROR(AllreduceAnd(comm, words));
-    return false;
-  }
-  // Too large: carried by no rank (every rank's step goes on alike).
-  return AllreduceAndShared(comm, words, bytes <= room ? carried : nullptr);
+  // Too large, or no window to carry it in: carried by no rank (the AND's
+  // step goes on alike on every rank).
+  const bool fits =
+      carried != nullptr && bytes <= CarriableBytes(control, *carried->comm, words.size());
+  return AllreduceAndShared(control, words, fits ? carried : nullptr);
 }
 
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words) {
-  if (CarriableBytes(comm, words.size()) > 0) {
+  if (AndOnWindow(comm, words.size())) {
     return AllreduceAndShared(comm, words, nullptr).status();
   }
   CollectiveScope scope(comm, "engine negotiation", "bit-vector AND");

@@ -33,25 +33,30 @@ void ForEachSetBit(const uint64_t* words, size_t nbits, F&& f) {
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words);
 
 // An allreduce that may go along with the bit vector (AllreduceAndCarrying).
+// Its data goes in the shared window of `comm`, the Comm (other than the
+// control one) that would run it on its own.
 struct CarriedAllreduce {
+  Comm* comm = nullptr;
   std::span<const AllreducePart> parts;
   DataType dtype = DataType::kFloat32;
   Reduction reduction;
 };
 
-// Bytes of data AllreduceAndCarrying can carry with `words` words: 0 where
-// the Comm has no shared window.
-size_t CarriableBytes(const Comm& comm, size_t words);
+// Bytes of data AllreduceAndCarrying can carry in `data`'s window along
+// with `words` words on `control`'s: 0 where either has no shared window.
+size_t CarriableBytes(const Comm& control, const Comm& data, size_t words);
 
-// AllreduceAnd, with `carried`'s data (null: none) sent in the same step
-// where the Comm has a shared window and the data fits (CarriableBytes;
-// otherwise it is not sent). If every
-// rank carried the same allreduce (dtype, size, reduction) and every rank's
-// words but the last (the status word) are equal, runs that allreduce to
-// its end and returns true: it saves the step of a separate allreduce.
-// Otherwise returns false and nothing is written to the parts' outputs.
-// `words` holds the AND either way.
-Result<bool> AllreduceAndCarrying(Comm& comm, std::span<uint64_t> words,
+// AllreduceAnd on `control`, with `carried`'s data (null: none) sent in the
+// same step where both Comms have a shared window and the data fits
+// (CarriableBytes; otherwise it is not sent): each rank writes it to the
+// half of its data window that the data Comm's next step would use, while
+// the others may still be on their way. If every rank carried the same
+// allreduce (dtype, size, reduction) and every rank's words but the last
+// (the status word) are equal, runs that allreduce to its end on the data
+// Comm and returns true: it saves the step of a separate allreduce.
+// Otherwise returns false, the data Comm is as it was, and nothing is
+// written to the parts' outputs. `words` holds the AND either way.
+Result<bool> AllreduceAndCarrying(Comm& control, std::span<uint64_t> words,
                                   const CarriedAllreduce* carried);
 
 // Every rank's `mine` arrives at `root`, in rank order (others get nothing).

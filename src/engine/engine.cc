@@ -80,6 +80,7 @@ Handle Engine::Submit(Submission s) {
     Claim(p, std::move(s));
     queued_.store(true, std::memory_order_release);
     submissions_.fetch_add(1, std::memory_order_release);
+    if (defer_.load(std::memory_order_relaxed)) return h;  // a waiter will run it
   }
   cv_.notify_one();
   return h;
@@ -124,7 +125,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     for (Submission& s : members) s.handle->Complete(refused);
     return handles;
   }
-  cv_.notify_one();
+  if (!defer_.load(std::memory_order_relaxed)) cv_.notify_one();
   return handles;
 }
 

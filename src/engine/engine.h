@@ -20,13 +20,17 @@
 // An engine wakes as soon as a tensor is submitted (while more follow within
 // a few microseconds, it lets the burst end first, so that one cycle takes
 // it); while idle it still joins a cycle every HORA_CYCLE_TIME_MS, so that no
-// rank waits on an idle one for long.
+// rank waits on an idle one for long -- on one host, only when some rank
+// has waited for it that long (idle engines there do not cycle at all).
 //
 // A thread waiting on one of the engine's handles runs cycles itself while
 // it spins (Drive): on a host whose ranks outnumber the spare cores, the
 // hand-off to the engine's thread and back would be two thread switches per
 // collective. A cycle runs on one thread at a time (cycle_mu_), the engine's
 // or a waiter's; the engine's thread keeps cycling whenever no waiter does.
+// Once waiters drive, submissions no longer wake the engine's thread: a
+// cycle it started would often miss the rest of a burst (the waiter's cycle
+// takes all of it); what no waiter takes up within a cycle time, it runs.
 //
 // Thread-safety: Submit(), Drive() and stats() from any thread.
 #pragma once
@@ -155,6 +159,11 @@ class Engine final : public Driver {
 
   void Loop();
   void AwaitBurstEnd();  // Loop: wait out a burst of submissions (engine_loop.cc)
+  // An idle engine's look, one cycle time after the last: whether to join
+  // a cycle. Where the control Comm has a shared window (one host), only
+  // once some rank has waited for this one since the last look (`seen`:
+  // the state between looks); elsewhere, always. cycle_mu_ held.
+  bool IdleJoinDue(int64_t* seen) const;
   // Takes the queue and runs one cycle; false once the engine must stop
   // (finished_ is then set). cycle_mu_ held.
   bool RunCycle();
@@ -209,6 +218,14 @@ class Engine final : public Driver {
   // Submissions so far (groups count once): how the engine's thread sees a
   // burst still coming in.
   std::atomic<uint64_t> submissions_{0};
+  // Waiters drive the cycles here (a thread waited on a handle that was not
+  // done): a submission then does not wake the engine's thread, whose cycle
+  // would often start before the rest of the burst came; the waiter runs it.
+  // What no waiter takes up within a cycle time of first_queued_, the
+  // engine's thread runs, and submissions wake it again from then on.
+  // Written under mu_; read without it as a hint.
+  std::atomic<bool> defer_{false};
+  TimePoint first_queued_;              // when queue_ last stopped being empty; guarded by mu_
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   // Records by name (see Pending): the tensors in flight on this rank and
   // idle records kept for reuse, at most max(kKeptRecords, the cache's

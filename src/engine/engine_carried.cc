@@ -3,12 +3,11 @@
 // A cached cycle's allreduce sent along with the bit vector. In steady
 // training every rank has the same cached tensors ready in a cycle, and
 // they make one fused allreduce: each rank guesses that the AND will keep
-// all of its bits, and puts that allreduce's data in the window with its
-// bit vector. If every rank's bits and allreduce agree, the allreduce goes
-// on from there (a cached cycle takes one lockstep step fewer: two instead
-// of three, or one instead of two for a small one); otherwise the data is
-// dropped and the cycle goes on as it would have. Every rank sees every
-// rank's bits, so all decide alike.
+// all of its bits, and puts that allreduce's data in the data Comm's window
+// as it sends its bit vector (on the control Comm's window). If every rank's bits and allreduce
+// agree, the allreduce goes on from there (a cached cycle takes one lockstep step fewer: two
+// instead of three, or one instead of two for a small one); otherwise the data is dropped and the
+// cycle goes on as it would have. Every rank sees every rank's bits, so all decide alike.
 #include "engine/engine.h"
 #include "engine/fusion.h"
 
@@ -19,8 +18,6 @@ bool Engine::PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* 
   carried_.parts.clear();
   carried_.ran = false;
   if (joined_count_ > 0 || marked_.empty()) return false;
-  const size_t room = CarriableBytes(control_, words);
-  if (room == 0) return false;
   // The decisions Negotiate would make if the AND kept every bit: this
   // rank's tensors in bit order, each group whole.
   std::vector<const RequestMeta*> metas;
@@ -42,12 +39,14 @@ bool Engine::PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* 
   if (plan.size() != 1) return false;
   size_t bytes = 0;
   for (const RequestMeta* t : metas) bytes += t->num_bytes();
-  if (bytes == 0 || bytes > room || !data_.AllreducesOnSharedWindow(bytes)) return false;
+  if (bytes == 0) return false;
+  Comm* comm = data_.SharedWindowComm(bytes);
+  if (comm == nullptr || bytes > CarriableBytes(control_, *comm, words)) return false;
   carried_.parts.reserve(metas.size());
   for (Pending* p : carried_.batch) {
     carried_.parts.push_back({p->sub.input, p->sub.output, p->sub.meta.num_elements()});
   }
-  *out = {carried_.parts, m.dtype, m.reduction};
+  *out = {comm, carried_.parts, m.dtype, m.reduction};
   return true;
 }
 

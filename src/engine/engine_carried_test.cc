@@ -4,7 +4,7 @@
 // in a steady state of grouped allreduces (a group is in one cycle on every
 // rank) every step's batch goes with the bits, counted, and every result
 // matches the reference; a group that makes two batches (two dtypes), or
-// one too large for the control window, never does, and its results are
+// one too large for half the data window, never does, and its results are
 // right too.
 #include <gtest/gtest.h>
 
@@ -101,11 +101,11 @@ TEST_P(EngineCarried, EachCachedStepGoesWithTheBitsAndMatchesTheReference) {
 TEST_P(EngineCarried, GroupsThatCannotGoWithTheBitsRunApartAndRight) {
   const int n = GetParam();
   ThreadRanks ranks(n, TestSettings());
-  // Two batches (two dtypes); one batch larger than the control window
-  // carries (160 KB of float32).
+  // Two batches (two dtypes); one batch larger than half the data window
+  // (1.2 MB of float32, where 1 MiB goes).
   for (const std::vector<Member>& members :
        {std::vector<Member>{{DataType::kFloat32, 9}, {DataType::kInt32, 11}},
-        std::vector<Member>{{DataType::kFloat32, 40000}, {DataType::kFloat32, 3}}}) {
+        std::vector<Member>{{DataType::kFloat32, 300000}, {DataType::kFloat32, 3}}}) {
     ExpectAllOk(GroupSteps(ranks, members, 4, {ReduceOp::kSum}));
     for (uint64_t c : Carried(ranks)) EXPECT_EQ(c, 0u);
   }

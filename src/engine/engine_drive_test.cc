@@ -2,8 +2,10 @@
 //
 // Waiters that run the engine's cycles themselves (Engine::Drive): results
 // still match the reference, with one and with several waiting threads per
-// rank; waiters do drive (counted) unless spinning is off; a waiter inside
-// the engine when its session goes gets an error, not a hang or a crash.
+// rank; waiters do drive (counted) unless spinning is off; work no thread
+// waits on still runs after waiters drove; idle engines on one host do not
+// cycle while no rank waits; a waiter inside the engine when its session
+// goes gets an error, not a hang or a crash.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -108,6 +110,62 @@ TEST(EngineDrive, SeveralWaitersPerRankShareTheCycles) {
     EXPECT_EQ(ranks.session(r).engine_counters().tensors, static_cast<uint64_t>(kThreads * kSteps))
         << "rank " << r;
   }
+}
+
+// After waiters drove the cycles, a submission no longer wakes the engine's
+// thread (a waiter runs it), but work that no thread waits on still runs:
+// the engine's thread takes it up a cycle time later. Polled, not waited.
+TEST(EngineDrive, AfterWaitersDroveWorkNobodyWaitsOnStillRuns) {
+  const int n = 3;
+  ThreadRanks ranks(n, TestSettings({{"HORA_WAIT_SPIN_US", "200"}, {"HORA_CYCLE_TIME_MS", "2"}}));
+  ExpectAllOk(PingPong(ranks, 20));  // waiters drive: submissions defer to them
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    const size_t count = 333;
+    const Reduction red{ReduceOp::kSum};
+    std::vector<float> x(count);
+    FillInput(DataType::kFloat32, red.op, x.data(), count, 7, rank);
+    TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, count);
+    const uint64_t driven = s.engine_counters().driven_cycles;
+    Handle h = s.AllreduceAsync("polled", v, v, red);
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (!h.Poll()) {
+      if (std::chrono::steady_clock::now() > give_up) return InternalError("never ran");
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    HORA_RETURN_IF_ERROR(h.status());
+    if (s.engine_counters().driven_cycles != driven) {
+      return InternalError("a cycle was driven, but no thread waited");
+    }
+    std::vector<std::vector<float>> in(n, std::vector<float>(count));
+    std::vector<const void*> ptrs;
+    for (int r = 0; r < n; ++r) {
+      FillInput(DataType::kFloat32, red.op, in[static_cast<size_t>(r)].data(), count, 7, r);
+      ptrs.push_back(in[static_cast<size_t>(r)].data());
+    }
+    const std::string diff =
+        Compare(ReferenceAllreduce(DataType::kFloat32, red, ptrs, count), x.data(), 0, count);
+    return diff.empty() ? Status::Ok() : InternalError("polled: " + diff);
+  }));
+  ExpectAllOk(PingPong(ranks, 5));  // and waiters drive again
+}
+
+// On one host (a shared window), an idle engine joins the others only when
+// one of them waits for it: with every rank idle, no cycles run at all
+// (Horovod's engines cycle every cycle time). After the pause, work runs as
+// before.
+TEST(EngineDrive, IdleEnginesDoNotCycleWhileNoRankWaits) {
+  const int n = 3;
+  ThreadRanks ranks(n, TestSettings({{"HORA_CYCLE_TIME_MS", "1"}}));
+  ExpectAllOk(PingPong(ranks, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // (the last cycles end)
+  std::vector<uint64_t> before;
+  for (int r = 0; r < n; ++r) before.push_back(ranks.session(r).engine_counters().cycles);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 100 cycle times
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(ranks.session(r).engine_counters().cycles, before[static_cast<size_t>(r)])
+        << "rank " << r;
+  }
+  ExpectAllOk(PingPong(ranks, 10));
 }
 
 // Rank 0 waits on a tensor no other rank submits (driving idle cycles while

@@ -4,6 +4,7 @@
 // or a thread waiting on a handle while it spins (Drive). One cycle runs at
 // a time (cycle_mu_); the engine's thread stands aside while a waiter
 // drives and takes over whatever the waiter leaves (handoff_).
+#include <algorithm>
 #include <thread>
 
 #include "common/clock.h"
@@ -13,11 +14,14 @@ namespace hora {
 
 void Engine::Loop() {
   const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
-  // How long ago the last cycle ended, whoever ran it: an idle engine joins
-  // the others one cycle time after that.
-  auto since_last_cycle = [&] {
-    return Clock::now() -
-           TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire)));
+  // When the last cycle ended, whoever ran it, or this thread last found
+  // that no rank waited for it (below): an idle engine looks again one cycle
+  // time after that.
+  TimePoint looked;
+  int64_t waiter_seen = -1;  // see IdleJoinDue
+  auto idle_since = [&] {
+    return std::max(looked,
+                    TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire))));
   };
   for (;;) {
     // Go at once while work is moving somewhere (this rank ran something,
@@ -36,7 +40,7 @@ void Engine::Loop() {
       if (cycle.owns_lock()) {
         if (finished_) return;
         idle = taken_.empty() || !busy_;
-        spin = idle && busy_ && !driven_;
+        spin = idle && busy_ && !driven_ && !defer_.load(std::memory_order_relaxed);
       }
     }
     if (spin && drivers_.load(std::memory_order_acquire) == 0) {
@@ -47,11 +51,23 @@ void Engine::Loop() {
     bool handoff = false;  // a driver left work behind
     {
       std::unique_lock<std::mutex> lock(mu_);
-      if (idle) {
-        woken = cv_.wait_for(lock, cycle_time - since_last_cycle(), [&] {
-          return stop_requested_ || handoff_ ||
-                 (!queue_.empty() && drivers_.load(std::memory_order_acquire) == 0);
-        });
+      while (idle) {
+        if (stop_requested_ || handoff_ ||
+            (!queue_.empty() && !defer_ && drivers_.load(std::memory_order_acquire) == 0)) {
+          woken = true;
+          break;
+        }
+        // Queued work that waiters drive is this thread's a cycle time
+        // after it came; an idle engine joins one after the last cycle.
+        const bool deferred = defer_ && !queue_.empty();
+        const TimePoint due_at = (deferred ? first_queued_ : idle_since()) + cycle_time;
+        if (Clock::now() >= due_at) {
+          if (deferred && drivers_.load(std::memory_order_acquire) == 0) {
+            defer_.store(false, std::memory_order_relaxed);  // no waiter came
+          }
+          break;
+        }
+        cv_.wait_until(lock, due_at);
       }
       stop = stop_requested_;
       handoff = handoff_;
@@ -76,12 +92,37 @@ void Engine::Loop() {
     // pending work does); after a wait that timed out, join the others as
     // an idle engine does every cycle time -- unless a cycle (a driver's)
     // ended meanwhile: that kept this rank in step, and the timer runs on.
-    const bool timed_out = idle && !woken && since_last_cycle() >= cycle_time;
+    const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
+    if (timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire) &&
+        !IdleJoinDue(&waiter_seen)) {
+      // With nothing to do here, a cycle would only make the others' next
+      // one (their next tensors) wait for this rank's, which has none of
+      // them: look again later.
+      looked = Clock::now();
+      busy_ = false;  // (no spinning for submissions on the next round)
+      continue;
+    }
     const bool due =
         queued_.load(std::memory_order_acquire) || stop || timed_out || !(taken_.empty() || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
   }
+}
+
+bool Engine::IdleJoinDue(int64_t* seen) const {
+  const SharedWindow* w = control_.window();
+  if (w == nullptr || w->broken()) return true;  // (no telling who waits)
+  if (!w->PeerAhead()) {
+    *seen = -1;
+    return false;
+  }
+  // A rank waits for this one: join, unless it came since this thread's
+  // last look -- its tensors are then often this rank's next ones, which a
+  // cycle now would miss: the others would cycle again for them.
+  const int64_t end = last_cycle_end_.load(std::memory_order_acquire);
+  if (*seen == end) return true;  // it waited a cycle time, with no cycle since
+  *seen = end;
+  return false;
 }
 
 void Engine::AwaitBurstEnd() {
@@ -146,6 +187,7 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
   // is left, pending tensors and any submission it saw while this thread
   // still counted as a driver (checked under mu_, as its wait is).
   std::lock_guard<std::mutex> lock(mu_);
+  defer_.store(true, std::memory_order_relaxed);  // waiters drive here
   if (left_work || !queue_.empty()) {
     handoff_ = true;
     cv_.notify_one();

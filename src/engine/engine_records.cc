@@ -6,6 +6,7 @@
 // tensor is finished.
 #include <algorithm>
 
+#include "common/clock.h"
 #include "engine/engine.h"
 
 namespace hora {
@@ -25,6 +26,7 @@ void Engine::Claim(Pending& p, Submission&& s) {
   }
   p.in_flight = true;
   p.sub = std::move(s);
+  if (queue_.empty()) first_queued_ = Clock::now();
   queue_.push_back(&p);
 }
 

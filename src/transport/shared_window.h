@@ -53,11 +53,12 @@ namespace hora {
 // The tag contexts that have a window, and each one's bytes per rank.
 inline constexpr uint32_t kSharedWindowContexts = 3;
 inline constexpr size_t SharedWindowBytes(uint32_t context) {
-  // The control context carries bit vectors (a bit per cached tensor) and,
-  // along with them, a cycle's cached allreduce of up to about 128 KiB
-  // (engine/control.h): small, so that a job of 5 ranks still fits a
-  // container's 64 MiB /dev/shm (the shm transport reserves its segments).
-  return context == 2 ? size_t{256} << 10 : size_t{2} << 20;
+  // The control context carries bit vectors (a bit per cached tensor; the
+  // cached allreduce that may go with them goes in the data context's
+  // window, engine/control.h): small, so that a job of many ranks still
+  // fits a container's 64 MiB /dev/shm (the shm transport reserves its
+  // segments).
+  return context == 2 ? size_t{64} << 10 : size_t{2} << 20;
 }
 
 class SharedWindow {
@@ -87,6 +88,8 @@ class SharedWindow {
   }
   bool broken() const { return !broken_.ok(); }
   virtual uint64_t word(int k) const = 0;
+  // Some rank has begun a step that this rank has not: it waits for this one.
+  virtual bool PeerAhead() const = 0;
 
   // 0, 1, 0, 1, ...: the half of the region a collective's next chunk uses
   // (the same sequence on every rank, as all make the same calls).

@@ -256,7 +256,8 @@ TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
 // run only when every rank carries the same allreduce and the same bits
 // (status word aside); otherwise no output is written. The AND is right
 // either way. One-step (small) and two-step sizes, scale factors, in place
-// and not, on the control context's window.
+// and not; the AND on the control context's window, the data on the data
+// context's, which goes on right afterwards whether the allreduce ran or not.
 TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees) {
   const int n = 3;
   auto ts = Group(n);
@@ -274,6 +275,7 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
       {"a ready bit differs", {1, 5000, 7}, 1, Case::kBits, false},
       {"a rank carries nothing", {3, 9}, 2, Case::kNoData, false},
       {"a prescale differs", {3, 9}, 0, Case::kScale, false},
+      {"too large for half the data window", {300000}, -1, Case::kNothing, false},
   };
   for (const Case& c : cases) {
     const Reduction red{ReduceOp::kAverage, 0.5, 4.0};
@@ -281,6 +283,7 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
                              0);  // (not vector<bool>: ranks write it at once)
     auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
       Comm comm(t, seconds(60), 256 << 10, 2);
+      Comm data(t, seconds(60), 256 << 10, 1);
       const bool odd = r == c.odd_rank;
       // Two ready words, two valid words, a status word.
       std::vector<uint64_t> words = {0xf0f0ull, 1, ~0ull, ~0ull, 0xfull};
@@ -296,7 +299,7 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
       }
       Reduction mine = red;
       if (odd && c.how == Case::kScale) mine.prescale_factor = 2.0;
-      const CarriedAllreduce carried{parts, DataType::kFloat32, mine};
+      const CarriedAllreduce carried{&data, parts, DataType::kFloat32, mine};
       HORA_ASSIGN_OR_RETURN(
           bool done,
           AllreduceAndCarrying(comm, words, odd && c.how == Case::kNoData ? nullptr : &carried));
@@ -314,6 +317,18 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
           if (got[e] != want) {
             return InternalError("part " + std::to_string(i) + " element " + std::to_string(e) +
                                  ": " + std::to_string(got[e]) + " != " + std::to_string(want));
+          }
+        }
+      }
+      // The data Comm's own collectives go on in step (its window's halves
+      // and steps agree on every rank): a shared allreduce of two sizes.
+      for (size_t count : {size_t{5}, size_t{9000}}) {
+        std::vector<float> v(count, static_cast<float>(r + 1));
+        HORA_RETURN_IF_ERROR(AllreduceShared(
+            data, {v.data(), v.data(), count, DataType::kFloat32, {ReduceOp::kSum}}));
+        for (float x : v) {
+          if (x != static_cast<float>(n * (n + 1) / 2)) {
+            return InternalError("the data Comm's allreduce after: " + std::to_string(x));
           }
         }
       }

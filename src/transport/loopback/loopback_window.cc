@@ -32,6 +32,14 @@ LoopbackWindow::LoopbackWindow(int rank, int size, uint32_t context,
       hub_(hub),
       generation_(generation) {}
 
+bool LoopbackWindow::PeerAhead() const {
+  for (int k = 0; k < size(); ++k) {
+    if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) > step_)
+      return true;
+  }
+  return false;
+}
+
 Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
   const uint64_t step = ++step_;
   LoopbackWindowGroup::Line& mine = group_->lines[static_cast<size_t>(rank())];

@@ -52,6 +52,8 @@ class LoopbackWindow final : public SharedWindow {
     return group_->lines[static_cast<size_t>(k)].word[step_ & 1u].load(std::memory_order_relaxed);
   }
 
+  bool PeerAhead() const override;
+
  protected:
   Status Arrive(uint64_t word, TimePoint deadline) override;
 

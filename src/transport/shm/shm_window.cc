@@ -87,6 +87,13 @@ std::string ShmWindow::Missing() const {
   return (count == 1 ? "rank " : "ranks ") + list;
 }
 
+bool ShmWindow::PeerAhead() const {
+  for (const ShmWindowLine* line : lines_) {
+    if (line->step.load(std::memory_order_acquire) > step_) return true;
+  }
+  return false;
+}
+
 Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
   const uint64_t step = ++step_;
   ShmWindowLine& mine = *lines_[static_cast<size_t>(rank())];

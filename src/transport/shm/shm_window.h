@@ -59,6 +59,8 @@ class ShmWindow final : public SharedWindow {
     return lines_[static_cast<size_t>(k)]->word[step_ & 1u].load(std::memory_order_relaxed);
   }
 
+  bool PeerAhead() const override;
+
  protected:
   Status Arrive(uint64_t word, TimePoint deadline) override;
 
