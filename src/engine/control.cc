@@ -17,12 +17,6 @@ namespace {
 // the reduction's op and its pre- and postscale factors; zeros for nothing.
 constexpr size_t kCarriedWords = 4;
 
-// Whether the vector and a description of what a rank carries fit half of
-// the control Comm's shared window (where it has one).
-bool AndOnWindow(const Comm& control, size_t words) {
-  return SharedUsable(control) && (words + kCarriedWords) * 8 <= control.window()->bytes() / 2;
-}
-
 // On the control Comm's shared window: every rank writes its vector into its
 // region (and the description of the data it carries; the data goes in the
 // data Comm's window), one step, then ANDs all n regions in place (each
@@ -40,9 +34,11 @@ Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
   uint64_t about[kCarriedWords] = {};
   std::optional<SharedParts> parts;
   SharedWindow* data = carried != nullptr ? carried->comm->window() : nullptr;
-  // The half the data Comm's next step uses: no rank reads it now (its
-  // last readers all passed a step of that Comm since; shared_window.h's
-  // reuse rule), whether or not the step that follows here runs.
+  // The half the data Comm's next collective uses. No rank reads it now:
+  // what was last published there was read before its readers' next step,
+  // on either window, and this rank has returned from a later step that
+  // every rank made (shared_window.h's reuse rule). So it may be written
+  // whether or not the allreduce below runs.
   const size_t data_half = data != nullptr ? (data->halves() & 1u) * (data->bytes() / 2) : 0;
   if (carried != nullptr) {
     parts.emplace(carried->parts);
@@ -78,6 +74,11 @@ Result<bool> AllreduceAndShared(Comm& comm, std::span<uint64_t> words,
 }
 
 }  // namespace
+
+bool AndOnWindow(const Comm& comm, size_t words) {
+  // The vector and a description of what a rank carries, in half the window.
+  return SharedUsable(comm) && (words + kCarriedWords) * 8 <= comm.window()->bytes() / 2;
+}
 
 size_t CarriableBytes(const Comm& control, const Comm& data, size_t words) {
   if (!AndOnWindow(control, words) || !SharedUsable(data) || &data == &control) return 0;

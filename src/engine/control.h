@@ -32,6 +32,10 @@ void ForEachSetBit(const uint64_t* words, size_t nbits, F&& f) {
 // has one (one step), else recursive doubling (any world size).
 Status AllreduceAnd(Comm& comm, std::span<uint64_t> words);
 
+// Whether AllreduceAnd (and AllreduceAndCarrying) of `words` words runs on
+// the Comm's shared window: it has a usable one, and `words` fit half of it.
+bool AndOnWindow(const Comm& comm, size_t words);
+
 // An allreduce that may go along with the bit vector (AllreduceAndCarrying).
 // Its data goes in the shared window of `comm`, the Comm (other than the
 // control one) that would run it on its own.

@@ -95,6 +95,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     handles.emplace_back(s.handle);
   }
   Status refused;
+  bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopped_.ok()) {
@@ -118,6 +119,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
         }
         queued_.store(true, std::memory_order_release);
         submissions_.fetch_add(1, std::memory_order_release);
+        wake = !defer_.load(std::memory_order_relaxed);  // (else a waiter will run it)
       }
     }
   }
@@ -125,7 +127,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     for (Submission& s : members) s.handle->Complete(refused);
     return handles;
   }
-  if (!defer_.load(std::memory_order_relaxed)) cv_.notify_one();
+  if (wake) cv_.notify_one();
   return handles;
 }
 

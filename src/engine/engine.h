@@ -218,8 +218,8 @@ class Engine final : public Driver {
   // Submissions so far (groups count once): how the engine's thread sees a
   // burst still coming in.
   std::atomic<uint64_t> submissions_{0};
-  // Waiters drive the cycles here (a thread waited on a handle that was not
-  // done): a submission then does not wake the engine's thread, whose cycle
+  // Waiters drive the cycles here (a thread waiting on a handle ran one): a
+  // submission then does not wake the engine's thread, whose cycle
   // would often start before the rest of the burst came; the waiter runs it.
   // What no waiter takes up within a cycle time of first_queued_, the
   // engine's thread runs, and submissions wake it again from then on.

@@ -90,8 +90,9 @@ void Engine::Loop() {
     // wake-up, cycle only if there is new work or work is moving (what a
     // driver handed over while nothing moves waits for the timer, as any
     // pending work does); after a wait that timed out, join the others as
-    // an idle engine does every cycle time -- unless a cycle (a driver's)
-    // ended meanwhile: that kept this rank in step, and the timer runs on.
+    // an idle engine does every cycle time (on one host: once one waits for
+    // it, IdleJoinDue) -- unless a cycle (a driver's) ended meanwhile: that
+    // kept this rank in step, and the timer runs on.
     const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
     if (timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire) &&
         !IdleJoinDue(&waiter_seen)) {
@@ -110,9 +111,11 @@ void Engine::Loop() {
 }
 
 bool Engine::IdleJoinDue(int64_t* seen) const {
-  const SharedWindow* w = control_.window();
-  if (w == nullptr || w->broken()) return true;  // (no telling who waits)
-  if (!w->PeerAhead()) {
+  // Where the AND is not a step of the window, there is no telling who
+  // waits: join.
+  const size_t words = 2 * ((cache_.capacity() + 63) / 64) + 1;  // (Negotiate's vector)
+  if (!AndOnWindow(control_, words)) return true;
+  if (!control_.window()->PeerAhead()) {
     *seen = -1;
     return false;
   }
@@ -187,7 +190,7 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
   // is left, pending tensors and any submission it saw while this thread
   // still counted as a driver (checked under mu_, as its wait is).
   std::lock_guard<std::mutex> lock(mu_);
-  defer_.store(true, std::memory_order_relaxed);  // waiters drive here
+  if (drove) defer_.store(true, std::memory_order_relaxed);  // waiters drive here
   if (left_work || !queue_.empty()) {
     handoff_ = true;
     cv_.notify_one();

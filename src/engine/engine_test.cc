@@ -285,9 +285,14 @@ TEST(Engine, NameRecordsStayBounded) {
   ExpectAllOk(st);
 }
 
-TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
+// Rank 1 never submits 'late': it must still join the others' cycles (an
+// idle engine, IdleJoinDue) for the stall report to name it. Also with a
+// cache so large that its bit vector does not fit the shared window (the
+// AND then goes point to point, and the window says nothing of who waits).
+void StallReportNamesTheMissingRank(const std::string& cache_capacity) {
   ThreadRanks ranks(3, TestSettings({{"HORA_STALL_WARNING_S", "0.2"},
                                      {"HORA_STALL_SHUTDOWN_S", "1.5"},
+                                     {"HORA_CACHE_CAPACITY", cache_capacity},
                                      {"HORA_LOG_LEVEL", "warning"}}));
   ::testing::internal::CaptureStderr();
   auto st = ranks.Run([&](int rank, Session& s) -> Status {
@@ -311,6 +316,14 @@ TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
   ExpectAllOk(st);
   EXPECT_NE(err.find("stall: allreduce 'late' waited"), std::string::npos) << err;
   EXPECT_NE(err.find("missing rank 1"), std::string::npos) << err;
+}
+
+TEST(Engine, StallReportNamesTheMissingRankAndShutdownFailsIt) {
+  StallReportNamesTheMissingRank("1024");
+}
+
+TEST(Engine, StallReportNamesTheMissingRankWithABitVectorOffTheWindow) {
+  StallReportNamesTheMissingRank("200000");  // 6,251 words: more than half of 64 KiB
 }
 
 // Rank 1 submits the group late: on rank 0 no member finishes before it

@@ -19,7 +19,11 @@
 //
 // Reuse rule: data a rank published with step s is read by the others before
 // they publish step s + 1 (collectives keep to this), so its owner may write
-// that place again once its own Step s + 1 has returned. Collectives that
+// that place again once its own Step s + 1 has returned. The same holds for
+// data published by a step of another window of the same ranks, made in
+// the same order on every rank (the engine's data carried with a control
+// step, engine/control.h): its readers are done with it before their next
+// step on either window. Collectives that
 // write a place at step s and read it again after step s + 1 (a reduced
 // piece gathered by everyone) alternate the two halves of the region
 // (NextHalf()).
