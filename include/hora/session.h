@@ -200,11 +200,12 @@ class Session {
   // driven_cycles: cycles run by a thread waiting on a handle rather than by
   // the engine's own thread. name_records: tensor names the engine keeps a
   // record of (those in flight, and up to max(4096, the cache's capacity)
-  // recently finished ones, for their next tensors).
+  // recently finished ones, for their next tensors). idle_looks: times the
+  // idle engine's thread woke to see whether a rank waited for it.
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
-             driven_cycles = 0, name_records = 0, carried_batches = 0;
+             driven_cycles = 0, name_records = 0, carried_batches = 0, idle_looks = 0;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

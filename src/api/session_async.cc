@@ -201,7 +201,8 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   const EngineStats e = it->second->engine->stats();
   return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
           e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
-          e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches};
+          e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches,
+          e.idle_looks};
 }
 
 }  // namespace hora

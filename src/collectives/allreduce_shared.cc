@@ -65,15 +65,27 @@ Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
   const bool finalize = kernels::NeedsFinalize(dtype, reduction.op, n, reduction.postscale_factor);
   SharedWindow& w = *comm.window();
   if (count * esize <= kOneStepMaxBytes) {
+    // Reduced where it goes if the chunk is one part's; a chunk of several
+    // parts (a fused batch of small tensors) is reduced whole, then copied
+    // out: n kernel calls instead of n per part.
+    size_t spans = 0;
+    parts.Visit(begin, begin + count,
+                [&](const AllreducePart&, size_t, size_t, size_t) { ++spans; });
+    alignas(64) std::byte scratch[kOneStepMaxBytes];
+    auto reduce = [&](std::byte* dst, size_t src, size_t len) {
+      kernels::Reduce3(dtype, op, dst, w.region(0) + src, w.region(1) + src, len);
+      for (int k = 2; k < n; ++k) kernels::Reduce(dtype, op, dst, w.region(k) + src, len);
+      if (finalize) kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, dst, len);
+    };
+    if (spans > 1) reduce(scratch, base, count);
     parts.Visit(begin, begin + count,
                 [&](const AllreducePart& p, size_t off, size_t at, size_t len) {
                   auto* dst = static_cast<std::byte*>(p.out) + off * esize;
-                  const size_t src = base + (at - begin) * esize;
-                  kernels::Reduce3(dtype, op, dst, w.region(0) + src, w.region(1) + src, len);
-                  for (int k = 2; k < n; ++k)
-                    kernels::Reduce(dtype, op, dst, w.region(k) + src, len);
-                  if (finalize)
-                    kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, dst, len);
+                  if (spans > 1) {
+                    std::memcpy(dst, scratch + (at - begin) * esize, len * esize);
+                  } else {
+                    reduce(dst, base + (at - begin) * esize, len);
+                  }
                 });
     return Status::Ok();
   }

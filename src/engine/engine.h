@@ -19,9 +19,11 @@
 //     HORA_FUSION_THRESHOLD_BYTES and runs everything decided.
 // An engine wakes as soon as a tensor is submitted (while more follow within
 // a few microseconds, it lets the burst end first, so that one cycle takes
-// it); while idle it still joins a cycle every HORA_CYCLE_TIME_MS, so that no
-// rank waits on an idle one for long -- on one host, only when some rank
-// has waited for it that long (idle engines there do not cycle at all).
+// it); while idle it still looks every HORA_CYCLE_TIME_MS, so that no rank
+// waits on an idle one for long, and joins a cycle -- on one host, only when
+// some rank has waited for it that long (idle engines there do not cycle at
+// all). Looks that find nothing to do come further apart, up to 16 cycle
+// times; a rank that has tensors of its own looks every cycle time.
 //
 // A thread waiting on one of the engine's handles runs cycles itself while
 // it spins (Drive): on a host whose ranks outnumber the spare cores, the
@@ -74,6 +76,7 @@ struct EngineStats {
   uint64_t driven_cycles = 0;    // cycles run by a waiter (Drive), not the engine's thread
   uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
   uint64_t name_records = 0;     // records by name: in flight, and idle ones kept (see Pending)
+  uint64_t idle_looks = 0;       // an idle engine's thread woke to look (Loop)
 };
 
 // One tensor submitted on this rank.
@@ -159,7 +162,7 @@ class Engine final : public Driver {
 
   void Loop();
   void AwaitBurstEnd();  // Loop: wait out a burst of submissions (engine_loop.cc)
-  // An idle engine's look, one cycle time after the last: whether to join
+  // An idle engine's look (Loop: one to 16 cycle times after the last): whether to join
   // a cycle. Where the control Comm has a shared window (one host), only
   // once some rank has waited for this one since the last look (`seen`:
   // the state between looks); elsewhere, always. cycle_mu_ held.

@@ -4,8 +4,8 @@
 // still match the reference, with one and with several waiting threads per
 // rank; waiters do drive (counted) unless spinning is off; work no thread
 // waits on still runs after waiters drove; idle engines on one host do not
-// cycle while no rank waits; a waiter inside the engine when its session
-// goes gets an error, not a hang or a crash.
+// cycle while no rank waits, and look less often the longer they idle; a waiter inside the engine
+// when its session goes gets an error, not a hang or a crash.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -166,6 +166,48 @@ TEST(EngineDrive, IdleEnginesDoNotCycleWhileNoRankWaits) {
         << "rank " << r;
   }
   ExpectAllOk(PingPong(ranks, 10));
+}
+
+// An idle engine's looks come further apart while no rank waits for it (a
+// look a cycle time apart would be 100 in 100 cycle times), and it still
+// joins a rank that waits for it after a long idle spell.
+TEST(EngineDrive, IdleLooksComeFurtherApartAndAWaitingRankIsStillJoined) {
+  const int n = 3;
+  ThreadRanks ranks(n, TestSettings({{"HORA_CYCLE_TIME_MS", "1"}}));
+  ExpectAllOk(PingPong(ranks, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::vector<Session::EngineCounters> before;
+  for (int r = 0; r < n; ++r) before.push_back(ranks.session(r).engine_counters());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 100 cycle times
+  for (int r = 0; r < n; ++r) {
+    const auto looks =
+        ranks.session(r).engine_counters().idle_looks - before[static_cast<size_t>(r)].idle_looks;
+    EXPECT_GT(looks, 0u) << "rank " << r;
+    EXPECT_LT(looks, 30u) << "rank " << r;
+  }
+  // Rank 0 waits in a cycle for ranks 1 and 2, which have nothing to do.
+  std::vector<float> x(5, 1.0f);
+  TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, x.size());
+  Handle late = ranks.session(0).AllreduceAsync("late", v, v);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  bool joined = false;
+  while (!joined && std::chrono::steady_clock::now() < deadline) {
+    joined = true;
+    for (int r = 1; r < n; ++r) {
+      joined = joined &&
+               ranks.session(r).engine_counters().cycles > before[static_cast<size_t>(r)].cycles;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_TRUE(joined);
+  EXPECT_FALSE(late.Poll());  // (the others have not submitted it)
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    if (rank == 0) return late.Wait(kWait);
+    std::vector<float> y(5, 1.0f);
+    TensorView w = TensorView::Flat(y.data(), DataType::kFloat32, y.size());
+    return s.AllreduceAsync("late", w, w).Wait(kWait);
+  }));
+  EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(n)));
 }
 
 // Rank 0 waits on a tensor no other rank submits (driving idle cycles while

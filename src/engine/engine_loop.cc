@@ -15,10 +15,17 @@ namespace hora {
 void Engine::Loop() {
   const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
   // When the last cycle ended, whoever ran it, or this thread last found
-  // that no rank waited for it (below): an idle engine looks again one cycle
-  // time after that.
+  // that no rank waited for it (below): an idle engine looks again
+  // `look_every` after that.
   TimePoint looked;
   int64_t waiter_seen = -1;  // see IdleJoinDue
+  // A cycle time, doubled (up to 16) each time this thread finds it was not
+  // needed -- no rank waited for it, or a waiter here kept the rank in step
+  // meanwhile -- and a cycle time again once it has tensors of its own or a
+  // rank waits for it. A look wakes this thread, and on cores the ranks
+  // share, the wake-ups cost the ranks' cycles more than the looks gain.
+  Duration look_every = cycle_time;
+  const Duration max_look = cycle_time * 16;
   auto idle_since = [&] {
     return std::max(looked,
                     TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire))));
@@ -31,7 +38,7 @@ void Engine::Loop() {
     // submission usually follows within microseconds: spin for it first
     // (unless a waiter is driving the cycles). A submission that wakes this
     // thread is often the first of a burst: AwaitBurstEnd lets it end.
-    bool idle = true, spin = false;
+    bool idle = true, spin = false, nothing_taken = false;
     {
       // While a waiter is in a cycle, wait for its hand-off (below) rather
       // than queue behind it for the lock: that would be a sleep and a
@@ -39,6 +46,8 @@ void Engine::Loop() {
       std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
       if (cycle.owns_lock()) {
         if (finished_) return;
+        nothing_taken = taken_.empty();
+        if (!nothing_taken) look_every = cycle_time;
         idle = taken_.empty() || !busy_;
         spin = idle && busy_ && !driven_ && !defer_.load(std::memory_order_relaxed);
       }
@@ -60,14 +69,23 @@ void Engine::Loop() {
         // Queued work that waiters drive is this thread's a cycle time
         // after it came; an idle engine joins one after the last cycle.
         const bool deferred = defer_ && !queue_.empty();
-        const TimePoint due_at = (deferred ? first_queued_ : idle_since()) + cycle_time;
-        if (Clock::now() >= due_at) {
-          if (deferred && drivers_.load(std::memory_order_acquire) == 0) {
-            defer_.store(false, std::memory_order_relaxed);  // no waiter came
+        const TimePoint due_at = deferred ? first_queued_ + cycle_time : idle_since() + look_every;
+        const TimePoint now = Clock::now();
+        const int64_t end_before = last_cycle_end_.load(std::memory_order_acquire);
+        if (now >= due_at) {
+          // A waiter in a cycle keeps this rank in step (and takes what is
+          // queued, or hands it over): look again once it is out.
+          if (drivers_.load(std::memory_order_acquire) > 0) {
+            if (nothing_taken) look_every = std::min(look_every * 2, max_look);
+            cv_.wait_until(lock, now + look_every);
+            continue;
           }
+          if (deferred) defer_.store(false, std::memory_order_relaxed);  // no waiter came
           break;
         }
         cv_.wait_until(lock, due_at);
+        if (nothing_taken && last_cycle_end_.load(std::memory_order_acquire) != end_before)
+          look_every = std::min(look_every * 2, max_look);
       }
       stop = stop_requested_;
       handoff = handoff_;
@@ -94,12 +112,17 @@ void Engine::Loop() {
     // it, IdleJoinDue) -- unless a cycle (a driver's) ended meanwhile: that
     // kept this rank in step, and the timer runs on.
     const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
+    if (timed_out) {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.idle_looks;
+    }
     if (timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire) &&
         !IdleJoinDue(&waiter_seen)) {
       // With nothing to do here, a cycle would only make the others' next
       // one (their next tensors) wait for this rank's, which has none of
       // them: look again later.
       looked = Clock::now();
+      look_every = waiter_seen >= 0 ? cycle_time : std::min(look_every * 2, max_look);
       busy_ = false;  // (no spinning for submissions on the next round)
       continue;
     }

@@ -3,7 +3,9 @@
 
 namespace hora::kernels::internal {
 
-Isa BestIsa() {
+namespace {
+
+Isa DetectIsa() {
 #if defined(__x86_64__)
   // Reads the feature bits libgcc gathered (incl. the OS's xgetbv state);
   // the init call makes that safe even before static constructors ran.
@@ -12,6 +14,14 @@ Isa BestIsa() {
   if (__builtin_cpu_supports("x86-64-v3")) return Isa::kX86V3;
 #endif
   return Isa::kBaseline;
+}
+
+}  // namespace
+
+Isa BestIsa() {
+  // A fact of the machine, looked up once: every kernel call asks.
+  static const Isa best = DetectIsa();
+  return best;
 }
 
 bool IsaSupported(Isa isa) { return static_cast<int>(isa) <= static_cast<int>(BestIsa()); }
