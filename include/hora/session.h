@@ -201,7 +201,7 @@ class Session {
   // the engine's own thread. name_records: tensor names the engine keeps a
   // record of (those in flight, and up to max(4096, the cache's capacity)
   // recently finished ones, for their next tensors). idle_looks: times the
-  // idle engine's thread woke to see whether a rank waited for it.
+  // engine's thread, idle, woke to see whether to join a cycle.
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,

@@ -65,8 +65,8 @@ const std::vector<SettingRow>& Rows() {
       {{"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",
         "Engine: how often an idle engine looks whether to join the others (on one host: once one "
         "waits for it); looks that find nothing to do come further apart, up to 16 times this; "
-        "submitted work wakes it at once, or after this long where threads waiting on handles run "
-        "the cycles"},
+        "submitted work wakes it at once, or, where threads waiting on handles run the cycles, "
+        "after this long (the first time, at its next look)"},
        &Config::cycle_time_ms},
       {{"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
         "How long a waiting thread polls before it sleeps, in microseconds (handles, the engine's "

@@ -70,6 +70,7 @@ Handle Engine::Submit(Submission s) {
       return h;
     }
     Pending& p = names_[s.meta.name];  // (a new record or an idle one, or in flight)
+    const bool starts_queue = queue_.empty();
     if (p.in_flight) {
       s.handle->Complete(InvalidArgument(
           "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + s.meta.name +
@@ -80,10 +81,18 @@ Handle Engine::Submit(Submission s) {
     Claim(p, std::move(s));
     queued_.store(true, std::memory_order_release);
     submissions_.fetch_add(1, std::memory_order_release);
-    if (defer_.load(std::memory_order_relaxed)) return h;  // a waiter will run it
+    // While waiters drive, a waiter (or the engine's thread, a cycle time
+    // on) will run it.
+    if (defer_.load(std::memory_order_relaxed) && !(starts_queue && DeferredWakeDueLocked()))
+      return h;
   }
   cv_.notify_one();
   return h;
+}
+
+bool Engine::DeferredWakeDueLocked() const {
+  return unwaited_ &&
+         sleeps_until_ > first_queued_ + SecondsToDuration(config_.cycle_time_ms * 1e-3);
 }
 
 std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
@@ -113,13 +122,15 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
         }
       }
       if (refused.ok()) {
+        const bool starts_queue = queue_.empty();
         for (Submission& s : members) {
           Pending& p = names_[s.meta.name];  // (before s is moved from)
           Claim(p, std::move(s));
         }
         queued_.store(true, std::memory_order_release);
         submissions_.fetch_add(1, std::memory_order_release);
-        wake = !defer_.load(std::memory_order_relaxed);  // (else a waiter will run it)
+        wake = !defer_.load(std::memory_order_relaxed) ||
+               (starts_queue && DeferredWakeDueLocked());  // (as Submit)
       }
     }
   }

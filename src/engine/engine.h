@@ -32,7 +32,8 @@
 // or a waiter's; the engine's thread keeps cycling whenever no waiter does.
 // Once waiters drive, submissions no longer wake the engine's thread: a
 // cycle it started would often miss the rest of a burst (the waiter's cycle
-// takes all of it); what no waiter takes up within a cycle time, it runs.
+// takes all of it); what no waiter takes up within a cycle time, it runs
+// (the first time, once its next look comes: see sleeps_until_).
 //
 // Thread-safety: Submit(), Drive() and stats() from any thread.
 #pragma once
@@ -228,7 +229,18 @@ class Engine final : public Driver {
   // engine's thread runs, and submissions wake it again from then on.
   // Written under mu_; read without it as a hint.
   std::atomic<bool> defer_{false};
-  TimePoint first_queued_;              // when queue_ last stopped being empty; guarded by mu_
+  TimePoint first_queued_;  // when queue_ last stopped being empty; guarded by mu_
+  // When the engine's thread, asleep in Loop, wakes by itself (min: it is
+  // not asleep); its looks while idle may be 16 cycle times apart. Once
+  // deferred work has gone a cycle time with no waiter (unwaited_: work
+  // submitted ahead of its wait, as a backward pass's), a submission that
+  // starts the queue while waiters drive wakes the thread if it would sleep
+  // past first_queued_ + a cycle time; until then (waiters took every
+  // burst at once) it does not, and the first such work may wait up to
+  // those 16 cycle times. Guarded by mu_.
+  TimePoint sleeps_until_ = TimePoint::min();
+  bool unwaited_ = false;
+  bool DeferredWakeDueLocked() const;   // (Submit) that, for the submission just queued
   std::shared_ptr<Timeline> timeline_;  // guarded by mu_
   // Records by name (see Pending): the tensors in flight on this rank and
   // idle records kept for reuse, at most max(kKeptRecords, the cache's

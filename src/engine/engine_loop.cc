@@ -26,6 +26,14 @@ void Engine::Loop() {
   // share, the wake-ups cost the ranks' cycles more than the looks gain.
   Duration look_every = cycle_time;
   const Duration max_look = cycle_time * 16;
+  constexpr Duration kMinRewait = std::chrono::milliseconds(1);
+  // Sleeps on cv_ (mu_ held) until `when` at the latest; Submit reads
+  // sleeps_until_ to tell whether deferred work needs this thread woken.
+  auto sleep_until = [&](std::unique_lock<std::mutex>& lock, TimePoint when) {
+    sleeps_until_ = when;
+    cv_.wait_until(lock, when);
+    sleeps_until_ = TimePoint::min();
+  };
   auto idle_since = [&] {
     return std::max(looked,
                     TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire))));
@@ -73,18 +81,23 @@ void Engine::Loop() {
         const TimePoint now = Clock::now();
         const int64_t end_before = last_cycle_end_.load(std::memory_order_acquire);
         if (now >= due_at) {
-          // A waiter in a cycle keeps this rank in step (and takes what is
-          // queued, or hands it over): look again once it is out.
+          // A waiter in a cycle keeps this rank in step, and takes what is
+          // queued or hands it over (Drive wakes this thread then): look
+          // again later.
           if (drivers_.load(std::memory_order_acquire) > 0) {
-            if (nothing_taken) look_every = std::min(look_every * 2, max_look);
-            cv_.wait_until(lock, now + look_every);
+            if (nothing_taken && !deferred) look_every = std::min(look_every * 2, max_look);
+            sleep_until(lock, now + std::max<Duration>(look_every, kMinRewait));
             continue;
           }
-          if (deferred) defer_.store(false, std::memory_order_relaxed);  // no waiter came
+          if (deferred) {  // no waiter came
+            defer_.store(false, std::memory_order_relaxed);
+            unwaited_ = true;
+          }
           break;
         }
-        cv_.wait_until(lock, due_at);
-        if (nothing_taken && last_cycle_end_.load(std::memory_order_acquire) != end_before)
+        sleep_until(lock, due_at);
+        if (nothing_taken && !deferred &&
+            last_cycle_end_.load(std::memory_order_acquire) != end_before)
           look_every = std::min(look_every * 2, max_look);
       }
       stop = stop_requested_;
@@ -112,12 +125,13 @@ void Engine::Loop() {
     // it, IdleJoinDue) -- unless a cycle (a driver's) ended meanwhile: that
     // kept this rank in step, and the timer runs on.
     const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
-    if (timed_out) {
+    const bool idle_look =
+        timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire);
+    if (idle_look) {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.idle_looks;
     }
-    if (timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire) &&
-        !IdleJoinDue(&waiter_seen)) {
+    if (idle_look && !IdleJoinDue(&waiter_seen)) {
       // With nothing to do here, a cycle would only make the others' next
       // one (their next tensors) wait for this rank's, which has none of
       // them: look again later.

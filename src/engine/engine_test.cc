@@ -182,6 +182,15 @@ TEST(Engine, FusionPacksSmallTensorsWithScaleFactors) {
   std::vector<Named> model;
   for (int i = 0; i < 40; ++i) model.push_back({"g" + std::to_string(i), DataType::kFloat32, 33});
   ExpectAllOk(RunSteps(ranks, model, 3, {ReduceOp::kAverage, 2.0, 0.25}));
+  // Element sizes 1, 2 and 8 too, each kind's batch one small window chunk
+  // of many tensors (reduced whole, then copied out).
+  std::vector<Named> mixed;
+  const DataType types[] = {DataType::kInt8, DataType::kFloat16, DataType::kUInt8, DataType::kInt64,
+                            DataType::kBFloat16};
+  for (int i = 0; i < 30; ++i)
+    mixed.push_back({"m" + std::to_string(i), types[i % 5], static_cast<size_t>(1 + i % 7)});
+  ExpectAllOk(RunSteps(ranks, mixed, 2, {ReduceOp::kSum}));
+  ExpectAllOk(RunSteps(ranks, mixed, 2, {ReduceOp::kMax}));
   uint64_t fused = 0;
   for (int r = 0; r < 4; ++r) fused += ranks.session(r).engine_counters().fused_batches;
   EXPECT_GT(fused, 0u);
