@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -39,14 +40,14 @@ std::vector<std::unique_ptr<Transport>> LoopbackGroup(int n) {
   return out;
 }
 
-std::vector<std::unique_ptr<Transport>> ShmGroup(int n) {
+std::vector<std::unique_ptr<Transport>> ShmGroup(int n, Duration spin) {
   MemoryStore store;
   const std::string job = shm_test::UniqueJobId("window");
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto t = CreateShmTransport(r, n, store, job, seconds(60));
+      auto t = CreateShmTransport(r, n, store, job, seconds(60), spin);
       if (t.ok())
         out[static_cast<size_t>(r)] = std::move(*t);
       else
@@ -71,8 +72,10 @@ std::vector<Status> OnRanks(std::vector<std::unique_ptr<Transport>>& ts,
 
 class SharedWindowTest : public ::testing::TestWithParam<const char*> {
  protected:
-  std::vector<std::unique_ptr<Transport>> Group(int n) {
-    return std::string(GetParam()) == "shm" ? ShmGroup(n) : LoopbackGroup(n);
+  bool shm() const { return std::string(GetParam()) == "shm"; }
+  // `spin`: how long the shm transport's waiters poll before they sleep.
+  std::vector<std::unique_ptr<Transport>> Group(int n, Duration spin = kShmSpin) {
+    return shm() ? ShmGroup(n, spin) : LoopbackGroup(n);
   }
 };
 
@@ -120,6 +123,45 @@ TEST_P(SharedWindowTest, WritesBeforeAStepAreSeenByEveryRankAfterIt) {
     return Status::Ok();
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+}
+
+// Only a step's last arrival wakes the ranks asleep in it (an earlier one
+// would wake them only to find the step still open): it must still wake
+// every one of them at once, whichever rank it is.
+TEST_P(SharedWindowTest, TheLastArrivalWakesTheRanksAsleepInTheStep) {
+  const int n = 3;
+  const int rounds = 120;
+  auto ts = Group(n, Duration::zero());  // (shm) waiters sleep at once
+  // A sleeper looks again by itself after this long at most (shm: 50 ms,
+  // loopback: 10 ms): a wake-up later than half of it was not a wake-up.
+  const Duration late_after = (shm() ? kShmMaxSleep : Duration(milliseconds(10))) / 2;
+  std::atomic<int64_t> last_arrival{0};  // Clock ticks
+  std::atomic<int> late{0};
+  std::atomic<int64_t> worst{0};
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    SharedWindow& w = *t.Window(1);
+    for (int round = 0; round < rounds; ++round) {
+      // Each round another rank comes last, once the others are asleep.
+      const bool last = round % n == r;
+      if (last) {
+        std::this_thread::sleep_for(milliseconds(2));
+        last_arrival.store(Clock::now().time_since_epoch().count());
+      }
+      HORA_RETURN_IF_ERROR(w.Step(static_cast<uint64_t>(round), Clock::now() + seconds(60)));
+      if (last) continue;
+      // (the step orders this round's store before this load)
+      const int64_t after = Clock::now().time_since_epoch().count() - last_arrival.load();
+      if (Duration(after) > late_after) ++late;
+      int64_t seen = worst.load();
+      while (after > seen && !worst.compare_exchange_weak(seen, after)) {
+      }
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+  // Without the wake-up every sleeper is late; a loaded machine may delay a few.
+  EXPECT_LE(late.load(), rounds * (n - 1) / 10)
+      << "worst: " << DurationToSeconds(Duration(worst.load())) * 1e3 << " ms";
 }
 
 TEST_P(SharedWindowTest, AMissingRankTimesOutNamedAndTheWindowStaysBroken) {

@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/loopback/loopback_window.h"
 
+#include <atomic>
 #include <string>
 
 #include "transport/loopback/loopback_transport.h"
@@ -45,8 +46,6 @@ Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
   LoopbackWindowGroup::Line& mine = group_->lines[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
   mine.step.store(step, std::memory_order_release);
-  { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
-  group_->cv.notify_all();
 
   int first = 0;  // ranks before it have arrived
   auto arrived = [&] {
@@ -56,6 +55,14 @@ Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
     }
     return true;
   };
+  // As ShmWindow::Arrive: only the step's last arrival wakes the waiters (of
+  // the last two, at least one sees the other after the fence).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (arrived()) {
+    { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
+    group_->cv.notify_all();
+    return Status::Ok();
+  }
   if (SpinUntil(arrived, kSpin)) return Status::Ok();
   std::unique_lock<std::mutex> lock(group_->mu);
   for (;;) {

@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/shm/shm_window.h"
 
+#include <atomic>
 #include <new>
 #include <thread>
 
@@ -99,7 +100,6 @@ Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
   ShmWindowLine& mine = *lines_[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
   mine.step.store(step, std::memory_order_release);
-  transport_.RingPeers();
 
   size_t first = 0;  // ranks before it have arrived
   auto arrived = [&] {
@@ -108,6 +108,15 @@ Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
     }
     return true;
   };
+  // Only the step's last arrival wakes the sleepers: an earlier one would
+  // only wake them to find the step still open (a context switch each, per
+  // arrival). The fence orders the store above before the loads: of the last
+  // two ranks to arrive, at least one sees the other, and rings.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (arrived()) {
+    transport_.RingPeers();
+    return Status::Ok();
+  }
   // As ShmTransport::WaitUntil: the clock only every kClockEvery polls.
   constexpr uint32_t kClockEvery = 64;
   TimePoint spin_until = Clock::now() + transport_.spin();
