@@ -39,6 +39,10 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
     auto [it, fresh] = table_.try_emplace(m.name);
     Entry& e = it->second;
     if (fresh) {
+      if (!spare_by_rank_.empty()) {
+        e.by_rank = std::move(spare_by_rank_.back());
+        spare_by_rank_.pop_back();
+      }
       e.by_rank.resize(static_cast<size_t>(size_));
       e.order = next_order_++;
       e.first = now;
@@ -128,6 +132,22 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
 
 std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
   std::vector<Response> out;
+  TakeResponses(now, &out);
+  return out;
+}
+
+void Coordinator::Erase(std::unordered_map<std::string, Entry>::iterator it) {
+  std::vector<std::optional<RequestMeta>>& rows = it->second.by_rank;
+  if (spare_by_rank_.size() < kSpareEntries) {
+    for (auto& m : rows) m.reset();
+    spare_by_rank_.push_back(std::move(rows));
+  }
+  table_.erase(it);
+}
+
+void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses) {
+  std::vector<Response>& out = *responses;
+  out.clear();
   // Joins first: every rank applies them before the decisions that follow.
   for (RequestMeta& j : joins_) {
     const int who = j.root;
@@ -148,7 +168,10 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
     }
   }
   joins_.clear();
-  std::vector<std::pair<uint64_t, std::string>> ready, stalled;
+  std::vector<std::pair<uint64_t, std::string>>& ready = ready_;
+  std::vector<std::pair<uint64_t, std::string>>& stalled = stalled_;
+  ready.clear();
+  stalled.clear();
   for (const auto& [name, e] : table_) {
     if (Complete(e)) {
       ready.emplace_back(e.order, name);
@@ -161,7 +184,7 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
   for (const auto& [order, name] : ready) {
     auto it = table_.find(name);
     Response r = Decide(name, it->second);
-    table_.erase(it);
+    Erase(it);
     if (r.params.group.empty()) {
       out.push_back(std::move(r));
       continue;
@@ -182,9 +205,8 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
     }
     r.error = "stalled (HORA_STALL_SHUTDOWN_S): " + Report(name, it->second, now);
     out.push_back(std::move(r));
-    table_.erase(it);
+    Erase(it);
   }
-  return out;
 }
 
 std::vector<std::string> Coordinator::StallReports(TimePoint now) {

@@ -42,6 +42,8 @@ class Coordinator {
   // group is decided, together), then failures of tensors stalled past the
   // shutdown time. They leave the table.
   std::vector<Response> TakeResponses(TimePoint now);
+  // The same into `out` (cleared first; its capacity is reused).
+  void TakeResponses(TimePoint now, std::vector<Response>* out);
 
   // Stall reports due at `now` (each tensor at most once per warning
   // period): "allreduce 'w' waited 61 s: submitted by ranks 0, 2; missing ranks 1".
@@ -62,6 +64,8 @@ class Coordinator {
   // Submitted by every rank, counting ranks that have joined.
   bool Complete(const Entry& e) const;
   Response Decide(const std::string& name, Entry& e) const;
+  // Removes a decided entry, keeping its by_rank list for the next new one.
+  void Erase(std::unordered_map<std::string, Entry>::iterator it);
 
   const int size_;
   // Decided members of groups not yet complete, by group name.
@@ -73,6 +77,12 @@ class Coordinator {
   std::vector<bool> joined_;  // by rank
   int joined_count_ = 0;
   std::vector<RequestMeta> joins_;  // join requests not yet announced, in arrival order
+  // What each cycle would otherwise allocate and free again (the engine's
+  // slow_ says why): by_rank lists of decided entries, at most
+  // kSpareEntries, and TakeResponses' lists.
+  static constexpr size_t kSpareEntries = 4096;
+  std::vector<std::vector<std::optional<RequestMeta>>> spare_by_rank_;
+  std::vector<std::pair<uint64_t, std::string>> ready_, stalled_;
 };
 
 }  // namespace hora

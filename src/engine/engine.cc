@@ -166,7 +166,13 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
     p->listed = true;
     taken_.PushBack(p);
   }
-  std::vector<Decision> decided;
+  // The cycle's decisions, in a list kept between cycles (see slow_).
+  std::vector<Decision>& decided = decided_;
+  struct Release {
+    std::vector<Decision>& d;
+    ~Release() { d.clear(); }  // the responses, at once
+  } release{decided};
+  decided.clear();
   bool stop_everywhere = false;
   Status st = Negotiate(&decided, stopping, &stop_everywhere);
   {
@@ -319,39 +325,39 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
 }
 
 Status Engine::SlowPath(std::vector<Decision>* out) {
-  std::vector<RequestMeta> mine;
+  SlowScratch& s = slow_;
+  s.mine.clear();
   for (Pending* p = taken_.front(); p != nullptr; p = p->next) {
     if (p->state != State::kNew) continue;
-    mine.push_back(p->sub.meta);
+    s.mine.push_back(p->sub.meta);
     p->state = State::kSent;
   }
-  const std::vector<uint8_t> encoded = EncodeRequests(mine);
-  HORA_ASSIGN_OR_RETURN(auto gathered, GatherBytes(control_, 0, encoded));
-  std::vector<uint8_t> responses;
-  uint64_t bytes = rank_ == 0 ? 0 : encoded.size() + 8;
+  EncodeRequests(s.mine, &s.encoded);
+  HORA_ASSIGN_OR_RETURN(auto gathered, GatherBytes(control_, 0, s.encoded));
+  s.responses.clear();
+  uint64_t bytes = rank_ == 0 ? 0 : s.encoded.size() + 8;
   if (coordinator_) {
     const TimePoint now = Clock::now();
     for (int p = 0; p < size_; ++p) {
       const auto& raw = gathered[static_cast<size_t>(p)];
-      auto decoded = DecodeRequests(raw.data(), raw.size());
+      Status decoded = DecodeRequests(raw.data(), raw.size(), &s.peer);
       if (!decoded.ok()) {
-        return decoded.status().WithContext("rank 0: engine coordinator: from rank " +
-                                            std::to_string(p));
+        return decoded.WithContext("rank 0: engine coordinator: from rank " + std::to_string(p));
       }
-      coordinator_->Add(p, *decoded, now);
+      coordinator_->Add(p, s.peer, now);
       if (p != 0) bytes += raw.size() + 8;
     }
     for (const std::string& report : coordinator_->StallReports(now)) {
       logger_.Warning("stall: " + report);
     }
-    responses = EncodeResponses(coordinator_->TakeResponses(now));
+    coordinator_->TakeResponses(now, &s.decided);
+    EncodeResponses(s.decided, &s.responses);
   }
-  HORA_RETURN_IF_ERROR(BroadcastBytes(control_, 0, responses));
-  bytes += responses.size() + 8;
-  HORA_ASSIGN_OR_RETURN(std::vector<Response> decided,
-                        DecodeResponses(responses.data(), responses.size()));
+  HORA_RETURN_IF_ERROR(BroadcastBytes(control_, 0, s.responses));
+  bytes += s.responses.size() + 8;
+  HORA_RETURN_IF_ERROR(DecodeResponses(s.responses.data(), s.responses.size(), &s.decided));
   uint64_t evicted_before = cache_.evictions();
-  for (Response& r : decided) {
+  for (Response& r : s.decided) {
     auto shared = std::make_shared<const Response>(std::move(r));
     if (shared->error.empty() && shared->params.cacheable) cache_.Insert(shared);
     out->push_back({std::move(shared), nullptr});

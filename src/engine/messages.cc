@@ -12,19 +12,23 @@ constexpr uint32_t kMaxName = 64 * 1024;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxError = 1 << 20;
 
+// Writes into `out` (cleared first; its capacity is kept).
 class Writer {
  public:
+  explicit Writer(std::vector<uint8_t>* out) : out_(*out) { out_.clear(); }
   template <typename T>
   void Put(T v) {
-    const size_t at = out.size();
-    out.resize(at + sizeof v);
-    std::memcpy(out.data() + at, &v, sizeof v);
+    const size_t at = out_.size();
+    out_.resize(at + sizeof v);
+    std::memcpy(out_.data() + at, &v, sizeof v);
   }
   void PutString(const std::string& s) {
     Put<uint32_t>(static_cast<uint32_t>(s.size()));
-    out.insert(out.end(), s.begin(), s.end());
+    out_.insert(out_.end(), s.begin(), s.end());
   }
-  std::vector<uint8_t> out;
+
+ private:
+  std::vector<uint8_t>& out_;
 };
 
 class Reader {
@@ -114,9 +118,11 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits);
 }
 
+// Decodes into `out`, whose elements (and their strings' and vectors'
+// capacity) are reused: get_one sets every field.
 template <typename T, typename GetOne>
-Result<std::vector<T>> DecodeList(const uint8_t* data, size_t size, const char* what,
-                                  GetOne get_one) {
+Status DecodeList(const uint8_t* data, size_t size, const char* what, GetOne get_one,
+                  std::vector<T>* out) {
   Reader r(data, size);
   uint8_t version = 0;
   uint32_t count = 0;
@@ -128,9 +134,9 @@ Result<std::vector<T>> DecodeList(const uint8_t* data, size_t size, const char* 
   if (!r.Get(&count) || count > r.left()) {
     return InvalidArgument(std::string("engine ") + what + ": bad entry count");
   }
-  std::vector<T> out(count);
+  out->resize(count);
   for (uint32_t i = 0; i < count; ++i) {
-    if (!get_one(r, &out[i])) {
+    if (!get_one(r, &(*out)[i])) {
       return InvalidArgument(std::string("engine ") + what + ": entry " + std::to_string(i) +
                              " is truncated or malformed");
     }
@@ -139,7 +145,11 @@ Result<std::vector<T>> DecodeList(const uint8_t* data, size_t size, const char* 
     return InvalidArgument(std::string("engine ") + what + ": " + std::to_string(r.left()) +
                            " trailing bytes");
   }
-  return out;
+  return Status::Ok();
+}
+
+bool GetResponse(Reader& r, Response* out) {
+  return GetMeta(r, &out->params) && r.GetString(&out->error, kMaxError) && GetInts(r, &out->rows);
 }
 
 }  // namespace
@@ -230,21 +240,31 @@ size_t RequestMeta::row_elements() const {
 
 size_t RequestMeta::num_bytes() const { return num_elements() * DataTypeSize(dtype); }
 
-std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests) {
-  Writer w;
+void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out) {
+  Writer w(out);
   w.Put<uint8_t>(kVersion);
   w.Put<uint32_t>(static_cast<uint32_t>(requests.size()));
   for (const auto& m : requests) PutMeta(w, m);
-  return std::move(w.out);
+}
+
+std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests) {
+  std::vector<uint8_t> out;
+  EncodeRequests(requests, &out);
+  return out;
+}
+
+Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out) {
+  return DecodeList(data, size, "request list", GetMeta, out);
 }
 
 Result<std::vector<RequestMeta>> DecodeRequests(const uint8_t* data, size_t size) {
-  return DecodeList<RequestMeta>(data, size, "request list",
-                                 [](Reader& r, RequestMeta* m) { return GetMeta(r, m); });
+  std::vector<RequestMeta> out;
+  HORA_RETURN_IF_ERROR(DecodeRequests(data, size, &out));
+  return out;
 }
 
-std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
-  Writer w;
+void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out) {
+  Writer w(out);
   w.Put<uint8_t>(kVersion);
   w.Put<uint32_t>(static_cast<uint32_t>(responses.size()));
   for (const auto& r : responses) {
@@ -252,14 +272,22 @@ std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
     w.PutString(r.error);
     PutInts(w, r.rows);
   }
-  return std::move(w.out);
+}
+
+std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
+  std::vector<uint8_t> out;
+  EncodeResponses(responses, &out);
+  return out;
+}
+
+Status DecodeResponses(const uint8_t* data, size_t size, std::vector<Response>* out) {
+  return DecodeList(data, size, "response list", GetResponse, out);
 }
 
 Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size) {
-  return DecodeList<Response>(data, size, "response list", [](Reader& r, Response* out) {
-    return GetMeta(r, &out->params) && r.GetString(&out->error, kMaxError) &&
-           GetInts(r, &out->rows);
-  });
+  std::vector<Response> out;
+  HORA_RETURN_IF_ERROR(DecodeResponses(data, size, &out));
+  return out;
 }
 
 }  // namespace hora

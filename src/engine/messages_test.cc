@@ -45,6 +45,55 @@ TEST(EngineMessages, RoundTrip) {
   EXPECT_EQ((*rdec)[2].rows, (std::vector<int64_t>{2, 0, 5, 1, 1, 1}));
 }
 
+// The engine decodes every cycle into the same lists: whatever an element
+// held before (longer names, groups, splits, errors, rows), the decoded list
+// equals a fresh decode.
+TEST(EngineMessages, DecodingIntoAUsedListGivesAFreshDecode) {
+  auto same_request = [](const RequestMeta& a, const RequestMeta& b) {
+    return a.name == b.name && a.SameParams(b) && a.cacheable == b.cacheable &&
+           a.splits == b.splits && a.shape == b.shape && a.root == b.root;
+  };
+  RequestMeta big = Sample(7);
+  big.name = std::string(300, 'x');
+  big.group = "a group";
+  big.group_size = 2;
+  big.op = OpType::kAlltoall;
+  big.splits = {4, 5, 6, 7};
+  big.shape = {1, 2, 3, 4, 5};
+  const std::vector<RequestMeta> before = {big, big, big, Sample(9)};
+  const std::vector<RequestMeta> now = {Sample(1), Sample(2)};
+  std::vector<uint8_t> bytes;
+  EncodeRequests(before, &bytes);
+  std::vector<RequestMeta> list;
+  ASSERT_TRUE(DecodeRequests(bytes.data(), bytes.size(), &list).ok());
+  ASSERT_EQ(list.size(), 4u);
+  EncodeRequests(now, &bytes);  // (the same buffer, shorter now)
+  EXPECT_EQ(bytes, EncodeRequests(now));
+  ASSERT_TRUE(DecodeRequests(bytes.data(), bytes.size(), &list).ok());
+  ASSERT_EQ(list.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(same_request(list[i], now[i])) << i;
+
+  std::vector<Response> responses = {{big, "an error", {1, 2, 3}}, {big, "", {9}}};
+  EncodeResponses(responses, &bytes);
+  std::vector<Response> decided;
+  ASSERT_TRUE(DecodeResponses(bytes.data(), bytes.size(), &decided).ok());
+  const std::vector<Response> next = {
+      {Sample(3), "", {}}, {Sample(4), "", {}}, {Sample(5), "", {}}};
+  EncodeResponses(next, &bytes);
+  EXPECT_EQ(bytes, EncodeResponses(next));
+  ASSERT_TRUE(DecodeResponses(bytes.data(), bytes.size(), &decided).ok());
+  ASSERT_EQ(decided.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(same_request(decided[i].params, next[i].params)) << i;
+    EXPECT_EQ(decided[i].error, "") << i;
+    EXPECT_TRUE(decided[i].rows.empty()) << i;
+    EXPECT_TRUE(decided[i].params.group.empty()) << i;
+  }
+  // A malformed list is an error, into a used list too.
+  bytes.resize(bytes.size() - 3);
+  EXPECT_FALSE(DecodeResponses(bytes.data(), bytes.size(), &decided).ok());
+}
+
 TEST(EngineMessages, CachedDecisionMatchesOnlyThisRanksRows) {
   RequestMeta ag = Sample(2);
   ag.op = OpType::kAllgather;
