@@ -138,7 +138,7 @@ std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
 
 void Coordinator::Erase(std::unordered_map<std::string, Entry>::iterator it) {
   std::vector<std::optional<RequestMeta>>& rows = it->second.by_rank;
-  if (spare_by_rank_.size() < kSpareEntries) {
+  if ((spare_by_rank_.size() + 1) * rows.size() <= kSpareSlots) {
     for (auto& m : rows) m.reset();
     spare_by_rank_.push_back(std::move(rows));
   }

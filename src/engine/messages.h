@@ -81,7 +81,7 @@ std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses);
 Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size);
 // The same into `out`, whose capacity (and, decoding, whose elements'
 // strings and vectors) is reused: what the engine calls every cycle, so
-// that a steady state allocates no large buffers per cycle.
+// that its lists are not allocated and freed again every cycle.
 void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out);
 Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out);
 void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out);

@@ -60,6 +60,11 @@ TEST(EngineMessages, DecodingIntoAUsedListGivesAFreshDecode) {
   big.op = OpType::kAlltoall;
   big.splits = {4, 5, 6, 7};
   big.shape = {1, 2, 3, 4, 5};
+  big.dtype = DataType::kInt8;
+  big.device = DeviceType::kCUDA;
+  big.reduction = {ReduceOp::kMax, 3.0, 4.0};
+  big.root = 2;
+  big.cacheable = false;
   const std::vector<RequestMeta> before = {big, big, big, Sample(9)};
   const std::vector<RequestMeta> now = {Sample(1), Sample(2)};
   std::vector<uint8_t> bytes;
@@ -72,6 +77,7 @@ TEST(EngineMessages, DecodingIntoAUsedListGivesAFreshDecode) {
   ASSERT_TRUE(DecodeRequests(bytes.data(), bytes.size(), &list).ok());
   ASSERT_EQ(list.size(), 2u);
   for (size_t i = 0; i < 2; ++i) EXPECT_TRUE(same_request(list[i], now[i])) << i;
+  EXPECT_EQ(EncodeRequests(list), bytes);  // every field on the wire
 
   std::vector<Response> responses = {{big, "an error", {1, 2, 3}}, {big, "", {9}}};
   EncodeResponses(responses, &bytes);
@@ -83,6 +89,7 @@ TEST(EngineMessages, DecodingIntoAUsedListGivesAFreshDecode) {
   EXPECT_EQ(bytes, EncodeResponses(next));
   ASSERT_TRUE(DecodeResponses(bytes.data(), bytes.size(), &decided).ok());
   ASSERT_EQ(decided.size(), 3u);
+  EXPECT_EQ(EncodeResponses(decided), bytes);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(same_request(decided[i].params, next[i].params)) << i;
     EXPECT_EQ(decided[i].error, "") << i;

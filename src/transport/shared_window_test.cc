@@ -151,7 +151,7 @@ TEST_P(SharedWindowTest, TheLastArrivalWakesTheRanksAsleepInTheStep) {
       if (last) continue;
       // (the step orders this round's store before this load)
       const int64_t after = Clock::now().time_since_epoch().count() - last_arrival.load();
-      if (Duration(after) > late_after) ++late;
+      if (Clock::duration(after) > late_after) ++late;
       int64_t seen = worst.load();
       while (after > seen && !worst.compare_exchange_weak(seen, after)) {
       }
@@ -159,9 +159,10 @@ TEST_P(SharedWindowTest, TheLastArrivalWakesTheRanksAsleepInTheStep) {
     return Status::Ok();
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
-  // Without the wake-up every sleeper is late; a loaded machine may delay a few.
-  EXPECT_LE(late.load(), rounds * (n - 1) / 10)
-      << "worst: " << DurationToSeconds(Duration(worst.load())) * 1e3 << " ms";
+  // Without the wake-up about half the sleepers or more are late (113 and
+  // 167 of 240 measured); a loaded machine may delay some.
+  EXPECT_LE(late.load(), rounds * (n - 1) / 4)
+      << "worst: " << DurationToSeconds(Clock::duration(worst.load())) * 1e3 << " ms";
 }
 
 TEST_P(SharedWindowTest, AMissingRankTimesOutNamedAndTheWindowStaysBroken) {

@@ -45,20 +45,18 @@ Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
   const uint64_t step = ++step_;
   LoopbackWindowGroup::Line& mine = group_->lines[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
-  mine.step.store(step, std::memory_order_release);
+  // As ShmWindow::Arrive: only the step's last arrival wakes the waiters
+  // (seq_cst store and first look: of the last two, one sees the other).
+  mine.step.store(step, std::memory_order_seq_cst);
 
   int first = 0;  // ranks before it have arrived
-  auto arrived = [&] {
+  auto arrived = [&](std::memory_order order = std::memory_order_acquire) {
     for (; first < size(); ++first) {
-      if (group_->lines[static_cast<size_t>(first)].step.load(std::memory_order_acquire) < step)
-        return false;
+      if (group_->lines[static_cast<size_t>(first)].step.load(order) < step) return false;
     }
     return true;
   };
-  // As ShmWindow::Arrive: only the step's last arrival wakes the waiters (of
-  // the last two, at least one sees the other after the fence).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (arrived()) {
+  if (arrived(std::memory_order_seq_cst)) {
     { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
     group_->cv.notify_all();
     return Status::Ok();

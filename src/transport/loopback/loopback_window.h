@@ -3,7 +3,7 @@
 // The loopback transport's shared windows (transport/shared_window.h): ranks
 // are threads, so a window is plain memory of the hub that every rank's
 // transport points into. A Step publishes like the shm window (word, then
-// step number with release), then wakes sleepers; a waiter spins briefly and
+// step number), and the step's last arrival wakes sleepers; a waiter spins briefly and
 // then sleeps on the group's condition variable, in slices, so that it also
 // notices a rank whose transport closed.
 #pragma once

@@ -99,21 +99,20 @@ Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
   const uint64_t step = ++step_;
   ShmWindowLine& mine = *lines_[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
-  mine.step.store(step, std::memory_order_release);
+  // Only the step's last arrival wakes the sleepers: an earlier one would
+  // only wake them to find the step still open (a context switch each, per
+  // arrival). The store and the first look are seq_cst: of the last two
+  // ranks to arrive, at least one sees the other, and rings.
+  mine.step.store(step, std::memory_order_seq_cst);
 
   size_t first = 0;  // ranks before it have arrived
-  auto arrived = [&] {
+  auto arrived = [&](std::memory_order order = std::memory_order_acquire) {
     for (; first < lines_.size(); ++first) {
-      if (lines_[first]->step.load(std::memory_order_acquire) < step) return false;
+      if (lines_[first]->step.load(order) < step) return false;
     }
     return true;
   };
-  // Only the step's last arrival wakes the sleepers: an earlier one would
-  // only wake them to find the step still open (a context switch each, per
-  // arrival). The fence orders the store above before the loads: of the last
-  // two ranks to arrive, at least one sees the other, and rings.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (arrived()) {
+  if (arrived(std::memory_order_seq_cst)) {
     transport_.RingPeers();
     return Status::Ok();
   }

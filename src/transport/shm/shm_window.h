@@ -8,10 +8,11 @@
 //   64 (1 + c)        context c's step line: {step, word[2]} (one cache line)
 //   kDataOffset + ... context c's region, SharedWindowBytes(c) bytes
 // A rank writes only its own segment. Step stores the word of the step
-// (word[step % 2]) and then the step number (release); a waiter reads the
+// (word[step % 2]) and then the step number (seq_cst); a waiter reads the
 // peers' step numbers (acquire). It polls them like a channel wait (spin,
 // yielding the core where ranks outnumber cores), then sleeps on its
-// doorbell; a Step rings every peer's doorbell after it publishes.
+// doorbell; the step's last arrival (a rank that sees every step number
+// there once it published its own) rings every peer's doorbell.
 #pragma once
 
 #include <atomic>
