@@ -97,7 +97,8 @@ TEST(EngineMessages, DecodingIntoAUsedListGivesAFreshDecode) {
     EXPECT_TRUE(decided[i].params.group.empty()) << i;
   }
   // A malformed list is an error, into a used list too.
-  bytes.resize(bytes.size() - 3);
+  ASSERT_GT(bytes.size(), 3u);
+  bytes.erase(bytes.end() - 3, bytes.end());
   EXPECT_FALSE(DecodeResponses(bytes.data(), bytes.size(), &decided).ok());
 }
 
