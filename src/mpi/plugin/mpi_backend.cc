@@ -40,6 +40,8 @@ namespace hora::mpi {
 namespace {
 
 constexpr size_t kMaxCount = INT_MAX;
+// How long the watchdog waits between its message and MPI_Abort.
+constexpr auto kForwardPause = std::chrono::milliseconds(500);
 
 std::string Seconds(Duration d) {
   char secs[32];
@@ -105,6 +107,11 @@ class Watchdog {
                    "a timeout instead\n",
                    rank_, op_, call_, Seconds(timeout_).c_str());
       std::fflush(stderr);
+      // The message travels rank -> launcher proxy -> mpirun, and the abort
+      // beside it on another channel: MPICH's hydra can end the job before
+      // forwarding the message (about 1 run in 10 printed nothing). A pause
+      // lets it through; the job is ending anyway.
+      std::this_thread::sleep_for(kForwardPause);
       MPI_Abort(MPI_COMM_WORLD, 1);  // another thread is inside MPI: needs MPI_THREAD_MULTIPLE
       std::_Exit(1);
     }
