@@ -17,12 +17,12 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
 
-Handle EngineCall::Submit(Status st, Submission s) const {
+Handle EngineCall::Submit(Status st, Submission&& s) const {
   if (st.ok()) st = status;
   if (!st.ok()) return FailedHandle(name, st);
-  s.meta.name = name;
+  // (Where the caller's checks filled it in, it is this name already.)
+  if (s.meta.name.empty()) s.meta.name = name;
   s.meta.cacheable = s.meta.cacheable && cacheable;
-  s.submitted = Clock::now();
   return GetEngine().Submit(std::move(s));
 }
 
@@ -51,8 +51,6 @@ std::vector<Handle> SubmitGroup(
     return failed;
   }
   if (members.empty()) return {};
-  const TimePoint now = Clock::now();
-  for (Submission& m : members) m.submitted = now;
   return call.GetEngine().SubmitGroup(std::move(members));
 }
 

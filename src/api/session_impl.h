@@ -85,12 +85,13 @@ Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
 struct EngineCall {
   Session::Impl* impl = nullptr;
   std::shared_ptr<ProcessSetState> set;
+  Engine* engine = nullptr;  // set's engine, if it had started by BeginEngineCall
   std::string name;
   bool cacheable = true;
   Status status;
   // Submits `s` (name and cacheable filled in here) or, after an error
   // (`status` or `st`), returns a failed handle.
-  Handle Submit(Status st, Submission s) const;
+  Handle Submit(Status st, Submission&& s) const;
   // The set's engine, started by the first call that passed its local
   // checks (a call that fails locally must not start an engine on one rank
   // only: an engine stops with a last cycle among every member).

@@ -68,10 +68,12 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
   }
   call.set = it->second;
   call.impl = &impl;
+  call.engine = set.engine.get();  // (it lives as long as the set: call.set holds that)
   return call;
 }
 
 Engine& EngineCall::GetEngine() const {
+  if (engine != nullptr) return *engine;  // a started engine: no second lock per call
   std::lock_guard<std::mutex> lock(impl->engine_mu);
   StartEngine(*impl, *set);
   return *set->engine;

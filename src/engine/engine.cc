@@ -59,7 +59,7 @@ Engine::~Engine() {
   thread_.join();
 }
 
-Handle Engine::Submit(Submission s) {
+Handle Engine::Submit(Submission&& s) {
   s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
   Handle h(s.handle);
@@ -80,7 +80,7 @@ Handle Engine::Submit(Submission s) {
     }
     Claim(p, std::move(s));
     queued_.store(true, std::memory_order_release);
-    submissions_.fetch_add(1, std::memory_order_release);
+    submissions_.store(submissions_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     // While waiters drive, a waiter (or the engine's thread, a cycle time
     // on) will run it.
     if (defer_.load(std::memory_order_relaxed) && !(starts_queue && DeferredWakeDueLocked()))
@@ -128,7 +128,8 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
           Claim(p, std::move(s));
         }
         queued_.store(true, std::memory_order_release);
-        submissions_.fetch_add(1, std::memory_order_release);
+        submissions_.store(submissions_.load(std::memory_order_relaxed) + 1,
+                           std::memory_order_release);
         wake = !defer_.load(std::memory_order_relaxed) ||
                (starts_queue && DeferredWakeDueLocked());  // (as Submit)
       }
@@ -159,7 +160,8 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
   const uint64_t done_before = stats_.tensors;
   const TimePoint taken = Clock::now();
   for (Pending* p : fresh) {
-    if (cycle_timeline_) {
+    // (Not stamped when the timeline started after its submission.)
+    if (cycle_timeline_ && p->sub.submitted != TimePoint{}) {
       cycle_timeline_->Span(p->sub.meta.name, "queued", p->sub.submitted, taken);
     }
     p->taken = taken;
@@ -197,7 +199,8 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
 Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere) {
   carried_.ran = false;
   const size_t cap_words = (cache_.capacity() + 63) / 64;
-  std::vector<uint64_t> words(2 * cap_words + 1, 0);
+  std::vector<uint64_t>& words = words_;  // (kept between cycles, as decided_)
+  words.assign(2 * cap_words + 1, 0);
   uint64_t* ready = words.data();
   uint64_t* valid = words.data() + cap_words;
   uint64_t& status = words.back();

@@ -82,7 +82,7 @@ struct EngineStats {
 
 // One tensor submitted on this rank.
 struct Submission {
-  TimePoint submitted{};
+  TimePoint submitted{};  // set by the engine as it queues it, only while a timeline records
   RequestMeta meta;
   // The caller's buffers (meta has their dtype and shape): plain pointers,
   // so that queuing a tensor copies no shape.
@@ -105,7 +105,7 @@ class Engine final : public Driver {
   // Queues `s` (its meta already checked locally) and wakes the engine.
   // Fails the handle at once when a tensor of that name is in flight or the
   // engine has stopped.
-  Handle Submit(Submission s);
+  Handle Submit(Submission&& s);
   // Queues every member of a group at once (all or, on error, none).
   std::vector<Handle> SubmitGroup(std::vector<Submission> members);
 
@@ -181,6 +181,12 @@ class Engine final : public Driver {
   bool PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* out);
   // Runs `decisions` (fusing what it can) and completes their handles.
   void Execute(const std::vector<Decision>& decisions);
+  // Whether `decisions` are exactly the batch that ran with the bit vector
+  // (carried_.batch, in order, none failed).
+  bool IsCarriedBatch(const std::vector<Decision>& decisions) const;
+  // Runs one planned batch (the carried one: only its bookkeeping) and
+  // finishes its tensors.
+  void RunBatch(const std::vector<Pending*>& batch);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
   // Allgather, reducescatter, alltoall: allocates the output.
   Status RunShaped(Pending& p);
@@ -220,7 +226,8 @@ class Engine final : public Driver {
   // engine's poll (a hint; the queue itself is read under mu_).
   std::atomic<bool> queued_{false};
   // Submissions so far (groups count once): how the engine's thread sees a
-  // burst still coming in.
+  // burst still coming in. Written under mu_ (a load and a store, no
+  // read-modify-write), read without it.
   std::atomic<uint64_t> submissions_{0};
   // Waiters drive the cycles here (a thread waiting on a handle ran one): a
   // submission then does not wake the engine's thread, whose cycle
@@ -273,7 +280,16 @@ class Engine final : public Driver {
   // shootdowns): at np 8 that cost a negotiated step up to 1.7 times its
   // time.
   std::vector<Decision> decided_;  // Cycle: what Negotiate decided
-  struct SlowScratch {             // SlowPath
+  struct Completion {              // Finish: a handle to complete, after the records went back
+    std::shared_ptr<Handle::State> handle;
+    std::optional<Tensor> output;
+    std::vector<int64_t> received;
+  };
+  struct FinishScratch {
+    std::vector<Completion> completions;
+    std::vector<Pending*> records;
+  } finishing_;
+  struct SlowScratch {  // SlowPath
     std::vector<RequestMeta> mine, peer;
     std::vector<uint8_t> encoded, responses;
     std::vector<Response> decided;  // (rank 0: the coordinator's, then everyone's)
@@ -285,7 +301,8 @@ class Engine final : public Driver {
   std::unordered_map<std::string, Pending> phantoms_;
   // Negotiate: this rank's tensor at each cache bit it marked ready.
   std::vector<Pending*> by_bit_;
-  std::vector<size_t> marked_;  // the bits of by_bit_ set this cycle
+  std::vector<size_t> marked_;   // the bits of by_bit_ set this cycle
+  std::vector<uint64_t> words_;  // Negotiate: the bit vector (ready, valid, status)
   // The cycle's cached allreduce batch that went with the bit vector, when
   // every rank had the same tensors ready (PlanCarried, Negotiate): Execute
   // finds it run.

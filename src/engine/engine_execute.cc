@@ -12,6 +12,23 @@
 namespace hora {
 
 void Engine::Execute(const std::vector<Decision>& decisions) {
+  // (A batch that went with the bit vector began when its step did.)
+  const TimePoint decided = carried_.ran ? carried_.start : Clock::now();
+  auto negotiated = [&](const std::vector<Pending*>& ready) {
+    if (!cycle_timeline_) return;
+    for (Pending* p : ready) {
+      cycle_timeline_->Span(p->sub.meta.name, "negotiating", p->taken, decided,
+                            "{\"params\":" + JsonQuote(p->sub.meta.DescribeParams()) + "}");
+    }
+  };
+  if (carried_.ran && IsCarriedBatch(decisions)) {
+    // A steady cached cycle: its decisions are the batch that already ran
+    // with the bit vector (this rank's tensors, in bit order, no error), so
+    // there is nothing to find or plan.
+    negotiated(carried_.batch);
+    RunBatch(carried_.batch);
+    return;
+  }
   std::vector<Pending*> ready;
   std::vector<const RequestMeta*> metas;
   ready.reserve(decisions.size());
@@ -59,67 +76,73 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
     metas.push_back(&mine->sub.meta);
     mine->rows = r.rows;
   }
-  // (A batch that went with the bit vector began when its step did.)
-  const TimePoint decided = carried_.ran ? carried_.start : Clock::now();
-  if (cycle_timeline_) {
-    for (Pending* p : ready) {
-      cycle_timeline_->Span(p->sub.meta.name, "negotiating", p->taken, decided,
-                            "{\"params\":" + JsonQuote(p->sub.meta.DescribeParams()) + "}");
-    }
-  }
+  negotiated(ready);
   std::vector<std::vector<Pending*>> batches;
   for (const auto& plan :
        PlanBatches(metas, config_.fusion_threshold_bytes, config_.disable_group_fusion != "1")) {
     batches.emplace_back();
     for (size_t i : plan) batches.back().push_back(ready[i]);
   }
-  for (auto& batch : batches) {
-    const RequestMeta& m = batch.front()->sub.meta;
-    TimePoint start = Clock::now();
-    Status st;
-    switch (m.op) {
-      case OpType::kAllreduce:
-        if (carried_.ran) {
-          // Run with the bit vector (Negotiate): the one batch planned.
-          carried_.ran = false;
-          start = carried_.start;
-          if (batch != carried_.batch) {
-            st = InternalError("rank " + std::to_string(rank_) +
-                               ": engine: the allreduce sent with the bit vector is not the "
-                               "cycle's batch");
-          } else {
-            std::lock_guard<std::mutex> lock(mu_);
-            ++stats_.carried_batches;
-            if (batch.size() > 1) ++stats_.fused_batches;
-          }
-          break;
-        }
-        st = RunAllreduceBatch(batch);
-        break;
-      case OpType::kBroadcast:
-        st = data_.Broadcast(batch.front()->sub.input, m.num_bytes(), m.root);
-        break;
-      case OpType::kBarrier:
-        st = data_.Barrier();
-        break;
-      case OpType::kJoin:  // applied where decided (ApplyJoin), never batched
-        break;
-      case OpType::kAllgather:
-      case OpType::kReducescatter:
-      case OpType::kAlltoall:
-        st = RunShaped(*batch.front());
-        break;
+  for (auto& batch : batches) RunBatch(batch);
+}
+
+bool Engine::IsCarriedBatch(const std::vector<Decision>& decisions) const {
+  if (decisions.size() != carried_.batch.size()) return false;
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    // (A decision with this rank's tensor is an allreduce of the batch's.)
+    if (decisions[i].pending != carried_.batch[i] || !decisions[i].response->error.empty()) {
+      return false;
     }
-    if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
-    if (cycle_timeline_) {
-      const TimePoint end = Clock::now();
-      const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
-                               ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
-      for (const Pending* p : batch)
-        cycle_timeline_->Span(p->sub.meta.name, OpTypeName(m.op), start, end, args);
-    }
-    Finish(batch, std::move(st));
   }
+  return true;
+}
+
+void Engine::RunBatch(const std::vector<Pending*>& batch) {
+  const RequestMeta& m = batch.front()->sub.meta;
+  TimePoint start = Clock::now();
+  Status st;
+  switch (m.op) {
+    case OpType::kAllreduce:
+      if (carried_.ran) {
+        // Run with the bit vector (Negotiate): the one batch planned.
+        carried_.ran = false;
+        start = carried_.start;
+        if (batch != carried_.batch) {
+          st = InternalError("rank " + std::to_string(rank_) +
+                             ": engine: the allreduce sent with the bit vector is not the "
+                             "cycle's batch");
+        } else {
+          std::lock_guard<std::mutex> lock(mu_);
+          ++stats_.carried_batches;
+          if (batch.size() > 1) ++stats_.fused_batches;
+        }
+        break;
+      }
+      st = RunAllreduceBatch(batch);
+      break;
+    case OpType::kBroadcast:
+      st = data_.Broadcast(batch.front()->sub.input, m.num_bytes(), m.root);
+      break;
+    case OpType::kBarrier:
+      st = data_.Barrier();
+      break;
+    case OpType::kJoin:  // applied where decided (ApplyJoin), never batched
+      break;
+    case OpType::kAllgather:
+    case OpType::kReducescatter:
+    case OpType::kAlltoall:
+      st = RunShaped(*batch.front());
+      break;
+  }
+  if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
+  if (cycle_timeline_) {
+    const TimePoint end = Clock::now();
+    const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
+                             ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
+    for (const Pending* p : batch)
+      cycle_timeline_->Span(p->sub.meta.name, OpTypeName(m.op), start, end, args);
+  }
+  Finish(batch, std::move(st));
 }
 
 Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
