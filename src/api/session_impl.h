@@ -78,7 +78,8 @@ Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& reduction);
 
 // Engine submissions (session_async.cc). An engine call on process set
-// `set_id`: the set (its engine started) and the call's name: `name`, or for
+// `set_id`: the set, its engine if already started (else GetEngine starts
+// it), and the call's name: `name`, or for
 // an empty one "<op>.noname.<N>" (the same on every rank of the set for its
 // N-th such call, and then not cacheable). When the set does not exist or
 // this rank is not in it, `status` says so (starting with `Where`).
@@ -89,8 +90,9 @@ struct EngineCall {
   std::string name;
   bool cacheable = true;
   Status status;
-  // Submits `s` (name and cacheable filled in here) or, after an error
-  // (`status` or `st`), returns a failed handle.
+  // Submits `s` (cacheable filled in here, and the name where `s` has none:
+  // callers that set it use this call's name) or, after an error (`status`
+  // or `st`), returns a failed handle.
   Handle Submit(Status st, Submission&& s) const;
   // The set's engine, started by the first call that passed its local
   // checks (a call that fails locally must not start an engine on one rank

@@ -3,7 +3,8 @@
 // The second half of a cycle: carrying out its decisions (Engine::Execute).
 // This rank's tensors are found, errors are delivered, and the ready ones are
 // planned into batches (fusion.h) and run. Each batch's handles are then
-// completed.
+// completed. A steady cached cycle skips the finding and planning: its
+// decisions are the one batch that already ran with the bit vector.
 #include <algorithm>
 
 #include "engine/engine.h"
@@ -87,7 +88,7 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
 }
 
 bool Engine::IsCarriedBatch(const std::vector<Decision>& decisions) const {
-  if (decisions.size() != carried_.batch.size()) return false;
+  if (carried_.batch.empty() || decisions.size() != carried_.batch.size()) return false;
   for (size_t i = 0; i < decisions.size(); ++i) {
     // (A decision with this rank's tensor is an allreduce of the batch's.)
     if (decisions[i].pending != carried_.batch[i] || !decisions[i].response->error.empty()) {
@@ -107,6 +108,8 @@ void Engine::RunBatch(const std::vector<Pending*>& batch) {
         // Run with the bit vector (Negotiate): the one batch planned.
         carried_.ran = false;
         start = carried_.start;
+        // (Always the same batch when Execute took the shortcut; a planned
+        // batch must match what went with the bit vector.)
         if (batch != carried_.batch) {
           st = InternalError("rank " + std::to_string(rank_) +
                              ": engine: the allreduce sent with the bit vector is not the "
