@@ -247,20 +247,8 @@ void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_
   for (const auto& m : requests) PutMeta(w, m);
 }
 
-std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests) {
-  std::vector<uint8_t> out;
-  EncodeRequests(requests, &out);
-  return out;
-}
-
 Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out) {
   return DecodeList(data, size, "request list", GetMeta, out);
-}
-
-Result<std::vector<RequestMeta>> DecodeRequests(const uint8_t* data, size_t size) {
-  std::vector<RequestMeta> out;
-  HORA_RETURN_IF_ERROR(DecodeRequests(data, size, &out));
-  return out;
 }
 
 void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out) {
@@ -274,20 +262,8 @@ void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t
   }
 }
 
-std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses) {
-  std::vector<uint8_t> out;
-  EncodeResponses(responses, &out);
-  return out;
-}
-
 Status DecodeResponses(const uint8_t* data, size_t size, std::vector<Response>* out) {
   return DecodeList(data, size, "response list", GetResponse, out);
-}
-
-Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size) {
-  std::vector<Response> out;
-  HORA_RETURN_IF_ERROR(DecodeResponses(data, size, &out));
-  return out;
 }
 
 }  // namespace hora

@@ -75,13 +75,11 @@ struct Response {
   bool Matches(const RequestMeta& mine, int rank, int size) const;
 };
 
-std::vector<uint8_t> EncodeRequests(const std::vector<RequestMeta>& requests);
-Result<std::vector<RequestMeta>> DecodeRequests(const uint8_t* data, size_t size);
-std::vector<uint8_t> EncodeResponses(const std::vector<Response>& responses);
-Result<std::vector<Response>> DecodeResponses(const uint8_t* data, size_t size);
-// The same into `out`, whose capacity (and, decoding, whose elements'
-// strings and vectors) is reused: what the engine calls every cycle, so
-// that its lists are not allocated and freed again every cycle.
+// Request and response lists to bytes and back, into `out`, whose capacity
+// (and, decoding, whose elements' strings and vectors) is reused: the engine
+// calls these every cycle, and its lists are not allocated and freed again
+// every cycle. Decoding fails, naming the fault, on truncated, trailing or
+// unknown-version input.
 void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out);
 Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out);
 void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out);
