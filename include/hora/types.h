@@ -86,6 +86,8 @@ struct Reduction {
   ReduceOp op = ReduceOp::kSum;
   double prescale_factor = 1.0;
   double postscale_factor = 1.0;
+
+  bool operator==(const Reduction&) const = default;
 };
 
 }  // namespace hora

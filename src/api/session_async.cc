@@ -62,10 +62,9 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
                         const Reduction& reduction, Submission* s) {
   // Formatted only on failure: a step may submit hundreds of these.
   auto where = [&] { return Where(impl, OpType::kAllreduce, n); };
-  for (const auto* t : {&input, &output}) {
-    Status st = t->Validate();
-    if (!st.ok()) return st.WithContext(where());
-  }
+  Status valid = input.Validate();
+  if (valid.ok() && &output != &input) valid = output.Validate();  // (in place: one view)
+  if (!valid.ok()) return valid.WithContext(where());
   if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
     return InvalidArgument(where() + ": output " + output.Describe() + " does not match input " +
                            input.Describe());
@@ -74,7 +73,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->meta.name = n;
   s->meta.op = OpType::kAllreduce;
   s->meta.dtype = input.dtype();
-  s->meta.shape = input.shape();
+  s->shape_of = &input.shape();  // (input outlives the submission: Engine::Submit copies it)
   s->meta.reduction = reduction;
   s->meta.device = input.device().type;
   s->meta.cacheable = cacheable;
@@ -133,7 +132,7 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   Submission s;
   s.meta.op = OpType::kBroadcast;
   s.meta.dtype = tensor.dtype();
-  s.meta.shape = tensor.shape();
+  s.shape_of = &tensor.shape();  // (as PrepareAllreduce)
   s.meta.root = set_root;
   s.meta.device = tensor.device().type;
   s.meta.cacheable = true;

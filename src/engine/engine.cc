@@ -213,14 +213,22 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
   if (by_bit_.size() != cache_.capacity()) by_bit_.assign(cache_.capacity(), nullptr);
   for (Pending* p = taken_.front(); p != nullptr; p = p->next) {
     if (p->state == State::kSent) continue;
-    const std::string& name = p->sub.meta.name;
-    // The record's hint spares a hash lookup while the entry stays put.
-    if (p->cache_bit >= cache_.capacity() || !cache_.Occupied(p->cache_bit) ||
-        cache_.At(p->cache_bit).name != name) {
-      p->cache_bit = cache_.Find(name).value_or(SIZE_MAX);
+    size_t bit = p->cache_bit;
+    // As the name's last tensor, with the entry it matched still there: a
+    // hit (Pending::cache_gen).
+    bool hit =
+        p->cache_gen != 0 && bit < cache_.capacity() && cache_.Generation(bit) == p->cache_gen;
+    if (!hit) {
+      // The record's hint spares a hash lookup while the entry stays put.
+      const std::string& name = p->sub.meta.name;
+      if (bit >= cache_.capacity() || !cache_.Occupied(bit) || cache_.At(bit).name != name) {
+        bit = cache_.Find(name).value_or(SIZE_MAX);
+        p->cache_bit = bit;
+      }
+      hit = bit != SIZE_MAX && cache_.ResponseAt(bit).Matches(p->sub.meta, rank_, size_);
+      p->cache_gen = hit ? cache_.Generation(bit) : 0;
     }
-    const size_t bit = p->cache_bit;
-    if (bit != SIZE_MAX && cache_.ResponseAt(bit).Matches(p->sub.meta, rank_, size_)) {
+    if (hit) {
       ready[bit / 64] |= uint64_t{1} << (bit % 64);
       by_bit_[bit] = p;
       marked_.push_back(bit);
@@ -291,6 +299,16 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
     cache_.Erase(b);
     ++invalidated;
   });
+  if (carried_.ran) {
+    // Every rank carried the same allreduce with the same bits (all valid,
+    // no new work, none stopping): the cycle's decisions are that batch,
+    // already run (Execute finishes it). Used in bit order, as below.
+    for (const Pending* p : carried_.batch) cache_.Touch(p->cache_bit);
+    CountNegotiated(hits, misses, invalidated);
+    *stop_everywhere = false;
+    quiet_everywhere_ = (status & kQuiet) != 0;
+    return Status::Ok();
+  }
   // Fast path: cached tensors ready on every rank, in bit order. A group
   // runs only whole: if some of its members are not ready everywhere (an
   // entry was just invalidated), its ready members go to the coordinator
@@ -313,18 +331,20 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
     out->push_back({cache_.Shared(b), mine_at(b)});
     cache_.Touch(b);
   });
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stats_.cache_hits += hits;
-    stats_.cache_misses += misses;
-    stats_.cache_invalidations += invalidated;
-  }
+  CountNegotiated(hits, misses, invalidated);
   *stop_everywhere = (status & kNotStopping) == 0;
   quiet_everywhere_ = (status & kQuiet) != 0;
   if ((status & kNoNewWork) && (status & kCoordinatorIdle) && invalidated == 0 && !demoted) {
     return Status::Ok();
   }
   return SlowPath(out);
+}
+
+void Engine::CountNegotiated(uint64_t hits, uint64_t misses, uint64_t invalidated) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.cache_hits += hits;
+  stats_.cache_misses += misses;
+  stats_.cache_invalidations += invalidated;
 }
 
 Status Engine::SlowPath(std::vector<Decision>* out) {

@@ -83,7 +83,13 @@ struct EngineStats {
 // One tensor submitted on this rank.
 struct Submission {
   TimePoint submitted{};  // set by the engine as it queues it, only while a timeline records
-  RequestMeta meta;
+  RequestMeta meta;       // (its shape: see shape_of)
+  // When set, the tensor's shape, and meta.shape is left empty: the
+  // caller's vector, valid until Engine::Submit returns, which copies it
+  // into the vector of the name's record. That vector stays with the record
+  // from one tensor of the name to the next, so a steady step allocates no
+  // shapes.
+  const std::vector<int64_t>* shape_of = nullptr;
   // The caller's buffers (meta has their dtype and shape): plain pointers,
   // so that queuing a tensor copies no shape.
   void* input = nullptr;
@@ -146,6 +152,12 @@ class Engine final : public Driver {
     // Where this name sat in the response cache when last looked up
     // (checked against the cache's entry before use).
     size_t cache_bit = SIZE_MAX;
+    // The cache entry (its Generation, at cache_bit) that sub.meta was last
+    // found to match, 0 for none; Claim clears it when a tensor asks other
+    // than its name's last one did. While the entry stays, a cached step's
+    // tensor is a hit with no look at the entry: it is a few cache lines
+    // per tensor, cold after the step's data went through.
+    uint64_t cache_gen = 0;
     std::vector<int64_t> rows;  // from the decision (allgather, alltoall)
     std::optional<Tensor> output;
     std::vector<int64_t> received_splits;
@@ -175,18 +187,19 @@ class Engine final : public Driver {
   bool Cycle(const std::vector<Pending*>& fresh, bool stopping);
   Status Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere);
   Status SlowPath(std::vector<Decision>* out);
+  void CountNegotiated(uint64_t hits, uint64_t misses, uint64_t invalidated);  // stats_
   // Negotiate: if this rank's cached tensors ready this cycle (bits `ready`,
   // in bit order) make one allreduce batch that can go with the bit vector
   // of `words` words, plans it in carried_ and describes it in `out`.
   bool PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* out);
-  // Runs `decisions` (fusing what it can) and completes their handles.
+  // Runs `decisions` (fusing what it can) and completes their handles; after
+  // a carried allreduce (carried_.ran; no decisions then), completes its
+  // batch.
   void Execute(const std::vector<Decision>& decisions);
-  // Whether `decisions` are exactly the batch that ran with the bit vector
-  // (carried_.batch, in order, none failed).
-  bool IsCarriedBatch(const std::vector<Decision>& decisions) const;
-  // Runs one planned batch (the carried one: only its bookkeeping) and
-  // finishes its tensors.
+  // Runs one planned batch and finishes its tensors.
   void RunBatch(const std::vector<Pending*>& batch);
+  // The timeline's span of a batch's collective, from `start` to now.
+  void SpanBatch(const std::vector<Pending*>& batch, TimePoint start, const Status& st);
   Status RunAllreduceBatch(const std::vector<Pending*>& batch);
   // Allgather, reducescatter, alltoall: allocates the output.
   Status RunShaped(Pending& p);

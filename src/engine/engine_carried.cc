@@ -17,7 +17,9 @@ bool Engine::PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* 
   carried_.batch.clear();
   carried_.parts.clear();
   carried_.ran = false;
-  if (joined_count_ > 0 || marked_.empty()) return false;
+  // (Without a shared window for the AND -- one rank, or ranks on several
+  // hosts -- nothing is carried: no planning either.)
+  if (joined_count_ > 0 || marked_.empty() || !AndOnWindow(control_, words)) return false;
   // The decisions Negotiate would make if the AND kept every bit: this
   // rank's tensors in bit order, each group whole.
   std::vector<const RequestMeta*> metas;

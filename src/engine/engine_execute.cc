@@ -22,12 +22,21 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
                             "{\"params\":" + JsonQuote(p->sub.meta.DescribeParams()) + "}");
     }
   };
-  if (carried_.ran && IsCarriedBatch(decisions)) {
+  if (carried_.ran) {
     // A steady cached cycle: its decisions are the batch that already ran
-    // with the bit vector (this rank's tensors, in bit order, no error), so
-    // there is nothing to find or plan.
+    // with the bit vector (Negotiate made no others), so there is nothing
+    // to find, plan or run.
+    carried_.ran = false;
     negotiated(carried_.batch);
-    RunBatch(carried_.batch);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.carried_batches;
+      if (carried_.batch.size() > 1) ++stats_.fused_batches;
+    }
+    if (cycle_timeline_) {
+      SpanBatch(carried_.batch, carried_.start, Status::Ok());
+    }
+    Finish(carried_.batch, Status::Ok());
     return;
   }
   std::vector<Pending*> ready;
@@ -87,40 +96,12 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
   for (auto& batch : batches) RunBatch(batch);
 }
 
-bool Engine::IsCarriedBatch(const std::vector<Decision>& decisions) const {
-  if (carried_.batch.empty() || decisions.size() != carried_.batch.size()) return false;
-  for (size_t i = 0; i < decisions.size(); ++i) {
-    // (A decision with this rank's tensor is an allreduce of the batch's.)
-    if (decisions[i].pending != carried_.batch[i] || !decisions[i].response->error.empty()) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void Engine::RunBatch(const std::vector<Pending*>& batch) {
   const RequestMeta& m = batch.front()->sub.meta;
-  TimePoint start = Clock::now();
+  const TimePoint start = Clock::now();
   Status st;
   switch (m.op) {
     case OpType::kAllreduce:
-      if (carried_.ran) {
-        // Run with the bit vector (Negotiate): the one batch planned.
-        carried_.ran = false;
-        start = carried_.start;
-        // (Always the same batch when Execute took the shortcut; a planned
-        // batch must match what went with the bit vector.)
-        if (batch != carried_.batch) {
-          st = InternalError("rank " + std::to_string(rank_) +
-                             ": engine: the allreduce sent with the bit vector is not the "
-                             "cycle's batch");
-        } else {
-          std::lock_guard<std::mutex> lock(mu_);
-          ++stats_.carried_batches;
-          if (batch.size() > 1) ++stats_.fused_batches;
-        }
-        break;
-      }
       st = RunAllreduceBatch(batch);
       break;
     case OpType::kBroadcast:
@@ -138,14 +119,16 @@ void Engine::RunBatch(const std::vector<Pending*>& batch) {
       break;
   }
   if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
-  if (cycle_timeline_) {
-    const TimePoint end = Clock::now();
-    const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
-                             ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
-    for (const Pending* p : batch)
-      cycle_timeline_->Span(p->sub.meta.name, OpTypeName(m.op), start, end, args);
-  }
+  if (cycle_timeline_) SpanBatch(batch, start, st);
   Finish(batch, std::move(st));
+}
+
+void Engine::SpanBatch(const std::vector<Pending*>& batch, TimePoint start, const Status& st) {
+  const TimePoint end = Clock::now();
+  const char* op = OpTypeName(batch.front()->sub.meta.op);
+  const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
+                           ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
+  for (const Pending* p : batch) cycle_timeline_->Span(p->sub.meta.name, op, start, end, args);
 }
 
 Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {

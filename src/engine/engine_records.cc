@@ -25,6 +25,19 @@ void Engine::Claim(Pending& p, Submission&& s) {
     p.idle = false;
   }
   p.in_flight = true;
+  // Both metas without their shapes for a moment: the record's vector,
+  // kept, takes the new shape (Submission::shape_of).
+  std::vector<int64_t> given = std::move(s.meta.shape);  // (empty with shape_of)
+  const std::vector<int64_t>& shape = s.shape_of != nullptr ? *s.shape_of : given;
+  std::vector<int64_t> kept = std::move(p.sub.meta.shape);
+  if (p.cache_gen != 0 && !(kept == shape && p.sub.meta == s.meta)) p.cache_gen = 0;  // (Pending)
+  if (s.shape_of != nullptr) {
+    kept.assign(shape.begin(), shape.end());
+  } else {
+    kept = std::move(given);
+  }
+  s.meta.shape = std::move(kept);
+  s.shape_of = nullptr;
   p.sub = std::move(s);
   // Only the timeline shows how long a tensor was queued, and a clock read
   // per tensor was 8% of a cached tensor's cost (np 1; about 20 ns here).

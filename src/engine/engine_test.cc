@@ -1,8 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The engine with ranks as threads: shuffled submission orders, the
-// response cache (hits, steady state without the coordinator, invalidation,
-// eviction, capacity 0), fusion with scale factors, mismatches that fail one
+// response cache (hits, steady state without the coordinator, invalidation
+// by shape or reduction, eviction, capacity 0), fusion with scale factors, mismatches that fail one
 // tensor on every rank while others go on, stalls, duplicate names.
 #include <gtest/gtest.h>
 
@@ -132,6 +132,22 @@ TEST(Engine, ChangedParametersInvalidateTheEntryEverywhere) {
     const auto c = ranks.session(r).engine_counters();
     EXPECT_EQ(c.cache_invalidations, 1u) << "rank " << r;
     EXPECT_EQ(c.cache_hits, 2u) << "rank " << r;  // the second step of each size
+  }
+}
+
+TEST(Engine, ChangedReductionWithTheSameShapeIsNoCacheHit) {
+  // A name's tensor asks what the last one asked, but for its reduction: a
+  // hit would run it with the cached (old) reduction.
+  ThreadRanks ranks(3, TestSettings());
+  const std::vector<Named> model = {{"g", DataType::kFloat32, 24}};
+  ExpectAllOk(RunSteps(ranks, model, 2, {ReduceOp::kSum}));
+  ExpectAllOk(RunSteps(ranks, model, 2, {ReduceOp::kMax}));
+  ExpectAllOk(RunSteps(ranks, model, 2, {ReduceOp::kSum, 2.0, 1.0}));
+  ExpectAllOk(RunSteps(ranks, model, 2, {ReduceOp::kSum, 2.0, 0.5}));
+  for (int r = 0; r < 3; ++r) {
+    const auto c = ranks.session(r).engine_counters();
+    EXPECT_EQ(c.cache_invalidations, 3u) << "rank " << r;
+    EXPECT_EQ(c.cache_hits, 4u) << "rank " << r;  // the second step of each
   }
 }
 

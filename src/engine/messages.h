@@ -52,6 +52,7 @@ struct RequestMeta {
   // for allgather and alltoall also but dimension 0 and the splits. (what ranks must agree on, and
   // what a cached entry is compared with).
   bool SameParams(const RequestMeta& other) const;
+  bool operator==(const RequestMeta&) const = default;  // every field, the name too
   // "float32[4, 3] sum" / "uint8[8] root 1" (for error messages).
   std::string DescribeParams() const;
   size_t num_bytes() const;

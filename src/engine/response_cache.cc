@@ -4,7 +4,7 @@
 namespace hora {
 
 ResponseCache::ResponseCache(size_t capacity)
-    : capacity_(capacity), slots_(capacity), lru_pos_(capacity) {
+    : capacity_(capacity), slots_(capacity), used_(capacity), generation_(capacity) {
   for (size_t b = capacity; b > 0; --b) free_.push_back(b - 1);
 }
 
@@ -18,25 +18,31 @@ std::optional<size_t> ResponseCache::Insert(ResponsePtr r) {
   if (capacity_ == 0) return std::nullopt;
   if (auto old = Find(r->params.name)) Erase(*old);
   if (free_.empty()) {
-    Erase(lru_.back());
+    Erase(LeastRecentlyUsed());
     ++evictions_;
   }
   const size_t bit = free_.back();
   free_.pop_back();
   slots_[bit] = std::move(r);
   by_name_[slots_[bit]->params.name] = bit;
-  lru_.push_front(bit);
-  lru_pos_[bit] = lru_.begin();
+  generation_[bit] = ++insertions_;
+  Touch(bit);
   return bit;
 }
 
-void ResponseCache::Touch(size_t bit) { lru_.splice(lru_.begin(), lru_, lru_pos_[bit]); }
+size_t ResponseCache::LeastRecentlyUsed() const {
+  size_t oldest = 0;
+  for (size_t b = 1; b < capacity_; ++b) {
+    if (used_[b] < used_[oldest]) oldest = b;
+  }
+  return oldest;
+}
 
 void ResponseCache::Erase(size_t bit) {
   if (!slots_[bit]) return;
   by_name_.erase(slots_[bit]->params.name);
   slots_[bit].reset();
-  lru_.erase(lru_pos_[bit]);
+  generation_[bit] = 0;
   // Keep the free list sorted so that the lowest free bit is reused first
   // (the same on every rank, and the bit vector stays short).
   auto it = free_.begin();

@@ -12,7 +12,6 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,23 +45,35 @@ class ResponseCache {
   const ResponsePtr& Shared(size_t bit) const { return slots_[bit]; }
   bool Occupied(size_t bit) const { return slots_[bit] != nullptr; }
 
+  // Which entry sits at `bit`: a number given to each insertion, never
+  // given again (0: none). A caller that checked a request against the
+  // entry may skip the check while this stays the same.
+  uint64_t Generation(size_t bit) const { return generation_[bit]; }
+
   // Caches the decision `r` (replacing an entry of the same name), evicting
   // the least recently used entry when full. Returns its bit, or nullopt when
   // the capacity is 0.
   std::optional<size_t> Insert(ResponsePtr r);
   // Marks the entry at `bit` most recently used.
-  void Touch(size_t bit);
+  void Touch(size_t bit) { used_[bit] = ++clock_; }
   void Erase(size_t bit);
 
   uint64_t evictions() const { return evictions_; }
 
  private:
+  size_t LeastRecentlyUsed() const;  // of the occupied bits (the cache is full)
+
   size_t capacity_;
   std::vector<ResponsePtr> slots_;
   // Keyed by the name inside the slot's decision (which outlives its key).
   std::unordered_map<std::string_view, size_t> by_name_;
-  std::list<size_t> lru_;  // front = most recent
-  std::vector<std::list<size_t>::iterator> lru_pos_;
+  // Recency: when each bit's entry was last inserted or used, in a count of
+  // those events. Using an entry is one store (a cached step uses hundreds);
+  // an eviction scans the bits for the oldest, on the slow path only.
+  std::vector<uint64_t> used_;
+  uint64_t clock_ = 0;
+  std::vector<uint64_t> generation_;
+  uint64_t insertions_ = 0;
   std::vector<size_t> free_;  // free bit positions, lowest last
   uint64_t evictions_ = 0;
 };
