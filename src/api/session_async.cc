@@ -73,7 +73,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->meta.name = n;
   s->meta.op = OpType::kAllreduce;
   s->meta.dtype = input.dtype();
-  s->shape_of = &input.shape();  // (input outlives the submission: Engine::Submit copies it)
+  s->shape_of = &input.shape();  // (input outlives the Submit call, which copies it)
   s->meta.reduction = reduction;
   s->meta.device = input.device().type;
   s->meta.cacheable = cacheable;

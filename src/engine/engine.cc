@@ -301,8 +301,9 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
   });
   if (carried_.ran) {
     // Every rank carried the same allreduce with the same bits (all valid,
-    // no new work, none stopping): the cycle's decisions are that batch,
-    // already run (Execute finishes it). Used in bit order, as below.
+    // no new work, none stopping, the coordinator idle): that batch, already
+    // run, is the whole cycle (Execute finishes it); no decisions. Used in
+    // bit order, as below.
     for (const Pending* p : carried_.batch) cache_.Touch(p->cache_bit);
     CountNegotiated(hits, misses, invalidated);
     *stop_everywhere = false;

@@ -85,13 +85,13 @@ struct Submission {
   TimePoint submitted{};  // set by the engine as it queues it, only while a timeline records
   RequestMeta meta;       // (its shape: see shape_of)
   // When set, the tensor's shape, and meta.shape is left empty: the
-  // caller's vector, valid until Engine::Submit returns, which copies it
-  // into the vector of the name's record. That vector stays with the record
+  // caller's vector, valid until Engine::Submit (or SubmitGroup) returns,
+  // which copies it, if it queues the tensor, into the vector of the name's
+  // record. That vector stays with the record
   // from one tensor of the name to the next, so a steady step allocates no
   // shapes.
   const std::vector<int64_t>* shape_of = nullptr;
-  // The caller's buffers (meta has their dtype and shape): plain pointers,
-  // so that queuing a tensor copies no shape.
+  // The caller's buffers (meta and shape_of describe them): plain pointers.
   void* input = nullptr;
   void* output = nullptr;
   std::shared_ptr<Handle::State> handle;
@@ -135,7 +135,8 @@ class Engine final : public Driver {
   // cycle) uses its record without mu_: nothing else touches it until
   // Finish releases it.
   struct Pending {
-    // Clears what one tensor left behind (not the cache hint, not links).
+    // Clears what one tensor left behind (not the cache hint and
+    // generation, not links).
     void Reset();
 
     Submission sub;
@@ -150,7 +151,7 @@ class Engine final : public Driver {
     Pending* prev = nullptr;  // taken_'s links
     Pending* next = nullptr;
     // Where this name sat in the response cache when last looked up
-    // (checked against the cache's entry before use).
+    // (checked against the cache's entry, or its generation, before use).
     size_t cache_bit = SIZE_MAX;
     // The cache entry (its Generation, at cache_bit) that sub.meta was last
     // found to match, 0 for none; Claim clears it when a tensor asks other

@@ -3,8 +3,8 @@
 // The second half of a cycle: carrying out its decisions (Engine::Execute).
 // This rank's tensors are found, errors are delivered, and the ready ones are
 // planned into batches (fusion.h) and run. Each batch's handles are then
-// completed. A steady cached cycle skips the finding and planning: its
-// decisions are the one batch that already ran with the bit vector.
+// completed. A steady cached cycle has no decisions: its one batch already
+// ran with the bit vector, and Execute only finishes it.
 #include <algorithm>
 
 #include "engine/engine.h"
@@ -23,9 +23,9 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
     }
   };
   if (carried_.ran) {
-    // A steady cached cycle: its decisions are the batch that already ran
-    // with the bit vector (Negotiate made no others), so there is nothing
-    // to find, plan or run.
+    // A steady cached cycle: no decisions (Negotiate made none); its batch
+    // already ran with the bit vector, so there is nothing to find, plan or
+    // run.
     carried_.ran = false;
     negotiated(carried_.batch);
     {
