@@ -1,49 +1,85 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "output.h"
 
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace hora::horarun {
 namespace {
 
-void WriteAll(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
+// Writes every byte of `iov`, resuming after short writes.
+void WriteAll(int fd, iovec* iov, int count) {
+  while (count > 0) {
+    const ssize_t w = ::writev(fd, iov, count);
     if (w < 0) {
       if (errno == EINTR) continue;
       return;  // our own stdout is gone: nothing better to do
     }
-    p += w;
-    n -= static_cast<size_t>(w);
+    size_t done = static_cast<size_t>(w);
+    while (count > 0 && done >= iov->iov_len) {
+      done -= iov->iov_len;
+      ++iov;
+      --count;
+    }
+    if (count > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+      iov->iov_len -= done;
+    }
   }
 }
 
 }  // namespace
 
+LineForwarder::LineForwarder(int rank, int out_fd, bool prefix, size_t max_line)
+    : out_fd_(out_fd),
+      prefix_(prefix ? "[" + std::to_string(rank) + "]: " : std::string()),
+      max_line_(max_line < 1 ? 1 : max_line) {}
+
 void LineForwarder::Feed(const char* data, size_t n) {
-  partial_.append(data, n);
-  size_t start = 0;
-  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
-    Emit(partial_.data() + start, nl - start + 1);
+  // Invariant: held_.size() < max_line_, so `room` is at least 1.
+  while (n > 0) {
+    const size_t room = max_line_ - held_.size();
+    const void* nl = std::memchr(data, '\n', n < room ? n : room);
+    size_t used;
+    if (nl != nullptr) {  // the line ends within the bound: out whole
+      used = static_cast<size_t>(static_cast<const char*>(nl) - data) + 1;
+      Write(data, used);
+      mid_line_ = false;
+    } else if (n < room) {  // no end yet, and room for all of it
+      used = n;
+      held_.append(data, n);
+    } else {  // max_line bytes without an end: out as a piece
+      used = room;
+      Write(data, used);
+      mid_line_ = true;
+    }
+    data += used;
+    n -= used;
   }
-  partial_.erase(0, start);
 }
 
 void LineForwarder::Flush() {
-  if (partial_.empty()) return;
-  partial_ += '\n';
-  Emit(partial_.data(), partial_.size());
-  partial_.clear();
+  if (held_.empty() && !mid_line_) return;
+  Write("\n", 1);
+  mid_line_ = false;
 }
 
-void LineForwarder::Emit(const char* line, size_t n) {
-  // One write per line: writes to a pipe or terminal of up to PIPE_BUF
-  // bytes are atomic, so concurrent ranks' lines do not mix.
-  std::string out = prefix_ ? "[" + std::to_string(rank_) + "]: " : std::string();
-  out.append(line, n);
-  WriteAll(out_fd_, out.data(), out.size());
+void LineForwarder::Write(const char* data, size_t n) {
+  // One writev per line or piece, finished before the next: the ranks'
+  // lines reach horarun's stdout and stderr only through here, so a line of
+  // up to max_line bytes never mixes with another rank's.
+  iovec iov[3];
+  int count = 0;
+  if (!mid_line_ && !prefix_.empty()) {
+    iov[count++] = {const_cast<char*>(prefix_.data()), prefix_.size()};
+  }
+  if (!held_.empty()) iov[count++] = {held_.data(), held_.size()};
+  iov[count++] = {const_cast<char*>(data), n};
+  WriteAll(out_fd_, iov, count);
+  held_.clear();
 }
 
 }  // namespace hora::horarun
