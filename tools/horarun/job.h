@@ -1,15 +1,22 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Runs one job: starts every rank (fork/exec locally, ssh for other hosts),
-// forwards their output line by line, and watches them. When a rank fails
+// forwards their output line by line, and watches them. Each rank runs in a
+// process group of its own, which is ended when the rank ends (also after a
+// success): SIGTERM, then SIGKILL after the grace period, so that what a
+// rank started in the background does not outlive it. When a rank fails
 // (non-zero exit or a signal), or horarun gets SIGINT/SIGTERM/SIGHUP, every
-// other rank's process group gets SIGTERM, then SIGKILL after the grace
-// period; horarun's exit code is the failed rank's (128 + signal for a
-// signal). Local ranks also get SIGKILL if horarun itself dies
-// (PR_SET_PDEATHSIG), so no process is left behind.
+// other rank's group gets SIGTERM, then SIGKILL after the grace period;
+// horarun's exit code is that of the rank that failed first (128 + signal
+// for a signal; death_watch.h says how "first" is known). If horarun itself
+// dies, even by SIGKILL, a watcher process stops the local ranks' groups
+// (watcher.h), and each remote rank's own watcher stops it.
 #pragma once
 
+#include <signal.h>
+
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +35,11 @@ struct JobSpec {
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
 };
 
+// The signals RunJob handles (SIGINT, SIGTERM, SIGHUP, SIGCHLD). Block them
+// in every thread before the first thread starts, so that they reach
+// RunJob's signalfd and are never taken, and lost, by another thread.
+sigset_t JobSignals();
+
 // Returns horarun's exit code. Launch errors are printed to stderr.
 int RunJob(const JobSpec& spec);
 
@@ -37,6 +49,16 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
 
 // The per-rank variables horarun sets (exposed for tests).
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size);
+
+// How the rank placed at `p` starts: on this host, the job's command with
+// the job's and the rank's variables; on another, the remote shell's
+// command line (RemoteCommand), whose stdin gets `input` (the secret).
+struct RankLaunch {
+  std::vector<std::string> argv;
+  std::vector<std::string> envs;  // "NAME=value"
+  std::optional<std::string> input;
+};
+RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd);
 
 // The command line that starts `argv` with `env` on a remote host through
 // `rsh` (e.g. ssh with its options, or "ip netns exec" for test hosts). The

@@ -47,9 +47,7 @@ int main(int argc, char** argv) {
   // The signals horarun handles are blocked before any thread starts (the
   // rendezvous server's), so that they reach the thread that waits for them
   // and are never taken, and lost, by another.
-  sigset_t job_signals;
-  sigemptyset(&job_signals);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&job_signals, sig);
+  const sigset_t job_signals = horarun::JobSignals();
   pthread_sigmask(SIG_BLOCK, &job_signals, nullptr);
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = horarun::ParseOptions(args, &horarun::ReadWholeFile);

@@ -1,0 +1,330 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// RunJob: starts the ranks, then one loop until every rank's process group
+// has ended and its output is forwarded. Each round: the stop's and the
+// groups' deadlines, a poll of the signalfd and the output pipes, the
+// ranks' deaths (before any output: their order decides who failed first),
+// then the output.
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "death_watch.h"
+#include "job.h"
+#include "output.h"
+#include "process_group.h"
+#include "spawn.h"
+#include "watcher.h"
+
+namespace hora::horarun {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration Seconds(double s) {
+  return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
+}
+
+int ExitCodeOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string DescribeExit(int status) {
+  if (WIFSIGNALED(status)) {
+    return "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+           strsignal(WTERMSIG(status)) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+// One rank, from its start until its process group has ended.
+struct Rank {
+  Placement placement;
+  pid_t pid = -1;        // also its process group's id
+  bool running = false;  // started, and not seen dead yet
+  // The group outlives the rank while processes the rank started run in
+  // it. Live from the start until no live member is left, or it got
+  // SIGKILL at group_kill_at (the grace period after the rank's end). The
+  // rank is reaped only then: until that, its zombie keeps the group's id
+  // from being reused, so that signals to -pid reach no other group.
+  bool group_live = false;
+  Clock::time_point group_kill_at = Clock::time_point::max();
+  Clock::time_point group_check_at{};  // when to look for live members again
+  int fds[2] = {-1, -1};               // stdout, stderr read ends
+  int stdin_fd = -1;                   // remote ranks: the write end of their stdin
+  std::unique_ptr<LineForwarder> forward[2];
+};
+
+class Job {
+ public:
+  Job(const JobSpec& spec, int sigfd, const sigset_t& blocked, RankWatcher& watcher)
+      : spec_(spec), sigfd_(sigfd), blocked_(blocked), watcher_(watcher) {}
+
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Starts every rank; stops at the first that cannot start.
+  void Launch();
+  // Until every rank's group has ended and its output is forwarded.
+  void Run();
+  int exit_code() const { return exit_code_; }
+
+ private:
+  void BeginStop(int code, bool at_once);
+  void SignalGroups(int sig);
+  void Escalate(Clock::time_point now);
+  void EndGroups(Clock::time_point now);
+  void EndGroup(Rank& r);
+  void HandleSignals();
+  void Died(Rank& r, int status);
+  void CloseOutput(Rank& r, int s);
+
+  const JobSpec& spec_;
+  const int sigfd_;
+  const sigset_t& blocked_;
+  RankWatcher& watcher_;
+  DeathWatch deaths_;
+  std::vector<Rank> ranks_;
+  int exit_code_ = 0;
+  // Stopping: a failed rank first gives the others a moment to notice the
+  // lost peer and report it themselves (term_at_), then their groups get
+  // SIGTERM, and SIGKILL after the grace period (kill_at_). A signal to
+  // horarun skips the first step.
+  bool stopping_ = false, termed_ = false;
+  Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
+};
+
+Job::~Job() {
+  for (auto& r : ranks_) {
+    for (int fd : {r.fds[0], r.fds[1], r.stdin_fd}) {
+      if (fd >= 0) close(fd);
+    }
+    if (r.group_live) waitpid(r.pid, nullptr, WNOHANG);
+  }
+}
+
+void Job::Launch() {
+  const int size = static_cast<int>(spec_.placements.size());
+  char cwd_buf[4096];
+  const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
+  ranks_.resize(static_cast<size_t>(size));
+  for (int i = 0; i < size && !stopping_; ++i) {
+    Rank& r = ranks_[static_cast<size_t>(i)];
+    r.placement = spec_.placements[static_cast<size_t>(i)];
+    const RankLaunch launch = PlanRankLaunch(spec_, r.placement, cwd);
+    for (int s = 0; s < 2; ++s) {
+      r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
+                                                     spec_.prefix_output);
+    }
+    auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input, watcher_.announce_fd());
+    if (!p) {
+      BeginStop(1, true);
+      break;
+    }
+    r.pid = p->pid;
+    deaths_.Add(r.pid);
+    r.running = r.group_live = true;
+    r.fds[0] = p->out_fd;
+    r.fds[1] = p->err_fd;
+    r.stdin_fd = p->stdin_fd;
+  }
+}
+
+void Job::BeginStop(int code, bool at_once) {
+  if (stopping_) return;
+  stopping_ = true;
+  exit_code_ = code;
+  term_at_ =
+      Clock::now() + (at_once ? Clock::duration{} : Seconds(std::min(3.0, spec_.stop_grace_s)));
+  kill_at_ = term_at_ + Seconds(spec_.stop_grace_s);
+}
+
+void Job::SignalGroups(int sig) {
+  for (auto& r : ranks_) {
+    if (r.group_live) kill(-r.pid, sig);
+  }
+}
+
+void Job::Escalate(Clock::time_point now) {
+  if (!stopping_) return;
+  if (!termed_ && now >= term_at_) {
+    SignalGroups(SIGTERM);
+    // Remote ranks: closing their stdin starts their watcher's TERM and
+    // KILL on their host (our signals reach only the local rsh).
+    for (auto& r : ranks_) {
+      if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
+    }
+    termed_ = true;
+  }
+  if (now >= kill_at_) SignalGroups(SIGKILL);
+}
+
+// The groups of dead ranks: ended once no live member is left; whatever is
+// left at the deadline gets SIGKILL.
+// Looking reads /proc, so a group is looked at most every 100 ms.
+void Job::EndGroups(Clock::time_point now) {
+  for (auto& r : ranks_) {
+    if (!r.group_live || r.running) continue;
+    if (now >= std::min(r.group_kill_at, kill_at_)) {
+      kill(-r.pid, SIGKILL);
+      EndGroup(r);
+    } else if (now >= r.group_check_at) {
+      if (!GroupHasLiveMember(r.pid)) EndGroup(r);
+      r.group_check_at = now + std::chrono::milliseconds(100);
+    }
+  }
+}
+
+void Job::EndGroup(Rank& r) {
+  r.group_live = false;
+  watcher_.Forget(r.pid);
+  waitpid(r.pid, nullptr, WNOHANG);  // a zombie: frees the group's id
+}
+
+void Job::HandleSignals() {
+  signalfd_siginfo info;
+  while (read(sigfd_, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGCHLD) continue;  // deaths_ has the ranks'
+    std::fprintf(stderr, "horarun: got signal %u (%s); stopping all ranks\n", info.ssi_signo,
+                 strsignal(static_cast<int>(info.ssi_signo)));
+    BeginStop(128 + static_cast<int>(info.ssi_signo), true);
+  }
+  for (const Death& death : deaths_.TakeDeaths()) {  // in the order they died
+    for (auto& r : ranks_) {
+      if (r.running && r.pid == death.pid) Died(r, death.status);
+    }
+  }
+}
+
+void Job::Died(Rank& r, int status) {
+  r.running = false;
+  if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
+  // What the rank started goes with it, also after a success: SIGTERM now,
+  // SIGKILL after the grace period (EndGroups). Its output keeps flowing
+  // meanwhile.
+  if (GroupHasLiveMember(r.pid)) {
+    kill(-r.pid, SIGTERM);
+    r.group_kill_at = Clock::now() + Seconds(spec_.stop_grace_s);
+  } else {
+    EndGroup(r);  // the usual case: the rank left nothing behind
+  }
+  const int code = ExitCodeOf(status);
+  if (code != 0 && !termed_) {  // not one we stopped ourselves
+    std::fprintf(stderr, "horarun: rank %d (pid %d on %s) %s%s\n", r.placement.rank, r.pid,
+                 r.placement.host.c_str(), DescribeExit(status).c_str(),
+                 stopping_ ? "" : "; stopping the other ranks");
+    BeginStop(code, false);
+  }
+}
+
+void Job::CloseOutput(Rank& r, int s) {
+  r.forward[s]->Flush();
+  close(r.fds[s]);
+  r.fds[s] = -1;
+}
+
+void Job::Run() {
+  Clock::time_point groups_ended{};
+  for (;;) {
+    const auto now = Clock::now();
+    Escalate(now);
+    EndGroups(now);
+    bool any_live = false, any_open = false;
+    std::vector<pollfd> pfds = {{sigfd_, POLLIN, 0}, {deaths_.fd(), POLLIN, 0}};
+    std::vector<std::pair<Rank*, int>> owners;
+    for (auto& r : ranks_) {
+      any_live = any_live || r.group_live;
+      for (int s = 0; s < 2; ++s) {
+        if (r.fds[s] >= 0) {
+          pfds.push_back({r.fds[s], POLLIN, 0});
+          owners.push_back({&r, s});
+          any_open = true;
+        }
+      }
+    }
+    if (!any_live && !any_open) return;
+    if (!any_live) {
+      // Processes that left their rank's group (setsid) may hold its pipes
+      // open: drain briefly, then go.
+      if (groups_ended == Clock::time_point{}) groups_ended = now;
+      if (now - groups_ended > std::chrono::seconds(2)) {
+        for (auto& r : ranks_) {
+          for (int s = 0; s < 2; ++s) {
+            if (r.fds[s] >= 0) CloseOutput(r, s);
+          }
+        }
+        return;
+      }
+    }
+    if (poll(pfds.data(), pfds.size(), 200) < 0 && errno != EINTR) return;
+    // Deaths before output: a rank's output can wait, the order of deaths
+    // must be read while the kernel still has it.
+    HandleSignals();
+    for (size_t k = 2; k < pfds.size(); ++k) {
+      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto [r, s] = owners[k - 2];
+      char buf[65536];
+      const ssize_t n = read(r->fds[s], buf, sizeof buf);
+      if (n > 0) {
+        r->forward[s]->Feed(buf, static_cast<size_t>(n));
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        CloseOutput(*r, s);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+sigset_t JobSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD}) sigaddset(&set, sig);
+  return set;
+}
+
+int RunJob(const JobSpec& spec) {
+  const sigset_t blocked = JobSignals();
+  // The caller's mask comes back at the end: horarun's main keeps these
+  // signals blocked through its cleanup, so one that arrives after the last
+  // read below cannot kill it before that (a pending one dies with it).
+  sigset_t previous;
+  sigprocmask(SIG_BLOCK, &blocked, &previous);
+  const int sigfd = signalfd(-1, &blocked, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sigfd < 0) {
+    std::fprintf(stderr, "horarun: signalfd: %s\n", std::strerror(errno));
+    sigprocmask(SIG_SETMASK, &previous, nullptr);
+    return 1;
+  }
+  std::string error;
+  // Every rank's local process announces its group (remote ranks: their rsh).
+  auto watcher = RankWatcher::Start(spec.placements.size(), spec.stop_grace_s, &error);
+  int exit_code = 1;
+  if (!watcher) {
+    std::fprintf(stderr, "horarun: %s\n", error.c_str());
+  } else {
+    Job job(spec, sigfd, blocked, *watcher);
+    job.Launch();
+    job.Run();
+    exit_code = job.exit_code();
+    watcher.reset();  // the job is done: the watcher exits
+  }
+  close(sigfd);
+  sigprocmask(SIG_SETMASK, &previous, nullptr);
+  return exit_code;
+}
+
+}  // namespace hora::horarun

@@ -1,0 +1,101 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "spawn.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <initializer_list>
+
+#include "watcher.h"
+
+namespace hora::horarun {
+namespace {
+
+// In the child: says that `file` cannot run, without stdio or malloc.
+void ReportExecFailure(const char* file, int error) {
+  char line[512];
+  size_t len = 0;
+  for (const char* part : {"horarun: cannot run '", file, "': ", strerrordesc_np(error), "\n"}) {
+    if (part == nullptr) part = "unknown error";
+    for (; *part != '\0' && len < sizeof line; ++part) line[len++] = *part;
+  }
+  (void)!write(STDERR_FILENO, line, len);
+}
+
+// Writes `input` and a newline to the rank's stdin. A pipe holds 64 KiB:
+// this small write never blocks. EPIPE (the rank already gone) is seen as
+// its exit; SIGPIPE is held back around the write and a pending one
+// discarded.
+void PassInput(int rank, int fd, const std::string& input) {
+  const std::string line = input + "\n";
+  sigset_t pipe_signal, old_mask;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
+  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+    std::fprintf(stderr, "horarun: cannot pass the job secret to rank %d: %s\n", rank,
+                 std::strerror(errno));
+    const timespec now{0, 0};
+    (void)sigtimedwait(&pipe_signal, nullptr, &now);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+}
+
+}  // namespace
+
+std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
+                                     const std::vector<std::string>& envs, const sigset_t& blocked,
+                                     const std::optional<std::string>& input, int announce_fd) {
+  int out[2], err[2], in[2] = {-1, -1};
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
+      (input && pipe2(in, O_CLOEXEC) != 0)) {
+    std::fprintf(stderr, "horarun: pipe for rank %d: %s\n", rank, std::strerror(errno));
+    return std::nullopt;
+  }
+  // Everything the child needs is built here: between fork and exec a child
+  // of this multi-threaded process may only make async-signal-safe calls.
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : envs) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) {
+    std::fprintf(stderr, "horarun: fork for rank %d: %s\n", rank, std::strerror(errno));
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);                         // its own group: we signal the whole tree
+    AnnounceGroup(announce_fd, getpid());  // before any of the rank's code runs
+    prctl(PR_SET_PDEATHSIG, SIGKILL);      // horarun gone -> rank gone
+    if (getppid() != parent) _exit(127);   // horarun died before prctl took effect
+    sigprocmask(SIG_UNBLOCK, &blocked, nullptr);
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    if (input) dup2(in[0], STDIN_FILENO);
+    execvpe(cargv[0], cargv.data(), cenv.data());
+    ReportExecFailure(cargv[0], errno);
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  close(out[1]);
+  close(err[1]);
+  RankProcess p;
+  p.pid = pid;
+  p.out_fd = out[0];
+  p.err_fd = err[0];
+  if (input) {
+    close(in[0]);
+    PassInput(rank, in[1], *input);
+    p.stdin_fd = in[1];
+  }
+  return p;
+}
+
+}  // namespace hora::horarun
