@@ -122,7 +122,12 @@ TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
     const char* value;
     const char* expect;
   } cases[] = {
-      {"HORA_TIMEOUT_S", "-3", "expected a number greater than 0"},
+      {"HORA_TIMEOUT_S", "-3", "expected a number, 0 or greater and at most 1e+08"},
+      {"HORA_TIMEOUT_S", "1e12",
+       "HORA_TIMEOUT_S='1e12' is invalid: expected a number, 0 or "
+       "greater and at most 1e+08"},
+      {"HORA_PEER_TIMEOUT_S", "inf", "HORA_PEER_TIMEOUT_S='inf'"},
+      {"HORA_START_TIMEOUT_S", "0", "expected a number greater than 0 and at most 1e+08"},
       {"HORA_TIMEOUT_S", "soon", "HORA_TIMEOUT_S='soon'"},
       {"HORA_LOG_LEVEL", "loud", "one of trace, debug, info, warning, error, off"},
       {"HORA_RING_SEGMENT_BYTES", "12Q", "such as 65536, 64K"},

@@ -8,7 +8,7 @@
 namespace hora {
 
 ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Transport& transport,
-                                 const Config& config, Selector selector)
+                                 const Config& config, Selector selector, const Logger* logger)
     : id(id_), ranks(std::move(ranks_)), slot(slot_) {
   rank = SetRank(transport.rank());
   if (!member()) return;
@@ -17,10 +17,10 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
     view = std::make_unique<SubsetTransport>(transport, ranks);
     t = view.get();
   }
-  const Duration timeout = SecondsToDuration(config.timeout_s);
+  const WaitPolicy waits = WaitPolicy::FromConfig(config, logger);
   const auto context = static_cast<uint32_t>(2 * slot);
-  data_comm = std::make_unique<Comm>(*t, timeout, config.ring_segment_bytes, context + 1);
-  control_comm = std::make_unique<Comm>(*t, timeout, config.ring_segment_bytes, context + 2);
+  data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1);
+  control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2);
   backend = CreateHoraBackend(*data_comm, std::move(selector));
 }
 

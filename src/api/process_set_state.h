@@ -17,6 +17,7 @@
 #include "collectives/comm.h"
 #include "collectives/selector.h"
 #include "common/config.h"
+#include "common/logging.h"
 #include "engine/engine.h"
 #include "transport/subset/subset_transport.h"
 
@@ -31,9 +32,10 @@ struct ProcessSetState {
   static constexpr int kMaxSlots = static_cast<int>((Comm::kMaxContexts - 1) / 2);
 
   // `ranks`: the session's ranks in the set (sorted). A member gets its
-  // comms and backend; a non-member only records the set.
+  // comms and backend; a non-member only records the set. `logger` (which
+  // outlives the set) gets the reports of long waits.
   ProcessSetState(int id, std::vector<int> ranks, int slot, Transport& transport,
-                  const Config& config, Selector selector);
+                  const Config& config, Selector selector, const Logger* logger);
   ~ProcessSetState() { engine.reset(); }  // the engine stops before its comms go
 
   bool member() const { return rank >= 0; }
@@ -53,7 +55,7 @@ struct ProcessSetState {
   std::unique_ptr<Comm> data_comm;
   std::unique_ptr<Comm> control_comm;
   std::unique_ptr<CollectiveBackend> backend;
-  std::unique_ptr<Engine> engine;       // started by the set's first call (under Impl::engine_mu)
+  std::unique_ptr<Engine> engine;       // started with the set (under Impl::engine_mu)
   uint64_t unnamed[kOpTypeCount] = {};  // per OpType: generated names
   uint64_t unnamed_groups = 0;
 };

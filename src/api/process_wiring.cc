@@ -72,8 +72,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   ProcessWiring w;
   HORA_ASSIGN_OR_RETURN(w.layout, RankLayoutFromEnv(env));
   const RankLayout& l = w.layout;
-  const Duration timeout = SecondsToDuration(config.timeout_s);
+  const Duration timeout = SecondsToDuration(config.start_timeout_s);
   const Duration spin = SecondsToDuration(config.wait_spin_us * 1e-6);
+  const Duration peer_timeout = SecondsToDuration(config.peer_timeout_s);
 
   std::string store_addr = config.store_addr;
   if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {
@@ -115,13 +116,20 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
 
   // Shared-memory segment names need a job id unique on this host:
   // horarun's, or one derived from the rendezvous address.
-  std::string id = config.job_id;
-  if (id.empty()) {
-    id = "at-" + store_addr;
-    for (char& c : id) {
+  std::string job = config.job_id;
+  if (job.empty()) {
+    job = "at-" + store_addr;
+    for (char& c : job) {
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
     }
   }
+  // Which Session of the job this is in this process (1, then 2 after a
+  // shutdown() and init(), ...): every rank makes as many, so the number
+  // agrees, and the keys and segment names of one Session never meet those
+  // of the one before it, some of whose ranks may still be closing.
+  HORA_ASSIGN_OR_RETURN(int64_t session,
+                        w.store->Add("hora/" + job + "/sessions/" + std::to_string(l.rank), 1));
+  const std::string id = job + "-s" + std::to_string(session);
   // Automatic choice: shared memory when the whole job is on this host,
   // otherwise shared memory within each host and TCP across (a rank alone on
   // its host uses TCP only, but still publishes its host for the others).
@@ -134,17 +142,19 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                              " of " + std::to_string(l.size) + " ranks on its host");
     }
     HORA_ASSIGN_OR_RETURN(w.transport,
-                          CreateShmTransport(l.rank, l.size, *w.store, id, timeout, spin));
+                          CreateShmTransport(l.rank, l.size, *w.store, id,
+                                             ShmOptions{timeout, spin, peer_timeout, {}}));
     return w;
   }
   TcpMeshOptions mesh;
   mesh.rank = l.rank;
   mesh.size = l.size;
-  mesh.key_prefix = "hora/" + config.job_id + "/tcp";
+  mesh.key_prefix = "hora/" + id + "/tcp";
   mesh.secret = config.secret;
   mesh.iface = config.iface;
   mesh.timeout = timeout;
   mesh.wait_spin = spin;
+  mesh.peer_timeout = peer_timeout;
   mesh.logger = &logger;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
@@ -154,19 +164,18 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   }
   // Shared memory among the ranks on this host, TCP to the others.
   std::string host;
-  HORA_RETURN_IF_ERROR(PublishHost(*w.store, config.job_id, l, env, &host));
+  HORA_RETURN_IF_ERROR(PublishHost(*w.store, id, l, env, &host));
   if (l.local_size == 1) {
     w.transport = std::move(tcp);
     return w;
   }
-  HORA_ASSIGN_OR_RETURN(std::vector<int> local,
-                        RanksOnThisHost(*w.store, config.job_id, l, host, timeout));
+  HORA_ASSIGN_OR_RETURN(std::vector<int> local, RanksOnThisHost(*w.store, id, l, host, timeout));
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
-  HORA_ASSIGN_OR_RETURN(
-      std::unique_ptr<Transport> shm,
-      CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
-                         id + "-g" + std::to_string(local.front()), timeout, spin));
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> shm,
+                        CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
+                                           id + "-g" + std::to_string(local.front()),
+                                           ShmOptions{timeout, spin, peer_timeout, local}));
   w.transport =
       CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
   return w;

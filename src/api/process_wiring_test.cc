@@ -13,7 +13,7 @@ namespace hora {
 namespace {
 
 Status Connect(std::map<std::string, std::string> env) {
-  env.emplace("HORA_TIMEOUT_S", "1");
+  env.emplace("HORA_START_TIMEOUT_S", "1");
   auto config = ConfigFromEnv(env);
   EXPECT_TRUE(config.ok()) << config.status().ToString();
   if (!config.ok()) return config.status();

@@ -81,13 +81,20 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                              " needs ranks as processes started by an MPI launcher, not threads");
     }
     HORA_ASSIGN_OR_RETURN(MpiLibrary * mpi, LoadMpiPlugin(impl->config, ReadWholeEnvironment()));
-    const Duration timeout = SecondsToDuration(impl->config.timeout_s);
+    const WaitPolicy waits = WaitPolicy::FromConfig(impl->config, &impl->logger);
     const bool blocking = impl->config.backend == "mpi-blocking";
-    HORA_ASSIGN_OR_RETURN(impl->backend, mpi->CreateBackend(timeout, blocking));
+    HORA_ASSIGN_OR_RETURN(impl->backend, mpi->CreateBackend(waits, blocking));
     // The global set's engine too (other process sets run Hora's algorithms
     // over the MPI transport).
-    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend, mpi->CreateBackend(timeout, blocking));
+    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend, mpi->CreateBackend(waits, blocking));
     impl->logger.Info("collectives by " + mpi->version());
+  }
+  {
+    // The global set's engine starts with the Session, on every rank: a
+    // rank busy elsewhere (loading data) still negotiates, so that a rank
+    // waiting for it learns it is alive and which tensors it lacks.
+    std::lock_guard<std::mutex> lock(impl->engine_mu);
+    StartEngine(*impl, *impl->sets[0]);
   }
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +
                     std::to_string(impl->comm.size()) + " connected over " +

@@ -34,14 +34,22 @@ struct Session::Impl {
         logger(config.log_level, t->rank()),
         store(std::move(s)),
         transport(std::move(t)),
-        comm(*transport, SecondsToDuration(config.timeout_s), config.ring_segment_bytes, 0),
+        comm(*transport, WaitPolicy::FromConfig(config, &logger), config.ring_segment_bytes, 0),
         backend(CreateHoraBackend(comm, sel)),
         selector(sel) {
     std::vector<int> all(static_cast<size_t>(transport->size()));
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
-    sets[0] = std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel);
+    sets[0] =
+        std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel, &logger);
   }
-  ~Impl() { sets.clear(); }  // stops the engine threads before what they use goes
+  ~Impl() {
+    // The store this rank serves (rank 0 under a foreign launcher) closes
+    // first: nothing uses it after the start, and a rank that starts its next
+    // Session once this one's engines stopped must find the next server, not
+    // this one.
+    store_server.reset();
+    sets.clear();  // stops the engine threads before what they use goes
+  }
 
   const Config config;
   RankLayout layout;  // local and cross ranks (set once by Session::Create)
@@ -56,7 +64,8 @@ struct Session::Impl {
   // The engines (async, named collectives), one per process set this rank
   // belongs to, each in tag contexts of its own (see ProcessSetState), so
   // that they and the direct calls above run at once. Set 0 is the global
-  // set; each engine starts with its set's first async call on each rank.
+  // set; each engine starts with its set (the global one with the Session),
+  // on every member: an engine stops with a last cycle among every member.
   const Selector selector;
   std::mutex engine_mu;  // guards sets, next_set_id, timeline, and starting engines
   std::map<int, std::shared_ptr<ProcessSetState>> sets;
@@ -78,15 +87,14 @@ Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& reduction);
 
 // Engine submissions (session_async.cc). An engine call on process set
-// `set_id`: the set, its engine if already started (else GetEngine starts
-// it), and the call's name: `name`, or for
+// `set_id`: the set, its engine, and the call's name: `name`, or for
 // an empty one "<op>.noname.<N>" (the same on every rank of the set for its
 // N-th such call, and then not cacheable). When the set does not exist or
 // this rank is not in it, `status` says so (starting with `Where`).
 struct EngineCall {
   Session::Impl* impl = nullptr;
   std::shared_ptr<ProcessSetState> set;
-  Engine* engine = nullptr;  // set's engine, if it had started by BeginEngineCall
+  Engine* engine = nullptr;  // the set's engine (null when `status` is an error)
   std::string name;
   bool cacheable = true;
   Status status;
@@ -94,13 +102,11 @@ struct EngineCall {
   // callers that set it use this call's name) or, after an error (`status`
   // or `st`), returns a failed handle.
   Handle Submit(Status st, Submission&& s) const;
-  // The set's engine, started by the first call that passed its local
-  // checks (a call that fails locally must not start an engine on one rank
-  // only: an engine stops with a last cycle among every member).
-  Engine& GetEngine() const;
+  Engine& GetEngine() const { return *engine; }
 };
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op);
-// Starts `set`'s engine unless it runs (caller holds impl.engine_mu).
+// Starts `set`'s engine unless it runs (caller holds impl.engine_mu): on
+// every member at once, with the set.
 void StartEngine(Session::Impl& impl, ProcessSetState& set);
 // "rank R: <op> '<name>'", the start of every error about an engine call.
 std::string Where(const Session::Impl& impl, OpType op, const std::string& name);

@@ -72,13 +72,6 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
   return call;
 }
 
-Engine& EngineCall::GetEngine() const {
-  if (engine != nullptr) return *engine;  // a started engine: no second lock per call
-  std::lock_guard<std::mutex> lock(impl->engine_mu);
-  StartEngine(*impl, *set);
-  return *set->engine;
-}
-
 void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   if (set.engine) return;
   set.engine = std::make_unique<Engine>(impl.config, *set.control_comm, *set.backend, impl.logger,
@@ -127,7 +120,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
     }
     const int id = impl_->next_set_id++;
     state = std::make_shared<ProcessSetState>(id, std::move(set_ranks), slot, *impl_->transport,
-                                              impl_->config, impl_->selector);
+                                              impl_->config, impl_->selector, &impl_->logger);
     impl_->sets[id] = state;
     // Members start the set's engine now: an engine stops with a last cycle
     // among its members, so every member must have one.

@@ -1,15 +1,32 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "collectives/comm.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "collectives/kernels/reduce.h"
 
 namespace hora {
 
-Comm::Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_t context)
+namespace {
+
+// A long wait looks up at least this often: to report it, to fail it at the
+// timeout.
+constexpr Duration kLongestSlice = std::chrono::seconds(1);
+
+// "0.3", "61": seconds as a report says them.
+std::string Seconds(Duration d) {
+  const double s = DurationToSeconds(d);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, s < 10 ? "%.2g" : "%.0f", s);
+  return secs;
+}
+
+}  // namespace
+
+Comm::Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context)
     : transport_(transport),
-      timeout_(timeout),
+      waits_(waits),
       segment_bytes_(segment_bytes),
       context_bits_(static_cast<uint64_t>(context % kMaxContexts) << kContextShift),
       window_(transport.Window(context % kMaxContexts)),
@@ -53,29 +70,81 @@ Request Comm::IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count,
 }
 
 Status Comm::Wait(const Request& request) {
-  Status st = transport_.WaitFor(request, timeout_);
-  if (st.ok()) return st;
-  return Contextualize(st, request->Describe());
+  const Duration first = waits_.FirstSlice(kLongestSlice);
+  Status st = transport_.WaitFor(request, first);
+  if (request->done()) {
+    st = request->status();
+  } else if (st.code() == StatusCode::kTimeout) {
+    return WaitLong([&](TimePoint deadline) { return transport_.Wait(request, deadline); },
+                    [&] { return "rank " + std::to_string(request->peer()); },
+                    [&] { return request->Describe(); }, first);
+  }
+  return st.ok() ? st : Contextualize(st);
 }
 
 Status Comm::WindowStep(uint64_t word) {
-  Status st = window_->Step(word, Clock::now() + timeout_);
-  if (st.ok()) return st;
-  return Contextualize(st, st.message());
+  Status st = window_->Start(word);
+  const Duration first = waits_.FirstSlice(kLongestSlice);
+  if (st.ok()) st = window_->Await(Clock::now() + first);
+  if (st.code() == StatusCode::kTimeout) {
+    st = WaitLong([&](TimePoint deadline) { return window_->Await(deadline); },
+                  [&] { return window_->Missing(); },
+                  [] { return std::string("in shared memory"); }, first);
+    // A step given up (the timeout) leaves the ranks' step counts apart.
+    if (!st.ok()) window_->Abandon(st);
+    return st;
+  }
+  return st.ok() ? st : Contextualize(st);
+}
+
+Status Comm::WaitLong(const std::function<Status(TimePoint)>& wait,
+                      const std::function<std::string()>& who,
+                      const std::function<std::string()>& what, Duration waited) {
+  const TimePoint start = Clock::now() - waited;
+  const bool reports = waits_.report_every > Duration::zero() && waits_.logger != nullptr;
+  const TimePoint end =
+      waits_.timeout > Duration::zero() ? DeadlineAfter(start, waits_.timeout) : TimePoint::max();
+  TimePoint next_report = reports ? DeadlineAfter(start, waits_.report_every) : TimePoint::max();
+  // "rank 1: allreduce (ring)", or with a subject "rank 1: barrier"; then
+  // "rank 2 (receiving 8 B from rank 2)", or with a subject "rank 2 (engine
+  // negotiation, bit-vector AND: ...)".
+  auto head = [&] {
+    return subject_ ? "rank " + std::to_string(rank()) + ": " + subject_() : Where();
+  };
+  auto waiting_for = [&] {
+    std::string detail = what();
+    if (subject_) {
+      detail = std::string(collective_) + ", " + algorithm_ + (detail.empty() ? "" : ": ") + detail;
+    }
+    return who() + " (" + detail + ")";
+  };
+  for (;;) {
+    // A peer lost elsewhere in the group (not the one waited for): the wait
+    // can never end.
+    if (Status lost = transport_.LostPeer(); !lost.ok()) return Contextualize(lost);
+    const TimePoint now = Clock::now();
+    if (now >= end) {
+      return TimeoutError(head() + ": timed out after " + Seconds(waits_.timeout) +
+                          " s (HORA_TIMEOUT_S) waiting for " + waiting_for());
+    }
+    if (now >= next_report) {
+      waits_.logger->Warning("stall: " + head() + " has waited " + Seconds(now - start) +
+                             " s for " + waiting_for());
+      next_report = DeadlineAfter(next_report, waits_.report_every);
+    }
+    const TimePoint until = std::min({end, next_report, DeadlineAfter(now, kLongestSlice)});
+    Status st = wait(until);
+    if (st.code() != StatusCode::kTimeout) return st.ok() ? st : Contextualize(st);
+  }
 }
 
 std::string Comm::Where() const {
   return "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
 }
 
-Status Comm::Contextualize(const Status& st, const std::string& what) const {
-  const std::string context = Where();
-  if (st.code() == StatusCode::kTimeout) {
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(timeout_));
-    return TimeoutError(context + ": timed out after " + secs + " s (HORA_TIMEOUT_S) " + what);
-  }
-  return st.WithContext(context);
+Status Comm::Contextualize(const Status& st) const {
+  if (!subject_) return st.WithContext(Where());
+  return st.WithContext("rank " + std::to_string(rank()) + ": " + subject_());
 }
 
 void* Comm::Scratch(int slot, size_t bytes) {

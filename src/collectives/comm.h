@@ -1,10 +1,11 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Comm: what an algorithm sees of the world. It wraps the rank's Transport
-// with (1) tags unique to each collective call, (2) waits bounded by
-// HORA_TIMEOUT_S whose errors name the rank, the collective and the peer,
-// (3) cancellation of everything still pending when a collective returns
-// early, and (4) reusable scratch buffers.
+// with (1) tags unique to each collective call, (2) waits that fail when a
+// peer is lost, report a peer that is slow, and fail at the collective
+// timeout if one is set (WaitPolicy), whose messages name the rank, the
+// collective and the peer, (3) cancellation of everything still pending when
+// a collective returns early, and (4) reusable scratch buffers.
 //
 // Usage inside an algorithm:
 //   CollectiveScope scope(comm, "allreduce", "ring");
@@ -18,11 +19,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/wait_policy.h"
 #include "transport/transport.h"
 
 namespace hora {
@@ -40,7 +43,7 @@ class Comm {
   static constexpr uint64_t kSequenceMask = 0x3ffff;
   static constexpr uint32_t kMaxContexts = 1u << kContextBits;
 
-  Comm(Transport& transport, Duration timeout, size_t segment_bytes, uint32_t context = 0);
+  Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context = 0);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
@@ -48,7 +51,14 @@ class Comm {
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
   size_t segment_bytes() const { return segment_bytes_; }
-  Duration timeout() const { return timeout_; }
+  const WaitPolicy& waits() const { return waits_; }
+
+  // What this Comm's collectives are for, in the user's terms ("allreduce
+  // 'grad.fc1.weight' and 3 more"), asked only when a wait is reported or
+  // fails: the engine sets it on its control Comm, whose collectives are its
+  // negotiation. Called on the thread that waits. Unset: the collective's
+  // own name.
+  void SetSubject(std::function<std::string()> subject) { subject_ = std::move(subject); }
 
   // Local tags: algorithms number their messages with (phase, step, segment);
   // Comm adds the call sequence number so calls never cross.
@@ -65,16 +75,17 @@ class Comm {
   Request IrecvReduce(int peer, uint64_t local_tag, void* dst, size_t count, DataType dtype,
                       ReduceOp op);
 
-  // Waits for one request, bounded by the timeout. An error is returned with
-  // the collective's context: "rank 2: allreduce (ring): timed out after 30 s
-  // receiving 64 KiB from rank 1".
+  // Waits for one request (see WaitPolicy). An error is returned with the
+  // collective's context: "rank 2: allreduce (ring): rank 1 (pid 42) ended
+  // ...", "rank 2: allreduce timed out after 30 s (HORA_TIMEOUT_S) waiting
+  // for rank 1 (allreduce, ring: receiving 64 KiB from rank 1)".
   Status Wait(const Request& request);
 
   // The transport's shared window for this Comm's context, or null where it
   // has none (transport/shared_window.h); for the *_shared algorithms.
   SharedWindow* window() const { return window_; }
-  // One step of the window (SharedWindow::Step), bounded by the timeout; an
-  // error carries the collective's context like Wait's.
+  // One step of the window (SharedWindow::Step), waited for as Wait waits;
+  // an error carries the collective's context like Wait's.
   Status WindowStep(uint64_t word);
 
   // "rank R: <collective> (<algorithm>)", the start of the running
@@ -92,10 +103,18 @@ class Comm {
   void Begin(const char* collective, const char* algorithm);
   void End();
   // `st` (a failed wait) with "rank R: <collective> (<algorithm>)" before it.
-  Status Contextualize(const Status& st, const std::string& what) const;
+  Status Contextualize(const Status& st) const;
+  // A wait that outlasted its first slice: `wait(deadline)` waits one more
+  // slice (a Timeout status when it ends first); `who` names the ranks
+  // waited for and `what` the wait ("receiving 64 KiB from rank 1"), both
+  // asked only for a report or the timeout's error.
+  Status WaitLong(const std::function<Status(TimePoint)>& wait,
+                  const std::function<std::string()>& who, const std::function<std::string()>& what,
+                  Duration waited);
 
   Transport& transport_;
-  const Duration timeout_;
+  const WaitPolicy waits_;
+  std::function<std::string()> subject_;
   const size_t segment_bytes_;
   const uint64_t context_bits_;
   SharedWindow* const window_;

@@ -12,11 +12,20 @@ using Clock = std::chrono::steady_clock;
 using TimePoint = Clock::time_point;
 using Duration = std::chrono::nanoseconds;
 
+// Saturates: a number of seconds beyond what nanoseconds hold (about 292
+// years) gives the largest Duration, a negative one or NaN zero.
 inline Duration SecondsToDuration(double s) {
+  if (!(s > 0)) return Duration::zero();
+  if (s >= 9.2e9) return Duration::max();
   return std::chrono::duration_cast<Duration>(std::chrono::duration<double>(s));
 }
 
 inline double DurationToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
+
+// `d` from `now`, saturating at the clock's end (Duration::max() means never).
+inline TimePoint DeadlineAfter(TimePoint now, Duration d) {
+  return d >= TimePoint::max() - now ? TimePoint::max() : now + d;
+}
 
 // Relaxes the CPU inside a spin loop (x86 PAUSE, ARM YIELD).
 inline void CpuRelax() {

@@ -25,13 +25,49 @@ struct SettingRow {
   const char* choices = nullptr;  // strings: the accepted values, "a|b|c" ("" allowed if listed)
   bool secret = false;            // never printed
   bool zero_ok = false;           // numbers: 0 is accepted (it turns the feature off)
+  double max = 0;                 // doubles: the largest value accepted (0: no limit)
 };
+
+// Durations in seconds stop here (about three years): larger values would
+// overflow the clock's nanoseconds.
+constexpr double kMaxSeconds = 1e8;
 
 const std::vector<SettingRow>& Rows() {
   static const std::vector<SettingRow> rows = {
-      {{"HORA_TIMEOUT_S", SettingType::kDouble, "30",
-        "Upper bound in seconds of every blocking wait; a stuck collective fails after it"},
-       &Config::timeout_s},
+      {{"HORA_TIMEOUT_S", SettingType::kDouble, "0",
+        "Collective timeout in seconds: a collective still waiting for a rank after this long "
+        "fails with a timeout error on the ranks that wait (0: none; a lost rank is found by "
+        "HORA_PEER_TIMEOUT_S, a slow one is reported by HORA_STALL_WARNING_S)"},
+       &Config::timeout_s,
+       nullptr,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true,
+       kMaxSeconds},
+      {{"HORA_PEER_TIMEOUT_S", SettingType::kDouble, "5",
+        "A rank whose process shows no sign of life for this long (stopped, frozen) counts as "
+        "lost: every rank fails, naming it (0: only a process that ended or a connection that "
+        "closed counts as lost)"},
+       &Config::peer_timeout_s,
+       nullptr,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       true,
+       kMaxSeconds},
+      {{"HORA_START_TIMEOUT_S", SettingType::kDouble, "120",
+        "How long a Session's start (rendezvous, connections) waits for the other ranks"},
+       &Config::start_timeout_s,
+       nullptr,
+       nullptr,
+       nullptr,
+       nullptr,
+       false,
+       false,
+       kMaxSeconds},
       {{"HORA_LOG_LEVEL", SettingType::kLogLevel, "warning",
         "Messages at this level and above are printed: trace, debug, info, warning, error, off"},
        nullptr,
@@ -99,17 +135,19 @@ const std::vector<SettingRow>& Rows() {
        false,
        true},
       {{"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
-        "Engine: a tensor submitted by some ranks but not all for this long is reported, naming "
-        "the missing ranks (0 disables)"},
+        "A collective that some ranks submitted and others not is reported after this long, "
+        "and again each time as long again passes, naming the operation, the tensor and the "
+        "missing ranks; so is any wait for a rank that is alive (0 disables)"},
        &Config::stall_warning_s,
        nullptr,
        nullptr,
        nullptr,
        nullptr,
        false,
-       true},
+       true,
+       kMaxSeconds},
       {{"HORA_STALL_SHUTDOWN_S", SettingType::kDouble, "0",
-        "Engine: after this long a stalled tensor fails on the ranks that submitted it, with the "
+        "After this long a stalled collective fails on the ranks that submitted it, with the "
         "report (0: never)"},
        &Config::stall_shutdown_s,
        nullptr,
@@ -117,7 +155,8 @@ const std::vector<SettingRow>& Rows() {
        nullptr,
        nullptr,
        false,
-       true},
+       true,
+       kMaxSeconds},
       {{"HORA_DISABLE_GROUP_FUSION", SettingType::kString, "0",
         "Engine: 1 keeps the members of a grouped collective from fusing with other tensors"},
        nullptr,
@@ -222,10 +261,17 @@ const std::vector<SettingRow>& Rows() {
 
 constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
 
-std::string Accepted(SettingType t, bool zero_ok) {
+std::string Accepted(SettingType t, bool zero_ok, double max) {
   switch (t) {
-    case SettingType::kDouble:
-      return zero_ok ? "a number, 0 or greater" : "a number greater than 0";
+    case SettingType::kDouble: {
+      std::string s = zero_ok ? "a number, 0 or greater" : "a number greater than 0";
+      if (max > 0) {
+        std::ostringstream os;
+        os << " and at most " << max;
+        s += os.str();
+      }
+      return s;
+    }
     case SettingType::kBytes:
       return std::string("a byte count ") + (zero_ok ? "(0 or more)" : "greater than 0") +
              " such as 65536, 64K, 4M or 1G";
@@ -240,7 +286,7 @@ std::string Accepted(SettingType t, bool zero_ok) {
 Status Apply(const SettingRow& row, const std::string& value, Config& config) {
   auto bad = [&] {
     return InvalidArgument(std::string(row.spec.name) + "='" + value + "' is invalid: expected " +
-                           Accepted(row.spec.type, row.zero_ok));
+                           Accepted(row.spec.type, row.zero_ok, row.max));
   };
   switch (row.spec.type) {
     case SettingType::kDouble: {
@@ -248,7 +294,7 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
-          !(v > 0 || (row.zero_ok && v == 0))) {
+          !(v > 0 || (row.zero_ok && v == 0)) || (row.max > 0 && v > row.max)) {
         return bad();
       }
       config.*row.as_double = v;

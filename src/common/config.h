@@ -21,8 +21,14 @@ namespace hora {
 enum class LogLevel : int { kTrace = 0, kDebug, kInfo, kWarning, kError, kOff };
 
 struct Config {
-  // Upper bound, in seconds, of every blocking wait of a collective.
+  // Faults (design.md §6). A collective that waits this long for a rank
+  // fails (0: never; a user's choice).
   double timeout_s;
+  // A peer silent this long (no heartbeat) is lost (0: only a peer whose
+  // process ended or whose connection closed is).
+  double peer_timeout_s;
+  // The bound of a Session's start: rendezvous and connections.
+  double start_timeout_s;
   LogLevel log_level;
   // Algorithm overrides: "" (cost model decides), a name, or ranges of message
   // sizes to names ("rd:0-64K,ring:64K-"). Parsed and validated by the selector.
@@ -36,7 +42,8 @@ struct Config {
   double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
   double cost_reduce_gbps;     // reduction throughput, GB/s of input
   // Engine (src/engine/): idle negotiation period, response cache entries,
-  // fusion buffer size, stall report and stall failure times (0 = off).
+  // fusion buffer size, stall report and stall failure times (0 = off; the
+  // stall report also applies to every wait for a live rank).
   double cycle_time_ms;
   // How long a waiter polls before it sleeps, in microseconds: on a handle,
   // in the shm and TCP transports, and the engine for the next submission.

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "common/clock.h"
 #include "common/units.h"
 
 namespace hora {
@@ -13,7 +14,11 @@ namespace {
 TEST(Config, DefaultsComeFromTheTable) {
   auto c = ConfigFromEnv({});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->timeout_s, 30.0);
+  EXPECT_EQ(c->timeout_s, 0.0);  // no collective timeout: a slow rank is reported, not killed
+  EXPECT_EQ(c->peer_timeout_s, 5.0);
+  EXPECT_EQ(c->start_timeout_s, 120.0);
+  EXPECT_EQ(c->stall_warning_s, 60.0);
+  EXPECT_EQ(c->stall_shutdown_s, 0.0);
   EXPECT_EQ(c->log_level, LogLevel::kWarning);
   EXPECT_EQ(c->allreduce_algo, "");
   EXPECT_EQ(c->ring_segment_bytes, 256u * 1024u);
@@ -52,6 +57,23 @@ TEST(Config, WaitSpinIsANumberAndZeroTurnsItOff) {
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
             "HORA_WAIT_SPIN_US='-3' is invalid: expected a number, 0 or greater");
+}
+
+// Durations are bounded (HORA_TIMEOUT_S=1e12 once overflowed the clock to
+// "timed out after -9.22337e+09 s"), and the clock saturates anyway.
+TEST(Config, DurationsAreBounded) {
+  auto big = ConfigFromEnv({{"HORA_TIMEOUT_S", "1e12"}});
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().message(),
+            "HORA_TIMEOUT_S='1e12' is invalid: expected a number, 0 or greater and at most 1e+08");
+  auto most = ConfigFromEnv({{"HORA_TIMEOUT_S", "1e8"}, {"HORA_STALL_WARNING_S", "1e8"}});
+  ASSERT_TRUE(most.ok()) << most.status().ToString();
+  const Duration d = SecondsToDuration(most->timeout_s);
+  EXPECT_GT(d, std::chrono::hours(24 * 365 * 3));
+  EXPECT_GT(DeadlineAfter(Clock::now(), d), Clock::now());
+  EXPECT_EQ(SecondsToDuration(1e12), Duration::max());
+  EXPECT_EQ(SecondsToDuration(-1), Duration::zero());
+  EXPECT_EQ(DeadlineAfter(Clock::now(), Duration::max()), TimePoint::max());
 }
 
 TEST(Config, TableIsWellFormed) {

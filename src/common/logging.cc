@@ -2,15 +2,32 @@
 #include "common/logging.h"
 
 #include <cstdio>
+#include <string>
 
 namespace hora {
 
 void Logger::Log(LogLevel level, const std::string& message) const {
   if (!Enabled(level)) return;
   static constexpr const char* kNames[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "OFF"};
-  // One fprintf per line: stdio locks the stream, so lines never interleave.
-  std::fprintf(stderr, "[hora rank %d] %s: %s\n", rank_, kNames[static_cast<int>(level)],
-               message.c_str());
+  // Control characters (a NUL in a tensor name would end the line early, a
+  // newline would forge one) are written as \xNN.
+  std::string line =
+      "[hora rank " + std::to_string(rank_) + "] " + kNames[static_cast<int>(level)] + ": ";
+  line.reserve(line.size() + message.size() + 1);
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      line += "\\x";
+      line += kHex[u >> 4];
+      line += kHex[u & 15];
+    } else {
+      line += c;
+    }
+  }
+  line += '\n';
+  // One write per line: stdio locks the stream, so lines never interleave.
+  std::fwrite(line.data(), 1, line.size(), stderr);
 }
 
 }  // namespace hora

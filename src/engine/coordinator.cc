@@ -15,11 +15,18 @@ std::string RankList(const std::vector<int>& ranks) {
 
 }  // namespace
 
-Coordinator::Coordinator(int size, Duration stall_warning, Duration stall_shutdown)
-    : size_(size),
-      stall_warning_(stall_warning),
-      stall_shutdown_(stall_shutdown),
-      joined_(static_cast<size_t>(size), false) {}
+Coordinator::Coordinator(int size, Duration stall_warning, Duration stall_shutdown,
+                         Duration timeout)
+    : size_(size), stall_warning_(stall_warning), joined_(static_cast<size_t>(size), false) {
+  if (stall_shutdown > Duration::zero()) {
+    fail_after_ = stall_shutdown;
+    fail_setting_ = "stalled (HORA_STALL_SHUTDOWN_S)";
+  }
+  if (timeout > Duration::zero() && (fail_after_ == Duration::zero() || timeout < fail_after_)) {
+    fail_after_ = timeout;
+    fail_setting_ = "timed out (HORA_TIMEOUT_S)";
+  }
+}
 
 bool Coordinator::Complete(const Entry& e) const {
   int have = 0;
@@ -28,8 +35,10 @@ bool Coordinator::Complete(const Entry& e) const {
   return have == size_;
 }
 
-void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now) {
-  for (const RequestMeta& m : requests) {
+void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now,
+                      const std::vector<uint32_t>* waited_ms) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const RequestMeta& m = requests[i];
     if (m.op == OpType::kJoin) {
       RequestMeta j = m;
       j.root = rank;  // who joined
@@ -46,7 +55,13 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
       e.by_rank.resize(static_cast<size_t>(size_));
       e.order = next_order_++;
       e.first = now;
-      e.last_report = now;
+      e.next_report = TimePoint::max();
+    }
+    if (waited_ms != nullptr && i < waited_ms->size()) {
+      e.first = std::min(e.first, now - std::chrono::milliseconds((*waited_ms)[i]));
+    }
+    if (stall_warning_ > Duration::zero() && e.next_report == TimePoint::max()) {
+      e.next_report = e.first + stall_warning_;  // (not yet reported)
     }
     auto& slot = e.by_rank[static_cast<size_t>(rank)];
     if (slot) {
@@ -125,9 +140,10 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
-  return std::string(OpTypeName(any.op)) + " '" + name + "' waited " + secs +
-         " s: submitted by rank" + (have.size() > 1 ? "s " : " ") + RankList(have) +
-         "; missing rank" + (missing.size() > 1 ? "s " : " ") + RankList(missing);
+  any.name = name;
+  return UserName(any) + " has waited " + secs + " s for rank" + (missing.size() > 1 ? "s " : " ") +
+         RankList(missing) + " (submitted by rank" + (have.size() > 1 ? "s " : " ") +
+         RankList(have) + ")";
 }
 
 std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
@@ -175,7 +191,7 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
   for (const auto& [name, e] : table_) {
     if (Complete(e)) {
       ready.emplace_back(e.order, name);
-    } else if (stall_shutdown_ > Duration::zero() && now - e.first >= stall_shutdown_) {
+    } else if (fail_after_ > Duration::zero() && now - e.first >= fail_after_) {
       stalled.emplace_back(e.order, name);
     }
   }
@@ -203,7 +219,7 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
     for (const auto& m : it->second.by_rank) {
       if (m) r.params = *m;
     }
-    r.error = "stalled (HORA_STALL_SHUTDOWN_S): " + Report(name, it->second, now);
+    r.error = std::string(fail_setting_) + ": " + Report(name, it->second, now);
     out.push_back(std::move(r));
     Erase(it);
   }
@@ -213,8 +229,8 @@ std::vector<std::string> Coordinator::StallReports(TimePoint now) {
   std::vector<std::pair<uint64_t, std::string>> due;
   if (stall_warning_ <= Duration::zero()) return {};
   for (auto& [name, e] : table_) {
-    if (!Complete(e) && now - e.last_report >= stall_warning_) {
-      e.last_report = now;
+    if (!Complete(e) && now >= e.next_report) {
+      e.next_report = now + stall_warning_;
       due.emplace_back(e.order, Report(name, e, now));
     }
   }

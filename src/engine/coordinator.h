@@ -6,7 +6,10 @@
 // when all ranks agree on its parameters, otherwise fail it on every rank
 // with a message naming the tensor and each rank's values. Tensors that only
 // some ranks submitted are reported after HORA_STALL_WARNING_S (naming the
-// missing ranks) and, when HORA_STALL_SHUTDOWN_S is set, failed after it.
+// missing ranks) and, when HORA_STALL_SHUTDOWN_S or HORA_TIMEOUT_S is set,
+// failed after it. A tensor's wait counts from its first submission on any
+// rank: a request may say how long it already waited on its rank (a cached
+// tensor that waited there before it came to the coordinator).
 //
 // Join: a rank out of data submits a join request. The coordinator announces
 // it to every rank (a kJoin response {rank, 0}) and from then on counts that
@@ -31,11 +34,15 @@ namespace hora {
 
 class Coordinator {
  public:
-  // Durations of zero turn the stall warning / shutdown off.
-  Coordinator(int size, Duration stall_warning, Duration stall_shutdown);
+  // Durations of zero turn the stall warning, the stall shutdown and the
+  // timeout off.
+  Coordinator(int size, Duration stall_warning, Duration stall_shutdown,
+              Duration timeout = Duration::zero());
 
-  // Records `requests`, newly submitted by `rank`.
-  void Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now);
+  // Records `requests`, newly submitted by `rank`; `waited_ms[i]` (if
+  // given) is how long request i already waited on that rank.
+  void Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now,
+           const std::vector<uint32_t>* waited_ms = nullptr);
 
   // Responses for every tensor now submitted by all ranks (in the order
   // their first submission arrived; members of a group only once the whole
@@ -46,7 +53,8 @@ class Coordinator {
   void TakeResponses(TimePoint now, std::vector<Response>* out);
 
   // Stall reports due at `now` (each tensor at most once per warning
-  // period): "allreduce 'w' waited 61 s: submitted by ranks 0, 2; missing ranks 1".
+  // period): "allreduce 'w' has waited 61 s for rank 1 (submitted by ranks
+  // 0, 2)"; a tensor the user did not name is its operation ("barrier").
   std::vector<std::string> StallReports(TimePoint now);
 
   size_t waiting() const { return table_.size(); }
@@ -56,9 +64,9 @@ class Coordinator {
     std::vector<std::optional<RequestMeta>> by_rank;
     int count = 0;
     uint64_t order = 0;
-    TimePoint first{};
-    TimePoint last_report{};
-    std::string duplicate;  // a rank submitted the name twice
+    TimePoint first{};        // its first submission, on any rank
+    TimePoint next_report{};  // when a stall report is due
+    std::string duplicate;    // a rank submitted the name twice
   };
   std::string Report(const std::string& name, const Entry& e, TimePoint now) const;
   // Submitted by every rank, counting ranks that have joined.
@@ -71,7 +79,10 @@ class Coordinator {
   // Decided members of groups not yet complete, by group name.
   std::unordered_map<std::string, std::vector<Response>> held_;
   const Duration stall_warning_;
-  const Duration stall_shutdown_;
+  // After this long a tensor fails (the smaller of the stall shutdown and
+  // the timeout, zero: never); `fail_setting_` names which one it is.
+  Duration fail_after_{};
+  const char* fail_setting_ = "";
   std::unordered_map<std::string, Entry> table_;
   uint64_t next_order_ = 0;
   std::vector<bool> joined_;  // by rank

@@ -20,6 +20,31 @@ constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
 
+// Why `m`'s name (or group name) cannot go to the other ranks, or OK: a
+// request with a longer one would not decode there.
+Status CheckNames(int rank, const RequestMeta& m) {
+  for (const std::string* name : {&m.name, &m.group}) {
+    if (name->size() <= kMaxNameBytes) continue;
+    return InvalidArgument("rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" +
+                           name->substr(0, 32) + "...': its " +
+                           (name == &m.name ? "name" : "group name") + " is " +
+                           std::to_string(name->size()) + " bytes long; names are at most " +
+                           std::to_string(kMaxNameBytes) + " bytes");
+  }
+  return Status::Ok();
+}
+
+// The first of the stall warning, the stall shutdown and the timeout to
+// come for a waiting tensor (zero: all are off).
+Duration FirstStallEvent(const Config& c) {
+  Duration first = Duration::zero();
+  for (double s : {c.stall_warning_s, c.stall_shutdown_s, c.timeout_s}) {
+    const Duration d = SecondsToDuration(s);
+    if (d > Duration::zero() && (first == Duration::zero() || d < first)) first = d;
+  }
+  return first;
+}
+
 }  // namespace
 
 Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
@@ -35,13 +60,28 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
       // The engine's own poll never outlasts a cycle: it must not keep the
       // others waiting for its negotiation longer than an idle wait would.
       idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
+      // A cached tensor goes to the coordinator, which alone knows which
+      // ranks lack it, half the first stall event after it came (its
+      // request says how long it waited, so the report comes on time); the
+      // coordinator looks for stalls four times per event, at most every
+      // second.
+      demote_after_(FirstStallEvent(config) / 2),
+      stall_check_every_(FirstStallEvent(config) == Duration::zero()
+                             ? Duration::max()
+                             : std::clamp<Duration>(FirstStallEvent(config) / 4,
+                                                    std::chrono::milliseconds(10),
+                                                    std::chrono::seconds(1))),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
       cache_(config.cache_capacity),
       joined_(static_cast<size_t>(size_), false) {
   if (rank_ == 0) {
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
-                         SecondsToDuration(config.stall_shutdown_s));
+                         SecondsToDuration(config.stall_shutdown_s),
+                         SecondsToDuration(config.timeout_s));
   }
+  // The control Comm's waits are this engine's negotiation: a report or a
+  // timeout names the tensors it negotiates (read on the cycle's thread).
+  control_.SetSubject([this] { return NegotiatedTensors(); });
   gate_ = std::make_shared<DriveGate>(this);
   thread_ = std::thread([this] {
     NameThisThread("hora-engine");
@@ -63,6 +103,10 @@ Handle Engine::Submit(Submission&& s) {
   s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
   Handle h(s.handle);
+  if (Status names = CheckNames(rank_, s.meta); !names.ok()) {
+    s.handle->Complete(names);
+    return h;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopped_.ok()) {
@@ -104,8 +148,11 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     handles.emplace_back(s.handle);
   }
   Status refused;
+  for (const Submission& s : members) {
+    if (refused.ok()) refused = CheckNames(rank_, s.meta);
+  }
   bool wake = false;
-  {
+  if (refused.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!stopped_.ok()) {
       refused = stopped_;
@@ -159,6 +206,7 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
   quiet_here_ = fresh.empty();
   const uint64_t done_before = stats_.tensors;
   const TimePoint taken = Clock::now();
+  cycle_start_ = taken;
   for (Pending* p : fresh) {
     // (Not stamped when the timeline started after its submission.)
     if (cycle_timeline_ && p->sub.submitted != TimePoint{}) {
@@ -189,11 +237,27 @@ bool Engine::Cycle(const std::vector<Pending*>& fresh, bool stopping) {
   Execute(decided);
   busy_ = !quiet_everywhere_ || stats_.tensors != done_before;
   if (stop_everywhere) {
-    FailAll(AbortedError("rank " + std::to_string(rank_) +
-                         ": the engine stopped: a rank shut its Session down"));
+    FailAll(AbortedError("rank " + std::to_string(rank_) + ": the engine stopped: " +
+                         StoppingRanks(stopping) + " (shutdown(), or the end of its process)"));
     return false;
   }
   return true;
+}
+
+std::string Engine::StoppingRanks(bool stopping) {
+  // Every rank saw the same AND (someone stops), so every rank makes this
+  // one more: a bit per rank, cleared by the ranks that stop.
+  std::vector<uint64_t> bits((static_cast<size_t>(size_) + 63) / 64, ~uint64_t{0});
+  if (stopping) bits[static_cast<size_t>(rank_) / 64] &= ~(uint64_t{1} << (rank_ % 64));
+  if (!AllreduceAnd(control_, bits).ok()) return "a rank shut its Session down";
+  std::vector<int> who;
+  for (int r = 0; r < size_; ++r) {
+    if ((bits[static_cast<size_t>(r) / 64] >> (r % 64) & 1) == 0) who.push_back(r);
+  }
+  std::string list;
+  for (size_t i = 0; i < who.size(); ++i) list += (i ? ", " : "") + std::to_string(who[i]);
+  return (who.size() == 1 ? "rank " + list + " shut its" : "ranks " + list + " shut their") +
+         " Session down";
 }
 
 Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_everywhere) {
@@ -228,6 +292,11 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
       hit = bit != SIZE_MAX && cache_.ResponseAt(bit).Matches(p->sub.meta, rank_, size_);
       p->cache_gen = hit ? cache_.Generation(bit) : 0;
     }
+    if (hit && demote_after_ > Duration::zero() && cycle_start_ - p->taken >= demote_after_) {
+      // Waited long for some rank: to the coordinator, which tells which.
+      hit = false;
+      p->cache_gen = 0;
+    }
     if (hit) {
       ready[bit / 64] |= uint64_t{1} << (bit % 64);
       by_bit_[bit] = p;
@@ -259,7 +328,7 @@ Status Engine::Negotiate(std::vector<Decision>* out, bool stopping, bool* stop_e
   }
   const TimePoint now = Clock::now();
   if (coordinator_ && coordinator_->waiting() > 0 &&
-      now - last_stall_check_ >= std::chrono::seconds(1)) {
+      now - last_stall_check_ >= stall_check_every_) {
     status &= ~kCoordinatorIdle;  // time to look for stalls
     last_stall_check_ = now;
   }
@@ -351,12 +420,17 @@ void Engine::CountNegotiated(uint64_t hits, uint64_t misses, uint64_t invalidate
 Status Engine::SlowPath(std::vector<Decision>* out) {
   SlowScratch& s = slow_;
   s.mine.clear();
+  s.waited.clear();
+  const TimePoint sending = Clock::now();
   for (Pending* p = taken_.front(); p != nullptr; p = p->next) {
     if (p->state != State::kNew) continue;
     s.mine.push_back(p->sub.meta);
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(sending - p->taken).count();
+    s.waited.push_back(static_cast<uint32_t>(std::clamp<int64_t>(ms, 0, UINT32_MAX)));
     p->state = State::kSent;
   }
-  EncodeRequests(s.mine, &s.encoded);
+  EncodeRequests(s.mine, &s.encoded, &s.waited);
   HORA_ASSIGN_OR_RETURN(auto gathered, GatherBytes(control_, 0, s.encoded));
   s.responses.clear();
   uint64_t bytes = rank_ == 0 ? 0 : s.encoded.size() + 8;
@@ -364,11 +438,11 @@ Status Engine::SlowPath(std::vector<Decision>* out) {
     const TimePoint now = Clock::now();
     for (int p = 0; p < size_; ++p) {
       const auto& raw = gathered[static_cast<size_t>(p)];
-      Status decoded = DecodeRequests(raw.data(), raw.size(), &s.peer);
+      Status decoded = DecodeRequests(raw.data(), raw.size(), &s.peer, &s.peer_waited);
       if (!decoded.ok()) {
         return decoded.WithContext("rank 0: engine coordinator: from rank " + std::to_string(p));
       }
-      coordinator_->Add(p, s.peer, now);
+      coordinator_->Add(p, s.peer, now, &s.peer_waited);
       if (p != 0) bytes += raw.size() + 8;
     }
     for (const std::string& report : coordinator_->StallReports(now)) {
@@ -391,6 +465,16 @@ Status Engine::SlowPath(std::vector<Decision>* out) {
   stats_.coordinator_bytes += bytes;
   stats_.cache_evictions += cache_.evictions() - evicted_before;
   return Status::Ok();
+}
+
+std::string Engine::NegotiatedTensors() const {
+  const std::string label = label_.empty() ? "" : label_ + ": ";
+  const Pending* first = taken_.front();
+  if (first == nullptr) return label + "the negotiation of an idle engine";
+  size_t more = 0;
+  for (const Pending* p = first->next; p != nullptr; p = p->next) ++more;
+  return label + UserName(first->sub.meta) +
+         (more == 0 ? "" : " and " + std::to_string(more) + " more tensor" + (more > 1 ? "s" : ""));
 }
 
 void Engine::FailAll(const Status& st) {

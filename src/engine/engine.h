@@ -219,6 +219,12 @@ class Engine final : public Driver {
   // This rank has joined: a stand-in for allreduce `r` (identity values).
   Pending* AddPhantom(const Response& r);
   void FailAll(const Status& st);
+  // Once a cycle found that some rank stops: "rank 2 shut its Session
+  // down", learnt in one more AND with every rank (this one stopping or not).
+  std::string StoppingRanks(bool stopping);
+  // "allreduce 'w' and 3 more tensors": what this cycle negotiates, for the
+  // control Comm's reports (cycle_mu_ held).
+  std::string NegotiatedTensors() const;
 
   const Config config_;
   Comm& control_;
@@ -231,6 +237,10 @@ class Engine final : public Driver {
   // on an empty queue right after it moved work (Config::wait_spin_us).
   const Duration spin_;
   const Duration idle_spin_;  // spin_, at most one cycle time
+  // A cached tensor that waited this long goes to the coordinator (zero:
+  // never): only the coordinator can tell which ranks lack it.
+  const Duration demote_after_;
+  const Duration stall_check_every_;  // how often the coordinator looks for stalls
 
   mutable std::mutex mu_;  // guards the submission side below
   bool handoff_ = false;   // a driver left work for the engine's thread
@@ -305,6 +315,7 @@ class Engine final : public Driver {
   } finishing_;
   struct SlowScratch {  // SlowPath
     std::vector<RequestMeta> mine, peer;
+    std::vector<uint32_t> waited, peer_waited;  // how long each already waited, ms
     std::vector<uint8_t> encoded, responses;
     std::vector<Response> decided;  // (rank 0: the coordinator's, then everyone's)
   } slow_;
@@ -329,6 +340,7 @@ class Engine final : public Driver {
   ResponseCache cache_;
   std::optional<Coordinator> coordinator_;  // rank 0
   TimePoint last_stall_check_{};
+  TimePoint cycle_start_{};       // when the running cycle took its submissions
   bool quiet_here_ = true;        // no new submissions in this cycle
   bool quiet_everywhere_ = true;  // ... on any rank (last cycle's AND)
   bool busy_ = false;             // cycle again at once (see Loop)

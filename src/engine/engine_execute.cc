@@ -79,7 +79,9 @@ void Engine::Execute(const std::vector<Decision>& decisions) {
     if (!r.error.empty()) {
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
       Finish(std::vector<Pending*>{mine},
-             r.error.rfind("stalled", 0) == 0 ? TimeoutError(what) : MismatchError(what));
+             r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0
+                 ? TimeoutError(what)
+                 : MismatchError(what));
       continue;
     }
     ready.push_back(mine);

@@ -7,8 +7,8 @@
 namespace hora {
 namespace {
 
-constexpr uint8_t kVersion = 1;
-constexpr uint32_t kMaxName = 64 * 1024;
+constexpr uint8_t kVersion = 2;
+constexpr uint32_t kMaxName = kMaxNameBytes;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxError = 1 << 20;
 
@@ -119,9 +119,10 @@ bool GetMeta(Reader& r, RequestMeta* m) {
 }
 
 // Decodes into `out`, whose elements (and their strings' and vectors'
-// capacity) are reused: get_one sets every field.
-template <typename T, typename GetOne>
-Status DecodeList(const uint8_t* data, size_t size, const char* what, GetOne get_one,
+// capacity) are reused: get_one sets every field. `tail(r, count)` reads
+// what follows the entries (false: malformed).
+template <typename T, typename GetOne, typename Tail>
+Status DecodeList(const uint8_t* data, size_t size, const char* what, GetOne get_one, Tail tail,
                   std::vector<T>* out) {
   Reader r(data, size);
   uint8_t version = 0;
@@ -141,6 +142,9 @@ Status DecodeList(const uint8_t* data, size_t size, const char* what, GetOne get
                              " is truncated or malformed");
     }
   }
+  if (!tail(r, count)) {
+    return InvalidArgument(std::string("engine ") + what + ": its tail is truncated or malformed");
+  }
   if (r.left() != 0) {
     return InvalidArgument(std::string("engine ") + what + ": " + std::to_string(r.left()) +
                            " trailing bytes");
@@ -153,6 +157,11 @@ bool GetResponse(Reader& r, Response* out) {
 }
 
 }  // namespace
+
+std::string UserName(const RequestMeta& m) {
+  if (!m.cacheable) return OpTypeName(m.op);  // (only generated names are not)
+  return std::string(OpTypeName(m.op)) + " '" + m.name + "'";
+}
 
 const char* OpTypeName(OpType op) {
   switch (op) {
@@ -240,15 +249,30 @@ size_t RequestMeta::row_elements() const {
 
 size_t RequestMeta::num_bytes() const { return num_elements() * DataTypeSize(dtype); }
 
-void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out) {
+void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out,
+                    const std::vector<uint32_t>* waited_ms) {
   Writer w(out);
   w.Put<uint8_t>(kVersion);
   w.Put<uint32_t>(static_cast<uint32_t>(requests.size()));
   for (const auto& m : requests) PutMeta(w, m);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    w.Put<uint32_t>(waited_ms != nullptr && i < waited_ms->size() ? (*waited_ms)[i] : 0);
+  }
 }
 
-Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out) {
-  return DecodeList(data, size, "request list", GetMeta, out);
+Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out,
+                      std::vector<uint32_t>* waited_ms) {
+  auto waits = [&](Reader& r, uint32_t count) {
+    if (r.left() < size_t{count} * sizeof(uint32_t)) return false;
+    if (waited_ms != nullptr) waited_ms->resize(count);
+    for (uint32_t i = 0; i < count; ++i) {
+      uint32_t ms = 0;
+      r.Get(&ms);
+      if (waited_ms != nullptr) (*waited_ms)[i] = ms;
+    }
+    return true;
+  };
+  return DecodeList(data, size, "request list", GetMeta, waits, out);
 }
 
 void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out) {
@@ -263,7 +287,8 @@ void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t
 }
 
 Status DecodeResponses(const uint8_t* data, size_t size, std::vector<Response>* out) {
-  return DecodeList(data, size, "response list", GetResponse, out);
+  return DecodeList(
+      data, size, "response list", GetResponse, [](Reader&, uint32_t) { return true; }, out);
 }
 
 }  // namespace hora

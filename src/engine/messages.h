@@ -29,6 +29,10 @@ enum class OpType : uint8_t {
 inline constexpr int kOpTypeCount = 7;
 const char* OpTypeName(OpType op);
 
+// The longest tensor or group name the engine takes, in bytes: a request
+// carrying a longer one would not decode on the other ranks.
+inline constexpr size_t kMaxNameBytes = 64 * 1024;
+
 // One tensor as one rank submitted it.
 struct RequestMeta {
   std::string name;
@@ -60,6 +64,10 @@ struct RequestMeta {
   size_t row_elements() const;  // elements per index of dimension 0
 };
 
+// The tensor as its user knows it: "allreduce 'grad.fc1.weight'", or, for
+// a tensor the user did not name (its name was generated), "barrier".
+std::string UserName(const RequestMeta& m);
+
 // The coordinator's decision for one tensor: run it (error empty) or fail it
 // on every rank with `error`. Responses are executed in list order.
 struct Response {
@@ -81,8 +89,12 @@ struct Response {
 // calls these every cycle, and its lists are not allocated and freed again
 // every cycle. Decoding fails, naming the fault, on truncated, trailing or
 // unknown-version input.
-void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out);
-Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out);
+// A request list may say, per request, how long it already waited on the
+// sending rank, in milliseconds (`waited_ms`; null: 0 each).
+void EncodeRequests(const std::vector<RequestMeta>& requests, std::vector<uint8_t>* out,
+                    const std::vector<uint32_t>* waited_ms = nullptr);
+Status DecodeRequests(const uint8_t* data, size_t size, std::vector<RequestMeta>* out,
+                      std::vector<uint32_t>* waited_ms = nullptr);
 void EncodeResponses(const std::vector<Response>& responses, std::vector<uint8_t>* out);
 Status DecodeResponses(const uint8_t* data, size_t size, std::vector<Response>* out);
 

@@ -23,12 +23,13 @@
 
 #include "backends/backend.h"
 #include "common/clock.h"
+#include "common/wait_policy.h"
 #include "transport/transport.h"
 
 namespace hora {
 
 // Bumped whenever this header changes; the loader refuses other versions.
-inline constexpr int kMpiPluginAbiVersion = 2;
+inline constexpr int kMpiPluginAbiVersion = 3;
 
 class MpiLibrary {
  public:
@@ -41,10 +42,13 @@ class MpiLibrary {
   // Point-to-point over MPI_Isend/MPI_Irecv, progressed in the caller's thread.
   virtual Result<std::unique_ptr<Transport>> CreateTransport() = 0;
   // MPI's collectives. Nonblocking forms (MPI_Iallreduce, ...) tested until
-  // done or `timeout`, a TimeoutError; or, `blocking`, the blocking forms
-  // (MPI_Allreduce, ...), watched by a thread that ends the job with
-  // MPI_Abort when one outlasts `timeout` (a blocking call cannot be left).
-  virtual Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout,
+  // done or `waits.timeout`, a TimeoutError; or, `blocking`, the blocking
+  // forms (MPI_Allreduce, ...), watched by a thread that ends the job with
+  // MPI_Abort when one outlasts `waits.timeout` (a blocking call cannot be
+  // left). Either way a call still running after `waits.report_every` is
+  // reported, and again each time as long again passes; a zero timeout is
+  // none.
+  virtual Result<std::unique_ptr<CollectiveBackend>> CreateBackend(const WaitPolicy& waits,
                                                                    bool blocking) = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/log_limiter.h"
 #include "common/thread_name.h"
 #include "net/auth.h"
 #include "net/socket.h"
@@ -92,6 +93,7 @@ class TcpStoreServer::Loop {
   std::map<uint64_t, Connection> conns_;
   StoreTable table_;
   std::vector<uint64_t> resume_;  // unparked connections that may have buffered requests
+  LogLimiter refusals_;           // refused connections: a few logged per window, then a count
 };
 
 void TcpStoreServer::Loop::Run() {
@@ -105,6 +107,7 @@ void TcpStoreServer::Loop::Run() {
     TimePoint next =
         std::min(table_.NextDeadline(),
                  listener_paused_until_ > now ? listener_paused_until_ : TimePoint::max());
+    if (refusals_.held() > 0) next = std::min(next, refusals_.window_end());
     for (auto& [id, c] : conns_) {
       short events = POLLRDHUP;
       if (c.wants_read()) events |= POLLIN;
@@ -137,6 +140,7 @@ void TcpStoreServer::Loop::Run() {
     for (auto& [id, c] : conns_) {
       if (!c.dead && c.handshake && c.handshake_deadline <= now) Refuse(c);
     }
+    refusals_.Flush(now, [&](const std::string& m) { Log(LogLevel::kWarning, m); });
     ReleaseParked(now);
     for (auto it = conns_.begin(); it != conns_.end();) {
       if (!it->second.dead) {
@@ -285,7 +289,8 @@ void TcpStoreServer::Loop::Flush(Connection& c) {
 
 void TcpStoreServer::Loop::Refuse(Connection& c) {
   c.dead = true;
-  Log(LogLevel::kWarning, "refused connection from " + c.peer + ": authentication failed");
+  refusals_.Note(Clock::now(), "refused connection from " + c.peer + ": authentication failed",
+                 [&](const std::string& m) { Log(LogLevel::kWarning, m); });
   counters_->refused.fetch_add(1);
 }
 

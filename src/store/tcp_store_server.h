@@ -9,9 +9,9 @@
 // within the handshake timeout; until then nothing it sends is parsed. A
 // connection that fails (wrong secret, garbage, silence) is closed and logged
 // at warning level: "refused connection from 127.0.0.1:53412: authentication
-// failed". A malformed message from an authenticated client closes that
-// connection (logged); the server goes on serving the others. GET and WAIT on
-// missing keys are parked server-side and answered when the keys appear or
+// failed" (five such lines per 10 s at most, then one line with the count). A malformed message
+// from an authenticated client closes that connection (logged); the server goes on serving the
+// others. GET and WAIT on missing keys are parked server-side and answered when the keys appear or
 // their timeout passes. On shutdown, parked requests are answered with an
 // Aborted error and every connection is closed.
 //

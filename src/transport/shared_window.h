@@ -31,11 +31,14 @@
 // Failure: a Step bounded by its deadline fails naming the ranks that had not
 // arrived; a Step fails soon after a rank of the group is gone (shm: once the
 // waiter's poll ends and it wakes, within a 50 ms sleep, and for a process
-// that died within the next 10 ms liveness check; loopback: at its next
-// look) when its process ended or it closed its transport. The ranks' step counts may then
+// that died within the next 10 ms liveness check, or that showed no sign of
+// life for the peer timeout; loopback: at its next look) when its process
+// ended or it closed its transport. The ranks' step counts may then
 // disagree, so the window stays broken(): every later Step fails at once
 // (Unavailable, quoting the first error), and collectives go back to the
-// point-to-point algorithms.
+// point-to-point algorithms. A caller that waits in slices (Comm: it reports
+// a long wait, and fails it only at its own timeout) uses Start and Await,
+// whose timeout leaves the step open.
 //
 // Which windows exist: one per tag context of the global group's Comms
 // (Comm's layout: 0 the Session's own calls, 1 its engine's data, 2 its
@@ -82,15 +85,36 @@ class SharedWindow {
 
   // See above. Errors name this rank's step and the ranks missing.
   Status Step(uint64_t word, TimePoint deadline) {
-    if (!broken_.ok()) return broken_;
-    Status st = Arrive(word, deadline);
-    if (!st.ok()) {
-      broken_ = UnavailableError("the shared-memory window is unusable after an earlier failure (" +
-                                 st.ToString() + ")");
-    }
+    HORA_RETURN_IF_ERROR(Start(word));
+    Status st = Await(deadline);
+    if (!st.ok()) Abandon(st);
     return st;
   }
+  // Step in two halves. Start publishes `word` with this rank's next step
+  // number; Await waits until every rank has reached it, or until
+  // `deadline`: a Timeout status then leaves the step open (Await again),
+  // and any other failure breaks the window. A caller that gives up on an
+  // open step calls Abandon: the ranks' step counts may then disagree.
+  Status Start(uint64_t word) {
+    if (!broken_.ok()) return broken_;
+    Publish(word);
+    return Status::Ok();
+  }
+  Status Await(TimePoint deadline) {
+    Status st = WaitStep(deadline);
+    if (!st.ok() && st.code() != StatusCode::kTimeout) Abandon(st);
+    return st;
+  }
+  void Abandon(const Status& why) {
+    if (broken_.ok()) {
+      broken_ = UnavailableError("the shared-memory window is unusable after an earlier failure (" +
+                                 why.ToString() + ")");
+    }
+  }
   bool broken() const { return !broken_.ok(); }
+  // "rank 3" or "ranks 3, 5": the ranks that have not reached this rank's
+  // last step.
+  virtual std::string Missing() const = 0;
   virtual uint64_t word(int k) const = 0;
   // Some rank has begun a step that this rank has not: it waits for this one.
   virtual bool PeerAhead() const = 0;
@@ -102,9 +126,12 @@ class SharedWindow {
   uint64_t halves() const { return halves_; }
 
  protected:
-  // Publishes `word` with this rank's next step number and waits for every
-  // rank to reach it.
-  virtual Status Arrive(uint64_t word, TimePoint deadline) = 0;
+  // Publishes `word` with this rank's next step number (Start).
+  virtual void Publish(uint64_t word) = 0;
+  // Waits for every rank to reach this rank's last step (Await): a Timeout
+  // at `deadline`, which the step survives; any other error when the step
+  // can never complete.
+  virtual Status WaitStep(TimePoint deadline) = 0;
 
  private:
   const int rank_;

@@ -217,7 +217,7 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
   const int n = 3;
   auto ts = Group(n);
   auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
-    Comm comm(t, seconds(60), 256 << 10, 1);
+    Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
     std::vector<float> data(100, static_cast<float>(r));
     Status bad = AllreduceShared(
         comm,
@@ -265,7 +265,7 @@ TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
          {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 0.5, 4.0},
           Reduction{ReduceOp::kMax, 1.0, 1.0}}) {
       auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
-        Comm comm(t, seconds(60), 256 << 10, 1);
+        Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
         std::vector<std::vector<float>> in(counts.size()), out(counts.size());
         std::vector<AllreducePart> parts;
         for (size_t i = 0; i < counts.size(); ++i) {
@@ -331,8 +331,8 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
     std::vector<uint8_t> ran(static_cast<size_t>(n),
                              0);  // (not vector<bool>: ranks write it at once)
     auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
-      Comm comm(t, seconds(60), 256 << 10, 2);
-      Comm data(t, seconds(60), 256 << 10, 1);
+      Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 2);
+      Comm data(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
       const bool odd = r == c.odd_rank;
       // Two ready words, two valid words, a status word.
       std::vector<uint64_t> words = {0xf0f0ull, 1, ~0ull, ~0ull, 0xfull};

@@ -95,6 +95,13 @@ class Transport {
   // several calls it on the others while it waits on one.
   virtual bool Progress() { return false; }
 
+  // Why this group can no longer complete a collective -- a peer lost
+  // (its process ended, its connection closed, it fell silent), named --
+  // or OK. Waits fail on their own when that happens; a long wait also
+  // asks this between its slices (Comm), so that a wait on a peer that is
+  // alive fails when another was lost. Cheap; from any thread.
+  virtual Status LostPeer() { return Status::Ok(); }
+
   // The window of tag context `context` (shared_window.h), or null where the
   // transport has none; the same object on every call, owned by the
   // transport. Every rank of the group gets one or none alike.

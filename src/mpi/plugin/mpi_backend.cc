@@ -45,21 +45,19 @@ constexpr auto kForwardPause = std::chrono::milliseconds(500);
 
 std::string Seconds(Duration d) {
   char secs[32];
-  std::snprintf(secs, sizeof secs, "%g", DurationToSeconds(d));
+  std::snprintf(secs, sizeof secs, "%.3g", DurationToSeconds(d));
   return secs;
 }
 
-// Ends the job when a blocking MPI call outlasts the timeout. Arm just before
-// the call, Disarm after; one call at a time (the backend's caller is
-// serial). Arming wakes the thread only when it sleeps without a deadline
-// (a deadline it already waits for is earlier than the new one).
+// Ends the job when a blocking MPI call outlasts the timeout, and reports
+// one that runs long. Arm just before the call, Disarm after; one call at a
+// time (the backend's caller is serial). Arming wakes the thread only when
+// it sleeps without a deadline (a deadline it already waits for is earlier
+// than the new one).
 class Watchdog {
  public:
-  // A timeout beyond a year is taken as a year (no overflow of the deadline).
-  Watchdog(Duration timeout, int rank)
-      : timeout_(std::min<Duration>(timeout, std::chrono::hours(24 * 365))),
-        rank_(rank),
-        thread_([this] { Loop(); }) {}
+  Watchdog(const WaitPolicy& waits, int rank)
+      : waits_(waits), rank_(rank), thread_([this] { Loop(); }) {}
   ~Watchdog() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -75,7 +73,12 @@ class Watchdog {
       std::lock_guard<std::mutex> lock(mu_);
       op_ = op;
       call_ = call;
-      deadline_ = Clock::now() + timeout_;
+      armed_at_ = Clock::now();
+      deadline_ = waits_.timeout > Duration::zero() ? DeadlineAfter(armed_at_, waits_.timeout)
+                                                    : TimePoint::max();
+      next_report_ = waits_.report_every > Duration::zero()
+                         ? DeadlineAfter(armed_at_, waits_.report_every)
+                         : TimePoint::max();
       armed_ = true;
       wake = idle_;
     }
@@ -90,14 +93,24 @@ class Watchdog {
   void Loop() {
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
-      if (!armed_) {
+      if (!armed_ || (deadline_ == TimePoint::max() && next_report_ == TimePoint::max())) {
         idle_ = true;
         cv_.wait(lock);
         idle_ = false;
         continue;
       }
-      if (Clock::now() < deadline_) {
-        cv_.wait_until(lock, deadline_);
+      const TimePoint now = Clock::now();
+      if (now >= next_report_) {
+        if (waits_.logger != nullptr) {
+          waits_.logger->Warning("stall: rank " + std::to_string(rank_) + ": " + op_ +
+                                 " (mpi-blocking): " + call_ + " has run for " +
+                                 Seconds(now - armed_at_) + " s: a rank has not joined it");
+        }
+        next_report_ = DeadlineAfter(next_report_, waits_.report_every);
+        continue;
+      }
+      if (now < deadline_) {
+        cv_.wait_until(lock, std::min(deadline_, next_report_));
         continue;
       }
       std::fprintf(stderr,
@@ -105,7 +118,7 @@ class Watchdog {
                    "(HORA_TIMEOUT_S): a rank did not join it. A blocking MPI call cannot be "
                    "interrupted, so the job is aborted (MPI_Abort); HORA_BACKEND=mpi waits with "
                    "a timeout instead\n",
-                   rank_, op_, call_, Seconds(timeout_).c_str());
+                   rank_, op_, call_, Seconds(waits_.timeout).c_str());
       std::fflush(stderr);
       // The message travels rank -> launcher proxy -> mpirun, and the abort
       // beside it on another channel: MPICH's hydra can end the job before
@@ -117,14 +130,16 @@ class Watchdog {
     }
   }
 
-  const Duration timeout_;
+  const WaitPolicy waits_;
   std::mutex mu_;
   std::condition_variable cv_;
   const int rank_;
   bool stop_ = false;
   bool armed_ = false;
   bool idle_ = false;  // the thread sleeps with no deadline
+  TimePoint armed_at_{};
   TimePoint deadline_{};
+  TimePoint next_report_{};
   const char* op_ = "";
   const char* call_ = "";
   std::thread thread_;  // last: starts once the rest is set up
@@ -132,11 +147,11 @@ class Watchdog {
 
 class MpiBackend final : public CollectiveBackend {
  public:
-  MpiBackend(Library& lib, MPI_Comm comm, Duration timeout, bool blocking)
-      : lib_(lib), comm_(comm), timeout_(timeout) {
+  MpiBackend(Library& lib, MPI_Comm comm, const WaitPolicy& waits, bool blocking)
+      : lib_(lib), comm_(comm), waits_(waits) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    if (blocking) watchdog_ = std::make_unique<Watchdog>(timeout, rank_);
+    if (blocking) watchdog_ = std::make_unique<Watchdog>(waits, rank_);
   }
   ~MpiBackend() override {
     int finalized = 0;
@@ -298,7 +313,12 @@ class MpiBackend final : public CollectiveBackend {
     }
     if (rc != MPI_SUCCESS)
       return UnavailableError(Where(op) + ": " + call + ": " + MpiErrorString(rc));
-    const TimePoint deadline = Clock::now() + timeout_;
+    const TimePoint began = Clock::now();
+    const TimePoint deadline =
+        waits_.timeout > Duration::zero() ? DeadlineAfter(began, waits_.timeout) : TimePoint::max();
+    TimePoint next_report = waits_.report_every > Duration::zero() && waits_.logger != nullptr
+                                ? DeadlineAfter(began, waits_.report_every)
+                                : TimePoint::max();
     for (int spins = 0;; ++spins) {
       int flag = 0;
       {
@@ -310,9 +330,15 @@ class MpiBackend final : public CollectiveBackend {
         return UnavailableError(Where(op) + ": " + call + ": " + MpiErrorString(rc));
       }
       if (flag) return Status::Ok();
-      if (Clock::now() >= deadline) {
+      const TimePoint now = Clock::now();
+      if (now >= next_report) {
+        waits_.logger->Warning("stall: " + Where(op) + ": " + call + " has waited " +
+                               Seconds(now - began) + " s: a rank has not joined it");
+        next_report = DeadlineAfter(next_report, waits_.report_every);
+      }
+      if (now >= deadline) {
         broken_ = std::string(call) + " timed out";
-        return TimeoutError(Where(op) + ": timed out after " + Seconds(timeout_) +
+        return TimeoutError(Where(op) + ": timed out after " + Seconds(waits_.timeout) +
                             " s (HORA_TIMEOUT_S) in " + call +
                             "; a rank did not join it. MPI cannot cancel a started collective, "
                             "so this session runs no more collectives");
@@ -323,7 +349,7 @@ class MpiBackend final : public CollectiveBackend {
 
   Library& lib_;
   MPI_Comm comm_;
-  const Duration timeout_;
+  const WaitPolicy waits_;
   int rank_ = 0;
   int size_ = 1;
   std::string broken_;                  // why the backend is unusable; empty while it works
@@ -332,7 +358,8 @@ class MpiBackend final : public CollectiveBackend {
 
 }  // namespace
 
-Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(Duration timeout, bool blocking) {
+Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(const WaitPolicy& waits,
+                                                                  bool blocking) {
   if (blocking && !thread_multiple()) {
     return UnavailableError(
         "HORA_BACKEND=mpi-blocking needs MPI_THREAD_MULTIPLE (its blocking calls run without "
@@ -341,7 +368,7 @@ Result<std::unique_ptr<CollectiveBackend>> Library::CreateBackend(Duration timeo
         "MPI_THREAD_MULTIPLE, ...) or use HORA_BACKEND=mpi");
   }
   HORA_ASSIGN_OR_RETURN(MPI_Comm comm, DupWorld("backend"));
-  return std::unique_ptr<CollectiveBackend>(new MpiBackend(*this, comm, timeout, blocking));
+  return std::unique_ptr<CollectiveBackend>(new MpiBackend(*this, comm, waits, blocking));
 }
 
 }  // namespace hora::mpi

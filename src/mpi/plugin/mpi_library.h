@@ -25,7 +25,7 @@ class Library final : public MpiLibrary {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   Result<std::unique_ptr<Transport>> CreateTransport() override;
-  Result<std::unique_ptr<CollectiveBackend>> CreateBackend(Duration timeout,
+  Result<std::unique_ptr<CollectiveBackend>> CreateBackend(const WaitPolicy& waits,
                                                            bool blocking) override;
 
   // Hora serialises its own MPI calls (one lock per process): the plugin then

@@ -57,6 +57,10 @@ class HybridTransport final : public Transport {
     return Transport::WaitFor(request, timeout);
   }
   bool Progress() override { return shm_->Progress(); }
+  Status LostPeer() override {
+    Status st = shm_->LostPeer();
+    return st.ok() ? tcp_->LostPeer() : st;
+  }
 
  private:
   int Local(int peer) const {

@@ -41,47 +41,55 @@ bool LoopbackWindow::PeerAhead() const {
   return false;
 }
 
-Status LoopbackWindow::Arrive(uint64_t word, TimePoint deadline) {
+void LoopbackWindow::Publish(uint64_t word) {
   const uint64_t step = ++step_;
+  first_ = 0;
   LoopbackWindowGroup::Line& mine = group_->lines[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
-  // As ShmWindow::Arrive: only the step's last arrival wakes the waiters
+  // As ShmWindow::Publish: only the step's last arrival wakes the waiters
   // (seq_cst store and first look: of the last two, one sees the other).
   mine.step.store(step, std::memory_order_seq_cst);
-
-  int first = 0;  // ranks before it have arrived
-  auto arrived = [&](std::memory_order order = std::memory_order_acquire) {
-    for (; first < size(); ++first) {
-      if (group_->lines[static_cast<size_t>(first)].step.load(order) < step) return false;
-    }
-    return true;
-  };
-  if (arrived(std::memory_order_seq_cst)) {
+  if (Arrived(std::memory_order_seq_cst)) {
     { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
     group_->cv.notify_all();
-    return Status::Ok();
   }
-  if (SpinUntil(arrived, kSpin)) return Status::Ok();
+}
+
+bool LoopbackWindow::Arrived(std::memory_order order) {
+  for (; first_ < size(); ++first_) {
+    if (group_->lines[static_cast<size_t>(first_)].step.load(order) < step_) return false;
+  }
+  return true;
+}
+
+std::string LoopbackWindow::Missing() const {
+  std::string missing;
+  int count = 0;
+  for (int k = 0; k < size(); ++k) {
+    if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step_)
+      continue;
+    missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    ++count;
+  }
+  return (count == 1 ? "rank " : "ranks ") + missing;
+}
+
+Status LoopbackWindow::WaitStep(TimePoint deadline) {
+  if (SpinUntil([&] { return Arrived(); }, kSpin)) return Status::Ok();
   std::unique_lock<std::mutex> lock(group_->mu);
   for (;;) {
     const TimePoint now = Clock::now();
-    if (arrived()) return Status::Ok();
-    std::string missing;
-    int count = 0;
-    for (int k = first; k < size(); ++k) {
-      if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step)
+    if (Arrived()) return Status::Ok();
+    for (int k = first_; k < size(); ++k) {
+      if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step_)
         continue;
       if (hub_.closed(k) >= generation_) {
-        return UnavailableError("shared-memory window (context " + std::to_string(context_) +
-                                "), step " + std::to_string(step) + ": rank " + std::to_string(k) +
+        return UnavailableError("rank " + std::to_string(k) +
                                 " closed its transport (its session ended)");
       }
-      missing += (missing.empty() ? "" : ", ") + std::to_string(k);
-      ++count;
     }
     if (now >= deadline) {
-      return TimeoutError("waiting for " + std::string(count == 1 ? "rank " : "ranks ") + missing +
-                          " at step " + std::to_string(step) +
+      return TimeoutError("waiting for " + Missing() + " at step " + std::to_string(step_) +
                           " of the shared-memory window (context " + std::to_string(context_) +
                           ")");
     }

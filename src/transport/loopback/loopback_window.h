@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "transport/shared_window.h"
@@ -53,9 +54,11 @@ class LoopbackWindow final : public SharedWindow {
   }
 
   bool PeerAhead() const override;
+  std::string Missing() const override;
 
  protected:
-  Status Arrive(uint64_t word, TimePoint deadline) override;
+  void Publish(uint64_t word) override;
+  Status WaitStep(TimePoint deadline) override;
 
  private:
   const uint32_t context_;
@@ -63,6 +66,9 @@ class LoopbackWindow final : public SharedWindow {
   const LoopbackHub& hub_;
   const int generation_;
   uint64_t step_ = 0;
+  int first_ = 0;  // ranks before it have reached step_
+  // Whether every rank has reached step_ (ranks before first_ have).
+  bool Arrived(std::memory_order order = std::memory_order_acquire);
 };
 
 }  // namespace hora

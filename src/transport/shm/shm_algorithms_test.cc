@@ -88,14 +88,14 @@ class ShmAlgorithms : public ::testing::TestWithParam<std::tuple<int, size_t>> {
 TEST_P(ShmAlgorithms, MatchLocalExpectations) {
   const auto [n, count] = GetParam();
   RunRanks(n, UniqueJobId("algos"), [&](Transport& t) {
-    Comm comm(t, std::chrono::seconds(120), 256 << 10);
+    Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
     CheckAllreduce(comm, count, &AllreduceRing, "ring");
     CheckAllreduce(comm, count, &AllreduceHalvingDoubling, "halving_doubling");
     CheckAllgather(comm, count * 4);
     CheckBroadcast(comm, count * 4);
     CheckAlltoall(comm, count);
     // The engine's data context has a shared window (shm_window.h).
-    Comm shared(t, std::chrono::seconds(120), 256 << 10, 1);
+    Comm shared(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10, 1);
     ASSERT_NE(shared.window(), nullptr);
     CheckAllreduce(shared, count, &AllreduceShared, "shared_memory");
     CheckAllreduce(shared, count / 3 + 1, &AllreduceShared, "shared_memory, odd size");

@@ -15,67 +15,17 @@
 #include <iterator>
 
 #include "collectives/algorithms.h"
+#include "support/file_store.h"
 #include "transport/shm/shm_test_util.h"
 
 namespace hora {
 namespace {
 
-// A Store over a directory: one file per key, written atomically (write a
-// temporary file, then rename); Get polls until the key exists. Test only.
-class FileStore final : public Store {
- public:
-  explicit FileStore(std::string dir) : dir_(std::move(dir)) {}
-
-  Status Set(const std::string& key, const Bytes& value) override {
-    const std::string path = Path(key), tmp = path + ".tmp." + std::to_string(getpid());
-    {
-      std::ofstream f(tmp, std::ios::binary);
-      f.write(reinterpret_cast<const char*>(value.data()),
-              static_cast<std::streamsize>(value.size()));
-      if (!f) return UnavailableError("cannot write " + tmp);
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0)
-      return UnavailableError("cannot rename " + tmp);
-    return Status::Ok();
-  }
-
-  Result<Bytes> Get(const std::string& key, Duration timeout) override {
-    const TimePoint deadline = Clock::now() + timeout;
-    for (;;) {
-      std::ifstream f(Path(key), std::ios::binary);
-      if (f) return Bytes(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-      if (Clock::now() >= deadline) return TimeoutError("timed out waiting for key '" + key + "'");
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-
-  Result<int64_t> Add(const std::string&, int64_t) override {
-    return UnimplementedError("test FileStore has no counters");
-  }
-
-  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
-    const TimePoint deadline = Clock::now() + timeout;
-    for (const auto& k : keys) HORA_RETURN_IF_ERROR(Get(k, deadline - Clock::now()).status());
-    return Status::Ok();
-  }
-
-  Result<bool> Delete(const std::string& key) override {
-    return std::remove(Path(key).c_str()) == 0;
-  }
-
- private:
-  std::string Path(std::string key) const {
-    std::replace(key.begin(), key.end(), '/', '%');
-    return dir_ + "/" + key;
-  }
-  std::string dir_;
-};
-
 uint8_t Byte(int rank, size_t i) { return static_cast<uint8_t>(rank * 101 + i * 13 + (i >> 9)); }
 
 // The body of one child process; returns its exit code.
 int Child(int rank, const std::string& dir, const std::string& job) {
-  FileStore store(dir);
+  testing::FileStore store(dir);
   auto t = CreateShmTransport(rank, 2, store, job, std::chrono::seconds(60));
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
@@ -98,7 +48,7 @@ int Child(int rank, const std::string& dir, const std::string& job) {
   for (size_t i = 0; i < n; ++i) {
     if (in[i] != Byte(peer, i)) return 4;
   }
-  Comm comm(tr, std::chrono::seconds(60), 256 << 10);
+  Comm comm(tr, WaitPolicy{std::chrono::seconds(60)}, 256 << 10);
   std::vector<float> data(1 << 20);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<float>((rank + 1) * (i % 5));
   st = AllreduceRing(comm, {data.data(), data.data(), data.size(), DataType::kFloat32, {}});
@@ -111,7 +61,7 @@ int Child(int rank, const std::string& dir, const std::string& job) {
   }
   // The same on the shared window, which each process maps at addresses of
   // its own: a large (two-step chunks) and a small (one-step) message.
-  Comm shared(tr, std::chrono::seconds(60), 256 << 10, 1);
+  Comm shared(tr, WaitPolicy{std::chrono::seconds(60)}, 256 << 10, 1);
   if (shared.window() == nullptr) return 7;
   for (size_t count : {size_t{1} << 20, size_t{5}}) {
     for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>((rank + 1) * (i % 5));

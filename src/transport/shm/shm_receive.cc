@@ -20,8 +20,7 @@ using Sink = ShmTransport::Link::Sink;
 
 bool ShmTransport::ProgressRecvs(int peer, Link& l) {
   auto from = [&] {  // only built on errors: this is the hot path
-    return "rank " + std::to_string(peer) + "'s shared-memory channel to rank " +
-           std::to_string(rank_);
+    return Name(peer) + "'s shared-memory channel to " + Name(rank_);
   };
   bool moved = false;
   while (l.in_broken.empty()) {
@@ -32,9 +31,8 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
       slot = l.in.Peek();  // slots published before the flag are visible now
       if (!slot) {
         BreakInbound(l, from() + (reason == kShmBrokenClosed
-                                      ? " was closed (rank " + std::to_string(peer) +
-                                            " destroyed its transport)"
-                                      : " is unusable (rank " + std::to_string(peer) +
+                                      ? " was closed (" + Name(peer) + " closed its session)"
+                                      : " is unusable (" + Name(peer) +
                                             " cancelled a message it had partly written)"));
         return true;
       }

@@ -20,16 +20,20 @@ std::string Key(const std::string& job_id, const char* what, int rank) {
   return job_id + "/shm/" + what + "/" + std::to_string(rank);
 }
 
-std::string BellName(const std::string& job_id, int rank) {
-  return ShmSegmentName(job_id, "bell-" + std::to_string(rank));
+// Segment names end in their creator's pid, so that those of a process
+// gone (killed during rendezvous) can be found and removed by anyone
+// (RemoveDeadShmSegments).
+std::string BellName(const std::string& job_id, int rank, int pid) {
+  return ShmSegmentName(job_id, "bell-" + std::to_string(rank) + "-p" + std::to_string(pid));
 }
 
-std::string WindowName(const std::string& job_id, int rank) {
-  return ShmSegmentName(job_id, "win-" + std::to_string(rank));
+std::string WindowName(const std::string& job_id, int rank, int pid) {
+  return ShmSegmentName(job_id, "win-" + std::to_string(rank) + "-p" + std::to_string(pid));
 }
 
-std::string ChannelName(const std::string& job_id, int src, int dst) {
-  return ShmSegmentName(job_id, std::to_string(src) + "-" + std::to_string(dst));
+std::string ChannelName(const std::string& job_id, int src, int dst, int pid) {
+  return ShmSegmentName(
+      job_id, std::to_string(src) + "-" + std::to_string(dst) + "-p" + std::to_string(pid));
 }
 
 Duration Remaining(TimePoint deadline) {
@@ -49,12 +53,14 @@ std::vector<std::string> SplitLines(const Bytes& value) {
 }
 
 // Maps rank `peer`'s doorbell, its windows and its channel to `rank`,
-// checking that the names it published are the ones this job uses.
-Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes& published) {
+// checking that the names it published are the ones this job uses (`pid`:
+// the peer's process).
+Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, int pid,
+               const Bytes& published) {
   const std::vector<std::string> names = SplitLines(published);
-  const std::string bell = BellName(job_id, peer);
-  const std::string window = WindowName(job_id, peer);
-  const std::string channel = ChannelName(job_id, peer, t.rank());
+  const std::string bell = BellName(job_id, peer, pid);
+  const std::string window = WindowName(job_id, peer, pid);
+  const std::string channel = ChannelName(job_id, peer, t.rank(), pid);
   if (static_cast<int>(names.size()) != t.size() + 1 || names[0] != bell || names[1] != window ||
       std::find(names.begin(), names.end(), channel) == names.end()) {
     return UnavailableError("rank " + std::to_string(peer) +
@@ -83,8 +89,8 @@ Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Bytes
 }  // namespace
 
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
-                                                      const std::string& job_id, Duration timeout,
-                                                      Duration spin) {
+                                                      const std::string& job_id,
+                                                      const ShmOptions& options) {
   // Where ranks outnumber the cores this process may run on (its affinity
   // mask: a rank pinned to one core counts one), a polling waiter may hold
   // the core its peer is queued on, so it yields; otherwise yielding only
@@ -96,20 +102,24 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   }
   HORA_RETURN_IF_ERROR(ValidateShmJobId(job_id));
   const std::string ctx = "rank " + std::to_string(rank) + ": shm transport (job '" + job_id + "')";
-  const TimePoint deadline = Clock::now() + timeout;
+  const TimePoint deadline = DeadlineAfter(Clock::now(), options.timeout);
   // On any early return the transport's destructor unmaps everything and
   // unlinks the segments created here.
-  auto t = std::make_unique<ShmTransport>(rank, size, spin, yield);
+  auto t = std::make_unique<ShmTransport>(rank, size, options.spin, yield, options.job_ranks);
+
+  // 0. What killed jobs left behind on this host.
+  RemoveDeadShmSegments();
 
   // 1. This rank's segments: its doorbell, its windows and its outgoing
   // channels.
-  std::string names = BellName(job_id, rank);
+  const int my_pid = static_cast<int>(getpid());
+  std::string names = BellName(job_id, rank, my_pid);
   Result<ShmSegment> bell = ShmSegment::Create(names, ShmDoorbell::kSegmentBytes);
   if (!bell.ok()) return bell.status().WithContext(ctx);
   ShmDoorbell::Initialize(bell->data());
   t->set_own_bell(ShmDoorbell(bell->data()));
   t->own_bell_segment() = std::move(*bell);
-  const std::string window = WindowName(job_id, rank);
+  const std::string window = WindowName(job_id, rank, my_pid);
   Result<ShmSegment> win =
       ShmSegment::Create(window, ShmWindowSegment::SegmentBytes(), /*populate=*/false);
   if (!win.ok()) return win.status().WithContext(ctx);
@@ -118,7 +128,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   names += "\n" + window;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    const std::string name = ChannelName(job_id, rank, p);
+    const std::string name = ChannelName(job_id, rank, p, my_pid);
     Result<ShmSegment> seg = ShmSegment::Create(name, ShmChannel::SegmentBytes());
     if (!seg.ok()) return seg.status().WithContext(ctx);
     ShmChannel::Initialize(seg->data());
@@ -129,7 +139,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
 
   // 2. Publish their names (and this process's id, so that peers notice if
   // it dies); map the peers' doorbells and channels to us.
-  const std::string pid = std::to_string(getpid());
+  const std::string pid = std::to_string(my_pid);
   HORA_RETURN_IF_ERROR(
       store.Set(Key(job_id, "pid", rank), Bytes(pid.begin(), pid.end())).WithContext(ctx));
   HORA_RETURN_IF_ERROR(
@@ -141,10 +151,11 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
       return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
                                         " to publish its shared-memory segments");
     }
-    HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, *value).WithContext(ctx));
     Result<Bytes> peer_pid = store.Get(Key(job_id, "pid", p), Remaining(deadline));
-    if (peer_pid.ok())
-      t->link(p).peer_pid = std::atoi(std::string(peer_pid->begin(), peer_pid->end()).c_str());
+    if (!peer_pid.ok()) return peer_pid.status().WithContext(ctx);
+    const int their_pid = std::atoi(std::string(peer_pid->begin(), peer_pid->end()).c_str());
+    HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, their_pid, *value).WithContext(ctx));
+    t->WatchPeerProcess(p, their_pid);
   }
 
   // 3. Once every peer mapped this rank's segments, their names can go: from
@@ -164,6 +175,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     if (p != rank) HORA_RETURN_IF_ERROR(t->link(p).out_segment.Unlink().WithContext(ctx));
   }
   t->OpenWindows();
+  t->StartHeartbeat(options.peer_timeout);
   return std::unique_ptr<Transport>(std::move(t));
 }
 

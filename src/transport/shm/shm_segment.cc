@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/shm/shm_segment.h"
 
+#include "common/process_alive.h"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 
@@ -25,13 +28,19 @@ bool AllDigits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>" and
-// "win-<rank>", alone or after "g<first rank>-" (a host's group in a job
-// spanning hosts).
+// True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>"
+// and "win-<rank>", after "s<session>-" (the process's n-th Session of the
+// job) and "g<first rank>-" (a host's group in a job spanning hosts), each
+// optional, and before "-p<pid>" (the creating process), optional.
 bool IsTransportSuffix(std::string s) {
-  if (s.size() > 1 && s[0] == 'g') {
-    const size_t dash = s.find('-');
-    if (dash != std::string::npos && AllDigits(s.substr(1, dash - 1))) s = s.substr(dash + 1);
+  for (char lead : {'s', 'g'}) {
+    if (s.size() > 1 && s[0] == lead) {
+      const size_t dash = s.find('-');
+      if (dash != std::string::npos && AllDigits(s.substr(1, dash - 1))) s = s.substr(dash + 1);
+    }
+  }
+  if (const size_t p = s.rfind("-p"); p != std::string::npos && AllDigits(s.substr(p + 2))) {
+    s = s.substr(0, p);
   }
   if (s.rfind("bell-", 0) == 0) return AllDigits(s.substr(5));
   if (s.rfind("win-", 0) == 0) return AllDigits(s.substr(4));
@@ -190,6 +199,29 @@ Status RemoveShmSegments(const std::string& job_id) {
     }
   }
   return result;
+}
+
+}  // namespace hora
+
+namespace hora {
+
+int RemoveDeadShmSegments() {
+  int removed = 0;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return 0;
+  while (dirent* e = readdir(dir)) {
+    const std::string n = e->d_name;
+    const size_t p = n.rfind("-p");
+    if (n.rfind("hora-", 0) != 0 || p == std::string::npos || !AllDigits(n.substr(p + 2)) ||
+        n.size() - p > 12) {
+      continue;
+    }
+    const long pid = std::strtol(n.c_str() + p + 2, nullptr, 10);
+    if (ProcessRuns(static_cast<int>(pid))) continue;
+    if (shm_unlink(("/" + n).c_str()) == 0) ++removed;
+  }
+  closedir(dir);
+  return removed;
 }
 
 }  // namespace hora

@@ -6,8 +6,11 @@
 // Names are "/hora-<job_id>-<suffix>" (visible as /dev/shm/hora-<job_id>-...),
 // where the transport uses the suffixes "<src>-<dst>" (the channel from rank
 // src to rank dst), "bell-<rank>" (the doorbell rank sleeps on) and
-// "win-<rank>" (rank's shared windows, shm_window.h). A job id
-// may hold letters, digits, '.', '_' and '-' (at most 200 characters).
+// "win-<rank>" (rank's shared windows, shm_window.h), each followed by
+// "-p<pid>" (the process that created it), and preceded, in a Session's
+// job id, by "s<n>-" (the n-th Session of the job in each process) and, in a
+// job spanning hosts, by "g<first rank>-" (a host's group). A job id may
+// hold letters, digits, '.', '_' and '-' (at most 200 characters).
 //
 // Trust (design §5): a segment is created with O_CREAT|O_EXCL and mode 0600,
 // so only its owner can open it and a name that already exists is never
@@ -18,8 +21,10 @@
 // Unlink() was not called before; the mapping lives until the last process
 // unmaps it. The transport unlinks each name as soon as every peer mapped it,
 // so after rendezvous nothing remains under /dev/shm even if a process is
-// later killed. RemoveShmSegments() clears what a crash during rendezvous
-// may leave.
+// later killed. What a crash during rendezvous leaves, RemoveShmSegments()
+// clears (horarun, for its job), and so does RemoveDeadShmSegments() (every
+// rank, as it creates its transport: the segments of any job whose creator
+// is gone).
 //
 // Thread-safety: a ShmSegment is a value owned by one thread at a time.
 #pragma once
@@ -83,5 +88,12 @@ std::vector<std::string> ListShmSegments(const std::string& job_id);
 // Unlinks every segment ListShmSegments(job_id) returns (for horarun after a
 // crash). Processes that still map them are not affected.
 Status RemoveShmSegments(const std::string& job_id);
+
+// Unlinks every "/hora-...-p<pid>" segment whose creating process is gone
+// (ProcessRuns: a process of another pid namespace that shares /dev/shm
+// would look gone too); returns how many. A segment still
+// mapped stays usable where it is mapped; a rendezvous that still needed it
+// would fail anyway, its creator being gone.
+int RemoveDeadShmSegments();
 
 }  // namespace hora

@@ -22,14 +22,21 @@ using Sink = ShmTransport::Link::Sink;
 
 }  // namespace
 
-ShmTransport::ShmTransport(int rank, int size, Duration spin, bool yield)
-    : rank_(rank), size_(size), spin_(spin), yield_(yield), links_(static_cast<size_t>(size)) {
+ShmTransport::ShmTransport(int rank, int size, Duration spin, bool yield,
+                           std::vector<int> job_ranks)
+    : rank_(rank),
+      size_(size),
+      spin_(spin),
+      yield_(yield),
+      job_ranks_(std::move(job_ranks)),
+      links_(static_cast<size_t>(size)) {
   for (int p = 0; p < size; ++p) {
     if (p != rank) links_[static_cast<size_t>(p)] = std::make_unique<Link>();
   }
 }
 
 ShmTransport::~ShmTransport() {
+  StopHeartbeat();
   // Peers waiting in a window step fail at once (they are rung below).
   if (own_window_segment_.mapped()) ShmWindowSegment::MarkClosed(own_window_segment_.data());
   for (auto& l : links_) {
@@ -193,14 +200,6 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
   }
 }
 
-bool ShmTransport::LivenessDue() {
-  const int64_t now_ns =
-      std::chrono::duration_cast<Duration>(Clock::now().time_since_epoch()).count();
-  int64_t last = last_liveness_ns_.load(std::memory_order_relaxed);
-  return now_ns - last >= kShmLivenessEvery.count() &&
-         last_liveness_ns_.compare_exchange_strong(last, now_ns);
-}
-
 void ShmTransport::OpenWindows() {
   std::vector<void*> segments(static_cast<size_t>(size_));
   for (int k = 0; k < size_; ++k) {
@@ -216,46 +215,6 @@ void ShmTransport::RingPeers() {
   for (auto& l : links_) {
     if (l) l->bell.Ring();
   }
-}
-
-Status ShmTransport::PeerGone(int peer) {
-  if (LivenessDue()) CheckPeersAlive();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!lost_.ok()) return lost_;
-  if (peer == rank_) return Status::Ok();
-  const Link& l = link(peer);
-  // Its channel to us says closed, unless a cancelled send marked it first;
-  // its window segment says so either way.
-  if (l.in.broken() == kShmBrokenClosed ||
-      (l.window_segment.mapped() && ShmWindowSegment::Closed(l.window_segment.data()))) {
-    return UnavailableError("rank " + std::to_string(peer) +
-                            " closed its shm transport (its session ended)");
-  }
-  return Status::Ok();
-}
-
-bool ShmTransport::CheckPeersAlive() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!lost_.ok()) return false;
-  const int me = static_cast<int>(getpid());
-  for (int p = 0; p < size_; ++p) {
-    Link* l = links_[static_cast<size_t>(p)].get();
-    if (l == nullptr || l->peer_pid <= 0 || l->peer_pid == me) continue;
-    if (l->in.broken() == kShmBrokenClosed) continue;  // it closed its session: not lost
-    if (kill(l->peer_pid, 0) == 0 || errno != ESRCH) continue;
-    lost_ = UnavailableError("rank " + std::to_string(p) + " (pid " + std::to_string(l->peer_pid) +
-                             ") is gone: its process ended without closing its session");
-    for (auto& link : links_) {
-      if (!link) continue;
-      for (auto& snd : link->sends) snd.request->Complete(lost_);
-      link->sends.clear();
-      for (auto& rcv : link->posted) rcv.request->Complete(lost_);
-      link->posted.clear();
-      if (link->current.sink == Sink::kRecv) link->current.recv.request->Complete(lost_);
-    }
-    return true;
-  }
-  return false;
 }
 
 bool ShmTransport::ValidPeer(int peer, const Request& request) {

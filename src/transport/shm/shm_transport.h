@@ -56,6 +56,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "store/store.h"
@@ -81,8 +82,30 @@ inline constexpr Duration kShmLivenessEvery = std::chrono::milliseconds(10);
 // among the shm transports that exist at the same time on the host and among
 // groups that share the store. `spin`: how long Wait polls before it sleeps
 // (Config::wait_spin_us).
+//
+// Liveness: a thread of the transport's own bumps a heartbeat counter in
+// this rank's window segment every fifth of `peer_timeout` (at least every
+// second) and looks at the peers: one whose process ended without closing
+// its transport is lost at once, and, where `peer_timeout` is nonzero, one
+// whose heartbeat did not move for that long (stopped, frozen) is lost then.
+// A lost peer fails every pending and later request, naming it; ranks as
+// threads of one process are never lost by heartbeat.
+struct ShmOptions {
+  Duration timeout = std::chrono::seconds(30);  // of the rendezvous
+  Duration spin = kShmSpin;
+  Duration peer_timeout{};  // zero: a silent heartbeat is no loss
+  // The job's rank of each rank of the group, for messages (empty: the
+  // group is the job).
+  std::vector<int> job_ranks;
+};
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
-                                                      const std::string& job_id, Duration timeout,
-                                                      Duration spin = kShmSpin);
+                                                      const std::string& job_id,
+                                                      const ShmOptions& options);
+inline Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
+                                                             const std::string& job_id,
+                                                             Duration timeout,
+                                                             Duration spin = kShmSpin) {
+  return CreateShmTransport(rank, size, store, job_id, ShmOptions{timeout, spin, {}, {}});
+}
 
 }  // namespace hora

@@ -7,14 +7,17 @@
 
 #include <algorithm>
 #include <atomic>
-
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/thread_name.h"
+#include "net/socket.h"
 #include "transport/buffer_pool.h"
 #include "transport/shm/shm_channel.h"
 #include "transport/shm/shm_doorbell.h"
@@ -37,6 +40,9 @@ class ShmTransport final : public Transport {
     ShmDoorbell bell;
     ShmSegment window_segment;  // the peer's windows (shm_window.h)
     int peer_pid = 0;           // the peer's process (0: unknown; equal to ours: a thread)
+    net::Fd pidfd;              // the peer's process, where the kernel gives one
+    uint64_t beat_seen = 0;     // its heartbeat as last read (CheckHeartbeats)
+    TimePoint beat_changed{};   // when that changed
 
     struct Send {
       Request request;
@@ -77,7 +83,8 @@ class ShmTransport final : public Transport {
     std::string in_broken;  // why receives from the peer fail; empty while usable
   };
 
-  ShmTransport(int rank, int size, Duration spin, bool yield);
+  // `job_ranks`: ShmOptions::job_ranks.
+  ShmTransport(int rank, int size, Duration spin, bool yield, std::vector<int> job_ranks = {});
   ~ShmTransport() override;
 
   int rank() const override { return rank_; }
@@ -91,6 +98,10 @@ class ShmTransport final : public Transport {
   Status Wait(const Request& request, TimePoint deadline) override;
   Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
+  Status LostPeer() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
   SharedWindow* Window(uint32_t context) override {
     return context < windows_.size() ? windows_[context].get() : nullptr;
   }
@@ -111,10 +122,21 @@ class ShmTransport final : public Transport {
   bool yield() const { return yield_; }
   // Rings every peer's doorbell.
   void RingPeers();
+  // "rank 5": group rank `k` as the job numbers it, for messages.
+  std::string Name(int k) const {
+    return "rank " + std::to_string(job_ranks_.empty() ? k : job_ranks_[static_cast<size_t>(k)]);
+  }
   // Why `peer` will never make progress again (its process is gone, found
   // by the liveness check when one is due, or it closed its transport), or
   // OK.
   Status PeerGone(int peer);
+
+  // Liveness (shm_liveness.cc), set up by the rendezvous: `pid` is rank
+  // `peer`'s process. StartHeartbeat starts the thread that bumps this
+  // rank's heartbeat and finds lost peers: a process that ended, or, with a
+  // nonzero `peer_timeout`, a heartbeat that did not move for that long.
+  void WatchPeerProcess(int peer, int pid);
+  void StartHeartbeat(Duration peer_timeout);
 
  private:
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce);
@@ -142,11 +164,24 @@ class ShmTransport final : public Transport {
   // Whether a liveness check is due (at most one per kShmLivenessEvery,
   // across threads); claims it when it is.
   bool LivenessDue();
+  // `l`'s process has ended (it may not have been reaped yet).
+  static bool ProcessEnded(const Link& l);
+  // `l`'s peer closed its transport on purpose.
+  static bool SessionEnded(const Link& l);
+  // Records why the group is broken, fails every pending request with it
+  // and wakes this rank's sleepers. Requires mu_.
+  void MarkLostLocked(Status why);
+  // The heartbeat thread: beats, then looks at the peers, every fifth of
+  // the peer timeout; Stop joins it (the destructor, first).
+  void HeartbeatLoop();
+  void CheckHeartbeats(TimePoint now);
+  void StopHeartbeat();
 
   const int rank_;
   const int size_;
   const Duration spin_;  // Wait polls this long before it sleeps
   const bool yield_;     // polling, yield the core every 64 polls (ranks outnumber cores)
+  const std::vector<int> job_ranks_;          // see Name
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;
@@ -158,6 +193,12 @@ class ShmTransport final : public Transport {
   // Guards everything above that changes after setup: the engine's thread
   // and the caller's may use the transport at once (separate Comm contexts).
   std::mutex mu_;
+
+  Duration peer_timeout_{};  // zero: a silent heartbeat is not a loss
+  std::mutex beat_mu_;       // guards beat_stop_
+  std::condition_variable beat_cv_;
+  bool beat_stop_ = false;
+  std::thread beat_thread_;
 };
 
 // The first entry of `list` (posted receives, set-aside messages) with `tag`.

@@ -12,14 +12,15 @@ namespace hora {
 namespace {
 
 constexpr uint32_t kMagic = 0x6e697768;  // "hwin"
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;
 constexpr size_t kDataOffset = 4096;
 
 struct alignas(64) Header {
   uint32_t magic = kMagic;
   uint32_t version = kVersion;
-  uint64_t bytes = 0;               // of the whole segment
-  std::atomic<uint32_t> closed{0};  // the owner's transport is gone
+  uint64_t bytes = 0;                  // of the whole segment
+  std::atomic<uint32_t> closed{0};     // the owner's transport is gone
+  std::atomic<uint64_t> heartbeat{0};  // bumped by the owner's heartbeat thread
 };
 
 static_assert(sizeof(ShmWindowLine) == 64, "a step line is one cache line");
@@ -56,6 +57,14 @@ void ShmWindowSegment::MarkClosed(void* segment) {
 
 bool ShmWindowSegment::Closed(const void* segment) {
   return static_cast<const Header*>(segment)->closed.load(std::memory_order_acquire) != 0;
+}
+
+void ShmWindowSegment::Beat(void* segment) {
+  static_cast<Header*>(segment)->heartbeat.fetch_add(1, std::memory_order_relaxed);
+}
+
+uint64_t ShmWindowSegment::Heartbeat(const void* segment) {
+  return static_cast<const Header*>(segment)->heartbeat.load(std::memory_order_relaxed);
 }
 
 ShmWindowLine* ShmWindowSegment::Line(void* segment, uint32_t context) {
@@ -95,8 +104,9 @@ bool ShmWindow::PeerAhead() const {
   return false;
 }
 
-Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
+void ShmWindow::Publish(uint64_t word) {
   const uint64_t step = ++step_;
+  first_ = 0;
   ShmWindowLine& mine = *lines_[static_cast<size_t>(rank())];
   mine.word[step & 1u].store(word, std::memory_order_relaxed);
   // Only the step's last arrival wakes the sleepers: an earlier one would
@@ -104,30 +114,30 @@ Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
   // arrival). The store and the first look are seq_cst: of the last two
   // ranks to arrive, at least one sees the other, and rings.
   mine.step.store(step, std::memory_order_seq_cst);
+  if (Arrived(std::memory_order_seq_cst)) transport_.RingPeers();
+}
 
-  size_t first = 0;  // ranks before it have arrived
-  auto arrived = [&](std::memory_order order = std::memory_order_acquire) {
-    for (; first < lines_.size(); ++first) {
-      if (lines_[first]->step.load(order) < step) return false;
-    }
-    return true;
-  };
-  if (arrived(std::memory_order_seq_cst)) {
-    transport_.RingPeers();
-    return Status::Ok();
+bool ShmWindow::Arrived(std::memory_order order) {
+  for (; first_ < lines_.size(); ++first_) {
+    if (lines_[first_]->step.load(order) < step_) return false;
   }
+  return true;
+}
+
+Status ShmWindow::WaitStep(TimePoint deadline) {
+  if (Arrived()) return Status::Ok();
   // As ShmTransport::WaitUntil: the clock only every kClockEvery polls.
   constexpr uint32_t kClockEvery = 64;
   TimePoint spin_until = Clock::now() + transport_.spin();
   for (uint32_t round = 1;; ++round) {
-    if (arrived()) return Status::Ok();
+    if (Arrived()) return Status::Ok();
     if (round % kClockEvery != 0) {
       CpuRelax();
       continue;
     }
     const TimePoint now = Clock::now();
     if (now >= deadline) {
-      return TimeoutError("waiting for " + Missing() + " at step " + std::to_string(step) +
+      return TimeoutError("waiting for " + Missing() + " at step " + std::to_string(step_) +
                           " of the shared-memory window (context " + std::to_string(context_) +
                           ")");
     }
@@ -141,16 +151,13 @@ Status ShmWindow::Arrive(uint64_t word, TimePoint deadline) {
     }
     ShmDoorbell& bell = transport_.own_bell();
     const uint32_t seen = bell.PrepareSleep();
-    if (!arrived()) bell.Sleep(seen, std::min<Duration>(deadline - Clock::now(), kShmMaxSleep));
+    if (!Arrived()) bell.Sleep(seen, std::min<Duration>(deadline - Clock::now(), kShmMaxSleep));
     bell.FinishSleep();
-    if (arrived()) return Status::Ok();
-    for (size_t k = first; k < lines_.size(); ++k) {
-      if (lines_[k]->step.load(std::memory_order_acquire) >= step) continue;
+    if (Arrived()) return Status::Ok();
+    for (size_t k = first_; k < lines_.size(); ++k) {
+      if (lines_[k]->step.load(std::memory_order_acquire) >= step_) continue;
       Status gone = transport_.PeerGone(static_cast<int>(k));
-      if (!gone.ok()) {
-        return gone.WithContext("shared-memory window (context " + std::to_string(context_) +
-                                "), step " + std::to_string(step));
-      }
+      if (!gone.ok()) return gone;  // (it names the rank: the step adds nothing a user needs)
     }
     spin_until = Clock::now() + transport_.spin();
   }

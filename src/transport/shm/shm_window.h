@@ -4,7 +4,7 @@
 // creates one segment "/hora-<job_id>-win-<rank>" at rendezvous, beside its
 // channels, and every peer maps it; it holds that rank's side of the
 // windows of all kSharedWindowContexts contexts:
-//   0                 magic, version, bytes, closed (one cache line)
+//   0                 magic, version, bytes, closed, heartbeat (one cache line)
 //   64 (1 + c)        context c's step line: {step, word[2]} (one cache line)
 //   kDataOffset + ... context c's region, SharedWindowBytes(c) bytes
 // A rank writes only its own segment. Step stores the word of the step
@@ -44,6 +44,10 @@ class ShmWindowSegment {
   // The owner's transport is gone (set by its destructor; read by peers).
   static void MarkClosed(void* segment);
   static bool Closed(const void* segment);
+  // The owner's heartbeat counter (shm_liveness.cc): the owner bumps it, its
+  // peers read it.
+  static void Beat(void* segment);
+  static uint64_t Heartbeat(const void* segment);
 };
 
 class ShmWindow final : public SharedWindow {
@@ -61,13 +65,15 @@ class ShmWindow final : public SharedWindow {
   }
 
   bool PeerAhead() const override;
+  std::string Missing() const override;
 
  protected:
-  Status Arrive(uint64_t word, TimePoint deadline) override;
+  void Publish(uint64_t word) override;
+  Status WaitStep(TimePoint deadline) override;
 
  private:
-  // "ranks 3, 5" not yet at step_.
-  std::string Missing() const;
+  // Whether every rank has reached step_ (ranks before first_ have).
+  bool Arrived(std::memory_order order = std::memory_order_acquire);
 
   ShmTransport& transport_;
   const uint32_t context_;
@@ -75,6 +81,7 @@ class ShmWindow final : public SharedWindow {
   std::vector<ShmWindowLine*> lines_;
   std::vector<std::byte*> regions_;
   uint64_t step_ = 0;
+  size_t first_ = 0;  // ranks before it have reached step_
 };
 
 }  // namespace hora

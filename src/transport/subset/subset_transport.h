@@ -36,6 +36,7 @@ class SubsetTransport final : public Transport {
     return parent_.WaitFor(request, timeout);
   }
   bool Progress() override { return parent_.Progress(); }
+  Status LostPeer() override { return parent_.LostPeer(); }
 
  private:
   // The parent rank of subset rank `peer`, or -1 with `*error` set.

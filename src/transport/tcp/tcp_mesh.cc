@@ -63,11 +63,11 @@ Result<std::string> AdvertisedAddress(const std::string& iface) {
 }
 
 Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& o) {
-  const TimePoint deadline = Clock::now() + o.timeout;
+  const TimePoint deadline = DeadlineAfter(Clock::now(), o.timeout);
   std::vector<net::Fd> peers(static_cast<size_t>(o.size));
   if (o.size == 1) return peers;
   HORA_ASSIGN_OR_RETURN(std::string ip, AdvertisedAddress(o.iface));
-  HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(ip, 0, o.size));
+  HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(ip, 0, std::max(o.size, 128)));
   HORA_ASSIGN_OR_RETURN(uint16_t port, net::LocalPort(listener));
   const std::string me = WithPort(ip, port);
   HORA_RETURN_IF_ERROR(
@@ -89,31 +89,7 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
     peers[static_cast<size_t>(peer)] = std::move(fd);
   }
   // Accept every higher rank.
-  for (int accepted = 0; accepted < o.size - 1 - o.rank;) {
-    std::string from;
-    auto fd = net::Accept(listener.get(), deadline, &from);
-    if (!fd.ok()) {
-      return TimeoutError("rank " + std::to_string(o.rank) + " waited for " +
-                          std::to_string(o.size - 1 - o.rank - accepted) +
-                          " higher rank(s) to connect: " + fd.status().message());
-    }
-    if (Status auth = net::AuthenticateAsServer(fd->get(), o.secret, deadline); !auth.ok()) {
-      // Not one of ours: refused (the peer learns nothing more), and logged.
-      if (o.logger != nullptr) {
-        o.logger->Warning("rank " + std::to_string(o.rank) + ": refused connection from " + from +
-                          ": " + auth.message());
-      }
-      continue;
-    }
-    int32_t peer = -1;
-    HORA_RETURN_IF_ERROR(net::RecvAll(fd->get(), &peer, sizeof peer, deadline));
-    if (peer <= o.rank || peer >= o.size || peers[static_cast<size_t>(peer)].valid()) {
-      return InvalidArgument("rank " + std::to_string(o.rank) + ": connection from " + from +
-                             " claims rank " + std::to_string(peer));
-    }
-    peers[static_cast<size_t>(peer)] = std::move(fd).value();
-    ++accepted;
-  }
+  HORA_RETURN_IF_ERROR(AcceptHigherRanks(listener, o, deadline, &peers));
   return peers;
 }
 

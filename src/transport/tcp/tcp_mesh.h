@@ -4,6 +4,10 @@
 // listens, publishes "ip:port" in the Store, connects to every lower rank and
 // accepts every higher one. Each connection is authenticated (HMAC over the
 // job secret, net/auth.h) and then names its rank. Bounded by `timeout`.
+// The accepting side runs every incoming handshake at once, each within
+// 10 s: a stranger's connection that stays silent, or fails to
+// authenticate, is closed and logged (a few per 10 s, then a count)
+// without holding up the ranks' own.
 #pragma once
 
 #include <string>
@@ -26,6 +30,9 @@ struct TcpMeshOptions {
   // How long a waiter on a small message moves the sockets itself after the
   // last byte moved, before it sleeps (Config::wait_spin_us).
   Duration wait_spin = std::chrono::microseconds(50);
+  // The transport's liveness (tcp_transport.h): a peer from which nothing,
+  // not even a heartbeat, came for this long is lost (zero: never).
+  Duration peer_timeout{};
   // Where a refused connection (failed authentication) is reported, at
   // warning level, while the mesh connects; nullptr: nowhere.
   const Logger* logger = nullptr;
@@ -34,6 +41,11 @@ struct TcpMeshOptions {
 // Returns one connected, authenticated socket per peer (index = rank; the
 // entry for this rank is invalid).
 Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& options);
+
+// ConnectTcpMesh's accepting half (tcp_mesh_accept.cc): fills the entries
+// of `peers` above this rank from connections to `listener`.
+Status AcceptHigherRanks(const net::Fd& listener, const TcpMeshOptions& options, TimePoint deadline,
+                         std::vector<net::Fd>* peers);
 
 // The address this host advertises for `iface` (see TcpMeshOptions).
 Result<std::string> AdvertisedAddress(const std::string& iface);

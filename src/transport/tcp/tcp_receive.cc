@@ -21,7 +21,12 @@ bool TcpTransport::ReadSome(size_t i) {
       }
       p.in_header_done += static_cast<size_t>(r);
       moved_ += static_cast<uint64_t>(r);
+      p.bytes_in += static_cast<uint64_t>(r);
       if (p.in_header_done < sizeof(Header)) continue;
+      if (p.in_header.tag == kHeartbeatTag) {
+        p.in_header_done = 0;
+        continue;
+      }
       if (p.in_header.tag == kLostPeerTag) {
         PeerReportedLoss(i, p.in_header.bytes);
         p.in_header_done = 0;
@@ -88,6 +93,7 @@ bool TcpTransport::ReadSome(size_t i) {
       }
       p.in_done += static_cast<size_t>(r);
       moved_ += static_cast<uint64_t>(r);
+      p.bytes_in += static_cast<uint64_t>(r);
       if (p.in_done < p.in_header.bytes) continue;
     }
     // Message complete.

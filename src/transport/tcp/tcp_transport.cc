@@ -3,15 +3,31 @@
 
 #include <sched.h>
 
+#include <cstdio>
+
 #include "transport/tcp/tcp_transport_impl.h"
 
 namespace hora {
 namespace tcp_internal {
 
+namespace {
+
+// How often the I/O thread beats and looks for silent peers: a fifth of the
+// peer timeout, within [10 ms, 1 s].
+Duration BeatInterval(Duration peer_timeout) {
+  return std::clamp<Duration>(peer_timeout / 5, std::chrono::milliseconds(10),
+                              std::chrono::seconds(1));
+}
+
+}  // namespace
+
 void TcpTransport::Loop() {
   epoll_event events[64];
+  const Duration every = BeatInterval(peer_timeout_);
+  const int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(every).count());
+  TimePoint next_beat = Clock::now() + every;
   while (true) {
-    const int n = epoll_wait(epoll_.get(), events, 64, 1000);
+    const int n = epoll_wait(epoll_.get(), events, 64, wait_ms);
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return;
     for (int e = 0; e < n; ++e) {
@@ -24,6 +40,40 @@ void TcpTransport::Loop() {
     for (size_t i = 0; i < peers_.size(); ++i) {
       if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
     }
+    const TimePoint now = Clock::now();
+    if (now >= next_beat) {
+      Beat(now);
+      next_beat = now + every;
+    }
+  }
+}
+
+void TcpTransport::Beat(TimePoint now) {
+  if (closing_) return;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    if (!p.fd.valid() || p.broken || p.said_goodbye) continue;
+    if (p.bytes_in != p.bytes_in_seen) {
+      p.bytes_in_seen = p.bytes_in;
+      p.in_moved = now;
+    } else if (peer_timeout_ > Duration::zero() && now - p.in_moved >= peer_timeout_) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.3g", DurationToSeconds(now - p.in_moved));
+      FailPeer(i, std::string("no sign of life from it for ") + secs +
+                      " s (HORA_PEER_TIMEOUT_S): its process is stopped (SIGSTOP, a debugger) "
+                      "or frozen, or the network between us is cut");
+      continue;
+    }
+    // Nothing went to it since the last round: tell it this rank is alive.
+    if (p.sends.empty() && p.frames_out == p.frames_out_seen) {
+      p.sends.push_back({{kHeartbeatTag, 0},
+                         nullptr,
+                         {},
+                         0,
+                         std::make_shared<RequestState>(true, static_cast<int>(i), 0)});
+      WriteSome(i);
+    }
+    p.frames_out_seen = p.frames_out;
   }
 }
 
@@ -100,6 +150,7 @@ bool TcpTransport::WriteSome(size_t i) {
     }
     op.done += static_cast<size_t>(w);
     moved_ += static_cast<uint64_t>(w);
+    ++p.frames_out;  // (a part of one counts: the peer hears from this rank)
     if (op.done == sizeof(Header) + payload) {
       op.request->Complete(Status::Ok());
       p.sends.pop_front();
@@ -112,8 +163,8 @@ bool TcpTransport::WriteSome(size_t i) {
 
 Result<std::unique_ptr<Transport>> CreateTcpTransport(Store& store, const TcpMeshOptions& options) {
   HORA_ASSIGN_OR_RETURN(std::vector<net::Fd> fds, ConnectTcpMesh(store, options));
-  auto t =
-      std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds), options.wait_spin);
+  auto t = std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds),
+                                                        options.wait_spin, options.peer_timeout);
   HORA_RETURN_IF_ERROR(t->Start());
   return std::unique_ptr<Transport>(std::move(t));
 }

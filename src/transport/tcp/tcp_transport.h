@@ -12,6 +12,12 @@
 //   and reduction overlap); a message nobody has asked for yet is kept until
 //   a receive claims it.
 // - A lost connection fails every pending request with that peer, naming it.
+// - Liveness: the I/O thread sends a heartbeat frame to a peer it sent
+//   nothing to for a fifth of TcpMeshOptions::peer_timeout (at least every
+//   second); a peer from which nothing came for peer_timeout (stopped,
+//   frozen, or the network cut) is lost like a closed connection. Every
+//   rank watches every peer (the mesh is complete), and tells the others
+//   which rank it lost.
 #pragma once
 
 #include <memory>

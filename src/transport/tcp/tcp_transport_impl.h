@@ -40,8 +40,10 @@ inline constexpr uint64_t kLostPeerTag = ~uint64_t{0};
 // A frame with this tag says the sender is closing its session on purpose:
 // the end of its stream that follows is not a lost rank.
 inline constexpr uint64_t kGoodbyeTag = ~uint64_t{0} - 1;
+// A frame with this tag says only that the sender is alive.
+inline constexpr uint64_t kHeartbeatTag = ~uint64_t{0} - 2;
 
-inline bool IsControl(uint64_t tag) { return tag == kLostPeerTag || tag == kGoodbyeTag; }
+inline bool IsControl(uint64_t tag) { return tag >= kHeartbeatTag; }
 
 struct SendOp {
   Header header;
@@ -82,12 +84,17 @@ struct Peer {
   PooledBuffer in_unexpected;       // otherwise the payload lands here (from pool_)
   bool in_discard = false;          // the matched receive was cancelled
   std::vector<char> stage;          // IrecvReduce staging
+  // Liveness (the I/O thread's Beat): bytes read from and frames written to
+  // the peer so far, as last seen by Beat, and when reading last moved.
+  uint64_t bytes_in = 0, frames_out = 0;
+  uint64_t bytes_in_seen = 0, frames_out_seen = 0;
+  TimePoint in_moved{};
 };
 
 class TcpTransport final : public Transport {
  public:
-  TcpTransport(int rank, std::vector<net::Fd> fds, Duration spin)
-      : rank_(rank), spin_(spin), peers_(fds.size()) {
+  TcpTransport(int rank, std::vector<net::Fd> fds, Duration spin, Duration peer_timeout)
+      : rank_(rank), spin_(spin), peer_timeout_(peer_timeout), peers_(fds.size()) {
     for (size_t i = 0; i < fds.size(); ++i) peers_[i].fd = std::move(fds[i]);
   }
 
@@ -100,8 +107,10 @@ class TcpTransport final : public Transport {
     ev.events = EPOLLIN;
     ev.data.u64 = ~uint64_t{0};
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+    const TimePoint now = Clock::now();
     for (size_t i = 0; i < peers_.size(); ++i) {
       if (!peers_[i].fd.valid()) continue;
+      peers_[i].in_moved = now;
       HORA_RETURN_IF_ERROR(net::SetNonBlocking(peers_[i].fd.get(), true));
       ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
       ev.data.u64 = i;
@@ -118,8 +127,10 @@ class TcpTransport final : public Transport {
     // Orderly close: queue a goodbye to every peer, let queued frames leave,
     // half-close, and read until each peer's stream ends, so that no unread
     // byte turns our close into a reset that could destroy data in flight.
+    // Peers slow to close are not lost meanwhile (closing_).
     {
       std::lock_guard<std::mutex> lock(mu_);
+      closing_ = true;
       for (size_t j = 0; j < peers_.size(); ++j) {
         if (!peers_[j].fd.valid() || peers_[j].broken) continue;
         peers_[j].sends.push_back({{kGoodbyeTag, 0},
@@ -197,6 +208,10 @@ class TcpTransport final : public Transport {
   // Reads and writes every live peer from the calling thread unless another
   // thread is at it; whether any byte moved.
   bool Progress() override;
+  Status LostPeer() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
 
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     return Post(peer, tag, data, bytes, std::nullopt);
@@ -335,8 +350,8 @@ class TcpTransport final : public Transport {
   // Another rank reported that it lost `lost`. Requires mu_.
   void PeerReportedLoss(size_t reporter, uint64_t lost) {
     if (!lost_.ok()) return;
-    lost_ = UnavailableError("rank " + std::to_string(lost) + " was lost (reported by rank " +
-                             std::to_string(reporter) + ")");
+    lost_ = UnavailableError("rank " + std::to_string(lost) + " was lost (rank " +
+                             std::to_string(reporter) + " lost its connection to it)");
     FailAllPending(lost_);
   }
 
@@ -383,6 +398,9 @@ class TcpTransport final : public Transport {
   }
 
   void Loop();
+  // The I/O thread's liveness round (see tcp_transport.h): heartbeats to
+  // quiet peers, silent peers lost. Requires mu_.
+  void Beat(TimePoint now);
   // Reads and writes one peer's socket unless another thread holds the lock
   // (then sets *busy); whether any byte moved.
   bool ProgressPeer(size_t peer, bool* busy);
@@ -391,10 +409,12 @@ class TcpTransport final : public Transport {
   bool WriteSome(size_t i);  // requires mu_
 
   const int rank_;
-  const Duration spin_;  // TcpMeshOptions::wait_spin (see Wait)
+  const Duration spin_;          // TcpMeshOptions::wait_spin (see Wait)
+  const Duration peer_timeout_;  // TcpMeshOptions::peer_timeout (see Beat)
   std::mutex mu_;
   std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
   bool stop_ = false;        // guarded by mu_
+  bool closing_ = false;     // guarded by mu_; the destructor runs: no peer is lost by silence
   uint64_t moved_ = 0;       // guarded by mu_; bytes read or written so far
   BufferPool pool_;          // guarded by mu_; payloads of unexpected messages
   Status lost_;              // guarded by mu_; set once a rank is lost

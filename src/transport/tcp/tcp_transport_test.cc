@@ -6,6 +6,7 @@
 #include <numeric>
 #include <thread>
 
+#include "net/socket.h"
 #include "store/memory_store.h"
 
 namespace hora {
@@ -207,6 +208,58 @@ TEST(TcpTransport, WrongSecretCannotJoinAndIsLogged) {
       << results[1].message();
   const std::string log = testing::internal::GetCapturedStderr();
   EXPECT_NE(log.find("rank 0: refused connection from 127.0.0.1:"), std::string::npos) << log;
+}
+
+// Strangers at rank 0's port while the mesh forms: one connects and says
+// nothing, twenty send garbage. Handshakes run at once, each with its own
+// deadline, so the ranks connect as if they were not there, and the
+// refusals are logged five at most, then counted.
+TEST(TcpTransport, StrangersDoNotHoldUpTheMesh) {
+  MemoryStore store;
+  const Logger logger(LogLevel::kWarning, 0);
+  std::vector<std::unique_ptr<Transport>> t(3);
+  std::vector<std::thread> ranks;
+  auto start = [&](int r) {
+    ranks.emplace_back([&, r] {
+      TcpMeshOptions o{r, 3, "x", "s3cret", "127.0.0.1", std::chrono::seconds(30)};
+      o.logger = &logger;
+      auto made = CreateTcpTransport(store, o);
+      EXPECT_TRUE(made.ok()) << made.status().ToString();
+      if (made.ok()) t[static_cast<size_t>(r)] = std::move(made).value();
+    });
+  };
+  testing::internal::CaptureStderr();
+  start(0);
+  auto addr = store.Get("x/addr/0", std::chrono::seconds(10));
+  ASSERT_TRUE(addr.ok());
+  auto hp = net::ParseHostPort(std::string(addr->begin(), addr->end()));
+  ASSERT_TRUE(hp.ok());
+  std::vector<net::Fd> strangers;
+  auto idle = net::Connect(*hp, std::chrono::seconds(5));
+  ASSERT_TRUE(idle.ok());
+  strangers.push_back(std::move(idle).value());
+  const std::string garbage(80, 'G');  // longer than a handshake response
+  for (int i = 0; i < 20; ++i) {
+    auto fd = net::Connect(*hp, std::chrono::seconds(5));
+    ASSERT_TRUE(fd.ok());
+    EXPECT_TRUE(net::SendAll(fd->get(), garbage.data(), garbage.size(), Soon()).ok());
+    strangers.push_back(std::move(fd).value());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the strangers come first
+  const TimePoint begun = Clock::now();
+  start(1);
+  start(2);
+  for (auto& r : ranks) r.join();
+  const std::string log = testing::internal::GetCapturedStderr();
+  EXPECT_LT(Clock::now() - begun, std::chrono::seconds(5));
+  ASSERT_TRUE(t[0] && t[1] && t[2]);
+  ExpectEveryPairTalks(t);
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("refused connection from", at)) != std::string::npos; ++at) {
+    ++lines;
+  }
+  EXPECT_GE(lines, 1u) << log;
+  EXPECT_LE(lines, 5u) << log;
 }
 
 TEST(TcpTransport, CancelAndTimeoutAreBounded) {

@@ -1,0 +1,28 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "common/process_alive.h"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <string>
+
+namespace hora {
+
+bool ProcessRuns(int pid) {
+  if (pid <= 0) return false;
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  // /proc/<pid>/stat: "pid (comm) S ...": the state follows the last ')'.
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (f == nullptr) return true;  // (no /proc: kill() found it)
+  char buf[512];
+  const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  buf[n] = '\0';
+  const std::string stat(buf);
+  const size_t close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'Z';
+}
+
+}  // namespace hora
