@@ -36,7 +36,13 @@ printf '# two hosts\nlocalhost slots=2\n127.0.0.1:1  # the second\n' >"$hostfile
 check hostfile 0 "[2]: 2 3 0 1 1 2" "$horarun" --hostfile "$hostfile" sh -c 'echo $HORA_RANK $HORA_SIZE $HORA_LOCAL_RANK $HORA_LOCAL_SIZE $HORA_CROSS_RANK $HORA_CROSS_SIZE'
 printf 'localhost slots=2\nlocalhost:1\n' >"$hostfile"
 check hostfile-twice 2 "$hostfile: host 'localhost' is listed twice" "$horarun" --hostfile "$hostfile" true
-check print-config 0 "HORA_TIMEOUT_S=30" "$horarun" --print-config
+check print-config 0 "HORA_TIMEOUT_S=0" "$horarun" --print-config
+check print-peer-timeout 0 "HORA_PEER_TIMEOUT_S=5" "$horarun" --print-config
+check bad-timeout 2 "--timeout '1e12' is not a positive number of seconds (at most 1e8)" "$horarun" -np 1 --timeout 1e12 true
+check bad-start-timeout 2 "--start-timeout 'soon' is not a positive number" "$horarun" -np 1 --start-timeout soon true
+check bad-stop-grace 2 "--stop-grace '-1' is not a positive number" "$horarun" -np 1 --stop-grace -1 true
+check start-timeout-env 0 "[0]: 7.000000" "$horarun" -np 1 --start-timeout 7 sh -c 'echo $HORA_START_TIMEOUT_S'
+check big-env-timeout 2 "HORA_TIMEOUT_S='1e12' is invalid" env HORA_TIMEOUT_S=1e12 "$horarun" -np 1 true
 check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
 # A signal to horarun stops every rank and leaves no process behind; horarun
 # exits 128 + the signal. Job control on, so that the background horarun does

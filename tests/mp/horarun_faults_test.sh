@@ -36,11 +36,11 @@ horarun_tagged=(env "HORA_TEST_TAG=$HORA_TEST_TAG" "$horarun")
 #    under sh, which the kernel's parent-death signal does not reach) end
 #    too, and so does horarun's watcher. Killing horarun's whole process
 #    group must not take the watcher along; ranks that ignore SIGTERM get
-#    SIGKILL after the grace period (--timeout 2).
+#    SIGKILL after the grace period (--stop-grace 2).
 kill_case() {  # name, kill target (pid or group), rank command
   local name="$1" target="$2" hp
   set -m  # horarun in a process group of its own, as from a shell
-  "${horarun_tagged[@]}" -np 2 --timeout 2 sh -c "$3" >/dev/null 2>&1 &
+  "${horarun_tagged[@]}" -np 2 --stop-grace 2 sh -c "$3" >/dev/null 2>&1 &
   hp=$!
   set +m
   if ! wait_for at_least ' sleep 300 $' 2; then
@@ -61,7 +61,7 @@ kill_case sigkill-term-ignored pid 'trap "" TERM; sleep 300; echo never'
 #    period. horarun exits 0 and leaves nothing behind.
 ready="$dir/ready"
 rm -f "$ready"
-out=$("${horarun_tagged[@]}" -np 1 --timeout 2 sh -c "(trap 'echo child got TERM; exit 0' TERM; : >'$ready'; while :; do sleep 0.1; done) & while [ ! -e '$ready' ]; do sleep 0.05; done; echo started" 2>&1)
+out=$("${horarun_tagged[@]}" -np 1 --stop-grace 2 sh -c "(trap 'echo child got TERM; exit 0' TERM; : >'$ready'; while :; do sleep 0.1; done) & while [ ! -e '$ready' ]; do sleep 0.05; done; echo started" 2>&1)
 rc=$?
 left=$(tagged_processes)
 if [ "$rc" -eq 0 ] && grep -qF "[0]: started" <<<"$out" && grep -qF "[0]: child got TERM" <<<"$out" && [ -z "$left" ]; then
@@ -69,7 +69,7 @@ if [ "$rc" -eq 0 ] && grep -qF "[0]: started" <<<"$out" && grep -qF "[0]: child 
 else
   fail "background child: rc=$rc (want 0), output: $out, left running: $left"
 fi
-out=$("${horarun_tagged[@]}" -np 2 --timeout 2 sh -c "(trap '' TERM; exec sleep 301) & echo started" 2>&1)
+out=$("${horarun_tagged[@]}" -np 2 --stop-grace 2 sh -c "(trap '' TERM; exec sleep 301) & echo started" 2>&1)
 rc=$?
 left=$(tagged_processes)
 if [ "$rc" -eq 0 ] && [ "$(grep -c ': started$' <<<"$out")" -eq 2 ] && [ -z "$left" ]; then
@@ -126,7 +126,7 @@ case $HORA_RANK in
   2) exec sleep 300 3>"$d/fifo" ;;
 esac
 EOS
-"${horarun_tagged[@]}" -np 3 --timeout 5 sh "$dir/rank.sh" "$dir" >"$dir/order.out" 2>&1 &
+"${horarun_tagged[@]}" -np 3 --stop-grace 5 sh "$dir/rank.sh" "$dir" >"$dir/order.out" 2>&1 &
 hp=$!
 steps_ok=false
 if wait_for test -e "$dir/pid.0" -a -e "$dir/pid.1" -a -e "$dir/pid.2" &&

@@ -28,7 +28,7 @@ chmod +x "$dir/rsh" "$dir/bin/ssh"
 pass=0; failed=0
 ok() { pass=$((pass + 1)); }
 fail() { failed=$((failed + 1)); echo "FAIL $*"; }
-hosts=(-H localhost:1,hora-remote-test-host:1 --rsh "$dir/rsh" --bind 127.0.0.1 --timeout 5)
+hosts=(-H localhost:1,hora-remote-test-host:1 --rsh "$dir/rsh" --bind 127.0.0.1 --stop-grace 5)
 
 # 1. The secret reaches the remote rank through its stdin, not its command line.
 secret="s3cr3t-$$-$RANDOM"
@@ -39,7 +39,7 @@ if [ -s "$log" ] && ! grep -qF "$secret" "$log"; then ok; else fail "secret on t
 
 # The same through ssh (its default options, then the host, then one string).
 : >"$log"
-out=$(PATH="$dir/bin:$PATH" HORA_SECRET="$secret" "$horarun" -np 2 -H localhost:1,hora-remote-test-host:1 --bind 127.0.0.1 --timeout 5 sh -c 'echo "rank $HORA_RANK secret $HORA_SECRET in $(pwd)"' 2>&1)
+out=$(PATH="$dir/bin:$PATH" HORA_SECRET="$secret" "$horarun" -np 2 -H localhost:1,hora-remote-test-host:1 --bind 127.0.0.1 --stop-grace 5 sh -c 'echo "rank $HORA_RANK secret $HORA_SECRET in $(pwd)"' 2>&1)
 rc=$?
 if [ "$rc" -eq 0 ] && grep -qF "[1]: rank 1 secret $secret in $(pwd)" <<<"$out"; then ok; else fail "ssh: rc=$rc, output: $out"; fi
 if grep -q "BatchMode=yes.*hora-remote-test-host sh -c" "$log" && ! grep -qF "$secret" "$log"; then ok; else fail "ssh command line: $(cat "$log")"; fi
@@ -68,7 +68,7 @@ left=$(tagged_processes)
 if [ "$started" -ge 2 ] && [ -z "$left" ]; then ok; else fail "after SIGKILL: $started started, left running: $left"; fi
 
 # 4. A remote rank that ignores SIGTERM while horarun stops the job (another
-#    rank failed): killed after the grace period (--timeout 5), nothing left.
+#    rank failed): killed after the grace period (--stop-grace 5), nothing left.
 HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np 2 "${hosts[@]}" sh -c 'if [ "$HORA_RANK" = 0 ]; then sleep 1; exit 5; fi; trap "" TERM; sleep 300; echo never' >/dev/null 2>&1
 rc=$?
 for _ in $(seq 300); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done

@@ -31,7 +31,7 @@ struct JobSpec {
   // horarun adds HORA_RANK, HORA_SIZE, HORA_LOCAL_*, HORA_CROSS_* per rank.
   std::map<std::string, std::string> env;
   bool prefix_output = true;
-  double stop_grace_s = 30;
+  double stop_grace_s = 5;
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
 };
 

@@ -154,7 +154,12 @@ void Job::BeginStop(int code, bool at_once) {
 
 void Job::SignalGroups(int sig) {
   for (auto& r : ranks_) {
-    if (r.group_live) kill(-r.pid, sig);
+    if (!r.group_live) continue;
+    if (sig == SIGTERM) {
+      TerminateGroup(r.pid);
+    } else {
+      kill(-r.pid, sig);
+    }
   }
 }
 
@@ -216,7 +221,7 @@ void Job::Died(Rank& r, int status) {
   // SIGKILL after the grace period (EndGroups). Its output keeps flowing
   // meanwhile.
   if (GroupHasLiveMember(r.pid)) {
-    kill(-r.pid, SIGTERM);
+    TerminateGroup(r.pid);
     r.group_kill_at = Clock::now() + Seconds(spec_.stop_grace_s);
   } else {
     EndGroup(r);  // the usual case: the rank left nothing behind

@@ -71,9 +71,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Validate the job's settings before anything starts.
-  // --timeout wins over HORA_TIMEOUT_S from the environment; either bounds
-  // the ranks' waits and horarun's grace period when stopping them.
-  if (opts.timeout_given) env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
+  // --timeout and --start-timeout win over the environment.
+  if (opts.timeout_s > 0) env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
+  if (opts.start_timeout_s > 0) env["HORA_START_TIMEOUT_S"] = std::to_string(opts.start_timeout_s);
   if (!opts.bind_to.empty()) env["HORA_BIND_TO"] = opts.bind_to;
   if (!opts.transport.empty()) env["HORA_TRANSPORT"] = opts.transport;
   auto config = ConfigFromEnv(env);
@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   spec.placements = *placements;
   spec.command = opts.command;
   spec.prefix_output = opts.prefix_output;
-  spec.stop_grace_s = config->timeout_s;
+  spec.stop_grace_s = opts.stop_grace_s;
   spec.env = env;
   spec.env["HORA_SECRET"] = secret;
   spec.env["HORA_JOB_ID"] = RandomHex(6);
@@ -158,8 +158,7 @@ int main(int argc, char** argv) {
         remote.push_back(p.host);
       }
     }
-    const int failed =
-        horarun::RemoveRemoteShmSegments(opts.rsh, remote, job_id, config->timeout_s);
+    const int failed = horarun::RemoveRemoteShmSegments(opts.rsh, remote, job_id, 30.0);
     if (failed > 0) {
       std::fprintf(stderr,
                    "horarun: could not confirm the removal of job %s's shared memory on %d "

@@ -12,7 +12,8 @@ namespace hora::horarun {
 
 const char* Usage() {
   return "usage: horarun -np N [-H host:slots,...] [--hostfile FILE] [--transport shm|tcp|mpi]\n"
-         "               [--mpi] [--mpirun PATH] [--timeout SECONDS] [--no-prefix]\n"
+         "               [--mpi] [--mpirun PATH] [--timeout SECONDS] [--start-timeout SECONDS]\n"
+         "               [--stop-grace SECONDS] [--no-prefix]\n"
          "               [--rsh 'ssh -o ...'] [--bind ADDR] [--bind-to core|none]\n"
          "               [--print-config]\n"
          "               [--] command [args...]\n"
@@ -28,7 +29,15 @@ const char* Usage() {
          "--bind-to core runs each rank of a host on a CPU of its own (HORA_BIND_TO;\n"
          "default none; no binding where a host's ranks outnumber its CPUs).\n"
          "--mpi hands the start to mpirun (OpenMPI or MPICH, --mpirun PATH, default\n"
-         "mpirun); --transport mpi implies it.\n";
+         "mpirun); --transport mpi implies it.\n"
+         "--timeout sets the ranks' collective timeout (HORA_TIMEOUT_S; default none: a\n"
+         "rank that is alive is waited for, and reported every HORA_STALL_WARNING_S);\n"
+         "--start-timeout bounds their rendezvous (HORA_START_TIMEOUT_S, default 120).\n"
+         "A rank lost (gone, or silent for HORA_PEER_TIMEOUT_S) fails the others.\n"
+         "Stopping ranks: SIGTERM (and SIGCONT, for a stopped one), then SIGKILL after\n"
+         "--stop-grace seconds (default 5); when horarun itself is killed, a watcher\n"
+         "process does the same; a rank's process group goes with it also when it\n"
+         "ends well.\n";
 }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
@@ -77,14 +86,17 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
     } else if (a == "--mpirun") {
       HORA_ASSIGN_OR_RETURN(o.mpirun, value(a));
       o.mpi = true;
-    } else if (a == "--timeout") {
+    } else if (a == "--timeout" || a == "--start-timeout" || a == "--stop-grace") {
       HORA_ASSIGN_OR_RETURN(std::string v, value(a));
       char* end = nullptr;
-      o.timeout_s = std::strtod(v.c_str(), &end);
-      o.timeout_given = true;
-      if (v.empty() || *end != '\0' || !std::isfinite(o.timeout_s) || o.timeout_s <= 0) {
-        return InvalidArgument("--timeout '" + v + "' is not a positive number of seconds");
+      const double secs = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(secs) || secs <= 0 || secs > 1e8) {
+        return InvalidArgument(a + " '" + v +
+                               "' is not a positive number of seconds (at most 1e8)");
       }
+      (a == "--timeout"         ? o.timeout_s
+       : a == "--start-timeout" ? o.start_timeout_s
+                                : o.stop_grace_s) = secs;
     } else if (a == "--rsh") {
       HORA_ASSIGN_OR_RETURN(std::string v, value(a));
       o.rsh.clear();

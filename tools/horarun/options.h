@@ -2,7 +2,8 @@
 //
 // horarun's command line:
 //   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp|mpi]
-//           [--mpi] [--mpirun PATH] [--timeout S] [--no-prefix] [--rsh CMD] [--bind ADDR]
+//           [--mpi] [--mpirun PATH] [--timeout S] [--start-timeout S] [--stop-grace S]
+//           [--no-prefix] [--rsh CMD] [--bind ADDR]
 //           [--bind-to core|none] [--print-config]
 //           [--] command args...
 // Bad input is an error before anything starts, naming the flag and value.
@@ -25,8 +26,14 @@ struct Options {
   // --mpirun, or --transport mpi, which only an MPI launcher can provide).
   bool mpi = false;
   std::string mpirun = "mpirun";
-  double timeout_s = 30;       // HORA_TIMEOUT_S for the job and the stop grace period
-  bool timeout_given = false;  // --timeout was on the command line
+  // Seconds given by --timeout (HORA_TIMEOUT_S, the ranks' collective
+  // timeout) and --start-timeout (HORA_START_TIMEOUT_S); 0: not given, the
+  // environment's value or the default holds.
+  double timeout_s = 0;
+  double start_timeout_s = 0;
+  // How long a rank (and what it started) has after SIGTERM before SIGKILL,
+  // when horarun stops the job or the rank ended (--stop-grace).
+  double stop_grace_s = 5;
   bool prefix_output = true;
   // How ranks on other hosts are started: the command and its options,
   // followed by the host name and a shell command line (default ssh).

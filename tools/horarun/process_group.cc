@@ -78,4 +78,9 @@ bool GroupHasLiveMember(pid_t pgid) {
   return live;
 }
 
+void TerminateGroup(pid_t pgid) {
+  kill(-pgid, SIGTERM);
+  kill(-pgid, SIGCONT);
+}
+
 }  // namespace hora::horarun

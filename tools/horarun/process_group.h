@@ -15,4 +15,9 @@ namespace hora::horarun {
 // child); without /proc, falls back to kill(-pgid, 0).
 bool GroupHasLiveMember(pid_t pgid);
 
+// Asks process group `pgid` to end: SIGTERM, then SIGCONT, so that a member
+// stopped with SIGSTOP (a frozen rank) acts on it too instead of waiting for
+// the SIGKILL. Async-signal-safe.
+void TerminateGroup(pid_t pgid);
+
 }  // namespace hora::horarun

@@ -117,7 +117,7 @@ int KeepOnly(int fd) {
   AppendNumber(&at, end, static_cast<long>(groups.size()));
   Append(&at, end, " local rank(s)\n");
   (void)!write(STDERR_FILENO, line, static_cast<size_t>(at - line));
-  for (pid_t g : groups) kill(-g, SIGTERM);
+  for (pid_t g : groups) TerminateGroup(g);
   const double kill_at = Now() + grace_s;
   while (!groups.empty()) {
     for (size_t i = 0; i < groups.size();) {
