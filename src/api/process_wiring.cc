@@ -64,6 +64,41 @@ Result<std::vector<int>> RanksOnThisHost(Store& store, const std::string& job_id
   return local;
 }
 
+Bytes NumberBytes(int64_t n) {
+  const std::string s = std::to_string(n);
+  return Bytes(s.begin(), s.end());
+}
+
+// Which Session of the job this is in this process (1, then 2 after a
+// shutdown() and init(), ...). Every rank counts its own, in the store;
+// rank 0's count is the job's: it announces it, and every other rank waits
+// for the announcement of its own count and checks that rank 0's is the
+// same (a Session that failed to start on some ranks only leaves the
+// counts apart: that fails here, saying so, instead of at the timeout).
+Result<int64_t> AgreeOnSession(Store& store, const std::string& job, int rank, Duration timeout) {
+  const std::string prefix = "hora/" + job + "/session";
+  HORA_ASSIGN_OR_RETURN(int64_t n, store.Add(prefix + "s/" + std::to_string(rank), 1));
+  const std::string begun = prefix + "/" + std::to_string(n) + "/begun";
+  if (rank == 0) {
+    HORA_RETURN_IF_ERROR(store.Set(prefix, NumberBytes(n)));
+    HORA_RETURN_IF_ERROR(store.Set(begun, Bytes{1}));
+    return n;
+  }
+  const std::string where =
+      "rank " + std::to_string(rank) + ": Session " + std::to_string(n) + " of this process";
+  const std::string apart =
+      " (a Session that failed to start on some ranks only leaves their counts apart: restart "
+      "every rank)";
+  Status st = store.Get(begun, timeout).status();
+  if (!st.ok()) return st.WithContext(where + ": rank 0 did not begin it" + apart);
+  HORA_ASSIGN_OR_RETURN(Bytes value, store.Get(prefix, timeout));
+  if (value != NumberBytes(n)) {
+    return UnavailableError(where + ", but rank 0 is at its Session " +
+                            std::string(value.begin(), value.end()) + apart);
+  }
+  return n;
+}
+
 }  // namespace
 
 Result<ProcessWiring> ConnectProcess(const Config& config,
@@ -123,12 +158,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') c = '_';
     }
   }
-  // Which Session of the job this is in this process (1, then 2 after a
-  // shutdown() and init(), ...): every rank makes as many, so the number
-  // agrees, and the keys and segment names of one Session never meet those
-  // of the one before it, some of whose ranks may still be closing.
-  HORA_ASSIGN_OR_RETURN(int64_t session,
-                        w.store->Add("hora/" + job + "/sessions/" + std::to_string(l.rank), 1));
+  // The keys and segment names of one Session never meet those of the one
+  // before it, some of whose ranks may still be closing.
+  HORA_ASSIGN_OR_RETURN(int64_t session, AgreeOnSession(*w.store, job, l.rank, timeout));
   const std::string id = job + "-s" + std::to_string(session);
   // Automatic choice: shared memory when the whole job is on this host,
   // otherwise shared memory within each host and TCP across (a rank alone on

@@ -75,7 +75,7 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
 void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   if (set.engine) return;
   set.engine = std::make_unique<Engine>(impl.config, *set.control_comm, *set.backend, impl.logger,
-                                        set.Label());
+                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks);
   set.engine->SetTimeline(impl.timeline);
 }
 

@@ -60,8 +60,8 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
     if (waited_ms != nullptr && i < waited_ms->size()) {
       e.first = std::min(e.first, now - std::chrono::milliseconds((*waited_ms)[i]));
     }
-    if (stall_warning_ > Duration::zero() && e.next_report == TimePoint::max()) {
-      e.next_report = e.first + stall_warning_;  // (not yet reported)
+    if (stall_warning_ > Duration::zero() && !e.reported) {
+      e.next_report = e.first + stall_warning_;  // (moves with `first` until the first report)
     }
     auto& slot = e.by_rank[static_cast<size_t>(rank)];
     if (slot) {
@@ -141,9 +141,16 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
   any.name = name;
-  return UserName(any) + " has waited " + secs + " s for rank" + (missing.size() > 1 ? "s " : " ") +
-         RankList(missing) + " (submitted by rank" + (have.size() > 1 ? "s " : " ") +
-         RankList(have) + ")";
+  return UserName(any) + " has waited " + secs + " s for " + Ranks(missing) + " (submitted by " +
+         Ranks(have) + ")";
+}
+
+std::string Coordinator::Ranks(const std::vector<int>& ranks) const {
+  std::vector<int> named = ranks;
+  if (!job_ranks_.empty()) {
+    for (int& r : named) r = job_ranks_[static_cast<size_t>(r)];
+  }
+  return (named.size() > 1 ? "ranks " : "rank ") + RankList(named);
 }
 
 std::vector<Response> Coordinator::TakeResponses(TimePoint now) {
@@ -231,6 +238,7 @@ std::vector<std::string> Coordinator::StallReports(TimePoint now) {
   for (auto& [name, e] : table_) {
     if (!Complete(e) && now >= e.next_report) {
       e.next_report = now + stall_warning_;
+      e.reported = true;
       due.emplace_back(e.order, Report(name, e, now));
     }
   }

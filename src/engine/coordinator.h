@@ -39,6 +39,10 @@ class Coordinator {
   Coordinator(int size, Duration stall_warning, Duration stall_shutdown,
               Duration timeout = Duration::zero());
 
+  // Stall reports name rank r as job rank `job_ranks[r]` (a process set's
+  // coordinator; empty: the set is the job).
+  void NameRanks(std::vector<int> job_ranks) { job_ranks_ = std::move(job_ranks); }
+
   // Records `requests`, newly submitted by `rank`; `waited_ms[i]` (if
   // given) is how long request i already waited on that rank.
   void Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now,
@@ -66,9 +70,12 @@ class Coordinator {
     uint64_t order = 0;
     TimePoint first{};        // its first submission, on any rank
     TimePoint next_report{};  // when a stall report is due
+    bool reported = false;    // a stall report was made
     std::string duplicate;    // a rank submitted the name twice
   };
   std::string Report(const std::string& name, const Entry& e, TimePoint now) const;
+  // "rank 2" / "ranks 0, 2": `ranks` as the job numbers them.
+  std::string Ranks(const std::vector<int>& ranks) const;
   // Submitted by every rank, counting ranks that have joined.
   bool Complete(const Entry& e) const;
   Response Decide(const std::string& name, Entry& e) const;
@@ -79,6 +86,7 @@ class Coordinator {
   // Decided members of groups not yet complete, by group name.
   std::unordered_map<std::string, std::vector<Response>> held_;
   const Duration stall_warning_;
+  std::vector<int> job_ranks_;  // see NameRanks
   // After this long a tensor fails (the smaller of the stall shutdown and
   // the timeout, zero: never); `fail_setting_` names which one it is.
   Duration fail_after_{};

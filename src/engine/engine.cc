@@ -48,7 +48,7 @@ Duration FirstStallEvent(const Config& c) {
 }  // namespace
 
 Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
-               std::string label)
+               std::string label, std::vector<int> job_ranks)
     : config_(config),
       control_(control),
       data_(data),
@@ -78,6 +78,7 @@ Engine::Engine(const Config& config, Comm& control, CollectiveBackend& data, con
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
                          SecondsToDuration(config.stall_shutdown_s),
                          SecondsToDuration(config.timeout_s));
+    coordinator_->NameRanks(std::move(job_ranks));
   }
   // The control Comm's waits are this engine's negotiation: a report or a
   // timeout names the tensors it negotiates (read on the cycle's thread).
@@ -97,6 +98,7 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   thread_.join();
+  control_.SetSubject(nullptr);  // (the Comm outlives this engine)
 }
 
 Handle Engine::Submit(Submission&& s) {
@@ -446,7 +448,7 @@ Status Engine::SlowPath(std::vector<Decision>* out) {
       if (p != 0) bytes += raw.size() + 8;
     }
     for (const std::string& report : coordinator_->StallReports(now)) {
-      logger_.Warning("stall: " + report);
+      logger_.Warning("stall: " + (label_.empty() ? "" : label_ + ": ") + report);
     }
     coordinator_->TakeResponses(now, &s.decided);
     EncodeResponses(s.decided, &s.responses);

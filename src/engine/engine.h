@@ -101,9 +101,11 @@ class Engine final : public Driver {
  public:
   // `control` and `data` must outlive the engine and be used by nothing
   // else; `control` is a Comm in a tag context of its own. A non-empty
-  // `label` ("process set 2 (ranks 0, 2)") starts every error it reports.
+  // `label` ("process set 2 (ranks 0, 2)") starts every error it reports;
+  // `job_ranks` (a process set's: the job's rank of each of its ranks)
+  // names the ranks of its stall reports.
   Engine(const Config& config, Comm& control, CollectiveBackend& data, const Logger& logger,
-         std::string label = "");
+         std::string label = "", std::vector<int> job_ranks = {});
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

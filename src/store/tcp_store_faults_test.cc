@@ -117,6 +117,30 @@ TEST_F(TcpStoreFaults, GarbageWithoutHandshakeIsRefused) {
   ExpectServing();
 }
 
+// A flood of refused connections cannot flood the log: five lines per
+// 10 s, then one with the count.
+TEST_F(TcpStoreFaults, RefusalsAreLoggedAFewAtATime) {
+  StartServer({.handshake_timeout = milliseconds(200)});
+  testing::internal::CaptureStderr();
+  for (int i = 0; i < 20; ++i) {
+    net::Fd silent = RawConnection(false);
+    ASSERT_TRUE(silent.valid());
+    Bytes junk(net::kAuthResponseBytes, 0x47);
+    ASSERT_TRUE(
+        net::SendAll(silent.get(), junk.data(), junk.size(), Clock::now() + seconds(5)).ok());
+    EXPECT_TRUE(ClosedByServer(silent));
+  }
+  EXPECT_TRUE(Eventually([&] { return server_->refused_connections() == 20; }));
+  server_.reset();  // (it says the count it held back as it stops)
+  const std::string log = testing::internal::GetCapturedStderr();
+  size_t lines = 0;
+  for (size_t at = 0; (at = log.find("refused connection from", at)) != std::string::npos; ++at) {
+    ++lines;
+  }
+  EXPECT_EQ(lines, 5u) << log;
+  EXPECT_TRUE(Contains(log, "store server: ... and 15 more like it in the last")) << log;
+}
+
 TEST_F(TcpStoreFaults, MalformedMessagesCloseOnlyThatConnection) {
   auto good = TcpStoreClient::Connect(address(), kSecret, seconds(10));
   ASSERT_TRUE(good.ok()) << good.status().ToString();

@@ -151,7 +151,10 @@ void TcpStoreServer::Loop::Run() {
       it = conns_.erase(it);
     }
   }
-  // Shutdown: answer parked requests (best effort), then close everything.
+  // Shutdown: say what refusals were held back, answer parked requests
+  // (best effort), then close everything.
+  refusals_.Flush(
+      Clock::now(), [&](const std::string& m) { Log(LogLevel::kWarning, m); }, true);
   for (auto& reply : table_.AbortAll(AbortedError("the store server is shutting down"))) {
     auto it = conns_.find(reply.client);
     if (it != conns_.end() && !it->second.dead)

@@ -25,7 +25,7 @@ namespace {
 
 using std::chrono::milliseconds;
 
-enum class Fate { kStop, kExit, kBusy };
+enum class Fate { kStop, kExit, kBusy, kPausedTogether };
 constexpr Duration kPeerTimeout = std::chrono::seconds(1);
 
 Result<std::unique_ptr<Transport>> Create(bool tcp, int rank, Store& store,
@@ -54,7 +54,8 @@ int Child(bool tcp, Fate fate, const std::string& dir, const std::string& job) {
     case Fate::kExit:
       std::this_thread::sleep_for(milliseconds(200));
       _exit(0);  // the transport is never closed
-    case Fate::kBusy: {
+    case Fate::kBusy:
+    case Fate::kPausedTogether: {
       std::this_thread::sleep_for(std::chrono::seconds(3));  // three peer timeouts
       int32_t x = 42;
       Request s = (*t)->Isend(0, 1, &x, sizeof x);
@@ -86,9 +87,30 @@ Outcome RunTrial(bool tcp, Fate fate) {
     } else {
       int32_t x = 0;
       Request r = (*t)->Irecv(1, 1, &x, sizeof x);
+      pid_t pauser = -1;
+      if (fate == Fate::kPausedTogether) {
+        // The whole job stops for 2.5 peer timeouts (a scheduler's suspend),
+        // then goes on: the other process stops a little before this one
+        // and goes on a little after it, so that this one's watcher sees
+        // the other's heartbeat unchanged from before the pause.
+        const pid_t me = getpid();
+        pauser = fork();
+        if (pauser == 0) {
+          const timespec pause{2, 500'000'000}, lag{0, 300'000'000};
+          kill(child, SIGSTOP);
+          nanosleep(&lag, nullptr);
+          kill(me, SIGSTOP);
+          nanosleep(&pause, nullptr);
+          kill(me, SIGCONT);
+          nanosleep(&lag, nullptr);
+          kill(child, SIGCONT);
+          _exit(0);
+        }
+      }
       const TimePoint start = Clock::now();
       out.status = (*t)->Wait(r, start + std::chrono::seconds(20));
       out.seconds = DurationToSeconds(Clock::now() - start);
+      if (pauser > 0) waitpid(pauser, nullptr, 0);
       if (out.status.ok() && x != 42) out.status = InternalError("got " + std::to_string(x));
     }
     kill(child, SIGKILL);  // (a stopped child too)
@@ -115,6 +137,11 @@ TEST_P(Liveness, ARankWhoseProcessEndedIsLostAtOnce) {
   EXPECT_EQ(o.status.code(), StatusCode::kUnavailable) << o.status.ToString();
   EXPECT_NE(o.status.message().find("rank 1"), std::string::npos) << o.status.message();
   EXPECT_LT(o.seconds, 2.0);
+}
+
+TEST_P(Liveness, AJobPausedAsAWholeGoesOn) {
+  Outcome o = RunTrial(GetParam(), Fate::kPausedTogether);
+  EXPECT_TRUE(o.status.ok()) << o.status.ToString();
 }
 
 TEST_P(Liveness, ABusyRankIsNotLost) {

@@ -39,7 +39,8 @@ static std::string RemoteScript(const std::string& cwd,
   // started). A watcher, in a session of its own so that signals meant for
   // this shell's group do not end it, stops the rank's group when horarun's
   // end of stdin closes (horarun stopping the job, gone, or its ssh gone):
-  // TERM, then KILL after the grace period.
+  // TERM (with CONT, for a rank frozen with SIGSTOP), then KILL after the
+  // grace period.
   std::string cmd = "env";
   for (const auto& [k, v] : env) {
     if (k != "HORA_SECRET") cmd += " " + ShellQuote(k + "=" + v);
@@ -53,11 +54,12 @@ static std::string RemoteScript(const std::string& cwd,
          ShellQuote(cwd) +
          " || exit 1; p=; g=; stopped=; "
          "stop() { stopped=1; [ -n \"$p\" ] && { kill -TERM $g 2>/dev/null || kill -TERM $p "
-         "2>/dev/null; }; }; trap stop TERM INT HUP; "
+         "2>/dev/null; kill -CONT $g 2>/dev/null || kill -CONT $p 2>/dev/null; }; }; "
+         "trap stop TERM INT HUP; "
          "s=; command -v setsid >/dev/null 2>&1 && s=setsid; exec 3<&0; $s " +
          cmd +
          " </dev/null 3<&- & p=$!; g=$p; [ -n \"$s\" ] && g=-$p; [ -n \"$stopped\" ] && stop; "
-         "$s sh -c 'cat >/dev/null; kill -TERM $0 2>/dev/null || exit 0; sleep $1; "
+         "$s sh -c 'cat >/dev/null; kill -TERM $0 2>/dev/null || exit 0; kill -CONT $0; sleep $1; "
          "kill -KILL $0 2>/dev/null' \"$g\" " +
          grace +
          " <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "

@@ -343,7 +343,13 @@ class MpiBackend final : public CollectiveBackend {
                             "; a rank did not join it. MPI cannot cancel a started collective, "
                             "so this session runs no more collectives");
       }
-      if (spins > 256) std::this_thread::yield();
+      // A long wait (another rank busy: there is no timeout by default)
+      // yields the core, then sleeps a little between tests.
+      if (spins > 4096) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      } else if (spins > 256) {
+        std::this_thread::yield();
+      }
     }
   }
 

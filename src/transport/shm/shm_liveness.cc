@@ -14,6 +14,7 @@
 #include <cstdio>
 
 #include "common/process_alive.h"
+#include "transport/heartbeat.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -21,13 +22,6 @@ namespace hora {
 namespace {
 
 using Sink = ShmTransport::Link::Sink;
-
-// How often the heartbeat thread beats and looks at its peers: a fifth of
-// the peer timeout, within [10 ms, 1 s].
-Duration BeatInterval(Duration peer_timeout) {
-  return std::clamp<Duration>(peer_timeout / 5, std::chrono::milliseconds(10),
-                              std::chrono::seconds(1));
-}
 
 }  // namespace
 
@@ -113,9 +107,9 @@ void ShmTransport::StartHeartbeat(Duration peer_timeout) {
   for (auto& l : links_) {
     if (l) l->beat_changed = now;
   }
-  beat_thread_ = std::thread([this] {
+  beat_thread_ = std::thread([this, now] {
     NameThisThread("hora-shm-beat");
-    HeartbeatLoop();
+    HeartbeatLoop(now);
   });
 }
 
@@ -128,22 +122,33 @@ void ShmTransport::StopHeartbeat() {
   if (beat_thread_.joinable()) beat_thread_.join();
 }
 
-void ShmTransport::HeartbeatLoop() {
+void ShmTransport::HeartbeatLoop(TimePoint started) {
   const Duration every = BeatInterval(peer_timeout_);
+  // (From when silences began to count: a first round that comes late, the
+  // process stopped before this thread ran, is late like any other.)
+  TimePoint last = started;
   std::unique_lock<std::mutex> lock(beat_mu_);
   while (!beat_stop_) {
     ShmWindowSegment::Beat(own_window_segment_.data());
     lock.unlock();
     CheckPeersAlive();  // so that a rank that waits for nothing learns of a loss too
-    if (peer_timeout_ > Duration::zero()) CheckHeartbeats(Clock::now());
+    const TimePoint now = Clock::now();
+    if (peer_timeout_ > Duration::zero()) CheckHeartbeats(now, RoundCameLate(last, now, every));
+    last = now;
     lock.lock();
     beat_cv_.wait_for(lock, every, [&] { return beat_stop_; });
   }
 }
 
-void ShmTransport::CheckHeartbeats(TimePoint now) {
+void ShmTransport::CheckHeartbeats(TimePoint now, bool fresh_start) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!lost_.ok()) return;
+  if (fresh_start) {  // this process did not run for a while (heartbeat.h)
+    for (auto& l : links_) {
+      if (l) l->beat_changed = now;
+    }
+    return;
+  }
   const int me = static_cast<int>(getpid());
   for (int p = 0; p < size_; ++p) {
     Link* l = links_[static_cast<size_t>(p)].get();

@@ -173,8 +173,9 @@ class ShmTransport final : public Transport {
   void MarkLostLocked(Status why);
   // The heartbeat thread: beats, then looks at the peers, every fifth of
   // the peer timeout; Stop joins it (the destructor, first).
-  void HeartbeatLoop();
-  void CheckHeartbeats(TimePoint now);
+  void HeartbeatLoop(TimePoint started);
+  // `fresh_start`: this round came late (heartbeat.h): silences count anew.
+  void CheckHeartbeats(TimePoint now, bool fresh_start);
   void StopHeartbeat();
 
   const int rank_;

@@ -23,7 +23,9 @@ namespace {
 
 // How long one connection has for the handshake and its rank.
 constexpr Duration kHandshakeTimeout = std::chrono::seconds(10);
-// Handshakes in progress at most; a connection beyond them is refused at once.
+// Handshakes in progress at most; a new connection beyond them takes the
+// place of the oldest (a rank's own takes milliseconds: the oldest is a
+// stranger's that stays silent).
 constexpr size_t kMaxHandshakes = 64;
 
 // One connection in its handshake: the server's side of net/auth.h, then
@@ -156,8 +158,8 @@ Status AcceptHigherRanks(const net::Fd& listener, const TcpMeshOptions& o, TimeP
       if (!fd.ok()) break;
       c.fd = std::move(fd).value();
       if (pending.size() >= kMaxHandshakes) {
-        refuse(c, "too many connections in their handshake", now);
-        continue;
+        refuse(pending.front(), "too many connections in their handshake", now);
+        pending.pop_front();
       }
       HORA_ASSIGN_OR_RETURN(net::ServerHandshake hs, net::ServerHandshake::Create(o.secret));
       c.handshake.emplace(std::move(hs));

@@ -5,27 +5,17 @@
 
 #include <cstdio>
 
+#include "transport/heartbeat.h"
 #include "transport/tcp/tcp_transport_impl.h"
 
 namespace hora {
 namespace tcp_internal {
 
-namespace {
-
-// How often the I/O thread beats and looks for silent peers: a fifth of the
-// peer timeout, within [10 ms, 1 s].
-Duration BeatInterval(Duration peer_timeout) {
-  return std::clamp<Duration>(peer_timeout / 5, std::chrono::milliseconds(10),
-                              std::chrono::seconds(1));
-}
-
-}  // namespace
-
-void TcpTransport::Loop() {
+void TcpTransport::Loop(TimePoint started) {
   epoll_event events[64];
   const Duration every = BeatInterval(peer_timeout_);
   const int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(every).count());
-  TimePoint next_beat = Clock::now() + every;
+  TimePoint next_beat = started + every;
   while (true) {
     const int n = epoll_wait(epoll_.get(), events, 64, wait_ms);
     std::lock_guard<std::mutex> lock(mu_);
@@ -42,18 +32,19 @@ void TcpTransport::Loop() {
     }
     const TimePoint now = Clock::now();
     if (now >= next_beat) {
-      Beat(now);
+      // (A round far later than due: this process did not run; heartbeat.h.)
+      Beat(now, RoundCameLate(next_beat - every, now, every));
       next_beat = now + every;
     }
   }
 }
 
-void TcpTransport::Beat(TimePoint now) {
+void TcpTransport::Beat(TimePoint now, bool fresh_start) {
   if (closing_) return;
   for (size_t i = 0; i < peers_.size(); ++i) {
     Peer& p = peers_[i];
     if (!p.fd.valid() || p.broken || p.said_goodbye) continue;
-    if (p.bytes_in != p.bytes_in_seen) {
+    if (p.bytes_in != p.bytes_in_seen || fresh_start || !watching_) {
       p.bytes_in_seen = p.bytes_in;
       p.in_moved = now;
     } else if (peer_timeout_ > Duration::zero() && now - p.in_moved >= peer_timeout_) {
@@ -162,10 +153,24 @@ bool TcpTransport::WriteSome(size_t i) {
 }  // namespace tcp_internal
 
 Result<std::unique_ptr<Transport>> CreateTcpTransport(Store& store, const TcpMeshOptions& options) {
+  const TimePoint deadline = DeadlineAfter(Clock::now(), options.timeout);
   HORA_ASSIGN_OR_RETURN(std::vector<net::Fd> fds, ConnectTcpMesh(store, options));
   auto t = std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds),
                                                         options.wait_spin, options.peer_timeout);
   HORA_RETURN_IF_ERROR(t->Start());
+  if (options.peer_timeout > Duration::zero() && options.size > 1) {
+    // Silence counts once every rank's I/O thread beats: a rank that
+    // finished its connections early must not lose one still at them.
+    const std::string prefix = options.key_prefix + "/started/";
+    HORA_RETURN_IF_ERROR(store.Set(prefix + std::to_string(options.rank), Bytes{1}));
+    std::vector<std::string> keys;
+    for (int r = 0; r < options.size; ++r) keys.push_back(prefix + std::to_string(r));
+    HORA_RETURN_IF_ERROR(
+        store.Wait(keys, std::max<Duration>(Duration::zero(), deadline - Clock::now()))
+            .WithContext("rank " + std::to_string(options.rank) +
+                         ": waiting for every rank's TCP transport to start"));
+    t->WatchPeers();
+  }
   return std::unique_ptr<Transport>(std::move(t));
 }
 

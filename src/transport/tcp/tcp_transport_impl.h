@@ -116,9 +116,9 @@ class TcpTransport final : public Transport {
       ev.data.u64 = i;
       epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
     }
-    thread_ = std::thread([this] {
+    thread_ = std::thread([this, now] {
       NameThisThread("hora-tcp");
-      Loop();
+      Loop(now);
     });
     return Status::Ok();
   }
@@ -205,6 +205,14 @@ class TcpTransport final : public Transport {
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
   // `deadline`.
   Status Wait(const Request& request, TimePoint deadline) override;
+  // Once every rank's transport has started (its I/O thread beats): from
+  // here on a silent peer is lost. Before, a peer still connecting to the
+  // rest of the mesh would be silent, not lost.
+  void WatchPeers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    watching_ = true;
+  }
+
   // Reads and writes every live peer from the calling thread unless another
   // thread is at it; whether any byte moved.
   bool Progress() override;
@@ -397,10 +405,12 @@ class TcpTransport final : public Transport {
     return false;
   }
 
-  void Loop();
+  // The I/O thread; `started`: when silences began to count (Start).
+  void Loop(TimePoint started);
   // The I/O thread's liveness round (see tcp_transport.h): heartbeats to
-  // quiet peers, silent peers lost. Requires mu_.
-  void Beat(TimePoint now);
+  // quiet peers, silent peers lost; with `fresh_start` (the round came late,
+  // heartbeat.h) silences count anew. Requires mu_.
+  void Beat(TimePoint now, bool fresh_start);
   // Reads and writes one peer's socket unless another thread holds the lock
   // (then sets *busy); whether any byte moved.
   bool ProgressPeer(size_t peer, bool* busy);
@@ -415,6 +425,7 @@ class TcpTransport final : public Transport {
   std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
   bool stop_ = false;        // guarded by mu_
   bool closing_ = false;     // guarded by mu_; the destructor runs: no peer is lost by silence
+  bool watching_ = false;    // guarded by mu_; every peer's I/O thread runs (WatchPeers)
   uint64_t moved_ = 0;       // guarded by mu_; bytes read or written so far
   BufferPool pool_;          // guarded by mu_; payloads of unexpected messages
   Status lost_;              // guarded by mu_; set once a rank is lost
