@@ -134,8 +134,8 @@ EOF
 "$horarun" -np 2 --transport shm sh -c "[ \$HORA_RANK = 1 ] && exec sleep 300; exec \"$python\" \"$dir/init.py\"" \
   >/dev/null 2>&1 &
 hp=$!
-for _ in $(seq 100); do ls /dev/shm | grep -q 'hora-.*-p[0-9]*$' && break; sleep 0.1; done
-mine=$(ls /dev/shm | grep 'hora-.*-p[0-9]*$')
+for _ in $(seq 100); do ls /dev/shm | grep -q 'hora-.*-p[0-9]*-n[0-9]*$' && break; sleep 0.1; done
+mine=$(ls /dev/shm | grep 'hora-.*-p[0-9]*-n[0-9]*$')
 kill -KILL "$hp"; wait "$hp" 2>/dev/null
 sleep 1
 pkill -KILL -f "sleep 300" 2>/dev/null

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <barrier>
 #include <thread>
@@ -202,6 +203,35 @@ TEST(ShmLifecycle, SegmentsAreExclusive0600AndListedPerJob) {
   EXPECT_TRUE(RemoveShmSegments(job).ok());
   EXPECT_TRUE(ListShmSegments(job).empty());
   shm_unlink(ShmSegmentName(job, "gx-1-0").c_str());
+}
+
+// What a rank killed during its rendezvous leaves (its segments, named
+// with its pid and pid namespace) any later transport of the host removes;
+// segments of a live process, of another pid namespace, or of no known
+// creator stay.
+TEST(ShmLifecycle, SegmentsOfADeadCreatorAreRemoved) {
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  ASSERT_GT(gone, 0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);  // its pid now names no process
+  const std::string job = UniqueJobId("dead");
+  const uint64_t ns = PidNamespaceId();
+  const std::string dead = ShmSegmentName(job, "bell-1-" + ShmCreatorTag(gone, ns));
+  const std::string live = ShmSegmentName(job, "bell-0-" + ShmCreatorTag(getpid(), ns));
+  const std::string other = ShmSegmentName(job, "bell-2-" + ShmCreatorTag(gone, ns + 1));
+  const std::string old = ShmSegmentName(job, "bell-3-p" + std::to_string(gone));
+  for (const std::string& name : {dead, live, other, old}) {
+    int fd = shm_open(name.c_str(), O_CREAT | O_RDWR, 0600);
+    ASSERT_GE(fd, 0) << name;
+    close(fd);
+  }
+  EXPECT_EQ(ListShmSegments(job).size(), 4u);
+  MemoryStore store;
+  auto alone =
+      CreateShmTransport(0, 1, store, job + "-x", Duration::zero());  // sweeps as it starts
+  ASSERT_TRUE(alone.ok()) << alone.status().ToString();
+  EXPECT_EQ(ListShmSegments(job), (std::vector<std::string>{live, other, old}));
+  for (const std::string& name : {live, other, old}) shm_unlink(name.c_str());
 }
 
 TEST(ShmLifecycle, FailedRendezvousLeavesNothingBehind) {

@@ -20,20 +20,37 @@ std::string Key(const std::string& job_id, const char* what, int rank) {
   return job_id + "/shm/" + what + "/" + std::to_string(rank);
 }
 
-// Segment names end in their creator's pid, so that those of a process
-// gone (killed during rendezvous) can be found and removed by anyone
-// (RemoveDeadShmSegments).
-std::string BellName(const std::string& job_id, int rank, int pid) {
-  return ShmSegmentName(job_id, "bell-" + std::to_string(rank) + "-p" + std::to_string(pid));
+// Segment names end in their creator's tag (pid and pid namespace), so
+// that those of a process gone (killed during rendezvous) can be found and
+// removed by anyone (RemoveDeadShmSegments).
+struct Creator {
+  int pid = 0;
+  uint64_t pid_namespace = 0;
+
+  std::string Tag() const { return ShmCreatorTag(pid, pid_namespace); }
+  // "<pid> <namespace>", as the store holds it.
+  std::string Text() const { return std::to_string(pid) + " " + std::to_string(pid_namespace); }
+  static Creator Parse(const Bytes& text) {
+    Creator c;
+    const std::string s(text.begin(), text.end());
+    c.pid = std::atoi(s.c_str());
+    if (const size_t sp = s.find(' '); sp != std::string::npos) {
+      c.pid_namespace = std::strtoull(s.c_str() + sp + 1, nullptr, 10);
+    }
+    return c;
+  }
+};
+
+std::string BellName(const std::string& job_id, int rank, const Creator& c) {
+  return ShmSegmentName(job_id, "bell-" + std::to_string(rank) + "-" + c.Tag());
 }
 
-std::string WindowName(const std::string& job_id, int rank, int pid) {
-  return ShmSegmentName(job_id, "win-" + std::to_string(rank) + "-p" + std::to_string(pid));
+std::string WindowName(const std::string& job_id, int rank, const Creator& c) {
+  return ShmSegmentName(job_id, "win-" + std::to_string(rank) + "-" + c.Tag());
 }
 
-std::string ChannelName(const std::string& job_id, int src, int dst, int pid) {
-  return ShmSegmentName(
-      job_id, std::to_string(src) + "-" + std::to_string(dst) + "-p" + std::to_string(pid));
+std::string ChannelName(const std::string& job_id, int src, int dst, const Creator& c) {
+  return ShmSegmentName(job_id, std::to_string(src) + "-" + std::to_string(dst) + "-" + c.Tag());
 }
 
 Duration Remaining(TimePoint deadline) {
@@ -53,14 +70,14 @@ std::vector<std::string> SplitLines(const Bytes& value) {
 }
 
 // Maps rank `peer`'s doorbell, its windows and its channel to `rank`,
-// checking that the names it published are the ones this job uses (`pid`:
-// the peer's process).
-Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, int pid,
+// checking that the names it published are the ones this job uses
+// (`creator`: the peer's process).
+Status MapPeer(ShmTransport& t, const std::string& job_id, int peer, const Creator& creator,
                const Bytes& published) {
   const std::vector<std::string> names = SplitLines(published);
-  const std::string bell = BellName(job_id, peer, pid);
-  const std::string window = WindowName(job_id, peer, pid);
-  const std::string channel = ChannelName(job_id, peer, t.rank(), pid);
+  const std::string bell = BellName(job_id, peer, creator);
+  const std::string window = WindowName(job_id, peer, creator);
+  const std::string channel = ChannelName(job_id, peer, t.rank(), creator);
   if (static_cast<int>(names.size()) != t.size() + 1 || names[0] != bell || names[1] != window ||
       std::find(names.begin(), names.end(), channel) == names.end()) {
     return UnavailableError("rank " + std::to_string(peer) +
@@ -112,14 +129,14 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
 
   // 1. This rank's segments: its doorbell, its windows and its outgoing
   // channels.
-  const int my_pid = static_cast<int>(getpid());
-  std::string names = BellName(job_id, rank, my_pid);
+  const Creator me{static_cast<int>(getpid()), PidNamespaceId()};
+  std::string names = BellName(job_id, rank, me);
   Result<ShmSegment> bell = ShmSegment::Create(names, ShmDoorbell::kSegmentBytes);
   if (!bell.ok()) return bell.status().WithContext(ctx);
   ShmDoorbell::Initialize(bell->data());
   t->set_own_bell(ShmDoorbell(bell->data()));
   t->own_bell_segment() = std::move(*bell);
-  const std::string window = WindowName(job_id, rank, my_pid);
+  const std::string window = WindowName(job_id, rank, me);
   Result<ShmSegment> win =
       ShmSegment::Create(window, ShmWindowSegment::SegmentBytes(), /*populate=*/false);
   if (!win.ok()) return win.status().WithContext(ctx);
@@ -128,7 +145,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   names += "\n" + window;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
-    const std::string name = ChannelName(job_id, rank, p, my_pid);
+    const std::string name = ChannelName(job_id, rank, p, me);
     Result<ShmSegment> seg = ShmSegment::Create(name, ShmChannel::SegmentBytes());
     if (!seg.ok()) return seg.status().WithContext(ctx);
     ShmChannel::Initialize(seg->data());
@@ -139,7 +156,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
 
   // 2. Publish their names (and this process's id, so that peers notice if
   // it dies); map the peers' doorbells and channels to us.
-  const std::string pid = std::to_string(my_pid);
+  const std::string pid = me.Text();
   HORA_RETURN_IF_ERROR(
       store.Set(Key(job_id, "pid", rank), Bytes(pid.begin(), pid.end())).WithContext(ctx));
   HORA_RETURN_IF_ERROR(
@@ -153,9 +170,11 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     }
     Result<Bytes> peer_pid = store.Get(Key(job_id, "pid", p), Remaining(deadline));
     if (!peer_pid.ok()) return peer_pid.status().WithContext(ctx);
-    const int their_pid = std::atoi(std::string(peer_pid->begin(), peer_pid->end()).c_str());
-    HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, their_pid, *value).WithContext(ctx));
-    t->WatchPeerProcess(p, their_pid);
+    const Creator them = Creator::Parse(*peer_pid);
+    HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, them, *value).WithContext(ctx));
+    // A pid of another pid namespace means nothing here: such a peer is
+    // watched by its heartbeat only.
+    t->WatchPeerProcess(p, them.pid_namespace == me.pid_namespace ? them.pid : 0);
   }
 
   // 3. Once every peer mapped this rank's segments, their names can go: from

@@ -39,6 +39,9 @@ bool IsTransportSuffix(std::string s) {
       if (dash != std::string::npos && AllDigits(s.substr(1, dash - 1))) s = s.substr(dash + 1);
     }
   }
+  if (const size_t n = s.rfind("-n"); n != std::string::npos && AllDigits(s.substr(n + 2))) {
+    s = s.substr(0, n);
+  }
   if (const size_t p = s.rfind("-p"); p != std::string::npos && AllDigits(s.substr(p + 2))) {
     s = s.substr(0, p);
   }
@@ -205,15 +208,28 @@ Status RemoveShmSegments(const std::string& job_id) {
 
 namespace hora {
 
+uint64_t PidNamespaceId() {
+  struct stat st {};
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
+
+std::string ShmCreatorTag(int pid, uint64_t pid_namespace) {
+  return "p" + std::to_string(pid) + "-n" + std::to_string(pid_namespace);
+}
+
 int RemoveDeadShmSegments() {
+  const std::string ours = std::to_string(PidNamespaceId());
   int removed = 0;
   DIR* dir = opendir("/dev/shm");
   if (dir == nullptr) return 0;
   while (dirent* e = readdir(dir)) {
+    // "hora-...-p<pid>-n<namespace>", of this pid namespace only: a pid of
+    // another means nothing here.
     const std::string n = e->d_name;
-    const size_t p = n.rfind("-p");
-    if (n.rfind("hora-", 0) != 0 || p == std::string::npos || !AllDigits(n.substr(p + 2)) ||
-        n.size() - p > 12) {
+    const size_t ns = n.rfind("-n");
+    const size_t p = ns == std::string::npos ? ns : n.rfind("-p", ns);
+    if (n.rfind("hora-", 0) != 0 || p == std::string::npos || n.substr(ns + 2) != ours ||
+        !AllDigits(n.substr(p + 2, ns - p - 2)) || ns - p > 12) {
       continue;
     }
     const long pid = std::strtol(n.c_str() + p + 2, nullptr, 10);

@@ -7,7 +7,8 @@
 // where the transport uses the suffixes "<src>-<dst>" (the channel from rank
 // src to rank dst), "bell-<rank>" (the doorbell rank sleeps on) and
 // "win-<rank>" (rank's shared windows, shm_window.h), each followed by
-// "-p<pid>" (the process that created it), and preceded, in a Session's
+// "-p<pid>-n<pid namespace>" (the process that created it, ShmCreatorTag),
+// and preceded, in a Session's
 // job id, by "s<n>-" (the n-th Session of the job in each process) and, in a
 // job spanning hosts, by "g<first rank>-" (a host's group). A job id may
 // hold letters, digits, '.', '_' and '-' (at most 200 characters).
@@ -30,6 +31,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -89,11 +91,18 @@ std::vector<std::string> ListShmSegments(const std::string& job_id);
 // crash). Processes that still map them are not affected.
 Status RemoveShmSegments(const std::string& job_id);
 
-// Unlinks every "/hora-...-p<pid>" segment whose creating process is gone
-// (ProcessRuns: a process of another pid namespace that shares /dev/shm
-// would look gone too); returns how many. A segment still
-// mapped stays usable where it is mapped; a rendezvous that still needed it
-// would fail anyway, its creator being gone.
+// This process's pid namespace (the inode of /proc/self/ns/pid; 0 where
+// unknown), and "p<pid>-n<namespace>", the tag that ends the names of the
+// segments a process creates.
+uint64_t PidNamespaceId();
+std::string ShmCreatorTag(int pid, uint64_t pid_namespace);
+
+// Unlinks every "/hora-...-p<pid>-n<namespace>" segment of this process's
+// pid namespace whose creating process is gone (ProcessRuns); returns how
+// many. Segments made in another pid namespace that shares /dev/shm are
+// left alone (a pid of another namespace means nothing here). A segment
+// still mapped stays usable where it is mapped; a rendezvous that still
+// needed it would fail anyway, its creator being gone.
 int RemoveDeadShmSegments();
 
 }  // namespace hora
