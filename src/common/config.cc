@@ -34,227 +34,171 @@ constexpr double kMaxSeconds = 1e8;
 
 const std::vector<SettingRow>& Rows() {
   static const std::vector<SettingRow> rows = {
-      {{"HORA_TIMEOUT_S", SettingType::kDouble, "0",
-        "Collective timeout in seconds: a collective still waiting for a rank after this long "
-        "fails with a timeout error on the ranks that wait (0: none; a lost rank is found by "
-        "HORA_PEER_TIMEOUT_S, a slow one is reported by HORA_STALL_WARNING_S)"},
-       &Config::timeout_s,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true,
-       kMaxSeconds},
-      {{"HORA_PEER_TIMEOUT_S", SettingType::kDouble, "5",
-        "A rank whose process shows no sign of life for this long (stopped, frozen) counts as "
-        "lost: every rank fails, naming it (0: only a process that ended or a connection that "
-        "closed counts as lost)"},
-       &Config::peer_timeout_s,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true,
-       kMaxSeconds},
-      {{"HORA_START_TIMEOUT_S", SettingType::kDouble, "120",
-        "How long a Session's start (rendezvous, connections) waits for the other ranks"},
-       &Config::start_timeout_s,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       false,
-       kMaxSeconds},
-      {{"HORA_LOG_LEVEL", SettingType::kLogLevel, "warning",
-        "Messages at this level and above are printed: trace, debug, info, warning, error, off"},
-       nullptr,
-       nullptr,
-       nullptr,
-       &Config::log_level},
-      {{"HORA_ALLREDUCE_ALGO", SettingType::kString, "",
-        "Allreduce algorithm: empty (cost model), a name (ring, recursive_doubling, "
-        "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
-       nullptr,
-       nullptr,
-       &Config::allreduce_algo},
-      {{"HORA_BROADCAST_ALGO", SettingType::kString, "",
-        "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
-       nullptr,
-       nullptr,
-       &Config::broadcast_algo},
-      {{"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
-        "Segment size of ring pipelines (transfer of one segment overlaps reduction of another)"},
-       nullptr,
-       &Config::ring_segment_bytes},
-      {{"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
-        "Cost model: latency of one message in microseconds"},
-       &Config::cost_alpha_us},
-      {{"HORA_COST_BANDWIDTH_GBPS", SettingType::kDouble, "8",
-        "Cost model: point-to-point bandwidth in GB/s"},
-       &Config::cost_bandwidth_gbps},
-      {{"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
-        "Cost model: reduction throughput in GB/s of input"},
-       &Config::cost_reduce_gbps},
-      {{"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",
-        "Engine: how often an idle engine looks whether to join the others (on one host: once one "
-        "waits for it); looks that find nothing to do come further apart, up to 16 times this; "
-        "submitted work wakes it at once, or, where threads waiting on handles run the cycles, "
-        "after this long (the first time, at its next look)"},
-       &Config::cycle_time_ms},
-      {{"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
-        "How long a waiting thread polls before it sleeps, in microseconds (handles, the engine's "
-        "queue, shm and TCP waits); 0: sleep at once"},
-       &Config::wait_spin_us,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true},
-      {{"HORA_CACHE_CAPACITY", SettingType::kBytes, "1024",
-        "Engine: entries of the response cache (0 disables it: every tensor is negotiated with "
-        "the coordinator)"},
-       nullptr,
-       &Config::cache_capacity,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true},
-      {{"HORA_FUSION_THRESHOLD_BYTES", SettingType::kBytes, "64M",
-        "Engine: tensors ready together are packed into one buffer up to this size (0 disables "
-        "fusion)"},
-       nullptr,
-       &Config::fusion_threshold_bytes,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true},
-      {{"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
-        "A collective that some ranks submitted and others not is reported after this long, "
-        "and again each time as long again passes, naming the operation, the tensor and the "
-        "missing ranks; so is any wait for a rank that is alive (0 disables)"},
-       &Config::stall_warning_s,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true,
-       kMaxSeconds},
-      {{"HORA_STALL_SHUTDOWN_S", SettingType::kDouble, "0",
-        "After this long a stalled collective fails on the ranks that submitted it, with the "
-        "report (0: never)"},
-       &Config::stall_shutdown_s,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true,
-       kMaxSeconds},
-      {{"HORA_DISABLE_GROUP_FUSION", SettingType::kString, "0",
-        "Engine: 1 keeps the members of a grouped collective from fusing with other tensors"},
-       nullptr,
-       nullptr,
-       &Config::disable_group_fusion,
-       nullptr,
-       "0|1"},
-      {{"HORA_TIMELINE", SettingType::kString, "",
-        "Engine: write a Chrome-trace timeline of every tensor to this file (rank 0; a path "
-        "with {rank} gives every rank its own file)"},
-       nullptr,
-       nullptr,
-       &Config::timeline},
-      {{"HORA_TIMELINE_MAX_MB", SettingType::kDouble, "1024",
-        "Engine: stop recording the timeline once its file reaches this size (0: no limit)"},
-       &Config::timeline_max_mb,
-       nullptr,
-       nullptr,
-       nullptr,
-       nullptr,
-       false,
-       true},
-      {{"HORA_TRANSPORT", SettingType::kString, "",
-        "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, "
-        "tcp, mpi (point-to-point over the MPI library the job was started with)"},
-       nullptr,
-       nullptr,
-       &Config::transport,
-       nullptr,
-       "|shm|tcp|mpi"},
-      {{"HORA_BIND_TO", SettingType::kString, "none",
-        "Processes: none (run where the system puts them) or core (each rank of a host on a "
-        "CPU of its own, the local_rank-th of the mask it started with; not where ranks "
-        "outnumber CPUs). horarun --bind-to sets it"},
-       nullptr,
-       nullptr,
-       &Config::bind_to,
-       nullptr,
-       "none|core"},
-      {{"HORA_BACKEND", SettingType::kString, "hora",
-        "Who runs the collectives: hora (Hora's algorithms over the transport), mpi (the MPI "
-        "library's own collectives in their nonblocking forms, MPI_Iallreduce, MPI_Ibcast, ..., "
-        "waited on for at most HORA_TIMEOUT_S; needs an MPI launcher) or mpi-blocking (its "
-        "blocking MPI_Allreduce, MPI_Bcast, ..., as MPI benchmarks call them; one that outlasts "
-        "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort)"},
-       nullptr,
-       nullptr,
-       &Config::backend,
-       nullptr,
-       "hora|mpi|mpi-blocking"},
-      {{"HORA_MPI_PLUGIN", SettingType::kString, "",
-        "Path of the Hora MPI plugin to load (default: libhora-mpi-openmpi.so or "
-        "libhora-mpi-mpich.so beside the Hora binaries, chosen from the launcher's variables)"},
-       nullptr,
-       nullptr,
-       &Config::mpi_plugin},
-      {{"HORA_STORE_ADDR", SettingType::kString, "",
-        "host:port of the rendezvous store (set by horarun; rank 0 serves it under other "
-        "launchers)"},
-       nullptr,
-       nullptr,
-       &Config::store_addr},
-      {{"HORA_STORE_SERVER", SettingType::kString, "",
-        "Who serves the rendezvous store: empty (horarun when it started the ranks, else rank "
-        "0), horarun (set by horarun --mpi), rank0"},
-       nullptr,
-       nullptr,
-       &Config::store_server,
-       nullptr,
-       "|horarun|rank0"},
-      {{"HORA_SECRET", SettingType::kString, "",
-        "Per-job secret authenticating every TCP connection (set by horarun; never printed)"},
-       nullptr,
-       nullptr,
-       &Config::secret,
-       nullptr,
-       nullptr,
-       true},
-      {{"HORA_JOB_ID", SettingType::kString, "",
-        "Job identifier naming shared-memory segments (set by horarun)"},
-       nullptr,
-       nullptr,
-       &Config::job_id},
-      {{"HORA_IFACE", SettingType::kString, "",
-        "Network interface name or address that TCP connections use (empty: the default route)"},
-       nullptr,
-       nullptr,
-       &Config::iface},
-      {{"HORA_RANK", SettingType::kString, "", "This process's rank (set by horarun)", true}},
-      {{"HORA_SIZE", SettingType::kString, "", "Number of ranks (set by horarun)", true}},
-      {{"HORA_LOCAL_RANK", SettingType::kString, "", "Rank on this host (set by horarun)", true}},
-      {{"HORA_LOCAL_SIZE", SettingType::kString, "", "Ranks on this host (set by horarun)", true}},
-      {{"HORA_CROSS_RANK", SettingType::kString, "",
-        "Index among the ranks with this local rank, one per host (set by horarun)", true}},
-      {{"HORA_CROSS_SIZE", SettingType::kString, "",
-        "Number of ranks with this local rank (set by horarun)", true}},
-      {{"HORA_HOSTNAME", SettingType::kString, "",
-        "Host name this rank was placed on (set by horarun)", true}},
+      {.spec =
+           {"HORA_TIMEOUT_S", SettingType::kDouble, "0",
+            "Collective timeout in seconds: a collective still waiting for a rank after this long "
+            "fails with a timeout error on the ranks that wait (0: none; a lost rank is found by "
+            "HORA_PEER_TIMEOUT_S, a slow one is reported by HORA_STALL_WARNING_S)"},
+       .as_double = &Config::timeout_s,
+       .zero_ok = true,
+       .max = kMaxSeconds},
+      {.spec =
+           {"HORA_PEER_TIMEOUT_S", SettingType::kDouble, "5",
+            "A rank whose process shows no sign of life for this long (stopped, frozen) counts as "
+            "lost: every rank fails, naming it (0: only a process that ended or a connection that "
+            "closed counts as lost)"},
+       .as_double = &Config::peer_timeout_s,
+       .zero_ok = true,
+       .max = kMaxSeconds},
+      {.spec = {"HORA_START_TIMEOUT_S", SettingType::kDouble, "120",
+                "How long a Session's start (rendezvous, connections) waits for the other ranks"},
+       .as_double = &Config::start_timeout_s,
+       .max = kMaxSeconds},
+      {.spec = {"HORA_LOG_LEVEL", SettingType::kLogLevel, "warning",
+                "Messages at this level and above are printed: trace, debug, info, warning, error, "
+                "off"},
+       .as_log_level = &Config::log_level},
+      {.spec = {"HORA_ALLREDUCE_ALGO", SettingType::kString, "",
+                "Allreduce algorithm: empty (cost model), a name (ring, recursive_doubling, "
+                "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
+       .as_string = &Config::allreduce_algo},
+      {.spec =
+           {"HORA_BROADCAST_ALGO", SettingType::kString, "",
+            "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
+       .as_string = &Config::broadcast_algo},
+      {.spec = {"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
+                "Segment size of ring pipelines (transfer of one segment overlaps reduction of "
+                "another)"},
+       .as_bytes = &Config::ring_segment_bytes},
+      {.spec = {"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
+                "Cost model: latency of one message in microseconds"},
+       .as_double = &Config::cost_alpha_us},
+      {.spec = {"HORA_COST_BANDWIDTH_GBPS", SettingType::kDouble, "8",
+                "Cost model: point-to-point bandwidth in GB/s"},
+       .as_double = &Config::cost_bandwidth_gbps},
+      {.spec = {"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
+                "Cost model: reduction throughput in GB/s of input"},
+       .as_double = &Config::cost_reduce_gbps},
+      {.spec =
+           {"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",
+            "Engine: how often an idle engine looks whether to join the others (on one host: once "
+            "one "
+            "waits for it); looks that find nothing to do come further apart, up to 16 times this; "
+            "submitted work wakes it at once, or, where threads waiting on handles run the cycles, "
+            "after this long (the first time, at its next look)"},
+       .as_double = &Config::cycle_time_ms},
+      {.spec = {"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
+                "How long a waiting thread polls before it sleeps, in microseconds (handles, the "
+                "engine's "
+                "queue, shm and TCP waits); 0: sleep at once"},
+       .as_double = &Config::wait_spin_us,
+       .zero_ok = true},
+      {.spec =
+           {"HORA_CACHE_CAPACITY", SettingType::kBytes, "1024",
+            "Engine: entries of the response cache (0 disables it: every tensor is negotiated with "
+            "the coordinator)"},
+       .as_bytes = &Config::cache_capacity,
+       .zero_ok = true},
+      {.spec =
+           {"HORA_FUSION_THRESHOLD_BYTES", SettingType::kBytes, "64M",
+            "Engine: tensors ready together are packed into one buffer up to this size (0 disables "
+            "fusion)"},
+       .as_bytes = &Config::fusion_threshold_bytes,
+       .zero_ok = true},
+      {.spec =
+           {"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
+            "A collective that some ranks submitted and others not is reported after this long, "
+            "and again each time as long again passes, naming the operation, the tensor and the "
+            "missing ranks; so is any wait for a rank that is alive (0 disables)"},
+       .as_double = &Config::stall_warning_s,
+       .zero_ok = true,
+       .max = kMaxSeconds},
+      {.spec =
+           {"HORA_STALL_SHUTDOWN_S", SettingType::kDouble, "0",
+            "After this long a stalled collective fails on the ranks that submitted it, with the "
+            "report (0: never)"},
+       .as_double = &Config::stall_shutdown_s,
+       .zero_ok = true,
+       .max = kMaxSeconds},
+      {.spec =
+           {"HORA_DISABLE_GROUP_FUSION", SettingType::kString, "0",
+            "Engine: 1 keeps the members of a grouped collective from fusing with other tensors"},
+       .as_string = &Config::disable_group_fusion,
+       .choices = "0|1"},
+      {.spec =
+           {"HORA_TIMELINE", SettingType::kString, "",
+            "Engine: write a Chrome-trace timeline of every tensor to this file (rank 0; a path "
+            "with {rank} gives every rank its own file)"},
+       .as_string = &Config::timeline},
+      {.spec =
+           {"HORA_TIMELINE_MAX_MB", SettingType::kDouble, "1024",
+            "Engine: stop recording the timeline once its file reaches this size (0: no limit)"},
+       .as_double = &Config::timeline_max_mb,
+       .zero_ok = true},
+      {.spec =
+           {"HORA_TRANSPORT", SettingType::kString, "",
+            "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, "
+            "tcp, mpi (point-to-point over the MPI library the job was started with)"},
+       .as_string = &Config::transport,
+       .choices = "|shm|tcp|mpi"},
+      {.spec =
+           {"HORA_BIND_TO", SettingType::kString, "none",
+            "Processes: none (run where the system puts them) or core (each rank of a host on a "
+            "CPU of its own, the local_rank-th of the mask it started with; not where ranks "
+            "outnumber CPUs). horarun --bind-to sets it"},
+       .as_string = &Config::bind_to,
+       .choices = "none|core"},
+      {.spec =
+           {"HORA_BACKEND", SettingType::kString, "hora",
+            "Who runs the collectives: hora (Hora's algorithms over the transport), mpi (the MPI "
+            "library's own collectives in their nonblocking forms, MPI_Iallreduce, MPI_Ibcast, "
+            "..., "
+            "waited on for at most HORA_TIMEOUT_S; needs an MPI launcher) or mpi-blocking (its "
+            "blocking MPI_Allreduce, MPI_Bcast, ..., as MPI benchmarks call them; one that "
+            "outlasts "
+            "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort)"},
+       .as_string = &Config::backend,
+       .choices = "hora|mpi|mpi-blocking"},
+      {.spec =
+           {"HORA_MPI_PLUGIN", SettingType::kString, "",
+            "Path of the Hora MPI plugin to load (default: libhora-mpi-openmpi.so or "
+            "libhora-mpi-mpich.so beside the Hora binaries, chosen from the launcher's variables)"},
+       .as_string = &Config::mpi_plugin},
+      {.spec = {"HORA_STORE_ADDR", SettingType::kString, "",
+                "host:port of the rendezvous store (set by horarun; rank 0 serves it under other "
+                "launchers)"},
+       .as_string = &Config::store_addr},
+      {.spec =
+           {"HORA_STORE_SERVER", SettingType::kString, "",
+            "Who serves the rendezvous store: empty (horarun when it started the ranks, else rank "
+            "0), horarun (set by horarun --mpi), rank0"},
+       .as_string = &Config::store_server,
+       .choices = "|horarun|rank0"},
+      {.spec =
+           {"HORA_SECRET", SettingType::kString, "",
+            "Per-job secret authenticating every TCP connection (set by horarun; never printed)"},
+       .as_string = &Config::secret,
+       .secret = true},
+      {.spec = {"HORA_JOB_ID", SettingType::kString, "",
+                "Job identifier naming shared-memory segments (set by horarun)"},
+       .as_string = &Config::job_id},
+      {.spec = {"HORA_IFACE", SettingType::kString, "",
+                "Network interface name or address that TCP connections use (empty: the default "
+                "route)"},
+       .as_string = &Config::iface},
+      {.spec = {"HORA_RANK", SettingType::kString, "", "This process's rank (set by horarun)",
+                true}},
+      {.spec = {"HORA_SIZE", SettingType::kString, "", "Number of ranks (set by horarun)", true}},
+      {.spec = {"HORA_LOCAL_RANK", SettingType::kString, "", "Rank on this host (set by horarun)",
+                true}},
+      {.spec = {"HORA_LOCAL_SIZE", SettingType::kString, "", "Ranks on this host (set by horarun)",
+                true}},
+      {.spec = {"HORA_CROSS_RANK", SettingType::kString, "",
+                "Index among the ranks with this local rank, one per host (set by horarun)", true}},
+      {.spec = {"HORA_CROSS_SIZE", SettingType::kString, "",
+                "Number of ranks with this local rank (set by horarun)", true}},
+      {.spec = {"HORA_HOSTNAME", SettingType::kString, "",
+                "Host name this rank was placed on (set by horarun)", true}},
   };
   return rows;
 }
