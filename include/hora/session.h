@@ -8,9 +8,12 @@
 // Collectives on a Session are blocking and follow MPI's rules: every rank of
 // the session calls the same collectives in the same order with matching
 // arguments (same dtype, same element counts where counts must agree). A
-// disagreement in sizes fails with an error naming both sizes; a rank that
-// never arrives makes the others fail after HORA_TIMEOUT_S with an error naming
-// the rank they waited for. Nothing waits without bound.
+// disagreement in sizes fails with an error naming both sizes. A rank that
+// is lost (its process ended, its connection closed, or it was silent for
+// HORA_PEER_TIMEOUT_S) fails the others' collectives at once with an error
+// naming it; one that is alive but has not arrived is waited for, the wait
+// reported every HORA_STALL_WARNING_S, and fails only once HORA_TIMEOUT_S
+// has passed, where a user sets it (docs/faults.md).
 //
 // Thread-safety: one thread at a time may call a given Session's collectives.
 // Different Sessions are independent.

@@ -76,9 +76,10 @@ class Comm {
                       ReduceOp op);
 
   // Waits for one request (see WaitPolicy). An error is returned with the
-  // collective's context: "rank 2: allreduce (ring): rank 1 (pid 42) ended
-  // ...", "rank 2: allreduce timed out after 30 s (HORA_TIMEOUT_S) waiting
-  // for rank 1 (allreduce, ring: receiving 64 KiB from rank 1)".
+  // collective's context: "rank 2: allreduce (ring): rank 1 (pid 42) is gone:
+  // ...", "rank 2: allreduce (ring): timed out after 30 s (HORA_TIMEOUT_S)
+  // waiting for rank 1 (receiving 64 KiB from rank 1)"; with a subject,
+  // "rank 2: allreduce 'w': ..." (SetSubject).
   Status Wait(const Request& request);
 
   // The transport's shared window for this Comm's context, or null where it
