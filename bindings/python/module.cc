@@ -184,7 +184,12 @@ class PySession {
     orphans_->Sweep();
   }
 
+  // A call the engine refused as it was submitted (a name already in flight,
+  // bad arguments) raises here, from the submitting call, as Horovod's do
+  // (ValueError: InvalidArgumentError is one); errors found later, with the
+  // other ranks, come from the handle's wait.
   std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
     return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_);
   }
 

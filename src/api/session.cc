@@ -5,6 +5,7 @@
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
 #include "common/cores.h"
+#include "common/horovod_env.h"
 #include "mpi/mpi_loader.h"
 #include "store/tcp_store_server.h"
 
@@ -31,6 +32,10 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   std::map<std::string, std::string> env;
   if (options.read_environment) env = ReadProcessEnvironment();
   for (const auto& [k, v] : options.settings) env[k] = v;
+  // A Horovod user's HOROVOD_* settings, under the HORA_* ones.
+  HorovodSettings horovod;
+  if (options.read_environment) horovod = ReadHorovodSettings(ReadWholeEnvironment(), env);
+  for (const auto& [k, v] : horovod.hora) env.emplace(k, v);
   HORA_ASSIGN_OR_RETURN(Config config, ConfigFromEnv(env));
   HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
 
@@ -102,6 +107,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   auto session = std::unique_ptr<Session>(new Session(std::move(impl)));
   if (!session->impl_->config.timeline.empty()) {
     HORA_RETURN_IF_ERROR(session->StartTimeline(session->impl_->config.timeline));
+  }
+  if (session->rank() == 0) {  // (once per job: every rank reads the same environment)
+    for (const auto& notice : horovod.notices) session->impl_->logger.Warning(notice);
   }
   for (const auto& name : UnknownSettings(env)) {
     session->impl_->logger.Warning("unknown setting " + name +

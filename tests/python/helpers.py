@@ -78,10 +78,13 @@ def rows_of(rank, base=2):
     return (rank * 2 + base) % 5
 
 
-def run_alone(code):
-    """Runs `code` in a fresh interpreter outside the job (a job of one rank)."""
+def run_alone(code, extra_env=None):
+    """Runs `code` in a fresh interpreter outside the job (a job of one rank),
+    with `extra_env` (a dict) added to the environment."""
     from conftest import ROOT
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HORA_")}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
     env["PYTHONPATH"] = os.path.join(ROOT, "build", "python")
+    env.update(extra_env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=120)

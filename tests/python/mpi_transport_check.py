@@ -9,6 +9,10 @@ import torch
 import hora.torch as hvd
 
 hvd.init()
+if not (hvd.mpi_built() and hvd.mpi_enabled() and hvd.mpi_threads_supported()):
+    print("rank %d: mpi_built %s, mpi_enabled %s under MPI" % (hvd.rank(), hvd.mpi_built(),
+                                                            hvd.mpi_enabled()))
+    sys.exit(1)
 n = hvd.size()
 x = torch.arange(7, dtype=torch.float32) * (hvd.rank() + 1)
 got = hvd.allreduce(x, op=hvd.Sum)

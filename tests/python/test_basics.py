@@ -4,10 +4,12 @@ import json
 import os
 import time
 
+import pytest
 import torch
 
 import hora
 import hora.torch as hvd
+from helpers import run_alone
 
 
 def test_layout_matches_launcher_and_is_consistent():
@@ -39,6 +41,13 @@ def test_init_is_idempotent_and_names_exist():
     assert hvd.global_process_set.size() == hvd.size()
     assert hvd.global_process_set.rank() == hvd.rank()
     assert not hvd.cuda_built() and not hvd.nccl_built()
+    # This build has MPI plugins (OpenMPI and MPICH were found); the job runs
+    # on Hora's own transports, not MPI (tests/python/mpi_transport_check.py
+    # checks the other side).
+    assert hvd.mpi_built()
+    assert not hvd.mpi_enabled()
+    with pytest.raises(ValueError, match="MPI is not enabled"):
+        hvd.mpi_threads_supported()
     assert issubclass(hvd.MismatchError, hora.HoraError)
     assert issubclass(hora.HoraError, RuntimeError)
     assert hora.__version__
@@ -71,3 +80,33 @@ def test_engine_counters_and_timeline(tmp_path):
     text = written.read_text()
     assert "timed" in text, text
     json.loads(text)  # a complete JSON array
+
+
+def test_horovod_settings_are_honoured_and_named():
+    # A Horovod user's HOROVOD_* settings: the ones Hora has are taken (a
+    # HORA_* setting wins), the others named as ignored; rank 0 says which.
+    res = run_alone("""
+        import hora.torch as hvd
+        from hora.common import basics
+        hvd.init()
+        conf = basics.session().describe_config()
+        for want in ("HORA_CYCLE_TIME_MS=7 ", "HORA_FUSION_THRESHOLD_BYTES=1048576 ",
+                     "HORA_STALL_WARNING_S=0 ", "HORA_CACHE_CAPACITY=16 "):
+            assert want in conf, want
+        print("OK")
+    """, {"HOROVOD_CYCLE_TIME": "7", "HOROVOD_FUSION_THRESHOLD": "1048576",
+          "HOROVOD_STALL_CHECK_DISABLE": "1", "HOROVOD_CACHE_CAPACITY": "64",
+          "HORA_CACHE_CAPACITY": "16", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"})
+    assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+    assert "HOROVOD_CYCLE_TIME=7 is taken as HORA_CYCLE_TIME_MS=7" in res.stderr, res.stderr
+    assert "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set" in res.stderr
+    assert "HOROVOD_HIERARCHICAL_ALLREDUCE is ignored: Hora has no equivalent" in res.stderr
+
+
+def test_horarun_exports_horovods_layout_variables():
+    if os.environ.get("HORA_RANK") is None:
+        pytest.skip("not under horarun (skipped on every rank alike)")
+    for k in ("RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE"):
+        assert os.environ["HOROVOD_" + k] == os.environ["HORA_" + k], k
+    assert int(os.environ["HOROVOD_RANK"]) == hvd.rank()
+    assert int(os.environ["HOROVOD_SIZE"]) == hvd.size()

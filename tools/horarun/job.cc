@@ -90,13 +90,21 @@ std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, cons
 }
 
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size) {
-  return {{"HORA_RANK", std::to_string(p.rank)},
-          {"HORA_SIZE", std::to_string(size)},
-          {"HORA_LOCAL_RANK", std::to_string(p.local_rank)},
-          {"HORA_LOCAL_SIZE", std::to_string(p.local_size)},
-          {"HORA_CROSS_RANK", std::to_string(p.cross_rank)},
-          {"HORA_CROSS_SIZE", std::to_string(p.cross_size)},
-          {"HORA_HOSTNAME", p.host}};
+  std::map<std::string, std::string> env = {{"RANK", std::to_string(p.rank)},
+                                            {"SIZE", std::to_string(size)},
+                                            {"LOCAL_RANK", std::to_string(p.local_rank)},
+                                            {"LOCAL_SIZE", std::to_string(p.local_size)},
+                                            {"CROSS_RANK", std::to_string(p.cross_rank)},
+                                            {"CROSS_SIZE", std::to_string(p.cross_size)},
+                                            {"HOSTNAME", p.host}};
+  // Each as HORA_* and, for Horovod's scripts and tools, as horovodrun
+  // exports it: HOROVOD_*.
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : env) {
+    out["HORA_" + k] = v;
+    out["HOROVOD_" + k] = v;
+  }
+  return out;
 }
 
 RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd) {

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "api/process_wiring.h"
 #include "common/config.h"
+#include "common/horovod_env.h"
 #include "common/logging.h"
 #include "job.h"
 #include "mpi_launch.h"
@@ -61,6 +63,11 @@ int main(int argc, char** argv) {
     return 0;
   }
   auto env = ReadProcessEnvironment();
+  // A Horovod user's HOROVOD_* settings, under the HORA_* ones: the ranks
+  // read them the same way (rank 0 says how); horarun checks them here first.
+  for (const auto& [k, v] : ReadHorovodSettings(ReadWholeEnvironment(), env).hora) {
+    env.emplace(k, v);
+  }
   if (opts.print_config) {
     auto config = ConfigFromEnv(env);
     if (!config.ok()) {

@@ -169,16 +169,39 @@ def op_name(op):
 
 
 # Horovod's build queries: what this build of Hora has.
+def _setting(name):
+    """The running Session's value of HORA_<name> (None before init)."""
+    s = _session
+    if s is None:
+        return None
+    for line in s.describe_config().splitlines():
+        if line.startswith(name + "="):
+            return line[len(name) + 1:].split("  #", 1)[0]
+    return None
+
+
 def mpi_threads_supported():
-    return False
+    """Whether MPI runs with threads (Hora asks MPI for MPI_THREAD_MULTIPLE).
+
+    Raises ValueError when this job does not use MPI (as Horovod does)."""
+    if not mpi_enabled():
+        raise ValueError("Hora's MPI is not enabled in this job: it runs over MPI with "
+                         "HORA_TRANSPORT=mpi or HORA_BACKEND=mpi (horarun --mpi, mpirun)")
+    return True
 
 
 def mpi_enabled():
-    return False
+    """True while this job's Session runs over MPI (its transport or backend)."""
+    return _setting("HORA_TRANSPORT") == "mpi" or _setting("HORA_BACKEND") in ("mpi",
+                                                                              "mpi-blocking")
 
 
 def mpi_built():
-    return False
+    """True when this build has an MPI plugin (one per MPI found at build time)."""
+    import glob
+    import os
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return bool(glob.glob(os.path.join(here, "libhora-mpi-*.so")))
 
 
 def gloo_enabled():

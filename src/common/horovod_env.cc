@@ -1,0 +1,86 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "common/horovod_env.h"
+
+#include <algorithm>
+#include <cctype>
+
+namespace hora {
+namespace {
+
+// A HOROVOD_* setting and the HORA_* one it becomes; `translate` maps
+// Horovod's value to Hora's ("" from it: nothing to set).
+struct Alias {
+  const char* horovod;
+  const char* hora;
+  std::string (*translate)(const std::string& value);
+};
+
+std::string Same(const std::string& v) { return v; }
+
+std::string LogLevel(const std::string& v) {
+  std::string l = v;
+  std::transform(l.begin(), l.end(), l.begin(), [](unsigned char c) { return std::tolower(c); });
+  return l == "fatal" ? "error" : l;  // Horovod's levels: trace ... error, fatal
+}
+
+// HOROVOD_STALL_CHECK_DISABLE=1 turns the stall report off.
+std::string StallCheckDisable(const std::string& v) { return v == "1" ? "0" : ""; }
+
+// HOROVOD_TIMELINE=DYNAMIC only allows start_timeline(), which Hora always does.
+std::string Timeline(const std::string& v) { return v == "DYNAMIC" ? "" : v; }
+
+constexpr Alias kAliases[] = {
+    {"HOROVOD_FUSION_THRESHOLD", "HORA_FUSION_THRESHOLD_BYTES", Same},
+    {"HOROVOD_CYCLE_TIME", "HORA_CYCLE_TIME_MS", Same},
+    {"HOROVOD_CACHE_CAPACITY", "HORA_CACHE_CAPACITY", Same},
+    {"HOROVOD_TIMELINE", "HORA_TIMELINE", Timeline},
+    {"HOROVOD_STALL_CHECK_TIME_SECONDS", "HORA_STALL_WARNING_S", Same},
+    {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "HORA_STALL_SHUTDOWN_S", Same},
+    {"HOROVOD_STALL_CHECK_DISABLE", "HORA_STALL_WARNING_S", StallCheckDisable},
+    {"HOROVOD_LOG_LEVEL", "HORA_LOG_LEVEL", LogLevel},
+    {"HOROVOD_DISABLE_GROUP_FUSION", "HORA_DISABLE_GROUP_FUSION", Same},
+    {"HOROVOD_GLOO_IFACE", "HORA_IFACE", Same},
+    {"HOROVOD_START_TIMEOUT", "HORA_START_TIMEOUT_S", Same},
+};
+
+// Set by a launcher for the rank's layout and identity (horarun exports
+// them for Horovod's scripts): not settings.
+constexpr const char* kLayout[] = {"HOROVOD_RANK",       "HOROVOD_SIZE",       "HOROVOD_LOCAL_RANK",
+                                   "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
+                                   "HOROVOD_HOSTNAME"};
+
+}  // namespace
+
+HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& env,
+                                    const std::map<std::string, std::string>& hora) {
+  HorovodSettings out;
+  for (const auto& [name, value] : env) {
+    if (name.rfind("HOROVOD_", 0) != 0) continue;
+    if (std::find_if(std::begin(kLayout), std::end(kLayout),
+                     [&](const char* l) { return name == l; }) != std::end(kLayout)) {
+      continue;
+    }
+    const Alias* alias = nullptr;
+    for (const Alias& a : kAliases) {
+      if (name == a.horovod) alias = &a;
+    }
+    if (alias == nullptr) {
+      out.notices.push_back(name +
+                            " is ignored: Hora has no equivalent (horarun --print-config "
+                            "lists Hora's settings)");
+      continue;
+    }
+    const std::string translated = alias->translate(value);
+    if (hora.count(alias->hora) != 0) {
+      out.notices.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
+    } else if (translated.empty()) {
+      out.notices.push_back(name + "=" + value + " needs nothing in Hora");
+    } else if (out.hora.count(alias->hora) == 0) {
+      out.hora[alias->hora] = translated;
+      out.notices.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+    }
+  }
+  return out;
+}
+
+}  // namespace hora

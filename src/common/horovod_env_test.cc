@@ -1,0 +1,52 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "common/horovod_env.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "common/config.h"
+
+namespace hora {
+namespace {
+
+bool Said(const HorovodSettings& h, const std::string& line) {
+  return std::find(h.notices.begin(), h.notices.end(), line) != h.notices.end();
+}
+
+TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
+  const std::map<std::string, std::string> env = {
+      {"HOROVOD_FUSION_THRESHOLD", "33554432"},
+      {"HOROVOD_CYCLE_TIME", "3.5"},
+      {"HOROVOD_LOG_LEVEL", "FATAL"},
+      {"HOROVOD_TIMELINE", "DYNAMIC"},
+      {"HOROVOD_CACHE_CAPACITY", "64"},
+      {"HOROVOD_AUTOTUNE", "1"},
+      {"HOROVOD_RANK", "3"},  // layout: neither taken nor named
+      {"PATH", "/bin"}};
+  const HorovodSettings h = ReadHorovodSettings(env, {{"HORA_CACHE_CAPACITY", "16"}});
+  EXPECT_EQ(h.hora, (std::map<std::string, std::string>{{"HORA_CYCLE_TIME_MS", "3.5"},
+                                                        {"HORA_FUSION_THRESHOLD_BYTES", "33554432"},
+                                                        {"HORA_LOG_LEVEL", "error"}}));
+  EXPECT_TRUE(Said(h, "HOROVOD_CYCLE_TIME=3.5 is taken as HORA_CYCLE_TIME_MS=3.5"));
+  EXPECT_TRUE(Said(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
+  EXPECT_TRUE(Said(h, "HOROVOD_TIMELINE=DYNAMIC needs nothing in Hora"));
+  EXPECT_TRUE(Said(h,
+                   "HOROVOD_AUTOTUNE is ignored: Hora has no equivalent (horarun --print-config "
+                   "lists Hora's settings)"));
+  EXPECT_EQ(h.notices.size(), 6u);
+  // What is taken goes through the settings table like any value.
+  std::map<std::string, std::string> hora = h.hora;
+  auto config = ConfigFromEnv(hora);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->fusion_threshold_bytes, 33554432u);
+  EXPECT_EQ(config->log_level, LogLevel::kError);
+}
+
+TEST(HorovodEnv, StallCheckDisableTurnsTheReportOff) {
+  const HorovodSettings h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "1"}}, {});
+  EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");
+}
+
+}  // namespace
+}  // namespace hora
