@@ -21,9 +21,10 @@
 //
 // Scale factors: prescale_factor multiplies every input element before it is
 // reduced; postscale_factor multiplies the result (after the division for
-// kAverage). Floating types compute the product in float32 (f16, bf16, f32)
-// or float64 (f64). Integer types compute it in float64 and round to the
-// nearest integer (ties away from zero), saturating at the type's range.
+// kAverage). Floating types compute the product in float64 (f64) or float32
+// (f16, bf16, f32). Integer types compute it in float64 and round toward
+// zero, as Horovod does (an int32 7 with prescale 0.5 is 3, -7 is -3),
+// saturating at the type's range (where Horovod's result is undefined).
 // bool accepts no scale factor other than 1.
 //
 // Ranks always receive bitwise-identical results: every algorithm reduces each

@@ -45,7 +45,7 @@ def reduce_reference(values, op, dtype, prescale=1.0, postscale=1.0):
     else:
         st = torch.stack([v.to(torch.int64) for v in values])
         if prescale != 1.0:
-            st = torch.round(st.to(torch.float64) * prescale).to(torch.int64)
+            st = torch.trunc(st.to(torch.float64) * prescale).to(torch.int64)
     if op == hvd.Sum:
         r = st.sum(0)
     elif op == hvd.Average:
@@ -58,7 +58,7 @@ def reduce_reference(values, op, dtype, prescale=1.0, postscale=1.0):
     else:
         r = st.prod(0)
     if postscale != 1.0:
-        r = r * postscale if dtype.is_floating_point else torch.round(r.to(torch.float64) *
+        r = r * postscale if dtype.is_floating_point else torch.trunc(r.to(torch.float64) *
                                                                       postscale)
     return r.to(dtype)
 

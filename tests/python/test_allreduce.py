@@ -40,6 +40,29 @@ def test_integer_average_rounds_toward_zero():
     assert torch.equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64], ids=str)
+def test_integer_scale_factors_round_toward_zero_as_horovod(dtype):
+    # Horovod's example: int32 [7, -7, 5, 3] on every rank, prescale 0.5:
+    # each rank's 3.5, -3.5, 2.5, 1.5 becomes 3, -3, 2, 1 (C++'s conversion,
+    # toward zero), then the sum: at np 2 [6, -6, 4, 2]. Postscale 0.5 on the
+    # sum [7n, -7n, 5n, 3n] rounds toward zero too. The same through grouped
+    # allreduce and reducescatter.
+    n = hvd.size()
+    x = torch.tensor([7, -7, 5, 3], dtype=dtype)
+    pre = torch.tensor([3 * n, -3 * n, 2 * n, 1 * n], dtype=dtype)
+    post = torch.tensor([int(7 * n * 0.5), -int(7 * n * 0.5), int(5 * n * 0.5), int(3 * n * 0.5)],
+                        dtype=dtype)
+    assert torch.equal(hvd.allreduce(x, op=hvd.Sum, prescale_factor=0.5), pre)
+    assert torch.equal(hvd.allreduce(x, op=hvd.Sum, postscale_factor=0.5), post)
+    got = hvd.grouped_allreduce([x, x], op=hvd.Sum, prescale_factor=0.5)
+    assert torch.equal(got[0], pre) and torch.equal(got[1], pre)
+    rows = x.repeat(n)  # every rank gets the four values as its slice
+    assert torch.equal(hvd.reducescatter(rows, op=hvd.Sum, prescale_factor=0.5), pre)
+    assert torch.equal(hvd.reducescatter(rows, op=hvd.Sum, postscale_factor=0.5), post)
+    if n == 2:
+        assert pre.tolist() == [6, -6, 4, 2]  # Horovod's documented numbers
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_prescale_postscale(dtype):
     pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)

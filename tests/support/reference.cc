@@ -69,8 +69,8 @@ void StoreFloat(DataType t, void* data, size_t i, double v) {
 }
 
 template <typename T>
-T ScaleInt(T x, double f) {  // round half away from zero, saturate
-  double v = std::round(static_cast<double>(x) * f);
+T ScaleInt(T x, double f) {  // round toward zero, saturate
+  double v = std::trunc(static_cast<double>(x) * f);
   if (v <= static_cast<double>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
   if (v >= static_cast<double>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
   return static_cast<T>(v);

@@ -236,41 +236,25 @@ inline bool PartiallyOverlap(const void* a, const void* b, size_t bytes) {
 }
 
 // ---------------------------------------------------------------------------
-// Integer scaling: round(x * factor) to nearest, ties away from zero,
-// saturated to T's range. `factor` must be finite (the caller handles
-// infinities and NaN); lo/hi are T's range as doubles, passed through
-// Opaque() by the caller (see there).
-//
-// With v clamped to [lo, hi] and t = trunc(v), v - t is exact and in
-// (-1, 1), so trunc(2 * (v - t)) is -1, 0 or +1 exactly when the fraction
-// reaches -0.5 / +0.5; t + that never leaves [lo, hi] since lo and hi are
-// integers.
+// Integer scaling: x * factor rounded toward zero (C++'s conversion, as
+// Horovod's kernels do), saturated to T's range. `factor` must be finite
+// (the caller handles infinities and NaN); lo/hi are T's range as doubles,
+// passed through Opaque() by the caller (see there).
 template <class T>
-HORA_KERNEL_INLINE T RoundToIntSaturated(double v, double lo, double hi) {
+HORA_KERNEL_INLINE T TruncToIntSaturated(double v, double lo, double hi) {
   double c = v >= lo ? v : lo;
   c = c <= hi ? c : hi;
-  if constexpr (sizeof(T) < 4 || std::is_same_v<T, int32_t>) {
-    auto t = static_cast<int32_t>(c);
-    double frac = c - static_cast<double>(t);
-    return static_cast<T>(t + static_cast<int32_t>(frac + frac));
-  } else if constexpr (std::is_same_v<T, uint32_t>) {
-    auto t = static_cast<int64_t>(c);
-    double frac = c - static_cast<double>(t);
-    return static_cast<T>(t + static_cast<int64_t>(frac + frac));
+  if constexpr (sizeof(T) < 8) {
+    return static_cast<T>(c);  // in range: the conversion truncates
   } else {
-    // 64-bit: hi is 2^63 or 2^64, just above the largest value; every double
-    // at or above 2^52 is an integer, so only the saturation can differ.
+    // 64-bit: hi is 2^63 or 2^64, just above the largest value (not a T).
     constexpr T kMax = std::numeric_limits<T>::max();
-    bool over = c >= hi;
-    c = over ? 0.0 : c;
-    auto t = static_cast<T>(c);
-    double frac = c - static_cast<double>(t);
-    T r = static_cast<T>(t + static_cast<T>(frac + frac));
-    return over ? kMax : r;
+    const bool over = c >= hi;
+    return over ? kMax : static_cast<T>(over ? 0.0 : c);
   }
 }
 
-// T's range for RoundToIntSaturated (64-bit types: 2^63 / 2^64 as upper bound).
+// T's range for TruncToIntSaturated (64-bit types: 2^63 / 2^64 as upper bound).
 template <class T>
 constexpr double kIntLo = static_cast<double>(std::numeric_limits<T>::min());
 template <class T>

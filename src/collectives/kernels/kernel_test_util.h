@@ -290,14 +290,14 @@ inline void RefReduce(DataType t, ReduceOp op, const unsigned char* a, const uns
   }
 }
 
-// An integer result: round half away from zero, saturate, NaN -> 0.
-inline uint64_t RefRoundSaturate(DataType t, double v) {
+// An integer result: round toward zero, saturate, NaN -> 0.
+inline uint64_t RefTruncSaturate(DataType t, double v) {
   const int bits = static_cast<int>(8 * SizeOf(t));
   const bool is_unsigned = t == DataType::kUInt8;
   const double lo = is_unsigned ? 0.0 : -std::ldexp(1.0, bits - 1);
   const double hi_excl = std::ldexp(1.0, is_unsigned ? bits : bits - 1);
   if (std::isnan(v)) return 0;
-  double r = std::round(v);
+  double r = std::trunc(v);
   if (r >= hi_excl)
     return is_unsigned ? (uint64_t{1} << bits) - 1 : (uint64_t{1} << (bits - 1)) - 1;
   if (r < lo) return is_unsigned ? 0 : uint64_t{1} << (bits - 1);  // low bytes of the minimum
@@ -309,7 +309,7 @@ inline void RefScale(DataType t, double factor, const unsigned char* in, unsigne
   if (t == DataType::kBool) {
     *out = *in != 0;
   } else if (!IsFloat(t)) {
-    StoreInt(t, out, RefRoundSaturate(t, static_cast<double>(LoadInt(t, in)) * factor));
+    StoreInt(t, out, RefTruncSaturate(t, static_cast<double>(LoadInt(t, in)) * factor));
   } else if (t == DataType::kFloat64) {
     double r = LoadFloat(t, in) * factor;
     std::memcpy(out, &r, 8);

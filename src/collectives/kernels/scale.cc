@@ -2,7 +2,7 @@
 //
 // Scale, Finalize and NeedsFinalize (reduce.h). Rounding rules in
 // include/hora/types.h: floating types multiply in float32 (f16, bf16, f32)
-// or float64; integers multiply in float64, round half away from zero and
+// or float64; integers multiply in float64, round toward zero and
 // saturate. A NaN product gives 0 for integers.
 #include <cassert>
 #include <cmath>
@@ -78,7 +78,7 @@ HORA_KERNEL_INLINE void ScaleInt(double factor, void* dst, const void* src, size
   double lo = Opaque(kIntLo<T>);
   double hi = Opaque(kIntHi<T>);
   MapTyped<kIsa, NativeCodec<T>>(dst, src, n, [=](T x) HORA_KERNEL_LAMBDA {
-    return RoundToIntSaturated<T>(static_cast<double>(x) * factor, lo, hi);
+    return TruncToIntSaturated<T>(static_cast<double>(x) * factor, lo, hi);
   });
 }
 

@@ -85,7 +85,9 @@ std::vector<T> Scaled(Isa isa, DataType dtype, double factor, std::vector<T> val
   return values;
 }
 
-TEST(ScaleKernelTest, IntegersRoundHalfAwayFromZeroAndSaturate) {
+// Integers round toward zero, as Horovod's kernels do (issue 25: an int32
+// 7 with prescale 0.5 is 3 in Horovod, and was 4 here), and saturate.
+TEST(ScaleKernelTest, IntegersRoundTowardZeroAndSaturate) {
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
   constexpr int64_t kMin64 = std::numeric_limits<int64_t>::min();
   for (Isa isa : SupportedIsas()) {
@@ -94,20 +96,22 @@ TEST(ScaleKernelTest, IntegersRoundHalfAwayFromZeroAndSaturate) {
     EXPECT_EQ(Scaled<int8_t>(isa, DataType::kInt8, 2.0, {100, -100, 63, -64}),
               (I8{127, -128, 126, -128}));
     EXPECT_EQ(Scaled<int8_t>(isa, DataType::kInt8, 0.5, {-3, 3, 5, -5, 1, -1, 0}),
-              (I8{-2, 2, 3, -3, 1, -1, 0}));
+              (I8{-1, 1, 2, -2, 0, 0, 0}));
     EXPECT_EQ(Scaled<uint8_t>(isa, DataType::kUInt8, -1.0, {10, 0, 255}),
               (std::vector<uint8_t>{0, 0, 0}));
     EXPECT_EQ(Scaled<uint8_t>(isa, DataType::kUInt8, 1.5, {100, 171, 170, 1}),
-              (std::vector<uint8_t>{150, 255, 255, 2}));
-    EXPECT_EQ(Scaled<int16_t>(isa, DataType::kInt16, 0.25, {2, -2, 6, -6, 1, -1}),
-              (std::vector<int16_t>{1, -1, 2, -2, 0, 0}));
+              (std::vector<uint8_t>{150, 255, 255, 1}));
+    EXPECT_EQ(Scaled<int16_t>(isa, DataType::kInt16, 0.25, {2, -2, 7, -7, 1, -1}),
+              (std::vector<int16_t>{0, 0, 1, -1, 0, 0}));
+    EXPECT_EQ(Scaled<int32_t>(isa, DataType::kInt32, 0.5, {7, -7, 5, 3}),
+              (std::vector<int32_t>{3, -3, 2, 1}));
     EXPECT_EQ(Scaled<int32_t>(isa, DataType::kInt32, 3.0, {1 << 30, -(1 << 30), 7}),
               (std::vector<int32_t>{INT32_MAX, INT32_MIN, 21}));
     EXPECT_EQ(Scaled<int64_t>(isa, DataType::kInt64, 1.0, {kMax64, kMin64, -7}),
               (std::vector<int64_t>{kMax64, kMin64, -7}));
     // 2^53 + 1 becomes 2^53 in double before the multiply (types.h: computed in float64).
     EXPECT_EQ(Scaled<int64_t>(isa, DataType::kInt64, -0.5, {kMin64, 3, (int64_t{1} << 53) + 1}),
-              (std::vector<int64_t>{int64_t{1} << 62, -2, -(int64_t{1} << 52)}));
+              (std::vector<int64_t>{int64_t{1} << 62, -1, -(int64_t{1} << 52)}));
     EXPECT_EQ(Scaled<int16_t>(isa, DataType::kInt16, kInf, {5, -5, 0}),
               (std::vector<int16_t>{INT16_MAX, INT16_MIN, 0}));
     EXPECT_EQ(Scaled<int16_t>(isa, DataType::kInt16, std::nan(""), {5, -5, 0}),
@@ -154,9 +158,9 @@ TEST(FinalizeKernelTest, IntegerAverageRoundsTowardZeroThenPostscales) {
               (std::vector<uint8_t>{83, 85, 0}));
     EXPECT_EQ(Finalized<int64_t>(isa, DataType::kInt64, avg, 2, 1.0, {INT64_MIN, -3}),
               (std::vector<int64_t>{INT64_MIN / 2, -1}));
-    // 10 / 4 = 2 -> 3, -10 / 4 = -2 -> -3, 7 / 4 = 1 -> 1.5 -> 2.
+    // 10 / 4 = 2 -> 3, -10 / 4 = -2 -> -3, 7 / 4 = 1 -> 1.5 -> 1 (toward zero).
     EXPECT_EQ(Finalized<int32_t>(isa, DataType::kInt32, avg, 4, 1.5, {10, -10, 7}),
-              (std::vector<int32_t>{3, -3, 2}));
+              (std::vector<int32_t>{3, -3, 1}));
     // Not an average: only the postscale, with saturation.
     EXPECT_EQ(Finalized<int16_t>(isa, DataType::kInt16, ReduceOp::kSum, 4, 2.0, {20000, -3}),
               (std::vector<int16_t>{INT16_MAX, -6}));
