@@ -17,7 +17,9 @@
 //
 // Average on integer types: the wrapped sum divided by the number of ranks,
 // rounded toward zero (C++ integer division), e.g. the average of int32
-// {1, 2} over 2 ranks is 1 and of {-1, -2} is -1.
+// {1, 2} over 2 ranks is 1 and of {-1, -2} is -1. (Horovod multiplies the
+// sum by 1.0 / n in float64, which can come out one short: its average of a
+// sum of 49 over 49 ranks is 0. Hora's is exact.)
 //
 // Scale factors: prescale_factor multiplies every input element before it is
 // reduced; postscale_factor multiplies the result (after the division for
