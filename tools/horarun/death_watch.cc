@@ -73,11 +73,11 @@ std::vector<Death> DeathWatch::TakeDeaths() {
       }
     }
   }
-  const size_t ordered = deaths.size();
   for (size_t i = 0; i < watched_.size();) {
     if (watched_[i].pidfd >= 0 || !take(i)) ++i;
   }
-  std::stable_partition(deaths.begin() + static_cast<std::ptrdiff_t>(ordered), deaths.end(),
+  // Deaths by a signal first (see the header), each kind in its order.
+  std::stable_partition(deaths.begin(), deaths.end(),
                         [](const Death& d) { return WIFSIGNALED(d.status); });
   return deaths;
 }

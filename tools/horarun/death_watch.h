@@ -16,11 +16,16 @@
 // becomes ready, and keeps that order for files that become ready while
 // epoll_wait is copying events out). So one epoll_wait returns the deaths
 // in the order they happened, however late horarun asks. That order is how
-// Linux's epoll is written, not a promise of its manual page. Where a
-// pidfd cannot be had (Linux before 5.3, a seccomp filter), deaths found
-// together are ordered by what their status shows: deaths by a signal
-// first (a rank's peers fail after it is killed, with an exit code), then
-// in the order the processes were added.
+// Linux's epoll is written, not a promise of its manual page.
+//
+// Deaths found together are then ordered by what their status shows:
+// deaths by a signal first, each kind in the order they died. A killed
+// process closes its files (its connections, a pipe) before the kernel
+// records its death, and a peer that sees them close can exit, with an
+// error code naming the killed rank, before that record is made (seen
+// under load: the peer's pidfd came first). A rank killed is the likelier
+// cause. Where a pidfd cannot be had (Linux before 5.3, a seccomp filter),
+// the order within each kind is the order the processes were added.
 #pragma once
 
 #include <sys/types.h>
@@ -49,12 +54,12 @@ class DeathWatch {
   // without a pidfd wake nothing: poll with a timeout, or on SIGCHLD.
   int fd() const { return epoll_fd_; }
 
-  // The watched processes that have died since the last call, in the order
-  // they died (those without a pidfd last, as above); they are watched no
-  // more. Never waits, and reaps nothing: each stays a zombie until the
-  // caller reaps it, and so keeps its pid, and its process group's id, from
-  // being reused (the kernel frees an id only once no process, zombies
-  // included, has it as its pid, group or session).
+  // The watched processes that have died since the last call: deaths by
+  // a signal first, each kind in the order they died (those without a
+  // pidfd after those with one, as above); they are watched no more. Never waits, and reaps
+  // nothing: each stays a zombie until the caller reaps it, and so keeps its pid, and its process
+  // group's id, from being reused (the kernel frees an id only once no process, zombies included,
+  // has it as its pid, group or session).
   std::vector<Death> TakeDeaths();
 
  private:

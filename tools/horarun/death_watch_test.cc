@@ -35,7 +35,8 @@ void WaitForZombie(pid_t pid) {
 
 TEST(DeathWatch, ReportsDeathsInTheOrderTheyHappened) {
   // The children die one after another, all before the first TakeDeaths:
-  // waitpid(-1) would report them in the order they were forked.
+  // waitpid(-1) would report them in the order they were forked. Those
+  // killed come first, each kind in the order it died.
   sigset_t usr1, old;
   sigemptyset(&usr1);
   sigaddset(&usr1, SIGUSR1);
@@ -50,13 +51,15 @@ TEST(DeathWatch, ReportsDeathsInTheOrderTheyHappened) {
       watch.Add(pids.back());
     }
     EXPECT_TRUE(watch.TakeDeaths().empty());
-    std::vector<pid_t> expected;
+    std::vector<pid_t> killed, exited;
     for (int i : order) {
       // Even ranks exit with a code, odd ones are killed.
       kill(pids[static_cast<size_t>(i)], i % 2 == 0 ? SIGUSR1 : SIGKILL);
       WaitForZombie(pids[static_cast<size_t>(i)]);
-      expected.push_back(pids[static_cast<size_t>(i)]);
+      (i % 2 == 0 ? exited : killed).push_back(pids[static_cast<size_t>(i)]);
     }
+    std::vector<pid_t> expected = killed;
+    expected.insert(expected.end(), exited.begin(), exited.end());
     pollfd pfd{watch.fd(), POLLIN, 0};
     EXPECT_EQ(poll(&pfd, 1, 0), 1);
     const std::vector<Death> deaths = watch.TakeDeaths();
