@@ -16,7 +16,9 @@ Python layer over it:
 
 Every error Hora raises is a :class:`HoraError` (a ``RuntimeError``); the
 subclasses below say what went wrong, and the message names the rank, the
-operation, the tensor and the values involved.
+operation, the tensor and the values involved. Horovod's
+``HorovodInternalError`` and ``HostsUpdatedInterrupt`` exist under the same
+names (see :mod:`hora.common.exceptions`).
 """
 
 __version__ = "0.1.0"
@@ -25,6 +27,8 @@ from hora.common.exceptions import (  # noqa: F401  (re-exports)
     AbortedError,
     HoraError,
     HoraTimeoutError,
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
     InternalError,
     InvalidArgumentError,
     MismatchError,
@@ -38,6 +42,8 @@ __all__ = [
     "AbortedError",
     "HoraError",
     "HoraTimeoutError",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
     "InternalError",
     "InvalidArgumentError",
     "MismatchError",

@@ -135,12 +135,9 @@ void Engine::SpanBatch(const std::vector<Pending*>& batch, TimePoint start, cons
 
 Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
   const RequestMeta& m = batch.front()->sub.meta;
-  Reduction red = m.reduction;
-  if (joined_count_ > 0 && red.op == ReduceOp::kAverage) {
-    // The average over the ranks that still have data.
-    red.op = ReduceOp::kSum;
-    red.postscale_factor /= static_cast<double>(size_ - joined_count_);
-  }
+  // Joined ranks contribute identity values; Average still divides by the
+  // whole set's size, as Horovod's (a joined rank counts as a zero).
+  const Reduction red = m.reduction;
   if (batch.size() == 1) {
     const Submission& s = batch.front()->sub;
     return data_.Allreduce({s.input, s.output, m.num_elements(), m.dtype, red});

@@ -94,8 +94,62 @@ def test_reducescatter_grad(op):
     y = hvd.reducescatter(x, op=op)
     assert y.shape == (2, 3)
     (y * _w(r, y.shape)).sum().backward()
-    want = torch.cat(_ws((2, 3))) * (1.0 / n if op == hvd.Average else 1.0)
+    # Horovod's numbers: the allgathered gradient times size() for Sum, as is for
+    # Average (size() times the exact gradient of the sum of the losses).
+    want = torch.cat(_ws((2, 3))) * (n if op == hvd.Sum else 1.0)
     assert_equal(x.grad, want)
+
+
+def test_reducescatter_grad_takes_scale_factors():
+    r, n = hvd.rank(), hvd.size()
+    x = value(r, (n, 2), torch.float64).requires_grad_()
+    y = hvd.reducescatter(x, op=hvd.Sum, prescale_factor=0.5, postscale_factor=3.0)
+    (y * _w(r, y.shape)).sum().backward()
+    assert_equal(x.grad, torch.cat(_ws((1, 2))) * (n * 1.5))
+
+
+def test_grouped_allgather_grad():
+    r, n = hvd.rank(), hvd.size()
+    rows = [rows_of(q) for q in range(n)]
+    xs = [value(r, (rows[r], 2), torch.float64).requires_grad_(),
+          value(r, (r + 1,), torch.float64, seed=3).requires_grad_(),
+          value(r, (), torch.float64, seed=4).requires_grad_()]
+    ys = hvd.grouped_allgather(xs)
+    assert isinstance(ys, tuple) and len(ys) == 3
+    sum(((y * _w(r, y.shape, seed=i)).sum() for i, y in enumerate(ys))).backward()
+    # Horovod's rule, per tensor: the gradient averaged across ranks, this rank's rows.
+    for i, (x, total, own) in enumerate([(xs[0], sum(rows), rows[:r]),
+                                         (xs[1], n * (n + 1) // 2, [q + 1 for q in range(r)]),
+                                         (xs[2], n, [1] * r)]):
+        avg = sum(_ws((total,) + tuple(x.shape[1:]), seed=i)) / n
+        start = sum(own)
+        want = avg[start:start + (x.shape[0] if x.dim() else 1)]
+        assert_equal(x.grad, want.reshape(x.shape))
+
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+def test_grouped_reducescatter_grad(op):
+    r, n = hvd.rank(), hvd.size()
+    xs = [value(r, (2 * n, 3), torch.float64).requires_grad_(),
+          value(r, (n,), torch.float64, seed=2).requires_grad_()]
+    ys = hvd.grouped_reducescatter(xs, op=op, postscale_factor=2.0)
+    assert isinstance(ys, list) and [y.shape for y in ys] == [(2, 3), (1,)]
+    sum(((y * _w(r, y.shape, seed=i)).sum() for i, y in enumerate(ys))).backward()
+    k = (n if op == hvd.Sum else 1.0) * 2.0
+    assert_equal(xs[0].grad, torch.cat(_ws((2, 3), seed=0)) * k)
+    assert_equal(xs[1].grad, torch.cat(_ws((1,), seed=1)) * k)
+
+
+def test_grouped_reducescatter_takes_compression():
+    r, n = hvd.rank(), hvd.size()
+    xs = [value(r, (n, 2), torch.float32), value(r, (2 * n,), torch.float64, seed=1)]
+    # Horovod's positional order: tensors, name, compression, op.
+    ys = hvd.grouped_reducescatter(xs, "gr_fp16", hvd.Compression.fp16, hvd.Sum)
+    assert [y.dtype for y in ys] == [torch.float32, torch.float64]
+    for i, (x, y) in enumerate(zip(xs, ys)):
+        full = sum(value(q, x.shape, x.dtype, seed=i) for q in range(n))
+        rows = x.shape[0] // n
+        assert_equal(y, full[r * rows:(r + 1) * rows])
 
 
 def test_compressed_allreduce_grad():

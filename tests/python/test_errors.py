@@ -117,3 +117,54 @@ def test_a_name_in_flight_is_refused_by_the_submitting_call():
     assert hvd.synchronize(first[1]).shape == (n, 2)
     assert hvd.synchronize(first[2]).tolist() == [1.0] * 3
     assert hvd.synchronize(first[3]).tolist() == [float(n)] * 2
+
+
+def test_horovod_exception_types():
+    # A collective that failed across the job is Horovod's HorovodInternalError;
+    # a bad argument is a ValueError, as in Horovod.
+    assert issubclass(hvd.HorovodInternalError, RuntimeError)
+    for cls in (hvd.MismatchError, hvd.HoraTimeoutError, hvd.AbortedError,
+                hvd.UnavailableError, hvd.InternalError):
+        assert issubclass(cls, hvd.HorovodInternalError), cls
+    assert not issubclass(hvd.InvalidArgumentError, hvd.HorovodInternalError)
+    assert issubclass(hvd.NotInitializedError, ValueError)
+    assert issubclass(hvd.NotInitializedError, hvd.HorovodInternalError)
+    if hvd.size() > 1:
+        with pytest.raises(hvd.HorovodInternalError, match="types.mismatch"):
+            hvd.allreduce(torch.ones(hvd.rank() + 1), name="types.mismatch")
+    with pytest.raises(ValueError):
+        hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
+    # Printed as users import them, not by the extension module.
+    assert hvd.InvalidArgumentError.__module__ == "hora"
+    assert hvd.MismatchError.__qualname__ == "MismatchError"
+    e = hora.HostsUpdatedInterrupt(True)
+    assert isinstance(e, RuntimeError) and e.skip_sync is True and str(e) == "True"
+
+
+def test_horovod_module_paths():
+    from hora.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
+    from hora.torch import mpi_ops
+    from hora.torch.elastic import HostsUpdatedInterrupt as elastic_interrupt
+
+    assert HorovodInternalError is hvd.HorovodInternalError
+    assert elastic_interrupt is HostsUpdatedInterrupt
+    for name in ("allreduce_async_", "grouped_allreduce_async_", "sparse_allreduce_async",
+                 "synchronize", "poll", "size", "rank", "Average", "Adasum", "join",
+                 "global_process_set", "reducescatter_async"):
+        assert getattr(mpi_ops, name) is getattr(hvd, name), name
+    # Elastic training is not built yet: a clear error at the call, not a silent run.
+    with pytest.raises(NotImplementedError, match="elastic"):
+        hvd.elastic.run(lambda state: None)
+    with pytest.raises(NotImplementedError, match="elastic"):
+        hvd.elastic.TorchState(model=None)
+
+
+def test_exceptions_print_with_their_import_path():
+    res = run_alone("""
+        import hora.torch as hvd, torch
+        hvd.init()
+        hvd.allreduce(torch.ones(2, dtype=torch.complex64))
+    """)
+    assert res.returncode != 0
+    assert "hora._core" not in res.stderr, res.stderr
+    assert "hora.InvalidArgumentError: allreduce" in res.stderr, res.stderr

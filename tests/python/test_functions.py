@@ -1,5 +1,6 @@
 """broadcast_parameters, broadcast_optimizer_state, broadcast_object, allgather_object."""
 
+import pytest
 import torch
 import torch.nn as nn
 
@@ -101,3 +102,44 @@ def test_broadcast_object_and_allgather_object():
     assert [o["rank"] for o in every] == list(range(n))
     assert [len(o["payload"]) for o in every] == [q * 100 for q in range(n)]
     assert hvd.allgather_object(r * "x", name="strings") == [q * "x" for q in range(n)]
+
+
+def test_broadcast_optimizer_state_sets_up_an_empty_state():
+    # Horovod's set-up: zero gradients and one local step before the broadcast,
+    # so a parameter that never had a gradient gets its state too.
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 2))
+    unused = nn.Parameter(torch.ones(5))
+    opt = torch.optim.Adam(list(model.parameters()) + [unused], lr=0.01 * (hvd.rank() + 1))
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    sd = opt.state_dict()
+    assert len(sd["state"]) == 5  # every parameter, the unused one included
+    assert opt.param_groups[0]["lr"] == 0.01  # root's
+    every = hvd.allgather_object(sd)
+    for other in every:
+        for k, st in other["state"].items():
+            assert float(st["step"]) == 1.0
+            assert torch.equal(st["exp_avg"], torch.zeros_like(st["exp_avg"]))
+    # Training goes on with a distributed optimizer over the same state.
+    dopt = hvd.DistributedOptimizer(opt, named_parameters=list(model.named_parameters())
+                                    + [("unused", unused)])
+    model(torch.ones(2, 4)).sum().backward()
+    dopt.step()
+
+
+def test_broadcast_optimizer_state_sparse_and_model():
+    torch.manual_seed(4)
+    emb = nn.Embedding(6, 2, sparse=True)
+    sopt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+    hvd.broadcast_optimizer_state(sopt, root_rank=0)  # sparse zero gradients: no error
+    assert float(sopt.state_dict()["state"][0]["step"]) == 1.0
+    # SGD with momentum over a model with a sparse embedding: model= says which
+    # gradients are sparse, so the momentum buffer is sparse as training's is.
+    model = nn.Sequential(nn.Embedding(6, 2, sparse=True), nn.Linear(2, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    hvd.broadcast_optimizer_state(opt, root_rank=0, model=model)
+    state = opt.state_dict()["state"]
+    assert state[0]["momentum_buffer"].is_sparse
+    assert not state[1]["momentum_buffer"].is_sparse
+    with pytest.raises(ValueError, match="LBFGS"):
+        hvd.broadcast_optimizer_state(torch.optim.LBFGS(model[1].parameters()), root_rank=0)

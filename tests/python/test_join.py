@@ -1,6 +1,9 @@
-"""join() with uneven data: rank r has r + 1 batches; the others' averages are
-over the ranks that still have data, and join returns the last rank to join."""
+"""join() with uneven data: rank r has r + 1 batches. As in Horovod, a joined
+rank counts as a zero in the others' averages (they divide by size()); Min is
+over the ranks with data (Horovod's would be 0 here); join returns the last
+rank to join."""
 
+import pytest
 import torch
 
 import hora.torch as hvd
@@ -11,9 +14,24 @@ def test_join_with_uneven_batches():
     for step in range(r + 1):
         t = torch.full((4,), float(10 * r + step))
         out = hvd.allreduce(t, op=hvd.Average, name="join.grad")
+        low = hvd.allreduce(t + 1, op=hvd.Min, name="join.min")
         active = [p for p in range(n) if step < p + 1]
-        want = sum(10 * p + step for p in active) / len(active)
+        want = sum(10 * p + step for p in active) / n
         assert torch.allclose(out, torch.full((4,), want)), (step, out, want)
+        assert low.tolist() == [min(10 * p + step + 1 for p in active)] * 4
     assert hvd.join() == n - 1
     # The job goes on normally afterwards.
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="join.after").tolist() == [n, n]
+
+
+def test_unnamed_allgather_object_after_a_call_failed_while_others_joined():
+    # The last rank's allgather_object fails (the others have joined); unnamed
+    # object collectives are named by type, as Horovod's, so the next one still
+    # matches across ranks instead of waiting forever.
+    r, n = hvd.rank(), hvd.size()
+    if n > 1 and r == n - 1:
+        with pytest.raises(hvd.HorovodInternalError, match="joined"):
+            hvd.allgather_object({"rank": r})
+    assert hvd.join() == n - 1
+    assert hvd.allgather_object({"rank": r}) == [{"rank": q} for q in range(n)]
+    assert hvd.broadcast_object([r] if r == 0 else None, root_rank=0) == [0]

@@ -241,3 +241,81 @@ def test_unnamed_parameters_do_not_collide_with_unnamed_calls():
         print("OK")
     """)
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_adam(sparse_as_dense):
+    # SparseAdam takes only sparse gradients: with sparse_as_dense the reduced
+    # gradient is made sparse again before the step, as in Horovod.
+    torch.manual_seed(0)
+    dist = nn.Embedding(10, 3, sparse=True).double()
+    torch.manual_seed(0)
+    ref = nn.Embedding(10, 3, sparse=True).double()
+    dopt = hvd.DistributedOptimizer(torch.optim.SparseAdam(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters(),
+                                    sparse_as_dense=sparse_as_dense)
+    ropt = torch.optim.SparseAdam(ref.parameters(), lr=0.1)
+    for step in range(3):
+        idx = (torch.arange(hvd.size() * B) * (step + 1)) % 9
+        dist(_mine(idx)).pow(2).mean().backward()
+        ref(idx).pow(2).mean().backward()
+        dopt.step()
+        assert dist.weight.grad.is_sparse
+        ropt.step()
+        dopt.zero_grad()
+        ropt.zero_grad()
+        torch.testing.assert_close(dist.weight, ref.weight, **TOL)
+
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
+def test_sparse_allreduce_async(op):
+    r, n = hvd.rank(), hvd.size()
+    rows = torch.tensor([[r % 4, (r + 1) % 4]])
+    t = torch.sparse_coo_tensor(rows, torch.tensor([[1.0, r], [2.0, r]]), (4, 2))
+    h = hvd.sparse_allreduce_async(t, name="sparse.%d" % op, op=op)
+    assert callable(h)
+    got = hvd.synchronize(h)
+    want = torch.zeros(4, 2)
+    for q in range(n):
+        want[q % 4] += torch.tensor([1.0, q])
+        want[(q + 1) % 4] += torch.tensor([2.0, q])
+    if op == hvd.Average:
+        want /= n
+    assert got.is_sparse
+    torch.testing.assert_close(got.to_dense(), want)
+    with pytest.raises(ValueError, match="sparse"):
+        hvd.sparse_allreduce_async(torch.ones(2), name="dense", op=op)
+
+
+def test_parameter_names_as_horovod():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
+    opt = torch.optim.SGD([{"params": m[0].parameters()}, {"params": m[1].parameters()}], lr=0.1)
+    dopt = hvd.DistributedOptimizer(opt)
+    assert sorted(dopt._parameter_names.values()) == [
+        "allreduce.noname.0.0", "allreduce.noname.0.1", "allreduce.noname.1.0",
+        "allreduce.noname.1.1"]
+    named = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                     named_parameters=m.named_parameters())
+    assert set(named._parameter_names.values()) == {"0.weight", "0.bias", "1.weight", "1.bias"}
+
+
+def test_process_set_non_members_step_locally():
+    # Horovod: outside the optimizer's process set it is a plain local optimizer.
+    r, n = hvd.rank(), hvd.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    ps = hvd.add_process_set([0])
+    try:
+        torch.manual_seed(0)
+        m = nn.Linear(3, 1, bias=False).double()
+        dopt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=1.0),
+                                        named_parameters=m.named_parameters(), process_set=ps)
+        before = m.weight.detach().clone()
+        x = torch.full((1, 3), float(r + 1), dtype=torch.float64)
+        m(x).sum().backward()
+        dopt.step()
+        # Rank 0 is alone in the set: its average is its own gradient; the others
+        # step on their own gradient without any collective.
+        torch.testing.assert_close(m.weight, before - x, **TOL)
+    finally:
+        hvd.remove_process_set(ps)

@@ -15,9 +15,22 @@ from collectives, ``Handle.wait()`` and ``Session()``:
 * ``UnimplementedError`` (also a ``NotImplementedError``): not supported by
   this build.
 
-This module adds ``NotInitializedError`` (a ``HoraError`` and a
-``ValueError``, like Horovod's ``ValueError``), raised by any operation made
-before ``init()``.
+Horovod's names, for code written against Horovod:
+
+* ``HorovodInternalError`` (a ``RuntimeError``): a collective failed across
+  the job. ``MismatchError``, ``HoraTimeoutError``, ``AbortedError``,
+  ``UnavailableError`` and ``InternalError`` are subclasses of it, so
+  ``except HorovodInternalError`` catches what it catches in Horovod; errors in
+  a call's own arguments are ``ValueError`` (``InvalidArgumentError``), as in
+  Horovod.
+* ``HostsUpdatedInterrupt`` (a ``RuntimeError``): elastic training's signal
+  that the set of hosts changed; ``skip_sync`` says whether the state must be
+  synchronized again.
+
+This module adds ``NotInitializedError``, raised by any operation made before
+``init()`` (or after ``shutdown()``): a ``ValueError`` (what Horovod's
+``rank()`` raises then) and a ``HorovodInternalError`` (what Horovod's
+collectives raise then).
 """
 
 from hora import _core
@@ -29,18 +42,23 @@ HoraTimeoutError = _core.HoraTimeoutError
 AbortedError = _core.AbortedError
 UnavailableError = _core.UnavailableError
 InternalError = _core.InternalError
+UnimplementedError = _core.UnimplementedError
+HorovodInternalError = _core.HorovodInternalError
 
 
-class _UnimplementedFallback(HoraError, NotImplementedError):
-    """Not supported by this build."""
-
-
-# Older builds of _core may lack UnimplementedError; keep the name available.
-UnimplementedError = getattr(_core, "UnimplementedError", _UnimplementedFallback)
-
-
-class NotInitializedError(HoraError, ValueError):
+class NotInitializedError(HoraError, HorovodInternalError, ValueError):
     """An operation was called before ``init()`` (or after ``shutdown()``)."""
+
+    __module__ = "hora"
+
+
+class HostsUpdatedInterrupt(RuntimeError):
+    """Elastic training: the hosts of the job changed; ``skip_sync`` is True
+    when the state need not be synchronized again (only hosts were added)."""
+
+    def __init__(self, skip_sync):
+        super().__init__(skip_sync)
+        self.skip_sync = skip_sync
 
 
 __all__ = [
@@ -53,4 +71,6 @@ __all__ = [
     "InternalError",
     "UnimplementedError",
     "NotInitializedError",
+    "HorovodInternalError",
+    "HostsUpdatedInterrupt",
 ]

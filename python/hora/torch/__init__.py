@@ -23,7 +23,11 @@ Where things are:
   allgather_object`` (:mod:`.functions`);
 * ``DistributedOptimizer`` (:mod:`.optimizer`), ``Compression``,
   ``SyncBatchNorm``, ``ProcessSet`` (``add_process_set``, ``remove_process_set``;
-  every collective takes ``process_set=``).
+  every collective takes ``process_set=``);
+* Horovod's module paths: ``hora.torch.mpi_ops``, ``hora.torch.elastic``
+  (elastic training raises UnimplementedError: not built yet),
+  ``hora.common.exceptions`` (``HorovodInternalError``,
+  ``HostsUpdatedInterrupt``).
 
 Differences from Horovod, by design or not yet done:
 
@@ -32,9 +36,10 @@ Differences from Horovod, by design or not yet done:
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;
-* ``DistributedOptimizer`` without ``named_parameters`` names gradients
-  "allreduce.param.<i>" (Horovod: "allreduce.noname.<i>", which collides with
-  the names generated for unnamed calls).
+* joined ranks count as identity values for Min, Max and Product (Horovod:
+  zeros); Average divides by size() in both;
+* ``broadcast_object`` without a name is named "broadcast_object" (Horovod:
+  ``type(obj).__name__``, which differs on ranks that pass None).
 """
 
 from hora.common.basics import (  # noqa: F401
@@ -80,7 +85,9 @@ from hora.torch.autograd_ops import (  # noqa: F401
     allreduce,
     alltoall,
     broadcast,
+    grouped_allgather,
     grouped_allreduce,
+    grouped_reducescatter,
     reducescatter,
 )
 from hora.torch.collective_ops import (  # noqa: F401
@@ -90,7 +97,6 @@ from hora.torch.collective_ops import (  # noqa: F401
     broadcast_,
     broadcast_async,
     broadcast_async_,
-    grouped_allgather,
     grouped_allgather_async,
     join,
 )
@@ -110,8 +116,9 @@ from hora.torch.reduce_ops import (  # noqa: F401
     grouped_allreduce_,
     grouped_allreduce_async,
     grouped_allreduce_async_,
-    grouped_reducescatter,
     grouped_reducescatter_async,
     reducescatter_async,
+    sparse_allreduce_async,
 )
 from hora.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
+from hora.torch import elastic, mpi_ops  # noqa: F401,E402  (Horovod's module paths)

@@ -8,14 +8,15 @@ backward too (as every rank runs the forward). Backward rules (Horovod's):
   op and scale factors. For Sum and Average this is the exact gradient of the
   sum of all ranks' losses; for Min, Max and Product it is Horovod's
   convention, not a true derivative.
-* allgather: the gradient is allreduced with Average (Horovod >= 0.21), and
-  each rank takes the rows of its own input.
+* allgather (and grouped_allgather): the gradient is allreduced with Average
+  (Horovod >= 0.21), and each rank takes the rows of its own input.
 * broadcast: the gradient is allreduced with Average; root receives it, the
   other ranks a zero gradient.
 * alltoall: the gradient travels back with the received splits.
-* reducescatter: the gradient is allgathered and scaled by the forward's
-  factors (and 1/size() for Average): the exact gradient of the sum of all
-  ranks' losses (Sum and Average).
+* reducescatter (and grouped_reducescatter): the gradient is allgathered and
+  multiplied by the forward's prescale and postscale factors, and by the
+  process set's size for Sum. These are Horovod's numbers: size() times the
+  exact gradient of the sum of all ranks' losses, for Sum and Average alike.
 """
 
 import torch
@@ -125,6 +126,41 @@ def allgather_sum_grad(tensor, rows_per_rank=None):
     return _Allgather.apply(tensor, None, basics.Sum, rows_per_rank, None)
 
 
+class _GroupedAllgather(Function):
+    @staticmethod
+    def forward(ctx, name, ps, *tensors):
+        ctx.scalar = [t.dim() == 0 for t in tensors]
+        ctx.rows = [1 if t.dim() == 0 else t.shape[0] for t in tensors]
+        ctx.ps = ps
+        return tuple(synchronize(co.grouped_allgather_async(list(tensors), name, ps)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        ps = ctx.ps
+        reduced = synchronize(ro.grouped_allreduce_async(list(grads), op=basics.Average,
+                                                         process_set=ps))
+        # Every rank's row counts, one row of them per rank (as Horovod does it).
+        counts = synchronize(co.allgather_async(torch.tensor([ctx.rows], dtype=torch.int64),
+                                                None, ps))
+        r = (ps or global_process_set).rank()
+        out = []
+        for i, g in enumerate(reduced):
+            offset = int(counts[:r, i].sum())
+            gi = g.narrow(0, offset, ctx.rows[i])
+            out.append(gi.reshape(()) if ctx.scalar[i] else gi)
+        return (None, None) + tuple(out)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers a list of tensors as one group; returns the tuple of results
+    (differentiable, like ``allgather``)."""
+    process_set_id(process_set)
+    tensors = ro.check_list(tensors, "grouped_allgather")
+    if not tensors:
+        return ()
+    return _GroupedAllgather.apply(name, process_set, *tensors)
+
+
 class _Broadcast(Function):
     @staticmethod
     def forward(ctx, tensor, root_rank, name, ps):
@@ -172,11 +208,16 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     return _Alltoall.apply(tensor, splits, name, process_set)
 
 
+def _reducescatter_grad_scale(op, prescale, postscale, ps):
+    """Horovod's factor for a reducescatter's gradient (see the module doc)."""
+    scale = (ps or global_process_set).size() if op == basics.Sum else 1.0
+    return scale * prescale * postscale
+
+
 class _Reducescatter(Function):
     @staticmethod
     def forward(ctx, tensor, name, op, prescale, postscale, ps):
-        scale = prescale * postscale
-        ctx.scale = scale / (ps or global_process_set).size() if op == basics.Average else scale
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, ps)
         ctx.ps = ps
         return synchronize(ro.reducescatter_async(tensor, name, op, ps, prescale, postscale))
 
@@ -197,3 +238,35 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None,
     out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,
                                process_set)
     return compression.decompress(out, cctx)
+
+
+class _GroupedReducescatter(Function):
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, ps, *tensors):
+        ctx.scale = _reducescatter_grad_scale(op, prescale, postscale, ps)
+        ctx.ps = ps
+        return tuple(synchronize(ro.grouped_reducescatter_async(list(tensors), name, op, ps,
+                                                                prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        gs = synchronize(co.grouped_allgather_async(list(grads), None, ctx.ps))
+        if ctx.scale != 1.0:
+            gs = [g * ctx.scale for g in gs]
+        return (None, None, None, None, None) + tuple(gs)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=None,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """``reducescatter`` of a list of tensors as one group; returns the list of slices
+    (differentiable, like ``reducescatter``)."""
+    op = basics.check_op(op)
+    process_set_id(process_set)
+    tensors = ro.check_list(tensors, "grouped_reducescatter")
+    if not tensors:
+        return []
+    pairs = [compression.compress(t) for t in tensors]
+    outs = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor, process_set,
+                                       *[c for c, _ in pairs])
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]

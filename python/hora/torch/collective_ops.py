@@ -1,8 +1,8 @@
 """Allgather, broadcast, alltoall, barrier and join on torch tensors:
 the asynchronous and in-place forms.
 
-The differentiable synchronous forms (``allgather``, ``broadcast``,
-``alltoall``) are in :mod:`hora.torch.autograd_ops`. Names and process sets
+The differentiable synchronous forms (``allgather``, ``grouped_allgather``,
+``broadcast``, ``alltoall``) are in :mod:`hora.torch.autograd_ops`. Names and process sets
 follow the contract of :mod:`hora.torch.reduce_ops`.
 
 * allgather: concatenates every rank's tensor along dimension 0, in rank
@@ -23,6 +23,7 @@ from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
+from hora.torch.reduce_ops import check_list
 
 
 def _allgather_prepare(tensor, name, kind):
@@ -40,22 +41,17 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
-    """Allgathers a list of tensors as one group; ``synchronize`` returns the list."""
+    """Allgathers a list of tensors as one group; ``synchronize`` returns the tuple."""
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
-        raise TypeError("grouped_allgather: expected a list of tensors")
-    tensors = [_allgather_prepare(t, name, "grouped allgather") for t in tensors]
+    tensors = [_allgather_prepare(t, name, "grouped allgather")
+               for t in check_list(tensors, "grouped_allgather")]
     if not tensors:
-        return Handle([], lambda: [])
+        return Handle([], lambda: ())
     hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors], sid)
-    return Handle(hs, lambda: [tu.from_capsule(h.output(), t.dtype) for h, t in zip(hs, tensors)],
+    return Handle(hs, lambda: tuple(tu.from_capsule(h.output(), t.dtype)
+                                 for h, t in zip(hs, tensors)),
                   keep=tensors)
-
-
-def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Blocking ``grouped_allgather_async`` (no autograd)."""
-    return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
 def _check_root(root_rank, what, process_set):
@@ -142,10 +138,13 @@ def join(device=-1):
     """Horovod's join: this rank is out of data.
 
     Until every rank has joined, this rank takes part in the other ranks'
-    allreduces with identity values (0 for Sum and Average, 1 for Product,
-    +-inf or the dtype's limits for Min and Max), and averages are taken over
-    the ranks that still have data; other collectives submitted meanwhile fail
-    with an error naming the joined ranks. Returns the last rank to join.
+    allreduces with identity values: 0 for Sum and Average (Average still
+    divides by every rank of the job, as Horovod's), 1 for Product, +-inf or
+    the dtype's limits for Min and Max (Horovod uses zeros there too, which
+    makes the Min of positive values 0; Hora's Min, Max and Product are over
+    the ranks with data). Other collectives submitted meanwhile fail with an
+    error naming the joined ranks. Returns the last rank to join.
+    ``device`` is accepted for Horovod's signature (CPU tensors only).
     """
     del device
     return basics.session().join()

@@ -3,8 +3,8 @@
 * ``broadcast_parameters(params, root_rank)``: root's values into every
   rank's tensors, in place (a ``state_dict()``, ``named_parameters()`` or a
   list of tensors or (name, tensor) pairs).
-* ``broadcast_optimizer_state(optimizer, root_rank)``: every rank's
-  optimizer gets root's ``state_dict()`` (state and hyper-parameters).
+* ``broadcast_optimizer_state(optimizer, root_rank, model=None)``: every
+  rank's optimizer gets root's ``state_dict()`` (state and hyper-parameters).
 * ``broadcast_object(obj, root_rank)`` / ``allgather_object(obj)``: any
   picklable object, sent as a uint8 tensor after its size.
 
@@ -57,11 +57,58 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
             target.copy_(tmp)
 
 
-def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
-    """Makes every rank's ``optimizer`` state equal to root's (``state_dict`` and
-    hyper-parameters such as ``lr``). Every rank's optimizer must have the same
-    parameter groups (same parameter counts, in the same order)."""
+def _sparse_params(model):
+    """The parameters of ``model``'s sparse embeddings (their gradients are sparse)."""
+    if model is None:
+        return set()
+    out = set()
+    for m in model.modules():
+        if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse:
+            out.update(m.parameters())
+    return out
+
+
+def _initialize_state(optimizer, model):
+    """Horovod's set-up of an empty optimizer state: zero gradients (sparse where
+    the optimizer or the model makes them sparse) and one local step, so that
+    every parameter has its state entries before the broadcast."""
+    sparse = _sparse_params(model)
+    all_sparse = isinstance(optimizer, torch.optim.SparseAdam)
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if not p.requires_grad:
+                continue
+            if all_sparse or p in sparse:
+                # Row 0 of zeros, in an embedding gradient's layout (sparse over
+                # dimension 0): an empty one trips torch's SparseAdam.
+                rows = min(1, p.shape[0])
+                p.grad = torch.sparse_coo_tensor(
+                    torch.zeros((1, rows), dtype=torch.int64),
+                    torch.zeros((rows,) + tuple(p.shape[1:]), dtype=p.dtype), p.shape)
+            else:
+                p.grad = torch.zeros_like(p)
+    # A DistributedOptimizer's own step would allreduce: take the wrapped one's.
+    step = getattr(optimizer, "_local_step", optimizer.step)
+    step()
+
+
+def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
+    """Makes every rank's ``optimizer`` state equal to root's (``state_dict``:
+    per-parameter state and hyper-parameters such as ``lr``). Every rank's
+    optimizer must have the same parameter groups (same parameter counts, in
+    the same order).
+
+    As in Horovod, an optimizer with no state yet (before its first step) is
+    first given one: every gradient is set to zero and one local step taken
+    (so zero-gradient effects, such as weight decay, apply). ``model``: the
+    model, whose sparse embeddings get sparse zero gradients for that step.
+    ``torch.optim.LBFGS`` is refused (its state cannot be broadcast)."""
     process_set_id(process_set)
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("broadcast_optimizer_state: torch.optim.LBFGS is not supported "
+                         "(its state holds closures' history, not per-parameter tensors)")
+    if not optimizer.state_dict()["state"]:
+        _initialize_state(optimizer, model)
     state = optimizer.state_dict() if basics.rank() == root_rank else None
     state = broadcast_object(state, root_rank, name="broadcast_optimizer_state",
                              process_set=process_set)
@@ -82,27 +129,38 @@ def _loads(t):
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Returns root's ``obj`` on every rank (pickled; tensors inside stay tensors).
 
-    Two collectives, named "<name>.size" and "<name>.data" when ``name`` is given.
+    Two collectives, "<name>.size" and "<name>.data"; without ``name`` they are
+    named "broadcast_object" (not from a per-rank counter, which a call that
+    failed on one rank would put out of step; nor, as Horovod's, from
+    ``type(obj)``, which differs where non-root ranks pass None).
     """
     process_set_id(process_set)
+    if name is None:
+        name = "broadcast_object"
     is_root = basics.rank() == root_rank
     payload = _dumps(obj) if is_root else None
     size = torch.tensor([payload.numel() if is_root else 0], dtype=torch.int64)
-    co.broadcast_(size, root_rank, None if name is None else name + ".size", process_set)
+    co.broadcast_(size, root_rank, name + ".size", process_set)
     if not is_root:
         payload = torch.empty(int(size.item()), dtype=torch.uint8)
-    co.broadcast_(payload, root_rank, None if name is None else name + ".data", process_set)
+    co.broadcast_(payload, root_rank, name + ".data", process_set)
     return obj if is_root else _loads(payload)
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Returns the list of every rank's ``obj``, in rank order (pickled)."""
+    """Returns the list of every rank's ``obj``, in rank order (pickled).
+
+    Two collectives, "<name>.size" and "<name>.data"; ``name`` defaults to
+    ``type(obj).__name__``, as in Horovod (so every rank names the call alike
+    even after a call that failed on one rank).
+    """
     process_set_id(process_set)
+    if name is None:
+        name = type(obj).__name__
     payload = _dumps(obj)
     sizes = synchronize(co.allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
-                                           None if name is None else name + ".size", process_set))
-    data = synchronize(co.allgather_async(payload, None if name is None else name + ".data",
-                                          process_set))
+                                           name + ".size", process_set))
+    data = synchronize(co.allgather_async(payload, name + ".data", process_set))
     out, offset = [], 0
     for n in sizes.tolist():
         out.append(_loads(data[offset:offset + n]))

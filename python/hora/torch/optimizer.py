@@ -10,12 +10,11 @@ names), waits for every allreduce, then runs the wrapped optimizer's step.
 
 Contract:
 
-* Collective names: "allreduce.<name>" from ``named_parameters``, or
-  "allreduce.param.<i>" by parameter order (over all parameter groups).
-  (Not Horovod's "allreduce.noname.<i>": the core generates exactly those
-  names for unnamed calls, so a user's unnamed allreduce made while
-  gradients are in flight would collide with them.) Every rank must build
-  the same model and optimizer.
+* Collective names: "allreduce.<name>", the name from ``named_parameters``
+  or, without it, Horovod's "allreduce.noname.<group>.<index>" by position in
+  the parameter groups; ``_parameter_names`` maps each parameter to that
+  name, as Horovod's does. Every rank must build the same model and
+  optimizer.
 * ``backward_passes_per_step=k``: gradients accumulate locally over k
   backward passes (summed, as torch accumulates them); the allreduce starts
   after the k-th. A (k+1)-th backward before ``step()`` raises AssertionError.
@@ -27,9 +26,13 @@ Contract:
   parameters) or a list of lists of parameters; each group's gradients are
   allreduced together with ``grouped_allreduce`` (named "grouped.<first
   member's name>"). Parameters in no group are reduced one by one.
-* ``sparse_as_dense``: sparse gradients are densified and allreduced;
-  otherwise they are allgathered (indices and values) and summed (/ size()
-  for Average), as Horovod does.
+* Sparse gradients (``nn.Embedding(sparse=True)``): allgathered, indices and
+  values (``sparse_allreduce_async``), which sums them (/ size() for
+  Average), as Horovod does; with ``sparse_as_dense=True`` they are densified
+  and allreduced, then made sparse again before the step (``SparseAdam``
+  takes only sparse gradients).
+* ``process_set``: on ranks outside it the optimizer is a plain local one
+  (no hooks, no collectives), as in Horovod.
 * ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
   user touch reduced gradients (e.g. clip them) before the step.
 """
@@ -41,7 +44,6 @@ import torch
 
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
-from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -75,9 +77,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if unnamed:
                 raise ValueError("named_parameters was given but the optimizer's parameters at "
                                  "positions %s are not in it" % unnamed)
-            self._names = {p: "allreduce." + n for n, p in named}
+            self._parameter_names = {p: n for n, p in named}
         else:
-            self._names = {p: "allreduce.param.%d" % i for i, p in enumerate(all_params)}
+            self._parameter_names = {p: "allreduce.noname.%d.%d" % (gi, pi)
+                                     for gi, g in enumerate(self.param_groups)
+                                     for pi, p in enumerate(g["params"])}
+        self._names = {p: "allreduce." + n for p, n in self._parameter_names.items()}
         self.backward_passes_per_step = backward_passes_per_step
         self.op = op
         self.gradient_predivide_factor = gradient_predivide_factor
@@ -90,9 +95,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._handles = {}  # param -> (handle, ctx), started this step
         self._group_handles = {}  # group index -> (handle, ctxs), started this step
         self._grad_accs = []
+        self._sparse_dims = {}  # param -> sparse_dim of a gradient densified this step
         self._synchronized = False
         self._should_synchronize = True
-        self._register_hooks()
+        self._local = process_set is not None and not process_set.included()
+        if not self._local:
+            self._register_hooks()
 
     def _make_groups(self, groups):
         if groups is None or (isinstance(groups, int) and groups == 0):
@@ -150,6 +158,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if p.grad is None:
             p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
         elif p.grad.is_sparse and self.sparse_as_dense:
+            self._sparse_dims[p] = p.grad.sparse_dim()
             p.grad = p.grad.to_dense()
         if not p.grad.is_sparse and not p.grad.is_contiguous():
             p.grad = p.grad.contiguous()
@@ -179,23 +188,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return h, [c for _, c in pairs]
 
     def _sparse_allreduce_async(self, grad, name):
-        g = grad.coalesce()
-        ps = self._process_set
-        hi = co.allgather_async(g.indices().t().contiguous(), name=name + ".indices", process_set=ps)
-        hv = co.allgather_async(g.values().contiguous(), name=name + ".values", process_set=ps)
-        average = self.op == basics.Average
-
-        def result():
-            values = _wait(hv)
-            indices = _wait(hi)
-            if average:
-                values = values / (ps or global_process_set).size()
-            return torch.sparse_coo_tensor(indices.t(), values, g.size()).coalesce()
-        return result
+        return ro.sparse_allreduce_async(grad, name, self.op, self._process_set)
 
     def synchronize(self):
         """Starts the allreduces not started yet and waits for all of them; the
-        parameters' ``.grad`` then hold the reduced gradients."""
+        parameters' ``.grad`` then hold the reduced gradients. Outside the
+        optimizer's process set it does nothing (the gradients stay local)."""
+        if self._local:
+            self._synchronized = True
+            return
         for p in self._requires_update:
             if p not in self._handles and p not in self._p_to_group:
                 self._handles[p] = self._allreduce_grad_async(p)
@@ -223,8 +224,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if error is not None:
             raise error
 
-    @staticmethod
-    def _store(p, reduced):
+    def _store(self, p, reduced):
+        sparse_dim = self._sparse_dims.pop(p, None)
+        if sparse_dim is not None:  # sparse_as_dense: sparse again, as it came
+            reduced = reduced.to_sparse(sparse_dim)
         if reduced is p.grad:
             return
         if reduced.is_sparse or p.grad.is_sparse:
@@ -234,6 +237,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _reset(self):
         self._handles.clear()
+        self._sparse_dims.clear()
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
         for p in self._delay:
@@ -260,6 +264,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                               "after optimizer.synchronize(); the gradients are reduced twice")
             self.synchronize()
         self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def _local_step(self, closure=None):
+        """The wrapped optimizer's step, without any collective."""
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=False):

@@ -1,7 +1,8 @@
 """Allreduce and reducescatter on torch tensors: the asynchronous and in-place forms.
 
 The differentiable synchronous forms (``allreduce``, ``grouped_allreduce``,
-``reducescatter``) are in :mod:`hora.torch.autograd_ops`.
+``reducescatter``, ``grouped_reducescatter``) are in
+:mod:`hora.torch.autograd_ops`.
 
 Common contract (Horovod's):
 
@@ -84,7 +85,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def _check_list(tensors, what):
+def check_list(tensors, what):
+    """``tensors`` as a list; TypeError for a tensor or a non-sequence."""
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("%s: expected a list of tensors, got %s" % (what, type(tensors).__name__))
     return list(tensors)
@@ -98,7 +100,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name)
-               for t in _check_list(tensors, "grouped_allreduce")]
+               for t in check_list(tensors, "grouped_allreduce")]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid)
 
@@ -110,7 +112,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
-               for t in _check_list(tensors, "grouped_allreduce_")]
+               for t in check_list(tensors, "grouped_allreduce_")]
     return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid)
 
 
@@ -165,12 +167,40 @@ def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped reducescatter", name)
-               for t in _check_list(tensors, "grouped_reducescatter")]
+               for t in check_list(tensors, "grouped_reducescatter")]
     return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True, sid)
 
 
-def grouped_reducescatter(tensors, name=None, op=None, process_set=global_process_set,
-                          prescale_factor=1.0, postscale_factor=1.0):
-    """Blocking ``grouped_reducescatter_async`` (no autograd)."""
-    return synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
-                                                   prescale_factor, postscale_factor))
+def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
+    """Horovod's reduction of a sparse (COO) tensor: every rank's indices and
+    values are allgathered (collectives "<name>.indices" and "<name>.values"),
+    which sums them once coalesced; Average then divides the values by the
+    process set's size. Returns a callable (Horovod's form): call it, or pass
+    it to ``synchronize``, to get the result, an uncoalesced sparse tensor of
+    ``tensor``'s size."""
+    from hora.torch import collective_ops as co  # (imports this module)
+
+    op = basics.check_op(op)
+    if op not in (basics.Average, basics.Sum):
+        raise InvalidArgumentError("sparse allreduce %r: op must be Average or Sum, got %s"
+                                   % (name, basics.op_name(op)))
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_sparse:
+        raise InvalidArgumentError("sparse allreduce %r: expected a sparse COO tensor, got %s"
+                                   % (name, type(tensor).__name__ if not isinstance(tensor, torch.Tensor)
+                                      else tensor.layout))
+    size = (process_set or global_process_set).size()
+    t = tensor.coalesce()  # fewer rows on the wire; the same sum
+    base = None if name is None else str(name)
+    hi = co.allgather_async(t.indices().t().contiguous(),
+                            None if base is None else base + ".indices", process_set)
+    hv = co.allgather_async(t.values().contiguous(),
+                            None if base is None else base + ".values", process_set)
+
+    def result():
+        values = synchronize(hv)
+        indices = synchronize(hi)
+        if op == basics.Average:
+            values = values / size
+        return torch.sparse_coo_tensor(indices.t(), values, tensor.size())
+
+    return result

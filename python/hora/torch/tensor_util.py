@@ -56,7 +56,8 @@ def check_tensor(tensor, op, name, inplace=False):
         raise UnimplementedError("%s: hora supports only CPU tensors (tensor on %s)"
                                  % (what, tensor.device))
     if tensor.layout != torch.strided:
-        raise InvalidArgumentError("%s: %s tensors are not supported; use .to_dense()"
+        raise InvalidArgumentError("%s: %s tensors are not supported; use .to_dense() (or, "
+                                   "for a sparse COO tensor, sparse_allreduce_async)"
                                    % (what, tensor.layout))
     if tensor.dtype not in SUPPORTED_DTYPES:
         raise InvalidArgumentError(
