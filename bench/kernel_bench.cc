@@ -8,7 +8,7 @@
 //   build/bin/hora-kernel-bench --benchmark_filter='Memcpy|SumF32'
 //       --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //
-// Results and the sum/memcpy ratio: docs/performance.md.
+// Results and the sum/memcpy ratio: docs/dev/performance.md.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>

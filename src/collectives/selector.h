@@ -14,7 +14,7 @@
 // shared_memory runs only on a Comm with a shared window (ranks of one host:
 // transport/shared_window.h). Where one exists it is chosen for every size
 // (one copy in and out and 1-2 steps per chunk beat the point-to-point
-// algorithms at every size measured: docs/performance.md); where none exists
+// algorithms at every size measured: docs/dev/performance.md); where none exists
 // the cost model picks among the others, and an override naming it falls
 // back to the cost model too.
 #pragma once

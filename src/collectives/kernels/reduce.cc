@@ -28,7 +28,7 @@ namespace {
 // stores by the x86-64-v3/v4 variants. That skips reading dst into the cache
 // before overwriting it (a quarter of the memory traffic of dst = a + b) and
 // leaves the inputs in cache; smaller outputs are more likely to be read
-// again soon and stay cached. See docs/performance.md.
+// again soon and stay cached. See docs/dev/performance.md.
 constexpr size_t kStreamMinBytes = size_t{1} << 20;
 // Output computed into cache, then streamed, per step: one block (kBlock).
 // Small steps measured fastest: 256 B matched a hand-written streaming loop

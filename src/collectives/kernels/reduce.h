@@ -23,7 +23,7 @@
 //
 // Reduce3 writes an output of 1 MiB or more that aliases no input with
 // streaming (cache-bypassing) stores on x86-64-v3/v4, as memcpy does for
-// large copies (docs/performance.md).
+// large copies (docs/dev/performance.md).
 #pragma once
 
 #include <cstddef>
