@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "job.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 
@@ -21,16 +22,24 @@ std::vector<std::string> ChildEnvironment(const std::map<std::string, std::strin
   return out;
 }
 
+static bool IsShellName(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += (c == '\'') ? std::string("'\\''") : std::string(1, c);
   return q + "'";
 }
 
-static std::string RemoteScript(const std::string& cwd,
-                                const std::map<std::string, std::string>& env,
-                                const std::vector<std::string>& argv, double grace_s) {
-  // The secret comes first on stdin, so that no command line (ps) shows it.
+static std::string RemoteScript(const std::string& cwd, const std::vector<std::string>& argv,
+                                double grace_s) {
+  // Its stdin first brings the secret, then the rank's variables up to an
+  // empty line (RemoteInput), so that no command line (ps) shows them.
   // The rank runs in the background, in a session of its own where setsid
   // exists, with stdin from /dev/null (as a background job of sh it starts
   // with SIGINT and SIGQUIT ignored; horarun stops ranks with TERM). A TERM,
@@ -42,15 +51,15 @@ static std::string RemoteScript(const std::string& cwd,
   // TERM (with CONT, for a rank frozen with SIGSTOP), then KILL after the
   // grace period.
   std::string cmd = "env";
-  for (const auto& [k, v] : env) {
-    if (k != "HORA_SECRET") cmd += " " + ShellQuote(k + "=" + v);
-  }
   for (const auto& a : argv) cmd += " " + ShellQuote(a);
   char grace[32];
   std::snprintf(grace, sizeof grace, "%d", static_cast<int>(grace_s + 0.999));
   return std::string(
              "IFS= read -r HORA_SECRET || { echo 'horarun: no job secret on stdin (the remote "
-             "shell must pass stdin on: no ssh -n)' >&2; exit 1; }; export HORA_SECRET; cd ") +
+             "shell must pass stdin on: no ssh -n)' >&2; exit 1; }; export HORA_SECRET; "
+             "while IFS= read -r l && [ -n \"$l\" ]; do n=${l#? }; v=${n#*=}; n=${n%%=*}; "
+             "case $l in e*) v=$(printf -- \"${v}x\"); v=${v%x};; esac; export \"$n=$v\"; done; "
+             "cd ") +
          ShellQuote(cwd) +
          " || exit 1; p=; g=; stopped=; "
          "stop() { stopped=1; [ -n \"$p\" ] && { kill -TERM $g 2>/dev/null || kill -TERM $p "
@@ -65,6 +74,25 @@ static std::string RemoteScript(const std::string& cwd,
          " <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "
          "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
          "kill $w 2>/dev/null; exit $rc";
+}
+
+std::string RemoteInput(const std::string& secret, const std::map<std::string, std::string>& env) {
+  std::string in = secret + "\n";
+  for (const auto& [name, value] : env) {
+    // A name the remote shell cannot export would end it.
+    if (name == "HORA_SECRET" || !IsShellName(name)) continue;
+    if (value.find('\n') == std::string::npos) {  // read -r takes it as it is
+      in += "r " + name + "=" + value + "\n";
+      continue;
+    }
+    // printf's format: octal escapes for the newline and its own \ and %.
+    in += "e " + name + "=";
+    for (char c : value) {
+      in += c == '\n' ? "\\012" : c == '\\' ? "\\134" : c == '%' ? "\\045" : std::string(1, c);
+    }
+    in += "\n";
+  }
+  return in + "\n";
 }
 
 std::vector<std::string> RshCommand(const std::vector<std::string>& rsh, const std::string& host,
@@ -83,10 +111,9 @@ std::vector<std::string> RshCommand(const std::vector<std::string>& rsh, const s
 }
 
 std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
-                                       const std::string& cwd,
-                                       const std::map<std::string, std::string>& env,
-                                       const std::vector<std::string>& argv, double grace_s) {
-  return RshCommand(rsh, host, RemoteScript(cwd, env, argv, grace_s));
+                                       const std::string& cwd, const std::vector<std::string>& argv,
+                                       double grace_s) {
+  return RshCommand(rsh, host, RemoteScript(cwd, argv, grace_s));
 }
 
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size) {
@@ -117,10 +144,13 @@ RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::st
     launch.argv = spec.command;
     launch.envs = ChildEnvironment(env);
   } else {
-    launch.argv = RemoteCommand(spec.rsh, p.host, cwd, env, spec.command, spec.stop_grace_s);
+    // Forwarded from here, under the job's and the rank's own.
+    std::map<std::string, std::string> remote = spec.remote_env;
+    for (const auto& [k, v] : env) remote[k] = v;
+    launch.argv = RemoteCommand(spec.rsh, p.host, cwd, spec.command, spec.stop_grace_s);
     launch.envs = ChildEnvironment({});
     auto secret = env.find("HORA_SECRET");
-    launch.input = secret == env.end() ? "" : secret->second;
+    launch.input = RemoteInput(secret == env.end() ? "" : secret->second, remote);
   }
   return launch;
 }

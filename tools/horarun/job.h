@@ -30,7 +30,14 @@ struct JobSpec {
   // Variables every rank gets (store address, secret, job id, settings);
   // horarun adds HORA_RANK, HORA_SIZE, HORA_LOCAL_*, HORA_CROSS_* per rank.
   std::map<std::string, std::string> env;
+  // What ranks on other hosts get besides `env` (under it): horarun's
+  // environment as ForwardedEnvironment (environment.h) leaves it. Local
+  // ranks inherit horarun's own.
+  std::map<std::string, std::string> remote_env;
   bool prefix_output = true;
+  // Each rank's output also goes to output_dir/rank.N/{stdout,stderr}
+  // (RankOutputDir, output.h) when set; the folders exist already.
+  std::string output_dir;
   double stop_grace_s = 5;
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
 };
@@ -52,7 +59,8 @@ std::map<std::string, std::string> RankEnvironment(const Placement& p, int size)
 
 // How the rank placed at `p` starts: on this host, the job's command with
 // the job's and the rank's variables; on another, the remote shell's
-// command line (RemoteCommand), whose stdin gets `input` (the secret).
+// command line (RemoteCommand), whose stdin gets `input` (RemoteInput: the
+// secret and every variable, remote_env under env under the rank's).
 struct RankLaunch {
   std::vector<std::string> argv;
   std::vector<std::string> envs;  // "NAME=value"
@@ -60,14 +68,20 @@ struct RankLaunch {
 };
 RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd);
 
-// The command line that starts `argv` with `env` on a remote host through
-// `rsh` (e.g. ssh with its options, or "ip netns exec" for test hosts). The
-// command reads the job secret from its stdin first (see RunJob); the rank
-// is stopped (TERM, then KILL after grace_s) when that stdin closes.
+// The command line that starts `argv` on a remote host through `rsh` (e.g.
+// ssh with its options, or "ip netns exec" for test hosts), in `cwd`. The
+// command reads RemoteInput from its stdin first; the rank is stopped
+// (TERM, then KILL after grace_s) when that stdin closes.
 std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, const std::string& host,
-                                       const std::string& cwd,
-                                       const std::map<std::string, std::string>& env,
-                                       const std::vector<std::string>& argv, double grace_s);
+                                       const std::string& cwd, const std::vector<std::string>& argv,
+                                       double grace_s);
+
+// What a remote rank's command reads from its stdin before the rank starts:
+// the secret on a line, then one line per variable of `env` (but
+// HORA_SECRET), "r NAME=VALUE", or for a value with newlines "e NAME=" and
+// the value with newline, backslash and percent as printf's octal escapes;
+// then an empty line. No command line shows any of it.
+std::string RemoteInput(const std::string& secret, const std::map<std::string, std::string>& env);
 
 // `script` run by sh on `host` through `rsh` (ssh: one quoted string for the
 // remote login shell; a local wrapper: sh -c script).

@@ -22,6 +22,7 @@
 #include "death_watch.h"
 #include "job.h"
 #include "output.h"
+#include "output_files.h"
 #include "process_group.h"
 #include "spawn.h"
 #include "watcher.h"
@@ -64,6 +65,7 @@ struct Rank {
   Clock::time_point group_check_at{};  // when to look for live members again
   int fds[2] = {-1, -1};               // stdout, stderr read ends
   int stdin_fd = -1;                   // remote ranks: the write end of their stdin
+  int files[2] = {-1, -1};             // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
 
@@ -109,7 +111,7 @@ class Job {
 
 Job::~Job() {
   for (auto& r : ranks_) {
-    for (int fd : {r.fds[0], r.fds[1], r.stdin_fd}) {
+    for (int fd : {r.fds[0], r.fds[1], r.stdin_fd, r.files[0], r.files[1]}) {
       if (fd >= 0) close(fd);
     }
     if (r.group_live) waitpid(r.pid, nullptr, WNOHANG);
@@ -128,6 +130,18 @@ void Job::Launch() {
     for (int s = 0; s < 2; ++s) {
       r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
                                                      spec_.prefix_output);
+    }
+    if (!spec_.output_dir.empty()) {
+      const std::string dir = RankOutputDir(spec_.output_dir, i, size);
+      std::string error;
+      for (int s = 0; s < 2 && error.empty(); ++s) {
+        r.files[s] = OpenOutputFile(dir + (s == 0 ? "/stdout" : "/stderr"), &error);
+      }
+      if (!error.empty()) {
+        std::fprintf(stderr, "horarun: --output-filename: %s\n", error.c_str());
+        BeginStop(1, true);
+        break;
+      }
     }
     auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input, watcher_.announce_fd());
     if (!p) {
@@ -285,6 +299,7 @@ void Job::Run() {
       const ssize_t n = read(r->fds[s], buf, sizeof buf);
       if (n > 0) {
         r->forward[s]->Feed(buf, static_cast<size_t>(n));
+        if (r->files[s] >= 0) WriteFully(r->files[s], buf, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
         CloseOutput(*r, s);
       }

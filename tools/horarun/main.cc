@@ -14,12 +14,16 @@
 #include <vector>
 
 #include "api/process_wiring.h"
+#include "build_info.h"
 #include "common/config.h"
 #include "common/horovod_env.h"
 #include "common/logging.h"
+#include "environment.h"
 #include "job.h"
 #include "mpi_launch.h"
 #include "options.h"
+#include "output_files.h"
+#include "program_check.h"
 #include "remote_cleanup.h"
 #include "store/tcp_store_server.h"
 #include "transport/shm/shm_segment.h"
@@ -54,20 +58,32 @@ int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   auto parsed = horarun::ParseOptions(args, &horarun::ReadWholeFile);
   if (!parsed.ok()) {
-    std::fprintf(stderr, "horarun: %s\n%s", parsed.status().message().c_str(), horarun::Usage());
+    std::fprintf(stderr, "horarun: %s\n(horarun --help lists the flags)\n",
+                 parsed.status().message().c_str());
     return 2;
   }
   const horarun::Options& opts = *parsed;
   if (opts.help) {
-    std::fputs(horarun::Usage(), stdout);
+    std::fputs(horarun::Usage().c_str(), stdout);
     return 0;
   }
+  if (opts.version) {
+    std::fputs(horarun::VersionText().c_str(), stdout);
+    return 0;
+  }
+  if (opts.check_build) {
+    std::fputs(horarun::CheckBuildText().c_str(), stdout);
+    return 0;
+  }
+  const auto whole_env = ReadWholeEnvironment();
   auto env = ReadProcessEnvironment();
   // A Horovod user's HOROVOD_* settings, under the HORA_* ones: the ranks
   // read them the same way (rank 0 says how); horarun checks them here first.
-  for (const auto& [k, v] : ReadHorovodSettings(ReadWholeEnvironment(), env).hora) {
+  for (const auto& [k, v] : ReadHorovodSettings(whole_env, env).hora) {
     env.emplace(k, v);
   }
+  // The flags' and the config file's settings win over the environment's.
+  for (const auto& [k, v] : opts.settings) env[k] = v;
   if (opts.print_config) {
     auto config = ConfigFromEnv(env);
     if (!config.ok()) {
@@ -78,11 +94,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   // Validate the job's settings before anything starts.
-  // --timeout and --start-timeout win over the environment.
-  if (opts.timeout_s > 0) env["HORA_TIMEOUT_S"] = std::to_string(opts.timeout_s);
-  if (opts.start_timeout_s > 0) env["HORA_START_TIMEOUT_S"] = std::to_string(opts.start_timeout_s);
-  if (!opts.bind_to.empty()) env["HORA_BIND_TO"] = opts.bind_to;
-  if (!opts.transport.empty()) env["HORA_TRANSPORT"] = opts.transport;
   auto config = ConfigFromEnv(env);
   if (!config.ok()) {
     std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
@@ -98,8 +109,37 @@ int main(int argc, char** argv) {
     flavour = *detected;
   }
   auto placements = horarun::PlaceRanks(opts.np, opts.hosts);
-  bool all_local = true;
-  for (const auto& p : *placements) all_local = all_local && horarun::IsLocalHost(p.host);
+  bool all_local = true, any_local = false;
+  for (const auto& p : *placements) {
+    all_local = all_local && horarun::IsLocalHost(p.host);
+    any_local = any_local || horarun::IsLocalHost(p.host);
+  }
+  // Ranks on this host must be able to start the program.
+  if (any_local) {
+    auto path = whole_env.find("PATH");
+    Status st = horarun::CheckProgram(opts.command.front(),
+                                      path == whole_env.end() ? "/usr/bin:/bin" : path->second);
+    if (!st.ok()) {
+      std::fprintf(stderr, "horarun: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
+  auto exported = horarun::ExportedVariables(opts.exports, whole_env);
+  if (!exported.ok()) {
+    std::fprintf(stderr, "horarun: %s\n", exported.status().message().c_str());
+    return 2;
+  }
+  if (!opts.output_dir.empty()) {
+    if (opts.mpi) {
+      std::fprintf(stderr, "horarun: --output-filename is not supported with --mpi yet\n");
+      return 2;
+    }
+    Status st = horarun::MakeOutputDirs(opts.output_dir, opts.np);
+    if (!st.ok()) {
+      std::fprintf(stderr, "horarun: %s\n", st.message().c_str());
+      return 2;
+    }
+  }
 
   const std::string secret = env.count("HORA_SECRET") ? env["HORA_SECRET"] : RandomHex(32);
   Logger logger(LogLevel::kWarning, -1);
@@ -126,12 +166,26 @@ int main(int argc, char** argv) {
   spec.prefix_output = opts.prefix_output;
   spec.stop_grace_s = opts.stop_grace_s;
   spec.env = env;
+  for (const auto& [k, v] : *exported) spec.env[k] = v;
+  spec.remote_env = horarun::ForwardedEnvironment(whole_env);
+  spec.output_dir = opts.output_dir;
   spec.env["HORA_SECRET"] = secret;
   spec.env["HORA_JOB_ID"] = RandomHex(6);
   const bool v6 = bind.find(':') != std::string::npos;
   spec.env["HORA_STORE_ADDR"] =
       (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
   spec.rsh = opts.rsh;
+  if (opts.verbose) {
+    for (const auto& [k, v] : spec.env) {
+      if (k != "HORA_SECRET")
+        std::fprintf(stderr, "horarun: every rank gets %s=%s\n", k.c_str(), v.c_str());
+    }
+    for (const auto& p : *placements) {
+      std::fprintf(stderr, "horarun: rank %d on %s (local rank %d of %d)%s\n", p.rank,
+                   p.host.c_str(), p.local_rank, p.local_size,
+                   horarun::IsLocalHost(p.host) ? "" : ", through the remote shell");
+    }
+  }
   int rc;
   if (flavour) {
     // mpirun starts the ranks; they find the layout in its variables and
@@ -145,8 +199,11 @@ int main(int argc, char** argv) {
     mpi.prefix_output = opts.prefix_output;
     mpi.as_root = geteuid() == 0;
     mpi.command = opts.command;
-    for (const auto& [name, value] : spec.env) {
-      if (name.rfind("HORA_", 0) == 0) mpi.forward.push_back(name);
+    // The job's variables, and (as horovodrun's -x list) horarun's
+    // environment as ranks on other hosts get it.
+    for (const auto& [name, value] : spec.env) mpi.forward.push_back(name);
+    for (const auto& [name, value] : spec.remote_env) {
+      if (spec.env.count(name) == 0) mpi.forward.push_back(name);
     }
     rc = horarun::RunMpirun(horarun::MpirunCommand(mpi), spec.env);
   } else {

@@ -2,47 +2,104 @@
 #include "options.h"
 
 #include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
-namespace hora::horarun {
+#include "config_file.h"
+#include "flags.h"
+#include "yaml.h"
 
-const char* Usage() {
-  return "usage: horarun -np N [-H host:slots,...] [--hostfile FILE] [--transport shm|tcp|mpi]\n"
-         "               [--mpi] [--mpirun PATH] [--timeout SECONDS] [--start-timeout SECONDS]\n"
-         "               [--stop-grace SECONDS] [--no-prefix]\n"
-         "               [--rsh 'ssh -o ...'] [--bind ADDR] [--bind-to core|none]\n"
-         "               [--print-config]\n"
-         "               [--] command [args...]\n"
-         "\n"
-         "Starts N copies of command with the rank layout, the rendezvous address and\n"
-         "the job secret in their environment (HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK,\n"
-         "HORA_LOCAL_SIZE, HORA_CROSS_RANK, HORA_CROSS_SIZE, HORA_STORE_ADDR, HORA_SECRET).\n"
-         "Output lines are prefixed with [rank]. When a rank fails, the others are\n"
-         "stopped and horarun exits with that rank's exit code. Ranks on other hosts\n"
-         "start through --rsh (default ssh): RSH... HOST sh -c '...' (the secret goes on\n"
-         "its stdin; the rank stops when horarun's end of that stdin closes).\n"
-         "--bind names this machine's address for the rendezvous server.\n"
-         "--bind-to core runs each rank of a host on a CPU of its own (HORA_BIND_TO;\n"
-         "default none; no binding where a host's ranks outnumber its CPUs).\n"
-         "--mpi hands the start to mpirun (OpenMPI or MPICH, --mpirun PATH, default\n"
-         "mpirun); --transport mpi implies it.\n"
-         "--timeout sets the ranks' collective timeout (HORA_TIMEOUT_S; default none: a\n"
-         "rank that is alive is waited for, and reported every HORA_STALL_WARNING_S);\n"
-         "--start-timeout bounds their rendezvous (HORA_START_TIMEOUT_S, default 120).\n"
-         "A rank lost (gone, or silent for HORA_PEER_TIMEOUT_S) fails the others.\n"
-         "Stopping ranks: SIGTERM (and SIGCONT, for a stopped one), then SIGKILL after\n"
-         "--stop-grace seconds (default 5); when horarun itself is killed, a watcher\n"
-         "process does the same; a rank's process group goes with it also when it\n"
-         "ends well.\n";
+namespace hora::horarun {
+namespace {
+
+const char kIntro[] =
+    "usage: horarun [-np N] [-H host:slots,... | --hostfile FILE] [flags...] [--] command "
+    "[args...]\n"
+    "\n"
+    "Starts N copies of command with the rank layout, the rendezvous address and\n"
+    "the job secret in their environment (HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK,\n"
+    "HORA_LOCAL_SIZE, HORA_CROSS_RANK, HORA_CROSS_SIZE, HORA_STORE_ADDR, HORA_SECRET;\n"
+    "the layout also as HOROVOD_*). Takes horovodrun's flags: each tunable becomes\n"
+    "the HORA_* setting every rank gets (horarun --print-config lists them), and a\n"
+    "flag Hora cannot honour yet is refused, saying why.\n"
+    "Output lines are prefixed with [rank]. When a rank fails, the others are\n"
+    "stopped and horarun exits with that rank's exit code. Ranks on other hosts\n"
+    "start through --rsh (default ssh): RSH... HOST sh -c '...'. They get\n"
+    "horarun's environment (less BASH_FUNC_*, OLDPWD, *CUDA_VISIBLE_DEVICES, the\n"
+    "shell's own and ssh's variables), the settings and -x variables, and the job\n"
+    "secret, all on their stdin, never on a command line; the rank stops when\n"
+    "horarun's end of that stdin closes.\n"
+    "A rank lost (gone, or silent for HORA_PEER_TIMEOUT_S) fails the others.\n"
+    "Stopping ranks: SIGTERM (and SIGCONT, for a stopped one), then SIGKILL after\n"
+    "--stop-grace seconds; when horarun itself is killed, a watcher process does\n"
+    "the same; a rank's process group goes with it also when it ends well.\n";
+
+std::string Join(const std::vector<std::string>& parts, const char* sep) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : sep) + p;
+  return out;
 }
+
+// The flags of the config file, where the command line did not set them.
+Status ApplyConfigFile(Options& o, const std::set<std::string>& given,
+                       Result<std::string> (*read_file)(const std::string&)) {
+  auto text = read_file(o.config_file);
+  if (!text.ok()) {
+    return InvalidArgument("--config-file '" + o.config_file + "': " + text.status().message());
+  }
+  HORA_ASSIGN_OR_RETURN(YamlNode root, ParseYaml(*text, o.config_file));
+  HORA_ASSIGN_OR_RETURN(auto flags, ConfigFileFlags(root, o.config_file));
+  for (const ConfigFileFlag& f : flags) {
+    const FlagSpec* spec = FindFlag(f.flag);
+    if (spec == nullptr)
+      return InternalError("config file flag " + f.flag + " is not in the table");
+    if (given.count(spec->dest) != 0) continue;  // the command line wins
+    Status st = ApplyFlag(*spec, o, f.flag, f.value);
+    if (!st.ok()) return InvalidArgument(f.where + ": " + st.message());
+  }
+  return Status::Ok();
+}
+
+// Turns the flags' values into the settings every rank gets.
+Status Resolve(Options& o) {
+  if (o.stall_check == false) {
+    o.settings["HORA_STALL_WARNING_S"] = "0";
+    o.settings["HORA_STALL_SHUTDOWN_S"] = "0";
+  }
+  if (!o.nics.empty()) {
+    o.settings["HORA_IFACE"] = o.nics.front();  // Hora's TCP uses one
+    o.settings["NCCL_SOCKET_IFNAME"] = Join(o.nics, ",");
+  }
+  if (o.timeout_s > 0) o.settings["HORA_TIMEOUT_S"] = std::to_string(o.timeout_s);
+  if (o.start_timeout_s > 0) o.settings["HORA_START_TIMEOUT_S"] = std::to_string(o.start_timeout_s);
+  if (!o.bind_to.empty()) o.settings["HORA_BIND_TO"] = o.bind_to;
+  if (!o.transport.empty()) o.settings["HORA_TRANSPORT"] = o.transport;
+  if (o.controller == "gloo" && o.mpi) {
+    return InvalidArgument(
+        "--gloo starts the ranks with horarun itself, but --mpirun or --transport mpi needs "
+        "mpirun (--mpi)");
+  }
+  if (o.ssh_port != 0 || !o.ssh_identity.empty()) {
+    const std::string& rsh = o.rsh.front();
+    if (rsh != "ssh" && (rsh.size() < 4 || rsh.compare(rsh.size() - 4, 4, "/ssh") != 0)) {
+      return InvalidArgument("--ssh-port and --ssh-identity-file are ssh's options, but --rsh '" +
+                             rsh + "' is not ssh");
+    }
+    if (o.ssh_port != 0) o.rsh.insert(o.rsh.end(), {"-p", std::to_string(o.ssh_port)});
+    if (!o.ssh_identity.empty()) o.rsh.insert(o.rsh.end(), {"-i", o.ssh_identity});
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string Usage() { return kIntro + FlagsHelp(); }
 
 Result<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path);
-  if (!in) return InvalidArgument("--hostfile '" + path + "': " + std::strerror(errno));
+  if (!in) return InvalidArgument(std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
@@ -51,92 +108,53 @@ Result<std::string> ReadWholeFile(const std::string& path) {
 Result<Options> ParseOptions(const std::vector<std::string>& args,
                              Result<std::string> (*read_file)(const std::string&)) {
   Options o;
-  std::string host_list, hostfile;
+  std::set<std::string> given;  // the dests set on the command line
   size_t i = 0;
-  auto value = [&](const std::string& flag) -> Result<std::string> {
-    if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
-    return args[++i];
-  };
   for (; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--") {
       ++i;
       break;
     }
-    if (a == "-np" || a == "-n" || a == "--np") {
-      HORA_ASSIGN_OR_RETURN(std::string v, value(a));
-      char* end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end != '\0' || n < 1 || n > 100000) {
-        return InvalidArgument(a + " '" + v + "' is not a process count (1 to 100000)");
-      }
-      o.np = static_cast<int>(n);
-    } else if (a == "-H" || a == "--hosts") {
-      HORA_ASSIGN_OR_RETURN(host_list, value(a));
-    } else if (a == "--hostfile") {
-      HORA_ASSIGN_OR_RETURN(hostfile, value(a));
-    } else if (a == "--transport") {
-      HORA_ASSIGN_OR_RETURN(o.transport, value(a));
-      if (o.transport != "shm" && o.transport != "tcp" && o.transport != "mpi") {
-        return InvalidArgument("--transport '" + o.transport + "' is not one of shm, tcp, mpi");
-      }
-      if (o.transport == "mpi") o.mpi = true;  // only an MPI launcher can give it
-    } else if (a == "--mpi") {
-      o.mpi = true;
-    } else if (a == "--mpirun") {
-      HORA_ASSIGN_OR_RETURN(o.mpirun, value(a));
-      o.mpi = true;
-    } else if (a == "--timeout" || a == "--start-timeout" || a == "--stop-grace") {
-      HORA_ASSIGN_OR_RETURN(std::string v, value(a));
-      char* end = nullptr;
-      const double secs = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !std::isfinite(secs) || secs <= 0 || secs > 1e8) {
-        return InvalidArgument(a + " '" + v +
-                               "' is not a positive number of seconds (at most 1e8)");
-      }
-      (a == "--timeout"         ? o.timeout_s
-       : a == "--start-timeout" ? o.start_timeout_s
-                                : o.stop_grace_s) = secs;
-    } else if (a == "--rsh") {
-      HORA_ASSIGN_OR_RETURN(std::string v, value(a));
-      o.rsh.clear();
-      for (size_t p = 0; p < v.size();) {
-        size_t q = v.find(' ', p);
-        if (q == std::string::npos) q = v.size();
-        if (q > p) o.rsh.push_back(v.substr(p, q - p));
-        p = q + 1;
-      }
-      if (o.rsh.empty()) return InvalidArgument("--rsh needs a command");
-    } else if (a == "--bind") {
-      HORA_ASSIGN_OR_RETURN(o.bind, value(a));
-    } else if (a == "--bind-to") {
-      HORA_ASSIGN_OR_RETURN(o.bind_to, value(a));
-      if (o.bind_to != "core" && o.bind_to != "none") {
-        return InvalidArgument("--bind-to '" + o.bind_to + "' is not one of core, none");
-      }
-    } else if (a == "--no-prefix") {
-      o.prefix_output = false;
-    } else if (a == "--print-config") {
-      o.print_config = true;
-    } else if (a == "-h" || a == "--help") {
-      o.help = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return InvalidArgument("unknown option '" + a + "' (see horarun --help)");
-    } else {
-      break;  // the command starts here
+    if (a.empty() || a[0] != '-' || a == "-") break;  // the command starts here
+    std::string flag = a, value;
+    bool inline_value = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {  // --flag=value
+      flag = a.substr(0, a.find('='));
+      value = a.substr(a.find('=') + 1);
+      inline_value = true;
     }
+    const FlagSpec* spec = FindFlag(flag);
+    if (spec == nullptr) {
+      return InvalidArgument("unknown option '" + a + "' (see horarun --help)");
+    }
+    if (spec->unsupported != nullptr) return ApplyFlag(*spec, o, flag, value);
+    if (spec->metavar != nullptr && !inline_value) {
+      if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
+      value = args[++i];
+    } else if (spec->metavar == nullptr && inline_value) {
+      return InvalidArgument(flag + " takes no value");
+    }
+    given.insert(spec->dest);
+    HORA_RETURN_IF_ERROR(ApplyFlag(*spec, o, flag, value));
   }
   for (; i < args.size(); ++i) o.command.push_back(args[i]);
-  if (o.help || o.print_config) return o;
+  if (o.help || o.version || o.check_build) return o;
+  if (!o.config_file.empty()) HORA_RETURN_IF_ERROR(ApplyConfigFile(o, given, read_file));
+  HORA_RETURN_IF_ERROR(Resolve(o));
+  if (o.print_config) return o;
 
-  if (!host_list.empty() && !hostfile.empty()) {
+  if (!o.host_list.empty() && !o.hostfile.empty()) {
     return InvalidArgument("give either -H or --hostfile, not both");
   }
-  if (!host_list.empty()) {
-    HORA_ASSIGN_OR_RETURN(o.hosts, ParseHostList(host_list));
-  } else if (!hostfile.empty()) {
-    HORA_ASSIGN_OR_RETURN(std::string contents, read_file(hostfile));
-    HORA_ASSIGN_OR_RETURN(o.hosts, ParseHostfile(contents, hostfile));
+  if (!o.host_list.empty()) {
+    HORA_ASSIGN_OR_RETURN(o.hosts, ParseHostList(o.host_list));
+  } else if (!o.hostfile.empty()) {
+    auto contents = read_file(o.hostfile);
+    if (!contents.ok()) {
+      return InvalidArgument("--hostfile '" + o.hostfile + "': " + contents.status().message());
+    }
+    HORA_ASSIGN_OR_RETURN(o.hosts, ParseHostfile(*contents, o.hostfile));
   }
   if (o.np == 0) {
     if (o.hosts.empty()) return InvalidArgument("-np is required (how many processes to start)");

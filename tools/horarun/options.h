@@ -1,15 +1,13 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// horarun's command line:
-//   horarun -np N [-H host:slots,...] [--hostfile F] [--transport shm|tcp|mpi]
-//           [--mpi] [--mpirun PATH] [--timeout S] [--start-timeout S] [--stop-grace S]
-//           [--no-prefix] [--rsh CMD] [--bind ADDR]
-//           [--bind-to core|none] [--print-config]
-//           [--] command args...
-// Bad input is an error before anything starts, naming the flag and value.
+// horarun's command line: horovodrun's flags (flags.h lists them, with what
+// each sets), Hora's own, and a YAML --config-file (config_file.h), then
+// the command to run. Bad input is an error before anything starts, naming
+// the flag and value.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,7 +34,8 @@ struct Options {
   double stop_grace_s = 5;
   bool prefix_output = true;
   // How ranks on other hosts are started: the command and its options,
-  // followed by the host name and a shell command line (default ssh).
+  // followed by the host name and a shell command line (default ssh, with
+  // -p and -i when --ssh-port and --ssh-identity-file are given).
   std::vector<std::string> rsh = {"ssh", "-o", "BatchMode=yes", "-o",
                                   "StrictHostKeyChecking=accept-new"};
   // Address of this machine that every host can reach, for the rendezvous
@@ -46,15 +45,38 @@ struct Options {
   std::string bind_to;
   bool print_config = false;
   bool help = false;
+  bool version = false;
+  bool check_build = false;
+  bool verbose = false;
+  // --output-filename: each rank's output is also written to
+  // DIR/rank.<rank, zero-padded to the width of np-1>/{stdout,stderr}.
+  std::string output_dir;
+  // -x NAME or -x NAME=VALUE, in order: variables every rank gets.
+  std::vector<std::string> exports;
+  // Variables every rank gets from the flags and the config file (HORA_*
+  // settings, NCCL_SOCKET_IFNAME), over the environment's; and for each,
+  // the flag or config-file line it came from, for error messages.
+  std::map<std::string, std::string> settings;
+  std::map<std::string, std::string> setting_sources;
   std::vector<std::string> command;
+
+  // Flag values read before they are resolved (ParseOptions resolves them
+  // into the fields above).
+  std::string host_list, hostfile, config_file, controller;
+  int ssh_port = 0;
+  std::string ssh_identity;
+  std::vector<std::string> nics;
+  std::optional<bool> stall_check;
 };
 
-// `args` excludes argv[0]. `read_file` loads a hostfile (injected for tests).
+// `args` excludes argv[0]. `read_file` loads a hostfile or config file
+// (injected for tests); its error needs no file name, the caller adds it.
 Result<Options> ParseOptions(const std::vector<std::string>& args,
                              Result<std::string> (*read_file)(const std::string& path));
 
 Result<std::string> ReadWholeFile(const std::string& path);
 
-const char* Usage();
+// The help text: how horarun runs a job, then every flag (flags.h).
+std::string Usage();
 
 }  // namespace hora::horarun

@@ -27,21 +27,26 @@ void ReportExecFailure(const char* file, int error) {
   (void)!write(STDERR_FILENO, line, len);
 }
 
-// Writes `input` and a newline to the rank's stdin. A pipe holds 64 KiB:
-// this small write never blocks. EPIPE (the rank already gone) is seen as
-// its exit; SIGPIPE is held back around the write and a pending one
-// discarded.
+// Writes `input` to the rank's stdin. A pipe holds 64 KiB: a larger input
+// (a remote rank's environment) waits for the remote shell to read it.
+// EPIPE (the rank already gone) is seen as its exit; SIGPIPE is held back
+// around the write and a pending one discarded.
 void PassInput(int rank, int fd, const std::string& input) {
-  const std::string line = input + "\n";
   sigset_t pipe_signal, old_mask;
   sigemptyset(&pipe_signal);
   sigaddset(&pipe_signal, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
-  if (write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
-    std::fprintf(stderr, "horarun: cannot pass the job secret to rank %d: %s\n", rank,
-                 std::strerror(errno));
-    const timespec now{0, 0};
-    (void)sigtimedwait(&pipe_signal, nullptr, &now);
+  for (size_t done = 0; done < input.size();) {
+    const ssize_t n = write(fd, input.data() + done, input.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      std::fprintf(stderr, "horarun: cannot pass the job secret and environment to rank %d: %s\n",
+                   rank, std::strerror(errno));
+      const timespec now{0, 0};
+      (void)sigtimedwait(&pipe_signal, nullptr, &now);
+      break;
+    }
+    done += static_cast<size_t>(n);
   }
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }

@@ -25,9 +25,9 @@ struct RankProcess {
 //  - killed by the kernel (SIGKILL) if horarun's thread dies first;
 //  - with the signals of `blocked` unblocked;
 //  - with stdout and stderr on pipes; stdin: when `input` is set, a pipe
-//    that gets `input` and a newline and stays open until horarun closes
-//    stdin_fd (remote ranks: the secret, and a sign that horarun is alive),
-//    else horarun's own stdin.
+//    that gets `input` and stays open until horarun closes stdin_fd
+//    (remote ranks: the secret and the environment, RemoteInput in job.h,
+//    and a sign that horarun is alive), else horarun's own stdin.
 // Returns nullopt, after printing why, if it cannot start.
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,

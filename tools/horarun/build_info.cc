@@ -1,0 +1,36 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "build_info.h"
+
+#ifndef HORA_VERSION
+#error "the build defines HORA_VERSION (CMakeLists.txt)"
+#endif
+
+namespace hora::horarun {
+namespace {
+
+// HORA_BUILT_MPI: the MPI plugins built, "openmpi,mpich" or "".
+constexpr const char kMpiPlugins[] = HORA_BUILT_MPI;
+constexpr bool kPython = HORA_BUILT_PYTHON != 0;
+
+std::string Line(bool built, const std::string& name) {
+  return std::string("    [") + (built ? "X" : " ") + "] " + name + "\n";
+}
+
+}  // namespace
+
+std::string VersionText() { return std::string("horarun (Hora) ") + HORA_VERSION + "\n"; }
+
+std::string CheckBuildText() {
+  const std::string mpi = kMpiPlugins;
+  const bool has_mpi = !mpi.empty();
+  const std::string mpi_name = has_mpi ? "MPI (" + mpi + ")" : "MPI";
+  return std::string("Hora ") + HORA_VERSION + ":\n\nAvailable Frameworks:\n" +
+         Line(kPython, "PyTorch (hora.torch)") + Line(kPython, "NumPy (hora.numpy)") +
+         Line(false, "TensorFlow") + Line(false, "MXNet") + "\nAvailable Controllers:\n" +
+         Line(true, "horarun (Hora's own start, --gloo)") + Line(has_mpi, mpi_name) +
+         "\nAvailable Tensor Operations:\n" + Line(true, "Hora (shared memory, TCP)") +
+         Line(has_mpi, mpi_name) + Line(false, "NCCL") + Line(false, "Gloo") + Line(false, "DDL") +
+         Line(false, "CCL");
+}
+
+}  // namespace hora::horarun

@@ -1,0 +1,66 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "job.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+
+namespace hora::horarun {
+namespace {
+
+TEST(Job, RemoteInputCarriesTheSecretAndEveryVariable) {
+  const std::string in = RemoteInput(
+      "s3", {{"HORA_SECRET", "s3"}, {"PATH", "/a b:/c"}, {"V", "x\ny%z\\w"}, {"bad-name", "1"}});
+  EXPECT_EQ(in, "s3\nr PATH=/a b:/c\ne V=x\\012y\\045z\\134w\n\n");
+}
+
+// The remote script reads RemoteInput and exports each variable as it was.
+TEST(Job, RemoteShellRestoresTheVariables) {
+  const std::string value = "line1\nline2 %d \\n 'q' \"dq\" $HOME `x` -v";
+  JobSpec spec;
+  spec.placements = {{0, "hora-test-remote-host", 0, 1, 0, 1}};
+  spec.command = {"sh", "-c", "printf '%s|%s|%s' \"$V\" \"$HORA_RANK\" \"$HORA_SECRET\""};
+  spec.env = {{"HORA_SECRET", "S3CR3T-x9"}, {"V", value}};
+  spec.remote_env = {{"V", "loses to env"}};
+  spec.rsh = {"a-local-wrapper"};  // its command line: wrapper HOST sh -c SCRIPT
+  const RankLaunch launch = PlanRankLaunch(spec, spec.placements[0], "/");
+  ASSERT_TRUE(launch.input.has_value());
+  for (const std::string& a : launch.argv) {
+    EXPECT_EQ(a.find("S3CR3T"), std::string::npos) << "the secret on the command line: " << a;
+    EXPECT_EQ(a.find("line1"), std::string::npos) << "a variable on the command line: " << a;
+  }
+  // The script (the last argument) run by sh, as the remote host would,
+  // with the input on its stdin, which stays open while the rank runs (its
+  // end stops the rank).
+  char script_path[] = "/tmp/hora-job-test-XXXXXX";
+  const int sfd = mkstemp(script_path);
+  ASSERT_GE(sfd, 0);
+  FILE* sf = fdopen(sfd, "w");
+  std::fputs(launch.argv.back().c_str(), sf);
+  std::fclose(sf);
+  const std::string out_path = std::string(script_path) + ".out";
+  FILE* p = popen(("sh " + std::string(script_path) + " >" + out_path).c_str(), "w");
+  ASSERT_NE(p, nullptr);
+  std::fputs(launch.input->c_str(), p);
+  std::fflush(p);
+  const std::string want = value + "|0|S3CR3T-x9";
+  std::string out;
+  for (int i = 0; i < 500 && out.size() < want.size(); ++i) {
+    usleep(10000);
+    FILE* f = std::fopen(out_path.c_str(), "r");
+    out.clear();
+    char buf[256];
+    for (size_t n; f != nullptr && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    if (f != nullptr) std::fclose(f);
+  }
+  pclose(p);
+  std::remove(script_path);
+  std::remove(out_path.c_str());
+  EXPECT_EQ(out, want);
+}
+
+}  // namespace
+}  // namespace hora::horarun
