@@ -75,5 +75,33 @@ for _ in $(seq 300); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
 left=$(tagged_processes)
 if [ "$rc" -eq 5 ] && [ -z "$left" ]; then ok; else fail "TERM ignored: rc=$rc (want 5), left running: $left"; fi
 
+# 5. The environment reaches remote ranks (on their stdin, not a command
+#    line): a stand-in ssh that, like a fresh login on another host, starts
+#    the shell with an empty environment (env -i).
+mkdir "$dir/clean"
+cat >"$dir/clean/ssh" <<EOS
+#!/bin/sh
+printf '%s\n' "\$*" >>"$log"
+while [ "\$#" -gt 2 ]; do shift; done
+exec env -i /bin/sh -c "\$2"
+EOS
+chmod +x "$dir/clean/ssh"
+: >"$log"
+show='echo "rank $HORA_RANK pp=$PYTHONPATH user=$HORA_TEST_USER_VAR x=$XV cuda=${CUDA_VISIBLE_DEVICES-unset} oldpwd=${OLDPWD-unset} omp=$OMP_NUM_THREADS lines=$(printf %s "$MULTI" | wc -l) multi=$(printf %s "$MULTI" | tr "\n" /)"'
+out=$(cd "$dir" && PATH="$dir/clean:$PATH" PYTHONPATH=/src/pp OMP_NUM_THREADS=3 OLDPWD=/old \
+  CUDA_VISIBLE_DEVICES=5 HORA_TEST_USER_VAR="a b'c" MULTI=$'one %d\ntwo' \
+  "$horarun" -np 2 -H localhost:1,hora-remote-test-host:1 --bind 127.0.0.1 -x XV=1 sh -c "$show" 2>&1)
+rc=$?
+# (OLDPWD there: where the remote shell was before its cd, not ours.)
+want_remote="[1]: rank 1 pp=/src/pp user=a b'c x=1 cuda=unset oldpwd=$dir omp=3 lines=1 multi=one %d/two"
+want_local="[0]: rank 0 pp=/src/pp user=a b'c x=1 cuda=5 oldpwd=/old omp=3 lines=1 multi=one %d/two"
+if [ "$rc" -eq 0 ] && grep -qxF "$want_remote" <<<"$out" && grep -qxF "$want_local" <<<"$out"; then ok; else fail "environment: rc=$rc, output: $out"; fi
+if [ -s "$log" ] && ! grep -qE "src/pp|XV=1|one %d" "$log"; then ok; else fail "variables on the remote command line: $(cat "$log")"; fi
+# -x NAME forwards a name that is otherwise kept here.
+out=$(cd "$dir" && PATH="$dir/clean:$PATH" CUDA_VISIBLE_DEVICES=5 "$horarun" -np 2 -H localhost:1,hora-remote-test-host:1 \
+  --bind 127.0.0.1 -x CUDA_VISIBLE_DEVICES sh -c 'echo "cuda=$CUDA_VISIBLE_DEVICES"' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -qxF "[1]: cuda=5" <<<"$out"; then ok; else fail "-x CUDA_VISIBLE_DEVICES: rc=$rc, output: $out"; fi
+
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]
