@@ -147,11 +147,19 @@ int Fail(const Status& st) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
+    "[--threads N] [--grouped] [--cache on|off] [--rounds N]\n";
+
 int main(int argc, char** argv) {
   Args a;
   for (int i = 1; i < argc; ++i) {
     const std::string f = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : "";
+    if (f == "-h" || f == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
     if (f == "--tensors") {
       a.tensors = std::atoi(v);
     } else if (f == "--bytes") {
@@ -171,9 +179,7 @@ int main(int argc, char** argv) {
       a.grouped = true;
       continue;
     } else {
-      std::fprintf(stderr,
-                   "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
-                   "[--threads N] [--grouped] [--cache on|off] [--rounds N]\n");
+      std::fputs(kUsage, stderr);
       return 2;
     }
     ++i;

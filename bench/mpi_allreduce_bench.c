@@ -26,7 +26,23 @@ static int cmp(const void* a, const void* b) {
   return x < y ? -1 : x > y;
 }
 
+static const char kUsage[] =
+    "usage: mpi-allreduce-bench [LOW[:HIGH]] [ITERATIONS]\n"
+    "MPI_Allreduce (float32 sum, in place) from LOW to HIGH bytes, doubling (default\n"
+    "8:64M, 20 iterations after 5 warm-up); sizes take K, M and G. Run under mpirun.\n";
+
 int main(int argc, char** argv) {
+  /* Before MPI_Init: help needs no MPI job. */
+  for (int i = 1; i < argc; ++i) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      fputs(kUsage, stdout);
+      return 0;
+    }
+  }
+  if ((argc > 1 && parse_bytes(argv[1]) == 0) || (argc > 2 && atoi(argv[2]) < 1) || argc > 3) {
+    fprintf(stderr, "mpi-allreduce-bench: bad arguments\n%s", kUsage);
+    return 2;
+  }
   MPI_Init(&argc, &argv);
   int rank, n;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -64,7 +65,16 @@ Outcome RunAlgorithm(const char* algo) {
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    const bool help = std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0;
+    std::fprintf(help ? stdout : stderr,
+                 "usage: hora-demo\n"
+                 "Runs %d ranks as threads of this process and checks each allreduce algorithm\n"
+                 "(ring, recursive_doubling, halving_doubling) against the expected average.\n",
+                 kRanks);
+    return help ? 0 : 2;
+  }
   std::printf(
       "Hora demo: %d ranks as threads, allreduce(average) of %zu float32 (%.0f MiB) per rank\n",
       kRanks, kCount, kCount * 4.0 / (1 << 20));

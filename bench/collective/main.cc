@@ -219,6 +219,12 @@ int Run(const Args& a) {
 }  // namespace hora::bench
 
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-h") == 0 || std::strcmp(argv[i], "--help") == 0) {
+      std::fputs(hora::bench::kUsage, stdout);
+      return 0;
+    }
+  }
   auto args = hora::bench::ParseArgs(argc, argv);
   if (!args.ok()) {
     std::fprintf(stderr, "hora-bench: %s\n%s", args.status().message().c_str(),

@@ -160,6 +160,13 @@ int DieAt(Session& s, int iteration, bool stall) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    std::printf(
+        "usage: hora-mp-worker [--die-at STEP | --stall-at STEP]\n"
+        "One rank of the collectives' multi-process test; run it under horarun (or mpirun).\n"
+        "--die-at STEP: a rank dies at STEP; --stall-at STEP: a rank stops submitting there.\n");
+    return 0;
+  }
   auto session = Session::Create({});
   if (!session.ok()) {
     std::fprintf(stderr, "FAIL Session::Create: %s\n", session.status().ToString().c_str());

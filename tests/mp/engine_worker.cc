@@ -34,6 +34,13 @@ int Fail(const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    std::printf(
+        "usage: hora-mp-engine-worker [--kill-after-step K]\n"
+        "One rank of the engine's multi-process test; run it under horarun (or mpirun).\n"
+        "--kill-after-step K: rank 0 kills itself with SIGKILL after step K.\n");
+    return 0;
+  }
   // --kill-after-step K: rank 0 SIGKILLs itself after step K (the timeline
   // test then parses what it wrote).
   int kill_after = -1;
