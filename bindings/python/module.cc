@@ -145,9 +145,9 @@ class PyHandle {
 };
 
 Reduction MakeReduction(int op, double prescale, double postscale) {
-  if (op < 0 || op > static_cast<int>(ReduceOp::kProduct)) {
+  if (op < 0 || op > static_cast<int>(ReduceOp::kAdasum)) {
     ThrowInvalid("unknown reduction op " + std::to_string(op) +
-                 " (Sum=0, Average=1, Min=2, Max=3, Product=4)");
+                 " (Sum=0, Average=1, Min=2, Max=3, Product=4, Adasum=5)");
   }
   return {static_cast<ReduceOp>(op), prescale, postscale};
 }
@@ -363,6 +363,7 @@ PYBIND11_MODULE(_core, m) {
   m.attr("Min") = static_cast<int>(ReduceOp::kMin);
   m.attr("Max") = static_cast<int>(ReduceOp::kMax);
   m.attr("Product") = static_cast<int>(ReduceOp::kProduct);
+  m.attr("Adasum") = static_cast<int>(ReduceOp::kAdasum);
 
   py::class_<OutputBuffer>(m, "OutputBuffer", py::buffer_protocol(),
                            "A collective's output as a writeable byte buffer (shares memory).")

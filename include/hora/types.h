@@ -75,12 +75,23 @@ enum class ReduceOp : uint8_t {
   kMin,
   kMax,
   kProduct,
+  // Adasum (Maleki et al., "Adaptive Summation of Gradients"): not
+  // element-wise. Two ranks' vectors a and b combine into
+  //   (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
+  // (a coefficient is 1 where its vector is zero), the dot
+  // products over the whole tensor in float64; ranks combine pairwise in
+  // log2(n) rounds, rank r with r ^ 2^k in round k, so the result is the
+  // binary tree of those combinations over ranks 0..n-1, bitwise identical
+  // on every rank. Floating types only; n must be a power of two (as
+  // Horovod's CPU Adasum). Scale factors apply before and after.
+  kAdasum,
 };
 
+// The element-wise ops (every op but kAdasum).
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                              ReduceOp::kMax, ReduceOp::kProduct};
 
-// "sum", "average", "min", "max", "product".
+// "sum", "average", "min", "max", "product", "adasum".
 const char* ReduceOpName(ReduceOp op);
 std::optional<ReduceOp> ParseReduceOp(std::string_view name);
 

@@ -12,6 +12,15 @@
 namespace hora {
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& red) {
+  if (red.op == ReduceOp::kAdasum) {
+    if (std::string_view(op) != "allreduce") {
+      return InvalidArgument(impl.Where(op) + ": Adasum is an allreduce op only");
+    }
+    if (!IsFloatingPoint(dtype)) {
+      return InvalidArgument(impl.Where(op) + ": Adasum is defined for floating types, not " +
+                             DataTypeName(dtype));
+    }
+  }
   if (dtype == DataType::kBool) {
     const std::string where = impl.Where(op);
     if (red.op == ReduceOp::kAverage) {

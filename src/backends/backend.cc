@@ -8,6 +8,12 @@ namespace hora {
 Status CollectiveBackend::AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
                                          const Reduction& reduction,
                                          std::vector<std::byte>& fusion) {
+  if (reduction.op == ReduceOp::kAdasum) {  // not element-wise: one tensor at a time
+    for (const AllreducePart& p : parts) {
+      HORA_RETURN_IF_ERROR(Allreduce({p.in, p.out, p.count, dtype, reduction}));
+    }
+    return Status::Ok();
+  }
   const size_t esize = DataTypeSize(dtype);
   size_t total = 0;
   for (const AllreducePart& p : parts) total += p.count;

@@ -42,6 +42,11 @@ Status AllreduceRing(Comm& comm, const AllreduceArgs& args);
 // for small messages. Non-powers of two fold the extra ranks in first.
 Status AllreduceRecursiveDoubling(Comm& comm, const AllreduceArgs& args);
 
+// Adasum (ReduceOp::kAdasum): log2(n) pairwise exchanges of the whole
+// message, each pair combined by Adasum's formula. n must be a power of two
+// and the dtype floating (errors otherwise); the reduction's op is ignored.
+Status AllreduceAdasum(Comm& comm, const AllreduceArgs& args);
+
 // Recursive halving-doubling (Rabenseifner): reduce-scatter by recursive
 // halving, allgather by recursive doubling. 2 log2(n) steps, bandwidth-optimal.
 Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args);

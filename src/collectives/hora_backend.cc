@@ -15,6 +15,7 @@ class HoraBackend final : public CollectiveBackend {
   const char* name() const override { return "hora"; }
 
   Status Allreduce(const AllreduceArgs& args) override {
+    if (args.reduction.op == ReduceOp::kAdasum) return AllreduceAdasum(comm_, args);
     switch (Choose(args.count * DataTypeSize(args.dtype))) {
       case AllreduceAlgorithm::kSharedMemory:
         return AllreduceShared(comm_, args);
@@ -33,7 +34,8 @@ class HoraBackend final : public CollectiveBackend {
                         const Reduction& reduction, std::vector<std::byte>& fusion) override {
     size_t count = 0;
     for (const AllreducePart& p : parts) count += p.count;
-    if (Choose(count * DataTypeSize(dtype)) == AllreduceAlgorithm::kSharedMemory) {
+    if (reduction.op != ReduceOp::kAdasum &&
+        Choose(count * DataTypeSize(dtype)) == AllreduceAlgorithm::kSharedMemory) {
       return AllreducePartsShared(comm_, parts, dtype, reduction);
     }
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);

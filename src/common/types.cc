@@ -27,7 +27,7 @@ const TypeInfo& Info(DataType t) {
   return kTypes[i];
 }
 
-constexpr const char* kOpNames[] = {"sum", "average", "min", "max", "product"};
+constexpr const char* kOpNames[] = {"sum", "average", "min", "max", "product", "adasum"};
 
 }  // namespace
 
@@ -60,6 +60,7 @@ std::optional<ReduceOp> ParseReduceOp(std::string_view name) {
   }
   if (name == "avg" || name == "mean") return ReduceOp::kAverage;
   if (name == "prod") return ReduceOp::kProduct;
+  if (name == "adasum") return ReduceOp::kAdasum;
   return std::nullopt;
 }
 

@@ -35,7 +35,10 @@ bool Engine::PlanCarried(const uint64_t* ready, size_t words, CarriedAllreduce* 
     if (!m->group.empty() && groups[m->group] < m->group_size) return false;
   }
   const RequestMeta& m = *metas.front();
-  if (m.op != OpType::kAllreduce || m.device != DeviceType::kCPU) return false;
+  if (m.op != OpType::kAllreduce || m.device != DeviceType::kCPU ||
+      m.reduction.op == ReduceOp::kAdasum) {
+    return false;
+  }
   const auto plan =
       PlanBatches(metas, config_.fusion_threshold_bytes, config_.disable_group_fusion != "1");
   if (plan.size() != 1) return false;

@@ -101,7 +101,7 @@ bool GetMeta(Reader& r, RequestMeta* m) {
     return false;
   }
   if (op >= kOpTypeCount || dtype > static_cast<uint8_t>(DataType::kBool) ||
-      rop > static_cast<uint8_t>(ReduceOp::kProduct) ||
+      rop > static_cast<uint8_t>(ReduceOp::kAdasum) ||
       device > static_cast<uint8_t>(DeviceType::kCUDA) || ndim > kMaxDims ||
       ndim * sizeof(int64_t) > r.left()) {
     return false;

@@ -55,8 +55,6 @@ def test_local_argument_errors():
         hvd.allreduce(torch.ones(2, dtype=torch.complex64))
     with pytest.raises(hvd.InvalidArgumentError, match="sparse"):
         hvd.allreduce(torch.ones(2, 2).to_sparse())
-    with pytest.raises(NotImplementedError, match="Adasum"):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum)
     with pytest.raises(ValueError):
         hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
     with pytest.raises(ValueError, match="not registered"):

@@ -209,8 +209,8 @@ def test_misuse_is_reported():
     with pytest.raises(ValueError, match="unique"):
         hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
                                  named_parameters=[("a", p) for p in dist.parameters()])
-    with pytest.raises(NotImplementedError):
-        hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="Average, Sum or Adasum"):
+        hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1), op=hvd.Min)
 
 
 def test_allreduces_start_during_backward():

@@ -27,10 +27,10 @@ Average = _core.Average
 Min = _core.Min
 Max = _core.Max
 Product = _core.Product
-# Horovod's Adasum: accepted as a name, refused when used (not implemented).
-Adasum = 100
+Adasum = _core.Adasum
 
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
+             Adasum: "Adasum"}
 
 _lock = threading.RLock()
 _session = None
@@ -147,7 +147,7 @@ def check_op(op, average=None):
     """Resolves Horovod's ``op``/``average`` pair into a _core op code.
 
     ``op=None`` means Average (Horovod's default); ``average`` is Horovod's
-    deprecated boolean. Adasum raises NotImplementedError.
+    deprecated boolean.
     """
     if average is not None:
         if op is not None:
@@ -155,11 +155,9 @@ def check_op(op, average=None):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotImplementedError("hora does not implement Adasum yet; use op=Average or op=Sum")
     if op not in _OP_NAMES:
         raise ValueError("unknown reduction op %r (use hvd.Sum, hvd.Average, hvd.Min, hvd.Max, "
-                         "hvd.Product)" % (op,))
+                         "hvd.Product, hvd.Adasum)" % (op,))
     return op
 
 

@@ -14,8 +14,9 @@ Where things are:
 
 * job: ``init, shutdown, is_initialized, rank, size, local_rank, local_size,
   cross_rank, cross_size`` (:mod:`hora.common.basics`);
-* ops: ``Average, Sum, Min, Max, Product`` (``Adasum`` exists and raises
-  NotImplementedError when used);
+* ops: ``Average, Sum, Min, Max, Product, Adasum`` (Adasum: allreduce of
+  floating tensors over a power-of-two number of ranks, and
+  ``DistributedOptimizer(op=Adasum)``);
 * collectives, async and in-place (:mod:`.reduce_ops`, :mod:`.collective_ops`),
   differentiable synchronous forms (:mod:`.autograd_ops`), ``poll`` and
   ``synchronize`` (:mod:`.handles`);
@@ -32,7 +33,6 @@ Where things are:
 Differences from Horovod, by design or not yet done:
 
 * only CPU tensors (this build has no GPU support);
-* Adasum is not implemented;
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;

@@ -18,7 +18,8 @@ Contract:
 * ``backward_passes_per_step=k``: gradients accumulate locally over k
   backward passes (summed, as torch accumulates them); the allreduce starts
   after the k-th. A (k+1)-th backward before ``step()`` raises AssertionError.
-* ``op``: Average (default) or Sum (Adasum: NotImplementedError).
+* ``op``: Average (default), Sum, or Adasum (:mod:`hora.torch.optimizer_adasum`:
+  the wrapped optimizer's local updates combined by Adasum, as Horovod's).
   ``gradient_predivide_factor=f`` (Average only): gradients are multiplied by
   1/f before the sum and by f/size() after it.
 * ``compression``: ``Compression.none``, ``.fp16`` or ``.bf16`` on the wire.
@@ -44,9 +45,11 @@ import torch
 
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
+from hora.common.exceptions import UnimplementedError
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
+from hora.torch.optimizer_adasum import _DistributedAdasumOptimizer
 
 
 def _split(items, n):
@@ -291,13 +294,21 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     groups and hyper-parameters; its state is not copied). See the module doc."""
     process_set_id(process_set)
     op = basics.check_op(op)
-    if op not in (basics.Average, basics.Sum):
-        raise ValueError("DistributedOptimizer supports op=Average or op=Sum, got %s"
+    if op not in (basics.Average, basics.Sum, basics.Adasum):
+        raise ValueError("DistributedOptimizer supports op=Average, Sum or Adasum, got %s"
                          % basics.op_name(op))
     if gradient_predivide_factor != 1.0 and op != basics.Average:
         raise ValueError("gradient_predivide_factor is supported only with op=Average")
     if backward_passes_per_step < 1:
         raise ValueError("backward_passes_per_step must be >= 1")
+    if op == basics.Adasum and basics.size() > 1:
+        if process_set is not None and process_set.ranks is not None:
+            raise UnimplementedError("DistributedOptimizer(op=Adasum) runs on the global process "
+                                     "set only (as Horovod's)")
+        cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+                   dict(_DistributedAdasumOptimizer.__dict__))
+        return cls(optimizer.param_groups, named_parameters, compression,
+                   backward_passes_per_step)
     if num_groups:
         if groups is not None:
             raise ValueError("give groups or num_groups (deprecated), not both")

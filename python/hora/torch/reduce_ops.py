@@ -6,9 +6,10 @@ The differentiable synchronous forms (``allreduce``, ``grouped_allreduce``,
 
 Common contract (Horovod's):
 
-* ``op`` is ``Average`` (the default when None), ``Sum``, ``Min``, ``Max`` or
-  ``Product``; ``average=`` is Horovod's deprecated boolean. ``Adasum``
-  raises NotImplementedError.
+* ``op`` is ``Average`` (the default when None), ``Sum``, ``Min``, ``Max``,
+  ``Product`` or ``Adasum`` (allreduce only; floating dtypes; a process set
+  whose size is a power of two, else NotImplementedError, as Horovod's CPU
+  Adasum); ``average=`` is Horovod's deprecated boolean.
 * ``prescale_factor`` multiplies each input before the reduction,
   ``postscale_factor`` the result (after the division of Average).
   Integer Average rounds toward zero.
@@ -27,16 +28,27 @@ Common contract (Horovod's):
 import torch
 
 from hora.common import basics
-from hora.common.exceptions import InvalidArgumentError
+from hora.common.exceptions import InvalidArgumentError, UnimplementedError
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
 
-def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid):
+def _check_adasum(op, process_set, what):
+    """Horovod's submission-time check: Adasum needs a power-of-two set size."""
+    if op != basics.Adasum:
+        return
+    n = (process_set or global_process_set).size()
+    if n & (n - 1):
+        raise UnimplementedError("%s: Adasum needs a power-of-two number of ranks; this process "
+                                 "set has %d" % (what, n))
+
+
+def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid, ps):
     """Submits one allreduce (or one group); returns a Handle whose result is
     the output tensor (or the list of them)."""
     kind = "grouped allreduce" if grouped else "allreduce"
+    _check_adasum(op, ps, tu.describe(kind, name))
     s = basics.session()
     wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, tu.describe(kind, name))
     if grouped:
@@ -65,7 +77,8 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "allreduce", name)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False, sid)
+    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False, sid,
+                      process_set)
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -75,7 +88,8 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "allreduce", name, inplace=True)
-    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False, sid)
+    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False, sid,
+                      process_set)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -102,7 +116,8 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     tensors = [tu.check_tensor(t, "grouped allreduce", name)
                for t in check_list(tensors, "grouped_allreduce")]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
-    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid)
+    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid,
+                      process_set)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -113,7 +128,8 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
                for t in check_list(tensors, "grouped_allreduce_")]
-    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid)
+    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid,
+                      process_set)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,

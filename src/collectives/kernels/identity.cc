@@ -15,6 +15,7 @@ Kind KindOf(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:  // Adasum(a, 0) = a
       return Kind::kZero;
     case ReduceOp::kProduct:
       return Kind::kOne;

@@ -151,9 +151,10 @@ HORA_KERNEL_INLINE void Reduce3Op(ReduceOp op, void* dst, const void* a, const v
     case ReduceOp::kProduct:
       return Reduce3Typed<kIsa, Codec, ProductOp>(dst, a, b, n);
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:
       break;
   }
-  assert(false && "Reduce: kAverage reduces as kSum and divides in Finalize");
+  assert(false && "Reduce: kAverage reduces as kSum; kAdasum is not element-wise (adasum.h)");
 }
 
 template <Isa kIsa>

@@ -166,6 +166,11 @@ class MpiBackend final : public CollectiveBackend {
 
   Status Allreduce(const AllreduceArgs& args) override {
     HORA_RETURN_IF_ERROR(Usable("allreduce"));
+    if (args.reduction.op == ReduceOp::kAdasum) {
+      return UnimplementedError(
+          "allreduce: MPI has no Adasum; it runs on the hora backend "
+          "(HORA_BACKEND=hora, also over HORA_TRANSPORT=mpi)");
+    }
     AllreducePrologue(args);  // out = in * prescale
     const MPI_Datatype type = lib_.Datatype(args.dtype);
     const MPI_Op op = lib_.Op(args.dtype, ReducingOp(args.reduction.op));
