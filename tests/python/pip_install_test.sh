@@ -1,32 +1,50 @@
 #!/bin/bash
 # Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #
-# `pip install --no-build-isolation` of the source tree with no network
-# (--no-index), into a scratch target, then a 2-rank allreduce and allgather
-# that import hora from there alone (not from build/python). The extension is
-# built in the configured tree given (HORA_CMAKE_BUILD_DIR), so the test
-# checks the packaging (pyproject.toml, setup.py, package list, MPI plugins
-# beside _core) without a second build of the core.
+# The install a user makes (README, docs/guide/install.md): a wheel built
+# once with `pip wheel --no-build-isolation`, installed with no network into
+# a fresh virtual environment (--system-site-packages: Debian's torch), then
+#   - `horarun` on the venv's PATH (the console script) and `python -m hora.run`
+#     run a 2-rank allreduce and allgather that import hora from the venv;
+#   - the C++ trainer of examples/cpp built against the installed package with
+#     find_package(Hora) (found through the venv's bin/ on PATH, no hints) and
+#     with pkg-config, run under the installed horarun;
+#   - HORA_TRANSPORT=mpi under plain mpirun finds its MPI plugin beside the
+#     installed libhora.so (no HORA_MPI_PLUGIN).
+# The wheel's C++ is built in the configured tree given (HORA_CMAKE_BUILD_DIR),
+# so the test checks the packaging without a second build of the core.
 #
-#   pip_install_test.sh SOURCE_DIR BUILD_DIR PYTHON HORARUN
+#   pip_install_test.sh SOURCE_DIR BUILD_DIR PYTHON
 set -euo pipefail
-src=$1 build=$2 python=$3 horarun=$4
+src=$1 build=$2 python=$3
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
-# pip builds in a copy of the package sources, so that the tree gets no
-# build/ or egg-info; with HORA_CMAKE_BUILD_DIR setup.py builds the extension
-# target in that configured tree and does not configure from the copy.
-mkdir "$scratch/src-tree"
-cp -r "$src/python" "$src/setup.py" "$src/pyproject.toml" "$scratch/src-tree/"
-PIP_ROOT_USER_ACTION=ignore HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip install --no-build-isolation --no-deps --no-index \
-  --quiet --target "$scratch/site" "$scratch/src-tree"
+fail() { echo "FAIL: $*"; exit 1; }
 
-ls "$scratch/site/hora/" | grep -q '^_core.*\.so$' || { echo "FAIL: no hora/_core*.so installed"; exit 1; }
-[[ -f "$scratch/site/hora/torch/__init__.py" || -f "$scratch/site/hora/torch.py" ]] ||
-  { echo "FAIL: hora.torch not installed"; ls -R "$scratch/site/hora"; exit 1; }
-if ls "$build/python/hora/" | grep -q '^libhora-mpi-'; then
-  ls "$scratch/site/hora/" | grep -q '^libhora-mpi-' ||
-    { echo "FAIL: the MPI plugins were not installed beside _core"; exit 1; }
+# pip builds in a copy of the sources, so that the tree gets no build/ or
+# egg-info; with HORA_CMAKE_BUILD_DIR setup.py builds and installs from that
+# configured tree and does not configure from the copy.
+mkdir "$scratch/src-tree"
+cp -r "$src/python" "$src/setup.py" "$src/pyproject.toml" "$src/LICENSE" "$scratch/src-tree/"
+PIP_ROOT_USER_ACTION=ignore HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip wheel --quiet \
+  --no-build-isolation --no-deps --no-index -w "$scratch/dist" "$scratch/src-tree"
+wheel=$(ls "$scratch"/dist/hora-*.whl)
+echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
+
+"$python" -m venv --system-site-packages "$scratch/venv"
+venv=$scratch/venv
+start=$(date +%s%N)
+PIP_ROOT_USER_ACTION=ignore "$venv/bin/pip" install --quiet --no-index --no-deps "$wheel"
+echo "pip install of the wheel: $(( ($(date +%s%N) - start) / 1000000 )) ms"
+
+[[ -x "$venv/bin/horarun" ]] || fail "no horarun in the venv's bin/"
+for f in include/hora/hora.h lib/libhora.so lib/cmake/Hora/HoraConfig.cmake lib/pkgconfig/hora.pc; do
+  [[ -f "$venv/$f" ]] || fail "$f not installed"
+done
+if ls "$build/lib/" | grep -q '^libhora-mpi-'; then
+  ls "$venv/lib/" | grep -q '^libhora-mpi-' || fail "the MPI plugins are not beside libhora.so"
+  ls "$venv"/lib/python3*/site-packages/hora/ | grep -q '^libhora-mpi-' ||
+    fail "the MPI plugins are not beside hora/_core"
 fi
 
 cat > "$scratch/check.py" <<'PY'
@@ -34,8 +52,7 @@ import sys
 import hora
 import hora.torch as hvd
 import torch
-site = sys.argv[1]
-assert hora.__file__.startswith(site), "hora imported from %s, not %s" % (hora.__file__, site)
+assert hora.__file__.startswith(sys.argv[1]), "hora imported from %s, not %s" % (hora.__file__, sys.argv[1])
 hvd.init()
 r, n = hvd.rank(), hvd.size()
 x = torch.arange(5, dtype=torch.float32) + 10 * r
@@ -47,6 +64,33 @@ assert g.shape == (sum(q + 1 for q in range(n)), 2), g.shape
 hvd.shutdown()
 print("rank %d: installed package OK" % r)
 PY
-PYTHONPATH="$scratch/site" OMP_NUM_THREADS=1 "$horarun" -np 2 --timeout 60 \
-  "$python" "$scratch/check.py" "$scratch/site"
-echo "PASS: pip install --no-build-isolation --no-index, then np 2 from the installed package"
+cd "$scratch"
+# A user's shell after `source venv/bin/activate`: the venv's bin/ first.
+export PATH="$venv/bin:$PATH" OMP_NUM_THREADS=1
+unset PYTHONPATH
+out=$(horarun -np 2 --timeout 60 python "$scratch/check.py" "$venv")
+[[ $(grep -c "installed package OK" <<<"$out") == 2 ]] || fail "horarun (console script): $out"
+out=$(python -m hora.run -np 2 --timeout 60 python "$scratch/check.py" "$venv")
+[[ $(grep -c "installed package OK" <<<"$out") == 2 ]] || fail "python -m hora.run: $out"
+
+cmake -S "$src/examples/cpp" -B "$scratch/trainer" -G Ninja > "$scratch/cmake.log" 2>&1 ||
+  { cat "$scratch/cmake.log"; fail "find_package(Hora)"; }
+cmake --build "$scratch/trainer" > "$scratch/build.log" 2>&1 ||
+  { cat "$scratch/build.log"; fail "building examples/cpp against the installed package"; }
+out=$(horarun -np 2 --timeout 60 "$scratch/trainer/trainer")
+grep -q "(ok)" <<<"$out" || fail "C++ trainer (find_package): $out"
+
+export PKG_CONFIG_PATH="$venv/lib/pkgconfig"
+# shellcheck disable=SC2046
+g++ $(pkg-config --cflags hora) "$src/examples/cpp/trainer.cc" -o "$scratch/trainer-pc" \
+  $(pkg-config --libs hora) || fail "building with pkg-config hora"
+out=$(horarun -np 3 --timeout 60 "$scratch/trainer-pc")
+grep -q "(ok)" <<<"$out" || fail "C++ trainer (pkg-config): $out"
+
+if command -v mpirun.openmpi > /dev/null && ls "$venv/lib/" | grep -q '^libhora-mpi-openmpi'; then
+  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 120 \
+    mpirun.openmpi -np 2 --oversubscribe -x HORA_TRANSPORT=mpi "$scratch/trainer/trainer" 2>&1) ||
+    fail "HORA_TRANSPORT=mpi under mpirun: $out"
+  grep -q "(ok)" <<<"$out" || fail "HORA_TRANSPORT=mpi under mpirun: $out"
+fi
+echo "PASS: wheel, venv install, horarun, python -m hora.run, find_package(Hora), pkg-config, MPI plugin"
