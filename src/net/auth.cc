@@ -134,4 +134,19 @@ Status AuthenticateAsClient(int fd, std::string_view secret, TimePoint deadline)
   return Status::Ok();
 }
 
+Result<std::string> RandomHex(size_t bytes) {
+  std::vector<unsigned char> buf(bytes);
+  if (!buf.empty() && RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1) {
+    return InternalError("cannot get random bytes (RAND_bytes failed)");
+  }
+  static const char* kHex = "0123456789abcdef";
+  std::string s;
+  s.reserve(2 * bytes);
+  for (unsigned char b : buf) {
+    s += kHex[b >> 4];
+    s += kHex[b & 15];
+  }
+  return s;
+}
+
 }  // namespace hora::net

@@ -38,6 +38,10 @@ inline constexpr size_t kAuthHelloBytes = 4 + 2 + kAuthNonceBytes;
 inline constexpr size_t kAuthResponseBytes = 4 + 2 + kAuthNonceBytes + kAuthMacBytes;
 inline constexpr size_t kAuthProofBytes = kAuthMacBytes;
 
+// `bytes` random bytes (RAND_bytes) as 2 * bytes lowercase hex digits: a
+// job secret (32 bytes), or an id unlikely to repeat.
+Result<std::string> RandomHex(size_t bytes);
+
 // Runs the server side on the connected socket `fd` (blocking or not), bounded
 // by `deadline`. Error: Unavailable "authentication failed" (whatever the cause,
 // including a timeout or a closed connection), or InvalidArgument for an

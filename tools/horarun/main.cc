@@ -2,7 +2,6 @@
 //
 // horarun: starts a Hora job. See options.h for the command line and job.h
 // for how ranks are started, watched and stopped.
-#include <openssl/rand.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "environment.h"
 #include "job.h"
 #include "mpi_launch.h"
+#include "net/auth.h"
 #include "options.h"
 #include "output_files.h"
 #include "program_check.h"
@@ -31,19 +31,14 @@
 
 namespace {
 
+// Random hex digits for the job secret and id (net/auth.h); exits on failure.
 std::string RandomHex(size_t bytes) {
-  std::vector<unsigned char> buf(bytes);
-  if (RAND_bytes(buf.data(), static_cast<int>(buf.size())) != 1) {
+  auto hex = hora::net::RandomHex(bytes);
+  if (!hex.ok()) {
     std::fprintf(stderr, "horarun: cannot get random bytes for the job secret\n");
     std::exit(1);
   }
-  static const char* kHex = "0123456789abcdef";
-  std::string s;
-  for (unsigned char b : buf) {
-    s += kHex[b >> 4];
-    s += kHex[b & 15];
-  }
-  return s;
+  return *hex;
 }
 
 }  // namespace
