@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <utility>
 #include <vector>
 
 namespace hora {
@@ -32,11 +33,18 @@ std::string MpiFlavourFromEnv(const std::map<std::string, std::string>& env) {
   if (env.count("OMPI_COMM_WORLD_SIZE")) return "openmpi";
   if (env.count("PMI_SIZE") || env.count("PMI_RANK") || env.count("MPI_LOCALNRANKS"))
     return "mpich";
+  // PMIx without OpenMPI's variables: srun --mpi=pmix, whose usual client
+  // is OpenMPI.
+  if (env.count("PMIX_RANK")) return "openmpi";
   return "";
 }
 
-Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
-                                  const std::map<std::string, std::string>& env) {
+namespace {
+
+// dlopens the plugin for this job (the same handle on every call) and
+// returns it with its path.
+Result<std::pair<void*, std::string>> OpenPlugin(const Config& config,
+                                                 const std::map<std::string, std::string>& env) {
   std::vector<std::string> candidates;
   if (!config.mpi_plugin.empty()) {
     candidates.push_back(config.mpi_plugin);
@@ -67,17 +75,41 @@ Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
       return UnavailableError("cannot load the MPI plugin " + path + ": " +
                               (why ? why : "unknown error"));
     }
-    auto open = reinterpret_cast<MpiPluginOpenFn>(dlsym(handle, kMpiPluginOpenSymbol));
-    if (open == nullptr) {
-      return UnavailableError(path + " is not a Hora MPI plugin (no " + kMpiPluginOpenSymbol + ")");
-    }
-    std::string error;
-    MpiLibrary* library = open(kMpiPluginAbiVersion, &error);
-    if (library == nullptr) return UnavailableError(path + ": " + error);
-    return library;
+    return std::make_pair(handle, path);
   }
   return UnavailableError("no Hora MPI plugin found: tried " + tried +
                           " (was Hora built with this MPI installed? set HORA_MPI_PLUGIN)");
+}
+
+}  // namespace
+
+Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
+                                  const std::map<std::string, std::string>& env) {
+  HORA_ASSIGN_OR_RETURN(auto plugin, OpenPlugin(config, env));
+  const auto& [handle, path] = plugin;
+  auto open = reinterpret_cast<MpiPluginOpenFn>(dlsym(handle, kMpiPluginOpenSymbol));
+  if (open == nullptr) {
+    return UnavailableError(path + " is not a Hora MPI plugin (no " + kMpiPluginOpenSymbol + ")");
+  }
+  std::string error;
+  MpiLibrary* library = open(kMpiPluginAbiVersion, &error);
+  if (library == nullptr) return UnavailableError(path + ": " + error);
+  return library;
+}
+
+Result<MpiBootstrap*> LoadMpiBootstrap(const Config& config,
+                                       const std::map<std::string, std::string>& env) {
+  HORA_ASSIGN_OR_RETURN(auto plugin, OpenPlugin(config, env));
+  const auto& [handle, path] = plugin;
+  auto open = reinterpret_cast<MpiBootstrapOpenFn>(dlsym(handle, kMpiBootstrapSymbol));
+  if (open == nullptr) {
+    return UnavailableError(path + " predates the MPI bootstrap (no " + kMpiBootstrapSymbol +
+                            "): rebuild Hora's MPI plugin");
+  }
+  std::string error;
+  MpiBootstrap* bootstrap = open(kMpiBootstrapVersion, &error);
+  if (bootstrap == nullptr) return UnavailableError(path + ": " + error);
+  return bootstrap;
 }
 
 }  // namespace hora

@@ -4,7 +4,7 @@
 //
 // Which one: HORA_MPI_PLUGIN when set (a path); otherwise the flavour of the
 // launcher that started the process -- OpenMPI's mpirun sets
-// OMPI_COMM_WORLD_*, MPICH's Hydra sets PMI_* -- picks
+// OMPI_COMM_WORLD_*, MPICH's Hydra sets PMI_*, srun --mpi=pmix PMIX_* -- picks
 // libhora-mpi-openmpi.so or libhora-mpi-mpich.so, looked for in the
 // directory of the binary (or library) holding Hora's code, then in ../lib
 // from there. A job not started by an MPI launcher, or a plugin that was not
@@ -25,5 +25,11 @@ std::string MpiFlavourFromEnv(const std::map<std::string, std::string>& env);
 // Loads the plugin (once per process; later calls return the same library).
 Result<MpiLibrary*> LoadMpiPlugin(const Config& config,
                                   const std::map<std::string, std::string>& env);
+
+// The same plugin's MpiBootstrap: loads the plugin but starts nothing (MPI
+// is initialised by MpiBootstrap::Open). An error when no plugin is found,
+// or when it was built before the bootstrap existed.
+Result<MpiBootstrap*> LoadMpiBootstrap(const Config& config,
+                                       const std::map<std::string, std::string>& env);
 
 }  // namespace hora

@@ -18,6 +18,8 @@ TEST(MpiLoader, FlavourFromLauncherVariables) {
   EXPECT_EQ(MpiFlavourFromEnv({{"OMPI_COMM_WORLD_SIZE", "4"}}), "openmpi");
   EXPECT_EQ(MpiFlavourFromEnv({{"PMI_SIZE", "4"}, {"PMI_RANK", "1"}}), "mpich");
   EXPECT_EQ(MpiFlavourFromEnv({{"RANK", "1"}, {"WORLD_SIZE", "2"}}), "");
+  EXPECT_EQ(MpiFlavourFromEnv({{"PMIX_RANK", "1"}}), "openmpi");  // srun --mpi=pmix
+  EXPECT_EQ(MpiFlavourFromEnv({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}), "");
 }
 
 TEST(MpiLoader, NoMpiLauncherIsAClearError) {
@@ -44,6 +46,19 @@ TEST(MpiLoader, NotAPluginIsRefused) {
   ASSERT_FALSE(lib.ok());
   EXPECT_NE(lib.status().message().find("is not a Hora MPI plugin"), std::string::npos)
       << lib.status().message();
+}
+
+TEST(MpiLoader, BootstrapOfAPluginWithoutItIsNamed) {
+  // A library with neither entry point stands for a plugin built before
+  // the bootstrap's: the loader says so, and calls nothing.
+  Config c = DefaultConfig();
+  c.mpi_plugin = "/lib/x86_64-linux-gnu/libm.so.6";
+  auto bootstrap = LoadMpiBootstrap(c, {});
+  ASSERT_FALSE(bootstrap.ok());
+  EXPECT_NE(bootstrap.status().message().find(
+                "predates the MPI bootstrap (no hora_mpi_plugin_bootstrap): rebuild"),
+            std::string::npos)
+      << bootstrap.status().message();
 }
 
 TEST(MpiLoader, MpiBackendNeedsProcesses) {

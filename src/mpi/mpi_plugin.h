@@ -28,7 +28,9 @@
 
 namespace hora {
 
-// Bumped whenever this header changes; the loader refuses other versions.
+// Bumped whenever MpiLibrary or its entry point changes; the loader refuses
+// other versions. (Additions go in new entry points, such as MpiBootstrap
+// below, so that a plugin and a core of different ages still agree on this.)
 inline constexpr int kMpiPluginAbiVersion = 3;
 
 class MpiLibrary {
@@ -57,5 +59,39 @@ class MpiLibrary {
 // with `*error` set.
 using MpiPluginOpenFn = MpiLibrary* (*)(int abi_version, std::string* error);
 inline constexpr const char* kMpiPluginOpenSymbol = "hora_mpi_plugin_open";
+
+// What a job that does not otherwise use MPI needs from it to start under
+// an MPI launcher (mpirun, srun with PMI): rank 0's rendezvous address and
+// job secret, sent to every rank (process_wiring.h). Added after
+// MpiLibrary, as its own entry point: a plugin built before it lacks the
+// symbol, and the loader says so instead of calling past its vtable.
+class MpiBootstrap {
+ public:
+  virtual ~MpiBootstrap() = default;
+  // Initialises MPI unless the program did (as MpiLibrary's entry point
+  // does) and returns the process's MpiLibrary. MPI_Init waits for every
+  // rank of the launcher's job, so it runs in a thread of its own and this
+  // waits for it at most `timeout` (zero: no limit): a TimeoutError when
+  // it passes, after which MPI stays unusable in this process (a later call
+  // waits for the same initialisation again).
+  virtual Result<MpiLibrary*> Open(Duration timeout) = 0;
+  // Sends `*bytes` (at most kMpiBootstrapMaxBytes) from `root` to every
+  // rank of MPI_COMM_WORLD, into `*bytes` on the others: MPI_Comm_idup and
+  // MPI_Ibcast, each tested until done or `timeout` (zero: no limit) has
+  // passed, a TimeoutError. Call after Open(), on every rank.
+  virtual Status Broadcast(std::string* bytes, int root, Duration timeout) = 0;
+  // The thread level MPI provided (after Open): true for
+  // MPI_THREAD_MULTIPLE.
+  virtual bool thread_multiple() const = 0;
+};
+
+inline constexpr size_t kMpiBootstrapMaxBytes = 1024;
+// Version of MpiBootstrap, the argument of its entry point (the plugin
+// refuses others).
+inline constexpr int kMpiBootstrapVersion = 1;
+// The plugin's second exported symbol: returns the process's MpiBootstrap
+// (the same object on every call; never freed), or null with `*error` set.
+using MpiBootstrapOpenFn = MpiBootstrap* (*)(int version, std::string* error);
+inline constexpr const char* kMpiBootstrapSymbol = "hora_mpi_plugin_bootstrap";
 
 }  // namespace hora
