@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/rendezvous.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -99,6 +100,13 @@ Result<int64_t> AgreeOnSession(Store& store, const std::string& job, int rank, D
   return n;
 }
 
+// Every transport connects only once every rank has reached the store, so
+// no rank needs the secret file any more.
+ProcessWiring Connected(ProcessWiring w) {
+  if (w.secret_file) w.secret_file->Remove();
+  return w;
+}
+
 }  // namespace
 
 Result<ProcessWiring> ConnectProcess(const Config& config,
@@ -111,43 +119,13 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   const Duration spin = SecondsToDuration(config.wait_spin_us * 1e-6);
   const Duration peer_timeout = SecondsToDuration(config.peer_timeout_s);
 
-  std::string store_addr = config.store_addr;
-  if (store_addr.empty() && env.count("MASTER_ADDR") && env.count("MASTER_PORT")) {
-    // torchrun: MASTER_PORT is torch's own store; Hora serves one port above.
-    const std::string& master_port = env.at("MASTER_PORT");
-    char* end = nullptr;
-    const long port = std::strtol(master_port.c_str(), &end, 10);
-    if (master_port.empty() || master_port[0] < '0' || master_port[0] > '9' || *end != '\0' ||
-        port < 1 || port > 65534) {
-      return InvalidArgument("MASTER_PORT='" + master_port +
-                             "' is not a port below 65535 (Hora's store listens one port above "
-                             "it); or set HORA_STORE_ADDR=host:port");
-    }
-    const std::string& host = env.at("MASTER_ADDR");
-    const bool bare_v6 = host.find(':') != std::string::npos && host.front() != '[';
-    store_addr = (bare_v6 ? "[" + host + "]" : host) + ":" + std::to_string(port + 1);
-  }
-  if (l.size > 1 && store_addr.empty()) {
-    return InvalidArgument(
-        "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) + " (layout from " +
-        l.source +
-        "): no rendezvous address; run under horarun, or set HORA_STORE_ADDR=host:port "
-        "(rank 0 serves it)");
-  }
-  if (l.size > 1 && config.secret.empty()) {
-    return InvalidArgument(
-        "HORA_SECRET is not set: every rank needs the same job secret "
-        "(horarun sets it; under " +
-        l.source + " export HORA_SECRET=<random string>)");
-  }
-  HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(store_addr));
-  const bool rank0_serves =
-      config.store_server.empty() ? l.source != "horarun" : config.store_server == "rank0";
-  if (rank0_serves && l.rank == 0) {
-    HORA_ASSIGN_OR_RETURN(w.server, TcpStoreServer::Start("", hp.port, config.secret, logger));
-  }
-  HORA_ASSIGN_OR_RETURN(auto client, TcpStoreClient::Connect(hp, config.secret, timeout));
-  w.store = std::move(client);
+  HORA_ASSIGN_OR_RETURN(Rendezvous rv, JoinRendezvous(config, env, l, logger));
+  w.server = std::move(rv.server);
+  w.store = std::move(rv.store);
+  w.secret_file = std::move(rv.secret_file);
+  w.mpi = rv.mpi;
+  const std::string& store_addr = rv.store_addr;
+  const std::string& secret = rv.secret;
 
   // Shared-memory segment names need a job id unique on this host:
   // horarun's, or one derived from the rendezvous address.
@@ -176,13 +154,13 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     HORA_ASSIGN_OR_RETURN(w.transport,
                           CreateShmTransport(l.rank, l.size, *w.store, id,
                                              ShmOptions{timeout, spin, peer_timeout, {}}));
-    return w;
+    return Connected(std::move(w));
   }
   TcpMeshOptions mesh;
   mesh.rank = l.rank;
   mesh.size = l.size;
   mesh.key_prefix = "hora/" + id + "/tcp";
-  mesh.secret = config.secret;
+  mesh.secret = secret;
   mesh.iface = config.iface;
   mesh.timeout = timeout;
   mesh.wait_spin = spin;
@@ -192,14 +170,14 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
   if (transport == "tcp") {
     w.transport = std::move(tcp);
-    return w;
+    return Connected(std::move(w));
   }
   // Shared memory among the ranks on this host, TCP to the others.
   std::string host;
   HORA_RETURN_IF_ERROR(PublishHost(*w.store, id, l, env, &host));
   if (l.local_size == 1) {
     w.transport = std::move(tcp);
-    return w;
+    return Connected(std::move(w));
   }
   HORA_ASSIGN_OR_RETURN(std::vector<int> local, RanksOnThisHost(*w.store, id, l, host, timeout));
   const int local_rank =
@@ -210,7 +188,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                                            ShmOptions{timeout, spin, peer_timeout, local}));
   w.transport =
       CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
-  return w;
+  return Connected(std::move(w));
 }
 
 }  // namespace hora

@@ -2,9 +2,10 @@
 //
 // Connects a Session whose ranks are processes: finds the rank layout in the
 // launcher's environment, reaches the rendezvous store (horarun's, or one
-// that rank 0 serves at HORA_STORE_ADDR / MASTER_ADDR:MASTER_PORT under other
-// launchers), and builds the transport (HORA_TRANSPORT, or shared memory when
-// every rank is on this host and TCP otherwise).
+// that rank 0 serves under other launchers: see rendezvous.h for how each
+// launcher's ranks find it and the job secret), and builds the transport
+// (HORA_TRANSPORT, or shared memory when every rank is on this host and TCP
+// otherwise).
 #pragma once
 
 #include <map>
@@ -20,12 +21,18 @@
 namespace hora {
 
 class TcpStoreServer;
+class JobSecretFile;
+class MpiBootstrap;
 
 struct ProcessWiring {
   RankLayout layout;
   std::unique_ptr<TcpStoreServer> server;  // rank 0 under a foreign launcher
   std::shared_ptr<Store> store;
   std::unique_ptr<Transport> transport;
+  // Rank 0's secret file (srun, torchrun), removed once the transport is up.
+  std::unique_ptr<JobSecretFile> secret_file;
+  // Set when the rendezvous went through MPI (MPI is then initialised).
+  MpiBootstrap* mpi = nullptr;
   ~ProcessWiring();
   ProcessWiring();
   ProcessWiring(ProcessWiring&&) noexcept;

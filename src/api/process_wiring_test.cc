@@ -9,6 +9,8 @@
 #include <map>
 #include <string>
 
+#include "launch/slurm.h"
+
 namespace hora {
 namespace {
 
@@ -58,12 +60,68 @@ TEST(ProcessWiring, MissingAddressOrSecretIsNamed) {
   EXPECT_NE(no_addr.message().find("rank 1 of 2 (layout from torchrun): no rendezvous address"),
             std::string::npos)
       << no_addr.message();
+  // It lists what Hora starts by itself under.
+  for (const char* launcher : {"horarun", "mpirun (OpenMPI or MPICH", "srun", "torchrun",
+                               "HORA_STORE_ADDR=host:port", "HORA_SECRET"}) {
+    EXPECT_NE(no_addr.message().find(launcher), std::string::npos) << launcher;
+  }
   env.erase("HORA_SECRET");
   env["HORA_STORE_ADDR"] = "127.0.0.1:1";
   Status no_secret = Connect(env);
   ASSERT_FALSE(no_secret.ok());
   EXPECT_NE(no_secret.message().find("HORA_SECRET is not set"), std::string::npos)
       << no_secret.message();
+}
+
+// srun without MPI: the store is on the step's first host at the port
+// derived from the job and step, and the secret comes through the home.
+std::map<std::string, std::string> Slurm(int rank, const std::string& home) {
+  return {{"SLURM_PROCID", std::to_string(rank)},
+          {"SLURM_NTASKS", "2"},
+          {"SLURM_LOCALID", "0"},
+          {"SLURM_NTASKS_PER_NODE", "1"},
+          {"SLURM_NODEID", std::to_string(rank)},
+          {"SLURM_NNODES", "2"},
+          {"SLURM_JOB_ID", "777"},
+          {"SLURM_STEP_ID", "3"},
+          {"SLURM_STEP_NODELIST", "127.0.0.[1-2]"},
+          {"HOME", home}};
+}
+
+TEST(ProcessWiring, SlurmStoreIsOnTheStepsFirstHostAtTheDerivedPort) {
+  auto env = Slurm(1, "/nonexistent-home");
+  env["HORA_SECRET"] = "s";  // so that only the address is derived
+  Status s = Connect(env);
+  ASSERT_FALSE(s.ok());
+  const std::string want = "127.0.0.1:" + std::to_string(*SlurmStorePort("777", "3"));
+  EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("the first host of the Slurm step"), std::string::npos) << s.message();
+}
+
+TEST(ProcessWiring, SlurmRankWithoutRankZeroNamesTheSecretFileAndSharedHome) {
+  auto env = Slurm(1, "/tmp/hora-no-such-home");
+  const TimePoint start = Clock::now();
+  Status s = Connect(env);  // HORA_START_TIMEOUT_S=1
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.message();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  EXPECT_NE(s.message().find("waiting for rank 0's job secret within HORA_START_TIMEOUT_S=1 s"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("/tmp/hora-no-such-home/.hora/jobs/777.3-"), std::string::npos);
+  EXPECT_NE(s.message().find("which every host must share"), std::string::npos);
+}
+
+TEST(ProcessWiring, SlurmRankZeroMustBeOnTheFirstHost) {
+  auto env = Slurm(0, "/tmp");
+  env["SLURM_NODEID"] = "1";
+  env["SLURM_NTASKS_PER_NODE"] = "1";
+  env["HORA_SECRET"] = "s";
+  Status s = Connect(env);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("rank 0 runs on Slurm node 1, not on the step's first host"),
+            std::string::npos)
+      << s.message();
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "hora/hora.h"
+#include "launch/slurm.h"
 #include "support/reference.h"
 
 namespace {
@@ -190,12 +191,22 @@ int main(int argc, char** argv) {
         {"HORA_ALLREDUCE_ALGO", algo},
         {"HORA_JOB_ID",
          std::string(std::getenv("HORA_JOB_ID") ? std::getenv("HORA_JOB_ID") : "") + "-" + algo}};
-    // Under mpirun or torchrun each Session's rank 0 serves its own store: one
-    // port each (torchrun's first is MASTER_PORT + 1).
+    // Under mpirun, srun or torchrun each Session's rank 0 serves its own
+    // store: one port each (torchrun's first is MASTER_PORT + 1; plain
+    // mpirun's Sessions each pick one and send it by MPI).
     std::string addr = std::getenv("HORA_STORE_ADDR") ? std::getenv("HORA_STORE_ADDR") : "";
     if (addr.empty() && std::getenv("MASTER_ADDR") && std::getenv("MASTER_PORT")) {
       addr = std::string(std::getenv("MASTER_ADDR")) + ":" +
              std::to_string(std::atoi(std::getenv("MASTER_PORT")) + 1);
+    }
+    // srun: the step's first host at the port Hora derives for the step.
+    const char* job = std::getenv("SLURM_JOB_ID");
+    const char* step = std::getenv("SLURM_STEP_ID");
+    const char* nodes = std::getenv("SLURM_STEP_NODELIST");
+    if (addr.empty() && job && step && nodes && std::getenv("HORA_RANK") == nullptr) {
+      auto host = FirstSlurmHost(nodes);
+      auto port = SlurmStorePort(job, step);
+      if (host.ok() && port.ok()) addr = *host + ":" + std::to_string(*port);
     }
     if (!addr.empty() && std::getenv("HORA_RANK") == nullptr &&
         std::getenv("HORA_STORE_SERVER") == nullptr) {
