@@ -428,5 +428,11 @@ PYBIND11_MODULE(_core, m) {
            [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
       .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })
       .def("engine_counters", &Counters, set)
-      .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); });
+      .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); })
+      .def_property_readonly(
+          "mpi_enabled", [](PySession& s) { return s.Get().mpi_enabled(); },
+          "True when this job initialised or uses MPI (transport, backend or rendezvous).")
+      .def_property_readonly(
+          "mpi_threads_supported", [](PySession& s) { return s.Get().mpi_threads_supported(); },
+          "True when MPI provided MPI_THREAD_MULTIPLE.");
 }

@@ -215,6 +215,13 @@ class Session {
   // The effective configuration, one "NAME=value  # doc" line per setting.
   std::string DescribeConfig() const;
 
+  // Whether this job initialised or uses MPI: its transport or backend, or
+  // the rendezvous of a job started by an MPI launcher without horarun
+  // (Horovod's mpi_enabled). And whether MPI provided
+  // MPI_THREAD_MULTIPLE (Horovod's mpi_threads_supported); false without MPI.
+  bool mpi_enabled() const;
+  bool mpi_threads_supported() const;
+
   struct Impl;
 
  private:

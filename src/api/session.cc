@@ -86,9 +86,16 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       impl = std::make_unique<Impl>(std::move(config), std::move(wiring.store),
                                     std::move(wiring.transport), std::move(selector));
       impl->store_server = std::move(wiring.server);
+      impl->mpi = wiring.mpi;
     }
   }
   impl->layout = layout;
+  if (impl->mpi == nullptr && (impl->config.transport == "mpi" || impl->config.backend != "hora")) {
+    // The same plugin, for what MPI provided (the thread level).
+    if (auto mpi = LoadMpiBootstrap(impl->config, ReadWholeEnvironment()); mpi.ok()) {
+      impl->mpi = *mpi;
+    }
+  }
   if (impl->config.backend != "hora") {
     if (options.world) {
       return InvalidArgument("HORA_BACKEND=" + impl->config.backend +
@@ -137,6 +144,10 @@ int Session::local_size() const { return impl_->layout.local_size; }
 int Session::cross_rank() const { return impl_->layout.cross_rank; }
 int Session::cross_size() const { return impl_->layout.cross_size; }
 std::string Session::DescribeConfig() const { return FormatConfig(impl_->config); }
+bool Session::mpi_enabled() const { return impl_->mpi != nullptr; }
+bool Session::mpi_threads_supported() const {
+  return impl_->mpi != nullptr && impl_->mpi->thread_multiple();
+}
 
 Status Session::Allreduce(const TensorView& input, const TensorView& output,
                           const Reduction& reduction) {

@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "hora/session.h"
 #include "launch/rank_layout.h"
+#include "mpi/mpi_plugin.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
 #include "transport/transport.h"
@@ -55,6 +56,9 @@ struct Session::Impl {
   RankLayout layout;  // local and cross ranks (set once by Session::Create)
   Logger logger;
   std::unique_ptr<TcpStoreServer> store_server;  // rank 0 under a foreign launcher
+  // The MPI plugin, when this job uses MPI (its transport or backend, or
+  // the rendezvous under an MPI launcher); MPI is then initialised.
+  MpiBootstrap* mpi = nullptr;
   std::shared_ptr<Store> store;
   std::unique_ptr<Transport> transport;
   Comm comm;

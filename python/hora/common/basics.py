@@ -179,19 +179,21 @@ def _setting(name):
 
 
 def mpi_threads_supported():
-    """Whether MPI runs with threads (Hora asks MPI for MPI_THREAD_MULTIPLE).
+    """Whether MPI provided MPI_THREAD_MULTIPLE (Hora asks MPI for it).
 
     Raises ValueError when this job does not use MPI (as Horovod does)."""
     if not mpi_enabled():
-        raise ValueError("Hora's MPI is not enabled in this job: it runs over MPI with "
-                         "HORA_TRANSPORT=mpi or HORA_BACKEND=mpi (horarun --mpi, mpirun)")
-    return True
+        raise ValueError("Hora's MPI is not enabled in this job: it runs over MPI under an MPI "
+                         "launcher (mpirun) without horarun, or with HORA_TRANSPORT=mpi or "
+                         "HORA_BACKEND=mpi")
+    return bool(_session.mpi_threads_supported)
 
 
 def mpi_enabled():
-    """True while this job's Session runs over MPI (its transport or backend)."""
-    return _setting("HORA_TRANSPORT") == "mpi" or _setting("HORA_BACKEND") in ("mpi",
-                                                                              "mpi-blocking")
+    """True while this job's Session initialised or uses MPI: its transport or backend, or
+    the rendezvous of a job that mpirun started."""
+    s = _session
+    return s is not None and bool(s.mpi_enabled)
 
 
 def mpi_built():
