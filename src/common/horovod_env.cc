@@ -71,7 +71,11 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       continue;
     }
     const std::string translated = alias->translate(value);
-    if (hora.count(alias->hora) != 0) {
+    const auto set = hora.find(alias->hora);
+    if (set != hora.end() && !translated.empty() && set->second == translated) {
+      // Already translated (horarun does so before it starts the ranks).
+      out.notices.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+    } else if (set != hora.end()) {
       out.notices.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
     } else if (translated.empty()) {
       out.notices.push_back(name + "=" + value + " needs nothing in Hora");

@@ -43,6 +43,17 @@ TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
   EXPECT_EQ(config->log_level, LogLevel::kError);
 }
 
+TEST(HorovodEnv, ASettingHorarunTranslatedIsSaidTakenNotIgnored) {
+  // horarun translates HOROVOD_CYCLE_TIME before it starts the ranks, which
+  // then see both names with the same value.
+  const HorovodSettings h =
+      ReadHorovodSettings({{"HOROVOD_CYCLE_TIME", "2"}, {"HOROVOD_CACHE_CAPACITY", "64"}},
+                          {{"HORA_CYCLE_TIME_MS", "2"}, {"HORA_CACHE_CAPACITY", "16"}});
+  EXPECT_TRUE(h.hora.empty());
+  EXPECT_TRUE(Said(h, "HOROVOD_CYCLE_TIME=2 is taken as HORA_CYCLE_TIME_MS=2"));
+  EXPECT_TRUE(Said(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
+}
+
 TEST(HorovodEnv, StallCheckDisableTurnsTheReportOff) {
   const HorovodSettings h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "1"}}, {});
   EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");

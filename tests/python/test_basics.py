@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -101,6 +103,25 @@ def test_horovod_settings_are_honoured_and_named():
     assert "HOROVOD_CYCLE_TIME=7 is taken as HORA_CYCLE_TIME_MS=7" in res.stderr, res.stderr
     assert "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set" in res.stderr
     assert "HOROVOD_HIERARCHICAL_ALLREDUCE is ignored: Hora has no equivalent" in res.stderr
+
+
+def test_horovod_settings_through_horarun_are_said_taken():
+    # horarun translates HOROVOD_* settings for its ranks; rank 0 must say the
+    # setting was taken, not that it was ignored. (No collectives: rank 0 only.)
+    if hvd.rank() != 0:
+        return
+    from conftest import ROOT
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
+    env.update({"PYTHONPATH": os.path.join(ROOT, "build", "python"), "HOROVOD_CYCLE_TIME": "2"})
+    code = "import hora.torch as hvd; hvd.init(); print('cycle', hvd.rank())"
+    res = subprocess.run([os.path.join(ROOT, "build", "bin", "horarun"), "-np", "2",
+                          sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    out = res.stdout + res.stderr
+    assert res.returncode == 0, out
+    assert "HOROVOD_CYCLE_TIME=2 is taken as HORA_CYCLE_TIME_MS=2" in out, out
+    assert "ignored" not in out, out
 
 
 def test_horarun_exports_horovods_layout_variables():
