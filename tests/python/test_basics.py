@@ -37,7 +37,10 @@ def test_layout_matches_launcher_and_is_consistent():
 
 def test_init_is_idempotent_and_names_exist():
     hvd.init()
+    hvd.init(None, None)  # Horovod's positional order: comm, process_sets
     assert hvd.is_initialized()
+    import inspect
+    assert list(inspect.signature(hvd.init).parameters)[:2] == ["comm", "process_sets"]
     assert hvd.Average != hvd.Sum and len({hvd.Sum, hvd.Average, hvd.Min, hvd.Max,
                                            hvd.Product, hvd.Adasum}) == 6
     assert hvd.global_process_set.size() == hvd.size()

@@ -84,8 +84,14 @@ def test_broadcast_optimizer_state_into_empty_and_distributed():
     dopt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     hvd.broadcast_optimizer_state(opt, root_rank=0)
     hvd.broadcast_optimizer_state(dopt, root_rank=0)
-    n_states = hvd.allgather_object(len(opt.state_dict()["state"]))
-    assert len(set(n_states)) == 1 and n_states[0] > 0
+    # Every rank holds root's momentum buffers (non-zero: root took a real
+    # step), not the zeros of its own set-up step.
+    mine = [st["momentum_buffer"] for _, st in sorted(opt.state_dict()["state"].items())]
+    every = hvd.allgather_object(mine)
+    assert mine and all(float(b.abs().sum()) > 0 for b in every[0])
+    for other in every:
+        assert len(other) == len(every[0])
+        assert all(torch.equal(a, b) for a, b in zip(other, every[0]))
 
 
 def test_broadcast_object_and_allgather_object():

@@ -37,17 +37,17 @@ _session = None
 _atexit_registered = False
 
 
-def init(settings=None, comm=None, process_sets=None):
+def init(comm=None, process_sets=None, settings=None):
     """Initializes Hora for this process (idempotent while initialized).
 
-    Arguments:
-        settings: optional dict of ``HORA_*`` settings (name -> value); they are
-            layered over the environment (these win). Values are converted to str.
+    Arguments (Horovod's first two, in Horovod's order):
         comm: Horovod's MPI communicator or list of ranks. Only ``None`` (every
             rank of the job) is supported.
         process_sets: Horovod's process sets: a list of ``ProcessSet`` (or rank
             lists) to register now, on every rank alike, or ``"dynamic"``
             (accepted; sets can always be added later with ``add_process_set``).
+        settings: optional dict of ``HORA_*`` settings (name -> value); they are
+            layered over the environment (these win). Values are converted to str.
     """
     global _session, _atexit_registered
     if comm is not None:
