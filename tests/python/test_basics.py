@@ -45,7 +45,7 @@ def test_init_is_idempotent_and_names_exist():
                                            hvd.Product, hvd.Adasum}) == 6
     assert hvd.global_process_set.size() == hvd.size()
     assert hvd.global_process_set.rank() == hvd.rank()
-    assert not hvd.cuda_built() and not hvd.nccl_built()
+    assert not hvd.cuda_built() and hvd.nccl_built() == 0 and type(hvd.nccl_built()) is int
     # This build has MPI plugins (OpenMPI and MPICH were found); the job runs
     # on Hora's own transports, not MPI (tests/python/mpi_transport_check.py
     # checks the other side).

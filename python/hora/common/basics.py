@@ -213,7 +213,8 @@ def gloo_built():
 
 
 def nccl_built():
-    return False
+    """NCCL's version code (Horovod's int), 0 when built without NCCL (this build)."""
+    return 0
 
 
 def ddl_built():
