@@ -10,7 +10,7 @@ CMAKE_GEN  := -G Ninja
 # build faster for it.
 SAN_FLAGS  := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
-.PHONY: all deps build demo demo-cpp test test-unit test-asan build-asan test-tsan build-tsan format format-check bench clean
+.PHONY: all deps build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan format format-check bench clean
 
 all: build
 
@@ -32,6 +32,13 @@ demo: build
 # The C++ demo: 4 ranks as threads average 4 MiB with every algorithm.
 demo-cpp: build
 	@$(BUILD)/bin/hora-demo
+
+# The everyday loop: the unit tests (beside their code, and the harness's),
+# in parallel, without the big matrices and the multi-process, Python,
+# benchmark and documentation suites that `make test` runs.
+CHECK_EXCLUDE = AllreduceMatrix|CollectivesMatrix|^mp_|^python_|^bench_|^docs_|^horarun_|^binaries_
+check: build
+	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300 -E '$(CHECK_EXCLUDE)'
 
 # Everything CI runs: formatting, the tests, the tests again under
 # AddressSanitizer + UndefinedBehaviorSanitizer (whose allreduce matrix stops

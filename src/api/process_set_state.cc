@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "collectives/hora_backend.h"
+#include "backends/hora_backend.h"
 
 namespace hora {
 

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "collectives/hora_backend.h"
+#include "backends/hora_backend.h"
 
 #include <cstdint>
 
