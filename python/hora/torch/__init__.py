@@ -42,64 +42,11 @@ Differences from Horovod, by design or not yet done:
   ``type(obj).__name__``, which differs on ranks that pass None).
 """
 
-from hora.common.basics import (  # noqa: F401
-    Adasum,
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
-    ccl_built,
-    cross_rank,
-    cross_size,
-    cuda_built,
-    ddl_built,
-    engine_counters,
-    gloo_built,
-    gloo_enabled,
-    init,
-    is_homogeneous,
-    is_initialized,
-    local_rank,
-    local_size,
-    mpi_built,
-    mpi_enabled,
-    mpi_threads_supported,
-    nccl_built,
-    rank,
-    rocm_built,
-    shutdown,
-    size,
-    start_timeline,
-    stop_timeline,
-)
+# The job, the ops and the collectives: Horovod's horovod.torch.mpi_ops
+# names, kept in one list there.
+from hora.torch.mpi_ops import *  # noqa: F401,F403
+from hora.common.basics import engine_counters  # noqa: F401
 from hora.common.exceptions import *  # noqa: F401,F403
-from hora.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
-from hora.torch.autograd_ops import (  # noqa: F401
-    allgather,
-    allreduce,
-    alltoall,
-    broadcast,
-    grouped_allgather,
-    grouped_allreduce,
-    grouped_reducescatter,
-    reducescatter,
-)
-from hora.torch.collective_ops import (  # noqa: F401
-    allgather_async,
-    alltoall_async,
-    barrier,
-    broadcast_,
-    broadcast_async,
-    broadcast_async_,
-    grouped_allgather_async,
-    join,
-)
 from hora.torch.compression import Compression  # noqa: F401
 from hora.torch.functions import (  # noqa: F401
     allgather_object,
@@ -107,18 +54,7 @@ from hora.torch.functions import (  # noqa: F401
     broadcast_optimizer_state,
     broadcast_parameters,
 )
-from hora.torch.handles import Handle, poll, synchronize  # noqa: F401
+from hora.torch.handles import Handle  # noqa: F401
 from hora.torch.optimizer import DistributedOptimizer  # noqa: F401
-from hora.torch.reduce_ops import (  # noqa: F401
-    allreduce_,
-    allreduce_async,
-    allreduce_async_,
-    grouped_allreduce_,
-    grouped_allreduce_async,
-    grouped_allreduce_async_,
-    grouped_reducescatter_async,
-    reducescatter_async,
-    sparse_allreduce_async,
-)
 from hora.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from hora.torch import elastic, mpi_ops  # noqa: F401,E402  (Horovod's module paths)
