@@ -14,8 +14,8 @@
 
 #include "api/process_set_state.h"
 #include "backends/backend.h"
-#include "collectives/comm.h"
 #include "backends/hora_backend.h"
+#include "collectives/comm.h"
 #include "collectives/selector.h"
 #include "common/config.h"
 #include "common/logging.h"
