@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "collectives/kernels/half.h"
 #include "support/thread_ranks.h"
@@ -145,8 +144,7 @@ TEST_P(Adasum, MatchesTheDefinitionBitwiseIdenticalOnEveryRank) {
           ASSERT_NEAR(got, 1.5 * want[i], tol) << "element " << i;
         }
         for (int r = 1; r < n; ++r) {
-          ASSERT_EQ(0, std::memcmp(out[r].data(), out[0].data(), out[0].size()))
-              << "rank " << r << " differs from rank 0";
+          ASSERT_EQ(out[r], out[0]) << "rank " << r << " differs from rank 0";
         }
         if (engine) {
           const std::vector<double> want2 = Tree(stored2);
