@@ -78,7 +78,10 @@ class MpiBootstrap {
   // Sends `*bytes` (at most kMpiBootstrapMaxBytes) from `root` to every
   // rank of MPI_COMM_WORLD, into `*bytes` on the others: MPI_Comm_idup and
   // MPI_Ibcast, each tested until done or `timeout` (zero: no limit) has
-  // passed, a TimeoutError. Call after Open(), on every rank.
+  // passed, a TimeoutError. Call after Open(), on every rank. After a
+  // timeout (or a failed MPI_Test) the pending request is abandoned: MPI is
+  // unusable in this process, later calls fail at once, and MPI is not
+  // finalised at exit (a pending collective could hang MPI_Finalize).
   virtual Status Broadcast(std::string* bytes, int root, Duration timeout) = 0;
   // The thread level MPI provided (after Open): true for
   // MPI_THREAD_MULTIPLE.

@@ -75,6 +75,11 @@ class Bootstrap final : public MpiBootstrap {
   Status Broadcast(std::string* bytes, int root, Duration timeout) override {
     if (lib_.load() == nullptr) return UnavailableError("MPI bootstrap: Broadcast before Open");
     Library& lib = *lib_.load();
+    std::lock_guard<std::mutex> call(call_mu_);
+    if (!abandoned_.empty()) {
+      return UnavailableError("MPI bootstrap: not usable after an earlier failure (" + abandoned_ +
+                              "); MPI is not usable in this process any more");
+    }
     const TimePoint deadline =
         DeadlineAfter(Clock::now(), timeout > Duration::zero() ? timeout : Duration::max());
     const std::string me = "rank " + std::to_string(lib.rank()) + ": ";
@@ -82,43 +87,43 @@ class Bootstrap final : public MpiBootstrap {
       return InvalidArgument(me + "MPI bootstrap message of " + std::to_string(bytes->size()) +
                              " bytes is over " + std::to_string(kMpiBootstrapMaxBytes));
     }
-    MPI_Comm comm = MPI_COMM_NULL;
-    MPI_Request request = MPI_REQUEST_NULL;
     {
       std::lock_guard<std::mutex> lock(lib.mu());
-      const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm, &request);
+      const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &request_);
       if (rc != MPI_SUCCESS) return UnavailableError(me + "MPI_Comm_idup: " + MpiErrorString(rc));
     }
-    Status st = TestUntil(lib, &request, deadline, me + "MPI_Comm_idup of MPI_COMM_WORLD");
-    if (!st.ok()) return st;
-    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    Status st = TestUntil(lib, &request_, deadline, me + "MPI_Comm_idup of MPI_COMM_WORLD");
+    if (!st.ok()) return Abandon(lib, st);
+    {
+      std::lock_guard<std::mutex> lock(lib.mu());
+      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    }
     // A fixed size, so that no rank needs the length first: 4 bytes of
     // length (little-endian), then the bytes.
-    std::string buffer(4 + kMpiBootstrapMaxBytes, '\0');
+    buffer_.assign(4 + kMpiBootstrapMaxBytes, '\0');
     if (lib.rank() == root) {
       const uint32_t n = static_cast<uint32_t>(bytes->size());
-      for (int i = 0; i < 4; ++i) buffer[static_cast<size_t>(i)] = static_cast<char>(n >> (8 * i));
-      std::memcpy(buffer.data() + 4, bytes->data(), bytes->size());
+      for (size_t i = 0; i < 4; ++i) buffer_[i] = static_cast<char>(n >> (8 * i));
+      std::memcpy(buffer_.data() + 4, bytes->data(), bytes->size());
     }
     {
       std::lock_guard<std::mutex> lock(lib.mu());
-      const int rc = MPI_Ibcast(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, root,
-                                comm, &request);
+      const int rc = MPI_Ibcast(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, root,
+                                comm_, &request_);
       if (rc != MPI_SUCCESS) return UnavailableError(me + "MPI_Ibcast: " + MpiErrorString(rc));
     }
-    st = TestUntil(lib, &request, deadline,
+    st = TestUntil(lib, &request_, deadline,
                    me + "MPI_Ibcast from rank " + std::to_string(root) + " of MPI_COMM_WORLD");
-    if (!st.ok()) return st;
+    if (!st.ok()) return Abandon(lib, st);
     {
       std::lock_guard<std::mutex> lock(lib.mu());
-      MPI_Comm_free(&comm);
+      MPI_Comm_free(&comm_);
     }
     uint32_t n = 0;
-    for (int i = 0; i < 4; ++i)
-      n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer[static_cast<size_t>(i)]))
-           << (8 * i);
+    for (size_t i = 0; i < 4; ++i)
+      n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[i])) << (8 * i);
     if (n > kMpiBootstrapMaxBytes) return UnavailableError(me + "MPI bootstrap message corrupt");
-    bytes->assign(buffer.data() + 4, n);
+    bytes->assign(buffer_.data() + 4, n);
     return Status::Ok();
   }
 
@@ -137,6 +142,26 @@ class Bootstrap final : public MpiBootstrap {
   std::shared_future<Library*> opened_;  // guarded by mu_
   std::string error_;                    // guarded by mu_
   std::atomic<Library*> lib_{nullptr};   // once Open has succeeded
+
+  // A request that did not finish in time stays pending (MPI_Cancel does
+  // not apply to collectives) and MPI may still write to what it was given:
+  // comm_ (MPI_Comm_idup's result), request_ and buffer_ (MPI_Ibcast's). So
+  // they are members of this object, which is never freed, and the first
+  // failure abandons them for good: no later Broadcast reuses them, and MPI
+  // is not finalised at exit (Library::AbandonRequests), since
+  // MPI_Finalize would wait for, or progress, a collective that the other
+  // ranks may never join.
+  Status Abandon(Library& lib, const Status& why) {
+    abandoned_ = why.message();
+    lib.AbandonRequests();
+    return why;
+  }
+
+  std::mutex call_mu_;  // one Broadcast at a time; guards the members below
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::string buffer_;
+  std::string abandoned_;  // why, once a request was abandoned
 };
 
 }  // namespace

@@ -29,7 +29,12 @@ int OpIndex(ReduceOp op) {
   return 0;
 }
 
+// The library, once Open has succeeded (for FinalizeAtExit).
+std::atomic<Library*> opened_library{nullptr};
+
 void FinalizeAtExit() {
+  const Library* lib = opened_library.load();
+  if (lib != nullptr && lib->abandoned_requests()) return;  // see AbandonRequests
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized) MPI_Finalize();
@@ -71,6 +76,7 @@ Library* Library::Open(std::string* error) {
     return nullptr;
   }
   instance = lib;
+  opened_library.store(lib);
   return instance;
 }
 

@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
@@ -38,6 +39,15 @@ class Library final : public MpiLibrary {
   // Usable bits of a tag (MPI_TAG_UB is at least 2^15 - 1).
   int tag_bits() const { return tag_bits_; }
 
+  // A nonblocking MPI call was given up while pending (a bootstrap
+  // collective that timed out): MPI may still write into its buffers, and
+  // MPI_Finalize would wait for, or progress, an operation the other ranks
+  // may never join. MPI is then not finalised at exit (which an MPI
+  // launcher may report as an improper exit of this rank; the job is
+  // failing anyway).
+  void AbandonRequests() { abandoned_requests_.store(true); }
+  bool abandoned_requests() const { return abandoned_requests_.load(); }
+
   // A duplicate of MPI_COMM_WORLD that returns errors instead of aborting.
   Result<MPI_Comm> DupWorld(const char* what);
 
@@ -59,6 +69,7 @@ class Library final : public MpiLibrary {
   int size_ = 1;
   int tag_bits_ = 15;
   bool thread_multiple_ = false;
+  std::atomic<bool> abandoned_requests_{false};
   // [float16, bfloat16, bool, uint8, int8][sum, min, max, product]
   MPI_Op user_ops_[5][4] = {};
 };
