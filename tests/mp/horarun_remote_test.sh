@@ -103,5 +103,35 @@ out=$(cd "$dir" && PATH="$dir/clean:$PATH" CUDA_VISIBLE_DEVICES=5 "$horarun" -np
 rc=$?
 if [ "$rc" -eq 0 ] && grep -qxF "[1]: cuda=5" <<<"$out"; then ok; else fail "-x CUDA_VISIBLE_DEVICES: rc=$rc, output: $out"; fi
 
+# 6. A host whose remote shell reads its stdin late (a slow or black-holed
+#    ssh), with an environment larger than a pipe holds (64 KiB): the next
+#    host's rank starts meanwhile, and horarun stops within the start
+#    timeout naming the slow rank and host, nothing left running. (Only
+#    the rank's start is slow: the shared-memory cleanup that follows a
+#    failure, bounded by 30 s itself, goes through at once.)
+cat >"$dir/slow-rsh" <<EOS
+#!/bin/sh
+case "\$1 \$*" in "hora-slow-host "*HORA_SECRET*) sleep 30 ;; esac
+shift
+exec "\$@"
+EOS
+chmod +x "$dir/slow-rsh"
+big=$(head -c 100000 /dev/zero | tr '\0' x)
+start=$(date +%s)
+out=$(BIG="$big" HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
+  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
+  --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up ${#BIG}"; sleep 30' 2>&1)
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+left=$(tagged_processes)
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
+   grep -qF "[2]: rank 2 up 100000" <<<"$out" &&
+   grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
+  ok
+else
+  fail "slow remote shell: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
+fi
+
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -39,6 +39,11 @@ struct JobSpec {
   // (RankOutputDir, output.h) when set; the folders exist already.
   std::string output_dir;
   double stop_grace_s = 5;
+  // Ranks on other hosts must have read their input (the secret and the
+  // environment) within this (HORA_START_TIMEOUT_S), or the job stops,
+  // naming the host. Their inputs are written as their remote shells read
+  // them: a slow host holds up no other rank's start.
+  double start_timeout_s = 120;
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
 };
 

@@ -1,10 +1,11 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // RunJob: starts the ranks, then one loop until every rank's process group
-// has ended and its output is forwarded. Each round: the stop's and the
-// groups' deadlines, a poll of the signalfd and the output pipes, the
-// ranks' deaths (before any output: their order decides who failed first),
-// then the output.
+// has ended and its output is forwarded. Each round: the remote ranks'
+// input deadline, the stop's and the groups' deadlines, a poll of the
+// signalfd, the output pipes and the remote ranks' stdin pipes still to be
+// fed, the ranks' deaths (before any output: their order decides who failed
+// first), then the output and the input.
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
@@ -65,7 +66,11 @@ struct Rank {
   Clock::time_point group_check_at{};  // when to look for live members again
   int fds[2] = {-1, -1};               // stdout, stderr read ends
   int stdin_fd = -1;                   // remote ranks: the write end of their stdin
-  int files[2] = {-1, -1};             // --output-filename: copies of stdout, stderr
+  // Remote ranks: what their stdin still has to get (RemoteInput), fed as
+  // the remote shell reads it; cleared once written (or given up).
+  std::string input;
+  size_t input_done = 0;
+  int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
 
@@ -93,11 +98,15 @@ class Job {
   void HandleSignals();
   void Died(Rank& r, int status);
   void CloseOutput(Rank& r, int s);
+  void FeedRank(Rank& r);
+  void CheckInputs(Clock::time_point now);
 
   const JobSpec& spec_;
   const int sigfd_;
   const sigset_t& blocked_;
   RankWatcher& watcher_;
+  // Remote ranks must have taken their input by then (the start timeout).
+  Clock::time_point input_deadline_ = Clock::time_point::max();
   DeathWatch deaths_;
   std::vector<Rank> ranks_;
   int exit_code_ = 0;
@@ -123,6 +132,7 @@ void Job::Launch() {
   char cwd_buf[4096];
   const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
   ranks_.resize(static_cast<size_t>(size));
+  input_deadline_ = Clock::now() + Seconds(spec_.start_timeout_s);
   for (int i = 0; i < size && !stopping_; ++i) {
     Rank& r = ranks_[static_cast<size_t>(i)];
     r.placement = spec_.placements[static_cast<size_t>(i)];
@@ -143,7 +153,8 @@ void Job::Launch() {
         break;
       }
     }
-    auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input, watcher_.announce_fd());
+    auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input.has_value(),
+                       watcher_.announce_fd());
     if (!p) {
       BeginStop(1, true);
       break;
@@ -154,6 +165,44 @@ void Job::Launch() {
     r.fds[0] = p->out_fd;
     r.fds[1] = p->err_fd;
     r.stdin_fd = p->stdin_fd;
+    if (launch.input) {
+      r.input = std::move(*launch.input);
+      FeedRank(r);  // what the pipe takes now; Run feeds the rest
+    }
+  }
+}
+
+void Job::FeedRank(Rank& r) {
+  if (r.input.empty()) return;
+  std::string error;
+  const InputProgress progress =
+      r.stdin_fd < 0 ? InputProgress::kDone : FeedInput(r.stdin_fd, r.input, &r.input_done, &error);
+  if (progress == InputProgress::kPending) return;
+  if (progress == InputProgress::kFailed) {
+    std::fprintf(stderr,
+                 "horarun: cannot pass the job secret and environment to rank %d on %s: %s\n",
+                 r.placement.rank, r.placement.host.c_str(), error.c_str());
+  }
+  r.input = std::string();
+  r.input_done = 0;
+}
+
+// A remote shell that has not read its rank's input by the start deadline
+// (a host that does not answer, a shell that does not read stdin) stops the
+// job, naming it.
+void Job::CheckInputs(Clock::time_point now) {
+  if (now < input_deadline_) return;
+  for (auto& r : ranks_) {
+    if (r.input.empty() || r.stdin_fd < 0) continue;  // taken, or the rank is gone
+    std::fprintf(stderr,
+                 "horarun: rank %d on %s did not take its job secret and environment (%zu of %zu "
+                 "bytes taken) within the start timeout (HORA_START_TIMEOUT_S=%g s): is %s "
+                 "reachable, and does its remote shell pass stdin on?\n",
+                 r.placement.rank, r.placement.host.c_str(), r.input_done, r.input.size(),
+                 spec_.start_timeout_s, r.placement.host.c_str());
+    r.input = std::string();
+    r.input_done = 0;
+    BeginStop(1, true);
   }
 }
 
@@ -259,6 +308,7 @@ void Job::Run() {
   Clock::time_point groups_ended{};
   for (;;) {
     const auto now = Clock::now();
+    CheckInputs(now);
     Escalate(now);
     EndGroups(now);
     bool any_live = false, any_open = false;
@@ -272,6 +322,10 @@ void Job::Run() {
           owners.push_back({&r, s});
           any_open = true;
         }
+      }
+      if (!r.input.empty() && r.stdin_fd >= 0) {
+        pfds.push_back({r.stdin_fd, POLLOUT, 0});
+        owners.push_back({&r, 2});
       }
     }
     if (!any_live && !any_open) return;
@@ -293,8 +347,12 @@ void Job::Run() {
     // must be read while the kernel still has it.
     HandleSignals();
     for (size_t k = 2; k < pfds.size(); ++k) {
-      if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      if (!(pfds[k].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR))) continue;
       auto [r, s] = owners[k - 2];
+      if (s == 2) {  // a remote rank's stdin takes more
+        FeedRank(*r);
+        continue;
+      }
       char buf[65536];
       const ssize_t n = read(r->fds[s], buf, sizeof buf);
       if (n > 0) {

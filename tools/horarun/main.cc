@@ -160,6 +160,7 @@ int main(int argc, char** argv) {
   spec.command = opts.command;
   spec.prefix_output = opts.prefix_output;
   spec.stop_grace_s = opts.stop_grace_s;
+  spec.start_timeout_s = config->start_timeout_s;
   spec.env = env;
   for (const auto& [k, v] : *exported) spec.env[k] = v;
   spec.remote_env = horarun::ForwardedEnvironment(whole_env);

@@ -27,38 +27,41 @@ void ReportExecFailure(const char* file, int error) {
   (void)!write(STDERR_FILENO, line, len);
 }
 
-// Writes `input` to the rank's stdin. A pipe holds 64 KiB: a larger input
-// (a remote rank's environment) waits for the remote shell to read it.
-// EPIPE (the rank already gone) is seen as its exit; SIGPIPE is held back
-// around the write and a pending one discarded.
-void PassInput(int rank, int fd, const std::string& input) {
+}  // namespace
+
+InputProgress FeedInput(int fd, const std::string& input, size_t* done, std::string* error) {
+  // EPIPE (the rank already gone) is reported, and its exit seen by the
+  // caller; SIGPIPE is held back around the write and a pending one
+  // discarded.
   sigset_t pipe_signal, old_mask;
   sigemptyset(&pipe_signal);
   sigaddset(&pipe_signal, SIGPIPE);
   pthread_sigmask(SIG_BLOCK, &pipe_signal, &old_mask);
-  for (size_t done = 0; done < input.size();) {
-    const ssize_t n = write(fd, input.data() + done, input.size() - done);
+  InputProgress progress = InputProgress::kPending;
+  while (*done < input.size()) {
+    const ssize_t n = write(fd, input.data() + *done, input.size() - *done);
     if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;  // the pipe is full
     if (n <= 0) {
-      std::fprintf(stderr, "horarun: cannot pass the job secret and environment to rank %d: %s\n",
-                   rank, std::strerror(errno));
+      *error = std::strerror(n < 0 ? errno : EPIPE);
       const timespec now{0, 0};
       (void)sigtimedwait(&pipe_signal, nullptr, &now);
+      progress = InputProgress::kFailed;
       break;
     }
-    done += static_cast<size_t>(n);
+    *done += static_cast<size_t>(n);
   }
+  if (*done >= input.size()) progress = InputProgress::kDone;
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  return progress;
 }
-
-}  // namespace
 
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,
-                                     const std::optional<std::string>& input, int announce_fd) {
+                                     bool with_input, int announce_fd) {
   int out[2], err[2], in[2] = {-1, -1};
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
-      (input && pipe2(in, O_CLOEXEC) != 0)) {
+      (with_input && pipe2(in, O_CLOEXEC) != 0)) {
     std::fprintf(stderr, "horarun: pipe for rank %d: %s\n", rank, std::strerror(errno));
     return std::nullopt;
   }
@@ -83,7 +86,7 @@ std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& a
     sigprocmask(SIG_UNBLOCK, &blocked, nullptr);
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
-    if (input) dup2(in[0], STDIN_FILENO);
+    if (with_input) dup2(in[0], STDIN_FILENO);
     execvpe(cargv[0], cargv.data(), cenv.data());
     ReportExecFailure(cargv[0], errno);
     _exit(127);
@@ -95,9 +98,11 @@ std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& a
   p.pid = pid;
   p.out_fd = out[0];
   p.err_fd = err[0];
-  if (input) {
+  if (with_input) {
     close(in[0]);
-    PassInput(rank, in[1], *input);
+    // The caller feeds it (FeedInput): a remote shell that is slow to read
+    // must not hold up the next rank's start.
+    fcntl(in[1], F_SETFL, fcntl(in[1], F_GETFL) | O_NONBLOCK);
     p.stdin_fd = in[1];
   }
   return p;

@@ -16,7 +16,7 @@ struct RankProcess {
   pid_t pid = -1;
   int out_fd = -1;    // read end of its stdout
   int err_fd = -1;    // read end of its stderr
-  int stdin_fd = -1;  // with `input`: the write end of its stdin
+  int stdin_fd = -1;  // with an input: the write end of its stdin, nonblocking
 };
 
 // Starts `argv` with environment `envs` ("NAME=value") as rank `rank`:
@@ -24,13 +24,21 @@ struct RankProcess {
 //    announces on `announce_fd` (RankWatcher) before exec;
 //  - killed by the kernel (SIGKILL) if horarun's thread dies first;
 //  - with the signals of `blocked` unblocked;
-//  - with stdout and stderr on pipes; stdin: when `input` is set, a pipe
-//    that gets `input` and stays open until horarun closes stdin_fd
-//    (remote ranks: the secret and the environment, RemoteInput in job.h,
-//    and a sign that horarun is alive), else horarun's own stdin.
+//  - with stdout and stderr on pipes; stdin: when `with_input`, a pipe
+//    whose nonblocking write end (stdin_fd) the caller feeds with
+//    FeedInput and keeps open until it closes it (remote ranks: the secret
+//    and the environment, RemoteInput in job.h, then a sign that horarun
+//    is alive), else horarun's own stdin.
 // Returns nullopt, after printing why, if it cannot start.
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,
-                                     const std::optional<std::string>& input, int announce_fd);
+                                     bool with_input, int announce_fd);
+
+// Writes to the nonblocking `fd` what it takes of `input` from `*done` on,
+// advancing `*done`, without waiting: a pipe holds 64 KiB, and a larger
+// input (a remote rank's environment) goes as the remote shell reads it.
+// kFailed (with `*error`) when the reader is gone.
+enum class InputProgress { kPending, kDone, kFailed };
+InputProgress FeedInput(int fd, const std::string& input, size_t* done, std::string* error);
 
 }  // namespace hora::horarun
