@@ -130,10 +130,15 @@ Result<uint16_t> SlurmStorePort(const std::string& job_id, const std::string& st
   if (!AllDigits(step_id)) {
     return InvalidArgument("SLURM_STEP_ID='" + step_id + "' is not a step number");
   }
-  const unsigned long long job = std::strtoull(job_id.c_str(), nullptr, 10);
-  const unsigned long long step = std::strtoull(step_id.c_str(), nullptr, 10);
-  const unsigned long long n = kSlurmStorePortCount;
-  return static_cast<uint16_t>(kSlurmStorePortBase + ((job % n) * 64 + step % n) % n);
+  const uint64_t n = kSlurmStorePortCount;
+  const auto mod_n = [n](const std::string& digits) {  // any length, no overflow
+    uint64_t r = 0;
+    for (char c : digits) r = (r * 10 + static_cast<uint64_t>(c - '0')) % n;
+    return r;
+  };
+  const uint64_t k = kSlurmStorePortStride;
+  const uint64_t index = k * ((mod_n(job_id) + k * mod_n(step_id)) % n) % n;
+  return static_cast<uint16_t>(kSlurmStorePortBase + index);
 }
 
 }  // namespace hora

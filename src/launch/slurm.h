@@ -27,13 +27,25 @@ Result<std::vector<std::string>> ExpandSlurmHostlist(const std::string& hostlist
 Result<std::string> FirstSlurmHost(const std::string& hostlist);
 
 // The port of a Slurm step's rendezvous store when HORA_STORE_ADDR does not
-// give one: kSlurmStorePortBase + (job_id * 64 + step_id) mod
-// kSlurmStorePortCount, below Linux's ephemeral range (32768 up), so that
-// no outgoing connection holds it. Steps of one job, and consecutive jobs,
-// get different ports (until the range wraps). Ids are Slurm's decimal
-// SLURM_JOB_ID and SLURM_STEP_ID; anything else is an InvalidArgument.
+// give one: kSlurmStorePortBase + index, index = K * (job + K * step) mod
+// kSlurmStorePortCount, with job and step taken mod the count and K =
+// kSlurmStorePortStride, an odd multiple of neither 3 nor 5, so coprime to
+// the count (12000 = 2^5 * 3 * 5^3), and near its golden section. So:
+//  - step 0 of any 12000 consecutive jobs gets 12000 different ports, as
+//    do any 12000 consecutive steps of one job (both maps are bijections);
+//  - step s of job j meets step s + d of job j - d * K only: steps 0-7 of
+//    any 1085 consecutive jobs are apart, steps 0-15 of any 421, 0-31 of
+//    any 243 (the golden stride keeps d * K far from 0 for small d);
+//  - ids far apart collide as random ones would, 1 in 12000.
+// The range stays below Linux's ephemeral ports (32768 up, the default
+// net.ipv4.ip_local_port_range), so that no outgoing connection holds it.
+// (A hash of job and step would spread as well but repeat among consecutive
+// jobs: 100 jobs would share a port with a chance of about 1 in 3.) Ids are
+// Slurm's decimal SLURM_JOB_ID and SLURM_STEP_ID (up to 18 digits);
+// anything else is an InvalidArgument.
 inline constexpr int kSlurmStorePortBase = 20000;
 inline constexpr int kSlurmStorePortCount = 12000;
+inline constexpr int kSlurmStorePortStride = 7417;
 Result<uint16_t> SlurmStorePort(const std::string& job_id, const std::string& step_id);
 
 }  // namespace hora

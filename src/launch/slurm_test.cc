@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
 
 namespace hora {
@@ -57,27 +58,74 @@ TEST(SlurmHostlist, MalformedListsNameTheProblem) {
   EXPECT_FALSE(ExpandSlurmHostlist("r[1-1000]n[1-1000]", 1000).ok());
 }
 
-TEST(SlurmStorePort, DeterministicInItsRangeAndApartForStepsAndJobs) {
-  const uint16_t p = *SlurmStorePort("123456", "0");
-  EXPECT_EQ(p, *SlurmStorePort("123456", "0"));
-  EXPECT_EQ(p, kSlurmStorePortBase + (123456 % 12000 * 64) % 12000);
-  std::set<uint16_t> ports;
-  for (int job = 1000; job < 1100; ++job) {
-    for (int step = 0; step < 4; ++step) {
-      const uint16_t port = *SlurmStorePort(std::to_string(job), std::to_string(step));
-      EXPECT_GE(port, kSlurmStorePortBase);
-      EXPECT_LT(port, kSlurmStorePortBase + kSlurmStorePortCount);
-      EXPECT_LT(port, 32768);  // below the ephemeral range
-      ports.insert(port);
+uint16_t Port(uint64_t job, uint64_t step) {
+  return *SlurmStorePort(std::to_string(job), std::to_string(step));
+}
+
+TEST(SlurmStorePort, DeterministicInItsRangeBelowTheEphemeralPorts) {
+  const uint16_t p = Port(123456, 0);
+  EXPECT_EQ(p, Port(123456, 0));
+  EXPECT_EQ(p, kSlurmStorePortBase + 7417ull * (123456 % 12000) % 12000);
+  for (uint64_t job : {0ull, 1ull, 11999ull, 4294967295ull, 999999999999999999ull}) {
+    for (uint64_t step : {0ull, 1ull, 4294967294ull, 4294967295ull}) {
+      EXPECT_GE(Port(job, step), kSlurmStorePortBase);
+      EXPECT_LT(Port(job, step), kSlurmStorePortBase + kSlurmStorePortCount);
+      EXPECT_LT(Port(job, step), 32768);  // below the ephemeral range
     }
   }
-  EXPECT_EQ(ports.size(), 400u);  // 100 consecutive jobs x 4 steps: all apart
-  EXPECT_LT(*SlurmStorePort("18446744073709551", "4294967294"), 32768);  // large ids
   auto bad = SlurmStorePort("12a", "0");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("SLURM_JOB_ID='12a'"), std::string::npos);
   EXPECT_FALSE(SlurmStorePort("12", "").ok());
   EXPECT_FALSE(SlurmStorePort("", "0").ok());
+}
+
+TEST(SlurmStorePort, ConsecutiveJobsAndStepsNeverRepeat) {
+  // Step 0 of 12000 consecutive jobs (the old job * 64 + step repeated
+  // every 375 jobs), and 12000 consecutive steps of one job.
+  for (uint64_t first : {1ull, 7000000ull}) {
+    std::set<uint16_t> jobs, steps;
+    for (uint64_t i = 0; i < 12000; ++i) {
+      jobs.insert(Port(first + i, 0));
+      steps.insert(Port(first, i));
+    }
+    EXPECT_EQ(jobs.size(), 12000u) << first;
+    EXPECT_EQ(steps.size(), 12000u) << first;
+  }
+  // Neighbouring jobs' steps: no step 0-127 of job J meets one of job J+1
+  // (the old formula gave step 64 of J the port of step 0 of J+1).
+  for (uint64_t job = 5000; job < 5100; ++job) {
+    std::set<uint16_t> mine;
+    for (uint64_t s = 0; s < 128; ++s) mine.insert(Port(job, s));
+    for (uint64_t s = 0; s < 128; ++s)
+      EXPECT_EQ(mine.count(Port(job + 1, s)), 0u) << job << "." << s;
+  }
+  // Windows that are all apart (slurm.h): steps 0-7 of 1085 consecutive
+  // jobs, 0-15 of 421, 0-31 of 243.
+  for (auto [steps, jobs] : {std::pair<uint64_t, uint64_t>{8, 1085}, {16, 421}, {32, 243}}) {
+    std::set<uint16_t> ports;
+    for (uint64_t j = 0; j < jobs; ++j) {
+      for (uint64_t s = 0; s < steps; ++s) ports.insert(Port(900000 + j, s));
+    }
+    EXPECT_EQ(ports.size(), steps * jobs) << steps << " steps of " << jobs << " jobs";
+  }
+}
+
+TEST(SlurmStorePort, FarApartIdsCollideAsRandomOnesWould) {
+  // Pairs of (job, step) drawn at random: the same port about once in 12000.
+  std::mt19937_64 rng(42);
+  std::uniform_int_distribution<uint64_t> job(1, 100000000), step(0, 200);
+  const int pairs = 1200000;
+  int same = 0;
+  for (int i = 0; i < pairs; ++i) same += Port(job(rng), step(rng)) == Port(job(rng), step(rng));
+  const double expected = pairs / 12000.0;  // 100, give or take 10
+  EXPECT_GT(same, expected * 0.6) << same;
+  EXPECT_LT(same, expected * 1.4) << same;
+  // And every port of the range is used (none favoured): 12000 consecutive
+  // jobs at step 3 hit each once.
+  std::set<uint16_t> all;
+  for (uint64_t j = 0; j < 12000; ++j) all.insert(Port(777777 + j, 3));
+  EXPECT_EQ(all.size(), 12000u);
 }
 
 }  // namespace
