@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "api/rendezvous.h"
 #include "launch/slurm.h"
 
 namespace hora {
@@ -122,6 +123,51 @@ TEST(ProcessWiring, SlurmRankZeroMustBeOnTheFirstHost) {
   EXPECT_NE(s.message().find("rank 0 runs on Slurm node 1, not on the step's first host"),
             std::string::npos)
       << s.message();
+}
+
+bool MpiCarries(const std::map<std::string, std::string>& env) {
+  auto config = ConfigFromEnv(env);
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  return config.ok() && MpiCarriesRendezvous(*config, env);
+}
+
+TEST(ProcessWiring, UnderSrunMpiCarriesTheRendezvousOnlyForAJobThatUsesMpi) {
+  // A cluster whose default MPI plugin is pmix or pmi2: srun sets PMIX_RANK
+  // or PMI_RANK for every task, also of a job that never uses MPI.
+  for (const char* pmi : {"PMIX_RANK", "PMI_RANK"}) {
+    auto env = Slurm(1, "/tmp");
+    env[pmi] = "1";
+    EXPECT_FALSE(MpiCarries(env)) << pmi;
+    for (auto [name, value] : {std::pair<std::string, std::string>{"HORA_TRANSPORT", "mpi"},
+                               {"HORA_BACKEND", "mpi"},
+                               {"HORA_BACKEND", "mpi-blocking"}}) {
+      auto mpi_job = env;
+      mpi_job[name] = value;
+      EXPECT_TRUE(MpiCarries(mpi_job)) << pmi << " " << name << "=" << value;
+    }
+    auto other = env;
+    other["HORA_TRANSPORT"] = "tcp";
+    EXPECT_FALSE(MpiCarries(other)) << pmi;
+  }
+  // mpirun: MPI carries it whatever the job uses; no MPI launcher: never.
+  EXPECT_TRUE(MpiCarries({{"OMPI_COMM_WORLD_SIZE", "2"}, {"OMPI_COMM_WORLD_RANK", "1"}}));
+  EXPECT_TRUE(MpiCarries({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}));
+  EXPECT_FALSE(MpiCarries(Slurm(1, "/tmp")));
+  EXPECT_FALSE(MpiCarries(kTorchrun));
+}
+
+TEST(ProcessWiring, SrunWithPmixVariablesMeetsOnTheStepsFirstHost) {
+  // As SlurmStoreIsOnTheStepsFirstHostAtTheDerivedPort, with PMIX_RANK set
+  // (srun --mpi=pmix by default): no MPI is involved.
+  auto env = Slurm(1, "/nonexistent-home");
+  env["PMIX_RANK"] = "1";
+  env["HORA_SECRET"] = "s";
+  env["HORA_MPI_PLUGIN"] = "/nonexistent/libhora-mpi-openmpi.so";
+  Status s = Connect(env);
+  ASSERT_FALSE(s.ok());
+  const std::string want = "127.0.0.1:" + std::to_string(*SlurmStorePort("777", "3"));
+  EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("MPI"), std::string::npos) << s.message();
 }
 
 }  // namespace

@@ -133,6 +133,12 @@ Result<std::unique_ptr<TcpStoreClient>> ConnectWithSecretFile(const net::HostPor
 
 }  // namespace
 
+bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env) {
+  if (MpiFlavourFromEnv(env).empty()) return false;
+  if (!SlurmStepFromEnv(env)) return true;
+  return config.transport == "mpi" || config.backend.rfind("mpi", 0) == 0;
+}
+
 Result<Rendezvous> JoinRendezvous(const Config& config,
                                   const std::map<std::string, std::string>& env,
                                   const RankLayout& l, const Logger& logger) {
@@ -150,8 +156,9 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
   }
   const std::optional<SlurmStep> slurm = SlurmStepFromEnv(env);
   std::string mpi_unavailable;  // why the MPI bootstrap was not used
-  if ((rv.store_addr.empty() || rv.secret.empty()) && !MpiFlavourFromEnv(env).empty()) {
-    // An MPI launcher (mpirun, or srun with PMI): MPI carries what is missing.
+  if ((rv.store_addr.empty() || rv.secret.empty()) && MpiCarriesRendezvous(config, env)) {
+    // An MPI launcher (mpirun, or srun with PMI for a job that uses MPI):
+    // MPI carries what is missing.
     Result<MpiBootstrap*> mpi = LoadMpiBootstrap(config, env);
     if (mpi.ok()) {
       const bool picked = rv.store_addr.empty();

@@ -5,16 +5,17 @@
 // each launcher (the first that applies):
 //   address  HORA_STORE_ADDR (horarun sets it); else MASTER_ADDR with
 //            MASTER_PORT + 1 (torchrun); else, under an MPI launcher
-//            (mpirun, or srun with PMI), rank 0's own: HORA_IFACE's address
+//            (MpiCarriesRendezvous below), rank 0's own: HORA_IFACE's address
 //            or the host's first non-loopback one (127.0.0.1 when the whole
 //            job is on one host), at a port the kernel picks, sent to every
 //            rank by an MPI broadcast; else, under srun, the first host of
 //            SLURM_STEP_NODELIST (or SLURM_JOB_NODELIST) at
 //            SlurmStorePort(SLURM_JOB_ID, SLURM_STEP_ID) (launch/slurm.h).
-//   secret   HORA_SECRET (horarun sets it); else, under an MPI launcher, a
-//            random one of rank 0's sent by the same broadcast; else,
-//            under srun or torchrun, a random one of rank 0's passed in a
-//            private file of the home directory (job_secret_file.h), named
+//   secret   HORA_SECRET (horarun sets it); else, under an MPI launcher
+//            (MpiCarriesRendezvous), a random one of rank 0's sent by the
+//            same broadcast; else, under srun or torchrun, a random one of
+//            rank 0's passed in a private file of the home directory
+//            (job_secret_file.h), named
 //            by the Slurm job, step and store port
 //            (~/.hora/jobs/<job>.<step>-<port>), or by torchrun's run id,
 //            the store's address and the restart count.
@@ -47,6 +48,16 @@ struct Rendezvous {
   // Set when MPI carried the address and secret (MPI is then initialised).
   MpiBootstrap* mpi = nullptr;
 };
+
+// Whether MPI carries the rendezvous address and secret: under mpirun
+// (OMPI_*, PMI_* or PMIX_* variables), but under srun (SLURM_JOB_ID,
+// SLURM_STEP_ID, SLURM_PROCID and a node list) only for a job that uses
+// MPI anyway, HORA_TRANSPORT=mpi or HORA_BACKEND=mpi or mpi-blocking.
+// Where the cluster's default MPI plugin is pmi2 or pmix (MpiDefault),
+// srun sets PMI_RANK or PMIX_RANK for every task, also of jobs that never
+// use MPI, and MPI_Init there may fail or abort the process; such jobs
+// meet through the step's first host and the home directory instead.
+bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env);
 
 // `env` is the whole process environment; `layout` this rank's place.
 Result<Rendezvous> JoinRendezvous(const Config& config,
