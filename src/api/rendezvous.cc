@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "api/rendezvous.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -27,6 +28,10 @@ std::string WithPort(const std::string& host, uint16_t port) {
 }
 
 std::string Seconds(double s) { return std::to_string(static_cast<long long>(s + 0.5)) + " s"; }
+
+// The time left until `deadline`, at least 1 ns: a wait given it tries once
+// more instead of reading zero as "no limit".
+Duration Left(TimePoint deadline) { return std::max(deadline - Clock::now(), Duration{1}); }
 
 // torchrun: MASTER_PORT is torch's own store; Hora serves one port above.
 Result<std::string> TorchrunStoreAddr(const std::map<std::string, std::string>& env) {
@@ -59,7 +64,7 @@ std::optional<SlurmStep> SlurmStepFromEnv(const std::map<std::string, std::strin
 // MPI's part: rank 0 picks what is missing of the address and secret
 // (starting the store server when it picks the address) and broadcasts both.
 Status MpiBootstrapRendezvous(MpiBootstrap& mpi, const Config& config, const RankLayout& l,
-                              Duration timeout, Rendezvous* rv) {
+                              TimePoint deadline, Rendezvous* rv) {
   // A timeout names the wait; other errors keep MPI's words.
   const auto waited = [&](const Status& st, const std::string& what) {
     if (st.code() != StatusCode::kTimeout) return st.WithContext(what);
@@ -69,7 +74,7 @@ Status MpiBootstrapRendezvous(MpiBootstrap& mpi, const Config& config, const Ran
         "Session::Create); is a rank late or stuck before it? (" +
         st.message() + ")");
   };
-  Result<MpiLibrary*> lib = mpi.Open(timeout);
+  Result<MpiLibrary*> lib = mpi.Open(Left(deadline));
   if (!lib.ok()) return waited(lib.status(), "MPI_Init");
   if ((*lib)->rank() != l.rank || (*lib)->size() != l.size) {
     return UnavailableError(
@@ -97,7 +102,7 @@ Status MpiBootstrapRendezvous(MpiBootstrap& mpi, const Config& config, const Ran
     }
     message = std::string(kMpiMessageTag) + "\n" + rv->store_addr + "\n" + rv->secret;
   }
-  Status st = mpi.Broadcast(&message, 0, timeout);
+  Status st = mpi.Broadcast(&message, 0, Left(deadline));
   if (!st.ok()) {
     return waited(st, "receiving the rendezvous address and job secret from rank 0 (MPI_Ibcast)");
   }
@@ -122,7 +127,7 @@ Result<std::unique_ptr<TcpStoreClient>> ConnectWithSecretFile(const net::HostPor
                                                               TimePoint deadline,
                                                               std::string* secret) {
   for (;;) {
-    auto client = TcpStoreClient::Connect(hp, *secret, deadline - Clock::now());
+    auto client = TcpStoreClient::Connect(hp, *secret, Left(deadline));
     if (client.ok() || Clock::now() >= deadline) return client;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Result<std::string> again = ReadJobSecretFile(secret_path, deadline);
@@ -142,8 +147,9 @@ bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std:
 Result<Rendezvous> JoinRendezvous(const Config& config,
                                   const std::map<std::string, std::string>& env,
                                   const RankLayout& l, const Logger& logger) {
-  const Duration timeout = SecondsToDuration(config.start_timeout_s);
-  const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
+  // One deadline for every wait below: MPI's start and broadcast, the
+  // secret file, the store's connection.
+  const TimePoint deadline = DeadlineAfter(Clock::now(), SecondsToDuration(config.start_timeout_s));
   const std::string me = "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
                          " (layout from " + l.source + ")";
   Rendezvous rv;
@@ -162,7 +168,7 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
     Result<MpiBootstrap*> mpi = LoadMpiBootstrap(config, env);
     if (mpi.ok()) {
       const bool picked = rv.store_addr.empty();
-      HORA_RETURN_IF_ERROR(MpiBootstrapRendezvous(**mpi, config, l, timeout, &rv)
+      HORA_RETURN_IF_ERROR(MpiBootstrapRendezvous(**mpi, config, l, deadline, &rv)
                                .WithContext(me + ": MPI bootstrap"));
       if (picked) via = "MPI (rank 0's address, by MPI_Ibcast)";
       logger.Info("rendezvous at " + rv.store_addr + " (" + via + "), job secret by MPI");
@@ -255,7 +261,7 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
   }
   Result<std::unique_ptr<TcpStoreClient>> client =
       secret_path.empty() || l.rank == 0
-          ? TcpStoreClient::Connect(hp, rv.secret, deadline - Clock::now())
+          ? TcpStoreClient::Connect(hp, rv.secret, Left(deadline))
           : ConnectWithSecretFile(hp, secret_path, deadline, &rv.secret);
   if (!client.ok()) {
     return client.status().WithContext(me + ": rendezvous store (" + via + ")");

@@ -19,8 +19,8 @@
 //            by the Slurm job, step and store port
 //            (~/.hora/jobs/<job>.<step>-<port>), or by torchrun's run id,
 //            the store's address and the restart count.
-// Every wait is bounded by HORA_START_TIMEOUT_S and its error names what it
-// waited for.
+// Every wait is bounded by one deadline, HORA_START_TIMEOUT_S from the
+// start, and its error names what it waited for.
 #pragma once
 
 #include <map>

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The MPI bootstrap with a late rank (tests/mp/mpi_bootstrap_worker.cc):
 #   abandon   rank 1's broadcast times out; later ones are refused at once
+#   deadline  MPI's start and broadcast share HORA_START_TIMEOUT_S
 # In each mode both ranks must report their checks and the job must end
 # well within its limit (no MPI_Finalize waiting on an abandoned request).
 # The launcher's exit code is not checked: ranks that abandoned a request
@@ -15,7 +16,7 @@ args=(-np 2)
 [ "$flavour" = openmpi ] && args+=(--oversubscribe --bind-to none)
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-for mode in abandon; do
+for mode in abandon deadline; do
   start=$(date +%s)
   timeout 60 "mpirun.$flavour" "${args[@]}" "$worker" "$plugin" "$mode" >"$out" 2>&1
   rc=$?
@@ -28,4 +29,4 @@ for mode in abandon; do
   done
   [ "$elapsed" -lt 30 ] || fail "$mode: took ${elapsed}s"
 done
-echo "1 passed, 0 failed"
+echo "2 passed, 0 failed"

@@ -9,15 +9,24 @@
 //     the process must still exit promptly (MPI is not finalised over a
 //     pending collective). Rank 0 joins late and must fail or succeed
 //     within its own timeout, never hang.
+//   hora-mp-bootstrap-worker PLUGIN deadline
+//     rank 0 joins the rendezvous (JoinRendezvous, HORA_START_TIMEOUT_S=3);
+//     rank 1 starts MPI 2 s late and never broadcasts. MPI's start and the
+//     broadcast share one deadline: rank 0 fails within the 3 s, not after
+//     2 s + 3 s.
 //
 // Each rank prints "rank R: bootstrap checks passed", or names a failure.
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 
+#include "api/process_wiring.h"
+#include "api/rendezvous.h"
+#include "launch/rank_layout.h"
 #include "mpi/mpi_loader.h"
 
 namespace {
@@ -34,18 +43,48 @@ void Passed(int rank) {
   std::fflush(stdout);
 }
 
+int OneDeadline(MpiBootstrap& mpi, const std::string& plugin) {
+  auto env = ReadWholeEnvironment();
+  env["HORA_MPI_PLUGIN"] = plugin;
+  env["HORA_START_TIMEOUT_S"] = "3";
+  Result<RankLayout> layout = RankLayoutFromEnv(env);
+  if (!layout.ok()) return Fail(-1, layout.status().ToString());
+  if (layout->rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    Result<MpiLibrary*> lib = mpi.Open(std::chrono::seconds(60));
+    if (!lib.ok()) return Fail(1, lib.status().ToString());
+    Passed(1);
+    std::this_thread::sleep_for(std::chrono::seconds(5));
+    std::_Exit(0);  // rank 0 left without MPI_Finalize: none here either
+  }
+  Result<Config> config = ConfigFromEnv(env);
+  if (!config.ok()) return Fail(0, config.status().ToString());
+  Logger logger(LogLevel::kOff, -1);
+  const auto start = std::chrono::steady_clock::now();
+  Result<Rendezvous> rv = JoinRendezvous(*config, env, *layout, logger);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("rank 0: rendezvous after %.1f s: %s\n", took, rv.status().ToString().c_str());
+  if (rv.ok()) return Fail(0, "the rendezvous succeeded without rank 1's broadcast");
+  if (took > 4.2) return Fail(0, "took more than HORA_START_TIMEOUT_S=3 in all");
+  Passed(0);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string mode = argc == 3 ? argv[2] : "";
-  if (mode != "abandon") {
-    std::printf("usage: mpirun -np 2 %s PLUGIN abandon (PLUGIN: a libhora-mpi-*.so)\n", argv[0]);
+  if (mode != "abandon" && mode != "deadline") {
+    std::printf("usage: mpirun -np 2 %s PLUGIN abandon|deadline (PLUGIN: a libhora-mpi-*.so)\n",
+                argv[0]);
     return argc == 2 && argv[1][0] == '-' ? 0 : 2;
   }
   Result<Config> config = ConfigFromEnv({{"HORA_MPI_PLUGIN", argv[1]}});
   if (!config.ok()) return Fail(-1, config.status().ToString());
   Result<MpiBootstrap*> mpi = LoadMpiBootstrap(*config, {});
   if (!mpi.ok()) return Fail(-1, mpi.status().ToString());
+  if (mode == "deadline") return OneDeadline(**mpi, argv[1]);
   Result<MpiLibrary*> lib = (*mpi)->Open(std::chrono::seconds(60));
   if (!lib.ok()) return Fail(-1, lib.status().ToString());
   const int rank = (*lib)->rank();
