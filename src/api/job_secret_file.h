@@ -7,6 +7,9 @@
 // others wait for it. It needs a home directory that every host of the job
 // shares, as Slurm clusters have. Rank 0 removes the file once every rank
 // has connected, and at the latest when its JobSecretFile is destroyed.
+// Both sides refuse ~/.hora and ~/.hora/jobs unless each is a directory
+// (not a symbolic link) of this user that group and others cannot write
+// to, and readers refuse anything but a regular private file.
 #pragma once
 
 #include <map>
@@ -27,7 +30,9 @@ Result<std::string> JobSecretPath(const std::map<std::string, std::string>& env,
 // Rank 0's side: the file with a fresh secret, removed when this goes.
 class JobSecretFile {
  public:
-  // Creates the directories and writes the file (replacing a stale one).
+  // Creates the directories (or checks them, InvalidArgument naming one
+  // that is not private) and writes the file (replacing a stale one).
+  // `path` is JobSecretPath's.
   static Result<std::unique_ptr<JobSecretFile>> Create(const std::string& path);
   ~JobSecretFile();
   JobSecretFile(const JobSecretFile&) = delete;
@@ -47,9 +52,10 @@ class JobSecretFile {
 };
 
 // The other ranks' side: waits until `deadline` for the file at `path` and
-// returns its secret. The file must belong to this user and be readable by
-// nobody else (an InvalidArgument otherwise). A TimeoutError when it did
-// not appear.
+// returns its secret. The file must be a regular file of this user that
+// nobody else can read, in private directories (an InvalidArgument
+// otherwise; a FIFO or device under the name is refused without waiting on
+// it). A TimeoutError when it did not appear.
 Result<std::string> ReadJobSecretFile(const std::string& path, TimePoint deadline);
 
 }  // namespace hora

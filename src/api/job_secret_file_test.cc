@@ -105,5 +105,51 @@ TEST_F(JobSecretFileTest, RefusesAFileOthersCanRead) {
   EXPECT_NE(partial.status().message().find("does not hold a job secret"), std::string::npos);
 }
 
+TEST_F(JobSecretFileTest, RefusesDirectoriesOthersCanWriteTo) {
+  const std::string path = Path("5.0-20000");
+  ASSERT_EQ(mkdir((home_ + "/.hora").c_str(), 0700), 0);
+  ASSERT_EQ(mkdir((home_ + "/.hora/jobs").c_str(), 0700), 0);
+  ASSERT_EQ(chmod((home_ + "/.hora/jobs").c_str(), 0777), 0);  // as a umask of 0 leaves it
+  auto file = JobSecretFile::Create(path);
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(
+      file.status().message().find(home_ + "/.hora/jobs can be written by others (mode 0777)"),
+      std::string::npos)
+      << file.status().message();
+  // The readers refuse it too, once a file is there.
+  ASSERT_EQ(chmod((home_ + "/.hora/jobs").c_str(), 0700), 0);
+  file = JobSecretFile::Create(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  ASSERT_EQ(chmod((home_ + "/.hora").c_str(), 0770), 0);
+  auto read = ReadJobSecretFile(path, Clock::now());
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find(home_ + "/.hora can be written by others (mode 0770)"),
+            std::string::npos)
+      << read.status().message();
+}
+
+TEST_F(JobSecretFileTest, RefusesASymbolicLinkForADirectory) {
+  char other[] = "/tmp/hora-secret-other-XXXXXX";
+  ASSERT_NE(mkdtemp(other), nullptr);
+  ASSERT_EQ(symlink(other, (home_ + "/.hora").c_str()), 0);
+  auto file = JobSecretFile::Create(Path("6.0-20000"));
+  std::system((std::string("rm -rf ") + other).c_str());
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find(home_ + "/.hora is a symbolic link"), std::string::npos)
+      << file.status().message();
+}
+
+TEST_F(JobSecretFileTest, AFifoUnderTheNameIsRefusedAtOnce) {
+  const std::string path = Path("7.0-20000");
+  ASSERT_TRUE(JobSecretFile::Create(Path("7.0-other")).ok());  // the directories
+  ASSERT_EQ(mkfifo(path.c_str(), 0600), 0);
+  const TimePoint start = Clock::now();
+  auto read = ReadJobSecretFile(path, start + std::chrono::seconds(5));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  ASSERT_FALSE(read.ok());
+  EXPECT_NE(read.status().message().find(path + " is not a private file"), std::string::npos)
+      << read.status().message();
+}
+
 }  // namespace
 }  // namespace hora
