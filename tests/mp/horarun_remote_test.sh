@@ -133,5 +133,12 @@ else
   fail "slow remote shell: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
 fi
 
+# 7. A user's variables named like the remote script's own (n, v, p, rc)
+#    reach the remote rank unchanged.
+out=$(n="user n" v="user v" p="user p" rc="user rc" "$horarun" -np 2 "${hosts[@]}" \
+  -x n -x v -x p -x rc sh -c 'echo "rank $HORA_RANK n=$n v=$v p=$p rc=$rc"' 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ] && grep -qxF "[1]: rank 1 n=user n v=user v p=user p rc=user rc" <<<"$out"; then ok; else fail "variables named like the script's: rc=$rc, output: $out"; fi
+
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

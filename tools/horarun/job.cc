@@ -54,33 +54,40 @@ static std::string RemoteScript(const std::string& cwd, const std::vector<std::s
   for (const auto& a : argv) cmd += " " + ShellQuote(a);
   char grace[32];
   std::snprintf(grace, sizeof grace, "%d", static_cast<int>(grace_s + 0.999));
+  // Its own variables and function all start with __hora_ (RemoteInput
+  // passes no such name): a user's variable of the same name (n, p, rc)
+  // would otherwise be overwritten in the rank's environment.
   return std::string(
              "IFS= read -r HORA_SECRET || { echo 'horarun: no job secret on stdin (the remote "
              "shell must pass stdin on: no ssh -n)' >&2; exit 1; }; export HORA_SECRET; "
-             "while IFS= read -r l && [ -n \"$l\" ]; do n=${l#? }; v=${n#*=}; n=${n%%=*}; "
-             "case $l in e*) v=$(printf -- \"${v}x\"); v=${v%x};; esac; export \"$n=$v\"; done; "
+             "while IFS= read -r __hora_l && [ -n \"$__hora_l\" ]; do "
+             "__hora_n=${__hora_l#? }; __hora_v=${__hora_n#*=}; __hora_n=${__hora_n%%=*}; "
+             "case $__hora_l in e*) __hora_v=$(printf -- \"${__hora_v}x\"); "
+             "__hora_v=${__hora_v%x};; esac; export \"$__hora_n=$__hora_v\"; done; "
              "cd ") +
          ShellQuote(cwd) +
-         " || exit 1; p=; g=; stopped=; "
-         "stop() { stopped=1; [ -n \"$p\" ] && { kill -TERM $g 2>/dev/null || kill -TERM $p "
-         "2>/dev/null; kill -CONT $g 2>/dev/null || kill -CONT $p 2>/dev/null; }; }; "
-         "trap stop TERM INT HUP; "
-         "s=; command -v setsid >/dev/null 2>&1 && s=setsid; exec 3<&0; $s " +
+         " || exit 1; __hora_p=; __hora_g=; __hora_stopped=; "
+         "__hora_stop() { __hora_stopped=1; [ -n \"$__hora_p\" ] && { kill -TERM $__hora_g "
+         "2>/dev/null || kill -TERM $__hora_p 2>/dev/null; kill -CONT $__hora_g 2>/dev/null || "
+         "kill -CONT $__hora_p 2>/dev/null; }; }; "
+         "trap __hora_stop TERM INT HUP; "
+         "__hora_s=; command -v setsid >/dev/null 2>&1 && __hora_s=setsid; exec 3<&0; $__hora_s " +
          cmd +
-         " </dev/null 3<&- & p=$!; g=$p; [ -n \"$s\" ] && g=-$p; [ -n \"$stopped\" ] && stop; "
-         "$s sh -c 'cat >/dev/null; kill -TERM $0 2>/dev/null || exit 0; kill -CONT $0; sleep $1; "
-         "kill -KILL $0 2>/dev/null' \"$g\" " +
+         " </dev/null 3<&- & __hora_p=$!; __hora_g=$__hora_p; [ -n \"$__hora_s\" ] && "
+         "__hora_g=-$__hora_p; [ -n \"$__hora_stopped\" ] && __hora_stop; "
+         "$__hora_s sh -c 'cat >/dev/null; kill -TERM $0 2>/dev/null || exit 0; kill -CONT $0; "
+         "sleep $1; kill -KILL $0 2>/dev/null' \"$__hora_g\" " +
          grace +
-         " <&3 >/dev/null 2>&1 & w=$!; exec 3<&-; "
-         "while :; do wait $p; rc=$?; kill -0 $p 2>/dev/null || break; done; "
-         "kill $w 2>/dev/null; exit $rc";
+         " <&3 >/dev/null 2>&1 & __hora_w=$!; exec 3<&-; "
+         "while :; do wait $__hora_p; __hora_rc=$?; kill -0 $__hora_p 2>/dev/null || break; "
+         "done; kill $__hora_w 2>/dev/null; exit $__hora_rc";
 }
 
 std::string RemoteInput(const std::string& secret, const std::map<std::string, std::string>& env) {
   std::string in = secret + "\n";
   for (const auto& [name, value] : env) {
     // A name the remote shell cannot export would end it.
-    if (name == "HORA_SECRET" || !IsShellName(name)) continue;
+    if (name == "HORA_SECRET" || !IsShellName(name) || name.rfind("__hora_", 0) == 0) continue;
     if (value.find('\n') == std::string::npos) {  // read -r takes it as it is
       in += "r " + name + "=" + value + "\n";
       continue;

@@ -17,6 +17,37 @@ TEST(Job, RemoteInputCarriesTheSecretAndEveryVariable) {
   EXPECT_EQ(in, "s3\nr PATH=/a b:/c\ne V=x\\012y\\045z\\134w\n\n");
 }
 
+// Runs the remote script of `launch` (its last argument) with sh, as the
+// remote host would, with the input on its stdin, which stays open while
+// the rank runs (its end stops the rank); returns the rank's output once it
+// is `want_size` bytes long (or after 5 s).
+std::string RunAsARemoteHost(const RankLaunch& launch, size_t want_size) {
+  char script_path[] = "/tmp/hora-job-test-XXXXXX";
+  const int sfd = mkstemp(script_path);
+  if (sfd < 0) return "mkstemp failed";
+  FILE* sf = fdopen(sfd, "w");
+  std::fputs(launch.argv.back().c_str(), sf);
+  std::fclose(sf);
+  const std::string out_path = std::string(script_path) + ".out";
+  FILE* p = popen(("sh " + std::string(script_path) + " >" + out_path).c_str(), "w");
+  if (p == nullptr) return "popen failed";
+  std::fputs(launch.input->c_str(), p);
+  std::fflush(p);
+  std::string out;
+  for (int i = 0; i < 500 && out.size() < want_size; ++i) {
+    usleep(10000);
+    FILE* f = std::fopen(out_path.c_str(), "r");
+    out.clear();
+    char buf[256];
+    for (size_t n; f != nullptr && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    if (f != nullptr) std::fclose(f);
+  }
+  pclose(p);
+  std::remove(script_path);
+  std::remove(out_path.c_str());
+  return out;
+}
+
 // The remote script reads RemoteInput and exports each variable as it was.
 TEST(Job, RemoteShellRestoresTheVariables) {
   const std::string value = "line1\nline2 %d \\n 'q' \"dq\" $HOME `x` -v";
@@ -32,34 +63,28 @@ TEST(Job, RemoteShellRestoresTheVariables) {
     EXPECT_EQ(a.find("S3CR3T"), std::string::npos) << "the secret on the command line: " << a;
     EXPECT_EQ(a.find("line1"), std::string::npos) << "a variable on the command line: " << a;
   }
-  // The script (the last argument) run by sh, as the remote host would,
-  // with the input on its stdin, which stays open while the rank runs (its
-  // end stops the rank).
-  char script_path[] = "/tmp/hora-job-test-XXXXXX";
-  const int sfd = mkstemp(script_path);
-  ASSERT_GE(sfd, 0);
-  FILE* sf = fdopen(sfd, "w");
-  std::fputs(launch.argv.back().c_str(), sf);
-  std::fclose(sf);
-  const std::string out_path = std::string(script_path) + ".out";
-  FILE* p = popen(("sh " + std::string(script_path) + " >" + out_path).c_str(), "w");
-  ASSERT_NE(p, nullptr);
-  std::fputs(launch.input->c_str(), p);
-  std::fflush(p);
   const std::string want = value + "|0|S3CR3T-x9";
-  std::string out;
-  for (int i = 0; i < 500 && out.size() < want.size(); ++i) {
-    usleep(10000);
-    FILE* f = std::fopen(out_path.c_str(), "r");
-    out.clear();
-    char buf[256];
-    for (size_t n; f != nullptr && (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    if (f != nullptr) std::fclose(f);
+  EXPECT_EQ(RunAsARemoteHost(launch, want.size()), want);
+}
+
+// A user's variables named like the script's own (its loop's l, n, v; the
+// rank's p, g; s, w, rc, stopped) reach the rank unchanged.
+TEST(Job, RemoteShellKeepsVariablesNamedLikeItsOwn) {
+  JobSpec spec;
+  spec.placements = {{0, "hora-test-remote-host", 0, 1, 0, 1}};
+  std::string print = "printf '%s'";
+  std::string want;
+  for (const char* name : {"l", "n", "v", "p", "g", "s", "w", "rc", "stopped", "stop"}) {
+    spec.env[name] = std::string("user ") + name;
+    print += std::string(" \"$") + name + "|\"";
+    want += std::string("user ") + name + "|";
   }
-  pclose(p);
-  std::remove(script_path);
-  std::remove(out_path.c_str());
-  EXPECT_EQ(out, want);
+  spec.env["HORA_SECRET"] = "s";
+  spec.command = {"sh", "-c", print};
+  spec.rsh = {"a-local-wrapper"};
+  const RankLaunch launch = PlanRankLaunch(spec, spec.placements[0], "/");
+  ASSERT_TRUE(launch.input.has_value());
+  EXPECT_EQ(RunAsARemoteHost(launch, want.size()), want);
 }
 
 }  // namespace
