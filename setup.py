@@ -89,6 +89,12 @@ class InstallStaged(install_data):
     def run(self):
         build_temp = self.get_finalized_command("build_ext").build_temp
         staging = _staging(build_temp)
+        # Without them the wheel would hold no C++ part at all, silently.
+        for top, needed in (("include", os.path.join("hora", "hora.h")), ("lib", "libhora.so")):
+            if not os.path.isfile(os.path.join(staging, top, needed)):
+                raise RuntimeError(
+                    "the C++ staging tree %s has no %s/%s: build_ext installs it there "
+                    "(cmake --install), and must run first" % (staging, top, needed))
         files = {}
         for top in ("include", "lib"):
             for path in glob.glob(os.path.join(staging, top, "**", "*"), recursive=True):

@@ -28,7 +28,13 @@ def main(argv=None):
                          "reinstall hora\n" % os.path.dirname(os.path.abspath(__file__)))
         return 2
     if not os.access(path, os.X_OK):
-        os.chmod(path, 0o755)
+        try:
+            os.chmod(path, 0o755)
+        except OSError as e:  # a read-only install, or another user's
+            sys.stderr.write("hora.run: %s is not executable and cannot be made so (%s); "
+                             "run `chmod +x %s` as the owner of the install, or reinstall "
+                             "hora\n" % (path, e.strerror or e, path))
+            return 2
     os.execv(path, [path] + argv)
     return 0  # not reached
 

@@ -26,6 +26,13 @@ fail() { echo "FAIL: $*"; exit 1; }
 # configured tree and does not configure from the copy.
 mkdir "$scratch/src-tree"
 cp -r "$src/python" "$src/setup.py" "$src/pyproject.toml" "$src/LICENSE" "$scratch/src-tree/"
+# Installing the C++ part before it is built fails, naming what is missing
+# (it once installed nothing, silently).
+if out=$(cd "$scratch/src-tree" && "$python" setup.py -q install_data --install-dir "$scratch/x" 2>&1); then
+  fail "install_data without the C++ staging tree succeeded: $out"
+fi
+grep -q "C++ staging tree .* has no include/hora/hora.h" <<<"$out" || fail "install_data without staging: $out"
+rm -rf "$scratch/src-tree/build" "$scratch/src-tree"/python/*.egg-info "$scratch/x"
 PIP_ROOT_USER_ACTION=ignore HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip wheel --quiet \
   --no-build-isolation --no-deps --no-index -w "$scratch/dist" "$scratch/src-tree"
 wheel=$(ls "$scratch"/dist/hora-*.whl)
@@ -80,7 +87,25 @@ cmake --build "$scratch/trainer" > "$scratch/build.log" 2>&1 ||
 out=$(horarun -np 2 --timeout 60 "$scratch/trainer/trainer")
 grep -q "(ok)" <<<"$out" || fail "C++ trainer (find_package): $out"
 
+# A read-only install whose launcher lost its x bit: a clear message, not
+# a traceback.
+out=$(python - 2>&1 <<'PY'
+import os
+import hora.run as run
+path = run.launcher_path()
+os.chmod(path, 0o644)
+def read_only(*args):
+    raise PermissionError(30, "Read-only file system")
+os.chmod = read_only
+print("rc", run.main(["--version"]))
+PY
+) || true
+chmod 755 "$(python -c 'import hora.run as r; print(r.launcher_path())')"
+grep -q "is not executable and cannot be made so (Read-only file system)" <<<"$out" &&
+  grep -q "^rc 2$" <<<"$out" || fail "hora.run with a launcher it cannot make executable: $out"
+
 export PKG_CONFIG_PATH="$venv/lib/pkgconfig"
+[[ " $(pkg-config --libs hora) " == *" -pthread "* ]] || fail "pkg-config --libs hora: no -pthread"
 # shellcheck disable=SC2046
 g++ $(pkg-config --cflags hora) "$src/examples/cpp/trainer.cc" -o "$scratch/trainer-pc" \
   $(pkg-config --libs hora) || fail "building with pkg-config hora"
