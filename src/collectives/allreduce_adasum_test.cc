@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "collectives/kernels/half.h"
+#include "support/reference.h"
 #include "support/thread_ranks.h"
 
 namespace hora::testing {
@@ -78,19 +79,6 @@ std::vector<double> Tree(std::vector<std::vector<double>> v) {
   return v[0];
 }
 
-double Unit(DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return std::ldexp(1.0, -11);
-    case DataType::kBFloat16:
-      return std::ldexp(1.0, -8);
-    case DataType::kFloat32:
-      return std::ldexp(1.0, -24);
-    default:
-      return std::ldexp(1.0, -53);
-  }
-}
-
 class Adasum : public ::testing::TestWithParam<int> {};
 
 TEST_P(Adasum, MatchesTheDefinitionBitwiseIdenticalOnEveryRank) {
@@ -138,7 +126,7 @@ TEST_P(Adasum, MatchesTheDefinitionBitwiseIdenticalOnEveryRank) {
         // of the result's magnitude per element, relative to the vector's norm.
         double norm = 0;
         for (double w : want) norm = std::max(norm, std::fabs(w));
-        const double tol = 1.5 * (std::log2(n) + 3) * Unit(dtype) * 4 * (norm + 1);
+        const double tol = 1.5 * (std::log2(n) + 3) * UnitRoundoff(dtype) * 4 * (norm + 1);
         for (size_t i = 0; i < count; ++i) {
           const double got = Get(dtype, out[0].data(), i);
           ASSERT_NEAR(got, 1.5 * want[i], tol) << "element " << i;
@@ -150,7 +138,7 @@ TEST_P(Adasum, MatchesTheDefinitionBitwiseIdenticalOnEveryRank) {
           const std::vector<double> want2 = Tree(stored2);
           for (size_t i = 0; i < 3; ++i) {
             ASSERT_NEAR(Get(dtype, in2[0].data(), i), 1.5 * want2[i],
-                        1.5 * (std::log2(n) + 3) * Unit(dtype) * 8)
+                        1.5 * (std::log2(n) + 3) * UnitRoundoff(dtype) * 8)
                 << "fused tensor element " << i;
           }
         }

@@ -21,19 +21,6 @@ uint64_t Mix(uint64_t x) {  // splitmix64
   return x ^ (x >> 31);
 }
 
-double UnitRoundoff(DataType t) {
-  switch (t) {
-    case DataType::kFloat16:
-      return std::ldexp(1.0, -11);
-    case DataType::kBFloat16:
-      return std::ldexp(1.0, -8);
-    case DataType::kFloat32:
-      return std::ldexp(1.0, -24);
-    default:
-      return std::ldexp(1.0, -53);
-  }
-}
-
 // Rounds a double to the storage type and back (what storing it would keep).
 double RoundTo(DataType t, double v) {
   switch (t) {
@@ -148,6 +135,19 @@ auto DispatchInt(DataType t, F&& f) {
 }
 
 }  // namespace
+
+double UnitRoundoff(DataType t) {
+  switch (t) {
+    case DataType::kFloat16:
+      return std::ldexp(1.0, -11);
+    case DataType::kBFloat16:
+      return std::ldexp(1.0, -8);
+    case DataType::kFloat32:
+      return std::ldexp(1.0, -24);
+    default:
+      return std::ldexp(1.0, -53);
+  }
+}
 
 double ElementAsDouble(DataType dtype, const void* data, size_t i) {
   switch (dtype) {

@@ -23,6 +23,10 @@
 
 namespace hora::testing {
 
+// The unit roundoff of a floating type: 2^-11 f16, 2^-8 bf16, 2^-24 f32,
+// 2^-53 f64.
+double UnitRoundoff(DataType dtype);
+
 // Fills `count` elements of `dtype` with values suited to `op` (small values
 // for products, full-range bit patterns for integer sums so wrapping is
 // exercised), deterministic in (seed, rank).
