@@ -3,7 +3,7 @@
 * :mod:`hora.common.basics` -- the process-wide default Session (``init``,
   ``shutdown``, ``rank``, ``size``...) and the reduction op codes.
 * :mod:`hora.common.exceptions` -- the exception types.
-* :mod:`hora.common.process_sets` -- ``ProcessSet`` (global set only, for now).
+* :mod:`hora.common.process_sets` -- ``ProcessSet``, ``add_process_set``, ``remove_process_set``.
 """
 
 from hora.common.basics import (  # noqa: F401
