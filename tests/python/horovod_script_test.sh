@@ -22,7 +22,7 @@ for v in $(env | grep -o '^HORA_[A-Z_]*' || true); do unset "$v"; done
 
 expect_ok() {  # what output: every rank printed OK
   local what=$1 n=$2 out=$3
-  [[ $(grep -c "rank [0-9]*: OK" <<<"$out") == "$n" ]] || { echo "$out"; fail "$what"; }
+  [[ $(grep -o "rank [0-9]*: OK" <<<"$out" | wc -l) == "$n" ]] || { echo "$out"; fail "$what"; }
   echo "ok: $what"
 }
 
