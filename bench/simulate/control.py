@@ -1,8 +1,8 @@
 """Cost model of Hora's control plane: what one engine cycle costs before the
-data moves (design.md section 4; src/engine/engine.cc, control.cc).
+data moves (design.md section 4; src/engine/negotiator.cc, collectives/bitwise_and.cc).
 
 Every cycle, every rank takes part in one bitwise-AND allreduce of the cache
-bit vector (recursive doubling, as control.cc does). Hora's vector has
+bit vector (recursive doubling, as collectives/bitwise_and.cc does). Hora's vector has
 2 * ceil(C / 64) + 1 words of 8 bytes for a cache of C entries (ready bits,
 valid bits, one status word):
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/control_plane.h"
 #include "collectives/comm.h"
 #include "collectives/selector.h"
 #include "common/config.h"
@@ -55,8 +56,9 @@ struct ProcessSetState {
   std::unique_ptr<Comm> data_comm;
   std::unique_ptr<Comm> control_comm;
   std::unique_ptr<CollectiveBackend> backend;
-  std::unique_ptr<Engine> engine;       // started with the set (under Impl::engine_mu)
-  uint64_t unnamed[kOpTypeCount] = {};  // per OpType: generated names
+  std::unique_ptr<ControlPlane> control;  // the engine's, over control_comm (with it)
+  std::unique_ptr<Engine> engine;         // started with the set (under Impl::engine_mu)
+  uint64_t unnamed[kOpTypeCount] = {};    // per OpType: generated names
   uint64_t unnamed_groups = 0;
 };
 

@@ -2,7 +2,7 @@
 //
 // Process sets: adding and removing them (collective over the whole
 // session, agreed with two allgathers so that every rank reaches the same
-// verdict), and finding the set of an engine call.
+// verdict).
 #include <algorithm>
 #include <set>
 
@@ -43,41 +43,6 @@ std::string Disagreement(const std::vector<std::vector<int32_t>>& lists) {
 }
 
 }  // namespace
-
-EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op) {
-  EngineCall call;
-  call.cacheable = !name.empty();
-  call.name = name;
-  std::lock_guard<std::mutex> lock(impl.engine_mu);
-  auto it = impl.sets.find(set_id);
-  if (it == impl.sets.end()) {
-    if (call.name.empty()) call.name = OpTypeName(op);
-    call.status = InvalidArgument(Where(impl, op, call.name) + ": there is no process set " +
-                                  std::to_string(set_id) + " (never added, or removed)");
-    return call;
-  }
-  ProcessSetState& set = *it->second;
-  if (call.name.empty()) {
-    call.name = std::string(OpTypeName(op)) + ".noname." +
-                std::to_string(set.unnamed[static_cast<int>(op)]++);
-  }
-  if (!set.member()) {
-    call.status = InvalidArgument(Where(impl, op, call.name) + ": rank " +
-                                  std::to_string(impl.comm.rank()) + " is not in " + set.Label());
-    return call;
-  }
-  call.set = it->second;
-  call.impl = &impl;
-  call.engine = set.engine.get();  // (it lives as long as the set: call.set holds that)
-  return call;
-}
-
-void StartEngine(Session::Impl& impl, ProcessSetState& set) {
-  if (set.engine) return;
-  set.engine = std::make_unique<Engine>(impl.config, *set.control_comm, *set.backend, impl.logger,
-                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks);
-  set.engine->SetTimeline(impl.timeline);
-}
 
 Result<int> Session::AddProcessSet(std::span<const int> ranks) {
   const std::string where = impl_->Where("add_process_set");

@@ -3,6 +3,9 @@
 
 #include <cstring>
 
+#include "collectives/bitwise_and.h"
+#include "collectives/kernels/identity.h"
+
 namespace hora {
 
 Status CollectiveBackend::AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
@@ -30,6 +33,22 @@ Status CollectiveBackend::AllreduceParts(std::span<const AllreducePart> parts, D
     off += p.count * esize;
   }
   return Status::Ok();
+}
+
+bool CollectiveBackend::CanCarry(const Comm& control, size_t words, size_t bytes) {
+  (void)control, (void)words, (void)bytes;
+  return false;
+}
+
+Result<bool> CollectiveBackend::AndCarrying(Comm& control, std::span<uint64_t> words,
+                                            const CarriedAllreduce* carried) {
+  (void)carried;
+  HORA_RETURN_IF_ERROR(AllreduceBitwiseAnd(control, words));
+  return false;
+}
+
+void CollectiveBackend::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count) {
+  hora::FillIdentity(dtype, op, data, count);
 }
 
 }  // namespace hora

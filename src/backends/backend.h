@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -35,14 +36,19 @@ class CollectiveBackend {
   // shared window) reads and writes the parts where they are.
   virtual Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
                                 const Reduction& reduction, std::vector<std::byte>& fusion);
-  // The Comm on whose shared window an allreduce of `bytes` would run
-  // (Hora's shared-memory algorithm), or null: the engine may then send it
-  // with its bit vector instead, its data in that window (engine/control.h,
-  // AllreduceAndCarrying). Only the engine's cycle may use that Comm.
-  virtual Comm* SharedWindowComm(size_t bytes) {
-    (void)bytes;
-    return nullptr;
-  }
+  // The engine's fast path sends its cycle's cached allreduce along with the
+  // AND of its bit vector on `control` (its control plane's Comm), where the
+  // backend can: whether an allreduce of `bytes` bytes can go with `words`
+  // words (this default: never).
+  virtual bool CanCarry(const Comm& control, size_t words, size_t bytes);
+  // The AND of `words` over `control` (collectives/bitwise_and.h), carrying
+  // `carried` (null: nothing) where CanCarry: true when it ran on every rank.
+  // This default carries nothing.
+  virtual Result<bool> AndCarrying(Comm& control, std::span<uint64_t> words,
+                                   const CarriedAllreduce* carried);
+  // Fills a joined rank's stand-in for an allreduce with the identity of
+  // `op` (zeros for a sum), `count` elements at `data`.
+  virtual void FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count);
   // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset
   // sum(bytes_per_rank[0..r)) on every rank.
   virtual Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) = 0;

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "collectives/bitwise_and.h"
 #include "collectives/shared_common.h"
 
 namespace hora {
@@ -41,8 +42,16 @@ class HoraBackend final : public CollectiveBackend {
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
 
-  Comm* SharedWindowComm(size_t bytes) override {
-    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory ? &comm_ : nullptr;
+  // The carried allreduce: its data in this backend's shared window, where
+  // an allreduce of that size would run on its own.
+  bool CanCarry(const Comm& control, size_t words, size_t bytes) override {
+    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory &&
+           bytes <= CarriableBytes(control, comm_, words);
+  }
+
+  Result<bool> AndCarrying(Comm& control, std::span<uint64_t> words,
+                           const CarriedAllreduce* carried) override {
+    return AllreduceBitwiseAndCarrying(control, words, &comm_, carried);
   }
 
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <vector>
 
 #include "collectives/comm.h"
 #include "hora/types.h"
@@ -23,6 +25,15 @@ struct AllreducePart {
   const void* in = nullptr;
   void* out = nullptr;
   size_t count = 0;
+};
+
+// An allreduce over the concatenation of `parts`, described apart from the
+// Comm that runs it (one the engine may send along with its bit vector:
+// bitwise_and.h).
+struct CarriedAllreduce {
+  std::span<const AllreducePart> parts;
+  DataType dtype = DataType::kFloat32;
+  Reduction reduction;
 };
 
 struct AllreduceArgs {
@@ -85,6 +96,12 @@ Status ReducescatterRing(Comm& comm, const void* in, void* out, std::span<const 
 // recv_bytes[p] bytes from each rank p in rank order. No overlap allowed.
 Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send_bytes, void* out,
                         std::span<const size_t> recv_bytes);
+
+// Every rank's `mine` arrives at `root`, in rank order (others get nothing).
+Result<std::vector<std::vector<uint8_t>>> GatherBytes(Comm& comm, int root,
+                                                      const std::vector<uint8_t>& mine);
+// root's `data` replaces `data` on every rank.
+Status BroadcastBytes(Comm& comm, int root, std::vector<uint8_t>& data);
 
 // Dissemination barrier: ceil(log2 n) rounds of empty messages.
 Status BarrierDissemination(Comm& comm);

@@ -3,7 +3,7 @@
 // The pieces of the shared-window allreduce (AllreducePartsShared), for a
 // caller that puts a chunk of data in the window within a step of its own:
 // the engine sends its cycle's cached allreduce along with its bit vector
-// (AllreduceAndCarrying, engine/control.h).
+// (AllreduceBitwiseAndCarrying, bitwise_and.h).
 #pragma once
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// A cached cycle's allreduce sent with the bit vector (engine_carried.cc):
+// A cached cycle's allreduce sent with the bit vector (negotiator_carried.cc):
 // in a steady state of grouped allreduces (a group is in one cycle on every
 // rank) every step's batch goes with the bits, counted, and every result
 // matches the reference; a group that makes two batches (two dtypes), or

@@ -1,105 +1,90 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The second half of a cycle: carrying out its decisions (Engine::Execute).
-// This rank's tensors are found, errors are delivered, and the ready ones are
-// planned into batches (fusion.h) and run. Each batch's handles are then
+// This rank's tensors are found, errors are delivered, and the ready ones run
+// in the batches the negotiator planned. Each batch's handles are then
 // completed. A steady cached cycle has no decisions: its one batch already
 // ran with the bit vector, and Execute only finishes it.
-#include <algorithm>
-
+#include "engine/allocated_outputs.h"
 #include "engine/engine.h"
-#include "engine/fusion.h"
 
 namespace hora {
 
-void Engine::Execute(const std::vector<Decision>& decisions) {
+void Engine::Execute(const CycleOutcome& outcome) {
   // (A batch that went with the bit vector began when its step did.)
-  const TimePoint decided = carried_.ran ? carried_.start : Clock::now();
-  auto negotiated = [&](const std::vector<Pending*>& ready) {
-    if (!cycle_timeline_) return;
-    for (Pending* p : ready) {
-      cycle_timeline_->Span(p->sub.meta.name, "negotiating", p->taken, decided,
-                            "{\"params\":" + JsonQuote(p->sub.meta.DescribeParams()) + "}");
-    }
+  const TimePoint decided = outcome.carried ? outcome.carried_start : Clock::now();
+  auto negotiated = [&](const TensorRecord* p) {
+    cycle_timeline_->Span(p->meta.name, "negotiating", p->taken, decided,
+                          "{\"params\":" + JsonQuote(p->meta.DescribeParams()) + "}");
   };
-  if (carried_.ran) {
-    // A steady cached cycle: no decisions (Negotiate made none); its batch
-    // already ran with the bit vector, so there is nothing to find, plan or
-    // run.
-    carried_.ran = false;
-    negotiated(carried_.batch);
+  if (outcome.carried) {
+    // A steady cached cycle: no decisions; its batch already ran with the
+    // bit vector, so there is nothing to find, plan or run.
+    batch_.clear();
+    for (Ticket* t : outcome.carried_batch) batch_.push_back(static_cast<TensorRecord*>(t));
     {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.carried_batches;
-      if (carried_.batch.size() > 1) ++stats_.fused_batches;
+      if (batch_.size() > 1) ++stats_.fused_batches;
     }
     if (cycle_timeline_) {
-      SpanBatch(carried_.batch, carried_.start, Status::Ok());
+      for (const TensorRecord* p : batch_) negotiated(p);
+      SpanBatch(batch_, outcome.carried_start, Status::Ok());
     }
-    Finish(carried_.batch, Status::Ok());
+    Finish(batch_, Status::Ok());
     return;
   }
-  std::vector<Pending*> ready;
-  std::vector<const RequestMeta*> metas;
-  ready.reserve(decisions.size());
-  metas.reserve(decisions.size());
-  // This rank's tensors of the slow path's decisions, found with one lock
-  // (the fast path's come with their decisions).
-  std::vector<Pending*> found(decisions.size(), nullptr);
-  if (std::any_of(decisions.begin(), decisions.end(),
-                  [](const Decision& d) { return d.pending == nullptr; })) {
-    std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<Decision>& decisions = outcome.decisions;
+  // This rank's tensor of each decision: the fast path's come with it, the
+  // slow path's are found by name, with one lock; a joined rank without
+  // one reduces a stand-in.
+  std::vector<TensorRecord*> mine(decisions.size(), nullptr);
+  {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     for (size_t i = 0; i < decisions.size(); ++i) {
-      const Response& r = *decisions[i].response;
-      if (decisions[i].pending == nullptr && r.params.op != OpType::kJoin) {
-        found[i] = FindTakenLocked(r.params.name);
+      const Decision& d = decisions[i];
+      if (d.mine != nullptr) {
+        mine[i] = static_cast<TensorRecord*>(d.mine);
+      } else if (d.response->params.op != OpType::kJoin) {
+        if (!lock.owns_lock()) lock.lock();
+        mine[i] = FindTakenLocked(d.response->params.name);
       }
     }
   }
   for (size_t i = 0; i < decisions.size(); ++i) {
-    const Decision& decision = decisions[i];
-    const Response& r = *decision.response;
+    const Decision& d = decisions[i];
+    const Response& r = *d.response;
     if (r.params.op == OpType::kJoin) {
       ApplyJoin(r);
       continue;
     }
-    Pending* mine = decision.pending ? decision.pending : found[i];
-    if (mine == nullptr) {
-      // A tensor this rank never had: an allreduce it joins with identity
-      // values once out of data; otherwise nothing to do here.
-      if (!r.error.empty() || !joined_[static_cast<size_t>(rank_)] ||
-          r.params.op != OpType::kAllreduce) {
-        continue;
-      }
-      Pending* p = AddPhantom(r);
-      ready.push_back(p);
-      metas.push_back(&p->sub.meta);
+    if (mine[i] == nullptr) {
+      if (d.stand_in) mine[i] = AddPhantom(r);
       continue;
     }
     if (!r.error.empty()) {
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
-      Finish(std::vector<Pending*>{mine},
+      Finish(std::vector<TensorRecord*>{mine[i]},
              r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0
                  ? TimeoutError(what)
                  : MismatchError(what));
+      mine[i] = nullptr;
       continue;
     }
-    ready.push_back(mine);
-    metas.push_back(&mine->sub.meta);
-    mine->rows = r.rows;
+    mine[i]->rows = r.rows;
+    if (cycle_timeline_) negotiated(mine[i]);
   }
-  negotiated(ready);
-  std::vector<std::vector<Pending*>> batches;
-  for (const auto& plan :
-       PlanBatches(metas, config_.fusion_threshold_bytes, config_.disable_group_fusion != "1")) {
-    batches.emplace_back();
-    for (size_t i : plan) batches.back().push_back(ready[i]);
+  for (const std::vector<size_t>& plan : outcome.batches) {
+    batch_.clear();
+    for (size_t i : plan) {
+      if (mine[i] != nullptr) batch_.push_back(mine[i]);  // (this rank takes part in each)
+    }
+    if (!batch_.empty()) RunBatch(batch_);
   }
-  for (auto& batch : batches) RunBatch(batch);
 }
 
-void Engine::RunBatch(const std::vector<Pending*>& batch) {
-  const RequestMeta& m = batch.front()->sub.meta;
+void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
+  const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
   Status st;
   switch (m.op) {
@@ -107,7 +92,7 @@ void Engine::RunBatch(const std::vector<Pending*>& batch) {
       st = RunAllreduceBatch(batch);
       break;
     case OpType::kBroadcast:
-      st = data_.Broadcast(batch.front()->sub.input, m.num_bytes(), m.root);
+      st = data_.Broadcast(batch.front()->input, m.num_bytes(), m.root);
       break;
     case OpType::kBarrier:
       st = data_.Barrier();
@@ -116,38 +101,43 @@ void Engine::RunBatch(const std::vector<Pending*>& batch) {
       break;
     case OpType::kAllgather:
     case OpType::kReducescatter:
-    case OpType::kAlltoall:
-      st = RunShaped(*batch.front());
+    case OpType::kAlltoall: {
+      TensorRecord& p = *batch.front();
+      AllocatedOutput out;
+      st = RunWithAllocatedOutput(data_, m, p.rows, rank_, size_, p.input, &out);
+      p.result = std::move(out.tensor);
+      p.received_splits = std::move(out.received_splits);
       break;
+    }
   }
   if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   if (cycle_timeline_) SpanBatch(batch, start, st);
   Finish(batch, std::move(st));
 }
 
-void Engine::SpanBatch(const std::vector<Pending*>& batch, TimePoint start, const Status& st) {
+void Engine::SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st) {
   const TimePoint end = Clock::now();
-  const char* op = OpTypeName(batch.front()->sub.meta.op);
+  const char* op = OpTypeName(batch.front()->meta.op);
   const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
                            ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
-  for (const Pending* p : batch) cycle_timeline_->Span(p->sub.meta.name, op, start, end, args);
+  for (const TensorRecord* p : batch) cycle_timeline_->Span(p->meta.name, op, start, end, args);
 }
 
-Status Engine::RunAllreduceBatch(const std::vector<Pending*>& batch) {
-  const RequestMeta& m = batch.front()->sub.meta;
+Status Engine::RunAllreduceBatch(const std::vector<TensorRecord*>& batch) {
+  const RequestMeta& m = batch.front()->meta;
   // Joined ranks contribute identity values; Average still divides by the
   // whole set's size, as Horovod's (a joined rank counts as a zero).
   const Reduction red = m.reduction;
   if (batch.size() == 1) {
-    const Submission& s = batch.front()->sub;
-    return data_.Allreduce({s.input, s.output, m.num_elements(), m.dtype, red});
+    const TensorRecord& p = *batch.front();
+    return data_.Allreduce({p.input, p.output, m.num_elements(), m.dtype, red});
   }
   // Fused: the backend packs the tensors into fusion_ (or, on a shared
   // window, reads and writes them where they are).
   std::vector<AllreducePart> parts;
   parts.reserve(batch.size());
-  for (Pending* p : batch) {
-    parts.push_back({p->sub.input, p->sub.output, p->sub.meta.num_elements()});
+  for (TensorRecord* p : batch) {
+    parts.push_back({p->input, p->output, p->meta.num_elements()});
   }
   HORA_RETURN_IF_ERROR(data_.AllreduceParts(parts, m.dtype, red, fusion_));
   std::lock_guard<std::mutex> lock(mu_);

@@ -1,10 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Join in the engine: announcements from the coordinator, and the stand-ins
-// (identity values) a joined rank reduces with.
-#include <algorithm>
-
-#include "collectives/kernels/identity.h"
+// Join in the engine: the end of a join (or its error), and the stand-ins
+// (identity values) a joined rank reduces with. Who has joined is the
+// negotiator's to know.
 #include "engine/engine.h"
 
 namespace hora {
@@ -14,30 +12,25 @@ void Engine::ApplyJoin(const Response& r) {
     Finish(r.params.name, InvalidArgument(r.error));
     return;
   }
-  const auto who = static_cast<size_t>(r.rows.at(0));
-  if (r.rows.at(1) == 0) {
-    joined_[who] = true;
-    ++joined_count_;
-    return;
-  }
+  if (r.rows.at(1) == 0) return;  // a rank joined
   // Every rank has joined: the join is over; its result is the last rank.
-  std::fill(joined_.begin(), joined_.end(), false);
-  joined_count_ = 0;
-  Pending* p = FindTaken(r.params.name);
+  const auto who = r.rows.at(0);
+  TensorRecord* p = FindTaken(r.params.name);
   if (p == nullptr) return;
   Tensor last(DataType::kInt32, {});
   *static_cast<int32_t*>(last.data()) = static_cast<int32_t>(who);
-  p->output = std::move(last);
-  Finish(std::vector<Pending*>{p}, Status::Ok());
+  p->result = std::move(last);
+  Finish(std::vector<TensorRecord*>{p}, Status::Ok());
 }
 
-Engine::Pending* Engine::AddPhantom(const Response& r) {
-  Pending& p = phantoms_[r.params.name];
+TensorRecord* Engine::AddPhantom(const Response& r) {
+  TensorRecord& p = phantoms_[r.params.name];
   p.phantom = true;
-  p.sub.meta = r.params;
+  p.meta = r.params;
   p.scratch.emplace(r.params.dtype, r.params.shape);
-  FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(), p.scratch->num_elements());
-  p.sub.input = p.sub.output = p.scratch->data();
+  data_.FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(),
+                     p.scratch->num_elements());
+  p.input = p.output = p.scratch->data();
   p.taken = Clock::now();
   return &p;
 }

@@ -54,9 +54,9 @@ void Engine::Loop() {
       std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
       if (cycle.owns_lock()) {
         if (finished_) return;
-        nothing_taken = taken_.empty();
+        nothing_taken = negotiator_.nothing_taken();
         if (!nothing_taken) look_every = cycle_time;
-        idle = taken_.empty() || !busy_;
+        idle = negotiator_.nothing_taken() || !busy_;
         spin = idle && busy_ && !driven_ && !defer_.load(std::memory_order_relaxed);
       }
     }
@@ -125,8 +125,8 @@ void Engine::Loop() {
     // it, IdleJoinDue) -- unless a cycle (a driver's) ended meanwhile: that
     // kept this rank in step, and the timer runs on.
     const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
-    const bool idle_look =
-        timed_out && !stop && taken_.empty() && !queued_.load(std::memory_order_acquire);
+    const bool idle_look = timed_out && !stop && negotiator_.nothing_taken() &&
+                           !queued_.load(std::memory_order_acquire);
     if (idle_look) {
       std::lock_guard<std::mutex> lock(mu_);
       ++stats_.idle_looks;
@@ -140,19 +140,18 @@ void Engine::Loop() {
       busy_ = false;  // (no spinning for submissions on the next round)
       continue;
     }
-    const bool due =
-        queued_.load(std::memory_order_acquire) || stop || timed_out || !(taken_.empty() || !busy_);
+    const bool due = queued_.load(std::memory_order_acquire) || stop || timed_out ||
+                     !(negotiator_.nothing_taken() || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
   }
 }
 
 bool Engine::IdleJoinDue(int64_t* seen) const {
-  // Where the AND is not a step of the window, there is no telling who
-  // waits: join.
-  const size_t words = 2 * ((cache_.capacity() + 63) / 64) + 1;  // (Negotiate's vector)
-  if (!AndOnWindow(control_, words)) return true;
-  if (!control_.window()->PeerAhead()) {
+  // Where the control plane cannot tell who waits: join.
+  const std::optional<bool> waiting = negotiator_.PeerWaiting();
+  if (!waiting) return true;
+  if (!*waiting) {
     *seen = -1;
     return false;
   }
@@ -219,7 +218,7 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
       }
       if (!RunCycle()) break;
     }
-    left_work = !finished_ && !taken_.empty();
+    left_work = !finished_ && !negotiator_.nothing_taken();
     cycle.unlock();
   }
   drivers_.fetch_sub(1);

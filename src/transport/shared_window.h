@@ -22,7 +22,7 @@
 // that place again once its own Step s + 1 has returned. The same holds for
 // data published by a step of another window of the same ranks, made in
 // the same order on every rank (the engine's data carried with a control
-// step, engine/control.h): its readers are done with it before their next
+// step, collectives/bitwise_and.h): its readers are done with it before their next
 // step on either window. Collectives that
 // write a place at step s and read it again after step s + 1 (a reduced
 // piece gathered by everyone) alternate the two halves of the region
@@ -62,7 +62,7 @@ inline constexpr uint32_t kSharedWindowContexts = 3;
 inline constexpr size_t SharedWindowBytes(uint32_t context) {
   // The control context carries bit vectors (a bit per cached tensor; the
   // cached allreduce that may go with them goes in the data context's
-  // window, engine/control.h): small, so that a job of many ranks still
+  // window, collectives/bitwise_and.h): small, so that a job of many ranks still
   // fits a container's 64 MiB /dev/shm (the shm transport reserves its
   // segments).
   return context == 2 ? size_t{64} << 10 : size_t{2} << 20;

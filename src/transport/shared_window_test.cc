@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/bitwise_and.h"
 #include "collectives/shared_common.h"
-#include "engine/control.h"
 #include "store/memory_store.h"
 #include "transport/loopback/loopback_transport.h"
 #include "transport/shm/shm_test_util.h"
@@ -301,7 +301,7 @@ TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
     }
 }
 
-// The engine's bit-vector AND carrying a cached allreduce (engine/control.h):
+// The engine's bit-vector AND carrying a cached allreduce (collectives/bitwise_and.h):
 // run only when every rank carries the same allreduce and the same bits
 // (status word aside); otherwise no output is written. The AND is right
 // either way. One-step (small) and two-step sizes, scale factors, in place
@@ -348,10 +348,10 @@ TEST_P(SharedWindowTest, TheBitVectorCarriesAnAllreduceOnlyWhereEveryRankAgrees)
       }
       Reduction mine = red;
       if (odd && c.how == Case::kScale) mine.prescale_factor = 2.0;
-      const CarriedAllreduce carried{&data, parts, DataType::kFloat32, mine};
+      const CarriedAllreduce carried{parts, DataType::kFloat32, mine};
       HORA_ASSIGN_OR_RETURN(
-          bool done,
-          AllreduceAndCarrying(comm, words, odd && c.how == Case::kNoData ? nullptr : &carried));
+          bool done, AllreduceBitwiseAndCarrying(
+                         comm, words, &data, odd && c.how == Case::kNoData ? nullptr : &carried));
       ran[static_cast<size_t>(r)] = done;
       const std::vector<uint64_t> want_words = {0xf0f0ull, 1, ~0ull, ~0ull,
                                                 c.how == Case::kStatus ? 0x5ull : 0xfull};

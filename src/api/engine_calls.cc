@@ -1,0 +1,47 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// How a Session hands a collective to the engine of its process set: the
+// checks every asynchronous call begins with (BeginEngineCall), and an
+// engine's start over the set's control plane (StartEngine).
+#include "api/session_impl.h"
+#include "backends/comm_control_plane.h"
+
+namespace hora {
+
+EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op) {
+  EngineCall call;
+  call.cacheable = !name.empty();
+  call.name = name;
+  std::lock_guard<std::mutex> lock(impl.engine_mu);
+  auto it = impl.sets.find(set_id);
+  if (it == impl.sets.end()) {
+    if (call.name.empty()) call.name = OpTypeName(op);
+    call.status = InvalidArgument(Where(impl, op, call.name) + ": there is no process set " +
+                                  std::to_string(set_id) + " (never added, or removed)");
+    return call;
+  }
+  ProcessSetState& set = *it->second;
+  if (call.name.empty()) {
+    call.name = std::string(OpTypeName(op)) + ".noname." +
+                std::to_string(set.unnamed[static_cast<int>(op)]++);
+  }
+  if (!set.member()) {
+    call.status = InvalidArgument(Where(impl, op, call.name) + ": rank " +
+                                  std::to_string(impl.comm.rank()) + " is not in " + set.Label());
+    return call;
+  }
+  call.set = it->second;
+  call.impl = &impl;
+  call.engine = set.engine.get();  // (it lives as long as the set: call.set holds that)
+  return call;
+}
+
+void StartEngine(Session::Impl& impl, ProcessSetState& set) {
+  if (set.engine) return;
+  set.control = CreateCommControlPlane(*set.control_comm, *set.backend);
+  set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
+                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks);
+  set.engine->SetTimeline(impl.timeline);
+}
+
+}  // namespace hora
