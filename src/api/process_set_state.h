@@ -20,7 +20,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "engine/engine.h"
-#include "transport/subset/subset_transport.h"
+#include "transport/combinators/subset/subset_transport.h"
 
 namespace hora {
 

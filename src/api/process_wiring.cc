@@ -12,7 +12,7 @@
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
-#include "transport/hybrid/hybrid_transport.h"
+#include "transport/combinators/hybrid/hybrid_transport.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "collectives/bitwise_and.h"
-#include "collectives/kernels/identity.h"
+#include "collectives/kernels/reduction_identity.h"
 
 namespace hora {
 
@@ -48,7 +48,7 @@ Result<bool> CollectiveBackend::AndCarrying(Comm& control, std::span<uint64_t> w
 }
 
 void CollectiveBackend::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count) {
-  hora::FillIdentity(dtype, op, data, count);
+  kernels::FillIdentity(dtype, op, data, count);
 }
 
 }  // namespace hora

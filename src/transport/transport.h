@@ -27,8 +27,9 @@
 //    where the ranks share it (loopback, shm); the others have none.
 //  - Implementations: loopback/ (ranks as threads), shm/ and tcp/; the MPI
 //    transport lives in the MPI plugin (src/mpi/plugin/, loaded at run
-//    time). hybrid/ (shm within a host, TCP across) and subset/ (a process
-//    set's view) are built from other transports.
+//    time). combinators/hybrid/ (shm within a host, TCP across) and
+//    combinators/subset/ (a process set's view) are built from other
+//    transports.
 //
 // Thread-safety: several threads may use one Transport at once (a Session's
 // caller and its engine, whose Comms use disjoint tag contexts); requests

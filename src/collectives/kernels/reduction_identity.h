@@ -11,9 +11,9 @@
 
 #include "hora/types.h"
 
-namespace hora {
+namespace hora::kernels {
 
 // Fills `count` elements of `dtype` at `data` with the identity of `op`.
 void FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count);
 
-}  // namespace hora
+}  // namespace hora::kernels

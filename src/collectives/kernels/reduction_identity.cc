@@ -1,12 +1,12 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "collectives/kernels/identity.h"
+#include "collectives/kernels/reduction_identity.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 
-namespace hora {
+namespace hora::kernels {
 namespace {
 
 enum class Kind { kZero, kOne, kHighest, kLowest };
@@ -94,4 +94,4 @@ void FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count) {
   }
 }
 
-}  // namespace hora
+}  // namespace hora::kernels

@@ -2,7 +2,7 @@
 //
 // Reducing any value with the identity leaves it unchanged, for every dtype
 // and op (checked through the real reduction kernels).
-#include "collectives/kernels/identity.h"
+#include "collectives/kernels/reduction_identity.h"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ TEST(Identity, ReducingWithItChangesNothing) {
       const size_t bytes = kCount * DataTypeSize(t);
       std::vector<uint8_t> x(bytes), id(bytes);
       testing::FillInput(t, op, x.data(), kCount, 11, 3);
-      FillIdentity(t, op, id.data(), kCount);
+      kernels::FillIdentity(t, op, id.data(), kCount);
       std::vector<uint8_t> before = x;
       kernels::Reduce(t, op, x.data(), id.data(), kCount);
       if (t == DataType::kBool) {  // any nonzero byte is true; results are 0 or 1

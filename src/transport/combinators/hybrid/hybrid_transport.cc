@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "transport/hybrid/hybrid_transport.h"
+#include "transport/combinators/hybrid/hybrid_transport.h"
 
 #include <algorithm>
 
