@@ -89,11 +89,11 @@ std::vector<Line> Choices() {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     for (int n : kWorlds) {
       auto allreduce = [&](bool shared) {
-        return Runs([&](size_t b) { return Info(s->ChooseAllreduce(n, b, shared)).alias; });
+        return Runs([&](size_t b) { return std::string(s->ChooseAllreduce(n, b, shared).alias); });
       };
-      lines.push_back({std::string(c.name) + " " + std::to_string(n), allreduce(false),
-                       allreduce(true),
-                       Runs([&](size_t b) { return Info(s->ChooseBroadcast(n, b)).alias; })});
+      lines.push_back(
+          {std::string(c.name) + " " + std::to_string(n), allreduce(false), allreduce(true),
+           Runs([&](size_t b) { return std::string(s->ChooseBroadcast(n, b).alias); })});
     }
   }
   return lines;
