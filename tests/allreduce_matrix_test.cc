@@ -62,9 +62,9 @@ TEST_P(AllreduceMatrix, MatchesReference) {
 
   // One job per algorithm, each forced through HORA_ALLREDUCE_ALGO.
   std::vector<std::unique_ptr<ThreadRanks>> jobs;
-  for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+  for (const AllreduceAlgorithm& a : kAllAllreduceAlgorithms) {
     jobs.push_back(
-        std::make_unique<ThreadRanks>(n, TestSettings({{"HORA_ALLREDUCE_ALGO", Info(a).name}})));
+        std::make_unique<ThreadRanks>(n, TestSettings({{"HORA_ALLREDUCE_ALGO", a.name}})));
     ASSERT_EQ(jobs.back()->size(), n);
   }
 
@@ -108,7 +108,7 @@ TEST_P(AllreduceMatrix, MatchesReference) {
             return s.Allreduce(iv, ov, red);
           });
           const std::string what =
-              std::string(Info(kAllAllreduceAlgorithms[a]).name) + " " + ReduceOpName(red.op) +
+              std::string(kAllAllreduceAlgorithms[a].name) + " " + ReduceOpName(red.op) +
               " pre=" + std::to_string(red.prescale_factor) +
               " post=" + std::to_string(red.postscale_factor) + " count=" + std::to_string(count) +
               (in_place ? " in-place" : " out-of-place");

@@ -81,8 +81,8 @@ TEST_P(CollectivesMatrix, AllgatherShapeMismatchNamesEveryRank) {
 
 TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
   const int n = GetParam();
-  for (BroadcastAlgorithm algo : kAllBroadcastAlgorithms) {
-    ThreadRanks job(n, TestSettings({{"HORA_BROADCAST_ALGO", Info(algo).name}}));
+  for (const BroadcastAlgorithm& algo : kAllBroadcastAlgorithms) {
+    ThreadRanks job(n, TestSettings({{"HORA_BROADCAST_ALGO", algo.name}}));
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}, size_t{4} << 20}) {
       for (int root = 0; root < n; ++root) {
         std::vector<std::vector<uint8_t>> data(static_cast<size_t>(n));
@@ -96,7 +96,7 @@ TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
         for (int r = 0; r < n; ++r) {
           ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
           ASSERT_EQ(data[static_cast<size_t>(r)], expected)
-              << Info(algo).name << " bytes " << bytes << " root " << root << " rank " << r;
+              << algo.name << " bytes " << bytes << " root " << root << " rank " << r;
         }
         if (bytes > 4096 && root > 2) break;  // large messages: the first roots suffice
       }

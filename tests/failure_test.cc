@@ -16,10 +16,10 @@ namespace {
 using std::chrono::steady_clock;
 
 TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
-  for (AllreduceAlgorithm algo : kAllAllreduceAlgorithms) {
+  for (const AllreduceAlgorithm& algo : kAllAllreduceAlgorithms) {
     const int n = 4;
-    ThreadRanks job(
-        n, TestSettings({{"HORA_TIMEOUT_S", "0.3"}, {"HORA_ALLREDUCE_ALGO", Info(algo).name}}));
+    ThreadRanks job(n,
+                    TestSettings({{"HORA_TIMEOUT_S", "0.3"}, {"HORA_ALLREDUCE_ALGO", algo.name}}));
     std::vector<std::vector<float>> data(n, std::vector<float>(1000, 1.0f));
     const auto start = steady_clock::now();
     auto st = job.Run(
@@ -34,11 +34,10 @@ TEST(Failure, MissingRankTimesOutNamingRankAndOperation) {
     for (int r = 0; r < n; ++r) {
       if (r == 2) continue;
       const Status& s = st[static_cast<size_t>(r)];
-      ASSERT_FALSE(s.ok()) << Info(algo).name << " rank " << r;
+      ASSERT_FALSE(s.ok()) << algo.name << " rank " << r;
       EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
-      EXPECT_NE(
-          s.message().find("rank " + std::to_string(r) + ": allreduce (" + Info(algo).name + ")"),
-          std::string::npos)
+      EXPECT_NE(s.message().find("rank " + std::to_string(r) + ": allreduce (" + algo.name + ")"),
+                std::string::npos)
           << s.message();
       EXPECT_NE(s.message().find("HORA_TIMEOUT_S"), std::string::npos) << s.message();
       if (s.message().find("from rank 2") != std::string::npos ||

@@ -17,27 +17,16 @@ class HoraBackend final : public CollectiveBackend {
 
   Status Allreduce(const AllreduceArgs& args) override {
     if (args.reduction.op == ReduceOp::kAdasum) return AllreduceAdasum(comm_, args);
-    switch (Choose(args.count * DataTypeSize(args.dtype))) {
-      case AllreduceAlgorithm::kSharedMemory:
-        return AllreduceShared(comm_, args);
-      case AllreduceAlgorithm::kRing:
-        return AllreduceRing(comm_, args);
-      case AllreduceAlgorithm::kRecursiveDoubling:
-        return AllreduceRecursiveDoubling(comm_, args);
-      case AllreduceAlgorithm::kHalvingDoubling:
-        return AllreduceHalvingDoubling(comm_, args);
-    }
-    return InternalError("rank " + std::to_string(comm_.rank()) +
-                         ": allreduce: no algorithm selected");
+    return Choose(args.count * DataTypeSize(args.dtype)).run(comm_, args);
   }
 
   Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
                         const Reduction& reduction, std::vector<std::byte>& fusion) override {
     size_t count = 0;
     for (const AllreducePart& p : parts) count += p.count;
-    if (reduction.op != ReduceOp::kAdasum &&
-        Choose(count * DataTypeSize(dtype)) == AllreduceAlgorithm::kSharedMemory) {
-      return AllreducePartsShared(comm_, parts, dtype, reduction);
+    if (reduction.op != ReduceOp::kAdasum) {
+      const AllreduceAlgorithm& a = Choose(count * DataTypeSize(dtype));
+      if (a.run_parts != nullptr) return a.run_parts(comm_, parts, dtype, reduction);
     }
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
@@ -45,7 +34,7 @@ class HoraBackend final : public CollectiveBackend {
   // The carried allreduce: its data in this backend's shared window, where
   // an allreduce of that size would run on its own.
   bool CanCarry(const Comm& control, size_t words, size_t bytes) override {
-    return Choose(bytes) == AllreduceAlgorithm::kSharedMemory &&
+    return Choose(bytes).needs == Needs::kSharedWindow &&
            bytes <= CarriableBytes(control, comm_, words);
   }
 
@@ -59,14 +48,7 @@ class HoraBackend final : public CollectiveBackend {
   }
 
   Status Broadcast(void* data, size_t bytes, int root) override {
-    switch (selector_.ChooseBroadcast(comm_.size(), bytes)) {
-      case BroadcastAlgorithm::kBinomial:
-        return BroadcastBinomial(comm_, data, bytes, root);
-      case BroadcastAlgorithm::kScatterAllgather:
-        return BroadcastScatterAllgather(comm_, data, bytes, root);
-    }
-    return InternalError("rank " + std::to_string(comm_.rank()) +
-                         ": broadcast: no algorithm selected");
+    return selector_.ChooseBroadcast(comm_.size(), bytes).run(comm_, data, bytes, root);
   }
 
   Status Reducescatter(const void* in, void* out, std::span<const size_t> counts, DataType dtype,
@@ -84,21 +66,21 @@ class HoraBackend final : public CollectiveBackend {
   }
 
  private:
-  AllreduceAlgorithm Choose(size_t bytes) {
+  const AllreduceAlgorithm& Choose(size_t bytes) {
     const bool shared = SharedUsable(comm_);
     if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
       // Training repeats sizes: skip the cost model.
-      last_allreduce_ = selector_.ChooseAllreduce(comm_.size(), bytes, shared);
+      last_allreduce_ = &selector_.ChooseAllreduce(comm_.size(), bytes, shared);
       last_allreduce_bytes_ = bytes;
       last_shared_ = shared;
     }
-    return last_allreduce_;
+    return *last_allreduce_;
   }
 
   Comm& comm_;
   const Selector selector_;
   size_t last_allreduce_bytes_ = SIZE_MAX;
-  AllreduceAlgorithm last_allreduce_ = AllreduceAlgorithm::kRing;
+  const AllreduceAlgorithm* last_allreduce_ = nullptr;
   bool last_shared_ = false;
 };
 

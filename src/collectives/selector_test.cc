@@ -14,64 +14,78 @@ Selector Make(std::map<std::string, std::string> env) {
   return std::move(s).value();
 }
 
+std::string Allreduce(const Selector& s, int n, size_t bytes, bool shared = false) {
+  return s.ChooseAllreduce(n, bytes, shared).name;
+}
+std::string Broadcast(const Selector& s, int n, size_t bytes) {
+  return s.ChooseBroadcast(n, bytes).name;
+}
+
 TEST(Selector, CostModelPicksFewRoundsForSmallAndBandwidthForLarge) {
   Selector s = Make({});
   // Small messages: latency dominates; recursive doubling has fewest rounds.
-  EXPECT_EQ(s.ChooseAllreduce(8, 8), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(s.ChooseAllreduce(16, 64), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_EQ(Allreduce(s, 8, 8), "recursive_doubling");
+  EXPECT_EQ(Allreduce(s, 16, 64), "recursive_doubling");
   // Large messages: bandwidth-optimal algorithms.
-  const AllreduceAlgorithm big = s.ChooseAllreduce(8, 64u << 20);
-  EXPECT_TRUE(big == AllreduceAlgorithm::kRing || big == AllreduceAlgorithm::kHalvingDoubling);
-  EXPECT_NE(s.ChooseAllreduce(16, 64u << 20), AllreduceAlgorithm::kRecursiveDoubling);
+  const std::string big = Allreduce(s, 8, 64u << 20);
+  EXPECT_TRUE(big == "ring" || big == "halving_doubling") << big;
+  EXPECT_NE(Allreduce(s, 16, 64u << 20), "recursive_doubling");
   // Broadcast: tree for small, scatter-allgather for large.
-  EXPECT_EQ(s.ChooseBroadcast(8, 8), BroadcastAlgorithm::kBinomial);
-  EXPECT_EQ(s.ChooseBroadcast(8, 64u << 20), BroadcastAlgorithm::kScatterAllgather);
-}
-
-TEST(Selector, CostModelFormulas) {
-  const CostModel m{1e-6, 1e-9, 1e-10};
-  // Ring on 4 ranks, 1000 bytes: 6 alpha + 2*(3/4)*1000 beta + (3/4)*1000 gamma.
-  EXPECT_NEAR(m.Allreduce(AllreduceAlgorithm::kRing, 4, 1000), 6e-6 + 1.5e-6 + 0.075e-6, 1e-12);
-  // Recursive doubling on 4 ranks: 2 rounds of (alpha + B beta + B gamma).
-  EXPECT_NEAR(m.Allreduce(AllreduceAlgorithm::kRecursiveDoubling, 4, 1000),
-              2 * (1e-6 + 1e-6 + 1e-7), 1e-12);
-  // One rank costs nothing.
-  EXPECT_EQ(m.Allreduce(AllreduceAlgorithm::kRing, 1, 1000), 0.0);
-  // A non-power of two pays for the fold.
-  EXPECT_GT(m.Allreduce(AllreduceAlgorithm::kHalvingDoubling, 5, 1000),
-            m.Allreduce(AllreduceAlgorithm::kHalvingDoubling, 4, 1000));
+  EXPECT_EQ(Broadcast(s, 8, 8), "binomial");
+  EXPECT_EQ(Broadcast(s, 8, 64u << 20), "scatter_allgather");
 }
 
 TEST(Selector, OverrideByNameAndByRange) {
   Selector all_ring = Make({{"HORA_ALLREDUCE_ALGO", "ring"}});
-  EXPECT_EQ(all_ring.ChooseAllreduce(8, 8), AllreduceAlgorithm::kRing);
-  EXPECT_EQ(all_ring.ChooseAllreduce(8, 1u << 30), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(Allreduce(all_ring, 8, 8), "ring");
+  EXPECT_EQ(Allreduce(all_ring, 8, 1u << 30), "ring");
 
   Selector ranged = Make({{"HORA_ALLREDUCE_ALGO", "rd:0-64K,hd:64K-1M"}});
-  EXPECT_EQ(ranged.ChooseAllreduce(8, 0), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(ranged.ChooseAllreduce(8, 65535), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(ranged.ChooseAllreduce(8, 65536), AllreduceAlgorithm::kHalvingDoubling);
+  EXPECT_EQ(Allreduce(ranged, 8, 0), "recursive_doubling");
+  EXPECT_EQ(Allreduce(ranged, 8, 65535), "recursive_doubling");
+  EXPECT_EQ(Allreduce(ranged, 8, 65536), "halving_doubling");
   // Outside every range: the cost model decides (not recursive doubling at 64 MiB, 16 ranks).
-  EXPECT_NE(ranged.ChooseAllreduce(16, 64u << 20), AllreduceAlgorithm::kRecursiveDoubling);
+  EXPECT_NE(Allreduce(ranged, 16, 64u << 20), "recursive_doubling");
 
   Selector bcast = Make({{"HORA_BROADCAST_ALGO", "scatter_allgather"}});
-  EXPECT_EQ(bcast.ChooseBroadcast(4, 1), BroadcastAlgorithm::kScatterAllgather);
+  EXPECT_EQ(Broadcast(bcast, 4, 1), "scatter_allgather");
 }
 
 TEST(Selector, SharedMemoryWhereAWindowExistsAndOnlyThere) {
   Selector s = Make({});
   for (size_t bytes : {size_t{0}, size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
-    EXPECT_EQ(s.ChooseAllreduce(8, bytes, /*shared=*/true), AllreduceAlgorithm::kSharedMemory);
-    EXPECT_NE(s.ChooseAllreduce(8, bytes, /*shared=*/false), AllreduceAlgorithm::kSharedMemory);
+    EXPECT_EQ(Allreduce(s, 8, bytes, /*shared=*/true), "shared_memory");
+    EXPECT_NE(Allreduce(s, 8, bytes, /*shared=*/false), "shared_memory");
   }
   // An override wins over the window; one naming shared_memory where there
   // is no window falls back to the cost model.
   Selector ring = Make({{"HORA_ALLREDUCE_ALGO", "ring"}});
-  EXPECT_EQ(ring.ChooseAllreduce(8, 8, true), AllreduceAlgorithm::kRing);
+  EXPECT_EQ(Allreduce(ring, 8, 8, true), "ring");
   Selector shm = Make({{"HORA_ALLREDUCE_ALGO", "shm:0-1M"}});
-  EXPECT_EQ(shm.ChooseAllreduce(8, 8, true), AllreduceAlgorithm::kSharedMemory);
-  EXPECT_EQ(shm.ChooseAllreduce(8, 8, false), AllreduceAlgorithm::kRecursiveDoubling);
-  EXPECT_EQ(shm.ChooseAllreduce(8, 2u << 20, true), AllreduceAlgorithm::kSharedMemory);
+  EXPECT_EQ(Allreduce(shm, 8, 8, true), "shared_memory");
+  EXPECT_EQ(Allreduce(shm, 8, 8, false), "recursive_doubling");
+  EXPECT_EQ(Allreduce(shm, 8, 2u << 20, true), "shared_memory");
+}
+
+TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
+  // The default selection, written by a user, selects the same everywhere.
+  Selector by_default = Make({});
+  Selector written = Make({{"HORA_ALLREDUCE_ALGO", std::string(kDefaultAllreduceSelection)},
+                           {"HORA_BROADCAST_ALGO", std::string(kDefaultBroadcastSelection)}});
+  for (int n : {1, 2, 3, 8, 33}) {
+    for (size_t bytes : {size_t{0}, size_t{100}, size_t{40} << 10, size_t{64} << 20}) {
+      for (bool shared : {false, true}) {
+        EXPECT_EQ(Allreduce(by_default, n, bytes, shared), Allreduce(written, n, bytes, shared));
+      }
+      EXPECT_EQ(Broadcast(by_default, n, bytes), Broadcast(written, n, bytes));
+    }
+  }
+  // A user's ranges come before the default's: outside them, a shared
+  // window still runs shared_memory.
+  Selector small_ring = Make({{"HORA_ALLREDUCE_ALGO", "ring:0-64K"}});
+  EXPECT_EQ(Allreduce(small_ring, 8, 8, true), "ring");
+  EXPECT_EQ(Allreduce(small_ring, 8, 1 << 20, true), "shared_memory");
+  EXPECT_NE(Allreduce(small_ring, 8, 1 << 20, false), "shared_memory");
 }
 
 TEST(Selector, UnknownNamesAreErrorsListingAcceptedNames) {

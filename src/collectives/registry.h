@@ -1,0 +1,189 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The algorithm registry: one row per algorithm, holding everything the rest
+// of Hora knows of it: its names, what it needs to run, the function and its
+// cost formula. The selector (selector.h) reads the rows for the names an
+// override accepts, its error messages and the cost model; the backend runs
+// the row the selector hands it. Neither names an algorithm, so adding one
+// is its file (allreduce_<name>.cc, its function declared with its contract
+// in algorithms.h) and one row here; and, only if it should win somewhere
+// the cost model would not pick it, a range in the default selection.
+//
+// Row order matters twice: the accepted names in an override's error
+// message are listed in it, and the cost model breaks a tie toward the
+// earlier row.
+//
+// Adasum (ReduceOp::kAdasum) has no row: it computes a different result, not
+// the same one another way, so the backend runs it by the op, never by
+// selection.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "collectives/algorithms.h"
+#include "common/config.h"
+
+namespace hora {
+
+// The alpha-beta-gamma model the rows' formulas are written in.
+struct CostModel {
+  double alpha_s;           // per message
+  double beta_s_per_byte;   // per byte sent
+  double gamma_s_per_byte;  // per byte reduced
+
+  static CostModel FromConfig(const Config& c) {
+    return {c.cost_alpha_us * 1e-6, 1.0 / (c.cost_bandwidth_gbps * 1e9),
+            1.0 / (c.cost_reduce_gbps * 1e9)};
+  }
+
+  // Predicted seconds of algorithm `a` (a row below) on n ranks for `bytes`;
+  // 0 for one rank.
+  template <typename Algorithm>
+  double Predict(const Algorithm& a, int n, size_t bytes) const {
+    return n <= 1 ? 0.0 : a.cost(*this, n, static_cast<double>(bytes));
+  }
+};
+
+// Predicted seconds on n >= 2 ranks for B bytes.
+using CostFormula = double (*)(const CostModel& m, int n, double B);
+
+// What an algorithm needs of the Comm it runs on.
+enum class Needs : uint8_t {
+  kAnyComm,       // any world size, any transport
+  kSharedWindow,  // a usable shared window (shared_common.h's SharedUsable)
+};
+
+constexpr bool RunsOn(Needs needs, bool shared_window) {
+  return needs == Needs::kAnyComm || shared_window;
+}
+
+struct AllreduceAlgorithm {
+  const char* name;         // in overrides, logs and errors
+  const char* alias;        // short form accepted in overrides
+  const char* description;  // one line
+  Needs needs;
+  Status (*run)(Comm& comm, const AllreduceArgs& args);
+  // The same over the engine's fused tensors, read and written where they
+  // are; null: the backend packs them into one buffer for `run`.
+  Status (*run_parts)(Comm& comm, std::span<const AllreducePart> parts, DataType dtype,
+                      const Reduction& reduction);
+  CostFormula cost;
+};
+
+struct BroadcastAlgorithm {
+  const char* name;
+  const char* alias;
+  const char* description;
+  Needs needs;
+  Status (*run)(Comm& comm, void* data, size_t bytes, int root);
+  CostFormula cost;
+};
+
+// Pieces of the cost formulas.
+namespace cost {
+
+inline double Log2Ceil(int n) {
+  return n <= 1 ? 0.0 : std::ceil(std::log2(static_cast<double>(n)));
+}
+
+// The largest power of two not above n.
+constexpr int PowerOfTwoFloor(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// Folding the ranks above the largest power of two into it and out again:
+// two whole-message steps and one reduction (none for a power of two).
+inline double Fold(const CostModel& m, int n, double B) {
+  return PowerOfTwoFloor(n) == n ? 0.0
+                                 : 2 * (m.alpha_s + B * m.beta_s_per_byte) + B * m.gamma_s_per_byte;
+}
+
+// (n - 1) / n: the share of the message a rank sends or reduces in a
+// bandwidth-optimal algorithm.
+inline double Share(int n) { return static_cast<double>(n - 1) / n; }
+
+}  // namespace cost
+
+// {name, alias, description, needs, run, run_parts, cost}
+inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
+    {"ring", "ring", "reduce-scatter + allgather around a ring; bandwidth-optimal", Needs::kAnyComm,
+     AllreduceRing, nullptr,
+     [](const CostModel& m, int n, double B) {
+       return 2 * (n - 1) * m.alpha_s + 2 * cost::Share(n) * B * m.beta_s_per_byte +
+              cost::Share(n) * B * m.gamma_s_per_byte;
+     }},
+    {"recursive_doubling", "rd", "log2(n) whole-buffer exchanges; fewest rounds, small messages",
+     Needs::kAnyComm, AllreduceRecursiveDoubling, nullptr,
+     [](const CostModel& m, int n, double B) {
+       const int p = cost::PowerOfTwoFloor(n);
+       return cost::Fold(m, n, B) +
+              cost::Log2Ceil(p) * (m.alpha_s + B * m.beta_s_per_byte + B * m.gamma_s_per_byte);
+     }},
+    {"halving_doubling", "hd",
+     "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
+     Needs::kAnyComm, AllreduceHalvingDoubling, nullptr,
+     [](const CostModel& m, int n, double B) {
+       const int p = cost::PowerOfTwoFloor(n);
+       return cost::Fold(m, n, B) + 2 * cost::Log2Ceil(p) * m.alpha_s +
+              2 * cost::Share(p) * B * m.beta_s_per_byte + cost::Share(p) * B * m.gamma_s_per_byte;
+     }},
+    // Two steps; every byte copied in and out once and reduced once.
+    {"shared_memory", "shm",
+     "one copy into a shared window read in place by every rank; ranks of one host",
+     Needs::kSharedWindow, AllreduceShared, AllreducePartsShared,
+     [](const CostModel& m, int n, double B) {
+       return 2 * m.alpha_s + 2 * B * m.beta_s_per_byte + cost::Share(n) * B * m.gamma_s_per_byte;
+     }},
+};
+
+// {name, alias, description, needs, run, cost}
+inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
+    {"binomial", "tree", "binomial tree; log2(n) rounds of the whole message", Needs::kAnyComm,
+     BroadcastBinomial,
+     [](const CostModel& m, int n, double B) {
+       return cost::Log2Ceil(n) * (m.alpha_s + B * m.beta_s_per_byte);
+     }},
+    // The root's n-1 scatter sends leave its link one after another.
+    {"scatter_allgather", "sag", "scatter from the root then ring allgather; large messages",
+     Needs::kAnyComm, BroadcastScatterAllgather,
+     [](const CostModel& m, int n, double B) {
+       return (n - 1) * m.alpha_s + cost::Share(n) * B * m.beta_s_per_byte + (n - 1) * m.alpha_s +
+              cost::Share(n) * B * m.beta_s_per_byte;
+     }},
+};
+
+// Where no range of a selection applies, the cost model picks among the
+// rows that can run on the Comm: one of each kind must run on any.
+static_assert(std::ranges::any_of(kAllAllreduceAlgorithms,
+                                  [](const auto& a) { return a.needs == Needs::kAnyComm; }));
+static_assert(std::ranges::any_of(kAllBroadcastAlgorithms,
+                                  [](const auto& a) { return a.needs == Needs::kAnyComm; }));
+
+// The rows of one kind: Algorithms<AllreduceAlgorithm>().
+template <typename Algorithm>
+constexpr std::span<const Algorithm> Algorithms();
+template <>
+constexpr std::span<const AllreduceAlgorithm> Algorithms() {
+  return kAllAllreduceAlgorithms;
+}
+template <>
+constexpr std::span<const BroadcastAlgorithm> Algorithms() {
+  return kAllBroadcastAlgorithms;
+}
+
+// The row with this name or alias, or null.
+template <typename Algorithm>
+constexpr const Algorithm* FindAlgorithm(std::string_view name_or_alias) {
+  for (const Algorithm& a : Algorithms<Algorithm>()) {
+    if (name_or_alias == a.name || name_or_alias == a.alias) return &a;
+  }
+  return nullptr;
+}
+
+}  // namespace hora
