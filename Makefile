@@ -10,7 +10,7 @@ CMAKE_GEN  := -G Ninja
 # build faster for it.
 SAN_FLAGS  := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
-.PHONY: all deps build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan format format-check bench clean
+.PHONY: all deps build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan check-thread-safety format format-check bench clean
 
 all: build
 
@@ -37,14 +37,20 @@ demo-cpp: build
 # in parallel, without the big matrices and the multi-process, Python,
 # benchmark and documentation suites that `make test` runs.
 CHECK_EXCLUDE = AllreduceMatrix|CollectivesMatrix|^mp_|^python_|^bench_|^docs_|^horarun_|^binaries_
-check: build
+check: build check-thread-safety
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300 -E '$(CHECK_EXCLUDE)'
 
-# Everything CI runs: formatting, the tests, the tests again under
-# AddressSanitizer + UndefinedBehaviorSanitizer (whose allreduce matrix stops
-# at 1 MiB messages instead of 4 MiB, for time), and the multi-threaded parts
-# (engine, transports, requests) under ThreadSanitizer.
-test: format-check test-unit test-asan test-tsan
+# Everything CI runs: formatting, the locking annotations (clang's
+# -Wthread-safety), the tests, the tests again under AddressSanitizer +
+# UndefinedBehaviorSanitizer (whose allreduce matrix stops at 1 MiB messages
+# instead of 4 MiB, for time), and the multi-threaded parts (engine,
+# transports, requests) under ThreadSanitizer.
+test: format-check check-thread-safety test-unit test-asan test-tsan
+
+# The locking rules written as annotations (src/common/mutex.h), checked by
+# clang (syntax only, a few seconds).
+check-thread-safety: deps
+	@./scripts/check-thread-safety
 
 test-unit: build
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 600

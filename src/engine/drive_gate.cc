@@ -6,23 +6,24 @@ namespace hora {
 bool DriveGate::Drive(const DoneFlag& done, TimePoint until) {
   Driver* driver;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (driver_ == nullptr) return false;
     driver = driver_;
     ++inside_;
   }
   const bool drove = driver->Drive(done, until);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (--inside_ == 0 && driver_ == nullptr) left_.notify_all();
   }
   return drove;
 }
 
 void DriveGate::Close() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   driver_ = nullptr;
-  left_.wait(lock, [&] { return inside_ == 0; });
+  // (The predicate runs with mu_ held, where the analysis cannot see it.)
+  left_.wait(lock.native(), [&]() HORA_NO_THREAD_SAFETY_ANALYSIS { return inside_ == 0; });
 }
 
 }  // namespace hora

@@ -10,10 +10,9 @@
 #pragma once
 
 #include <condition_variable>
-#include <mutex>
-
 #include "common/clock.h"
 #include "common/done_flag.h"
+#include "common/mutex.h"
 
 namespace hora {
 
@@ -37,10 +36,10 @@ class DriveGate {
   void Close();
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable left_;
-  Driver* driver_;  // null once closed; guarded by mu_
-  int inside_ = 0;  // guarded by mu_
+  Driver* driver_ HORA_GUARDED_BY(mu_);  // null once closed
+  int inside_ HORA_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hora

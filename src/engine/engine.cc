@@ -51,7 +51,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
 Engine::~Engine() {
   gate_->Close();  // no waiter drives from here on
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stop_requested_ = true;
   }
   cv_.notify_all();
@@ -67,7 +67,7 @@ Handle Engine::Submit(Submission&& s) {
     return h;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_.ok()) {
       s.handle->Complete(stopped_);
       return h;
@@ -112,7 +112,7 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
   }
   bool wake = false;
   if (refused.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!stopped_.ok()) {
       refused = stopped_;
     } else {
@@ -150,19 +150,19 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
 }
 
 void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   timeline_ = std::move(timeline);
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   EngineStats s = stats_;
   s.name_records = records_.size();
   return s;
 }
 
 bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
-  const uint64_t done_before = stats_.tensors;
+  const uint64_t done_before = finished_tensors_;
   const TimePoint taken = Clock::now();
   for (TensorRecord* p : fresh) {
     // (Not stamped when the timeline started after its submission.)
@@ -175,7 +175,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   CycleOutcome* outcome = nullptr;
   Status st = negotiator_.Negotiate(stopping, fresh.empty(), taken, &outcome);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     ++stats_.cycles;
     const NegotiationCounts& c = outcome->counts;
     stats_.cache_hits += c.hits;
@@ -191,7 +191,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     return false;
   }
   Execute(*outcome);
-  busy_ = !outcome->quiet_everywhere || stats_.tensors != done_before;
+  busy_ = !outcome->quiet_everywhere || finished_tensors_ != done_before;
   if (outcome->stop_everywhere) {
     FailAll(AbortedError("rank " + std::to_string(rank_) +
                          ": the engine stopped: " + negotiator_.StoppingRanks(stopping) +
@@ -203,7 +203,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
 
 void Engine::FailAll(const Status& st) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
     if (!label_.empty()) stopped_ = stopped_.WithContext(label_);
     for (TensorRecord* p : queue_) {

@@ -34,7 +34,6 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -45,6 +44,7 @@
 #include "backends/control_plane.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "engine/drive_gate.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
@@ -104,37 +104,45 @@ class Engine final : public Driver {
   // An idle engine's look (Loop: one to 16 cycle times after the last):
   // whether to join a cycle. Where the control plane can tell who waits
   // (one host), only once some rank has waited for this one since the last
-  // look (`seen`: the state between looks); elsewhere, always. cycle_mu_
-  // held.
-  bool IdleJoinDue(int64_t* seen) const;
+  // look (`seen`: the state between looks); elsewhere, always.
+  bool IdleJoinDue(int64_t* seen) const HORA_REQUIRES(cycle_mu_);
+  // Sleeps on cv_ until `when` at the latest; Submit reads sleeps_until_ to
+  // tell whether deferred work needs this thread woken.
+  void SleepUntil(MutexLock& lock, TimePoint when) HORA_REQUIRES(mu_);
   // Takes the queue and runs one cycle; false once the engine must stop
-  // (finished_ is then set). cycle_mu_ held.
-  bool RunCycle();
+  // (finished_ is then set).
+  bool RunCycle() HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // One cycle; returns false once the engine must stop.
-  bool Cycle(const std::vector<TensorRecord*>& fresh, bool stopping);
+  bool Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) HORA_REQUIRES(cycle_mu_)
+      HORA_EXCLUDES(mu_);
   // Carries out a cycle's decisions (running its batches) and completes
   // their handles; after a carried allreduce, completes its batch.
-  void Execute(const CycleOutcome& outcome);
+  void Execute(const CycleOutcome& outcome) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // Runs one planned batch and finishes its tensors.
-  void RunBatch(const std::vector<TensorRecord*>& batch);
+  void RunBatch(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_)
+      HORA_EXCLUDES(mu_);
   // The timeline's span of a batch's collective, from `start` to now.
-  void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st);
-  Status RunAllreduceBatch(const std::vector<TensorRecord*>& batch);
+  void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st)
+      HORA_REQUIRES(cycle_mu_);
+  Status RunAllreduceBatch(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_)
+      HORA_EXCLUDES(mu_);
   // Completes the handles of `done` (taken tensors) with `st` and releases
   // their records: one lock for the lot.
-  void Finish(const std::vector<TensorRecord*>& done, Status st);
-  void Finish(const std::string& name, Status st);  // if taken
-  // The taken tensor named `name`, or null. FindTakenLocked: mu_ held.
-  TensorRecord* FindTaken(const std::string& name);
-  TensorRecord* FindTakenLocked(const std::string& name);
-  // Gives `p` (mu_ held; not in flight) to submission `s` and queues it.
-  void Claim(TensorRecord& p, Submission&& s);
+  void Finish(const std::vector<TensorRecord*>& done, Status st) HORA_REQUIRES(cycle_mu_)
+      HORA_EXCLUDES(mu_);
+  void Finish(const std::string& name, Status st)  // if taken
+      HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
+  // The taken tensor named `name`, or null.
+  TensorRecord* FindTaken(const std::string& name) HORA_EXCLUDES(mu_);
+  TensorRecord* FindTakenLocked(const std::string& name) HORA_REQUIRES(mu_);
+  // Gives `p` (not in flight) to submission `s` and queues it.
+  void Claim(TensorRecord& p, Submission&& s) HORA_REQUIRES(mu_);
   // A join announcement (see Coordinator): fails the join, or completes it
   // once every rank joined (the negotiator keeps the join state).
-  void ApplyJoin(const Response& r);
+  void ApplyJoin(const Response& r) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // This rank has joined: a stand-in for allreduce `r` (identity values).
-  TensorRecord* AddPhantom(const Response& r);
-  void FailAll(const Status& st);
+  TensorRecord* AddPhantom(const Response& r) HORA_REQUIRES(cycle_mu_);
+  void FailAll(const Status& st) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
 
   const Config config_;
   CollectiveBackend& data_;
@@ -147,10 +155,10 @@ class Engine final : public Driver {
   const Duration spin_;
   const Duration idle_spin_;  // spin_, at most one cycle time
 
-  mutable std::mutex mu_;  // guards the submission side below
-  bool handoff_ = false;   // a driver left work for the engine's thread
+  mutable Mutex mu_;                           // guards the submission side below
+  bool handoff_ HORA_GUARDED_BY(mu_) = false;  // a driver left work for the engine's thread
   std::condition_variable cv_;
-  std::vector<TensorRecord*> queue_;  // records of submitted tensors, not yet taken
+  std::vector<TensorRecord*> queue_ HORA_GUARDED_BY(mu_);  // submitted tensors, not yet taken
   // queue_ is not empty: set with queue_ under mu_, read without mu_ by the
   // engine's poll (a hint; the queue itself is read under mu_).
   std::atomic<bool> queued_{false};
@@ -165,7 +173,7 @@ class Engine final : public Driver {
   // engine's thread runs, and submissions wake it again from then on.
   // Written under mu_; read without it as a hint.
   std::atomic<bool> defer_{false};
-  TimePoint first_queued_;  // when queue_ last stopped being empty; guarded by mu_
+  TimePoint first_queued_ HORA_GUARDED_BY(mu_);  // when queue_ last stopped being empty
   // When the engine's thread, asleep in Loop, wakes by itself (min: it is
   // not asleep); its looks while idle may be 16 cycle times apart. Once
   // deferred work has gone a cycle time with no waiter (unwaited_: work
@@ -173,34 +181,36 @@ class Engine final : public Driver {
   // starts the queue while waiters drive wakes the thread if it would sleep
   // past first_queued_ + a cycle time; until then (waiters took every
   // burst at once) it does not, and the first such work may wait up to
-  // those 16 cycle times. Guarded by mu_.
-  TimePoint sleeps_until_ = TimePoint::min();
-  bool unwaited_ = false;
-  bool DeferredWakeDueLocked() const;   // (Submit) that, for the submission just queued
-  std::shared_ptr<Timeline> timeline_;  // guarded by mu_
+  // those 16 cycle times.
+  TimePoint sleeps_until_ HORA_GUARDED_BY(mu_) = TimePoint::min();
+  bool unwaited_ HORA_GUARDED_BY(mu_) = false;
+  // (Submit) that, for the submission just queued
+  bool DeferredWakeDueLocked() const HORA_REQUIRES(mu_);
+  std::shared_ptr<Timeline> timeline_ HORA_GUARDED_BY(mu_);
   // Every name's record: the tensors in flight on this rank, and idle
   // records kept for reuse, at most max(kKeptRecords, the cache's capacity)
   // of those.
   static constexpr size_t kKeptRecords = 4096;
-  TensorRecords records_;
-  bool stop_requested_ = false;
-  Status stopped_;  // why the engine no longer runs (ok while it does)
-  EngineStats stats_;
+  TensorRecords records_ HORA_GUARDED_BY(mu_);
+  bool stop_requested_ HORA_GUARDED_BY(mu_) = false;
+  Status stopped_ HORA_GUARDED_BY(mu_);  // why the engine no longer runs (ok while it does)
+  EngineStats stats_ HORA_GUARDED_BY(mu_);
 
-  // Whoever runs a cycle (the engine's thread or a driver) holds cycle_mu_;
-  // everything below is guarded by it.
-  std::mutex cycle_mu_;
+  // Whoever runs a cycle (the engine's thread or a driver) holds cycle_mu_.
+  Mutex cycle_mu_;
   std::atomic<int> drivers_{0};      // threads in Drive (the engine's thread then waits)
   std::shared_ptr<DriveGate> gate_;  // handed to every handle; closed first on destruction
-  bool finished_ = false;            // a cycle returned false: no more cycles
-  bool driven_ = false;              // the last cycle ran on a driver's thread
+  bool finished_ HORA_GUARDED_BY(cycle_mu_) = false;  // a cycle returned false: no more cycles
+  bool driven_ HORA_GUARDED_BY(cycle_mu_) = false;    // the last cycle ran on a driver's thread
+  uint64_t finished_tensors_ HORA_GUARDED_BY(cycle_mu_) = 0;  // tensors finished (busy_)
   // When the last cycle (by either thread) ended, in Clock ticks: written
   // under cycle_mu_, read also without it by the engine's thread while a
   // waiter drives.
   std::atomic<int64_t> last_cycle_end_{0};
-  std::vector<TensorRecord*> fresh_;  // the cycle's submissions (kept for its capacity)
-  std::vector<TensorRecord*> batch_;  // Execute: the batch it runs (kept for its capacity)
-  struct Completion {                 // Finish: a handle to complete, after the records went back
+  // The cycle's submissions, and Execute's batch (kept for their capacity).
+  std::vector<TensorRecord*> fresh_ HORA_GUARDED_BY(cycle_mu_);
+  std::vector<TensorRecord*> batch_ HORA_GUARDED_BY(cycle_mu_);
+  struct Completion {  // Finish: a handle to complete, after the records went back
     std::shared_ptr<Handle::State> handle;
     std::optional<Tensor> output;
     std::vector<int64_t> received;
@@ -210,13 +220,14 @@ class Engine final : public Driver {
   struct FinishScratch {
     std::vector<Completion> completions;
     std::vector<TensorRecord*> records;
-  } finishing_;
+  } finishing_ HORA_GUARDED_BY(cycle_mu_);
   // Stand-ins of a joined rank, by name (made and finished in one cycle).
-  std::unordered_map<std::string, TensorRecord> phantoms_;
-  bool busy_ = false;  // cycle again at once (see Loop)
-  std::vector<std::byte> fusion_;
-  std::shared_ptr<Timeline> cycle_timeline_;  // this cycle's copy of timeline_
-  Negotiator negotiator_;                     // (after the members its lookup uses)
+  std::unordered_map<std::string, TensorRecord> phantoms_ HORA_GUARDED_BY(cycle_mu_);
+  bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
+  std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
+  // This cycle's copy of timeline_.
+  std::shared_ptr<Timeline> cycle_timeline_ HORA_GUARDED_BY(cycle_mu_);
+  Negotiator negotiator_ HORA_GUARDED_BY(cycle_mu_);  // (after the members its lookup uses)
   std::thread thread_;
 };
 

@@ -13,9 +13,10 @@ namespace hora {
 void Engine::Execute(const CycleOutcome& outcome) {
   // (A batch that went with the bit vector began when its step did.)
   const TimePoint decided = outcome.carried ? outcome.carried_start : Clock::now();
+  Timeline* timeline = cycle_timeline_.get();  // (the lambda's, read under cycle_mu_)
   auto negotiated = [&](const TensorRecord* p) {
-    cycle_timeline_->Span(p->meta.name, "negotiating", p->taken, decided,
-                          "{\"params\":" + JsonQuote(p->meta.DescribeParams()) + "}");
+    timeline->Span(p->meta.name, "negotiating", p->taken, decided,
+                   "{\"params\":" + JsonQuote(p->meta.DescribeParams()) + "}");
   };
   if (outcome.carried) {
     // A steady cached cycle: no decisions; its batch already ran with the
@@ -23,7 +24,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
     batch_.clear();
     for (Ticket* t : outcome.carried_batch) batch_.push_back(static_cast<TensorRecord*>(t));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.carried_batches;
       if (batch_.size() > 1) ++stats_.fused_batches;
     }
@@ -39,15 +40,17 @@ void Engine::Execute(const CycleOutcome& outcome) {
   // slow path's are found by name, with one lock; a joined rank without
   // one reduces a stand-in.
   std::vector<TensorRecord*> mine(decisions.size(), nullptr);
-  {
-    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+  bool by_name = false;
+  for (size_t i = 0; i < decisions.size(); ++i) {
+    mine[i] = static_cast<TensorRecord*>(decisions[i].mine);
+    by_name = by_name || (mine[i] == nullptr && decisions[i].response->params.op != OpType::kJoin);
+  }
+  if (by_name) {
+    MutexLock lock(mu_);
     for (size_t i = 0; i < decisions.size(); ++i) {
-      const Decision& d = decisions[i];
-      if (d.mine != nullptr) {
-        mine[i] = static_cast<TensorRecord*>(d.mine);
-      } else if (d.response->params.op != OpType::kJoin) {
-        if (!lock.owns_lock()) lock.lock();
-        mine[i] = FindTakenLocked(d.response->params.name);
+      const Response& r = *decisions[i].response;
+      if (mine[i] == nullptr && r.params.op != OpType::kJoin) {
+        mine[i] = FindTakenLocked(r.params.name);
       }
     }
   }
@@ -140,7 +143,7 @@ Status Engine::RunAllreduceBatch(const std::vector<TensorRecord*>& batch) {
     parts.push_back({p->input, p->output, p->meta.num_elements()});
   }
   HORA_RETURN_IF_ERROR(data_.AllreduceParts(parts, m.dtype, red, fusion_));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   ++stats_.fused_batches;
   return Status::Ok();
 }

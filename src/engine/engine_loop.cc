@@ -27,13 +27,6 @@ void Engine::Loop() {
   Duration look_every = cycle_time;
   const Duration max_look = cycle_time * 16;
   constexpr Duration kMinRewait = std::chrono::milliseconds(1);
-  // Sleeps on cv_ (mu_ held) until `when` at the latest; Submit reads
-  // sleeps_until_ to tell whether deferred work needs this thread woken.
-  auto sleep_until = [&](std::unique_lock<std::mutex>& lock, TimePoint when) {
-    sleeps_until_ = when;
-    cv_.wait_until(lock, when);
-    sleeps_until_ = TimePoint::min();
-  };
   auto idle_since = [&] {
     return std::max(looked,
                     TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire))));
@@ -51,13 +44,14 @@ void Engine::Loop() {
       // While a waiter is in a cycle, wait for its hand-off (below) rather
       // than queue behind it for the lock: that would be a sleep and a
       // wake-up per cycle, on cores the ranks share.
-      std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
-      if (cycle.owns_lock()) {
-        if (finished_) return;
+      if (cycle_mu_.try_lock()) {
+        const bool finished = finished_;
         nothing_taken = negotiator_.nothing_taken();
-        if (!nothing_taken) look_every = cycle_time;
-        idle = negotiator_.nothing_taken() || !busy_;
+        idle = nothing_taken || !busy_;
         spin = idle && busy_ && !driven_ && !defer_.load(std::memory_order_relaxed);
+        cycle_mu_.unlock();
+        if (finished) return;
+        if (!nothing_taken) look_every = cycle_time;
       }
     }
     if (spin && drivers_.load(std::memory_order_acquire) == 0) {
@@ -67,7 +61,7 @@ void Engine::Loop() {
     bool woken = false;    // by a submission, a driver's hand-off or stop
     bool handoff = false;  // a driver left work behind
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       while (idle) {
         if (stop_requested_ || handoff_ ||
             (!queue_.empty() && !defer_ && drivers_.load(std::memory_order_acquire) == 0)) {
@@ -86,7 +80,7 @@ void Engine::Loop() {
           // again later.
           if (drivers_.load(std::memory_order_acquire) > 0) {
             if (nothing_taken && !deferred) look_every = std::min(look_every * 2, max_look);
-            sleep_until(lock, now + std::max<Duration>(look_every, kMinRewait));
+            SleepUntil(lock, now + std::max<Duration>(look_every, kMinRewait));
             continue;
           }
           if (deferred) {  // no waiter came
@@ -95,7 +89,7 @@ void Engine::Loop() {
           }
           break;
         }
-        sleep_until(lock, due_at);
+        SleepUntil(lock, due_at);
         if (nothing_taken && !deferred &&
             last_cycle_end_.load(std::memory_order_acquire) != end_before)
           look_every = std::min(look_every * 2, max_look);
@@ -115,7 +109,7 @@ void Engine::Loop() {
       AwaitBurstEnd();
       if (drivers_.load(std::memory_order_acquire) > 0) continue;
     }
-    std::lock_guard<std::mutex> cycle(cycle_mu_);  // waits while a driver is in a cycle
+    MutexLock cycle(cycle_mu_);  // waits while a driver is in a cycle
     if (finished_) return;
     // A driver may have taken the work this thread woke up for: after a
     // wake-up, cycle only if there is new work or work is moving (what a
@@ -128,7 +122,7 @@ void Engine::Loop() {
     const bool idle_look = timed_out && !stop && negotiator_.nothing_taken() &&
                            !queued_.load(std::memory_order_acquire);
     if (idle_look) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       ++stats_.idle_looks;
     }
     if (idle_look && !IdleJoinDue(&waiter_seen)) {
@@ -145,6 +139,12 @@ void Engine::Loop() {
     driven_ = false;
     if (due && !RunCycle()) return;
   }
+}
+
+void Engine::SleepUntil(MutexLock& lock, TimePoint when) {
+  sleeps_until_ = when;
+  cv_.wait_until(lock.native(), when);
+  sleeps_until_ = TimePoint::min();
 }
 
 bool Engine::IdleJoinDue(int64_t* seen) const {
@@ -188,7 +188,7 @@ bool Engine::RunCycle() {
   fresh_.clear();
   bool stopping;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     fresh_.swap(queue_);
     queued_.store(false, std::memory_order_relaxed);
     stopping = stop_requested_;
@@ -205,27 +205,26 @@ bool Engine::RunCycle() {
 
 bool Engine::Drive(const DoneFlag& done, TimePoint until) {
   drivers_.fetch_add(1);
-  std::unique_lock<std::mutex> cycle(cycle_mu_, std::try_to_lock);
   bool drove = false;
   bool left_work = false;
-  if (cycle.owns_lock()) {
+  if (cycle_mu_.try_lock()) {
     while (!finished_ && !done.IsSet() && Clock::now() < until) {
       drove = true;
       driven_ = true;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(mu_);
         ++stats_.driven_cycles;
       }
       if (!RunCycle()) break;
     }
     left_work = !finished_ && !negotiator_.nothing_taken();
-    cycle.unlock();
+    cycle_mu_.unlock();
   }
   drivers_.fetch_sub(1);
   // The engine's thread stood aside while this thread drove: hand it what
   // is left, pending tensors and any submission it saw while this thread
   // still counted as a driver (checked under mu_, as its wait is).
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (drove) defer_.store(true, std::memory_order_relaxed);  // waiters drive here
   if (left_work || !queue_.empty()) {
     handoff_ = true;

@@ -16,7 +16,7 @@ void Engine::Claim(TensorRecord& p, Submission&& s) {
 }
 
 TensorRecord* Engine::FindTaken(const std::string& name) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return FindTakenLocked(name);
 }
 
@@ -52,13 +52,12 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
     p->Reset();
     records.push_back(p);
   }
+  finished_tensors_ += records.size();
   {
     // From here on a record may be reused (or erased): not read after.
-    std::lock_guard<std::mutex> lock(mu_);
-    for (TensorRecord* p : records) {
-      ++stats_.tensors;
-      records_.Release(p);
-    }
+    MutexLock lock(mu_);
+    stats_.tensors += records.size();
+    for (TensorRecord* p : records) records_.Release(p);
   }
   for (Completion& c : completions) {
     if (!st.ok()) c.output.reset();
