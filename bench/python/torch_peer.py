@@ -7,7 +7,7 @@ WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and reads the records rank 0 writes to
 --out: the same fields as hora-bench's --json records, impl "torch". Each
 iteration is timed between a barrier and the slowest rank's end, like
 hora-bench does for Hora. Inputs and the reference are hora-bench's (see
-bench/collective/data.cc): element i of rank r is (r+1)*((i%7)+1) % 16, or
+bench/hora_bench/data.cc): element i of rank r is (r+1)*((i%7)+1) % 16, or
 1 + (r+i) % 2 for product.
 
 Unsupported combinations (gloo has no average; torch 1.13's gloo backend has no

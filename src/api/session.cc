@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hora/session.h"
 
-#include "api/process_wiring.h"
+#include "api/process_connect.h"
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
 #include "common/cores.h"

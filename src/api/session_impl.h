@@ -1,10 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // What a Session owns. Collective entry points live in session.cc (the
-// blocking fixed-size collectives), session_shapes.cc (those that exchange
-// shapes first), session_async.cc and session_async_shapes.cc (the engine's
-// asynchronous ones, which begin in engine_calls.cc) and
-// session_process_sets.cc (process sets).
+// blocking fixed-size collectives), session_shape_exchange.cc (the blocking
+// ones that exchange shapes first), session_async.cc and
+// session_async_allocated.cc (the engine's asynchronous ones, which begin in
+// engine_calls.cc) and session_process_sets.cc (process sets).
 #pragma once
 
 #include <functional>

@@ -96,9 +96,9 @@ class Coordinator {
   std::vector<bool> joined_;  // by rank
   int joined_count_ = 0;
   std::vector<RequestMeta> joins_;  // join requests not yet announced, in arrival order
-  // What each cycle would otherwise allocate and free again (the engine's
-  // slow_ says why): by_rank lists of decided entries, at most kSpareSlots
-  // slots in all (4096 lists at np 8; 2 to 6 MiB), and TakeResponses' lists.
+  // What each cycle would otherwise allocate and free again (the
+  // negotiator's outcome_ says why): by_rank lists of decided entries, at most kSpareSlots
+  // slots in all, and TakeResponses' lists.
   static constexpr size_t kSpareSlots = size_t{1} << 15;
   std::vector<std::vector<std::optional<RequestMeta>>> spare_by_rank_;
   std::vector<std::pair<uint64_t, std::string>> ready_, stalled_;

@@ -187,8 +187,7 @@ class Negotiator {
   // A cycle's lists, kept between cycles with their capacity: lists of a few
   // hundred tensors are tens of KiB each, and allocating and freeing them
   // every cycle made the allocator give the top of its heap back to the
-  // system and take it again (brk, with page faults and TLB shootdowns): at
-  // np 8 that cost a negotiated step up to 1.7 times its time.
+  // system and take it again (brk; docs/dev/performance.md has the numbers).
   CycleOutcome outcome_;
   std::vector<ResponsePtr> held_;     // the cycle's decisions, kept alive until the next
   std::vector<size_t> decided_bits_;  // the fast path's decisions' cache bits

@@ -62,7 +62,7 @@ inline constexpr const char* kMpiPluginOpenSymbol = "hora_mpi_plugin_open";
 
 // What a job that does not otherwise use MPI needs from it to start under
 // an MPI launcher (mpirun, srun with PMI): rank 0's rendezvous address and
-// job secret, sent to every rank (process_wiring.h). Added after
+// job secret, sent to every rank (process_connect.h). Added after
 // MpiLibrary, as its own entry point: a plugin built before it lacks the
 // symbol, and the loader says so instead of calling past its vtable.
 class MpiBootstrap {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # hora-bench end to end: every collective at 2 and 3 ranks with --check
-# against the reference in bench/collective/data.cc, for Hora and, where
+# against the reference in bench/hora_bench/data.cc, for Hora and, where
 # built, the Gloo peer; --json records checked field by field; the torch peer
 # (np 2) and the MPI peer (horarun --mpi, np 2); bad flags exit 2 naming the
 # flag. Usage: hora_bench_test.sh HORARUN HORA_BENCH PYTHON

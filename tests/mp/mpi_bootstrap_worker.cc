@@ -24,7 +24,7 @@
 #include <string>
 #include <thread>
 
-#include "api/process_wiring.h"
+#include "api/process_connect.h"
 #include "api/rendezvous.h"
 #include "launch/rank_layout.h"
 #include "mpi/mpi_loader.h"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "api/process_wiring.h"
+#include "api/process_connect.h"
 #include "build_info.h"
 #include "common/config.h"
 #include "common/horovod_env.h"

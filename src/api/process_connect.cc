@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "api/process_wiring.h"
+#include "api/process_connect.h"
 
 #include <unistd.h>
 

@@ -2,7 +2,7 @@
 // Errors ConnectProcess gives before it reaches any other process: each names
 // the variable and value at fault. (Wiring that succeeds is exercised by the
 // multi-process tests under horarun, mpirun and torchrun.)
-#include "api/process_wiring.h"
+#include "api/process_connect.h"
 
 #include <gtest/gtest.h>
 
