@@ -5,8 +5,8 @@
 
 #include <condition_variable>
 #include <map>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "store/store.h"
 
 namespace hora {
@@ -20,9 +20,9 @@ class MemoryStore final : public Store {
   Result<bool> Delete(const std::string& key) override;
 
  private:
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, Bytes> data_;  // guarded by mu_
+  std::map<std::string, Bytes> data_ HORA_GUARDED_BY(mu_);
 };
 
 }  // namespace hora

@@ -17,13 +17,13 @@
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
+#include "common/mutex.h"
 #include "hora/status.h"
 
 namespace hora {
@@ -46,8 +46,8 @@ class Timeline {
  private:
   Timeline(int fd, std::string path, int rank, uint64_t max_bytes);
   void WriterLoop();
-  // The row (thread id) of `tensor`; emits its name on first use. mu_ held.
-  int RowOf(const std::string& tensor);
+  // The row (thread id) of `tensor`; emits its name on first use.
+  int RowOf(const std::string& tensor) HORA_REQUIRES(mu_);
 
   const int fd_;
   const std::string path_;
@@ -55,13 +55,13 @@ class Timeline {
   const uint64_t max_bytes_;
   const TimePoint epoch_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
-  std::vector<std::string> queue_;  // encoded events
-  std::unordered_map<std::string, int> rows_;
-  bool closing_ = false;
-  bool truncated_ = false;
-  uint64_t queued_bytes_ = 0;
+  std::vector<std::string> queue_ HORA_GUARDED_BY(mu_);  // encoded events
+  std::unordered_map<std::string, int> rows_ HORA_GUARDED_BY(mu_);
+  bool closing_ HORA_GUARDED_BY(mu_) = false;
+  bool truncated_ HORA_GUARDED_BY(mu_) = false;
+  uint64_t queued_bytes_ HORA_GUARDED_BY(mu_) = 0;
 
   uint64_t offset_ = 0;  // writer: where the closing bracket starts
   bool first_ = true;    // writer: no event written yet
