@@ -67,7 +67,7 @@ test-asan: build-asan
 
 # ThreadSanitizer: the unit-test binary, run on the suites whose code has
 # several threads (the engine, every transport, requests).
-TSAN_SUITES = *Engine*:*ProcessSets*:*Timeline*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*:*SharedWindow*:*CommWait*
+TSAN_SUITES = *Engine*:*Negotiator*:*ProcessSets*:*Timeline*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*:*SharedWindow*:*CommWait*
 
 build-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \

@@ -11,6 +11,7 @@
 #include "collectives/allreduce_common.h"
 #include "collectives/kernels/reduce.h"
 #include "collectives/partition.h"
+#include "collectives/recursive_doubling.h"
 
 namespace hora {
 
@@ -25,17 +26,10 @@ Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args) {
   auto* tmp = static_cast<std::byte*>(comm.Scratch(0, bytes));
   const PowerOfTwoFold fold(n, comm.rank());
 
-  if (fold.FoldedAway()) {
-    Request s = comm.Isend(fold.fold_partner, Comm::LocalTag(0, 0, 0), out, bytes);
-    Request r = comm.Irecv(fold.fold_partner, Comm::LocalTag(3, 0, 0), out, bytes);
-    HORA_RETURN_IF_ERROR(comm.Wait(s));
-    return comm.Wait(r);
-  }
-  if (fold.fold_partner >= 0) {
-    Request r = comm.Irecv(fold.fold_partner, Comm::LocalTag(0, 0, 0), tmp, bytes);
-    HORA_RETURN_IF_ERROR(comm.Wait(r));
-    kernels::Reduce(args.dtype, op, out, tmp, args.count);
-  }
+  HORA_ASSIGN_OR_RETURN(const bool done, FoldIn(comm, fold, out, bytes, tmp, 3, [&](void* in) {
+                          kernels::Reduce(args.dtype, op, out, in, args.count);
+                        }));
+  if (done) return Status::Ok();
 
   const EvenPartition part{args.count, static_cast<size_t>(fold.p)};
   auto elem_off = [&](int block) { return part.offset(static_cast<size_t>(block)); };
@@ -77,12 +71,7 @@ Status AllreduceHalvingDoubling(Comm& comm, const AllreduceArgs& args) {
     lo = upper ? other_lo : lo;
     hi = upper ? hi : other_hi;
   }
-
-  if (fold.fold_partner >= 0) {
-    Request s = comm.Isend(fold.fold_partner, Comm::LocalTag(3, 0, 0), out, bytes);
-    return comm.Wait(s);
-  }
-  return Status::Ok();
+  return FoldOut(comm, fold, out, bytes, 3);
 }
 
 }  // namespace hora

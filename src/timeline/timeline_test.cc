@@ -30,6 +30,22 @@ nlohmann::json ReadJson(const std::string& path) {
   return nlohmann::json::parse(ss.str());  // throws (fails the test) when invalid
 }
 
+// The array in the file once it holds `n` entries (waiting up to a second).
+// A read that overlaps the writer's one write may see part of it (a read of
+// a regular file is not atomic with a write on Linux): such a read is
+// retried; what counts is the file between writes.
+nlohmann::json AwaitEntries(const std::string& path, size_t n) {
+  for (int i = 0; i < 50; ++i) {
+    std::ifstream in(path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+    if (!j.is_discarded() && j.is_array() && j.size() >= n) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ReadJson(path);  // (the writer is idle by now: strict)
+}
+
 TEST(Timeline, FileIsValidJsonAfterEveryWrite) {
   const std::string path = TempDir() + "/t.json";
   auto t = Timeline::Open(path, 3, 0);
@@ -37,9 +53,7 @@ TEST(Timeline, FileIsValidJsonAfterEveryWrite) {
   EXPECT_TRUE(ReadJson(path).is_array());  // "[\n]" before any event
   const TimePoint now = Clock::now();
   (*t)->Span("w \"quoted\"", "queued", now, now + std::chrono::microseconds(5));
-  for (int i = 0; i < 50 && ReadJson(path).size() < 2; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  auto j = ReadJson(path);  // read while the timeline is still open
+  auto j = AwaitEntries(path, 2);  // read while the timeline is still open
   ASSERT_EQ(j.size(), 2u);
   EXPECT_EQ(j[0]["args"]["name"], "w \"quoted\"");
   EXPECT_EQ(j[1]["name"], "queued");
