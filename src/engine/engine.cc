@@ -166,8 +166,8 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   const TimePoint taken = Clock::now();
   for (TensorRecord* p : fresh) {
     // (Not stamped when the timeline started after its submission.)
-    if (cycle_timeline_ && p->sub.submitted != TimePoint{}) {
-      cycle_timeline_->Span(p->meta.name, "queued", p->sub.submitted, taken);
+    if (cycle_timeline_ && p->submitted != TimePoint{}) {
+      cycle_timeline_->Span(p->meta.name, "queued", p->submitted, taken);
     }
     p->listed = true;
     negotiator_.Take(p, taken);
@@ -207,7 +207,7 @@ void Engine::FailAll(const Status& st) {
     stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
     if (!label_.empty()) stopped_ = stopped_.WithContext(label_);
     for (TensorRecord* p : queue_) {
-      std::shared_ptr<Handle::State> handle = std::move(p->sub.handle);
+      std::shared_ptr<Handle::State> handle = std::move(p->handle);
       p->in_flight = false;
       handle->Complete(stopped_);
     }

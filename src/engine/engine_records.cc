@@ -46,7 +46,7 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
       continue;
     }
     completions.push_back(
-        {std::move(p->sub.handle), std::move(p->result), std::move(p->received_splits)});
+        {std::move(p->handle), std::move(p->result), std::move(p->received_splits)});
     negotiator_.Release(p);
     p->listed = false;
     p->Reset();

@@ -2,11 +2,10 @@
 #include "engine/negotiator.h"
 
 #include <algorithm>
-#include <string_view>
-#include <unordered_map>
 
 #include "engine/fusion.h"
 #include "engine/set_bits.h"
+#include "engine/whole_groups.h"
 
 namespace hora {
 namespace {
@@ -228,17 +227,16 @@ void Negotiator::MarkReady(TimePoint cycle_start, NegotiationCounts* counts) {
 void Negotiator::CachedDecisions(const uint64_t* ready, std::vector<Decision>* out,
                                  std::vector<size_t>* bits, std::vector<size_t>* partial) {
   partial->clear();
-  // Ready members of each group, keyed by views of the cached decisions'
-  // group names (nothing is erased from the cache meanwhile).
-  std::unordered_map<std::string_view, uint32_t> group_ready;
+  // (Nothing is erased from the cache meanwhile: the group names stay.)
+  WholeGroups groups;
   ForEachSetBit(ready, cache_.capacity(), [&](size_t b) {
-    if (cache_.Occupied(b) && !cache_.At(b).group.empty()) ++group_ready[cache_.At(b).group];
+    if (cache_.Occupied(b)) groups.Count(cache_.At(b));
   });
   const bool joined_here = joined_[static_cast<size_t>(rank_)];
   ForEachSetBit(ready, cache_.capacity(), [&](size_t b) {
     if (!cache_.Occupied(b)) return;
     const RequestMeta& m = cache_.At(b);
-    if (!m.group.empty() && group_ready[m.group] < m.group_size) {
+    if (!groups.Whole(m)) {
       partial->push_back(b);
       return;
     }

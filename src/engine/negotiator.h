@@ -195,8 +195,7 @@ class Negotiator {
   std::vector<Ticket*> by_bit_;       // this rank's ticket at each bit it marked ready
   std::vector<size_t> marked_;        // the bits of by_bit_ set this cycle
   std::vector<size_t> partial_;       // CachedDecisions' incomplete groups' bits
-  std::vector<Decision> predicted_;   // PlanCarried's decisions
-  std::vector<size_t> predicted_bits_;
+  std::vector<const RequestMeta*> carried_metas_;  // PlanCarried's tensors, in bit order
   std::vector<AllreducePart> carried_parts_;
   struct SlowScratch {
     std::vector<RequestMeta> mine, peer;

@@ -36,12 +36,11 @@ void TensorRecords::Claim(TensorRecord& r, Submission&& s, bool stamp) {
   r.meta.shape = std::move(kept);
   r.input = s.input;
   r.output = s.output;
-  s.shape_of = nullptr;
-  r.sub = std::move(s);
+  r.handle = std::move(s.handle);
   // Only the timeline shows how long a tensor was queued, and a clock read
   // per tensor is a measurable part of a cached tensor's cost
   // (docs/dev/performance.md).
-  if (stamp) r.sub.submitted = Clock::now();
+  r.submitted = stamp ? Clock::now() : TimePoint{};
 }
 
 void TensorRecords::Release(TensorRecord* r) {

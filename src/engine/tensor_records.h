@@ -27,8 +27,7 @@ namespace hora {
 
 // One tensor submitted on this rank.
 struct Submission {
-  TimePoint submitted{};  // set by the engine as it queues it, only while a timeline records
-  RequestMeta meta;       // (its shape: see shape_of)
+  RequestMeta meta;  // (its shape: see shape_of)
   // When set, the tensor's shape, and meta.shape is left empty: the
   // caller's vector, valid until Engine::Submit (or SubmitGroup) returns,
   // which copies it, if it queues the tensor, into the vector of the name's
@@ -48,7 +47,9 @@ struct TensorRecord : Ticket {
   // not links).
   void Reset();
 
-  Submission sub;                     // the handle, and when it was queued (meta: Ticket's)
+  // Of its Submission (whose meta and buffers went to the Ticket):
+  std::shared_ptr<Handle::State> handle;
+  TimePoint submitted{};  // when it was queued, only while a timeline records
   bool in_flight = false;             // submitted and not yet finished
   bool listed = false;                // taken by a cycle (on the negotiator's list)
   bool idle = false;                  // kept for the name's next tensor
@@ -72,7 +73,7 @@ class TensorRecords {
   TensorRecord& Get(const std::string& name) { return by_name_[name]; }
   TensorRecord* Find(const std::string& name);
   // Gives `r` (not in flight) to submission `s`: in flight from here on.
-  // `stamp`: note when (Submission::submitted).
+  // `stamp`: note when (TensorRecord::submitted).
   void Claim(TensorRecord& r, Submission&& s, bool stamp);
   // `r`'s tensor is finished (its record reset): kept idle, or dropped.
   void Release(TensorRecord* r);
