@@ -28,7 +28,7 @@ Comm::Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_
     : transport_(transport),
       waits_(waits),
       segment_bytes_(segment_bytes),
-      context_bits_(static_cast<uint64_t>(context % kMaxContexts) << kContextShift),
+      context_bits_(static_cast<uint64_t>(context % kMaxContexts) << tag_layout::kContextShift),
       window_(transport.Window(context % kMaxContexts)),
       scratch_(4) {}
 
@@ -39,7 +39,8 @@ void Comm::Begin(const char* collective, const char* algorithm) {
   collective_ = collective;
   algorithm_ = algorithm;
   ++sequence_;
-  tag_base_ = context_bits_ | ((sequence_ & kSequenceMask) << kSequenceShift);
+  tag_base_ =
+      context_bits_ | ((sequence_ & tag_layout::kSequenceMask) << tag_layout::kSequenceShift);
 }
 
 void Comm::End() {

@@ -26,22 +26,18 @@
 
 #include "common/clock.h"
 #include "common/wait_policy.h"
+#include "transport/tag_layout.h"
 #include "transport/transport.h"
 
 namespace hora {
 
 class Comm {
  public:
-  // Tag layout: context (6 bits) | call sequence (18 bits) | phase (4) |
-  // step (18) | segment (18). Comms over one transport with different
+  // Tags: transport/tag_layout.h. Comms over one transport with different
   // contexts never match each other's messages (the Session's own calls
   // use context 0; the engine of process set k its data 2k+1 and its
   // control 2k+2, k = 0 being the global set).
-  static constexpr int kContextShift = 58;
-  static constexpr int kContextBits = 64 - kContextShift;
-  static constexpr int kSequenceShift = 40;
-  static constexpr uint64_t kSequenceMask = 0x3ffff;
-  static constexpr uint32_t kMaxContexts = 1u << kContextBits;
+  static constexpr uint32_t kMaxContexts = tag_layout::kMaxContexts;
 
   Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context = 0);
   ~Comm();
@@ -63,8 +59,9 @@ class Comm {
   // Local tags: algorithms number their messages with (phase, step, segment);
   // Comm adds the call sequence number so calls never cross.
   static uint64_t LocalTag(uint32_t phase, uint32_t step, uint32_t segment) {
-    return (static_cast<uint64_t>(phase & 0xfu) << 36) |
-           (static_cast<uint64_t>(step & 0x3ffffu) << 18) | (segment & 0x3ffffu);
+    using namespace tag_layout;
+    return ((phase & kPhaseMask) << kPhaseShift) | ((step & kStepMask) << kStepShift) |
+           (segment & kSegmentMask);
   }
 
   Request Isend(int peer, uint64_t local_tag, const void* data, size_t bytes);

@@ -49,7 +49,7 @@ struct TensorRecord : Ticket {
 
   // Of its Submission (whose meta and buffers went to the Ticket):
   std::shared_ptr<Handle::State> handle;
-  TimePoint submitted{};  // when it was queued, only while a timeline records
+  TimePoint submitted{};              // when it was queued, only while a timeline records
   bool in_flight = false;             // submitted and not yet finished
   bool listed = false;                // taken by a cycle (on the negotiator's list)
   bool idle = false;                  // kept for the name's next tensor

@@ -2,9 +2,10 @@
 //
 // The MPI plugin interface. Hora's core never links an MPI library: each MPI
 // installed at build time (OpenMPI, MPICH) gets its own small shared library,
-// libhora-mpi-<flavour>.so, built from src/mpi/plugin/ against that MPI. The
-// core loads the one matching the launcher (mpi_loader.h) when a job asks for
-// the MPI transport (HORA_TRANSPORT=mpi) or backend (HORA_BACKEND=mpi, mpi-blocking). So one
+// libhora-mpi-<flavour>.so, built against that MPI from src/mpi/plugin/ and
+// the MPI transport (src/transport/mpi/). The core loads the one matching the
+// launcher (mpi_loader.h) when a job asks for the MPI transport
+// (HORA_TRANSPORT=mpi) or backend (HORA_BACKEND=mpi, mpi-blocking). So one
 // build of Hora runs under either mpirun, and jobs that do not use MPI never
 // load it.
 //

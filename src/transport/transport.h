@@ -25,8 +25,8 @@
 //    completion by another thread.
 //  - Window() offers memory every rank reads directly (shared_window.h),
 //    where the ranks share it (loopback, shm); the others have none.
-//  - Implementations: loopback/ (ranks as threads), shm/ and tcp/; the MPI
-//    transport lives in the MPI plugin (src/mpi/plugin/, loaded at run
+//  - Implementations: loopback/ (ranks as threads), shm/, tcp/ and mpi/
+//    (built only into the MPI plugins, mpi/mpi_plugin.h, loaded at run
 //    time). combinators/hybrid/ (shm within a host, TCP across) and
 //    combinators/subset/ (a process set's view) are built from other
 //    transports.

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "collectives/kernels/reduce.h"
+#include "transport/mpi/mpi_transport.h"
 
 namespace hora::mpi {
 namespace {
@@ -54,13 +55,6 @@ const char* ThreadLevelName(int level) {
 }
 
 }  // namespace
-
-std::string MpiErrorString(int code) {
-  char text[MPI_MAX_ERROR_STRING] = {};
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<size_t>(len));
-}
 
 Library* Library::Open(std::string* error) {
   // MPI is initialised once per process, so its library object is too.
@@ -183,6 +177,11 @@ MPI_Op Library::Op(DataType dtype, ReduceOp op) const {
     default:
       return MPI_SUM;
   }
+}
+
+Result<std::unique_ptr<Transport>> Library::CreateTransport() {
+  HORA_ASSIGN_OR_RETURN(MPI_Comm comm, DupWorld("transport"));
+  return NewMpiTransport(comm, mu_, tag_bits_);
 }
 
 }  // namespace hora::mpi

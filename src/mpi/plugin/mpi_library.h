@@ -14,6 +14,7 @@
 
 #include "hora/types.h"
 #include "mpi/mpi_plugin.h"
+#include "transport/mpi/mpi_error.h"
 
 namespace hora::mpi {
 
@@ -73,8 +74,5 @@ class Library final : public MpiLibrary {
   // [float16, bfloat16, bool, uint8, int8][sum, min, max, product]
   MPI_Op user_ops_[5][4] = {};
 };
-
-// "MPI_ERR_TRUNCATE: message truncated" for an MPI error code.
-std::string MpiErrorString(int code);
 
 }  // namespace hora::mpi

@@ -1,11 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Transport over MPI point-to-point (transport.h), progressed in the
-// caller's thread: Wait() and Progress() test the pending MPI requests and
-// complete Hora's.
+// Wait() and Progress() test the pending MPI requests and complete Hora's.
 //
-// Tags. Hora's tags are 64 bits (call sequence, phase, step, segment; see
-// Comm); MPI guarantees only 15 and usually gives 31. The transport packs
+// Tags. Hora's tags are 64 bits (context, call sequence, phase, step,
+// segment: tag_layout.h); MPI guarantees only 15 and usually gives 31. The transport packs
 // the context and phase whole and the low bits of segment, step and sequence
 // into the tag bits MPI offers. Two messages whose tags then coincide are still
 // matched correctly: MPI never reorders messages between a pair with one tag
@@ -16,14 +14,16 @@
 // Messages over 1 GiB travel as several MPI messages (MPI counts are int).
 // A receive that gets fewer bytes than asked fails with both sizes; MPI
 // cannot tell the sender, whose send completes.
+#include "transport/mpi/mpi_transport.h"
+
 #include <algorithm>
 #include <cstring>
 #include <span>
 #include <thread>
 #include <vector>
 
-#include "collectives/comm.h"
-#include "mpi/plugin/mpi_library.h"
+#include "transport/mpi/mpi_error.h"
+#include "transport/tag_layout.h"
 
 namespace hora::mpi {
 namespace {
@@ -32,10 +32,11 @@ constexpr size_t kChunk = size_t{1} << 30;
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(Library& lib, MPI_Comm comm) : lib_(lib), comm_(comm) {
+  MpiTransport(MPI_Comm comm, std::mutex& mpi_mu, int tag_bits) : mpi_mu_(mpi_mu), comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    const int rest = lib_.tag_bits() - Comm::kContextBits - 4;  // after context and phase
+    // What is left after the context and the phase, shared out.
+    const int rest = tag_bits - tag_layout::kContextBits - tag_layout::kPhaseBits;
     seg_bits_ = rest * 10 / 27;
     step_bits_ = rest * 9 / 27;
     seq_bits_ = rest - seg_bits_ - step_bits_;
@@ -51,7 +52,7 @@ class MpiTransport final : public Transport {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      std::lock_guard<std::mutex> lock(mpi_mu_);
       MPI_Comm_free(&comm_);
     }
   }
@@ -78,7 +79,7 @@ class MpiTransport final : public Transport {
     auto it = Find(request);
     if (it == pending_.end()) return;
     {
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      std::lock_guard<std::mutex> lock(mpi_mu_);
       for (MPI_Request& r : it->reqs) {
         if (r == MPI_REQUEST_NULL) continue;
         MPI_Cancel(&r);
@@ -136,11 +137,12 @@ class MpiTransport final : public Transport {
   };
 
   int MpiTag(Tag tag) const {
-    const uint64_t seg = tag & 0x3ffff, step = (tag >> 18) & 0x3ffff, phase = (tag >> 36) & 0xf,
-                   seq = (tag >> Comm::kSequenceShift) & Comm::kSequenceMask,
-                   context = tag >> Comm::kContextShift;
+    using namespace tag_layout;
+    const uint64_t seg = tag & kSegmentMask, step = (tag >> kStepShift) & kStepMask,
+                   phase = (tag >> kPhaseShift) & kPhaseMask,
+                   seq = (tag >> kSequenceShift) & kSequenceMask, context = tag >> kContextShift;
     const auto low = [](uint64_t v, int bits) { return v & ((uint64_t{1} << bits) - 1); };
-    uint64_t t = (context << 4) | phase;
+    uint64_t t = (context << kPhaseBits) | phase;
     t = (t << seq_bits_) | low(seq, seq_bits_);
     t = (t << step_bits_) | low(step, step_bits_);
     t = (t << seg_bits_) | low(seg, seg_bits_);
@@ -166,8 +168,8 @@ class MpiTransport final : public Transport {
     }
     const int mpi_tag = MpiTag(tag);
     size_t off = 0;
-    std::lock_guard<std::mutex> pending_lock(mu_);  // before lib_.mu()
-    std::lock_guard<std::mutex> lock(lib_.mu());
+    std::lock_guard<std::mutex> pending_lock(mu_);  // before mpi_mu_
+    std::lock_guard<std::mutex> lock(mpi_mu_);
     do {
       const size_t n = std::min(kChunk, bytes - off);
       MPI_Request r = MPI_REQUEST_NULL;
@@ -202,7 +204,7 @@ class MpiTransport final : public Transport {
     int flag = 0;
     int rc;
     {
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      std::lock_guard<std::mutex> lock(mpi_mu_);
       rc = MPI_Testall(static_cast<int>(p.reqs.size()), p.reqs.data(), &flag, statuses.data());
     }
     if (rc == MPI_SUCCESS && !flag) return false;
@@ -222,7 +224,7 @@ class MpiTransport final : public Transport {
         why = "the peer sent more than the " + std::to_string(p.state->bytes()) + " bytes expected";
       }
       st = MismatchError("rank " + std::to_string(rank_) + ": " + p.state->Describe() + ": " + why);
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      std::lock_guard<std::mutex> lock(mpi_mu_);
       for (MPI_Request& r : p.reqs)
         if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     } else if (!p.is_send) {
@@ -249,21 +251,20 @@ class MpiTransport final : public Transport {
                         [&](const Pending& p) { return p.state == r; });
   }
 
-  Library& lib_;
+  std::mutex& mpi_mu_;
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   int seg_bits_ = 0, step_bits_ = 0, seq_bits_ = 0;
   // Requests not yet complete; several threads may post and progress.
-  std::mutex mu_;  // taken before lib_.mu()
+  std::mutex mu_;  // taken before mpi_mu_
   std::vector<Pending> pending_;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Transport>> Library::CreateTransport() {
-  HORA_ASSIGN_OR_RETURN(MPI_Comm comm, DupWorld("transport"));
-  return std::unique_ptr<Transport>(new MpiTransport(*this, comm));
+std::unique_ptr<Transport> NewMpiTransport(MPI_Comm comm, std::mutex& mpi_mu, int tag_bits) {
+  return std::make_unique<MpiTransport>(comm, mpi_mu, tag_bits);
 }
 
 }  // namespace hora::mpi

@@ -1,0 +1,26 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// How Hora's collectives lay out a 64-bit Tag (collectives/comm.h builds
+// them): context (6 bits) | call sequence (18) | phase (4) | step (18) |
+// segment (18). A transport matches tags whole and need not know this; one
+// that must pack them into fewer bits (MPI offers 15 to 31) reads the
+// fields here.
+#pragma once
+
+#include <cstdint>
+
+namespace hora::tag_layout {
+
+inline constexpr int kContextShift = 58;
+inline constexpr int kContextBits = 64 - kContextShift;
+inline constexpr uint32_t kMaxContexts = 1u << kContextBits;
+inline constexpr int kSequenceShift = 40;
+inline constexpr uint64_t kSequenceMask = 0x3ffff;
+inline constexpr int kPhaseShift = 36;
+inline constexpr int kPhaseBits = 4;
+inline constexpr uint64_t kPhaseMask = 0xf;
+inline constexpr int kStepShift = 18;
+inline constexpr uint64_t kStepMask = 0x3ffff;
+inline constexpr uint64_t kSegmentMask = 0x3ffff;
+
+}  // namespace hora::tag_layout
