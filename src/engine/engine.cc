@@ -62,40 +62,8 @@ Handle Engine::Submit(Submission&& s) {
   s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
   Handle h(s.handle);
-  if (Status names = CheckNames(rank_, s.meta); !names.ok()) {
-    s.handle->Complete(names);
-    return h;
-  }
-  {
-    MutexLock lock(mu_);
-    if (!stopped_.ok()) {
-      s.handle->Complete(stopped_);
-      return h;
-    }
-    TensorRecord& p = records_.Get(s.meta.name);  // (a new record or an idle one, or in flight)
-    const bool starts_queue = queue_.empty();
-    if (p.in_flight) {
-      s.handle->Complete(InvalidArgument(
-          "rank " + std::to_string(rank_) + ": " + OpTypeName(s.meta.op) + " '" + s.meta.name +
-          "': a tensor of that name is already in flight on this rank (names must be unique "
-          "among unfinished collectives)"));
-      return h;
-    }
-    Claim(p, std::move(s));
-    queued_.store(true, std::memory_order_release);
-    submissions_.store(submissions_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-    // While waiters drive, a waiter (or the engine's thread, a cycle time
-    // on) will run it.
-    if (defer_.load(std::memory_order_relaxed) && !(starts_queue && DeferredWakeDueLocked()))
-      return h;
-  }
-  cv_.notify_one();
+  if (Status st = Queue({&s, 1}); !st.ok()) s.handle->Complete(st);
   return h;
-}
-
-bool Engine::DeferredWakeDueLocked() const {
-  return unwaited_ &&
-         sleeps_until_ > first_queued_ + SecondsToDuration(config_.cycle_time_ms * 1e-3);
 }
 
 std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
@@ -106,47 +74,55 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
     s.handle->gate = gate_;
     handles.emplace_back(s.handle);
   }
-  Status refused;
-  for (const Submission& s : members) {
-    if (refused.ok()) refused = CheckNames(rank_, s.meta);
+  if (Status st = Queue(members); !st.ok()) {
+    for (Submission& s : members) s.handle->Complete(st);
   }
+  return handles;
+}
+
+Status Engine::Queue(std::span<Submission> members) {
+  for (const Submission& s : members) HORA_RETURN_IF_ERROR(CheckNames(rank_, s.meta));
+  auto in_flight = [&](const RequestMeta& m) {
+    return InvalidArgument("rank " + std::to_string(rank_) + ": " +
+                           (m.group.empty()
+                                ? std::string(OpTypeName(m.op)) + " '" + m.name +
+                                      "': a tensor of that name is already in flight on this rank "
+                                      "(names must be unique among unfinished collectives)"
+                                : "group '" + m.group + "': a tensor named '" + m.name +
+                                      "' is already in flight on this rank"));
+  };
   bool wake = false;
-  if (refused.ok()) {
+  {
     MutexLock lock(mu_);
-    if (!stopped_.ok()) {
-      refused = stopped_;
-    } else {
-      // All names or none: check every name first, then claim them (the
-      // members' names, "<group>.<i>", differ from each other).
+    if (!stopped_.ok()) return stopped_;
+    // All or none: a group's names (which differ from each other,
+    // "<group>.<i>") are all checked before one is claimed; a lone
+    // tensor's is looked up once.
+    if (members.size() > 1) {
       for (const Submission& s : members) {
         const TensorRecord* r = records_.Find(s.meta.name);
-        if (r != nullptr && r->in_flight) {
-          refused = InvalidArgument("rank " + std::to_string(rank_) + ": group '" + s.meta.group +
-                                    "': a tensor named '" + s.meta.name +
-                                    "' is already in flight on this rank");
-          break;
-        }
-      }
-      if (refused.ok()) {
-        const bool starts_queue = queue_.empty();
-        for (Submission& s : members) {
-          TensorRecord& p = records_.Get(s.meta.name);  // (before s is moved from)
-          Claim(p, std::move(s));
-        }
-        queued_.store(true, std::memory_order_release);
-        submissions_.store(submissions_.load(std::memory_order_relaxed) + 1,
-                           std::memory_order_release);
-        wake = !defer_.load(std::memory_order_relaxed) ||
-               (starts_queue && DeferredWakeDueLocked());  // (as Submit)
+        if (r != nullptr && r->in_flight) return in_flight(s.meta);
       }
     }
-  }
-  if (!refused.ok()) {
-    for (Submission& s : members) s.handle->Complete(refused);
-    return handles;
+    const bool starts_queue = queue_.empty();
+    for (Submission& s : members) {
+      TensorRecord& r = records_.Get(s.meta.name);  // (a new record or an idle one, or in flight)
+      if (r.in_flight) return in_flight(s.meta);    // (a lone tensor: nothing claimed)
+      Claim(r, std::move(s));
+    }
+    queued_.store(true, std::memory_order_release);
+    submissions_.store(submissions_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // While waiters drive, a waiter (or the engine's thread, a cycle time
+    // on) will run it.
+    wake = !defer_.load(std::memory_order_relaxed) || (starts_queue && DeferredWakeDueLocked());
   }
   if (wake) cv_.notify_one();
-  return handles;
+  return Status::Ok();
+}
+
+bool Engine::DeferredWakeDueLocked() const {
+  return unwaited_ &&
+         sleeps_until_ > first_queued_ + SecondsToDuration(config_.cycle_time_ms * 1e-3);
 }
 
 void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
@@ -176,14 +152,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   Status st = negotiator_.Negotiate(stopping, fresh.empty(), taken, &outcome);
   {
     MutexLock lock(mu_);
-    ++stats_.cycles;
-    const NegotiationCounts& c = outcome->counts;
-    stats_.cache_hits += c.hits;
-    stats_.cache_misses += c.misses;
-    stats_.cache_invalidations += c.invalidations;
-    stats_.cache_evictions += c.evictions;
-    stats_.slow_cycles += c.slow_cycles;
-    stats_.coordinator_bytes += c.coordinator_bytes;
+    stats_.AddCycle(outcome->counts);
   }
   if (!st.ok()) {
     logger_.Error("engine: " + st.ToString());
@@ -217,7 +186,7 @@ void Engine::FailAll(const Status& st) {
   for (Ticket* t = negotiator_.first_taken(); t != nullptr; t = t->next) {
     all.push_back(static_cast<TensorRecord*>(t));
   }
-  for (auto& [name, p] : phantoms_) all.push_back(&p);
+  stand_ins_.ForEach([&](TensorRecord* p) { all.push_back(p); });
   Finish(all, st);
 }
 

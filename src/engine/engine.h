@@ -8,24 +8,7 @@
 // tensors, lets its Negotiator (negotiator.h) decide with the other ranks
 // which run now and in which batches (fused allreduces up to
 // HORA_FUSION_THRESHOLD_BYTES), runs them on the collective backend and
-// completes their handles.
-// An engine wakes as soon as a tensor is submitted (while more follow within
-// a few microseconds, it lets the burst end first, so that one cycle takes
-// it); while idle it still looks every HORA_CYCLE_TIME_MS, so that no rank
-// waits on an idle one for long, and joins a cycle -- on one host, only when
-// some rank has waited for it that long (idle engines there do not cycle at
-// all). Looks that find nothing to do come further apart, up to 16 cycle
-// times; a rank that has tensors of its own looks every cycle time.
-//
-// A thread waiting on one of the engine's handles runs cycles itself while
-// it spins (Drive): on a host whose ranks outnumber the spare cores, the
-// hand-off to the engine's thread and back would be two thread switches per
-// collective. A cycle runs on one thread at a time (cycle_mu_), the engine's
-// or a waiter's; the engine's thread keeps cycling whenever no waiter does.
-// Once waiters drive, submissions no longer wake the engine's thread: a
-// cycle it started would often miss the rest of a burst (the waiter's cycle
-// takes all of it); what no waiter takes up within a cycle time, it runs
-// (the first time, once its next look comes: see sleeps_until_).
+// completes their handles. Who runs a cycle, and when, is engine_loop.cc's.
 //
 // Thread-safety: Submit(), Drive() and stats() from any thread.
 #pragma once
@@ -35,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -46,6 +30,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "engine/drive_gate.h"
+#include "engine/engine_stats.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
 #include "engine/negotiator.h"
@@ -53,22 +38,6 @@
 #include "timeline/timeline.h"
 
 namespace hora {
-
-struct EngineStats {
-  uint64_t cycles = 0;
-  uint64_t slow_cycles = 0;        // cycles that went through the coordinator
-  uint64_t coordinator_bytes = 0;  // request and response bytes of the slow path, this rank
-  uint64_t cache_hits = 0;         // tensors that ran from the cache
-  uint64_t cache_misses = 0;       // tensors negotiated with the coordinator
-  uint64_t cache_evictions = 0;
-  uint64_t cache_invalidations = 0;
-  uint64_t tensors = 0;          // tensors completed (ok or error)
-  uint64_t fused_batches = 0;    // allreduce batches of more than one tensor
-  uint64_t driven_cycles = 0;    // cycles run by a waiter (Drive), not the engine's thread
-  uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
-  uint64_t name_records = 0;  // records by name: in flight, and idle ones kept (see TensorRecord)
-  uint64_t idle_looks = 0;    // an idle engine's thread woke to look (Loop)
-};
 
 class Engine final : public Driver {
  public:
@@ -99,13 +68,10 @@ class Engine final : public Driver {
   void SetTimeline(std::shared_ptr<Timeline> timeline);
 
  private:
+  // Submit's and SubmitGroup's: queues `members` (their handles made),
+  // all or none.
+  Status Queue(std::span<Submission> members) HORA_EXCLUDES(mu_);
   void Loop();
-  void AwaitBurstEnd();  // Loop: wait out a burst of submissions (engine_loop.cc)
-  // An idle engine's look (Loop: one to 16 cycle times after the last):
-  // whether to join a cycle. Where the control plane can tell who waits
-  // (one host), only once some rank has waited for this one since the last
-  // look (`seen`: the state between looks); elsewhere, always.
-  bool IdleJoinDue(int64_t* seen) const HORA_REQUIRES(cycle_mu_);
   // Sleeps on cv_ until `when` at the latest; Submit reads sleeps_until_ to
   // tell whether deferred work needs this thread woken.
   void SleepUntil(MutexLock& lock, TimePoint when) HORA_REQUIRES(mu_);
@@ -124,8 +90,6 @@ class Engine final : public Driver {
   // The timeline's span of a batch's collective, from `start` to now.
   void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st)
       HORA_REQUIRES(cycle_mu_);
-  Status RunAllreduceBatch(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_)
-      HORA_EXCLUDES(mu_);
   // Completes the handles of `done` (taken tensors) with `st` and releases
   // their records: one lock for the lot.
   void Finish(const std::vector<TensorRecord*>& done, Status st) HORA_REQUIRES(cycle_mu_)
@@ -140,8 +104,6 @@ class Engine final : public Driver {
   // A join announcement (see Coordinator): fails the join, or completes it
   // once every rank joined (the negotiator keeps the join state).
   void ApplyJoin(const Response& r) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
-  // This rank has joined: a stand-in for allreduce `r` (identity values).
-  TensorRecord* AddPhantom(const Response& r) HORA_REQUIRES(cycle_mu_);
   void FailAll(const Status& st) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
 
   const Config config_;
@@ -222,7 +184,7 @@ class Engine final : public Driver {
     std::vector<TensorRecord*> records;
   } finishing_ HORA_GUARDED_BY(cycle_mu_);
   // Stand-ins of a joined rank, by name (made and finished in one cycle).
-  std::unordered_map<std::string, TensorRecord> phantoms_ HORA_GUARDED_BY(cycle_mu_);
+  StandIns stand_ins_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
   // This cycle's copy of timeline_.

@@ -5,8 +5,8 @@
 // in the batches the negotiator planned. Each batch's handles are then
 // completed. A steady cached cycle has no decisions: its one batch already
 // ran with the bit vector, and Execute only finishes it.
-#include "engine/allocated_outputs.h"
 #include "engine/engine.h"
+#include "engine/run_batch.h"
 
 namespace hora {
 
@@ -62,7 +62,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
       continue;
     }
     if (mine[i] == nullptr) {
-      if (d.stand_in) mine[i] = AddPhantom(r);
+      if (d.stand_in) mine[i] = stand_ins_.Add(r, data_);
       continue;
     }
     if (!r.error.empty()) {
@@ -89,31 +89,13 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st;
-  switch (m.op) {
-    case OpType::kAllreduce:
-      st = RunAllreduceBatch(batch);
-      break;
-    case OpType::kBroadcast:
-      st = data_.Broadcast(batch.front()->input, m.num_bytes(), m.root);
-      break;
-    case OpType::kBarrier:
-      st = data_.Barrier();
-      break;
-    case OpType::kJoin:  // applied where decided (ApplyJoin), never batched
-      break;
-    case OpType::kAllgather:
-    case OpType::kReducescatter:
-    case OpType::kAlltoall: {
-      TensorRecord& p = *batch.front();
-      AllocatedOutput out;
-      st = RunWithAllocatedOutput(data_, m, p.rows, rank_, size_, p.input, &out);
-      p.result = std::move(out.tensor);
-      p.received_splits = std::move(out.received_splits);
-      break;
-    }
+  Status st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+  if (!st.ok()) {
+    st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
+  } else if (batch.size() > 1) {
+    MutexLock lock(mu_);
+    ++stats_.fused_batches;
   }
-  if (!st.ok()) st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   if (cycle_timeline_) SpanBatch(batch, start, st);
   Finish(batch, std::move(st));
 }
@@ -124,28 +106,6 @@ void Engine::SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start,
   const std::string args = "{\"fused\":" + std::to_string(batch.size()) +
                            ",\"ok\":" + (st.ok() ? "true" : "false") + "}";
   for (const TensorRecord* p : batch) cycle_timeline_->Span(p->meta.name, op, start, end, args);
-}
-
-Status Engine::RunAllreduceBatch(const std::vector<TensorRecord*>& batch) {
-  const RequestMeta& m = batch.front()->meta;
-  // Joined ranks contribute identity values; Average still divides by the
-  // whole set's size, as Horovod's (a joined rank counts as a zero).
-  const Reduction red = m.reduction;
-  if (batch.size() == 1) {
-    const TensorRecord& p = *batch.front();
-    return data_.Allreduce({p.input, p.output, m.num_elements(), m.dtype, red});
-  }
-  // Fused: the backend packs the tensors into fusion_ (or, on a shared
-  // window, reads and writes them where they are).
-  std::vector<AllreducePart> parts;
-  parts.reserve(batch.size());
-  for (TensorRecord* p : batch) {
-    parts.push_back({p->input, p->output, p->meta.num_elements()});
-  }
-  HORA_RETURN_IF_ERROR(data_.AllreduceParts(parts, m.dtype, red, fusion_));
-  MutexLock lock(mu_);
-  ++stats_.fused_batches;
-  return Status::Ok();
 }
 
 }  // namespace hora

@@ -1,8 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Join in the engine: the end of a join (or its error), and the stand-ins
-// (identity values) a joined rank reduces with. Who has joined is the
-// negotiator's to know.
+// Join in the engine: the end of a join, or its error. Who has joined is
+// the negotiator's to know; a joined rank's stand-ins are StandIns.
 #include "engine/engine.h"
 
 namespace hora {
@@ -21,18 +20,6 @@ void Engine::ApplyJoin(const Response& r) {
   *static_cast<int32_t*>(last.data()) = static_cast<int32_t>(who);
   p->result = std::move(last);
   Finish(std::vector<TensorRecord*>{p}, Status::Ok());
-}
-
-TensorRecord* Engine::AddPhantom(const Response& r) {
-  TensorRecord& p = phantoms_[r.params.name];
-  p.phantom = true;
-  p.meta = r.params;
-  p.scratch.emplace(r.params.dtype, r.params.shape);
-  data_.FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(),
-                     p.scratch->num_elements());
-  p.input = p.output = p.scratch->data();
-  p.taken = Clock::now();
-  return &p;
 }
 
 }  // namespace hora

@@ -1,35 +1,41 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Who runs the engine's cycles, and when: the engine's own thread (Loop),
-// or a thread waiting on a handle while it spins (Drive). One cycle runs at
-// a time (cycle_mu_); the engine's thread stands aside while a waiter
-// drives and takes over whatever the waiter leaves (handoff_).
+// Who runs the engine's cycles, and when.
+//
+// An engine wakes as soon as a tensor is submitted (while more follow within
+// a few microseconds, it lets the burst end first, so that one cycle takes
+// it); while idle it still looks every HORA_CYCLE_TIME_MS, so that no rank
+// waits on an idle one for long, and joins a cycle -- on one host, only when
+// some rank has waited for it that long (idle engines there do not cycle at
+// all). Looks that find nothing to do come further apart, up to 16 cycle
+// times; a rank that has tensors of its own looks every cycle time.
+//
+// A thread waiting on one of the engine's handles runs cycles itself while
+// it spins (Drive): on a host whose ranks outnumber the spare cores, the
+// hand-off to the engine's thread and back would be two thread switches per
+// collective. A cycle runs on one thread at a time (cycle_mu_), the engine's
+// or a waiter's; the engine's thread keeps cycling whenever no waiter does,
+// and takes over whatever a waiter leaves (handoff_).
+// Once waiters drive, submissions no longer wake the engine's thread: a
+// cycle it started would often miss the rest of a burst (the waiter's cycle
+// takes all of it); what no waiter takes up within a cycle time, it runs
+// (the first time, once its next look comes: see sleeps_until_).
 #include <algorithm>
 #include <thread>
 
 #include "common/clock.h"
+#include "engine/await_burst.h"
 #include "engine/engine.h"
+#include "engine/idle_looks.h"
 
 namespace hora {
 
 void Engine::Loop() {
   const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
-  // When the last cycle ended, whoever ran it, or this thread last found
-  // that no rank waited for it (below): an idle engine looks again
-  // `look_every` after that.
-  TimePoint looked;
-  int64_t waiter_seen = -1;  // see IdleJoinDue
-  // A cycle time, doubled (up to 16) each time this thread finds it was not
-  // needed -- no rank waited for it, or a waiter here kept the rank in step
-  // meanwhile -- and a cycle time again once it has tensors of its own or a
-  // rank waits for it. A look wakes this thread, and on cores the ranks
-  // share, the wake-ups cost the ranks' cycles more than the looks gain.
-  Duration look_every = cycle_time;
-  const Duration max_look = cycle_time * 16;
+  IdleLooks looks(cycle_time);
   constexpr Duration kMinRewait = std::chrono::milliseconds(1);
-  auto idle_since = [&] {
-    return std::max(looked,
-                    TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire))));
+  auto last_end = [&] {
+    return TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire)));
   };
   for (;;) {
     // Go at once while work is moving somewhere (this rank ran something,
@@ -51,7 +57,7 @@ void Engine::Loop() {
         spin = idle && busy_ && !driven_ && !defer_.load(std::memory_order_relaxed);
         cycle_mu_.unlock();
         if (finished) return;
-        if (!nothing_taken) look_every = cycle_time;
+        if (!nothing_taken) looks.Busy();
       }
     }
     if (spin && drivers_.load(std::memory_order_acquire) == 0) {
@@ -71,7 +77,7 @@ void Engine::Loop() {
         // Queued work that waiters drive is this thread's a cycle time
         // after it came; an idle engine joins one after the last cycle.
         const bool deferred = defer_ && !queue_.empty();
-        const TimePoint due_at = deferred ? first_queued_ + cycle_time : idle_since() + look_every;
+        const TimePoint due_at = deferred ? first_queued_ + cycle_time : looks.NextLook(last_end());
         const TimePoint now = Clock::now();
         const int64_t end_before = last_cycle_end_.load(std::memory_order_acquire);
         if (now >= due_at) {
@@ -79,8 +85,8 @@ void Engine::Loop() {
           // queued or hands it over (Drive wakes this thread then): look
           // again later.
           if (drivers_.load(std::memory_order_acquire) > 0) {
-            if (nothing_taken && !deferred) look_every = std::min(look_every * 2, max_look);
-            SleepUntil(lock, now + std::max<Duration>(look_every, kMinRewait));
+            if (nothing_taken && !deferred) looks.Backoff();
+            SleepUntil(lock, now + std::max<Duration>(looks.every(), kMinRewait));
             continue;
           }
           if (deferred) {  // no waiter came
@@ -92,7 +98,7 @@ void Engine::Loop() {
         SleepUntil(lock, due_at);
         if (nothing_taken && !deferred &&
             last_cycle_end_.load(std::memory_order_acquire) != end_before)
-          look_every = std::min(look_every * 2, max_look);
+          looks.Backoff();
       }
       stop = stop_requested_;
       handoff = handoff_;
@@ -104,9 +110,8 @@ void Engine::Loop() {
       // than race it for the cycle. Submissions often come in bursts (a
       // model's layers, one after another): while they keep coming, let
       // them come (yielding: on a shared core the submitter runs), so that
-      // one cycle takes the whole burst -- until kBurstGap passes with no
-      // new one, or one idle spin in all.
-      AwaitBurstEnd();
+      // one cycle takes the whole burst, for one idle spin at most.
+      AwaitBurstEnd(submissions_, drivers_, idle_spin_);
       if (drivers_.load(std::memory_order_acquire) > 0) continue;
     }
     MutexLock cycle(cycle_mu_);  // waits while a driver is in a cycle
@@ -116,21 +121,21 @@ void Engine::Loop() {
     // driver handed over while nothing moves waits for the timer, as any
     // pending work does); after a wait that timed out, join the others as
     // an idle engine does every cycle time (on one host: once one waits for
-    // it, IdleJoinDue) -- unless a cycle (a driver's) ended meanwhile: that
+    // it, IdleLooks::JoinDue) -- unless a cycle (a driver's) ended meanwhile: that
     // kept this rank in step, and the timer runs on.
-    const bool timed_out = idle && !woken && Clock::now() - idle_since() >= cycle_time;
+    const bool timed_out =
+        idle && !woken && Clock::now() - looks.IdleSince(last_end()) >= cycle_time;
     const bool idle_look = timed_out && !stop && negotiator_.nothing_taken() &&
                            !queued_.load(std::memory_order_acquire);
     if (idle_look) {
       MutexLock lock(mu_);
       ++stats_.idle_looks;
     }
-    if (idle_look && !IdleJoinDue(&waiter_seen)) {
+    if (idle_look && !looks.JoinDue(Clock::now(), negotiator_.PeerWaiting(),
+                                    last_cycle_end_.load(std::memory_order_acquire))) {
       // With nothing to do here, a cycle would only make the others' next
       // one (their next tensors) wait for this rank's, which has none of
       // them: look again later.
-      looked = Clock::now();
-      look_every = waiter_seen >= 0 ? cycle_time : std::min(look_every * 2, max_look);
       busy_ = false;  // (no spinning for submissions on the next round)
       continue;
     }
@@ -145,43 +150,6 @@ void Engine::SleepUntil(MutexLock& lock, TimePoint when) {
   sleeps_until_ = when;
   cv_.wait_until(lock.native(), when);
   sleeps_until_ = TimePoint::min();
-}
-
-bool Engine::IdleJoinDue(int64_t* seen) const {
-  // Where the control plane cannot tell who waits: join.
-  const std::optional<bool> waiting = negotiator_.PeerWaiting();
-  if (!waiting) return true;
-  if (!*waiting) {
-    *seen = -1;
-    return false;
-  }
-  // A rank waits for this one: join, unless it came since this thread's
-  // last look -- its tensors are then often this rank's next ones, which a
-  // cycle now would miss: the others would cycle again for them.
-  const int64_t end = last_cycle_end_.load(std::memory_order_acquire);
-  if (*seen == end) return true;  // it waited a cycle time, with no cycle since
-  *seen = end;
-  return false;
-}
-
-void Engine::AwaitBurstEnd() {
-  constexpr auto kBurstGap = std::chrono::microseconds(5);
-  uint64_t seen = submissions_.load(std::memory_order_acquire);
-  TimePoint last = Clock::now();
-  const TimePoint until = last + idle_spin_;
-  for (;;) {
-    std::this_thread::yield();
-    if (drivers_.load(std::memory_order_acquire) > 0) return;
-    const TimePoint now = Clock::now();
-    const uint64_t n = submissions_.load(std::memory_order_acquire);
-    if (n != seen) {
-      seen = n;
-      last = now;
-    } else if (now - last >= kBurstGap) {
-      return;
-    }
-    if (now >= until) return;
-  }
 }
 
 bool Engine::RunCycle() {

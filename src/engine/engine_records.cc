@@ -42,7 +42,7 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
   } clear{finishing_};
   for (TensorRecord* p : done) {
     if (p->phantom) {  // (never taken)
-      phantoms_.erase(phantoms_.find(p->meta.name));
+      stand_ins_.Remove(p);
       continue;
     }
     completions.push_back(

@@ -58,4 +58,16 @@ void TensorRecords::Release(TensorRecord* r) {
   }
 }
 
+TensorRecord* StandIns::Add(const Response& r, CollectiveBackend& data) {
+  TensorRecord& p = by_name_[r.params.name];
+  p.phantom = true;
+  p.meta = r.params;
+  p.scratch.emplace(r.params.dtype, r.params.shape);
+  data.FillIdentity(r.params.dtype, r.params.reduction.op, p.scratch->data(),
+                    p.scratch->num_elements());
+  p.input = p.output = p.scratch->data();
+  p.taken = Clock::now();
+  return &p;
+}
+
 }  // namespace hora

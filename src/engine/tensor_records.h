@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backends/backend.h"
 #include "common/clock.h"
 #include "common/intrusive_list.h"
 #include "engine/handle_state.h"
@@ -85,6 +86,23 @@ class TensorRecords {
   // The idle records, least recently used first: a record leaves when a
   // tensor claims it and joins at the back when its tensor is finished.
   IntrusiveList<TensorRecord, &TensorRecord::idle_prev, &TensorRecord::idle_next> idle_;
+};
+
+// A joined rank's stand-ins: for each allreduce the other ranks run that
+// this rank (out of data) has no tensor of, a record of identity values
+// that it reduces instead; made and finished in one cycle.
+class StandIns {
+ public:
+  // A stand-in for allreduce `r`, its identity values from `data`.
+  TensorRecord* Add(const Response& r, CollectiveBackend& data);
+  void Remove(const TensorRecord* p) { by_name_.erase(by_name_.find(p->meta.name)); }
+  template <typename F>
+  void ForEach(F&& f) {
+    for (auto& [name, p] : by_name_) f(&p);
+  }
+
+ private:
+  std::unordered_map<std::string, TensorRecord> by_name_;
 };
 
 }  // namespace hora

@@ -1,0 +1,66 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// When an idle engine's thread looks again (Engine::Loop). An engine with
+// nothing to do still joins the other ranks' cycles every cycle time, so
+// that none waits on it for long. Each look that turns out not needed -- no
+// rank waited for it, or a waiter on this rank kept it in step meanwhile --
+// doubles the time to the next (up to 16 cycle times): a look wakes the
+// thread, and on cores the ranks share, the wake-ups cost the ranks' cycles
+// more than the looks gain. Tensors of its own, or a rank waiting for it,
+// bring it back to one cycle time.
+//
+// Not thread-safe: the engine's thread's.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+
+#include "common/clock.h"
+
+namespace hora {
+
+class IdleLooks {
+ public:
+  explicit IdleLooks(Duration cycle_time)
+      : cycle_time_(cycle_time), every_(cycle_time), max_(cycle_time * 16) {}
+
+  Duration every() const { return every_; }
+  // Since when the engine is idle: the last cycle's end (`last_cycle_end`,
+  // whoever ran it) or its last look that joined no cycle.
+  TimePoint IdleSince(TimePoint last_cycle_end) const { return std::max(looked_, last_cycle_end); }
+  TimePoint NextLook(TimePoint last_cycle_end) const { return IdleSince(last_cycle_end) + every_; }
+
+  // The rank has tensors of its own: look every cycle time.
+  void Busy() { every_ = cycle_time_; }
+  // The last look was not needed: the next comes twice as late.
+  void Backoff() { every_ = std::min(every_ * 2, max_); }
+
+  // A look at `now`, idle: whether to join a cycle. `peer_waiting`: whether
+  // some rank waits for this one (nullopt where the control plane cannot
+  // tell: always join). A rank that came since the last look is let wait
+  // one look more: its tensors are often this rank's next ones, which a
+  // cycle now would miss (the others would cycle again for them).
+  // `last_cycle_end`, in Clock ticks, tells whether a cycle ran between.
+  bool JoinDue(TimePoint now, std::optional<bool> peer_waiting, int64_t last_cycle_end) {
+    if (!peer_waiting) return true;
+    if (*peer_waiting && seen_ == last_cycle_end) return true;  // it waited a look, no cycle since
+    seen_ = *peer_waiting ? last_cycle_end : -1;
+    looked_ = now;
+    if (*peer_waiting) {
+      Busy();
+    } else {
+      Backoff();
+    }
+    return false;
+  }
+
+ private:
+  const Duration cycle_time_;
+  Duration every_;
+  const Duration max_;
+  TimePoint looked_{};  // the last look that joined no cycle
+  int64_t seen_ = -1;   // a rank waited at the last look, at this last cycle end (-1: none)
+};
+
+}  // namespace hora

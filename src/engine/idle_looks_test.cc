@@ -1,0 +1,72 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/idle_looks.h"
+
+#include <gtest/gtest.h>
+
+namespace hora {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(IdleLooks, BackoffDoublesUpToSixteenCycleTimesAndBusyResets) {
+  IdleLooks looks(milliseconds(5));
+  EXPECT_EQ(looks.every(), milliseconds(5));
+  const Duration expected[] = {milliseconds(10), milliseconds(20), milliseconds(40),
+                               milliseconds(80), milliseconds(80)};
+  for (Duration d : expected) {
+    looks.Backoff();
+    EXPECT_EQ(looks.every(), d);
+  }
+  looks.Busy();
+  EXPECT_EQ(looks.every(), milliseconds(5));
+}
+
+TEST(IdleLooks, NextLookCountsFromTheLaterOfLastCycleAndLastLook) {
+  IdleLooks looks(milliseconds(5));
+  const TimePoint t0 = Clock::now();
+  EXPECT_EQ(looks.NextLook(t0), t0 + milliseconds(5));
+  // A look that joined nothing, after the last cycle: the idle time counts from it.
+  EXPECT_FALSE(looks.JoinDue(t0 + milliseconds(7), false, 1));
+  EXPECT_EQ(looks.IdleSince(t0), t0 + milliseconds(7));
+  EXPECT_EQ(looks.NextLook(t0), t0 + milliseconds(7) + milliseconds(10));  // (backed off)
+  // A cycle after that look: from its end.
+  EXPECT_EQ(looks.IdleSince(t0 + milliseconds(9)), t0 + milliseconds(9));
+}
+
+TEST(IdleLooks, JoinsWhereNobodyCanTell) {
+  IdleLooks looks(milliseconds(5));
+  EXPECT_TRUE(looks.JoinDue(Clock::now(), std::nullopt, 1));
+  EXPECT_EQ(looks.every(), milliseconds(5));
+}
+
+TEST(IdleLooks, NobodyWaitingBacksOff) {
+  IdleLooks looks(milliseconds(5));
+  const TimePoint now = Clock::now();
+  EXPECT_FALSE(looks.JoinDue(now, false, 1));
+  EXPECT_FALSE(looks.JoinDue(now, false, 1));
+  EXPECT_EQ(looks.every(), milliseconds(20));
+}
+
+TEST(IdleLooks, AWaitingRankIsJoinedAtTheSecondLookWithNoCycleBetween) {
+  IdleLooks looks(milliseconds(5));
+  const TimePoint now = Clock::now();
+  looks.Backoff();
+  // It came since the last look: not yet, and looks are a cycle time again.
+  EXPECT_FALSE(looks.JoinDue(now, true, 100));
+  EXPECT_EQ(looks.every(), milliseconds(5));
+  // Still waiting, no cycle since: join.
+  EXPECT_TRUE(looks.JoinDue(now, true, 100));
+  // A cycle ran between (end 200): the rank waiting now is a new wait.
+  IdleLooks other(milliseconds(5));
+  EXPECT_FALSE(other.JoinDue(now, true, 100));
+  EXPECT_FALSE(other.JoinDue(now, true, 200));
+  EXPECT_TRUE(other.JoinDue(now, true, 200));
+  // Nobody waiting in between forgets the earlier wait.
+  IdleLooks third(milliseconds(5));
+  EXPECT_FALSE(third.JoinDue(now, true, 100));
+  EXPECT_FALSE(third.JoinDue(now, false, 100));
+  EXPECT_FALSE(third.JoinDue(now, true, 100));
+}
+
+}  // namespace
+}  // namespace hora
