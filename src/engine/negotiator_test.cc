@@ -349,3 +349,37 @@ TEST(Negotiator, AJoinedRankStandsInForAllreducesUntilEveryRankJoined) {
 
 }  // namespace
 }  // namespace hora
+
+namespace hora {
+namespace {
+
+// The fake itself: a rank whose peers never make the same call is told
+// which, instead of waiting for ever.
+TEST(FakeControlWorld, ACallThatSomeRanksNeverMakeFailsNamingThem) {
+  FakeControlWorld world(4);
+  world.set_timeout(std::chrono::milliseconds(100));
+  std::vector<Status> got(4);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {
+    std::vector<uint64_t> words{~uint64_t{0}};
+    got[2] = world.plane(2).And(words);
+  });
+  threads.front().join();
+  EXPECT_EQ(got[2].code(), StatusCode::kTimeout) << got[2].ToString();
+  EXPECT_NE(got[2].message().find("rank 2 waited 0.1 s for rank(s) 0, 1, 3 "), std::string::npos)
+      << got[2].ToString();
+  // Withdrawn: all four meet in the next call.
+  threads.clear();
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<uint64_t> words{~uint64_t{0} ^ (uint64_t{1} << r)};
+      got[static_cast<size_t>(r)] = world.plane(r).And(words);
+      if (words[0] != (~uint64_t{0} ^ 0xf)) got[static_cast<size_t>(r)] = InternalError("bad AND");
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const Status& st : got) EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+}  // namespace
+}  // namespace hora

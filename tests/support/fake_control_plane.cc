@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "support/fake_control_plane.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace hora::testing {
@@ -135,7 +136,10 @@ class FakeControlWorld::Plane final : public ControlPlane {
 };
 
 FakeControlWorld::FakeControlWorld(int size)
-    : size_(size), slots_(static_cast<size_t>(size)), done_(static_cast<size_t>(size)) {
+    : size_(size),
+      here_(static_cast<size_t>(size), false),
+      slots_(static_cast<size_t>(size)),
+      done_(static_cast<size_t>(size)) {
   for (int r = 0; r < size; ++r) planes_.push_back(std::make_unique<Plane>(*this, r));
 }
 
@@ -153,20 +157,42 @@ FakeControlWorld::Calls FakeControlWorld::calls() const {
   return calls_;
 }
 
+namespace {
+
+std::string SecondsText(Duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", DurationToSeconds(d));
+  return text;
+}
+
+}  // namespace
+
 std::vector<std::vector<uint8_t>> FakeControlWorld::Exchange(int rank, std::vector<uint8_t> mine,
                                                              Status* fail) {
   std::unique_lock<std::mutex> lock(mu_);
   const uint64_t gen = generation_;
-  slots_[static_cast<size_t>(rank)] = std::move(mine);
+  const auto me = static_cast<size_t>(rank);
+  slots_[me] = std::move(mine);
+  here_[me] = true;
   if (++arrived_ == size_) {
     done_ = slots_;
     call_fail_ = fail_next_;  // every rank of this call sees it; the next goes on
     fail_next_ = Status::Ok();
     arrived_ = 0;
+    here_.assign(here_.size(), false);
     ++generation_;
     cv_.notify_all();
-  } else {
-    cv_.wait(lock, [&] { return generation_ != gen; });
+  } else if (!cv_.wait_for(lock, timeout_, [&] { return generation_ != gen; })) {
+    std::string missing;
+    for (size_t r = 0; r < here_.size(); ++r) {
+      if (!here_[r]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    }
+    --arrived_;
+    here_[me] = false;
+    *fail =
+        TimeoutError("fake control plane: rank " + std::to_string(rank) + " waited " +
+                     SecondsText(timeout_) + " for rank(s) " + missing + " to make the same call");
+    return {};
   }
   *fail = call_fail_;
   return done_;

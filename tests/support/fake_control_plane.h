@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/control_plane.h"
+#include "common/clock.h"
 
 namespace hora::testing {
 
@@ -31,6 +32,10 @@ class FakeControlWorld {
   void set_carry(bool on) { carry_ = on; }
   // The next call of each rank fails with `status` (on every rank alike).
   void FailNextCall(Status status);
+  // How long a call waits for the other ranks' same call (30 s unless set):
+  // past it, that rank's call fails naming the ranks that never came, and
+  // is withdrawn.
+  void set_timeout(Duration timeout) { timeout_ = timeout; }
 
   struct Calls {
     int ands = 0;
@@ -44,16 +49,19 @@ class FakeControlWorld {
  private:
   class Plane;
   friend class Plane;
-  // Every rank deposits `mine` and gets all ranks' deposits once all came.
+  // Every rank deposits `mine` and gets all ranks' deposits once all came
+  // (or, after the timeout, `*fail`).
   std::vector<std::vector<uint8_t>> Exchange(int rank, std::vector<uint8_t> mine, Status* fail);
 
   const int size_;
   bool carry_ = false;
+  Duration timeout_ = std::chrono::seconds(30);
   std::vector<std::unique_ptr<Plane>> planes_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
   int arrived_ = 0;
+  std::vector<bool> here_;  // the ranks in the current call
   std::vector<std::vector<uint8_t>> slots_, done_;
   Status fail_next_, call_fail_;
   Calls calls_;
