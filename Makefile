@@ -65,18 +65,17 @@ test-asan: build-asan
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest -j $(JOBS) --output-on-failure --timeout 900
 
-# ThreadSanitizer: the unit-test binary, run on the suites whose code has
-# several threads (the engine, every transport, requests).
-TSAN_SUITES = *Engine*:*Negotiator*:*ProcessSets*:*Timeline*:*Shm*:*Loopback*:*Tcp*:*Request*:*Hybrid*:*SharedWindow*:*CommWait*
-
+# ThreadSanitizer: the tests of the code that runs on several threads (the
+# engine, every transport, the store, process sets, the timeline), built
+# into a binary of their own (hora_tests_threaded, tests/CMakeLists.txt).
 build-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
 	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
-	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests
+	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests_threaded
 
 test-tsan: build-tsan
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-	  $(BUILD_TSAN)/bin/hora_tests --gtest_filter='$(TSAN_SUITES)' --gtest_brief=1
+	  $(BUILD_TSAN)/bin/hora_tests_threaded --gtest_brief=1
 
 FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
 
