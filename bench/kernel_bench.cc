@@ -18,9 +18,9 @@
 #include <memory>
 #include <string>
 
-#include "collectives/kernels/half.h"
-#include "collectives/kernels/isa.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/half.h"
+#include "kernels/isa.h"
+#include "kernels/reduce.h"
 
 namespace hora::kernels {
 namespace {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 
 namespace hora::bench {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "collectives/bitwise_and.h"
-#include "collectives/kernels/reduction_identity.h"
+#include "kernels/reduction_identity.h"
 
 namespace hora {
 

@@ -10,7 +10,7 @@
 // sums partial dot products instead).
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/adasum.h"
+#include "kernels/adasum.h"
 
 namespace hora {
 

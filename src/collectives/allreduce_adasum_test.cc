@@ -11,7 +11,7 @@
 
 #include <cmath>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 #include "support/reference.h"
 #include "support/thread_ranks.h"
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 

@@ -9,7 +9,7 @@
 // as in recursive doubling.
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/partition.h"
 #include "collectives/recursive_doubling.h"
 

@@ -8,7 +8,7 @@
 // IEEE arithmetic, so all ranks end bitwise identical.
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/recursive_doubling.h"
 
 namespace hora {

@@ -21,7 +21,7 @@
 #include <cstring>
 
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/shared_common.h"
 
 namespace hora {

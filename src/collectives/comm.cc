@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 

@@ -8,7 +8,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "collectives/ring_phases.h"
 
 namespace hora {

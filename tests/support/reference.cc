@@ -9,7 +9,7 @@
 #include <sstream>
 #include <type_traits>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 
 namespace hora::testing {
 namespace {

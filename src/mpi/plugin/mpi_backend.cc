@@ -33,7 +33,7 @@
 #include <vector>
 
 #include "collectives/allreduce_common.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "mpi/plugin/mpi_library.h"
 
 namespace hora::mpi {

@@ -3,7 +3,7 @@
 
 #include <cstdlib>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "transport/mpi/mpi_transport.h"
 
 namespace hora::mpi {

@@ -20,7 +20,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 
 #define HORA_KERNEL_INLINE __attribute__((always_inline)) inline
 // For lambdas, whose attributes follow the parameter list.

@@ -15,10 +15,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "collectives/kernels/elementwise.h"
-#include "collectives/kernels/isa.h"
-#include "collectives/kernels/reduce.h"
-#include "collectives/kernels/x86_simd.h"
+#include "kernels/elementwise.h"
+#include "kernels/isa.h"
+#include "kernels/reduce.h"
+#include "kernels/x86_simd.h"
 
 namespace hora::kernels {
 namespace internal {

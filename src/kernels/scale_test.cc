@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "collectives/kernels/isa.h"
-#include "collectives/kernels/kernel_test_util.h"
-#include "collectives/kernels/reduce.h"
+#include "kernels/isa.h"
+#include "kernels/kernel_test_util.h"
+#include "kernels/reduce.h"
 
 namespace hora::kernels {
 namespace {

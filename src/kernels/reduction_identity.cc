@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "collectives/kernels/reduction_identity.h"
+#include "kernels/reduction_identity.h"
 
 #include <algorithm>
 #include <cstdint>

@@ -18,8 +18,8 @@
 #include <sstream>
 #include <vector>
 
-#include "collectives/kernels/half.h"
-#include "collectives/kernels/isa.h"
+#include "kernels/half.h"
+#include "kernels/isa.h"
 #include "hora/types.h"
 
 namespace hora::kernels::test {

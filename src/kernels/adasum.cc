@@ -1,10 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "collectives/kernels/adasum.h"
+#include "kernels/adasum.h"
 
 #include <cassert>
 #include <cstdint>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 
 namespace hora::kernels {
 namespace {

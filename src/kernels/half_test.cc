@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include "collectives/kernels/half.h"
+#include "kernels/half.h"
 
 namespace hora::kernels {
 namespace {

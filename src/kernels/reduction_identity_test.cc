@@ -2,14 +2,14 @@
 //
 // Reducing any value with the identity leaves it unchanged, for every dtype
 // and op (checked through the real reduction kernels).
-#include "collectives/kernels/reduction_identity.h"
+#include "kernels/reduction_identity.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "collectives/kernels/reduce.h"
+#include "kernels/reduce.h"
 #include "support/reference.h"
 
 namespace hora {

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "collectives/kernels/isa.h"
+#include "kernels/isa.h"
 
 namespace hora::kernels::internal {
 

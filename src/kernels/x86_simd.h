@@ -16,9 +16,9 @@
 #include <immintrin.h>
 #endif
 
-#include "collectives/kernels/elementwise.h"
-#include "collectives/kernels/half.h"
-#include "collectives/kernels/isa.h"
+#include "kernels/elementwise.h"
+#include "kernels/half.h"
+#include "kernels/isa.h"
 
 namespace hora::kernels::internal {
 

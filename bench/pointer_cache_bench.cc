@@ -1,0 +1,72 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The pointer cache (src/gpu/pointer_cache.h) against asking the device:
+// the cost of a lookup that hits, for one pointer and for tensors carved out
+// of one allocation, of a verified lookup (one query per allocation per
+// batch), and of the uncached query itself. On the host device the query
+// is a map lookup under a lock -- the floor of a driver call, which costs
+// more (cudaPointerGetAttributes; measured where a GPU is: docs/gpu.md).
+//
+//   build/bin/hora-pointer-cache-bench
+#include <benchmark/benchmark.h>
+
+#include <vector>
+
+#include "gpu/host/host_device.h"
+#include "gpu/pointer_cache.h"
+
+namespace hora::gpu {
+namespace {
+
+constexpr size_t kTensors = 64;
+constexpr size_t kTensorBytes = 64 << 10;
+
+struct Fixture {
+  Fixture() : dev(std::move(HostDevice::Create(0, size_t{1} << 30)).value()) {
+    block = static_cast<char*>(dev->Allocate(kTensors * kTensorBytes).value());
+    for (size_t i = 0; i < kTensors; ++i) tensors.push_back(block + i * kTensorBytes);
+  }
+  ~Fixture() { (void)dev->Free(block); }
+  std::unique_ptr<HostDevice> dev;
+  char* block = nullptr;
+  std::vector<void*> tensors;
+};
+
+void BM_CacheHitOnePointer(benchmark::State& state) {
+  Fixture f;
+  PointerCache cache(*f.dev, PointerCache::Policy::kTrust);
+  for (auto _ : state) benchmark::DoNotOptimize(cache.Lookup(f.tensors[0]));
+}
+
+void BM_CacheHitTensorsOfOneAllocation(benchmark::State& state) {
+  Fixture f;
+  PointerCache cache(*f.dev, PointerCache::Policy::kTrust);
+  size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(cache.Lookup(f.tensors[i++ % kTensors]));
+}
+
+void BM_CacheVerifyBatchOf64(benchmark::State& state) {
+  Fixture f;
+  PointerCache cache(*f.dev, PointerCache::Policy::kVerify);
+  for (auto _ : state) {
+    cache.BeginBatch();
+    for (void* t : f.tensors) benchmark::DoNotOptimize(cache.Lookup(t));
+  }
+  state.SetItemsProcessed(state.iterations() * kTensors);
+}
+
+void BM_DeviceQueryUncached(benchmark::State& state) {
+  Fixture f;
+  size_t i = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(f.dev->QueryPointer(f.tensors[i++ % kTensors]));
+}
+
+BENCHMARK(BM_CacheHitOnePointer);
+BENCHMARK(BM_CacheHitTensorsOfOneAllocation);
+BENCHMARK(BM_CacheVerifyBatchOf64);
+BENCHMARK(BM_DeviceQueryUncached);
+
+}  // namespace
+}  // namespace hora::gpu
+
+BENCHMARK_MAIN();

@@ -1,0 +1,349 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "gpu/host/host_device.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels/reduce.h"
+#include "kernels/reduction_identity.h"
+
+namespace hora::gpu {
+namespace {
+
+std::string Hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", p);
+  return text;
+}
+
+const char* CopyName(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::kHostToDevice:
+      return "host to device";
+    case CopyKind::kDeviceToHost:
+      return "device to host";
+    case CopyKind::kDeviceToDevice:
+      return "device to device";
+  }
+  return "?";
+}
+
+// The elements Reduce folds at a time through its scratch (aliasing-safe:
+// every source's chunk is read before the destination's is written).
+constexpr size_t kReduceChunkBytes = 16 << 10;
+
+}  // namespace
+
+struct HostDevice::HostEvent {
+  Mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded HORA_GUARDED_BY(mu) = 0;   // records queued
+  uint64_t completed HORA_GUARDED_BY(mu) = 0;  // the latest a stream reached
+};
+
+Result<std::unique_ptr<HostDevice>> HostDevice::Create(int ordinal, size_t span) {
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<HostMemory> memory, HostMemory::Create(span));
+  return std::unique_ptr<HostDevice>(new HostDevice(ordinal, std::move(memory)));
+}
+
+HostDevice::HostDevice(int ordinal, std::unique_ptr<HostMemory> memory)
+    : info_{"host device " + std::to_string(ordinal), ordinal, 1}, memory_(std::move(memory)) {}
+
+HostDevice::~HostDevice() {
+  std::map<uint64_t, std::unique_ptr<HostStream>> streams;
+  {
+    MutexLock lock(mu_);
+    streams.swap(streams_);
+  }
+  streams.clear();  // each runs what it has queued
+}
+
+Result<void*> HostDevice::Allocate(size_t bytes) { return memory_->Allocate(bytes); }
+
+Status HostDevice::Free(void* p) {
+  DrainAll();  // (as cudaFree: no queued work uses it after)
+  return memory_->Free(p);
+}
+
+Result<void*> HostDevice::AllocatePinned(size_t bytes) { return memory_->AllocatePinned(bytes); }
+
+Status HostDevice::FreePinned(void* p) {
+  DrainAll();
+  return memory_->FreePinned(p);
+}
+
+Result<Stream> HostDevice::CreateStream() {
+  auto stream = std::make_unique<HostStream>();
+  MutexLock lock(mu_);
+  const uint64_t id = next_id_++;
+  streams_[id] = std::move(stream);
+  return Stream{id};
+}
+
+Status HostDevice::DestroyStream(Stream s) {
+  std::unique_ptr<HostStream> stream;
+  {
+    MutexLock lock(mu_);
+    auto it = streams_.find(s.id);
+    if (it == streams_.end())
+      return InvalidArgument("host device: no stream " + std::to_string(s.id));
+    stream = std::move(it->second);
+    streams_.erase(it);
+  }
+  stream.reset();  // runs what it has queued
+  return Status::Ok();
+}
+
+Result<Event> HostDevice::CreateEvent() {
+  MutexLock lock(mu_);
+  const uint64_t id = next_id_++;
+  events_[id] = std::make_shared<HostEvent>();
+  return Event{id};
+}
+
+Status HostDevice::DestroyEvent(Event e) {
+  MutexLock lock(mu_);
+  if (events_.erase(e.id) == 0) {
+    return InvalidArgument("host device: no event " + std::to_string(e.id));
+  }
+  return Status::Ok();
+}
+
+HostStream* HostDevice::FindStream(Stream s) {
+  MutexLock lock(mu_);
+  auto it = streams_.find(s.id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+std::shared_ptr<HostDevice::HostEvent> HostDevice::FindEvent(Event e) {
+  MutexLock lock(mu_);
+  auto it = events_.find(e.id);
+  return it == events_.end() ? nullptr : it->second;
+}
+
+void HostDevice::DrainAll() {
+  std::vector<HostStream*> all;
+  {
+    MutexLock lock(mu_);
+    for (auto& [id, s] : streams_) all.push_back(s.get());
+  }
+  for (HostStream* s : all) s->Drain();
+}
+
+Status HostDevice::Record(Event e, Stream s) {
+  std::shared_ptr<HostEvent> ev = FindEvent(e);
+  HostStream* stream = FindStream(s);
+  if (ev == nullptr || stream == nullptr) {
+    return InvalidArgument("host device: record of event " + std::to_string(e.id) + " on stream " +
+                           std::to_string(s.id) + ": no such " + (ev ? "stream" : "event"));
+  }
+  uint64_t gen;
+  {
+    MutexLock lock(ev->mu);
+    gen = ++ev->recorded;
+  }
+  stream->Enqueue([ev, gen] {
+    {
+      MutexLock lock(ev->mu);
+      ev->completed = std::max(ev->completed, gen);
+    }
+    ev->cv.notify_all();
+  });
+  return Status::Ok();
+}
+
+Status HostDevice::StreamWait(Stream s, Event e) {
+  std::shared_ptr<HostEvent> ev = FindEvent(e);
+  HostStream* stream = FindStream(s);
+  if (ev == nullptr || stream == nullptr) {
+    return InvalidArgument("host device: wait of stream " + std::to_string(s.id) + " for event " +
+                           std::to_string(e.id) + ": no such " + (ev ? "stream" : "event"));
+  }
+  uint64_t gen;
+  {
+    MutexLock lock(ev->mu);
+    gen = ev->recorded;  // the record current now, not a later one
+  }
+  if (gen == 0) return Status::Ok();  // never recorded: complete
+  stream->Enqueue([ev, gen] {
+    MutexLock lock(ev->mu);
+    ev->cv.wait(lock.native(), [&]() HORA_NO_THREAD_SAFETY_ANALYSIS {  // (ev->mu is held)
+      return ev->completed >= gen;
+    });
+  });
+  return Status::Ok();
+}
+
+Result<bool> HostDevice::Query(Event e) {
+  std::shared_ptr<HostEvent> ev = FindEvent(e);
+  if (ev == nullptr) return InvalidArgument("host device: no event " + std::to_string(e.id));
+  MutexLock lock(ev->mu);
+  return ev->completed >= ev->recorded;
+}
+
+Status HostDevice::Wait(Event e, TimePoint deadline) {
+  std::shared_ptr<HostEvent> ev = FindEvent(e);
+  if (ev == nullptr) return InvalidArgument("host device: no event " + std::to_string(e.id));
+  MutexLock lock(ev->mu);
+  const uint64_t gen = ev->recorded;
+  const TimePoint start = Clock::now();
+  if (!ev->cv.wait_until(lock.native(), deadline, [&]() HORA_NO_THREAD_SAFETY_ANALYSIS {
+        return ev->completed >= gen;  // (ev->mu is held)
+      })) {
+    return TimeoutError("host device: event " + std::to_string(e.id) + " not complete after " +
+                        std::to_string(DurationToSeconds(Clock::now() - start)) + " s");
+  }
+  return Status::Ok();
+}
+
+Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const char* what) const {
+  std::byte* b = memory_->Translate(p, bytes);
+  if (b == nullptr) {
+    return InvalidArgument("host device: " + std::string(what) + " " + Hex(p) + " (" +
+                           std::to_string(bytes) + " bytes) is not inside one device allocation");
+  }
+  return b;
+}
+
+Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  const std::string what =
+      std::string("copy ") + CopyName(kind) + " of " + std::to_string(bytes) + " bytes";
+  void* to = dst;
+  const void* from = src;
+  auto pinned = [&](const void* p, const char* side) -> Status {
+    if (memory_->IsPinned(p, bytes)) return Status::Ok();
+    return InvalidArgument("host device: " + what + ": the " + side + " " + Hex(p) +
+                           " is not pinned memory (AllocatePinned): an asynchronous copy "
+                           "needs it");
+  };
+  switch (kind) {
+    case CopyKind::kHostToDevice: {
+      HORA_RETURN_IF_ERROR(pinned(src, "source"));
+      HORA_ASSIGN_OR_RETURN(to, DeviceBytes(dst, bytes, (what + ": the destination").c_str()));
+      break;
+    }
+    case CopyKind::kDeviceToHost: {
+      HORA_RETURN_IF_ERROR(pinned(dst, "destination"));
+      HORA_ASSIGN_OR_RETURN(from, DeviceBytes(src, bytes, (what + ": the source").c_str()));
+      break;
+    }
+    case CopyKind::kDeviceToDevice: {
+      HORA_ASSIGN_OR_RETURN(to, DeviceBytes(dst, bytes, (what + ": the destination").c_str()));
+      HORA_ASSIGN_OR_RETURN(from, DeviceBytes(src, bytes, (what + ": the source").c_str()));
+      break;
+    }
+  }
+  if (bytes > 0) stream->Enqueue([to, from, bytes] { std::memmove(to, from, bytes); });
+  return Status::Ok();
+}
+
+Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  std::vector<CopyPart> moves;
+  moves.reserve(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const CopyPart& p = parts[i];
+    const std::string what = "batched copy, part " + std::to_string(i) + ":";
+    HORA_ASSIGN_OR_RETURN(std::byte * to,
+                          DeviceBytes(p.dst, p.bytes, (what + " destination").c_str()));
+    HORA_ASSIGN_OR_RETURN(std::byte * from,
+                          DeviceBytes(p.src, p.bytes, (what + " source").c_str()));
+    moves.push_back({to, from, p.bytes});
+  }
+  stream->Enqueue([moves = std::move(moves)] {
+    for (const CopyPart& m : moves) std::memmove(m.dst, m.src, m.bytes);
+  });
+  return Status::Ok();
+}
+
+Status HostDevice::Memset(void* dst, uint8_t value, size_t bytes, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  HORA_ASSIGN_OR_RETURN(std::byte * to, DeviceBytes(dst, bytes, "memset destination"));
+  stream->Enqueue([to, value, bytes] { std::memset(to, value, bytes); });
+  return Status::Ok();
+}
+
+Status HostDevice::RunOnStream(Stream s, std::function<void()> work) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  stream->Enqueue(std::move(work));
+  return Status::Ok();
+}
+
+Result<PointerInfo> HostDevice::QueryPointer(const void* p) {
+  pointer_queries_.fetch_add(1, std::memory_order_relaxed);
+  return memory_->Find(p);
+}
+
+Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
+                          size_t count, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  if (op == ReduceOp::kAverage || op == ReduceOp::kAdasum || srcs.empty()) {
+    return InvalidArgument(std::string("host device: reduce with ") + ReduceOpName(op) + " of " +
+                           std::to_string(srcs.size()) +
+                           " sources (average is a sum then Finalize; adasum is not a kernel)");
+  }
+  const size_t bytes = count * DataTypeSize(dtype);
+  HORA_ASSIGN_OR_RETURN(std::byte * out, DeviceBytes(dst, bytes, "reduce destination"));
+  std::vector<const std::byte*> in;
+  in.reserve(srcs.size());
+  for (const void* src : srcs) {
+    HORA_ASSIGN_OR_RETURN(std::byte * b, DeviceBytes(src, bytes, "reduce source"));
+    in.push_back(b);
+  }
+  stream->Enqueue([dtype, op, out, in = std::move(in), count] {
+    const size_t size = DataTypeSize(dtype);
+    const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / size);
+    std::vector<std::byte> acc(chunk * size);
+    for (size_t at = 0; at < count; at += chunk) {
+      const size_t n = std::min(chunk, count - at);
+      std::memcpy(acc.data(), in[0] + at * size, n * size);
+      for (size_t k = 1; k < in.size(); ++k) {
+        kernels::Reduce(dtype, op, acc.data(), in[k] + at * size, n);
+      }
+      std::memcpy(out + at * size, acc.data(), n * size);
+    }
+  });
+  return Status::Ok();
+}
+
+Status HostDevice::Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
+                         Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  const size_t bytes = count * DataTypeSize(dtype);
+  HORA_ASSIGN_OR_RETURN(std::byte * out, DeviceBytes(dst, bytes, "scale destination"));
+  HORA_ASSIGN_OR_RETURN(std::byte * in, DeviceBytes(src, bytes, "scale source"));
+  stream->Enqueue([=] { kernels::Scale(dtype, factor, out, in, count); });
+  return Status::Ok();
+}
+
+Status HostDevice::Finalize(DataType dtype, ReduceOp op, int world_size, double postscale,
+                            void* data, size_t count, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  HORA_ASSIGN_OR_RETURN(std::byte * at,
+                        DeviceBytes(data, count * DataTypeSize(dtype), "finalize data"));
+  stream->Enqueue([=] { kernels::Finalize(dtype, op, world_size, postscale, at, count); });
+  return Status::Ok();
+}
+
+Status HostDevice::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) {
+  HostStream* stream = FindStream(s);
+  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
+  HORA_ASSIGN_OR_RETURN(std::byte * at,
+                        DeviceBytes(data, count * DataTypeSize(dtype), "identity data"));
+  stream->Enqueue([=] { kernels::FillIdentity(dtype, op, at, count); });
+  return Status::Ok();
+}
+
+}  // namespace hora::gpu

@@ -1,0 +1,97 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The host device: the Device interface (device.h) on CPU memory, so that
+// every GPU code path above the seam runs, and is tested, where there is no
+// GPU. What it keeps of a GPU's behaviour:
+//  - device pointers fault when host code dereferences them (HostMemory);
+//  - streams are worker threads (HostStream): queued work runs later, in
+//    order, concurrently with the host and with other streams, so a missing
+//    wait shows as a wrong result or a race (ThreadSanitizer);
+//  - events are generations: Record queues a marker, StreamWait waits for
+//    the generation current when it is called;
+//  - copies between host and device refuse pageable host memory; every
+//    pointer of a call is checked against the allocations;
+//  - kernels are the CPU kernels (kernels/), so results match the CPU's
+//    bit for bit;
+//  - QueryPointer is counted (pointer_queries), so tests can tell that a
+//    steady-state call asks nothing.
+// Free, as cudaFree, waits for the device's queued work first.
+//
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "common/mutex.h"
+#include "gpu/device.h"
+#include "gpu/host/host_memory.h"
+#include "gpu/host/host_stream.h"
+
+namespace hora::gpu {
+
+class HostDevice final : public Device {
+ public:
+  // Device `ordinal`, with `span` bytes of device addresses.
+  static Result<std::unique_ptr<HostDevice>> Create(int ordinal = 0,
+                                                    size_t span = size_t{16} << 30);
+  ~HostDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  Result<void*> Allocate(size_t bytes) override;
+  Status Free(void* p) override;
+  Result<void*> AllocatePinned(size_t bytes) override;
+  Status FreePinned(void* p) override;
+
+  Result<Stream> CreateStream() override;
+  Status DestroyStream(Stream s) override;
+  Result<Event> CreateEvent() override;
+  Status DestroyEvent(Event e) override;
+  Status Record(Event e, Stream s) override;
+  Status StreamWait(Stream s, Event e) override;
+  Result<bool> Query(Event e) override;
+  Status Wait(Event e, TimePoint deadline) override;
+
+  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) override;
+  Status BatchedCopy(std::span<const CopyPart> parts, Stream s) override;
+  Status Memset(void* dst, uint8_t value, size_t bytes, Stream s) override;
+
+  Result<PointerInfo> QueryPointer(const void* p) override;
+
+  Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
+                size_t count, Stream s) override;
+  Status Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
+               Stream s) override;
+  Status Finalize(DataType dtype, ReduceOp op, int world_size, double postscale, void* data,
+                  size_t count, Stream s) override;
+  Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) override;
+
+  // Runs `work` on the host in stream order (as cudaLaunchHostFunc): for
+  // tests, a gate that holds a stream back.
+  Status RunOnStream(Stream s, std::function<void()> work);
+
+  // QueryPointer calls so far.
+  uint64_t pointer_queries() const { return pointer_queries_.load(); }
+
+ private:
+  struct HostEvent;
+  HostDevice(int ordinal, std::unique_ptr<HostMemory> memory);
+  HostStream* FindStream(Stream s) HORA_EXCLUDES(mu_);
+  std::shared_ptr<HostEvent> FindEvent(Event e) HORA_EXCLUDES(mu_);
+  void DrainAll() HORA_EXCLUDES(mu_);
+  // The backing bytes of device range [p, p + bytes), or an error naming
+  // `what` ("reduce destination").
+  Result<std::byte*> DeviceBytes(const void* p, size_t bytes, const char* what) const;
+
+  DeviceInfo info_;
+  std::unique_ptr<HostMemory> memory_;
+  Mutex mu_;
+  std::map<uint64_t, std::unique_ptr<HostStream>> streams_ HORA_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<HostEvent>> events_ HORA_GUARDED_BY(mu_);
+  uint64_t next_id_ HORA_GUARDED_BY(mu_) = 1;
+  std::atomic<uint64_t> pointer_queries_{0};
+};
+
+}  // namespace hora::gpu
