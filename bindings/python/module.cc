@@ -23,6 +23,7 @@
 
 #include "dlpack_convert.h"
 #include "errors.h"
+#include "hora/build_info.h"
 #include "hora/hora.h"
 
 namespace hora::python {
@@ -358,6 +359,8 @@ PYBIND11_MODULE(_core, m) {
   using namespace hora::python;
   m.doc() = "Hora's C++ core: Session (one per process) and Handle. See hora.torch.";
   RegisterErrors(m);
+  m.def("cuda_built", &hora::CudaBuilt,
+        "True when this build of Hora has CUDA (its GPU kernels and device).");
   m.attr("Sum") = static_cast<int>(ReduceOp::kSum);
   m.attr("Average") = static_cast<int>(ReduceOp::kAverage);
   m.attr("Min") = static_cast<int>(ReduceOp::kMin);

@@ -22,9 +22,15 @@
 
 #include "kernels/half.h"
 
+#if defined(__CUDACC__)
+// The GPU's kernels (src/gpu/cuda/) instantiate these same functions.
+#define HORA_KERNEL_INLINE __forceinline__ __host__ __device__
+#define HORA_KERNEL_LAMBDA
+#else
 #define HORA_KERNEL_INLINE __attribute__((always_inline)) inline
 // For lambdas, whose attributes follow the parameter list.
 #define HORA_KERNEL_LAMBDA __attribute__((always_inline))
+#endif
 
 namespace hora::kernels::internal {
 
@@ -41,7 +47,9 @@ HORA_KERNEL_INLINE To BitCast(From from) {
 // partial-redundancy elimination folds the rest of the element's
 // computation on that path and leaves branches the vectorizer rejects.
 HORA_KERNEL_INLINE double Opaque(double x) {
-#if defined(__x86_64__)
+#if defined(__CUDA_ARCH__)
+  // (Device code: nothing to hide from the vectorizer.)
+#elif defined(__x86_64__)
   __asm__("" : "+x"(x));
 #else
   __asm__("" : "+r"(x));

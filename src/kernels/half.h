@@ -10,16 +10,22 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define HORA_HALF_HD __host__ __device__  // the GPU's kernels convert with these too
+#else
+#define HORA_HALF_HD
+#endif
+
 namespace hora::kernels {
 
-inline float BFloat16ToFloat(uint16_t h) {
+HORA_HALF_HD inline float BFloat16ToFloat(uint16_t h) {
   uint32_t bits = static_cast<uint32_t>(h) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
 
-inline uint16_t FloatToBFloat16(float f) {
+HORA_HALF_HD inline uint16_t FloatToBFloat16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   if ((bits & 0x7fffffffu) > 0x7f800000u) {  // NaN: keep the payload's top bits, set quiet
@@ -29,7 +35,7 @@ inline uint16_t FloatToBFloat16(float f) {
   return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
-inline float Float16ToFloat(uint16_t h) {
+HORA_HALF_HD inline float Float16ToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -53,7 +59,7 @@ inline float Float16ToFloat(uint16_t h) {
   return f;
 }
 
-inline uint16_t FloatToFloat16(float f) {
+HORA_HALF_HD inline uint16_t FloatToFloat16(float f) {
   uint32_t bits;
   std::memcpy(&bits, &f, sizeof bits);
   uint32_t sign = (bits >> 16) & 0x8000u;

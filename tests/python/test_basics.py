@@ -45,7 +45,13 @@ def test_init_is_idempotent_and_names_exist():
                                            hvd.Product, hvd.Adasum}) == 6
     assert hvd.global_process_set.size() == hvd.size()
     assert hvd.global_process_set.rank() == hvd.rank()
-    assert not hvd.cuda_built() and hvd.nccl_built() == 0 and type(hvd.nccl_built()) is int
+    assert hvd.nccl_built() == 0 and type(hvd.nccl_built()) is int
+    # cuda_built() says what the build found, as horarun --check-build does.
+    horarun = os.path.join(os.path.dirname(hora.__file__), "..", "..", "bin", "horarun")
+    built = subprocess.run([horarun, "--check-build"], capture_output=True, text=True,
+                           check=True).stdout
+    assert type(hvd.cuda_built()) is bool
+    assert hvd.cuda_built() == ("[X] CUDA" in built), built
     # This build has MPI plugins (OpenMPI and MPICH were found); the job runs
     # on Hora's own transports, not MPI (tests/python/mpi_transport_check.py
     # checks the other side).

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "build_info.h"
 
+#include "hora/build_info.h"
+
 #ifndef HORA_VERSION
 #error "the build defines HORA_VERSION (CMakeLists.txt)"
 #endif
@@ -18,6 +20,10 @@ std::string Line(bool built, const std::string& name) {
 
 }  // namespace
 
+std::string BuildComment() {
+  return "# Hora " + std::string(HORA_VERSION) + "; CUDA: " + CudaBuildText() + "\n";
+}
+
 std::string VersionText() { return std::string("horarun (Hora) ") + HORA_VERSION + "\n"; }
 
 std::string CheckBuildText() {
@@ -30,7 +36,8 @@ std::string CheckBuildText() {
          Line(true, "horarun (Hora's own start, --gloo)") + Line(has_mpi, mpi_name) +
          "\nAvailable Tensor Operations:\n" + Line(true, "Hora (shared memory, TCP)") +
          Line(has_mpi, mpi_name) + Line(false, "NCCL") + Line(false, "Gloo") + Line(false, "DDL") +
-         Line(false, "CCL");
+         Line(false, "CCL") + "\nAvailable Devices:\n" + Line(true, "CPU") +
+         Line(CudaBuilt(), "CUDA: " + CudaBuildText());
 }
 
 }  // namespace hora::horarun

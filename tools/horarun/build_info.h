@@ -11,6 +11,9 @@ namespace hora::horarun {
 // "horarun (Hora) 0.1.0\n".
 std::string VersionText();
 
+// The first line of --print-config: "# Hora 0.1.0; CUDA: ...".
+std::string BuildComment();
+
 // The frameworks, launchers and collective implementations this build has,
 // each line "[X] name" or "[ ] name", in horovodrun -cb's layout.
 std::string CheckBuildText();

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
       return 2;
     }
-    std::fputs(FormatConfig(*config).c_str(), stdout);
+    std::fputs((horarun::BuildComment() + FormatConfig(*config)).c_str(), stdout);
     return 0;
   }
   // Validate the job's settings before anything starts.

@@ -226,7 +226,9 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """True when this build of Hora has CUDA (its GPU kernels and device), whether or not
+    this machine has a GPU."""
+    return bool(_core.cuda_built())
 
 
 def rocm_built():

@@ -1,0 +1,263 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "gpu/cuda/cuda_device.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gpu/cuda/cuda_kernels.h"
+#include "kernels/reduce.h"
+#include "kernels/reduction_identity.h"
+
+namespace hora::gpu {
+namespace {
+
+using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+
+cudaStream_t AsCuda(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
+cudaEvent_t AsCuda(Event e) { return reinterpret_cast<cudaEvent_t>(e.id); }
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(int ordinal, DeviceInfo info, PointerAttributesFn attributes)
+      : ordinal_(ordinal), info_(std::move(info)), attributes_(attributes) {}
+
+  const DeviceInfo& info() const override { return info_; }
+
+  Result<void*> Allocate(size_t bytes) override {
+    HORA_RETURN_IF_ERROR(Current());
+    void* p = nullptr;
+    HORA_RETURN_IF_ERROR(Check(cudaMalloc(&p, std::max<size_t>(bytes, 1)),
+                               "allocate " + std::to_string(bytes) + " bytes"));
+    return p;
+  }
+  Status Free(void* p) override {
+    HORA_RETURN_IF_ERROR(Current());
+    return Check(cudaFree(p), "free");
+  }
+  Result<void*> AllocatePinned(size_t bytes) override {
+    HORA_RETURN_IF_ERROR(Current());
+    void* p = nullptr;
+    HORA_RETURN_IF_ERROR(Check(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault),
+                               "allocate " + std::to_string(bytes) + " pinned bytes"));
+    return p;
+  }
+  Status FreePinned(void* p) override { return Check(cudaFreeHost(p), "free pinned memory"); }
+
+  Result<Stream> CreateStream() override {
+    HORA_RETURN_IF_ERROR(Current());
+    cudaStream_t s = nullptr;
+    HORA_RETURN_IF_ERROR(
+        Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create a stream"));
+    return Stream{reinterpret_cast<uint64_t>(s)};
+  }
+  Status DestroyStream(Stream s) override {
+    HORA_RETURN_IF_ERROR(Current());
+    HORA_RETURN_IF_ERROR(Check(cudaStreamSynchronize(AsCuda(s)), "drain a stream"));
+    return Check(cudaStreamDestroy(AsCuda(s)), "destroy a stream");
+  }
+  Result<Event> CreateEvent() override {
+    HORA_RETURN_IF_ERROR(Current());
+    cudaEvent_t e = nullptr;
+    HORA_RETURN_IF_ERROR(
+        Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "create an event"));
+    return Event{reinterpret_cast<uint64_t>(e)};
+  }
+  Status DestroyEvent(Event e) override { return Check(cudaEventDestroy(AsCuda(e)), "destroy"); }
+  Status Record(Event e, Stream s) override {
+    return Check(cudaEventRecord(AsCuda(e), AsCuda(s)), "record an event");
+  }
+  Status StreamWait(Stream s, Event e) override {
+    return Check(cudaStreamWaitEvent(AsCuda(s), AsCuda(e), 0), "make a stream wait");
+  }
+  Result<bool> Query(Event e) override {
+    const cudaError_t rc = cudaEventQuery(AsCuda(e));
+    if (rc == cudaErrorNotReady) return false;
+    HORA_RETURN_IF_ERROR(Check(rc, "query an event"));
+    return true;
+  }
+  Status Wait(Event e, TimePoint deadline) override {
+    // (cudaEventSynchronize has no timeout: poll, backing off to 1 ms.)
+    const TimePoint start = Clock::now();
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      HORA_ASSIGN_OR_RETURN(const bool done, Query(e));
+      if (done) return Status::Ok();
+      if (Clock::now() >= deadline) {
+        return TimeoutError("cuda:" + std::to_string(ordinal_) + ": event not complete after " +
+                            std::to_string(DurationToSeconds(Clock::now() - start)) + " s");
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min<decltype(pause)>(pause * 2, std::chrono::milliseconds(1));
+    }
+  }
+
+  Status Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) override {
+    if (kind != CopyKind::kDeviceToDevice) {
+      // Pageable memory makes an "asynchronous" copy a synchronous one.
+      const void* host = kind == CopyKind::kHostToDevice ? src : dst;
+      HORA_ASSIGN_OR_RETURN(const PointerInfo info, QueryPointer(host));
+      if (info.kind != MemoryKind::kPinned) {
+        return InvalidArgument("cuda:" + std::to_string(ordinal_) + ": copy of " +
+                               std::to_string(bytes) +
+                               " bytes: host memory that is not pinned (AllocatePinned)");
+      }
+    }
+    const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
+                             : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                               : cudaMemcpyDeviceToDevice;
+    return Check(cudaMemcpyAsync(dst, src, bytes, k, AsCuda(s)),
+                 "copy " + std::to_string(bytes) + " bytes");
+  }
+  Status BatchedCopy(std::span<const CopyPart> parts, Stream s) override {
+    HORA_RETURN_IF_ERROR(Current());
+    for (size_t at = 0; at < parts.size(); at += cuda::kMaxCopyParts) {
+      const int n = static_cast<int>(std::min<size_t>(cuda::kMaxCopyParts, parts.size() - at));
+      HORA_RETURN_IF_ERROR(
+          Check(cuda::LaunchBatchedCopy(parts.data() + at, n, info_.multiprocessors, AsCuda(s)),
+                "batched copy"));
+    }
+    return Status::Ok();
+  }
+  Status Memset(void* dst, uint8_t value, size_t bytes, Stream s) override {
+    return Check(cudaMemsetAsync(dst, value, bytes, AsCuda(s)), "memset");
+  }
+
+  Result<PointerInfo> QueryPointer(const void* p) override {
+    HORA_RETURN_IF_ERROR(Current());
+    cudaPointerAttributes a{};
+    HORA_RETURN_IF_ERROR(Check(cudaPointerGetAttributes(&a, p), "query a pointer"));
+    PointerInfo info;
+    if (a.type == cudaMemoryTypeHost) {
+      info.kind = MemoryKind::kPinned;
+    } else if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {
+      info.kind = MemoryKind::kDevice;
+    } else {
+      return info;  // unregistered host memory
+    }
+    CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                   CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    void* data[] = {&base, &size, &id};
+    const CUresult rc =
+        attributes_(3, which, data, static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(p)));
+    if (rc != CUDA_SUCCESS) {
+      return UnavailableError("cuda:" + std::to_string(ordinal_) +
+                              ": cuPointerGetAttributes failed (" + std::to_string(rc) + ")");
+    }
+    info.base = static_cast<uintptr_t>(base);
+    info.size = size;
+    info.buffer_id = id;
+    return info;
+  }
+
+  Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
+                size_t count, Stream s) override {
+    HORA_RETURN_IF_ERROR(Current());
+    if (srcs.empty()) return InvalidArgument("cuda reduce of no sources");
+    // The first launch folds up to kMaxReduceSources into dst; each further
+    // one folds dst with the next ones (dst first: the same order).
+    std::vector<const void*> batch(
+        srcs.begin(), srcs.begin() + std::min<size_t>(srcs.size(), cuda::kMaxReduceSources));
+    size_t next = batch.size();
+    for (;;) {
+      HORA_RETURN_IF_ERROR(
+          Check(cuda::LaunchReduce(dtype, op, dst, batch.data(), static_cast<int>(batch.size()),
+                                   count, info_.multiprocessors, AsCuda(s)),
+                std::string("reduce (") + ReduceOpName(op) + ")"));
+      if (next == srcs.size()) return Status::Ok();
+      batch.assign(1, dst);
+      while (next < srcs.size() && batch.size() < cuda::kMaxReduceSources) {
+        batch.push_back(srcs[next++]);
+      }
+    }
+  }
+  Status Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
+               Stream s) override {
+    HORA_RETURN_IF_ERROR(Current());
+    return Check(
+        cuda::LaunchScale(dtype, factor, dst, src, count, info_.multiprocessors, AsCuda(s)),
+        "scale");
+  }
+  Status Finalize(DataType dtype, ReduceOp op, int world_size, double postscale, void* data,
+                  size_t count, Stream s) override {
+    // As kernels::Finalize: floats scale once by postscale / world_size;
+    // integers divide toward zero, then scale by postscale.
+    if (!kernels::NeedsFinalize(dtype, op, world_size, postscale)) return Status::Ok();
+    const bool average = op == ReduceOp::kAverage && world_size != 1;
+    const bool floating = dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
+                          dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+    if (floating)
+      return Scale(dtype, average ? postscale / world_size : postscale, data, data, count, s);
+    HORA_RETURN_IF_ERROR(Current());
+    if (average) {
+      HORA_RETURN_IF_ERROR(Check(
+          cuda::LaunchDivideInt(dtype, world_size, data, count, info_.multiprocessors, AsCuda(s)),
+          "average"));
+    }
+    return postscale != 1.0 ? Scale(dtype, postscale, data, data, count, s) : Status::Ok();
+  }
+  Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) override {
+    HORA_RETURN_IF_ERROR(Current());
+    unsigned char value[8] = {};
+    kernels::FillIdentity(dtype, op, value, 1);  // the CPU's identity, one element
+    return Check(
+        cuda::LaunchFill(data, value, DataTypeSize(dtype), count, info_.multiprocessors, AsCuda(s)),
+        "fill identity");
+  }
+
+ private:
+  Status Current() { return Check(cudaSetDevice(ordinal_), "select the device"); }
+  Status Check(cudaError_t rc, const std::string& what) const {
+    if (rc == cudaSuccess) return Status::Ok();
+    const std::string text = "cuda:" + std::to_string(ordinal_) + ": " + what + ": " +
+                             cudaGetErrorName(rc) + " (" + std::to_string(static_cast<int>(rc)) +
+                             "): " + cudaGetErrorString(rc);
+    if (rc == cudaErrorMemoryAllocation) return UnavailableError(text);
+    if (rc == cudaErrorInvalidValue) return InvalidArgument(text);
+    return AbortedError(text);  // (launch failures, illegal addresses: sticky)
+  }
+
+  const int ordinal_;
+  const DeviceInfo info_;
+  const PointerAttributesFn attributes_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
+  int count = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&count);
+  if (rc != cudaSuccess) {
+    // 34 (a stub driver), 35 (no driver, or too old), 100 (no device).
+    return UnavailableError(std::string("no usable GPU: ") + cudaGetErrorName(rc) + " (" +
+                            std::to_string(static_cast<int>(rc)) + "): " + cudaGetErrorString(rc));
+  }
+  if (ordinal < 0 || ordinal >= count) {
+    return UnavailableError("no GPU " + std::to_string(ordinal) + ": this machine has " +
+                            std::to_string(count));
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    return UnavailableError("GPU " + std::to_string(ordinal) + ": cannot read its properties");
+  }
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuPointerGetAttributes", &fn, 7000, cudaEnableDefault,
+                                       &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    return UnavailableError("GPU " + std::to_string(ordinal) +
+                            ": the driver has no cuPointerGetAttributes");
+  }
+  DeviceInfo info{prop.name, ordinal, prop.multiProcessorCount};
+  return std::unique_ptr<Device>(
+      new CudaDevice(ordinal, std::move(info), reinterpret_cast<PointerAttributesFn>(fn)));
+}
+
+}  // namespace hora::gpu

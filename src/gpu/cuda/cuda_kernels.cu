@@ -1,0 +1,295 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include <cstdint>
+#include <cstring>
+
+#include "gpu/cuda/cuda_kernels.h"
+#include "kernels/elementwise.h"
+
+namespace hora::gpu::cuda {
+namespace {
+
+namespace ki = hora::kernels::internal;
+
+constexpr int kThreads = 256;
+
+unsigned Blocks(size_t count, int multiprocessors) {
+  const size_t want = (count + kThreads - 1) / kThreads;
+  const size_t most = static_cast<size_t>(multiprocessors > 0 ? multiprocessors : 1) * 8;
+  return static_cast<unsigned>(want < 1 ? 1 : (want < most ? want : most));
+}
+
+struct Sources {
+  const void* p[kMaxReduceSources];
+  int n;
+};
+
+template <class Codec, class Op>
+__global__ void ReduceKernel(void* dst_v, Sources src, size_t count) {
+  using S = typename Codec::Storage;
+  auto* dst = static_cast<S*>(dst_v);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    S acc = static_cast<const S*>(src.p[0])[i];
+    for (int k = 1; k < src.n; ++k) {
+      const S x = static_cast<const S*>(src.p[k])[i];
+      acc = Codec::Store(Op::Apply(Codec::Load(acc), Codec::Load(x)));
+    }
+    dst[i] = acc;
+  }
+}
+
+template <class Codec>
+cudaError_t ReduceFor(ReduceOp op, void* dst, const Sources& src, size_t count, unsigned blocks,
+                      cudaStream_t stream) {
+  switch (op) {
+    case ReduceOp::kSum:
+      ReduceKernel<Codec, ki::SumOp><<<blocks, kThreads, 0, stream>>>(dst, src, count);
+      break;
+    case ReduceOp::kMin:
+      ReduceKernel<Codec, ki::MinOp><<<blocks, kThreads, 0, stream>>>(dst, src, count);
+      break;
+    case ReduceOp::kMax:
+      ReduceKernel<Codec, ki::MaxOp><<<blocks, kThreads, 0, stream>>>(dst, src, count);
+      break;
+    case ReduceOp::kProduct:
+      ReduceKernel<Codec, ki::ProductOp><<<blocks, kThreads, 0, stream>>>(dst, src, count);
+      break;
+    default:
+      return cudaErrorInvalidValue;  // (average is a sum then Finalize; adasum no kernel)
+  }
+  return cudaGetLastError();
+}
+
+template <class T>
+__global__ void ScaleIntKernel(T* dst, const T* src, size_t count, double factor, double lo,
+                               double hi) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    dst[i] = ki::TruncToIntSaturated<T>(static_cast<double>(src[i]) * factor, lo, hi);
+  }
+}
+
+// A non-finite factor: NaN products give 0, the others saturate.
+template <class T>
+__global__ void ScaleIntNonFiniteKernel(T* dst, const T* src, size_t count, double factor, T lo,
+                                        T hi) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    const double v = static_cast<double>(src[i]) * factor;
+    dst[i] = v != v ? T{0} : (v > 0 ? hi : lo);
+  }
+}
+
+template <class Codec>
+__global__ void ScaleFloatKernel(void* dst_v, const void* src_v, size_t count,
+                                 typename Codec::Compute factor) {
+  using S = typename Codec::Storage;
+  auto* dst = static_cast<S*>(dst_v);
+  const auto* src = static_cast<const S*>(src_v);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    dst[i] = Codec::Store(Codec::Load(src[i]) * factor);
+  }
+}
+
+template <class T>
+cudaError_t ScaleInt(double factor, void* dst, const void* src, size_t count, unsigned blocks,
+                     cudaStream_t stream) {
+  constexpr T kLo = std::numeric_limits<T>::min();
+  constexpr T kHi = std::numeric_limits<T>::max();
+  const bool finite = factor - factor == 0.0;
+  if (finite) {
+    ScaleIntKernel<T><<<blocks, kThreads, 0, stream>>>(
+        static_cast<T*>(dst), static_cast<const T*>(src), count, factor, ki::kIntLo<T>,
+        ki::kIntHi<T>);
+  } else {
+    ScaleIntNonFiniteKernel<T><<<blocks, kThreads, 0, stream>>>(
+        static_cast<T*>(dst), static_cast<const T*>(src), count, factor, kLo, kHi);
+  }
+  return cudaGetLastError();
+}
+
+template <class Codec>
+cudaError_t ScaleFloat(double factor, void* dst, const void* src, size_t count, unsigned blocks,
+                       cudaStream_t stream) {
+  using C = typename Codec::Compute;
+  ScaleFloatKernel<Codec><<<blocks, kThreads, 0, stream>>>(dst, src, count, static_cast<C>(factor));
+  return cudaGetLastError();
+}
+
+template <class T>
+__global__ void DivideIntKernel(T* data, size_t count, int world_size) {
+  using Wide = std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>;
+  const auto divisor = static_cast<Wide>(world_size);
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    data[i] = static_cast<T>(static_cast<Wide>(data[i]) / divisor);
+  }
+}
+
+template <class T>
+cudaError_t DivideInt(int world_size, void* data, size_t count, unsigned blocks,
+                      cudaStream_t stream) {
+  DivideIntKernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(data), count, world_size);
+  return cudaGetLastError();
+}
+
+struct FillValue {
+  unsigned char bytes[8];
+};
+
+__global__ void FillKernel(unsigned char* data, FillValue value, size_t element_bytes,
+                           size_t count) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    for (size_t b = 0; b < element_bytes; ++b) data[i * element_bytes + b] = value.bytes[b];
+  }
+}
+
+struct CopyParts {
+  CopyPart part[kMaxCopyParts];
+};
+
+// Block row y copies part y, its threads striding over the part: 16-byte
+// words where the part's pointers and size allow, bytes otherwise.
+__global__ void BatchedCopyKernel(const __grid_constant__ CopyParts parts) {
+  const CopyPart& p = parts.part[blockIdx.y];
+  const size_t start = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  const auto d = reinterpret_cast<uintptr_t>(p.dst);
+  const auto s = reinterpret_cast<uintptr_t>(p.src);
+  if (((d | s | p.bytes) & 15) == 0) {
+    auto* dst = static_cast<uint4*>(p.dst);
+    const auto* src = static_cast<const uint4*>(p.src);
+    for (size_t i = start; i < p.bytes / 16; i += stride) dst[i] = src[i];
+    return;
+  }
+  auto* dst = static_cast<unsigned char*>(p.dst);
+  const auto* src = static_cast<const unsigned char*>(p.src);
+  for (size_t i = start; i < p.bytes; i += stride) dst[i] = src[i];
+}
+
+}  // namespace
+
+cudaError_t LaunchReduce(DataType dtype, ReduceOp op, void* dst, const void* const* srcs, int n,
+                         size_t count, int multiprocessors, cudaStream_t stream) {
+  if (n < 1 || n > kMaxReduceSources) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  Sources src{};
+  for (int k = 0; k < n; ++k) src.p[k] = srcs[k];
+  src.n = n;
+  const unsigned blocks = Blocks(count, multiprocessors);
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ReduceFor<ki::NativeCodec<uint8_t>>(op, dst, src, count, blocks, stream);
+    case DataType::kInt8:
+      return ReduceFor<ki::NativeCodec<int8_t>>(op, dst, src, count, blocks, stream);
+    case DataType::kInt16:
+      return ReduceFor<ki::NativeCodec<int16_t>>(op, dst, src, count, blocks, stream);
+    case DataType::kInt32:
+      return ReduceFor<ki::NativeCodec<int32_t>>(op, dst, src, count, blocks, stream);
+    case DataType::kInt64:
+      return ReduceFor<ki::NativeCodec<int64_t>>(op, dst, src, count, blocks, stream);
+    case DataType::kFloat16:
+      return ReduceFor<ki::Float16Codec>(op, dst, src, count, blocks, stream);
+    case DataType::kBFloat16:
+      return ReduceFor<ki::BFloat16Codec>(op, dst, src, count, blocks, stream);
+    case DataType::kFloat32:
+      return ReduceFor<ki::NativeCodec<float>>(op, dst, src, count, blocks, stream);
+    case DataType::kFloat64:
+      return ReduceFor<ki::NativeCodec<double>>(op, dst, src, count, blocks, stream);
+    case DataType::kBool:
+      return ReduceFor<ki::BoolCodec>(op, dst, src, count, blocks, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchScale(DataType dtype, double factor, void* dst, const void* src, size_t count,
+                        int multiprocessors, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const unsigned blocks = Blocks(count, multiprocessors);
+  switch (dtype) {
+    case DataType::kUInt8:
+      return ScaleInt<uint8_t>(factor, dst, src, count, blocks, stream);
+    case DataType::kInt8:
+      return ScaleInt<int8_t>(factor, dst, src, count, blocks, stream);
+    case DataType::kInt16:
+      return ScaleInt<int16_t>(factor, dst, src, count, blocks, stream);
+    case DataType::kInt32:
+      return ScaleInt<int32_t>(factor, dst, src, count, blocks, stream);
+    case DataType::kInt64:
+      return ScaleInt<int64_t>(factor, dst, src, count, blocks, stream);
+    case DataType::kFloat16:
+      return ScaleFloat<ki::Float16Codec>(factor, dst, src, count, blocks, stream);
+    case DataType::kBFloat16:
+      return ScaleFloat<ki::BFloat16Codec>(factor, dst, src, count, blocks, stream);
+    case DataType::kFloat32:
+      return ScaleFloat<ki::NativeCodec<float>>(factor, dst, src, count, blocks, stream);
+    case DataType::kFloat64:
+      return ScaleFloat<ki::NativeCodec<double>>(factor, dst, src, count, blocks, stream);
+    case DataType::kBool:
+      if (factor != 1.0) return cudaErrorInvalidValue;
+      return dst == src ? cudaSuccess
+                        : cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t LaunchDivideInt(DataType dtype, int world_size, void* data, size_t count,
+                            int multiprocessors, cudaStream_t stream) {
+  if (count == 0) return cudaSuccess;
+  const unsigned blocks = Blocks(count, multiprocessors);
+  switch (dtype) {
+    case DataType::kUInt8:
+      return DivideInt<uint8_t>(world_size, data, count, blocks, stream);
+    case DataType::kInt8:
+      return DivideInt<int8_t>(world_size, data, count, blocks, stream);
+    case DataType::kInt16:
+      return DivideInt<int16_t>(world_size, data, count, blocks, stream);
+    case DataType::kInt32:
+      return DivideInt<int32_t>(world_size, data, count, blocks, stream);
+    case DataType::kInt64:
+      return DivideInt<int64_t>(world_size, data, count, blocks, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t LaunchFill(void* data, const void* value, size_t element_bytes, size_t count,
+                       int multiprocessors, cudaStream_t stream) {
+  if (element_bytes == 0 || element_bytes > 8) return cudaErrorInvalidValue;
+  if (count == 0) return cudaSuccess;
+  FillValue v{};
+  std::memcpy(v.bytes, value, element_bytes);
+  FillKernel<<<Blocks(count, multiprocessors), kThreads, 0, stream>>>(
+      static_cast<unsigned char*>(data), v, element_bytes, count);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchBatchedCopy(const CopyPart* parts, int n, int multiprocessors,
+                              cudaStream_t stream) {
+  if (n < 0 || n > kMaxCopyParts) return cudaErrorInvalidValue;
+  if (n == 0) return cudaSuccess;
+  CopyParts all{};
+  size_t largest = 0;
+  for (int i = 0; i < n; ++i) {
+    all.part[i] = parts[i];
+    largest = parts[i].bytes > largest ? parts[i].bytes : largest;
+  }
+  if (largest == 0) return cudaSuccess;
+  // Enough blocks per part for its largest (in 16-byte words), spread over
+  // the device, at least one.
+  const size_t per_part = (largest / 16 + kThreads - 1) / kThreads;
+  const size_t most = static_cast<size_t>(multiprocessors > 0 ? multiprocessors : 1) * 8;
+  const unsigned x = static_cast<unsigned>(per_part < 1 ? 1 : (per_part < most ? per_part : most));
+  BatchedCopyKernel<<<dim3(x, static_cast<unsigned>(n)), kThreads, 0, stream>>>(all);
+  return cudaGetLastError();
+}
+
+}  // namespace hora::gpu::cuda
