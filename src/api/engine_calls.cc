@@ -12,7 +12,7 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
   EngineCall call;
   call.cacheable = !name.empty();
   call.name = name;
-  std::lock_guard<std::mutex> lock(impl.engine_mu);
+  MutexLock lock(impl.engine_mu);
   auto it = impl.sets.find(set_id);
   if (it == impl.sets.end()) {
     if (call.name.empty()) call.name = OpTypeName(op);

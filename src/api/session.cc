@@ -107,14 +107,17 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_ASSIGN_OR_RETURN(impl->backend, mpi->CreateBackend(waits, blocking));
     // The global set's engine too (other process sets run Hora's algorithms
     // over the MPI transport).
-    HORA_ASSIGN_OR_RETURN(impl->sets[0]->backend, mpi->CreateBackend(waits, blocking));
+    HORA_ASSIGN_OR_RETURN(std::unique_ptr<CollectiveBackend> set_backend,
+                          mpi->CreateBackend(waits, blocking));
     impl->logger.Info("collectives by " + mpi->version());
+    MutexLock lock(impl->engine_mu);  // (no other thread yet, but `sets` is the lock's)
+    impl->sets[0]->backend = std::move(set_backend);
   }
   {
     // The global set's engine starts with the Session, on every rank: a
     // rank busy elsewhere (loading data) still negotiates, so that a rank
     // waiting for it learns it is alive and which tensors it lacks.
-    std::lock_guard<std::mutex> lock(impl->engine_mu);
+    MutexLock lock(impl->engine_mu);
     StartEngine(*impl, *impl->sets[0]);
   }
   impl->logger.Info("rank " + std::to_string(impl->comm.rank()) + " of " +

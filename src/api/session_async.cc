@@ -33,7 +33,7 @@ std::vector<Handle> SubmitGroup(
   EngineCall call = BeginEngineCall(impl, set_id, group.empty() ? kind : group, op);
   std::string g = group;
   if (g.empty() && call.set) {  // "<kind>.noname.<N>", N counted per set
-    std::lock_guard<std::mutex> lock(impl.engine_mu);
+    MutexLock lock(impl.engine_mu);
     g = kind + ".noname." + std::to_string(call.set->unnamed_groups++);
     call.cacheable = false;
   }
@@ -171,7 +171,7 @@ Status Session::StartTimeline(const std::string& path) {
                        static_cast<uint64_t>(impl_->config.timeline_max_mb * 1024 * 1024)));
     timeline = std::move(t);
   }
-  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  MutexLock lock(impl_->engine_mu);
   impl_->timeline = timeline;
   for (auto& [id, set] : impl_->sets) {
     if (set->engine) set->engine->SetTimeline(timeline);
@@ -182,7 +182,7 @@ Status Session::StartTimeline(const std::string& path) {
 Status Session::StopTimeline() {
   std::shared_ptr<Timeline> old;
   {
-    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    MutexLock lock(impl_->engine_mu);
     old = std::move(impl_->timeline);
     for (auto& [id, set] : impl_->sets) {
       if (set->engine) set->engine->SetTimeline(nullptr);
@@ -192,7 +192,7 @@ Status Session::StopTimeline() {
 }
 
 Session::EngineCounters Session::engine_counters(int process_set) const {
-  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  MutexLock lock(impl_->engine_mu);
   auto it = impl_->sets.find(process_set);
   if (it == impl_->sets.end() || !it->second->engine) return {};
   const EngineStats e = it->second->engine->stats();

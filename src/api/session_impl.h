@@ -10,7 +10,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "collectives/selector.h"
 #include "common/config.h"
 #include "common/logging.h"
+#include "common/mutex.h"
 #include "engine/engine.h"
 #include "hora/session.h"
 #include "launch/rank_layout.h"
@@ -74,10 +74,12 @@ struct Session::Impl {
   // set; each engine starts with its set (the global one with the Session),
   // on every member: an engine stops with a last cycle among every member.
   const Selector selector;
-  std::mutex engine_mu;  // guards sets, next_set_id, timeline, and starting engines
-  std::map<int, std::shared_ptr<ProcessSetState>> sets;
-  int next_set_id = 1;
-  std::shared_ptr<Timeline> timeline;
+  // Also guards each set's engine start and its name counters (unnamed,
+  // unnamed_groups), which the analysis cannot see through the set.
+  Mutex engine_mu;
+  std::map<int, std::shared_ptr<ProcessSetState>> sets HORA_GUARDED_BY(engine_mu);
+  int next_set_id HORA_GUARDED_BY(engine_mu) = 1;
+  std::shared_ptr<Timeline> timeline HORA_GUARDED_BY(engine_mu);
 
   std::string Where(const char* op) const {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
@@ -111,10 +113,11 @@ struct EngineCall {
   Handle Submit(Status st, Submission&& s) const;
   Engine& GetEngine() const { return *engine; }
 };
-EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op);
-// Starts `set`'s engine unless it runs (caller holds impl.engine_mu): on
-// every member at once, with the set.
-void StartEngine(Session::Impl& impl, ProcessSetState& set);
+EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op)
+    HORA_EXCLUDES(impl.engine_mu);
+// Starts `set`'s engine unless it runs: on every member at once, with the
+// set.
+void StartEngine(Session::Impl& impl, ProcessSetState& set) HORA_REQUIRES(impl.engine_mu);
 // "rank R: <op> '<name>'", the start of every error about an engine call.
 std::string Where(const Session::Impl& impl, OpType op, const std::string& name);
 // Submits `count` members named "<group>.<i>" as one group on set `set_id`;
@@ -123,7 +126,8 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
 std::vector<Handle> SubmitGroup(
     Session::Impl& impl, int set_id, OpType op, const std::string& kind, const std::string& group,
     size_t count,
-    const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare);
+    const std::function<Status(size_t, const std::string&, bool, Submission*)>& prepare)
+    HORA_EXCLUDES(impl.engine_mu);
 
 // The rows of dimension 0 that `input` sends to each of `n` ranks: `splits`
 // (checked: n of them, none negative, adding up to dimension 0), or an even

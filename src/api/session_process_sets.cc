@@ -68,7 +68,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
   std::vector<int> set_ranks(agreed.begin(), agreed.end());
   std::shared_ptr<ProcessSetState> state;
   {
-    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    MutexLock lock(impl_->engine_mu);
     std::set<int> slots;
     for (const auto& [id, set] : impl_->sets) {
       if (set->ranks == set_ranks) {
@@ -105,7 +105,7 @@ Status Session::RemoveProcessSet(int id) {
   if (id == 0) return InvalidArgument(where + ": the global process set (0) cannot be removed");
   std::shared_ptr<ProcessSetState> gone;
   {
-    std::lock_guard<std::mutex> lock(impl_->engine_mu);
+    MutexLock lock(impl_->engine_mu);
     auto it = impl_->sets.find(id);
     if (it == impl_->sets.end()) {
       return InvalidArgument(where + ": there is no process set " + std::to_string(id) +
@@ -119,7 +119,7 @@ Status Session::RemoveProcessSet(int id) {
 }
 
 std::map<int, std::vector<int>> Session::ProcessSets() const {
-  std::lock_guard<std::mutex> lock(impl_->engine_mu);
+  MutexLock lock(impl_->engine_mu);
   std::map<int, std::vector<int>> out;
   for (const auto& [id, set] : impl_->sets) out[id] = set->ranks;
   return out;

@@ -52,6 +52,10 @@ class HORA_CAPABILITY("mutex") Mutex {
 class HORA_SCOPED_CAPABILITY MutexLock {
  public:
   explicit MutexLock(Mutex& m) HORA_ACQUIRE(m) : lock_(m.native()) {}
+  // Takes over `m`, held already (after a successful try_lock):
+  //   if (!mu_.try_lock()) return false;
+  //   MutexLock lock(mu_, std::adopt_lock);
+  MutexLock(Mutex& m, std::adopt_lock_t) HORA_REQUIRES(m) : lock_(m.native(), std::adopt_lock) {}
   ~MutexLock() HORA_RELEASE() {}
   MutexLock(const MutexLock&) = delete;
   MutexLock& operator=(const MutexLock&) = delete;

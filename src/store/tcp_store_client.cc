@@ -37,7 +37,7 @@ Status TcpStoreClient::Context(const Status& st) const {
 
 Result<Bytes> TcpStoreClient::Call(const StoreRequest& request, Duration io_timeout) {
   HORA_ASSIGN_OR_RETURN(Bytes message, EncodeStoreRequest(request));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!broken_.ok()) {
     return UnavailableError("store " + server_.ToString() +
                             ": connection unusable after an earlier error: " + broken_.message());
@@ -46,7 +46,7 @@ Result<Bytes> TcpStoreClient::Call(const StoreRequest& request, Duration io_time
   const std::string what = StoreOpName(static_cast<uint16_t>(request.op)) + " '" +
                            (request.keys.empty() ? std::string() : request.keys[0]) + "'";
   // Any failure below leaves the stream out of step: close it for good.
-  auto fail = [&](const Status& st) {
+  auto fail = [&](const Status& st) HORA_REQUIRES(mu_) {
     broken_ = Context(Status(st.code(), what + ": " + st.message()));
     fd_.Reset();
     return broken_;

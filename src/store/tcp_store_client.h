@@ -21,10 +21,10 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "common/mutex.h"
 #include "net/socket.h"
 #include "store/store.h"
 #include "store/store_protocol.h"
@@ -54,14 +54,14 @@ class TcpStoreClient final : public Store {
 
   // Sends `request` and reads its response, bounded by `io_timeout`. A
   // non-OK response becomes its Status (code and message kept).
-  Result<Bytes> Call(const StoreRequest& request, Duration io_timeout);
+  Result<Bytes> Call(const StoreRequest& request, Duration io_timeout) HORA_EXCLUDES(mu_);
   Status Context(const Status& st) const;
 
   const net::HostPort server_;
   const Duration op_timeout_;
-  std::mutex mu_;
-  net::Fd fd_;     // guarded by mu_; invalid once broken
-  Status broken_;  // guarded by mu_; the error that closed the connection
+  Mutex mu_;
+  net::Fd fd_ HORA_GUARDED_BY(mu_);     // invalid once broken
+  Status broken_ HORA_GUARDED_BY(mu_);  // the error that closed the connection
 };
 
 }  // namespace hora

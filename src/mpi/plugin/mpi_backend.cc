@@ -60,17 +60,17 @@ class Watchdog {
       : waits_(waits), rank_(rank), thread_([this] { Loop(); }) {}
   ~Watchdog() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     cv_.notify_one();
     thread_.join();
   }
   // `op` and `call` are string literals (kept as pointers).
-  void Arm(const char* op, const char* call) {
+  void Arm(const char* op, const char* call) HORA_EXCLUDES(mu_) {
     bool wake;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       op_ = op;
       call_ = call;
       armed_at_ = Clock::now();
@@ -84,18 +84,18 @@ class Watchdog {
     }
     if (wake) cv_.notify_one();
   }
-  void Disarm() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Disarm() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     armed_ = false;
   }
 
  private:
-  void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+  void Loop() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     while (!stop_) {
       if (!armed_ || (deadline_ == TimePoint::max() && next_report_ == TimePoint::max())) {
         idle_ = true;
-        cv_.wait(lock);
+        cv_.wait(lock.native());
         idle_ = false;
         continue;
       }
@@ -110,7 +110,7 @@ class Watchdog {
         continue;
       }
       if (now < deadline_) {
-        cv_.wait_until(lock, std::min(deadline_, next_report_));
+        cv_.wait_until(lock.native(), std::min(deadline_, next_report_));
         continue;
       }
       std::fprintf(stderr,
@@ -131,17 +131,17 @@ class Watchdog {
   }
 
   const WaitPolicy waits_;
-  std::mutex mu_;
+  Mutex mu_;
   std::condition_variable cv_;
   const int rank_;
-  bool stop_ = false;
-  bool armed_ = false;
-  bool idle_ = false;  // the thread sleeps with no deadline
-  TimePoint armed_at_{};
-  TimePoint deadline_{};
-  TimePoint next_report_{};
-  const char* op_ = "";
-  const char* call_ = "";
+  bool stop_ HORA_GUARDED_BY(mu_) = false;
+  bool armed_ HORA_GUARDED_BY(mu_) = false;
+  bool idle_ HORA_GUARDED_BY(mu_) = false;  // the thread sleeps with no deadline
+  TimePoint armed_at_ HORA_GUARDED_BY(mu_);
+  TimePoint deadline_ HORA_GUARDED_BY(mu_);
+  TimePoint next_report_ HORA_GUARDED_BY(mu_);
+  const char* op_ HORA_GUARDED_BY(mu_) = "";
+  const char* call_ HORA_GUARDED_BY(mu_) = "";
   std::thread thread_;  // last: starts once the rest is set up
 };
 
@@ -157,7 +157,7 @@ class MpiBackend final : public CollectiveBackend {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized && broken_.empty()) {
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      MutexLock lock(lib_.mu());
       MPI_Comm_free(&comm_);
     }
   }
@@ -313,7 +313,7 @@ class MpiBackend final : public CollectiveBackend {
     MPI_Request r = MPI_REQUEST_NULL;
     int rc;
     {
-      std::lock_guard<std::mutex> lock(lib_.mu());
+      MutexLock lock(lib_.mu());
       rc = start(&r);
     }
     if (rc != MPI_SUCCESS)
@@ -327,7 +327,7 @@ class MpiBackend final : public CollectiveBackend {
     for (int spins = 0;; ++spins) {
       int flag = 0;
       {
-        std::lock_guard<std::mutex> lock(lib_.mu());
+        MutexLock lock(lib_.mu());
         rc = MPI_Test(&r, &flag, MPI_STATUS_IGNORE);
       }
       if (rc != MPI_SUCCESS) {

@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <future>
-#include <mutex>
 #include <thread>
 
 #include "mpi/plugin/mpi_library.h"
@@ -28,7 +27,7 @@ Status TestUntil(Library& lib, MPI_Request* request, TimePoint deadline, const s
     int done = 0;
     int rc;
     {
-      std::lock_guard<std::mutex> lock(lib.mu());
+      MutexLock lock(lib.mu());
       rc = MPI_Test(request, &done, MPI_STATUS_IGNORE);
     }
     if (rc != MPI_SUCCESS) return UnavailableError(what + " failed: " + MpiErrorString(rc));
@@ -40,17 +39,17 @@ Status TestUntil(Library& lib, MPI_Request* request, TimePoint deadline, const s
 
 class Bootstrap final : public MpiBootstrap {
  public:
-  Result<MpiLibrary*> Open(Duration timeout) override {
+  Result<MpiLibrary*> Open(Duration timeout) override HORA_EXCLUDES(mu_) {
     std::shared_future<Library*> opened;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (!started_) {
         // A thread of its own, left running if it outlasts the caller's
         // patience: MPI_Init cannot be interrupted.
         auto task = std::make_shared<std::packaged_task<Library*()>>([this] {
           std::string error;
           Library* lib = Library::Open(&error);
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           error_ = error;
           return lib;
         });
@@ -65,17 +64,18 @@ class Bootstrap final : public MpiBootstrap {
     }
     Library* lib = opened.get();
     if (lib == nullptr) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       return UnavailableError(error_);
     }
     lib_.store(lib);
     return static_cast<MpiLibrary*>(lib);
   }
 
-  Status Broadcast(std::string* bytes, int root, Duration timeout) override {
+  Status Broadcast(std::string* bytes, int root, Duration timeout) override
+      HORA_EXCLUDES(call_mu_) {
     if (lib_.load() == nullptr) return UnavailableError("MPI bootstrap: Broadcast before Open");
     Library& lib = *lib_.load();
-    std::lock_guard<std::mutex> call(call_mu_);
+    MutexLock call(call_mu_);
     if (!abandoned_.empty()) {
       return UnavailableError("MPI bootstrap: not usable after an earlier failure (" + abandoned_ +
                               "); MPI is not usable in this process any more");
@@ -88,14 +88,14 @@ class Bootstrap final : public MpiBootstrap {
                              " bytes is over " + std::to_string(kMpiBootstrapMaxBytes));
     }
     {
-      std::lock_guard<std::mutex> lock(lib.mu());
+      MutexLock lock(lib.mu());
       const int rc = MPI_Comm_idup(MPI_COMM_WORLD, &comm_, &request_);
       if (rc != MPI_SUCCESS) return UnavailableError(me + "MPI_Comm_idup: " + MpiErrorString(rc));
     }
     Status st = TestUntil(lib, &request_, deadline, me + "MPI_Comm_idup of MPI_COMM_WORLD");
     if (!st.ok()) return Abandon(lib, st);
     {
-      std::lock_guard<std::mutex> lock(lib.mu());
+      MutexLock lock(lib.mu());
       MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     }
     // A fixed size, so that no rank needs the length first: 4 bytes of
@@ -107,7 +107,7 @@ class Bootstrap final : public MpiBootstrap {
       std::memcpy(buffer_.data() + 4, bytes->data(), bytes->size());
     }
     {
-      std::lock_guard<std::mutex> lock(lib.mu());
+      MutexLock lock(lib.mu());
       const int rc = MPI_Ibcast(buffer_.data(), static_cast<int>(buffer_.size()), MPI_BYTE, root,
                                 comm_, &request_);
       if (rc != MPI_SUCCESS) return UnavailableError(me + "MPI_Ibcast: " + MpiErrorString(rc));
@@ -116,7 +116,7 @@ class Bootstrap final : public MpiBootstrap {
                    me + "MPI_Ibcast from rank " + std::to_string(root) + " of MPI_COMM_WORLD");
     if (!st.ok()) return Abandon(lib, st);
     {
-      std::lock_guard<std::mutex> lock(lib.mu());
+      MutexLock lock(lib.mu());
       MPI_Comm_free(&comm_);
     }
     uint32_t n = 0;
@@ -137,11 +137,11 @@ class Bootstrap final : public MpiBootstrap {
   }
 
  private:
-  std::mutex mu_;
-  bool started_ = false;                 // guarded by mu_
-  std::shared_future<Library*> opened_;  // guarded by mu_
-  std::string error_;                    // guarded by mu_
-  std::atomic<Library*> lib_{nullptr};   // once Open has succeeded
+  Mutex mu_;
+  bool started_ HORA_GUARDED_BY(mu_) = false;
+  std::shared_future<Library*> opened_ HORA_GUARDED_BY(mu_);
+  std::string error_ HORA_GUARDED_BY(mu_);
+  std::atomic<Library*> lib_{nullptr};  // once Open has succeeded
 
   // A request that did not finish in time stays pending (MPI_Cancel does
   // not apply to collectives) and MPI may still write to what it was given:
@@ -151,17 +151,17 @@ class Bootstrap final : public MpiBootstrap {
   // is not finalised at exit (Library::AbandonRequests), since
   // MPI_Finalize would wait for, or progress, a collective that the other
   // ranks may never join.
-  Status Abandon(Library& lib, const Status& why) {
+  Status Abandon(Library& lib, const Status& why) HORA_REQUIRES(call_mu_) {
     abandoned_ = why.message();
     lib.AbandonRequests();
     return why;
   }
 
-  std::mutex call_mu_;  // one Broadcast at a time; guards the members below
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  std::string buffer_;
-  std::string abandoned_;  // why, once a request was abandoned
+  Mutex call_mu_;  // one Broadcast at a time
+  MPI_Comm comm_ HORA_GUARDED_BY(call_mu_) = MPI_COMM_NULL;
+  MPI_Request request_ HORA_GUARDED_BY(call_mu_) = MPI_REQUEST_NULL;
+  std::string buffer_ HORA_GUARDED_BY(call_mu_);
+  std::string abandoned_ HORA_GUARDED_BY(call_mu_);  // why, once a request was abandoned
 };
 
 }  // namespace

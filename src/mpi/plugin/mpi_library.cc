@@ -2,6 +2,7 @@
 #include "mpi/plugin/mpi_library.h"
 
 #include <cstdlib>
+#include <mutex>
 
 #include "kernels/reduce.h"
 #include "transport/mpi/mpi_transport.h"
@@ -117,7 +118,7 @@ Status Library::Init() {
 }
 
 Result<MPI_Comm> Library::DupWorld(const char* what) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   MPI_Comm comm = MPI_COMM_NULL;
   const int rc = MPI_Comm_dup(MPI_COMM_WORLD, &comm);
   if (rc != MPI_SUCCESS) {

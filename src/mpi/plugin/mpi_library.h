@@ -9,9 +9,9 @@
 #include <mpi.h>
 
 #include <atomic>
-#include <mutex>
 #include <string>
 
+#include "common/mutex.h"
 #include "hora/types.h"
 #include "mpi/mpi_plugin.h"
 #include "transport/mpi/mpi_error.h"
@@ -33,7 +33,7 @@ class Library final : public MpiLibrary {
   // Hora serialises its own MPI calls (one lock per process): the plugin then
   // works with MPI_THREAD_SERIALIZED as well as MULTIPLE, and a transport's
   // progress never races another Session's.
-  std::mutex& mu() { return mu_; }
+  Mutex& mu() HORA_RETURN_CAPABILITY(mu_) { return mu_; }
   // MPI_THREAD_MULTIPLE: threads may be inside MPI at once (the blocking
   // backend needs it: it calls MPI without mu(), and aborts from a watchdog).
   bool thread_multiple() const { return thread_multiple_; }
@@ -64,7 +64,7 @@ class Library final : public MpiLibrary {
   Library() = default;
   Status Init();
 
-  std::mutex mu_;
+  Mutex mu_;  // guards MPI itself, no member (those below are set once, by Init)
   std::string version_;
   int rank_ = 0;
   int size_ = 1;

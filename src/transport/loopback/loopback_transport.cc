@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/loopback/loopback_transport.h"
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -48,17 +49,20 @@ class LoopbackTransport final : public Transport {
     auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
     if (!ValidPeer(peer, req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(peer);
-    std::unique_lock<std::mutex> lock(box.mu);
-    for (auto it = box.posted_recvs.begin(); it != box.posted_recvs.end(); ++it) {
-      if (it->src == rank_ && it->tag == tag) {
-        LoopbackHub::Pending recv = std::move(*it);
-        box.posted_recvs.erase(it);
-        lock.unlock();
-        Deliver({rank_, tag, nullptr, data, bytes, req, std::nullopt}, recv, peer);
+    LoopbackHub::Pending send{rank_, tag, nullptr, data, bytes, req, std::nullopt};
+    LoopbackHub::Pending recv{};
+    {
+      MutexLock lock(box.mu);
+      auto it = std::find_if(box.posted_recvs.begin(), box.posted_recvs.end(),
+                             [&](const auto& r) { return r.src == rank_ && r.tag == tag; });
+      if (it == box.posted_recvs.end()) {
+        box.unexpected_sends.push_back(std::move(send));
         return req;
       }
+      recv = std::move(*it);
+      box.posted_recvs.erase(it);
     }
-    box.unexpected_sends.push_back({rank_, tag, nullptr, data, bytes, req, std::nullopt});
+    Deliver(send, recv, peer);
     return req;
   }
 
@@ -70,9 +74,9 @@ class LoopbackTransport final : public Transport {
     return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
   }
 
-  SharedWindow* Window(uint32_t context) override {
+  SharedWindow* Window(uint32_t context) override HORA_EXCLUDES(windows_mu_) {
     if (context >= kSharedWindowContexts) return nullptr;
-    std::lock_guard<std::mutex> lock(windows_mu_);
+    MutexLock lock(windows_mu_);
     auto& w = windows_[context];
     if (!w) {
       w = std::make_unique<LoopbackWindow>(
@@ -87,7 +91,7 @@ class LoopbackTransport final : public Transport {
     int owner = request->is_send() ? request->peer() : rank_;
     if (owner >= 0 && owner < size()) {
       LoopbackHub::Mailbox& box = hub_->mailbox(owner);
-      std::lock_guard<std::mutex> lock(box.mu);
+      MutexLock lock(box.mu);
       auto& list = request->is_send() ? box.unexpected_sends : box.posted_recvs;
       for (auto it = list.begin(); it != list.end(); ++it) {
         if (it->request == request) {
@@ -107,18 +111,20 @@ class LoopbackTransport final : public Transport {
     auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
     if (!ValidPeer(peer, req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
-    std::unique_lock<std::mutex> lock(box.mu);
     LoopbackHub::Pending recv{peer, tag, data, nullptr, bytes, req, reduce};
-    for (auto it = box.unexpected_sends.begin(); it != box.unexpected_sends.end(); ++it) {
-      if (it->src == peer && it->tag == tag) {
-        LoopbackHub::Pending send = std::move(*it);
-        box.unexpected_sends.erase(it);
-        lock.unlock();
-        Deliver(send, recv, rank_);
+    LoopbackHub::Pending send{};
+    {
+      MutexLock lock(box.mu);
+      auto it = std::find_if(box.unexpected_sends.begin(), box.unexpected_sends.end(),
+                             [&](const auto& s) { return s.src == peer && s.tag == tag; });
+      if (it == box.unexpected_sends.end()) {
+        box.posted_recvs.push_back(std::move(recv));
         return req;
       }
+      send = std::move(*it);
+      box.unexpected_sends.erase(it);
     }
-    box.posted_recvs.push_back(std::move(recv));
+    Deliver(send, recv, rank_);
     return req;
   }
 
@@ -131,8 +137,8 @@ class LoopbackTransport final : public Transport {
   std::shared_ptr<LoopbackHub> hub_;
   int rank_;
   int generation_;
-  std::mutex windows_mu_;  // the engine's thread and the caller's may ask at once
-  std::unique_ptr<LoopbackWindow> windows_[kSharedWindowContexts];
+  Mutex windows_mu_;  // the engine's thread and the caller's may ask at once
+  std::unique_ptr<LoopbackWindow> windows_[kSharedWindowContexts] HORA_GUARDED_BY(windows_mu_);
 };
 
 }  // namespace
@@ -147,7 +153,7 @@ LoopbackHub::LoopbackHub(int size)
 }
 
 std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, int generation) {
-  std::lock_guard<std::mutex> lock(windows_mu_);
+  MutexLock lock(windows_mu_);
   std::weak_ptr<LoopbackWindowGroup>& slot = windows_[{context, generation}];
   std::shared_ptr<LoopbackWindowGroup> g = slot.lock();
   if (!g) {
@@ -159,14 +165,14 @@ std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, 
 
 void LoopbackHub::Close(int rank) {
   closed_[static_cast<size_t>(rank)].fetch_add(1, std::memory_order_acq_rel);
-  std::lock_guard<std::mutex> lock(windows_mu_);
+  MutexLock lock(windows_mu_);
   for (auto it = windows_.begin(); it != windows_.end();) {
     std::shared_ptr<LoopbackWindowGroup> g = it->second.lock();
     if (!g) {
       it = windows_.erase(it);
       continue;
     }
-    { std::lock_guard<std::mutex> wait_lock(g->mu); }
+    { MutexLock wait_lock(g->mu); }
     g->cv.notify_all();
     ++it;
   }
@@ -179,7 +185,7 @@ std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
 std::unique_ptr<Transport> LoopbackHub::Connect(int rank) {
   int generation = 0;
   {
-    std::lock_guard<std::mutex> lock(windows_mu_);
+    MutexLock lock(windows_mu_);
     generation = ++connections_.at(static_cast<size_t>(rank));
   }
   return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation);

@@ -10,10 +10,10 @@
 #include <deque>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transport/loopback/loopback_window.h"
 #include "transport/transport.h"
 
@@ -26,7 +26,7 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   int size() const { return static_cast<int>(mailboxes_.size()); }
 
   // The transport endpoint of `rank`. One per rank; it keeps the hub alive.
-  std::unique_ptr<Transport> Connect(int rank);
+  std::unique_ptr<Transport> Connect(int rank) HORA_EXCLUDES(windows_mu_);
 
   // Internal to the loopback transport.
   struct Pending {
@@ -39,9 +39,9 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
     std::optional<ReduceSpec> reduce;  // receives: fold into recv_buf instead of copying
   };
   struct Mailbox {
-    std::mutex mu;
-    std::deque<Pending> posted_recvs;      // guarded by mu
-    std::deque<Pending> unexpected_sends;  // guarded by mu
+    Mutex mu;
+    std::deque<Pending> posted_recvs HORA_GUARDED_BY(mu);
+    std::deque<Pending> unexpected_sends HORA_GUARDED_BY(mu);
   };
   Mailbox& mailbox(int rank) { return *mailboxes_[static_cast<size_t>(rank)]; }
   // Windows. A rank may connect more than once (a ThreadWorld that serves
@@ -53,22 +53,24 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   // collectives then run the point-to-point algorithms.
   // The window of `context` (< kSharedWindowContexts) for `generation`,
   // made by the first rank that asks for it.
-  std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation);
+  std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation)
+      HORA_EXCLUDES(windows_mu_);
   // How many of rank k's transports have closed.
   int closed(int k) const {
     return closed_[static_cast<size_t>(k)].load(std::memory_order_acquire);
   }
   // Counts a transport of `rank` closed and wakes every rank waiting in a
   // window step.
-  void Close(int rank);
+  void Close(int rank) HORA_EXCLUDES(windows_mu_);
 
  private:
   explicit LoopbackHub(int size);
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
   std::unique_ptr<std::atomic<int>[]> closed_;
-  std::mutex windows_mu_;
-  std::vector<int> connections_;  // per rank; guarded by windows_mu_
-  std::map<std::pair<uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_;  // guarded
+  Mutex windows_mu_;
+  std::vector<int> connections_ HORA_GUARDED_BY(windows_mu_);  // per rank
+  std::map<std::pair<uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_
+      HORA_GUARDED_BY(windows_mu_);
 };
 
 }  // namespace hora

@@ -50,7 +50,7 @@ void LoopbackWindow::Publish(uint64_t word) {
   // (seq_cst store and first look: of the last two, one sees the other).
   mine.step.store(step, std::memory_order_seq_cst);
   if (Arrived(std::memory_order_seq_cst)) {
-    { std::lock_guard<std::mutex> lock(group_->mu); }  // a waiter is asleep or sees the step
+    { MutexLock lock(group_->mu); }  // a waiter is asleep or sees the step
     group_->cv.notify_all();
   }
 }
@@ -76,7 +76,7 @@ std::string LoopbackWindow::Missing() const {
 
 Status LoopbackWindow::WaitStep(TimePoint deadline) {
   if (SpinUntil([&] { return Arrived(); }, kSpin)) return Status::Ok();
-  std::unique_lock<std::mutex> lock(group_->mu);
+  MutexLock lock(group_->mu);
   for (;;) {
     const TimePoint now = Clock::now();
     if (Arrived()) return Status::Ok();
@@ -93,7 +93,7 @@ Status LoopbackWindow::WaitStep(TimePoint deadline) {
                           " of the shared-memory window (context " + std::to_string(context_) +
                           ")");
     }
-    group_->cv.wait_until(lock, std::min(deadline, now + kSleepSlice));
+    group_->cv.wait_until(lock.native(), std::min(deadline, now + kSleepSlice));
   }
 }
 

@@ -13,10 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "transport/shared_window.h"
 
 namespace hora {
@@ -35,7 +35,7 @@ struct LoopbackWindowGroup {
   std::unique_ptr<Line[]> lines;
   std::vector<std::unique_ptr<std::byte[]>> storage;
   std::vector<std::byte*> regions;  // 64-byte aligned, into storage
-  std::mutex mu;                    // sleepers wait on cv under it
+  Mutex mu;  // guards no data (the lines are atomic): sleepers wait on cv under it
   std::condition_variable cv;
 };
 

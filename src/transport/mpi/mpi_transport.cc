@@ -32,7 +32,7 @@ constexpr size_t kChunk = size_t{1} << 30;
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(MPI_Comm comm, std::mutex& mpi_mu, int tag_bits) : mpi_mu_(mpi_mu), comm_(comm) {
+  MpiTransport(MPI_Comm comm, Mutex& mpi_mu, int tag_bits) : mpi_mu_(mpi_mu), comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
     // What is left after the context and the phase, shared out.
@@ -45,14 +45,14 @@ class MpiTransport final : public Transport {
   ~MpiTransport() override {
     std::vector<Request> left;
     {
-      std::lock_guard<std::mutex> pending_lock(mu_);
+      MutexLock pending_lock(mu_);
       for (auto& p : pending_) left.push_back(p.state);
     }
     for (auto& r : left) Cancel(r);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) {
-      std::lock_guard<std::mutex> lock(mpi_mu_);
+      MutexLock lock(mpi_mu_);
       MPI_Comm_free(&comm_);
     }
   }
@@ -74,12 +74,12 @@ class MpiTransport final : public Transport {
     return Post(false, peer, tag, nullptr, bytes, dst, count, &spec);
   }
 
-  void Cancel(const Request& request) override {
-    std::lock_guard<std::mutex> pending_lock(mu_);
+  void Cancel(const Request& request) override HORA_EXCLUDES(mu_) {
+    MutexLock pending_lock(mu_);
     auto it = Find(request);
     if (it == pending_.end()) return;
     {
-      std::lock_guard<std::mutex> lock(mpi_mu_);
+      MutexLock lock(mpi_mu_);
       for (MPI_Request& r : it->reqs) {
         if (r == MPI_REQUEST_NULL) continue;
         MPI_Cancel(&r);
@@ -108,9 +108,10 @@ class MpiTransport final : public Transport {
     }
   }
 
-  bool Progress() override {
-    std::unique_lock<std::mutex> pending_lock(mu_, std::try_to_lock);
-    if (!pending_lock || pending_.empty()) return false;  // another thread is at it
+  bool Progress() override HORA_EXCLUDES(mu_) {
+    if (!mu_.try_lock()) return false;  // another thread is at it
+    MutexLock pending_lock(mu_, std::adopt_lock);
+    if (pending_.empty()) return false;
     bool moved = false;
     for (size_t i = 0; i < pending_.size();) {
       if (TestOne(pending_[i])) {
@@ -150,7 +151,7 @@ class MpiTransport final : public Transport {
   }
 
   Request Post(bool is_send, int peer, Tag tag, void* data, size_t bytes, void* reduce_dst,
-               size_t count, const ReduceSpec* spec) {
+               size_t count, const ReduceSpec* spec) HORA_EXCLUDES(mu_) {
     auto state = std::make_shared<RequestState>(is_send, peer, bytes);
     if (peer < 0 || peer >= size_ || peer == rank_) {
       state->Complete(InvalidPeerError(rank_, peer, size_));
@@ -168,8 +169,8 @@ class MpiTransport final : public Transport {
     }
     const int mpi_tag = MpiTag(tag);
     size_t off = 0;
-    std::lock_guard<std::mutex> pending_lock(mu_);  // before mpi_mu_
-    std::lock_guard<std::mutex> lock(mpi_mu_);
+    MutexLock pending_lock(mu_);  // before mpi_mu_
+    MutexLock lock(mpi_mu_);
     do {
       const size_t n = std::min(kChunk, bytes - off);
       MPI_Request r = MPI_REQUEST_NULL;
@@ -192,8 +193,9 @@ class MpiTransport final : public Transport {
     return state;
   }
 
-  // Tests one pending request; completes it and returns true when done.
-  bool TestOne(Pending& p) {
+  // Tests one pending request (of pending_); completes it and returns true
+  // when done.
+  bool TestOne(Pending& p) HORA_REQUIRES(mu_) {
     MPI_Status one[1];
     std::vector<MPI_Status> many;
     std::span<MPI_Status> statuses(one);
@@ -204,7 +206,7 @@ class MpiTransport final : public Transport {
     int flag = 0;
     int rc;
     {
-      std::lock_guard<std::mutex> lock(mpi_mu_);
+      MutexLock lock(mpi_mu_);
       rc = MPI_Testall(static_cast<int>(p.reqs.size()), p.reqs.data(), &flag, statuses.data());
     }
     if (rc == MPI_SUCCESS && !flag) return false;
@@ -224,7 +226,7 @@ class MpiTransport final : public Transport {
         why = "the peer sent more than the " + std::to_string(p.state->bytes()) + " bytes expected";
       }
       st = MismatchError("rank " + std::to_string(rank_) + ": " + p.state->Describe() + ": " + why);
-      std::lock_guard<std::mutex> lock(mpi_mu_);
+      MutexLock lock(mpi_mu_);
       for (MPI_Request& r : p.reqs)
         if (r != MPI_REQUEST_NULL) MPI_Request_free(&r);
     } else if (!p.is_send) {
@@ -246,24 +248,24 @@ class MpiTransport final : public Transport {
     return true;
   }
 
-  std::vector<Pending>::iterator Find(const Request& r) {
+  std::vector<Pending>::iterator Find(const Request& r) HORA_REQUIRES(mu_) {
     return std::find_if(pending_.begin(), pending_.end(),
                         [&](const Pending& p) { return p.state == r; });
   }
 
-  std::mutex& mpi_mu_;
+  Mutex& mpi_mu_;
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
   int seg_bits_ = 0, step_bits_ = 0, seq_bits_ = 0;
   // Requests not yet complete; several threads may post and progress.
-  std::mutex mu_;  // taken before mpi_mu_
-  std::vector<Pending> pending_;
+  Mutex mu_;  // taken before mpi_mu_
+  std::vector<Pending> pending_ HORA_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-std::unique_ptr<Transport> NewMpiTransport(MPI_Comm comm, std::mutex& mpi_mu, int tag_bits) {
+std::unique_ptr<Transport> NewMpiTransport(MPI_Comm comm, Mutex& mpi_mu, int tag_bits) {
   return std::make_unique<MpiTransport>(comm, mpi_mu, tag_bits);
 }
 

@@ -8,8 +8,8 @@
 #include <mpi.h>
 
 #include <memory>
-#include <mutex>
 
+#include "common/mutex.h"
 #include "transport/transport.h"
 
 namespace hora::mpi {
@@ -18,6 +18,6 @@ namespace hora::mpi {
 // is finalised by then). `mpi_mu` serialises the process's MPI calls (so
 // that MPI_THREAD_SERIALIZED is enough) and must outlive it; `tag_bits`:
 // the usable bits of an MPI tag (MPI_TAG_UB).
-std::unique_ptr<Transport> NewMpiTransport(MPI_Comm comm, std::mutex& mpi_mu, int tag_bits);
+std::unique_ptr<Transport> NewMpiTransport(MPI_Comm comm, Mutex& mpi_mu, int tag_bits);
 
 }  // namespace hora::mpi

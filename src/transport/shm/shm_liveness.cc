@@ -59,7 +59,7 @@ bool ShmTransport::LivenessDue() {
 
 Status ShmTransport::PeerGone(int peer) {
   if (LivenessDue()) CheckPeersAlive();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!lost_.ok()) return lost_;
   if (peer == rank_) return Status::Ok();
   const Link& l = link(peer);
@@ -72,7 +72,7 @@ Status ShmTransport::PeerGone(int peer) {
 }
 
 bool ShmTransport::CheckPeersAlive() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!lost_.ok()) return false;
   const int me = static_cast<int>(getpid());
   for (int p = 0; p < size_; ++p) {
@@ -115,7 +115,7 @@ void ShmTransport::StartHeartbeat(Duration peer_timeout) {
 
 void ShmTransport::StopHeartbeat() {
   {
-    std::lock_guard<std::mutex> lock(beat_mu_);
+    MutexLock lock(beat_mu_);
     beat_stop_ = true;
   }
   beat_cv_.notify_all();
@@ -127,21 +127,25 @@ void ShmTransport::HeartbeatLoop(TimePoint started) {
   // (From when silences began to count: a first round that comes late, the
   // process stopped before this thread ran, is late like any other.)
   TimePoint last = started;
-  std::unique_lock<std::mutex> lock(beat_mu_);
-  while (!beat_stop_) {
+  for (Duration wait = Duration::zero();; wait = every) {  // the first round at once
+    {
+      MutexLock lock(beat_mu_);
+      // (The predicate runs with beat_mu_ held, where the analysis cannot see it.)
+      if (beat_cv_.wait_for(lock.native(), wait,
+                            [&]() HORA_NO_THREAD_SAFETY_ANALYSIS { return beat_stop_; })) {
+        return;
+      }
+    }
     ShmWindowSegment::Beat(own_window_segment_.data());
-    lock.unlock();
     CheckPeersAlive();  // so that a rank that waits for nothing learns of a loss too
     const TimePoint now = Clock::now();
     if (peer_timeout_ > Duration::zero()) CheckHeartbeats(now, RoundCameLate(last, now, every));
     last = now;
-    lock.lock();
-    beat_cv_.wait_for(lock, every, [&] { return beat_stop_; });
   }
 }
 
 void ShmTransport::CheckHeartbeats(TimePoint now, bool fresh_start) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!lost_.ok()) return;
   if (fresh_start) {  // this process did not run for a while (heartbeat.h)
     for (auto& l : links_) {

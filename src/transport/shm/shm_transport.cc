@@ -58,7 +58,7 @@ ShmTransport::~ShmTransport() {
 
 Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
   auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!ValidPeer(peer, req)) return req;
   Link& l = link(peer);
   if (!l.out_broken.empty()) {
@@ -82,7 +82,7 @@ Request ShmTransport::IrecvReduce(int peer, Tag tag, void* dst, size_t count,
 Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
                            std::optional<ReduceSpec> reduce) {
   auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (!ValidPeer(peer, req)) return req;
   Link& l = link(peer);
   Link::Recv recv{req, tag, static_cast<std::byte*>(data), bytes, reduce};
@@ -109,7 +109,7 @@ Request ShmTransport::Post(int peer, Tag tag, void* data, size_t bytes,
 }
 
 void ShmTransport::Cancel(const Request& request) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (request->done()) return;
   const int peer = request->peer();
   if (peer < 0 || peer >= size_ || peer == rank_) return;  // such requests fail at once
@@ -230,12 +230,16 @@ bool ShmTransport::ValidPeer(int peer, const Request& request) {
 bool ShmTransport::ProgressAll(bool wait_for_lock) {
   // A thread that finds another progressing leaves it the work: whatever
   // completes, completes for both.
-  std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
   if (wait_for_lock) {
-    lock.lock();
-  } else if (!lock.try_lock()) {
-    return false;
+    MutexLock lock(mu_);
+    return ProgressAllLocked();
   }
+  if (!mu_.try_lock()) return false;
+  MutexLock lock(mu_, std::adopt_lock);
+  return ProgressAllLocked();
+}
+
+bool ShmTransport::ProgressAllLocked() {
   if (!lost_.ok()) return false;  // every request has failed; touch no buffer again
   bool moved = false;
   for (int p = 0; p < size_; ++p) {

@@ -10,12 +10,12 @@
 #include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/thread_name.h"
 #include "net/socket.h"
 #include "transport/buffer_pool.h"
@@ -30,7 +30,10 @@ namespace hora {
 class ShmTransport final : public Transport {
  public:
   // Everything about one peer. The segments keep the mappings alive; the
-  // channel and doorbell views point into them.
+  // channel and doorbell views point into them. Once set up, the members
+  // from beat_seen on, and the channels' positions, change only under the
+  // transport's mu_: the functions that touch them say HORA_REQUIRES(mu_)
+  // (the analysis cannot tie a Link's members to that mutex).
   struct Link {
     ShmSegment out_segment;  // this rank -> peer (created here)
     ShmChannel out;
@@ -91,15 +94,15 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "shm"; }
 
-  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override;
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override HORA_EXCLUDES(mu_);
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override;
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
-  void Cancel(const Request& request) override;
+  void Cancel(const Request& request) override HORA_EXCLUDES(mu_);
   Status Wait(const Request& request, TimePoint deadline) override;
   Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
-  Status LostPeer() override {
-    std::lock_guard<std::mutex> lock(mu_);
+  Status LostPeer() override HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return lost_;
   }
   SharedWindow* Window(uint32_t context) override {
@@ -129,7 +132,7 @@ class ShmTransport final : public Transport {
   // Why `peer` will never make progress again (its process is gone, found
   // by the liveness check when one is due, or it closed its transport), or
   // OK.
-  Status PeerGone(int peer);
+  Status PeerGone(int peer) HORA_EXCLUDES(mu_);
 
   // Liveness (shm_liveness.cc), set up by the rendezvous: `pid` is rank
   // `peer`'s process. StartHeartbeat starts the thread that bumps this
@@ -139,20 +142,22 @@ class ShmTransport final : public Transport {
   void StartHeartbeat(Duration peer_timeout);
 
  private:
-  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce);
-  bool ValidPeer(int peer, const Request& request);
+  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce)
+      HORA_EXCLUDES(mu_);
+  bool ValidPeer(int peer, const Request& request) HORA_REQUIRES(mu_);
 
   // Each returns whether it moved anything. ProgressAll takes the lock
   // (or, unless `wait_for_lock`, gives up when another thread holds it);
   // the others run under it.
-  bool ProgressAll(bool wait_for_lock = false);
-  bool ProgressSends(Link& link);
-  bool ProgressRecvs(int peer, Link& link);
+  bool ProgressAll(bool wait_for_lock = false) HORA_EXCLUDES(mu_);
+  bool ProgressAllLocked() HORA_REQUIRES(mu_);
+  bool ProgressSends(Link& link) HORA_REQUIRES(mu_);
+  bool ProgressRecvs(int peer, Link& link) HORA_REQUIRES(mu_);
   // Picks where the message whose first slot is `first` goes; false leaves
   // it in the ring (no receive from the peer is posted).
-  bool StartMessage(int peer, Link& link, const ShmSlotInfo& first);
-  void FinishMessage(int peer, Link& link);
-  void BreakInbound(Link& link, const std::string& why);
+  bool StartMessage(int peer, Link& link, const ShmSlotInfo& first) HORA_REQUIRES(mu_);
+  void FinishMessage(int peer, Link& link) HORA_REQUIRES(mu_);
+  void BreakInbound(Link& link, const std::string& why) HORA_REQUIRES(mu_);
   // Copies or reduces `bytes` bytes of a message into `recv` at `offset`.
   static void Deliver(const Link::Recv& recv, size_t offset, const std::byte* src, size_t bytes);
   std::string MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const;
@@ -160,7 +165,7 @@ class ShmTransport final : public Transport {
   // crashed) can no longer ring or write: Wait notices it by checking the
   // peers' processes each time it wakes from sleeping, and then fails every
   // pending request naming the lost rank. Returns whether a peer was lost.
-  bool CheckPeersAlive();
+  bool CheckPeersAlive() HORA_EXCLUDES(mu_);
   // Whether a liveness check is due (at most one per kShmLivenessEvery,
   // across threads); claims it when it is.
   bool LivenessDue();
@@ -169,14 +174,14 @@ class ShmTransport final : public Transport {
   // `l`'s peer closed its transport on purpose.
   static bool SessionEnded(const Link& l);
   // Records why the group is broken, fails every pending request with it
-  // and wakes this rank's sleepers. Requires mu_.
-  void MarkLostLocked(Status why);
+  // and wakes this rank's sleepers.
+  void MarkLostLocked(Status why) HORA_REQUIRES(mu_);
   // The heartbeat thread: beats, then looks at the peers, every fifth of
   // the peer timeout; Stop joins it (the destructor, first).
-  void HeartbeatLoop(TimePoint started);
+  void HeartbeatLoop(TimePoint started) HORA_EXCLUDES(beat_mu_);
   // `fresh_start`: this round came late (heartbeat.h): silences count anew.
-  void CheckHeartbeats(TimePoint now, bool fresh_start);
-  void StopHeartbeat();
+  void CheckHeartbeats(TimePoint now, bool fresh_start) HORA_EXCLUDES(mu_);
+  void StopHeartbeat() HORA_EXCLUDES(beat_mu_);
 
   const int rank_;
   const int size_;
@@ -189,16 +194,17 @@ class ShmTransport final : public Transport {
   ShmDoorbell own_bell_;
   ShmSegment own_window_segment_;
   std::vector<std::unique_ptr<ShmWindow>> windows_;  // by context
-  Status lost_;                                      // set once a peer process is gone
-  BufferPool pool_;                                  // payloads of messages set aside
-  // Guards everything above that changes after setup: the engine's thread
-  // and the caller's may use the transport at once (separate Comm contexts).
-  std::mutex mu_;
+  // Guards what changes after setup (the links' state, see Link, and the
+  // members below): the engine's thread and the caller's may use the
+  // transport at once (separate Comm contexts).
+  Mutex mu_;
+  Status lost_ HORA_GUARDED_BY(mu_);      // set once a peer process is gone
+  BufferPool pool_ HORA_GUARDED_BY(mu_);  // payloads of messages set aside
 
   Duration peer_timeout_{};  // zero: a silent heartbeat is not a loss
-  std::mutex beat_mu_;       // guards beat_stop_
+  Mutex beat_mu_;
   std::condition_variable beat_cv_;
-  bool beat_stop_ = false;
+  bool beat_stop_ HORA_GUARDED_BY(beat_mu_) = false;
   std::thread beat_thread_;
 };
 

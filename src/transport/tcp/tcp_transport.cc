@@ -18,7 +18,7 @@ void TcpTransport::Loop(TimePoint started) {
   TimePoint next_beat = started + every;
   while (true) {
     const int n = epoll_wait(epoll_.get(), events, 64, wait_ms);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (stop_) return;
     for (int e = 0; e < n; ++e) {
       if (events[e].data.u64 == ~uint64_t{0}) {
@@ -94,8 +94,9 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
 }
 
 bool TcpTransport::Progress() {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock() || stop_ || !lost_.ok()) return false;
+  if (!mu_.try_lock()) return false;
+  MutexLock lock(mu_, std::adopt_lock);
+  if (stop_ || !lost_.ok()) return false;
   const uint64_t before = moved_;
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
@@ -104,11 +105,11 @@ bool TcpTransport::Progress() {
 }
 
 bool TcpTransport::ProgressPeer(size_t peer, bool* busy) {
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
-  if (!lock.owns_lock()) {
+  if (!mu_.try_lock()) {
     *busy = true;
     return false;
   }
+  MutexLock lock(mu_, std::adopt_lock);
   if (stop_ || !lost_.ok() || peer >= peers_.size()) return false;
   const uint64_t before = moved_;
   if (peers_[peer].fd.valid() && !peers_[peer].broken) Pump(peer);

@@ -15,10 +15,10 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <optional>
 #include <thread>
 
+#include "common/mutex.h"
 #include "common/thread_name.h"
 #include "transport/buffer_pool.h"
 #include "transport/tcp/tcp_transport.h"
@@ -94,11 +94,15 @@ struct Peer {
 class TcpTransport final : public Transport {
  public:
   TcpTransport(int rank, std::vector<net::Fd> fds, Duration spin, Duration peer_timeout)
-      : rank_(rank), spin_(spin), peer_timeout_(peer_timeout), peers_(fds.size()) {
+      : rank_(rank),
+        size_(static_cast<int>(fds.size())),
+        spin_(spin),
+        peer_timeout_(peer_timeout),
+        peers_(fds.size()) {
     for (size_t i = 0; i < fds.size(); ++i) peers_[i].fd = std::move(fds[i]);
   }
 
-  Status Start() {
+  Status Start() HORA_EXCLUDES(mu_) {
     epoll_ = net::Fd(epoll_create1(EPOLL_CLOEXEC));
     wake_ = net::Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
     if (!epoll_.valid() || !wake_.valid())
@@ -108,13 +112,16 @@ class TcpTransport final : public Transport {
     ev.data.u64 = ~uint64_t{0};
     epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
     const TimePoint now = Clock::now();
-    for (size_t i = 0; i < peers_.size(); ++i) {
-      if (!peers_[i].fd.valid()) continue;
-      peers_[i].in_moved = now;
-      HORA_RETURN_IF_ERROR(net::SetNonBlocking(peers_[i].fd.get(), true));
-      ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
-      ev.data.u64 = i;
-      epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
+    {
+      MutexLock lock(mu_);  // (no other thread yet, but peers_ is the lock's)
+      for (size_t i = 0; i < peers_.size(); ++i) {
+        if (!peers_[i].fd.valid()) continue;
+        peers_[i].in_moved = now;
+        HORA_RETURN_IF_ERROR(net::SetNonBlocking(peers_[i].fd.get(), true));
+        ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+        ev.data.u64 = i;
+        epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
+      }
     }
     thread_ = std::thread([this, now] {
       NameThisThread("hora-tcp");
@@ -129,7 +136,7 @@ class TcpTransport final : public Transport {
     // byte turns our close into a reset that could destroy data in flight.
     // Peers slow to close are not lost meanwhile (closing_).
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       closing_ = true;
       for (size_t j = 0; j < peers_.size(); ++j) {
         if (!peers_[j].fd.valid() || peers_[j].broken) continue;
@@ -143,7 +150,7 @@ class TcpTransport final : public Transport {
     auto wait_until = [&](auto done, std::chrono::milliseconds limit) {
       for (auto until = Clock::now() + limit; Clock::now() < until;) {
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          MutexLock lock(mu_);
           if (done()) return;
         }
         Wake();
@@ -151,7 +158,7 @@ class TcpTransport final : public Transport {
       }
     };
     wait_until(
-        [&] {
+        [&]() HORA_REQUIRES(mu_) {
           for (const Peer& p : peers_) {
             if (!p.sends.empty() && !p.broken) return false;
           }
@@ -159,13 +166,13 @@ class TcpTransport final : public Transport {
         },
         std::chrono::milliseconds(2000));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       for (Peer& p : peers_) {
         if (p.fd.valid()) shutdown(p.fd.get(), SHUT_WR);
       }
     }
     wait_until(
-        [&] {
+        [&]() HORA_REQUIRES(mu_) {
           for (const Peer& p : peers_) {
             if (p.fd.valid() && !p.at_eof && !p.broken) return false;
           }
@@ -173,22 +180,22 @@ class TcpTransport final : public Transport {
         },
         std::chrono::milliseconds(2000));
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       stop_ = true;
     }
     Wake();
     if (thread_.joinable()) thread_.join();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     FailAllPending(AbortedError("transport shut down"));
   }
 
   int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(peers_.size()); }
+  int size() const override { return size_; }
   const char* name() const override { return "tcp"; }
 
-  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override HORA_EXCLUDES(mu_) {
     auto req = std::make_shared<RequestState>(true, peer, bytes);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!Usable(peer, req)) return req;
     Peer& p = peers_[static_cast<size_t>(peer)];
     p.sends.push_back({{tag, bytes}, static_cast<const char*>(data), {}, 0, req});
@@ -208,16 +215,16 @@ class TcpTransport final : public Transport {
   // Once every rank's transport has started (its I/O thread beats): from
   // here on a silent peer is lost. Before, a peer still connecting to the
   // rest of the mesh would be silent, not lost.
-  void WatchPeers() {
-    std::lock_guard<std::mutex> lock(mu_);
+  void WatchPeers() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     watching_ = true;
   }
 
   // Reads and writes every live peer from the calling thread unless another
   // thread is at it; whether any byte moved.
-  bool Progress() override;
-  Status LostPeer() override {
-    std::lock_guard<std::mutex> lock(mu_);
+  bool Progress() override HORA_EXCLUDES(mu_);
+  Status LostPeer() override HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     return lost_;
   }
 
@@ -229,8 +236,8 @@ class TcpTransport final : public Transport {
     return Post(peer, tag, dst, count * DataTypeSize(spec.dtype), spec);
   }
 
-  void Cancel(const Request& request) override {
-    std::lock_guard<std::mutex> lock(mu_);
+  void Cancel(const Request& request) override HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
     if (request->done() || request->peer() < 0 || request->peer() >= size()) return;
     Peer& p = peers_[static_cast<size_t>(request->peer())];
     const Status aborted = AbortedError("cancelled " + request->Describe());
@@ -259,31 +266,35 @@ class TcpTransport final : public Transport {
   }
 
  private:
-  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce) {
+  Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce)
+      HORA_EXCLUDES(mu_) {
     auto req = std::make_shared<RequestState>(false, peer, bytes);
-    std::unique_lock<std::mutex> lock(mu_);
-    if (peer < 0 || peer >= size() || peer == rank_) {
-      Usable(peer, req);
-      return req;
-    }
-    if (!lost_.ok()) {
-      req->Complete(lost_);
-      return req;
-    }
-    Peer& p = peers_[static_cast<size_t>(peer)];
-    for (auto it = p.unexpected.begin(); it != p.unexpected.end(); ++it) {
-      if (it->tag != tag) continue;
-      Unexpected msg = std::move(*it);
+    RecvOp op{tag, static_cast<char*>(data), bytes, reduce, req};
+    Unexpected msg{};
+    {
+      MutexLock lock(mu_);
+      if (peer < 0 || peer >= size() || peer == rank_) {
+        Usable(peer, req);
+        return req;
+      }
+      if (!lost_.ok()) {
+        req->Complete(lost_);
+        return req;
+      }
+      Peer& p = peers_[static_cast<size_t>(peer)];
+      auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
+                             [tag](const Unexpected& u) { return u.tag == tag; });
+      if (it == p.unexpected.end()) {
+        if (Usable(peer, req)) p.posted.push_back(std::move(op));
+        return req;
+      }
+      msg = std::move(*it);
       p.unexpected.erase(it);
-      lock.unlock();
-      Finish(RecvOp{tag, static_cast<char*>(data), bytes, reduce, req},
-             reinterpret_cast<const char*>(msg.payload.data.get()), msg.payload.bytes);
-      lock.lock();
-      pool_.Give(std::move(msg.payload));
-      return req;
     }
-    if (!Usable(peer, req)) return req;
-    p.posted.push_back({tag, static_cast<char*>(data), bytes, reduce, req});
+    // (Delivered without the lock: the other threads need not wait for a copy.)
+    Finish(op, reinterpret_cast<const char*>(msg.payload.data.get()), msg.payload.bytes);
+    MutexLock lock(mu_);
+    pool_.Give(std::move(msg.payload));
     return req;
   }
 
@@ -309,7 +320,7 @@ class TcpTransport final : public Transport {
                            std::to_string(op.tag) + ")");
   }
 
-  bool Usable(int peer, const Request& req) {
+  bool Usable(int peer, const Request& req) HORA_REQUIRES(mu_) {
     if (peer < 0 || peer >= size() || peer == rank_) {
       req->Complete(InvalidPeerError(rank_, peer, size()));
       return false;
@@ -334,8 +345,8 @@ class TcpTransport final : public Transport {
 
   // Peer i's connection died: fail everything pending with any peer, tell
   // the other peers which rank was lost, and refuse later requests. A job
-  // cannot go on without a rank. Requires mu_.
-  void FailPeer(size_t i, const std::string& why) {
+  // cannot go on without a rank.
+  void FailPeer(size_t i, const std::string& why) HORA_REQUIRES(mu_) {
     Peer& p = peers_[i];
     if (p.broken) return;
     p.broken = true;
@@ -355,15 +366,15 @@ class TcpTransport final : public Transport {
     FailAllPending(lost_);
   }
 
-  // Another rank reported that it lost `lost`. Requires mu_.
-  void PeerReportedLoss(size_t reporter, uint64_t lost) {
+  // Another rank reported that it lost `lost`.
+  void PeerReportedLoss(size_t reporter, uint64_t lost) HORA_REQUIRES(mu_) {
     if (!lost_.ok()) return;
     lost_ = UnavailableError("rank " + std::to_string(lost) + " was lost (rank " +
                              std::to_string(reporter) + " lost its connection to it)");
     FailAllPending(lost_);
   }
 
-  void FailAllPending(const Status& st) {
+  void FailAllPending(const Status& st) HORA_REQUIRES(mu_) {
     for (Peer& q : peers_) {
       for (auto& r : q.posted) r.request->Complete(st);
       q.posted.clear();
@@ -385,8 +396,8 @@ class TcpTransport final : public Transport {
 
   // Peer i's stream ended. After a goodbye that is an orderly close: only
   // requests with that peer fail (they can never complete). Otherwise the
-  // rank was lost. Requires mu_. Returns false (stop reading this peer).
-  bool PeerEnded(size_t i) {
+  // rank was lost. Returns false (stop reading this peer).
+  bool PeerEnded(size_t i) HORA_REQUIRES(mu_) {
     Peer& p = peers_[i];
     p.at_eof = true;
     if (!p.said_goodbye) {
@@ -406,29 +417,30 @@ class TcpTransport final : public Transport {
   }
 
   // The I/O thread; `started`: when silences began to count (Start).
-  void Loop(TimePoint started);
+  void Loop(TimePoint started) HORA_EXCLUDES(mu_);
   // The I/O thread's liveness round (see tcp_transport.h): heartbeats to
   // quiet peers, silent peers lost; with `fresh_start` (the round came late,
-  // heartbeat.h) silences count anew. Requires mu_.
-  void Beat(TimePoint now, bool fresh_start);
+  // heartbeat.h) silences count anew.
+  void Beat(TimePoint now, bool fresh_start) HORA_REQUIRES(mu_);
   // Reads and writes one peer's socket unless another thread holds the lock
   // (then sets *busy); whether any byte moved.
-  bool ProgressPeer(size_t peer, bool* busy);
-  bool Pump(size_t i);       // requires mu_; false when the connection died
-  bool ReadSome(size_t i);   // requires mu_
-  bool WriteSome(size_t i);  // requires mu_
+  bool ProgressPeer(size_t peer, bool* busy) HORA_EXCLUDES(mu_);
+  bool Pump(size_t i) HORA_REQUIRES(mu_);  // false when the connection died
+  bool ReadSome(size_t i) HORA_REQUIRES(mu_);
+  bool WriteSome(size_t i) HORA_REQUIRES(mu_);
 
   const int rank_;
+  const int size_;
   const Duration spin_;          // TcpMeshOptions::wait_spin (see Wait)
   const Duration peer_timeout_;  // TcpMeshOptions::peer_timeout (see Beat)
-  std::mutex mu_;
-  std::vector<Peer> peers_;  // guarded by mu_ (fds fixed after Start)
-  bool stop_ = false;        // guarded by mu_
-  bool closing_ = false;     // guarded by mu_; the destructor runs: no peer is lost by silence
-  bool watching_ = false;    // guarded by mu_; every peer's I/O thread runs (WatchPeers)
-  uint64_t moved_ = 0;       // guarded by mu_; bytes read or written so far
-  BufferPool pool_;          // guarded by mu_; payloads of unexpected messages
-  Status lost_;              // guarded by mu_; set once a rank is lost
+  Mutex mu_;
+  std::vector<Peer> peers_ HORA_GUARDED_BY(mu_);  // (fds fixed after Start)
+  bool stop_ HORA_GUARDED_BY(mu_) = false;
+  bool closing_ HORA_GUARDED_BY(mu_) = false;   // the destructor runs: no peer is lost by silence
+  bool watching_ HORA_GUARDED_BY(mu_) = false;  // every peer's I/O thread runs (WatchPeers)
+  uint64_t moved_ HORA_GUARDED_BY(mu_) = 0;     // bytes read or written so far
+  BufferPool pool_ HORA_GUARDED_BY(mu_);        // payloads of unexpected messages
+  Status lost_ HORA_GUARDED_BY(mu_);            // set once a rank is lost
   net::Fd epoll_;
   net::Fd wake_;
   std::thread thread_;
