@@ -77,7 +77,7 @@ test-tsan: build-tsan
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  $(BUILD_TSAN)/bin/hora_tests_threaded --gtest_brief=1
 
-FORMAT_FILES = $(shell git ls-files '*.cc' '*.h')
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.cu')
 
 format: deps
 	@clang-format -i $(FORMAT_FILES)

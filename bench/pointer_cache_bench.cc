@@ -7,12 +7,16 @@
 // is a map lookup under a lock -- the floor of a driver call, which costs
 // more (cudaPointerGetAttributes; measured where a GPU is: docs/gpu.md).
 //
-//   build/bin/hora-pointer-cache-bench
+//   build/bin/hora-pointer-cache-bench                         # host device
+//   HORA_BENCH_DEVICE=cuda build/bin/hora-pointer-cache-bench  # a GPU
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
-#include "gpu/host/host_device.h"
+#include <cstdio>
+#include <cstdlib>
+
+#include "gpu/device_registry.h"
 #include "gpu/pointer_cache.h"
 
 namespace hora::gpu {
@@ -22,12 +26,19 @@ constexpr size_t kTensors = 64;
 constexpr size_t kTensorBytes = 64 << 10;
 
 struct Fixture {
-  Fixture() : dev(std::move(HostDevice::Create(0, size_t{1} << 30)).value()) {
+  Fixture() {
+    const char* kind = std::getenv("HORA_BENCH_DEVICE");
+    auto opened = OpenDevice(kind != nullptr ? kind : "host", 0);
+    if (!opened.ok()) {
+      std::fprintf(stderr, "hora-pointer-cache-bench: %s\n", opened.status().ToString().c_str());
+      std::exit(2);
+    }
+    dev = std::move(opened).value();
     block = static_cast<char*>(dev->Allocate(kTensors * kTensorBytes).value());
     for (size_t i = 0; i < kTensors; ++i) tensors.push_back(block + i * kTensorBytes);
   }
   ~Fixture() { (void)dev->Free(block); }
-  std::unique_ptr<HostDevice> dev;
+  std::unique_ptr<Device> dev;
   char* block = nullptr;
   std::vector<void*> tensors;
 };

@@ -9,9 +9,9 @@
 // as in recursive doubling.
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "kernels/reduce.h"
 #include "collectives/partition.h"
 #include "collectives/recursive_doubling.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 

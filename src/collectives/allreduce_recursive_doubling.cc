@@ -8,8 +8,8 @@
 // IEEE arithmetic, so all ranks end bitwise identical.
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "kernels/reduce.h"
 #include "collectives/recursive_doubling.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 

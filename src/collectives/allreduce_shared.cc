@@ -21,8 +21,8 @@
 #include <cstring>
 
 #include "collectives/allreduce_common.h"
-#include "kernels/reduce.h"
 #include "collectives/shared_common.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "kernels/reduce.h"
 #include "collectives/ring_phases.h"
+#include "kernels/reduce.h"
 
 namespace hora {
 

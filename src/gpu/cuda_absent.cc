@@ -5,13 +5,19 @@
 #include "gpu/cuda/cuda_device.h"
 #include "hora/build_info.h"
 
+#ifndef HORA_WITH_CUDA_SETTING
+#error "the build defines HORA_WITH_CUDA_SETTING (CMakeLists.txt)"
+#endif
+
 namespace hora {
 
 bool CudaBuilt() { return false; }
 
 std::string CudaBuildText() {
-  return "not built: this build of Hora found no CUDA toolkit (HORA_WITH_CUDA=auto; "
-         "CUDA_HOME or /usr/local/cuda, then rebuild)";
+  const std::string setting = HORA_WITH_CUDA_SETTING;
+  if (setting == "off") return "not built (HORA_WITH_CUDA=off)";
+  return "not built: no CUDA toolkit was found (HORA_WITH_CUDA=" + setting +
+         "; set CUDA_HOME and rebuild)";
 }
 
 namespace gpu {

@@ -18,9 +18,9 @@
 #include <sstream>
 #include <vector>
 
+#include "hora/types.h"
 #include "kernels/half.h"
 #include "kernels/isa.h"
-#include "hora/types.h"
 
 namespace hora::kernels::test {
 

@@ -103,9 +103,9 @@ cudaError_t ScaleInt(double factor, void* dst, const void* src, size_t count, un
   constexpr T kHi = std::numeric_limits<T>::max();
   const bool finite = factor - factor == 0.0;
   if (finite) {
-    ScaleIntKernel<T><<<blocks, kThreads, 0, stream>>>(
-        static_cast<T*>(dst), static_cast<const T*>(src), count, factor, ki::kIntLo<T>,
-        ki::kIntHi<T>);
+    ScaleIntKernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(dst),
+                                                       static_cast<const T*>(src), count, factor,
+                                                       ki::kIntLo<T>, ki::kIntHi<T>);
   } else {
     ScaleIntNonFiniteKernel<T><<<blocks, kThreads, 0, stream>>>(
         static_cast<T*>(dst), static_cast<const T*>(src), count, factor, kLo, kHi);

@@ -1,0 +1,187 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The Device contract on a real GPU (ctest -L gpu): memory, pinned copies,
+// stream order, events and bounded waits, pointer attributes (a buffer id
+// that changes when memory is freed and allocated again), the batched copy,
+// and every kernel against the CPU's kernels, bit for bit. Without a usable
+// GPU it says why and exits 77, which ctest counts as skipped. A program
+// of its own, with no test framework: the GPU machine's image may lack
+// GoogleTest.
+//
+//   build/bin/hora-gpu-check [ordinal]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gpu/cuda/cuda_device.h"
+#include "gpu/pointer_cache.h"
+#include "kernels/reduce.h"
+#include "kernels/reduction_identity.h"
+
+namespace hora::gpu {
+namespace {
+
+int failures = 0;
+
+void Check(bool ok, const std::string& what) {
+  if (!ok) {
+    ++failures;
+    std::printf("FAIL: %s\n", what.c_str());
+  }
+}
+
+void CheckOk(const Status& st, const std::string& what) {
+  Check(st.ok(), what + (st.ok() ? "" : ": " + st.ToString()));
+}
+
+struct Gpu {
+  Device& d;
+  Stream s;
+  Event done;
+  void* staging;
+  size_t staging_bytes;
+
+  void Sync() {
+    CheckOk(d.Record(done, s), "record");
+    CheckOk(d.Wait(done, Clock::now() + std::chrono::seconds(30)), "wait");
+  }
+  void Upload(void* dst, const void* src, size_t bytes) {
+    std::memcpy(staging, src, bytes);
+    CheckOk(d.Copy(dst, staging, bytes, CopyKind::kHostToDevice, s), "upload");
+    Sync();
+  }
+  std::vector<std::byte> Download(const void* src, size_t bytes) {
+    CheckOk(d.Copy(staging, src, bytes, CopyKind::kDeviceToHost, s), "download");
+    Sync();
+    auto* p = static_cast<std::byte*>(staging);
+    return std::vector<std::byte>(p, p + bytes);
+  }
+};
+
+std::vector<std::byte> Values(DataType dtype, size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::byte> out(count * DataTypeSize(dtype));
+  for (auto& b : out) b = static_cast<std::byte>(dtype == DataType::kBool ? rng() % 2 : rng());
+  return out;
+}
+
+void Kernels(Gpu& g) {
+  constexpr size_t kCount = 100003;  // odd, many blocks
+  constexpr int kSources = 11;       // more than one launch folds
+  for (DataType dtype : kAllDataTypes) {
+    const std::string name = DataTypeName(dtype);
+    const size_t bytes = kCount * DataTypeSize(dtype);
+    std::vector<std::vector<std::byte>> in;
+    std::vector<const void*> dev_in;
+    for (int k = 0; k < kSources; ++k) {
+      in.push_back(Values(dtype, kCount, static_cast<uint32_t>(31 * k + 7)));
+      void* p = g.d.Allocate(bytes).value();
+      g.Upload(p, in.back().data(), bytes);
+      dev_in.push_back(p);
+    }
+    void* out = g.d.Allocate(bytes).value();
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      std::vector<std::byte> want = in[0];
+      for (int k = 1; k < kSources; ++k)
+        kernels::Reduce(dtype, op, want.data(), in[k].data(), kCount);
+      CheckOk(g.d.Reduce(dtype, op, out, dev_in, kCount, g.s), "reduce " + name);
+      Check(g.Download(out, bytes) == want, "reduce " + name + " " + ReduceOpName(op) + " = CPU");
+    }
+    if (dtype != DataType::kBool) {
+      for (double factor : {0.37, -2.5, 1e30}) {
+        std::vector<std::byte> want(bytes);
+        kernels::Scale(dtype, factor, want.data(), in[0].data(), kCount);
+        CheckOk(g.d.Scale(dtype, factor, out, dev_in[0], kCount, g.s), "scale " + name);
+        Check(g.Download(out, bytes) == want, "scale " + name + " by " + std::to_string(factor));
+      }
+      std::vector<std::byte> want = in[1];
+      kernels::Finalize(dtype, ReduceOp::kAverage, 3, 2.5, want.data(), kCount);
+      g.Upload(out, in[1].data(), bytes);
+      CheckOk(g.d.Finalize(dtype, ReduceOp::kAverage, 3, 2.5, out, kCount, g.s), "finalize");
+      Check(g.Download(out, bytes) == want, "finalize (average of 3, postscale 2.5) " + name);
+    }
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      std::vector<std::byte> want(bytes);
+      kernels::FillIdentity(dtype, op, want.data(), kCount);
+      CheckOk(g.d.FillIdentity(dtype, op, out, kCount, g.s), "identity");
+      Check(g.Download(out, bytes) == want, "identity " + name + " " + ReduceOpName(op));
+    }
+    for (const void* p : dev_in) CheckOk(g.d.Free(const_cast<void*>(p)), "free");
+    CheckOk(g.d.Free(out), "free");
+  }
+}
+
+void MemoryAndPointers(Gpu& g) {
+  void* a = g.d.Allocate(1 << 20).value();
+  const PointerInfo info = g.d.QueryPointer(static_cast<char*>(a) + 4096).value();
+  Check(info.kind == MemoryKind::kDevice && info.base == reinterpret_cast<uintptr_t>(a),
+        "device pointer: kind and base");
+  Check(g.d.QueryPointer(g.staging).value().kind == MemoryKind::kPinned, "pinned pointer");
+  int local = 0;
+  Check(g.d.QueryPointer(&local).value().kind == MemoryKind::kHost, "pageable pointer");
+  const uint64_t id = info.buffer_id;
+  CheckOk(g.d.Free(a), "free");
+  void* b = g.d.Allocate(1 << 20).value();
+  if (b == a) Check(g.d.QueryPointer(b).value().buffer_id != id, "reused address: new buffer id");
+  PointerCache cache(g.d, PointerCache::Policy::kTrust);
+  for (int i = 0; i < 1000; ++i) (void)cache.Lookup(static_cast<char*>(b) + i * 64);
+  Check(cache.queries() == 1, "1000 cached lookups ask the driver once");
+  std::vector<int> pageable(16);
+  Check(!g.d.Copy(b, pageable.data(), 64, CopyKind::kHostToDevice, g.s).ok(),
+        "a copy from pageable memory is refused");
+  CheckOk(g.d.Free(b), "free");
+}
+
+void CopiesAndEvents(Gpu& g) {
+  constexpr size_t kBytes = 1 << 20;
+  std::vector<std::byte> data = Values(DataType::kUInt8, kBytes, 5);
+  auto* src = static_cast<std::byte*>(g.d.Allocate(kBytes).value());
+  auto* dst = static_cast<std::byte*>(g.d.Allocate(kBytes).value());
+  g.Upload(src, data.data(), kBytes);
+  CheckOk(g.d.Memset(dst, 0, kBytes, g.s), "memset");
+  // Parts aligned and not, empty, reversed.
+  std::vector<CopyPart> parts = {
+      {dst, src + 4096, 65536}, {dst + 65536, src + 3, 1001}, {dst + 70000, src, 0}};
+  for (int i = 0; i < 300; ++i) parts.push_back({dst + 100000 + i * 16, src + i * 32, 16});
+  CheckOk(g.d.BatchedCopy(parts, g.s), "batched copy");
+  const std::vector<std::byte> got = g.Download(dst, kBytes);
+  bool same = true;
+  for (const CopyPart& p : parts) {
+    const size_t at = static_cast<std::byte*>(p.dst) - dst;
+    const size_t from = static_cast<const std::byte*>(p.src) - src;
+    same = same && std::memcmp(got.data() + at, data.data() + from, p.bytes) == 0;
+  }
+  Check(same, "batched copy: every part");
+  Event e = g.d.CreateEvent().value();
+  Check(g.d.Query(e).value(), "an event never recorded is complete");
+  CheckOk(g.d.DestroyEvent(e), "destroy event");
+  CheckOk(g.d.Free(src), "free");
+  CheckOk(g.d.Free(dst), "free");
+}
+
+}  // namespace
+}  // namespace hora::gpu
+
+int main(int argc, char** argv) {
+  using namespace hora::gpu;
+  const int ordinal = argc > 1 ? std::atoi(argv[1]) : 0;
+  auto opened = OpenCudaDevice(ordinal);
+  if (!opened.ok()) {
+    std::printf("no GPU: %s\n", opened.status().ToString().c_str());
+    return 77;
+  }
+  Device& d = **opened;
+  std::printf("device: %s (ordinal %d, %d multiprocessors)\n", d.info().name.c_str(),
+              d.info().ordinal, d.info().multiprocessors);
+  constexpr size_t kStaging = size_t{8} << 20;
+  Gpu g{d, d.CreateStream().value(), d.CreateEvent().value(), d.AllocatePinned(kStaging).value(),
+        kStaging};
+  MemoryAndPointers(g);
+  CopiesAndEvents(g);
+  Kernels(g);
+  std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
+  return failures == 0 ? 0 : 1;
+}
