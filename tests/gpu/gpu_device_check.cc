@@ -90,6 +90,17 @@ void Kernels(Gpu& g) {
       CheckOk(g.d.Reduce(dtype, op, out, dev_in, kCount, g.s), "reduce " + name);
       Check(g.Download(out, bytes) == want, "reduce " + name + " " + ReduceOpName(op) + " = CPU");
     }
+    {
+      // The destination may be a source, even one a later launch reads.
+      std::vector<std::byte> want = in[0];
+      for (int k = 1; k < kSources; ++k) {
+        kernels::Reduce(dtype, ReduceOp::kSum, want.data(), in[k].data(), kCount);
+      }
+      void* last = const_cast<void*>(dev_in.back());
+      CheckOk(g.d.Reduce(dtype, ReduceOp::kSum, last, dev_in, kCount, g.s), "reduce aliased");
+      Check(g.Download(last, bytes) == want, "reduce " + name + " into its last source = CPU");
+      g.Upload(last, in.back().data(), bytes);
+    }
     if (dtype != DataType::kBool) {
       for (double factor : {0.37, -2.5, 1e30}) {
         std::vector<std::byte> want(bytes);

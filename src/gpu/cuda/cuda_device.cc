@@ -161,22 +161,42 @@ class CudaDevice final : public Device {
                 size_t count, Stream s) override {
     HORA_RETURN_IF_ERROR(Current());
     if (srcs.empty()) return InvalidArgument("cuda reduce of no sources");
-    // The first launch folds up to kMaxReduceSources into dst; each further
-    // one folds dst with the next ones (dst first: the same order).
+    // The first launch folds up to kMaxReduceSources into the accumulator;
+    // each further one folds it with the next ones (it first: the same
+    // order). The accumulator is dst, unless dst is a source a later launch
+    // still reads: then a stream-ordered scratch, copied to dst at the end.
+    const std::string what = std::string("reduce (") + ReduceOpName(op) + ")";
+    void* acc = dst;
+    for (size_t k = cuda::kMaxReduceSources; k < srcs.size(); ++k) {
+      if (srcs[k] == dst) acc = nullptr;
+    }
+    const size_t bytes = count * DataTypeSize(dtype);
+    if (acc == nullptr) {
+      HORA_RETURN_IF_ERROR(Check(cudaMallocAsync(&acc, std::max<size_t>(bytes, 1), AsCuda(s)),
+                                 what + ": scratch of " + std::to_string(bytes) + " bytes"));
+    }
     std::vector<const void*> batch(
         srcs.begin(), srcs.begin() + std::min<size_t>(srcs.size(), cuda::kMaxReduceSources));
     size_t next = batch.size();
+    Status st;
     for (;;) {
-      HORA_RETURN_IF_ERROR(
-          Check(cuda::LaunchReduce(dtype, op, dst, batch.data(), static_cast<int>(batch.size()),
-                                   count, info_.multiprocessors, AsCuda(s)),
-                std::string("reduce (") + ReduceOpName(op) + ")"));
-      if (next == srcs.size()) return Status::Ok();
-      batch.assign(1, dst);
+      st = Check(cuda::LaunchReduce(dtype, op, acc, batch.data(), static_cast<int>(batch.size()),
+                                    count, info_.multiprocessors, AsCuda(s)),
+                 what);
+      if (!st.ok() || next == srcs.size()) break;
+      batch.assign(1, acc);
       while (next < srcs.size() && batch.size() < cuda::kMaxReduceSources) {
         batch.push_back(srcs[next++]);
       }
     }
+    if (acc != dst) {
+      if (st.ok()) {
+        st = Check(cudaMemcpyAsync(dst, acc, bytes, cudaMemcpyDeviceToDevice, AsCuda(s)), what);
+      }
+      const Status freed = Check(cudaFreeAsync(acc, AsCuda(s)), what + ": free its scratch");
+      if (st.ok()) st = freed;
+    }
+    return st;
   }
   Status Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
                Stream s) override {
