@@ -15,6 +15,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "gpu/device_registry.h"
 #include "gpu/pointer_cache.h"
@@ -80,4 +81,23 @@ BENCHMARK(BM_DeviceQueryUncached);
 }  // namespace
 }  // namespace hora::gpu
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      // Google Benchmark's own flags follow, printed by Initialize, which exits.
+      std::fputs(
+          "usage: hora-pointer-cache-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
+          "Times a pointer-cache lookup against the device's own query (HORA_BENCH_DEVICE=host\n"
+          "or cuda; host by default).\n\n",
+          stdout);
+      std::fflush(stdout);
+      argv[i] = const_cast<char*>("--help");
+    }
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -178,6 +178,13 @@ void CopiesAndEvents(Gpu& g) {
 
 int main(int argc, char** argv) {
   using namespace hora::gpu;
+  if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    std::printf(
+        "usage: hora-gpu-check [ORDINAL]\n"
+        "Checks Hora's CUDA device and kernels on GPU ORDINAL (default 0) against the CPU's;\n"
+        "exits 0 when every check passes, 1 when one fails, 77 where there is no usable GPU.\n");
+    return 0;
+  }
   const int ordinal = argc > 1 ? std::atoi(argv[1]) : 0;
   auto opened = OpenCudaDevice(ordinal);
   if (!opened.ok()) {
