@@ -131,14 +131,15 @@ cat >"$dir/init.py" <<'EOF'
 import hora.numpy as hvd
 hvd.init(); hvd.barrier(); print("job ok", flush=True)
 EOF
-"$horarun" -np 2 --transport shm sh -c "[ \$HORA_RANK = 1 ] && exec sleep 300; exec \"$python\" \"$dir/init.py\"" \
+sleeper="hora-faults-sleeper-$$-$RANDOM"  # (kills only this test's rank 1)
+"$horarun" -np 2 --transport shm sh -c "[ \$HORA_RANK = 1 ] && exec \"$python\" -c 'import time; time.sleep(300)' $sleeper; exec \"$python\" \"$dir/init.py\"" \
   >/dev/null 2>&1 &
 hp=$!
 for _ in $(seq 100); do ls /dev/shm | grep -q 'hora-.*-p[0-9]*-n[0-9]*$' && break; sleep 0.1; done
 mine=$(ls /dev/shm | grep 'hora-.*-p[0-9]*-n[0-9]*$')
 kill -KILL "$hp"; wait "$hp" 2>/dev/null
 sleep 1
-pkill -KILL -f "sleep 300" 2>/dev/null
+pkill -KILL -f "$sleeper" 2>/dev/null
 still=$(ls /dev/shm | grep -F "$mine" 2>/dev/null | head -1)
 out=$(timeout 60 "$horarun" -np 2 "$python" "$dir/init.py" 2>&1); rc=$?
 gone=1
