@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 
+#include "benchmark_main.h"
 #include "kernels/half.h"
 #include "kernels/isa.h"
 #include "kernels/reduce.h"
@@ -150,21 +151,8 @@ BENCHMARK(BM_SumF32Variant)
 }  // namespace hora::kernels
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      // Google Benchmark's own flags follow, printed by Initialize, which exits.
-      std::fputs(
-          "usage: hora-kernel-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
-          "Times Hora's reduction kernels (sum of f32, f16, bf16, i32) on 1 and 64 MiB.\n\n",
-          stdout);
-      std::fflush(stdout);
-      argv[i] = const_cast<char*>("--help");
-    }
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return hora::bench::RunBenchmarks(
+      argc, argv,
+      "usage: hora-kernel-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
+      "Times Hora's reduction kernels (sum of f32, f16, bf16, i32) on 1 and 64 MiB.\n\n");
 }

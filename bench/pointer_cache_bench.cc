@@ -11,12 +11,11 @@
 //   HORA_BENCH_DEVICE=cuda build/bin/hora-pointer-cache-bench  # a GPU
 #include <benchmark/benchmark.h>
 
-#include <vector>
-
 #include <cstdio>
 #include <cstdlib>
-#include <string>
+#include <vector>
 
+#include "benchmark_main.h"
 #include "gpu/device_registry.h"
 #include "gpu/pointer_cache.h"
 
@@ -82,22 +81,9 @@ BENCHMARK(BM_DeviceQueryUncached);
 }  // namespace hora::gpu
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      // Google Benchmark's own flags follow, printed by Initialize, which exits.
-      std::fputs(
-          "usage: hora-pointer-cache-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
-          "Times a pointer-cache lookup against the device's own query (HORA_BENCH_DEVICE=host\n"
-          "or cuda; host by default).\n\n",
-          stdout);
-      std::fflush(stdout);
-      argv[i] = const_cast<char*>("--help");
-    }
-  }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return hora::bench::RunBenchmarks(
+      argc, argv,
+      "usage: hora-pointer-cache-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
+      "Times a pointer-cache lookup against the device's own query (HORA_BENCH_DEVICE=host\n"
+      "or cuda; host by default).\n\n");
 }
