@@ -32,7 +32,7 @@ Where things are:
 
 Differences from Horovod, by design or not yet done:
 
-* only CPU tensors (this build has no GPU support);
+* only CPU tensors: CUDA tensors are not taken yet, even by a CUDA build (docs/gpu.md);
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;

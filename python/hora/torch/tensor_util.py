@@ -8,7 +8,7 @@ Contract of what the core accepts from this module:
 * a tensor that requires grad is passed detached (same memory).
 
 Anything else is refused here with a message naming the operation and the
-tensor: CUDA tensors (this build has no GPU support), sparse tensors,
+tensor: CUDA tensors (not taken yet, whatever the build), sparse tensors,
 unsupported dtypes, and non-contiguous tensors for in-place operations
 (out-of-place operations take a contiguous copy instead, like Horovod).
 """
@@ -50,8 +50,8 @@ def check_tensor(tensor, op, name, inplace=False):
         raise TypeError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
     if tensor.device.type == "cuda":
         raise UnimplementedError(
-            "%s: hora was built without GPU support for torch tensors on cuda (tensor on %s); "
-            "move it to the CPU first" % (what, tensor.device))
+            "%s: hora does not take CUDA tensors yet (tensor on %s; docs/gpu.md says what "
+            "exists); move it to the CPU first" % (what, tensor.device))
     if tensor.device.type != "cpu":
         raise UnimplementedError("%s: hora supports only CPU tensors (tensor on %s)"
                                  % (what, tensor.device))

@@ -14,12 +14,6 @@
 namespace hora::gpu {
 namespace {
 
-std::string Hex(const void* p) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%p", p);
-  return text;
-}
-
 const char* CopyName(CopyKind kind) {
   switch (kind) {
     case CopyKind::kHostToDevice:
@@ -203,7 +197,7 @@ Status HostDevice::Wait(Event e, TimePoint deadline) {
 Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const char* what) const {
   std::byte* b = memory_->Translate(p, bytes);
   if (b == nullptr) {
-    return InvalidArgument("host device: " + std::string(what) + " " + Hex(p) + " (" +
+    return InvalidArgument("host device: " + std::string(what) + " " + PointerText(p) + " (" +
                            std::to_string(bytes) + " bytes) is not inside one device allocation");
   }
   return b;
@@ -218,7 +212,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
   const void* from = src;
   auto pinned = [&](const void* p, const char* side) -> Status {
     if (memory_->IsPinned(p, bytes)) return Status::Ok();
-    return InvalidArgument("host device: " + what + ": the " + side + " " + Hex(p) +
+    return InvalidArgument("host device: " + what + ": the " + side + " " + PointerText(p) +
                            " is not pinned memory (AllocatePinned): an asynchronous copy "
                            "needs it");
   };

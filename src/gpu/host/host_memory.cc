@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -19,15 +20,15 @@ constexpr uint8_t kFresh = 0xA5;
 
 size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
-std::string Hex(const void* p) {
+std::string ErrnoText(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+}  // namespace
+
+std::string PointerText(const void* p) {
   char text[32];
   std::snprintf(text, sizeof text, "%p", p);
   return text;
 }
-
-std::string ErrnoText(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-}  // namespace
 
 Result<std::unique_ptr<HostMemory>> HostMemory::Create(size_t span) {
   span = RoundUp(span, kPage);
@@ -95,7 +96,7 @@ Status HostMemory::Free(void* p) {
     MutexLock lock(mu_);
     auto it = device_.find(at);
     if (it == device_.end()) {
-      return InvalidArgument("host device: free of " + Hex(p) +
+      return InvalidArgument("host device: free of " + PointerText(p) +
                              ", which is not the start of a device allocation");
     }
     reserved = it->second.reserved;
@@ -145,7 +146,7 @@ Status HostMemory::FreePinned(void* p) {
   MutexLock lock(mu_);
   auto it = pinned_.find(reinterpret_cast<uintptr_t>(p));
   if (it == pinned_.end()) {
-    return InvalidArgument("host device: pinned free of " + Hex(p) +
+    return InvalidArgument("host device: pinned free of " + PointerText(p) +
                            ", which is not the start of a pinned allocation");
   }
   pinned_.erase(it);

@@ -19,11 +19,15 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "common/mutex.h"
 #include "gpu/device.h"
 
 namespace hora::gpu {
+
+// "0x7f...": a pointer as the host device's errors name it.
+std::string PointerText(const void* p);
 
 class HostMemory {
  public:
