@@ -57,7 +57,8 @@ test-unit: build
 
 build-asan: deps
 	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
-	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
+	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF \
+	  -DHORA_WITH_CUDA=off > /dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
 
 test-asan: build-asan
@@ -70,7 +71,8 @@ test-asan: build-asan
 # into a binary of their own (hora_tests_threaded, tests/CMakeLists.txt).
 build-tsan: deps
 	@cmake -S . -B $(BUILD_TSAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
-	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF > /dev/null
+	  -DHORA_SANITIZE=thread -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF \
+	  -DHORA_WITH_CUDA=off > /dev/null
 	@cmake --build $(BUILD_TSAN) -j $(JOBS) --target hora_tests_threaded
 
 test-tsan: build-tsan

@@ -39,6 +39,10 @@ class Handle {
   // alltoall): the output tensor,
   // once done successfully; null otherwise.
   const Tensor* output() const;
+  // The same tensor, moved out of the handle (output() is null after): once
+  // done successfully, nullopt otherwise. Not while another thread reads
+  // output() of this handle.
+  std::optional<Tensor> TakeOutput();
   // Alltoall: the rows received from each rank, once done; null otherwise.
   const std::vector<int64_t>* received_splits() const;
 

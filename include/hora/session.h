@@ -222,7 +222,10 @@ class Session {
   bool mpi_enabled() const;
   bool mpi_threads_supported() const;
 
+  // What the Session owns: a type of Hora's own code (api/session_impl.h),
+  // which its tests reach through impl().
   struct Impl;
+  Impl& impl() { return *impl_; }
 
  private:
   explicit Session(std::unique_ptr<Impl> impl);

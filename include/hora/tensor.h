@@ -7,11 +7,13 @@
 //
 // Tensor: a tensor whose memory Hora allocated, returned by collectives whose
 // output size is known only after the ranks exchanged sizes (allgather,
-// alltoall, reducescatter). Storage is 64-byte aligned.
+// alltoall, reducescatter). Host storage is 64-byte aligned; the output of
+// a collective on GPU tensors is on their GPU (device() says which).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,8 +80,12 @@ class Tensor {
   // The same without the zero fill (contents unspecified), for outputs that
   // are written whole: collectives' results.
   static Tensor Uninitialized(DataType dtype, std::vector<int64_t> shape);
+  // Memory allocated elsewhere (a GPU's), described by `view` and given
+  // back by `release` when the tensor goes.
+  static Tensor Adopt(const TensorView& view, std::function<void(void*)> release);
 
   TensorView view() const { return view_; }
+  const Device& device() const { return view_.device(); }
   void* data() const { return view_.data(); }
   DataType dtype() const { return view_.dtype(); }
   const std::vector<int64_t>& shape() const { return view_.shape(); }
@@ -87,10 +93,11 @@ class Tensor {
   size_t num_bytes() const { return view_.num_bytes(); }
 
  private:
-  struct FreeDeleter {
+  struct Release {
+    std::function<void(void*)> fn;  // empty: std::free
     void operator()(void* p) const;
   };
-  std::unique_ptr<void, FreeDeleter> storage_;
+  std::unique_ptr<void, Release> storage_;
   TensorView view_;
 };
 

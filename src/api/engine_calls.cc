@@ -39,9 +39,32 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
 void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   if (set.engine) return;
   set.control = CreateCommControlPlane(*set.control_comm, *set.backend);
-  set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
-                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks);
+  set.engine =
+      std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
+                               set.id == 0 ? std::vector<int>{} : set.ranks, &impl.devices);
   set.engine->SetTimeline(impl.timeline);
+}
+
+Status CheckDeviceMemory(const Session::Impl& impl, const std::string& where,
+                         const TensorView& tensor) {
+  if (tensor.device().type != DeviceType::kCUDA) return Status::Ok();
+  const Status st =
+      impl.devices.CheckTensorMemory(tensor.device().index, tensor.data(), tensor.num_bytes());
+  if (st.ok()) return st;
+  return st.WithContext(where + ": " + tensor.Describe());
+}
+
+Result<Tensor> WaitForOutput(Handle h) {
+  HORA_RETURN_IF_ERROR(h.Wait(kWaitAsLongAsItTakes));
+  std::optional<Tensor> out = h.TakeOutput();
+  if (!out) return InternalError("a finished collective left no output");
+  return std::move(*out);
+}
+
+Status GpuOutputRefused(const Session::Impl& impl, const char* op) {
+  return UnimplementedError(impl.Where(op) + ": the blocking " + op +
+                            " into a given output takes host tensors only; for GPU tensors use " +
+                            "the form that returns the result (on the GPU)");
 }
 
 }  // namespace hora

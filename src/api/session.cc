@@ -154,6 +154,9 @@ bool Session::mpi_threads_supported() const {
 
 Status Session::Allreduce(const TensorView& input, const TensorView& output,
                           const Reduction& reduction) {
+  if (OnGpu(input) || OnGpu(output)) {
+    return AllreduceAsync("", input, output, reduction).Wait(kWaitAsLongAsItTakes);
+  }
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "input", input));
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "output", output));
   if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
@@ -166,6 +169,7 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
 }
 
 Status Session::Broadcast(const TensorView& tensor, int root) {
+  if (OnGpu(tensor)) return BroadcastAsync("", tensor, root).Wait(kWaitAsLongAsItTakes);
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "broadcast", "tensor", tensor));
   if (root < 0 || root >= size()) {
     return InvalidArgument(impl_->Where("broadcast") + ": root rank " + std::to_string(root) +

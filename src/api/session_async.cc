@@ -70,6 +70,16 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
                            input.Describe());
   }
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "allreduce", input.dtype(), reduction));
+  if (input.device().type != DeviceType::kCPU || output.device().type != DeviceType::kCPU) {
+    if (!(input.device() == output.device())) {
+      return InvalidArgument(where() + ": output " + output.Describe() +
+                             " is not on the device of input " + input.Describe());
+    }
+    HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where(), input));
+    if (output.data() != input.data()) {
+      HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where() + " output", output));
+    }
+  }
   s->meta.name = n;
   s->meta.op = OpType::kAllreduce;
   s->meta.dtype = input.dtype();
@@ -121,6 +131,8 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   const std::string where = Where(*impl_, OpType::kBroadcast, call.name);
   Status st = tensor.Validate();
   if (!st.ok()) return call.Submit(st.WithContext(where), {});
+  st = CheckDeviceMemory(*impl_, where, tensor);
+  if (!st.ok()) return call.Submit(st, {});
   // `root` is a session rank (as in Horovod); the engine works in set ranks.
   const int set_root = call.set->SetRank(root);
   if (set_root < 0) {

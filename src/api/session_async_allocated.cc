@@ -24,16 +24,20 @@ Submission Shaped(OpType op, const std::string& name, bool cacheable, const Tens
 
 Status PrepareAllgather(const Session::Impl& impl, const std::string& name, bool cacheable,
                         const TensorView& input, Submission* s) {
+  const std::string where = Where(impl, OpType::kAllgather, name);
   Status st = input.Validate();
-  if (!st.ok()) return st.WithContext(Where(impl, OpType::kAllgather, name));
+  if (!st.ok()) return st.WithContext(where);
+  HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where, input));
   *s = Shaped(OpType::kAllgather, name, cacheable, input);
   return Status::Ok();
 }
 
 Status PrepareReducescatter(const Session::Impl& impl, const std::string& name, bool cacheable,
                             const TensorView& input, const Reduction& reduction, Submission* s) {
+  const std::string where = Where(impl, OpType::kReducescatter, name);
   Status st = input.Validate();
-  if (!st.ok()) return st.WithContext(Where(impl, OpType::kReducescatter, name));
+  if (!st.ok()) return st.WithContext(where);
+  HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where, input));
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
   *s = Shaped(OpType::kReducescatter, name, cacheable, input);
   s->meta.reduction = reduction;
@@ -66,6 +70,8 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
   const std::string where = Where(*impl_, OpType::kAlltoall, call.name);
   Status st = input.Validate();
   if (!st.ok()) return call.Submit(st.WithContext(where), {});
+  st = CheckDeviceMemory(*impl_, where, input);
+  if (!st.ok()) return call.Submit(st, {});
   std::vector<int64_t> rows;
   st = AlltoallRows(where, input, splits, call.set->ranks.size(), &rows);
   Submission s = Shaped(OpType::kAlltoall, call.name, true, input);

@@ -7,6 +7,7 @@
 // engine_calls.cc) and session_process_sets.cc (process sets).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
+#include "gpu/lazy_device.h"
 #include "hora/session.h"
 #include "launch/rank_layout.h"
 #include "mpi/mpi_plugin.h"
@@ -40,7 +42,8 @@ struct Session::Impl {
         transport(std::move(t)),
         comm(*transport, WaitPolicy::FromConfig(config, &logger), config.ring_segment_bytes, 0),
         backend(CreateHoraBackend(comm, sel)),
-        selector(sel) {
+        selector(sel),
+        devices(config.device) {
     std::vector<int> all(static_cast<size_t>(transport->size()));
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
     sets[0] =
@@ -74,6 +77,9 @@ struct Session::Impl {
   // set; each engine starts with its set (the global one with the Session),
   // on every member: an engine stops with a last cycle among every member.
   const Selector selector;
+  // The GPU of this rank's GPU tensors, opened at the first (internally
+  // synchronised; the engines stage through it).
+  mutable gpu::LazyDevice devices;
   // Also guards each set's engine start and its name counters (unnamed,
   // unnamed_groups), which the analysis cannot see through the set.
   Mutex engine_mu;
@@ -134,6 +140,22 @@ std::vector<Handle> SubmitGroup(
 // split when `splits` is empty. Errors start with `where`.
 Status AlltoallRows(const std::string& where, const TensorView& input,
                     std::span<const int64_t> splits, size_t n, std::vector<int64_t>* rows);
+
+// The blocking collectives take GPU tensors through the global set's engine,
+// which stages them (engine/device_staging.h), and wait for it: the engine
+// bounds every wait of its own.
+inline bool OnGpu(const TensorView& t) { return t.device().type == DeviceType::kCUDA; }
+inline constexpr std::chrono::nanoseconds kWaitAsLongAsItTakes = std::chrono::nanoseconds::max();
+// Waits for `h` and moves its output out.
+Result<Tensor> WaitForOutput(Handle h);
+// The blocking forms that write into a caller's output refuse a GPU
+// tensor (the forms that return the result take them).
+Status GpuOutputRefused(const Session::Impl& impl, const char* op);
+
+// For a tensor on a GPU: that it is in memory of this rank's GPU (opened
+// now if it is the first). Errors name the tensor, after `where`.
+Status CheckDeviceMemory(const Session::Impl& impl, const std::string& where,
+                         const TensorView& tensor);
 
 // `tensor.Validate()`, with "rank R: <op> <which>: " before any error.
 inline Status CheckTensor(const Session::Impl& impl, const char* op, const char* which,

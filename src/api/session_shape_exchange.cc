@@ -203,17 +203,20 @@ Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
 }  // namespace
 
 Result<Tensor> Session::Allgather(const TensorView& input) {
+  if (OnGpu(input)) return WaitForOutput(AllgatherAsync("", input));
   Tensor out;
   HORA_RETURN_IF_ERROR(AllgatherTo(*impl_, size(), input, nullptr, &out));
   return out;
 }
 
 Status Session::Allgather(const TensorView& input, const TensorView& output) {
+  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "allgather");
   Tensor spare;
   return AllgatherTo(*impl_, size(), input, &output, &spare);
 }
 
 Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& reduction) {
+  if (OnGpu(input)) return WaitForOutput(ReducescatterAsync("", input, reduction));
   Tensor out;
   HORA_RETURN_IF_ERROR(ReducescatterTo(*impl_, size(), rank(), input, nullptr, reduction, &out));
   return out;
@@ -221,12 +224,21 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
 
 Status Session::Reducescatter(const TensorView& input, const TensorView& output,
                               const Reduction& reduction) {
+  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "reducescatter");
   Tensor spare;
   return ReducescatterTo(*impl_, size(), rank(), input, &output, reduction, &spare);
 }
 
 Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
                                  std::vector<int64_t>* received_splits) {
+  if (OnGpu(input)) {
+    Handle h = AlltoallAsync("", input, splits);
+    HORA_RETURN_IF_ERROR(h.Wait(kWaitAsLongAsItTakes));
+    if (received_splits != nullptr && h.received_splits() != nullptr) {
+      *received_splits = *h.received_splits();
+    }
+    return WaitForOutput(std::move(h));
+  }
   Tensor out;
   HORA_RETURN_IF_ERROR(AlltoallTo(*impl_, size(), input, splits, nullptr, received_splits, &out));
   return out;
@@ -234,6 +246,7 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
 
 Status Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
                          const TensorView& output, std::vector<int64_t>* received_splits) {
+  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "alltoall");
   Tensor spare;
   return AlltoallTo(*impl_, size(), input, splits, &output, received_splits, &spare);
 }

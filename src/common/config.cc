@@ -142,6 +142,14 @@ const std::vector<SettingRow>& Rows() {
        .as_string = &Config::transport,
        .choices = "|shm|tcp|mpi"},
       {.spec =
+           {"HORA_DEVICE", SettingType::kString, "auto",
+            "Where tensors on a GPU (cuda:N) are worked on: auto (the CUDA device of the tensor, "
+            "in a CUDA build on a machine with a GPU), cuda (the same, and an error at the first "
+            "GPU tensor when there is none), host (the host device: GPU semantics on CPU memory, "
+            "for tests)"},
+       .as_string = &Config::device,
+       .choices = "auto|cuda|host"},
+      {.spec =
            {"HORA_BIND_TO", SettingType::kString, "none",
             "Processes: none (run where the system puts them) or core (each rank of a host on a "
             "CPU of its own, the local_rank-th of the mask it started with; not where ranks "

@@ -62,6 +62,7 @@ struct Config {
   std::string transport;     // "", "shm", "tcp" or "mpi"
   std::string backend;       // "hora", "mpi" or "mpi-blocking"
   std::string bind_to;       // "none" or "core"
+  std::string device;        // "auto", "cuda" or "host": what runs cuda:N tensors
   std::string mpi_plugin;    // path of the MPI plugin; "" = found by the launcher's flavour
   std::string store_addr;    // host:port of the rendezvous store
   std::string store_server;  // "", "horarun" or "rank0": who serves store_addr

@@ -36,9 +36,13 @@ Status TensorView::Validate() const {
   if (data_ == nullptr && num_elements() > 0) {
     return InvalidArgument("data pointer is null for " + Describe());
   }
-  if (device_.type != DeviceType::kCPU) {
-    return UnimplementedError("device " + DeviceName(device_) +
-                              " is not supported by this build (CPU only)");
+  if (device_.type != DeviceType::kCPU && device_.type != DeviceType::kCUDA) {
+    return InvalidArgument("unknown device type " + std::to_string(static_cast<int>(device_.type)) +
+                           " for " + Describe());
+  }
+  if (device_.index < 0) {
+    return InvalidArgument("device index " + std::to_string(device_.index) + " is negative (" +
+                           Describe() + ")");
   }
   return Status::Ok();
 }
@@ -54,7 +58,20 @@ std::string TensorView::Describe() const {
   return s;
 }
 
-void Tensor::FreeDeleter::operator()(void* p) const { std::free(p); }
+void Tensor::Release::operator()(void* p) const {
+  if (fn) {
+    fn(p);
+  } else {
+    std::free(p);
+  }
+}
+
+Tensor Tensor::Adopt(const TensorView& view, std::function<void(void*)> release) {
+  Tensor t;
+  t.storage_ = std::unique_ptr<void, Release>(view.data(), Release{std::move(release)});
+  t.view_ = view;
+  return t;
+}
 
 Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) {
   *this = Uninitialized(dtype, std::move(shape));

@@ -115,6 +115,10 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
     if (!r.error.empty()) r.rows.clear();
   }
   if (!agree) {
+    // When some ranks' tensors are on a GPU and others' not, every rank's
+    // device is named (DescribeParams names only a GPU).
+    bool mixed = false;
+    for (const auto& m : e.by_rank) mixed = mixed || (m && m->device != r.params.device);
     r.error = std::string(op) + " '" + name + "': ranks disagree:";
     for (int p = 0; p < size_; ++p) {
       if (!e.by_rank[static_cast<size_t>(p)]) {
@@ -124,7 +128,8 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
       const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
       r.error += std::string(" rank ") + std::to_string(p) + " " +
                  (m.op == r.params.op ? "" : std::string(OpTypeName(m.op)) + " ") +
-                 m.DescribeParams() + (p + 1 < size_ ? ";" : "");
+                 m.DescribeParams() + (mixed && m.device == DeviceType::kCPU ? " on cpu" : "") +
+                 (p + 1 < size_ ? ";" : "");
     }
   }
   return r;

@@ -26,7 +26,8 @@ Status CheckNames(int rank, const RequestMeta& m) {
 }  // namespace
 
 Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& data,
-               const Logger& logger, std::string label, std::vector<int> job_ranks)
+               const Logger& logger, std::string label, std::vector<int> job_ranks,
+               gpu::LazyDevice* devices)
     : config_(config),
       data_(data),
       logger_(logger),
@@ -39,6 +40,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
+      devices_(devices),
       negotiator_(config, control, logger, std::move(label), std::move(job_ranks),
                   [this](const std::string& name) -> Ticket* { return FindTaken(name); }) {
   gate_ = std::make_shared<DriveGate>(this);

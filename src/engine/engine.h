@@ -29,12 +29,14 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "engine/device_staging.h"
 #include "engine/drive_gate.h"
 #include "engine/engine_stats.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
 #include "engine/negotiator.h"
 #include "engine/tensor_records.h"
+#include "gpu/lazy_device.h"
 #include "timeline/timeline.h"
 
 namespace hora {
@@ -45,9 +47,11 @@ class Engine final : public Driver {
   // else (the control plane's Comm is in a tag context of its own). A non-empty
   // `label` ("process set 2 (ranks 0, 2)") starts every error it reports;
   // `job_ranks` (a process set's: the job's rank of each of its ranks)
-  // names the ranks of its stall reports.
+  // names the ranks of its stall reports. GPU tensors are staged through
+  // `devices` (the Session's, which outlives the engine; null: none come).
   Engine(const Config& config, ControlPlane& control, CollectiveBackend& data, const Logger& logger,
-         std::string label = "", std::vector<int> job_ranks = {});
+         std::string label = "", std::vector<int> job_ranks = {},
+         gpu::LazyDevice* devices = nullptr);
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -87,6 +91,8 @@ class Engine final : public Driver {
   // Runs one planned batch and finishes its tensors.
   void RunBatch(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_)
       HORA_EXCLUDES(mu_);
+  // A batch of GPU tensors: through staging_.
+  Status RunOnDevice(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_);
   // The timeline's span of a batch's collective, from `start` to now.
   void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st)
       HORA_REQUIRES(cycle_mu_);
@@ -187,6 +193,9 @@ class Engine final : public Driver {
   StandIns stand_ins_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
+  gpu::LazyDevice* const devices_;
+  // GPU tensors' way through the backend, made at the first.
+  std::unique_ptr<DeviceStaging> staging_ HORA_GUARDED_BY(cycle_mu_);
   // This cycle's copy of timeline_.
   std::shared_ptr<Timeline> cycle_timeline_ HORA_GUARDED_BY(cycle_mu_);
   Negotiator negotiator_ HORA_GUARDED_BY(cycle_mu_);  // (after the members its lookup uses)

@@ -89,7 +89,9 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+  Status st = DeviceStaging::OnDevice(*batch.front())
+                  ? RunOnDevice(batch)
+                  : RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
   if (!st.ok()) {
     st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   } else if (batch.size() > 1) {
@@ -98,6 +100,20 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   }
   if (cycle_timeline_) SpanBatch(batch, start, st);
   Finish(batch, std::move(st));
+}
+
+Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
+  if (!staging_) {
+    // The Session opened the device when the tensor was submitted.
+    std::shared_ptr<gpu::Device> device = devices_ != nullptr ? devices_->opened() : nullptr;
+    if (!device) return InternalError("a GPU tensor reached an engine without a device");
+    // The device's copies are bounded by HORA_TIMEOUT_S, or, where that is
+    // 0 (no timeout), by 10 minutes: a copy of Hora's own stream waits for
+    // nothing else, and one that takes that long is a GPU that hangs.
+    const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
+    staging_ = std::make_unique<DeviceStaging>(std::move(device), SecondsToDuration(bound));
+  }
+  return staging_->Run(data_, batch, rank_, size_, &fusion_);
 }
 
 void Engine::SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st) {

@@ -23,7 +23,7 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   // One deadline covers the spin and the sleep.
   State& s = *state_;
   if (s.done.IsSet()) return s.status;  // (waiting on a step's handles: most are done)
-  const TimePoint deadline = Clock::now() + timeout;
+  const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
   // During its spin the waiter runs the engine's cycles itself (unless the
   // engine's thread is in one): no hand-off to that thread and back. A cycle
   // under way is finished first, so this may outlast `timeout` by one cycle.
@@ -49,6 +49,13 @@ Status Handle::status() const {
 const std::vector<int64_t>* Handle::received_splits() const {
   if (state_ == nullptr || !Poll()) return nullptr;
   return &state_->received_splits;
+}
+
+std::optional<Tensor> Handle::TakeOutput() {
+  if (state_ == nullptr || !Poll() || !state_->output) return std::nullopt;
+  std::optional<Tensor> out = std::move(state_->output);
+  state_->output.reset();
+  return out;
 }
 
 const Tensor* Handle::output() const {

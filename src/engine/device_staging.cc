@@ -1,0 +1,174 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/device_staging.h"
+
+#include <cstring>
+#include <string>
+
+#include "engine/run_batch.h"
+
+namespace hora {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Buffers grow to the next power of two of what a batch needs (at least
+// 64 KiB), so that a run of growing batches reallocates a few times only.
+size_t Grown(size_t need) {
+  size_t n = size_t{64} << 10;
+  while (n < need) n *= 2;
+  return n;
+}
+
+}  // namespace
+
+DeviceStaging::~DeviceStaging() {
+  // Freeing waits for the device's queued work (as cudaFree does); errors
+  // here have nobody to go to.
+  if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
+  if (packed_ != nullptr) (void)device_->Free(packed_);
+  if (event_.id != 0) (void)device_->DestroyEvent(event_);
+  if (stream_.id != 0) (void)device_->DestroyStream(stream_);
+}
+
+Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
+  if (!prepared_) {
+    HORA_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
+    HORA_ASSIGN_OR_RETURN(event_, device_->CreateEvent());
+    prepared_ = true;
+  }
+  if (pinned > pinned_bytes_) {
+    if (pinned_ != nullptr) HORA_RETURN_IF_ERROR(device_->FreePinned(pinned_));
+    pinned_ = nullptr;
+    pinned_bytes_ = 0;
+    const size_t n = Grown(pinned);
+    HORA_ASSIGN_OR_RETURN(void* p, device_->AllocatePinned(n));
+    pinned_ = static_cast<std::byte*>(p);
+    pinned_bytes_ = n;
+  }
+  if (on_device > packed_bytes_) {
+    if (packed_ != nullptr) HORA_RETURN_IF_ERROR(device_->Free(packed_));
+    packed_ = nullptr;
+    packed_bytes_ = 0;
+    const size_t n = Grown(on_device);
+    HORA_ASSIGN_OR_RETURN(void* p, device_->Allocate(n));
+    packed_ = static_cast<std::byte*>(p);
+    packed_bytes_ = n;
+  }
+  return Status::Ok();
+}
+
+Status DeviceStaging::Sync(const char* step) {
+  HORA_RETURN_IF_ERROR(device_->Record(event_, stream_));
+  const Status st = device_->Wait(event_, DeadlineAfter(Clock::now(), timeout_));
+  if (!st.ok()) return st.WithContext(std::string(step) + " on " + device_->info().name);
+  return st;
+}
+
+size_t DeviceStaging::Layout(const std::vector<TensorRecord*>& batch) {
+  offsets_.clear();
+  size_t end = 0;
+  for (const TensorRecord* p : batch) {
+    offsets_.push_back(end);
+    end = AlignUp(end + p->meta.num_bytes());
+  }
+  return end;
+}
+
+Status DeviceStaging::CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes) {
+  if (batch.size() == 1) {
+    const TensorRecord& p = *batch.front();
+    if (p.meta.num_bytes() == 0) return Status::Ok();
+    return device_->Copy(pinned_, p.input, p.meta.num_bytes(), gpu::CopyKind::kDeviceToHost,
+                         stream_);
+  }
+  parts_.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t n = batch[i]->meta.num_bytes();
+    if (n > 0) parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
+  }
+  HORA_RETURN_IF_ERROR(device_->BatchedCopy(parts_, stream_));
+  return device_->Copy(pinned_, packed_, bytes, gpu::CopyKind::kDeviceToHost, stream_);
+}
+
+Status DeviceStaging::CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes) {
+  if (batch.size() == 1) {
+    const TensorRecord& p = *batch.front();
+    if (p.meta.num_bytes() == 0) return Status::Ok();
+    return device_->Copy(p.output, pinned_, p.meta.num_bytes(), gpu::CopyKind::kHostToDevice,
+                         stream_);
+  }
+  HORA_RETURN_IF_ERROR(
+      device_->Copy(packed_, pinned_, bytes, gpu::CopyKind::kHostToDevice, stream_));
+  parts_.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t n = batch[i]->meta.num_bytes();
+    if (n > 0) parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
+  }
+  return device_->BatchedCopy(parts_, stream_);
+}
+
+Status DeviceStaging::ResultToDevice(TensorRecord& p) {
+  if (!p.result) return Status::Ok();
+  const Tensor& host = *p.result;
+  const size_t bytes = host.num_bytes();
+  HORA_RETURN_IF_ERROR(Prepare(bytes, 0));
+  HORA_ASSIGN_OR_RETURN(void* mem, device_->Allocate(bytes));
+  std::shared_ptr<gpu::Device> device = device_;
+  Tensor out = Tensor::Adopt(
+      TensorView(mem, host.dtype(), host.shape(), {DeviceType::kCUDA, device_->info().ordinal}),
+      [device](void* q) { (void)device->Free(q); });
+  if (bytes > 0) {
+    std::memcpy(pinned_, host.data(), bytes);
+    HORA_RETURN_IF_ERROR(device_->Copy(mem, pinned_, bytes, gpu::CopyKind::kHostToDevice, stream_));
+    HORA_RETURN_IF_ERROR(Sync("copying the output to the device"));
+  }
+  p.result = std::move(out);
+  return Status::Ok();
+}
+
+Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                          int rank, int size, std::vector<std::byte>* fusion) {
+  const RequestMeta& m = batch.front()->meta;
+  if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
+    return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
+  }
+  const size_t bytes = Layout(batch);
+  HORA_RETURN_IF_ERROR(Prepare(bytes, batch.size() > 1 ? bytes : 0));
+  const bool broadcast = m.op == OpType::kBroadcast;
+  // A device that fails the copy in leaves this rank's handles failed, but
+  // the collective still runs: the other ranks are in it, and a rank that
+  // left it would leave them waiting.
+  Status copied_in;
+  if (!broadcast || rank == m.root) {
+    copied_in = CopyIn(batch, bytes);
+    if (copied_in.ok()) copied_in = Sync("copying the inputs to host memory");
+  }
+  // The backend runs on the pinned copies, as it would on host tensors.
+  saved_.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    TensorRecord& p = *batch[i];
+    saved_.emplace_back(p.input, p.output);
+    p.input = pinned_ + offsets_[i];
+    p.output = p.input;
+  }
+  const Status st = RunPlannedBatch(data, batch, rank, size, fusion);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    batch[i]->input = saved_[i].first;
+    batch[i]->output = saved_[i].second;
+  }
+  HORA_RETURN_IF_ERROR(copied_in);
+  HORA_RETURN_IF_ERROR(st);
+  switch (m.op) {
+    case OpType::kAllreduce:
+    case OpType::kBroadcast:
+      if (broadcast && rank == m.root) return Status::Ok();  // (its tensor is the source)
+      HORA_RETURN_IF_ERROR(CopyOut(batch, bytes));
+      return Sync("copying the results to the device");
+    default:  // allgather, reducescatter, alltoall: one tensor, its output Hora's
+      return ResultToDevice(*batch.front());
+  }
+}
+
+}  // namespace hora

@@ -1,0 +1,77 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// GPU tensors through the collectives, staged through pinned host memory
+// (gpu-design.md §3b): a batch's inputs are packed on the device by one
+// batched copy into a device fusion buffer, copied to pinned memory in one
+// piece, run there by the backend exactly as host tensors would be (so a
+// rank staging GPU tensors and a joined rank reducing host stand-ins agree
+// on every byte on the wire), then copied back and unpacked by one batched
+// copy. A collective whose output Hora allocates gets it on the device.
+//
+// The engine's thread waits for the device between the steps (bounded by
+// HORA_TIMEOUT_S); the caller's thread never does.
+//
+// Not thread-safe: the engine's cycle uses it.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+#include "backends/backend.h"
+#include "common/clock.h"
+#include "engine/tensor_records.h"
+#include "gpu/device.h"
+
+namespace hora {
+
+class DeviceStaging {
+ public:
+  // Waits for `device` at most `timeout` per step.
+  DeviceStaging(std::shared_ptr<gpu::Device> device, Duration timeout)
+      : device_(std::move(device)), timeout_(timeout) {}
+  ~DeviceStaging();
+  DeviceStaging(const DeviceStaging&) = delete;
+  DeviceStaging& operator=(const DeviceStaging&) = delete;
+
+  // Runs `batch` (this rank's records of GPU tensors, one collective) on
+  // `data` as RunPlannedBatch does (run_batch.h).
+  Status Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
+             std::vector<std::byte>* fusion);
+
+  // Whether `p` is a record of a GPU tensor (a joined rank's stand-in is
+  // host memory whatever its tensor's device).
+  static bool OnDevice(const TensorRecord& p) {
+    return p.meta.device == DeviceType::kCUDA && !p.phantom;
+  }
+
+ private:
+  // The stream, the event and the buffers, at least `pinned` and
+  // `on_device` bytes of the last two.
+  Status Prepare(size_t pinned, size_t on_device);
+  // Waits until the device has done what was queued; `step` names it.
+  Status Sync(const char* step);
+  // The packed layout: each record's offset (64-byte aligned) and the end.
+  size_t Layout(const std::vector<TensorRecord*>& batch);
+  // Input bytes to pinned memory (allreduce, broadcast's root, the shaped
+  // collectives); outputs back (allreduce, broadcast but the root).
+  Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
+  Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
+  // Moves a host result (allgather, reducescatter, alltoall) to the device.
+  Status ResultToDevice(TensorRecord& p);
+
+  const std::shared_ptr<gpu::Device> device_;
+  const Duration timeout_;
+  gpu::Stream stream_;
+  gpu::Event event_;
+  bool prepared_ = false;
+  std::byte* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  std::byte* packed_ = nullptr;  // the device fusion buffer
+  size_t packed_bytes_ = 0;
+  std::vector<size_t> offsets_;                 // Layout's
+  std::vector<gpu::CopyPart> parts_;            // a batched copy's
+  std::vector<std::pair<void*, void*>> saved_;  // the records' own input and output
+};
+
+}  // namespace hora

@@ -1,0 +1,19 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Host bytes into device memory and back, waited for: through a pinned
+// buffer, on a stream of their own, each bounded by `timeout`. For setup,
+// tools and tests -- the data path queues its copies on its own stream
+// instead (engine/device_staging.h).
+#pragma once
+
+#include <cstddef>
+
+#include "common/clock.h"
+#include "gpu/device.h"
+
+namespace hora::gpu {
+
+Status CopyHostToDevice(Device& device, void* dst, const void* src, size_t bytes, Duration timeout);
+Status CopyDeviceToHost(Device& device, void* dst, const void* src, size_t bytes, Duration timeout);
+
+}  // namespace hora::gpu

@@ -1,0 +1,71 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "gpu/lazy_device.h"
+
+#include "gpu/device_registry.h"
+
+namespace hora::gpu {
+
+Result<std::shared_ptr<Device>> LazyDevice::Get(int ordinal) {
+  MutexLock lock(mu_);
+  return GetLocked(ordinal);
+}
+
+Result<std::shared_ptr<Device>> LazyDevice::GetLocked(int ordinal) {
+  if (ordinal_) {
+    if (*ordinal_ != ordinal) {
+      return InvalidArgument("tensor on cuda:" + std::to_string(ordinal) +
+                             ", but this rank works on cuda:" + std::to_string(*ordinal_) +
+                             " (one GPU per rank: put every tensor of a rank on its GPU, as "
+                             "torch.cuda.set_device(hvd.local_rank()) does)");
+    }
+    if (!failed_.ok()) return failed_;
+    return device_;
+  }
+  ordinal_ = ordinal;
+  Result<std::unique_ptr<Device>> opened = OpenDevice(kind_ == "host" ? "host" : "cuda", ordinal);
+  if (!opened.ok()) {
+    failed_ = opened.status().WithContext("GPU tensors (HORA_DEVICE=" + kind_ + ")");
+    return failed_;
+  }
+  device_ = std::shared_ptr<Device>(std::move(opened).value());
+  pointers_ = std::make_unique<PointerCache>(*device_, PointerCache::Policy::kTrust);
+  return device_;
+}
+
+Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
+  MutexLock lock(mu_);
+  HORA_RETURN_IF_ERROR(GetLocked(ordinal).status());
+  if (bytes == 0) return Status::Ok();  // (no memory is read)
+  HORA_ASSIGN_OR_RETURN(PointerInfo info, pointers_->Lookup(p));
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  auto fits = [&] {
+    return info.kind == MemoryKind::kDevice && at + bytes <= info.base + info.size;
+  };
+  if (!fits()) {
+    // The cache trusts what it saw; the memory may since have been freed and
+    // allocated again, smaller. Before refusing, ask the device afresh.
+    pointers_->Clear();
+    HORA_ASSIGN_OR_RETURN(info, pointers_->Lookup(p));
+    if (fits()) return Status::Ok();
+  }
+  const std::string where = "cuda:" + std::to_string(ordinal);
+  if (info.kind != MemoryKind::kDevice) {
+    return InvalidArgument(std::string("its memory is ") +
+                           (info.kind == MemoryKind::kPinned ? "pinned host" : "host") +
+                           " memory, not memory of " + where);
+  }
+  if (at + bytes > info.base + info.size) {
+    return InvalidArgument("its " + std::to_string(bytes) + " bytes run past the end of its " +
+                           where + " allocation (" + std::to_string(info.size) +
+                           " bytes, of which " + std::to_string(info.base + info.size - at) +
+                           " from the tensor on)");
+  }
+  return Status::Ok();
+}
+
+std::shared_ptr<Device> LazyDevice::opened() const {
+  MutexLock lock(mu_);
+  return device_;
+}
+
+}  // namespace hora::gpu

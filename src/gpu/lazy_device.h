@@ -1,0 +1,56 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The device a Session works its GPU tensors on, opened at the first one: a
+// job that never passes a GPU tensor never initialises CUDA. One device per
+// Session (one GPU per rank, as Horovod and NCCL have it): a tensor on
+// another ordinal is refused, naming both.
+//
+// It also checks, at submission, that a tensor said to be on the GPU is in
+// one of its allocations, through a pointer cache (a steady step asks the
+// driver nothing).
+//
+// Thread-safe: every member may be called from any thread; the device opens
+// once.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/mutex.h"
+#include "gpu/device.h"
+#include "gpu/pointer_cache.h"
+
+namespace hora::gpu {
+
+class LazyDevice {
+ public:
+  // `kind`: the HORA_DEVICE setting -- "auto" or "cuda" (a CUDA device), or
+  // "host" (the host device, device.h).
+  explicit LazyDevice(std::string kind) : kind_(std::move(kind)) {}
+
+  // The device of ordinal `ordinal` (opened now if none is open), or why
+  // there is none: no CUDA in this build, no usable GPU, or another
+  // ordinal already open. A failure to open is kept: later calls return it
+  // without trying again.
+  Result<std::shared_ptr<Device>> Get(int ordinal) HORA_EXCLUDES(mu_);
+
+  // Checks that the `bytes` at `p` lie in one allocation of device memory of
+  // the device of `ordinal` (opened now if none is).
+  Status CheckTensorMemory(int ordinal, const void* p, size_t bytes) HORA_EXCLUDES(mu_);
+
+  // The open device, or null (never opens one).
+  std::shared_ptr<Device> opened() const HORA_EXCLUDES(mu_);
+
+ private:
+  Result<std::shared_ptr<Device>> GetLocked(int ordinal) HORA_REQUIRES(mu_);
+
+  const std::string kind_;
+  mutable Mutex mu_;
+  std::optional<int> ordinal_ HORA_GUARDED_BY(mu_);  // what was opened, or tried
+  std::shared_ptr<Device> device_ HORA_GUARDED_BY(mu_);
+  std::unique_ptr<PointerCache> pointers_ HORA_GUARDED_BY(mu_);  // of device_
+  Status failed_ HORA_GUARDED_BY(mu_);
+};
+
+}  // namespace hora::gpu

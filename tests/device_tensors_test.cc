@@ -1,0 +1,377 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// GPU tensors through every collective, on the host device (HORA_DEVICE=host:
+// device pointers fault if host code touches them, streams are threads), at
+// world sizes 1-4 as threads: allreduce (every dtype and op, with scale
+// factors, sizes 0 to 64 Ki elements, in place and not, fused batches,
+// groups, a joined rank), broadcast from every root, allgather,
+// reducescatter and alltoall with uneven rows. Each result is read back from
+// the device and compared with the independent reference of
+// support/reference.h. Then the errors: ranks that disagree on the device,
+// host memory called GPU memory, a second GPU, a host output.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "api/session_impl.h"
+#include "hora/build_info.h"
+#include "support/device_io.h"
+#include "support/reference.h"
+#include "support/thread_ranks.h"
+
+namespace hora::testing {
+namespace {
+
+constexpr auto kForever = std::chrono::nanoseconds::max();
+
+bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUDA, 0}; }
+
+Settings DeviceSettings() { return TestSettings({{"HORA_DEVICE", "host"}}); }
+
+class DeviceTensors : public ::testing::TestWithParam<int> {};
+
+std::vector<Reduction> ReductionsFor(DataType dtype) {
+  std::vector<Reduction> out;
+  for (ReduceOp op : kAllReduceOps) {
+    if (dtype == DataType::kBool && op == ReduceOp::kAverage) continue;
+    out.push_back({op, 1.0, 1.0});
+  }
+  if (dtype != DataType::kBool) {
+    out.push_back({ReduceOp::kSum, 0.5, 3.0});
+    out.push_back({ReduceOp::kAverage, 0.5, 3.0});
+  }
+  return out;
+}
+
+TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
+  const int n = GetParam();
+  ThreadRanks job(n, DeviceSettings());
+  uint64_t seed = 7;
+  for (DataType dtype : kAllDataTypes) {
+    const size_t esize = DataTypeSize(dtype);
+    for (const Reduction& red : ReductionsFor(dtype)) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{65537}}) {
+        if (count == 65537 && red.op != ReduceOp::kSum) continue;  // (the large size: once)
+        ++seed;
+        for (bool in_place : {true, false}) {
+          std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
+          auto st = job.Run([&](int r, Session& s) {
+            DeviceIo io(s);
+            if (!io.ok()) return io.error();
+            std::vector<uint8_t> host(count * esize);
+            FillInput(dtype, red.op, host.data(), count, seed, r);
+            void* in = io.Upload(host.data(), host.size());
+            void* out = in_place ? in : io.Upload(nullptr, host.size());
+            const auto shape = std::vector<int64_t>{static_cast<int64_t>(count)};
+            HORA_RETURN_IF_ERROR(
+                s.Allreduce(OnGpu(in, dtype, shape), OnGpu(out, dtype, shape), red));
+            got[static_cast<size_t>(r)] = io.Download(out, host.size());
+            return Status::Ok();
+          });
+          for (int r = 0; r < n; ++r) {
+            ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+            const std::string diff = CompareFilledAllreduce(
+                n, dtype, red, seed, got[static_cast<size_t>(r)].data(), count);
+            ASSERT_TRUE(diff.empty())
+                << DataTypeName(dtype) << " " << ReduceOpName(red.op) << " pre "
+                << red.prescale_factor << " count " << count << (in_place ? " in place" : "")
+                << " rank " << r << ": " << diff;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Many tensors at once, of two dtypes and sizes 0 to 5000, named and as a
+// group: the engine fuses them (one batched copy in, one out).
+TEST_P(DeviceTensors, FusedAndGroupedAllreduce) {
+  const int n = GetParam();
+  ThreadRanks job(n, DeviceSettings());
+  constexpr int kTensors = 24;
+  auto dtype_of = [](int i) { return i % 3 == 0 ? DataType::kFloat64 : DataType::kInt32; };
+  auto count_of = [](int i) { return static_cast<size_t>(i == 5 ? 0 : (i * 211) % 5000 + 1); };
+  const Reduction red{ReduceOp::kSum, 1.0, 1.0};
+  for (bool grouped : {false, true}) {
+    std::vector<std::vector<std::vector<uint8_t>>> got(static_cast<size_t>(n));
+    auto st = job.Run([&](int r, Session& s) {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      std::vector<TensorView> views;
+      std::vector<void*> ptrs;
+      for (int i = 0; i < kTensors; ++i) {
+        const size_t count = count_of(i);
+        std::vector<uint8_t> host(count * DataTypeSize(dtype_of(i)));
+        FillInput(dtype_of(i), red.op, host.data(), count, 100 + static_cast<uint64_t>(i), r);
+        ptrs.push_back(io.Upload(host.data(), host.size()));
+        views.push_back(OnGpu(ptrs.back(), dtype_of(i), {static_cast<int64_t>(count)}));
+      }
+      std::vector<Handle> handles;
+      if (grouped) {
+        handles = s.GroupedAllreduceAsync("group", views, views, red);
+      } else {
+        for (int i = 0; i < kTensors; ++i)
+          handles.push_back(s.AllreduceAsync("t" + std::to_string(i), views[static_cast<size_t>(i)],
+                                             views[static_cast<size_t>(i)], red));
+      }
+      for (Handle& h : handles) HORA_RETURN_IF_ERROR(h.Wait(kForever));
+      for (int i = 0; i < kTensors; ++i) {
+        got[static_cast<size_t>(r)].push_back(
+            io.Download(ptrs[static_cast<size_t>(i)], views[static_cast<size_t>(i)].num_bytes()));
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+      for (int i = 0; i < kTensors; ++i) {
+        const std::string diff = CompareFilledAllreduce(
+            n, dtype_of(i), red, 100 + static_cast<uint64_t>(i),
+            got[static_cast<size_t>(r)][static_cast<size_t>(i)].data(), count_of(i));
+        ASSERT_TRUE(diff.empty()) << (grouped ? "grouped" : "named") << " tensor " << i << " rank "
+                                  << r << ": " << diff;
+      }
+    }
+  }
+  Session::Impl& impl = job.session(0).impl();
+  MutexLock lock(impl.engine_mu);
+  const EngineStats stats = impl.sets[0]->engine->stats();
+  if (n > 1) {
+    EXPECT_GT(stats.fused_batches, 0u) << "nothing was fused";
+  }
+}
+
+TEST_P(DeviceTensors, BroadcastFromEveryRoot) {
+  const int n = GetParam();
+  ThreadRanks job(n, DeviceSettings());
+  for (int root = 0; root < n; ++root) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{4099}, size_t{1} << 20}) {
+      const std::vector<uint8_t> want = BytePattern(bytes, root, bytes);
+      std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
+      auto st = job.Run([&](int r, Session& s) {
+        DeviceIo io(s);
+        if (!io.ok()) return io.error();
+        const std::vector<uint8_t> mine = BytePattern(bytes, r, bytes);
+        void* d = io.Upload(mine.data(), bytes);
+        HORA_RETURN_IF_ERROR(
+            s.Broadcast(OnGpu(d, DataType::kUInt8, {static_cast<int64_t>(bytes)}), root));
+        got[static_cast<size_t>(r)] = io.Download(d, bytes);
+        return Status::Ok();
+      });
+      for (int r = 0; r < n; ++r) {
+        ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+        EXPECT_TRUE(got[static_cast<size_t>(r)] == want)
+            << "root " << root << " bytes " << bytes << " rank " << r;
+      }
+    }
+  }
+}
+
+// Allgather, reducescatter and alltoall: the output Hora allocates is on the
+// tensor's GPU.
+TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
+  const int n = GetParam();
+  ThreadRanks job(n, DeviceSettings());
+  for (DataType dtype :
+       {DataType::kUInt8, DataType::kFloat16, DataType::kFloat32, DataType::kInt64}) {
+    const size_t esize = DataTypeSize(dtype);
+    for (int64_t base : {0, 1, 7, 1031}) {
+      const int64_t cols = 3;
+      auto rows_of = [&](int r) { return base == 0 ? 0 : base + r % 3; };
+      const size_t row_bytes = static_cast<size_t>(cols) * esize;
+      // Allgather.
+      std::vector<uint8_t> gathered;
+      for (int r = 0; r < n; ++r) {
+        const auto part = BytePattern(static_cast<size_t>(rows_of(r)) * row_bytes, r,
+                                      static_cast<uint64_t>(base));
+        gathered.insert(gathered.end(), part.begin(), part.end());
+      }
+      // Alltoall: rank p sends (p + q + base) % 3 rows to rank q.
+      auto a2a_rows = [&](int p, int q) { return base == 0 ? 0 : (p + q + base) % 3; };
+      std::vector<std::vector<uint8_t>> a2a_in;
+      std::vector<std::vector<int64_t>> a2a_splits;
+      MakeAlltoallInputs(n, a2a_rows, row_bytes, static_cast<uint64_t>(base), &a2a_in, &a2a_splits);
+      auto st = job.Run([&](int r, Session& s) {
+        DeviceIo io(s);
+        if (!io.ok()) return io.error();
+        const auto mine = BytePattern(static_cast<size_t>(rows_of(r)) * row_bytes, r,
+                                      static_cast<uint64_t>(base));
+        void* d = io.Upload(mine.data(), mine.size());
+        HORA_ASSIGN_OR_RETURN(Tensor all, s.Allgather(OnGpu(d, dtype, {rows_of(r), cols})));
+        if (!(all.device() == Device{DeviceType::kCUDA, 0})) {
+          return InternalError("allgather's output is on " + DeviceName(all.device()));
+        }
+        if (io.Download(all.data(), all.num_bytes()) != gathered) {
+          return InternalError("allgather differs at base " + std::to_string(base));
+        }
+        // Reducescatter (sum) of the gathered rows, every rank the same
+        // input: each gets n times its share.
+        const int64_t total_rows = static_cast<int64_t>(gathered.size() / row_bytes);
+        if (dtype == DataType::kFloat32) {
+          std::vector<float> ones(static_cast<size_t>(total_rows * cols));
+          for (size_t i = 0; i < ones.size(); ++i) ones[i] = static_cast<float>(i % 13);
+          void* rs_in = io.Upload(ones.data(), ones.size() * sizeof(float));
+          HORA_ASSIGN_OR_RETURN(Tensor part,
+                                s.Reducescatter(OnGpu(rs_in, dtype, {total_rows, cols})));
+          const int64_t share = total_rows / n + (r < total_rows % n ? 1 : 0);
+          if (part.shape() != std::vector<int64_t>{share, cols} || !OnGpuDevice(part)) {
+            return InternalError("reducescatter's output is " + part.view().Describe());
+          }
+          int64_t first = 0;
+          for (int q = 0; q < r; ++q) first += total_rows / n + (q < total_rows % n ? 1 : 0);
+          const auto bytes = io.Download(part.data(), part.num_bytes());
+          for (int64_t i = 0; i < share * cols; ++i) {
+            float v;
+            std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof(float), sizeof v);
+            const float want = static_cast<float>(n) * ones[static_cast<size_t>(first * cols + i)];
+            if (v != want) {
+              return InternalError("reducescatter element " + std::to_string(i) + ": " +
+                                   std::to_string(v) + ", want " + std::to_string(want));
+            }
+          }
+        }
+        // Alltoall with uneven splits.
+        const auto& in = a2a_in[static_cast<size_t>(r)];
+        const auto& splits = a2a_splits[static_cast<size_t>(r)];
+        int64_t in_rows = 0;
+        for (int64_t v : splits) in_rows += v;
+        void* a2a = io.Upload(in.data(), in.size());
+        std::vector<int64_t> received;
+        HORA_ASSIGN_OR_RETURN(Tensor out,
+                              s.Alltoall(OnGpu(a2a, dtype, {in_rows, cols}), splits, &received));
+        if (!OnGpuDevice(out)) return InternalError("alltoall's output is on the host");
+        if (io.Download(out.data(), out.num_bytes()) !=
+            AlltoallExpected(n, a2a_rows, row_bytes, a2a_in, r)) {
+          return InternalError("alltoall differs at base " + std::to_string(base));
+        }
+        for (int q = 0; q < n; ++q) {
+          if (received[static_cast<size_t>(q)] != a2a_rows(q, r))
+            return InternalError("alltoall's received splits are wrong");
+        }
+        return Status::Ok();
+      });
+      for (int r = 0; r < n; ++r) {
+        EXPECT_TRUE(st[static_cast<size_t>(r)].ok())
+            << DataTypeName(dtype) << " base " << base << ": "
+            << st[static_cast<size_t>(r)].ToString();
+      }
+    }
+  }
+}
+
+// A rank that joined (out of data) reduces host stand-ins while the others
+// stage GPU tensors: they agree on the wire, and the joined rank counts as
+// a zero.
+TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "a join with others still running needs two ranks";
+  ThreadRanks job(n, DeviceSettings());
+  constexpr size_t kCount = 3001;
+  std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
+  auto st = job.Run([&](int r, Session& s) {
+    if (r == 0) return s.JoinAsync().Wait(kForever);
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<int32_t> host(kCount);
+    for (size_t i = 0; i < kCount; ++i) host[i] = static_cast<int32_t>(i) * r;
+    void* d = io.Upload(host.data(), kCount * 4);
+    for (int step = 0; step < 3; ++step) {
+      const TensorView v = OnGpu(d, DataType::kInt32, {static_cast<int64_t>(kCount)});
+      HORA_RETURN_IF_ERROR(s.AllreduceAsync("w", v, v, {ReduceOp::kSum}).Wait(kForever));
+    }
+    got[static_cast<size_t>(r)] = io.Download(d, kCount * 4);
+    return s.JoinAsync().Wait(kForever);
+  });
+  // Step 1 sums i*r over ranks 1..n-1 (the joined rank adds zeros): i*S;
+  // steps 2 and 3 sum n-1 equal values: i * S * (n-1)^2.
+  int64_t s_sum = 0;
+  for (int r = 1; r < n; ++r) s_sum += r;
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+    if (r == 0) continue;
+    for (size_t i = 0; i < kCount; i += 97) {
+      int32_t v;
+      std::memcpy(&v, got[static_cast<size_t>(r)].data() + i * 4, 4);
+      const auto expect = static_cast<int32_t>(static_cast<int64_t>(i) * s_sum * (n - 1) * (n - 1));
+      ASSERT_EQ(v, expect) << "rank " << r << " element " << i;
+    }
+  }
+}
+
+TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "a disagreement needs two ranks";
+  ThreadRanks job(n, DeviceSettings());
+  std::vector<std::vector<float>> host(static_cast<size_t>(n), std::vector<float>(8, 1.0f));
+  auto st = job.Run([&](int r, Session& s) {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    TensorView v = TensorView::Flat(host[static_cast<size_t>(r)].data(), DataType::kFloat32, 8);
+    if (r == 0) v = OnGpu(io.Upload(host[0].data(), 32), DataType::kFloat32, {8});
+    return s.AllreduceAsync("mixed", v, v, {ReduceOp::kSum}).Wait(kForever);
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 float32[8] sum on cuda"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("rank 1 float32[8] sum on cpu"), std::string::npos) << s.message();
+  }
+  // The job goes on.
+  ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors, ::testing::Values(1, 2, 3, 4));
+
+// Bad GPU tensors are refused where they are submitted, naming them.
+TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
+  ThreadRanks job(1, DeviceSettings());
+  Session& s = job.session(0);
+  DeviceIo io(s);
+  ASSERT_TRUE(io.ok());
+  std::vector<float> host(16, 1.0f);
+  // Host memory called GPU memory.
+  Status st = s.Allreduce(OnGpu(host.data(), DataType::kFloat32, {16}),
+                          OnGpu(host.data(), DataType::kFloat32, {16}));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("its memory is host memory, not memory of cuda:0"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("float32[16] on cuda:0"), std::string::npos) << st.message();
+  // A view past the end of its allocation.
+  void* d = io.Upload(host.data(), 64);
+  st = s.Broadcast(OnGpu(d, DataType::kFloat32, {17}), 0);
+  EXPECT_NE(st.message().find("run past the end"), std::string::npos) << st.ToString();
+  // A second GPU.
+  st = s.Allreduce(TensorView(d, DataType::kFloat32, {16}, {DeviceType::kCUDA, 1}),
+                   TensorView(d, DataType::kFloat32, {16}, {DeviceType::kCUDA, 1}));
+  EXPECT_NE(st.message().find("tensor on cuda:1, but this rank works on cuda:0"), std::string::npos)
+      << st.ToString();
+  // Output on the host, input on the GPU.
+  st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}),
+                   TensorView::Flat(host.data(), DataType::kFloat32, 16));
+  EXPECT_NE(st.message().find("is not on the device of input"), std::string::npos) << st.ToString();
+  // The blocking forms into a given output take host tensors only.
+  st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
+  EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << st.ToString();
+  // The session still works on a good tensor.
+  st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+// Without HORA_DEVICE=host, a GPU tensor needs a CUDA build on a machine
+// with a GPU; here the error says why there is none (or, on a GPU machine,
+// that this host memory is not the GPU's).
+TEST(DeviceTensorErrors, AutoDeviceSaysWhyThereIsNone) {
+  ThreadRanks job(1, TestSettings());
+  std::vector<float> host(4, 1.0f);
+  const TensorView v = OnGpu(host.data(), DataType::kFloat32, {4});
+  const Status st = job.session(0).Allreduce(v, v);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cuda:0"), std::string::npos) << st.ToString();
+  if (!CudaBuilt()) {
+    EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << st.ToString();
+    EXPECT_NE(st.message().find("HORA_DEVICE=auto"), std::string::npos) << st.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace hora::testing

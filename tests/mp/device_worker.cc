@@ -1,0 +1,183 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// One rank of the GPU-tensor multi-process test, started by horarun: with
+// HORA_DEVICE=host (GPU semantics on CPU memory), runs allreduce (dtypes,
+// ops, scale factors, sizes 0 to 300,000 elements, a fused batch),
+// broadcast from every root, allgather, reducescatter and alltoall on GPU
+// tensors, reads each result back from the device and checks it against a
+// reference computed here from every rank's (deterministic) input. Prints
+// "rank R: N device checks passed" and exits 0, or names the first failure
+// and exits 1.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "hora/hora.h"
+#include "support/device_io.h"
+#include "support/reference.h"
+
+namespace {
+
+using namespace hora;
+using hora::testing::DeviceIo;
+using hora::testing::OnGpu;
+
+int g_checks = 0;
+
+bool Check(const Status& st, const std::string& what) {
+  if (st.ok()) return true;
+  std::fprintf(stderr, "FAIL %s: %s\n", what.c_str(), st.ToString().c_str());
+  return false;
+}
+
+bool Check(bool ok, const std::string& what) {
+  if (!ok) std::fprintf(stderr, "FAIL %s\n", what.c_str());
+  g_checks += ok ? 1 : 0;
+  return ok;
+}
+
+bool Allreduces(Session& s, DeviceIo& io) {
+  const int n = s.size();
+  uint64_t seed = 11;
+  for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16,
+                         DataType::kFloat16, DataType::kFloat64, DataType::kUInt8}) {
+    const size_t esize = DataTypeSize(dtype);
+    for (Reduction red : {Reduction{ReduceOp::kSum}, Reduction{ReduceOp::kAverage},
+                          Reduction{ReduceOp::kMin}, Reduction{ReduceOp::kMax},
+                          Reduction{ReduceOp::kProduct}, Reduction{ReduceOp::kSum, 0.5, 3.0}}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{300000}}) {
+        ++seed;
+        std::vector<uint8_t> host(count * esize);
+        hora::testing::FillInput(dtype, red.op, host.data(), count, seed, s.rank());
+        void* d = io.Upload(host.data(), host.size());
+        const TensorView v = OnGpu(d, dtype, {static_cast<int64_t>(count)});
+        const std::string what = std::string("allreduce ") + DataTypeName(dtype) + " " +
+                                 ReduceOpName(red.op) + " count " + std::to_string(count);
+        if (!Check(s.Allreduce(v, v, red), what)) return false;
+        const auto got = io.Download(d, host.size());
+        const std::string diff =
+            hora::testing::CompareFilledAllreduce(n, dtype, red, seed, got.data(), count);
+        if (!Check(diff.empty(), what + ": " + diff)) return false;
+      }
+    }
+  }
+  // A fused batch: 32 tensors submitted at once.
+  constexpr int kTensors = 32;
+  std::vector<void*> ptrs;
+  std::vector<Handle> handles;
+  auto count_of = [](int i) { return static_cast<size_t>((i * 331) % 4000 + 1); };
+  for (int i = 0; i < kTensors; ++i) {
+    std::vector<float> host(count_of(i));
+    hora::testing::FillInput(DataType::kFloat32, ReduceOp::kAverage, host.data(), host.size(),
+                             500 + static_cast<uint64_t>(i), s.rank());
+    ptrs.push_back(io.Upload(host.data(), host.size() * 4));
+    const TensorView v =
+        OnGpu(ptrs.back(), DataType::kFloat32, {static_cast<int64_t>(host.size())});
+    handles.push_back(s.AllreduceAsync("grad." + std::to_string(i), v, v, {ReduceOp::kAverage}));
+  }
+  for (int i = 0; i < kTensors; ++i) {
+    const std::string what = "fused allreduce tensor " + std::to_string(i);
+    if (!Check(handles[static_cast<size_t>(i)].Wait(std::chrono::seconds(60)), what)) return false;
+    const auto got = io.Download(ptrs[static_cast<size_t>(i)], count_of(i) * 4);
+    const std::string diff = hora::testing::CompareFilledAllreduce(
+        n, DataType::kFloat32, {ReduceOp::kAverage}, 500 + static_cast<uint64_t>(i), got.data(),
+        count_of(i));
+    if (!Check(diff.empty(), what + ": " + diff)) return false;
+  }
+  return true;
+}
+
+bool Others(Session& s, DeviceIo& io) {
+  const int n = s.size();
+  const int r = s.rank();
+  for (int root = 0; root < n; ++root) {
+    for (size_t bytes : {size_t{0}, size_t{5}, size_t{1} << 20}) {
+      const auto mine = hora::testing::BytePattern(bytes, r, bytes);
+      void* d = io.Upload(mine.data(), bytes);
+      const std::string what =
+          "broadcast root " + std::to_string(root) + " bytes " + std::to_string(bytes);
+      if (!Check(s.Broadcast(OnGpu(d, DataType::kUInt8, {static_cast<int64_t>(bytes)}), root),
+                 what)) {
+        return false;
+      }
+      if (!Check(io.Download(d, bytes) == hora::testing::BytePattern(bytes, root, bytes), what)) {
+        return false;
+      }
+    }
+  }
+  const int64_t cols = 5;
+  const size_t row_bytes = cols * 4;
+  auto rows_of = [](int q) { return 100 + 37 * q; };
+  std::vector<uint8_t> gathered;
+  for (int q = 0; q < n; ++q) {
+    const auto part = hora::testing::BytePattern(static_cast<size_t>(rows_of(q)) * row_bytes, q, 3);
+    gathered.insert(gathered.end(), part.begin(), part.end());
+  }
+  const auto mine = hora::testing::BytePattern(static_cast<size_t>(rows_of(r)) * row_bytes, r, 3);
+  void* d = io.Upload(mine.data(), mine.size());
+  auto all = s.Allgather(OnGpu(d, DataType::kInt32, {rows_of(r), cols}));
+  if (!Check(all.status(), "allgather")) return false;
+  if (!Check(all->device().type == DeviceType::kCUDA &&
+                 io.Download(all->data(), all->num_bytes()) == gathered,
+             "allgather's result on the device")) {
+    return false;
+  }
+  // Alltoall: rank p sends (p + 2q) % 4 rows to rank q.
+  auto a2a_rows = [](int p, int q) { return static_cast<int64_t>((p + 2 * q) % 4); };
+  std::vector<std::vector<uint8_t>> in;
+  std::vector<std::vector<int64_t>> splits;
+  hora::testing::MakeAlltoallInputs(n, a2a_rows, row_bytes, 9, &in, &splits);
+  int64_t in_rows = 0;
+  for (int64_t v : splits[static_cast<size_t>(r)]) in_rows += v;
+  void* a = io.Upload(in[static_cast<size_t>(r)].data(), in[static_cast<size_t>(r)].size());
+  auto out =
+      s.Alltoall(OnGpu(a, DataType::kInt32, {in_rows, cols}), splits[static_cast<size_t>(r)]);
+  if (!Check(out.status(), "alltoall")) return false;
+  if (!Check(io.Download(out->data(), out->num_bytes()) ==
+                 hora::testing::AlltoallExpected(n, a2a_rows, row_bytes, in, r),
+             "alltoall's result on the device")) {
+    return false;
+  }
+  // Reducescatter: every rank gives 0..rows-1; each gets n times its rows.
+  const int64_t rows = 1000 + n;
+  std::vector<int32_t> ramp(static_cast<size_t>(rows));
+  for (size_t i = 0; i < ramp.size(); ++i) ramp[i] = static_cast<int32_t>(i);
+  void* rs = io.Upload(ramp.data(), ramp.size() * 4);
+  auto part = s.Reducescatter(OnGpu(rs, DataType::kInt32, {rows}));
+  if (!Check(part.status(), "reducescatter")) return false;
+  int64_t first = 0;
+  for (int q = 0; q < r; ++q) first += rows / n + (q < rows % n ? 1 : 0);
+  const auto got = io.Download(part->data(), part->num_bytes());
+  for (size_t i = 0; i < got.size() / 4; ++i) {
+    int32_t v;
+    std::memcpy(&v, got.data() + i * 4, 4);
+    if (!Check(v == static_cast<int32_t>(n * (first + static_cast<int64_t>(i))),
+               "reducescatter element " + std::to_string(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    std::printf(
+        "usage: hora-mp-device-worker\n"
+        "One rank of the GPU-tensor multi-process test (on the host device); run it under "
+        "horarun.\n");
+    return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
+  }
+  SessionOptions o;
+  o.settings = {{"HORA_DEVICE", "host"}};
+  auto session = Session::Create(o);
+  if (!Check(session.status(), "Session::Create")) return 1;
+  Session& s = **session;
+  DeviceIo io(s);
+  if (!Check(io.error(), "the host device")) return 1;
+  if (!Allreduces(s, io) || !Others(s, io)) return 1;
+  std::printf("rank %d of %d: %d device checks passed\n", s.rank(), s.size(), g_checks);
+  return 0;
+}
