@@ -80,13 +80,18 @@ std::string Describe(const DLTensor& t) {
   return s + "]";
 }
 
-// What an exported capsule owns: the Handle (which keeps the output alive)
-// and the shape it describes.
+// What an exported capsule owns: what keeps the memory alive (a Handle,
+// which keeps its output) and the shape it describes.
 struct Exported {
   DLManagedTensor managed{};
-  Handle handle;
+  std::shared_ptr<const void> keep;
   std::vector<int64_t> shape;
 };
+
+DLDevice ToDl(const Device& d) {
+  if (d.type == DeviceType::kCUDA) return {kDLCUDA, d.index};
+  return {kDLCPU, 0};
+}
 
 void DeleteExported(DLManagedTensor* m) { delete static_cast<Exported*>(m->manager_ctx); }
 
@@ -123,9 +128,21 @@ Imported ImportCapsule(const py::object& obj, const std::string& what) {
   const DLTensor& t = managed->dl_tensor;
   const std::optional<DataType> dtype = FromDl(t.dtype);
   if (!dtype) ThrowInvalid(what + ": unsupported dtype (" + Describe(t) + ")");
-  if (t.device.device_type != kDLCPU) {
-    ThrowInvalid(what + ": tensors on device type " + std::to_string(t.device.device_type) +
-                 " are not supported by this build (CPU tensors only)");
+  // CUDA host memory (pinned) is host memory to Hora; managed memory, and
+  // other devices', is not taken.
+  Device device;
+  switch (t.device.device_type) {
+    case kDLCPU:
+    case kDLCUDAHost:
+      break;
+    case kDLCUDA:
+      device = {DeviceType::kCUDA, t.device.device_id};
+      break;
+    case kDLCUDAManaged:
+      ThrowInvalid(what + ": CUDA managed (unified) memory is not taken; use device memory");
+    default:
+      ThrowInvalid(what + ": tensors on DLPack device type " +
+                   std::to_string(t.device.device_type) + " are not taken (CPU and CUDA only)");
   }
   if (!Contiguous(t)) {
     ThrowInvalid(what + ": tensor is not contiguous (" + Describe(t) +
@@ -133,7 +150,7 @@ Imported ImportCapsule(const py::object& obj, const std::string& what) {
   }
   std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
   void* data = static_cast<char*>(t.data) + t.byte_offset;
-  return {TensorView(data, *dtype, std::move(shape)), std::move(owner)};
+  return {TensorView(data, *dtype, std::move(shape), device), std::move(owner)};
 }
 
 py::capsule ExportOutput(const Handle& handle) {
@@ -141,14 +158,18 @@ py::capsule ExportOutput(const Handle& handle) {
   if (out == nullptr) {
     ThrowInvalid("handle '" + std::string("") + "' has no output tensor");
   }
+  return ExportView(out->view(), std::make_shared<Handle>(handle));
+}
+
+py::capsule ExportView(const TensorView& view, std::shared_ptr<const void> keep) {
   auto* e = new Exported;
-  e->handle = handle;
-  e->shape = out->shape();
+  e->keep = std::move(keep);
+  e->shape = view.shape();
   DLTensor& t = e->managed.dl_tensor;
-  t.data = out->data();
-  t.device = {kDLCPU, 0};
+  t.data = view.data();
+  t.device = ToDl(view.device());
   t.ndim = static_cast<int32_t>(e->shape.size());
-  t.dtype = ToDl(out->dtype());
+  t.dtype = ToDl(view.dtype());
   t.shape = e->shape.data();
   t.strides = nullptr;
   t.byte_offset = 0;

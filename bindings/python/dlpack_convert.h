@@ -11,6 +11,8 @@
 // deleter touches Python objects).
 // Out: a Tensor that Hora allocated, kept alive by a Handle, becomes a new
 // "dltensor" capsule whose deleter drops that Handle.
+// Devices: kDLCPU and kDLCUDAHost are host memory; kDLCUDA is a GPU tensor
+// (cuda:<device_id>); others are refused.
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -34,7 +36,10 @@ struct Imported {
 // dtype or device, a used capsule) naming it.
 Imported ImportCapsule(const pybind11::object& capsule, const std::string& what);
 
-// A new capsule over `handle`'s output tensor (which must exist).
+// A new capsule over `handle`'s output tensor (which must exist), on its
+// device (kDLCUDA for a GPU tensor's output).
 pybind11::capsule ExportOutput(const Handle& handle);
+// A new capsule over `view`, which `keep` keeps alive.
+pybind11::capsule ExportView(const TensorView& view, std::shared_ptr<const void> keep);
 
 }  // namespace hora::python

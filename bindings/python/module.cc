@@ -21,6 +21,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "device_buffer.h"
 #include "dlpack_convert.h"
 #include "errors.h"
 #include "hora/build_info.h"
@@ -123,6 +124,11 @@ class PyHandle {
   // arrays are read-only): np.frombuffer over it shares the memory.
   OutputBuffer OutputAsBuffer() const {
     CheckOutput("output_buffer()");
+    const Device& d = handle_.output()->device();
+    if (d.type != DeviceType::kCPU) {
+      ThrowInvalid(name_ + ": the output is on " + DeviceName(d) +
+                   ", not host memory; take it with output() (DLPack)");
+    }
     return OutputBuffer{handle_};
   }
 
@@ -359,6 +365,7 @@ PYBIND11_MODULE(_core, m) {
   using namespace hora::python;
   m.doc() = "Hora's C++ core: Session (one per process) and Handle. See hora.torch.";
   RegisterErrors(m);
+  AddDeviceBuffer(m);
   m.def("cuda_built", &hora::CudaBuilt,
         "True when this build of Hora has CUDA (its GPU kernels and device).");
   m.attr("Sum") = static_cast<int>(ReduceOp::kSum);
@@ -432,6 +439,16 @@ PYBIND11_MODULE(_core, m) {
       .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })
       .def("engine_counters", &Counters, set)
       .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); })
+      .def(
+          "_device_buffer",
+          [](PySession& s, const py::object& host) {
+            return DeviceBuffer::FromHost(s.Get(), host);
+          },
+          a("host_array"), "A copy of a CPU tensor on this rank's GPU (for tests).")
+      .def(
+          "_read_device",
+          [](PySession& s, const py::object& t) { return DeviceBuffer::ReadBack(s.Get(), t); },
+          a("tensor"), "The bytes of a GPU tensor, copied to the host (for tests).")
       .def_property_readonly(
           "mpi_enabled", [](PySession& s) { return s.Get().mpi_enabled(); },
           "True when this job initialised or uses MPI (transport, backend or rendezvous).")

@@ -20,6 +20,10 @@ import torch  # noqa: E402
 
 torch.set_num_threads(1)
 
+# GPU tensors through DLPack run on Hora's host device (test_gpu_dlpack.py):
+# set before init, which reads it.
+os.environ.setdefault("HORA_DEVICE", "host")
+
 import hora.torch as hvd  # noqa: E402
 
 hvd.init()

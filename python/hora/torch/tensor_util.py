@@ -2,15 +2,18 @@
 
 Contract of what the core accepts from this module:
 
-* dense (strided) CPU tensors, contiguous, of dtype uint8, int8, int16, int32,
-  int64, float16, bfloat16, float32, float64, or bool (passed as a uint8 view
-  of the same memory, so in-place results are valid bools);
-* a tensor that requires grad is passed detached (same memory).
+* dense (strided) CPU or CUDA tensors, contiguous, of dtype uint8, int8,
+  int16, int32, int64, float16, bfloat16, float32, float64, or bool (passed as
+  a uint8 view of the same memory, so in-place results are valid bools);
+* a tensor that requires grad is passed detached (same memory);
+* a CUDA tensor is handed over once the work queued on torch's current stream
+  of its device is done (Hora copies it on a stream of its own), and its
+  results are on the device when the handle is done.
 
 Anything else is refused here with a message naming the operation and the
-tensor: CUDA tensors (not taken yet, whatever the build), sparse tensors,
-unsupported dtypes, and non-contiguous tensors for in-place operations
-(out-of-place operations take a contiguous copy instead, like Horovod).
+tensor: tensors of other devices, sparse tensors, unsupported dtypes, and
+non-contiguous tensors for in-place operations (out-of-place operations take a
+contiguous copy instead, like Horovod).
 """
 
 import torch
@@ -48,12 +51,8 @@ def check_tensor(tensor, op, name, inplace=False):
     what = describe(op, name)
     if not isinstance(tensor, torch.Tensor):
         raise TypeError("%s: expected a torch.Tensor, got %s" % (what, type(tensor).__name__))
-    if tensor.device.type == "cuda":
-        raise UnimplementedError(
-            "%s: hora does not take CUDA tensors yet (tensor on %s; docs/gpu.md says what "
-            "exists); move it to the CPU first" % (what, tensor.device))
-    if tensor.device.type != "cpu":
-        raise UnimplementedError("%s: hora supports only CPU tensors (tensor on %s)"
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise UnimplementedError("%s: hora takes CPU and CUDA tensors, not tensors on %s"
                                  % (what, tensor.device))
     if tensor.layout != torch.strided:
         raise InvalidArgumentError("%s: %s tensors are not supported; use .to_dense() (or, "
@@ -74,7 +73,13 @@ def check_tensor(tensor, op, name, inplace=False):
 
 
 def capsule(tensor):
-    """A DLPack capsule over ``tensor``'s memory (bool as uint8). Consumed once by the core."""
+    """A DLPack capsule over ``tensor``'s memory (bool as uint8). Consumed once by the core.
+
+    For a CUDA tensor, first waits for the work queued on torch's current
+    stream of its device: Hora reads the tensor on a stream of its own.
+    """
+    if tensor.is_cuda:
+        torch.cuda.current_stream(tensor.device).synchronize()
     t = tensor.detach() if tensor.requires_grad else tensor
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)

@@ -1,0 +1,67 @@
+"""GPU tensors through DLPack (kDLCUDA), on Hora's host device.
+
+conftest sets HORA_DEVICE=host: the session's "GPU" is CPU memory that faults
+if host code touches it. ``Session._device_buffer`` makes a CUDA-style DLPack
+producer over it; collectives take it, and allocate their outputs on the
+device (exported as kDLCUDA). Results are read back with ``_read_device`` and
+compared with values computed here for every rank.
+"""
+
+import numpy as np
+import pytest
+
+import hora.torch as hvd
+from hora.common import basics
+
+
+def session():
+    return basics.session()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8])
+@pytest.mark.parametrize("count", [0, 1, 1031])
+def test_allreduce_of_a_gpu_tensor(dtype, count):
+    s, n, r = session(), hvd.size(), hvd.rank()
+    host = ((np.arange(count) % 7) * (r + 1)).astype(dtype)
+    dev = s._device_buffer(host)
+    assert dev.__dlpack_device__() == (2, 0)
+    s.allreduce_async("gpu.ar.%s.%d" % (np.dtype(dtype).name, count), dev, dev,
+                      op=basics.Sum).wait()
+    got = np.frombuffer(s._read_device(dev), dtype=dtype)
+    want = ((np.arange(count) % 7) * (n * (n + 1) // 2)).astype(dtype)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_allgather_output_is_on_the_gpu():
+    s, n, r = session(), hvd.size(), hvd.rank()
+    host = np.full((r + 1, 3), r, dtype=np.int64)
+    h = s.allgather_async("gpu.ag", s._device_buffer(host))
+    h.wait()
+    got = np.frombuffer(s._read_device(h.output()), dtype=np.int64).reshape(-1, 3)
+    want = np.concatenate([np.full((q + 1, 3), q, dtype=np.int64) for q in range(n)])
+    np.testing.assert_array_equal(got, want)
+    # Host code must not touch device memory: no buffer over it.
+    with pytest.raises(Exception, match="is on cuda:0, not host memory"):
+        h.output_buffer()
+
+
+def test_broadcast_of_a_gpu_tensor():
+    s, n, r = session(), hvd.size(), hvd.rank()
+    dev = s._device_buffer(np.full(257, r + 10, dtype=np.float32))
+    root = n - 1
+    s.broadcast_async("gpu.bc", dev, root).wait()
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(dev), dtype=np.float32),
+                                  np.full(257, root + 10, dtype=np.float32))
+
+
+def test_ranks_that_disagree_on_the_device_are_named():
+    s, n, r = session(), hvd.size(), hvd.rank()
+    if n < 2:
+        pytest.skip("a disagreement needs two ranks")  # (every rank skips alike)
+    host = np.ones(8, dtype=np.float32)
+    t = s._device_buffer(host) if r == 0 else host
+    with pytest.raises(Exception) as e:
+        s.allreduce_async("gpu.mixed", t, t, op=basics.Sum).wait()
+    assert "rank 0 float32[8] sum on cuda" in str(e.value), str(e.value)
+    assert "rank 1 float32[8] sum on cpu" in str(e.value), str(e.value)
+    s.barrier()  # the job goes on
