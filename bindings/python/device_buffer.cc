@@ -1,10 +1,15 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "device_buffer.h"
 
+#include <chrono>
+#include <cstring>
+#include <thread>
+
 #include "api/session_impl.h"
 #include "dlpack_convert.h"
 #include "errors.h"
 #include "gpu/blocking_copy.h"
+#include "gpu/host/host_device.h"
 
 namespace hora::python {
 namespace py = pybind11;
@@ -20,7 +25,22 @@ std::shared_ptr<gpu::Device> DeviceOf(Session& session) {
 
 }  // namespace
 
-DeviceBuffer DeviceBuffer::FromHost(Session& session, const py::object& host_array) {
+// The producer of a buffer written late: its stream, the event it records
+// there for a consumer, and the pinned source of its write.
+struct DeviceBuffer::Producer {
+  std::shared_ptr<gpu::Device> device;
+  gpu::Stream stream;
+  gpu::Event event;
+  void* pinned = nullptr;
+  ~Producer() {
+    if (stream.id != 0) (void)device->DestroyStream(stream);  // (waits for the write)
+    if (event.id != 0) (void)device->DestroyEvent(event);
+    if (pinned != nullptr) (void)device->FreePinned(pinned);
+  }
+};
+
+DeviceBuffer DeviceBuffer::FromHost(Session& session, const py::object& host_array,
+                                    const py::object& later, double delay_s) {
   Imported in = ImportCapsule(host_array, "_DeviceBuffer");
   if (in.view.device().type != DeviceType::kCPU) ThrowInvalid("_DeviceBuffer: not a CPU tensor");
   std::shared_ptr<gpu::Device> device = DeviceOf(session);
@@ -30,13 +50,42 @@ DeviceBuffer DeviceBuffer::FromHost(Session& session, const py::object& host_arr
   b.tensor_ = std::make_shared<Tensor>(
       Tensor::Adopt(TensorView(*mem, in.view.dtype(), in.view.shape(), {DeviceType::kCUDA, 0}),
                     [device](void* p) { (void)device->Free(p); }));
-  py::gil_scoped_release release;
+  {
+    py::gil_scoped_release release;
+    ThrowIfError(
+        gpu::CopyHostToDevice(*device, *mem, in.view.data(), in.view.num_bytes(), kCopyTimeout));
+  }
+  if (later.is_none()) return b;
+  Imported l = ImportCapsule(later, "_DeviceBuffer later");
+  auto* host = dynamic_cast<gpu::HostDevice*>(device.get());
+  if (host == nullptr) ThrowInvalid("_DeviceBuffer: a late write needs HORA_DEVICE=host");
+  if (l.view.num_bytes() != in.view.num_bytes()) ThrowInvalid("_DeviceBuffer: sizes differ");
+  auto p = std::make_shared<Producer>();
+  p->device = device;
+  auto stream = device->CreateStream();
+  ThrowIfError(stream.status());
+  p->stream = *stream;
+  auto event = device->CreateEvent();
+  ThrowIfError(event.status());
+  p->event = *event;
+  auto pinned = device->AllocatePinned(l.view.num_bytes());
+  ThrowIfError(pinned.status());
+  p->pinned = *pinned;
+  if (l.view.num_bytes() > 0) std::memcpy(p->pinned, l.view.data(), l.view.num_bytes());
+  const auto delay = std::chrono::duration<double>(delay_s);
+  ThrowIfError(host->RunOnStream(p->stream, [delay] { std::this_thread::sleep_for(delay); }));
   ThrowIfError(
-      gpu::CopyHostToDevice(*device, *mem, in.view.data(), in.view.num_bytes(), kCopyTimeout));
+      device->Copy(*mem, p->pinned, l.view.num_bytes(), gpu::CopyKind::kHostToDevice, p->stream));
+  b.producer_ = std::move(p);
   return b;
 }
 
-py::capsule DeviceBuffer::Dlpack(const py::object&) const {
+py::capsule DeviceBuffer::Dlpack(const py::object& stream) const {
+  if (producer_ && !stream.is_none()) {
+    const Producer& p = *producer_;
+    ThrowIfError(p.device->Record(p.event, p.stream));
+    ThrowIfError(p.device->StreamWait(gpu::Stream{stream.cast<uint64_t>()}, p.event));
+  }
   return ExportView(tensor_->view(), tensor_);
 }
 
@@ -55,6 +104,14 @@ py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor) {
         gpu::CopyDeviceToHost(*device, out.data(), in.view.data(), out.size(), kCopyTimeout));
   }
   return py::bytes(out);
+}
+
+StreamFor StreamsOf(Session& session) {
+  return [&session](int device_id) -> std::optional<uintptr_t> {
+    gpu::LazyDevice& devices = session.impl().devices;
+    if (!devices.Get(device_id).ok()) return std::nullopt;
+    return devices.stream().id;
+  };
 }
 
 void AddDeviceBuffer(py::module_& m) {

@@ -11,6 +11,7 @@
 
 #include <memory>
 
+#include "dlpack_convert.h"
 #include "hora/hora.h"
 
 namespace hora::python {
@@ -18,9 +19,15 @@ namespace hora::python {
 class DeviceBuffer {
  public:
   // A copy of `host_array` (a CPU tensor with __dlpack__, e.g. a NumPy
-  // array) on `session`'s GPU (cuda:0).
-  static DeviceBuffer FromHost(Session& session, const pybind11::object& host_array);
+  // array) on `session`'s GPU (cuda:0). With `later` (a host array of the
+  // same size; host device only), a producer of its own then overwrites it
+  // with `later` on a stream of its own, `delay_s` later, as a framework's
+  // kernel still running would.
+  static DeviceBuffer FromHost(Session& session, const pybind11::object& host_array,
+                               const pybind11::object& later, double delay_s);
 
+  // A capsule over the memory. Given a stream, makes it wait for the
+  // producer's work first (DLPack's protocol).
   pybind11::capsule Dlpack(const pybind11::object& stream) const;
   pybind11::tuple DlpackDevice() const;
 
@@ -29,10 +36,15 @@ class DeviceBuffer {
   static pybind11::bytes ReadBack(Session& session, const pybind11::object& tensor);
 
  private:
+  struct Producer;
   std::shared_ptr<Tensor> tensor_;
+  std::shared_ptr<Producer> producer_;
 };
 
-// Adds _DeviceBuffer and Session's helpers for it to module `m`.
+// The stream on which `session` reads CUDA tensors (dlpack_convert.h).
+StreamFor StreamsOf(Session& session);
+
+// Adds _DeviceBuffer to module `m`.
 void AddDeviceBuffer(pybind11::module_& m);
 
 }  // namespace hora::python

@@ -4,6 +4,7 @@
 #include <dlpack/dlpack.h>
 
 #include <optional>
+#include <utility>
 
 #include "errors.h"
 
@@ -104,10 +105,17 @@ void CapsuleDestructor(PyObject* capsule) {
 
 }  // namespace
 
-Imported ImportCapsule(const py::object& obj, const std::string& what) {
+Imported ImportCapsule(const py::object& obj, const std::string& what,
+                       const StreamFor& stream_for) {
   py::object capsule = obj;
   if (!PyCapsule_CheckExact(capsule.ptr()) && py::hasattr(capsule, "__dlpack__")) {
-    capsule = capsule.attr("__dlpack__")();
+    std::optional<uintptr_t> stream;
+    if (stream_for && py::hasattr(obj, "__dlpack_device__")) {
+      const auto device = obj.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+      if (device.first == kDLCUDA) stream = stream_for(device.second);
+    }
+    capsule =
+        stream ? obj.attr("__dlpack__")(py::arg("stream") = *stream) : obj.attr("__dlpack__")();
   }
   if (!PyCapsule_CheckExact(capsule.ptr())) {
     ThrowInvalid(what + ": expected a DLPack capsule or an object with __dlpack__, got " +

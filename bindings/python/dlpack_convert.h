@@ -17,7 +17,10 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "hora/hora.h"
@@ -31,10 +34,19 @@ struct Imported {
   Keepalive owner;  // keeps the producer's memory alive
 };
 
-// Consumes `capsule`. `what` names the argument in errors ("allreduce
+// The stream (its native handle) on which Hora reads tensors of CUDA device
+// `device_id`: a producer asked for a tensor on it makes it wait for the
+// tensor's work (DLPack's stream argument). None where there is no device
+// (the submission then says why).
+using StreamFor = std::function<std::optional<uintptr_t>(int device_id)>;
+
+// Consumes `capsule`, or the capsule of an object with __dlpack__ (asked
+// with `stream_for`'s stream when its __dlpack_device__ is CUDA, and
+// `stream_for` is set). `what` names the argument in errors ("allreduce
 // 'w' input"). Throws InvalidArgumentError (non-contiguous, unsupported
 // dtype or device, a used capsule) naming it.
-Imported ImportCapsule(const pybind11::object& capsule, const std::string& what);
+Imported ImportCapsule(const pybind11::object& capsule, const std::string& what,
+                       const StreamFor& stream_for = nullptr);
 
 // A new capsule over `handle`'s output tensor (which must exist), on its
 // device (kDLCUDA for a GPU tensor's output).

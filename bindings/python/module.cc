@@ -211,15 +211,21 @@ std::string What(const char* op, const std::string& name, const char* which) {
   return std::string(op) + " '" + name + "' " + which;
 }
 
+// A tensor of `ps`'s session: a CUDA one is asked for on the session's
+// stream, so that its producer's work comes first.
+Imported Import(PySession& ps, const py::object& obj, const std::string& what) {
+  return ImportCapsule(obj, what, StreamsOf(ps.Get()));
+}
+
 HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
                          const py::object& out, int op, double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = ImportCapsule(in, What("allreduce", name, "input"));
+  Imported i = Import(ps, in, What("allreduce", name, "input"));
   if (out.is_none()) {  // in place
     return ps.Wrap(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
   }
-  Imported o = ImportCapsule(out, What("allreduce", name, "output"));
+  Imported o = Import(ps, out, What("allreduce", name, "output"));
   Handle h = s.AllreduceAsync(name, i.view, o.view, red, set);
   return ps.Wrap(h, name, {i.owner, o.owner});
 }
@@ -229,7 +235,7 @@ void ImportAll(PySession& ps, const char* op, const std::string& group, const py
                std::vector<Keepalive>* keep, std::vector<TensorView>* views) {
   ps.Get();
   for (size_t k = 0; k < inputs.size(); ++k) {
-    Imported i = ImportCapsule(inputs[k], What(op, group, ("input " + std::to_string(k)).c_str()));
+    Imported i = Import(ps, inputs[k], What(op, group, ("input " + std::to_string(k)).c_str()));
     views->push_back(i.view);
     keep->push_back(i.owner);
   }
@@ -262,7 +268,7 @@ std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& g
 
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {
   Session& s = ps.Get();
-  Imported i = ImportCapsule(in, What("allgather", name, "input"));
+  Imported i = Import(ps, in, What("allgather", name, "input"));
   return ps.Wrap(s.AllgatherAsync(name, i.view, set), name, {i.owner});
 }
 
@@ -277,14 +283,14 @@ std::vector<HandlePtr> GroupedAllgatherAsync(PySession& ps, const std::string& g
 HandlePtr BroadcastAsync(PySession& ps, const std::string& name, const py::object& t, int root,
                          int set) {
   Session& s = ps.Get();
-  Imported i = ImportCapsule(t, What("broadcast", name, "tensor"));
+  Imported i = Import(ps, t, What("broadcast", name, "tensor"));
   return ps.Wrap(s.BroadcastAsync(name, i.view, root, set), name, {i.owner});
 }
 
 HandlePtr AlltoallAsync(PySession& ps, const std::string& name, const py::object& in,
                         const std::optional<std::vector<int64_t>>& splits, int set) {
   Session& s = ps.Get();
-  Imported i = ImportCapsule(in, What("alltoall", name, "input"));
+  Imported i = Import(ps, in, What("alltoall", name, "input"));
   std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
   return ps.Wrap(s.AlltoallAsync(name, i.view, sp, set), name, {i.owner});
 }
@@ -293,7 +299,7 @@ HandlePtr ReducescatterAsync(PySession& ps, const std::string& name, const py::o
                              double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = ImportCapsule(in, What("reducescatter", name, "input"));
+  Imported i = Import(ps, in, What("reducescatter", name, "input"));
   return ps.Wrap(s.ReducescatterAsync(name, i.view, red, set), name, {i.owner});
 }
 
@@ -441,10 +447,12 @@ PYBIND11_MODULE(_core, m) {
       .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); })
       .def(
           "_device_buffer",
-          [](PySession& s, const py::object& host) {
-            return DeviceBuffer::FromHost(s.Get(), host);
+          [](PySession& s, const py::object& host, const py::object& later, double delay_s) {
+            return DeviceBuffer::FromHost(s.Get(), host, later, delay_s);
           },
-          a("host_array"), "A copy of a CPU tensor on this rank's GPU (for tests).")
+          a("host_array"), py::arg("later") = py::none(), py::arg("delay_s") = 0.0,
+          "A copy of a CPU tensor on this rank's GPU, optionally overwritten by `later` "
+          "delay_s later on a producer stream of its own (for tests).")
       .def(
           "_read_device",
           [](PySession& s, const py::object& t) { return DeviceBuffer::ReadBack(s.Get(), t); },

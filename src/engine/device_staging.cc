@@ -29,12 +29,10 @@ DeviceStaging::~DeviceStaging() {
   if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
   if (packed_ != nullptr) (void)device_->Free(packed_);
   if (event_.id != 0) (void)device_->DestroyEvent(event_);
-  if (stream_.id != 0) (void)device_->DestroyStream(stream_);
 }
 
 Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
   if (!prepared_) {
-    HORA_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
     HORA_ASSIGN_OR_RETURN(event_, device_->CreateEvent());
     prepared_ = true;
   }

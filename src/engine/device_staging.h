@@ -27,9 +27,11 @@ namespace hora {
 
 class DeviceStaging {
  public:
-  // Waits for `device` at most `timeout` per step.
-  DeviceStaging(std::shared_ptr<gpu::Device> device, Duration timeout)
-      : device_(std::move(device)), timeout_(timeout) {}
+  // Queues its copies on `stream` of `device` (the rank's stream, which
+  // frameworks' producers make wait for their work: gpu/lazy_device.h) and
+  // waits for them at most `timeout` per step.
+  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout)
+      : device_(std::move(device)), timeout_(timeout), stream_(stream) {}
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -46,7 +48,7 @@ class DeviceStaging {
   }
 
  private:
-  // The stream, the event and the buffers, at least `pinned` and
+  // The event and the buffers, at least `pinned` and
   // `on_device` bytes of the last two.
   Status Prepare(size_t pinned, size_t on_device);
   // Waits until the device has done what was queued; `step` names it.
@@ -62,7 +64,7 @@ class DeviceStaging {
 
   const std::shared_ptr<gpu::Device> device_;
   const Duration timeout_;
-  gpu::Stream stream_;
+  const gpu::Stream stream_;
   gpu::Event event_;
   bool prepared_ = false;
   std::byte* pinned_ = nullptr;

@@ -111,7 +111,8 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     // 0 (no timeout), by 10 minutes: a copy of Hora's own stream waits for
     // nothing else, and one that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
-    staging_ = std::make_unique<DeviceStaging>(std::move(device), SecondsToDuration(bound));
+    staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
+                                               SecondsToDuration(bound));
   }
   return staging_->Run(data_, batch, rank_, size_, &fusion_);
 }

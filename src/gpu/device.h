@@ -36,7 +36,9 @@
 
 namespace hora::gpu {
 
-// A stream of the device (0: none). Work queued on one runs in order.
+// A stream of the device (0: none). Work queued on one runs in order. The
+// id is the native handle (a cudaStream_t), as DLPack's stream argument
+// takes it.
 struct Stream {
   uint64_t id = 0;
   friend bool operator==(Stream, Stream) = default;

@@ -27,9 +27,26 @@ Result<std::shared_ptr<Device>> LazyDevice::GetLocked(int ordinal) {
     failed_ = opened.status().WithContext("GPU tensors (HORA_DEVICE=" + kind_ + ")");
     return failed_;
   }
-  device_ = std::shared_ptr<Device>(std::move(opened).value());
+  std::shared_ptr<Device> device(std::move(opened).value());
+  Result<Stream> stream = device->CreateStream();
+  if (!stream.ok()) {
+    failed_ = stream.status().WithContext("GPU tensors (HORA_DEVICE=" + kind_ + ")");
+    return failed_;
+  }
+  device_ = std::move(device);
+  stream_ = *stream;
   pointers_ = std::make_unique<PointerCache>(*device_, PointerCache::Policy::kTrust);
   return device_;
+}
+
+LazyDevice::~LazyDevice() {
+  MutexLock lock(mu_);
+  if (device_ && stream_.id != 0) (void)device_->DestroyStream(stream_);  // (waits for it)
+}
+
+Stream LazyDevice::stream() const {
+  MutexLock lock(mu_);
+  return stream_;
 }
 
 Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {

@@ -41,6 +41,13 @@ class LazyDevice {
 
   // The open device, or null (never opens one).
   std::shared_ptr<Device> opened() const HORA_EXCLUDES(mu_);
+  // The rank's one stream on it, made when it opened (0 before): every copy
+  // Hora makes of GPU tensors is queued there, and a framework hands a
+  // tensor over by making this stream wait for the tensor's producer
+  // (DLPack's stream argument: Stream::id is the native handle).
+  Stream stream() const HORA_EXCLUDES(mu_);
+
+  ~LazyDevice();
 
  private:
   Result<std::shared_ptr<Device>> GetLocked(int ordinal) HORA_REQUIRES(mu_);
@@ -50,6 +57,7 @@ class LazyDevice {
   std::optional<int> ordinal_ HORA_GUARDED_BY(mu_);  // what was opened, or tried
   std::shared_ptr<Device> device_ HORA_GUARDED_BY(mu_);
   std::unique_ptr<PointerCache> pointers_ HORA_GUARDED_BY(mu_);  // of device_
+  Stream stream_ HORA_GUARDED_BY(mu_);
   Status failed_ HORA_GUARDED_BY(mu_);
 };
 

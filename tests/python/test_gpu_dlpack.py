@@ -65,3 +65,15 @@ def test_ranks_that_disagree_on_the_device_are_named():
     assert "rank 0 float32[8] sum on cuda" in str(e.value), str(e.value)
     assert "rank 1 float32[8] sum on cpu" in str(e.value), str(e.value)
     s.barrier()  # the job goes on
+
+
+def test_a_gpu_tensor_is_read_after_its_producers_work():
+    # The producer still writes the tensor on its own stream (0.2 s late);
+    # Hora asks for it on its stream (DLPack's stream argument), which the
+    # producer makes wait: the collective sees the late values.
+    s, n, r = session(), hvd.size(), hvd.rank()
+    dev = s._device_buffer(np.zeros(4099, np.float32),
+                           later=np.full(4099, r + 1, np.float32), delay_s=0.2)
+    s.allreduce_async("gpu.late", dev, dev, op=basics.Sum).wait()
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(dev), dtype=np.float32),
+                                  np.full(4099, n * (n + 1) // 2, np.float32))

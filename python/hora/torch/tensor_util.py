@@ -6,9 +6,10 @@ Contract of what the core accepts from this module:
   int16, int32, int64, float16, bfloat16, float32, float64, or bool (passed as
   a uint8 view of the same memory, so in-place results are valid bools);
 * a tensor that requires grad is passed detached (same memory);
-* a CUDA tensor is handed over once the work queued on torch's current stream
-  of its device is done (Hora copies it on a stream of its own), and its
-  results are on the device when the handle is done.
+* a CUDA tensor is handed over as itself: the core asks for its capsule with
+  its own stream (DLPack's stream argument), and torch makes that stream wait
+  for the work queued on its current stream; the host does not wait. Results
+  are on the device when the handle is done.
 
 Anything else is refused here with a message naming the operation and the
 tensor: tensors of other devices, sparse tensors, unsupported dtypes, and
@@ -73,17 +74,15 @@ def check_tensor(tensor, op, name, inplace=False):
 
 
 def capsule(tensor):
-    """A DLPack capsule over ``tensor``'s memory (bool as uint8). Consumed once by the core.
-
-    For a CUDA tensor, first waits for the work queued on torch's current
-    stream of its device: Hora reads the tensor on a stream of its own.
+    """What the core takes for ``tensor`` (bool as uint8): a DLPack capsule over its memory,
+    consumed once; for a CUDA tensor the tensor itself, whose ``__dlpack__`` the core calls
+    with its own stream, so that the tensor's pending work on torch's current stream comes
+    first (on the GPU, without a host wait).
     """
-    if tensor.is_cuda:
-        torch.cuda.current_stream(tensor.device).synchronize()
     t = tensor.detach() if tensor.requires_grad else tensor
     if t.dtype == torch.bool:
         t = t.view(torch.uint8)
-    return to_dlpack(t)
+    return t if t.is_cuda else to_dlpack(t)
 
 
 def from_capsule(cap, dtype):
