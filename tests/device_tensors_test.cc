@@ -1,7 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // GPU tensors through every collective, on the host device (HORA_DEVICE=host:
-// device pointers fault if host code touches them, streams are threads), at
+// device pointers fault if host code touches them, streams are threads; or
+// on a GPU, with HORATEST_DEVICE=cuda), at
 // world sizes 1-4 as threads: allreduce (every dtype and op, with scale
 // factors, sizes 0 to 64 Ki elements, in place and not, fused batches,
 // groups, a joined rank), broadcast from every root, allgather,
@@ -11,6 +12,7 @@
 // host memory called GPU memory, a second GPU, a host output.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -27,7 +29,12 @@ constexpr auto kForever = std::chrono::nanoseconds::max();
 
 bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUDA, 0}; }
 
-Settings DeviceSettings() { return TestSettings({{"HORA_DEVICE", "host"}}); }
+// The host device, or what HORATEST_DEVICE names ("cuda" on a GPU machine:
+// scripts/gpu_run.sh runs this suite there too).
+Settings DeviceSettings() {
+  const char* device = std::getenv("HORATEST_DEVICE");
+  return TestSettings({{"HORA_DEVICE", device != nullptr ? device : "host"}});
+}
 
 class DeviceTensors : public ::testing::TestWithParam<int> {};
 
@@ -78,6 +85,59 @@ TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
                 << red.prescale_factor << " count " << count << (in_place ? " in place" : "")
                 << " rank " << r << ": " << diff;
           }
+        }
+      }
+    }
+  }
+}
+
+// Adasum (not element-wise) on GPU tensors gives, bit for bit, what it gives
+// on the same values in host memory: a fused batch of three tensors (Adasum
+// runs them one at a time) and a single one.
+TEST_P(DeviceTensors, AdasumMatchesTheHostPathBitForBit) {
+  const int n = GetParam();
+  ThreadRanks job(n, DeviceSettings());
+  const std::vector<size_t> counts = {1, 1031, 4096};
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16}) {
+    const size_t esize = DataTypeSize(dtype);
+    auto input = [&](int r, size_t i) {
+      std::vector<uint8_t> v(counts[i] * esize);
+      FillInput(dtype, ReduceOp::kSum, v.data(), counts[i], 40 + i, r);
+      return v;
+    };
+    std::vector<std::vector<std::vector<uint8_t>>> host(static_cast<size_t>(n)),
+        gpu(static_cast<size_t>(n));
+    auto st = job.Run([&](int r, Session& s) {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      auto& h = host[static_cast<size_t>(r)];
+      std::vector<void*> d;
+      std::vector<Handle> hs;
+      for (size_t i = 0; i < counts.size(); ++i) {
+        h.push_back(input(r, i));
+        d.push_back(io.Upload(h.back().data(), h.back().size()));
+      }
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const TensorView hv(h[i].data(), dtype, {static_cast<int64_t>(counts[i])});
+        hs.push_back(s.AllreduceAsync("host." + std::to_string(i), hv, hv, {ReduceOp::kAdasum}));
+      }
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const TensorView gv = OnGpu(d[i], dtype, {static_cast<int64_t>(counts[i])});
+        hs.push_back(s.AllreduceAsync("gpu." + std::to_string(i), gv, gv, {ReduceOp::kAdasum}));
+      }
+      for (Handle& x : hs) HORA_RETURN_IF_ERROR(x.Wait(kForever));
+      for (size_t i = 0; i < counts.size(); ++i)
+        gpu[static_cast<size_t>(r)].push_back(io.Download(d[i], counts[i] * esize));
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+      for (size_t i = 0; i < counts.size(); ++i) {
+        EXPECT_TRUE(host[static_cast<size_t>(r)][i] == gpu[static_cast<size_t>(r)][i])
+            << DataTypeName(dtype) << " tensor " << i << " rank " << r;
+        if (n > 1) {  // (Adasum of one rank is its input)
+          EXPECT_FALSE(host[static_cast<size_t>(r)][i] == input(r, i))
+              << "adasum changed nothing: " << DataTypeName(dtype) << " tensor " << i;
         }
       }
     }

@@ -13,8 +13,9 @@ const char kUsage[] =
     "         [--sizes LOW:HIGH] [--step-factor F] [--iters N] [--warmup N]\n"
     "         [--dtype f32|f16|bf16|f64|i8|u8|i16|i32|i64] [--op sum|average|min|max|product]\n"
     "         [--algo NAME] [--inplace] [--root R] [--check] [--peers mpi,gloo,torch]\n"
-    "         [--json FILE] [--python PATH]\n"
-    "Run one process per rank under horarun (or horarun --mpi / mpirun for the mpi peer).\n";
+    "         [--json FILE] [--python PATH] [--device host|cuda]\n"
+    "Run one process per rank under horarun (or horarun --mpi / mpirun for the mpi peer).\n"
+    "--device: also Hora on GPU tensors (\"hora@host\": the host device; \"hora@cuda\").\n";
 
 const char* CollectiveName(Collective c) {
   switch (c) {
@@ -102,6 +103,9 @@ Result<Args> ParseArgs(int argc, char** argv) {
       a.json_path = v;
     } else if (f == "--python") {
       a.python = v;
+    } else if (f == "--device") {
+      if (v != "host" && v != "cuda") return Bad(f, v, "is not one of host, cuda");
+      a.device = v;
     } else if (f == "--peers") {
       std::stringstream ss(v);
       std::string p;

@@ -28,6 +28,7 @@ struct Args {
   bool check = false;
   int root = 0;                    // broadcast
   std::vector<std::string> peers;  // mpi, gloo, torch
+  std::string device;              // "", host or cuda: Hora on GPU tensors too
   std::string json_path;
   std::string python = "/usr/bin/python3";  // the torch peer's interpreter
 };

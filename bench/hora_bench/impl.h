@@ -44,4 +44,8 @@ class Impl {
 // backend is the MPI library's collectives).
 std::unique_ptr<Impl> MakeSessionImpl(Session& session, std::string name);
 
+// Hora on GPU tensors of `session`'s device (HORA_DEVICE=`device`: "host"
+// or "cuda"), named "hora@<device>".
+Result<std::unique_ptr<Impl>> MakeDeviceImpl(Session& session, const std::string& device);
+
 }  // namespace hora::bench

@@ -124,6 +124,7 @@ int Run(const Args& a) {
     options.settings[a.collective == Collective::kBroadcast ? "HORA_BROADCAST_ALGO"
                                                             : "HORA_ALLREDUCE_ALGO"] = a.algo;
   }
+  if (!a.device.empty()) options.settings["HORA_DEVICE"] = a.device;
   auto created = Session::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "hora-bench: %s\n", created.status().ToString().c_str());
@@ -139,6 +140,11 @@ int Run(const Args& a) {
                                 std::to_string(s.size())));
   std::vector<std::unique_ptr<Impl>> impls;
   impls.push_back(MakeSessionImpl(s, "hora"));
+  if (!a.device.empty()) {  // GPU tensors, beside host ones
+    auto d = MakeDeviceImpl(s, a.device);
+    if (!d.ok()) return fail(d.status());
+    impls.push_back(std::move(*d));
+  }
   std::unique_ptr<Session> mpi;
   bool torch = false;
   for (const std::string& p : a.peers) {

@@ -2,8 +2,8 @@
 # hora-bench end to end: every collective at 2 and 3 ranks with --check
 # against the reference in bench/hora_bench/data.cc, for Hora and, where
 # built, the Gloo peer; --json records checked field by field; the torch peer
-# (np 2) and the MPI peer (horarun --mpi, np 2); bad flags exit 2 naming the
-# flag. Usage: hora_bench_test.sh HORARUN HORA_BENCH PYTHON
+# (np 2) and the MPI peer (horarun --mpi, np 2); GPU tensors on the host
+# device (--device host, np 2); bad flags exit 2 naming the flag. Usage: hora_bench_test.sh HORARUN HORA_BENCH PYTHON
 set -u
 horarun="$1"; bench="$2"; python="$3"
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
@@ -76,6 +76,14 @@ if HORA_TRANSPORT=tcp "$horarun" -np 3 "$bench" allreduce --sizes 4:64K --step-f
    check_json "$out/tcp.json" allreduce 3 "$([ -n "$gloo" ] && echo hora,gloo_ring,gloo_hd || echo hora)" 4 &&
    grep -q '"limit_kind": "tcp_stream"' "$out/tcp.json"; then ok; else bad "tcp"; tail "$out/log"; fi
 
+# GPU tensors on the host device (hora@host beside hora), every collective.
+for coll in allreduce allgather broadcast alltoall reducescatter; do
+  if "$horarun" -np 2 --timeout 120 "$bench" "$coll" --device host --sizes 4:1M --step-factor 64 \
+       --iters 2 --check --json "$out/dev-$coll.json" >"$out/log" 2>&1 &&
+     check_json "$out/dev-$coll.json" "$coll" 2 hora,hora@host 4; then ok; else
+    bad "--device host $coll"; tail "$out/log"; fi
+done
+
 # The torch.distributed peer.
 if "$python" -c "import torch.distributed" 2>/dev/null; then
   if "$horarun" -np 2 --timeout 200 "$bench" allreduce --sizes 4:64K --step-factor 64 --iters 2 \
@@ -92,7 +100,7 @@ fi
 
 # Bad input: exit 2 and an error naming the flag and its value.
 for argv in "allreduce --dtype f99" "allreduce --sizes 8:4" "allgather --inplace" \
-            "alltoall --algo ring" "allreduce --peers nccl" "scan"; do
+            "alltoall --algo ring" "allreduce --peers nccl" "allreduce --device tpu" "scan"; do
   msg=$("$bench" $argv 2>&1); rc=$?
   first=$(echo "$argv" | awk '{print $NF}')
   if [ "$rc" -eq 2 ] && echo "$msg" | grep -qF -- "$first"; then ok; else bad "'$argv': rc $rc: $msg"; fi

@@ -1,7 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // One rank of the GPU-tensor multi-process test, started by horarun: with
-// HORA_DEVICE=host (GPU semantics on CPU memory), runs allreduce (dtypes,
+// HORA_DEVICE=host (GPU semantics on CPU memory; HORATEST_DEVICE=cuda on a
+// GPU machine), runs allreduce (dtypes,
 // ops, scale factors, sizes 0 to 300,000 elements, a fused batch),
 // broadcast from every root, allgather, reducescatter and alltoall on GPU
 // tensors, reads each result back from the device and checks it against a
@@ -9,6 +10,7 @@
 // "rank R: N device checks passed" and exits 0, or names the first failure
 // and exits 1.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -171,7 +173,8 @@ int main(int argc, char** argv) {
     return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   SessionOptions o;
-  o.settings = {{"HORA_DEVICE", "host"}};
+  const char* device = std::getenv("HORATEST_DEVICE");  // "cuda" on a GPU machine
+  o.settings = {{"HORA_DEVICE", device != nullptr ? device : "host"}};
   auto session = Session::Create(o);
   if (!Check(session.status(), "Session::Create")) return 1;
   Session& s = **session;

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#
+# Hora on a GPU machine, one step per call (each well under 10 minutes), its
+# results under $OUT (default: gpu-out/):
+#   inventory  what the machine has -> inventory.txt
+#   build      a GPU build in build-gpu/: CUDA on, kernels for sm_90 (H100,
+#              H200; HORA_CUDA_ARCH=80 for an A100), the packages the image
+#              lacks from .gpu-deps/ (scripts/gpu-deps)
+#   test       ctest -L gpu; the GPU-tensor suites with HORA_DEVICE=cuda
+#              (threads np 1-4, processes np 2 and 4, hora.torch on CUDA
+#              tensors at np 2) -> test.txt, gpu.xml
+#   bench      the pointer-cache benchmark on the GPU -> bench.txt
+#   all        the four in order
+# Every step prints what it ran and its exit code; a failing step does not
+# stop the next ones under `all`. Record what ran, on which GPU, in
+# docs/gpu.md.
+set -uo pipefail
+if [[ $# -eq 0 || "$1" == "-h" || "$1" == "--help" ]]; then
+  sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'
+  [[ $# -eq 0 ]] && exit 2 || exit 0
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-out}
+build=$root/build-gpu
+mkdir -p "$out"
+cd "$root" || exit 1
+python=$(command -v python3)
+
+run() {  # run LOG CMD...: runs CMD, its output to LOG and the terminal
+  local log=$1
+  shift
+  echo "+ $*" | tee -a "$out/$log"
+  "$@" 2>&1 | tee -a "$out/$log"
+  local rc=${PIPESTATUS[0]}
+  echo "= exit $rc" | tee -a "$out/$log"
+  return "$rc"
+}
+
+inventory() {
+  {
+    echo "date: $(date -u)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv 2>&1
+    nvidia-smi topo -m 2>&1 | head -5
+    echo "nvcc: $(nvcc --version 2>&1 | tail -2 | tr '\n' ' ')"
+    echo "cmake: $(cmake --version | head -1); ninja: $(ninja --version 2>&1)"
+    echo "c++: $(c++ --version | head -1)"
+    echo "python: $python $($python --version 2>&1)"
+    $python -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
+'gpus', torch.cuda.device_count())" 2>&1
+    $python -c "import sysconfig, os; i = sysconfig.get_paths()['include']; \
+print('Python.h:', os.path.exists(os.path.join(i, 'Python.h')), i)" 2>&1
+    for h in openssl/hmac.h gtest/gtest.h pybind11/pybind11.h dlpack/dlpack.h benchmark/benchmark.h \
+      nlohmann/json.hpp nccl.h; do
+      if [[ -e /usr/include/$h || -e /usr/local/cuda/include/$h ]]; then echo "header $h: yes"; else
+        echo "header $h: no"; fi
+    done
+    echo "nproc: $(nproc)"
+    echo ".gpu-deps: $(cat .gpu-deps/PACKAGES 2>/dev/null | tr '\n' ' ')"
+  } > "$out/inventory.txt" 2>&1
+  cat "$out/inventory.txt"
+}
+
+build_step() {
+  local deps=()
+  [[ -d .gpu-deps ]] && deps=(-DHORA_DEPS_DIR="$root/.gpu-deps")
+  local python_on=ON
+  $python -c "import sysconfig, os, sys; \
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Python.h')) else 1)" ||
+    python_on=OFF
+  run build.txt cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DHORA_WITH_CUDA=on -DCMAKE_CUDA_ARCHITECTURES="${HORA_CUDA_ARCH:-90}" "${deps[@]}" \
+    -DHORA_BUILD_PYTHON=$python_on -DPython_EXECUTABLE="$python" || return 1
+  run build.txt cmake --build "$build" -j "$(nproc)" --target horarun hora-gpu-check \
+    hora-mp-device-worker hora_tests hora-pointer-cache-bench || return 1
+  if [[ $python_on == ON ]]; then run build.txt cmake --build "$build" --target hora_python_core; fi
+}
+
+test_step() {
+  local rc=0
+  (cd "$build" && run test.txt ctest -L gpu --output-on-failure --output-junit "$out/gpu.xml") ||
+    rc=1
+  HORATEST_DEVICE=cuda run test.txt "$build/bin/hora_tests" --gtest_brief=1 \
+    --gtest_filter='*DeviceTensor*' || rc=1
+  for np in 2 4; do
+    HORATEST_DEVICE=cuda run test.txt "$build/bin/horarun" -np $np --timeout 120 \
+      "$build/bin/hora-mp-device-worker" || rc=1
+  done
+  if [[ -e "$build/python/hora/__init__.py" ]]; then
+    HORA_DEVICE=cuda PYTHONPATH="$build/python" run test.txt "$build/bin/horarun" -np 2 \
+      --timeout 300 "$python" -m pytest -q -p no:cacheprovider -rs tests/python/test_torch_cuda.py \
+      tests/python/test_gpu_dlpack.py || rc=1
+  else
+    echo "python tests: not built (no Python.h)" | tee -a "$out/test.txt"
+  fi
+  return $rc
+}
+
+bench_step() {
+  HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-pointer-cache-bench"
+}
+
+status=0
+for step in "$@"; do
+  case $step in
+    inventory) inventory || status=1 ;;
+    build) build_step || status=1 ;;
+    test) test_step || status=1 ;;
+    bench) bench_step || status=1 ;;
+    all) inventory; build_step && { test_step || status=1; bench_step || status=1; } || status=1 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (inventory, build, test, bench, all)" >&2; exit 2 ;;
+  esac
+done
+exit $status

@@ -1,0 +1,105 @@
+"""hora.torch on real CUDA tensors: runs on a machine with a GPU and
+HORA_DEVICE=cuda (scripts/gpu_run.sh); every rank skips it alike elsewhere.
+
+Several ranks may share one GPU: Hora stages GPU tensors through pinned host
+memory, which needs no GPU of its own per rank.
+"""
+
+import os
+
+import pytest
+import torch
+
+import hora.torch as hvd
+from helpers import all_values, reduce_reference, value
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available() or os.environ.get("HORA_DEVICE") == "host",
+    reason="needs a GPU and HORA_DEVICE=cuda or auto (scripts/gpu_run.sh)")
+
+
+def device():
+    d = torch.device("cuda", hvd.local_rank() % torch.cuda.device_count())
+    torch.cuda.set_device(d)
+    return d
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32])
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average, hvd.Min, hvd.Max])
+@pytest.mark.parametrize("shape", [(0,), (1,), (1031,), (64, 1025)])
+def test_allreduce_of_cuda_tensors(dtype, op, shape):
+    d = device()
+    out = hvd.allreduce(value(hvd.rank(), shape, dtype).to(d), op=op,
+                        name="cuda.ar.%s.%s.%s" % (dtype, op, shape))
+    assert out.device == d
+    want = reduce_reference(all_values(shape, dtype), op, dtype)
+    torch.testing.assert_close(out.cpu(), want, rtol=1e-2, atol=1e-2)
+
+
+def test_inplace_grouped_and_async():
+    d = device()
+    ts = [value(hvd.rank(), (i * 37 + 1,), torch.float32, seed=i).to(d) for i in range(20)]
+    hs = [hvd.allreduce_async_(t, op=hvd.Sum, name="cuda.async.%d" % i) for i, t in enumerate(ts)]
+    for h in hs:
+        hvd.synchronize(h)
+    for i, t in enumerate(ts):
+        want = reduce_reference(all_values((i * 37 + 1,), torch.float32, seed=i), hvd.Sum,
+                                torch.float32)
+        torch.testing.assert_close(t.cpu(), want)
+    outs = hvd.grouped_allreduce([t.clone() for t in ts], op=hvd.Average, name="cuda.group")
+    assert all(o.device == d for o in outs)
+
+
+def test_a_tensor_still_being_computed_is_read_after_its_kernels():
+    # No synchronize: the tensor's kernels are still queued on torch's stream
+    # when it is handed over; Hora's stream waits for them.
+    d = device()
+    x = torch.zeros(1 << 22, device=d)
+    for _ in range(20):
+        x = x + 1.0
+    x = x * (hvd.rank() + 1)
+    out = hvd.allreduce(x, op=hvd.Sum, name="cuda.pending")
+    n = hvd.size()
+    assert torch.all(out == 20.0 * n * (n + 1) / 2).item()
+
+
+def test_allgather_broadcast_alltoall_on_cuda():
+    d = device()
+    r, n = hvd.rank(), hvd.size()
+    g = hvd.allgather(torch.full((r + 1, 2), float(r), device=d), name="cuda.ag")
+    assert g.device == d
+    assert g.shape[0] == n * (n + 1) // 2
+    b = torch.full((5,), float(r), device=d)
+    hvd.broadcast_(b, root_rank=n - 1, name="cuda.bc")
+    assert torch.all(b == n - 1).item()
+    a = hvd.alltoall(torch.arange(n, dtype=torch.float32, device=d) + 10 * r, name="cuda.a2a")
+    assert a.device == d
+    assert a.cpu().tolist() == [float(r + 10 * q) for q in range(n)]
+
+
+def test_distributed_optimizer_on_cuda():
+    d = device()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1)).to(d)
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    x = torch.randn(32, 16, device=d) * (hvd.rank() + 1)
+    loss = model(x).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    flat = torch.cat([p.detach().flatten() for p in model.parameters()])
+    every = hvd.allgather(flat.unsqueeze(0), name="cuda.params")
+    for q in range(hvd.size()):
+        torch.testing.assert_close(every[q], every[0])
+
+
+def test_ranks_that_disagree_on_the_device_are_named():
+    if hvd.size() < 2:
+        pytest.skip("a disagreement needs two ranks")  # (every rank skips alike)
+    d = device()
+    t = torch.ones(8, device=d) if hvd.rank() == 0 else torch.ones(8)
+    with pytest.raises(Exception) as e:
+        hvd.allreduce(t, op=hvd.Sum, name="cuda.mixed")
+    assert "on cuda" in str(e.value) and "on cpu" in str(e.value), str(e.value)
