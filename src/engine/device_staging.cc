@@ -5,6 +5,7 @@
 #include <string>
 
 #include "engine/run_batch.h"
+#include "kernels/reduction_identity.h"
 
 namespace hora {
 namespace {
@@ -84,10 +85,28 @@ Status DeviceStaging::CopyIn(const std::vector<TensorRecord*>& batch, size_t byt
   parts_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
     const size_t n = batch[i]->meta.num_bytes();
-    if (n > 0) parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
+    if (n > 0 && OnDevice(*batch[i])) parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
   }
   HORA_RETURN_IF_ERROR(device_->BatchedCopy(parts_, stream_));
   return device_->Copy(pinned_, packed_, bytes, gpu::CopyKind::kDeviceToHost, stream_);
+}
+
+void DeviceStaging::HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t n = batch[i]->meta.num_bytes();
+    if (n > 0 && !OnDevice(*batch[i])) std::memcpy(area + offsets_[i], batch[i]->input, n);
+  }
+}
+
+void DeviceStaging::FillInstead(const std::vector<TensorRecord*>& batch, std::byte* area) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const RequestMeta& m = batch[i]->meta;
+    if (m.op == OpType::kAllreduce || m.op == OpType::kReducescatter) {
+      kernels::FillIdentity(m.dtype, m.reduction.op, area + offsets_[i], m.num_elements());
+    } else {
+      std::memset(area + offsets_[i], 0, m.num_bytes());
+    }
+  }
 }
 
 Status DeviceStaging::CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes) {
@@ -102,7 +121,8 @@ Status DeviceStaging::CopyOut(const std::vector<TensorRecord*>& batch, size_t by
   parts_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
     const size_t n = batch[i]->meta.num_bytes();
-    if (n > 0) parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
+    if (n > 0 && OnDevice(*batch[i]))
+      parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
   }
   return device_->BatchedCopy(parts_, stream_);
 }
@@ -133,22 +153,36 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
   }
   const size_t bytes = Layout(batch);
-  HORA_RETURN_IF_ERROR(Prepare(bytes, batch.size() > 1 ? bytes : 0));
   const bool broadcast = m.op == OpType::kBroadcast;
-  // A device that fails the copy in leaves this rank's handles failed, but
-  // the collective still runs: the other ranks are in it, and a rank that
-  // left it would leave them waiting.
-  Status copied_in;
-  if (!broadcast || rank == m.root) {
-    copied_in = CopyIn(batch, bytes);
-    if (copied_in.ok()) copied_in = Sync("copying the inputs to host memory");
+  // Where the backend runs: the pinned copies. When the device fails before
+  // the collective (no memory, a copy that fails or times out), the
+  // collective still runs -- the other ranks are in it, and a rank that left
+  // it would leave them waiting -- on host scratch holding identity values
+  // (as a joined rank's), and this rank's handles fail with the error.
+  Status staged = Prepare(bytes, batch.size() > 1 ? bytes : 0);
+  if (staged.ok() && (!broadcast || rank == m.root)) {
+    staged = CopyIn(batch, bytes);
+    if (staged.ok()) staged = Sync("copying the inputs to host memory");
+    if (!staged.ok()) {
+      // The device may still write the pinned buffer: it is let go (not
+      // freed), and the next batch allocates another.
+      pinned_ = nullptr;
+      pinned_bytes_ = 0;
+    }
   }
-  // The backend runs on the pinned copies, as it would on host tensors.
+  std::byte* area = pinned_;
+  if (staged.ok()) {
+    HostPartsIn(batch, area);  // a joined rank's stand-ins, fused with GPU tensors
+  } else {
+    if (scratch_.size() < bytes) scratch_.resize(bytes);
+    area = scratch_.data();
+    FillInstead(batch, area);
+  }
   saved_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
     TensorRecord& p = *batch[i];
     saved_.emplace_back(p.input, p.output);
-    p.input = pinned_ + offsets_[i];
+    p.input = area + offsets_[i];
     p.output = p.input;
   }
   const Status st = RunPlannedBatch(data, batch, rank, size, fusion);
@@ -156,7 +190,7 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
     batch[i]->input = saved_[i].first;
     batch[i]->output = saved_[i].second;
   }
-  HORA_RETURN_IF_ERROR(copied_in);
+  HORA_RETURN_IF_ERROR(staged);
   HORA_RETURN_IF_ERROR(st);
   switch (m.op) {
     case OpType::kAllreduce:

@@ -8,8 +8,8 @@
 // on every byte on the wire), then copied back and unpacked by one batched
 // copy. A collective whose output Hora allocates gets it on the device.
 //
-// The engine's thread waits for the device between the steps (bounded by
-// HORA_TIMEOUT_S); the caller's thread never does.
+// The engine's thread (or a waiter running its cycle) waits for the device
+// between the steps, bounded by HORA_TIMEOUT_S (10 minutes when that is 0).
 //
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
@@ -42,9 +42,15 @@ class DeviceStaging {
              std::vector<std::byte>* fusion);
 
   // Whether `p` is a record of a GPU tensor (a joined rank's stand-in is
-  // host memory whatever its tensor's device).
+  // host memory whatever its tensor's device), and whether `batch` has one.
   static bool OnDevice(const TensorRecord& p) {
     return p.meta.device == DeviceType::kCUDA && !p.phantom;
+  }
+  static bool AnyOnDevice(const std::vector<TensorRecord*>& batch) {
+    for (const TensorRecord* p : batch) {
+      if (OnDevice(*p)) return true;
+    }
+    return false;
   }
 
  private:
@@ -56,9 +62,15 @@ class DeviceStaging {
   // The packed layout: each record's offset (64-byte aligned) and the end.
   size_t Layout(const std::vector<TensorRecord*>& batch);
   // Input bytes to pinned memory (allreduce, broadcast's root, the shaped
-  // collectives); outputs back (allreduce, broadcast but the root).
+  // collectives); outputs back (allreduce, broadcast but the root). Only
+  // the batch's GPU tensors: a joined rank's stand-ins, which may share a
+  // batch with them, are host memory (HostPartsIn).
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
+  void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
+  // What a rank whose device failed contributes: identity values (a
+  // reduction's), zeros (the rest).
+  void FillInstead(const std::vector<TensorRecord*>& batch, std::byte* area);
   // Moves a host result (allgather, reducescatter, alltoall) to the device.
   Status ResultToDevice(TensorRecord& p);
 
@@ -74,6 +86,7 @@ class DeviceStaging {
   std::vector<size_t> offsets_;                 // Layout's
   std::vector<gpu::CopyPart> parts_;            // a batched copy's
   std::vector<std::pair<void*, void*>> saved_;  // the records' own input and output
+  std::vector<std::byte> scratch_;              // where the collective runs when the device failed
 };
 
 }  // namespace hora

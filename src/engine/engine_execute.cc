@@ -89,7 +89,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st = DeviceStaging::OnDevice(*batch.front())
+  Status st = DeviceStaging::AnyOnDevice(batch)
                   ? RunOnDevice(batch)
                   : RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
   if (!st.ok()) {
@@ -108,8 +108,9 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     std::shared_ptr<gpu::Device> device = devices_ != nullptr ? devices_->opened() : nullptr;
     if (!device) return InternalError("a GPU tensor reached an engine without a device");
     // The device's copies are bounded by HORA_TIMEOUT_S, or, where that is
-    // 0 (no timeout), by 10 minutes: a copy of Hora's own stream waits for
-    // nothing else, and one that takes that long is a GPU that hangs.
+    // 0 (no timeout), by 10 minutes: Hora's stream waits only for its own
+    // copies and for the producers of the tensors it was handed (their
+    // queued kernels), and a step that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
     staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
                                                SecondsToDuration(bound));

@@ -71,6 +71,8 @@ struct PointerInfo {
   uintptr_t base = 0;
   size_t size = 0;
   uint64_t buffer_id = 0;
+  // The ordinal of the GPU that holds device memory (-1: not said).
+  int device = -1;
 };
 
 enum class CopyKind : uint8_t {

@@ -56,7 +56,8 @@ Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
   HORA_ASSIGN_OR_RETURN(PointerInfo info, pointers_->Lookup(p));
   const auto at = reinterpret_cast<uintptr_t>(p);
   auto fits = [&] {
-    return info.kind == MemoryKind::kDevice && at + bytes <= info.base + info.size;
+    return info.kind == MemoryKind::kDevice && (info.device < 0 || info.device == ordinal) &&
+           at + bytes <= info.base + info.size;
   };
   if (!fits()) {
     // The cache trusts what it saw; the memory may since have been freed and
@@ -66,6 +67,10 @@ Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
     if (fits()) return Status::Ok();
   }
   const std::string where = "cuda:" + std::to_string(ordinal);
+  if (info.kind == MemoryKind::kDevice && info.device >= 0 && info.device != ordinal) {
+    return InvalidArgument("its memory is on cuda:" + std::to_string(info.device) + ", not " +
+                           where);
+  }
   if (info.kind != MemoryKind::kDevice) {
     return InvalidArgument(std::string("its memory is ") +
                            (info.kind == MemoryKind::kPinned ? "pinned host" : "host") +

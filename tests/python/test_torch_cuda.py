@@ -51,16 +51,17 @@ def test_inplace_grouped_and_async():
 
 
 def test_a_tensor_still_being_computed_is_read_after_its_kernels():
-    # No synchronize: the tensor's kernels are still queued on torch's stream
-    # when it is handed over; Hora's stream waits for them.
+    # No synchronize: the GPU spins for about half a second before the kernel
+    # that writes the tensor, all queued on torch's stream when the tensor is
+    # handed over; Hora's stream must wait for them (without DLPack's stream
+    # argument it would read the zeros).
     d = device()
-    x = torch.zeros(1 << 22, device=d)
-    for _ in range(20):
-        x = x + 1.0
-    x = x * (hvd.rank() + 1)
+    x = torch.zeros(1 << 20, device=d)
+    torch.cuda._sleep(1 << 30)  # GPU clock cycles: ~0.5 s at 2 GHz
+    x.fill_(float(hvd.rank() + 1))
     out = hvd.allreduce(x, op=hvd.Sum, name="cuda.pending")
     n = hvd.size()
-    assert torch.all(out == 20.0 * n * (n + 1) / 2).item()
+    assert torch.all(out == float(n * (n + 1) // 2)).item()
 
 
 def test_allgather_broadcast_alltoall_on_cuda():

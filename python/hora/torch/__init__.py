@@ -33,8 +33,9 @@ Where things are:
 Differences from Horovod, by design or not yet done:
 
 * CUDA tensors are staged through pinned host memory; Hora's stream waits for
-  torch's current stream on the GPU (DLPack's stream argument). This path has run
-  on Hora's host device only, not yet on a GPU (docs/gpu.md);
+  torch's current stream on the GPU (DLPack's stream argument). This has not yet
+  run on a GPU: CI tests the DLPack path below it on Hora's host device
+  (docs/gpu.md);
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;

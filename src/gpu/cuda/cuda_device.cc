@@ -21,6 +21,31 @@ using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**,
 cudaStream_t AsCuda(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
 cudaEvent_t AsCuda(Event e) { return reinterpret_cast<cudaEvent_t>(e.id); }
 
+// Makes a device the calling thread's current one for one call, and puts
+// back the one that was current (the framework's choice: a rank's thread
+// may be torch's, on its own device) after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int ordinal) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != ordinal) {
+      rc_ = cudaSetDevice(ordinal);
+      restore_ = rc_ == cudaSuccess && previous_ >= 0;
+    }
+  }
+  ~DeviceScope() {
+    if (restore_) (void)cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  cudaError_t rc() const { return rc_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t rc_ = cudaSuccess;
+  bool restore_ = false;
+};
+
 class CudaDevice final : public Device {
  public:
   CudaDevice(int ordinal, DeviceInfo info, PointerAttributesFn attributes)
@@ -29,52 +54,72 @@ class CudaDevice final : public Device {
   const DeviceInfo& info() const override { return info_; }
 
   Result<void*> Allocate(size_t bytes) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     void* p = nullptr;
     HORA_RETURN_IF_ERROR(Check(cudaMalloc(&p, std::max<size_t>(bytes, 1)),
                                "allocate " + std::to_string(bytes) + " bytes"));
     return p;
   }
   Status Free(void* p) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     return Check(cudaFree(p), "free");
   }
   Result<void*> AllocatePinned(size_t bytes) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     void* p = nullptr;
     HORA_RETURN_IF_ERROR(Check(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault),
                                "allocate " + std::to_string(bytes) + " pinned bytes"));
     return p;
   }
-  Status FreePinned(void* p) override { return Check(cudaFreeHost(p), "free pinned memory"); }
+  Status FreePinned(void* p) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    return Check(cudaFreeHost(p), "free pinned memory");
+  }
 
   Result<Stream> CreateStream() override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     cudaStream_t s = nullptr;
     HORA_RETURN_IF_ERROR(
         Check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "create a stream"));
     return Stream{reinterpret_cast<uint64_t>(s)};
   }
   Status DestroyStream(Stream s) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     HORA_RETURN_IF_ERROR(Check(cudaStreamSynchronize(AsCuda(s)), "drain a stream"));
     return Check(cudaStreamDestroy(AsCuda(s)), "destroy a stream");
   }
   Result<Event> CreateEvent() override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     cudaEvent_t e = nullptr;
     HORA_RETURN_IF_ERROR(
         Check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "create an event"));
     return Event{reinterpret_cast<uint64_t>(e)};
   }
-  Status DestroyEvent(Event e) override { return Check(cudaEventDestroy(AsCuda(e)), "destroy"); }
+  Status DestroyEvent(Event e) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    return Check(cudaEventDestroy(AsCuda(e)), "destroy");
+  }
   Status Record(Event e, Stream s) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     return Check(cudaEventRecord(AsCuda(e), AsCuda(s)), "record an event");
   }
   Status StreamWait(Stream s, Event e) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     return Check(cudaStreamWaitEvent(AsCuda(s), AsCuda(e), 0), "make a stream wait");
   }
   Result<bool> Query(Event e) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     const cudaError_t rc = cudaEventQuery(AsCuda(e));
     if (rc == cudaErrorNotReady) return false;
     HORA_RETURN_IF_ERROR(Check(rc, "query an event"));
@@ -107,6 +152,8 @@ class CudaDevice final : public Device {
                                " bytes: host memory that is not pinned (AllocatePinned)");
       }
     }
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                              : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                                : cudaMemcpyDeviceToDevice;
@@ -114,7 +161,8 @@ class CudaDevice final : public Device {
                  "copy " + std::to_string(bytes) + " bytes");
   }
   Status BatchedCopy(std::span<const CopyPart> parts, Stream s) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     for (size_t at = 0; at < parts.size(); at += cuda::kMaxCopyParts) {
       const int n = static_cast<int>(std::min<size_t>(cuda::kMaxCopyParts, parts.size() - at));
       HORA_RETURN_IF_ERROR(
@@ -124,20 +172,24 @@ class CudaDevice final : public Device {
     return Status::Ok();
   }
   Status Memset(void* dst, uint8_t value, size_t bytes, Stream s) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     return Check(cudaMemsetAsync(dst, value, bytes, AsCuda(s)), "memset");
   }
 
   Result<PointerInfo> QueryPointer(const void* p) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     cudaPointerAttributes a{};
     HORA_RETURN_IF_ERROR(Check(cudaPointerGetAttributes(&a, p), "query a pointer"));
     PointerInfo info;
     if (a.type == cudaMemoryTypeHost) {
       info.kind = MemoryKind::kPinned;
-    } else if (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged) {
+    } else if (a.type == cudaMemoryTypeDevice) {
       info.kind = MemoryKind::kDevice;
+      info.device = a.device;
     } else {
-      return info;  // unregistered host memory
+      return info;  // unregistered host memory; managed memory is not taken as a GPU's
     }
     CUpointer_attribute which[] = {CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
                                    CU_POINTER_ATTRIBUTE_RANGE_SIZE, CU_POINTER_ATTRIBUTE_BUFFER_ID};
@@ -159,7 +211,8 @@ class CudaDevice final : public Device {
 
   Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                 size_t count, Stream s) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     if (srcs.empty()) return InvalidArgument("cuda reduce of no sources");
     // The first launch folds up to kMaxReduceSources into the accumulator;
     // each further one folds it with the next ones (it first: the same
@@ -200,7 +253,8 @@ class CudaDevice final : public Device {
   }
   Status Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
                Stream s) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     return Check(
         cuda::LaunchScale(dtype, factor, dst, src, count, info_.multiprocessors, AsCuda(s)),
         "scale");
@@ -215,7 +269,8 @@ class CudaDevice final : public Device {
                           dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
     if (floating)
       return Scale(dtype, average ? postscale / world_size : postscale, data, data, count, s);
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     if (average) {
       HORA_RETURN_IF_ERROR(Check(
           cuda::LaunchDivideInt(dtype, world_size, data, count, info_.multiprocessors, AsCuda(s)),
@@ -224,7 +279,8 @@ class CudaDevice final : public Device {
     return postscale != 1.0 ? Scale(dtype, postscale, data, data, count, s) : Status::Ok();
   }
   Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) override {
-    HORA_RETURN_IF_ERROR(Current());
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     unsigned char value[8] = {};
     kernels::FillIdentity(dtype, op, value, 1);  // the CPU's identity, one element
     return Check(
@@ -233,7 +289,6 @@ class CudaDevice final : public Device {
   }
 
  private:
-  Status Current() { return Check(cudaSetDevice(ordinal_), "select the device"); }
   Status Check(cudaError_t rc, const std::string& what) const {
     if (rc == cudaSuccess) return Status::Ok();
     const std::string text = "cuda:" + std::to_string(ordinal_) + ": " + what + ": " +

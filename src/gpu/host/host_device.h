@@ -90,7 +90,9 @@ class HostDevice final : public Device {
   Mutex mu_;
   std::map<uint64_t, std::unique_ptr<HostStream>> streams_ HORA_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<HostEvent>> events_ HORA_GUARDED_BY(mu_);
-  uint64_t next_id_ HORA_GUARDED_BY(mu_) = 1;
+  // Stream and event ids start far from DLPack's reserved stream values (1:
+  // CUDA's legacy default stream, 2: its per-thread one).
+  uint64_t next_id_ HORA_GUARDED_BY(mu_) = 0x1000;
   std::atomic<uint64_t> pointer_queries_{0};
 };
 
