@@ -37,31 +37,29 @@ Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
     HORA_ASSIGN_OR_RETURN(event_, device_->CreateEvent());
     prepared_ = true;
   }
-  if (pinned > pinned_bytes_) {
-    if (pinned_ != nullptr) HORA_RETURN_IF_ERROR(device_->FreePinned(pinned_));
-    pinned_ = nullptr;
-    pinned_bytes_ = 0;
-    const size_t n = Grown(pinned);
-    HORA_ASSIGN_OR_RETURN(void* p, device_->AllocatePinned(n));
-    pinned_ = static_cast<std::byte*>(p);
-    pinned_bytes_ = n;
-  }
-  if (on_device > packed_bytes_) {
-    if (packed_ != nullptr) HORA_RETURN_IF_ERROR(device_->Free(packed_));
-    packed_ = nullptr;
-    packed_bytes_ = 0;
-    const size_t n = Grown(on_device);
-    HORA_ASSIGN_OR_RETURN(void* p, device_->Allocate(n));
-    packed_ = static_cast<std::byte*>(p);
-    packed_bytes_ = n;
-  }
-  return Status::Ok();
+  // A buffer too small goes (freed: Free waits for the device's work on
+  // it) and a larger one comes.
+  auto grow = [&](std::byte*& buffer, size_t& have, size_t need, bool host) -> Status {
+    if (need <= have) return Status::Ok();
+    if (buffer != nullptr) {
+      HORA_RETURN_IF_ERROR(host ? device_->FreePinned(buffer) : device_->Free(buffer));
+    }
+    buffer = nullptr;
+    have = 0;
+    const size_t n = Grown(need);
+    HORA_ASSIGN_OR_RETURN(void* p, host ? device_->AllocatePinned(n) : device_->Allocate(n));
+    buffer = static_cast<std::byte*>(p);
+    have = n;
+    return Status::Ok();
+  };
+  HORA_RETURN_IF_ERROR(grow(pinned_, pinned_bytes_, pinned, true));
+  return grow(packed_, packed_bytes_, on_device, false);
 }
 
 Status DeviceStaging::Sync(const char* step) {
   HORA_RETURN_IF_ERROR(device_->Record(event_, stream_));
   const Status st = device_->Wait(event_, DeadlineAfter(Clock::now(), timeout_));
-  if (!st.ok()) return st.WithContext(std::string(step) + " on " + device_->info().name);
+  if (!st.ok()) return st.WithContext(step);
   return st;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/backend.h"
@@ -40,6 +41,11 @@ class DeviceStaging {
   // `data` as RunPlannedBatch does (run_batch.h).
   Status Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
              std::vector<std::byte>* fusion);
+
+  // "NVIDIA H100 ... (cuda:0)", for errors.
+  std::string device_name() const {
+    return device_->info().name + " (cuda:" + std::to_string(device_->info().ordinal) + ")";
+  }
 
   // Whether `p` is a record of a GPU tensor (a joined rank's stand-in is
   // host memory whatever its tensor's device), and whether `batch` has one.

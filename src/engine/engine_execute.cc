@@ -115,7 +115,9 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
                                                SecondsToDuration(bound));
   }
-  return staging_->Run(data_, batch, rank_, size_, &fusion_);
+  const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_);
+  if (st.ok()) return st;
+  return st.WithContext("rank " + std::to_string(rank_) + " on " + staging_->device_name());
 }
 
 void Engine::SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st) {
