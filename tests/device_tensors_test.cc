@@ -518,6 +518,8 @@ TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
   // The blocking forms into a given output take host tensors only.
   st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
   EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << st.ToString();
+  EXPECT_NE(st.message().find("rank 0: allgather: input float32[16] on cuda:0"), std::string::npos)
+      << st.ToString();
   // The session still works on a good tensor.
   st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
   EXPECT_TRUE(st.ok()) << st.ToString();

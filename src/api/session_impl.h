@@ -150,7 +150,8 @@ inline constexpr std::chrono::nanoseconds kWaitAsLongAsItTakes = std::chrono::na
 Result<Tensor> WaitForOutput(Handle h);
 // The blocking forms that write into a caller's output refuse a GPU
 // tensor (the forms that return the result take them).
-Status GpuOutputRefused(const Session::Impl& impl, const char* op);
+Status GpuOutputRefused(const Session::Impl& impl, const char* op, const TensorView& input,
+                        const TensorView& output);
 
 // For a tensor on a GPU: that it is in memory of this rank's GPU (opened
 // now if it is the first). Errors name the tensor, after `where`.

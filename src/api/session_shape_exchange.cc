@@ -210,7 +210,7 @@ Result<Tensor> Session::Allgather(const TensorView& input) {
 }
 
 Status Session::Allgather(const TensorView& input, const TensorView& output) {
-  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "allgather");
+  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "allgather", input, output);
   Tensor spare;
   return AllgatherTo(*impl_, size(), input, &output, &spare);
 }
@@ -224,7 +224,8 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
 
 Status Session::Reducescatter(const TensorView& input, const TensorView& output,
                               const Reduction& reduction) {
-  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "reducescatter");
+  if (OnGpu(input) || OnGpu(output))
+    return GpuOutputRefused(*impl_, "reducescatter", input, output);
   Tensor spare;
   return ReducescatterTo(*impl_, size(), rank(), input, &output, reduction, &spare);
 }
@@ -246,7 +247,7 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
 
 Status Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
                          const TensorView& output, std::vector<int64_t>* received_splits) {
-  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "alltoall");
+  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "alltoall", input, output);
   Tensor spare;
   return AlltoallTo(*impl_, size(), input, splits, &output, received_splits, &spare);
 }
