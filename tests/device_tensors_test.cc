@@ -15,10 +15,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <thread>
+#include <tuple>
 
 #include "api/session_impl.h"
 #include "gpu/blocking_copy.h"
+#include "gpu/host/host_device.h"
 #include "hora/build_info.h"
 #include "support/device_io.h"
 #include "support/reference.h"
@@ -33,12 +36,20 @@ bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUD
 
 // The host device, or what HORATEST_DEVICE names ("cuda" on a GPU machine:
 // scripts/gpu_run.sh runs this suite there too).
-Settings DeviceSettings() {
+// `chunk`: HORA_STAGING_CHUNK_BYTES ("0": batches whole; "3000": many
+// chunks, which are no multiple of 8-byte elements).
+Settings DeviceSettings(const char* chunk = "3000") {
   const char* device = std::getenv("HORATEST_DEVICE");
-  return TestSettings({{"HORA_DEVICE", device != nullptr ? device : "host"}});
+  return TestSettings(
+      {{"HORA_DEVICE", device != nullptr ? device : "host"}, {"HORA_STAGING_CHUNK_BYTES", chunk}});
 }
 
-class DeviceTensors : public ::testing::TestWithParam<int> {};
+// World sizes 1-4, each with batches staged whole and in chunks.
+class DeviceTensors : public ::testing::TestWithParam<std::tuple<int, const char*>> {
+ protected:
+  int World() const { return std::get<0>(GetParam()); }
+  Settings Staged() const { return DeviceSettings(std::get<1>(GetParam())); }
+};
 
 std::vector<Reduction> ReductionsFor(DataType dtype) {
   std::vector<Reduction> out;
@@ -54,8 +65,8 @@ std::vector<Reduction> ReductionsFor(DataType dtype) {
 }
 
 TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
-  const int n = GetParam();
-  ThreadRanks job(n, DeviceSettings());
+  const int n = World();
+  ThreadRanks job(n, Staged());
   uint64_t seed = 7;
   for (DataType dtype : kAllDataTypes) {
     const size_t esize = DataTypeSize(dtype);
@@ -97,9 +108,9 @@ TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
 // on the same values in host memory: a fused batch of three tensors (Adasum
 // runs them one at a time) and a single one.
 TEST_P(DeviceTensors, AdasumMatchesTheHostPathBitForBit) {
-  const int n = GetParam();
+  const int n = World();
   if ((n & (n - 1)) != 0) GTEST_SKIP() << "Adasum needs a power-of-two number of ranks";
-  ThreadRanks job(n, DeviceSettings());
+  ThreadRanks job(n, Staged());
   const std::vector<size_t> counts = {1, 1031, 4096};
   for (DataType dtype : {DataType::kFloat32, DataType::kFloat64, DataType::kFloat16}) {
     const size_t esize = DataTypeSize(dtype);
@@ -150,8 +161,8 @@ TEST_P(DeviceTensors, AdasumMatchesTheHostPathBitForBit) {
 // Many tensors at once, of two dtypes and sizes 0 to 5000, named and as a
 // group: the engine fuses them (one batched copy in, one out).
 TEST_P(DeviceTensors, FusedAndGroupedAllreduce) {
-  const int n = GetParam();
-  ThreadRanks job(n, DeviceSettings());
+  const int n = World();
+  ThreadRanks job(n, Staged());
   constexpr int kTensors = 24;
   auto dtype_of = [](int i) { return i % 3 == 0 ? DataType::kFloat64 : DataType::kInt32; };
   auto count_of = [](int i) { return static_cast<size_t>(i == 5 ? 0 : (i * 211) % 5000 + 1); };
@@ -205,8 +216,8 @@ TEST_P(DeviceTensors, FusedAndGroupedAllreduce) {
 }
 
 TEST_P(DeviceTensors, BroadcastFromEveryRoot) {
-  const int n = GetParam();
-  ThreadRanks job(n, DeviceSettings());
+  const int n = World();
+  ThreadRanks job(n, Staged());
   for (int root = 0; root < n; ++root) {
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{4099}, size_t{1} << 20}) {
       const std::vector<uint8_t> want = BytePattern(bytes, root, bytes);
@@ -233,8 +244,8 @@ TEST_P(DeviceTensors, BroadcastFromEveryRoot) {
 // Allgather, reducescatter and alltoall: the output Hora allocates is on the
 // tensor's GPU.
 TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
-  const int n = GetParam();
-  ThreadRanks job(n, DeviceSettings());
+  const int n = World();
+  ThreadRanks job(n, Staged());
   for (DataType dtype :
        {DataType::kUInt8, DataType::kFloat16, DataType::kFloat32, DataType::kInt64}) {
     const size_t esize = DataTypeSize(dtype);
@@ -326,9 +337,9 @@ TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
 // stage GPU tensors: they agree on the wire, and the joined rank counts as
 // a zero.
 TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
-  const int n = GetParam();
+  const int n = World();
   if (n < 2) GTEST_SKIP() << "a join with others still running needs two ranks";
-  ThreadRanks job(n, DeviceSettings());
+  ThreadRanks job(n, Staged());
   constexpr size_t kCount = 3001;
   std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
   auto st = job.Run([&](int r, Session& s) {
@@ -365,11 +376,11 @@ TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
 // stand-ins for the others' tensors may run fused in one batch (GPU and host
 // memory together).
 TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
-  const int n = GetParam();
+  const int n = World();
   if (n < 2) GTEST_SKIP() << "a join with others still running needs two ranks";
   // Cycles 50 ms apart, so that the others' two tensors are decided (and
   // fused) in one.
-  Settings settings = DeviceSettings();
+  Settings settings = Staged();
   settings["HORA_CYCLE_TIME_MS"] = "50";
   ThreadRanks job(n, settings);
   constexpr size_t kCount = 517;
@@ -422,9 +433,9 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 // collective still runs with identity values for it: the others are not
 // left waiting, and the job goes on.
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
-  const int n = GetParam();
+  const int n = World();
   if (n < 2) GTEST_SKIP() << "others waiting needs two ranks";
-  ThreadRanks job(n, DeviceSettings());
+  ThreadRanks job(n, Staged());
   constexpr size_t kCount = 64;
   std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
   auto st = job.Run([&](int r, Session& s) {
@@ -465,9 +476,9 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
 }
 
 TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
-  const int n = GetParam();
+  const int n = World();
   if (n < 2) GTEST_SKIP() << "a disagreement needs two ranks";
-  ThreadRanks job(n, DeviceSettings());
+  ThreadRanks job(n, Staged());
   std::vector<std::vector<float>> host(static_cast<size_t>(n), std::vector<float>(8, 1.0f));
   auto st = job.Run([&](int r, Session& s) {
     DeviceIo io(s);
@@ -486,7 +497,89 @@ TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
 }
 
-INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors, ::testing::Values(1, 2, 3, 4));
+// `bytes` read from `data` on `stream` of `dev`, in that stream's order.
+Result<std::vector<uint8_t>> ReadOnStream(gpu::Device& dev, gpu::Stream stream, const void* data,
+                                          size_t bytes) {
+  HORA_ASSIGN_OR_RETURN(void* pinned, dev.AllocatePinned(bytes));
+  HORA_ASSIGN_OR_RETURN(gpu::Event e, dev.CreateEvent());
+  Status st = dev.Copy(pinned, data, bytes, gpu::CopyKind::kDeviceToHost, stream);
+  if (st.ok()) st = dev.Record(e, stream);
+  if (st.ok()) st = dev.Wait(e, Clock::now() + std::chrono::seconds(30));
+  std::vector<uint8_t> out(bytes);
+  if (st.ok()) std::memcpy(out.data(), pinned, bytes);
+  (void)dev.DestroyEvent(e);
+  (void)dev.FreePinned(pinned);
+  HORA_RETURN_IF_ERROR(st);
+  return out;
+}
+
+Status ExpectFloats(const std::vector<uint8_t>& got, float want, const std::string& what) {
+  for (size_t i = 0; i < got.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, got.data() + i * 4, 4);
+    if (v != want) {
+      return InternalError(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
+                           ", not " + std::to_string(want));
+    }
+  }
+  return Status::Ok();
+}
+
+// Async completion. Here the host device's copies back to the GPU start
+// 100 ms late, so a handle completes well before its results are there:
+// Wait waits for them; StreamWait makes a stream wait for them instead, so a
+// copy queued on that stream reads the results, not the inputs; and a
+// broadcast that comes next does not write the pinned buffer while the
+// allreduce's copies back still read it.
+TEST_P(DeviceTensors, HandlesAwaitTheCopiesBackOnTheHostOrOnAStream) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  constexpr size_t kCount = 1601;  // three chunks of 3000 bytes
+  constexpr size_t kBytes = kCount * 4;
+  const float sum = static_cast<float>(n * (n + 1) / 2);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* slow = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (slow == nullptr) return Status::Ok();  // (a GPU's copies cannot be slowed)
+    gpu::Device& dev = io.device();
+    const std::vector<float> mine(kCount, static_cast<float>(r + 1));
+    const std::vector<float> root(kCount, 42.0f);
+    void* a = io.Upload(mine.data(), kBytes);
+    void* b = io.Upload(mine.data(), kBytes);
+    void* c = io.Upload(r == 0 ? root.data() : mine.data(), kBytes);
+    const TensorView va = OnGpu(a, DataType::kFloat32, {kCount});
+    const TensorView vb = OnGpu(b, DataType::kFloat32, {kCount});
+    const TensorView vc = OnGpu(c, DataType::kFloat32, {kCount});
+    slow->DelayCopiesToDevice(std::chrono::milliseconds(100));
+    // The host waits.
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("waited", va, va, {ReduceOp::kSum}).Wait(kForever));
+    HORA_RETURN_IF_ERROR(ExpectFloats(io.Download(a, kBytes), sum, "after Wait"));
+    // A stream waits; a broadcast follows at once.
+    HORA_ASSIGN_OR_RETURN(const gpu::Stream user, dev.CreateStream());
+    Handle hb = s.AllreduceAsync("on a stream", vb, vb, {ReduceOp::kSum});
+    Status st = hb.StreamWait(user.id, kForever);
+    if (st.ok()) st = s.Broadcast(vc, 0);
+    Result<std::vector<uint8_t>> got =
+        st.ok() ? ReadOnStream(dev, user, b, kBytes) : Result<std::vector<uint8_t>>(st);
+    (void)dev.DestroyStream(user);
+    HORA_RETURN_IF_ERROR(got.status());
+    HORA_RETURN_IF_ERROR(ExpectFloats(*got, sum, "read on the stream after StreamWait"));
+    HORA_RETURN_IF_ERROR(hb.Wait(kForever));
+    if (!hb.Poll()) return InternalError("Poll() is false after Wait()");
+    slow->DelayCopiesToDevice(Duration::zero());
+    return ExpectFloats(io.Download(c, kBytes), 42.0f, "broadcast");
+  }));
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4),
+                                            ::testing::Values("0", "3000")),
+                         [](const ::testing::TestParamInfo<DeviceTensors::ParamType>& info) {
+                           return "np" + std::to_string(std::get<0>(info.param)) +
+                                  (std::string(std::get<1>(info.param)) == "0" ? "_whole"
+                                                                               : "_chunked");
+                         });
 
 // Bad GPU tensors are refused where they are submitted, naming them.
 TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {

@@ -88,11 +88,14 @@ class PyHandle {
   const std::string& name() const { return name_; }
   bool Poll() const { return handle_.Poll(); }
 
-  // Waits (GIL released), in slices so that Ctrl-C reaches Python.
-  void Wait(std::optional<double> timeout_s) {
+  // Waits (GIL released), in slices so that Ctrl-C reaches Python. With a
+  // stream (a cudaStream_t), the results' last copies to the GPU are left to
+  // that stream to wait for (Handle::StreamWait).
+  void Wait(std::optional<double> timeout_s, std::optional<uint64_t> stream) {
     using namespace std::chrono;
     const auto slice = milliseconds(100);
     const auto start = steady_clock::now();
+    std::optional<Status> last;
     for (;;) {
       nanoseconds step = slice;
       if (timeout_s) {
@@ -104,17 +107,21 @@ class PyHandle {
       bool done;
       {
         py::gil_scoped_release release;
-        done = handle_.Wait(step).code() != StatusCode::kTimeout || handle_.Poll();
+        last = stream ? handle_.StreamWait(*stream, step) : handle_.Wait(step);
+        done =
+            last->code() != StatusCode::kTimeout || (stream ? handle_.Finished() : handle_.Poll());
       }
       if (done) break;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    if (!handle_.Poll()) {
+    if (!(stream ? handle_.Finished() : handle_.Poll())) {
       ThrowIfError(TimeoutError(name_ + ": not done after " + std::to_string(*timeout_s) + " s"));
     }
-    ThrowIfError(handle_.status());
+    if (!last) {  // (a timeout of 0: no wait was tried)
+      last = stream ? handle_.StreamWait(*stream, nanoseconds(0)) : handle_.Wait(nanoseconds(0));
+    }
+    ThrowIfError(*last);
   }
-
   py::capsule Output() const {
     CheckOutput("output()");
     return ExportOutput(handle_);
@@ -315,12 +322,12 @@ std::vector<HandlePtr> GroupedReducescatterAsync(PySession& ps, const std::strin
 
 void Barrier(PySession& ps, int set) {
   PyHandle h(ps.Get().BarrierAsync(set), "barrier", {}, nullptr);
-  h.Wait(std::nullopt);
+  h.Wait(std::nullopt, std::nullopt);
 }
 
 int Join(PySession& ps) {
   PyHandle h(ps.Get().JoinAsync(), "join", {}, nullptr);
-  h.Wait(std::nullopt);
+  h.Wait(std::nullopt, std::nullopt);
   py::capsule out = h.Output();
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(out.ptr(), "dltensor"));
   return *static_cast<const int32_t*>(m->dl_tensor.data);
@@ -395,7 +402,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("name", &PyHandle::name)
       .def("poll", &PyHandle::Poll, "True once done (never blocks).")
       .def("wait", &PyHandle::Wait, py::arg("timeout_s") = py::none(),
-           "Waits until done; raises the collective's error (a HoraError).")
+           py::arg("stream") = py::none(),
+           "Waits until done; raises the collective's error (a HoraError). With a stream "
+           "(a cudaStream_t of the tensors' GPU), that stream waits for the results' last "
+           "copies to the GPU instead of the host.")
       .def("output", &PyHandle::Output,
            "The output Hora allocated (allgather, reducescatter, alltoall) as a DLPack capsule.")
       .def("output_buffer", &PyHandle::OutputAsBuffer,
@@ -457,6 +467,10 @@ PYBIND11_MODULE(_core, m) {
           "_read_device",
           [](PySession& s, const py::object& t) { return DeviceBuffer::ReadBack(s.Get(), t); },
           a("tensor"), "The bytes of a GPU tensor, copied to the host (for tests).")
+      .def(
+          "_device_stream", [](PySession& s) { return StreamsOf(s.Get())(0); },
+          "The stream of this rank's GPU (cuda:0) on which Hora works (for tests); None "
+          "without one.")
       .def_property_readonly(
           "mpi_enabled", [](PySession& s) { return s.Get().mpi_enabled(); },
           "True when this job initialised or uses MPI (transport, backend or rendezvous).")

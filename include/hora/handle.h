@@ -15,6 +15,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,11 +29,21 @@ class Handle {
  public:
   Handle() = default;  // an empty handle: Poll() is true, status() an error
 
-  // True once the collective finished (successfully or not). Never blocks.
+  // True once the collective finished (successfully or not), GPU tensors'
+  // results copied back included. Never blocks.
   bool Poll() const;
   // Waits at most `timeout` for completion. Returns the collective's status,
   // or a Timeout error if it is still running (the handle stays valid).
   Status Wait(std::chrono::nanoseconds timeout) const;
+  // GPU tensors (Horovod's async completion): waits as Wait does, except
+  // for the last copies of the results to the GPU. Those, `stream` (a
+  // cudaStream_t of the tensors' GPU; 0 is the legacy default stream) waits
+  // for instead, so that later work queued on it reads the results; the
+  // host does not wait for them. Host tensors: the same as Wait.
+  Status StreamWait(uint64_t stream, std::chrono::nanoseconds timeout) const;
+  // True once the engine finished the collective, even if GPU tensors'
+  // results are still on their way (Poll() says when they are there).
+  bool Finished() const;
   // The result once Poll() is true.
   Status status() const;
   // Collectives whose output Hora allocates (allgather, reducescatter,

@@ -150,6 +150,12 @@ const std::vector<SettingRow>& Rows() {
        .as_string = &Config::device,
        .choices = "auto|cuda|host"},
       {.spec =
+           {"HORA_STAGING_CHUNK_BYTES", SettingType::kBytes, "4M",
+            "GPU tensors staged through host memory go in chunks of this size, the copies of one "
+            "overlapping the collective on another (0: each batch whole). The same on every rank"},
+       .as_bytes = &Config::staging_chunk_bytes,
+       .zero_ok = true},
+      {.spec =
            {"HORA_BIND_TO", SettingType::kString, "none",
             "Processes: none (run where the system puts them) or core (each rank of a host on a "
             "CPU of its own, the local_rank-th of the mask it started with; not where ranks "

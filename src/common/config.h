@@ -59,16 +59,17 @@ struct Config {
   std::string timeline;              // Chrome-trace file ("" = none)
   double timeline_max_mb;            // 0 = no limit
   // Job wiring, set by horarun (or by the user under another launcher).
-  std::string transport;     // "", "shm", "tcp" or "mpi"
-  std::string backend;       // "hora", "mpi" or "mpi-blocking"
-  std::string bind_to;       // "none" or "core"
-  std::string device;        // "auto", "cuda" or "host": what runs cuda:N tensors
-  std::string mpi_plugin;    // path of the MPI plugin; "" = found by the launcher's flavour
-  std::string store_addr;    // host:port of the rendezvous store
-  std::string store_server;  // "", "horarun" or "rank0": who serves store_addr
-  std::string secret;        // per-job secret for HMAC authentication (never printed)
-  std::string job_id;        // names shared-memory segments and store keys
-  std::string iface;         // network interface or address for TCP
+  std::string transport;         // "", "shm", "tcp" or "mpi"
+  std::string backend;           // "hora", "mpi" or "mpi-blocking"
+  std::string bind_to;           // "none" or "core"
+  std::string device;            // "auto", "cuda" or "host": what runs cuda:N tensors
+  uint64_t staging_chunk_bytes;  // GPU tensors: pipelined staging's chunk (0: whole)
+  std::string mpi_plugin;        // path of the MPI plugin; "" = found by the launcher's flavour
+  std::string store_addr;        // host:port of the rendezvous store
+  std::string store_server;      // "", "horarun" or "rank0": who serves store_addr
+  std::string secret;            // per-job secret for HMAC authentication (never printed)
+  std::string job_id;            // names shared-memory segments and store keys
+  std::string iface;             // network interface or address for TCP
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };

@@ -1,18 +1,16 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "engine/device_staging.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "engine/run_batch.h"
+#include "engine/staged_chunks.h"
 #include "kernels/reduction_identity.h"
 
 namespace hora {
 namespace {
-
-constexpr size_t kAlign = 64;
-
-size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 // Buffers grow to the next power of two of what a batch needs (at least
 // 64 KiB), so that a run of growing batches reallocates a few times only.
@@ -30,6 +28,7 @@ DeviceStaging::~DeviceStaging() {
   if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
   if (packed_ != nullptr) (void)device_->Free(packed_);
   if (event_.id != 0) (void)device_->DestroyEvent(event_);
+  for (gpu::Event e : chunk_events_) (void)device_->DestroyEvent(e);
 }
 
 Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
@@ -68,7 +67,7 @@ size_t DeviceStaging::Layout(const std::vector<TensorRecord*>& batch) {
   size_t end = 0;
   for (const TensorRecord* p : batch) {
     offsets_.push_back(end);
-    end = AlignUp(end + p->meta.num_bytes());
+    end += p->meta.num_bytes();
   }
   return end;
 }
@@ -144,37 +143,54 @@ Status DeviceStaging::ResultToDevice(TensorRecord& p) {
   return Status::Ok();
 }
 
+void DeviceStaging::LetGoPinned() {
+  // The device may still write the pinned buffer: it is let go (not freed),
+  // and the next batch allocates another.
+  pinned_ = nullptr;
+  pinned_bytes_ = 0;
+}
+
+std::byte* DeviceStaging::Instead(const std::vector<TensorRecord*>& batch, size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  FillInstead(batch, scratch_.data());
+  return scratch_.data();
+}
+
+Status DeviceStaging::WaitLastDone() {
+  if (!last_done_) return Status::Ok();
+  HORA_RETURN_IF_ERROR(last_done_->Wait(DeadlineAfter(Clock::now(), timeout_)));
+  last_done_.reset();
+  return Status::Ok();
+}
+
 Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
                           int rank, int size, std::vector<std::byte>* fusion) {
   const RequestMeta& m = batch.front()->meta;
   if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
   }
+  if (RunsInChunks(m)) return RunPipelined(data, batch, rank);
+  // Adasum, and the collectives whose output Hora allocates: copied in
+  // whole, run, and their results copied back before the handles complete.
   const size_t bytes = Layout(batch);
-  const bool broadcast = m.op == OpType::kBroadcast;
   // Where the backend runs: the pinned copies. When the device fails before
   // the collective (no memory, a copy that fails or times out), the
   // collective still runs -- the other ranks are in it, and a rank that left
   // it would leave them waiting -- on host scratch holding identity values
   // (as a joined rank's), and this rank's handles fail with the error.
   Status staged = Prepare(bytes, batch.size() > 1 ? bytes : 0);
-  if (staged.ok() && (!broadcast || rank == m.root)) {
+  if (staged.ok()) {
+    // (Queued after the last batch's copies out, which read the pinned
+    // buffer: the wait covers them.)
     staged = CopyIn(batch, bytes);
     if (staged.ok()) staged = Sync("copying the inputs to host memory");
-    if (!staged.ok()) {
-      // The device may still write the pinned buffer: it is let go (not
-      // freed), and the next batch allocates another.
-      pinned_ = nullptr;
-      pinned_bytes_ = 0;
-    }
+    if (!staged.ok()) LetGoPinned();
   }
   std::byte* area = pinned_;
   if (staged.ok()) {
     HostPartsIn(batch, area);  // a joined rank's stand-ins, fused with GPU tensors
   } else {
-    if (scratch_.size() < bytes) scratch_.resize(bytes);
-    area = scratch_.data();
-    FillInstead(batch, area);
+    area = Instead(batch, bytes);
   }
   saved_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -190,15 +206,129 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   }
   HORA_RETURN_IF_ERROR(staged);
   HORA_RETURN_IF_ERROR(st);
-  switch (m.op) {
-    case OpType::kAllreduce:
-    case OpType::kBroadcast:
-      if (broadcast && rank == m.root) return Status::Ok();  // (its tensor is the source)
-      HORA_RETURN_IF_ERROR(CopyOut(batch, bytes));
-      return Sync("copying the results to the device");
-    default:  // allgather, reducescatter, alltoall: one tensor, its output Hora's
-      return ResultToDevice(*batch.front());
+  if (m.op == OpType::kAllreduce) {  // (Adasum)
+    HORA_RETURN_IF_ERROR(CopyOut(batch, bytes));
+    return Sync("copying the results to the device");
   }
+  return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
+}
+
+Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                                   int rank) {
+  const RequestMeta& m = batch.front()->meta;
+  const size_t bytes = Layout(batch);
+  const bool fused = batch.size() > 1;
+  const bool in = m.op != OpType::kBroadcast || rank == m.root;
+  const bool out = m.op != OpType::kBroadcast || rank != m.root;
+  const size_t chunk = ChunkBytes(m, chunk_);
+  const size_t chunks = chunk == 0 || bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+  // `staged`: the inputs' way to host memory; `back`: the results' way back.
+  // Whatever fails, the collective runs on (see Run), on identity values
+  // from the failed chunk on.
+  Status staged = Prepare(bytes, fused ? bytes : 0);
+  if (staged.ok()) staged = ChunkEvents(chunks);
+  if (staged.ok()) {
+    // A broadcast's receivers write the pinned buffer with no copy in
+    // before: the last batch's copies out, which read it, must be done.
+    staged = in ? QueueCopiesIn(batch, bytes, chunk) : WaitLastDone();
+    if (!staged.ok()) LetGoPinned();
+  }
+  Status back;
+  std::byte* area = staged.ok() ? pinned_ : Instead(batch, bytes);
+  bool stand_ins = false;
+  for (const TensorRecord* p : batch) stand_ins = stand_ins || !OnDevice(*p);
+  const ChunkSteps steps{
+      [&](size_t offset, size_t) {
+        if (!staged.ok() || !in) return area + offset;
+        const size_t k = chunk == 0 ? 0 : offset / chunk;
+        // A joined rank's stand-ins, fused with GPU tensors, go in once every
+        // chunk's copy (which covers their places too) is done.
+        const gpu::Event e = stand_ins ? chunk_events_[chunks - 1] : chunk_events_[k];
+        if (stand_ins && k > 0) return area + offset;
+        staged = device_->Wait(e, DeadlineAfter(Clock::now(), timeout_));
+        if (staged.ok()) {
+          if (stand_ins) HostPartsIn(batch, area);
+          return area + offset;
+        }
+        LetGoPinned();
+        area = Instead(batch, bytes);
+        return area + offset;
+      },
+      [&](size_t offset, size_t n) {
+        if (!staged.ok() || !back.ok() || !out || n == 0) return;
+        std::byte* to = fused ? packed_ : static_cast<std::byte*>(batch.front()->output);
+        back =
+            device_->Copy(to + offset, pinned_ + offset, n, gpu::CopyKind::kHostToDevice, stream_);
+      }};
+  const Status st = RunInChunks(data, m, bytes, chunk, steps);
+  if (staged.ok() && back.ok() && out && fused) back = CopiesOutOfPacked(batch);
+  if (staged.ok() && out) {
+    // The handles complete now; the copies back end with this event, which
+    // they wait for (or hand to a stream). Without one, the host waits here.
+    Status marked = MarkDone(batch, rank);
+    if (!marked.ok()) marked = Sync("copying the results to the device");
+    if (back.ok()) back = marked;
+  }
+  if (!staged.ok()) return staged.WithContext("copying the inputs to host memory");
+  HORA_RETURN_IF_ERROR(st);
+  if (!back.ok()) return back.WithContext("copying the results to the device");
+  return Status::Ok();
+}
+
+Status DeviceStaging::QueueCopiesIn(const std::vector<TensorRecord*>& batch, size_t bytes,
+                                    size_t chunk) {
+  const std::byte* from = static_cast<const std::byte*>(batch.front()->input);
+  if (batch.size() > 1) {
+    parts_.clear();
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const size_t n = batch[i]->meta.num_bytes();
+      if (n > 0 && OnDevice(*batch[i]))
+        parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
+    }
+    HORA_RETURN_IF_ERROR(device_->BatchedCopy(parts_, stream_));
+    from = packed_;
+  }
+  const size_t step = chunk == 0 ? std::max<size_t>(bytes, 1) : chunk;
+  size_t k = 0;
+  for (size_t offset = 0; offset < bytes || k == 0; offset += step, ++k) {
+    const size_t n = std::min(step, bytes - offset);
+    if (n > 0) {
+      HORA_RETURN_IF_ERROR(
+          device_->Copy(pinned_ + offset, from + offset, n, gpu::CopyKind::kDeviceToHost, stream_));
+    }
+    HORA_RETURN_IF_ERROR(device_->Record(chunk_events_[k], stream_));
+  }
+  return Status::Ok();
+}
+
+Status DeviceStaging::CopiesOutOfPacked(const std::vector<TensorRecord*>& batch) {
+  parts_.clear();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t n = batch[i]->meta.num_bytes();
+    if (n > 0 && OnDevice(*batch[i]))
+      parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
+  }
+  return device_->BatchedCopy(parts_, stream_);
+}
+
+Status DeviceStaging::ChunkEvents(size_t n) {
+  while (chunk_events_.size() < n) {
+    HORA_ASSIGN_OR_RETURN(const gpu::Event e, device_->CreateEvent());
+    chunk_events_.push_back(e);
+  }
+  return Status::Ok();
+}
+
+Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank) {
+  HORA_ASSIGN_OR_RETURN(const gpu::Event e, device_->CreateEvent());
+  auto done = std::make_shared<DeviceDone>(device_, e,
+                                           "rank " + std::to_string(rank) + " on " + device_name());
+  HORA_RETURN_IF_ERROR(device_->Record(e, stream_));
+  for (TensorRecord* p : batch) {
+    if (OnDevice(*p)) p->on_device = done;
+  }
+  last_done_ = std::move(done);
+  return Status::Ok();
 }
 
 }  // namespace hora

@@ -1,15 +1,22 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // GPU tensors through the collectives, staged through pinned host memory
-// (gpu-design.md §3b): a batch's inputs are packed on the device by one
-// batched copy into a device fusion buffer, copied to pinned memory in one
-// piece, run there by the backend exactly as host tensors would be (so a
-// rank staging GPU tensors and a joined rank reducing host stand-ins agree
-// on every byte on the wire), then copied back and unpacked by one batched
-// copy. A collective whose output Hora allocates gets it on the device.
+// (gpu-design.md §3b). A batch's inputs are packed on the device by one
+// batched copy into a device fusion buffer, copied to pinned memory, run
+// there by the backend exactly as host tensors would be (so a rank staging
+// GPU tensors and a joined rank reducing host stand-ins agree on every byte
+// on the wire), then copied back and unpacked by one batched copy.
 //
-// The engine's thread (or a waiter running its cycle) waits for the device
-// between the steps, bounded by HORA_TIMEOUT_S (10 minutes when that is 0).
+// Allreduce and broadcast are pipelined (staged_chunks.h): the copies go in
+// chunks, each with its event, and the backend runs each chunk as soon as
+// its copy in is done, while the next ones are copied in and the last ones
+// back. Their handles then complete without waiting for the copies back:
+// those end with an event the handles hold (device_done.h).
+// Adasum and the collectives whose output Hora allocates go whole, and wait
+// for their copies back.
+//
+// The engine's thread (or a waiter running its cycle) waits for the device's
+// copies in, bounded by HORA_TIMEOUT_S (10 minutes when that is 0) each.
 //
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
@@ -21,6 +28,7 @@
 
 #include "backends/backend.h"
 #include "common/clock.h"
+#include "engine/device_done.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
 
@@ -31,8 +39,10 @@ class DeviceStaging {
   // Queues its copies on `stream` of `device` (the rank's stream, which
   // frameworks' producers make wait for their work: gpu/lazy_device.h) and
   // waits for them at most `timeout` per step.
-  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout)
-      : device_(std::move(device)), timeout_(timeout), stream_(stream) {}
+  // `chunk`: HORA_STAGING_CHUNK_BYTES (0: whole batches).
+  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
+                size_t chunk)
+      : device_(std::move(device)), timeout_(timeout), stream_(stream), chunk_(chunk) {}
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -65,15 +75,33 @@ class DeviceStaging {
   Status Prepare(size_t pinned, size_t on_device);
   // Waits until the device has done what was queued; `step` names it.
   Status Sync(const char* step);
-  // The packed layout: each record's offset (64-byte aligned) and the end.
+  // The packed layout: each record's offset (one after another) and the end.
   size_t Layout(const std::vector<TensorRecord*>& batch);
-  // Input bytes to pinned memory (allreduce, broadcast's root, the shaped
-  // collectives); outputs back (allreduce, broadcast but the root). Only
+  // The whole batch's input bytes to pinned memory (Adasum, the shaped
+  // collectives); Adasum's outputs back. Only
   // the batch's GPU tensors: a joined rank's stand-ins, which may share a
   // batch with them, are host memory (HostPartsIn).
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
+  // Allreduce and broadcast, in chunks.
+  Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank);
+  // The batched copy into the device fusion buffer (a fused batch), then the
+  // chunks' copies to pinned memory, each followed by its event.
+  Status QueueCopiesIn(const std::vector<TensorRecord*>& batch, size_t bytes, size_t chunk);
+  // The batched copy from the device fusion buffer to the outputs.
+  Status CopiesOutOfPacked(const std::vector<TensorRecord*>& batch);
+  // At least `n` chunk events.
+  Status ChunkEvents(size_t n);
+  // Records the batch's done event and gives it to its GPU tensors' records.
+  Status MarkDone(const std::vector<TensorRecord*>& batch, int rank);
+  // Waits until the last batch's copies back are done (they read the
+  // pinned buffer).
+  Status WaitLastDone();
+  // Forgets the pinned buffer, which a failed copy may still write.
+  void LetGoPinned();
+  // Host scratch of `bytes` holding what FillInstead puts there.
+  std::byte* Instead(const std::vector<TensorRecord*>& batch, size_t bytes);
   // What a rank whose device failed contributes: identity values (a
   // reduction's), zeros (the rest).
   void FillInstead(const std::vector<TensorRecord*>& batch, std::byte* area);
@@ -83,7 +111,10 @@ class DeviceStaging {
   const std::shared_ptr<gpu::Device> device_;
   const Duration timeout_;
   const gpu::Stream stream_;
+  const size_t chunk_;
   gpu::Event event_;
+  std::vector<gpu::Event> chunk_events_;   // chunk k's copy in is done
+  std::shared_ptr<DeviceDone> last_done_;  // the last batch's copies back
   bool prepared_ = false;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;

@@ -182,6 +182,7 @@ class Engine final : public Driver {
     std::shared_ptr<Handle::State> handle;
     std::optional<Tensor> output;
     std::vector<int64_t> received;
+    std::shared_ptr<DeviceDone> on_device;
   };
   // Finish's lists, kept between cycles with their capacity (see
   // Negotiator::outcome_).

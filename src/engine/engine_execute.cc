@@ -7,6 +7,7 @@
 // ran with the bit vector, and Execute only finishes it.
 #include "engine/engine.h"
 #include "engine/run_batch.h"
+#include "engine/staged_chunks.h"
 
 namespace hora {
 
@@ -89,9 +90,15 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st = DeviceStaging::AnyOnDevice(batch)
-                  ? RunOnDevice(batch)
-                  : RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+  Status st;
+  if (DeviceStaging::AnyOnDevice(batch)) {
+    st = RunOnDevice(batch);
+  } else if (m.device == DeviceType::kCUDA && RunsInChunks(m)) {
+    // A joined rank's stand-ins for GPU tensors: in chunks, as the others.
+    st = RunStandInsInChunks(data_, batch, config_.staging_chunk_bytes, &fusion_);
+  } else {
+    st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+  }
   if (!st.ok()) {
     st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   } else if (batch.size() > 1) {
@@ -112,8 +119,9 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     // copies and for the producers of the tensors it was handed (their
     // queued kernels), and a step that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
-    staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
-                                               SecondsToDuration(bound));
+    staging_ =
+        std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
+                                        SecondsToDuration(bound), config_.staging_chunk_bytes);
   }
   const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_);
   if (st.ok()) return st;

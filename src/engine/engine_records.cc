@@ -45,8 +45,8 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
       stand_ins_.Remove(p);
       continue;
     }
-    completions.push_back(
-        {std::move(p->handle), std::move(p->result), std::move(p->received_splits)});
+    completions.push_back({std::move(p->handle), std::move(p->result),
+                           std::move(p->received_splits), std::move(p->on_device)});
     negotiator_.Release(p);
     p->listed = false;
     p->Reset();
@@ -60,8 +60,10 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
     for (TensorRecord* p : records) records_.Release(p);
   }
   for (Completion& c : completions) {
+    // (A failed batch keeps its copies' event: until the device reached it,
+    // Poll() is false, and the tensors are kept.)
     if (!st.ok()) c.output.reset();
-    c.handle->Complete(st, std::move(c.output), std::move(c.received));
+    c.handle->Complete(st, std::move(c.output), std::move(c.received), std::move(c.on_device));
   }
 }
 

@@ -7,43 +7,70 @@
 
 namespace hora {
 
-void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received) {
+void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<int64_t> received,
+                             std::shared_ptr<DeviceDone> device) {
   if (!done.Claim()) return;
   status = std::move(st);
   output = std::move(out);
   received_splits = std::move(received);
+  on_device = std::move(device);
   done.Set();
 }
 
-bool Handle::Poll() const { return state_ == nullptr || state_->done.IsSet(); }
+namespace {
 
-Status Handle::Wait(std::chrono::nanoseconds timeout) const {
-  if (state_ == nullptr) return InvalidArgument("empty handle");
+// Waits until the engine completed `s` (not its copies on the GPU), at
+// most until `deadline`: false if not by then.
+bool WaitForEngine(Handle::State& s, std::chrono::nanoseconds timeout, TimePoint deadline) {
+  if (s.done.IsSet()) return true;  // (waiting on a step's handles: most are done)
   // Small collectives finish within microseconds: spin before sleeping.
-  // One deadline covers the spin and the sleep.
-  State& s = *state_;
-  if (s.done.IsSet()) return s.status;  // (waiting on a step's handles: most are done)
-  const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
   // During its spin the waiter runs the engine's cycles itself (unless the
   // engine's thread is in one): no hand-off to that thread and back. A cycle
   // under way is finished first, so this may outlast `timeout` by one cycle.
   if (s.gate && s.spin > Duration::zero() && timeout > Duration::zero()) {
     s.gate->Drive(s.done, std::min(deadline, Clock::now() + s.spin));
   }
-  if (SpinUntil([&] { return s.done.IsSet(); }, std::min<Duration>(timeout, s.spin)) ||
-      s.done.WaitUntil(deadline)) {
-    return s.status;
-  }
+  return SpinUntil([&] { return s.done.IsSet(); }, std::min<Duration>(timeout, s.spin)) ||
+         s.done.WaitUntil(deadline);
+}
+
+Status NotDone(const Handle::State& s, std::chrono::nanoseconds timeout) {
   return TimeoutError("handle of '" + s.name + "': not done after " +
                       std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
 }
 
+}  // namespace
+
+bool Handle::Poll() const {
+  return state_ == nullptr ||
+         (state_->done.IsSet() && (!state_->on_device || state_->on_device->Reached()));
+}
+
+bool Handle::Finished() const { return state_ == nullptr || state_->done.IsSet(); }
+
+Status Handle::Wait(std::chrono::nanoseconds timeout) const {
+  if (state_ == nullptr) return InvalidArgument("empty handle");
+  // One deadline covers the engine and the GPU.
+  State& s = *state_;
+  const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
+  if (!WaitForEngine(s, timeout, deadline)) return NotDone(s, timeout);
+  if (!s.status.ok() || !s.on_device) return s.status;
+  return s.on_device->Wait(deadline);
+}
+
+Status Handle::StreamWait(uint64_t stream, std::chrono::nanoseconds timeout) const {
+  if (state_ == nullptr) return InvalidArgument("empty handle");
+  State& s = *state_;
+  if (!WaitForEngine(s, timeout, DeadlineAfter(Clock::now(), timeout))) return NotDone(s, timeout);
+  if (!s.status.ok() || !s.on_device) return s.status;
+  return s.on_device->HandTo(stream);
+}
+
 Status Handle::status() const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
-  if (!state_->done.IsSet()) {
-    return UnavailableError("handle of '" + state_->name + "': not done yet");
-  }
-  return state_->status;
+  if (!Poll()) return UnavailableError("handle of '" + state_->name + "': not done yet");
+  if (!state_->status.ok() || !state_->on_device) return state_->status;
+  return state_->on_device->Wait(Clock::now());  // (reached: its outcome)
 }
 
 const std::vector<int64_t>* Handle::received_splits() const {

@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/done_flag.h"
+#include "engine/device_done.h"
 #include "engine/drive_gate.h"
 #include "hora/handle.h"
 
@@ -19,8 +20,10 @@ struct Handle::State {
   explicit State(std::string n, Duration wait_spin = Duration::zero())
       : name(std::move(n)), spin(wait_spin) {}
   // First call wins; wakes every waiter.
+  // `on_device`: GPU tensors' results still being copied (device_done.h).
   void Complete(Status st, std::optional<Tensor> out = std::nullopt,
-                std::vector<int64_t> received = {});
+                std::vector<int64_t> received = {},
+                std::shared_ptr<DeviceDone> on_device = nullptr);
 
   const std::string name;
   const Duration spin;  // how long Wait spins before it sleeps (see SpinUntil)
@@ -33,6 +36,7 @@ struct Handle::State {
   Status status;
   std::optional<Tensor> output;
   std::vector<int64_t> received_splits;  // alltoall
+  std::shared_ptr<DeviceDone> on_device;
 };
 
 // A handle that is already failed with `st` (bad input at submission).

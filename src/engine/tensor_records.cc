@@ -8,6 +8,7 @@ void TensorRecord::Reset() {
   rows.clear();
   result.reset();
   received_splits.clear();
+  on_device.reset();
 }
 
 TensorRecord* TensorRecords::Find(const std::string& name) {

@@ -59,6 +59,8 @@ struct TensorRecord : Ticket {
   std::vector<int64_t> rows;     // from the decision (allgather, alltoall)
   std::optional<Tensor> result;  // an output Hora allocated
   std::vector<int64_t> received_splits;
+  // GPU tensors: the results' copy back, still under way (device_done.h).
+  std::shared_ptr<DeviceDone> on_device;
   // A joined rank's stand-in for a tensor it never submitted: identity
   // values in `scratch`, no handle (the engine's, not in these records).
   bool phantom = false;

@@ -15,6 +15,7 @@ import pytest
 
 import hora.torch as hvd
 from hora.common import basics
+from hora.common.exceptions import HoraError
 
 
 def session():
@@ -82,3 +83,21 @@ def test_a_gpu_tensor_is_read_after_its_producers_work():
     s.allreduce_async("gpu.late", dev, dev, op=basics.Sum).wait()
     np.testing.assert_array_equal(np.frombuffer(s._read_device(dev), dtype=np.float32),
                                   np.full(4099, n * (n + 1) // 2, np.float32))
+
+
+def test_wait_can_leave_the_last_copies_to_a_stream():
+    # Async completion: wait(stream=...) makes that stream wait for the
+    # results' copies to the GPU (here Hora's own stream, the one stream a
+    # host-device test has); a stream the device does not know is an error
+    # that names it, and the job goes on.
+    s, n, r = session(), hvd.size(), hvd.rank()
+    dev = s._device_buffer(np.full(1031, r + 1, np.float32))
+    stream = s._device_stream()
+    assert stream is not None
+    s.allreduce_async("gpu.on_stream", dev, dev, op=basics.Sum).wait(None, stream)
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(dev), dtype=np.float32),
+                                  np.full(1031, n * (n + 1) // 2, np.float32))
+    h = s.allreduce_async("gpu.unknown_stream", dev, dev, op=basics.Sum)
+    with pytest.raises(HoraError, match="making stream 999 wait for the results"):
+        h.wait(None, 999)
+    s.barrier()

@@ -24,6 +24,7 @@ class DeviceIo {
   DeviceIo& operator=(const DeviceIo&) = delete;
 
   bool ok() const { return device_ != nullptr; }
+  gpu::Device& device() const { return *device_; }
   const Status& error() const { return error_; }
 
   // New device memory holding `bytes` of `host` (unset when null).

@@ -7,6 +7,13 @@ early is safe. ``synchronize(handle)`` waits and returns the collective's
 result (the output tensor; a list for grouped collectives; ``(output,
 received_splits)`` for alltoall); calling it again returns the same result,
 or raises the same error.
+
+CUDA tensors complete as in Horovod's async completion: ``synchronize``
+returns once the collective is done, and the results' last copies to the GPU
+are left to torch's current stream (of the tensors' device) to wait for, so
+the host does not wait for them. Work queued on that stream afterwards reads
+the results; to read them from another stream, make it wait for that one
+first (``torch.cuda.Stream.wait_stream``).
 """
 
 import sys
@@ -18,7 +25,7 @@ from hora.common.exceptions import HoraTimeoutError
 class Handle:
     """A collective in flight. Pass it to ``poll()`` or ``synchronize()``."""
 
-    __slots__ = ("_core", "_finish", "_keep", "_result", "_error", "_done")
+    __slots__ = ("_core", "_finish", "_keep", "_result", "_error", "_done", "_cuda")
 
     def __init__(self, core_handles, finish, keep=()):
         """``core_handles``: the ``hora._core.Handle`` objects (one, or a group's);
@@ -30,6 +37,7 @@ class Handle:
         self._result = None
         self._error = None
         self._done = False
+        self._cuda = _cuda_device(keep)
 
     @property
     def name(self):
@@ -51,10 +59,14 @@ class Handle:
                 raise self._error
             return self._result
         deadline = None if timeout is None else time.monotonic() + timeout
+        stream = None
+        if self._cuda is not None:
+            import torch
+            stream = torch.cuda.current_stream(self._cuda).cuda_stream
         try:
             for h in self._core:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                h.wait(left)
+                h.wait(left, stream)
         except HoraTimeoutError:
             if not all(h.poll() for h in self._core):
                 raise  # our wait expired; the collective is still running
@@ -81,6 +93,19 @@ class Handle:
         state = "done" if self._done else "pending"
         return "<hora Handle %r (%d collective%s, %s)>" % (
             self.name, len(self._core), "" if len(self._core) == 1 else "s", state)
+
+
+def _cuda_device(keep):
+    """The device of the first CUDA tensor in ``keep`` (nested lists and
+    tuples too), or None."""
+    stack = [keep]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif getattr(item, "is_cuda", False):
+            return item.device
+    return None
 
 
 def poll(handle):

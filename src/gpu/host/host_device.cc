@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/reduce.h"
@@ -233,7 +234,13 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
       break;
     }
   }
-  if (bytes > 0) stream->Enqueue([to, from, bytes] { std::memmove(to, from, bytes); });
+  const Duration delay(kind == CopyKind::kHostToDevice ? to_device_delay_ns_.load() : 0);
+  if (bytes > 0) {
+    stream->Enqueue([to, from, bytes, delay] {
+      if (delay > Duration::zero()) std::this_thread::sleep_for(delay);
+      std::memmove(to, from, bytes);
+    });
+  }
   return Status::Ok();
 }
 

@@ -72,6 +72,10 @@ class HostDevice final : public Device {
   // tests, a gate that holds a stream back.
   Status RunOnStream(Stream s, std::function<void()> work);
 
+  // For tests: each copy from host to device memory queued from now on
+  // starts `delay` late on its stream, as on a slow GPU (0: none).
+  void DelayCopiesToDevice(Duration delay) { to_device_delay_ns_.store(delay.count()); }
+
   // QueryPointer calls so far.
   uint64_t pointer_queries() const { return pointer_queries_.load(); }
 
@@ -94,6 +98,7 @@ class HostDevice final : public Device {
   // CUDA's legacy default stream, 2: its per-thread one).
   uint64_t next_id_ HORA_GUARDED_BY(mu_) = 0x1000;
   std::atomic<uint64_t> pointer_queries_{0};
+  std::atomic<Duration::rep> to_device_delay_ns_{0};
 };
 
 }  // namespace hora::gpu

@@ -1,0 +1,46 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/device_done.h"
+
+namespace hora {
+
+DeviceDone::~DeviceDone() { (void)device_->DestroyEvent(event_); }
+
+Status DeviceDone::Settle(Status st) {
+  settled_ = true;
+  outcome_ = st.ok() ? st : st.WithContext("copying the results to the GPU, " + where_);
+  return outcome_;
+}
+
+bool DeviceDone::Reached() {
+  MutexLock lock(mu_);
+  if (settled_) return true;
+  Result<bool> reached = device_->Query(event_);
+  if (!reached.ok()) {
+    (void)Settle(reached.status());
+    return true;
+  }
+  if (*reached) (void)Settle(Status::Ok());
+  return *reached;
+}
+
+Status DeviceDone::Wait(TimePoint deadline) {
+  {
+    MutexLock lock(mu_);
+    if (settled_) return outcome_;
+  }
+  // (Without the lock: Reached() does not wait behind this.)
+  const Status st = device_->Wait(event_, deadline);
+  if (st.code() == StatusCode::kTimeout) return st.WithContext(where_);
+  MutexLock lock(mu_);
+  if (settled_) return outcome_;
+  return Settle(st);
+}
+
+Status DeviceDone::HandTo(uint64_t stream) {
+  const Status st = device_->StreamWait(gpu::Stream{stream}, event_);
+  if (st.ok()) return st;
+  return st.WithContext("making stream " + std::to_string(stream) + " wait for the results, " +
+                        where_);
+}
+
+}  // namespace hora

@@ -1,0 +1,53 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// A batch of GPU tensors finished on the device: an event recorded on the
+// rank's stream after the last copy of the batch's results (Horovod's async
+// completion). The handles of the batch share it: the host waits for it
+// (Handle::Wait), or hands it to a framework's stream, which waits for it
+// in its own order (Handle::StreamWait), so the host does not.
+//
+// Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "common/mutex.h"
+#include "gpu/device.h"
+
+namespace hora {
+
+class DeviceDone {
+ public:
+  // Takes `event` (already recorded); `where` names the rank and its GPU
+  // for errors ("rank 1 on host device 0 (cuda:0)").
+  DeviceDone(std::shared_ptr<gpu::Device> device, gpu::Event event, std::string where)
+      : device_(std::move(device)), event_(event), where_(std::move(where)) {}
+  ~DeviceDone();  // destroys the event (the device lets it go once reached)
+  DeviceDone(const DeviceDone&) = delete;
+  DeviceDone& operator=(const DeviceDone&) = delete;
+
+  // Whether the device got there (or failed on the way). Never blocks.
+  bool Reached() HORA_EXCLUDES(mu_);
+  // Waits for it until `deadline`: the device's error if it failed, a
+  // TimeoutError (and it may be waited for again) if not there by then.
+  Status Wait(TimePoint deadline) HORA_EXCLUDES(mu_);
+  // Later work on `stream` (a native stream handle, as a cudaStream_t; 0 is
+  // CUDA's legacy default stream) waits for it.
+  Status HandTo(uint64_t stream);
+
+ private:
+  // Remembers the outcome once known.
+  Status Settle(Status st) HORA_REQUIRES(mu_);
+
+  const std::shared_ptr<gpu::Device> device_;
+  const gpu::Event event_;
+  const std::string where_;
+  Mutex mu_;
+  bool settled_ HORA_GUARDED_BY(mu_) = false;
+  Status outcome_ HORA_GUARDED_BY(mu_);
+};
+
+}  // namespace hora

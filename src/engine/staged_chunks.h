@@ -1,0 +1,49 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The collective of a batch of GPU tensors, run in chunks (pipelined
+// staging, gpu-design.md §3b): the batch's bytes, packed one tensor after
+// another, go to the backend a chunk at a time, each chunk its own call, so
+// that the device copies the next chunk in, and the last one out, while the
+// backend works on this one. Allreduce (not Adasum, whose coefficients span
+// a whole tensor) and broadcast run so.
+//
+// Every rank of a batch of GPU tensors runs it this way, a joined rank on its
+// host stand-ins too (RunStandInsInChunks), with the same chunk size
+// (HORA_STAGING_CHUNK_BYTES), so that all agree on every call on the wire.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <vector>
+
+#include "backends/backend.h"
+#include "engine/tensor_records.h"
+
+namespace hora {
+
+// Whether a batch of GPU tensors of `m`'s collective runs in chunks.
+bool RunsInChunks(const RequestMeta& m);
+
+// `bytes` rounded down to whole elements of `m`'s dtype (at least one);
+// 0 (no chunking) stays 0.
+size_t ChunkBytes(const RequestMeta& m, size_t bytes);
+
+struct ChunkSteps {
+  // Before chunk [offset, offset + n) of the packed bytes runs: where its
+  // bytes are (ready for the backend).
+  std::function<std::byte*(size_t offset, size_t n)> before;
+  // After it ran, its results at the same place.
+  std::function<void(size_t offset, size_t n)> after;
+};
+
+// Runs `m`'s collective over `bytes` packed bytes in chunks of `chunk`
+// (ChunkBytes; 0: one), at least one call. Each chunk's error ends it.
+Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, size_t chunk,
+                   const ChunkSteps& steps);
+
+// A joined rank's batch of stand-ins for GPU tensors: packed into `fusion`
+// (one tensor: where it is) and run as RunInChunks does.
+Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                           size_t chunk, std::vector<std::byte>* fusion);
+
+}  // namespace hora
