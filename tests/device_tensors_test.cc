@@ -497,6 +497,94 @@ TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
 }
 
+// The blocking forms that write into a given output, with GPU tensors: the
+// result lands in the caller's GPU memory. An output that does not fit fails
+// that rank only; the others get their results and the job goes on.
+TEST_P(DeviceTensors, BlockingFormsWriteIntoGpuOutputs) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  for (int64_t base : {0, 1, 1031}) {
+    const int64_t cols = 3;
+    auto rows_of = [&](int r) { return base == 0 ? 0 : base + r % 3; };
+    constexpr size_t kRow = 3 * sizeof(float);
+    std::vector<uint8_t> gathered;
+    for (int r = 0; r < n; ++r) {
+      const auto part =
+          BytePattern(static_cast<size_t>(rows_of(r)) * kRow, r, static_cast<uint64_t>(base));
+      gathered.insert(gathered.end(), part.begin(), part.end());
+    }
+    const int64_t total_rows = static_cast<int64_t>(gathered.size() / kRow);
+    auto a2a_rows = [&](int p, int q) { return base == 0 ? 0 : (p + q + base) % 3; };
+    std::vector<std::vector<uint8_t>> a2a_in;
+    std::vector<std::vector<int64_t>> a2a_splits;
+    MakeAlltoallInputs(n, a2a_rows, kRow, static_cast<uint64_t>(base), &a2a_in, &a2a_splits);
+    auto st = job.Run([&](int r, Session& s) -> Status {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      const DataType f32 = DataType::kFloat32;
+      const auto mine =
+          BytePattern(static_cast<size_t>(rows_of(r)) * kRow, r, static_cast<uint64_t>(base));
+      void* in = io.Upload(mine.data(), mine.size());
+      void* all = io.Upload(nullptr, gathered.size());
+      HORA_RETURN_IF_ERROR(
+          s.Allgather(OnGpu(in, f32, {rows_of(r), cols}), OnGpu(all, f32, {total_rows, cols})));
+      if (io.Download(all, gathered.size()) != gathered) return InternalError("allgather differs");
+      // Reducescatter (sum) of the same input on every rank.
+      std::vector<float> values(static_cast<size_t>(total_rows * cols));
+      for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 13);
+      void* rs_in = io.Upload(values.data(), values.size() * sizeof(float));
+      const int64_t share = total_rows / n + (r < total_rows % n ? 1 : 0);
+      int64_t first = 0;
+      for (int q = 0; q < r; ++q) first += total_rows / n + (q < total_rows % n ? 1 : 0);
+      void* part = io.Upload(nullptr, static_cast<size_t>(share) * kRow);
+      HORA_RETURN_IF_ERROR(s.Reducescatter(OnGpu(rs_in, f32, {total_rows, cols}),
+                                           OnGpu(part, f32, {share, cols}), {ReduceOp::kSum}));
+      const auto bytes = io.Download(part, static_cast<size_t>(share) * kRow);
+      for (int64_t i = 0; i < share * cols; ++i) {
+        float v;
+        std::memcpy(&v, bytes.data() + static_cast<size_t>(i) * sizeof(float), sizeof v);
+        if (v != static_cast<float>(n) * values[static_cast<size_t>(first * cols + i)]) {
+          return InternalError("reducescatter element " + std::to_string(i) + " is " +
+                               std::to_string(v));
+        }
+      }
+      // Alltoall with uneven splits.
+      const auto& a_in = a2a_in[static_cast<size_t>(r)];
+      const auto& splits = a2a_splits[static_cast<size_t>(r)];
+      const auto want = AlltoallExpected(n, a2a_rows, kRow, a2a_in, r);
+      void* a2a = io.Upload(a_in.data(), a_in.size());
+      void* a2a_out = io.Upload(nullptr, want.size());
+      std::vector<int64_t> received;
+      HORA_RETURN_IF_ERROR(s.Alltoall(
+          OnGpu(a2a, f32, {static_cast<int64_t>(a_in.size() / kRow), cols}), splits,
+          OnGpu(a2a_out, f32, {static_cast<int64_t>(want.size() / kRow), cols}), &received));
+      if (io.Download(a2a_out, want.size()) != want) return InternalError("alltoall differs");
+      for (int q = 0; q < n; ++q) {
+        if (received[static_cast<size_t>(q)] != a2a_rows(q, r))
+          return InternalError("alltoall's received splits are wrong");
+      }
+      // Rank 0's output one row short: its call fails, the others' do not.
+      if (total_rows == 0) return s.Barrier();  // (nothing to be short of)
+      const int64_t out_rows = r == 0 ? total_rows - 1 : total_rows;
+      const Status misfit =
+          s.Allgather(OnGpu(in, f32, {rows_of(r), cols}), OnGpu(all, f32, {out_rows, cols}));
+      if (r != 0) {
+        HORA_RETURN_IF_ERROR(misfit);
+        if (io.Download(all, gathered.size()) != gathered)
+          return InternalError("allgather beside a misfit differs");
+      } else if (misfit.ok() ||
+                 misfit.message().find("does not fit the result") == std::string::npos) {
+        return InternalError("a short output gave: " + misfit.ToString());
+      }
+      return s.Barrier();
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(st[static_cast<size_t>(r)].ok())
+          << "base " << base << ": " << st[static_cast<size_t>(r)].ToString();
+    }
+  }
+}
+
 // `bytes` read from `data` on `stream` of `dev`, in that stream's order.
 Result<std::vector<uint8_t>> ReadOnStream(gpu::Device& dev, gpu::Stream stream, const void* data,
                                           size_t bytes) {
@@ -572,6 +660,45 @@ TEST_P(DeviceTensors, HandlesAwaitTheCopiesBackOnTheHostOrOnAStream) {
   }));
 }
 
+// A C++ producer whose work is still queued on a stream of its own: Hora's
+// stream (Session::GpuStream) waits for it, and the collective reads what
+// the producer wrote, with no wait on the host.
+TEST_P(DeviceTensors, ACppProducerHandsItsWorkToHorasStream) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  constexpr size_t kCount = 1601;
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* host_dev = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (host_dev == nullptr) return Status::Ok();  // (RunOnStream is the host device's)
+    gpu::Device& dev = io.device();
+    const std::vector<float> early(kCount, 0.0f);
+    const std::vector<float> late(kCount, static_cast<float>(r + 1));
+    void* t = io.Upload(early.data(), kCount * 4);
+    void* final_values = io.Upload(late.data(), kCount * 4);
+    // The producer: 100 ms of work, then it writes the tensor.
+    HORA_ASSIGN_OR_RETURN(const gpu::Stream producer, dev.CreateStream());
+    HORA_ASSIGN_OR_RETURN(const gpu::Event made, dev.CreateEvent());
+    Status st = host_dev->RunOnStream(
+        producer, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+    if (st.ok()) {
+      st = dev.Copy(t, final_values, kCount * 4, gpu::CopyKind::kDeviceToDevice, producer);
+    }
+    if (st.ok()) st = dev.Record(made, producer);
+    Result<uint64_t> hora_stream = s.GpuStream();
+    if (st.ok()) st = hora_stream.status();
+    if (st.ok()) st = dev.StreamWait(gpu::Stream{*hora_stream}, made);
+    const TensorView v = OnGpu(t, DataType::kFloat32, {kCount});
+    if (st.ok()) st = s.Allreduce(v, v, {ReduceOp::kSum});
+    (void)dev.DestroyEvent(made);
+    (void)dev.DestroyStream(producer);
+    HORA_RETURN_IF_ERROR(st);
+    return ExpectFloats(io.Download(t, kCount * 4), static_cast<float>(n * (n + 1) / 2),
+                        "after the producer's late write");
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values("0", "3000")),
@@ -608,10 +735,22 @@ TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
   st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}),
                    TensorView::Flat(host.data(), DataType::kFloat32, 16));
   EXPECT_NE(st.message().find("is not on the device of input"), std::string::npos) << st.ToString();
-  // The blocking forms into a given output take host tensors only.
+  // The blocking forms into a given output: the output overlaps the input,
+  // is on the host for a GPU input, or on the GPU for a host input.
   st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
-  EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << st.ToString();
-  EXPECT_NE(st.message().find("rank 0: allgather: input float32[16] on cuda:0"), std::string::npos)
+  EXPECT_NE(st.message().find("rank 0: allgather: output float32[16] on cuda:0 overlaps input"),
+            std::string::npos)
+      << st.ToString();
+  st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}),
+                   TensorView::Flat(host.data(), DataType::kFloat32, 16));
+  EXPECT_NE(st.message().find("output float32[16] on cpu is not on the GPU of input float32[16] "
+                              "on cuda:0"),
+            std::string::npos)
+      << st.ToString();
+  st = s.Allgather(TensorView::Flat(host.data(), DataType::kFloat32, 16),
+                   OnGpu(d, DataType::kFloat32, {16}));
+  EXPECT_NE(st.message().find("output float32[16] on cuda:0 is not in host memory"),
+            std::string::npos)
       << st.ToString();
   // The session still works on a good tensor.
   st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));

@@ -78,6 +78,16 @@ class Session {
   int cross_rank() const;
   int cross_size() const;
 
+  // GPU tensors (a TensorView on cuda:N; docs/gpu.md) go to every collective
+  // below. Their memory must stay valid until the collective is done, as a
+  // host tensor's. The stream (a cudaStream_t) on which this rank works on
+  // its GPU `device` (opened now if need be): a tensor whose producing work
+  // is still queued on another stream may be submitted once this stream
+  // waits for that work (cudaEventRecord there, cudaStreamWaitEvent here),
+  // and the host need not wait for it. DLPack's stream argument does this
+  // for Python's frameworks.
+  Result<uint64_t> GpuStream(int device = 0);
+
   // Reduces `input` across ranks into `output` (same dtype and element count;
   // output may be input for an in-place reduction). See types.h for the
   // semantics of each op and scale factor. The algorithm comes from the
@@ -95,7 +105,8 @@ class Session {
   // output that does not fit is left unwritten and this rank returns
   // InvalidArgument naming both; it still takes part (into a temporary), so
   // the other ranks finish with their results. The same holds for the
-  // `output` forms of Reducescatter and Alltoall.
+  // `output` forms of Reducescatter and Alltoall. A GPU input's output must
+  // be on the same GPU.
   Status Allgather(const TensorView& input, const TensorView& output);
 
   // Replaces `tensor` on every rank with root's.

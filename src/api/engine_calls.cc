@@ -61,12 +61,4 @@ Result<Tensor> WaitForOutput(Handle h) {
   return std::move(*out);
 }
 
-Status GpuOutputRefused(const Session::Impl& impl, const char* op, const TensorView& input,
-                        const TensorView& output) {
-  return UnimplementedError(impl.Where(op) + ": input " + input.Describe() + ", output " +
-                            output.Describe() + ": the blocking " + op +
-                            " into a given output takes host tensors only; for GPU tensors use " +
-                            "the form that returns the result (on the GPU)");
-}
-
 }  // namespace hora

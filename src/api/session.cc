@@ -146,6 +146,12 @@ int Session::local_rank() const { return impl_->layout.local_rank; }
 int Session::local_size() const { return impl_->layout.local_size; }
 int Session::cross_rank() const { return impl_->layout.cross_rank; }
 int Session::cross_size() const { return impl_->layout.cross_size; }
+
+Result<uint64_t> Session::GpuStream(int device) {
+  const Status st = impl_->devices.Get(device).status();
+  if (!st.ok()) return st.WithContext(impl_->Where("GpuStream"));
+  return impl_->devices.stream().id;
+}
 std::string Session::DescribeConfig() const { return FormatConfig(impl_->config); }
 bool Session::mpi_enabled() const { return impl_->mpi != nullptr; }
 bool Session::mpi_threads_supported() const {

@@ -148,10 +148,13 @@ inline bool OnGpu(const TensorView& t) { return t.device().type == DeviceType::k
 inline constexpr std::chrono::nanoseconds kWaitAsLongAsItTakes = std::chrono::nanoseconds::max();
 // Waits for `h` and moves its output out.
 Result<Tensor> WaitForOutput(Handle h);
-// The blocking forms that write into a caller's output refuse a GPU
-// tensor (the forms that return the result take them).
-Status GpuOutputRefused(const Session::Impl& impl, const char* op, const TensorView& input,
-                        const TensorView& output);
+// The blocking forms that write into a caller's output, for a GPU input:
+// `result` is what the form that returns the result gave (on the GPU); it
+// is copied into `output`, which must be on the same GPU and fit it. (The
+// collective ran on every rank whatever is wrong with this rank's output:
+// that fails this rank's call only, as on the host.)
+Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& input,
+                     const TensorView& output, Result<Tensor> result);
 
 // For a tensor on a GPU: that it is in memory of this rank's GPU (opened
 // now if it is the first). Errors name the tensor, after `where`.

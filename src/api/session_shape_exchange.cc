@@ -74,6 +74,11 @@ void* PlaceOutput(const Session::Impl& impl, const char* op, const TensorView& i
   if (output != nullptr) {
     const TensorView want(nullptr, input.dtype(), shape);
     Status st = CheckTensor(impl, op, "output", *output);
+    if (st.ok() && output->device().type != DeviceType::kCPU) {
+      st = InvalidArgument(impl.Where(op) + ": output " + output->Describe() +
+                           " is not in host memory, as input " + input.Describe() +
+                           " is: a host tensor's result goes in host memory");
+    }
     if (st.ok() &&
         (output->dtype() != input.dtype() || output->num_elements() != want.num_elements())) {
       st = InvalidArgument(impl.Where(op) + ": output " + output->Describe() +
@@ -210,7 +215,7 @@ Result<Tensor> Session::Allgather(const TensorView& input) {
 }
 
 Status Session::Allgather(const TensorView& input, const TensorView& output) {
-  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "allgather", input, output);
+  if (OnGpu(input)) return IntoGpuOutput(*impl_, "allgather", input, output, Allgather(input));
   Tensor spare;
   return AllgatherTo(*impl_, size(), input, &output, &spare);
 }
@@ -224,8 +229,9 @@ Result<Tensor> Session::Reducescatter(const TensorView& input, const Reduction& 
 
 Status Session::Reducescatter(const TensorView& input, const TensorView& output,
                               const Reduction& reduction) {
-  if (OnGpu(input) || OnGpu(output))
-    return GpuOutputRefused(*impl_, "reducescatter", input, output);
+  if (OnGpu(input)) {
+    return IntoGpuOutput(*impl_, "reducescatter", input, output, Reducescatter(input, reduction));
+  }
   Tensor spare;
   return ReducescatterTo(*impl_, size(), rank(), input, &output, reduction, &spare);
 }
@@ -247,7 +253,10 @@ Result<Tensor> Session::Alltoall(const TensorView& input, std::span<const int64_
 
 Status Session::Alltoall(const TensorView& input, std::span<const int64_t> splits,
                          const TensorView& output, std::vector<int64_t>* received_splits) {
-  if (OnGpu(input) || OnGpu(output)) return GpuOutputRefused(*impl_, "alltoall", input, output);
+  if (OnGpu(input)) {
+    return IntoGpuOutput(*impl_, "alltoall", input, output,
+                         Alltoall(input, splits, received_splits));
+  }
   Tensor spare;
   return AlltoallTo(*impl_, size(), input, splits, &output, received_splits, &spare);
 }

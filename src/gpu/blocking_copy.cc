@@ -61,4 +61,15 @@ Status CopyDeviceToHost(Device& device, void* dst, const void* src, size_t bytes
   return Status::Ok();
 }
 
+Status CopyWithinDevice(Device& device, Stream stream, void* dst, const void* src, size_t bytes,
+                        Duration timeout) {
+  if (bytes == 0) return Status::Ok();
+  HORA_ASSIGN_OR_RETURN(const Event e, device.CreateEvent());
+  Status st = device.Copy(dst, src, bytes, CopyKind::kDeviceToDevice, stream);
+  if (st.ok()) st = device.Record(e, stream);
+  if (st.ok()) st = device.Wait(e, DeadlineAfter(Clock::now(), timeout));
+  (void)device.DestroyEvent(e);
+  return st;
+}
+
 }  // namespace hora::gpu

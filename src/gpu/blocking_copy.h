@@ -15,5 +15,8 @@ namespace hora::gpu {
 
 Status CopyHostToDevice(Device& device, void* dst, const void* src, size_t bytes, Duration timeout);
 Status CopyDeviceToHost(Device& device, void* dst, const void* src, size_t bytes, Duration timeout);
+// Device memory to device memory, on `stream` (in its order), waited for.
+Status CopyWithinDevice(Device& device, Stream stream, void* dst, const void* src, size_t bytes,
+                        Duration timeout);
 
 }  // namespace hora::gpu
