@@ -93,13 +93,22 @@ py::tuple DeviceBuffer::DlpackDevice() const {
   return py::make_tuple(2 /* kDLCUDA */, tensor_->device().index);
 }
 
-py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor) {
+py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor,
+                                 std::optional<uint64_t> after) {
   Imported in = ImportCapsule(tensor, "_DeviceBuffer.read_back");
   if (in.view.device().type != DeviceType::kCUDA) ThrowInvalid("read_back: not a GPU tensor");
   std::shared_ptr<gpu::Device> device = DeviceOf(session);
   std::string out(in.view.num_bytes(), '\0');
   {
     py::gil_scoped_release release;
+    if (after) {  // what is queued on that stream so far, first
+      Result<gpu::Event> e = device->CreateEvent();
+      ThrowIfError(e.status());
+      Status st = device->Record(*e, gpu::Stream{*after});
+      if (st.ok()) st = device->Wait(*e, DeadlineAfter(Clock::now(), kCopyTimeout));
+      (void)device->DestroyEvent(*e);
+      ThrowIfError(st);
+    }
     ThrowIfError(
         gpu::CopyDeviceToHost(*device, out.data(), in.view.data(), out.size(), kCopyTimeout));
   }

@@ -9,7 +9,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "dlpack_convert.h"
 #include "hora/hora.h"
@@ -32,8 +34,10 @@ class DeviceBuffer {
   pybind11::tuple DlpackDevice() const;
 
   // The bytes of `tensor` (a GPU tensor with __dlpack__, or a capsule of
-  // one), copied back to the host.
-  static pybind11::bytes ReadBack(Session& session, const pybind11::object& tensor);
+  // one), copied back to the host; with `after` (a stream), once the work
+  // queued on it so far is done.
+  static pybind11::bytes ReadBack(Session& session, const pybind11::object& tensor,
+                                  std::optional<uint64_t> after);
 
  private:
   struct Producer;

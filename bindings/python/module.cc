@@ -104,23 +104,27 @@ class PyHandle {
         if (left <= nanoseconds(0)) break;
         step = std::min<nanoseconds>(step, left);
       }
-      bool done;
       {
         py::gil_scoped_release release;
         last = stream ? handle_.StreamWait(*stream, step) : handle_.Wait(step);
-        done =
-            last->code() != StatusCode::kTimeout || (stream ? handle_.Finished() : handle_.Poll());
       }
-      if (done) break;
+      if (last->code() != StatusCode::kTimeout || Done(stream)) break;
       if (PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    if (!(stream ? handle_.Finished() : handle_.Poll())) {
-      ThrowIfError(TimeoutError(name_ + ": not done after " + std::to_string(*timeout_s) + " s"));
+    if (!Done(stream) && (!last || last->code() == StatusCode::kTimeout)) {
+      ThrowIfError(TimeoutError(name_ + ": not done after " +
+                                std::to_string(timeout_s.value_or(0.0)) + " s"));
     }
-    if (!last) {  // (a timeout of 0: no wait was tried)
+    if (!last || last->code() == StatusCode::kTimeout) {
+      // Done now (after a slice's timeout, or with a timeout of 0): its own
+      // outcome, which may be a timeout error of the collective.
       last = stream ? handle_.StreamWait(*stream, nanoseconds(0)) : handle_.Wait(nanoseconds(0));
     }
     ThrowIfError(*last);
+  }
+  // Done as far as a wait with (or without) a stream goes.
+  bool Done(const std::optional<uint64_t>& stream) const {
+    return stream ? handle_.Finished() : handle_.Poll();
   }
   py::capsule Output() const {
     CheckOutput("output()");
@@ -465,8 +469,12 @@ PYBIND11_MODULE(_core, m) {
           "delay_s later on a producer stream of its own (for tests).")
       .def(
           "_read_device",
-          [](PySession& s, const py::object& t) { return DeviceBuffer::ReadBack(s.Get(), t); },
-          a("tensor"), "The bytes of a GPU tensor, copied to the host (for tests).")
+          [](PySession& s, const py::object& t, std::optional<uint64_t> after) {
+            return DeviceBuffer::ReadBack(s.Get(), t, after);
+          },
+          a("tensor"), py::arg("after") = py::none(),
+          "The bytes of a GPU tensor, copied to the host; given a stream, after the work "
+          "queued on it so far (for tests).")
       .def(
           "_device_stream", [](PySession& s) { return StreamsOf(s.Get())(0); },
           "The stream of this rank's GPU (cuda:0) on which Hora works (for tests); None "

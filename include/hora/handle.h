@@ -32,14 +32,17 @@ class Handle {
   // True once the collective finished (successfully or not), GPU tensors'
   // results copied back included. Never blocks.
   bool Poll() const;
-  // Waits at most `timeout` for completion. Returns the collective's status,
-  // or a Timeout error if it is still running (the handle stays valid).
+  // Waits at most `timeout` for completion, GPU tensors' copies included
+  // (failed or not). Returns the collective's status, or a Timeout error if
+  // it is still running (the handle stays valid).
   Status Wait(std::chrono::nanoseconds timeout) const;
   // GPU tensors (Horovod's async completion): waits as Wait does, except
   // for the last copies of the results to the GPU. Those, `stream` (a
   // cudaStream_t of the tensors' GPU; 0 is the legacy default stream) waits
   // for instead, so that later work queued on it reads the results; the
-  // host does not wait for them. Host tensors: the same as Wait.
+  // host does not wait for them. The tensors must then stay valid until
+  // Poll() is true, or be freed in that stream's order (as a framework's
+  // caching allocator does). Host tensors: the same as Wait.
   Status StreamWait(uint64_t stream, std::chrono::nanoseconds timeout) const;
   // True once the engine finished the collective, even if GPU tensors'
   // results are still on their way (Poll() says when they are there).

@@ -7,7 +7,7 @@ DeviceDone::~DeviceDone() { (void)device_->DestroyEvent(event_); }
 
 Status DeviceDone::Settle(Status st) {
   settled_ = true;
-  outcome_ = st.ok() ? st : st.WithContext("copying the results to the GPU, " + where_);
+  outcome_ = st.ok() ? st : st.WithContext("the GPU's copies for " + where_);
   return outcome_;
 }
 

@@ -145,9 +145,11 @@ Status DeviceStaging::ResultToDevice(TensorRecord& p) {
 
 void DeviceStaging::LetGoPinned() {
   // The device may still write the pinned buffer: it is let go (not freed),
-  // and the next batch allocates another.
+  // and the next batch allocates another. The last batch's copies back read
+  // the old one: nothing needs to wait for them now.
   pinned_ = nullptr;
   pinned_bytes_ = 0;
+  last_done_.reset();
 }
 
 std::byte* DeviceStaging::Instead(const std::vector<TensorRecord*>& batch, size_t bytes) {
@@ -184,7 +186,10 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
     // buffer: the wait covers them.)
     staged = CopyIn(batch, bytes);
     if (staged.ok()) staged = Sync("copying the inputs to host memory");
-    if (!staged.ok()) LetGoPinned();
+    if (!staged.ok()) {
+      LetGoPinned();
+      (void)MarkDone(batch, rank);  // (copies that may still read the inputs)
+    }
   }
   std::byte* area = pinned_;
   if (staged.ok()) {
@@ -207,8 +212,10 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   HORA_RETURN_IF_ERROR(staged);
   HORA_RETURN_IF_ERROR(st);
   if (m.op == OpType::kAllreduce) {  // (Adasum)
-    HORA_RETURN_IF_ERROR(CopyOut(batch, bytes));
-    return Sync("copying the results to the device");
+    Status back = CopyOut(batch, bytes);
+    if (back.ok()) back = Sync("copying the results to the device");
+    if (!back.ok()) (void)MarkDone(batch, rank);  // (copies that may still write the outputs)
+    return back;
   }
   return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
 }
@@ -220,17 +227,25 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   const bool fused = batch.size() > 1;
   const bool in = m.op != OpType::kBroadcast || rank == m.root;
   const bool out = m.op != OpType::kBroadcast || rank != m.root;
-  const size_t chunk = ChunkBytes(m, chunk_);
+  const size_t chunk = ChunkBytes(m, chunk_, bytes);
   const size_t chunks = chunk == 0 || bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   // `staged`: the inputs' way to host memory; `back`: the results' way back.
   // Whatever fails, the collective runs on (see Run), on identity values
   // from the failed chunk on.
   Status staged = Prepare(bytes, fused ? bytes : 0);
   if (staged.ok()) staged = ChunkEvents(chunks);
+  const char* step = "copying the inputs to host memory";
+  bool queued = false;  // copies that read or write the tensors
   if (staged.ok()) {
     // A broadcast's receivers write the pinned buffer with no copy in
     // before: the last batch's copies out, which read it, must be done.
-    staged = in ? QueueCopiesIn(batch, bytes, chunk) : WaitLastDone();
+    if (in) {
+      queued = true;
+      staged = QueueCopiesIn(batch, bytes, chunk);
+    } else {
+      step = "waiting for the last batch's copies back";
+      staged = WaitLastDone();
+    }
     if (!staged.ok()) LetGoPinned();
   }
   Status back;
@@ -257,19 +272,21 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
       [&](size_t offset, size_t n) {
         if (!staged.ok() || !back.ok() || !out || n == 0) return;
         std::byte* to = fused ? packed_ : static_cast<std::byte*>(batch.front()->output);
+        queued = true;
         back =
             device_->Copy(to + offset, pinned_ + offset, n, gpu::CopyKind::kHostToDevice, stream_);
       }};
   const Status st = RunInChunks(data, m, bytes, chunk, steps);
   if (staged.ok() && back.ok() && out && fused) back = CopiesOutOfPacked(batch);
-  if (staged.ok() && out) {
-    // The handles complete now; the copies back end with this event, which
-    // they wait for (or hand to a stream). Without one, the host waits here.
+  if (queued) {
+    // The handles complete now. The copies still queued (back, or in after a
+    // failure) end with this event, which they wait for or hand to a stream,
+    // and which keeps the tensors until then. Without one, the host waits.
     Status marked = MarkDone(batch, rank);
     if (!marked.ok()) marked = Sync("copying the results to the device");
     if (back.ok()) back = marked;
   }
-  if (!staged.ok()) return staged.WithContext("copying the inputs to host memory");
+  if (!staged.ok()) return staged.WithContext(step);
   HORA_RETURN_IF_ERROR(st);
   if (!back.ok()) return back.WithContext("copying the results to the device");
   return Status::Ok();
@@ -321,8 +338,11 @@ Status DeviceStaging::ChunkEvents(size_t n) {
 
 Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank) {
   HORA_ASSIGN_OR_RETURN(const gpu::Event e, device_->CreateEvent());
-  auto done = std::make_shared<DeviceDone>(device_, e,
-                                           "rank " + std::to_string(rank) + " on " + device_name());
+  const RequestMeta& m = batch.front()->meta;
+  std::string what = std::string(OpTypeName(m.op)) + " '" + m.name + "'";
+  if (batch.size() > 1) what += " (and " + std::to_string(batch.size() - 1) + " more)";
+  auto done = std::make_shared<DeviceDone>(
+      device_, e, what + ", rank " + std::to_string(rank) + " on " + device_name());
   HORA_RETURN_IF_ERROR(device_->Record(e, stream_));
   for (TensorRecord* p : batch) {
     if (OnDevice(*p)) p->on_device = done;

@@ -9,9 +9,9 @@
 //
 // Allreduce and broadcast are pipelined (staged_chunks.h): the copies go in
 // chunks, each with its event, and the backend runs each chunk as soon as
-// its copy in is done, while the next ones are copied in and the last ones
-// back. Their handles then complete without waiting for the copies back:
-// those end with an event the handles hold (device_done.h).
+// its copy in is done, while later chunks are copied in or earlier ones
+// back (on the one stream, every copy in comes before the copies back). Their handles then complete
+// without waiting for the copies back: those end with an event the handles hold (device_done.h).
 // Adasum and the collectives whose output Hora allocates go whole, and wait
 // for their copies back.
 //

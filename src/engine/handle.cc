@@ -54,16 +54,21 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   State& s = *state_;
   const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
   if (!WaitForEngine(s, timeout, deadline)) return NotDone(s, timeout);
-  if (!s.status.ok() || !s.on_device) return s.status;
-  return s.on_device->Wait(deadline);
+  if (!s.on_device) return s.status;
+  // (A failed batch may have queued copies too: they are waited for, so that
+  // the caller may free its tensors once this returns.)
+  const Status copies = s.on_device->Wait(deadline);
+  if (copies.code() == StatusCode::kTimeout || s.status.ok()) return copies;
+  return s.status;
 }
 
 Status Handle::StreamWait(uint64_t stream, std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
   State& s = *state_;
   if (!WaitForEngine(s, timeout, DeadlineAfter(Clock::now(), timeout))) return NotDone(s, timeout);
-  if (!s.status.ok() || !s.on_device) return s.status;
-  return s.on_device->HandTo(stream);
+  if (!s.on_device) return s.status;
+  const Status handed = s.on_device->HandTo(stream);
+  return s.status.ok() ? handed : s.status;
 }
 
 Status Handle::status() const {

@@ -11,10 +11,11 @@ bool RunsInChunks(const RequestMeta& m) {
          m.op == OpType::kBroadcast;
 }
 
-size_t ChunkBytes(const RequestMeta& m, size_t bytes) {
-  if (bytes == 0) return 0;
+size_t ChunkBytes(const RequestMeta& m, size_t chunk, size_t total) {
+  if (chunk == 0) return 0;
   const size_t esize = DataTypeSize(m.dtype);
-  return std::max<size_t>(bytes / esize, 1) * esize;
+  const size_t at_least = (total / esize + kMaxChunks - 1) / kMaxChunks;  // elements
+  return std::max({chunk / esize, at_least, size_t{1}}) * esize;
 }
 
 Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, size_t chunk,
@@ -54,7 +55,7 @@ Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorReco
   }
   // (A stand-in's results are dropped: nothing copies them back.)
   return RunInChunks(
-      data, m, bytes, ChunkBytes(m, chunk),
+      data, m, bytes, ChunkBytes(m, chunk, bytes),
       {[area](size_t offset, size_t) { return area + offset; }, [](size_t, size_t) {}});
 }
 

@@ -24,9 +24,12 @@ namespace hora {
 // Whether a batch of GPU tensors of `m`'s collective runs in chunks.
 bool RunsInChunks(const RequestMeta& m);
 
-// `bytes` rounded down to whole elements of `m`'s dtype (at least one);
-// 0 (no chunking) stays 0.
-size_t ChunkBytes(const RequestMeta& m, size_t bytes);
+// The chunk of a batch of `total` bytes of `m`'s dtype, for a setting of
+// `chunk` bytes: whole elements (at least one), and no more than
+// kMaxChunks chunks in all (a larger chunk where the setting would make more).
+// 0 (no chunking) stays 0. The same on every rank for the same batch.
+inline constexpr size_t kMaxChunks = 1024;
+size_t ChunkBytes(const RequestMeta& m, size_t chunk, size_t total);
 
 struct ChunkSteps {
   // Before chunk [offset, offset + n) of the packed bytes runs: where its
