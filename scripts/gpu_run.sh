@@ -10,7 +10,8 @@
 #   test       ctest -L gpu; the GPU-tensor suites with HORA_DEVICE=cuda
 #              (threads np 1-4, processes np 2 and 4, hora.torch on CUDA
 #              tensors at np 2) -> test.txt, gpu.xml
-#   bench      the pointer-cache benchmark on the GPU -> bench.txt
+#   bench      the pointer-cache and kernel benchmarks on the GPU, and hora-bench
+#              allreduce of GPU tensors staged whole and in chunks -> bench.txt
 #   all        the four in order
 # Every step prints what it ran and its exit code; a failing step does not
 # stop the next ones under `all`. Record what ran, on which GPU, in
@@ -72,7 +73,8 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Pyt
     -DHORA_WITH_CUDA=on -DCMAKE_CUDA_ARCHITECTURES="${HORA_CUDA_ARCH:-90}" "${deps[@]}" \
     -DHORA_BUILD_PYTHON=$python_on -DPython_EXECUTABLE="$python" || return 1
   run build.txt cmake --build "$build" -j "$(nproc)" --target horarun hora-gpu-check \
-    hora-mp-device-worker hora_tests hora-pointer-cache-bench || return 1
+    hora-mp-device-worker hora_tests hora-pointer-cache-bench hora-device-kernel-bench \
+    hora-bench || return 1
   if [[ $python_on == ON ]]; then run build.txt cmake --build "$build" --target hora_python_core; fi
 }
 
@@ -97,7 +99,15 @@ test_step() {
 }
 
 bench_step() {
-  HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-pointer-cache-bench"
+  local rc=0
+  HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-pointer-cache-bench" || rc=1
+  HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-device-kernel-bench" || rc=1
+  for chunk in 0 4M; do
+    HORA_STAGING_CHUNK_BYTES=$chunk run bench.txt "$build/bin/horarun" -np 2 --timeout 300 \
+      "$build/bin/hora-bench" allreduce --device cuda --sizes 4:64M --step-factor 16 --iters 20 \
+      --check || rc=1
+  done
+  return $rc
 }
 
 status=0

@@ -15,8 +15,9 @@ Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& inpu
   const Tensor& got = *result;
   const std::string where = impl.Where(op);
   if (output.device() != got.device()) {
-    return InvalidArgument(where + ": output " + output.Describe() + " is not on the GPU of input " +
-                           input.Describe() + ": a GPU tensor's result goes on its GPU");
+    return InvalidArgument(where + ": output " + output.Describe() +
+                           " is not on the GPU of input " + input.Describe() +
+                           ": a GPU tensor's result goes on its GPU");
   }
   HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where + ": output", output));
   if (output.dtype() != got.dtype() || output.num_elements() != got.num_elements()) {

@@ -25,6 +25,7 @@
 // Thread-safety: every member may be called from any thread.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -81,6 +82,12 @@ enum class CopyKind : uint8_t {
   kDeviceToDevice,  // within the device
 };
 
+// An allocation's handle for another process of this host (as CUDA's
+// cudaIpcMemHandle_t, 64 bytes): plain bytes, sent as they are.
+struct IpcMemHandle {
+  std::array<uint8_t, 64> bytes{};
+};
+
 // One part of a BatchedCopy: `bytes` from `src` to `dst`, both device memory.
 struct CopyPart {
   void* dst = nullptr;
@@ -124,6 +131,17 @@ class Device {
   // The driver's view of `p`: a query, as costly as the driver makes it
   // (PointerCache keeps the answers).
   virtual Result<PointerInfo> QueryPointer(const void* p) = 0;
+
+  // Memory shared between the processes of a host (CUDA IPC):
+  //  - ExportMemory: the handle of the device allocation that starts at `p`;
+  //  - OpenMemory: another process's allocation, from its handle, mapped
+  //    into this device's addresses (device memory here, until closed);
+  //  - CloseMemory: unmaps what OpenMemory mapped.
+  // A handle is good while its allocation lives. A handle of this device's
+  // own memory is refused by OpenMemory (use the pointer), as CUDA does.
+  virtual Result<IpcMemHandle> ExportMemory(void* p) = 0;
+  virtual Result<void*> OpenMemory(const IpcMemHandle& handle) = 0;
+  virtual Status CloseMemory(void* p) = 0;
 
   // Hora's kernels on device memory, in stream order, with the semantics of
   // the CPU's (kernels/reduce.h, kernels/reduction_identity.h):

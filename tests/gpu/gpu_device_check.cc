@@ -101,6 +101,22 @@ void Kernels(Gpu& g) {
       Check(g.Download(last, bytes) == want, "reduce " + name + " into its last source = CPU");
       g.Upload(last, in.back().data(), bytes);
     }
+    {
+      // Sources one element past their allocations' starts: not 16-byte
+      // aligned (for 1- to 8-byte elements), so the one-element-per-thread
+      // kernel runs, where the aligned calls above took 16-byte words.
+      const size_t es = DataTypeSize(dtype);
+      std::vector<const void*> shifted;
+      std::vector<std::byte> want(in[0].begin() + static_cast<ptrdiff_t>(es), in[0].end());
+      for (int k = 0; k < kSources; ++k) {
+        shifted.push_back(static_cast<const std::byte*>(dev_in[k]) + es);
+        if (k > 0) {
+          kernels::Reduce(dtype, ReduceOp::kSum, want.data(), in[k].data() + es, kCount - 1);
+        }
+      }
+      CheckOk(g.d.Reduce(dtype, ReduceOp::kSum, out, shifted, kCount - 1, g.s), "reduce shifted");
+      Check(g.Download(out, bytes - es) == want, "reduce " + name + " of unaligned sources = CPU");
+    }
     if (dtype != DataType::kBool) {
       for (double factor : {0.37, -2.5, 1e30}) {
         std::vector<std::byte> want(bytes);
@@ -153,9 +169,11 @@ void CopiesAndEvents(Gpu& g) {
   auto* dst = static_cast<std::byte*>(g.d.Allocate(kBytes).value());
   g.Upload(src, data.data(), kBytes);
   CheckOk(g.d.Memset(dst, 0, kBytes, g.s), "memset");
-  // Parts aligned and not, empty, reversed.
-  std::vector<CopyPart> parts = {
-      {dst, src + 4096, 65536}, {dst + 65536, src + 3, 1001}, {dst + 70000, src, 0}};
+  // Parts aligned to 16 bytes, to 4, and not; empty; reversed.
+  std::vector<CopyPart> parts = {{dst, src + 4096, 65536},
+                                 {dst + 65536, src + 3, 1001},
+                                 {dst + 70000, src, 0},
+                                 {dst + 70004, src + 8, 4004}};  // (4-byte words)
   for (int i = 0; i < 300; ++i) parts.push_back({dst + 100000 + i * 16, src + i * 32, 16});
   CheckOk(g.d.BatchedCopy(parts, g.s), "batched copy");
   const std::vector<std::byte> got = g.Download(dst, kBytes);

@@ -6,7 +6,8 @@
 // ops, scale factors, sizes 0 to 300,000 elements, a fused batch),
 // broadcast from every root, allgather, reducescatter and alltoall on GPU
 // tensors, reads each result back from the device and checks it against a
-// reference computed here from every rank's (deterministic) input. Prints
+// reference computed here from every rank's (deterministic) input; then
+// memory shared between the ranks' devices (IPC). Prints
 // "rank R: N device checks passed" and exits 0, or names the first failure
 // and exits 1.
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "gpu/blocking_copy.h"
 #include "hora/hora.h"
 #include "support/device_io.h"
 #include "support/reference.h"
@@ -162,6 +164,50 @@ bool Others(Session& s, DeviceIo& io) {
   return true;
 }
 
+// IPC between the ranks' devices (CUDA IPC on a GPU; the host device maps
+// the other process's memfd): each rank exports an allocation, the handles
+// go round by allgather, each rank reads the next rank's bytes through the
+// handle and writes a mark into them, which that rank then finds.
+bool Ipc(Session& s, DeviceIo& io) {
+  const int n = s.size();
+  const int r = s.rank();
+  if (n < 2) return true;  // (a device does not open its own memory)
+  constexpr size_t kBytes = 5000;
+  gpu::Device& dev = io.device();
+  io.Upload(nullptr, 300);  // (so that the next is not at a page boundary)
+  const auto mine = hora::testing::BytePattern(kBytes, r, 99);
+  void* d = io.Upload(mine.data(), kBytes);
+  Result<gpu::IpcMemHandle> h = dev.ExportMemory(d);
+  if (!Check(h.status(), "export")) return false;
+  Result<Tensor> all = s.Allgather(TensorView::Flat(h->bytes.data(), DataType::kUInt8, 64));
+  if (!Check(all.status(), "allgather of the handles")) return false;
+  const int next = (r + 1) % n;
+  gpu::IpcMemHandle theirs;
+  std::memcpy(theirs.bytes.data(), static_cast<const uint8_t*>(all->data()) + next * 64, 64);
+  Result<void*> opened = dev.OpenMemory(theirs);
+  if (!Check(opened.status(), "open rank " + std::to_string(next) + "'s memory")) return false;
+  if (!Check(io.Download(*opened, kBytes) == hora::testing::BytePattern(kBytes, next, 99),
+             "rank " + std::to_string(next) + "'s bytes through its handle")) {
+    return false;
+  }
+  const std::vector<uint8_t> mark(64, static_cast<uint8_t>(0xE0 + r));
+  if (!Check(
+          gpu::CopyHostToDevice(dev, *opened, mark.data(), mark.size(), std::chrono::seconds(30)),
+          "write into rank " + std::to_string(next) + "'s memory")) {
+    return false;
+  }
+  if (!Check(s.Barrier(), "barrier")) return false;
+  const int prev = (r + n - 1) % n;
+  std::vector<uint8_t> want = mine;
+  std::memset(want.data(), 0xE0 + prev, 64);
+  if (!Check(io.Download(d, kBytes) == want,
+             "rank " + std::to_string(prev) + "'s mark in this rank's memory")) {
+    return false;
+  }
+  if (!Check(dev.CloseMemory(*opened), "close")) return false;
+  return Check(s.Barrier(), "barrier");  // (each keeps its memory until the others closed it)
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -180,7 +226,7 @@ int main(int argc, char** argv) {
   Session& s = **session;
   DeviceIo io(s);
   if (!Check(io.error(), "the host device")) return 1;
-  if (!Allreduces(s, io) || !Others(s, io)) return 1;
+  if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
   std::printf("rank %d of %d: %d device checks passed\n", s.rank(), s.size(), g_checks);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -207,6 +208,34 @@ class CudaDevice final : public Device {
     info.size = size;
     info.buffer_id = id;
     return info;
+  }
+
+  Result<IpcMemHandle> ExportMemory(void* p) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    cudaIpcMemHandle_t native{};
+    HORA_RETURN_IF_ERROR(Check(cudaIpcGetMemHandle(&native, p), "export memory (IPC)"));
+    static_assert(sizeof native == sizeof(IpcMemHandle::bytes));
+    IpcMemHandle h;
+    std::memcpy(h.bytes.data(), &native, sizeof native);
+    return h;
+  }
+
+  Result<void*> OpenMemory(const IpcMemHandle& handle) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    cudaIpcMemHandle_t native;
+    std::memcpy(&native, handle.bytes.data(), sizeof native);
+    void* p = nullptr;
+    HORA_RETURN_IF_ERROR(Check(cudaIpcOpenMemHandle(&p, native, cudaIpcMemLazyEnablePeerAccess),
+                               "open another process's memory (IPC)"));
+    return p;
+  }
+
+  Status CloseMemory(void* p) override {
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    return Check(cudaIpcCloseMemHandle(p), "close another process's memory (IPC)");
   }
 
   Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,

@@ -279,6 +279,15 @@ Status HostDevice::RunOnStream(Stream s, std::function<void()> work) {
   return Status::Ok();
 }
 
+Result<IpcMemHandle> HostDevice::ExportMemory(void* p) { return memory_->Export(p); }
+
+Result<void*> HostDevice::OpenMemory(const IpcMemHandle& handle) { return memory_->Open(handle); }
+
+Status HostDevice::CloseMemory(void* p) {
+  DrainAll();  // (no queued work reads it after)
+  return memory_->Close(p);
+}
+
 Result<PointerInfo> HostDevice::QueryPointer(const void* p) {
   pointer_queries_.fetch_add(1, std::memory_order_relaxed);
   return memory_->Find(p);

@@ -14,7 +14,9 @@
 //  - kernels are the CPU kernels (kernels/), so results match the CPU's
 //    bit for bit;
 //  - QueryPointer is counted (pointer_queries), so tests can tell that a
-//    steady-state call asks nothing.
+//    steady-state call asks nothing;
+//  - "IPC" maps another host device's memory (its memfd, through
+//    /proc/<pid>/fd) into this one's addresses, in this process or another.
 // Free, as cudaFree, waits for the device's queued work first.
 //
 // Thread-safe.
@@ -59,6 +61,9 @@ class HostDevice final : public Device {
   Status Memset(void* dst, uint8_t value, size_t bytes, Stream s) override;
 
   Result<PointerInfo> QueryPointer(const void* p) override;
+  Result<IpcMemHandle> ExportMemory(void* p) override;
+  Result<void*> OpenMemory(const IpcMemHandle& handle) override;
+  Status CloseMemory(void* p) override;
 
   Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                 size_t count, Stream s) override;

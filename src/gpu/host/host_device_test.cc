@@ -307,5 +307,89 @@ TEST_F(HostDeviceTest, ReduceOfSmallIntegersSumsExactly) {
   for (void* p : bufs) EXPECT_TRUE(dev_->Free(p).ok());
 }
 
+// IPC between two host devices (here in one process; tests/mp/device_worker
+// does it between processes): the importer sees the exporter's bytes at an
+// address of its own, at the same offset within a page, writes reach the
+// exporter, and closing gives the addresses back.
+TEST_F(HostDeviceTest, MemoryOpenedFromAHandleIsTheExportersMemory) {
+  std::unique_ptr<HostDevice> other = NewDevice();
+  const Stream os = other->CreateStream().value();
+  const Event oe = other->CreateEvent().value();
+  // Not at a page boundary in the exporter: a small allocation first.
+  void* pad = dev_->Allocate(300).value();
+  constexpr size_t kBytes = 10000;
+  void* mine = dev_->Allocate(kBytes).value();
+  std::vector<std::byte> pattern(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) pattern[i] = static_cast<std::byte>(i * 7 + 3);
+  Upload(mine, pattern.data(), kBytes);
+  Result<IpcMemHandle> h = dev_->ExportMemory(mine);
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  Result<void*> theirs = other->OpenMemory(*h);
+  ASSERT_TRUE(theirs.ok()) << theirs.status().ToString();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*theirs) % 4096, reinterpret_cast<uintptr_t>(mine) % 4096);
+  const PointerInfo info = other->QueryPointer(*theirs).value();
+  EXPECT_EQ(info.kind, MemoryKind::kDevice);
+  EXPECT_EQ(info.size, kBytes);
+  // The importer reads the bytes, and writes some back.
+  Pinned staging(*other, kBytes);
+  auto sync_other = [&] {
+    ASSERT_TRUE(other->Record(oe, os).ok());
+    ASSERT_TRUE(other->Wait(oe, Clock::now() + std::chrono::seconds(10)).ok());
+  };
+  ASSERT_TRUE(other->Copy(staging.p, *theirs, kBytes, CopyKind::kDeviceToHost, os).ok());
+  sync_other();
+  EXPECT_EQ(std::memcmp(staging.p, pattern.data(), kBytes), 0);
+  std::memset(staging.p, 0x5C, 64);
+  ASSERT_TRUE(
+      other
+          ->Copy(static_cast<std::byte*>(*theirs) + 100, staging.p, 64, CopyKind::kHostToDevice, os)
+          .ok());
+  sync_other();
+  std::vector<std::byte> want = pattern;
+  std::memset(want.data() + 100, 0x5C, 64);
+  EXPECT_EQ(Download(mine, kBytes), want);
+  // Past its end, and after closing, the importer refuses the range.
+  EXPECT_FALSE(other->Copy(staging.p, *theirs, kBytes + 1, CopyKind::kDeviceToHost, os).ok());
+  ASSERT_TRUE(other->CloseMemory(*theirs).ok());
+  EXPECT_FALSE(other->Copy(staging.p, *theirs, 8, CopyKind::kDeviceToHost, os).ok());
+  // The exporter's memory is untouched by the close.
+  EXPECT_EQ(Download(mine, kBytes), want);
+  ASSERT_TRUE(other->DestroyEvent(oe).ok());
+  ASSERT_TRUE(other->DestroyStream(os).ok());
+  ASSERT_TRUE(dev_->Free(mine).ok());
+  ASSERT_TRUE(dev_->Free(pad).ok());
+}
+
+TEST_F(HostDeviceTest, IpcMisuseIsRefusedByName) {
+  std::unique_ptr<HostDevice> other = NewDevice();
+  void* mine = dev_->Allocate(4096).value();
+  // Not the start of an allocation.
+  Result<IpcMemHandle> h = dev_->ExportMemory(static_cast<std::byte*>(mine) + 8);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("not the start of a device allocation"), std::string::npos)
+      << h.status().ToString();
+  h = dev_->ExportMemory(mine);
+  ASSERT_TRUE(h.ok());
+  // Its own memory, from its handle.
+  Result<void*> own = dev_->OpenMemory(*h);
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.status().message().find("this device's own memory"), std::string::npos)
+      << own.status().ToString();
+  // A handle of nothing.
+  Result<void*> junk = other->OpenMemory(IpcMemHandle{});
+  ASSERT_FALSE(junk.ok());
+  EXPECT_NE(junk.status().message().find("no host device exported"), std::string::npos);
+  // Opened memory is closed, not freed, and not exported again; only
+  // opened memory is closed.
+  void* theirs = other->OpenMemory(*h).value();
+  Status st = other->Free(theirs);
+  EXPECT_NE(st.message().find("close it (CloseMemory)"), std::string::npos) << st.ToString();
+  EXPECT_FALSE(other->ExportMemory(theirs).ok());
+  st = dev_->CloseMemory(mine);
+  EXPECT_NE(st.message().find("not opened from a handle"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(other->CloseMemory(theirs).ok());
+  EXPECT_TRUE(dev_->Free(mine).ok());
+}
+
 }  // namespace
 }  // namespace hora::gpu

@@ -68,21 +68,49 @@ HostMemory::~HostMemory() {
   for (auto& [p, a] : pinned_) std::free(reinterpret_cast<void*>(p));
 }
 
+uintptr_t HostMemory::Take(size_t len, size_t align) {
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    const uintptr_t start = it->first;
+    const uintptr_t end = start + it->second;
+    const uintptr_t at = base_ + RoundUp(start - base_, align);
+    if (at > end || end - at < len) continue;
+    free_.erase(it);
+    if (at > start) free_[start] = at - start;
+    if (end > at + len) free_[at + len] = end - (at + len);
+    return at;
+  }
+  return 0;
+}
+
+void HostMemory::GiveBack(uintptr_t at, size_t len) {
+  uintptr_t start = at;
+  size_t total = len;
+  auto next = free_.lower_bound(at);
+  if (next != free_.end() && next->first == at + len) {
+    total += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + prev->second == at) {
+      start = prev->first;
+      total += prev->second;
+      free_.erase(prev);
+    }
+  }
+  free_[start] = total;
+}
+
 Result<void*> HostMemory::Allocate(size_t bytes) {
   const size_t reserved = RoundUp(std::max<size_t>(bytes, 1), kAlign);
   uintptr_t at = 0;
   {
     MutexLock lock(mu_);
-    auto it = free_.begin();
-    while (it != free_.end() && it->second < reserved) ++it;
-    if (it == free_.end()) {
+    at = Take(reserved, kAlign);
+    if (at == 0) {
       return UnavailableError("host device: out of memory: " + std::to_string(bytes) +
                               " bytes asked, " + std::to_string(span_) + " in all");
     }
-    at = it->first;
-    const size_t left = it->second - reserved;
-    free_.erase(it);
-    if (left > 0) free_[at + reserved] = left;
     device_[at] = {bytes, reserved, next_buffer_id_++};
   }
   std::memset(backing_ + (at - base_), kFresh, reserved);
@@ -99,25 +127,13 @@ Status HostMemory::Free(void* p) {
       return InvalidArgument("host device: free of " + PointerText(p) +
                              ", which is not the start of a device allocation");
     }
+    if (it->second.mapped != 0) {
+      return InvalidArgument("host device: free of " + PointerText(p) +
+                             ", which was opened from another's handle: close it (CloseMemory)");
+    }
     reserved = it->second.reserved;
     device_.erase(it);
-    // Back into the free ranges, merged with its neighbours.
-    uintptr_t start = at;
-    size_t len = reserved;
-    auto next = free_.lower_bound(at);
-    if (next != free_.end() && next->first == at + reserved) {
-      len += next->second;
-      next = free_.erase(next);
-    }
-    if (next != free_.begin()) {
-      auto prev = std::prev(next);
-      if (prev->first + prev->second == at) {
-        start = prev->first;
-        len += prev->second;
-        free_.erase(prev);
-      }
-    }
-    free_[start] = len;
+    GiveBack(at, reserved);
   }
   // Give back its whole pages (a neighbour may use the partial ones).
   const size_t off = at - base_;
@@ -127,6 +143,113 @@ Status HostMemory::Free(void* p) {
     fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
               static_cast<off_t>(to - from));
   }
+  return Status::Ok();
+}
+
+namespace {
+
+// What a handle holds, in its first bytes.
+struct IpcWire {
+  char magic[8];
+  uint64_t pid;
+  int64_t fd;
+  uint64_t offset;  // of the allocation in the memfd
+  uint64_t bytes;
+};
+constexpr char kIpcMagic[8] = {'h', 'o', 'r', 'a', 'i', 'p', 'c', '1'};
+static_assert(sizeof(IpcWire) <= sizeof(IpcMemHandle::bytes));
+
+}  // namespace
+
+Result<IpcMemHandle> HostMemory::Export(const void* p) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  IpcWire w{};
+  std::memcpy(w.magic, kIpcMagic, sizeof w.magic);
+  {
+    MutexLock lock(mu_);
+    auto it = device_.find(at);
+    if (it == device_.end() || it->second.mapped != 0) {
+      return InvalidArgument("host device: export of " + PointerText(p) +
+                             ", which is not the start of a device allocation of its own");
+    }
+    w.bytes = it->second.bytes;
+  }
+  w.pid = static_cast<uint64_t>(getpid());
+  w.fd = fd_;
+  w.offset = at - base_;
+  IpcMemHandle h;
+  std::memcpy(h.bytes.data(), &w, sizeof w);
+  return h;
+}
+
+Result<void*> HostMemory::Open(const IpcMemHandle& handle) {
+  IpcWire w;
+  std::memcpy(&w, handle.bytes.data(), sizeof w);
+  if (std::memcmp(w.magic, kIpcMagic, sizeof w.magic) != 0) {
+    return InvalidArgument("host device: open of a handle no host device exported");
+  }
+  if (w.pid == static_cast<uint64_t>(getpid()) && w.fd == fd_) {
+    return InvalidArgument(
+        "host device: open of a handle of this device's own memory (use the "
+        "pointer)");
+  }
+  const std::string path = "/proc/" + std::to_string(w.pid) + "/fd/" + std::to_string(w.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    return UnavailableError("host device: open of the memory of process " + std::to_string(w.pid) +
+                            ": " + ErrnoText(path.c_str()));
+  }
+  // Its whole pages, mapped at the same offset within a page here.
+  const size_t first_page = w.offset / kPage * kPage;
+  const size_t in_page = w.offset - first_page;
+  const size_t span = RoundUp(in_page + std::max<size_t>(w.bytes, 1), kPage);
+  uintptr_t start = 0;
+  {
+    MutexLock lock(mu_);
+    start = Take(span, kPage);
+  }
+  if (start == 0) {
+    close(fd);
+    return UnavailableError("host device: out of addresses to open " + std::to_string(w.bytes) +
+                            " bytes of process " + std::to_string(w.pid));
+  }
+  void* m = mmap(backing_ + (start - base_), span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 fd, static_cast<off_t>(first_page));
+  const Status mapped =
+      m == MAP_FAILED ? UnavailableError("host device: " + ErrnoText(("mmap " + path).c_str()))
+                      : Status::Ok();
+  close(fd);
+  MutexLock lock(mu_);
+  if (!mapped.ok()) {
+    GiveBack(start, span);
+    return mapped;
+  }
+  const uintptr_t at = start + in_page;
+  device_[at] = {w.bytes, span, next_buffer_id_++, start};
+  return reinterpret_cast<void*>(at);
+}
+
+Status HostMemory::Close(void* p) {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  uintptr_t start = 0;
+  size_t span = 0;
+  {
+    MutexLock lock(mu_);
+    auto it = device_.find(at);
+    if (it == device_.end() || it->second.mapped == 0) {
+      return InvalidArgument("host device: close of " + PointerText(p) +
+                             ", which was not opened from a handle (OpenMemory)");
+    }
+    start = it->second.mapped;
+    span = it->second.reserved;
+    device_.erase(it);
+  }
+  // This device's own (unused) pages back in place of the other's.
+  void* m = mmap(backing_ + (start - base_), span, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                 fd_, static_cast<off_t>(start - base_));
+  MutexLock lock(mu_);
+  if (m == MAP_FAILED) return UnavailableError("host device: " + ErrnoText("mmap (close)"));
+  GiveBack(start, span);
   return Status::Ok();
 }
 

@@ -42,6 +42,14 @@ class HostMemory {
   Result<void*> AllocatePinned(size_t bytes) HORA_EXCLUDES(mu_);
   Status FreePinned(void* p) HORA_EXCLUDES(mu_);
 
+  // IPC (device.h): the handle of the allocation at `p` (this process's pid,
+  // the memfd, where the allocation is in it); another HostMemory's
+  // allocation mapped into page-aligned addresses of this one, from its
+  // handle; unmapped again.
+  Result<IpcMemHandle> Export(const void* p) const HORA_EXCLUDES(mu_);
+  Result<void*> Open(const IpcMemHandle& handle) HORA_EXCLUDES(mu_);
+  Status Close(void* p) HORA_EXCLUDES(mu_);
+
   // Where the bytes of device memory [p, p + bytes) are, when the range is
   // inside one allocation; null otherwise.
   std::byte* Translate(const void* p, size_t bytes) const HORA_EXCLUDES(mu_);
@@ -54,7 +62,13 @@ class HostMemory {
     size_t bytes = 0;     // as asked
     size_t reserved = 0;  // rounded up
     uint64_t buffer_id = 0;
+    uintptr_t mapped = 0;  // opened (IPC): its whole pages start here (0: not opened)
   };
+  // `len` free bytes starting at a multiple of `align` (from base_), taken
+  // out of the free ranges; 0 when there are none.
+  uintptr_t Take(size_t len, size_t align) HORA_REQUIRES(mu_);
+  // [start, start + len) back into the free ranges, merged with neighbours.
+  void GiveBack(uintptr_t start, size_t len) HORA_REQUIRES(mu_);
   HostMemory(uintptr_t base, std::byte* backing, size_t span, int fd);
   // The allocation of `map` that holds p, if any.
   template <typename Map>
