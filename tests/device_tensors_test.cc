@@ -708,6 +708,27 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                                                                                : "_chunked");
                          });
 
+// Ranks that stage in different chunks would put different calls on the
+// wire: their allreduce fails on every rank, naming each rank's chunks, and
+// the job goes on.
+TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
+  ThreadRanks job(2, [](int r) { return DeviceSettings(r == 0 ? "3000" : "0"); });
+  auto st = job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(8, 1.0f);
+    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
+    const Status mixed = s.AllreduceAsync("chunks", v, v, {ReduceOp::kSum}).Wait(kForever);
+    if (mixed.code() != StatusCode::kMismatch ||
+        mixed.message().find("rank 0 float32[8] sum on cuda (staged in 2.9 KiB chunks); rank 1 "
+                             "float32[8] sum on cuda (staged whole)") == std::string::npos) {
+      return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
+    }
+    return s.Barrier();
+  });
+  ExpectAllOk(st);
+}
+
 // Bad GPU tensors are refused where they are submitted, naming them.
 TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
   ThreadRanks job(1, DeviceSettings());

@@ -86,6 +86,9 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->shape_of = &input.shape();  // (input outlives the Submit call, which copies it)
   s->meta.reduction = reduction;
   s->meta.device = input.device().type;
+  if (s->meta.device == DeviceType::kCUDA && reduction.op != ReduceOp::kAdasum) {
+    s->meta.staging_chunk = impl.config.staging_chunk_bytes;
+  }
   s->meta.cacheable = cacheable;
   s->input = input.data();
   s->output = output.data();
@@ -147,6 +150,7 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.shape_of = &tensor.shape();  // (as PrepareAllreduce)
   s.meta.root = set_root;
   s.meta.device = tensor.device().type;
+  if (s.meta.device == DeviceType::kCUDA) s.meta.staging_chunk = impl_->config.staging_chunk_bytes;
   s.meta.cacheable = true;
   s.input = tensor.data();
   s.output = tensor.data();

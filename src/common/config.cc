@@ -152,7 +152,8 @@ const std::vector<SettingRow>& Rows() {
       {.spec =
            {"HORA_STAGING_CHUNK_BYTES", SettingType::kBytes, "4M",
             "GPU tensors staged through host memory go in chunks of this size, the copies of one "
-            "overlapping the collective on another (0: each batch whole). The same on every rank"},
+            "overlapping the collective on another (0: each batch whole); ranks that differ get "
+            "an error naming each one's"},
        .as_bytes = &Config::staging_chunk_bytes,
        .zero_ok = true},
       {.spec =

@@ -227,7 +227,7 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   const bool fused = batch.size() > 1;
   const bool in = m.op != OpType::kBroadcast || rank == m.root;
   const bool out = m.op != OpType::kBroadcast || rank != m.root;
-  const size_t chunk = ChunkBytes(m, chunk_, bytes);
+  const size_t chunk = ChunkBytes(m, m.staging_chunk, bytes);
   const size_t chunks = chunk == 0 || bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   // `staged`: the inputs' way to host memory; `back`: the results' way back.
   // Whatever fails, the collective runs on (see Run), on identity values

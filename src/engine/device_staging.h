@@ -39,10 +39,8 @@ class DeviceStaging {
   // Queues its copies on `stream` of `device` (the rank's stream, which
   // frameworks' producers make wait for their work: gpu/lazy_device.h) and
   // waits for them at most `timeout` per step.
-  // `chunk`: HORA_STAGING_CHUNK_BYTES (0: whole batches).
-  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
-                size_t chunk)
-      : device_(std::move(device)), timeout_(timeout), stream_(stream), chunk_(chunk) {}
+  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout)
+      : device_(std::move(device)), timeout_(timeout), stream_(stream) {}
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -111,7 +109,6 @@ class DeviceStaging {
   const std::shared_ptr<gpu::Device> device_;
   const Duration timeout_;
   const gpu::Stream stream_;
-  const size_t chunk_;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;   // chunk k's copy in is done
   std::shared_ptr<DeviceDone> last_done_;  // the last batch's copies back

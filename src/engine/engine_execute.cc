@@ -95,7 +95,7 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
     st = RunOnDevice(batch);
   } else if (m.device == DeviceType::kCUDA && RunsInChunks(m)) {
     // A joined rank's stand-ins for GPU tensors: in chunks, as the others.
-    st = RunStandInsInChunks(data_, batch, config_.staging_chunk_bytes, &fusion_);
+    st = RunStandInsInChunks(data_, batch, &fusion_);
   } else {
     st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
   }
@@ -119,9 +119,8 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     // copies and for the producers of the tensors it was handed (their
     // queued kernels), and a step that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
-    staging_ =
-        std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
-                                        SecondsToDuration(bound), config_.staging_chunk_bytes);
+    staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
+                                               SecondsToDuration(bound));
   }
   const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_);
   if (st.ok()) return st;

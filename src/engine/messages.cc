@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/units.h"
+
 namespace hora {
 namespace {
 
-constexpr uint8_t kVersion = 2;
+constexpr uint8_t kVersion = 3;
 constexpr uint32_t kMaxName = kMaxNameBytes;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxError = 1 << 20;
@@ -89,6 +91,7 @@ void PutMeta(Writer& w, const RequestMeta& m) {
   w.PutString(m.group);
   w.Put<uint32_t>(m.group_size);
   PutInts(w, m.splits);
+  if (m.device == DeviceType::kCUDA) w.Put<uint64_t>(m.staging_chunk);
 }
 
 bool GetMeta(Reader& r, RequestMeta* m) {
@@ -115,7 +118,9 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   for (auto& d : m->shape) {
     if (!r.Get(&d) || d < 0) return false;
   }
-  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits);
+  m->staging_chunk = 0;
+  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits) &&
+         (m->device != DeviceType::kCUDA || r.Get(&m->staging_chunk));
 }
 
 // Decodes into `out`, whose elements (and their strings' and vectors'
@@ -191,8 +196,8 @@ bool RequestMeta::SameParams(const RequestMeta& o) const {
                       o.shape.begin() + (o.shape.empty() ? 0 : 1));
   }
   return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
-         device == o.device && group == o.group && group_size == o.group_size &&
-         reduction.op == o.reduction.op &&
+         device == o.device && staging_chunk == o.staging_chunk && group == o.group &&
+         group_size == o.group_size && reduction.op == o.reduction.op &&
          reduction.prescale_factor == o.reduction.prescale_factor &&
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
@@ -230,7 +235,15 @@ std::string RequestMeta::DescribeParams() const {
   } else if (op == OpType::kBroadcast) {
     s += " root " + std::to_string(root);
   }
-  if (device == DeviceType::kCUDA) s += " on cuda";
+  if (device == DeviceType::kCUDA) {
+    s += " on cuda";
+    const bool chunked =
+        op == OpType::kBroadcast || (op == OpType::kAllreduce && reduction.op != ReduceOp::kAdasum);
+    if (chunked) {
+      s += staging_chunk > 0 ? " (staged in " + FormatBytes(staging_chunk) + " chunks)"
+                             : std::string(" (staged whole)");
+    }
+  }
   if (!group.empty()) s += " in group '" + group + "' of " + std::to_string(group_size);
   return s;
 }

@@ -42,6 +42,10 @@ struct RequestMeta {
   Reduction reduction;  // allreduce
   int32_t root = -1;    // broadcast
   DeviceType device = DeviceType::kCPU;
+  // GPU tensors of a collective staged in chunks (allreduce but Adasum,
+  // broadcast; staged_chunks.h): the submitting rank's
+  // HORA_STAGING_CHUNK_BYTES, which ranks must agree on. 0 otherwise.
+  uint64_t staging_chunk = 0;
   // False for tensors the caller did not name (their generated names never
   // repeat, so caching them would only evict useful entries).
   bool cacheable = true;

@@ -44,16 +44,27 @@ RequestMeta Sample(int i) {
 }
 
 TEST(EngineMessages, RoundTrip) {
-  std::vector<RequestMeta> reqs = {Sample(1), Sample(2), Sample(8)};
+  RequestMeta gpu = Sample(4);
+  gpu.device = DeviceType::kCUDA;
+  gpu.staging_chunk = 3000;
+  std::vector<RequestMeta> reqs = {Sample(1), Sample(2), gpu, Sample(8)};
   auto enc = Encoded(reqs);
   auto dec = Decoded<RequestMeta>(enc.data(), enc.size());
   ASSERT_TRUE(dec.ok()) << dec.status().ToString();
-  ASSERT_EQ(dec->size(), 3u);
-  for (size_t i = 0; i < 3; ++i) {
+  ASSERT_EQ(dec->size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ((*dec)[i].name, reqs[i].name);
     EXPECT_TRUE((*dec)[i].SameParams(reqs[i]));
     EXPECT_EQ((*dec)[i].cacheable, reqs[i].cacheable);
+    EXPECT_EQ((*dec)[i].staging_chunk, reqs[i].staging_chunk);
   }
+  // Ranks that stage in other chunks do not agree, and say so.
+  RequestMeta other = gpu;
+  other.staging_chunk = 0;
+  EXPECT_FALSE(other.SameParams(gpu));
+  EXPECT_NE(gpu.DescribeParams().find("on cuda (staged in"), std::string::npos)
+      << gpu.DescribeParams();
+  EXPECT_NE(other.DescribeParams().find("on cuda (staged whole)"), std::string::npos);
   RequestMeta a2a = Sample(6);
   a2a.op = OpType::kAlltoall;
   a2a.splits = {2, 0, 5};

@@ -37,7 +37,7 @@ Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, 
 }
 
 Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           size_t chunk, std::vector<std::byte>* fusion) {
+                           std::vector<std::byte>* fusion) {
   const RequestMeta& m = batch.front()->meta;
   std::byte* area = static_cast<std::byte*>(batch.front()->input);
   size_t bytes = m.num_bytes();
@@ -55,7 +55,7 @@ Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorReco
   }
   // (A stand-in's results are dropped: nothing copies them back.)
   return RunInChunks(
-      data, m, bytes, ChunkBytes(m, chunk, bytes),
+      data, m, bytes, ChunkBytes(m, m.staging_chunk, bytes),
       {[area](size_t offset, size_t) { return area + offset; }, [](size_t, size_t) {}});
 }
 

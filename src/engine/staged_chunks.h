@@ -8,8 +8,10 @@
 // a whole tensor) and broadcast run so.
 //
 // Every rank of a batch of GPU tensors runs it this way, a joined rank on its
-// host stand-ins too (RunStandInsInChunks), with the same chunk size
-// (HORA_STAGING_CHUNK_BYTES), so that all agree on every call on the wire.
+// host stand-ins too (RunStandInsInChunks), with the same chunk size: each
+// rank's HORA_STAGING_CHUNK_BYTES travels in its requests
+// (RequestMeta::staging_chunk), and ranks that disagree get a mismatch
+// error, so that all agree on every call on the wire.
 #pragma once
 
 #include <cstddef>
@@ -45,8 +47,9 @@ Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, 
                    const ChunkSteps& steps);
 
 // A joined rank's batch of stand-ins for GPU tensors: packed into `fusion`
-// (one tensor: where it is) and run as RunInChunks does.
+// (one tensor: where it is) and run as RunInChunks does, in the chunks the
+// ranks agreed on (RequestMeta::staging_chunk).
 Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           size_t chunk, std::vector<std::byte>* fusion);
+                           std::vector<std::byte>* fusion);
 
 }  // namespace hora

@@ -7,13 +7,16 @@
 
 namespace hora::testing {
 
-ThreadRanks::ThreadRanks(int n, const Settings& settings) {
+ThreadRanks::ThreadRanks(int n, const Settings& settings)
+    : ThreadRanks(n, [&settings](int) { return settings; }) {}
+
+ThreadRanks::ThreadRanks(int n, const std::function<Settings(int rank)>& settings_of) {
   auto world = ThreadWorld::Create(n);
   for (int r = 0; r < n; ++r) {
     SessionOptions opts;
     opts.rank = r;
     opts.world = world;
-    opts.settings = settings;
+    opts.settings = settings_of(r);
     opts.read_environment = false;
     auto s = Session::Create(opts);
     if (!s.ok()) {

@@ -22,6 +22,8 @@ class ThreadRanks {
   // read, so tests do not depend on the caller's HORA_* variables). Fails
   // the current test if a Session cannot be created.
   ThreadRanks(int n, const Settings& settings);
+  // The same with each rank's own settings.
+  ThreadRanks(int n, const std::function<Settings(int rank)>& settings_of);
 
   int size() const { return static_cast<int>(sessions_.size()); }
   Session& session(int rank) { return *sessions_[static_cast<size_t>(rank)]; }
