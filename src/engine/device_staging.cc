@@ -79,12 +79,7 @@ Status DeviceStaging::CopyIn(const std::vector<TensorRecord*>& batch, size_t byt
     return device_->Copy(pinned_, p.input, p.meta.num_bytes(), gpu::CopyKind::kDeviceToHost,
                          stream_);
   }
-  parts_.clear();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t n = batch[i]->meta.num_bytes();
-    if (n > 0 && OnDevice(*batch[i])) parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
-  }
-  HORA_RETURN_IF_ERROR(device_->BatchedCopy(parts_, stream_));
+  HORA_RETURN_IF_ERROR(Packing(batch, true));
   return device_->Copy(pinned_, packed_, bytes, gpu::CopyKind::kDeviceToHost, stream_);
 }
 
@@ -115,13 +110,7 @@ Status DeviceStaging::CopyOut(const std::vector<TensorRecord*>& batch, size_t by
   }
   HORA_RETURN_IF_ERROR(
       device_->Copy(packed_, pinned_, bytes, gpu::CopyKind::kHostToDevice, stream_));
-  parts_.clear();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t n = batch[i]->meta.num_bytes();
-    if (n > 0 && OnDevice(*batch[i]))
-      parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
-  }
-  return device_->BatchedCopy(parts_, stream_);
+  return Packing(batch, false);
 }
 
 Status DeviceStaging::ResultToDevice(TensorRecord& p) {
@@ -277,7 +266,7 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
             device_->Copy(to + offset, pinned_ + offset, n, gpu::CopyKind::kHostToDevice, stream_);
       }};
   const Status st = RunInChunks(data, m, bytes, chunk, steps);
-  if (staged.ok() && back.ok() && out && fused) back = CopiesOutOfPacked(batch);
+  if (staged.ok() && back.ok() && out && fused) back = Packing(batch, false);
   if (queued) {
     // The handles complete now. The copies still queued (back, or in after a
     // failure) end with this event, which they wait for or hand to a stream,
@@ -296,13 +285,7 @@ Status DeviceStaging::QueueCopiesIn(const std::vector<TensorRecord*>& batch, siz
                                     size_t chunk) {
   const std::byte* from = static_cast<const std::byte*>(batch.front()->input);
   if (batch.size() > 1) {
-    parts_.clear();
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const size_t n = batch[i]->meta.num_bytes();
-      if (n > 0 && OnDevice(*batch[i]))
-        parts_.push_back({packed_ + offsets_[i], batch[i]->input, n});
-    }
-    HORA_RETURN_IF_ERROR(device_->BatchedCopy(parts_, stream_));
+    HORA_RETURN_IF_ERROR(Packing(batch, true));
     from = packed_;
   }
   const size_t step = chunk == 0 ? std::max<size_t>(bytes, 1) : chunk;
@@ -318,12 +301,14 @@ Status DeviceStaging::QueueCopiesIn(const std::vector<TensorRecord*>& batch, siz
   return Status::Ok();
 }
 
-Status DeviceStaging::CopiesOutOfPacked(const std::vector<TensorRecord*>& batch) {
+Status DeviceStaging::Packing(const std::vector<TensorRecord*>& batch, bool in) {
   parts_.clear();
   for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t n = batch[i]->meta.num_bytes();
-    if (n > 0 && OnDevice(*batch[i]))
-      parts_.push_back({batch[i]->output, packed_ + offsets_[i], n});
+    TensorRecord& p = *batch[i];
+    const size_t n = p.meta.num_bytes();
+    if (n == 0 || !OnDevice(p)) continue;
+    std::byte* packed = packed_ + offsets_[i];
+    parts_.push_back(in ? gpu::CopyPart{packed, p.input, n} : gpu::CopyPart{p.output, packed, n});
   }
   return device_->BatchedCopy(parts_, stream_);
 }

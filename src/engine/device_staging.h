@@ -87,8 +87,9 @@ class DeviceStaging {
   // The batched copy into the device fusion buffer (a fused batch), then the
   // chunks' copies to pinned memory, each followed by its event.
   Status QueueCopiesIn(const std::vector<TensorRecord*>& batch, size_t bytes, size_t chunk);
-  // The batched copy from the device fusion buffer to the outputs.
-  Status CopiesOutOfPacked(const std::vector<TensorRecord*>& batch);
+  // The batched copy of the batch's GPU tensors into the device fusion
+  // buffer (`in`: their inputs), or out of it (their outputs).
+  Status Packing(const std::vector<TensorRecord*>& batch, bool in);
   // At least `n` chunk events.
   Status ChunkEvents(size_t n);
   // Records the batch's done event and gives it to its GPU tensors' records.
