@@ -699,6 +699,30 @@ TEST_P(DeviceTensors, ACppProducerHandsItsWorkToHorasStream) {
   }));
 }
 
+// A steady step creates no device events: the chunks' events and the
+// handles' done events are kept and used again.
+TEST_P(DeviceTensors, ASteadyStepCreatesNoEvents) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  constexpr size_t kCount = 4099;  // several chunks of 3000 bytes
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* host_dev = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (host_dev == nullptr) return Status::Ok();  // (the host device counts them)
+    const std::vector<float> mine(kCount, static_cast<float>(r + 1));
+    void* d = io.Upload(mine.data(), kCount * 4);
+    const TensorView v = OnGpu(d, DataType::kFloat32, {kCount});
+    auto step = [&] { return s.AllreduceAsync("steady", v, v, {ReduceOp::kMax}).Wait(kForever); };
+    for (int i = 0; i < 3; ++i) HORA_RETURN_IF_ERROR(step());  // (warm)
+    const uint64_t before = host_dev->events_created();
+    for (int i = 0; i < 50; ++i) HORA_RETURN_IF_ERROR(step());
+    const uint64_t made = host_dev->events_created() - before;
+    if (made > 0) return InternalError(std::to_string(made) + " events made in 50 steady steps");
+    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n), "max");
+  }));
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
                                             ::testing::Values("0", "3000")),

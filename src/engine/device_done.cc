@@ -3,7 +3,32 @@
 
 namespace hora {
 
-DeviceDone::~DeviceDone() { (void)device_->DestroyEvent(event_); }
+DeviceDone::DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, std::string where)
+    : pool_(std::move(pool)), device_(pool_->device()), event_(event), where_(std::move(where)) {}
+
+DeviceDone::~DeviceDone() { pool_->Give(event_); }
+
+DoneEvents::~DoneEvents() {
+  MutexLock lock(mu_);
+  for (gpu::Event e : kept_) (void)device_->DestroyEvent(e);
+}
+
+Result<gpu::Event> DoneEvents::Take() {
+  {
+    MutexLock lock(mu_);
+    if (!kept_.empty()) {
+      const gpu::Event e = kept_.back();
+      kept_.pop_back();
+      return e;
+    }
+  }
+  return device_->CreateEvent();
+}
+
+void DoneEvents::Give(gpu::Event e) {
+  MutexLock lock(mu_);
+  kept_.push_back(e);
+}
 
 Status DeviceDone::Settle(Status st) {
   settled_ = true;
@@ -14,7 +39,7 @@ Status DeviceDone::Settle(Status st) {
 bool DeviceDone::Reached() {
   MutexLock lock(mu_);
   if (settled_) return true;
-  Result<bool> reached = device_->Query(event_);
+  Result<bool> reached = device_.Query(event_);
   if (!reached.ok()) {
     (void)Settle(reached.status());
     return true;
@@ -29,7 +54,7 @@ Status DeviceDone::Wait(TimePoint deadline) {
     if (settled_) return outcome_;
   }
   // (Without the lock: Reached() does not wait behind this.)
-  const Status st = device_->Wait(event_, deadline);
+  const Status st = device_.Wait(event_, deadline);
   if (st.code() == StatusCode::kTimeout) return st.WithContext(where_);
   MutexLock lock(mu_);
   if (settled_) return outcome_;
@@ -37,7 +62,7 @@ Status DeviceDone::Wait(TimePoint deadline) {
 }
 
 Status DeviceDone::HandTo(uint64_t stream) {
-  const Status st = device_->StreamWait(gpu::Stream{stream}, event_);
+  const Status st = device_.StreamWait(gpu::Stream{stream}, event_);
   if (st.ok()) return st;
   return st.WithContext("making stream " + std::to_string(stream) + " wait for the results, " +
                         where_);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/mutex.h"
@@ -19,13 +20,15 @@
 
 namespace hora {
 
+class DoneEvents;
+
 class DeviceDone {
  public:
-  // Takes `event` (already recorded); `where` names the rank and its GPU
-  // for errors ("rank 1 on host device 0 (cuda:0)").
-  DeviceDone(std::shared_ptr<gpu::Device> device, gpu::Event event, std::string where)
-      : device_(std::move(device)), event_(event), where_(std::move(where)) {}
-  ~DeviceDone();  // destroys the event (the device lets it go once reached)
+  // Holds `event` of `pool`'s device (recorded after this is made); `where`
+  // names the collective, the rank and its GPU for errors ("allreduce 'w',
+  // rank 1 on host device 0 (cuda:0)").
+  DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, std::string where);
+  ~DeviceDone();  // gives the event back to the pool
   DeviceDone(const DeviceDone&) = delete;
   DeviceDone& operator=(const DeviceDone&) = delete;
 
@@ -42,12 +45,37 @@ class DeviceDone {
   // Remembers the outcome once known.
   Status Settle(Status st) HORA_REQUIRES(mu_);
 
-  const std::shared_ptr<gpu::Device> device_;
+  const std::shared_ptr<DoneEvents> pool_;
+  gpu::Device& device_;
   const gpu::Event event_;
   const std::string where_;
   Mutex mu_;
   bool settled_ HORA_GUARDED_BY(mu_) = false;
   Status outcome_ HORA_GUARDED_BY(mu_);
+};
+
+// The events of DeviceDone, kept for the next batches once their handles
+// are gone: a steady step creates none. (Recording an event again is safe
+// once nothing waits on it through a DeviceDone: a stream's wait binds to
+// the record current when it was queued.)
+//
+// Thread-safe.
+class DoneEvents {
+ public:
+  explicit DoneEvents(std::shared_ptr<gpu::Device> device) : device_(std::move(device)) {}
+  ~DoneEvents();  // destroys the kept events
+  DoneEvents(const DoneEvents&) = delete;
+  DoneEvents& operator=(const DoneEvents&) = delete;
+
+  gpu::Device& device() const { return *device_; }
+  // A kept event, or a new one.
+  Result<gpu::Event> Take() HORA_EXCLUDES(mu_);
+  void Give(gpu::Event e) HORA_EXCLUDES(mu_);
+
+ private:
+  const std::shared_ptr<gpu::Device> device_;
+  Mutex mu_;
+  std::vector<gpu::Event> kept_ HORA_GUARDED_BY(mu_);
 };
 
 }  // namespace hora

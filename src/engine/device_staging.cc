@@ -322,12 +322,13 @@ Status DeviceStaging::ChunkEvents(size_t n) {
 }
 
 Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank) {
-  HORA_ASSIGN_OR_RETURN(const gpu::Event e, device_->CreateEvent());
+  if (!done_events_) done_events_ = std::make_shared<DoneEvents>(device_);
+  HORA_ASSIGN_OR_RETURN(const gpu::Event e, done_events_->Take());
   const RequestMeta& m = batch.front()->meta;
   std::string what = std::string(OpTypeName(m.op)) + " '" + m.name + "'";
   if (batch.size() > 1) what += " (and " + std::to_string(batch.size() - 1) + " more)";
   auto done = std::make_shared<DeviceDone>(
-      device_, e, what + ", rank " + std::to_string(rank) + " on " + device_name());
+      done_events_, e, what + ", rank " + std::to_string(rank) + " on " + device_name());
   HORA_RETURN_IF_ERROR(device_->Record(e, stream_));
   for (TensorRecord* p : batch) {
     if (OnDevice(*p)) p->on_device = done;

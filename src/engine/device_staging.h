@@ -111,8 +111,9 @@ class DeviceStaging {
   const Duration timeout_;
   const gpu::Stream stream_;
   gpu::Event event_;
-  std::vector<gpu::Event> chunk_events_;   // chunk k's copy in is done
-  std::shared_ptr<DeviceDone> last_done_;  // the last batch's copies back
+  std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
+  std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back
+  std::shared_ptr<DoneEvents> done_events_;  // MarkDone's, made at the first
   bool prepared_ = false;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;

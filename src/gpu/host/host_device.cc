@@ -94,6 +94,7 @@ Status HostDevice::DestroyStream(Stream s) {
 }
 
 Result<Event> HostDevice::CreateEvent() {
+  events_created_.fetch_add(1, std::memory_order_relaxed);
   MutexLock lock(mu_);
   const uint64_t id = next_id_++;
   events_[id] = std::make_shared<HostEvent>();

@@ -83,6 +83,8 @@ class HostDevice final : public Device {
 
   // QueryPointer calls so far.
   uint64_t pointer_queries() const { return pointer_queries_.load(); }
+  // CreateEvent calls so far.
+  uint64_t events_created() const { return events_created_.load(); }
 
  private:
   struct HostEvent;
@@ -103,6 +105,7 @@ class HostDevice final : public Device {
   // CUDA's legacy default stream, 2: its per-thread one).
   uint64_t next_id_ HORA_GUARDED_BY(mu_) = 0x1000;
   std::atomic<uint64_t> pointer_queries_{0};
+  std::atomic<uint64_t> events_created_{0};
   std::atomic<Duration::rep> to_device_delay_ns_{0};
 };
 
