@@ -124,9 +124,12 @@ for transport in shm tcp; do
   fi
 done
 
-# 5. horarun killed with SIGKILL while rank 0 waits in the rendezvous for
-# rank 1: rank 0 dies with it and its segments stay (nobody could unlink
-# them); the next job's ranks remove them.
+# 5. Rank 0 and horarun killed with SIGKILL while rank 0 waits in the
+# rendezvous for rank 1: rank 0's segments stay (nobody could unlink them);
+# the next job's ranks remove them. (Rank 0 is killed first, by the pid its
+# segments carry: killed by horarun's death alone, it may see the store's
+# socket close before the kernel's SIGKILL lands, and unlink its segments
+# on the way out, as a failed rendezvous does.)
 cat >"$dir/init.py" <<'EOF'
 import hora.numpy as hvd
 hvd.init(); hvd.barrier(); print("job ok", flush=True)
@@ -137,6 +140,7 @@ sleeper="hora-faults-sleeper-$$-$RANDOM"  # (kills only this test's rank 1)
 hp=$!
 for _ in $(seq 100); do ls /dev/shm | grep -q 'hora-.*-p[0-9]*-n[0-9]*$' && break; sleep 0.1; done
 mine=$(ls /dev/shm | grep 'hora-.*-p[0-9]*-n[0-9]*$')
+for pid in $(sed -n 's/.*-p\([0-9]*\)-n[0-9]*$/\1/p' <<<"$mine" | sort -u); do kill -KILL "$pid"; done
 kill -KILL "$hp"; wait "$hp" 2>/dev/null
 sleep 1
 pkill -KILL -f "$sleeper" 2>/dev/null
