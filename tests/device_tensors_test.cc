@@ -16,6 +16,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <tuple>
 
@@ -35,21 +36,50 @@ constexpr auto kForever = std::chrono::nanoseconds::max();
 bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUDA, 0}; }
 
 // The host device, or what HORATEST_DEVICE names ("cuda" on a GPU machine:
-// scripts/gpu_run.sh runs this suite there too).
-// `chunk`: HORA_STAGING_CHUNK_BYTES ("0": batches whole; "3000": many
-// chunks, which are no multiple of 8-byte elements).
-Settings DeviceSettings(const char* chunk = "3000") {
+// scripts/gpu_run.sh runs this suite there too), and the path GPU tensors
+// take:
+//  - "whole": staged through host memory, each batch whole;
+//  - "chunked": staged in chunks of 3000 bytes (no multiple of 8-byte
+//    elements);
+//  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC), of
+//    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
+//    batches several chunks of two (the rest staged in chunks).
+Settings DeviceSettings(std::string_view path = "chunked") {
   const char* device = std::getenv("HORATEST_DEVICE");
-  return TestSettings(
-      {{"HORA_DEVICE", device != nullptr ? device : "host"}, {"HORA_STAGING_CHUNK_BYTES", chunk}});
+  return TestSettings({{"HORA_DEVICE", device != nullptr ? device : "host"},
+                       {"HORA_STAGING_CHUNK_BYTES", path == "whole" ? "0" : "3000"},
+                       {"HORA_GPU_IPC", path == "window" ? "1" : "0"},
+                       {"HORA_GPU_WINDOW_BYTES", "40000"}});
 }
 
-// World sizes 1-4, each with batches staged whole and in chunks.
+// World sizes 1-4, each on every path.
 class DeviceTensors : public ::testing::TestWithParam<std::tuple<int, const char*>> {
  protected:
   int World() const { return std::get<0>(GetParam()); }
+  bool OnWindow() const { return std::string_view(std::get<1>(GetParam())) == "window"; }
   Settings Staged() const { return DeviceSettings(std::get<1>(GetParam())); }
+  // That the allreduces ran on the path of the parameter (rank 0's engine).
+  void ExpectThePath(ThreadRanks& job) const {
+    const uint64_t on_window = job.session(0).engine_counters().window_batches;
+    if (OnWindow() && World() > 1) {
+      EXPECT_GT(on_window, 0u) << "no allreduce ran on the device window";
+    } else {
+      EXPECT_EQ(on_window, 0u) << "allreduces ran on the device window";
+    }
+  }
 };
+
+Status ExpectFloats(const std::vector<uint8_t>& got, float want, const std::string& what) {
+  for (size_t i = 0; i < got.size() / 4; ++i) {
+    float v;
+    std::memcpy(&v, got.data() + i * 4, 4);
+    if (v != want) {
+      return InternalError(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
+                           ", not " + std::to_string(want));
+    }
+  }
+  return Status::Ok();
+}
 
 std::vector<Reduction> ReductionsFor(DataType dtype) {
   std::vector<Reduction> out;
@@ -102,6 +132,7 @@ TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
       }
     }
   }
+  ExpectThePath(job);
 }
 
 // Adasum (not element-wise) on GPU tensors gives, bit for bit, what it gives
@@ -208,11 +239,14 @@ TEST_P(DeviceTensors, FusedAndGroupedAllreduce) {
     }
   }
   Session::Impl& impl = job.session(0).impl();
-  MutexLock lock(impl.engine_mu);
-  const EngineStats stats = impl.sets[0]->engine->stats();
-  if (n > 1) {
-    EXPECT_GT(stats.fused_batches, 0u) << "nothing was fused";
+  {
+    MutexLock lock(impl.engine_mu);
+    const EngineStats stats = impl.sets[0]->engine->stats();
+    if (n > 1) {
+      EXPECT_GT(stats.fused_batches, 0u) << "nothing was fused";
+    }
   }
+  ExpectThePath(job);
 }
 
 TEST_P(DeviceTensors, BroadcastFromEveryRoot) {
@@ -429,15 +463,28 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 }
 
 // A device that fails before the collective (here: memory freed behind
-// Hora's back, so the copy in fails) fails that rank's handle, and the
-// collective still runs with identity values for it: the others are not
-// left waiting, and the job goes on.
+// Hora's back, so the copy in fails) fails that rank's handle, and nobody is
+// left waiting; the job goes on, and the next allreduce is whole.
+//  - Staged: the collective still runs with identity values for that rank,
+//    and the others get the sum of theirs.
+//  - On the window: the failure goes with the rank's step, and every rank's
+//    allreduce fails naming it (results without its data are not given).
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   const int n = World();
   if (n < 2) GTEST_SKIP() << "others waiting needs two ranks";
   ThreadRanks job(n, Staged());
   constexpr size_t kCount = 64;
   std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
+  // A first allreduce sets up what stays (the window, staging buffers), so
+  // that nothing is allocated where the freed tensor was.
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(kCount, static_cast<float>(r));
+    const TensorView v = OnGpu(io.Upload(host.data(), kCount * 4), DataType::kFloat32,
+                               {static_cast<int64_t>(kCount)});
+    return s.Allreduce(v, v);
+  }));
   auto st = job.Run([&](int r, Session& s) {
     auto dev = s.impl().devices.Get(0);
     HORA_RETURN_IF_ERROR(dev.status());
@@ -467,12 +514,32 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
           << s.ToString();
       continue;
     }
+    if (OnWindow()) {
+      EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+      EXPECT_NE(s.message().find("allreduce 'freed'"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find("rank 1 failed on its GPU during this allreduce"),
+                std::string::npos)
+          << s.ToString();
+      continue;
+    }
     ASSERT_TRUE(s.ok()) << s.ToString();
     float v;
     std::memcpy(&v, got[static_cast<size_t>(r)].data(), 4);
     EXPECT_EQ(v, others) << "rank " << r;
   }
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
+  // The next allreduce, on the same path, has every rank's data.
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(kCount, static_cast<float>(r + 1));
+    void* d = io.Upload(host.data(), kCount * 4);
+    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+    HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
+    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n * (n + 1) / 2),
+                        "the allreduce after");
+  }));
+  ExpectThePath(job);
 }
 
 TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
@@ -601,18 +668,6 @@ Result<std::vector<uint8_t>> ReadOnStream(gpu::Device& dev, gpu::Stream stream, 
   return out;
 }
 
-Status ExpectFloats(const std::vector<uint8_t>& got, float want, const std::string& what) {
-  for (size_t i = 0; i < got.size() / 4; ++i) {
-    float v;
-    std::memcpy(&v, got.data() + i * 4, 4);
-    if (v != want) {
-      return InternalError(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
-                           ", not " + std::to_string(want));
-    }
-  }
-  return Status::Ok();
-}
-
 // Async completion. Here the host device's copies back to the GPU start
 // 100 ms late, so a handle completes well before its results are there:
 // Wait waits for them; StreamWait makes a stream wait for them instead, so a
@@ -725,18 +780,17 @@ TEST_P(DeviceTensors, ASteadyStepCreatesNoEvents) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values("0", "3000")),
+                                            ::testing::Values("whole", "chunked", "window")),
                          [](const ::testing::TestParamInfo<DeviceTensors::ParamType>& info) {
-                           return "np" + std::to_string(std::get<0>(info.param)) +
-                                  (std::string(std::get<1>(info.param)) == "0" ? "_whole"
-                                                                               : "_chunked");
+                           return "np" + std::to_string(std::get<0>(info.param)) + "_" +
+                                  std::get<1>(info.param);
                          });
 
 // Ranks that stage in different chunks would put different calls on the
 // wire: their allreduce fails on every rank, naming each rank's chunks, and
 // the job goes on.
 TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
-  ThreadRanks job(2, [](int r) { return DeviceSettings(r == 0 ? "3000" : "0"); });
+  ThreadRanks job(2, [](int r) { return DeviceSettings(r == 0 ? "chunked" : "whole"); });
   auto st = job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();

@@ -370,6 +370,7 @@ py::dict Counters(PySession& ps, int set) {
   d["tensors"] = c.tensors;
   d["fused_batches"] = c.fused_batches;
   d["carried_batches"] = c.carried_batches;
+  d["window_batches"] = c.window_batches;
   return d;
 }
 

@@ -60,6 +60,11 @@ class CollectiveBackend {
   virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                            std::span<const size_t> recv_bytes) = 0;
   virtual Status Barrier() = 0;
+
+  // The Comm whose shared window the GPU collectives of one host may run on
+  // (collectives/device_window.h), or null: this default, and backends that
+  // hand the work to a library.
+  virtual Comm* WindowComm() { return nullptr; }
 };
 
 }  // namespace hora

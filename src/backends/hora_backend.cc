@@ -43,6 +43,8 @@ class HoraBackend final : public CollectiveBackend {
     return AllreduceBitwiseAndCarrying(control, words, &comm_, carried);
   }
 
+  Comm* WindowComm() override { return SharedUsable(comm_) ? &comm_ : nullptr; }
+
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
     return AllgatherRing(comm_, in, out, bytes_per_rank);
   }

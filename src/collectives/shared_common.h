@@ -10,15 +10,22 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "collectives/comm.h"
 #include "hora/types.h"
 
 namespace hora {
 
-enum class SharedCall : uint8_t { kAllreduce = 1, kBarrier = 2, kBitwiseAnd = 3 };
+enum class SharedCall : uint8_t {
+  kAllreduce = 1,
+  kBarrier = 2,
+  kBitwiseAnd = 3,
+  kDeviceWindow = 4,     // a GPU window's setup or teardown (device_window.h)
+  kDeviceAllreduce = 5,  // allreduce_device_window.h
+};
 
-// `bytes` must be below 2^47.
+// `bytes` must be below 2^46.
 uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
 
 // Takes the collective's first step with SharedWord(call, dtype, bytes) and
@@ -26,6 +33,16 @@ uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
 // window calls NextHalf() once before it (and once per further chunk), so
 // that after a Mismatch the ranks' halves are still in step.
 Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes);
+
+// The same for a collective in which a rank may fail on its own (its
+// device) and must still take every step: `failed` goes with this rank's
+// word, and after the step `*failed_ranks` names every rank whose word said
+// so ("rank 2", "ranks 0, 3"; empty when none), the same on every rank.
+// Ranks that called different collectives or sizes are still a Mismatch.
+Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes,
+                              bool failed, std::string* failed_ranks);
+// A later step of such a collective: `failed` and `*failed_ranks` as there.
+Status SharedFlaggedStep(Comm& comm, bool failed, std::string* failed_ranks);
 
 // Whether the *_shared algorithms can run on `comm`: it has a window (which
 // is not broken) and more than one rank.

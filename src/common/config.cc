@@ -157,6 +157,19 @@ const std::vector<SettingRow>& Rows() {
        .as_bytes = &Config::staging_chunk_bytes,
        .zero_ok = true},
       {.spec =
+           {"HORA_GPU_IPC", SettingType::kString, "1",
+            "GPU allreduce among the ranks of one host (shared memory): 1 reduces on the GPU in "
+            "device memory every rank reads directly (CUDA IPC windows); 0 stages through host "
+            "memory. A rank with 0, or one that cannot open its peers' windows, makes every rank "
+            "stage"},
+       .as_string = &Config::gpu_ipc,
+       .choices = "0|1"},
+      {.spec =
+           {"HORA_GPU_WINDOW_BYTES", SettingType::kBytes, "32M",
+            "Each rank's IPC window in GPU memory (HORA_GPU_IPC): two halves, each the most one "
+            "step of an allreduce moves; ranks that differ stage instead"},
+       .as_bytes = &Config::gpu_window_bytes},
+      {.spec =
            {"HORA_BIND_TO", SettingType::kString, "none",
             "Processes: none (run where the system puts them) or core (each rank of a host on a "
             "CPU of its own, the local_rank-th of the mask it started with; not where ranks "

@@ -64,12 +64,14 @@ struct Config {
   std::string bind_to;           // "none" or "core"
   std::string device;            // "auto", "cuda" or "host": what runs cuda:N tensors
   uint64_t staging_chunk_bytes;  // GPU tensors: pipelined staging's chunk (0: whole)
-  std::string mpi_plugin;        // path of the MPI plugin; "" = found by the launcher's flavour
-  std::string store_addr;        // host:port of the rendezvous store
-  std::string store_server;      // "", "horarun" or "rank0": who serves store_addr
-  std::string secret;            // per-job secret for HMAC authentication (never printed)
-  std::string job_id;            // names shared-memory segments and store keys
-  std::string iface;             // network interface or address for TCP
+  std::string gpu_ipc;        // "1": GPU allreduce within a host through IPC windows; "0": staged
+  uint64_t gpu_window_bytes;  // each rank's IPC window (two halves)
+  std::string mpi_plugin;     // path of the MPI plugin; "" = found by the launcher's flavour
+  std::string store_addr;     // host:port of the rendezvous store
+  std::string store_server;   // "", "horarun" or "rank0": who serves store_addr
+  std::string secret;         // per-job secret for HMAC authentication (never printed)
+  std::string job_id;         // names shared-memory segments and store keys
+  std::string iface;          // network interface or address for TCP
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };

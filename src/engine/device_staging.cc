@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectives/allreduce_device_window.h"
 #include "engine/run_batch.h"
 #include "engine/staged_chunks.h"
 #include "kernels/reduction_identity.h"
@@ -155,10 +156,19 @@ Status DeviceStaging::WaitLastDone() {
 }
 
 Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                          int rank, int size, std::vector<std::byte>* fusion) {
+                          int rank, int size, std::vector<std::byte>* fusion, bool joined_any) {
   const RequestMeta& m = batch.front()->meta;
   if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
+  }
+  // Every rank decides alike: the response, the join state and the
+  // backend's window are the same everywhere.
+  Comm* comm = data.WindowComm();
+  if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
+      comm != nullptr) {
+    bool ran = false;
+    const Status st = RunOnWindow(*comm, batch, rank, &ran);
+    if (ran) return st;
   }
   if (RunsInChunks(m)) return RunPipelined(data, batch, rank);
   // Adasum, and the collectives whose output Hora allocates: copied in
@@ -207,6 +217,42 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
     return back;
   }
   return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
+}
+
+Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank,
+                                  bool* ran) {
+  if (!window_tried_) {
+    window_tried_ = true;
+    std::string why_not;
+    HORA_ASSIGN_OR_RETURN(window_, DeviceWindow::Open(comm, device_, stream_, windows_.bytes,
+                                                      timeout_, windows_.willing, &why_not));
+    if (!window_ && windows_.logger != nullptr && windows_.willing) {
+      windows_.logger->Warning("GPU allreduce is staged through host memory: " + why_not);
+    }
+  }
+  if (!window_) return Status::Ok();
+  *ran = true;
+  ++window_batches_;
+  const RequestMeta& m = batch.front()->meta;
+  window_parts_.clear();
+  for (const TensorRecord* p : batch) {
+    window_parts_.push_back({p->input, p->output, p->meta.num_elements()});
+  }
+  const Status st = AllreduceDeviceWindow(comm, *window_, window_parts_, m.dtype, m.reduction);
+  // The copies out are queued: the handles hold their event (as in
+  // RunPipelined), or the host waits for them.
+  Status marked = MarkDone(batch, rank);
+  if (!marked.ok()) marked = Sync("copying the results out of the GPU window");
+  HORA_RETURN_IF_ERROR(st);
+  return marked;
+}
+
+Status DeviceStaging::CloseWindow(CollectiveBackend& data) {
+  if (!window_) return Status::Ok();
+  Comm* comm = data.WindowComm();
+  Status st = comm != nullptr ? window_->Close(*comm) : Status::Ok();
+  window_.reset();
+  return st;
 }
 
 Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,

@@ -15,6 +15,13 @@
 // Adasum and the collectives whose output Hora allocates go whole, and wait
 // for their copies back.
 //
+// Within a host, an allreduce goes instead through device windows that every
+// rank reads directly, reduced on the GPU (collectives/device_window.h),
+// where the backend offers a shared window (HoraBackend, shared memory),
+// HORA_GPU_IPC is 1 on every rank, and no rank has joined (a joined rank's
+// stand-ins are host memory). The window is opened at the first such batch
+// and closed when the engine stops everywhere.
+//
 // The engine's thread (or a waiter running its cycle) waits for the device's
 // copies in, bounded by HORA_TIMEOUT_S (10 minutes when that is 0) each.
 //
@@ -27,7 +34,9 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "collectives/device_window.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "engine/device_done.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
@@ -39,16 +48,32 @@ class DeviceStaging {
   // Queues its copies on `stream` of `device` (the rank's stream, which
   // frameworks' producers make wait for their work: gpu/lazy_device.h) and
   // waits for them at most `timeout` per step.
-  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout)
-      : device_(std::move(device)), timeout_(timeout), stream_(stream) {}
+  // The device windows' settings (HORA_GPU_IPC, HORA_GPU_WINDOW_BYTES), and
+  // where to say why there are none.
+  struct Windows {
+    bool willing = true;
+    size_t bytes = size_t{32} << 20;
+    const Logger* logger = nullptr;
+  };
+  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
+                Windows windows)
+      : device_(std::move(device)), timeout_(timeout), stream_(stream), windows_(windows) {}
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
 
   // Runs `batch` (this rank's records of GPU tensors, one collective) on
-  // `data` as RunPlannedBatch does (run_batch.h).
+  // `data` as RunPlannedBatch does (run_batch.h); `joined_any`: some rank
+  // had joined when it was decided (Decision::joined_any).
   Status Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
-             std::vector<std::byte>* fusion);
+             std::vector<std::byte>* fusion, bool joined_any);
+
+  // Batches run on the device window so far.
+  uint64_t window_batches() const { return window_batches_; }
+
+  // Collective, when the engine stops on every rank: closes the device
+  // window, if one is open.
+  Status CloseWindow(CollectiveBackend& data);
 
   // "NVIDIA H100 ... (cuda:0)", for errors.
   std::string device_name() const {
@@ -82,6 +107,9 @@ class DeviceStaging {
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
+  // An allreduce on the device window (opened now at the first), or false
+  // in `*ran` when there is none.
+  Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
   // Allreduce and broadcast, in chunks.
   Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank);
   // The batched copy into the device fusion buffer (a fused batch), then the
@@ -110,6 +138,11 @@ class DeviceStaging {
   const std::shared_ptr<gpu::Device> device_;
   const Duration timeout_;
   const gpu::Stream stream_;
+  const Windows windows_;
+  bool window_tried_ = false;             // Open was called (on every rank alike)
+  std::unique_ptr<DeviceWindow> window_;  // null: none (staged)
+  std::vector<AllreducePart> window_parts_;
+  uint64_t window_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
   std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back

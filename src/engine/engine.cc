@@ -164,6 +164,13 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   Execute(*outcome);
   busy_ = !outcome->quiet_everywhere || finished_tensors_ != done_before;
   if (outcome->stop_everywhere) {
+    // Every rank stops here: the last collective step, which frees the GPU
+    // window once no rank maps it.
+    if (staging_) {
+      if (Status closed = staging_->CloseWindow(data_); !closed.ok()) {
+        logger_.Warning("engine: " + closed.ToString());
+      }
+    }
     FailAll(AbortedError("rank " + std::to_string(rank_) +
                          ": the engine stopped: " + negotiator_.StoppingRanks(stopping) +
                          " (shutdown(), or the end of its process)"));

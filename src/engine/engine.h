@@ -88,11 +88,13 @@ class Engine final : public Driver {
   // Carries out a cycle's decisions (running its batches) and completes
   // their handles; after a carried allreduce, completes its batch.
   void Execute(const CycleOutcome& outcome) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
-  // Runs one planned batch and finishes its tensors.
-  void RunBatch(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_)
+  // Runs one planned batch and finishes its tensors (`joined_any`: some
+  // rank had joined when it was decided: Decision::joined_any).
+  void RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) HORA_REQUIRES(cycle_mu_)
       HORA_EXCLUDES(mu_);
   // A batch of GPU tensors: through staging_.
-  Status RunOnDevice(const std::vector<TensorRecord*>& batch) HORA_REQUIRES(cycle_mu_);
+  Status RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any)
+      HORA_REQUIRES(cycle_mu_);
   // The timeline's span of a batch's collective, from `start` to now.
   void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st)
       HORA_REQUIRES(cycle_mu_);

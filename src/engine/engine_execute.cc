@@ -80,19 +80,21 @@ void Engine::Execute(const CycleOutcome& outcome) {
   }
   for (const std::vector<size_t>& plan : outcome.batches) {
     batch_.clear();
+    bool joined_any = false;
     for (size_t i : plan) {
       if (mine[i] != nullptr) batch_.push_back(mine[i]);  // (this rank takes part in each)
+      joined_any = joined_any || decisions[i].joined_any;
     }
-    if (!batch_.empty()) RunBatch(batch_);
+    if (!batch_.empty()) RunBatch(batch_, joined_any);
   }
 }
 
-void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
+void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
   Status st;
   if (DeviceStaging::AnyOnDevice(batch)) {
-    st = RunOnDevice(batch);
+    st = RunOnDevice(batch, joined_any);
   } else if (m.device == DeviceType::kCUDA && RunsInChunks(m)) {
     // A joined rank's stand-ins for GPU tensors: in chunks, as the others.
     st = RunStandInsInChunks(data_, batch, &fusion_);
@@ -109,7 +111,7 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch) {
   Finish(batch, std::move(st));
 }
 
-Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
+Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any) {
   if (!staging_) {
     // The Session opened the device when the tensor was submitted.
     std::shared_ptr<gpu::Device> device = devices_ != nullptr ? devices_->opened() : nullptr;
@@ -119,10 +121,16 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch) {
     // copies and for the producers of the tensors it was handed (their
     // queued kernels), and a step that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
-    staging_ = std::make_unique<DeviceStaging>(std::move(device), devices_->stream(),
-                                               SecondsToDuration(bound));
+    staging_ = std::make_unique<DeviceStaging>(
+        std::move(device), devices_->stream(), SecondsToDuration(bound),
+        DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_});
   }
-  const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_);
+  const uint64_t on_window = staging_->window_batches();
+  const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_, joined_any);
+  if (staging_->window_batches() != on_window) {
+    MutexLock lock(mu_);
+    ++stats_.window_batches;
+  }
   if (st.ok()) return st;
   return st.WithContext("rank " + std::to_string(rank_) + " on " + staging_->device_name());
 }

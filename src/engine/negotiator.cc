@@ -245,7 +245,8 @@ void Negotiator::CachedDecisions(const uint64_t* ready, std::vector<Decision>* o
     Ticket* mine = by_bit_[b];
     if (mine != nullptr && mine->state != Ticket::State::kCached) mine = nullptr;
     out->push_back({&cache_.ResponseAt(b), mine,
-                    mine == nullptr && joined_here && m.op == OpType::kAllreduce});
+                    mine == nullptr && joined_here && m.op == OpType::kAllreduce,
+                    joined_count_ > 0});
     bits->push_back(b);
   });
 }

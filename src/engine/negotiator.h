@@ -80,6 +80,9 @@ struct Decision {
   // This rank has joined (out of data) and has no tensor of it: it reduces
   // identity values instead.
   bool stand_in = false;
+  // Some rank had joined when this was decided (the same on every rank):
+  // its stand-ins take the host's path, so GPU tensors are staged.
+  bool joined_any = false;
 };
 
 // What a cycle counted, for the engine's stats.

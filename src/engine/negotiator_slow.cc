@@ -58,7 +58,7 @@ Status Negotiator::SlowPath(NegotiationCounts* counts) {
     // values when it is out of data (the engine looks for its own first).
     const bool stand_in =
         d.error.empty() && d.params.op == OpType::kAllreduce && joined_[static_cast<size_t>(rank_)];
-    outcome_.decisions.push_back({&d, nullptr, stand_in});
+    outcome_.decisions.push_back({&d, nullptr, stand_in, joined_count_ > 0});
   }
   ++counts->slow_cycles;
   counts->coordinator_bytes += bytes;

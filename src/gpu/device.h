@@ -142,6 +142,11 @@ class Device {
   virtual Result<IpcMemHandle> ExportMemory(void* p) = 0;
   virtual Result<void*> OpenMemory(const IpcMemHandle& handle) = 0;
   virtual Status CloseMemory(void* p) = 0;
+  // Lets this device's work read and write the memory of the device of
+  // `ordinal` by its pointers (a rank of this process on another GPU: CUDA
+  // peer access, which IPC's OpenMemory enables by itself). A no-op for this
+  // device's own ordinal; an error where the two cannot reach each other.
+  virtual Status EnablePeerAccess(int ordinal) = 0;
 
   // Hora's kernels on device memory, in stream order, with the semantics of
   // the CPU's (kernels/reduce.h, kernels/reduction_identity.h):

@@ -7,7 +7,8 @@
 // broadcast from every root, allgather, reducescatter and alltoall on GPU
 // tensors, reads each result back from the device and checks it against a
 // reference computed here from every rank's (deterministic) input; then
-// memory shared between the ranks' devices (IPC). Prints
+// memory shared between the ranks' devices (IPC), and that the allreduces
+// took the path HORATEST_EXPECT_WINDOW says. Prints
 // "rank R: N device checks passed" and exits 0, or names the first failure
 // and exits 1.
 #include <cstdio>
@@ -227,6 +228,16 @@ int main(int argc, char** argv) {
   DeviceIo io(s);
   if (!Check(io.error(), "the host device")) return 1;
   if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
+  // The path the allreduces took: HORATEST_EXPECT_WINDOW=1, on the ranks'
+  // device windows; 0, staged through host memory.
+  if (const char* want = std::getenv("HORATEST_EXPECT_WINDOW")) {
+    const uint64_t on_window = s.engine_counters().window_batches;
+    if (!Check((on_window > 0) == (std::strcmp(want, "1") == 0),
+               std::to_string(on_window) + " allreduce batches ran on the device window (" +
+                   "HORATEST_EXPECT_WINDOW=" + want + ")")) {
+      return 1;
+    }
+  }
   std::printf("rank %d of %d: %d device checks passed\n", s.rank(), s.size(), g_checks);
   return 0;
 }

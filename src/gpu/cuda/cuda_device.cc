@@ -238,6 +238,26 @@ class CudaDevice final : public Device {
     return Check(cudaIpcCloseMemHandle(p), "close another process's memory (IPC)");
   }
 
+  Status EnablePeerAccess(int ordinal) override {
+    if (ordinal == ordinal_) return Status::Ok();
+    const DeviceScope on(ordinal_);
+    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    int can = 0;
+    HORA_RETURN_IF_ERROR(Check(cudaDeviceCanAccessPeer(&can, ordinal_, ordinal),
+                               "ask whether cuda:" + std::to_string(ordinal) + " is reachable"));
+    if (can == 0) {
+      return UnavailableError("cuda:" + std::to_string(ordinal_) +
+                              " cannot reach the memory of cuda:" + std::to_string(ordinal) +
+                              " (no peer access between them)");
+    }
+    const cudaError_t rc = cudaDeviceEnablePeerAccess(ordinal, 0);
+    if (rc == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();  // (clears it: not sticky)
+      return Status::Ok();
+    }
+    return Check(rc, "enable peer access to cuda:" + std::to_string(ordinal));
+  }
+
   Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                 size_t count, Stream s) override {
     const DeviceScope on(ordinal_);

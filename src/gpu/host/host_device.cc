@@ -49,7 +49,7 @@ HostDevice::HostDevice(int ordinal, std::unique_ptr<HostMemory> memory)
     : info_{"host device " + std::to_string(ordinal), ordinal, 1}, memory_(std::move(memory)) {}
 
 HostDevice::~HostDevice() {
-  std::map<uint64_t, std::unique_ptr<HostStream>> streams;
+  std::map<uint64_t, std::shared_ptr<HostStream>> streams;
   {
     MutexLock lock(mu_);
     streams.swap(streams_);
@@ -80,7 +80,7 @@ Result<Stream> HostDevice::CreateStream() {
 }
 
 Status HostDevice::DestroyStream(Stream s) {
-  std::unique_ptr<HostStream> stream;
+  std::shared_ptr<HostStream> stream;
   {
     MutexLock lock(mu_);
     auto it = streams_.find(s.id);
@@ -89,7 +89,7 @@ Status HostDevice::DestroyStream(Stream s) {
     stream = std::move(it->second);
     streams_.erase(it);
   }
-  stream.reset();  // runs what it has queued
+  stream.reset();  // runs what it has queued (or whoever holds it last does)
   return Status::Ok();
 }
 
@@ -109,10 +109,10 @@ Status HostDevice::DestroyEvent(Event e) {
   return Status::Ok();
 }
 
-HostStream* HostDevice::FindStream(Stream s) {
+std::shared_ptr<HostStream> HostDevice::FindStream(Stream s) {
   MutexLock lock(mu_);
   auto it = streams_.find(s.id);
-  return it == streams_.end() ? nullptr : it->second.get();
+  return it == streams_.end() ? nullptr : it->second;
 }
 
 std::shared_ptr<HostDevice::HostEvent> HostDevice::FindEvent(Event e) {
@@ -122,17 +122,18 @@ std::shared_ptr<HostDevice::HostEvent> HostDevice::FindEvent(Event e) {
 }
 
 void HostDevice::DrainAll() {
-  std::vector<HostStream*> all;
+  // (Held, so that a stream another thread destroys meanwhile stays.)
+  std::vector<std::shared_ptr<HostStream>> all;
   {
     MutexLock lock(mu_);
-    for (auto& [id, s] : streams_) all.push_back(s.get());
+    for (auto& [id, s] : streams_) all.push_back(s);
   }
-  for (HostStream* s : all) s->Drain();
+  for (const std::shared_ptr<HostStream>& s : all) s->Drain();
 }
 
 Status HostDevice::Record(Event e, Stream s) {
   std::shared_ptr<HostEvent> ev = FindEvent(e);
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (ev == nullptr || stream == nullptr) {
     return InvalidArgument("host device: record of event " + std::to_string(e.id) + " on stream " +
                            std::to_string(s.id) + ": no such " + (ev ? "stream" : "event"));
@@ -154,7 +155,7 @@ Status HostDevice::Record(Event e, Stream s) {
 
 Status HostDevice::StreamWait(Stream s, Event e) {
   std::shared_ptr<HostEvent> ev = FindEvent(e);
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (ev == nullptr || stream == nullptr) {
     return InvalidArgument("host device: wait of stream " + std::to_string(s.id) + " for event " +
                            std::to_string(e.id) + ": no such " + (ev ? "stream" : "event"));
@@ -206,7 +207,7 @@ Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const ch
 }
 
 Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   const std::string what =
       std::string("copy ") + CopyName(kind) + " of " + std::to_string(bytes) + " bytes";
@@ -246,7 +247,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
 }
 
 Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   std::vector<CopyPart> moves;
   moves.reserve(parts.size());
@@ -266,7 +267,7 @@ Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
 }
 
 Status HostDevice::Memset(void* dst, uint8_t value, size_t bytes, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   HORA_ASSIGN_OR_RETURN(std::byte * to, DeviceBytes(dst, bytes, "memset destination"));
   stream->Enqueue([to, value, bytes] { std::memset(to, value, bytes); });
@@ -274,7 +275,7 @@ Status HostDevice::Memset(void* dst, uint8_t value, size_t bytes, Stream s) {
 }
 
 Status HostDevice::RunOnStream(Stream s, std::function<void()> work) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   stream->Enqueue(std::move(work));
   return Status::Ok();
@@ -296,7 +297,7 @@ Result<PointerInfo> HostDevice::QueryPointer(const void* p) {
 
 Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                           size_t count, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   if (op == ReduceOp::kAverage || op == ReduceOp::kAdasum || srcs.empty()) {
     return InvalidArgument(std::string("host device: reduce with ") + ReduceOpName(op) + " of " +
@@ -329,7 +330,7 @@ Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<cons
 
 Status HostDevice::Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
                          Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   const size_t bytes = count * DataTypeSize(dtype);
   HORA_ASSIGN_OR_RETURN(std::byte * out, DeviceBytes(dst, bytes, "scale destination"));
@@ -340,7 +341,7 @@ Status HostDevice::Scale(DataType dtype, double factor, void* dst, const void* s
 
 Status HostDevice::Finalize(DataType dtype, ReduceOp op, int world_size, double postscale,
                             void* data, size_t count, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   HORA_ASSIGN_OR_RETURN(std::byte * at,
                         DeviceBytes(data, count * DataTypeSize(dtype), "finalize data"));
@@ -349,7 +350,7 @@ Status HostDevice::Finalize(DataType dtype, ReduceOp op, int world_size, double 
 }
 
 Status HostDevice::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) {
-  HostStream* stream = FindStream(s);
+  std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   HORA_ASSIGN_OR_RETURN(std::byte * at,
                         DeviceBytes(data, count * DataTypeSize(dtype), "identity data"));

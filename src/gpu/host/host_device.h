@@ -64,6 +64,9 @@ class HostDevice final : public Device {
   Result<IpcMemHandle> ExportMemory(void* p) override;
   Result<void*> OpenMemory(const IpcMemHandle& handle) override;
   Status CloseMemory(void* p) override;
+  // (Every host device reaches every other's memory through its pointers
+  // only when they are one device: see OpenMemory.)
+  Status EnablePeerAccess(int) override { return Status::Ok(); }
 
   Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                 size_t count, Stream s) override;
@@ -89,7 +92,7 @@ class HostDevice final : public Device {
  private:
   struct HostEvent;
   HostDevice(int ordinal, std::unique_ptr<HostMemory> memory);
-  HostStream* FindStream(Stream s) HORA_EXCLUDES(mu_);
+  std::shared_ptr<HostStream> FindStream(Stream s) HORA_EXCLUDES(mu_);
   std::shared_ptr<HostEvent> FindEvent(Event e) HORA_EXCLUDES(mu_);
   void DrainAll() HORA_EXCLUDES(mu_);
   // The backing bytes of device range [p, p + bytes), or an error naming
@@ -99,7 +102,7 @@ class HostDevice final : public Device {
   DeviceInfo info_;
   std::unique_ptr<HostMemory> memory_;
   Mutex mu_;
-  std::map<uint64_t, std::unique_ptr<HostStream>> streams_ HORA_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<HostStream>> streams_ HORA_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<HostEvent>> events_ HORA_GUARDED_BY(mu_);
   // Stream and event ids start far from DLPack's reserved stream values (1:
   // CUDA's legacy default stream, 2: its per-thread one).
