@@ -43,13 +43,19 @@ bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUD
 //    elements);
 //  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC), of
 //    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
-//    batches several chunks of two (the rest staged in chunks).
+//    batches several chunks of two (the rest staged in chunks);
+//  - "nccl": allreduce and broadcast through NCCL (HORA_GPU_BACKEND=nccl),
+//    where it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host;
+//    on a GPU, the library); the other allreduces on the device windows.
 Settings DeviceSettings(std::string_view path = "chunked") {
   const char* device = std::getenv("HORATEST_DEVICE");
+  const bool host = device == nullptr || std::string_view(device) == "host";
   return TestSettings({{"HORA_DEVICE", device != nullptr ? device : "host"},
                        {"HORA_STAGING_CHUNK_BYTES", path == "whole" ? "0" : "3000"},
-                       {"HORA_GPU_IPC", path == "window" ? "1" : "0"},
-                       {"HORA_GPU_WINDOW_BYTES", "40000"}});
+                       {"HORA_GPU_IPC", path == "window" || path == "nccl" ? "1" : "0"},
+                       {"HORA_GPU_WINDOW_BYTES", "40000"},
+                       {"HORA_GPU_BACKEND", path == "nccl" ? "nccl" : "hora"},
+                       {"HORA_NCCL_LIBRARY", host ? "host" : ""}});
 }
 
 // World sizes 1-4, each on every path.
@@ -57,14 +63,26 @@ class DeviceTensors : public ::testing::TestWithParam<std::tuple<int, const char
  protected:
   int World() const { return std::get<0>(GetParam()); }
   bool OnWindow() const { return std::string_view(std::get<1>(GetParam())) == "window"; }
+  bool ByNccl() const { return std::string_view(std::get<1>(GetParam())) == "nccl"; }
+  void SetUp() override {
+    const char* device = std::getenv("HORATEST_DEVICE");
+    if (ByNccl() && World() > 1 && device != nullptr && std::string_view(device) != "host") {
+      GTEST_SKIP() << "NCCL needs a GPU per rank; these ranks share one";
+    }
+  }
   Settings Staged() const { return DeviceSettings(std::get<1>(GetParam())); }
   // That the allreduces ran on the path of the parameter (rank 0's engine).
   void ExpectThePath(ThreadRanks& job) const {
-    const uint64_t on_window = job.session(0).engine_counters().window_batches;
+    const Session::EngineCounters c = job.session(0).engine_counters();
     if (OnWindow() && World() > 1) {
-      EXPECT_GT(on_window, 0u) << "no allreduce ran on the device window";
+      EXPECT_GT(c.window_batches, 0u) << "no allreduce ran on the device window";
+    } else if (!ByNccl()) {  // (with NCCL, those it does not take run there)
+      EXPECT_EQ(c.window_batches, 0u) << "allreduces ran on the device window";
+    }
+    if (ByNccl()) {
+      EXPECT_GT(c.nccl_batches, 0u) << "no allreduce ran through NCCL";
     } else {
-      EXPECT_EQ(on_window, 0u) << "allreduces ran on the device window";
+      EXPECT_EQ(c.nccl_batches, 0u) << "allreduces ran through NCCL";
     }
   }
 };
@@ -465,8 +483,8 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 // A device that fails before the collective (here: memory freed behind
 // Hora's back, so the copy in fails) fails that rank's handle, and nobody is
 // left waiting; the job goes on, and the next allreduce is whole.
-//  - Staged: the collective still runs with identity values for that rank,
-//    and the others get the sum of theirs.
+//  - Staged, or through NCCL: the collective still runs with identity values
+//    for that rank (zeros), and the others get the sum of theirs.
 //  - On the window: the failure goes with the rank's step, and every rank's
 //    allreduce fails naming it (results without its data are not given).
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
@@ -540,6 +558,65 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
                         "the allreduce after");
   }));
   ExpectThePath(job);
+}
+
+// A rank whose GPU stops (here: its stream held back 3 s, with
+// HORA_TIMEOUT_S=2) while an allreduce is on the device windows: its wait
+// for the device ends first (after half the timeout), and its step says its
+// device may still be at work. Every rank's allreduce fails naming it, no
+// rank is left waiting, and the windows are given up: the next allreduce
+// is staged, and whole.
+TEST_P(DeviceTensors, AStuckGpuGivesUpTheWindowsOnEveryRank) {
+  const int n = World();
+  if (n < 2 || !OnWindow()) GTEST_SKIP() << "the device windows at two ranks or more";
+  Settings settings = Staged();
+  settings["HORA_TIMEOUT_S"] = "2";
+  ThreadRanks job(n, settings);
+  constexpr size_t kCount = 64;
+  auto allreduce = [&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(kCount, static_cast<float>(r + 1));
+    void* d = io.Upload(host.data(), kCount * 4);
+    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+    HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
+    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n * (n + 1) / 2),
+                        "the allreduce");
+  };
+  ExpectAllOk(job.Run(allreduce));  // (the windows are open)
+  const uint64_t on_window = job.session(0).engine_counters().window_batches;
+  EXPECT_GT(on_window, 0u);
+  auto st = job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* host_dev = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (host_dev == nullptr) return Status::Ok();
+    std::vector<float> host(kCount, 1.0f);
+    void* d = io.Upload(host.data(), kCount * 4);
+    if (r == 1) {
+      HORA_ASSIGN_OR_RETURN(const uint64_t hora_stream, s.GpuStream());
+      HORA_RETURN_IF_ERROR(host_dev->RunOnStream(
+          gpu::Stream{hora_stream}, [] { std::this_thread::sleep_for(std::chrono::seconds(3)); }));
+    }
+    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+    return s.Allreduce(v, v);
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_FALSE(s.ok()) << "rank " << r << " got a result without rank 1's data";
+    if (r != 1) {
+      EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+      EXPECT_NE(s.message().find("rank 1 failed on its GPU"), std::string::npos) << s.ToString();
+      EXPECT_NE(s.message().find("the GPU windows are given up"), std::string::npos)
+          << s.ToString();
+    } else {
+      EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.ToString();
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(2));  // (the held stream goes on)
+  ExpectAllOk(job.Run(allreduce));
+  EXPECT_EQ(job.session(0).engine_counters().window_batches, on_window + 1)
+      << "an allreduce ran on the windows after they were given up";
 }
 
 TEST_P(DeviceTensors, RanksThatDisagreeOnTheDeviceAreNamed) {
@@ -780,7 +857,8 @@ TEST_P(DeviceTensors, ASteadyStepCreatesNoEvents) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                          ::testing::Combine(::testing::Values(1, 2, 3, 4),
-                                            ::testing::Values("whole", "chunked", "window")),
+                                            ::testing::Values("whole", "chunked", "window",
+                                                              "nccl")),
                          [](const ::testing::TestParamInfo<DeviceTensors::ParamType>& info) {
                            return "np" + std::to_string(std::get<0>(info.param)) + "_" +
                                   std::get<1>(info.param);
@@ -801,6 +879,57 @@ TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
         mixed.message().find("rank 0 float32[8] sum on cuda (staged in 2.9 KiB chunks); rank 1 "
                              "float32[8] sum on cuda (staged whole)") == std::string::npos) {
       return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
+    }
+    return s.Barrier();
+  });
+  ExpectAllOk(st);
+}
+
+// HORA_GPU_BACKEND=auto: an allreduce batch below HORA_NCCL_MIN_BYTES goes
+// on the device windows, one at or above it through NCCL (here the host
+// device's), with the same sums.
+TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
+  if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "the host device's NCCL";
+  Settings settings = DeviceSettings("window");
+  settings["HORA_GPU_BACKEND"] = "auto";
+  settings["HORA_NCCL_MIN_BYTES"] = "8K";
+  constexpr int kRanks = 3;
+  ThreadRanks job(kRanks, settings);
+  for (size_t count : {size_t{100}, size_t{10000}}) {
+    ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      std::vector<float> host(count, static_cast<float>(r + 1));
+      void* d = io.Upload(host.data(), count * 4);
+      const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(count)});
+      HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
+      return ExpectFloats(io.Download(d, count * 4), 6.0f, std::to_string(count) + " floats");
+    }));
+  }
+  const Session::EngineCounters c = job.session(0).engine_counters();
+  EXPECT_EQ(c.window_batches, 1u);
+  EXPECT_EQ(c.nccl_batches, 1u);
+}
+
+// HORA_GPU_BACKEND=nccl where NCCL cannot be used (the host device, with no
+// stand-in library): every rank's allreduce fails naming why, and the job
+// goes on.
+TEST(DeviceTensorErrors, NcclAskedForButUnusableFailsEveryRankNamingWhy) {
+  if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "the host device";
+  Settings settings = DeviceSettings("nccl");
+  settings["HORA_NCCL_LIBRARY"] = "";
+  ThreadRanks job(2, settings);
+  auto st = job.Run([&](int, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(8, 1.0f);
+    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
+    const Status failed = s.Allreduce(v, v);
+    if (failed.ok()) return InternalError("an allreduce through NCCL that cannot be");
+    if (failed.message().find("HORA_GPU_BACKEND=nccl, but NCCL cannot be used") ==
+            std::string::npos ||
+        failed.message().find("rank 0: the host device has no NCCL") == std::string::npos) {
+      return InternalError("got: " + failed.ToString());
     }
     return s.Barrier();
   });

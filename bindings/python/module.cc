@@ -371,6 +371,7 @@ py::dict Counters(PySession& ps, int set) {
   d["fused_batches"] = c.fused_batches;
   d["carried_batches"] = c.carried_batches;
   d["window_batches"] = c.window_batches;
+  d["nccl_batches"] = c.nccl_batches;
   return d;
 }
 

@@ -47,7 +47,9 @@ class WindowAllreduce {
   Status CopyPiecesOut(size_t half, size_t begin, size_t count);
   // Where piece k of a chunk of `count` elements starts, and its length.
   void Piece(int k, size_t count, size_t* offset, size_t* len) const;
-  // A flagged step; after it, `failed_` names the ranks that failed.
+  // A flagged step; after it, `verdict_` says which ranks failed. A rank
+  // that failed first waits (bounded) for what its device was given, so
+  // that its step still proves its device is done with the half.
   Status Step(bool first, size_t total);
   // The collective's end when a rank failed: this rank's own error, or one
   // naming the failed ranks.
@@ -63,8 +65,16 @@ class WindowAllreduce {
   const int n_;
   const ReduceOp op_;
   const bool finalize_;
-  Status mine_;         // this rank's device failure, once there is one
-  std::string failed_;  // the ranks whose last step said they failed
+  Status mine_;           // this rank's device failure, once there is one
+  StepVerdict verdict_;   // what the last step said
+  bool drained_ = false;  // (after a failure) this rank's device did all it was given
+  bool stuck_ = false;    // a wait for this rank's device failed: it may still be at work
+  // Waits for the device (w_.WaitDevice); a failure marks it stuck.
+  Status Wait(const char* what) {
+    Status st = w_.WaitDevice(what);
+    stuck_ = stuck_ || !st.ok();
+    return st;
+  }
   std::vector<const void*> srcs_;
   std::vector<gpu::CopyPart> copies_;
 };
@@ -81,13 +91,13 @@ Status WindowAllreduce::Run() {
     if (mine_.ok()) mine_ = CopyIn(half, done, count);
     HORA_RETURN_IF_ERROR(Step(first, total));
     first = false;
-    if (!failed_.empty()) return Ended();
+    if (!verdict_.failed.empty()) return Ended();
     if (count * esize_ <= kOneStepMaxBytes) {
       if (mine_.ok()) mine_ = FoldAll(half, done, count);
     } else {
       if (mine_.ok()) mine_ = FoldPiece(half, count);
       HORA_RETURN_IF_ERROR(Step(false, total));
-      if (!failed_.empty()) return Ended();
+      if (!verdict_.failed.empty()) return Ended();
       if (mine_.ok()) mine_ = CopyPiecesOut(half, done, count);
     }
     done += count;
@@ -108,7 +118,7 @@ Status WindowAllreduce::CopyIn(size_t half, size_t begin, size_t count) {
     HORA_RETURN_IF_ERROR(
         dev_.Scale(dtype_, reduction_.prescale_factor, local, local, count, w_.stream()));
   }
-  return w_.WaitDevice("copying the inputs into the GPU window");
+  return Wait("copying the inputs into the GPU window");
 }
 
 Status WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
@@ -159,7 +169,7 @@ Status WindowAllreduce::FoldPiece(size_t half, size_t count) {
                                          acc, len, w_.stream()));
     }
   }
-  return w_.WaitDevice("reducing in the GPU window");
+  return Wait("reducing in the GPU window");
 }
 
 Status WindowAllreduce::CopyPiecesOut(size_t half, size_t begin, size_t count) {
@@ -178,18 +188,29 @@ Status WindowAllreduce::CopyPiecesOut(size_t half, size_t begin, size_t count) {
 }
 
 Status WindowAllreduce::Step(bool first, size_t total) {
-  if (first) {
-    return SharedFirstStepFlagged(comm_, SharedCall::kDeviceAllreduce, dtype_, total * esize_,
-                                  !mine_.ok(), &failed_);
+  RankState state = RankState::kOk;
+  if (!mine_.ok()) {
+    if (!drained_ && !stuck_) drained_ = Wait("after a failure").ok();
+    state = drained_ ? RankState::kFailed : RankState::kStuck;
   }
-  return SharedFlaggedStep(comm_, !mine_.ok(), &failed_);
+  const Status st = first ? SharedFirstStepFlagged(comm_, SharedCall::kDeviceAllreduce, dtype_,
+                                                   total * esize_, state, &verdict_)
+                          : SharedFlaggedStep(comm_, state, &verdict_);
+  // A device that may still read the windows: no rank writes them again.
+  if (st.ok() && verdict_.stuck) w_.Retire();
+  return st;
 }
 
 Status WindowAllreduce::Ended() const {
   if (!mine_.ok()) return mine_;
-  return AbortedError(comm_.Where() + ": " + failed_ +
-                      " failed on its GPU during this allreduce; results without its data would "
-                      "be wrong, so it fails on every rank");
+  return AbortedError(comm_.Where() + ": " + verdict_.failed +
+                      (verdict_.several ? " failed on their GPUs" : " failed on its GPU") +
+                      " during this allreduce; results without " +
+                      (verdict_.several ? "their" : "its") +
+                      " data would be wrong, so it fails on every rank" +
+                      (verdict_.stuck ? " (and the GPU windows are given up: GPU allreduce is "
+                                        "staged from now on)"
+                                      : ""));
 }
 
 }  // namespace

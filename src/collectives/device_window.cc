@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/shared_common.h"
@@ -38,8 +39,20 @@ DeviceWindow::DeviceWindow(Comm& comm, std::shared_ptr<gpu::Device> device, gpu:
       opened_(static_cast<size_t>(comm.size()), false) {}
 
 DeviceWindow::~DeviceWindow() {
+  // (The last batch's copies out, queued, read the peers' windows.)
+  if (retired_ || (event_.id != 0 && !WaitDevice("closing the GPU window").ok())) {
+    Leak();
+    return;
+  }
   UnmapPeers();
   FreeLocal();
+}
+
+void DeviceWindow::Leak() {
+  own_ = scratch_ = nullptr;
+  event_ = {};
+  std::fill(regions_.begin(), regions_.end(), nullptr);
+  std::fill(opened_.begin(), opened_.end(), false);
 }
 
 Status DeviceWindow::SetUpLocal(size_t bytes) {
@@ -120,40 +133,54 @@ Result<std::unique_ptr<DeviceWindow>> DeviceWindow::Open(Comm& comm,
     p.handle = dw->handle_;
     std::memcpy(w.local() + half, &p, sizeof p);
   }
-  std::string failed;
+  StepVerdict verdict;
+  const auto state = [](const Status& s) { return s.ok() ? RankState::kOk : RankState::kFailed; };
   Status st = SharedFirstStepFlagged(comm, SharedCall::kDeviceWindow, DataType::kUInt8, bytes,
-                                     !local.ok(), &failed);
+                                     state(local), &verdict);
   if (st.code() == StatusCode::kMismatch) {
     *why_not = "the ranks asked for GPU windows of different sizes (HORA_GPU_WINDOW_BYTES): " +
                st.message();
     return std::unique_ptr<DeviceWindow>();
   }
   HORA_RETURN_IF_ERROR(st);
-  if (!failed.empty()) {
-    *why_not = failed + " could not set up a GPU window" +
-               (local.ok() ? std::string() : " (this rank: " + local.ToString() + ")");
+  if (!verdict.failed.empty()) {
+    *why_not = verdict.failed + " did not set up a GPU window (HORA_GPU_IPC=0 there, or its " +
+               "device could not)" +
+               (local.ok() ? std::string() : "; this rank: " + local.ToString());
     return std::unique_ptr<DeviceWindow>();
   }
   // Step 2: every rank has mapped its peers' windows (or says it failed).
   local = dw->MapPeers(comm, half);
   w.NextHalf();
   HORA_RETURN_IF_ERROR(SharedFirstStepFlagged(comm, SharedCall::kDeviceWindow, DataType::kUInt8,
-                                              bytes, !local.ok(), &failed));
-  if (failed.empty()) return dw;
-  *why_not = failed + " could not map its peers' GPU windows" +
-             (local.ok() ? std::string() : " (this rank: " + local.ToString() + ")");
+                                              bytes, state(local), &verdict));
+  if (verdict.failed.empty()) return dw;
+  *why_not = verdict.failed + " could not map the GPU windows of " +
+             (verdict.several ? "their" : "its") + " peers" +
+             (local.ok() ? std::string() : "; this rank: " + local.ToString());
   // Nobody frees a window another still maps: unmap, step, then free.
   HORA_RETURN_IF_ERROR(dw->Close(comm));
   return std::unique_ptr<DeviceWindow>();
 }
 
 Status DeviceWindow::Close(Comm& comm) {
-  UnmapPeers();
+  // This rank's device finishes with the windows (the last batch's copies
+  // out read them), then unmaps them; the step then proves every rank did.
+  const bool stuck = retired_ || (event_.id != 0 && !WaitDevice("closing the GPU window").ok());
+  if (!stuck) UnmapPeers();
   Status st;
+  StepVerdict verdict;
   if (SharedUsable(comm)) {
     CollectiveScope scope(comm, "GPU window teardown", "shared_memory");
     comm.window()->NextHalf();
-    st = SharedFirstStep(comm, SharedCall::kDeviceWindow, DataType::kUInt8, 0);
+    st = SharedFirstStepFlagged(comm, SharedCall::kDeviceWindow, DataType::kUInt8, 0,
+                                stuck ? RankState::kStuck : RankState::kOk, &verdict);
+  }
+  if (stuck || verdict.stuck) {
+    Leak();  // (a device may still read or write them)
+    return st.ok() ? UnavailableError("the GPU windows were left in place: " + verdict.failed +
+                                      " could not finish its work on them")
+                   : st;
   }
   FreeLocal();
   return st;

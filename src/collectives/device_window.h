@@ -16,7 +16,8 @@
 // device cannot allocate, export or map, says so in its step word). Close is
 // collective too: every rank unmaps its peers' windows, then a step, then
 // each frees its own, so that no rank frees memory another still maps. A
-// window destroyed without Close (the job failing) unmaps and frees at once.
+// window destroyed without Close (the job failing) waits for its device
+// (bounded), then unmaps and frees.
 //
 // Not thread-safe: one collective at a time (the engine's cycle).
 #pragma once
@@ -48,9 +49,18 @@ class DeviceWindow {
   DeviceWindow(const DeviceWindow&) = delete;
   DeviceWindow& operator=(const DeviceWindow&) = delete;
 
-  // Collective: unmaps the peers' windows, steps, frees this rank's. After
-  // a failed step it still unmaps and frees (its peers are gone or failing).
+  // Collective: waits for this rank's device to finish its work on the
+  // windows, unmaps the peers', steps, frees its own. A rank whose device
+  // does not finish (or a retired window) leaves its window and mappings in
+  // place, and so does every rank once one says so; after a failed step it
+  // still unmaps and frees (its peers are gone or failing).
   Status Close(Comm& comm);
+
+  // Given up (the same on every rank: a step said a rank's device may still
+  // be at work on the windows): no collective uses it again, and it is not
+  // freed (a device may still read it).
+  void Retire() { retired_ = true; }
+  bool retired() const { return retired_; }
 
   int size() const { return static_cast<int>(regions_.size()); }
   // Bytes of one half of a region (a multiple of 256).
@@ -84,6 +94,8 @@ class DeviceWindow {
   void UnmapPeers();
   // Frees this rank's window, scratch and event.
   void FreeLocal();
+  // Forgets them without freeing (a device may still use them).
+  void Leak();
 
   std::shared_ptr<gpu::Device> device_;
   const gpu::Stream stream_;
@@ -91,6 +103,7 @@ class DeviceWindow {
   const int rank_;
   size_t half_bytes_ = 0;
   uint64_t halves_ = 0;
+  bool retired_ = false;
   std::byte* own_ = nullptr;
   std::byte* scratch_ = nullptr;
   gpu::Event event_;

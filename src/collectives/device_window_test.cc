@@ -198,7 +198,7 @@ TEST(DeviceWindow, ARankThatDeclinesOrDiffersLeavesEveryRankWithout) {
       EXPECT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
       const std::string& w = why[static_cast<size_t>(r)];
       if (std::string(how) == "declines") {
-        EXPECT_NE(w.find("rank 1 could not set up a GPU window"), std::string::npos) << w;
+        EXPECT_NE(w.find("rank 1 did not set up a GPU window"), std::string::npos) << w;
         if (r == 1) {
           EXPECT_NE(w.find("HORA_GPU_IPC=0"), std::string::npos) << w;
         }

@@ -8,10 +8,10 @@ namespace {
 
 constexpr int kCallShift = 56;
 constexpr int kTypeShift = 48;
-constexpr int kHalfShift = 47;    // which half of the window the call began on
-constexpr int kFailedShift = 46;  // the rank failed on its own (the flagged steps)
-constexpr uint64_t kFailed = uint64_t{1} << kFailedShift;
-constexpr uint64_t kBytesMask = kFailed - 1;
+constexpr int kHalfShift = 47;   // which half of the window the call began on
+constexpr int kStateShift = 45;  // two bits: a RankState (the flagged steps)
+constexpr uint64_t kState = uint64_t{3} << kStateShift;
+constexpr uint64_t kBytesMask = (uint64_t{1} << kStateShift) - 1;
 
 std::string Describe(uint64_t word) {
   const auto call = static_cast<SharedCall>(word >> kCallShift);
@@ -34,15 +34,22 @@ std::string Describe(uint64_t word) {
   return "an unknown call (" + std::to_string(word) + ")";
 }
 
-// The ranks whose last step's word has the failed bit.
-Status SharedFlagged(const SharedWindow& w, std::string* failed_ranks) {
-  failed_ranks->clear();
+uint64_t StateBits(RankState s) { return static_cast<uint64_t>(s) << kStateShift; }
+
+// The ranks whose last step's word says they failed.
+Status SharedFlagged(const SharedWindow& w, StepVerdict* out) {
+  out->failed.clear();
+  out->several = false;
+  out->stuck = false;
   int count = 0;
   for (int k = 0; k < w.size(); ++k) {
-    if ((w.word(k) & kFailed) == 0) continue;
-    *failed_ranks += (count++ ? ", " : "") + std::to_string(k);
+    const auto state = static_cast<RankState>((w.word(k) & kState) >> kStateShift);
+    if (state == RankState::kOk) continue;
+    out->stuck = out->stuck || state == RankState::kStuck;
+    out->failed += (count++ ? ", " : "") + std::to_string(k);
   }
-  if (count > 0) *failed_ranks = (count > 1 ? "ranks " : "rank ") + *failed_ranks;
+  out->several = count > 1;
+  if (count > 0) out->failed = (count > 1 ? "ranks " : "rank ") + out->failed;
   return Status::Ok();
 }
 
@@ -54,31 +61,31 @@ uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes) {
 }
 
 Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes) {
-  std::string failed;
-  return SharedFirstStepFlagged(comm, call, dtype, bytes, false, &failed);
+  StepVerdict verdict;
+  return SharedFirstStepFlagged(comm, call, dtype, bytes, RankState::kOk, &verdict);
 }
 
 Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes,
-                              bool failed, std::string* failed_ranks) {
+                              RankState state, StepVerdict* verdict) {
   const SharedWindow& w = *comm.window();
   // The half the call began on goes along: ranks whose halves drifted apart
   // (a bug) fail here instead of reading each other's stale data.
   const uint64_t mine = SharedWord(call, dtype, bytes) | ((w.halves() - 1) & 1) << kHalfShift;
-  HORA_RETURN_IF_ERROR(comm.WindowStep(mine | (failed ? kFailed : 0)));
+  HORA_RETURN_IF_ERROR(comm.WindowStep(mine | StateBits(state)));
   bool same = true;
-  for (int k = 0; k < w.size(); ++k) same = same && (w.word(k) & ~kFailed) == mine;
-  if (same) return SharedFlagged(w, failed_ranks);
+  for (int k = 0; k < w.size(); ++k) same = same && (w.word(k) & ~kState) == mine;
+  if (same) return SharedFlagged(w, verdict);
   std::string calls;
   for (int k = 0; k < w.size(); ++k) {
-    calls += (k ? "; rank " : "rank ") + std::to_string(k) + ": " + Describe(w.word(k) & ~kFailed);
+    calls += (k ? "; rank " : "rank ") + std::to_string(k) + ": " + Describe(w.word(k) & ~kState);
   }
   return MismatchError(comm.Where() +
                        ": the ranks called different collectives or sizes: " + calls);
 }
 
-Status SharedFlaggedStep(Comm& comm, bool failed, std::string* failed_ranks) {
-  HORA_RETURN_IF_ERROR(comm.WindowStep(failed ? kFailed : 0));
-  return SharedFlagged(*comm.window(), failed_ranks);
+Status SharedFlaggedStep(Comm& comm, RankState state, StepVerdict* verdict) {
+  HORA_RETURN_IF_ERROR(comm.WindowStep(StateBits(state)));
+  return SharedFlagged(*comm.window(), verdict);
 }
 
 }  // namespace hora

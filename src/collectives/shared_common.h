@@ -25,7 +25,7 @@ enum class SharedCall : uint8_t {
   kDeviceAllreduce = 5,  // allreduce_device_window.h
 };
 
-// `bytes` must be below 2^46.
+// `bytes` must be below 2^45.
 uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
 
 // Takes the collective's first step with SharedWord(call, dtype, bytes) and
@@ -34,15 +34,29 @@ uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
 // that after a Mismatch the ranks' halves are still in step.
 Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes);
 
-// The same for a collective in which a rank may fail on its own (its
-// device) and must still take every step: `failed` goes with this rank's
-// word, and after the step `*failed_ranks` names every rank whose word said
-// so ("rank 2", "ranks 0, 3"; empty when none), the same on every rank.
-// Ranks that called different collectives or sizes are still a Mismatch.
+// What a rank says with a flagged step, in a collective in which a rank may
+// fail on its own (its device) and must still take every step.
+enum class RankState : uint8_t {
+  kOk = 0,
+  kFailed = 1,  // this rank failed, and its device has done all it was given
+  kStuck = 2,   // it failed, and its device may still be at work (a wait timed out)
+};
+// What every rank said: `failed` names the ranks that failed ("rank 2",
+// "ranks 0, 3"; empty when none), `several` whether more than one did,
+// `stuck` whether any said kStuck. The same on every rank.
+struct StepVerdict {
+  std::string failed;
+  bool several = false;
+  bool stuck = false;
+};
+
+// SharedFirstStep for such a collective: `state` goes with this rank's
+// word, and `*verdict` says what every rank's said. Ranks that called
+// different collectives or sizes are still a Mismatch.
 Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes,
-                              bool failed, std::string* failed_ranks);
-// A later step of such a collective: `failed` and `*failed_ranks` as there.
-Status SharedFlaggedStep(Comm& comm, bool failed, std::string* failed_ranks);
+                              RankState state, StepVerdict* verdict);
+// A later step of such a collective: `state` and `*verdict` as there.
+Status SharedFlaggedStep(Comm& comm, RankState state, StepVerdict* verdict);
 
 // Whether the *_shared algorithms can run on `comm`: it has a window (which
 // is not broken) and more than one rank.

@@ -165,6 +165,24 @@ const std::vector<SettingRow>& Rows() {
        .as_string = &Config::gpu_ipc,
        .choices = "0|1"},
       {.spec =
+           {"HORA_GPU_BACKEND", SettingType::kString, "auto",
+            "Who runs GPU tensors' allreduce and broadcast: auto (NCCL for allreduce batches of "
+            "HORA_NCCL_MIN_BYTES or more where its library loads and every rank has a GPU of its "
+            "own; Hora's paths otherwise), hora (never NCCL), nccl (NCCL for every batch it "
+            "takes, and an error where it cannot be used)"},
+       .as_string = &Config::gpu_backend,
+       .choices = "auto|hora|nccl"},
+      {.spec =
+           {"HORA_NCCL_MIN_BYTES", SettingType::kBytes, "256K",
+            "With HORA_GPU_BACKEND=auto: GPU allreduce batches of at least this size go to NCCL "
+            "(smaller ones stay on Hora's device windows or staging, faster for small messages)"},
+       .as_bytes = &Config::nccl_min_bytes,
+       .zero_ok = true},
+      {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",
+                "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "
+                "host: NCCL's semantics on the host device, for tests of ranks as threads"},
+       .as_string = &Config::nccl_library},
+      {.spec =
            {"HORA_GPU_WINDOW_BYTES", SettingType::kBytes, "32M",
             "Each rank's IPC window in GPU memory (HORA_GPU_IPC): two halves, each the most one "
             "step of an allreduce moves; ranks that differ stage instead"},
@@ -184,9 +202,10 @@ const std::vector<SettingRow>& Rows() {
             "waited on for at most HORA_TIMEOUT_S; needs an MPI launcher) or mpi-blocking (its "
             "blocking MPI_Allreduce, MPI_Bcast, ..., as MPI benchmarks call them; one that "
             "outlasts "
-            "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort)"},
+            "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort); nccl is "
+            "HORA_GPU_BACKEND=nccl with Hora's algorithms for host tensors"},
        .as_string = &Config::backend,
-       .choices = "hora|mpi|mpi-blocking"},
+       .choices = "hora|mpi|mpi-blocking|nccl"},
       {.spec =
            {"HORA_MPI_PLUGIN", SettingType::kString, "",
             "Path of the Hora MPI plugin to load (default: libhora-mpi-openmpi.so or "
@@ -362,6 +381,10 @@ Result<Config> ConfigFromEnv(const std::map<std::string, std::string>& env) {
     auto it = env.find(row.spec.name);
     if (it == env.end()) continue;
     HORA_RETURN_IF_ERROR(Apply(row, it->second, config));
+  }
+  if (config.backend == "nccl") {  // (Horovod's habit: NCCL for GPU tensors, Hora for the rest)
+    config.backend = "hora";
+    config.gpu_backend = "nccl";
   }
   return config;
 }

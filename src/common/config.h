@@ -66,6 +66,9 @@ struct Config {
   uint64_t staging_chunk_bytes;  // GPU tensors: pipelined staging's chunk (0: whole)
   std::string gpu_ipc;        // "1": GPU allreduce within a host through IPC windows; "0": staged
   uint64_t gpu_window_bytes;  // each rank's IPC window (two halves)
+  std::string gpu_backend;    // "auto", "hora" or "nccl": who runs GPU allreduce, broadcast
+  uint64_t nccl_min_bytes;    // auto: allreduce batches this large go to NCCL
+  std::string nccl_library;   // "": libnccl.so.2; "host": the host device's NCCL (tests)
   std::string mpi_plugin;     // path of the MPI plugin; "" = found by the launcher's flavour
   std::string store_addr;     // host:port of the rendezvous store
   std::string store_server;   // "", "horarun" or "rank0": who serves store_addr

@@ -161,8 +161,13 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
   }
-  // Every rank decides alike: the response, the join state and the
-  // backend's window are the same everywhere.
+  // Every rank decides alike: the response, the join state, the settings
+  // (NCCL's made alike at its setup) and the backend's window are the same
+  // everywhere.
+  if (nccl_.Wants(m, Layout(batch), joined_any)) {
+    HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, rank, size));
+    if (ready) return RunOnNccl(batch, rank, size);
+  }
   Comm* comm = data.WindowComm();
   if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
       comm != nullptr) {
@@ -224,13 +229,18 @@ Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& 
   if (!window_tried_) {
     window_tried_ = true;
     std::string why_not;
-    HORA_ASSIGN_OR_RETURN(window_, DeviceWindow::Open(comm, device_, stream_, windows_.bytes,
-                                                      timeout_, windows_.willing, &why_not));
+    Result<std::unique_ptr<DeviceWindow>> opened = DeviceWindow::Open(
+        comm, device_, stream_, windows_.bytes, windows_.wait, windows_.willing, &why_not);
+    if (opened.ok()) {
+      window_ = std::move(*opened);
+    } else {
+      why_not = opened.status().ToString();
+    }
     if (!window_ && windows_.logger != nullptr && windows_.willing) {
       windows_.logger->Warning("GPU allreduce is staged through host memory: " + why_not);
     }
   }
-  if (!window_) return Status::Ok();
+  if (!window_ || window_->retired()) return Status::Ok();
   *ran = true;
   ++window_batches_;
   const RequestMeta& m = batch.front()->meta;
@@ -244,6 +254,38 @@ Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& 
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("copying the results out of the GPU window");
   HORA_RETURN_IF_ERROR(st);
+  return marked;
+}
+
+Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size) {
+  ++nccl_batches_;
+  const RequestMeta& m = batch.front()->meta;
+  const size_t bytes = Layout(batch);
+  TensorRecord& first = *batch.front();
+  // Where NCCL works: the device fusion buffer (a fused batch), else the
+  // tensor's output, with its input copied there first.
+  std::byte* area = static_cast<std::byte*>(first.output);
+  Status st;
+  if (batch.size() > 1) {
+    st = Prepare(0, bytes);
+    if (st.ok()) st = Packing(batch, true);
+    area = packed_;
+  } else if (first.input != first.output && bytes > 0 &&
+             (m.op == OpType::kAllreduce || rank == m.root)) {
+    st = device_->Copy(first.output, first.input, bytes, gpu::CopyKind::kDeviceToDevice, stream_);
+  }
+  // (NCCL is called whatever happened before: the other ranks are in it.
+  // Without a buffer it gets this rank's output, whose values are then
+  // wrong, and this rank's handles fail.)
+  if (area == nullptr) area = static_cast<std::byte*>(first.output);
+  const Status called = m.op == OpType::kBroadcast
+                            ? nccl_.Broadcast(area, bytes, m.root)
+                            : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);
+  if (st.ok()) st = called;
+  if (st.ok() && batch.size() > 1) st = Packing(batch, false);
+  Status marked = MarkDone(batch, rank);
+  if (!marked.ok()) marked = Sync("waiting for NCCL");
+  HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
 }
 

@@ -22,6 +22,8 @@
 // stand-ins are host memory). The window is opened at the first such batch
 // and closed when the engine stops everywhere.
 //
+// Batches that NCCL takes (device_nccl.h: HORA_GPU_BACKEND) go there first.
+//
 // The engine's thread (or a waiter running its cycle) waits for the device's
 // copies in, bounded by HORA_TIMEOUT_S (10 minutes when that is 0) each.
 //
@@ -38,6 +40,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "engine/device_done.h"
+#include "engine/device_nccl.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
 
@@ -54,10 +57,18 @@ class DeviceStaging {
     bool willing = true;
     size_t bytes = size_t{32} << 20;
     const Logger* logger = nullptr;
+    // How long the host waits for the device before a step: less than the
+    // peers wait for that step (HORA_TIMEOUT_S), so that a stuck device is
+    // told by its own rank's step, not found by the others' timeout.
+    Duration wait = std::chrono::minutes(10);
   };
   DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
-                Windows windows)
-      : device_(std::move(device)), timeout_(timeout), stream_(stream), windows_(windows) {}
+                Windows windows, DeviceNccl::Settings nccl)
+      : device_(device),
+        timeout_(timeout),
+        stream_(stream),
+        windows_(windows),
+        nccl_(std::move(device), stream, timeout, std::move(nccl)) {}
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -68,8 +79,9 @@ class DeviceStaging {
   Status Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
              std::vector<std::byte>* fusion, bool joined_any);
 
-  // Batches run on the device window so far.
+  // Batches run on the device window, and through NCCL, so far.
   uint64_t window_batches() const { return window_batches_; }
+  uint64_t nccl_batches() const { return nccl_batches_; }
 
   // Collective, when the engine stops on every rank: closes the device
   // window, if one is open.
@@ -110,6 +122,8 @@ class DeviceStaging {
   // An allreduce on the device window (opened now at the first), or false
   // in `*ran` when there is none.
   Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
+  // Allreduce or broadcast through NCCL.
+  Status RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size);
   // Allreduce and broadcast, in chunks.
   Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank);
   // The batched copy into the device fusion buffer (a fused batch), then the
@@ -143,6 +157,8 @@ class DeviceStaging {
   std::unique_ptr<DeviceWindow> window_;  // null: none (staged)
   std::vector<AllreducePart> window_parts_;
   uint64_t window_batches_ = 0;
+  DeviceNccl nccl_;
+  uint64_t nccl_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
   std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back

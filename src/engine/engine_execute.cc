@@ -123,13 +123,18 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
     staging_ = std::make_unique<DeviceStaging>(
         std::move(device), devices_->stream(), SecondsToDuration(bound),
-        DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_});
+        DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
+                               SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
+        DeviceNccl::Settings{config_.gpu_backend, config_.nccl_min_bytes, config_.nccl_library,
+                             &logger_});
   }
   const uint64_t on_window = staging_->window_batches();
+  const uint64_t by_nccl = staging_->nccl_batches();
   const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_, joined_any);
-  if (staging_->window_batches() != on_window) {
+  if (staging_->window_batches() != on_window || staging_->nccl_batches() != by_nccl) {
     MutexLock lock(mu_);
-    ++stats_.window_batches;
+    stats_.window_batches += staging_->window_batches() - on_window;
+    stats_.nccl_batches += staging_->nccl_batches() - by_nccl;
   }
   if (st.ok()) return st;
   return st.WithContext("rank " + std::to_string(rank_) + " on " + staging_->device_name());

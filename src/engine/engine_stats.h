@@ -21,6 +21,7 @@ struct EngineStats {
   uint64_t driven_cycles = 0;    // cycles run by a waiter (Drive), not the engine's thread
   uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
   uint64_t window_batches = 0;   // GPU allreduce batches run on the device window
+  uint64_t nccl_batches = 0;     // GPU allreduce and broadcast batches run by NCCL
   uint64_t name_records = 0;  // records by name: in flight, and idle ones kept (see TensorRecord)
   uint64_t idle_looks = 0;    // an idle engine's thread woke to look (Loop)
 

@@ -55,6 +55,10 @@ struct DeviceInfo {
   std::string name;  // "NVIDIA H100 80GB HBM3", "host device 0"
   int ordinal = 0;
   int multiprocessors = 1;
+  // The GPU's identity on its host, the same for every process that uses it
+  // ("GPU-<uuid>"; the host device: one per device object), so that ranks
+  // sharing a GPU can be told (NCCL needs one GPU per rank).
+  std::string uuid;
 };
 
 enum class MemoryKind : uint8_t {

@@ -379,7 +379,14 @@ Result<std::unique_ptr<Device>> OpenCudaDevice(int ordinal) {
     return UnavailableError("GPU " + std::to_string(ordinal) +
                             ": the driver has no cuPointerGetAttributes");
   }
-  DeviceInfo info{prop.name, ordinal, prop.multiProcessorCount};
+  std::string uuid = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto b = static_cast<unsigned char>(prop.uuid.bytes[i]);
+    uuid += kHex[b >> 4];
+    uuid += kHex[b & 15];
+  }
+  DeviceInfo info{prop.name, ordinal, prop.multiProcessorCount, std::move(uuid)};
   return std::unique_ptr<Device>(
       new CudaDevice(ordinal, std::move(info), reinterpret_cast<PointerAttributesFn>(fn)));
 }

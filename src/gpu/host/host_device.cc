@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "gpu/host/host_device.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
@@ -46,7 +48,10 @@ Result<std::unique_ptr<HostDevice>> HostDevice::Create(int ordinal, size_t span)
 }
 
 HostDevice::HostDevice(int ordinal, std::unique_ptr<HostMemory> memory)
-    : info_{"host device " + std::to_string(ordinal), ordinal, 1}, memory_(std::move(memory)) {}
+    : info_{"host device " + std::to_string(ordinal), ordinal, 1,
+            // (unique while it lives: its memory's addresses are its own)
+            "host-" + std::to_string(getpid()) + "-" + PointerText(memory.get())},
+      memory_(std::move(memory)) {}
 
 HostDevice::~HostDevice() {
   std::map<uint64_t, std::shared_ptr<HostStream>> streams;
@@ -89,7 +94,8 @@ Status HostDevice::DestroyStream(Stream s) {
     stream = std::move(it->second);
     streams_.erase(it);
   }
-  stream.reset();  // runs what it has queued (or whoever holds it last does)
+  stream->Drain();  // (device.h: waits for its work, though DrainAll may hold it a while)
+  stream.reset();
   return Status::Ok();
 }
 

@@ -1,0 +1,13 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// A build without NCCL's headers (nccl.h): no NCCL library, saying so.
+#include "backends/nccl/nccl.h"
+
+namespace hora {
+
+Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string&) {
+  return UnimplementedError(
+      "NCCL: this build of Hora has no NCCL support (nccl.h was not found when it was built)");
+}
+
+}  // namespace hora

@@ -1,0 +1,164 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "engine/device_nccl.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "backends/nccl/host_nccl.h"
+#include "collectives/allreduce_common.h"
+#include "kernels/reduce.h"
+
+namespace hora {
+namespace {
+
+// What each rank says at the communicator's making (the same size on every
+// rank, for the backend's Allgatherv).
+struct Said {
+  uint8_t ok = 0;  // the library loaded (and, rank 0, gave an id)
+  char why[223] = {};
+  char uuid[64] = {};
+  NcclId id;  // rank 0's
+};
+
+void Put(char* to, size_t n, const std::string& s) {
+  std::memset(to, 0, n);
+  std::memcpy(to, s.data(), std::min(n - 1, s.size()));
+}
+
+bool IsHostDevice(const gpu::Device& d) { return d.info().uuid.rfind("host-", 0) == 0; }
+
+}  // namespace
+
+DeviceNccl::DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
+                       Settings settings)
+    : device_(std::move(device)),
+      stream_(stream),
+      timeout_(timeout),
+      settings_(std::move(settings)) {}
+
+DeviceNccl::~DeviceNccl() {
+  comm_.reset();  // (before the library that made it)
+  library_.reset();
+}
+
+bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
+  if (settings_.mode == "hora" || joined_any) return false;
+  if (m.op == OpType::kBroadcast) return settings_.mode == "nccl";
+  if (m.op != OpType::kAllreduce || !NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
+  return settings_.mode == "nccl" || bytes >= settings_.min_bytes;
+}
+
+Result<bool> DeviceNccl::Ready(CollectiveBackend& data, int rank, int size) {
+  if (!tried_) {
+    tried_ = true;
+    unusable_ = MakeCommunicator(data, rank, size);
+    if (!unusable_.ok() && settings_.mode != "nccl" && settings_.logger != nullptr) {
+      // (auto: Hora's own paths are what it falls back on, as meant)
+      settings_.logger->Info("GPU allreduce goes without NCCL: " + unusable_.message());
+    }
+    if (unusable_.ok() && settings_.logger != nullptr) {
+      settings_.logger->Info("GPU collectives by " + library_->version());
+    }
+  }
+  if (comm_) return true;
+  if (settings_.mode == "nccl") {
+    return unusable_.WithContext("HORA_GPU_BACKEND=nccl, but NCCL cannot be used");
+  }
+  return false;
+}
+
+Status DeviceNccl::MakeCommunicator(CollectiveBackend& data, int rank, int size) {
+  Said mine;
+  Status local;
+  if (settings_.library == "host") {
+    if (IsHostDevice(*device_)) {
+      library_ = CreateHostNccl();
+    } else {
+      local =
+          InvalidArgument("HORA_NCCL_LIBRARY=host runs on the host device only (HORA_DEVICE=host)");
+    }
+  } else if (IsHostDevice(*device_)) {
+    local =
+        UnavailableError("the host device has no NCCL (HORA_NCCL_LIBRARY=host stands in for it)");
+  } else {
+    Result<std::unique_ptr<NcclLibrary>> lib = OpenNcclLibrary(settings_.library);
+    if (lib.ok()) {
+      library_ = std::move(*lib);
+    } else {
+      local = lib.status();
+    }
+  }
+  if (local.ok() && rank == 0) {
+    Result<NcclId> id = library_->UniqueId();
+    if (id.ok()) {
+      mine.id = *id;
+    } else {
+      local = id.status();
+    }
+  }
+  mine.ok = local.ok() ? 1 : 0;
+  Put(mine.why, sizeof mine.why, local.ok() ? std::string() : local.message());
+  Put(mine.uuid, sizeof mine.uuid, device_->info().uuid);
+  std::vector<Said> all(static_cast<size_t>(size));
+  const std::vector<size_t> bytes(static_cast<size_t>(size), sizeof(Said));
+  HORA_RETURN_IF_ERROR(data.Allgatherv(&mine, all.data(), bytes));
+  // Every rank reads the same records: the same verdict everywhere.
+  std::string why;
+  for (int k = 0; k < size; ++k) {
+    const Said& s = all[static_cast<size_t>(k)];
+    if (s.ok == 0) why += (why.empty() ? "rank " : "; rank ") + std::to_string(k) + ": " + s.why;
+  }
+  if (!why.empty()) return UnavailableError(why);
+  for (int a = 0; a < size; ++a) {
+    for (int b = a + 1; b < size; ++b) {
+      if (std::strncmp(all[static_cast<size_t>(a)].uuid, all[static_cast<size_t>(b)].uuid,
+                       sizeof mine.uuid) == 0) {
+        return UnavailableError("ranks " + std::to_string(a) + " and " + std::to_string(b) +
+                                " both use GPU " + all[static_cast<size_t>(a)].uuid +
+                                "; NCCL needs one GPU per rank");
+      }
+    }
+  }
+  Result<std::unique_ptr<NcclComm>> comm =
+      library_->InitRank(all[0].id, size, rank, *device_, timeout_);
+  uint8_t made = comm.ok() ? 1 : 0;
+  std::vector<uint8_t> every(static_cast<size_t>(size));
+  const std::vector<size_t> one(static_cast<size_t>(size), 1);
+  HORA_RETURN_IF_ERROR(data.Allgatherv(&made, every.data(), one));
+  std::string failed;
+  for (int k = 0; k < size; ++k) {
+    if (every[static_cast<size_t>(k)] == 0) {
+      failed += (failed.empty() ? "" : ", ") + std::to_string(k);
+    }
+  }
+  if (failed.empty()) {
+    comm_ = std::move(*comm);
+    return Status::Ok();
+  }
+  if (comm.ok()) (*comm)->Abort();
+  return UnavailableError("the NCCL communicator could not be made on rank(s) " + failed +
+                          (comm.ok() ? "" : " (this rank: " + comm.status().message() + ")"));
+}
+
+Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int world) {
+  const Reduction& red = m.reduction;
+  Status st;
+  if (red.prescale_factor != 1.0 && count > 0) {
+    st = device_->Scale(m.dtype, red.prescale_factor, data, data, count, stream_);
+  }
+  // (Called whatever happened before: the other ranks are in it.)
+  const Status reduced = comm_->AllReduce(data, data, count, m.dtype, ReducingOp(red.op), stream_);
+  if (st.ok()) st = reduced;
+  if (st.ok() && count > 0 &&
+      kernels::NeedsFinalize(m.dtype, red.op, world, red.postscale_factor)) {
+    st = device_->Finalize(m.dtype, red.op, world, red.postscale_factor, data, count, stream_);
+  }
+  return st;
+}
+
+Status DeviceNccl::Broadcast(void* data, size_t bytes, int root) {
+  return comm_->Broadcast(data, bytes, root, stream_);
+}
+
+}  // namespace hora

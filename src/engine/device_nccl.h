@@ -1,0 +1,77 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// GPU allreduce and broadcast through NCCL (gpu-design.md §3c), for the
+// engine's batches of GPU tensors (device_staging.h hands them over):
+//  - which batches (Wants): HORA_GPU_BACKEND=nccl, every allreduce NCCL
+//    takes (backends/nccl/nccl.h: NcclTakes) and every broadcast; auto,
+//    allreduce batches of HORA_NCCL_MIN_BYTES or more; hora, none. Never a
+//    batch decided while a rank had joined (its stand-ins are host memory).
+//    Every input of the choice is the same on every rank.
+//  - the communicator, at the first such batch (Ready), collectively over
+//    the engine's data backend: each rank loads the library
+//    (HORA_NCCL_LIBRARY) and says whether it could, with its GPU's identity;
+//    rank 0's id goes along. Ranks sharing a GPU (NCCL needs one each), or a
+//    rank that could not load or init, leave every rank without NCCL: with
+//    auto, a warning and Hora's paths; with nccl, the batch fails on every
+//    rank, naming why.
+//  - a batch: packed by one batched copy into the device fusion buffer (a
+//    single tensor: in its output), prescaled there, reduced by NCCL
+//    (average as a sum), finalized, unpacked; all queued on the rank's
+//    stream, and the handles hold the event after it (async completion).
+//
+// Not thread-safe: the engine's cycle uses it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/nccl/nccl.h"
+#include "common/logging.h"
+#include "engine/tensor_records.h"
+#include "gpu/device.h"
+
+namespace hora {
+
+class DeviceNccl {
+ public:
+  struct Settings {
+    std::string mode = "auto";  // HORA_GPU_BACKEND
+    size_t min_bytes = size_t{256} << 10;
+    std::string library;  // HORA_NCCL_LIBRARY
+    const Logger* logger = nullptr;
+  };
+  DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
+             Settings settings);
+  ~DeviceNccl();
+  DeviceNccl(const DeviceNccl&) = delete;
+  DeviceNccl& operator=(const DeviceNccl&) = delete;
+
+  // Whether a batch of `m`'s collective, `bytes` in all, goes to NCCL when
+  // it can be used.
+  bool Wants(const RequestMeta& m, size_t bytes, bool joined_any) const;
+  // Collective at the first call (the same point on every rank): makes the
+  // communicator. Then: whether there is one; and with HORA_GPU_BACKEND=nccl,
+  // an error (the same on every rank) where there is none.
+  Result<bool> Ready(CollectiveBackend& data, int rank, int size);
+
+  // Queues `m`'s collective on `count` elements at `data` (device memory, in
+  // place); `world` ranks.
+  Status Allreduce(void* data, size_t count, const RequestMeta& m, int world);
+  Status Broadcast(void* data, size_t bytes, int root);
+
+ private:
+  // Ready's first call.
+  Status MakeCommunicator(CollectiveBackend& data, int rank, int size);
+
+  const std::shared_ptr<gpu::Device> device_;
+  const gpu::Stream stream_;
+  const Duration timeout_;
+  const Settings settings_;
+  bool tried_ = false;
+  Status unusable_;  // why there is no communicator (after the first try)
+  std::unique_ptr<NcclLibrary> library_;
+  std::unique_ptr<NcclComm> comm_;  // (goes before the library)
+};
+
+}  // namespace hora
