@@ -483,8 +483,10 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 // A device that fails before the collective (here: memory freed behind
 // Hora's back, so the copy in fails) fails that rank's handle, and nobody is
 // left waiting; the job goes on, and the next allreduce is whole.
-//  - Staged, or through NCCL: the collective still runs with identity values
-//    for that rank (zeros), and the others get the sum of theirs.
+//  - Staged: the collective still runs with identity values for that rank,
+//    and the others get the sum of theirs. Through NCCL the same, here with
+//    the host device's NCCL, which reads memory it cannot reach as zeros
+//    (NCCL on a GPU would read what is there, or fault).
 //  - On the window: the failure goes with the rank's step, and every rank's
 //    allreduce fails naming it (results without its data are not given).
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
@@ -876,8 +878,9 @@ TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
     const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
     const Status mixed = s.AllreduceAsync("chunks", v, v, {ReduceOp::kSum}).Wait(kForever);
     if (mixed.code() != StatusCode::kMismatch ||
-        mixed.message().find("rank 0 float32[8] sum on cuda (staged in 2.9 KiB chunks); rank 1 "
-                             "float32[8] sum on cuda (staged whole)") == std::string::npos) {
+        mixed.message().find("rank 0 float32[8] sum on cuda (staged in 2.9 KiB chunks) (no NCCL); "
+                             "rank 1 float32[8] sum on cuda (staged whole) (no NCCL)") ==
+            std::string::npos) {
       return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
     }
     return s.Barrier();
@@ -930,6 +933,33 @@ TEST(DeviceTensorErrors, NcclAskedForButUnusableFailsEveryRankNamingWhy) {
             std::string::npos ||
         failed.message().find("rank 0: the host device has no NCCL") == std::string::npos) {
       return InternalError("got: " + failed.ToString());
+    }
+    return s.Barrier();
+  });
+  ExpectAllOk(st);
+}
+
+// Ranks that would send a batch to NCCL and ranks that would not (here:
+// another HORA_NCCL_MIN_BYTES, and HORA_GPU_BACKEND=nccl) would call
+// different collectives: their allreduce fails on every rank, naming each
+// rank's setting, and the job goes on.
+TEST(DeviceTensorErrors, RanksThatRouteGpuTensorsDifferentlyAreNamed) {
+  ThreadRanks job(2, [](int r) {
+    Settings s = DeviceSettings("window");
+    s["HORA_GPU_BACKEND"] = r == 0 ? "auto" : "nccl";
+    s["HORA_NCCL_MIN_BYTES"] = "8K";
+    return s;
+  });
+  auto st = job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<float> host(8, 1.0f);
+    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
+    const Status mixed = s.AllreduceAsync("routes", v, v, {ReduceOp::kSum}).Wait(kForever);
+    if (mixed.code() != StatusCode::kMismatch ||
+        mixed.message().find("(NCCL from 8 KiB); rank 1 float32[8] sum on cuda (staged in 2.9 KiB "
+                             "chunks) (NCCL)") == std::string::npos) {
+      return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
     }
     return s.Barrier();
   });

@@ -6,6 +6,19 @@
 #include "api/session_impl.h"
 
 namespace hora {
+namespace {
+
+// The submitting rank's HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES, as GPU
+// requests carry them.
+uint64_t GpuRoute(const Config& config) {
+  const NcclMode mode = config.gpu_backend == "nccl"   ? NcclMode::kNccl
+                        : config.gpu_backend == "hora" ? NcclMode::kHora
+                                                       : NcclMode::kAuto;
+  return NcclRoute(mode, config.nccl_min_bytes);
+}
+
+}  // namespace
+
 std::string TimelinePathFor(const std::string& path, int rank) {
   const size_t at = path.find("{rank}");
   if (at != std::string::npos)
@@ -88,6 +101,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->meta.device = input.device().type;
   if (s->meta.device == DeviceType::kCUDA && reduction.op != ReduceOp::kAdasum) {
     s->meta.staging_chunk = impl.config.staging_chunk_bytes;
+    s->meta.nccl_route = GpuRoute(impl.config);
   }
   s->meta.cacheable = cacheable;
   s->input = input.data();
@@ -150,7 +164,10 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.shape_of = &tensor.shape();  // (as PrepareAllreduce)
   s.meta.root = set_root;
   s.meta.device = tensor.device().type;
-  if (s.meta.device == DeviceType::kCUDA) s.meta.staging_chunk = impl_->config.staging_chunk_bytes;
+  if (s.meta.device == DeviceType::kCUDA) {
+    s.meta.staging_chunk = impl_->config.staging_chunk_bytes;
+    s.meta.nccl_route = GpuRoute(impl_->config);
+  }
   s.meta.cacheable = true;
   s.input = tensor.data();
   s.output = tensor.data();

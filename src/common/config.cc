@@ -383,6 +383,11 @@ Result<Config> ConfigFromEnv(const std::map<std::string, std::string>& env) {
     HORA_RETURN_IF_ERROR(Apply(row, it->second, config));
   }
   if (config.backend == "nccl") {  // (Horovod's habit: NCCL for GPU tensors, Hora for the rest)
+    if (env.count("HORA_GPU_BACKEND") != 0 && config.gpu_backend != "nccl") {
+      return InvalidArgument(
+          "HORA_BACKEND=nccl runs GPU tensors through NCCL, but HORA_GPU_BACKEND=" +
+          config.gpu_backend + " says otherwise: set one of them");
+    }
     config.backend = "hora";
     config.gpu_backend = "nccl";
   }

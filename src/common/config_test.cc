@@ -115,5 +115,19 @@ TEST(Units, ParseBytes) {
   EXPECT_EQ(FormatBytes(1536 * 1024), "1.5 MiB");
 }
 
+// HORA_BACKEND=nccl (Horovod's habit) is NCCL for GPU tensors with Hora's
+// algorithms for the rest; with a HORA_GPU_BACKEND that says otherwise, it
+// is an error naming both.
+TEST(Config, BackendNcclMeansGpuBackendNccl) {
+  auto c = ConfigFromEnv({{"HORA_BACKEND", "nccl"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend, "hora");
+  EXPECT_EQ(c->gpu_backend, "nccl");
+  auto clash = ConfigFromEnv({{"HORA_BACKEND", "nccl"}, {"HORA_GPU_BACKEND", "hora"}});
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("HORA_GPU_BACKEND=hora"), std::string::npos)
+      << clash.status().ToString();
+}
+
 }  // namespace
 }  // namespace hora

@@ -38,22 +38,40 @@ DeviceNccl::DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, 
       settings_(std::move(settings)) {}
 
 DeviceNccl::~DeviceNccl() {
-  comm_.reset();  // (before the library that made it)
+  Abort("the engine ended");
   library_.reset();
 }
 
-bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
-  if (settings_.mode == "hora" || joined_any) return false;
-  if (m.op == OpType::kBroadcast) return settings_.mode == "nccl";
-  if (m.op != OpType::kAllreduce || !NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
-  return settings_.mode == "nccl" || bytes >= settings_.min_bytes;
+void DeviceNccl::Abort(const std::string& why) {
+  if (!comm_) return;
+  comm_->Abort();
+  comm_.reset();
+  if (broken_.ok()) broken_ = AbortedError("the NCCL communicator was aborted: " + why);
 }
 
-Result<bool> DeviceNccl::Ready(CollectiveBackend& data, int rank, int size) {
+void DeviceNccl::AbortIfBroken(const Status& failed) {
+  // A call that stayed in progress past the timeout, or a communicator that
+  // reports an error of its own (not a refused argument: that call alone
+  // failed).
+  if (failed.code() == StatusCode::kTimeout || !comm_->AsyncError().ok()) {
+    Abort(failed.ToString());
+  }
+}
+
+bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
+  const NcclMode mode = RouteMode(m.nccl_route);
+  if (!settings_.allowed || mode == NcclMode::kHora || joined_any) return false;
+  if (m.op == OpType::kBroadcast) return mode == NcclMode::kNccl;
+  if (m.op != OpType::kAllreduce || !NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
+  return mode == NcclMode::kNccl || bytes >= RouteMinBytes(m.nccl_route);
+}
+
+Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size) {
+  const bool required = RouteMode(m.nccl_route) == NcclMode::kNccl;
   if (!tried_) {
     tried_ = true;
     unusable_ = MakeCommunicator(data, rank, size);
-    if (!unusable_.ok() && settings_.mode != "nccl" && settings_.logger != nullptr) {
+    if (!unusable_.ok() && !required && settings_.logger != nullptr) {
       // (auto: Hora's own paths are what it falls back on, as meant)
       settings_.logger->Info("GPU allreduce goes without NCCL: " + unusable_.message());
     }
@@ -61,10 +79,11 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, int rank, int size) {
       settings_.logger->Info("GPU collectives by " + library_->version());
     }
   }
+  // (A communicator aborted on an error: this rank's batches for NCCL fail
+  // from then on; the others' fail by NCCL's own errors or their timeout.)
+  if (!broken_.ok()) return broken_;
   if (comm_) return true;
-  if (settings_.mode == "nccl") {
-    return unusable_.WithContext("HORA_GPU_BACKEND=nccl, but NCCL cannot be used");
-  }
+  if (required) return unusable_.WithContext("HORA_GPU_BACKEND=nccl, but NCCL cannot be used");
   return false;
 }
 
@@ -120,8 +139,10 @@ Status DeviceNccl::MakeCommunicator(CollectiveBackend& data, int rank, int size)
       }
     }
   }
+  // (Half the timeout: a rank whose init fails must reach the next step
+  // before the others' wait for it ends.)
   Result<std::unique_ptr<NcclComm>> comm =
-      library_->InitRank(all[0].id, size, rank, *device_, timeout_);
+      library_->InitRank(all[0].id, size, rank, *device_, timeout_ / 2);
   uint8_t made = comm.ok() ? 1 : 0;
   std::vector<uint8_t> every(static_cast<size_t>(size));
   const std::vector<size_t> one(static_cast<size_t>(size), 1);
@@ -149,6 +170,7 @@ Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int
   }
   // (Called whatever happened before: the other ranks are in it.)
   const Status reduced = comm_->AllReduce(data, data, count, m.dtype, ReducingOp(red.op), stream_);
+  if (!reduced.ok()) AbortIfBroken(reduced);
   if (st.ok()) st = reduced;
   if (st.ok() && count > 0 &&
       kernels::NeedsFinalize(m.dtype, red.op, world, red.postscale_factor)) {
@@ -158,7 +180,9 @@ Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int
 }
 
 Status DeviceNccl::Broadcast(void* data, size_t bytes, int root) {
-  return comm_->Broadcast(data, bytes, root, stream_);
+  const Status st = comm_->Broadcast(data, bytes, root, stream_);
+  if (!st.ok()) AbortIfBroken(st);
+  return st;
 }
 
 }  // namespace hora

@@ -2,11 +2,15 @@
 //
 // GPU allreduce and broadcast through NCCL (gpu-design.md §3c), for the
 // engine's batches of GPU tensors (device_staging.h hands them over):
-//  - which batches (Wants): HORA_GPU_BACKEND=nccl, every allreduce NCCL
-//    takes (backends/nccl/nccl.h: NcclTakes) and every broadcast; auto,
-//    allreduce batches of HORA_NCCL_MIN_BYTES or more; hora, none. Never a
-//    batch decided while a rank had joined (its stand-ins are host memory).
-//    Every input of the choice is the same on every rank.
+//  - which batches (Wants), by the settings each request carries
+//    (RequestMeta::nccl_route, which ranks agree on): HORA_GPU_BACKEND=nccl,
+//    every allreduce NCCL takes (backends/nccl/nccl.h: NcclTakes) and every
+//    broadcast; auto, allreduce batches of HORA_NCCL_MIN_BYTES or more; hora,
+//    none. Never a batch decided while a rank had joined (its stand-ins are
+//    host memory), and only in the global process set's engine (the engines
+//    of a rank share its one stream: two communicators on it, called in
+//    different orders by different ranks, could wait on each other for
+//    good). Every input of the choice is the same on every rank.
 //  - the communicator, at the first such batch (Ready), collectively over
 //    the engine's data backend: each rank loads the library
 //    (HORA_NCCL_LIBRARY) and says whether it could, with its GPU's identity;
@@ -18,6 +22,11 @@
 //    single tensor: in its output), prescaled there, reduced by NCCL
 //    (average as a sum), finalized, unpacked; all queued on the rank's
 //    stream, and the handles hold the event after it (async completion).
+//  - an error of NCCL's (a call that stays in progress past the timeout, or
+//    a communicator that reports an error of its own) aborts the communicator: that rank's later
+//    batches for NCCL fail at once, naming it. At the engine's end the communicator is aborted, not
+//    destroyed, so that work that never ends (a peer lost while NCCL waited for it) cannot hold the
+//    end up.
 //
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
@@ -36,8 +45,7 @@ namespace hora {
 class DeviceNccl {
  public:
   struct Settings {
-    std::string mode = "auto";  // HORA_GPU_BACKEND
-    size_t min_bytes = size_t{256} << 10;
+    bool allowed = true;  // the global set's engine
     std::string library;  // HORA_NCCL_LIBRARY
     const Logger* logger = nullptr;
   };
@@ -51,9 +59,13 @@ class DeviceNccl {
   // it can be used.
   bool Wants(const RequestMeta& m, size_t bytes, bool joined_any) const;
   // Collective at the first call (the same point on every rank): makes the
-  // communicator. Then: whether there is one; and with HORA_GPU_BACKEND=nccl,
-  // an error (the same on every rank) where there is none.
-  Result<bool> Ready(CollectiveBackend& data, int rank, int size);
+  // communicator. Then: whether there is one; and where `m` says
+  // HORA_GPU_BACKEND=nccl, an error (the same on every rank) where there is
+  // none.
+  Result<bool> Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size);
+
+  // Ends the communicator's work at once (the engine's end, or an error).
+  void Abort(const std::string& why);
 
   // Queues `m`'s collective on `count` elements at `data` (device memory, in
   // place); `world` ranks.
@@ -61,6 +73,8 @@ class DeviceNccl {
   Status Broadcast(void* data, size_t bytes, int root);
 
  private:
+  // Aborts the communicator when `failed` (a call's error) left it broken.
+  void AbortIfBroken(const Status& failed);
   // Ready's first call.
   Status MakeCommunicator(CollectiveBackend& data, int rank, int size);
 
@@ -70,6 +84,7 @@ class DeviceNccl {
   const Settings settings_;
   bool tried_ = false;
   Status unusable_;  // why there is no communicator (after the first try)
+  Status broken_;    // why it was aborted (an error of NCCL's)
   std::unique_ptr<NcclLibrary> library_;
   std::unique_ptr<NcclComm> comm_;  // (goes before the library)
 };

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "collectives/allreduce_common.h"
 #include "collectives/allreduce_device_window.h"
 #include "engine/run_batch.h"
 #include "engine/staged_chunks.h"
@@ -24,6 +25,9 @@ size_t Grown(size_t need) {
 }  // namespace
 
 DeviceStaging::~DeviceStaging() {
+  // NCCL's work first: it may never end (a peer lost), and the frees below
+  // wait for the device.
+  nccl_.Abort("the engine ended");
   // Freeing waits for the device's queued work (as cudaFree does); errors
   // here have nobody to go to.
   if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
@@ -165,7 +169,7 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   // (NCCL's made alike at its setup) and the backend's window are the same
   // everywhere.
   if (nccl_.Wants(m, Layout(batch), joined_any)) {
-    HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, rank, size));
+    HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, m, rank, size));
     if (ready) return RunOnNccl(batch, rank, size);
   }
   Comm* comm = data.WindowComm();
@@ -262,22 +266,38 @@ Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int ran
   const RequestMeta& m = batch.front()->meta;
   const size_t bytes = Layout(batch);
   TensorRecord& first = *batch.front();
+  const bool gives = m.op == OpType::kAllreduce || rank == m.root;  // (its data goes in)
   // Where NCCL works: the device fusion buffer (a fused batch), else the
   // tensor's output, with its input copied there first.
   std::byte* area = static_cast<std::byte*>(first.output);
   Status st;
   if (batch.size() > 1) {
     st = Prepare(0, bytes);
+    area = st.ok() ? packed_ : nullptr;
     if (st.ok()) st = Packing(batch, true);
-    area = packed_;
-  } else if (first.input != first.output && bytes > 0 &&
-             (m.op == OpType::kAllreduce || rank == m.root)) {
+  } else if (first.input != first.output && bytes > 0 && gives) {
     st = device_->Copy(first.output, first.input, bytes, gpu::CopyKind::kDeviceToDevice, stream_);
   }
-  // (NCCL is called whatever happened before: the other ranks are in it.
-  // Without a buffer it gets this rank's output, whose values are then
-  // wrong, and this rank's handles fail.)
-  if (area == nullptr) area = static_cast<std::byte*>(first.output);
+  if (!st.ok() && gives) {
+    // NCCL is called whatever happened before, since the other ranks are in
+    // it: this rank gives identity values instead (zeros for a broadcast),
+    // as a joined rank does, in a buffer of its own, and its handles fail.
+    Status own = Prepare(0, bytes);
+    area = own.ok() ? packed_ : nullptr;
+    if (own.ok() && bytes > 0) {
+      own = m.op == OpType::kAllreduce
+                ? device_->FillIdentity(m.dtype, ReducingOp(m.reduction.op), area,
+                                        bytes / DataTypeSize(m.dtype), stream_)
+                : device_->Memset(area, 0, bytes, stream_);
+    }
+    if (!own.ok()) {
+      // No buffer to give: leave NCCL (the others' calls then fail or time
+      // out, rather than reduce what this rank has not got).
+      nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + own.ToString());
+      (void)MarkDone(batch, rank);
+      return st.WithContext("NCCL");
+    }
+  }
   const Status called = m.op == OpType::kBroadcast
                             ? nccl_.Broadcast(area, bytes, m.root)
                             : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);

@@ -125,8 +125,7 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
         std::move(device), devices_->stream(), SecondsToDuration(bound),
         DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
                                SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
-        DeviceNccl::Settings{config_.gpu_backend, config_.nccl_min_bytes, config_.nccl_library,
-                             &logger_});
+        DeviceNccl::Settings{label_.empty(), config_.nccl_library, &logger_});
   }
   const uint64_t on_window = staging_->window_batches();
   const uint64_t by_nccl = staging_->nccl_batches();

@@ -47,6 +47,7 @@ TEST(EngineMessages, RoundTrip) {
   RequestMeta gpu = Sample(4);
   gpu.device = DeviceType::kCUDA;
   gpu.staging_chunk = 3000;
+  gpu.nccl_route = NcclRoute(NcclMode::kAuto, 8192);
   std::vector<RequestMeta> reqs = {Sample(1), Sample(2), gpu, Sample(8)};
   auto enc = Encoded(reqs);
   auto dec = Decoded<RequestMeta>(enc.data(), enc.size());
@@ -57,7 +58,15 @@ TEST(EngineMessages, RoundTrip) {
     EXPECT_TRUE((*dec)[i].SameParams(reqs[i]));
     EXPECT_EQ((*dec)[i].cacheable, reqs[i].cacheable);
     EXPECT_EQ((*dec)[i].staging_chunk, reqs[i].staging_chunk);
+    EXPECT_EQ((*dec)[i].nccl_route, reqs[i].nccl_route);
   }
+  // Nor do ranks that route GPU tensors differently (HORA_GPU_BACKEND).
+  RequestMeta routed = gpu;
+  routed.nccl_route = NcclRoute(NcclMode::kNccl, 8192);
+  EXPECT_FALSE(routed.SameParams(gpu));
+  EXPECT_NE(gpu.DescribeParams().find("(NCCL from 8 KiB)"), std::string::npos)
+      << gpu.DescribeParams();
+  EXPECT_NE(routed.DescribeParams().find("(NCCL)"), std::string::npos) << routed.DescribeParams();
   // Ranks that stage in other chunks do not agree, and say so.
   RequestMeta other = gpu;
   other.staging_chunk = 0;

@@ -136,7 +136,7 @@ class Comm final : public NcclComm {
                         std::to_string(static_cast<int>(rc)) + ")");
   }
 
-  const Functions& f_;
+  const Functions f_;  // (a copy: the library may go first)
   ncclComm_t comm_;
   const Duration timeout_;
 };
