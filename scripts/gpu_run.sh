@@ -11,7 +11,9 @@
 #              (threads np 1-4, processes np 2 and 4, hora.torch on CUDA
 #              tensors at np 2) -> test.txt, gpu.xml
 #   bench      the pointer-cache and kernel benchmarks on the GPU, and hora-bench
-#              allreduce of GPU tensors staged whole and in chunks -> bench.txt
+#              allreduce of GPU tensors at np 2 on device windows, staged whole
+#              and in chunks, and at np 1 beside NCCL (--peers nccl)
+#              -> bench.txt
 #   all        the four in order
 # Every step prints what it ran and its exit code; a failing step does not
 # stop the next ones under `all`. Record what ran, on which GPU, in
@@ -102,11 +104,19 @@ bench_step() {
   local rc=0
   HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-pointer-cache-bench" || rc=1
   HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-device-kernel-bench" || rc=1
-  for chunk in 0 4M; do
-    HORA_STAGING_CHUNK_BYTES=$chunk run bench.txt "$build/bin/horarun" -np 2 --timeout 300 \
-      "$build/bin/hora-bench" allreduce --device cuda --sizes 4:64M --step-factor 16 --iters 20 \
-      --check || rc=1
+  # Two ranks on the one GPU: device windows (IPC), then staged whole and
+  # in 4 MiB chunks.
+  for path in "HORA_GPU_IPC=1" "HORA_GPU_IPC=0 HORA_STAGING_CHUNK_BYTES=0" \
+    "HORA_GPU_IPC=0 HORA_STAGING_CHUNK_BYTES=4M"; do
+    echo "== $path" >> "$out/bench.txt"
+    # shellcheck disable=SC2086  # ($path is two settings, split on purpose)
+    (export $path HORA_GPU_BACKEND=hora
+      run bench.txt "$build/bin/horarun" -np 2 --timeout 300 "$build/bin/hora-bench" allreduce \
+        --device cuda --sizes 4:64M --step-factor 16 --iters 20 --check) || rc=1
   done
+  # NCCL beside Hora: one rank (NCCL needs a GPU per rank).
+  run bench.txt "$build/bin/horarun" -np 1 --timeout 300 "$build/bin/hora-bench" allreduce \
+    --device cuda --sizes 4:64M --step-factor 16 --iters 20 --check --peers nccl || rc=1
   return $rc
 }
 

@@ -99,6 +99,19 @@ Status ExpectFloats(const std::vector<uint8_t>& got, float want, const std::stri
   return Status::Ok();
 }
 
+// Rank r's `count` floats of r + 1, allreduced (sum) as GPU tensors and
+// checked: n(n + 1) / 2 everywhere.
+Status AllreduceRankValues(Session& s, int r, size_t count, const std::string& what) {
+  DeviceIo io(s);
+  if (!io.ok()) return io.error();
+  std::vector<float> host(count, static_cast<float>(r + 1));
+  void* d = io.Upload(host.data(), count * 4);
+  const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(count)});
+  HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
+  const int n = s.size();
+  return ExpectFloats(io.Download(d, count * 4), static_cast<float>(n * (n + 1) / 2), what);
+}
+
 std::vector<Reduction> ReductionsFor(DataType dtype) {
   std::vector<Reduction> out;
   for (ReduceOp op : kAllReduceOps) {
@@ -497,14 +510,8 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
   // A first allreduce sets up what stays (the window, staging buffers), so
   // that nothing is allocated where the freed tensor was.
-  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(kCount, static_cast<float>(r));
-    const TensorView v = OnGpu(io.Upload(host.data(), kCount * 4), DataType::kFloat32,
-                               {static_cast<int64_t>(kCount)});
-    return s.Allreduce(v, v);
-  }));
+  ExpectAllOk(job.Run(
+      [&](int r, Session& s) { return AllreduceRankValues(s, r, kCount, "the first allreduce"); }));
   auto st = job.Run([&](int r, Session& s) {
     auto dev = s.impl().devices.Get(0);
     HORA_RETURN_IF_ERROR(dev.status());
@@ -549,16 +556,8 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   }
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
   // The next allreduce, on the same path, has every rank's data.
-  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(kCount, static_cast<float>(r + 1));
-    void* d = io.Upload(host.data(), kCount * 4);
-    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
-    HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
-    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n * (n + 1) / 2),
-                        "the allreduce after");
-  }));
+  ExpectAllOk(job.Run(
+      [&](int r, Session& s) { return AllreduceRankValues(s, r, kCount, "the allreduce after"); }));
   ExpectThePath(job);
 }
 
@@ -575,15 +574,8 @@ TEST_P(DeviceTensors, AStuckGpuGivesUpTheWindowsOnEveryRank) {
   settings["HORA_TIMEOUT_S"] = "2";
   ThreadRanks job(n, settings);
   constexpr size_t kCount = 64;
-  auto allreduce = [&](int r, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(kCount, static_cast<float>(r + 1));
-    void* d = io.Upload(host.data(), kCount * 4);
-    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
-    HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
-    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n * (n + 1) / 2),
-                        "the allreduce");
+  auto allreduce = [&](int r, Session& s) {
+    return AllreduceRankValues(s, r, kCount, "the allreduce");
   };
   ExpectAllOk(job.Run(allreduce));  // (the windows are open)
   const uint64_t on_window = job.session(0).engine_counters().window_batches;
@@ -899,14 +891,8 @@ TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
   constexpr int kRanks = 3;
   ThreadRanks job(kRanks, settings);
   for (size_t count : {size_t{100}, size_t{10000}}) {
-    ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-      DeviceIo io(s);
-      if (!io.ok()) return io.error();
-      std::vector<float> host(count, static_cast<float>(r + 1));
-      void* d = io.Upload(host.data(), count * 4);
-      const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(count)});
-      HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
-      return ExpectFloats(io.Download(d, count * 4), 6.0f, std::to_string(count) + " floats");
+    ExpectAllOk(job.Run([&](int r, Session& s) {
+      return AllreduceRankValues(s, r, count, std::to_string(count) + " floats");
     }));
   }
   const Session::EngineCounters c = job.session(0).engine_counters();

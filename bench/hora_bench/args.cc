@@ -12,7 +12,7 @@ const char kUsage[] =
     "usage: hora-bench allreduce|allgather|broadcast|alltoall|reducescatter\n"
     "         [--sizes LOW:HIGH] [--step-factor F] [--iters N] [--warmup N]\n"
     "         [--dtype f32|f16|bf16|f64|i8|u8|i16|i32|i64] [--op sum|average|min|max|product]\n"
-    "         [--algo NAME] [--inplace] [--root R] [--check] [--peers mpi,gloo,torch]\n"
+    "         [--algo NAME] [--inplace] [--root R] [--check] [--peers mpi,gloo,torch,nccl]\n"
     "         [--json FILE] [--python PATH] [--device host|cuda]\n"
     "Run one process per rank under horarun (or horarun --mpi / mpirun for the mpi peer).\n"
     "--device: also Hora on GPU tensors (\"hora@host\": the host device; \"hora@cuda\").\n";
@@ -110,8 +110,8 @@ Result<Args> ParseArgs(int argc, char** argv) {
       std::stringstream ss(v);
       std::string p;
       while (std::getline(ss, p, ',')) {
-        if (p != "mpi" && p != "gloo" && p != "torch")
-          return Bad(f, v, "'" + p + "' is not one of mpi, gloo, torch");
+        if (p != "mpi" && p != "gloo" && p != "torch" && p != "nccl")
+          return Bad(f, v, "'" + p + "' is not one of mpi, gloo, torch, nccl");
         a.peers.push_back(p);
       }
     } else {

@@ -27,7 +27,7 @@ struct Args {
   bool inplace = false;
   bool check = false;
   int root = 0;                    // broadcast
-  std::vector<std::string> peers;  // mpi, gloo, torch
+  std::vector<std::string> peers;  // mpi, gloo, torch, nccl
   std::string device;              // "", host or cuda: Hora on GPU tensors too
   std::string json_path;
   std::string python = "/usr/bin/python3";  // the torch peer's interpreter

@@ -48,4 +48,8 @@ std::unique_ptr<Impl> MakeSessionImpl(Session& session, std::string name);
 // or "cuda"), named "hora@<device>".
 Result<std::unique_ptr<Impl>> MakeDeviceImpl(Session& session, const std::string& device);
 
+// NCCL's own collectives on `session`'s GPU ("nccl@cuda"; --device cuda):
+// the communicator is made now, collectively.
+Result<std::unique_ptr<Impl>> MakeNcclImpl(Session& session, const std::string& device);
+
 }  // namespace hora::bench

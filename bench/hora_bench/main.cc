@@ -15,7 +15,11 @@
 // 1). Peers: mpi (a Session whose backend is the MPI library's own
 // collectives; needs an MPI launcher), gloo (ring and halving-doubling), torch
 // (torch.distributed, gloo backend, in a Python process per rank; run after
-// the in-process implementations). Rank 0 prints and writes --json.
+// the in-process implementations), nccl (NCCL's allreduce and broadcast on
+// the GPU, with --device cuda; hora@cuda then runs Hora's own path,
+// HORA_GPU_BACKEND=hora, unless the environment says otherwise). Rank 0
+// prints and writes --json.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -125,6 +129,10 @@ int Run(const Args& a) {
                                                             : "HORA_ALLREDUCE_ALGO"] = a.algo;
   }
   if (!a.device.empty()) options.settings["HORA_DEVICE"] = a.device;
+  const bool nccl_peer = std::find(a.peers.begin(), a.peers.end(), "nccl") != a.peers.end();
+  if (nccl_peer && Env("HORA_GPU_BACKEND").empty()) {
+    options.settings["HORA_GPU_BACKEND"] = "hora";  // (hora@cuda: Hora's own path, beside NCCL)
+  }
   auto created = Session::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "hora-bench: %s\n", created.status().ToString().c_str());
@@ -163,6 +171,10 @@ int Run(const Args& a) {
 #endif
     } else if (p == "torch") {
       torch = true;
+    } else if (p == "nccl") {
+      auto n = MakeNcclImpl(s, a.device);
+      if (!n.ok()) return fail(n.status());
+      impls.push_back(std::move(*n));
     }
   }
   const std::string transport = Env("HORA_TRANSPORT");

@@ -100,7 +100,7 @@ fi
 
 # Bad input: exit 2 and an error naming the flag and its value.
 for argv in "allreduce --dtype f99" "allreduce --sizes 8:4" "allgather --inplace" \
-            "alltoall --algo ring" "allreduce --peers nccl" "allreduce --device tpu" "scan"; do
+            "alltoall --algo ring" "allreduce --peers nvlink" "allreduce --device tpu" "scan"; do
   msg=$("$bench" $argv 2>&1); rc=$?
   first=$(echo "$argv" | awk '{print $NF}')
   if [ "$rc" -eq 2 ] && echo "$msg" | grep -qF -- "$first"; then ok; else bad "'$argv': rc $rc: $msg"; fi
@@ -108,6 +108,11 @@ done
 # The mpi peer without an MPI launcher is an error on every rank, not a hang.
 msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --peers mpi 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && echo "$msg" | grep -q "needs an MPI launcher"; then ok; else bad "mpi without mpirun: $msg"; fi
+# The nccl peer needs GPU buffers: on the host device it is an error on
+# its ranks, naming what it needs, not a hang.
+msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --device host --peers nccl 2>&1); rc=$?
+if [ "$rc" -ne 0 ] && [ "$(echo "$msg" | grep -c -- "--peers nccl needs --device cuda")" -ge 1 ]; then
+  ok; else bad "nccl on the host device: $msg"; fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

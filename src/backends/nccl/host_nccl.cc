@@ -117,6 +117,7 @@ class HostComm final : public NcclComm {
     std::vector<std::byte> result(bytes);
     HORA_RETURN_IF_ERROR(
         Meet(mine.ok() ? std::move(*mine) : std::vector<std::byte>(bytes), [&](const auto& all) {
+          if (bytes == 0) return;
           std::memcpy(result.data(), all[0].data(), bytes);
           for (size_t k = 1; k < all.size(); ++k) {
             kernels::Reduce(dtype, op, result.data(), all[k].data(), count);

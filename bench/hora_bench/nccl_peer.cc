@@ -1,0 +1,132 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The NCCL peer of hora-bench (--device cuda --peers nccl): NCCL's own
+// allreduce and broadcast on buffers of the rank's GPU, through Hora's seam
+// to the library (backends/nccl/nccl.h), timed until the GPU is done, beside
+// Hora's path on the same GPU ("hora@cuda", which the driver keeps off NCCL
+// with HORA_GPU_BACKEND=hora). The input is copied to the device before
+// each iteration, untimed, as for hora@cuda.
+#include <chrono>
+#include <cstring>
+
+#include "api/session_impl.h"
+#include "backends/nccl/nccl.h"
+#include "gpu/blocking_copy.h"
+#include "impl.h"
+
+namespace hora::bench {
+namespace {
+
+constexpr Duration kTimeout = std::chrono::seconds(120);
+
+class NcclImpl final : public Impl {
+ public:
+  NcclImpl(std::shared_ptr<gpu::Device> device, std::unique_ptr<NcclLibrary> library,
+           std::unique_ptr<NcclComm> comm, gpu::Stream stream, gpu::Event done)
+      : device_(std::move(device)),
+        library_(std::move(library)),
+        comm_(std::move(comm)),
+        stream_(stream),
+        done_(done) {}
+  ~NcclImpl() override {
+    Release();
+    comm_.reset();
+    (void)device_->DestroyEvent(done_);
+    (void)device_->DestroyStream(stream_);
+  }
+
+  std::string name() const override { return "nccl@cuda"; }
+  std::string Unsupported(const Args& args) const override {
+    if (args.collective == Collective::kBroadcast) return "";
+    if (args.collective != Collective::kAllreduce) return "the nccl peer runs allreduce, broadcast";
+    if (!NcclTakes(args.dtype, args.op)) {
+      return std::string("NCCL is not given ") + DataTypeName(args.dtype) + " " +
+             ReduceOpName(args.op) + " here";
+    }
+    return "";
+  }
+
+  Status Prepare(const Args& args, const Layout& layout, const Buffers& b) override {
+    Release();
+    args_ = &args;
+    layout_ = layout;
+    host_ = b;
+    const size_t esize = DataTypeSize(args.dtype);
+    in_bytes_ = layout.in_count * esize;
+    out_bytes_ = layout.out_count * esize;
+    HORA_ASSIGN_OR_RETURN(in_, device_->Allocate(in_bytes_));
+    out_ = in_;
+    if (b.out != b.in) {
+      HORA_ASSIGN_OR_RETURN(out_, device_->Allocate(out_bytes_));
+    }
+    mirror_.assign(out_bytes_, 0);
+    return Status::Ok();
+  }
+
+  void BeforeRun() override {
+    (void)gpu::CopyHostToDevice(*device_, in_, host_.in, in_bytes_, kTimeout);
+  }
+
+  Status Run() override {
+    if (args_->collective == Collective::kBroadcast) {
+      HORA_RETURN_IF_ERROR(comm_->Broadcast(in_, in_bytes_, args_->root, stream_));
+    } else {
+      HORA_RETURN_IF_ERROR(
+          comm_->AllReduce(in_, out_, layout_.in_count, args_->dtype, args_->op, stream_));
+    }
+    HORA_RETURN_IF_ERROR(device_->Record(done_, stream_));
+    return device_->Wait(done_, DeadlineAfter(Clock::now(), kTimeout));
+  }
+
+  const uint8_t* Output() const override {
+    if (out_bytes_ > 0) {
+      (void)gpu::CopyDeviceToHost(*device_, mirror_.data(), out_, out_bytes_, kTimeout);
+    }
+    return mirror_.data();
+  }
+
+ private:
+  void Release() {
+    if (out_ != nullptr && out_ != in_) (void)device_->Free(out_);
+    if (in_ != nullptr) (void)device_->Free(in_);
+    in_ = out_ = nullptr;
+  }
+
+  const std::shared_ptr<gpu::Device> device_;
+  std::unique_ptr<NcclLibrary> library_;
+  std::unique_ptr<NcclComm> comm_;
+  const gpu::Stream stream_;
+  const gpu::Event done_;
+  const Args* args_ = nullptr;
+  Layout layout_;
+  Buffers host_;
+  size_t in_bytes_ = 0, out_bytes_ = 0;
+  void* in_ = nullptr;
+  void* out_ = nullptr;
+  mutable std::vector<uint8_t> mirror_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Impl>> MakeNcclImpl(Session& session, const std::string& device) {
+  if (device != "cuda") return InvalidArgument("--peers nccl needs --device cuda");
+  HORA_ASSIGN_OR_RETURN(std::shared_ptr<gpu::Device> d, session.impl().devices.Get(0));
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<NcclLibrary> library,
+                        OpenNcclLibrary(session.impl().config.nccl_library));
+  // Rank 0's id, to every rank through Hora (host memory).
+  NcclId id;
+  if (session.rank() == 0) {
+    HORA_ASSIGN_OR_RETURN(id, library->UniqueId());
+  }
+  HORA_RETURN_IF_ERROR(session.Broadcast(
+      TensorView::Flat(id.bytes.data(), DataType::kUInt8, static_cast<int64_t>(id.bytes.size())),
+      0));
+  HORA_ASSIGN_OR_RETURN(std::unique_ptr<NcclComm> comm,
+                        library->InitRank(id, session.size(), session.rank(), *d, kTimeout));
+  HORA_ASSIGN_OR_RETURN(const gpu::Stream stream, d->CreateStream());
+  HORA_ASSIGN_OR_RETURN(const gpu::Event done, d->CreateEvent());
+  return std::unique_ptr<Impl>(
+      std::make_unique<NcclImpl>(d, std::move(library), std::move(comm), stream, done));
+}
+
+}  // namespace hora::bench
