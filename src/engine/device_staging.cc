@@ -165,9 +165,9 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
   }
-  // Every rank decides alike: the response, the join state, the settings
-  // (NCCL's made alike at its setup) and the backend's window are the same
-  // everywhere.
+  // Every rank decides alike: the response (with the settings each request
+  // carries), the join state, NCCL's setup and the backend's window are the
+  // same everywhere.
   if (nccl_.Wants(m, Layout(batch), joined_any)) {
     HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, m, rank, size));
     if (ready) return RunOnNccl(batch, rank, size);
