@@ -7,54 +7,37 @@
 // collectives whose output Hora allocates (allgather, reducescatter,
 // alltoall) allocate it on the device in every iteration, timed: the forms
 // that write into a given output take host tensors only.
-#include <chrono>
 #include <optional>
 
 #include "api/session_impl.h"
-#include "gpu/blocking_copy.h"
+#include "device_buffers.h"
 #include "impl.h"
 
 namespace hora::bench {
 namespace {
 
-constexpr Duration kCopyTimeout = std::chrono::seconds(120);
-
 class DeviceImpl final : public Impl {
  public:
   DeviceImpl(Session& s, std::shared_ptr<gpu::Device> device, std::string name)
-      : s_(s), device_(std::move(device)), name_(std::move(name)) {}
-  ~DeviceImpl() override { Release(); }
+      : s_(s), buffers_(std::move(device)), name_(std::move(name)) {}
 
   std::string name() const override { return name_; }
   std::string Unsupported(const Args&) const override { return ""; }
 
   Status Prepare(const Args& args, const Layout& layout, const Buffers& b) override {
-    Release();
+    result_.reset();
     args_ = &args;
     layout_ = layout;
-    host_ = b;
-    const size_t esize = DataTypeSize(args.dtype);
-    in_bytes_ = layout.in_count * esize;
-    out_bytes_ = layout.out_count * esize;
-    HORA_ASSIGN_OR_RETURN(in_, device_->Allocate(in_bytes_));
-    out_ = in_;
-    if (b.out != b.in) {
-      HORA_ASSIGN_OR_RETURN(out_, device_->Allocate(out_bytes_));
-    }
-    mirror_.assign(out_bytes_, 0);
-    return Status::Ok();
+    return buffers_.Prepare(layout, args.dtype, b);
   }
 
-  void BeforeRun() override {
-    // (A failed copy shows in the check: the results would be wrong.)
-    (void)gpu::CopyHostToDevice(*device_, in_, host_.in, in_bytes_, kCopyTimeout);
-  }
+  void BeforeRun() override { buffers_.Upload(); }
 
   Status Run() override {
     const DataType t = args_->dtype;
-    const Device gpu{DeviceType::kCUDA, device_->info().ordinal};
-    const TensorView in(in_, t, {static_cast<int64_t>(layout_.in_count)}, gpu);
-    const TensorView out(out_, t, {static_cast<int64_t>(layout_.out_count)}, gpu);
+    const Device gpu{DeviceType::kCUDA, buffers_.device().info().ordinal};
+    const TensorView in(buffers_.in(), t, {static_cast<int64_t>(layout_.in_count)}, gpu);
+    const TensorView out(buffers_.out(), t, {static_cast<int64_t>(layout_.out_count)}, gpu);
     result_.reset();
     switch (args_->collective) {
       case Collective::kAllreduce:
@@ -72,11 +55,7 @@ class DeviceImpl final : public Impl {
   }
 
   const uint8_t* Output() const override {
-    const void* from = result_ ? result_->data() : (layout_.out_count > 0 ? out_ : nullptr);
-    if (from != nullptr) {
-      (void)gpu::CopyDeviceToHost(*device_, mirror_.data(), from, out_bytes_, kCopyTimeout);
-    }
-    return mirror_.data();
+    return buffers_.Download(result_ ? result_->data() : buffers_.out());
   }
 
  private:
@@ -85,24 +64,12 @@ class DeviceImpl final : public Impl {
     result_ = std::move(r).value();
     return Status::Ok();
   }
-  void Release() {
-    result_.reset();
-    if (out_ != nullptr && out_ != in_) (void)device_->Free(out_);
-    if (in_ != nullptr) (void)device_->Free(in_);
-    in_ = out_ = nullptr;
-  }
-
   Session& s_;
-  const std::shared_ptr<gpu::Device> device_;
+  DeviceBuffers buffers_;
   const std::string name_;
   const Args* args_ = nullptr;
   Layout layout_;
-  Buffers host_;
-  size_t in_bytes_ = 0, out_bytes_ = 0;
-  void* in_ = nullptr;
-  void* out_ = nullptr;
-  std::optional<Tensor> result_;
-  mutable std::vector<uint8_t> mirror_;
+  std::optional<Tensor> result_;  // (declared after the buffers: freed first)
 };
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "api/session_impl.h"
 #include "backends/nccl/nccl.h"
-#include "gpu/blocking_copy.h"
+#include "device_buffers.h"
 #include "impl.h"
 
 namespace hora::bench {
@@ -23,13 +23,14 @@ class NcclImpl final : public Impl {
  public:
   NcclImpl(std::shared_ptr<gpu::Device> device, std::unique_ptr<NcclLibrary> library,
            std::unique_ptr<NcclComm> comm, gpu::Stream stream, gpu::Event done)
-      : device_(std::move(device)),
+      : device_(device),
+        buffers_(std::move(device)),
         library_(std::move(library)),
         comm_(std::move(comm)),
         stream_(stream),
         done_(done) {}
   ~NcclImpl() override {
-    Release();
+    buffers_.Release();
     comm_.reset();
     (void)device_->DestroyEvent(done_);
     (void)device_->DestroyStream(stream_);
@@ -47,63 +48,36 @@ class NcclImpl final : public Impl {
   }
 
   Status Prepare(const Args& args, const Layout& layout, const Buffers& b) override {
-    Release();
     args_ = &args;
     layout_ = layout;
-    host_ = b;
-    const size_t esize = DataTypeSize(args.dtype);
-    in_bytes_ = layout.in_count * esize;
-    out_bytes_ = layout.out_count * esize;
-    HORA_ASSIGN_OR_RETURN(in_, device_->Allocate(in_bytes_));
-    out_ = in_;
-    if (b.out != b.in) {
-      HORA_ASSIGN_OR_RETURN(out_, device_->Allocate(out_bytes_));
-    }
-    mirror_.assign(out_bytes_, 0);
-    return Status::Ok();
+    return buffers_.Prepare(layout, args.dtype, b);
   }
 
-  void BeforeRun() override {
-    (void)gpu::CopyHostToDevice(*device_, in_, host_.in, in_bytes_, kTimeout);
-  }
+  void BeforeRun() override { buffers_.Upload(); }
 
   Status Run() override {
     if (args_->collective == Collective::kBroadcast) {
-      HORA_RETURN_IF_ERROR(comm_->Broadcast(in_, in_bytes_, args_->root, stream_));
-    } else {
       HORA_RETURN_IF_ERROR(
-          comm_->AllReduce(in_, out_, layout_.in_count, args_->dtype, args_->op, stream_));
+          comm_->Broadcast(buffers_.in(), buffers_.in_bytes(), args_->root, stream_));
+    } else {
+      HORA_RETURN_IF_ERROR(comm_->AllReduce(buffers_.in(), buffers_.out(), layout_.in_count,
+                                            args_->dtype, args_->op, stream_));
     }
     HORA_RETURN_IF_ERROR(device_->Record(done_, stream_));
     return device_->Wait(done_, DeadlineAfter(Clock::now(), kTimeout));
   }
 
-  const uint8_t* Output() const override {
-    if (out_bytes_ > 0) {
-      (void)gpu::CopyDeviceToHost(*device_, mirror_.data(), out_, out_bytes_, kTimeout);
-    }
-    return mirror_.data();
-  }
+  const uint8_t* Output() const override { return buffers_.Download(buffers_.out()); }
 
  private:
-  void Release() {
-    if (out_ != nullptr && out_ != in_) (void)device_->Free(out_);
-    if (in_ != nullptr) (void)device_->Free(in_);
-    in_ = out_ = nullptr;
-  }
-
   const std::shared_ptr<gpu::Device> device_;
+  DeviceBuffers buffers_;
   std::unique_ptr<NcclLibrary> library_;
   std::unique_ptr<NcclComm> comm_;
   const gpu::Stream stream_;
   const gpu::Event done_;
   const Args* args_ = nullptr;
   Layout layout_;
-  Buffers host_;
-  size_t in_bytes_ = 0, out_bytes_ = 0;
-  void* in_ = nullptr;
-  void* out_ = nullptr;
-  mutable std::vector<uint8_t> mirror_;
 };
 
 }  // namespace
