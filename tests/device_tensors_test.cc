@@ -12,6 +12,7 @@
 // host memory called GPU memory, a second GPU, a host output.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -44,9 +45,9 @@ bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUD
 //  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC), of
 //    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
 //    batches several chunks of two (the rest staged in chunks);
-//  - "nccl": allreduce and broadcast through NCCL (HORA_GPU_BACKEND=nccl),
-//    where it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host;
-//    on a GPU, the library); the other allreduces on the device windows.
+//  - "nccl": every collective through NCCL (HORA_GPU_BACKEND=nccl), where
+//    it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host; on a
+//    GPU, the library); the other allreduces on the device windows.
 Settings DeviceSettings(std::string_view path = "chunked") {
   const char* device = std::getenv("HORATEST_DEVICE");
   const bool host = device == nullptr || std::string_view(device) == "host";
@@ -314,9 +315,11 @@ TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
   for (DataType dtype :
        {DataType::kUInt8, DataType::kFloat16, DataType::kFloat32, DataType::kInt64}) {
     const size_t esize = DataTypeSize(dtype);
-    for (int64_t base : {0, 1, 7, 1031}) {
+    for (int64_t base : {0, 1, 5, 7, 1031}) {
       const int64_t cols = 3;
-      auto rows_of = [&](int r) { return base == 0 ? 0 : base + r % 3; };
+      // (5: every rank's part the same size, as NCCL's own allgather and
+      // reducescatter take; the others uneven, in groups)
+      auto rows_of = [&](int r) { return base == 0 || base == 5 ? base : base + r % 3; };
       const size_t row_bytes = static_cast<size_t>(cols) * esize;
       // Allgather.
       std::vector<uint8_t> gathered;
@@ -368,6 +371,19 @@ TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
                                    std::to_string(v) + ", want " + std::to_string(want));
             }
           }
+          // Average, scaled before and after: n * (v / 2) / n * 3.
+          HORA_ASSIGN_OR_RETURN(Tensor avg, s.Reducescatter(OnGpu(rs_in, dtype, {total_rows, cols}),
+                                                            {ReduceOp::kAverage, 0.5, 3.0}));
+          const auto avg_bytes = io.Download(avg.data(), avg.num_bytes());
+          for (int64_t i = 0; i < share * cols; ++i) {
+            float v;
+            std::memcpy(&v, avg_bytes.data() + static_cast<size_t>(i) * sizeof(float), sizeof v);
+            const float want = 1.5f * ones[static_cast<size_t>(first * cols + i)];
+            if (std::abs(v - want) > 1e-6f * std::abs(want)) {
+              return InternalError("scaled average reducescatter element " + std::to_string(i) +
+                                   ": " + std::to_string(v) + ", want " + std::to_string(want));
+            }
+          }
         }
         // Alltoall with uneven splits.
         const auto& in = a2a_in[static_cast<size_t>(r)];
@@ -396,6 +412,10 @@ TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
       }
     }
   }
+  // Each base: an allgather and an alltoall of each of 4 dtypes, and two
+  // reducescatters of float32.
+  const uint64_t nccl = job.session(0).engine_counters().nccl_batches;
+  EXPECT_EQ(nccl, ByNccl() ? 5u * (4u * 2u + 2u) : 0u);
 }
 
 // A rank that joined (out of data) reduces host stand-ins while the others
@@ -882,7 +902,7 @@ TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
 
 // HORA_GPU_BACKEND=auto: an allreduce batch below HORA_NCCL_MIN_BYTES goes
 // on the device windows, one at or above it through NCCL (here the host
-// device's), with the same sums.
+// device's), with the same sums; and likewise an allgather.
 TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
   if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "the host device's NCCL";
   Settings settings = DeviceSettings("window");
@@ -895,9 +915,31 @@ TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
       return AllreduceRankValues(s, r, count, std::to_string(count) + " floats");
     }));
   }
+  // Allgather, by its whole output (the same on every rank though each
+  // rank's input differs): 3 x 600 bytes stays on Hora's paths, 3 x 6000
+  // goes through NCCL.
+  for (size_t count : {size_t{150}, size_t{1500}}) {
+    ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      const size_t mine = count + static_cast<size_t>(r) - 1;  // (uneven)
+      std::vector<float> host(mine, static_cast<float>(r));
+      void* d = io.Upload(host.data(), mine * 4);
+      HORA_ASSIGN_OR_RETURN(
+          Tensor all, s.Allgather(OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(mine)})));
+      std::vector<float> want;
+      for (int q = 0; q < kRanks; ++q)
+        want.insert(want.end(), count + q - 1, static_cast<float>(q));
+      const auto got = io.Download(all.data(), all.num_bytes());
+      if (got.size() != want.size() * 4 || std::memcmp(got.data(), want.data(), got.size()) != 0) {
+        return InternalError("allgather of " + std::to_string(count) + " floats differs");
+      }
+      return Status::Ok();
+    }));
+  }
   const Session::EngineCounters c = job.session(0).engine_counters();
   EXPECT_EQ(c.window_batches, 1u);
-  EXPECT_EQ(c.nccl_batches, 1u);
+  EXPECT_EQ(c.nccl_batches, 2u);
 }
 
 // HORA_GPU_BACKEND=nccl where NCCL cannot be used (the host device, with no

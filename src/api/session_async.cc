@@ -6,18 +6,13 @@
 #include "api/session_impl.h"
 
 namespace hora {
-namespace {
 
-// The submitting rank's HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES, as GPU
-// requests carry them.
 uint64_t GpuRoute(const Config& config) {
   const NcclMode mode = config.gpu_backend == "nccl"   ? NcclMode::kNccl
                         : config.gpu_backend == "hora" ? NcclMode::kHora
                                                        : NcclMode::kAuto;
   return NcclRoute(mode, config.nccl_min_bytes);
 }
-
-}  // namespace
 
 std::string TimelinePathFor(const std::string& path, int rank) {
   const size_t at = path.find("{rank}");

@@ -156,6 +156,10 @@ Result<Tensor> WaitForOutput(Handle h);
 Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& input,
                      const TensorView& output, Result<Tensor> result);
 
+// The submitting rank's HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES, as GPU
+// requests carry them (RequestMeta::nccl_route).
+uint64_t GpuRoute(const Config& config);
+
 // For a tensor on a GPU: that it is in memory of this rank's GPU (opened
 // now if it is the first). Errors name the tensor, after `where`.
 Status CheckDeviceMemory(const Session::Impl& impl, const std::string& where,

@@ -61,8 +61,18 @@ void DeviceNccl::AbortIfBroken(const Status& failed) {
 bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
   const NcclMode mode = RouteMode(m.nccl_route);
   if (!settings_.allowed || mode == NcclMode::kHora || joined_any) return false;
-  if (m.op == OpType::kBroadcast) return mode == NcclMode::kNccl;
-  if (m.op != OpType::kAllreduce || !NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
+  switch (m.op) {
+    case OpType::kAllreduce:
+    case OpType::kReducescatter:
+      if (!NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
+      break;
+    case OpType::kBroadcast:
+    case OpType::kAllgather:
+    case OpType::kAlltoall:
+      break;
+    default:
+      return false;
+  }
   return mode == NcclMode::kNccl || bytes >= RouteMinBytes(m.nccl_route);
 }
 
@@ -73,7 +83,7 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, in
     unusable_ = MakeCommunicator(data, rank, size);
     if (!unusable_.ok() && !required && settings_.logger != nullptr) {
       // (auto: Hora's own paths are what it falls back on, as meant)
-      settings_.logger->Info("GPU allreduce goes without NCCL: " + unusable_.message());
+      settings_.logger->Info("GPU collectives go without NCCL: " + unusable_.message());
     }
     if (unusable_.ok() && settings_.logger != nullptr) {
       settings_.logger->Info("GPU collectives by " + library_->version());
@@ -182,6 +192,126 @@ Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int
 Status DeviceNccl::Broadcast(void* data, size_t bytes, int root) {
   const Status st = comm_->Broadcast(data, bytes, root, stream_);
   if (!st.ok()) AbortIfBroken(st);
+  return st;
+}
+
+}  // namespace hora
+
+namespace hora {
+namespace {
+
+bool AllSame(const std::vector<size_t>& v) {
+  return std::all_of(v.begin(), v.end(), [&](size_t x) { return x == v.front(); });
+}
+
+}  // namespace
+
+Status DeviceNccl::Grouped(const std::function<Status(NcclComm&)>& calls) {
+  Status st = comm_->GroupStart();
+  if (st.ok()) {
+    st = calls(*comm_);
+    const Status ended = comm_->GroupEnd();
+    if (st.ok()) st = ended;
+  }
+  if (!st.ok()) AbortIfBroken(st);
+  return st;
+}
+
+Status DeviceNccl::Allgather(const void* in, void* out, const ShapedPlan& plan, int rank) {
+  const std::vector<size_t>& bytes = plan.recv;
+  const size_t mine = bytes[static_cast<size_t>(rank)];
+  if (AllSame(bytes)) {
+    if (mine == 0) return Status::Ok();
+    const Status st = comm_->AllGather(in, out, mine, stream_);
+    if (!st.ok()) AbortIfBroken(st);
+    return st;
+  }
+  std::byte* to = static_cast<std::byte*>(out);
+  size_t own = 0;
+  for (int q = 0; q < rank; ++q) own += bytes[static_cast<size_t>(q)];
+  Status st;
+  if (mine > 0) st = device_->Copy(to + own, in, mine, gpu::CopyKind::kDeviceToDevice, stream_);
+  // (Called whatever happened before: the other ranks are in it.)
+  const Status moved = Grouped([&](NcclComm& c) {
+    size_t offset = 0;
+    for (size_t q = 0; q < bytes.size(); ++q) {
+      if (static_cast<int>(q) != rank) {
+        if (mine > 0) HORA_RETURN_IF_ERROR(c.Send(in, mine, static_cast<int>(q), stream_));
+        if (bytes[q] > 0) {
+          HORA_RETURN_IF_ERROR(c.Recv(to + offset, bytes[q], static_cast<int>(q), stream_));
+        }
+      }
+      offset += bytes[q];
+    }
+    return Status::Ok();
+  });
+  return st.ok() ? moved : st;
+}
+
+Status DeviceNccl::Alltoall(const void* in, void* out, const ShapedPlan& plan, int rank) {
+  const std::byte* from = static_cast<const std::byte*>(in);
+  std::byte* to = static_cast<std::byte*>(out);
+  const size_t me = static_cast<size_t>(rank);
+  size_t send_own = 0, recv_own = 0;
+  for (size_t q = 0; q < me; ++q) {
+    send_own += plan.send[q];
+    recv_own += plan.recv[q];
+  }
+  Status st;
+  if (plan.send[me] > 0) {
+    st = device_->Copy(to + recv_own, from + send_own, plan.send[me],
+                       gpu::CopyKind::kDeviceToDevice, stream_);
+  }
+  const Status moved = Grouped([&](NcclComm& c) {
+    size_t sent = 0, received = 0;
+    for (size_t q = 0; q < plan.send.size(); ++q) {
+      if (q != me) {
+        const int peer = static_cast<int>(q);
+        if (plan.send[q] > 0)
+          HORA_RETURN_IF_ERROR(c.Send(from + sent, plan.send[q], peer, stream_));
+        if (plan.recv[q] > 0) {
+          HORA_RETURN_IF_ERROR(c.Recv(to + received, plan.recv[q], peer, stream_));
+        }
+      }
+      sent += plan.send[q];
+      received += plan.recv[q];
+    }
+    return Status::Ok();
+  });
+  return st.ok() ? moved : st;
+}
+
+Status DeviceNccl::Reducescatter(const void* in, void* out, const ShapedPlan& plan,
+                                 const RequestMeta& m, int rank, int world) {
+  const Reduction& red = m.reduction;
+  const ReduceOp op = ReducingOp(red.op);
+  const size_t esize = DataTypeSize(m.dtype);
+  const size_t mine = plan.counts[static_cast<size_t>(rank)];
+  Status st;
+  if (AllSame(plan.counts)) {
+    if (mine > 0) {
+      st = comm_->ReduceScatter(in, out, mine, m.dtype, op, stream_);
+      if (!st.ok()) AbortIfBroken(st);
+    }
+  } else {
+    // One reduce per rank's part, to that rank.
+    const std::byte* from = static_cast<const std::byte*>(in);
+    st = Grouped([&](NcclComm& c) {
+      size_t offset = 0;
+      for (size_t q = 0; q < plan.counts.size(); ++q) {
+        const int root = static_cast<int>(q);
+        if (plan.counts[q] > 0) {
+          HORA_RETURN_IF_ERROR(c.Reduce(from + offset * esize, root == rank ? out : nullptr,
+                                        plan.counts[q], m.dtype, op, root, stream_));
+        }
+        offset += plan.counts[q];
+      }
+      return Status::Ok();
+    });
+  }
+  if (st.ok() && mine > 0 && kernels::NeedsFinalize(m.dtype, red.op, world, red.postscale_factor)) {
+    st = device_->Finalize(m.dtype, red.op, world, red.postscale_factor, out, mine, stream_);
+  }
   return st;
 }
 

@@ -1,16 +1,18 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// GPU allreduce and broadcast through NCCL (gpu-design.md §3c), for the
-// engine's batches of GPU tensors (device_staging.h hands them over):
+// GPU collectives through NCCL (gpu-design.md §3c), for the engine's
+// batches of GPU tensors (device_staging.h hands them over):
 //  - which batches (Wants), by the settings each request carries
 //    (RequestMeta::nccl_route, which ranks agree on): HORA_GPU_BACKEND=nccl,
-//    every allreduce NCCL takes (backends/nccl/nccl.h: NcclTakes) and every
-//    broadcast; auto, allreduce batches of HORA_NCCL_MIN_BYTES or more; hora,
-//    none. Never a batch decided while a rank had joined (its stand-ins are
-//    host memory), and only in the global process set's engine (the engines
-//    of a rank share its one stream: two communicators on it, called in
-//    different orders by different ranks, could wait on each other for
-//    good). Every input of the choice is the same on every rank.
+//    every allreduce and reducescatter NCCL takes (backends/nccl/nccl.h:
+//    NcclTakes) and every broadcast, allgather and alltoall; auto, those
+//    of HORA_NCCL_MIN_BYTES or more (a size every rank computes alike);
+//    hora, none. Never a batch decided while a rank had joined (its
+//    stand-ins are host memory), and only in the global process set's
+//    engine (the engines of a rank share its one stream: two communicators
+//    on it, called in different orders by different ranks, could wait on
+//    each other for good). Every input of the choice is the same on every
+//    rank.
 //  - the communicator, at the first such batch (Ready), collectively over
 //    the engine's data backend: each rank loads the library
 //    (HORA_NCCL_LIBRARY) and says whether it could, with its GPU's identity;
@@ -22,6 +24,9 @@
 //    single tensor: in its output), prescaled there, reduced by NCCL
 //    (average as a sum), finalized, unpacked; all queued on the rank's
 //    stream, and the handles hold the event after it (async completion).
+//    Allgather, reducescatter and alltoall write an output Hora allocates on
+//    the device: one NCCL call where every rank's part is the same size,
+//    else one group of point-to-point calls (or of reduces, one per part).
 //  - an error of NCCL's (a call that stays in progress past the timeout, or
 //    a communicator that reports an error of its own) aborts the communicator: that rank's later
 //    batches for NCCL fail at once, naming it. At the engine's end the communicator is aborted, not
@@ -31,12 +36,14 @@
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "backends/backend.h"
 #include "backends/nccl/nccl.h"
 #include "common/logging.h"
+#include "engine/allocated_outputs.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
 
@@ -71,10 +78,22 @@ class DeviceNccl {
   // place); `world` ranks.
   Status Allreduce(void* data, size_t count, const RequestMeta& m, int world);
   Status Broadcast(void* data, size_t bytes, int root);
+  // The shaped collectives, into `out` (device memory) as `plan` says
+  // (allocated_outputs.h); this rank is `rank`. Uneven parts go as one
+  // group of sends and receives (allgather, alltoall) or reduces
+  // (reducescatter); this rank's own part by a copy on the device.
+  // Reducescatter's `in` is prescaled already; it is finalized here.
+  Status Allgather(const void* in, void* out, const ShapedPlan& plan, int rank);
+  Status Alltoall(const void* in, void* out, const ShapedPlan& plan, int rank);
+  Status Reducescatter(const void* in, void* out, const ShapedPlan& plan, const RequestMeta& m,
+                       int rank, int world);
 
  private:
   // Aborts the communicator when `failed` (a call's error) left it broken.
   void AbortIfBroken(const Status& failed);
+  // Runs `calls` (each given the communicator) as one NCCL group; the first
+  // error, the group ended whatever happened.
+  Status Grouped(const std::function<Status(NcclComm&)>& calls);
   // Ready's first call.
   Status MakeCommunicator(CollectiveBackend& data, int rank, int size);
 

@@ -7,6 +7,7 @@
 
 #include "collectives/allreduce_common.h"
 #include "collectives/allreduce_device_window.h"
+#include "engine/allocated_outputs.h"
 #include "engine/run_batch.h"
 #include "engine/staged_chunks.h"
 #include "kernels/reduction_identity.h"
@@ -168,9 +169,12 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   // Every rank decides alike: the response (with the settings each request
   // carries), the join state, NCCL's setup and the backend's window are the
   // same everywhere.
-  if (nccl_.Wants(m, Layout(batch), joined_any)) {
+  if (nccl_.Wants(m, RouteBytes(batch, size), joined_any)) {
     HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, m, rank, size));
-    if (ready) return RunOnNccl(batch, rank, size);
+    if (ready) {
+      const bool shaped = m.op != OpType::kAllreduce && m.op != OpType::kBroadcast;
+      return shaped ? RunShapedOnNccl(*batch.front(), rank, size) : RunOnNccl(batch, rank, size);
+    }
   }
   Comm* comm = data.WindowComm();
   if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
@@ -307,6 +311,68 @@ Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int ran
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
+}
+
+size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int size) {
+  const size_t bytes = Layout(batch);
+  const RequestMeta& m = batch.front()->meta;
+  if (m.op != OpType::kAllgather && m.op != OpType::kAlltoall) return bytes;
+  // (Each rank's input differs: the decision's rows, which every rank has.)
+  int64_t rows = 0;
+  for (int64_t r : batch.front()->rows) rows += r;
+  const size_t all = static_cast<size_t>(rows) * m.row_elements() * DataTypeSize(m.dtype);
+  return m.op == OpType::kAllgather ? all : all / static_cast<size_t>(size);
+}
+
+Status DeviceStaging::RunShapedOnNccl(TensorRecord& p, int rank, int size) {
+  ++nccl_batches_;
+  const RequestMeta& m = p.meta;
+  const ShapedPlan plan = PlanShaped(m, p.rows, rank, size);
+  const std::vector<TensorRecord*> batch{&p};
+  // Where a rank cannot take part (no memory for its output, or for its
+  // prescaled input), it leaves NCCL: the others' calls then fail or time
+  // out, rather than use what this rank has not got.
+  auto leave = [&](const Status& why) {
+    nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + why.ToString());
+    return why.WithContext("NCCL");
+  };
+  Result<void*> mem = device_->Allocate(plan.out_bytes);
+  if (!mem.ok()) return leave(mem.status());
+  std::shared_ptr<gpu::Device> device = device_;
+  Tensor out = Tensor::Adopt(
+      TensorView(*mem, m.dtype, plan.shape, {DeviceType::kCUDA, device_->info().ordinal}),
+      [device](void* q) { (void)device->Free(q); });
+  Status st;
+  switch (m.op) {
+    case OpType::kAllgather:
+      st = nccl_.Allgather(p.input, out.data(), plan, rank);
+      break;
+    case OpType::kAlltoall:
+      st = nccl_.Alltoall(p.input, out.data(), plan, rank);
+      break;
+    default: {  // reducescatter
+      const void* in = p.input;
+      const size_t count = m.num_elements();
+      if (m.reduction.prescale_factor != 1.0 && count > 0) {
+        Status scaled = Prepare(0, m.num_bytes());
+        if (scaled.ok()) {
+          scaled = device_->Scale(m.dtype, m.reduction.prescale_factor, packed_, p.input, count,
+                                  stream_);
+        }
+        if (!scaled.ok()) return leave(scaled);
+        in = packed_;
+      }
+      st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
+      break;
+    }
+  }
+  Status marked = MarkDone(batch, rank);
+  if (!marked.ok()) marked = Sync("waiting for NCCL");
+  HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
+  HORA_RETURN_IF_ERROR(marked);
+  p.result = std::move(out);
+  p.received_splits = plan.received_splits;
+  return Status::Ok();
 }
 
 Status DeviceStaging::CloseWindow(CollectiveBackend& data) {

@@ -22,7 +22,8 @@
 // stand-ins are host memory). The window is opened at the first such batch
 // and closed when the engine stops everywhere.
 //
-// Batches that NCCL takes (device_nccl.h: HORA_GPU_BACKEND) go there first.
+// Batches that NCCL takes (device_nccl.h: HORA_GPU_BACKEND) go there first,
+// every collective but barrier and join.
 //
 // The engine's thread (or a waiter running its cycle) waits for the device's
 // copies in, bounded by HORA_TIMEOUT_S (10 minutes when that is 0) each.
@@ -83,6 +84,10 @@ class DeviceStaging {
   uint64_t window_batches() const { return window_batches_; }
   uint64_t nccl_batches() const { return nccl_batches_; }
 
+  // Ends NCCL's work at once, queued kernels included (the engine failed:
+  // a peer may be lost); later batches for NCCL fail naming `why`.
+  void AbortNccl(const std::string& why) { nccl_.Abort(why); }
+
   // Collective, when the engine stops on every rank: closes the device
   // window, if one is open.
   Status CloseWindow(CollectiveBackend& data);
@@ -124,6 +129,13 @@ class DeviceStaging {
   Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
   // Allreduce or broadcast through NCCL.
   Status RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size);
+  // Allgather, reducescatter or alltoall through NCCL, into an output
+  // allocated on the device.
+  Status RunShapedOnNccl(TensorRecord& p, int rank, int size);
+  // The size by which HORA_GPU_BACKEND=auto routes `batch`, the same on
+  // every rank: its bytes (allreduce, broadcast, reducescatter), allgather's
+  // output, alltoall's mean input. Sets Layout's offsets.
+  size_t RouteBytes(const std::vector<TensorRecord*>& batch, int size);
   // Allreduce and broadcast, in chunks.
   Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank);
   // The batched copy into the device fusion buffer (a fused batch), then the

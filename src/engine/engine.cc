@@ -158,6 +158,9 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   }
   if (!st.ok()) {
     logger_.Error("engine: " + st.ToString());
+    // NCCL's queued work waits for peers that may never come (a lost rank):
+    // ended now, so that the streams behind it (the framework's too) go on.
+    if (staging_) staging_->AbortNccl(st.ToString());
     FailAll(st);
     return false;
   }

@@ -33,7 +33,7 @@ const char* OpTypeName(OpType op);
 // carrying a longer one would not decode on the other ranks.
 inline constexpr size_t kMaxNameBytes = 64 * 1024;
 
-// Who runs GPU tensors' allreduce and broadcast (RequestMeta::nccl_route):
+// Who runs GPU tensors' collectives (RequestMeta::nccl_route):
 // HORA_GPU_BACKEND's mode in the top two bits, HORA_NCCL_MIN_BYTES below.
 enum class NcclMode : uint8_t { kHora = 0, kAuto = 1, kNccl = 2 };
 inline constexpr uint64_t kNcclMinMask = (uint64_t{1} << 62) - 1;

@@ -3,10 +3,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 #include "common/mutex.h"
@@ -71,6 +74,29 @@ class Hub {
     return Status::Ok();
   }
 
+  // Point to point: `from`'s bytes for `to`, kept in order until taken.
+  void Post(int from, int to, std::vector<std::byte> bytes) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    mail_[{from, to}].push_back(std::move(bytes));
+    cv_.notify_all();
+  }
+  Result<std::vector<std::byte>> Take(int from, int to, TimePoint deadline) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    std::deque<std::vector<std::byte>>& box = mail_[{from, to}];
+    while (box.empty() && aborted_.ok()) {
+      if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout && box.empty()) {
+        aborted_ =
+            TimeoutError("host NCCL: rank " + std::to_string(to) +
+                         " timed out waiting for what rank " + std::to_string(from) + " sends");
+        cv_.notify_all();
+      }
+    }
+    if (!aborted_.ok()) return aborted_;
+    std::vector<std::byte> bytes = std::move(box.front());
+    box.pop_front();
+    return bytes;
+  }
+
   void Abort(const std::string& why) HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     if (aborted_.ok()) aborted_ = AbortedError("host NCCL: the communicator was aborted: " + why);
@@ -93,62 +119,191 @@ class Hub {
   int joined_ HORA_GUARDED_BY(mu_) = 0;
   std::shared_ptr<Hub> self_ HORA_GUARDED_BY(mu_);
   std::map<uint64_t, Round> rounds_ HORA_GUARDED_BY(mu_);
+  std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> mail_ HORA_GUARDED_BY(mu_);
   Status aborted_ HORA_GUARDED_BY(mu_);
+};
+
+// One call of a communicator, as queued (alone, or with the rest of its
+// group).
+struct Call {
+  enum Kind { kAllReduce, kBroadcast, kAllGather, kReduceScatter, kReduce, kSend, kRecv };
+  Kind kind;
+  const void* in = nullptr;
+  void* out = nullptr;
+  size_t count = 0;  // elements (the reductions), else bytes
+  DataType dtype = DataType::kUInt8;
+  ReduceOp op = ReduceOp::kSum;
+  int peer = 0;  // the root, or the other rank
+  gpu::Stream stream;
 };
 
 class HostComm final : public NcclComm {
  public:
-  HostComm(std::shared_ptr<Hub> hub, int rank, gpu::Device& device, Duration timeout)
-      : hub_(std::move(hub)), rank_(rank), device_(device), timeout_(timeout) {}
+  HostComm(std::shared_ptr<Hub> hub, int rank, int size, gpu::Device& device, Duration timeout)
+      : hub_(std::move(hub)), rank_(rank), size_(size), device_(device), timeout_(timeout) {}
   ~HostComm() override {
     if (event_.id != 0) (void)device_.DestroyEvent(event_);
   }
 
   Status AllReduce(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
                    gpu::Stream s) override {
-    if (!NcclTakes(dtype, op)) {
-      return InvalidArgument(std::string("host NCCL: allreduce of ") + DataTypeName(dtype) +
-                             " with " + ReduceOpName(op) + ", which NCCL does not take");
-    }
-    const size_t bytes = count * DataTypeSize(dtype);
-    // A rank whose input cannot be read still meets the others, as NCCL's
-    // call would still be queued: with zeros, and its error after.
-    Result<std::vector<std::byte>> mine = Download(in, bytes, s);
-    std::vector<std::byte> result(bytes);
-    HORA_RETURN_IF_ERROR(
-        Meet(mine.ok() ? std::move(*mine) : std::vector<std::byte>(bytes), [&](const auto& all) {
-          if (bytes == 0) return;
-          std::memcpy(result.data(), all[0].data(), bytes);
-          for (size_t k = 1; k < all.size(); ++k) {
-            kernels::Reduce(dtype, op, result.data(), all[k].data(), count);
-          }
-        }));
-    HORA_RETURN_IF_ERROR(mine.status());
-    return Upload(out, result, "allreduce");
+    HORA_RETURN_IF_ERROR(Takes("allreduce", dtype, op));
+    return Submit({Call::kAllReduce, in, out, count, dtype, op, 0, s});
   }
-
   Status Broadcast(void* data, size_t bytes, int root, gpu::Stream s) override {
-    std::vector<std::byte> mine;
-    Status got;
-    if (rank_ == root) {
-      Result<std::vector<std::byte>> read = Download(data, bytes, s);
-      got = read.status();
-      mine = read.ok() ? std::move(*read) : std::vector<std::byte>(bytes);
-    } else {
-      got = Drain(s);
-    }
-    std::vector<std::byte> result;
-    HORA_RETURN_IF_ERROR(
-        Meet(std::move(mine), [&](const auto& all) { result = all[static_cast<size_t>(root)]; }));
-    HORA_RETURN_IF_ERROR(got);
-    if (rank_ == root) return Status::Ok();
-    return Upload(data, result, "broadcast");
+    HORA_RETURN_IF_ERROR(Rank("broadcast", root));
+    return Submit({Call::kBroadcast, data, data, bytes, DataType::kUInt8, ReduceOp::kSum, root, s});
+  }
+  Status AllGather(const void* in, void* out, size_t bytes, gpu::Stream s) override {
+    return Submit({Call::kAllGather, in, out, bytes, DataType::kUInt8, ReduceOp::kSum, 0, s});
+  }
+  Status ReduceScatter(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+                       gpu::Stream s) override {
+    HORA_RETURN_IF_ERROR(Takes("reducescatter", dtype, op));
+    return Submit({Call::kReduceScatter, in, out, count, dtype, op, 0, s});
+  }
+  Status Reduce(const void* in, void* out, size_t count, DataType dtype, ReduceOp op, int root,
+                gpu::Stream s) override {
+    HORA_RETURN_IF_ERROR(Takes("reduce", dtype, op));
+    HORA_RETURN_IF_ERROR(Rank("reduce", root));
+    return Submit({Call::kReduce, in, out, count, dtype, op, root, s});
+  }
+  Status Send(const void* in, size_t bytes, int peer, gpu::Stream s) override {
+    HORA_RETURN_IF_ERROR(Rank("send", peer));
+    return Submit({Call::kSend, in, nullptr, bytes, DataType::kUInt8, ReduceOp::kSum, peer, s});
+  }
+  Status Recv(void* out, size_t bytes, int peer, gpu::Stream s) override {
+    HORA_RETURN_IF_ERROR(Rank("recv", peer));
+    return Submit({Call::kRecv, nullptr, out, bytes, DataType::kUInt8, ReduceOp::kSum, peer, s});
+  }
+  Status GroupStart() override {
+    ++depth_;
+    return Status::Ok();
+  }
+  Status GroupEnd() override {
+    if (depth_ == 0) return InvalidArgument("host NCCL: a group ended that never started");
+    if (--depth_ > 0) return Status::Ok();
+    std::vector<Call> calls = std::move(group_);
+    group_.clear();
+    return Run(calls);
   }
 
   Status AsyncError() override { return hub_->aborted(); }
   void Abort() override { hub_->Abort("rank " + std::to_string(rank_) + " aborted it"); }
 
  private:
+  static Status Takes(const char* what, DataType dtype, ReduceOp op) {
+    if (NcclTakes(dtype, op)) return Status::Ok();
+    return InvalidArgument(std::string("host NCCL: ") + what + " of " + DataTypeName(dtype) +
+                           " with " + ReduceOpName(op) + ", which NCCL does not take");
+  }
+  Status Rank(const char* what, int r) const {
+    if (r >= 0 && r < size_) return Status::Ok();
+    return InvalidArgument(std::string("host NCCL: ") + what + " names rank " + std::to_string(r) +
+                           " of " + std::to_string(size_));
+  }
+  Status Submit(const Call& c) {
+    if (depth_ > 0) {
+      group_.push_back(c);
+      return Status::Ok();
+    }
+    return Run({c});
+  }
+  static size_t InBytes(const Call& c, int size) {
+    switch (c.kind) {
+      case Call::kAllReduce:
+      case Call::kReduce:
+        return c.count * DataTypeSize(c.dtype);
+      case Call::kReduceScatter:
+        return c.count * DataTypeSize(c.dtype) * static_cast<size_t>(size);
+      case Call::kRecv:
+        return 0;
+      default:
+        return c.count;
+    }
+  }
+
+  // Runs `calls` as NCCL would a group: after the work queued before them,
+  // sends first, then the collectives in order, then the receives, so that
+  // no order of them across ranks waits for good. A rank whose inputs
+  // cannot be read still meets the others, with zeros, and fails after.
+  Status Run(const std::vector<Call>& calls) {
+    Status got;
+    for (const Call& c : calls) {
+      if (got.ok()) got = Drain(c.stream);
+    }
+    std::vector<std::vector<std::byte>> in(calls.size());
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& c = calls[i];
+      const bool reads = c.kind != Call::kRecv && (c.kind != Call::kBroadcast || rank_ == c.peer);
+      in[i].resize(reads ? InBytes(c, size_) : 0);
+      if (got.ok() && !in[i].empty()) {
+        got = gpu::CopyDeviceToHost(device_, in[i].data(), c.in, in[i].size(), timeout_);
+      }
+    }
+    if (!got.ok()) {
+      for (auto& v : in) std::fill(v.begin(), v.end(), std::byte{0});
+    }
+    std::vector<std::vector<std::byte>> out(calls.size());
+    std::vector<bool> writes(calls.size(), false);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (calls[i].kind == Call::kSend) hub_->Post(rank_, calls[i].peer, std::move(in[i]));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& c = calls[i];
+      if (c.kind == Call::kSend || c.kind == Call::kRecv) continue;
+      writes[i] = c.kind != Call::kBroadcast || rank_ != c.peer;
+      if (c.kind == Call::kReduce) writes[i] = rank_ == c.peer;
+      HORA_RETURN_IF_ERROR(Meet(std::move(in[i]), [&](const auto& all) { out[i] = Fold(c, all); }));
+    }
+    for (size_t i = 0; i < calls.size(); ++i) {
+      const Call& c = calls[i];
+      if (c.kind != Call::kRecv) continue;
+      HORA_ASSIGN_OR_RETURN(out[i],
+                            hub_->Take(c.peer, rank_, DeadlineAfter(Clock::now(), timeout_)));
+      if (out[i].size() != c.count) {
+        return InvalidArgument("host NCCL: rank " + std::to_string(c.peer) + " sent " +
+                               std::to_string(out[i].size()) + " bytes; rank " +
+                               std::to_string(rank_) + " received " + std::to_string(c.count));
+      }
+      writes[i] = true;
+    }
+    HORA_RETURN_IF_ERROR(got);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (writes[i] && !out[i].empty()) {
+        const Status st =
+            gpu::CopyHostToDevice(device_, calls[i].out, out[i].data(), out[i].size(), timeout_);
+        if (!st.ok()) return st.WithContext("host NCCL");
+      }
+    }
+    return Status::Ok();
+  }
+
+  // Call `c`'s result on this rank, from every rank's input.
+  std::vector<std::byte> Fold(const Call& c, const std::vector<std::vector<std::byte>>& all) const {
+    switch (c.kind) {
+      case Call::kBroadcast:
+        return all[static_cast<size_t>(c.peer)];
+      case Call::kAllGather: {
+        std::vector<std::byte> r;
+        for (const auto& v : all) r.insert(r.end(), v.begin(), v.end());
+        return r;
+      }
+      default: {  // the reductions, folded in rank order
+        std::vector<std::byte> r = all[0];
+        const size_t n = r.size() / DataTypeSize(c.dtype);
+        for (size_t k = 1; k < all.size(); ++k) {
+          if (n > 0) kernels::Reduce(c.dtype, c.op, r.data(), all[k].data(), n);
+        }
+        if (c.kind != Call::kReduceScatter) return r;
+        const size_t part = c.count * DataTypeSize(c.dtype);
+        const auto from =
+            r.begin() + static_cast<std::ptrdiff_t>(part * static_cast<size_t>(rank_));
+        return std::vector<std::byte>(from, from + static_cast<std::ptrdiff_t>(part));
+      }
+    }
+  }
+
   // Waits on the host for what was queued on `s` (NCCL would queue after it).
   Status Drain(gpu::Stream s) {
     if (event_.id == 0) {
@@ -157,18 +312,6 @@ class HostComm final : public NcclComm {
     HORA_RETURN_IF_ERROR(device_.Record(event_, s));
     return device_.Wait(event_, DeadlineAfter(Clock::now(), timeout_));
   }
-  Result<std::vector<std::byte>> Download(const void* p, size_t bytes, gpu::Stream s) {
-    HORA_RETURN_IF_ERROR(Drain(s));
-    std::vector<std::byte> v(bytes);
-    if (bytes > 0)
-      HORA_RETURN_IF_ERROR(gpu::CopyDeviceToHost(device_, v.data(), p, bytes, timeout_));
-    return v;
-  }
-  Status Upload(void* p, const std::vector<std::byte>& v, const char* what) {
-    if (v.empty()) return Status::Ok();
-    const Status st = gpu::CopyHostToDevice(device_, p, v.data(), v.size(), timeout_);
-    return st.ok() ? st : st.WithContext(std::string("host NCCL: ") + what);
-  }
   Status Meet(std::vector<std::byte> mine,
               const std::function<void(const std::vector<std::vector<std::byte>>&)>& fn) {
     return hub_->Meet(seq_++, rank_, std::move(mine), DeadlineAfter(Clock::now(), timeout_), fn);
@@ -176,10 +319,13 @@ class HostComm final : public NcclComm {
 
   std::shared_ptr<Hub> hub_;
   const int rank_;
+  const int size_;
   gpu::Device& device_;
   const Duration timeout_;
   uint64_t seq_ = 0;
   gpu::Event event_;
+  int depth_ = 0;            // GroupStart's not yet ended
+  std::vector<Call> group_;  // the calls of the open group
 };
 
 class HostNccl final : public NcclLibrary {
@@ -210,7 +356,7 @@ class HostNccl final : public NcclLibrary {
     }
     std::shared_ptr<Hub> held;
     HORA_RETURN_IF_ERROR(reinterpret_cast<Hub*>(static_cast<uintptr_t>(w.hub))->Join(size, &held));
-    return std::unique_ptr<NcclComm>(new HostComm(std::move(held), rank, device, timeout));
+    return std::unique_ptr<NcclComm>(new HostComm(std::move(held), rank, size, device, timeout));
   }
 };
 

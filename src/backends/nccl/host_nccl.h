@@ -10,6 +10,9 @@
 // stream, takes every rank's data through pinned memory, folds it in rank
 // order with Hora's CPU kernels, and copies the result back, waited for:
 // stricter than NCCL (which only queues), and the same results on every rank.
+// Sends are posted to the hub and received in order per pair of ranks. A
+// group's calls run at its end: its sends, then its collectives in order,
+// then its receives.
 // Waits are bounded by the communicator's timeout; Abort wakes every rank's
 // wait with an error.
 #pragma once

@@ -12,7 +12,8 @@
 // Semantics, as NCCL's: a communicator is made by every rank from one id
 // (UniqueId on one rank, shared by the caller); collectives on it are
 // queued on a stream, in the same order on every rank, and matched by that
-// order. `count`s are elements. Errors name the call and NCCL's reason.
+// order. `count`s are elements, `bytes` bytes. Errors name the call and
+// NCCL's reason.
 #pragma once
 
 #include <array>
@@ -39,6 +40,25 @@ class NcclComm {
   virtual Status AllReduce(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
                            gpu::Stream s) = 0;
   virtual Status Broadcast(void* data, size_t bytes, int root, gpu::Stream s) = 0;
+  // `bytes` from each rank, to every rank's `out` in rank order.
+  virtual Status AllGather(const void* in, void* out, size_t bytes, gpu::Stream s) = 0;
+  // Every rank's `in` (`count` elements for each rank, in rank order)
+  // reduced; rank r's part to its `out`.
+  virtual Status ReduceScatter(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+                               gpu::Stream s) = 0;
+  // Every rank's `in` reduced to `root`'s `out` (the others' is ignored).
+  virtual Status Reduce(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+                        int root, gpu::Stream s) = 0;
+  // Point to point, matched in order per pair of ranks; within a group, in
+  // any order across peers.
+  virtual Status Send(const void* in, size_t bytes, int peer, gpu::Stream s) = 0;
+  virtual Status Recv(void* out, size_t bytes, int peer, gpu::Stream s) = 0;
+  // The calls between these go as one (ncclGroupStart/End): sends and
+  // receives, or several collectives, that would wait for each other one by
+  // one. GroupEnd is due after every GroupStart that succeeded, whatever
+  // failed between them.
+  virtual Status GroupStart() = 0;
+  virtual Status GroupEnd() = 0;
   // Whether the communicator failed since (NCCL's asynchronous errors:
   // a lost peer, a network error); never blocks.
   virtual Status AsyncError() = 0;

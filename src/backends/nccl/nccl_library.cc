@@ -28,6 +28,13 @@ struct Functions {
   decltype(&ncclGetErrorString) error_string = nullptr;
   decltype(&ncclAllReduce) all_reduce = nullptr;
   decltype(&ncclBroadcast) broadcast = nullptr;
+  decltype(&ncclAllGather) all_gather = nullptr;
+  decltype(&ncclReduceScatter) reduce_scatter = nullptr;
+  decltype(&ncclReduce) reduce = nullptr;
+  decltype(&ncclSend) send = nullptr;
+  decltype(&ncclRecv) recv = nullptr;
+  decltype(&ncclGroupStart) group_start = nullptr;
+  decltype(&ncclGroupEnd) group_end = nullptr;
 };
 
 Result<ncclDataType_t> NcclType(DataType dtype) {
@@ -96,6 +103,40 @@ class Comm final : public NcclComm {
     return Queued(f_.broadcast(data, data, bytes, ncclUint8, root, comm_, Native(s)),
                   "ncclBroadcast");
   }
+
+  Status AllGather(const void* in, void* out, size_t bytes, gpu::Stream s) override {
+    return Queued(f_.all_gather(in, out, bytes, ncclUint8, comm_, Native(s)), "ncclAllGather");
+  }
+
+  Status ReduceScatter(const void* in, void* out, size_t count, DataType dtype, ReduceOp op,
+                       gpu::Stream s) override {
+    HORA_ASSIGN_OR_RETURN(const ncclDataType_t t, NcclType(dtype));
+    HORA_ASSIGN_OR_RETURN(const ncclRedOp_t o, NcclOp(op));
+    return Queued(f_.reduce_scatter(in, out, count, t, o, comm_, Native(s)), "ncclReduceScatter");
+  }
+
+  Status Reduce(const void* in, void* out, size_t count, DataType dtype, ReduceOp op, int root,
+                gpu::Stream s) override {
+    HORA_ASSIGN_OR_RETURN(const ncclDataType_t t, NcclType(dtype));
+    HORA_ASSIGN_OR_RETURN(const ncclRedOp_t o, NcclOp(op));
+    return Queued(f_.reduce(in, out, count, t, o, root, comm_, Native(s)), "ncclReduce");
+  }
+
+  Status Send(const void* in, size_t bytes, int peer, gpu::Stream s) override {
+    return Queued(f_.send(in, bytes, ncclUint8, peer, comm_, Native(s)), "ncclSend");
+  }
+
+  Status Recv(void* out, size_t bytes, int peer, gpu::Stream s) override {
+    return Queued(f_.recv(out, bytes, ncclUint8, peer, comm_, Native(s)), "ncclRecv");
+  }
+
+  Status GroupStart() override {
+    const ncclResult_t rc = f_.group_start();
+    return rc == ncclSuccess ? Status::Ok() : Error(rc, "ncclGroupStart");
+  }
+
+  // (A non-blocking communicator's group may still be in progress: polled.)
+  Status GroupEnd() override { return Queued(f_.group_end(), "ncclGroupEnd"); }
 
   Status AsyncError() override {
     if (comm_ == nullptr) return AbortedError("NCCL: the communicator was aborted");
@@ -220,7 +261,12 @@ Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string& path) {
       Find(handle, "ncclCommGetAsyncError", &f.get_async_error) &&
       Find(handle, "ncclCommAbort", &f.abort) && Find(handle, "ncclCommDestroy", &f.destroy) &&
       Find(handle, "ncclGetErrorString", &f.error_string) &&
-      Find(handle, "ncclAllReduce", &f.all_reduce) && Find(handle, "ncclBroadcast", &f.broadcast);
+      Find(handle, "ncclAllReduce", &f.all_reduce) && Find(handle, "ncclBroadcast", &f.broadcast) &&
+      Find(handle, "ncclAllGather", &f.all_gather) &&
+      Find(handle, "ncclReduceScatter", &f.reduce_scatter) &&
+      Find(handle, "ncclReduce", &f.reduce) && Find(handle, "ncclSend", &f.send) &&
+      Find(handle, "ncclRecv", &f.recv) && Find(handle, "ncclGroupStart", &f.group_start) &&
+      Find(handle, "ncclGroupEnd", &f.group_end);
   if (!all) {
     dlclose(handle);
     return UnavailableError("NCCL: " + name + " lacks a function Hora needs (NCCL 2.14 or later)");
