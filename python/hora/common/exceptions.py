@@ -23,6 +23,7 @@ Horovod's names, for code written against Horovod:
   ``except HorovodInternalError`` catches what it catches in Horovod; errors in
   a call's own arguments are ``ValueError`` (``InvalidArgumentError``), as in
   Horovod.
+* ``HoraInternalError`` is the same class, under Hora's name.
 * ``HostsUpdatedInterrupt`` (a ``RuntimeError``): elastic training's signal
   that the set of hosts changed; ``skip_sync`` says whether the state must be
   synchronized again.
@@ -44,6 +45,9 @@ UnavailableError = _core.UnavailableError
 InternalError = _core.InternalError
 UnimplementedError = _core.UnimplementedError
 HorovodInternalError = _core.HorovodInternalError
+# Hora's name for it: what elastic training (``hvd.elastic.run``) catches to
+# roll back and reset; a script need not catch it itself.
+HoraInternalError = HorovodInternalError
 
 
 class NotInitializedError(HoraError, HorovodInternalError, ValueError):
@@ -72,5 +76,6 @@ __all__ = [
     "UnimplementedError",
     "NotInitializedError",
     "HorovodInternalError",
+    "HoraInternalError",
     "HostsUpdatedInterrupt",
 ]

@@ -26,7 +26,8 @@ Where things are:
   ``SyncBatchNorm``, ``ProcessSet`` (``add_process_set``, ``remove_process_set``;
   every collective takes ``process_set=``);
 * Horovod's module paths: ``hora.torch.mpi_ops``, ``hora.torch.elastic``
-  (elastic training raises UnimplementedError: not built yet),
+  (``run``, ``TorchState``, ``ElasticSampler``; re-forming the world after a
+  lost or added worker needs horarun's elastic mode, not built yet),
   ``hora.common.exceptions`` (``HorovodInternalError``,
   ``HostsUpdatedInterrupt``).
 

@@ -1,0 +1,189 @@
+"""Elastic training's framework-agnostic part: Horovod's ``State``,
+``ObjectState`` and the loop behind ``@hvd.elastic.run`` (``run_fn``).
+
+A *state* is what training must not lose: ``commit()`` saves it (in
+memory, on every rank), ``restore()`` rolls back to the last commit, and
+``sync()`` gives every rank rank 0's committed copy. ``run_fn(func, reset)``
+runs ``func(state, ...)``; when a collective fails across the job
+(``HorovodInternalError``) every rank restores its last commit, resets
+(``reset()``: Hora is shut down and initialized again), syncs from the new
+rank 0 and calls ``func`` again; when the hosts changed
+(``HostsUpdatedInterrupt``) it resets without restoring.
+
+Where it stands: the state, the loop and the host-update check work as
+Horovod's. Re-forming a smaller or larger world after a worker is lost or
+added needs ``horarun``'s elastic mode (``--min-np``/``--max-np``), which is
+not built yet: under a fixed launch, the reset's ``init()`` waits for every
+rank of the launch (``HORA_START_TIMEOUT_S``) and fails naming who is
+missing, and the job ends with that error.
+"""
+
+import enum
+import functools
+import queue
+import threading
+
+from hora.common.exceptions import (
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
+    MismatchError,
+)
+
+
+class HostUpdateResult(enum.IntFlag):
+    """What changed in the job's hosts (Horovod's values)."""
+
+    no_update = 0
+    removed = 1
+    added = 2
+    mixed = removed | added
+
+
+class State:
+    """Training state that survives a reset (Horovod's ``State``).
+
+    ``bcast_object(obj)`` returns rank 0's ``obj`` on every rank;
+    ``get_rank()`` is this rank. Subclasses define ``save``, ``restore`` and
+    ``sync``; ``reset`` (called after every reset) does nothing by default.
+    """
+
+    def __init__(self, bcast_object, get_rank):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._host_messages = queue.Queue()
+        self._last_updated_timestamp = 0
+        self._reset_callbacks = []
+
+    def register_reset_callbacks(self, callbacks):
+        """Adds ``callbacks`` (a list of functions of no argument), called in
+        order after each reset, e.g. to rescale the learning rate by the new
+        ``size()``."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        self._host_messages = queue.Queue()
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def on_hosts_updated(self, timestamp, update_res):
+        """Queues a change of hosts (from the elastic launcher) for the next
+        ``check_host_updates()``."""
+        self._host_messages.put((timestamp, update_res))
+
+    def commit(self):
+        """Saves the state, then raises ``HostsUpdatedInterrupt`` if hosts
+        were added or removed since the last check (on every rank alike)."""
+        self.save()
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises ``HostsUpdatedInterrupt`` on every rank when rank 0 has seen
+        a change of hosts newer than the last one handled. A collective: every
+        rank calls it at the same point (``commit()`` does)."""
+        prev = self._last_updated_timestamp
+        last = prev
+        update = HostUpdateResult.no_update
+        while not self._host_messages.empty():
+            timestamp, result = self._host_messages.get()
+            if timestamp > last:
+                last = timestamp
+                update |= result
+        # Rank 0's view decides, so that every rank raises or none does.
+        prev, last, update = self._bcast_object((prev, last, int(update)))
+        self._last_updated_timestamp = last
+        if last > prev:
+            raise HostsUpdatedInterrupt(update == HostUpdateResult.removed)
+
+    def save(self):
+        raise NotImplementedError("%s.save" % type(self).__name__)
+
+    def restore(self):
+        raise NotImplementedError("%s.restore" % type(self).__name__)
+
+    def sync(self):
+        raise NotImplementedError("%s.sync" % type(self).__name__)
+
+    def reset(self):
+        pass
+
+
+class ObjectState(State):
+    """Plain Python values as state (Horovod's ``ObjectState``): each keyword
+    argument becomes an attribute. ``save()`` keeps the attributes' current
+    values (references: an object changed in place is changed in the saved
+    copy too); ``restore()`` assigns them back; ``sync()`` gives every rank
+    rank 0's saved values."""
+
+    def __init__(self, bcast_object, get_rank, **kwargs):
+        self._saved_state = dict(kwargs)
+        self._set_attrs()
+        super().__init__(bcast_object=bcast_object, get_rank=get_rank)
+
+    def save(self):
+        self._saved_state = {name: getattr(self, name) for name in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _set_attrs(self):
+        for name, value in self._saved_state.items():
+            setattr(self, name, value)
+
+
+# The states to tell of host changes (those inside a run_fn loop).
+_listeners_lock = threading.Lock()
+_listeners = []
+
+
+def notify_hosts_updated(timestamp, update_res):
+    """Tells every state in a ``run`` loop that the hosts changed at
+    ``timestamp`` (an increasing number) by ``update_res``
+    (``HostUpdateResult``). The elastic launcher's messages arrive here."""
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for state in listeners:
+        state.on_hosts_updated(timestamp, update_res)
+
+
+def run_fn(func, reset):
+    """The loop of ``@hvd.elastic.run`` around ``func(state, ...)``, with
+    ``reset()`` re-forming the world (shutdown, then init).
+
+    A ``MismatchError`` (ranks called a collective differently: a bug in the
+    script, which a reset would only repeat) propagates, as does any error
+    that is not Hora's."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        with _listeners_lock:
+            _listeners.append(state)
+        try:
+            skip_sync = False
+            while True:
+                if not skip_sync:
+                    state.sync()
+                try:
+                    return func(state, *args, **kwargs)
+                except MismatchError:
+                    raise
+                except HorovodInternalError:
+                    state.restore()
+                    skip_sync = False
+                except HostsUpdatedInterrupt as e:
+                    skip_sync = e.skip_sync
+                reset()
+                state.on_reset()
+        finally:
+            with _listeners_lock:
+                _listeners.remove(state)
+
+    return wrapper
+
+
+__all__ = ["State", "ObjectState", "HostUpdateResult", "run_fn", "notify_hosts_updated"]

@@ -1,0 +1,59 @@
+"""Elastic training for PyTorch, with Horovod's names (``hvd.elastic``).
+
+* ``@hvd.elastic.run``: runs ``train(state, ...)``; when a collective fails
+  across the job, every rank rolls back to the last ``state.commit()``,
+  Hora is reset (shutdown, init), the state is synced from rank 0, and
+  ``train`` is called again. When hosts were added or removed
+  (``HostsUpdatedInterrupt`` from ``commit()``), it resets without rolling
+  back. A ``MismatchError`` (ranks that called a collective differently: a
+  bug that a reset would only repeat) is not retried.
+* ``TorchState(model, optimizer, **extra)``: the model's and optimizer's
+  ``state_dict()`` (deep copies) and any other values, with ``commit()``,
+  ``restore()``, ``sync()``, ``check_host_updates()`` and
+  ``register_reset_callbacks()``.
+* ``ElasticSampler(dataset, shuffle=True, seed=0)``: shards a dataset over
+  the ranks, counts what was processed (``record_batch``), and reshards the
+  rest after a reset.
+* ``State`` and ``ObjectState`` (``hora.common.elastic``) for states of
+  one's own.
+
+Re-forming the world with fewer or more workers needs ``horarun``'s elastic
+mode (``--min-np``/``--max-np``), which is not built yet. Under a fixed
+launch, a lost worker still ends the job: the reset's ``init()`` waits for
+every rank of the launch (``HORA_START_TIMEOUT_S``) and fails naming who is
+missing.
+"""
+
+from hora.common import basics
+from hora.common.elastic import ObjectState, State, run_fn
+from hora.common.exceptions import (  # noqa: F401
+    HoraInternalError,
+    HorovodInternalError,
+    HostsUpdatedInterrupt,
+)
+from hora.torch.elastic.sampler import ElasticSampler
+from hora.torch.elastic.state import (  # noqa: F401
+    ModelStateHandler,
+    OptimizerStateHandler,
+    SamplerStateHandler,
+    StateHandler,
+    TorchState,
+    get_handler_registry,
+    set_handler_registry,
+)
+
+
+def _reset():
+    basics.shutdown()
+    basics.init()
+
+
+def run(func):
+    """Horovod's ``@hvd.elastic.run``: ``func(state, *args, **kwargs)``
+    restarted from the last commit after a failure of the job's collectives
+    (see ``hora.common.elastic.run_fn``)."""
+    return run_fn(func, _reset)
+
+
+__all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
+           "HostsUpdatedInterrupt", "HoraInternalError"]
