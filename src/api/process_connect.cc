@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "api/rendezvous.h"
+#include "launch/elastic_place.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -100,6 +101,23 @@ Result<int64_t> AgreeOnSession(Store& store, const std::string& job, int rank, D
   return n;
 }
 
+// An elastic worker's place in the next generation (docs/dev/elastic.md):
+// its arrival is counted, and horarun answers it once it has formed a
+// generation with this worker (or ends the job), within `timeout`.
+Result<ElasticPlace> AwaitElasticPlace(Store& store, const std::string& job,
+                                       const std::string& worker, Duration timeout) {
+  HORA_ASSIGN_OR_RETURN(const int64_t arrival, store.Add(ElasticArrivalKey(job, worker), 1));
+  const std::string where =
+      "elastic worker " + worker + " (its init() number " + std::to_string(arrival) + ")";
+  Result<Bytes> value = store.Get(ElasticAssignmentKey(job, worker, arrival), timeout);
+  if (!value.ok()) {
+    return value.status().WithContext(where + ": horarun placed it in no new world");
+  }
+  Result<ElasticPlace> place = ParseElasticAssignment(std::string(value->begin(), value->end()));
+  if (!place.ok()) return place.status().WithContext(where + ": the job ended");
+  return place;
+}
+
 // Every transport connects only once every rank has reached the store, so
 // no rank needs the secret file any more.
 ProcessWiring Connected(ProcessWiring w) {
@@ -137,9 +155,19 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     }
   }
   // The keys and segment names of one Session never meet those of the one
-  // before it, some of whose ranks may still be closing.
-  HORA_ASSIGN_OR_RETURN(int64_t session, AgreeOnSession(*w.store, job, l.rank, timeout));
-  const std::string id = job + "-s" + std::to_string(session);
+  // before it, some of whose ranks may still be closing. An elastic
+  // worker's world is its generation's, whatever it was before.
+  std::string id;
+  if (!config.worker_id.empty()) {
+    HORA_ASSIGN_OR_RETURN(ElasticPlace place,
+                          AwaitElasticPlace(*w.store, job, config.worker_id,
+                                            SecondsToDuration(config.elastic_timeout_s)));
+    w.layout = place.layout;
+    id = job + "-g" + std::to_string(place.generation);
+  } else {
+    HORA_ASSIGN_OR_RETURN(int64_t session, AgreeOnSession(*w.store, job, l.rank, timeout));
+    id = job + "-s" + std::to_string(session);
+  }
   // Automatic choice: shared memory when the whole job is on this host,
   // otherwise shared memory within each host and TCP across (a rank alone on
   // its host uses TCP only, but still publishes its host for the others).

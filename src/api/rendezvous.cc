@@ -150,8 +150,11 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
   // One deadline for every wait below: MPI's start and broadcast, the
   // secret file, the store's connection.
   const TimePoint deadline = DeadlineAfter(Clock::now(), SecondsToDuration(config.start_timeout_s));
-  const std::string me = "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
-                         " (layout from " + l.source + ")";
+  // (An elastic worker learns its rank from horarun's store, once joined.)
+  const std::string me = !config.worker_id.empty()
+                             ? "elastic worker " + config.worker_id
+                             : "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
+                                   " (layout from " + l.source + ")";
   Rendezvous rv;
   rv.store_addr = config.store_addr;
   rv.secret = config.secret;
@@ -249,8 +252,10 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
                 secret_path);
   }
   HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(rv.store_addr));
-  const bool rank0_serves =
-      config.store_server.empty() ? l.source != "horarun" : config.store_server == "rank0";
+  const bool rank0_serves = !config.worker_id.empty()
+                                ? false  // (horarun serves an elastic job's store)
+                            : config.store_server.empty() ? l.source != "horarun"
+                                                          : config.store_server == "rank0";
   if (rank0_serves && l.rank == 0 && rv.server == nullptr) {
     auto server = TcpStoreServer::Start("", hp.port, rv.secret, logger);
     if (!server.ok()) {

@@ -64,11 +64,22 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;
     HORA_ASSIGN_OR_RETURN(layout, RankLayoutFromEnv(whole));
-    if (config.bind_to == "core") {  // before a transport reads the mask
+    const bool elastic = !config.worker_id.empty();  // (its layout comes from the store)
+    if (config.bind_to == "core" && elastic) {
+      Logger(config.log_level, layout.rank)
+          .Warning(
+              "HORA_BIND_TO=core is not applied in an elastic job (a worker's local rank "
+              "changes with each world)");
+    } else if (config.bind_to == "core") {  // before a transport reads the mask
       std::string note;
       HORA_RETURN_IF_ERROR(BindToCore(layout.local_rank, layout.local_size, &note)
                                .WithContext("rank " + std::to_string(layout.rank)));
       Logger(config.log_level, layout.rank).Info(note);
+    }
+    if (elastic && (config.transport == "mpi" || config.backend != "hora")) {
+      return InvalidArgument("an elastic job (HORA_WORKER_ID=" + config.worker_id +
+                             ") runs on Hora's own transports and backend, not MPI's (its world "
+                             "is fixed): unset HORA_TRANSPORT=mpi / HORA_BACKEND");
     }
     if (config.transport == "mpi" || (config.backend != "hora" && config.transport.empty())) {
       // Everything comes from MPI: no store, no sockets.
@@ -76,13 +87,14 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, mpi->CreateTransport());
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
                                     std::move(transport), std::move(selector));
-    } else if (layout.size == 1) {
+    } else if (layout.size == 1 && !elastic) {
       auto hub = LoopbackHub::Create(1);
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
                                     hub->Connect(0), std::move(selector));
     } else {
       Logger logger(config.log_level, layout.rank);
       HORA_ASSIGN_OR_RETURN(ProcessWiring wiring, ConnectProcess(config, whole, logger));
+      layout = wiring.layout;  // (an elastic worker's, from the store)
       impl = std::make_unique<Impl>(std::move(config), std::move(wiring.store),
                                     std::move(wiring.transport), std::move(selector));
       impl->store_server = std::move(wiring.server);

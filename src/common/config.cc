@@ -228,6 +228,15 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_JOB_ID", SettingType::kString, "",
                 "Job identifier naming shared-memory segments (set by horarun)"},
        .as_string = &Config::job_id},
+      {.spec = {"HORA_WORKER_ID", SettingType::kString, "",
+                "Elastic jobs: this worker's id; each init() takes its rank and world from the "
+                "launcher's store instead of the environment (set by horarun's elastic mode)"},
+       .as_string = &Config::worker_id},
+      {.spec = {"HORA_ELASTIC_TIMEOUT_S", SettingType::kDouble, "600",
+                "Elastic jobs: how long init() waits for the launcher to place this worker in "
+                "a new world (horarun --elastic-timeout)"},
+       .as_double = &Config::elastic_timeout_s,
+       .max = kMaxSeconds},
       {.spec = {"HORA_IFACE", SettingType::kString, "",
                 "Network interface name or address that TCP connections use (empty: the default "
                 "route)"},

@@ -74,7 +74,9 @@ struct Config {
   std::string store_server;   // "", "horarun" or "rank0": who serves store_addr
   std::string secret;         // per-job secret for HMAC authentication (never printed)
   std::string job_id;         // names shared-memory segments and store keys
-  std::string iface;          // network interface or address for TCP
+  std::string worker_id;      // elastic jobs: this worker (empty: not elastic)
+  double elastic_timeout_s = 600;
+  std::string iface;  // network interface or address for TCP
 };
 
 enum class SettingType { kDouble, kBytes, kString, kLogLevel };

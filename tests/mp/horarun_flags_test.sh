@@ -81,10 +81,13 @@ else
 fi
 
 # Refused, with the reason; numbers below 0 too.
-check elastic-min 2 "--min-np: elastic training is not supported" "$horarun" -np 2 --min-np 1 true
-check elastic-max 2 "--max-np: elastic training is not supported" "$horarun" -np 2 --max-np 4 true
-check elastic-discovery 2 "--host-discovery-script: elastic training is not supported" \
+check elastic-bounds 2 "elastic mode needs --min-np <= -np <= --max-np (got 3, 2, 3)" \
+  "$horarun" -np 2 --min-np 3 true
+check elastic-mpi 2 "elastic mode starts its workers itself" "$horarun" -np 2 --min-np 1 --mpi true
+check elastic-discovery 2 "--host-discovery-script: horarun's elastic mode takes a fixed host list" \
   "$horarun" -np 2 --host-discovery-script ./d.sh true
+# Elastic mode runs a job whose workers all succeed, as a fixed one.
+check elastic-runs 0 "" "$horarun" -np 2 --min-np 1 --max-np 2 true
 check autotune 2 "--autotune: Hora has no autotuner yet" "$horarun" -np 2 --autotune true
 check autotune-log 2 "--autotune-log-file: Hora has no autotuner yet" "$horarun" -np 2 --autotune-log-file f true
 check mark-cycles 2 "--timeline-mark-cycles: Hora's timeline does not mark engine cycles yet" \

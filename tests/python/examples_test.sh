@@ -6,7 +6,9 @@
 #   accuracy, and 2 and 4 workers are within one point of 1 worker;
 # - examples/torch_synthetic_benchmark.py, a short resnet18 run at 2 workers
 #   (Hora, and float16 on the wire): it prints images/s per worker and in
-#   total with a confidence interval.
+#   total with a confidence interval;
+# - examples/torch_elastic.py at 3 workers under --min-np 2, one killed in
+#   its second epoch: the other two finish at 95% test accuracy.
 #
 #   examples_test.sh SOURCE_DIR PYTHON HORARUN
 set -uo pipefail
@@ -45,5 +47,15 @@ for extra in "" "--fp16-allreduce"; do
     fail "synthetic benchmark $extra: total rate not positive: $total"
   fi
 done
+
+# Elastic: 3 workers, one killed in epoch 1; the other two finish.
+out=$("$horarun" -np 3 --min-np 2 --max-np 3 --timeout 120 "$python" "$src/examples/torch_elastic.py" \
+  --epochs 10 --kill-worker 2 --kill-at-epoch 1 --check 2>&1)
+rc=$?
+a=$(sed -n 's/^\[0\]: final test accuracy \([0-9.]*\) with 2 worker(s)$/\1/p' <<<"$out")
+echo "elastic digits, 3 workers then 2: final test accuracy ${a:-none} (exit $rc)"
+if [ "$rc" -ne 0 ] || [ -z "$a" ] || ! grep -q "world re-formed: 2 worker(s)" <<<"$out"; then
+  fail "elastic example (exit $rc): $out"
+fi
 
 [ "$failed" -eq 0 ] && echo "PASS: examples" || exit 1

@@ -3,8 +3,8 @@
 Every rank fails at the same point here (a HorovodInternalError raised by
 the test), so the reset's shutdown and init re-form the same world: what is
 tested is the roll back to the last commit, the reset, the sync from rank
-0, the host-update check and the sampler's resharding. Re-forming a world
-with fewer or more workers needs horarun's elastic mode (not built yet).
+0, the host-update check and the sampler's resharding. Worlds re-formed
+with fewer workers, under horarun's elastic mode: tests/mp/elastic_kill_test.sh.
 """
 
 import random

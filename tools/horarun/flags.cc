@@ -79,8 +79,8 @@ bool IsVariableName(const std::string& name) {
 }
 
 constexpr const char* kElastic =
-    "elastic training is not supported by horarun yet: give a fixed job with -np and -H or "
-    "--hostfile";
+    "horarun's elastic mode takes a fixed host list for now (-H or --hostfile with --min-np and "
+    "--max-np); host discovery and blacklisting are not built yet";
 constexpr const char* kAutotune =
     "Hora has no autotuner yet: set --fusion-threshold-mb, --cycle-time-ms and "
     "--cache-capacity yourself";
@@ -382,13 +382,40 @@ const std::vector<FlagSpec>& Table() {
       {"Diagnostics", "-prefix-timestamp|--prefix-output-with-timestamp", nullptr,
        "prefix_timestamp", "", nullptr, "horarun does not timestamp output lines yet"},
       // --- elastic
-      {"Elastic", "--min-np|--min-num-proc", "N", "min_np", "", nullptr, kElastic},
-      {"Elastic", "--max-np|--max-num-proc", "N", "max_np", "", nullptr, kElastic},
+      {"Elastic", "--min-np|--min-num-proc", "N", "min_np",
+       "elastic mode: the job goes on while at least N workers remain (default -np)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 1, 100000, "is not a process count (1 to 100000)"));
+         o.min_np = static_cast<int>(n);
+         return Status::Ok();
+       }},
+      {"Elastic", "--max-np|--max-num-proc", "N", "max_np",
+       "elastic mode: at most N workers (default -np)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 1, 100000, "is not a process count (1 to 100000)"));
+         o.max_np = static_cast<int>(n);
+         return Status::Ok();
+       }},
       {"Elastic", "--host-discovery-script", "SCRIPT", "host_discovery_script", "", nullptr,
        kElastic},
       {"Elastic", "--slots-per-host", "N", "slots_per_host", "", nullptr, kElastic},
-      {"Elastic", "--elastic-timeout", "SECONDS", "elastic_timeout", "", nullptr, kElastic},
-      {"Elastic", "--reset-limit", "N", "reset_limit", "", nullptr, kElastic},
+      {"Elastic", "--elastic-timeout", "SECONDS", "elastic_timeout",
+       "elastic mode: how long fewer than --min-np workers may remain, and how long the others "
+       "wait for a worker that does not come back to init() (default 600)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(o.elastic_timeout_s, PositiveSeconds(f, v));
+         return Status::Ok();
+       }},
+      {"Elastic", "--reset-limit", "N", "reset_limit",
+       "elastic mode: end the job rather than re-form its world more than N times",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 0, 1000000000, "is not a count (0 or more)"));
+         o.reset_limit = static_cast<int>(n);
+         return Status::Ok();
+       }},
       {"Elastic", "--blacklist-cooldown-range", "MIN MAX", "blacklist_cooldown_range", "", nullptr,
        kElastic},
   };

@@ -2,6 +2,7 @@
 #include "job.h"
 
 #include <cctype>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -123,6 +124,8 @@ std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, cons
   return RshCommand(rsh, host, RemoteScript(cwd, argv, grace_s));
 }
 
+std::string WorkerId(const Placement& p) { return p.host + "/" + std::to_string(p.rank); }
+
 std::map<std::string, std::string> RankEnvironment(const Placement& p, int size) {
   std::map<std::string, std::string> env = {{"RANK", std::to_string(p.rank)},
                                             {"SIZE", std::to_string(size)},
@@ -143,8 +146,14 @@ std::map<std::string, std::string> RankEnvironment(const Placement& p, int size)
 
 RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd) {
   std::map<std::string, std::string> env = spec.env;
-  for (const auto& [k, v] : RankEnvironment(p, static_cast<int>(spec.placements.size()))) {
-    env[k] = v;
+  if (spec.elastic) {
+    env["HORA_WORKER_ID"] = WorkerId(p);
+    env["HORA_ELASTIC_TIMEOUT_S"] =
+        std::to_string(std::chrono::duration<double>(spec.elastic->settings.timeout).count());
+  } else {
+    for (const auto& [k, v] : RankEnvironment(p, static_cast<int>(spec.placements.size()))) {
+      env[k] = v;
+    }
   }
   RankLaunch launch;
   if (IsLocalHost(p.host)) {

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "elastic_planner.h"
 #include "hosts.h"
 
 namespace hora::horarun {
@@ -45,7 +46,21 @@ struct JobSpec {
   // them: a slow host holds up no other rank's start.
   double start_timeout_s = 120;
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
+  // Elastic mode (docs/dev/elastic.md): each placement starts a worker
+  // (HORA_WORKER_ID, no rank variables), which finds its rank in the store
+  // at each init(); a worker that fails leaves the job, which goes on
+  // while the planner finds enough workers. horarun's exit code: 0 once a
+  // worker ends with 0 (the job is done: nothing more is planned), else
+  // the last failure's, or 1 when the planner ends the job.
+  struct Elastic {
+    ElasticPlanner::Settings settings;
+    uint16_t store_port = 0;  // horarun's store, on this host
+  };
+  std::optional<Elastic> elastic;
 };
+
+// An elastic worker's id: its host and the index of its placement.
+std::string WorkerId(const Placement& p);
 
 // The signals RunJob handles (SIGINT, SIGTERM, SIGHUP, SIGCHLD). Block them
 // in every thread before the first thread starts, so that they reach

@@ -21,11 +21,13 @@
 #include <utility>
 
 #include "death_watch.h"
+#include "elastic_driver.h"
 #include "job.h"
 #include "output.h"
 #include "output_files.h"
 #include "process_group.h"
 #include "spawn.h"
+#include "store/tcp_store_client.h"
 #include "watcher.h"
 
 namespace hora::horarun {
@@ -87,7 +89,10 @@ class Job {
   void Launch();
   // Until every rank's group has ended and its output is forwarded.
   void Run();
-  int exit_code() const { return exit_code_; }
+  int exit_code() const {
+    if (driver_ && !stopping_) return done_ ? 0 : (last_failure_ != 0 ? last_failure_ : 1);
+    return exit_code_;
+  }
 
  private:
   void BeginStop(int code, bool at_once);
@@ -100,6 +105,8 @@ class Job {
   void CloseOutput(Rank& r, int s);
   void FeedRank(Rank& r);
   void CheckInputs(Clock::time_point now);
+  // Elastic mode: the driver's round, and what it decided done.
+  void PollDriver(Clock::time_point now);
 
   const JobSpec& spec_;
   const int sigfd_;
@@ -116,6 +123,14 @@ class Job {
   // horarun skips the first step.
   bool stopping_ = false, termed_ = false;
   Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
+  // Elastic mode: the job's store (horarun's own server) and the driver
+  // that places workers in generations; done_ once a worker ended with 0
+  // (the job is finishing: no more generations, and no end for lack of
+  // workers); the last failure's exit code.
+  std::unique_ptr<TcpStoreClient> store_;
+  std::unique_ptr<ElasticDriver> driver_;
+  bool done_ = false;
+  int last_failure_ = 0;
 };
 
 Job::~Job() {
@@ -129,6 +144,22 @@ Job::~Job() {
 
 void Job::Launch() {
   const int size = static_cast<int>(spec_.placements.size());
+  if (spec_.elastic) {
+    auto store = TcpStoreClient::Connect(
+        {"127.0.0.1", spec_.elastic->store_port},
+        spec_.env.count("HORA_SECRET") ? spec_.env.at("HORA_SECRET") : std::string(),
+        std::chrono::seconds(10));
+    if (!store.ok()) {
+      std::fprintf(stderr, "horarun: elastic mode: cannot reach its own store: %s\n",
+                   store.status().ToString().c_str());
+      BeginStop(1, true);
+      return;
+    }
+    store_ = std::move(*store);
+    auto job = spec_.env.find("HORA_JOB_ID");
+    driver_ = std::make_unique<ElasticDriver>(
+        *store_, job == spec_.env.end() ? std::string() : job->second, spec_.elastic->settings);
+  }
   char cwd_buf[4096];
   const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
   ranks_.resize(static_cast<size_t>(size));
@@ -160,6 +191,7 @@ void Job::Launch() {
       break;
     }
     r.pid = p->pid;
+    if (driver_) driver_->Started(WorkerId(r.placement), r.placement.host, Clock::now());
     deaths_.Add(r.pid);
     r.running = r.group_live = true;
     r.fds[0] = p->out_fd;
@@ -290,11 +322,55 @@ void Job::Died(Rank& r, int status) {
     EndGroup(r);  // the usual case: the rank left nothing behind
   }
   const int code = ExitCodeOf(status);
+  if (driver_) {
+    // A worker's end is not the job's: the planner re-forms the world
+    // without it, or ends the job when too few are left.
+    driver_->Ended(WorkerId(r.placement), Clock::now());
+    if (code == 0) {
+      done_ = true;
+    } else if (!termed_) {
+      last_failure_ = code;
+      std::fprintf(stderr, "horarun: worker %s (pid %d) %s%s\n", WorkerId(r.placement).c_str(),
+                   r.pid, DescribeExit(status).c_str(),
+                   done_ || stopping_ ? "" : "; the others go on without it");
+    }
+    return;
+  }
   if (code != 0 && !termed_) {  // not one we stopped ourselves
     std::fprintf(stderr, "horarun: rank %d (pid %d on %s) %s%s\n", r.placement.rank, r.pid,
                  r.placement.host.c_str(), DescribeExit(status).c_str(),
                  stopping_ ? "" : "; stopping the other ranks");
     BeginStop(code, false);
+  }
+}
+
+void Job::PollDriver(Clock::time_point now) {
+  if (!driver_ || done_ || stopping_) return;
+  auto d = driver_->Poll(now);
+  if (!d.ok()) {
+    std::fprintf(stderr, "horarun: elastic mode: %s; stopping the job\n",
+                 d.status().ToString().c_str());
+    BeginStop(1, true);
+    return;
+  }
+  for (const std::string& id : d->stop) {
+    for (auto& r : ranks_) {
+      if (r.running && WorkerId(r.placement) == id) {
+        std::fprintf(stderr,
+                     "horarun: worker %s did not come back to init() while the others waited "
+                     "(--elastic-timeout); stopping it\n",
+                     id.c_str());
+        TerminateGroup(r.pid);
+      }
+    }
+  }
+  if (!d->assign.empty() && d->generation > 1) {
+    std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
+                 static_cast<long long>(d->generation), d->assign.size());
+  }
+  if (d->end) {
+    std::fprintf(stderr, "horarun: elastic: %s; stopping the job\n", d->end->c_str());
+    BeginStop(1, false);  // (the waiting workers first say why, themselves)
   }
 }
 
@@ -308,6 +384,7 @@ void Job::Run() {
   Clock::time_point groups_ended{};
   for (;;) {
     const auto now = Clock::now();
+    PollDriver(now);
     CheckInputs(now);
     Escalate(now);
     EndGroups(now);
@@ -342,7 +419,8 @@ void Job::Run() {
         return;
       }
     }
-    if (poll(pfds.data(), pfds.size(), 200) < 0 && errno != EINTR) return;
+    // (Elastic mode: the store is read for workers' arrivals every 20 ms.)
+    if (poll(pfds.data(), pfds.size(), driver_ ? 20 : 200) < 0 && errno != EINTR) return;
     // Deaths before output: a rank's output can wait, the order of deaths
     // must be read while the kernel still has it.
     HandleSignals();

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -171,6 +172,16 @@ int main(int argc, char** argv) {
   spec.env["HORA_STORE_ADDR"] =
       (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
   spec.rsh = opts.rsh;
+  if (opts.elastic()) {
+    horarun::JobSpec::Elastic elastic;
+    elastic.settings.min_np = opts.min_np;
+    elastic.settings.max_np = opts.max_np;
+    elastic.settings.timeout = std::chrono::duration_cast<horarun::ElasticPlanner::Clock::duration>(
+        std::chrono::duration<double>(opts.elastic_timeout_s));
+    elastic.settings.reset_limit = opts.reset_limit;
+    elastic.store_port = (*server)->port();
+    spec.elastic = elastic;
+  }
   if (opts.verbose) {
     for (const auto& [k, v] : spec.env) {
       if (k != "HORA_SECRET")

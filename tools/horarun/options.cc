@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "options.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -162,6 +163,20 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   }
   if (o.hosts.empty()) o.hosts = {{"localhost", o.np}};
   HORA_RETURN_IF_ERROR(PlaceRanks(o.np, o.hosts).status());
+  if (o.elastic()) {
+    if (o.min_np == 0) o.min_np = std::min(o.np, o.max_np);
+    if (o.max_np == 0) o.max_np = std::max(o.np, o.min_np);
+    if (o.min_np > o.np || o.np > o.max_np) {
+      return InvalidArgument("elastic mode needs --min-np <= -np <= --max-np (got " +
+                             std::to_string(o.min_np) + ", " + std::to_string(o.np) + ", " +
+                             std::to_string(o.max_np) + ")");
+    }
+    if (o.mpi) {
+      return InvalidArgument(
+          "elastic mode starts its workers itself: not with --mpi (an MPI "
+          "job's world is fixed)");
+    }
+  }
   for (const auto& h : o.hosts) {
     if (o.mpi && h.host.find(':') != std::string::npos) {
       return InvalidArgument("host '" + h.host +

@@ -59,6 +59,13 @@ struct Options {
   std::map<std::string, std::string> settings;
   std::map<std::string, std::string> setting_sources;
   std::vector<std::string> command;
+  // Elastic mode (--min-np or --max-np): workers that are lost leave the
+  // job, which goes on while at least min_np remain (docs/dev/elastic.md).
+  // After ParseOptions, 1 <= min_np <= np <= max_np when elastic.
+  int min_np = 0, max_np = 0;
+  double elastic_timeout_s = 600;  // --elastic-timeout
+  std::optional<int> reset_limit;  // --reset-limit
+  bool elastic() const { return min_np > 0 || max_np > 0; }
 
   // Flag values read before they are resolved (ParseOptions resolves them
   // into the fields above).

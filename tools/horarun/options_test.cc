@@ -110,6 +110,23 @@ TEST(Options, HorovodrunsLaunchFlags) {
   }
 }
 
+TEST(Options, ElasticBoundsDefaultToNp) {
+  auto o = Parse({"-np", "3", "--min-np", "2", "--elastic-timeout", "7.5", "--reset-limit", "4"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->elastic());
+  EXPECT_EQ(o->min_np, 2);
+  EXPECT_EQ(o->max_np, 3);
+  EXPECT_EQ(o->elastic_timeout_s, 7.5);
+  EXPECT_EQ(o->reset_limit, 4);
+  o = Parse({"-np", "2", "--max-np", "5"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->min_np, 2);
+  EXPECT_EQ(o->max_np, 5);
+  o = Parse({"-np", "2"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->elastic());
+}
+
 TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
   struct Case {
     std::vector<std::string> args;
@@ -126,10 +143,15 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--log-level", "LOUD"},
        "--log-level 'LOUD' is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL"},
       {{"-np", "2", "--ssh-port", "0"}, "--ssh-port '0' is not a port (1 to 65535)"},
-      {{"-np", "2", "--min-np", "1"}, "--min-np: elastic training is not supported"},
-      {{"-np", "2", "--max-np", "4"}, "--max-np: elastic training is not supported"},
+      {{"-np", "2", "--min-np", "3", "x"},
+       "elastic mode needs --min-np <= -np <= --max-np (got 3, 2, 3)"},
+      {{"-np", "4", "--max-np", "3", "x"},
+       "elastic mode needs --min-np <= -np <= --max-np (got 3, 4, 3)"},
+      {{"-np", "2", "--min-np", "0"}, "--min-np '0' is not a process count"},
+      {{"-np", "2", "--min-np", "1", "--mpi", "x"}, "elastic mode starts its workers itself"},
+      {{"-np", "2", "--reset-limit", "-1"}, "--reset-limit '-1' is not a count"},
       {{"-np", "2", "--host-discovery-script", "d.sh"},
-       "--host-discovery-script: elastic training is not supported"},
+       "--host-discovery-script: horarun's elastic mode takes a fixed host list for now"},
       {{"-np", "2", "--autotune"}, "--autotune: Hora has no autotuner yet"},
       {{"-np", "2", "--autotune-log-file", "f"}, "--autotune-log-file: Hora has no autotuner"},
       {{"-np", "2", "--hierarchical-allreduce"},

@@ -10,12 +10,13 @@ runs ``func(state, ...)``; when a collective fails across the job
 rank 0 and calls ``func`` again; when the hosts changed
 (``HostsUpdatedInterrupt``) it resets without restoring.
 
-Where it stands: the state, the loop and the host-update check work as
-Horovod's. Re-forming a smaller or larger world after a worker is lost or
-added needs ``horarun``'s elastic mode (``--min-np``/``--max-np``), which is
-not built yet: under a fixed launch, the reset's ``init()`` waits for every
-rank of the launch (``HORA_START_TIMEOUT_S``) and fails naming who is
-missing, and the job ends with that error.
+The state, the loop and the host-update check work as Horovod's. The
+reset's ``init()`` gets its new world from ``horarun``'s elastic mode
+(``--min-np``/``--max-np``: docs/guide/elastic.md). Under a fixed launch it
+waits for every rank of the launch (``HORA_START_TIMEOUT_S``) and fails
+naming who is missing, and the job ends with that error. No launcher sends
+host updates yet (``--host-discovery-script`` is not built):
+``notify_hosts_updated`` is where they will arrive.
 """
 
 import enum

@@ -26,8 +26,7 @@ Where things are:
   ``SyncBatchNorm``, ``ProcessSet`` (``add_process_set``, ``remove_process_set``;
   every collective takes ``process_set=``);
 * Horovod's module paths: ``hora.torch.mpi_ops``, ``hora.torch.elastic``
-  (``run``, ``TorchState``, ``ElasticSampler``; re-forming the world after a
-  lost or added worker needs horarun's elastic mode, not built yet),
+  (``run``, ``TorchState``, ``ElasticSampler``; with horarun ``--min-np``),
   ``hora.common.exceptions`` (``HorovodInternalError``,
   ``HostsUpdatedInterrupt``).
 

@@ -2,7 +2,8 @@
 
 * ``@hvd.elastic.run``: runs ``train(state, ...)``; when a collective fails
   across the job, every rank rolls back to the last ``state.commit()``,
-  Hora is reset (shutdown, init), the state is synced from rank 0, and
+  Hora is reset (shutdown, init: a new world without the lost workers),
+  the state is synced from the new rank 0, and
   ``train`` is called again. When hosts were added or removed
   (``HostsUpdatedInterrupt`` from ``commit()``), it resets without rolling
   back. A ``MismatchError`` (ranks that called a collective differently: a
@@ -17,11 +18,11 @@
 * ``State`` and ``ObjectState`` (``hora.common.elastic``) for states of
   one's own.
 
-Re-forming the world with fewer or more workers needs ``horarun``'s elastic
-mode (``--min-np``/``--max-np``), which is not built yet. Under a fixed
-launch, a lost worker still ends the job: the reset's ``init()`` waits for
-every rank of the launch (``HORA_START_TIMEOUT_S``) and fails naming who is
-missing.
+The world is re-formed by ``horarun``'s elastic mode
+(``horarun -np 3 --min-np 2 --max-np 3 ...``: docs/guide/elastic.md). Under
+a fixed launch, a lost worker still ends the job: the reset's ``init()``
+waits for every rank of the launch (``HORA_START_TIMEOUT_S``) and fails
+naming who is missing.
 """
 
 from hora.common import basics

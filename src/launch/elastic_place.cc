@@ -1,0 +1,44 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "launch/elastic_place.h"
+
+#include <sstream>
+
+namespace hora {
+
+std::string ElasticArrivalKey(const std::string& job, const std::string& worker) {
+  return "hora/" + job + "/elastic/arrive/" + worker;
+}
+
+std::string ElasticAssignmentKey(const std::string& job, const std::string& worker,
+                                 int64_t arrival) {
+  return "hora/" + job + "/elastic/assign/" + worker + "/" + std::to_string(arrival);
+}
+
+std::string FormatElasticPlace(const ElasticPlace& p) {
+  const RankLayout& l = p.layout;
+  std::ostringstream out;
+  out << p.generation << ' ' << l.rank << ' ' << l.size << ' ' << l.local_rank << ' '
+      << l.local_size << ' ' << l.cross_rank << ' ' << l.cross_size;
+  return out.str();
+}
+
+std::string FormatElasticEnd(const std::string& why) { return "end " + why; }
+
+Result<ElasticPlace> ParseElasticAssignment(const std::string& text) {
+  if (text.rfind("end ", 0) == 0) return AbortedError(text.substr(4));
+  std::istringstream in(text);
+  ElasticPlace p;
+  RankLayout& l = p.layout;
+  std::string rest;
+  if (!(in >> p.generation >> l.rank >> l.size >> l.local_rank >> l.local_size >> l.cross_rank >>
+        l.cross_size) ||
+      (in >> rest) || p.generation < 1 || l.size < 1 || l.rank < 0 || l.rank >= l.size ||
+      l.local_size < 1 || l.local_rank < 0 || l.local_rank >= l.local_size || l.cross_size < 1 ||
+      l.cross_rank < 0 || l.cross_rank >= l.cross_size) {
+    return InvalidArgument("an elastic assignment that is not one: '" + text + "'");
+  }
+  l.source = "horarun (elastic)";
+  return p;
+}
+
+}  // namespace hora

@@ -1,0 +1,34 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Where an elastic job's worker learns its place in each generation
+// (docs/dev/elastic.md): the store keys horarun and the workers share, and
+// the text of an assignment. A worker's n-th init() adds 1 to its arrival
+// key and waits for its assignment key for n, whose value is
+// "<generation> <rank> <size> <local_rank> <local_size> <cross_rank>
+// <cross_size>", or "end <why>" when the job ends instead.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "hora/status.h"
+#include "launch/rank_layout.h"
+
+namespace hora {
+
+struct ElasticPlace {
+  int64_t generation = 0;
+  RankLayout layout;
+};
+
+std::string ElasticArrivalKey(const std::string& job, const std::string& worker);
+std::string ElasticAssignmentKey(const std::string& job, const std::string& worker,
+                                 int64_t arrival);
+
+std::string FormatElasticPlace(const ElasticPlace& place);
+std::string FormatElasticEnd(const std::string& why);
+// An assignment's text: the place; for an end, an Aborted error with the
+// why; malformed text, an InvalidArgument naming it.
+Result<ElasticPlace> ParseElasticAssignment(const std::string& text);
+
+}  // namespace hora

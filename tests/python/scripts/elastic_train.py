@@ -1,0 +1,109 @@
+"""Elastic training that loses a worker (run by tests/mp/elastic_kill_test.sh
+under horarun --min-np/--max-np).
+
+Each step every rank computes the gradient of a batch fixed by (step, rank,
+world size), the gradients are averaged, SGD steps, and the state commits.
+The state also records the world size of each committed step, so rank 0
+can replay the run: the final model must equal that replay, and every step
+must have been committed exactly once.
+
+    --kill-at S     the worker with rank 2 (of the first world) kills itself
+                    with SIGKILL at step S, after its backward pass.
+    --steps N       steps to train (12).
+    --step-sleep S  seconds between steps (0.02), for a longer run.
+
+Each worker prints "elastic started pid P" once it has a world, "elastic
+first commit T" (time.time()) at its first commit, and "elastic resumed T"
+at its first commit after a reset (bench/elastic/kill_trials.py reads them).
+"""
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.nn as nn
+
+import hora.torch as hvd
+
+def batch(step, rank, size):
+    g = torch.Generator().manual_seed(step * 1000 + rank * 10 + size)
+    return torch.randn(6, 4, generator=g), torch.randn(6, 1, generator=g)
+
+
+def model_0():
+    torch.manual_seed(7)
+    return nn.Linear(4, 1)
+
+
+def grads(model, step, rank, size):
+    model.zero_grad()
+    x, y = batch(step, rank, size)
+    nn.functional.mse_loss(model(x), y).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def replay(sizes):
+    model = model_0()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step, size in enumerate(sizes):
+        per_rank = [grads(model, step, r, size) for r in range(size)]
+        for i, p in enumerate(model.parameters()):
+            p.grad = sum(g[i] for g in per_rank) / size
+        opt.step()
+    return model
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--kill-at", type=int, default=-1)
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--step-sleep", type=float, default=0.02)
+    args = parser.parse_args()
+    hvd.init()
+    print("elastic started pid %d" % os.getpid(), flush=True)
+    first_rank = hvd.rank()
+    model = model_0()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    state = hvd.elastic.TorchState(model, opt, step=0, committed=(), sizes=())
+    resets = []
+    state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < args.steps:
+            step = state.step
+            g = grads(state.model, step, hvd.rank(), hvd.size())
+            if step == args.kill_at and first_rank == 2 and not resets:
+                sys.stdout.flush()
+                os.kill(os.getpid(), signal.SIGKILL)
+            for p, gi in zip(state.model.parameters(), g):
+                p.grad = hvd.allreduce(gi, name="grad.%d" % len(p.shape), op=hvd.Average)
+            state.optimizer.step()
+            state.committed = state.committed + (step,)
+            state.sizes = state.sizes + (hvd.size(),)
+            state.step = step + 1
+            state.commit()
+            if not first:
+                first.append(time.time())
+                print("elastic first commit %.6f" % first[0], flush=True)
+            if resets and not resumed:
+                resumed.append(time.time())
+                print("elastic resumed %.6f" % resumed[0], flush=True)
+            time.sleep(args.step_sleep)
+
+    resumed, first = [], []
+    train(state)
+    assert state.committed == tuple(range(args.steps)), state.committed
+    ref = replay(state.sizes)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p, q)
+    print("elastic ok: worker %s rank %d of %d, sizes %s, resets %s"
+          % (os.environ.get("HORA_WORKER_ID"), hvd.rank(), hvd.size(), list(state.sizes), resets),
+          flush=True)
+
+
+if __name__ == "__main__":
+    main()

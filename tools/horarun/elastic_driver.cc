@@ -1,0 +1,61 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "elastic_driver.h"
+
+#include "launch/elastic_place.h"
+
+namespace hora::horarun {
+
+void ElasticDriver::Started(const std::string& id, const std::string& host,
+                            ElasticPlanner::Clock::time_point now) {
+  arrived_[id] = 0;
+  answered_[id] = 0;
+  planner_.Started(id, host, now);
+}
+
+void ElasticDriver::Ended(const std::string& id, ElasticPlanner::Clock::time_point now) {
+  arrived_.erase(id);
+  planner_.Ended(id, now);
+}
+
+Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::string& text) {
+  answered_[id] = arrival;
+  return store_.Set(ElasticAssignmentKey(job_, id, arrival), Bytes(text.begin(), text.end()));
+}
+
+Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time_point now) {
+  for (auto& [id, seen] : arrived_) {
+    HORA_ASSIGN_OR_RETURN(const int64_t n, store_.Add(ElasticArrivalKey(job_, id), 0));
+    if (n > seen) {
+      seen = n;
+      planner_.Arrived(id, n, now);
+    }
+  }
+  ElasticPlanner::Decision d = planner_.Decide(now);
+  for (const ElasticPlanner::Assignment& a : d.assign) {
+    const Placement& p = a.placement;
+    ElasticPlace place{d.generation,
+                       {p.rank, static_cast<int>(d.assign.size()), p.local_rank, p.local_size,
+                        p.cross_rank, p.cross_size, "horarun (elastic)"}};
+    HORA_RETURN_IF_ERROR(Answer(a.id, a.arrival, FormatElasticPlace(place)));
+  }
+  for (const std::string& id : d.stop) {
+    // (Its next init(), should it come, fails at once.)
+    const int64_t next = arrived_.count(id) ? arrived_[id] + 1 : 1;
+    HORA_RETURN_IF_ERROR(Answer(id, next,
+                                FormatElasticEnd("worker " + id +
+                                                 " was left out of the job: it did not come to "
+                                                 "init() while the others waited "
+                                                 "(--elastic-timeout)")));
+    arrived_.erase(id);
+  }
+  if (d.end) end_ = *d.end;
+  if (!end_.empty()) {
+    // Every worker waiting now, or arriving later, is told.
+    for (const auto& [id, seen] : arrived_) {
+      if (seen > answered_[id]) HORA_RETURN_IF_ERROR(Answer(id, seen, FormatElasticEnd(end_)));
+    }
+  }
+  return d;
+}
+
+}  // namespace hora::horarun

@@ -1,0 +1,46 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The store side of horarun's elastic mode (docs/dev/elastic.md): reads
+// each live worker's arrivals in init() from the job's store, asks the
+// planner (elastic_planner.h), and writes its answers back: each member's
+// place in a new generation, or the job's end to every worker waiting.
+// A worker left out (the planner's `stop`) is told so at its next arrival.
+// The caller stops the processes the decisions name.
+//
+// Not thread-safe: horarun's run loop owns it.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "elastic_planner.h"
+#include "store/store.h"
+
+namespace hora::horarun {
+
+class ElasticDriver {
+ public:
+  ElasticDriver(Store& store, std::string job, ElasticPlanner::Settings settings)
+      : store_(store), job_(std::move(job)), planner_(settings) {}
+
+  void Started(const std::string& id, const std::string& host,
+               ElasticPlanner::Clock::time_point now);
+  void Ended(const std::string& id, ElasticPlanner::Clock::time_point now);
+
+  // One round: arrivals in, decisions out (also written to the store).
+  Result<ElasticPlanner::Decision> Poll(ElasticPlanner::Clock::time_point now);
+
+  const ElasticPlanner& planner() const { return planner_; }
+
+ private:
+  Status Answer(const std::string& id, int64_t arrival, const std::string& text);
+
+  Store& store_;
+  const std::string job_;
+  ElasticPlanner planner_;
+  std::map<std::string, int64_t> arrived_;   // live workers: arrivals read
+  std::map<std::string, int64_t> answered_;  // their last arrival answered
+  std::string end_;                          // once the job ends: why
+};
+
+}  // namespace hora::horarun

@@ -1,0 +1,200 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Elastic worlds re-formed in place: workers are threads of this test, each
+// with Sessions of its own that find their place through a real store
+// (TcpStoreServer) and ElasticDriver, as horarun's elastic mode will run
+// them (docs/dev/elastic.md). The worlds: 3 workers; one leaves, the other
+// two re-form a world of 2; a new worker joins, a world of 3; two leave, and
+// the last one's init() ends with the driver's reason after the timeout.
+#include "elastic_driver.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "hora/session.h"
+#include "store/tcp_store_client.h"
+#include "store/tcp_store_server.h"
+
+namespace hora::horarun {
+namespace {
+
+using Clock = ElasticPlanner::Clock;
+
+// A store, a driver polling it on a thread of its own, and the settings a
+// worker's Session gets.
+class ElasticJob {
+ public:
+  explicit ElasticJob(ElasticPlanner::Settings settings) {
+    Logger logger(LogLevel::kOff, -1);
+    auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, logger);
+    EXPECT_TRUE(server.ok()) << server.status().ToString();
+    server_ = std::move(*server);
+    addr_ = "127.0.0.1:" + std::to_string(server_->port());
+    auto client =
+        TcpStoreClient::Connect(*net::ParseHostPort(addr_), kSecret, std::chrono::seconds(10));
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    store_ = std::move(*client);
+    driver_ = std::make_unique<ElasticDriver>(*store_, kJob, settings);
+    poller_ = std::thread([this] {
+      while (!done_) {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          auto d = driver_->Poll(Clock::now());
+          EXPECT_TRUE(d.ok()) << d.status().ToString();
+          if (d.ok() && d->end) ended_ = *d->end;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    });
+  }
+  ~ElasticJob() {
+    done_ = true;
+    poller_.join();
+  }
+
+  void Started(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    driver_->Started(id, "localhost", Clock::now());
+  }
+  void Ended(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    driver_->Ended(id, Clock::now());
+  }
+  Result<std::unique_ptr<Session>> Init(const std::string& id) const {
+    SessionOptions o;
+    o.read_environment = false;
+    o.settings = {
+        {"HORA_STORE_ADDR", addr_},   {"HORA_SECRET", kSecret},         {"HORA_JOB_ID", kJob},
+        {"HORA_WORKER_ID", id},       {"HORA_ELASTIC_TIMEOUT_S", "20"}, {"HORA_TRANSPORT", "tcp"},
+        {"HORA_PEER_TIMEOUT_S", "2"}, {"HORA_LOG_LEVEL", "off"}};
+    return Session::Create(o);
+  }
+
+ private:
+  static constexpr const char* kSecret = "elastic-test-secret";
+  static constexpr const char* kJob = "elastictest";
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<TcpStoreClient> store_;
+  std::string addr_;
+  std::mutex mu_;
+  std::unique_ptr<ElasticDriver> driver_;
+  std::atomic<bool> done_{false};
+  std::string ended_;
+  std::thread poller_;
+};
+
+// Every rank's rank + 1, summed: size * (size + 1) / 2 everywhere.
+Status CheckWorld(Session& s, int want_size) {
+  if (s.size() != want_size) {
+    return InternalError("a world of " + std::to_string(s.size()) + ", not " +
+                         std::to_string(want_size));
+  }
+  float v = static_cast<float>(s.rank() + 1);
+  HORA_RETURN_IF_ERROR(s.Allreduce(TensorView(&v, DataType::kFloat32, {1}),
+                                   TensorView(&v, DataType::kFloat32, {1}), {ReduceOp::kSum}));
+  const float want = static_cast<float>(want_size * (want_size + 1) / 2);
+  if (v != want)
+    return InternalError("sum " + std::to_string(v) + ", want " + std::to_string(want));
+  return Status::Ok();
+}
+
+void RunThreads(const std::vector<std::function<void()>>& fns) {
+  std::vector<std::thread> threads;
+  for (const auto& fn : fns) threads.emplace_back(fn);
+  for (auto& t : threads) t.join();
+}
+
+TEST(ElasticWorlds, WorkersLeaveAndJoinAndTheWorldIsReformedInPlace) {
+  ElasticPlanner::Settings settings;
+  settings.min_np = 2;
+  settings.max_np = 4;
+  settings.timeout = std::chrono::seconds(2);
+  ElasticJob job(settings);
+  for (const char* id : {"w0", "w1", "w2"}) job.Started(id);
+  std::unique_ptr<Session> s[4];
+  std::vector<int> rank(4, -1);
+  // Generation 1: three workers.
+  RunThreads({[&] {
+                auto r = job.Init("w0");
+                ASSERT_TRUE(r.ok()) << r.status().ToString();
+                s[0] = std::move(*r);
+              },
+              [&] {
+                auto r = job.Init("w1");
+                ASSERT_TRUE(r.ok()) << r.status().ToString();
+                s[1] = std::move(*r);
+              },
+              [&] {
+                auto r = job.Init("w2");
+                ASSERT_TRUE(r.ok()) << r.status().ToString();
+                s[2] = std::move(*r);
+              }});
+  ASSERT_TRUE(s[0] && s[1] && s[2]);
+  EXPECT_EQ(s[0]->rank(), 0);
+  EXPECT_EQ(s[1]->rank(), 1);
+  EXPECT_EQ(s[2]->rank(), 2);
+  RunThreads({[&] { EXPECT_TRUE(CheckWorld(*s[0], 3).ok()); },
+              [&] { EXPECT_TRUE(CheckWorld(*s[1], 3).ok()); },
+              [&] { EXPECT_TRUE(CheckWorld(*s[2], 3).ok()); }});
+
+  // w2 leaves; the others' next collective fails, and they re-form a world
+  // of 2 in place.
+  s[2].reset();
+  job.Ended("w2");
+  auto survive = [&](int w) {
+    float v = 1;
+    const Status lost = s[w]->Allreduce(TensorView(&v, DataType::kFloat32, {1}),
+                                        TensorView(&v, DataType::kFloat32, {1}), {ReduceOp::kSum});
+    EXPECT_FALSE(lost.ok()) << "worker " << w << ": a collective with a worker gone";
+    s[w].reset();
+    auto r = job.Init("w" + std::to_string(w));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    s[w] = std::move(*r);
+    EXPECT_TRUE(CheckWorld(*s[w], 2).ok());
+  };
+  RunThreads({[&] { survive(0); }, [&] { survive(1); }});
+  ASSERT_TRUE(s[0] && s[1]);
+  EXPECT_EQ(s[0]->rank(), 0);
+  EXPECT_EQ(s[1]->rank(), 1);
+
+  // w3 joins: it waits in init() until the others come (at their next
+  // commit, in a script); then a world of 3, w3 last.
+  job.Started("w3");
+  auto rejoin = [&](int w) {
+    s[w].reset();
+    auto r = job.Init("w" + std::to_string(w));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    s[w] = std::move(*r);
+    EXPECT_TRUE(CheckWorld(*s[w], 3).ok());
+  };
+  RunThreads({[&] { rejoin(0); }, [&] { rejoin(1); }, [&] { rejoin(3); }});
+  ASSERT_TRUE(s[0] && s[1] && s[3]);
+  EXPECT_EQ(s[0]->rank(), 0);
+  EXPECT_EQ(s[1]->rank(), 1);
+  EXPECT_EQ(s[3]->rank(), 2);
+
+  // w1 and w3 leave: one worker, fewer than --min-np 2. Its init() ends
+  // after the timeout, naming why.
+  s[1].reset();
+  s[3].reset();
+  job.Ended("w1");
+  job.Ended("w3");
+  s[0].reset();
+  const auto start = Clock::now();
+  auto last = job.Init("w0");
+  const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+  ASSERT_FALSE(last.ok());
+  EXPECT_EQ(last.status().code(), StatusCode::kAborted) << last.status().ToString();
+  EXPECT_NE(last.status().message().find("only 1 worker(s) left, fewer than --min-np 2"),
+            std::string::npos)
+      << last.status().ToString();
+  EXPECT_LT(waited, 10.0) << "the end came long after the 2 s timeout";
+}
+
+}  // namespace
+}  // namespace hora::horarun

@@ -1,0 +1,100 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Who is in each generation of an elastic job (docs/dev/elastic.md): the
+// membership logic of horarun's elastic mode alone, with no I/O, so that
+// every case is a unit test. horarun tells it what happened -- a worker
+// started, arrived in init() (its n-th time), or ended -- and asks it what
+// to do (Decide): the assignments of a new generation, the workers to stop,
+// or the job's end.
+//
+// - A generation is formed when every live worker is waiting in init() and
+//   there are at least min_np of them (at most max_np: the rest, newest
+//   first, are stopped).
+// - Ranks: hosts in the order of the lowest rank a member had before (hosts
+//   with no such member after, in the order they were first seen); within a
+//   host, members by their rank before, then the new ones as they started.
+//   So the lowest-ranked survivor is rank 0, and its committed state is
+//   what the others sync from. Local and cross ranks as PlaceRanks gives.
+// - A worker that has not arrived `timeout` after the first one of a round
+//   did is stopped and left out: the others would wait for it for good.
+// - Fewer than min_np live workers for `timeout`: the end, naming the
+//   counts. So is a reset past `reset_limit` (Horovod's: K allows K
+//   resets; the first generation is none).
+//
+// Not thread-safe: horarun's run loop owns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hosts.h"
+
+namespace hora::horarun {
+
+class ElasticPlanner {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Settings {
+    int min_np = 1;
+    int max_np = 1;
+    Clock::duration timeout = std::chrono::seconds(600);  // --elastic-timeout
+    std::optional<int> reset_limit;                       // --reset-limit
+  };
+  // One member's place in a new generation, for its arrival `arrival`.
+  struct Assignment {
+    std::string id;
+    int64_t arrival = 0;
+    Placement placement;
+  };
+  struct Decision {
+    int64_t generation = 0;          // with `assign`: the new generation's number
+    std::vector<Assignment> assign;  // a new generation (empty: none now)
+    std::vector<std::string> stop;   // workers to stop, left out from now on
+    std::optional<std::string> end;  // the job ends: every waiting worker is told this
+  };
+
+  explicit ElasticPlanner(Settings settings) : settings_(settings) {}
+
+  void Started(const std::string& id, const std::string& host, Clock::time_point now);
+  // `arrival`: the worker's count of arrivals (1 at its first init()).
+  void Arrived(const std::string& id, int64_t arrival, Clock::time_point now);
+  void Ended(const std::string& id, Clock::time_point now);
+
+  // What to do now; call after events, and at NextDeadline() without one.
+  Decision Decide(Clock::time_point now);
+  // When a timeout would change Decide's answer (max(): none pending).
+  Clock::time_point NextDeadline() const;
+
+  int64_t generation() const { return generation_; }
+  int live() const;
+  bool ended() const { return ended_; }
+
+ private:
+  struct Worker {
+    std::string host;
+    int64_t started = 0;   // order of Started calls
+    int rank = -1;         // in its last generation (-1: none yet)
+    int64_t arrived = 0;   // arrivals seen
+    int64_t consumed = 0;  // the arrival its last generation answered
+    bool live = true;
+  };
+  bool Waiting(const Worker& w) const { return w.live && w.arrived > w.consumed; }
+  // Notes when the live count fell below min_np (or rose again).
+  void CountChanged(Clock::time_point now);
+  Decision Form(std::vector<std::string> members);
+
+  const Settings settings_;
+  std::map<std::string, Worker> workers_;
+  std::map<std::string, int64_t> host_seen_;  // host -> order first seen
+  int64_t started_ = 0;
+  int64_t generation_ = 0;
+  bool ended_ = false;
+  std::optional<Clock::time_point> round_since_;  // the first arrival still unanswered
+  std::optional<Clock::time_point> below_since_;  // fewer than min_np live since
+};
+
+}  // namespace hora::horarun
