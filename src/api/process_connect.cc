@@ -159,9 +159,12 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   // worker's world is its generation's, whatever it was before.
   std::string id;
   if (!config.worker_id.empty()) {
-    HORA_ASSIGN_OR_RETURN(ElasticPlace place,
-                          AwaitElasticPlace(*w.store, job, config.worker_id,
-                                            SecondsToDuration(config.elastic_timeout_s)));
+    // (horarun answers within two of its timeouts: one for a worker that
+    // never comes, one for too few workers; a margin for its polling.)
+    const Duration elastic = SecondsToDuration(config.elastic_timeout_s);
+    HORA_ASSIGN_OR_RETURN(
+        ElasticPlace place,
+        AwaitElasticPlace(*w.store, job, config.worker_id, 2 * elastic + std::chrono::seconds(10)));
     w.layout = place.layout;
     id = job + "-g" + std::to_string(place.generation);
   } else {

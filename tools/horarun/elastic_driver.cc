@@ -30,7 +30,8 @@ Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time
       planner_.Arrived(id, n, now);
     }
   }
-  ElasticPlanner::Decision d = planner_.Decide(now);
+  ElasticPlanner::Decision d;
+  if (end_.empty()) d = planner_.Decide(now);
   for (const ElasticPlanner::Assignment& a : d.assign) {
     const Placement& p = a.placement;
     ElasticPlace place{d.generation,

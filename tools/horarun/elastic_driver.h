@@ -28,7 +28,13 @@ class ElasticDriver {
   void Ended(const std::string& id, ElasticPlanner::Clock::time_point now);
 
   // One round: arrivals in, decisions out (also written to the store).
+  // Once the job ends (the planner's end, or Finish), no more worlds are
+  // formed, and every worker waiting, or arriving later, is told why.
   Result<ElasticPlanner::Decision> Poll(ElasticPlanner::Clock::time_point now);
+  // The job is ending for `why` (a worker finished its work).
+  void Finish(const std::string& why) {
+    if (end_.empty()) end_ = why;
+  }
 
   const ElasticPlanner& planner() const { return planner_; }
 

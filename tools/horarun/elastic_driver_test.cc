@@ -68,10 +68,10 @@ class ElasticJob {
   Result<std::unique_ptr<Session>> Init(const std::string& id) const {
     SessionOptions o;
     o.read_environment = false;
-    o.settings = {
-        {"HORA_STORE_ADDR", addr_},   {"HORA_SECRET", kSecret},         {"HORA_JOB_ID", kJob},
-        {"HORA_WORKER_ID", id},       {"HORA_ELASTIC_TIMEOUT_S", "20"}, {"HORA_TRANSPORT", "tcp"},
-        {"HORA_PEER_TIMEOUT_S", "2"}, {"HORA_LOG_LEVEL", "off"}};
+    o.settings = {{"HORA_STORE_ADDR", addr_},      {"HORA_SECRET", kSecret},
+                  {"HORA_JOB_ID", kJob},           {"HORA_WORKER_ID", id},
+                  {"HORA_ELASTIC_TIMEOUT_S", "2"}, {"HORA_TRANSPORT", "tcp"},
+                  {"HORA_PEER_TIMEOUT_S", "2"},    {"HORA_LOG_LEVEL", "off"}};
     return Session::Create(o);
   }
 

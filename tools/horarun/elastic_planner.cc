@@ -87,6 +87,9 @@ ElasticPlanner::Decision ElasticPlanner::Decide(Clock::time_point now) {
       d.stop.push_back(id);
     }
     CountChanged(now);
+    // (Too few since the round began: the waiting workers have waited that
+    // long already.)
+    if (below_since_ && *round_since_ < *below_since_) below_since_ = round_since_;
   }
   if (static_cast<int>(waiting.size()) < settings_.min_np) return d;  // (more may come)
   if (settings_.reset_limit && generation_ >= 1 && generation_ > *settings_.reset_limit) {

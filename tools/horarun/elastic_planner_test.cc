@@ -129,6 +129,25 @@ TEST(ElasticPlanner, AWorkerThatNeverComesIsStoppedAfterTheTimeout) {
   EXPECT_TRUE(p.Decide(t).assign.empty());
 }
 
+// A worker stopped for not coming leaves too few: the others have waited
+// since the round began, so the end comes then, not a timeout later.
+TEST(ElasticPlanner, TooFewAfterAStopEndsFromTheRoundsStart) {
+  ElasticPlanner p(Bounds(3, 3));
+  Clock::time_point t{};
+  StartAll(p, {"a", "a", "a"}, t);
+  p.Arrived("w0", 2, t);
+  p.Arrived("w2", 2, t);
+  const auto stop = p.Decide(t + kTimeout);
+  EXPECT_EQ(stop.stop, std::vector<std::string>{"w1"});
+  EXPECT_FALSE(stop.end.has_value());
+  EXPECT_EQ(p.NextDeadline(), t + kTimeout);
+  const auto end = p.Decide(t + kTimeout);
+  ASSERT_TRUE(end.end.has_value());
+  EXPECT_NE(end.end->find("only 2 worker(s) left, fewer than --min-np 3, for 30 s"),
+            std::string::npos)
+      << *end.end;
+}
+
 TEST(ElasticPlanner, BelowMinNpForTheTimeoutEndsTheJobNamingTheCounts) {
   ElasticPlanner p(Bounds(3, 4));
   Clock::time_point t{};

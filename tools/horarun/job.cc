@@ -148,6 +148,9 @@ RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::st
   std::map<std::string, std::string> env = spec.env;
   if (spec.elastic) {
     env["HORA_WORKER_ID"] = WorkerId(p);
+    // (Its host as horarun names it, which the planner's local ranks follow.)
+    env["HORA_HOSTNAME"] = p.host;
+    env["HOROVOD_HOSTNAME"] = p.host;
     env["HORA_ELASTIC_TIMEOUT_S"] =
         std::to_string(std::chrono::duration<double>(spec.elastic->settings.timeout).count());
   } else {

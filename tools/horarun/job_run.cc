@@ -72,6 +72,10 @@ struct Rank {
   // the remote shell reads it; cleared once written (or given up).
   std::string input;
   size_t input_done = 0;
+  // Elastic mode: stopped by horarun (left out of the job), and when it
+  // gets SIGKILL if it has not ended by then.
+  bool stopped = false;
+  Clock::time_point stop_kill_at = Clock::time_point::max();
   int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
@@ -326,8 +330,13 @@ void Job::Died(Rank& r, int status) {
     // A worker's end is not the job's: the planner re-forms the world
     // without it, or ends the job when too few are left.
     driver_->Ended(WorkerId(r.placement), Clock::now());
+    if (r.stopped) return;  // (left out by horarun: its exit says nothing of the job)
     if (code == 0) {
+      // The work is done: no more worlds; a worker still waiting in init()
+      // is told so, and ends.
       done_ = true;
+      driver_->Finish("the job is finishing: worker " + WorkerId(r.placement) +
+                      " completed its work");
     } else if (!termed_) {
       last_failure_ = code;
       std::fprintf(stderr, "horarun: worker %s (pid %d) %s%s\n", WorkerId(r.placement).c_str(),
@@ -345,7 +354,13 @@ void Job::Died(Rank& r, int status) {
 }
 
 void Job::PollDriver(Clock::time_point now) {
-  if (!driver_ || done_ || stopping_) return;
+  if (!driver_ || stopping_) return;
+  for (auto& r : ranks_) {  // stopped workers that outlive the grace period
+    if (r.running && r.stopped && now >= r.stop_kill_at) {
+      kill(-r.pid, SIGKILL);
+      r.stop_kill_at = Clock::time_point::max();
+    }
+  }
   auto d = driver_->Poll(now);
   if (!d.ok()) {
     std::fprintf(stderr, "horarun: elastic mode: %s; stopping the job\n",
@@ -361,6 +376,8 @@ void Job::PollDriver(Clock::time_point now) {
                      "(--elastic-timeout); stopping it\n",
                      id.c_str());
         TerminateGroup(r.pid);
+        r.stopped = true;
+        r.stop_kill_at = now + Seconds(spec_.stop_grace_s);
       }
     }
   }
@@ -384,7 +401,6 @@ void Job::Run() {
   Clock::time_point groups_ended{};
   for (;;) {
     const auto now = Clock::now();
-    PollDriver(now);
     CheckInputs(now);
     Escalate(now);
     EndGroups(now);
@@ -424,6 +440,8 @@ void Job::Run() {
     // Deaths before output: a rank's output can wait, the order of deaths
     // must be read while the kernel still has it.
     HandleSignals();
+    // (After the deaths just reaped: a world is formed without them.)
+    PollDriver(Clock::now());
     for (size_t k = 2; k < pfds.size(); ++k) {
       if (!(pfds[k].revents & (POLLIN | POLLOUT | POLLHUP | POLLERR))) continue;
       auto [r, s] = owners[k - 2];

@@ -16,6 +16,7 @@ Framework modules (``hora.torch``, ``hora.numpy``) re-export these functions.
 """
 
 import atexit
+import os
 import threading
 
 from hora import _core
@@ -61,6 +62,8 @@ def init(comm=None, process_sets=None, settings=None):
             return
         conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
         _session = _core.Session(conf)
+        if os.environ.get("HORA_WORKER_ID"):
+            _export_elastic_layout(_session)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
@@ -68,6 +71,18 @@ def init(comm=None, process_sets=None, settings=None):
         from hora.common.process_sets import add_process_set  # (imports this module)
         for ps in process_sets:
             add_process_set(ps)
+
+
+def _export_elastic_layout(s):
+    """An elastic worker's rank changes with each world: its HORA_* and
+    HOROVOD_* rank variables are rewritten after each init(), as Horovod's
+    elastic mode does (scripts read HOROVOD_LOCAL_RANK to pick a device)."""
+    values = {"RANK": s.rank, "SIZE": s.size, "LOCAL_RANK": s.local_rank,
+              "LOCAL_SIZE": s.local_size, "CROSS_RANK": s.cross_rank,
+              "CROSS_SIZE": s.cross_size}
+    for name, value in values.items():
+        os.environ["HORA_" + name] = str(value)
+        os.environ["HOROVOD_" + name] = str(value)
 
 
 def shutdown():

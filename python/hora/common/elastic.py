@@ -25,10 +25,21 @@ import queue
 import threading
 
 from hora.common.exceptions import (
+    HoraTimeoutError,
     HorovodInternalError,
     HostsUpdatedInterrupt,
+    InternalError,
     MismatchError,
+    NotInitializedError,
+    UnavailableError,
 )
+
+# Errors a reset would only repeat: ranks that called a collective
+# differently (a bug in the script), Hora used after shutdown(), a bug in
+# Hora.
+_NOT_RETRIED = (MismatchError, NotInitializedError, InternalError)
+# How many worlds a reset tries to join before it gives up.
+_RESET_ATTEMPTS = 5
 
 
 class HostUpdateResult(enum.IntFlag):
@@ -156,9 +167,26 @@ def run_fn(func, reset):
     """The loop of ``@hvd.elastic.run`` around ``func(state, ...)``, with
     ``reset()`` re-forming the world (shutdown, then init).
 
-    A ``MismatchError`` (ranks called a collective differently: a bug in the
-    script, which a reset would only repeat) propagates, as does any error
-    that is not Hora's."""
+    A failure while the state is synced is handled as one in ``func``; a
+    reset whose new world loses a worker before it is connected
+    (``UnavailableError``, ``HoraTimeoutError``) is tried again. Not
+    retried: ``MismatchError`` (ranks called a collective differently: a
+    bug in the script, which a reset would only repeat), ``NotInitializedError``
+    (Hora used after ``shutdown()``), ``InternalError`` (a bug in Hora), the
+    launcher's end of the job (an ``AbortedError`` from the reset's
+    ``init()``), and any error that is not Hora's."""
+
+    def reset_until_formed():
+        for attempt in range(_RESET_ATTEMPTS):
+            try:
+                reset()
+                return
+            except (UnavailableError, HoraTimeoutError):
+                # (A member of that world was lost before it connected: the
+                # next world is formed without it. The launcher gone: the
+                # last attempt's error goes to the script.)
+                if attempt + 1 == _RESET_ATTEMPTS:
+                    raise
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
@@ -167,18 +195,18 @@ def run_fn(func, reset):
         try:
             skip_sync = False
             while True:
-                if not skip_sync:
-                    state.sync()
                 try:
+                    if not skip_sync:
+                        state.sync()
                     return func(state, *args, **kwargs)
-                except MismatchError:
+                except _NOT_RETRIED:
                     raise
                 except HorovodInternalError:
                     state.restore()
                     skip_sync = False
                 except HostsUpdatedInterrupt as e:
                     skip_sync = e.skip_sync
-                reset()
+                reset_until_formed()
                 state.on_reset()
         finally:
             with _listeners_lock:

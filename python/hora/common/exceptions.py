@@ -58,7 +58,8 @@ class NotInitializedError(HoraError, HorovodInternalError, ValueError):
 
 class HostsUpdatedInterrupt(RuntimeError):
     """Elastic training: the hosts of the job changed; ``skip_sync`` is True
-    when the state need not be synchronized again (only hosts were added)."""
+    when the state need not be synchronized again (hosts were only removed:
+    the survivors hold the same state)."""
 
     def __init__(self, skip_sync):
         super().__init__(skip_sync)

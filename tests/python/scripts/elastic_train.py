@@ -7,8 +7,9 @@ The state also records the world size of each committed step, so rank 0
 can replay the run: the final model must equal that replay, and every step
 must have been committed exactly once.
 
-    --kill-at S     the worker with rank 2 (of the first world) kills itself
-                    with SIGKILL at step S, after its backward pass.
+    --kill-at S     the worker of rank --kill-rank (2) in the first world
+                    kills itself with SIGKILL at step S, after its backward
+                    pass.
     --steps N       steps to train (12).
     --step-sleep S  seconds between steps (0.02), for a longer run.
 
@@ -59,6 +60,7 @@ def replay(sizes):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kill-at", type=int, default=-1)
+    parser.add_argument("--kill-rank", type=int, default=2)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--step-sleep", type=float, default=0.02)
     args = parser.parse_args()
@@ -76,7 +78,7 @@ def main():
         while state.step < args.steps:
             step = state.step
             g = grads(state.model, step, hvd.rank(), hvd.size())
-            if step == args.kill_at and first_rank == 2 and not resets:
+            if step == args.kill_at and first_rank == args.kill_rank and not resets:
                 sys.stdout.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
             for p, gi in zip(state.model.parameters(), g):
@@ -97,6 +99,10 @@ def main():
     resumed, first = [], []
     train(state)
     assert state.committed == tuple(range(args.steps)), state.committed
+    # An elastic worker's rank variables follow its world, as Horovod's.
+    if os.environ.get("HORA_WORKER_ID"):
+        assert os.environ["HOROVOD_RANK"] == str(hvd.rank()), os.environ["HOROVOD_RANK"]
+        assert os.environ["HORA_SIZE"] == str(hvd.size()), os.environ["HORA_SIZE"]
     ref = replay(state.sizes)
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p, q)
