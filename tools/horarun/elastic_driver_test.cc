@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "hora/elastic.h"
 #include "hora/session.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -29,7 +30,8 @@ using Clock = ElasticPlanner::Clock;
 // worker's Session gets.
 class ElasticJob {
  public:
-  explicit ElasticJob(ElasticPlanner::Settings settings) {
+  explicit ElasticJob(ElasticPlanner::Settings settings)
+      : timeout_s_(std::chrono::duration<double>(settings.timeout).count()) {
     Logger logger(LogLevel::kOff, -1);
     auto server = TcpStoreServer::Start("127.0.0.1", 0, kSecret, logger);
     EXPECT_TRUE(server.ok()) << server.status().ToString();
@@ -66,18 +68,24 @@ class ElasticJob {
     driver_->Ended(id, Clock::now());
   }
   Result<std::unique_ptr<Session>> Init(const std::string& id) const {
+    return Session::Create(Options(id));
+  }
+  // A worker's settings; its wait for a place follows the planner's timeout.
+  SessionOptions Options(const std::string& id) const {
     SessionOptions o;
     o.read_environment = false;
-    o.settings = {{"HORA_STORE_ADDR", addr_},      {"HORA_SECRET", kSecret},
-                  {"HORA_JOB_ID", kJob},           {"HORA_WORKER_ID", id},
-                  {"HORA_ELASTIC_TIMEOUT_S", "2"}, {"HORA_TRANSPORT", "tcp"},
-                  {"HORA_PEER_TIMEOUT_S", "2"},    {"HORA_LOG_LEVEL", "off"}};
-    return Session::Create(o);
+    o.settings = {
+        {"HORA_STORE_ADDR", addr_}, {"HORA_SECRET", kSecret},
+        {"HORA_JOB_ID", kJob},      {"HORA_WORKER_ID", id},
+        {"HORA_TRANSPORT", "tcp"},  {"HORA_PEER_TIMEOUT_S", "2"},
+        {"HORA_LOG_LEVEL", "off"},  {"HORA_ELASTIC_TIMEOUT_S", std::to_string(timeout_s_)}};
+    return o;
   }
 
  private:
   static constexpr const char* kSecret = "elastic-test-secret";
   static constexpr const char* kJob = "elastictest";
+  const double timeout_s_;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<TcpStoreClient> store_;
   std::string addr_;
@@ -194,6 +202,97 @@ TEST(ElasticWorlds, WorkersLeaveAndJoinAndTheWorldIsReformedInPlace) {
             std::string::npos)
       << last.status().ToString();
   EXPECT_LT(waited, 10.0) << "the end came long after the 2 s timeout";
+}
+
+// A trainer's own state through hora::RunElastic: 4 weights, the step, and
+// the world size of each committed step.
+struct Trainer : ElasticState {
+  std::vector<float> w = std::vector<float>(4, 0.0f), saved_w = w;
+  int64_t step = 0, saved_step = 0;
+  std::vector<int32_t> sizes, saved_sizes;
+  std::vector<int> resets;
+  Status Save() override {
+    saved_w = w;
+    saved_step = step;
+    saved_sizes = sizes;
+    return Status::Ok();
+  }
+  Status Restore() override {
+    w = saved_w;
+    step = saved_step;
+    sizes = saved_sizes;
+    return Status::Ok();
+  }
+  Status Sync(Session& s) override {
+    HORA_RETURN_IF_ERROR(s.Broadcast(TensorView(w.data(), DataType::kFloat32, {4}), 0));
+    HORA_RETURN_IF_ERROR(s.Broadcast(TensorView(&step, DataType::kInt64, {1}), 0));
+    sizes.resize(static_cast<size_t>(step));
+    return s.Broadcast(TensorView(sizes.data(), DataType::kInt32, {step}), 0);
+  }
+  void Reset(Session& s) override { resets.push_back(s.size()); }
+};
+
+// Each step adds to weight i the mean over ranks of (rank + 1) * (i + 1): a
+// replay of the committed sizes gives the weights.
+std::vector<float> Replay(const std::vector<int32_t>& sizes) {
+  std::vector<float> w(4, 0.0f);
+  for (int32_t n : sizes) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      w[i] +=
+          static_cast<float>(n * (n + 1) / 2) * static_cast<float>(i + 1) / static_cast<float>(n);
+    }
+  }
+  return w;
+}
+
+// w2 leaves in step 5 (its RunElastic returns, ending its Session); the
+// others' step 5 fails after it changed their weights, they roll back to
+// step 4's commit, go on in a world of 2, and end with every step committed
+// once and the weights of a replay (a mutant without the roll back fails).
+TEST(ElasticWorlds, RunElasticRollsBackAndGoesOnInANewWorld) {
+  ElasticPlanner::Settings settings;
+  settings.min_np = 2;
+  settings.max_np = 3;
+  settings.timeout = std::chrono::seconds(10);
+  ElasticJob job(settings);
+  for (const char* id : {"w0", "w1", "w2"}) job.Started(id);
+  Trainer trainers[3];
+  Status results[3];
+  auto work = [&](int k) {
+    Trainer& t = trainers[k];
+    results[k] = RunElastic(
+        job.Options("w" + std::to_string(k)), t, [&](Session& s, ElasticState& st) -> Status {
+          while (t.step < 10) {
+            std::vector<float> g(4);
+            for (size_t i = 0; i < g.size(); ++i) {
+              g[i] = static_cast<float>((s.rank() + 1) * static_cast<int>(i + 1));
+            }
+            const TensorView v(g.data(), DataType::kFloat32, {4});
+            HORA_RETURN_IF_ERROR(s.Allreduce(v, v, {ReduceOp::kAverage}));
+            for (size_t i = 0; i < g.size(); ++i) t.w[i] += g[i];
+            // w2 leaves between the step's two collectives: the others have
+            // changed their weights, and must roll them back.
+            if (k == 2 && t.step == 5) return InvalidArgument("w2 leaves");
+            float one = 1;
+            const TensorView loss(&one, DataType::kFloat32, {1});
+            HORA_RETURN_IF_ERROR(s.Allreduce(loss, loss, {ReduceOp::kSum}));
+            t.sizes.push_back(s.size());
+            ++t.step;
+            HORA_RETURN_IF_ERROR(st.Commit());
+          }
+          return Status::Ok();
+        });
+    if (k == 2) job.Ended("w2");
+  };
+  RunThreads({[&] { work(0); }, [&] { work(1); }, [&] { work(2); }});
+  EXPECT_EQ(results[2].code(), StatusCode::kInvalidArgument) << results[2].ToString();
+  const std::vector<int32_t> want_sizes = {3, 3, 3, 3, 3, 2, 2, 2, 2, 2};
+  for (int k : {0, 1}) {
+    ASSERT_TRUE(results[k].ok()) << "w" << k << ": " << results[k].ToString();
+    EXPECT_EQ(trainers[k].sizes, want_sizes) << "w" << k;
+    EXPECT_EQ(trainers[k].w, Replay(want_sizes)) << "w" << k;
+    EXPECT_EQ(trainers[k].resets, std::vector<int>{2}) << "w" << k;
+  }
 }
 
 }  // namespace
