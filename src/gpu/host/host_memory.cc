@@ -133,15 +133,17 @@ Status HostMemory::Free(void* p) {
     }
     reserved = it->second.reserved;
     device_.erase(it);
+    // Its whole pages go back to the system (a neighbour may use the
+    // partial ones) before the range can be taken again: punched after, the
+    // hole would zero what a new allocation there had written.
+    const size_t off = at - base_;
+    const size_t from = RoundUp(off, kPage);
+    const size_t to = (off + reserved) / kPage * kPage;
+    if (to > from) {
+      fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                static_cast<off_t>(to - from));
+    }
     GiveBack(at, reserved);
-  }
-  // Give back its whole pages (a neighbour may use the partial ones).
-  const size_t off = at - base_;
-  const size_t from = RoundUp(off, kPage);
-  const size_t to = (off + reserved) / kPage * kPage;
-  if (to > from) {
-    fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
-              static_cast<off_t>(to - from));
   }
   return Status::Ok();
 }
