@@ -20,7 +20,7 @@ class JobSecretFileTest : public ::testing::Test {
     ASSERT_NE(mkdtemp(dir), nullptr);
     home_ = dir;
   }
-  void TearDown() override { std::system(("rm -rf " + home_).c_str()); }
+  void TearDown() override { EXPECT_EQ(std::system(("rm -rf " + home_).c_str()), 0); }
   std::string Path(const std::string& key) { return *JobSecretPath({{"HOME", home_}}, key); }
   std::string home_;
 };
@@ -133,7 +133,7 @@ TEST_F(JobSecretFileTest, RefusesASymbolicLinkForADirectory) {
   ASSERT_NE(mkdtemp(other), nullptr);
   ASSERT_EQ(symlink(other, (home_ + "/.hora").c_str()), 0);
   auto file = JobSecretFile::Create(Path("6.0-20000"));
-  std::system((std::string("rm -rf ") + other).c_str());
+  ASSERT_EQ(std::system((std::string("rm -rf ") + other).c_str()), 0);
   ASSERT_FALSE(file.ok());
   EXPECT_NE(file.status().message().find(home_ + "/.hora is a symbolic link"), std::string::npos)
       << file.status().message();

@@ -227,7 +227,7 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
           e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
           e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches,
-          e.idle_looks,    e.window_batches,  e.nccl_batches};
+          e.idle_looks,    e.window_batches,  e.nccl_batches,        e.alone_batches};
 }
 
 }  // namespace hora

@@ -175,6 +175,7 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
       return shaped ? RunShapedOnNccl(*batch.front(), rank, size) : RunOnNccl(batch, rank, size);
     }
   }
+  if (RunsAlone(batch, size, joined_any)) return RunAlone(batch, rank);
   Comm* comm = data.WindowComm();
   if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
       comm != nullptr) {

@@ -83,6 +83,7 @@ class DeviceStaging {
   // Batches run on the device window, and through NCCL, so far.
   uint64_t window_batches() const { return window_batches_; }
   uint64_t nccl_batches() const { return nccl_batches_; }
+  uint64_t alone_batches() const { return alone_batches_; }
 
   // Ends NCCL's work at once, queued kernels included (the engine failed:
   // a peer may be lost); later batches for NCCL fail naming `why`.
@@ -127,6 +128,10 @@ class DeviceStaging {
   // An allreduce on the device window (opened now at the first), or false
   // in `*ran` when there is none.
   Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
+  // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
+  // (device_staging_alone.cc).
+  static bool RunsAlone(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
+  Status RunAlone(const std::vector<TensorRecord*>& batch, int rank);
   // Allreduce or broadcast through NCCL.
   Status RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size);
   // Allgather, reducescatter or alltoall through NCCL, into an output
@@ -171,6 +176,7 @@ class DeviceStaging {
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;
   uint64_t nccl_batches_ = 0;
+  uint64_t alone_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
   std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back

@@ -129,11 +129,14 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
   }
   const uint64_t on_window = staging_->window_batches();
   const uint64_t by_nccl = staging_->nccl_batches();
+  const uint64_t alone = staging_->alone_batches();
   const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_, joined_any);
-  if (staging_->window_batches() != on_window || staging_->nccl_batches() != by_nccl) {
+  if (staging_->window_batches() != on_window || staging_->nccl_batches() != by_nccl ||
+      staging_->alone_batches() != alone) {
     MutexLock lock(mu_);
     stats_.window_batches += staging_->window_batches() - on_window;
     stats_.nccl_batches += staging_->nccl_batches() - by_nccl;
+    stats_.alone_batches += staging_->alone_batches() - alone;
   }
   if (st.ok()) return st;
   return st.WithContext("rank " + std::to_string(rank_) + " on " + staging_->device_name());

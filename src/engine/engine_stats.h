@@ -22,6 +22,7 @@ struct EngineStats {
   uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
   uint64_t window_batches = 0;   // GPU allreduce batches run on the device window
   uint64_t nccl_batches = 0;     // GPU allreduce and broadcast batches run by NCCL
+  uint64_t alone_batches = 0;    // GPU allreduce and broadcast batches of one rank, on its GPU
   uint64_t name_records = 0;  // records by name: in flight, and idle ones kept (see TensorRecord)
   uint64_t idle_looks = 0;    // an idle engine's thread woke to look (Loop)
 

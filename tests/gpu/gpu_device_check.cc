@@ -3,12 +3,14 @@
 // The Device contract on a real GPU (ctest -L gpu): memory, pinned copies,
 // stream order, events and bounded waits, pointer attributes (a buffer id
 // that changes when memory is freed and allocated again), the batched copy,
-// and every kernel against the CPU's kernels, bit for bit. Without a usable
+// and every kernel against the CPU's kernels, bit for bit (a NaN matching
+// any NaN). Without a usable
 // GPU it says why and exits 77, which ctest counts as skipped. A program
 // of its own, with no test framework: the GPU machine's image may lack
 // GoogleTest.
 //
 //   build/bin/hora-gpu-check [ordinal]
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -35,6 +37,47 @@ void Check(bool ok, const std::string& what) {
 
 void CheckOk(const Status& st, const std::string& what) {
   Check(st.ok(), what + (st.ok() ? "" : ": " + st.ToString()));
+}
+
+// Element i's bits (an element is at most 8 bytes).
+uint64_t Bits(const std::vector<std::byte>& v, size_t i, size_t es) {
+  uint64_t b = 0;
+  std::memcpy(&b, v.data() + i * es, es);
+  return b;
+}
+
+bool IsNaN(DataType dtype, uint64_t b) {
+  switch (dtype) {
+    case DataType::kFloat16:
+      return (b & 0x7c00) == 0x7c00 && (b & 0x03ff) != 0;
+    case DataType::kBFloat16:
+      return (b & 0x7f80) == 0x7f80 && (b & 0x007f) != 0;
+    case DataType::kFloat32:
+      return (b & 0x7f800000) == 0x7f800000 && (b & 0x007fffff) != 0;
+    case DataType::kFloat64:
+      return (b & 0x7ff0000000000000) == 0x7ff0000000000000 && (b & 0x000fffffffffffff) != 0;
+    default:
+      return false;
+  }
+}
+
+// The GPU's result against the CPU's, bit for bit, except that a NaN
+// matches any NaN: IEEE 754 leaves a result's NaN payload open, and a GPU's
+// float arithmetic gives its canonical NaN where the CPU keeps the input's.
+// The first difference is printed.
+void CheckSame(DataType dtype, const std::vector<std::byte>& got,
+               const std::vector<std::byte>& want, const std::string& what) {
+  const size_t es = DataTypeSize(dtype);
+  size_t differ = got.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; differ == 0 && i < want.size() / es; ++i) {
+    const uint64_t g = Bits(got, i, es), w = Bits(want, i, es);
+    if (g != w && !(IsNaN(dtype, g) && IsNaN(dtype, w))) {
+      ++differ;
+      std::printf("  %s: element %zu is 0x%llx, the CPU's 0x%llx\n", what.c_str(), i,
+                  static_cast<unsigned long long>(g), static_cast<unsigned long long>(w));
+    }
+  }
+  Check(differ == 0, what);
 }
 
 struct Gpu {
@@ -64,7 +107,11 @@ struct Gpu {
 std::vector<std::byte> Values(DataType dtype, size_t count, uint32_t seed) {
   std::mt19937 rng(seed);
   std::vector<std::byte> out(count * DataTypeSize(dtype));
-  for (auto& b : out) b = static_cast<std::byte>(dtype == DataType::kBool ? rng() % 2 : rng());
+  // (bool: half zeros, half any other byte, which is true too)
+  for (auto& b : out) {
+    b = static_cast<std::byte>(dtype != DataType::kBool ? rng()
+                                                        : (rng() % 2 ? 0 : 1 + rng() % 255));
+  }
   return out;
 }
 
@@ -88,7 +135,8 @@ void Kernels(Gpu& g) {
       for (int k = 1; k < kSources; ++k)
         kernels::Reduce(dtype, op, want.data(), in[k].data(), kCount);
       CheckOk(g.d.Reduce(dtype, op, out, dev_in, kCount, g.s), "reduce " + name);
-      Check(g.Download(out, bytes) == want, "reduce " + name + " " + ReduceOpName(op) + " = CPU");
+      CheckSame(dtype, g.Download(out, bytes), want,
+                "reduce " + name + " " + ReduceOpName(op) + " = CPU");
     }
     {
       // The destination may be a source, even one a later launch reads.
@@ -98,7 +146,8 @@ void Kernels(Gpu& g) {
       }
       void* last = const_cast<void*>(dev_in.back());
       CheckOk(g.d.Reduce(dtype, ReduceOp::kSum, last, dev_in, kCount, g.s), "reduce aliased");
-      Check(g.Download(last, bytes) == want, "reduce " + name + " into its last source = CPU");
+      CheckSame(dtype, g.Download(last, bytes), want,
+                "reduce " + name + " into its last source = CPU");
       g.Upload(last, in.back().data(), bytes);
     }
     {
@@ -115,26 +164,34 @@ void Kernels(Gpu& g) {
         }
       }
       CheckOk(g.d.Reduce(dtype, ReduceOp::kSum, out, shifted, kCount - 1, g.s), "reduce shifted");
-      Check(g.Download(out, bytes - es) == want, "reduce " + name + " of unaligned sources = CPU");
+      CheckSame(dtype, g.Download(out, bytes - es), want,
+                "reduce " + name + " of unaligned sources = CPU");
     }
-    if (dtype != DataType::kBool) {
+    if (dtype == DataType::kBool) {  // (its one factor: bytes other than 0 and 1 made 1)
+      std::vector<std::byte> want(bytes);
+      kernels::Scale(dtype, 1.0, want.data(), in[0].data(), kCount);
+      CheckOk(g.d.Scale(dtype, 1.0, out, dev_in[0], kCount, g.s), "scale bool");
+      CheckSame(dtype, g.Download(out, bytes), want, "scale bool by 1");
+    } else {
       for (double factor : {0.37, -2.5, 1e30}) {
         std::vector<std::byte> want(bytes);
         kernels::Scale(dtype, factor, want.data(), in[0].data(), kCount);
         CheckOk(g.d.Scale(dtype, factor, out, dev_in[0], kCount, g.s), "scale " + name);
-        Check(g.Download(out, bytes) == want, "scale " + name + " by " + std::to_string(factor));
+        CheckSame(dtype, g.Download(out, bytes), want,
+                  "scale " + name + " by " + std::to_string(factor));
       }
       std::vector<std::byte> want = in[1];
       kernels::Finalize(dtype, ReduceOp::kAverage, 3, 2.5, want.data(), kCount);
       g.Upload(out, in[1].data(), bytes);
       CheckOk(g.d.Finalize(dtype, ReduceOp::kAverage, 3, 2.5, out, kCount, g.s), "finalize");
-      Check(g.Download(out, bytes) == want, "finalize (average of 3, postscale 2.5) " + name);
+      CheckSame(dtype, g.Download(out, bytes), want,
+                "finalize (average of 3, postscale 2.5) " + name);
     }
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       std::vector<std::byte> want(bytes);
       kernels::FillIdentity(dtype, op, want.data(), kCount);
       CheckOk(g.d.FillIdentity(dtype, op, out, kCount, g.s), "identity");
-      Check(g.Download(out, bytes) == want, "identity " + name + " " + ReduceOpName(op));
+      CheckSame(dtype, g.Download(out, bytes), want, "identity " + name + " " + ReduceOpName(op));
     }
     for (const void* p : dev_in) CheckOk(g.d.Free(const_cast<void*>(p)), "free");
     CheckOk(g.d.Free(out), "free");

@@ -146,6 +146,15 @@ __global__ void ScaleFloatKernel(void* dst_v, const void* src_v, size_t count,
   }
 }
 
+// bool through Scale(1.0): nonzero bytes become 1, as on the CPU.
+__global__ void NormalizeBoolKernel(unsigned char* dst, const unsigned char* src, size_t count) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    dst[i] = src[i] != 0 ? 1 : 0;
+  }
+}
+
 template <class T>
 cudaError_t ScaleInt(double factor, void* dst, const void* src, size_t count, unsigned blocks,
                      cudaStream_t stream) {
@@ -297,8 +306,9 @@ cudaError_t LaunchScale(DataType dtype, double factor, void* dst, const void* sr
       return ScaleFloat<ki::NativeCodec<double>>(factor, dst, src, count, blocks, stream);
     case DataType::kBool:
       if (factor != 1.0) return cudaErrorInvalidValue;
-      return dst == src ? cudaSuccess
-                        : cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+      NormalizeBoolKernel<<<blocks, kThreads, 0, stream>>>(
+          static_cast<unsigned char*>(dst), static_cast<const unsigned char*>(src), count);
+      return cudaGetLastError();
   }
   return cudaErrorInvalidValue;
 }
