@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -854,6 +855,96 @@ TEST_P(DeviceTensors, ACppProducerHandsItsWorkToHorasStream) {
     return ExpectFloats(io.Download(t, kCount * 4), static_cast<float>(n * (n + 1) / 2),
                         "after the producer's late write");
   }));
+}
+
+// A process set's collectives run on a GPU stream of the set's own, with an
+// NCCL communicator of its own on the nccl path:
+//  - that stream waits for Hora's stream, so a C++ producer ordered before
+//    Hora's stream (a write 100 ms late, on the host device) is seen by a
+//    set's allreduce as by the global set's;
+//  - ranks that call two sets' collectives in opposite orders get every
+//    result (on one shared stream, NCCL kernels queued in opposite orders
+//    could wait on each other for good; the host device's NCCL runs each
+//    call at once, so this shows the results, not the deadlock).
+TEST_P(DeviceTensors, AProcessSetRunsOnAStreamOfItsOwn) {
+  const int n = World();
+  if (n < 2) GTEST_SKIP() << "a set besides the global one needs two ranks";
+  ThreadRanks job(n, Staged());
+  constexpr size_t kCount = 1601;
+  std::vector<int> members(static_cast<size_t>(n - 1));  // every rank but the last
+  std::iota(members.begin(), members.end(), 0);
+  std::vector<int> ids(static_cast<size_t>(n), -1);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    HORA_ASSIGN_OR_RETURN(ids[static_cast<size_t>(r)], s.AddProcessSet(members));
+    return Status::Ok();
+  }));
+  const int set = ids[0];
+  const float global_sum = static_cast<float>(n * (n + 1) / 2);
+  const float set_sum = static_cast<float>((n - 1) * n / 2);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    const bool in_set = r < n - 1;
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    gpu::Device& dev = io.device();
+    if (in_set) {
+      const std::vector<float> early(kCount, 0.0f);
+      const std::vector<float> late(kCount, static_cast<float>(r + 1));
+      void* t = io.Upload(early.data(), kCount * 4);
+      void* final_values = io.Upload(late.data(), kCount * 4);
+      // The producer: (on the host device) 100 ms of work, then it writes.
+      HORA_ASSIGN_OR_RETURN(const gpu::Stream producer, dev.CreateStream());
+      HORA_ASSIGN_OR_RETURN(const gpu::Event made, dev.CreateEvent());
+      Status st;
+      if (auto* host_dev = dynamic_cast<gpu::HostDevice*>(&dev); host_dev != nullptr) {
+        st = host_dev->RunOnStream(
+            producer, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+      }
+      if (st.ok()) {
+        st = dev.Copy(t, final_values, kCount * 4, gpu::CopyKind::kDeviceToDevice, producer);
+      }
+      if (st.ok()) st = dev.Record(made, producer);
+      Result<uint64_t> hora_stream = s.GpuStream();
+      if (st.ok()) st = hora_stream.status();
+      if (st.ok()) st = dev.StreamWait(gpu::Stream{*hora_stream}, made);
+      const TensorView v = OnGpu(t, DataType::kFloat32, {kCount});
+      if (st.ok()) st = s.AllreduceAsync("late", v, v, {ReduceOp::kSum}, set).Wait(kForever);
+      (void)dev.DestroyEvent(made);
+      (void)dev.DestroyStream(producer);
+      HORA_RETURN_IF_ERROR(st);
+      HORA_RETURN_IF_ERROR(
+          ExpectFloats(io.Download(t, kCount * 4), set_sum, "the set's allreduce"));
+    }
+    // Both sets, in opposite orders on odd and even ranks, 20 times.
+    const std::vector<float> mine(kCount, static_cast<float>(r + 1));
+    void* in = io.Upload(mine.data(), kCount * 4);
+    void* a = io.Upload(nullptr, kCount * 4);
+    void* b = io.Upload(nullptr, kCount * 4);
+    const TensorView vin = OnGpu(in, DataType::kFloat32, {kCount});
+    const TensorView va = OnGpu(a, DataType::kFloat32, {kCount});
+    const TensorView vb = OnGpu(b, DataType::kFloat32, {kCount});
+    for (int i = 0; i < 20; ++i) {
+      const std::string k = std::to_string(i);
+      Handle global, of_set;
+      if (r % 2 == 0) {
+        global = s.AllreduceAsync("global." + k, vin, va, {ReduceOp::kSum});
+        if (in_set) of_set = s.AllreduceAsync("set." + k, vin, vb, {ReduceOp::kSum}, set);
+      } else {
+        if (in_set) of_set = s.AllreduceAsync("set." + k, vin, vb, {ReduceOp::kSum}, set);
+        global = s.AllreduceAsync("global." + k, vin, va, {ReduceOp::kSum});
+      }
+      HORA_RETURN_IF_ERROR(global.Wait(kForever));
+      HORA_RETURN_IF_ERROR(ExpectFloats(io.Download(a, kCount * 4), global_sum, "global " + k));
+      if (in_set) {
+        HORA_RETURN_IF_ERROR(of_set.Wait(kForever));
+        HORA_RETURN_IF_ERROR(ExpectFloats(io.Download(b, kCount * 4), set_sum, "set " + k));
+      }
+    }
+    return Status::Ok();
+  }));
+  if (ByNccl()) {
+    EXPECT_GT(job.session(0).engine_counters(set).nccl_batches, 0u)
+        << "the process set's allreduces did not run through NCCL";
+  }
 }
 
 // A steady step creates no device events: the chunks' events and the

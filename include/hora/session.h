@@ -85,7 +85,9 @@ class Session {
   // is still queued on another stream may be submitted once this stream
   // waits for that work (cudaEventRecord there, cudaStreamWaitEvent here),
   // and the host need not wait for it. DLPack's stream argument does this
-  // for Python's frameworks.
+  // for Python's frameworks. (The collectives of a process set other than the
+  // global one run on a stream of that set's own, which waits for this one
+  // before each batch.)
   Result<uint64_t> GpuStream(int device = 0);
 
   // Reduces `input` across ranks into `output` (same dtype and element count;

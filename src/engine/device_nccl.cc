@@ -60,7 +60,7 @@ void DeviceNccl::AbortIfBroken(const Status& failed) {
 
 bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
   const NcclMode mode = RouteMode(m.nccl_route);
-  if (!settings_.allowed || mode == NcclMode::kHora || joined_any) return false;
+  if (mode == NcclMode::kHora || joined_any) return false;
   switch (m.op) {
     case OpType::kAllreduce:
     case OpType::kReducescatter:

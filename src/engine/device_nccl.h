@@ -8,11 +8,9 @@
 //    NcclTakes) and every broadcast, allgather and alltoall; auto, those
 //    of HORA_NCCL_MIN_BYTES or more (a size every rank computes alike);
 //    hora, none. Never a batch decided while a rank had joined (its
-//    stand-ins are host memory), and only in the global process set's
-//    engine (the engines of a rank share its one stream: two communicators
-//    on it, called in different orders by different ranks, could wait on
-//    each other for good). Every input of the choice is the same on every
-//    rank.
+//    stand-ins are host memory). Every process set's engine has its own
+//    communicator, on its own stream (device_staging.h). Every input of the
+//    choice is the same on every rank.
 //  - the communicator, at the first such batch (Ready), collectively over
 //    the engine's data backend: each rank loads the library
 //    (HORA_NCCL_LIBRARY) and says whether it could, with its GPU's identity;
@@ -52,7 +50,6 @@ namespace hora {
 class DeviceNccl {
  public:
   struct Settings {
-    bool allowed = true;  // the global set's engine
     std::string library;  // HORA_NCCL_LIBRARY
     const Logger* logger = nullptr;
   };

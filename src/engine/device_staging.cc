@@ -34,6 +34,17 @@ DeviceStaging::~DeviceStaging() {
   if (packed_ != nullptr) (void)device_->Free(packed_);
   if (event_.id != 0) (void)device_->DestroyEvent(event_);
   for (gpu::Event e : chunk_events_) (void)device_->DestroyEvent(e);
+  if (follow_.id != 0) (void)device_->DestroyEvent(follow_);
+  if (stream_.id != rank_stream_.id) (void)device_->DestroyStream(stream_);  // (drains it first)
+}
+
+Status DeviceStaging::FollowTheRankStream() {
+  if (stream_.id == rank_stream_.id) return Status::Ok();
+  if (follow_.id == 0) {
+    HORA_ASSIGN_OR_RETURN(follow_, device_->CreateEvent());
+  }
+  HORA_RETURN_IF_ERROR(device_->Record(follow_, rank_stream_));
+  return device_->StreamWait(stream_, follow_);
 }
 
 Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
@@ -165,6 +176,17 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
   if (m.op == OpType::kBarrier || m.op == OpType::kJoin) {
     return RunPlannedBatch(data, batch, rank, size, fusion);  // (no tensor)
   }
+  // (A failure here is the device's: the collective still runs, as for a
+  // failed copy in, and this rank's handles fail.)
+  const Status followed = FollowTheRankStream();
+  const Status st = Route(data, batch, rank, size, fusion, joined_any);
+  if (followed.ok() || !st.ok()) return st;
+  return followed.WithContext("making this process set's GPU stream wait for the rank's");
+}
+
+Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                            int rank, int size, std::vector<std::byte>* fusion, bool joined_any) {
+  const RequestMeta& m = batch.front()->meta;
   // Every rank decides alike: the response (with the settings each request
   // carries), the join state, NCCL's setup and the backend's window are the
   // same everywhere.

@@ -28,6 +28,14 @@
 // The engine's thread (or a waiter running its cycle) waits for the device's
 // copies in, bounded by HORA_TIMEOUT_S (10 minutes when that is 0) each.
 //
+// Streams: the global process set's engine works on the rank's stream
+// (Session::GpuStream). Every other set's engine has a stream of its own,
+// so that NCCL calls of different sets, queued in different orders on
+// different ranks, never wait behind one another on one stream. Each of its
+// batches first makes that stream wait for the rank's stream, where the
+// tensors' producers were ordered (DLPack's stream argument, or the C++
+// caller's wait).
+//
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
 
@@ -63,11 +71,14 @@ class DeviceStaging {
     // told by its own rank's step, not found by the others' timeout.
     Duration wait = std::chrono::minutes(10);
   };
-  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
-                Windows windows, DeviceNccl::Settings nccl)
+  // `stream`: this engine's; where it is not `rank_stream`, it is this
+  // object's to destroy.
+  DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, gpu::Stream rank_stream,
+                Duration timeout, Windows windows, DeviceNccl::Settings nccl)
       : device_(device),
         timeout_(timeout),
         stream_(stream),
+        rank_stream_(rank_stream),
         windows_(windows),
         nccl_(std::move(device), stream, timeout, std::move(nccl)) {}
   ~DeviceStaging();
@@ -127,6 +138,11 @@ class DeviceStaging {
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
   // An allreduce on the device window (opened now at the first), or false
   // in `*ran` when there is none.
+  // Run's choice of path, after FollowTheRankStream.
+  Status Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
+               std::vector<std::byte>* fusion, bool joined_any);
+  // A process set's stream: made to wait for the rank's (see the top).
+  Status FollowTheRankStream();
   Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
   // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
   // (device_staging_alone.cc).
@@ -169,6 +185,8 @@ class DeviceStaging {
   const std::shared_ptr<gpu::Device> device_;
   const Duration timeout_;
   const gpu::Stream stream_;
+  const gpu::Stream rank_stream_;
+  gpu::Event follow_{};  // (recorded on the rank's stream, for stream_ to wait on)
   const Windows windows_;
   bool window_tried_ = false;             // Open was called (on every rank alike)
   std::unique_ptr<DeviceWindow> window_;  // null: none (staged)

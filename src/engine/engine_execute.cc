@@ -121,11 +121,18 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
     // copies and for the producers of the tensors it was handed (their
     // queued kernels), and a step that takes that long is a GPU that hangs.
     const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
+    // The global set's engine works on the rank's stream; another set's on
+    // a stream of its own (device_staging.h says why).
+    const gpu::Stream rank_stream = devices_->stream();
+    gpu::Stream stream = rank_stream;
+    if (!label_.empty()) {
+      HORA_ASSIGN_OR_RETURN(stream, device->CreateStream());
+    }
     staging_ = std::make_unique<DeviceStaging>(
-        std::move(device), devices_->stream(), SecondsToDuration(bound),
+        std::move(device), stream, rank_stream, SecondsToDuration(bound),
         DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
                                SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
-        DeviceNccl::Settings{label_.empty(), config_.nccl_library, &logger_});
+        DeviceNccl::Settings{config_.nccl_library, &logger_});
   }
   const uint64_t on_window = staging_->window_batches();
   const uint64_t by_nccl = staging_->nccl_batches();
