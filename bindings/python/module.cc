@@ -462,6 +462,16 @@ PYBIND11_MODULE(_core, m) {
       .def("engine_counters", &Counters, set)
       .def("describe_config", [](PySession& s) { return s.Get().DescribeConfig(); })
       .def(
+          "elastic_host_updates",
+          [](PySession& s) {
+            hora::Result<hora::Session::HostUpdates> u = s.Get().ElasticHostUpdates();
+            ThrowIfError(u.status());
+            return py::make_tuple(u->added, u->removed, u->added_known, u->removed_known);
+          },
+          "(added, removed, added_known, removed_known): how many times horarun's host "
+          "discovery reported hosts added, and removed, and how many of each this world "
+          "reflects (elastic workers; zeros elsewhere).")
+      .def(
           "_device_buffer",
           [](PySession& s, const py::object& host, const py::object& later, double delay_s) {
             return DeviceBuffer::FromHost(s.Get(), host, later, delay_s);

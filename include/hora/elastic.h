@@ -17,6 +17,7 @@
 //   });
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -36,9 +37,23 @@ class ElasticState {
   virtual Status Restore() = 0;
   virtual Status Sync(Session& session) = 0;
   virtual void Reset(Session& session) { (void)session; }
-  // A commit: Save. (Host updates, which end a commit in Python's API when
-  // hosts were added, need horarun's host discovery, not built yet.)
+  // A commit: Save, then, for a worker of horarun's elastic mode, a look
+  // for hosts its discovery script added or removed since this world was
+  // formed: rank 0's view, given to every rank (a collective: every rank
+  // commits at the same step). When there were, it returns kAborted
+  // ("hosts updated"), which RunElastic takes as a reset without a
+  // restore: the state was just saved, and the new world takes in the new
+  // workers (Python's HostsUpdatedInterrupt).
+  Status Commit(Session& session);
+  // Save alone (no look for host updates).
   Status Commit() { return Save(); }
+
+ private:
+  friend Status RunElastic(const SessionOptions&, ElasticState&,
+                           const std::function<Status(Session&, ElasticState&)>&,
+                           std::unique_ptr<Session>*);
+  bool hosts_updated_ = false;  // the last Commit(session) said so
+  int64_t seen_added_ = 0, seen_removed_ = 0;
 };
 
 // Makes a Session from `options` and runs train(session, state), after a

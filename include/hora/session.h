@@ -90,6 +90,18 @@ class Session {
   // before each batch.)
   Result<uint64_t> GpuStream(int device = 0);
 
+  // An elastic worker under horarun (HORA_WORKER_ID): how many times
+  // horarun's host discovery has reported hosts or slots added, and
+  // removed, so far; and how many of each this session's world already
+  // reflects (it was formed after them). All 0 for any other session.
+  // hvd.elastic's check_host_updates() reads it on rank 0
+  // (docs/guide/elastic.md).
+  struct HostUpdates {
+    int64_t added = 0, removed = 0;
+    int64_t added_known = 0, removed_known = 0;
+  };
+  Result<HostUpdates> ElasticHostUpdates();
+
   // Reduces `input` across ranks into `output` (same dtype and element count;
   // output may be input for an in-place reduction). See types.h for the
   // semantics of each op and scale factor. The algorithm comes from the

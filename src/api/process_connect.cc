@@ -162,6 +162,10 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     // (horarun answers within two of its timeouts: one for a worker that
     // never comes, one for too few workers; a margin for its polling.)
     const Duration elastic = SecondsToDuration(config.elastic_timeout_s);
+    // (Read before arriving: horarun starts and stops workers before it
+    // counts an update, so the world formed after this arrival has them.)
+    HORA_ASSIGN_OR_RETURN(w.hosts_added_known, w.store->Add(ElasticHostsAddedKey(job), 0));
+    HORA_ASSIGN_OR_RETURN(w.hosts_removed_known, w.store->Add(ElasticHostsRemovedKey(job), 0));
     HORA_ASSIGN_OR_RETURN(
         ElasticPlace place,
         AwaitElasticPlace(*w.store, job, config.worker_id, 2 * elastic + std::chrono::seconds(10)));

@@ -33,6 +33,9 @@ struct ProcessWiring {
   std::unique_ptr<JobSecretFile> secret_file;
   // Set when the rendezvous went through MPI (MPI is then initialised).
   MpiBootstrap* mpi = nullptr;
+  // An elastic worker: horarun's counts of host updates (hosts added,
+  // removed) when it arrived, which the world it was placed in reflects.
+  int64_t hosts_added_known = 0, hosts_removed_known = 0;
   ~ProcessWiring();
   ProcessWiring();
   ProcessWiring(ProcessWiring&&) noexcept;

@@ -99,6 +99,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                                     std::move(wiring.transport), std::move(selector));
       impl->store_server = std::move(wiring.server);
       impl->mpi = wiring.mpi;
+      impl->hosts_known = {wiring.hosts_added_known, wiring.hosts_removed_known};
     }
   }
   impl->layout = layout;

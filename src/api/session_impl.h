@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/process_set_state.h"
@@ -66,6 +67,9 @@ struct Session::Impl {
   // the rendezvous under an MPI launcher); MPI is then initialised.
   MpiBootstrap* mpi = nullptr;
   std::shared_ptr<Store> store;
+  // An elastic worker: horarun's host-update counts its world reflects
+  // (added, removed; Session::ElasticHostUpdates).
+  std::pair<int64_t, int64_t> hosts_known{0, 0};
   std::unique_ptr<Transport> transport;
   Comm comm;
   // Hora's algorithms over `comm`, or MPI's collectives (HORA_BACKEND=mpi).

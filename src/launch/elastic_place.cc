@@ -14,6 +14,14 @@ std::string ElasticAssignmentKey(const std::string& job, const std::string& work
   return "hora/" + job + "/elastic/assign/" + worker + "/" + std::to_string(arrival);
 }
 
+std::string ElasticHostsAddedKey(const std::string& job) {
+  return "hora/" + job + "/elastic/hosts_added";
+}
+
+std::string ElasticHostsRemovedKey(const std::string& job) {
+  return "hora/" + job + "/elastic/hosts_removed";
+}
+
 std::string FormatElasticPlace(const ElasticPlace& p) {
   const RankLayout& l = p.layout;
   std::ostringstream out;

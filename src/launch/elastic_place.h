@@ -25,6 +25,11 @@ std::string ElasticArrivalKey(const std::string& job, const std::string& worker)
 std::string ElasticAssignmentKey(const std::string& job, const std::string& worker,
                                  int64_t arrival);
 
+// Counters horarun adds 1 to each time its host discovery reports hosts (or
+// slots) added, or removed; Session::ElasticHostUpdates reads them.
+std::string ElasticHostsAddedKey(const std::string& job);
+std::string ElasticHostsRemovedKey(const std::string& job);
+
 std::string FormatElasticPlace(const ElasticPlace& place);
 std::string FormatElasticEnd(const std::string& why);
 // An assignment's text: the place; for an end, an Aborted error with the

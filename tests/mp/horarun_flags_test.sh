@@ -84,8 +84,10 @@ fi
 check elastic-bounds 2 "elastic mode needs --min-np <= -np <= --max-np (got 3, 2, 3)" \
   "$horarun" -np 2 --min-np 3 true
 check elastic-mpi 2 "elastic mode starts its workers itself" "$horarun" -np 2 --min-np 1 --mpi true
-check elastic-discovery 2 "--host-discovery-script: horarun's elastic mode takes a fixed host list" \
-  "$horarun" -np 2 --host-discovery-script ./d.sh true
+check elastic-discovery 2 "--host-discovery-script: the host discovery script './nowhere.sh' cannot start: No such file or directory" \
+  "$horarun" -np 2 --host-discovery-script ./nowhere.sh true
+check elastic-blacklist 2 "--blacklist-cooldown-range: horarun's elastic mode has no blacklist yet" \
+  "$horarun" -np 2 --min-np 1 --blacklist-cooldown-range 1 2 true
 # Elastic mode runs a job whose workers all succeed, as a fixed one.
 check elastic-runs 0 "" "$horarun" -np 2 --min-np 1 --max-np 2 true
 check autotune 2 "--autotune: Hora has no autotuner yet" "$horarun" -np 2 --autotune true

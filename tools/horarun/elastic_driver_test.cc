@@ -18,6 +18,7 @@
 
 #include "hora/elastic.h"
 #include "hora/session.h"
+#include "launch/elastic_place.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
@@ -66,6 +67,13 @@ class ElasticJob {
   void Ended(const std::string& id) {
     std::lock_guard<std::mutex> lock(mu_);
     driver_->Ended(id, Clock::now());
+  }
+  // What horarun does when its discovery script names a new slot, once it
+  // has started the worker there.
+  void HostsAdded() {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto n = store_->Add(ElasticHostsAddedKey(kJob), 1);
+    EXPECT_TRUE(n.ok()) << n.status().ToString();
   }
   Result<std::unique_ptr<Session>> Init(const std::string& id) const {
     return Session::Create(Options(id));
@@ -293,6 +301,56 @@ TEST(ElasticWorlds, RunElasticRollsBackAndGoesOnInANewWorld) {
     EXPECT_EQ(trainers[k].w, Replay(want_sizes)) << "w" << k;
     EXPECT_EQ(trainers[k].resets, std::vector<int>{2}) << "w" << k;
   }
+}
+
+// A worker added (horarun's discovery): the members find the host update at
+// a commit (ElasticState::Commit(session)), reset without restoring, and go
+// on with the new worker, which syncs from rank 0, in a world of 3.
+TEST(ElasticWorlds, ACommitTakesInAWorkerAddedToTheJob) {
+  ElasticPlanner::Settings settings;
+  settings.min_np = 2;
+  settings.max_np = 3;
+  settings.timeout = std::chrono::seconds(10);
+  ElasticJob job(settings);
+  for (const char* id : {"w0", "w1"}) job.Started(id);
+  Trainer trainers[3];
+  Status results[3];
+  std::thread joiner;
+  std::function<void(int)> work = [&](int k) {
+    Trainer& t = trainers[k];
+    results[k] = RunElastic(
+        job.Options("w" + std::to_string(k)), t, [&](Session& s, ElasticState& st) -> Status {
+          while (t.step < 10) {
+            std::vector<float> g(4);
+            for (size_t i = 0; i < g.size(); ++i) {
+              g[i] = static_cast<float>((s.rank() + 1) * static_cast<int>(i + 1));
+            }
+            const TensorView v(g.data(), DataType::kFloat32, {4});
+            HORA_RETURN_IF_ERROR(s.Allreduce(v, v, {ReduceOp::kAverage}));
+            for (size_t i = 0; i < g.size(); ++i) t.w[i] += g[i];
+            t.sizes.push_back(s.size());
+            ++t.step;
+            if (k == 0 && t.step == 3 && !joiner.joinable()) {
+              job.Started("w2");  // (horarun starts the worker, then counts the update)
+              joiner = std::thread([&] { work(2); });
+              job.HostsAdded();
+            }
+            HORA_RETURN_IF_ERROR(st.Commit(s));
+          }
+          return Status::Ok();
+        });
+  };
+  RunThreads({[&] { work(0); }, [&] { work(1); }});
+  if (joiner.joinable()) joiner.join();
+  const std::vector<int32_t> want_sizes = {2, 2, 2, 3, 3, 3, 3, 3, 3, 3};
+  for (int k : {0, 1, 2}) {
+    ASSERT_TRUE(results[k].ok()) << "w" << k << ": " << results[k].ToString();
+    EXPECT_EQ(trainers[k].sizes, want_sizes) << "w" << k;
+    EXPECT_EQ(trainers[k].w, Replay(want_sizes)) << "w" << k;
+  }
+  EXPECT_EQ(trainers[0].resets, std::vector<int>{3});
+  EXPECT_EQ(trainers[1].resets, std::vector<int>{3});
+  EXPECT_TRUE(trainers[2].resets.empty());
 }
 
 }  // namespace

@@ -27,7 +27,11 @@ void ElasticPlanner::Arrived(const std::string& id, int64_t arrival, Clock::time
   if (it == workers_.end() || !it->second.live) return;
   Worker& w = it->second;
   w.arrived = std::max(w.arrived, arrival);
-  if (Waiting(w) && !round_since_) round_since_ = now;
+  // A round's clock starts at the first arrival that asks for a new world:
+  // a member of the last one (a reset), or anyone before the first world.
+  // A new worker alone does not start it: the members are training, and
+  // come at their next commit (told of the new host), so they are not late.
+  if (Waiting(w) && !round_since_ && (w.rank >= 0 || generation_ == 0)) round_since_ = now;
 }
 
 void ElasticPlanner::Ended(const std::string& id, Clock::time_point now) {

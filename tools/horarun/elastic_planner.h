@@ -16,7 +16,9 @@
 //   So the lowest-ranked survivor is rank 0, and its committed state is
 //   what the others sync from. Local and cross ranks as PlaceRanks gives.
 // - A worker that has not arrived `timeout` after the first one of a round
-//   did is stopped and left out: the others would wait for it for good.
+//   did is stopped and left out: the others would wait for it for good. A
+//   round begins when a member of the last generation arrives (or anyone,
+//   before the first): new workers alone wait for the members, unhurried.
 // - Fewer than min_np live workers for `timeout`: the end, naming the
 //   counts. So is a reset past `reset_limit` (Horovod's: K allows K
 //   resets; the first generation is none).

@@ -110,6 +110,28 @@ TEST(ElasticPlanner, NewWorkersComeAfterTheSurvivorsOfTheirHost) {
   EXPECT_EQ(PlaceOf(d, "w2").host, "c");
 }
 
+// New workers (a host the discovery script added) wait in init() while the
+// members train on: nobody is stopped for being late, however long that
+// takes. The members come at their next commit, and the world grows.
+TEST(ElasticPlanner, NewWorkersWaitForTheMembersWithoutATimeout) {
+  ElasticPlanner p(Bounds(2, 3));
+  Clock::time_point t{};
+  StartAll(p, {"a", "a"}, t);  // w0, w1: a world of 2
+  p.Started("w2", "a", t);
+  p.Arrived("w2", 1, t);
+  EXPECT_EQ(p.NextDeadline(), Clock::time_point::max());
+  t += 10 * kTimeout;
+  auto d = p.Decide(t);
+  EXPECT_TRUE(d.stop.empty());
+  EXPECT_TRUE(d.assign.empty());
+  p.Arrived("w0", 2, t);
+  EXPECT_EQ(p.NextDeadline(), t + kTimeout) << "a member's arrival starts the round";
+  p.Arrived("w1", 2, t);
+  d = p.Decide(t);
+  EXPECT_EQ(d.generation, 2);
+  EXPECT_EQ(Ranks(d), (std::map<std::string, int>{{"w0", 0}, {"w1", 1}, {"w2", 2}}));
+}
+
 TEST(ElasticPlanner, AWorkerThatNeverComesIsStoppedAfterTheTimeout) {
   ElasticPlanner p(Bounds(2, 4));
   Clock::time_point t{};

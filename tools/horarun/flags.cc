@@ -79,8 +79,8 @@ bool IsVariableName(const std::string& name) {
 }
 
 constexpr const char* kElastic =
-    "horarun's elastic mode takes a fixed host list for now (-H or --hostfile with --min-np and "
-    "--max-np); host discovery and blacklisting are not built yet";
+    "horarun's elastic mode has no blacklist yet: a worker that fails leaves the job, and its "
+    "host's slots are used again";
 constexpr const char* kAutotune =
     "Hora has no autotuner yet: set --fusion-threshold-mb, --cycle-time-ms and "
     "--cache-capacity yourself";
@@ -398,9 +398,22 @@ const std::vector<FlagSpec>& Table() {
          o.max_np = static_cast<int>(n);
          return Status::Ok();
        }},
-      {"Elastic", "--host-discovery-script", "SCRIPT", "host_discovery_script", "", nullptr,
-       kElastic},
-      {"Elastic", "--slots-per-host", "N", "slots_per_host", "", nullptr, kElastic},
+      {"Elastic", "--host-discovery-script", "SCRIPT", "host_discovery_script",
+       "elastic mode: hosts from SCRIPT (run now and every second), one \"host\" or "
+       "\"host:slots\" per line of its output; workers start on new slots and stop on "
+       "slots gone",
+       [](Options& o, const std::string&, const std::string& v) -> Status {
+         o.discovery_script = v;
+         return Status::Ok();
+       }},
+      {"Elastic", "--slots-per-host", "N", "slots_per_host",
+       "elastic mode: the slots of a host the discovery script names without a count",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 1, 100000, "is not a slot count (1 to 100000)"));
+         o.slots_per_host = static_cast<int>(n);
+         return Status::Ok();
+       }},
       {"Elastic", "--elastic-timeout", "SECONDS", "elastic_timeout",
        "elastic mode: how long fewer than --min-np workers may remain, and how long the others "
        "wait for a worker that does not come back to init() (default 600)",

@@ -55,6 +55,14 @@ struct JobSpec {
   struct Elastic {
     ElasticPlanner::Settings settings;
     uint16_t store_port = 0;  // horarun's store, on this host
+    // --host-discovery-script (host_discovery.h): run every second; its
+    // hosts' slots get workers (up to max_np live), and the workers of
+    // slots it no longer names are stopped. Each change adds 1 to the
+    // store's hosts-added or hosts-removed counter (launch/elastic_place.h).
+    std::string discovery_script;
+    int slots_per_host = 0;
+    std::vector<HostSlots> discovered;  // its answer when the job started
+    bool store_on_loopback = false;     // workers on other hosts cannot reach it
   };
   std::optional<Elastic> elastic;
 };

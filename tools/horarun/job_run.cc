@@ -23,6 +23,7 @@
 #include "death_watch.h"
 #include "elastic_driver.h"
 #include "job.h"
+#include "job_run.h"
 #include "output.h"
 #include "output_files.h"
 #include "process_group.h"
@@ -31,9 +32,7 @@
 #include "watcher.h"
 
 namespace hora::horarun {
-namespace {
-
-using Clock = std::chrono::steady_clock;
+namespace job_internal {
 
 Clock::duration Seconds(double s) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s));
@@ -52,90 +51,6 @@ std::string DescribeExit(int status) {
   }
   return "exited with code " + std::to_string(WEXITSTATUS(status));
 }
-
-// One rank, from its start until its process group has ended.
-struct Rank {
-  Placement placement;
-  pid_t pid = -1;        // also its process group's id
-  bool running = false;  // started, and not seen dead yet
-  // The group outlives the rank while processes the rank started run in
-  // it. Live from the start until no live member is left, or it got
-  // SIGKILL at group_kill_at (the grace period after the rank's end). The
-  // rank is reaped only then: until that, its zombie keeps the group's id
-  // from being reused, so that signals to -pid reach no other group.
-  bool group_live = false;
-  Clock::time_point group_kill_at = Clock::time_point::max();
-  Clock::time_point group_check_at{};  // when to look for live members again
-  int fds[2] = {-1, -1};               // stdout, stderr read ends
-  int stdin_fd = -1;                   // remote ranks: the write end of their stdin
-  // Remote ranks: what their stdin still has to get (RemoteInput), fed as
-  // the remote shell reads it; cleared once written (or given up).
-  std::string input;
-  size_t input_done = 0;
-  // Elastic mode: stopped by horarun (left out of the job), and when it
-  // gets SIGKILL if it has not ended by then.
-  bool stopped = false;
-  Clock::time_point stop_kill_at = Clock::time_point::max();
-  int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
-  std::unique_ptr<LineForwarder> forward[2];
-};
-
-class Job {
- public:
-  Job(const JobSpec& spec, int sigfd, const sigset_t& blocked, RankWatcher& watcher)
-      : spec_(spec), sigfd_(sigfd), blocked_(blocked), watcher_(watcher) {}
-
-  ~Job();
-  Job(const Job&) = delete;
-  Job& operator=(const Job&) = delete;
-
-  // Starts every rank; stops at the first that cannot start.
-  void Launch();
-  // Until every rank's group has ended and its output is forwarded.
-  void Run();
-  int exit_code() const {
-    if (driver_ && !stopping_) return done_ ? 0 : (last_failure_ != 0 ? last_failure_ : 1);
-    return exit_code_;
-  }
-
- private:
-  void BeginStop(int code, bool at_once);
-  void SignalGroups(int sig);
-  void Escalate(Clock::time_point now);
-  void EndGroups(Clock::time_point now);
-  void EndGroup(Rank& r);
-  void HandleSignals();
-  void Died(Rank& r, int status);
-  void CloseOutput(Rank& r, int s);
-  void FeedRank(Rank& r);
-  void CheckInputs(Clock::time_point now);
-  // Elastic mode: the driver's round, and what it decided done.
-  void PollDriver(Clock::time_point now);
-
-  const JobSpec& spec_;
-  const int sigfd_;
-  const sigset_t& blocked_;
-  RankWatcher& watcher_;
-  // Remote ranks must have taken their input by then (the start timeout).
-  Clock::time_point input_deadline_ = Clock::time_point::max();
-  DeathWatch deaths_;
-  std::vector<Rank> ranks_;
-  int exit_code_ = 0;
-  // Stopping: a failed rank first gives the others a moment to notice the
-  // lost peer and report it themselves (term_at_), then their groups get
-  // SIGTERM, and SIGKILL after the grace period (kill_at_). A signal to
-  // horarun skips the first step.
-  bool stopping_ = false, termed_ = false;
-  Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
-  // Elastic mode: the job's store (horarun's own server) and the driver
-  // that places workers in generations; done_ once a worker ended with 0
-  // (the job is finishing: no more generations, and no end for lack of
-  // workers); the last failure's exit code.
-  std::unique_ptr<TcpStoreClient> store_;
-  std::unique_ptr<ElasticDriver> driver_;
-  bool done_ = false;
-  int last_failure_ = 0;
-};
 
 Job::~Job() {
   for (auto& r : ranks_) {
@@ -165,47 +80,50 @@ void Job::Launch() {
         *store_, job == spec_.env.end() ? std::string() : job->second, spec_.elastic->settings);
   }
   char cwd_buf[4096];
-  const std::string cwd = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
-  ranks_.resize(static_cast<size_t>(size));
+  cwd_ = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
   input_deadline_ = Clock::now() + Seconds(spec_.start_timeout_s);
   for (int i = 0; i < size && !stopping_; ++i) {
-    Rank& r = ranks_[static_cast<size_t>(i)];
-    r.placement = spec_.placements[static_cast<size_t>(i)];
-    const RankLaunch launch = PlanRankLaunch(spec_, r.placement, cwd);
-    for (int s = 0; s < 2; ++s) {
-      r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
-                                                     spec_.prefix_output);
+    if (!StartRank(spec_.placements[static_cast<size_t>(i)])) BeginStop(1, true);
+  }
+}
+
+bool Job::StartRank(const Placement& placement) {
+  const int i = static_cast<int>(ranks_.size());
+  ranks_.emplace_back();  // (a deque: the other ranks stay where they are)
+  Rank& r = ranks_.back();
+  r.placement = placement;
+  const RankLaunch launch = PlanRankLaunch(spec_, r.placement, cwd_);
+  for (int s = 0; s < 2; ++s) {
+    r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
+                                                   spec_.prefix_output);
+  }
+  if (!spec_.output_dir.empty()) {
+    const std::string dir =
+        RankOutputDir(spec_.output_dir, i, static_cast<int>(spec_.placements.size()));
+    std::string error;
+    for (int s = 0; s < 2 && error.empty(); ++s) {
+      r.files[s] = OpenOutputFile(dir + (s == 0 ? "/stdout" : "/stderr"), &error);
     }
-    if (!spec_.output_dir.empty()) {
-      const std::string dir = RankOutputDir(spec_.output_dir, i, size);
-      std::string error;
-      for (int s = 0; s < 2 && error.empty(); ++s) {
-        r.files[s] = OpenOutputFile(dir + (s == 0 ? "/stdout" : "/stderr"), &error);
-      }
-      if (!error.empty()) {
-        std::fprintf(stderr, "horarun: --output-filename: %s\n", error.c_str());
-        BeginStop(1, true);
-        break;
-      }
-    }
-    auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input.has_value(),
-                       watcher_.announce_fd());
-    if (!p) {
-      BeginStop(1, true);
-      break;
-    }
-    r.pid = p->pid;
-    if (driver_) driver_->Started(WorkerId(r.placement), r.placement.host, Clock::now());
-    deaths_.Add(r.pid);
-    r.running = r.group_live = true;
-    r.fds[0] = p->out_fd;
-    r.fds[1] = p->err_fd;
-    r.stdin_fd = p->stdin_fd;
-    if (launch.input) {
-      r.input = std::move(*launch.input);
-      FeedRank(r);  // what the pipe takes now; Run feeds the rest
+    if (!error.empty()) {
+      std::fprintf(stderr, "horarun: --output-filename: %s\n", error.c_str());
+      return false;
     }
   }
+  auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input.has_value(),
+                     watcher_.announce_fd());
+  if (!p) return false;
+  r.pid = p->pid;
+  if (driver_) driver_->Started(WorkerId(r.placement), r.placement.host, Clock::now());
+  deaths_.Add(r.pid);
+  r.running = r.group_live = true;
+  r.fds[0] = p->out_fd;
+  r.fds[1] = p->err_fd;
+  r.stdin_fd = p->stdin_fd;
+  if (launch.input) {
+    r.input = std::move(*launch.input);
+    FeedRank(r);  // what the pipe takes now; Run feeds the rest
+  }
+  return true;
 }
 
 void Job::FeedRank(Rank& r) {
@@ -353,44 +271,6 @@ void Job::Died(Rank& r, int status) {
   }
 }
 
-void Job::PollDriver(Clock::time_point now) {
-  if (!driver_ || stopping_) return;
-  for (auto& r : ranks_) {  // stopped workers that outlive the grace period
-    if (r.running && r.stopped && now >= r.stop_kill_at) {
-      kill(-r.pid, SIGKILL);
-      r.stop_kill_at = Clock::time_point::max();
-    }
-  }
-  auto d = driver_->Poll(now);
-  if (!d.ok()) {
-    std::fprintf(stderr, "horarun: elastic mode: %s; stopping the job\n",
-                 d.status().ToString().c_str());
-    BeginStop(1, true);
-    return;
-  }
-  for (const std::string& id : d->stop) {
-    for (auto& r : ranks_) {
-      if (r.running && WorkerId(r.placement) == id) {
-        std::fprintf(stderr,
-                     "horarun: worker %s did not come back to init() while the others waited "
-                     "(--elastic-timeout); stopping it\n",
-                     id.c_str());
-        TerminateGroup(r.pid);
-        r.stopped = true;
-        r.stop_kill_at = now + Seconds(spec_.stop_grace_s);
-      }
-    }
-  }
-  if (!d->assign.empty() && d->generation > 1) {
-    std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
-                 static_cast<long long>(d->generation), d->assign.size());
-  }
-  if (d->end) {
-    std::fprintf(stderr, "horarun: elastic: %s; stopping the job\n", d->end->c_str());
-    BeginStop(1, false);  // (the waiting workers first say why, themselves)
-  }
-}
-
 void Job::CloseOutput(Rank& r, int s) {
   r.forward[s]->Flush();
   close(r.fds[s]);
@@ -461,7 +341,7 @@ void Job::Run() {
   }
 }
 
-}  // namespace
+}  // namespace job_internal
 
 sigset_t JobSignals() {
   sigset_t set;
@@ -485,12 +365,16 @@ int RunJob(const JobSpec& spec) {
   }
   std::string error;
   // Every rank's local process announces its group (remote ranks: their rsh).
-  auto watcher = RankWatcher::Start(spec.placements.size(), spec.stop_grace_s, &error);
+  const size_t most = spec.elastic
+                          ? std::max<size_t>(spec.placements.size(),
+                                             static_cast<size_t>(spec.elastic->settings.max_np))
+                          : spec.placements.size();
+  auto watcher = RankWatcher::Start(most, spec.stop_grace_s, &error);
   int exit_code = 1;
   if (!watcher) {
     std::fprintf(stderr, "horarun: %s\n", error.c_str());
   } else {
-    Job job(spec, sigfd, blocked, *watcher);
+    job_internal::Job job(spec, sigfd, blocked, *watcher);
     job.Launch();
     job.Run();
     exit_code = job.exit_code();

@@ -19,6 +19,7 @@
 #include "common/horovod_env.h"
 #include "common/logging.h"
 #include "environment.h"
+#include "host_discovery.h"
 #include "job.h"
 #include "mpi_launch.h"
 #include "net/auth.h"
@@ -104,7 +105,38 @@ int main(int argc, char** argv) {
     }
     flavour = *detected;
   }
-  auto placements = horarun::PlaceRanks(opts.np, opts.hosts);
+  std::vector<horarun::HostSlots> hosts = opts.hosts;
+  if (!opts.discovery_script.empty()) {
+    // The first answer places the first workers: -np of them, or as many as
+    // its slots hold.
+    auto output = horarun::RunDiscoveryScript(opts.discovery_script, std::chrono::seconds(30));
+    auto found = output.ok() ? horarun::ParseDiscoveredHosts(*output, opts.slots_per_host)
+                             : Result<std::vector<horarun::HostSlots>>(output.status());
+    if (!found.ok()) {
+      std::fprintf(stderr, "horarun: --host-discovery-script: %s\n",
+                   found.status().message().c_str());
+      return 2;
+    }
+    int slots = 0;
+    for (const auto& h : *found) slots += h.slots;
+    if (slots == 0) {
+      std::fprintf(stderr, "horarun: --host-discovery-script '%s' names no host\n",
+                   opts.discovery_script.c_str());
+      return 2;
+    }
+    hosts = *found;
+  }
+  int start_np = opts.np;
+  if (!opts.discovery_script.empty()) {
+    int slots = 0;
+    for (const auto& h : hosts) slots += h.slots;
+    start_np = std::min(opts.np, slots);
+  }
+  auto placements = horarun::PlaceRanks(start_np, hosts);
+  if (!placements.ok()) {
+    std::fprintf(stderr, "horarun: %s\n", placements.status().message().c_str());
+    return 2;
+  }
   bool all_local = true, any_local = false;
   for (const auto& p : *placements) {
     all_local = all_local && horarun::IsLocalHost(p.host);
@@ -149,7 +181,10 @@ int main(int argc, char** argv) {
     }
     bind = *addr;
   }
-  auto server = TcpStoreServer::Start(all_local ? "127.0.0.1" : "", 0, secret, logger);
+  // (Every rank on this host: the store listens on loopback only, unless
+  // --bind names an address for hosts that come later.)
+  const bool loopback = all_local && opts.bind.empty();
+  auto server = TcpStoreServer::Start(loopback ? "127.0.0.1" : "", 0, secret, logger);
   if (!server.ok()) {
     std::fprintf(stderr, "horarun: cannot start the rendezvous server: %s\n",
                  server.status().message().c_str());
@@ -180,6 +215,10 @@ int main(int argc, char** argv) {
         std::chrono::duration<double>(opts.elastic_timeout_s));
     elastic.settings.reset_limit = opts.reset_limit;
     elastic.store_port = (*server)->port();
+    elastic.discovery_script = opts.discovery_script;
+    elastic.slots_per_host = opts.slots_per_host;
+    if (!opts.discovery_script.empty()) elastic.discovered = hosts;
+    elastic.store_on_loopback = loopback;
     spec.elastic = elastic;
   }
   if (opts.verbose) {

@@ -148,6 +148,30 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   if (!o.host_list.empty() && !o.hostfile.empty()) {
     return InvalidArgument("give either -H or --hostfile, not both");
   }
+  if (!o.discovery_script.empty()) {
+    // (The hosts come from the script, run when the job starts.)
+    if (!o.host_list.empty() || !o.hostfile.empty()) {
+      return InvalidArgument("give either --host-discovery-script or -H/--hostfile, not both");
+    }
+    if (o.np == 0) return InvalidArgument("-np is required (how many workers to start)");
+    if (o.mpi) {
+      return InvalidArgument(
+          "elastic mode starts its workers itself: not with --mpi (an MPI job's world is "
+          "fixed)");
+    }
+    if (!o.output_dir.empty()) {
+      return InvalidArgument("--output-filename is not supported with --host-discovery-script yet");
+    }
+    if (o.min_np == 0) o.min_np = std::min(o.np, o.max_np > 0 ? o.max_np : o.np);
+    if (o.max_np == 0) o.max_np = std::max(o.np, o.min_np);
+    if (o.min_np > o.np || o.np > o.max_np) {
+      return InvalidArgument("elastic mode needs --min-np <= -np <= --max-np (got " +
+                             std::to_string(o.min_np) + ", " + std::to_string(o.np) + ", " +
+                             std::to_string(o.max_np) + ")");
+    }
+    if (o.command.empty()) return InvalidArgument("no command given to run (see horarun --help)");
+    return o;
+  }
   if (!o.host_list.empty()) {
     HORA_ASSIGN_OR_RETURN(o.hosts, ParseHostList(o.host_list));
   } else if (!o.hostfile.empty()) {

@@ -65,7 +65,10 @@ struct Options {
   int min_np = 0, max_np = 0;
   double elastic_timeout_s = 600;  // --elastic-timeout
   std::optional<int> reset_limit;  // --reset-limit
-  bool elastic() const { return min_np > 0 || max_np > 0; }
+  // --host-discovery-script (elastic mode) and --slots-per-host (0: none).
+  std::string discovery_script;
+  int slots_per_host = 0;
+  bool elastic() const { return min_np > 0 || max_np > 0 || !discovery_script.empty(); }
 
   // Flag values read before they are resolved (ParseOptions resolves them
   // into the fields above).

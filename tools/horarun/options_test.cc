@@ -125,6 +125,15 @@ TEST(Options, ElasticBoundsDefaultToNp) {
   o = Parse({"-np", "2"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_FALSE(o->elastic());
+  // A discovery script alone is elastic mode, bounded by -np.
+  o = Parse({"-np", "2", "--host-discovery-script", "d.sh", "--slots-per-host", "4"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_TRUE(o->elastic());
+  EXPECT_EQ(o->discovery_script, "d.sh");
+  EXPECT_EQ(o->slots_per_host, 4);
+  EXPECT_EQ(o->min_np, 2);
+  EXPECT_EQ(o->max_np, 2);
+  EXPECT_TRUE(o->hosts.empty()) << "the hosts come from the script";
 }
 
 TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
@@ -150,8 +159,14 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--min-np", "0"}, "--min-np '0' is not a process count"},
       {{"-np", "2", "--min-np", "1", "--mpi", "x"}, "elastic mode starts its workers itself"},
       {{"-np", "2", "--reset-limit", "-1"}, "--reset-limit '-1' is not a count"},
-      {{"-np", "2", "--host-discovery-script", "d.sh"},
-       "--host-discovery-script: horarun's elastic mode takes a fixed host list for now"},
+      {{"-np", "2", "--host-discovery-script", "d.sh", "-H", "a:2", "x"},
+       "give either --host-discovery-script or -H/--hostfile, not both"},
+      {{"--host-discovery-script", "d.sh", "x"}, "-np is required (how many workers to start)"},
+      {{"-np", "2", "--host-discovery-script", "d.sh", "--max-np", "1", "x"},
+       "elastic mode needs --min-np <= -np <= --max-np (got 1, 2, 1)"},
+      {{"-np", "2", "--slots-per-host", "0"}, "--slots-per-host '0' is not a slot count"},
+      {{"-np", "2", "--blacklist-cooldown-range", "1 2"},
+       "--blacklist-cooldown-range: horarun's elastic mode has no blacklist yet"},
       {{"-np", "2", "--autotune"}, "--autotune: Hora has no autotuner yet"},
       {{"-np", "2", "--autotune-log-file", "f"}, "--autotune-log-file: Hora has no autotuner"},
       {{"-np", "2", "--hierarchical-allreduce"},

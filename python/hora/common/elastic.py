@@ -21,9 +21,11 @@ host updates yet (``--host-discovery-script`` is not built):
 
 import enum
 import functools
+import os
 import queue
 import threading
 
+from hora.common import basics
 from hora.common.exceptions import (
     HoraTimeoutError,
     HorovodInternalError,
@@ -93,6 +95,8 @@ class State:
         """Raises ``HostsUpdatedInterrupt`` on every rank when rank 0 has seen
         a change of hosts newer than the last one handled. A collective: every
         rank calls it at the same point (``commit()`` does)."""
+        if self._rank() == 0:
+            _poll_launcher(self)
         prev = self._last_updated_timestamp
         last = prev
         update = HostUpdateResult.no_update
@@ -146,6 +150,28 @@ class ObjectState(State):
     def _set_attrs(self):
         for name, value in self._saved_state.items():
             setattr(self, name, value)
+
+
+def _poll_launcher(state):
+    """Queues on ``state`` what horarun's host discovery reported since the
+    last look (elastic workers only): its counts of updates that added and
+    removed hosts, whose sum serves as the timestamp."""
+    if not os.environ.get("HORA_WORKER_ID"):
+        return
+    added, removed, added_known, removed_known = basics.session().elastic_host_updates()
+    # (What this world was formed after needs no reset.)
+    seen_added, seen_removed = getattr(state, "_launcher_seen", (0, 0))
+    seen_added, seen_removed = max(seen_added, added_known), max(seen_removed, removed_known)
+    state._launcher_seen = (seen_added, seen_removed)
+    if (added, removed) == (seen_added, seen_removed):
+        return
+    state._launcher_seen = (added, removed)
+    result = HostUpdateResult.no_update
+    if added > seen_added:
+        result |= HostUpdateResult.added
+    if removed > seen_removed:
+        result |= HostUpdateResult.removed
+    state.on_hosts_updated(added + removed, result)
 
 
 # The states to tell of host changes (those inside a run_fn loop).

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Elastic training whose hosts change (tests/python/scripts/elastic_train.py)
+# under horarun --host-discovery-script, once the first world has committed
+# a step:
+#   grow    the script names localhost:2, then localhost:3: horarun starts
+#           a worker on the new slot, the two members raise
+#           HostsUpdatedInterrupt at their next commit, and all three go on
+#           as a world of 3.
+#   shrink  localhost:3, then localhost:2: horarun stops the newest worker,
+#           and the two others go on as a world of 2.
+# Each worker checks that every step was committed once and that its model
+# equals a replay of the committed steps.
+# Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink [TRANSPORT]
+set -u
+. "$(dirname "$0")/lib.sh"
+horarun="$1"; python="$2"; script="$3"; mode="$4"; transport="${5:-}"
+dir=$(mktemp -d)
+out=$dir/out
+trap 'rm -rf "$dir"' EXIT
+fail() { cat "$out"; echo "FAIL: $*"; exit 1; }
+if [ "$mode" = grow ]; then before=2; after=3; else before=3; after=2; fi
+echo "localhost:$before" > "$dir/hosts"
+printf '#!/bin/sh\ncat %s/hosts\n' "$dir" > "$dir/discover.sh"
+chmod +x "$dir/discover.sh"
+flags=(-np "$before" --min-np 2 --max-np 3 --host-discovery-script "$dir/discover.sh" --timeout 120)
+[ -n "$transport" ] && flags+=(--transport "$transport")
+start=$(date +%s)
+HORA_TEST_TAG=$HORA_TEST_TAG HORA_PEER_TIMEOUT_S=2 OMP_NUM_THREADS=1 \
+  "$horarun" "${flags[@]}" "$python" "$script" --steps 40 --step-sleep 0.1 >"$out" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  grep -q "elastic first commit" "$out" && break
+  sleep 0.1
+done
+grep -q "elastic first commit" "$out" || { kill "$pid"; wait "$pid"; fail "no commit within 60 s"; }
+echo "localhost:$after" > "$dir/hosts"
+wait "$pid"
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+[ "$rc" -eq 0 ] || fail "horarun exited $rc"
+if [ "$mode" = grow ]; then
+  grep -q "host localhost has a free slot; started worker localhost/2" "$out" ||
+    fail "horarun started no worker on the new slot"
+  grep -q "world 2 formed with 3 worker(s)" "$out" || fail "horarun formed no world of 3"
+  ok=$(grep -c "elastic ok: worker localhost/[0-2] rank [0-2] of 3, sizes \[2, .*, 3\], resets \[\(3\)\?\]" "$out")
+  [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
+  members=$(grep -c "elastic ok: worker localhost/[01] .*resets \[3\]" "$out")
+  [ "$members" -eq 2 ] || fail "$members of 2 members reset once, into the world of 3"
+else
+  grep -q "host localhost has fewer slots; stopping worker localhost/2" "$out" ||
+    fail "horarun did not stop the worker of the slot gone"
+  grep -q "world 2 formed with 2 worker(s)" "$out" || fail "horarun formed no world of 2"
+  ok=$(grep -c "elastic ok: worker localhost/[01] rank [01] of 2, sizes \[3, .*, 2\], resets \[2\]" "$out")
+  [ "$ok" -eq 2 ] || fail "$ok of 2 workers finished in the world of 2 with every step committed once"
+fi
+sleep 0.5
+left=$(tagged_processes)
+[ -z "$left" ] || fail "processes left running: $left"
+cat "$out"
+echo "1 passed, 0 failed (${elapsed}s)"

@@ -1,0 +1,148 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "host_discovery.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+#include <sstream>
+
+namespace hora::horarun {
+
+Result<std::vector<HostSlots>> ParseDiscoveredHosts(const std::string& output, int slots_per_host) {
+  std::vector<HostSlots> hosts;
+  std::set<std::string> seen;
+  std::istringstream in(output);
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string::npos || line[b] == '#') continue;
+    line = line.substr(b, line.find_last_not_of(" \t\r") - b + 1);
+    const std::string where = "line " + std::to_string(number) + " '" + line + "'";
+    HostSlots h;
+    // "host", "host:N", "[v6]", "[v6]:N", or a bare IPv6 address.
+    std::string slots_text;
+    if (line[0] == '[') {
+      const size_t close = line.find(']');
+      if (close == std::string::npos) return InvalidArgument(where + " is not a host name");
+      h.host = line.substr(1, close - 1);
+      if (close + 1 < line.size()) {
+        if (line[close + 1] != ':') return InvalidArgument(where + " is not a host name");
+        slots_text = line.substr(close + 2);
+        if (slots_text.empty()) slots_text = "-";
+      }
+    } else if (std::count(line.begin(), line.end(), ':') == 1) {
+      h.host = line.substr(0, line.find(':'));
+      slots_text = line.substr(line.find(':') + 1);
+      if (slots_text.empty()) slots_text = "-";
+    } else {
+      h.host = line;
+    }
+    if (!slots_text.empty()) {
+      char* end = nullptr;
+      const long slots = std::strtol(slots_text.c_str(), &end, 10);
+      if (*end != '\0' || slots < 1 || slots > 100000) {
+        return InvalidArgument(where + ": the slots are not a count (1 to 100000)");
+      }
+      h.slots = static_cast<int>(slots);
+    } else {
+      if (slots_per_host < 1) {
+        return InvalidArgument(where +
+                               " gives no slots: write host:slots, or give --slots-per-host");
+      }
+      h.slots = slots_per_host;
+    }
+    if (h.host.empty() || h.host.find_first_of(" \t") != std::string::npos) {
+      return InvalidArgument(where + " is not a host name");
+    }
+    if (!seen.insert(h.host).second) return InvalidArgument(where + ": " + h.host + " again");
+    hosts.push_back(h);
+  }
+  return hosts;
+}
+
+Result<std::string> RunDiscoveryScript(const std::string& script,
+                                       std::chrono::milliseconds timeout) {
+  if (access(script.c_str(), X_OK) != 0) {
+    return UnavailableError("the host discovery script '" + script +
+                            "' cannot start: " + std::strerror(errno));
+  }
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    return UnavailableError("the host discovery script '" + script +
+                            "': pipe: " + std::strerror(errno));
+  }
+  // (Its own process group, so that a timeout ends what it started too;
+  // the child calls only async-signal-safe functions before exec.)
+  char* argv[] = {const_cast<char*>(script.c_str()), nullptr};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(out[1], STDOUT_FILENO);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    execv(script.c_str(), argv);
+    _exit(127);
+  }
+  const int rc = pid < 0 ? errno : 0;
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    return UnavailableError("the host discovery script '" + script +
+                            "' cannot start: " + std::strerror(rc));
+  }
+  setpgid(pid, pid);  // (also here: whichever runs first)
+  std::string text;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd p{out[0], POLLIN, 0};
+    const int n = poll(&p, 1, static_cast<int>(left.count()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) continue;
+    char buf[4096];
+    const ssize_t got = read(out[0], buf, sizeof buf);
+    if (got > 0) {
+      text.append(buf, static_cast<size_t>(got));
+      if (text.size() > (size_t{1} << 20)) {
+        timed_out = true;  // (a script that never stops talking)
+        break;
+      }
+    } else if (got == 0 || errno != EINTR) {
+      break;
+    }
+  }
+  close(out[0]);
+  if (timed_out) kill(-pid, SIGKILL);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (timed_out) {
+    return TimeoutError("the host discovery script '" + script + "' gave no answer within " +
+                        std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return UnavailableError("the host discovery script '" + script + "' " +
+                            (WIFEXITED(status)
+                                 ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                 : "was killed by signal " + std::to_string(WTERMSIG(status))));
+  }
+  return text;
+}
+
+}  // namespace hora::horarun

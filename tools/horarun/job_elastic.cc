@@ -1,0 +1,148 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Elastic mode's part of the job's loop (job_run.h): the driver's rounds
+// (worlds formed, late workers stopped, the job's end), and host discovery
+// (host_discovery.h): workers started on new slots, stopped on slots gone,
+// and the store's counters of host updates (launch/elastic_place.h) that
+// rank 0's check_host_updates() reads.
+#include <signal.h>
+
+#include <cstdio>
+#include <set>
+
+#include "host_discovery.h"
+#include "job_run.h"
+#include "launch/elastic_place.h"
+#include "process_group.h"
+
+namespace hora::horarun::job_internal {
+
+void Job::StopWorker(Rank& r, Clock::time_point now) {
+  TerminateGroup(r.pid);
+  r.stopped = true;
+  r.stop_kill_at = now + Seconds(spec_.stop_grace_s);
+}
+
+void Job::PollDriver(Clock::time_point now) {
+  if (!driver_ || stopping_) return;
+  for (auto& r : ranks_) {  // stopped workers that outlive the grace period
+    if (r.running && r.stopped && now >= r.stop_kill_at) {
+      kill(-r.pid, SIGKILL);
+      r.stop_kill_at = Clock::time_point::max();
+    }
+  }
+  if (!spec_.elastic->discovery_script.empty() && now >= discover_at_) {
+    Discover(now);
+    discover_at_ = Clock::now() + std::chrono::seconds(1);
+  }
+  auto d = driver_->Poll(now);
+  if (!d.ok()) {
+    std::fprintf(stderr, "horarun: elastic mode: %s; stopping the job\n",
+                 d.status().ToString().c_str());
+    BeginStop(1, true);
+    return;
+  }
+  for (const std::string& id : d->stop) {
+    for (auto& r : ranks_) {
+      if (r.running && WorkerId(r.placement) == id) {
+        std::fprintf(stderr,
+                     "horarun: worker %s did not come back to init() while the others waited "
+                     "(--elastic-timeout); stopping it\n",
+                     id.c_str());
+        StopWorker(r, now);
+      }
+    }
+  }
+  if (!d->assign.empty() && d->generation > 1) {
+    std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
+                 static_cast<long long>(d->generation), d->assign.size());
+  }
+  if (d->end) {
+    std::fprintf(stderr, "horarun: elastic: %s; stopping the job\n", d->end->c_str());
+    BeginStop(1, false);  // (the waiting workers first say why, themselves)
+  }
+}
+
+void Job::Discover(Clock::time_point now) {
+  const JobSpec::Elastic& e = *spec_.elastic;
+  auto output = RunDiscoveryScript(e.discovery_script, std::chrono::seconds(10));
+  auto found = output.ok() ? ParseDiscoveredHosts(*output, e.slots_per_host)
+                           : Result<std::vector<HostSlots>>(output.status());
+  if (!found.ok()) {
+    std::fprintf(stderr, "horarun: elastic: %s; keeping the hosts it named before\n",
+                 found.status().message().c_str());
+    return;
+  }
+  std::map<std::string, int> slots;
+  for (const HostSlots& h : *found) slots[h.host] = h.slots;
+  if (!looked_) {  // (the first look: compared with the answer the job started on)
+    looked_ = true;
+    for (const HostSlots& h : e.discovered) slots_[h.host] = h.slots;
+  }
+  if (slots == slots_) return;
+  // Live workers by host, oldest first.
+  std::map<std::string, std::vector<Rank*>> on;
+  int live = 0;
+  for (Rank& r : ranks_) {
+    if (r.running && !r.stopped) {
+      on[r.placement.host].push_back(&r);
+      ++live;
+    }
+  }
+  bool removed = false, added = false;
+  // Slots gone: their newest workers stop (the others then reset without
+  // them).
+  for (auto& [host, workers] : on) {
+    auto it = slots.find(host);
+    const size_t keep = it == slots.end() ? 0 : static_cast<size_t>(it->second);
+    while (workers.size() > keep) {
+      Rank& r = *workers.back();
+      std::fprintf(stderr, "horarun: elastic: host %s %s; stopping worker %s\n", host.c_str(),
+                   keep == 0 ? "is gone" : "has fewer slots", WorkerId(r.placement).c_str());
+      StopWorker(r, now);
+      driver_->Ended(WorkerId(r.placement), now);
+      workers.pop_back();
+      --live;
+      removed = true;
+    }
+  }
+  // New slots: workers there, up to --max-np live.
+  for (const HostSlots& h : *found) {
+    const int have = static_cast<int>(on[h.host].size());
+    for (int k = have; k < h.slots && live < e.settings.max_np; ++k) {
+      if (e.store_on_loopback && !IsLocalHost(h.host)) {
+        std::fprintf(stderr,
+                     "horarun: elastic: no worker on %s: the job's store listens on 127.0.0.1 "
+                     "only, as the discovery script's first answer named only this host (give "
+                     "--bind ADDR for hosts that come later)\n",
+                     h.host.c_str());
+        break;
+      }
+      Placement p;
+      p.host = h.host;
+      p.rank = static_cast<int>(ranks_.size());  // (its id's index: never used before)
+      if (!StartRank(p)) {
+        std::fprintf(stderr, "horarun: elastic: worker %s did not start\n", WorkerId(p).c_str());
+        break;
+      }
+      std::fprintf(stderr, "horarun: elastic: host %s has a free slot; started worker %s\n",
+                   h.host.c_str(), WorkerId(p).c_str());
+      ++live;
+      added = true;
+    }
+  }
+  slots_ = std::move(slots);
+  // The members learn of it at their next commit (check_host_updates).
+  const std::string& job = spec_.env.count("HORA_JOB_ID") ? spec_.env.at("HORA_JOB_ID") : "";
+  for (const auto& [happened, key] : {std::pair{added, ElasticHostsAddedKey(job)},
+                                      std::pair{removed, ElasticHostsRemovedKey(job)}}) {
+    if (!happened) continue;
+    Result<int64_t> n = store_->Add(key, 1);
+    if (!n.ok()) {
+      std::fprintf(stderr, "horarun: elastic: cannot tell the workers of the new hosts: %s\n",
+                   n.status().ToString().c_str());
+    }
+  }
+}
+
+}  // namespace hora::horarun::job_internal

@@ -1,0 +1,132 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The running job of RunJob (job.h), shared by its files: job_run.cc starts
+// the ranks and runs the loop; job_elastic.cc is elastic mode's part of it
+// (the driver's rounds, host discovery, workers started and stopped).
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "death_watch.h"
+#include "elastic_driver.h"
+#include "job.h"
+#include "output.h"
+#include "store/tcp_store_client.h"
+#include "watcher.h"
+
+namespace hora::horarun::job_internal {
+
+using Clock = std::chrono::steady_clock;
+
+Clock::duration Seconds(double s);
+int ExitCodeOf(int status);
+std::string DescribeExit(int status);
+
+// One rank, from its start until its process group has ended.
+struct Rank {
+  Placement placement;
+  pid_t pid = -1;        // also its process group's id
+  bool running = false;  // started, and not seen dead yet
+  // The group outlives the rank while processes the rank started run in
+  // it. Live from the start until no live member is left, or it got
+  // SIGKILL at group_kill_at (the grace period after the rank's end). The
+  // rank is reaped only then: until that, its zombie keeps the group's id
+  // from being reused, so that signals to -pid reach no other group.
+  bool group_live = false;
+  Clock::time_point group_kill_at = Clock::time_point::max();
+  Clock::time_point group_check_at{};  // when to look for live members again
+  int fds[2] = {-1, -1};               // stdout, stderr read ends
+  int stdin_fd = -1;                   // remote ranks: the write end of their stdin
+  // Remote ranks: what their stdin still has to get (RemoteInput), fed as
+  // the remote shell reads it; cleared once written (or given up).
+  std::string input;
+  size_t input_done = 0;
+  // Elastic mode: stopped by horarun (left out of the job), and when it
+  // gets SIGKILL if it has not ended by then.
+  bool stopped = false;
+  Clock::time_point stop_kill_at = Clock::time_point::max();
+  int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
+  std::unique_ptr<LineForwarder> forward[2];
+};
+
+class Job {
+ public:
+  Job(const JobSpec& spec, int sigfd, const sigset_t& blocked, RankWatcher& watcher)
+      : spec_(spec), sigfd_(sigfd), blocked_(blocked), watcher_(watcher) {}
+
+  ~Job();
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  // Starts every rank; stops at the first that cannot start.
+  void Launch();
+  // Until every rank's group has ended and its output is forwarded.
+  void Run();
+  int exit_code() const {
+    if (driver_ && !stopping_) return done_ ? 0 : (last_failure_ != 0 ? last_failure_ : 1);
+    return exit_code_;
+  }
+
+ private:
+  void BeginStop(int code, bool at_once);
+  void SignalGroups(int sig);
+  void Escalate(Clock::time_point now);
+  void EndGroups(Clock::time_point now);
+  void EndGroup(Rank& r);
+  void HandleSignals();
+  void Died(Rank& r, int status);
+  void CloseOutput(Rank& r, int s);
+  void FeedRank(Rank& r);
+  void CheckInputs(Clock::time_point now);
+  // Starts a rank (elastic mode: a worker) at `placement`; false if it
+  // could not start (said on stderr).
+  bool StartRank(const Placement& placement);
+  // Elastic mode (job_elastic.cc): the driver's round, and what it decided
+  // done; and, every second with a discovery script, its hosts.
+  void PollDriver(Clock::time_point now);
+  void Discover(Clock::time_point now);
+  // Stops worker `r` (left out of the job): SIGTERM, SIGKILL after the
+  // grace period.
+  void StopWorker(Rank& r, Clock::time_point now);
+
+  const JobSpec& spec_;
+  const int sigfd_;
+  const sigset_t& blocked_;
+  RankWatcher& watcher_;
+  // Remote ranks must have taken their input by then (the start timeout).
+  Clock::time_point input_deadline_ = Clock::time_point::max();
+  DeathWatch deaths_;
+  std::deque<Rank> ranks_;  // (elastic mode adds workers while the loop holds pointers)
+  std::string cwd_;
+  int exit_code_ = 0;
+  // Stopping: a failed rank first gives the others a moment to notice the
+  // lost peer and report it themselves (term_at_), then their groups get
+  // SIGTERM, and SIGKILL after the grace period (kill_at_). A signal to
+  // horarun skips the first step.
+  bool stopping_ = false, termed_ = false;
+  Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
+  // Elastic mode: the job's store (horarun's own server) and the driver
+  // that places workers in generations; done_ once a worker ended with 0
+  // (the job is finishing: no more generations, and no end for lack of
+  // workers); the last failure's exit code.
+  std::unique_ptr<TcpStoreClient> store_;
+  std::unique_ptr<ElasticDriver> driver_;
+  bool done_ = false;
+  int last_failure_ = 0;
+  // Host discovery: when to run the script next; what it said last (host ->
+  // slots); each host's next worker index (worker ids never repeat).
+  Clock::time_point discover_at_{};
+  bool looked_ = false;
+  std::map<std::string, int> slots_;
+  std::map<std::string, int> next_index_;
+};
+
+}  // namespace hora::horarun::job_internal
