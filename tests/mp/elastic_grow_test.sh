@@ -8,9 +8,13 @@
 #           as a world of 3.
 #   shrink  localhost:3, then localhost:2: horarun stops the newest worker,
 #           and the two others go on as a world of 2.
+#   respawn localhost:3 throughout, --blacklist-cooldown-range 1 2: the
+#           worker of rank 2 kills itself (SIGKILL) at step 5; the two
+#           others go on as a world of 2; after the host's 1 s cooldown
+#           horarun starts a worker on the free slot, and the three go on.
 # Each worker checks that every step was committed once and that its model
 # equals a replay of the committed steps.
-# Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink [TRANSPORT]
+# Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink|respawn [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
 horarun="$1"; python="$2"; script="$3"; mode="$4"; transport="${5:-}"
@@ -18,15 +22,21 @@ dir=$(mktemp -d)
 out=$dir/out
 trap 'rm -rf "$dir"' EXIT
 fail() { cat "$out"; echo "FAIL: $*"; exit 1; }
-if [ "$mode" = grow ]; then before=2; after=3; else before=3; after=2; fi
+extra=()
+case "$mode" in
+  grow) before=2; after=3 ;;
+  shrink) before=3; after=2 ;;
+  respawn) before=3; after=3; extra=(--kill-at 5 --kill-rank 2 --steps 60) ;;
+esac
 echo "localhost:$before" > "$dir/hosts"
 printf '#!/bin/sh\ncat %s/hosts\n' "$dir" > "$dir/discover.sh"
 chmod +x "$dir/discover.sh"
 flags=(-np "$before" --min-np 2 --max-np 3 --host-discovery-script "$dir/discover.sh" --timeout 120)
 [ -n "$transport" ] && flags+=(--transport "$transport")
+[ "$mode" = respawn ] && flags+=(--blacklist-cooldown-range 1 2)
 start=$(date +%s)
 HORA_TEST_TAG=$HORA_TEST_TAG HORA_PEER_TIMEOUT_S=2 OMP_NUM_THREADS=1 \
-  "$horarun" "${flags[@]}" "$python" "$script" --steps 40 --step-sleep 0.1 >"$out" 2>&1 &
+  "$horarun" "${flags[@]}" "$python" "$script" --steps 40 --step-sleep 0.1 "${extra[@]}" >"$out" 2>&1 &
 pid=$!
 for _ in $(seq 600); do
   grep -q "elastic first commit" "$out" && break
@@ -46,6 +56,15 @@ if [ "$mode" = grow ]; then
   [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
   members=$(grep -c "elastic ok: worker localhost/[01] .*resets \[3\]" "$out")
   [ "$members" -eq 2 ] || fail "$members of 2 members reset once, into the world of 3"
+elif [ "$mode" = respawn ]; then
+  grep -q "worker localhost/2 (pid .*) was killed by signal 9" "$out" ||
+    fail "horarun did not report the killed worker"
+  grep -q "host localhost gets no new worker for 1 s (1 failure(s) there)" "$out" ||
+    fail "horarun did not leave the host out for its cooldown"
+  grep -q "host localhost has a free slot; started worker localhost/3" "$out" ||
+    fail "horarun started no worker on the freed slot"
+  ok=$(grep -c "elastic ok: worker localhost/[013] rank [0-2] of 3, sizes \[3, .*, 2, .*, 3\], resets \[\(2, 3\)\?\]" "$out")
+  [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
 else
   grep -q "host localhost has fewer slots; stopping worker localhost/2" "$out" ||
     fail "horarun did not stop the worker of the slot gone"

@@ -86,7 +86,7 @@ check elastic-bounds 2 "elastic mode needs --min-np <= -np <= --max-np (got 3, 2
 check elastic-mpi 2 "elastic mode starts its workers itself" "$horarun" -np 2 --min-np 1 --mpi true
 check elastic-discovery 2 "--host-discovery-script: the host discovery script './nowhere.sh' cannot start: No such file or directory" \
   "$horarun" -np 2 --host-discovery-script ./nowhere.sh true
-check elastic-blacklist 2 "--blacklist-cooldown-range: horarun's elastic mode has no blacklist yet" \
+check elastic-blacklist 2 "--blacklist-cooldown-range needs --host-discovery-script" \
   "$horarun" -np 2 --min-np 1 --blacklist-cooldown-range 1 2 true
 # Elastic mode runs a job whose workers all succeed, as a fixed one.
 check elastic-runs 0 "" "$horarun" -np 2 --min-np 1 --max-np 2 true

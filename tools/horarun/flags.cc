@@ -78,9 +78,6 @@ bool IsVariableName(const std::string& name) {
   return true;
 }
 
-constexpr const char* kElastic =
-    "horarun's elastic mode has no blacklist yet: a worker that fails leaves the job, and its "
-    "host's slots are used again";
 constexpr const char* kAutotune =
     "Hora has no autotuner yet: set --fusion-threshold-mb, --cycle-time-ms and "
     "--cache-capacity yourself";
@@ -429,8 +426,20 @@ const std::vector<FlagSpec>& Table() {
          o.reset_limit = static_cast<int>(n);
          return Status::Ok();
        }},
-      {"Elastic", "--blacklist-cooldown-range", "MIN MAX", "blacklist_cooldown_range", "", nullptr,
-       kElastic},
+      {"Elastic", "--blacklist-cooldown-range", "MIN MAX", "blacklist_cooldown_range",
+       "elastic mode with --host-discovery-script: a host whose worker fails gets no new worker "
+       "for MIN seconds, doubled at each failure there up to MAX (without it: never again)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         const size_t space = v.find(' ');
+         const std::string lo = v.substr(0, space);
+         const std::string hi = space == std::string::npos ? "" : v.substr(space + 1);
+         HORA_ASSIGN_OR_RETURN(o.blacklist_cooldown_s.first, PositiveSeconds(f, lo));
+         HORA_ASSIGN_OR_RETURN(o.blacklist_cooldown_s.second, PositiveSeconds(f, hi));
+         if (o.blacklist_cooldown_s.first > o.blacklist_cooldown_s.second) {
+           return InvalidArgument(f + " '" + v + "': MIN is above MAX");
+         }
+         return Status::Ok();
+       }},
   };
   return table;
 }

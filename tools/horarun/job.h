@@ -61,8 +61,11 @@ struct JobSpec {
     // store's hosts-added or hosts-removed counter (launch/elastic_place.h).
     std::string discovery_script;
     int slots_per_host = 0;
-    std::vector<HostSlots> discovered;  // its answer when the job started
-    bool store_on_loopback = false;     // workers on other hosts cannot reach it
+    // A host where a worker failed gets no new worker for cooldown_s.first
+    // seconds, doubled at each failure there, at most cooldown_s.second;
+    // {0, 0}: never again (Horovod's blacklist without a cooldown).
+    std::pair<double, double> cooldown_s{0, 0};
+    bool store_on_loopback = false;  // workers on other hosts cannot reach it
   };
   std::optional<Elastic> elastic;
 };

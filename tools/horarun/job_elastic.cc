@@ -63,7 +63,25 @@ void Job::PollDriver(Clock::time_point now) {
   }
 }
 
+void Job::HostFailed(const std::string& host, Clock::time_point now) {
+  if (spec_.elastic->discovery_script.empty()) return;  // (no slot is filled again)
+  const auto [lo, hi] = spec_.elastic->cooldown_s;
+  const int n = ++failures_[host];
+  if (hi <= 0) {
+    left_out_[host] = Clock::time_point::max();
+    std::fprintf(stderr, "horarun: elastic: host %s gets no new worker (a worker failed there)\n",
+                 host.c_str());
+    return;
+  }
+  const double s = std::min(hi, lo * static_cast<double>(int64_t{1} << std::min(n - 1, 30)));
+  left_out_[host] = now + Seconds(s);
+  std::fprintf(stderr,
+               "horarun: elastic: host %s gets no new worker for %g s (%d failure(s) there)\n",
+               host.c_str(), s, n);
+}
+
 void Job::Discover(Clock::time_point now) {
+  if (done_) return;  // (a worker finished the work: no new ones)
   const JobSpec::Elastic& e = *spec_.elastic;
   auto output = RunDiscoveryScript(e.discovery_script, std::chrono::seconds(10));
   auto found = output.ok() ? ParseDiscoveredHosts(*output, e.slots_per_host)
@@ -75,12 +93,8 @@ void Job::Discover(Clock::time_point now) {
   }
   std::map<std::string, int> slots;
   for (const HostSlots& h : *found) slots[h.host] = h.slots;
-  if (!looked_) {  // (the first look: compared with the answer the job started on)
-    looked_ = true;
-    for (const HostSlots& h : e.discovered) slots_[h.host] = h.slots;
-  }
-  if (slots == slots_) return;
-  // Live workers by host, oldest first.
+  // (Each look: slots changed, or freed by a failure, or a host back from
+  // its cooldown.) Live workers by host, oldest first.
   std::map<std::string, std::vector<Rank*>> on;
   int live = 0;
   for (Rank& r : ranks_) {
@@ -106,8 +120,11 @@ void Job::Discover(Clock::time_point now) {
       removed = true;
     }
   }
-  // New slots: workers there, up to --max-np live.
+  // Free slots: workers there, up to --max-np live, but not on hosts left
+  // out after a failure.
   for (const HostSlots& h : *found) {
+    auto out = left_out_.find(h.host);
+    if (out != left_out_.end() && now < out->second) continue;
     const int have = static_cast<int>(on[h.host].size());
     for (int k = have; k < h.slots && live < e.settings.max_np; ++k) {
       if (e.store_on_loopback && !IsLocalHost(h.host)) {
@@ -131,7 +148,6 @@ void Job::Discover(Clock::time_point now) {
       added = true;
     }
   }
-  slots_ = std::move(slots);
   // The members learn of it at their next commit (check_host_updates).
   const std::string& job = spec_.env.count("HORA_JOB_ID") ? spec_.env.at("HORA_JOB_ID") : "";
   for (const auto& [happened, key] : {std::pair{added, ElasticHostsAddedKey(job)},

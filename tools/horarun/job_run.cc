@@ -260,6 +260,7 @@ void Job::Died(Rank& r, int status) {
       std::fprintf(stderr, "horarun: worker %s (pid %d) %s%s\n", WorkerId(r.placement).c_str(),
                    r.pid, DescribeExit(status).c_str(),
                    done_ || stopping_ ? "" : "; the others go on without it");
+      HostFailed(r.placement.host, Clock::now());
     }
     return;
   }

@@ -96,6 +96,9 @@ class Job {
   // Stops worker `r` (left out of the job): SIGTERM, SIGKILL after the
   // grace period.
   void StopWorker(Rank& r, Clock::time_point now);
+  // A worker on `host` failed: with a discovery script, the host gets no
+  // new worker for its cooldown (JobSpec::Elastic::cooldown_s).
+  void HostFailed(const std::string& host, Clock::time_point now);
 
   const JobSpec& spec_;
   const int sigfd_;
@@ -121,12 +124,11 @@ class Job {
   std::unique_ptr<ElasticDriver> driver_;
   bool done_ = false;
   int last_failure_ = 0;
-  // Host discovery: when to run the script next; what it said last (host ->
-  // slots); each host's next worker index (worker ids never repeat).
+  // Host discovery: when to run the script next.
   Clock::time_point discover_at_{};
-  bool looked_ = false;
-  std::map<std::string, int> slots_;
-  std::map<std::string, int> next_index_;
+  // Hosts left out, until when (max(): for good), and their failures.
+  std::map<std::string, Clock::time_point> left_out_;
+  std::map<std::string, int> failures_;
 };
 
 }  // namespace hora::horarun::job_internal

@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
     elastic.store_port = (*server)->port();
     elastic.discovery_script = opts.discovery_script;
     elastic.slots_per_host = opts.slots_per_host;
-    if (!opts.discovery_script.empty()) elastic.discovered = hosts;
+    elastic.cooldown_s = opts.blacklist_cooldown_s;
     elastic.store_on_loopback = loopback;
     spec.elastic = elastic;
   }

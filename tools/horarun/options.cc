@@ -133,6 +133,13 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
     if (spec->metavar != nullptr && !inline_value) {
       if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");
       value = args[++i];
+      // (A metavar of two words, unquoted, takes two values, as horovodrun's
+      // nargs=2: --blacklist-cooldown-range MIN MAX. A quoted one is one.)
+      const std::string_view metavar(spec->metavar);
+      if (metavar.front() != '\'' && metavar.find(' ') != std::string_view::npos) {
+        if (i + 1 >= args.size()) return InvalidArgument(flag + " needs two values");
+        value += " " + args[++i];
+      }
     } else if (spec->metavar == nullptr && inline_value) {
       return InvalidArgument(flag + " takes no value");
     }
@@ -147,6 +154,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
 
   if (!o.host_list.empty() && !o.hostfile.empty()) {
     return InvalidArgument("give either -H or --hostfile, not both");
+  }
+  if (o.blacklist_cooldown_s.second > 0 && o.discovery_script.empty()) {
+    return InvalidArgument(
+        "--blacklist-cooldown-range needs --host-discovery-script (only then does horarun start "
+        "workers on free slots)");
   }
   if (!o.discovery_script.empty()) {
     // (The hosts come from the script, run when the job starts.)

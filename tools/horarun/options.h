@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hora/status.h"
@@ -68,6 +69,8 @@ struct Options {
   // --host-discovery-script (elastic mode) and --slots-per-host (0: none).
   std::string discovery_script;
   int slots_per_host = 0;
+  // --blacklist-cooldown-range MIN MAX (seconds; {0, 0}: not given).
+  std::pair<double, double> blacklist_cooldown_s{0, 0};
   bool elastic() const { return min_np > 0 || max_np > 0 || !discovery_script.empty(); }
 
   // Flag values read before they are resolved (ParseOptions resolves them

@@ -134,6 +134,10 @@ TEST(Options, ElasticBoundsDefaultToNp) {
   EXPECT_EQ(o->min_np, 2);
   EXPECT_EQ(o->max_np, 2);
   EXPECT_TRUE(o->hosts.empty()) << "the hosts come from the script";
+  o = Parse(
+      {"-np", "2", "--host-discovery-script", "d.sh", "--blacklist-cooldown-range", "1.5", "60"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->blacklist_cooldown_s, (std::pair<double, double>{1.5, 60}));
 }
 
 TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
@@ -165,8 +169,11 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--host-discovery-script", "d.sh", "--max-np", "1", "x"},
        "elastic mode needs --min-np <= -np <= --max-np (got 1, 2, 1)"},
       {{"-np", "2", "--slots-per-host", "0"}, "--slots-per-host '0' is not a slot count"},
-      {{"-np", "2", "--blacklist-cooldown-range", "1 2"},
-       "--blacklist-cooldown-range: horarun's elastic mode has no blacklist yet"},
+      {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "2", "x"},
+       "--blacklist-cooldown-range needs --host-discovery-script"},
+      {{"-np", "2", "--blacklist-cooldown-range", "3", "2"},
+       "--blacklist-cooldown-range '3 2': MIN is above MAX"},
+      {{"-np", "2", "--blacklist-cooldown-range"}, "--blacklist-cooldown-range needs two values"},
       {{"-np", "2", "--autotune"}, "--autotune: Hora has no autotuner yet"},
       {{"-np", "2", "--autotune-log-file", "f"}, "--autotune-log-file: Hora has no autotuner"},
       {{"-np", "2", "--hierarchical-allreduce"},
