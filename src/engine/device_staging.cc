@@ -35,6 +35,9 @@ DeviceStaging::~DeviceStaging() {
   if (event_.id != 0) (void)device_->DestroyEvent(event_);
   for (gpu::Event e : chunk_events_) (void)device_->DestroyEvent(e);
   if (follow_.id != 0) (void)device_->DestroyEvent(follow_);
+  // (The window, which a failed engine leaves open, uses the stream as it
+  // goes: before it.)
+  window_.reset();
   if (stream_.id != rank_stream_.id) (void)device_->DestroyStream(stream_);  // (drains it first)
 }
 

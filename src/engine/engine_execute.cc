@@ -126,7 +126,15 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
     const gpu::Stream rank_stream = devices_->stream();
     gpu::Stream stream = rank_stream;
     if (!label_.empty()) {
-      HORA_ASSIGN_OR_RETURN(stream, device->CreateStream());
+      // (Without one, this set works on the rank's stream: the collective
+      // must still run, the other ranks are in it.)
+      Result<gpu::Stream> own = device->CreateStream();
+      if (own.ok()) {
+        stream = *own;
+      } else {
+        logger_.Warning("process set " + label_ + ": no GPU stream of its own (" +
+                        own.status().ToString() + "); it shares the rank's");
+      }
     }
     staging_ = std::make_unique<DeviceStaging>(
         std::move(device), stream, rank_stream, SecondsToDuration(bound),

@@ -12,9 +12,13 @@
 #           worker of rank 2 kills itself (SIGKILL) at step 5; the two
 #           others go on as a world of 2; after the host's 1 s cooldown
 #           horarun starts a worker on the free slot, and the three go on.
+#   alone   localhost:1, -np 1 --min-np 1 --max-np 1, the same cooldown:
+#           the only worker kills itself at step 5; horarun waits with no
+#           worker left, starts one on the freed slot after the cooldown,
+#           and that one trains from the start and finishes.
 # Each worker checks that every step was committed once and that its model
 # equals a replay of the committed steps.
-# Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink|respawn [TRANSPORT]
+# Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink|respawn|alone [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
 horarun="$1"; python="$2"; script="$3"; mode="$4"; transport="${5:-}"
@@ -27,13 +31,16 @@ case "$mode" in
   grow) before=2; after=3 ;;
   shrink) before=3; after=2 ;;
   respawn) before=3; after=3; extra=(--kill-at 5 --kill-rank 2 --steps 60) ;;
+  alone) before=1; after=1; extra=(--kill-at 5 --kill-rank 0) ;;
 esac
 echo "localhost:$before" > "$dir/hosts"
 printf '#!/bin/sh\ncat %s/hosts\n' "$dir" > "$dir/discover.sh"
 chmod +x "$dir/discover.sh"
-flags=(-np "$before" --min-np 2 --max-np 3 --host-discovery-script "$dir/discover.sh" --timeout 120)
+low=2; high=3
+[ "$mode" = alone ] && { low=1; high=1; }
+flags=(-np "$before" --min-np "$low" --max-np "$high" --host-discovery-script "$dir/discover.sh" --timeout 120)
 [ -n "$transport" ] && flags+=(--transport "$transport")
-[ "$mode" = respawn ] && flags+=(--blacklist-cooldown-range 1 2)
+case "$mode" in respawn|alone) flags+=(--blacklist-cooldown-range 1 2) ;; esac
 start=$(date +%s)
 HORA_TEST_TAG=$HORA_TEST_TAG HORA_PEER_TIMEOUT_S=2 OMP_NUM_THREADS=1 \
   "$horarun" "${flags[@]}" "$python" "$script" --steps 40 --step-sleep 0.1 "${extra[@]}" >"$out" 2>&1 &
@@ -43,7 +50,8 @@ for _ in $(seq 600); do
   sleep 0.1
 done
 grep -q "elastic first commit" "$out" || { kill "$pid"; wait "$pid"; fail "no commit within 60 s"; }
-echo "localhost:$after" > "$dir/hosts"
+# (Renamed into place: the script never reads a half-written file.)
+echo "localhost:$after" > "$dir/hosts.new" && mv "$dir/hosts.new" "$dir/hosts"
 wait "$pid"
 rc=$?
 elapsed=$(( $(date +%s) - start ))
@@ -56,6 +64,13 @@ if [ "$mode" = grow ]; then
   [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
   members=$(grep -c "elastic ok: worker localhost/[01] .*resets \[3\]" "$out")
   [ "$members" -eq 2 ] || fail "$members of 2 members reset once, into the world of 3"
+elif [ "$mode" = alone ]; then
+  grep -q "worker localhost/0 (pid .*) was killed by signal 9" "$out" ||
+    fail "horarun did not report the killed worker"
+  grep -q "host localhost has a free slot; started worker localhost/1" "$out" ||
+    fail "horarun started no worker on the freed slot"
+  grep -q "elastic ok: worker localhost/1 rank 0 of 1, sizes \[1, .*, 1\], resets \[\]" "$out" ||
+    fail "the new worker did not finish the training"
 elif [ "$mode" = respawn ]; then
   grep -q "worker localhost/2 (pid .*) was killed by signal 9" "$out" ||
     fail "horarun did not report the killed worker"

@@ -72,6 +72,11 @@ class ElasticPlanner {
   Clock::time_point NextDeadline() const;
 
   int64_t generation() const { return generation_; }
+  // Whether worker `id` was placed in a generation (false: never joined).
+  bool WasMember(const std::string& id) const {
+    auto it = workers_.find(id);
+    return it != workers_.end() && it->second.rank >= 0;
+  }
   int live() const;
   bool ended() const { return ended_; }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace hora::horarun {
 
@@ -103,24 +104,27 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
   setpgid(pid, pid);  // (also here: whichever runs first)
   std::string text;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  bool timed_out = false;
+  auto left_ms = [&] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                 std::chrono::steady_clock::now())
+        .count();
+  };
+  std::string why_killed;  // (empty: it ended by itself)
+  // Its output, until end of file: one deadline covers reading and its exit.
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
+    if (left_ms() <= 0) {
+      why_killed = "gave no whole answer within";
       break;
     }
     pollfd p{out[0], POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(left.count()));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) continue;
+    const int n = poll(&p, 1, static_cast<int>(left_ms()));
+    if (n <= 0) continue;  // (EINTR, or the deadline: looked at above)
     char buf[4096];
     const ssize_t got = read(out[0], buf, sizeof buf);
     if (got > 0) {
       text.append(buf, static_cast<size_t>(got));
       if (text.size() > (size_t{1} << 20)) {
-        timed_out = true;  // (a script that never stops talking)
+        why_killed = "wrote more than 1 MiB of hosts";
         break;
       }
     } else if (got == 0 || errno != EINTR) {
@@ -128,19 +132,32 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
     }
   }
   close(out[0]);
-  if (timed_out) kill(-pid, SIGKILL);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  for (;;) {  // (its exit, bounded by the same deadline)
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (!why_killed.empty() || left_ms() <= 0) {
+      if (why_killed.empty()) why_killed = "did not end within";
+      kill(-pid, SIGKILL);
+      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  if (timed_out) {
-    return TimeoutError("the host discovery script '" + script + "' gave no answer within " +
-                        std::to_string(timeout.count() / 1000.0).substr(0, 4) + " s");
+  const std::string name = "the host discovery script '" + script + "' ";
+  if (!why_killed.empty()) {
+    const std::string within =
+        why_killed.back() == 'n'
+            ? " " + std::to_string(std::chrono::duration<double>(timeout).count()).substr(0, 4) +
+                  " s"
+            : "";
+    return TimeoutError(name + why_killed + within + " (stopped)");
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return UnavailableError("the host discovery script '" + script + "' " +
-                            (WIFEXITED(status)
-                                 ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                 : "was killed by signal " + std::to_string(WTERMSIG(status))));
+    return UnavailableError(
+        name + (WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                  : "was killed by signal " + std::to_string(WTERMSIG(status))));
   }
   return text;
 }

@@ -86,11 +86,21 @@ void Job::Discover(Clock::time_point now) {
   auto output = RunDiscoveryScript(e.discovery_script, std::chrono::seconds(10));
   auto found = output.ok() ? ParseDiscoveredHosts(*output, e.slots_per_host)
                            : Result<std::vector<HostSlots>>(output.status());
+  if (found.ok() && found->empty()) {
+    // (Most likely a file read while it was rewritten: every worker would
+    // stop, and the job end, for one empty answer.)
+    found =
+        UnavailableError("the host discovery script '" + e.discovery_script + "' names no host");
+  }
   if (!found.ok()) {
-    std::fprintf(stderr, "horarun: elastic: %s; keeping the hosts it named before\n",
-                 found.status().message().c_str());
+    if (found.status().message() != discovery_error_) {  // (once, not every second)
+      discovery_error_ = found.status().message();
+      std::fprintf(stderr, "horarun: elastic: %s; keeping the hosts it named before\n",
+                   discovery_error_.c_str());
+    }
     return;
   }
+  discovery_error_.clear();
   std::map<std::string, int> slots;
   for (const HostSlots& h : *found) slots[h.host] = h.slots;
   // (Each look: slots changed, or freed by a failure, or a host back from

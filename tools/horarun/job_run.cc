@@ -106,12 +106,22 @@ bool Job::StartRank(const Placement& placement) {
     }
     if (!error.empty()) {
       std::fprintf(stderr, "horarun: --output-filename: %s\n", error.c_str());
+      for (int fd : r.files) {
+        if (fd >= 0) close(fd);
+      }
+      ranks_.pop_back();  // (nothing refers to it yet)
       return false;
     }
   }
   auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input.has_value(),
                      watcher_.announce_fd());
-  if (!p) return false;
+  if (!p) {
+    for (int fd : r.files) {
+      if (fd >= 0) close(fd);
+    }
+    ranks_.pop_back();
+    return false;
+  }
   r.pid = p->pid;
   if (driver_) driver_->Started(WorkerId(r.placement), r.placement.host, Clock::now());
   deaths_.Add(r.pid);
@@ -260,7 +270,11 @@ void Job::Died(Rank& r, int status) {
       std::fprintf(stderr, "horarun: worker %s (pid %d) %s%s\n", WorkerId(r.placement).c_str(),
                    r.pid, DescribeExit(status).c_str(),
                    done_ || stopping_ ? "" : "; the others go on without it");
-      HostFailed(r.placement.host, Clock::now());
+      // (A new worker that gave up waiting for a world says nothing of its
+      // host.)
+      if (driver_->planner().WasMember(WorkerId(r.placement))) {
+        HostFailed(r.placement.host, Clock::now());
+      }
     }
     return;
   }
@@ -302,8 +316,13 @@ void Job::Run() {
         owners.push_back({&r, 2});
       }
     }
-    if (!any_live && !any_open) return;
-    if (!any_live) {
+    // (With a discovery script, a job with no worker left goes on: free
+    // slots get workers again, or the planner ends it after
+    // --elastic-timeout below --min-np.)
+    const bool refills = driver_ && !spec_.elastic->discovery_script.empty() && !stopping_ &&
+                         !done_ && !driver_->planner().ended();
+    if (!any_live && !any_open && !refills) return;
+    if (!any_live && !refills) {
       // Processes that left their rank's group (setsid) may hold its pipes
       // open: drain briefly, then go.
       if (groups_ended == Clock::time_point{}) groups_ended = now;
@@ -366,10 +385,13 @@ int RunJob(const JobSpec& spec) {
   }
   std::string error;
   // Every rank's local process announces its group (remote ranks: their rsh).
-  const size_t most = spec.elastic
-                          ? std::max<size_t>(spec.placements.size(),
-                                             static_cast<size_t>(spec.elastic->settings.max_np))
-                          : spec.placements.size();
+  // (Elastic mode: workers come and go; live ones, and stopped ones still in
+  // their grace period, may together pass --max-np.)
+  const size_t most =
+      spec.elastic ? 2 * std::max<size_t>(spec.placements.size(),
+                                          static_cast<size_t>(spec.elastic->settings.max_np)) +
+                         16
+                   : spec.placements.size();
   auto watcher = RankWatcher::Start(most, spec.stop_grace_s, &error);
   int exit_code = 1;
   if (!watcher) {

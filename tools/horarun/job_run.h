@@ -126,6 +126,7 @@ class Job {
   int last_failure_ = 0;
   // Host discovery: when to run the script next.
   Clock::time_point discover_at_{};
+  std::string discovery_error_;  // the script's last failure, said once
   // Hosts left out, until when (max(): for good), and their failures.
   std::map<std::string, Clock::time_point> left_out_;
   std::map<std::string, int> failures_;

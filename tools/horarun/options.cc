@@ -155,6 +155,11 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   if (!o.host_list.empty() && !o.hostfile.empty()) {
     return InvalidArgument("give either -H or --hostfile, not both");
   }
+  if (o.slots_per_host > 0 && o.discovery_script.empty()) {
+    return InvalidArgument(
+        "--slots-per-host needs --host-discovery-script (-H and --hostfile give each host's "
+        "slots)");
+  }
   if (o.blacklist_cooldown_s.second > 0 && o.discovery_script.empty()) {
     return InvalidArgument(
         "--blacklist-cooldown-range needs --host-discovery-script (only then does horarun start "

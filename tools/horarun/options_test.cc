@@ -169,6 +169,8 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--host-discovery-script", "d.sh", "--max-np", "1", "x"},
        "elastic mode needs --min-np <= -np <= --max-np (got 1, 2, 1)"},
       {{"-np", "2", "--slots-per-host", "0"}, "--slots-per-host '0' is not a slot count"},
+      {{"-np", "2", "--slots-per-host", "2", "x"},
+       "--slots-per-host needs --host-discovery-script"},
       {{"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "1", "2", "x"},
        "--blacklist-cooldown-range needs --host-discovery-script"},
       {{"-np", "2", "--blacklist-cooldown-range", "3", "2"},

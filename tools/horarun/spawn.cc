@@ -59,10 +59,16 @@ InputProgress FeedInput(int fd, const std::string& input, size_t* done, std::str
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,
                                      bool with_input, int announce_fd) {
-  int out[2], err[2], in[2] = {-1, -1};
+  int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1};
+  auto close_all = [&] {  // (on a failure: nothing is left open)
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
+      if (fd >= 0) close(fd);
+    }
+  };
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
       (with_input && pipe2(in, O_CLOEXEC) != 0)) {
     std::fprintf(stderr, "horarun: pipe for rank %d: %s\n", rank, std::strerror(errno));
+    close_all();
     return std::nullopt;
   }
   // Everything the child needs is built here: between fork and exec a child
@@ -76,6 +82,7 @@ std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& a
   const pid_t pid = fork();
   if (pid < 0) {
     std::fprintf(stderr, "horarun: fork for rank %d: %s\n", rank, std::strerror(errno));
+    close_all();
     return std::nullopt;
   }
   if (pid == 0) {

@@ -14,9 +14,10 @@ The state, the loop and the host-update check work as Horovod's. The
 reset's ``init()`` gets its new world from ``horarun``'s elastic mode
 (``--min-np``/``--max-np``: docs/guide/elastic.md). Under a fixed launch it
 waits for every rank of the launch (``HORA_START_TIMEOUT_S``) and fails
-naming who is missing, and the job ends with that error. No launcher sends
-host updates yet (``--host-discovery-script`` is not built):
-``notify_hosts_updated`` is where they will arrive.
+naming who is missing, and the job ends with that error. Under horarun's
+``--host-discovery-script``, rank 0's ``check_host_updates()`` reads the
+launcher's counts of host updates (``Session.elastic_host_updates``);
+``notify_hosts_updated`` takes updates from elsewhere.
 """
 
 import enum

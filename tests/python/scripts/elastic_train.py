@@ -9,7 +9,7 @@ must have been committed exactly once.
 
     --kill-at S     the worker of rank --kill-rank (2) in the first world
                     kills itself with SIGKILL at step S, after its backward
-                    pass.
+                    pass (not a worker started later).
     --steps N       steps to train (12).
     --step-sleep S  seconds between steps (0.02), for a longer run.
 
@@ -67,6 +67,10 @@ def main():
     hvd.init()
     print("elastic started pid %d" % os.getpid(), flush=True)
     first_rank = hvd.rank()
+    # (A worker horarun started later, on a slot freed or added, is never the
+    # one that kills itself.)
+    worker = os.environ.get("HORA_WORKER_ID", "")
+    first_launch = not worker or int(worker.rsplit("/", 1)[1]) < hvd.size()
     model = model_0()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     state = hvd.elastic.TorchState(model, opt, step=0, committed=(), sizes=())
@@ -78,7 +82,7 @@ def main():
         while state.step < args.steps:
             step = state.step
             g = grads(state.model, step, hvd.rank(), hvd.size())
-            if step == args.kill_at and first_rank == args.kill_rank and not resets:
+            if step == args.kill_at and first_rank == args.kill_rank and not resets and first_launch:
                 sys.stdout.flush()
                 os.kill(os.getpid(), signal.SIGKILL)
             for p, gi in zip(state.model.parameters(), g):
