@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -818,6 +819,37 @@ TEST_P(DeviceTensors, HandlesAwaitTheCopiesBackOnTheHostOrOnAStream) {
   }));
 }
 
+// Rank r's `count` floats, 0 now and r + 1 once a producer on a stream of
+// its own has worked 100 ms (on the host device; at once on a GPU), are
+// reduced by `reduce` once Hora's stream (Session::GpuStream) waits for the
+// producer; they must then be `want`.
+Status ReduceWhatAProducerWritesLate(Session& s, DeviceIo& io, int r, size_t count,
+                                     const std::function<Status(const TensorView&)>& reduce,
+                                     float want, const std::string& what) {
+  gpu::Device& dev = io.device();
+  const std::vector<float> early(count, 0.0f);
+  const std::vector<float> late(count, static_cast<float>(r + 1));
+  void* t = io.Upload(early.data(), count * 4);
+  void* final_values = io.Upload(late.data(), count * 4);
+  HORA_ASSIGN_OR_RETURN(const gpu::Stream producer, dev.CreateStream());
+  HORA_ASSIGN_OR_RETURN(const gpu::Event made, dev.CreateEvent());
+  Status st;
+  if (auto* host_dev = dynamic_cast<gpu::HostDevice*>(&dev); host_dev != nullptr) {
+    st = host_dev->RunOnStream(producer,
+                               [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
+  }
+  if (st.ok()) st = dev.Copy(t, final_values, count * 4, gpu::CopyKind::kDeviceToDevice, producer);
+  if (st.ok()) st = dev.Record(made, producer);
+  Result<uint64_t> hora_stream = s.GpuStream();
+  if (st.ok()) st = hora_stream.status();
+  if (st.ok()) st = dev.StreamWait(gpu::Stream{*hora_stream}, made);
+  if (st.ok()) st = reduce(OnGpu(t, DataType::kFloat32, {static_cast<int64_t>(count)}));
+  (void)dev.DestroyEvent(made);
+  (void)dev.DestroyStream(producer);
+  HORA_RETURN_IF_ERROR(st);
+  return ExpectFloats(io.Download(t, count * 4), want, what);
+}
+
 // A C++ producer whose work is still queued on a stream of its own: Hora's
 // stream (Session::GpuStream) waits for it, and the collective reads what
 // the producer wrote, with no wait on the host.
@@ -828,32 +860,11 @@ TEST_P(DeviceTensors, ACppProducerHandsItsWorkToHorasStream) {
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();
-    auto* host_dev = dynamic_cast<gpu::HostDevice*>(&io.device());
-    if (host_dev == nullptr) return Status::Ok();  // (RunOnStream is the host device's)
-    gpu::Device& dev = io.device();
-    const std::vector<float> early(kCount, 0.0f);
-    const std::vector<float> late(kCount, static_cast<float>(r + 1));
-    void* t = io.Upload(early.data(), kCount * 4);
-    void* final_values = io.Upload(late.data(), kCount * 4);
-    // The producer: 100 ms of work, then it writes the tensor.
-    HORA_ASSIGN_OR_RETURN(const gpu::Stream producer, dev.CreateStream());
-    HORA_ASSIGN_OR_RETURN(const gpu::Event made, dev.CreateEvent());
-    Status st = host_dev->RunOnStream(
-        producer, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
-    if (st.ok()) {
-      st = dev.Copy(t, final_values, kCount * 4, gpu::CopyKind::kDeviceToDevice, producer);
-    }
-    if (st.ok()) st = dev.Record(made, producer);
-    Result<uint64_t> hora_stream = s.GpuStream();
-    if (st.ok()) st = hora_stream.status();
-    if (st.ok()) st = dev.StreamWait(gpu::Stream{*hora_stream}, made);
-    const TensorView v = OnGpu(t, DataType::kFloat32, {kCount});
-    if (st.ok()) st = s.Allreduce(v, v, {ReduceOp::kSum});
-    (void)dev.DestroyEvent(made);
-    (void)dev.DestroyStream(producer);
-    HORA_RETURN_IF_ERROR(st);
-    return ExpectFloats(io.Download(t, kCount * 4), static_cast<float>(n * (n + 1) / 2),
-                        "after the producer's late write");
+    // (The producer's delay, RunOnStream, is the host device's.)
+    if (dynamic_cast<gpu::HostDevice*>(&io.device()) == nullptr) return Status::Ok();
+    return ReduceWhatAProducerWritesLate(
+        s, io, r, kCount, [&](const TensorView& v) { return s.Allreduce(v, v, {ReduceOp::kSum}); },
+        static_cast<float>(n * (n + 1) / 2), "after the producer's late write");
   }));
 }
 
@@ -885,34 +896,13 @@ TEST_P(DeviceTensors, AProcessSetRunsOnAStreamOfItsOwn) {
     const bool in_set = r < n - 1;
     DeviceIo io(s);
     if (!io.ok()) return io.error();
-    gpu::Device& dev = io.device();
     if (in_set) {
-      const std::vector<float> early(kCount, 0.0f);
-      const std::vector<float> late(kCount, static_cast<float>(r + 1));
-      void* t = io.Upload(early.data(), kCount * 4);
-      void* final_values = io.Upload(late.data(), kCount * 4);
-      // The producer: (on the host device) 100 ms of work, then it writes.
-      HORA_ASSIGN_OR_RETURN(const gpu::Stream producer, dev.CreateStream());
-      HORA_ASSIGN_OR_RETURN(const gpu::Event made, dev.CreateEvent());
-      Status st;
-      if (auto* host_dev = dynamic_cast<gpu::HostDevice*>(&dev); host_dev != nullptr) {
-        st = host_dev->RunOnStream(
-            producer, [] { std::this_thread::sleep_for(std::chrono::milliseconds(100)); });
-      }
-      if (st.ok()) {
-        st = dev.Copy(t, final_values, kCount * 4, gpu::CopyKind::kDeviceToDevice, producer);
-      }
-      if (st.ok()) st = dev.Record(made, producer);
-      Result<uint64_t> hora_stream = s.GpuStream();
-      if (st.ok()) st = hora_stream.status();
-      if (st.ok()) st = dev.StreamWait(gpu::Stream{*hora_stream}, made);
-      const TensorView v = OnGpu(t, DataType::kFloat32, {kCount});
-      if (st.ok()) st = s.AllreduceAsync("late", v, v, {ReduceOp::kSum}, set).Wait(kForever);
-      (void)dev.DestroyEvent(made);
-      (void)dev.DestroyStream(producer);
-      HORA_RETURN_IF_ERROR(st);
-      HORA_RETURN_IF_ERROR(
-          ExpectFloats(io.Download(t, kCount * 4), set_sum, "the set's allreduce"));
+      HORA_RETURN_IF_ERROR(ReduceWhatAProducerWritesLate(
+          s, io, r, kCount,
+          [&](const TensorView& v) {
+            return s.AllreduceAsync("late", v, v, {ReduceOp::kSum}, set).Wait(kForever);
+          },
+          set_sum, "the set's allreduce"));
     }
     // Both sets, in opposite orders on odd and even ranks, 20 times.
     const std::vector<float> mine(kCount, static_cast<float>(r + 1));

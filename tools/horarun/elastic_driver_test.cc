@@ -238,7 +238,29 @@ struct Trainer : ElasticState {
     return s.Broadcast(TensorView(sizes.data(), DataType::kInt32, {step}), 0);
   }
   void Reset(Session& s) override { resets.push_back(s.size()); }
+  // A step's first half: weight i gains the mean over ranks of
+  // (rank + 1) * (i + 1).
+  Status AddMeanGradient(Session& s) {
+    std::vector<float> g(4);
+    for (size_t i = 0; i < g.size(); ++i) {
+      g[i] = static_cast<float>((s.rank() + 1) * static_cast<int>(i + 1));
+    }
+    HORA_RETURN_IF_ERROR(s.Allreduce(TensorView(g.data(), DataType::kFloat32, {4}),
+                                     TensorView(g.data(), DataType::kFloat32, {4}),
+                                     {ReduceOp::kAverage}));
+    for (size_t i = 0; i < g.size(); ++i) w[i] += g[i];
+    return Status::Ok();
+  }
 };
+
+// --min-np 2 --max-np 3, a 10 s --elastic-timeout.
+ElasticPlanner::Settings TwoToThree() {
+  ElasticPlanner::Settings settings;
+  settings.min_np = 2;
+  settings.max_np = 3;
+  settings.timeout = std::chrono::seconds(10);
+  return settings;
+}
 
 // Each step adds to weight i the mean over ranks of (rank + 1) * (i + 1): a
 // replay of the committed sizes gives the weights.
@@ -258,38 +280,28 @@ std::vector<float> Replay(const std::vector<int32_t>& sizes) {
 // step 4's commit, go on in a world of 2, and end with every step committed
 // once and the weights of a replay (a mutant without the roll back fails).
 TEST(ElasticWorlds, RunElasticRollsBackAndGoesOnInANewWorld) {
-  ElasticPlanner::Settings settings;
-  settings.min_np = 2;
-  settings.max_np = 3;
-  settings.timeout = std::chrono::seconds(10);
-  ElasticJob job(settings);
+  ElasticJob job(TwoToThree());
   for (const char* id : {"w0", "w1", "w2"}) job.Started(id);
   Trainer trainers[3];
   Status results[3];
   auto work = [&](int k) {
     Trainer& t = trainers[k];
-    results[k] = RunElastic(
-        job.Options("w" + std::to_string(k)), t, [&](Session& s, ElasticState& st) -> Status {
-          while (t.step < 10) {
-            std::vector<float> g(4);
-            for (size_t i = 0; i < g.size(); ++i) {
-              g[i] = static_cast<float>((s.rank() + 1) * static_cast<int>(i + 1));
-            }
-            const TensorView v(g.data(), DataType::kFloat32, {4});
-            HORA_RETURN_IF_ERROR(s.Allreduce(v, v, {ReduceOp::kAverage}));
-            for (size_t i = 0; i < g.size(); ++i) t.w[i] += g[i];
-            // w2 leaves between the step's two collectives: the others have
-            // changed their weights, and must roll them back.
-            if (k == 2 && t.step == 5) return InvalidArgument("w2 leaves");
-            float one = 1;
-            const TensorView loss(&one, DataType::kFloat32, {1});
-            HORA_RETURN_IF_ERROR(s.Allreduce(loss, loss, {ReduceOp::kSum}));
-            t.sizes.push_back(s.size());
-            ++t.step;
-            HORA_RETURN_IF_ERROR(st.Commit());
-          }
-          return Status::Ok();
-        });
+    results[k] = RunElastic(job.Options("w" + std::to_string(k)), t,
+                            [&](Session& s, ElasticState& st) -> Status {
+                              while (t.step < 10) {
+                                HORA_RETURN_IF_ERROR(t.AddMeanGradient(s));
+                                // w2 leaves between the step's two collectives: the others have
+                                // changed their weights, and must roll them back.
+                                if (k == 2 && t.step == 5) return InvalidArgument("w2 leaves");
+                                float one = 1;
+                                const TensorView loss(&one, DataType::kFloat32, {1});
+                                HORA_RETURN_IF_ERROR(s.Allreduce(loss, loss, {ReduceOp::kSum}));
+                                t.sizes.push_back(s.size());
+                                ++t.step;
+                                HORA_RETURN_IF_ERROR(st.Commit());
+                              }
+                              return Status::Ok();
+                            });
     if (k == 2) job.Ended("w2");
   };
   RunThreads({[&] { work(0); }, [&] { work(1); }, [&] { work(2); }});
@@ -307,11 +319,7 @@ TEST(ElasticWorlds, RunElasticRollsBackAndGoesOnInANewWorld) {
 // a commit (ElasticState::Commit(session)), reset without restoring, and go
 // on with the new worker, which syncs from rank 0, in a world of 3.
 TEST(ElasticWorlds, ACommitTakesInAWorkerAddedToTheJob) {
-  ElasticPlanner::Settings settings;
-  settings.min_np = 2;
-  settings.max_np = 3;
-  settings.timeout = std::chrono::seconds(10);
-  ElasticJob job(settings);
+  ElasticJob job(TwoToThree());
   for (const char* id : {"w0", "w1"}) job.Started(id);
   Trainer trainers[3];
   Status results[3];
@@ -321,13 +329,7 @@ TEST(ElasticWorlds, ACommitTakesInAWorkerAddedToTheJob) {
     results[k] = RunElastic(
         job.Options("w" + std::to_string(k)), t, [&](Session& s, ElasticState& st) -> Status {
           while (t.step < 10) {
-            std::vector<float> g(4);
-            for (size_t i = 0; i < g.size(); ++i) {
-              g[i] = static_cast<float>((s.rank() + 1) * static_cast<int>(i + 1));
-            }
-            const TensorView v(g.data(), DataType::kFloat32, {4});
-            HORA_RETURN_IF_ERROR(s.Allreduce(v, v, {ReduceOp::kAverage}));
-            for (size_t i = 0; i < g.size(); ++i) t.w[i] += g[i];
+            HORA_RETURN_IF_ERROR(t.AddMeanGradient(s));
             t.sizes.push_back(s.size());
             ++t.step;
             if (k == 0 && t.step == 3 && !joiner.joinable()) {

@@ -121,6 +121,7 @@ ElasticPlanner::Decision ElasticPlanner::Form(std::vector<std::string> members) 
   while (static_cast<int>(members.size()) > settings_.max_np) {
     workers_[members.back()].live = false;
     d.stop.push_back(members.back());
+    d.surplus.push_back(members.back());
     members.pop_back();
   }
   // Hosts in the order of their first member (a survivor's rank, or the

@@ -53,10 +53,11 @@ class ElasticPlanner {
     Placement placement;
   };
   struct Decision {
-    int64_t generation = 0;          // with `assign`: the new generation's number
-    std::vector<Assignment> assign;  // a new generation (empty: none now)
-    std::vector<std::string> stop;   // workers to stop, left out from now on
-    std::optional<std::string> end;  // the job ends: every waiting worker is told this
+    int64_t generation = 0;            // with `assign`: the new generation's number
+    std::vector<Assignment> assign;    // a new generation (empty: none now)
+    std::vector<std::string> stop;     // workers to stop, left out from now on
+    std::vector<std::string> surplus;  // those of `stop` beyond max_np (the others were late)
+    std::optional<std::string> end;    // the job ends: every waiting worker is told this
   };
 
   explicit ElasticPlanner(Settings settings) : settings_(settings) {}

@@ -144,6 +144,7 @@ TEST(ElasticPlanner, AWorkerThatNeverComesIsStoppedAfterTheTimeout) {
   t += std::chrono::seconds(1);
   const auto d = p.Decide(t);
   EXPECT_EQ(d.stop, std::vector<std::string>{"w1"});
+  EXPECT_TRUE(d.surplus.empty()) << "w1 was late, not one too many";
   EXPECT_EQ(Ranks(d), (std::map<std::string, int>{{"w0", 0}, {"w2", 1}}));
   EXPECT_EQ(p.live(), 2);
   EXPECT_EQ(p.NextDeadline(), Clock::time_point::max());
@@ -203,6 +204,7 @@ TEST(ElasticPlanner, PastMaxNpTheNewestAreStopped) {
   const Clock::time_point t{};
   const auto d = StartAll(p, {"a", "a", "b", "b"}, t);
   EXPECT_EQ(d.stop, std::vector<std::string>{"w3"});
+  EXPECT_EQ(d.surplus, std::vector<std::string>{"w3"});
   EXPECT_EQ(Ranks(d), (std::map<std::string, int>{{"w0", 0}, {"w1", 1}, {"w2", 2}}));
   EXPECT_EQ(p.live(), 3);
 }

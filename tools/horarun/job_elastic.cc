@@ -7,6 +7,7 @@
 // rank 0's check_host_updates() reads.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -45,9 +46,12 @@ void Job::PollDriver(Clock::time_point now) {
   for (const std::string& id : d->stop) {
     for (auto& r : ranks_) {
       if (r.running && WorkerId(r.placement) == id) {
+        const bool surplus =
+            std::find(d->surplus.begin(), d->surplus.end(), id) != d->surplus.end();
         std::fprintf(stderr,
-                     "horarun: worker %s did not come back to init() while the others waited "
-                     "(--elastic-timeout); stopping it\n",
+                     surplus ? "horarun: worker %s is one more than --max-np; stopping it\n"
+                             : "horarun: worker %s did not come back to init() while the others "
+                               "waited (--elastic-timeout); stopping it\n",
                      id.c_str());
         StopWorker(r, now);
       }
