@@ -16,13 +16,16 @@
 #              -> bench.txt
 #   profile    the engine's timeline of a GPU allreduce, summarized
 #              -> profile.txt
-#   all        the five in order
+#   latency    where a one-rank GPU allreduce's time goes, beside NCCL
+#              (hora-gpu-latency) -> latency.txt
+#   all        the six in order
+# HORA_GPU_TARGETS (a list) builds those targets only.
 # Every step prints what it ran and its exit code; a failing step does not
 # stop the next ones under `all`. Record what ran, on which GPU, in
 # docs/gpu.md.
 set -uo pipefail
 if [[ $# -eq 0 || "$1" == "-h" || "$1" == "--help" ]]; then
-  sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'
   [[ $# -eq 0 ]] && exit 2 || exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -93,8 +96,10 @@ sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()['include'], 'Pyt
     configure || return 1
   fi
   local targets=(horarun hora-gpu-check hora-mp-device-worker hora_tests
-    hora-pointer-cache-bench hora-device-kernel-bench hora-bench)
+    hora-pointer-cache-bench hora-device-kernel-bench hora-bench hora-gpu-latency)
   [[ $python_on == ON ]] && targets+=(hora_python_core)
+  # shellcheck disable=SC2206  # (a list, split on purpose)
+  [[ -n "${HORA_GPU_TARGETS:-}" ]] && targets=($HORA_GPU_TARGETS)
   # (-k 0: a target that fails leaves the others built, and the steps after
   # run what there is.)
   local rc=0
@@ -148,7 +153,7 @@ bench_step() {
   done
   # NCCL beside Hora: one rank (NCCL needs a GPU per rank).
   run bench.txt "$build/bin/horarun" -np 1 --timeout 120 "$build/bin/hora-bench" allreduce \
-    --device cuda --sizes 4:64M --step-factor 16 --iters 20 --check --peers nccl || rc=1
+    --device cuda --sizes 4:64M --step-factor 16 --iters 200 --check --peers nccl || rc=1
   return $rc
 }
 
@@ -172,6 +177,17 @@ profile_step() {
   return $rc
 }
 
+latency_step() {
+  local rc=0
+  HORA_DEVICE=cuda run latency.txt "$build/bin/hora-gpu-latency" --sizes 4,4K,64K,1M,4M,16M,64M \
+    --iters "${HORA_LATENCY_ITERS:-2000}" || rc=1
+  rm -f /tmp/hora-tl.json
+  (export HORA_DEVICE=cuda HORA_TIMELINE=/tmp/hora-tl.json
+    run latency.txt "$build/bin/hora-gpu-latency" --sizes 4 --iters 500) || rc=1
+  run latency.txt "$python" bench/timeline_summary.py /tmp/hora-tl.json --skip 50 || rc=1
+  return $rc
+}
+
 status=0
 for step in "$@"; do
   case $step in
@@ -180,14 +196,16 @@ for step in "$@"; do
     test) test_step || status=1 ;;
     bench) bench_step || status=1 ;;
     profile) profile_step || status=1 ;;
+    latency) latency_step || status=1 ;;
     all)
       inventory
       build_step || status=1
       test_step || status=1
       bench_step || status=1
       profile_step || status=1
+      latency_step || status=1
       ;;
-    *) echo "gpu_run.sh: unknown step '$step' (inventory, build, test, bench, all)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (inventory, build, test, bench, profile, latency, all)" >&2; exit 2 ;;
   esac
 done
 exit $status

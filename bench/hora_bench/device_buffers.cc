@@ -2,6 +2,7 @@
 #include "device_buffers.h"
 
 #include <chrono>
+#include <cstring>
 
 #include "gpu/blocking_copy.h"
 
@@ -18,6 +19,11 @@ Status DeviceBuffers::Prepare(const Layout& layout, DataType dtype, const Buffer
   const size_t esize = DataTypeSize(dtype);
   in_bytes_ = layout.in_count * esize;
   out_bytes_ = layout.out_count * esize;
+  if (stream_.id == 0) {
+    HORA_ASSIGN_OR_RETURN(stream_, device_->CreateStream());
+    HORA_ASSIGN_OR_RETURN(event_, device_->CreateEvent());
+  }
+  HORA_ASSIGN_OR_RETURN(pinned_, device_->AllocatePinned(in_bytes_));
   HORA_ASSIGN_OR_RETURN(in_, device_->Allocate(in_bytes_));
   out_ = in_;
   if (host.out != host.in) {
@@ -28,7 +34,11 @@ Status DeviceBuffers::Prepare(const Layout& layout, DataType dtype, const Buffer
 }
 
 void DeviceBuffers::Upload() {
-  (void)gpu::CopyHostToDevice(*device_, in_, host_.in, in_bytes_, kCopyTimeout);
+  if (in_bytes_ == 0) return;
+  std::memcpy(pinned_, host_.in, in_bytes_);
+  Status st = device_->Copy(in_, pinned_, in_bytes_, gpu::CopyKind::kHostToDevice, stream_);
+  if (st.ok()) st = device_->Record(event_, stream_);
+  if (st.ok()) (void)device_->Wait(event_, DeadlineAfter(Clock::now(), kCopyTimeout));
 }
 
 const uint8_t* DeviceBuffers::Download(const void* from) const {
@@ -38,7 +48,15 @@ const uint8_t* DeviceBuffers::Download(const void* from) const {
   return mirror_.data();
 }
 
+DeviceBuffers::~DeviceBuffers() {
+  Release();
+  if (event_.id != 0) (void)device_->DestroyEvent(event_);
+  if (stream_.id != 0) (void)device_->DestroyStream(stream_);
+}
+
 void DeviceBuffers::Release() {
+  if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
+  pinned_ = nullptr;
   if (out_ != nullptr && out_ != in_) (void)device_->Free(out_);
   if (in_ != nullptr) (void)device_->Free(in_);
   in_ = out_ = nullptr;

@@ -3,7 +3,10 @@
 // One size's buffers on a GPU for hora-bench's GPU implementations (hora@,
 // nccl@): the input, and the output (the input itself when the driver's
 // are one buffer); the driver's input copied up before each iteration,
-// untimed, and a result copied back only to be checked.
+// untimed, and a result copied back only to be checked. The copies up go
+// through a pinned buffer and a stream kept for the size's iterations:
+// allocating and freeing pinned memory each time would make the driver
+// remap memory between the timed calls, and slow the next ones.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +22,7 @@ namespace hora::bench {
 class DeviceBuffers {
  public:
   explicit DeviceBuffers(std::shared_ptr<gpu::Device> device) : device_(std::move(device)) {}
-  ~DeviceBuffers() { Release(); }
+  ~DeviceBuffers();
   DeviceBuffers(const DeviceBuffers&) = delete;
   DeviceBuffers& operator=(const DeviceBuffers&) = delete;
 
@@ -43,6 +46,9 @@ class DeviceBuffers {
   size_t in_bytes_ = 0, out_bytes_ = 0;
   void* in_ = nullptr;
   void* out_ = nullptr;
+  void* pinned_ = nullptr;  // in_bytes_, for the copies up
+  gpu::Stream stream_;      // (id 0: none yet)
+  gpu::Event event_;
   mutable std::vector<uint8_t> mirror_;
 };
 

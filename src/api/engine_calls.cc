@@ -45,13 +45,9 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   set.engine->SetTimeline(impl.timeline);
 }
 
-Status CheckDeviceMemory(const Session::Impl& impl, const std::string& where,
-                         const TensorView& tensor) {
+Status DeviceMemoryStatus(const Session::Impl& impl, const TensorView& tensor) {
   if (tensor.device().type != DeviceType::kCUDA) return Status::Ok();
-  const Status st =
-      impl.devices.CheckTensorMemory(tensor.device().index, tensor.data(), tensor.num_bytes());
-  if (st.ok()) return st;
-  return st.WithContext(where + ": " + tensor.Describe());
+  return impl.devices.CheckTensorMemory(tensor.device().index, tensor.data(), tensor.num_bytes());
 }
 
 Result<Tensor> WaitForOutput(Handle h) {

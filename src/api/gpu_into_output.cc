@@ -19,7 +19,8 @@ Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& inpu
                            " is not on the GPU of input " + input.Describe() +
                            ": a GPU tensor's result goes on its GPU");
   }
-  HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where + ": output", output));
+  HORA_RETURN_IF_ERROR(CheckDeviceMemory(
+      impl, [&] { return where + ": output"; }, output));
   if (output.dtype() != got.dtype() || output.num_elements() != got.num_elements()) {
     return InvalidArgument(where + ": output " + output.Describe() + " does not fit the result " +
                            got.view().Describe() + " (dtype and element count must match)");

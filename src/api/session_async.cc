@@ -83,9 +83,10 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
       return InvalidArgument(where() + ": output " + output.Describe() +
                              " is not on the device of input " + input.Describe());
     }
-    HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where(), input));
+    HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where, input));
     if (output.data() != input.data()) {
-      HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where() + " output", output));
+      HORA_RETURN_IF_ERROR(CheckDeviceMemory(
+          impl, [&] { return where() + " output"; }, output));
     }
   }
   s->meta.name = n;
@@ -140,9 +141,9 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
                                int process_set) {
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kBroadcast);
   if (!call.status.ok()) return call.Submit(call.status, {});
-  const std::string where = Where(*impl_, OpType::kBroadcast, call.name);
+  auto where = [&] { return Where(*impl_, OpType::kBroadcast, call.name); };  // (on failure)
   Status st = tensor.Validate();
-  if (!st.ok()) return call.Submit(st.WithContext(where), {});
+  if (!st.ok()) return call.Submit(st.WithContext(where()), {});
   st = CheckDeviceMemory(*impl_, where, tensor);
   if (!st.ok()) return call.Submit(st, {});
   // `root` is a session rank (as in Horovod); the engine works in set ranks.
@@ -150,7 +151,7 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   if (set_root < 0) {
     const std::string in = call.set->id == 0 ? "is outside [0, " + std::to_string(size()) + ")"
                                              : "is not in " + call.set->Label();
-    return call.Submit(InvalidArgument(where + ": root rank " + std::to_string(root) + " " + in),
+    return call.Submit(InvalidArgument(where() + ": root rank " + std::to_string(root) + " " + in),
                        {});
   }
   Submission s;

@@ -29,7 +29,8 @@ Status PrepareAllgather(const Session::Impl& impl, const std::string& name, bool
   const std::string where = Where(impl, OpType::kAllgather, name);
   Status st = input.Validate();
   if (!st.ok()) return st.WithContext(where);
-  HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where, input));
+  HORA_RETURN_IF_ERROR(CheckDeviceMemory(
+      impl, [&] { return where; }, input));
   *s = Shaped(impl, OpType::kAllgather, name, cacheable, input);
   return Status::Ok();
 }
@@ -39,7 +40,8 @@ Status PrepareReducescatter(const Session::Impl& impl, const std::string& name, 
   const std::string where = Where(impl, OpType::kReducescatter, name);
   Status st = input.Validate();
   if (!st.ok()) return st.WithContext(where);
-  HORA_RETURN_IF_ERROR(CheckDeviceMemory(impl, where, input));
+  HORA_RETURN_IF_ERROR(CheckDeviceMemory(
+      impl, [&] { return where; }, input));
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
   *s = Shaped(impl, OpType::kReducescatter, name, cacheable, input);
   s->meta.reduction = reduction;
@@ -72,7 +74,8 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
   const std::string where = Where(*impl_, OpType::kAlltoall, call.name);
   Status st = input.Validate();
   if (!st.ok()) return call.Submit(st.WithContext(where), {});
-  st = CheckDeviceMemory(*impl_, where, input);
+  st = CheckDeviceMemory(
+      *impl_, [&] { return where; }, input);
   if (!st.ok()) return call.Submit(st, {});
   std::vector<int64_t> rows;
   st = AlltoallRows(where, input, splits, call.set->ranks.size(), &rows);

@@ -165,9 +165,18 @@ Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& inpu
 uint64_t GpuRoute(const Config& config);
 
 // For a tensor on a GPU: that it is in memory of this rank's GPU (opened
-// now if it is the first). Errors name the tensor, after `where`.
-Status CheckDeviceMemory(const Session::Impl& impl, const std::string& where,
-                         const TensorView& tensor);
+// now if it is the first). The error names nothing of the call.
+Status DeviceMemoryStatus(const Session::Impl& impl, const TensorView& tensor);
+// The same, its error naming the tensor after `where()` (a callable giving
+// a std::string: called only on failure, since a GPU step may submit
+// hundreds of tensors, and a string built for each costs their latency).
+template <typename Where>
+Status CheckDeviceMemory(const Session::Impl& impl, const Where& where, const TensorView& tensor) {
+  if (tensor.device().type != DeviceType::kCUDA) return Status::Ok();
+  const Status st = DeviceMemoryStatus(impl, tensor);
+  if (st.ok()) return st;
+  return st.WithContext(where() + ": " + tensor.Describe());
+}
 
 // `tensor.Validate()`, with "rank R: <op> <which>: " before any error.
 inline Status CheckTensor(const Session::Impl& impl, const char* op, const char* which,

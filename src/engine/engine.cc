@@ -64,6 +64,7 @@ Handle Engine::Submit(Submission&& s) {
   s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
   s.handle->gate = gate_;
   Handle h(s.handle);
+  if (RunsAtSubmission(s.meta) && RunNow(s)) return h;
   if (Status st = Queue({&s, 1}); !st.ok()) s.handle->Complete(st);
   return h;
 }

@@ -72,6 +72,12 @@ class Engine final : public Driver {
   void SetTimeline(std::shared_ptr<Timeline> timeline);
 
  private:
+  // A one-rank engine's lone GPU allreduce or broadcast, which it runs at
+  // submission when nothing else is under way (engine_alone.cc).
+  bool RunsAtSubmission(const RequestMeta& m) const;
+  // Runs `s` (its handle made) now, as a cycle would, and completes its
+  // handle; false (`s` untouched) when something else is under way.
+  bool RunNow(Submission& s) HORA_EXCLUDES(mu_, cycle_mu_);
   // Submit's and SubmitGroup's: queues `members` (their handles made),
   // all or none.
   Status Queue(std::span<Submission> members) HORA_EXCLUDES(mu_);

@@ -32,10 +32,10 @@ Where things are:
 
 Differences from Horovod, by design or not yet done:
 
-* CUDA tensors are staged through pinned host memory; Hora's stream waits for
-  torch's current stream on the GPU (DLPack's stream argument). This has not yet
-  run on a GPU: CI tests the DLPack path below it on Hora's host device
-  (docs/gpu.md);
+* CUDA tensors go through NCCL, the device windows or pinned host memory
+  (docs/gpu.md); Hora's stream waits for torch's current stream on the GPU
+  (DLPack's stream argument). This has run on one H200, not yet on a machine
+  with a GPU per rank; CI tests it on Hora's host device;
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);
 * ``alltoall`` returns the tensor, or ``(tensor, received_splits)`` when
   ``splits`` is given, as current Horovod does;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -18,6 +19,11 @@ namespace hora::gpu {
 namespace {
 
 using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
+
+// A lone part of this many bytes or more is copied by the driver, smaller
+// ones by Hora's kernel (BatchedCopy). Measured: the kernel wins at 1 MiB,
+// the driver at 64 MiB; 4 MiB is between (docs/gpu.md).
+constexpr size_t kDriverCopyFrom = size_t{4} << 20;
 
 cudaStream_t AsCuda(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
 cudaEvent_t AsCuda(Event e) { return reinterpret_cast<cudaEvent_t>(e.id); }
@@ -167,12 +173,21 @@ class CudaDevice final : public Device {
     const cudaMemcpyKind k = kind == CopyKind::kHostToDevice   ? cudaMemcpyHostToDevice
                              : kind == CopyKind::kDeviceToHost ? cudaMemcpyDeviceToHost
                                                                : cudaMemcpyDeviceToDevice;
-    return Check(cudaMemcpyAsync(dst, src, bytes, k, AsCuda(s)),
-                 "copy " + std::to_string(bytes) + " bytes");
+    const cudaError_t rc = cudaMemcpyAsync(dst, src, bytes, k, AsCuda(s));
+    if (rc == cudaSuccess) return Status::Ok();
+    return Check(rc, "copy " + std::to_string(bytes) + " bytes");
   }
   Status BatchedCopy(std::span<const CopyPart> parts, Stream s) override {
     const DeviceScope on(ordinal_);
     HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
+    if (parts.size() == 1 && parts[0].bytes >= kDriverCopyFrom) {
+      // One large part: the driver's copy, which moves 64 MiB 4% faster than
+      // the kernel on an H200; below 1 MiB the kernel starts 0.4-0.6 us
+      // sooner (hora-gpu-latency, docs/gpu.md).
+      return Check(cudaMemcpyAsync(parts[0].dst, parts[0].src, parts[0].bytes,
+                                   cudaMemcpyDeviceToDevice, AsCuda(s)),
+                   "batched copy");
+    }
     for (size_t at = 0; at < parts.size(); at += cuda::kMaxCopyParts) {
       const int n = static_cast<int>(std::min<size_t>(cuda::kMaxCopyParts, parts.size() - at));
       HORA_RETURN_IF_ERROR(
@@ -347,9 +362,10 @@ class CudaDevice final : public Device {
   }
 
  private:
-  Status Check(cudaError_t rc, const std::string& what) const {
+  // (`what` is a view: the calls that succeed, nearly all, build no string.)
+  Status Check(cudaError_t rc, std::string_view what) const {
     if (rc == cudaSuccess) return Status::Ok();
-    const std::string text = "cuda:" + std::to_string(ordinal_) + ": " + what + ": " +
+    const std::string text = "cuda:" + std::to_string(ordinal_) + ": " + std::string(what) + ": " +
                              cudaGetErrorName(rc) + " (" + std::to_string(static_cast<int>(rc)) +
                              "): " + cudaGetErrorString(rc);
     if (rc == cudaErrorMemoryAllocation) return UnavailableError(text);

@@ -211,14 +211,19 @@ __global__ void FillKernel(unsigned char* data, FillValue value, size_t element_
   }
 }
 
+// A launch's parts, in a parameter block only as large as it needs: the
+// driver copies the whole block at every launch (6 KiB for 256 parts),
+// which a small batch's latency would pay for parts it does not have.
+template <int kCapacity>
 struct CopyParts {
-  CopyPart part[kMaxCopyParts];
+  CopyPart part[kCapacity];
 };
 
 // Block row y copies part y, its threads striding over the part: 16-byte
 // words where the part's pointers and size allow, else 4-byte words, else
 // bytes.
-__global__ void BatchedCopyKernel(const __grid_constant__ CopyParts parts) {
+template <int kCapacity>
+__global__ void BatchedCopyKernel(const __grid_constant__ CopyParts<kCapacity> parts) {
   const CopyPart& p = parts.part[blockIdx.y];
   const size_t start = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -239,6 +244,14 @@ __global__ void BatchedCopyKernel(const __grid_constant__ CopyParts parts) {
   auto* dst = static_cast<unsigned char*>(p.dst);
   const auto* src = static_cast<const unsigned char*>(p.src);
   for (size_t i = start; i < p.bytes; i += stride) dst[i] = src[i];
+}
+
+template <int kCapacity>
+cudaError_t LaunchCopies(const CopyPart* parts, int n, dim3 grid, cudaStream_t stream) {
+  CopyParts<kCapacity> all{};
+  for (int i = 0; i < n; ++i) all.part[i] = parts[i];
+  BatchedCopyKernel<kCapacity><<<grid, kThreads, 0, stream>>>(all);
+  return cudaGetLastError();
 }
 
 }  // namespace
@@ -348,20 +361,19 @@ cudaError_t LaunchBatchedCopy(const CopyPart* parts, int n, int multiprocessors,
                               cudaStream_t stream) {
   if (n < 0 || n > kMaxCopyParts) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
-  CopyParts all{};
   size_t largest = 0;
-  for (int i = 0; i < n; ++i) {
-    all.part[i] = parts[i];
-    largest = parts[i].bytes > largest ? parts[i].bytes : largest;
-  }
+  for (int i = 0; i < n; ++i) largest = parts[i].bytes > largest ? parts[i].bytes : largest;
   if (largest == 0) return cudaSuccess;
   // Enough blocks per part for its largest (in 16-byte words), spread over
   // the device, at least one.
   const size_t per_part = (largest / 16 + kThreads - 1) / kThreads;
   const size_t most = static_cast<size_t>(multiprocessors > 0 ? multiprocessors : 1) * 8;
   const unsigned x = static_cast<unsigned>(per_part < 1 ? 1 : (per_part < most ? per_part : most));
-  BatchedCopyKernel<<<dim3(x, static_cast<unsigned>(n)), kThreads, 0, stream>>>(all);
-  return cudaGetLastError();
+  const dim3 grid(x, static_cast<unsigned>(n));
+  if (n == 1) return LaunchCopies<1>(parts, n, grid, stream);
+  if (n <= 8) return LaunchCopies<8>(parts, n, grid, stream);
+  if (n <= 64) return LaunchCopies<64>(parts, n, grid, stream);
+  return LaunchCopies<kMaxCopyParts>(parts, n, grid, stream);
 }
 
 }  // namespace hora::gpu::cuda

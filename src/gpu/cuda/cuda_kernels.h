@@ -17,7 +17,8 @@ namespace hora::gpu::cuda {
 
 // Sources one Reduce launch folds; more are folded in further launches.
 inline constexpr int kMaxReduceSources = 8;
-// Parts one BatchedCopy launch moves (kernel parameters of 6 KiB).
+// Parts one BatchedCopy launch moves (kernel parameters of 6 KiB; fewer
+// parts take a smaller block).
 inline constexpr int kMaxCopyParts = 256;
 
 // dst[i] = srcs[0][i] op srcs[1][i] op ... (n sources, 1 <= n <=

@@ -1,0 +1,222 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// hora-gpu-latency: where the time of a one-rank GPU allreduce goes. Each
+// line times one way of doing the same work on the rank's GPU stream,
+// queued and then waited for by the host (p50 and mean over --iters):
+//   sync        an event recorded and waited for: the floor of any call
+//   memcpy      a copy within the device (cudaMemcpyAsync), then the event
+//   batched     Hora's batched copy with one part, then the event
+//   batched2    the same bytes in two parts (the kernel), then the event
+//   *-call      the enqueueing call alone (the host's part; its wait untimed)
+//   nccl        ncclAllReduce at one rank, then the event (where NCCL loads)
+//   hora        Session::AllreduceAsync + Handle::Wait, the tensor named
+//   hora-anon   the same, unnamed (a new name each call, as hora-bench's)
+//   hora-submit AllreduceAsync alone (its Wait untimed)
+// Run alone (one rank); HORA_DEVICE=cuda on a GPU, host elsewhere.
+//
+//   HORA_DEVICE=cuda build/bin/hora-gpu-latency --sizes 4,64M --iters 2000
+//   ... --ways hora,nccl   (those ways only)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/session_impl.h"
+#include "backends/nccl/nccl.h"
+#include "common/units.h"
+#include "hora/hora.h"
+
+namespace {
+
+using namespace hora;
+
+constexpr Duration kTimeout = std::chrono::seconds(60);
+
+struct Args {
+  std::vector<size_t> sizes = {4, size_t{64} << 20};
+  int iters = 1000;
+  std::string ways;  // a comma-separated list; empty: all
+  bool Wants(const std::string& way) const {
+    return ways.empty() || ("," + ways + ",").find("," + way + ",") != std::string::npos;
+  }
+};
+
+bool Parse(int argc, char** argv, Args* a) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string k = argv[i];
+    if (i + 1 >= argc) return false;
+    const std::string v = argv[++i];
+    if (k == "--ways") {
+      a->ways = v;
+    } else if (k == "--iters") {
+      a->iters = std::max(1, std::stoi(v));
+    } else if (k == "--sizes") {
+      a->sizes.clear();
+      size_t at = 0;
+      while (at <= v.size()) {
+        const size_t comma = std::min(v.find(',', at), v.size());
+        const std::optional<uint64_t> n = ParseBytes(v.substr(at, comma - at));
+        if (!n) return false;
+        a->sizes.push_back(*n);
+        at = comma + 1;
+      }
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+double Micros(Duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// Times `step` --iters times (after a tenth as warm-up): p50 and mean, in us.
+void Time(const Args& a, const char* what, size_t bytes,
+          const std::function<Status(Duration*)>& step) {
+  if (!a.Wants(what)) return;
+  const int iters = a.iters;
+  std::vector<double> us;
+  us.reserve(static_cast<size_t>(iters));
+  for (int i = 0; i < iters + iters / 10; ++i) {
+    Duration d{};
+    const Status st = step(&d);
+    if (!st.ok()) {
+      std::printf("%12zu  %-12s failed: %s\n", bytes, what, st.ToString().c_str());
+      return;
+    }
+    if (i >= iters / 10) us.push_back(Micros(d));
+  }
+  double sum = 0;
+  for (double x : us) sum += x;
+  std::sort(us.begin(), us.end());
+  std::printf("%12zu  %-12s %10.2f %10.2f %10.2f\n", bytes, what, us[us.size() / 2],
+              sum / static_cast<double>(us.size()), us[us.size() * 99 / 100]);
+}
+
+// Times the whole of `call` (queue, then wait): the step Time takes.
+std::function<Status(Duration*)> Whole(std::function<Status()> call) {
+  return [call = std::move(call)](Duration* d) {
+    const TimePoint t0 = Clock::now();
+    const Status st = call();
+    *d = Clock::now() - t0;
+    return st;
+  };
+}
+
+int Run(const Args& a) {
+  auto created = Session::Create({});
+  if (!created.ok()) {
+    std::fprintf(stderr, "hora-gpu-latency: %s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  Session& s = **created;
+  Session::Impl& impl = s.impl();
+  Result<std::shared_ptr<gpu::Device>> opened = impl.devices.Get(0);
+  if (!opened.ok()) {
+    std::fprintf(stderr, "hora-gpu-latency: %s\n", opened.status().ToString().c_str());
+    return 1;
+  }
+  gpu::Device& dev = **opened;
+  const gpu::Stream stream = impl.devices.stream();
+  Result<gpu::Event> event = dev.CreateEvent();
+  if (!event.ok()) return 1;
+  const gpu::Event e = *event;
+  auto wait = [&]() -> Status {
+    HORA_RETURN_IF_ERROR(dev.Record(e, stream));
+    return dev.Wait(e, DeadlineAfter(Clock::now(), kTimeout));
+  };
+  std::unique_ptr<NcclLibrary> nccl;
+  std::unique_ptr<NcclComm> comm;
+  if (auto lib = OpenNcclLibrary(impl.config.nccl_library); lib.ok()) {
+    nccl = std::move(*lib);
+    if (auto id = nccl->UniqueId(); id.ok()) {
+      if (auto c = nccl->InitRank(*id, 1, 0, dev, kTimeout); c.ok()) comm = std::move(*c);
+    }
+  }
+  std::printf("# hora-gpu-latency on %s, %d iterations; NCCL: %s\n", dev.info().name.c_str(),
+              a.iters, comm ? nccl->version().c_str() : "none");
+  std::printf("# %10s  %-12s %10s %10s %10s\n", "bytes", "way", "p50(us)", "mean(us)", "p99(us)");
+  const Device where{DeviceType::kCUDA, dev.info().ordinal};
+  for (const size_t bytes : a.sizes) {
+    const size_t count = std::max<size_t>(bytes / 4, 1);
+    Result<void*> in = dev.Allocate(count * 4);
+    Result<void*> out = dev.Allocate(count * 4);
+    if (!in.ok() || !out.ok()) return 1;
+    (void)dev.Memset(*in, 0, count * 4, stream);
+    (void)wait();
+    const TensorView tin(*in, DataType::kFloat32, {static_cast<int64_t>(count)}, where);
+    const TensorView tout(*out, DataType::kFloat32, {static_cast<int64_t>(count)}, where);
+    Time(a, "sync", bytes, Whole([&] { return wait(); }));
+    Time(a, "memcpy", bytes, Whole([&] {
+           HORA_RETURN_IF_ERROR(
+               dev.Copy(*out, *in, count * 4, gpu::CopyKind::kDeviceToDevice, stream));
+           return wait();
+         }));
+    const gpu::CopyPart part{*out, *in, count * 4};
+    Time(a, "batched", bytes, Whole([&] {
+           HORA_RETURN_IF_ERROR(dev.BatchedCopy({&part, 1}, stream));
+           return wait();
+         }));
+    const gpu::CopyPart halves[2] = {{*out, *in, count * 2},
+                                     {static_cast<char*>(*out) + count * 2,
+                                      static_cast<const char*>(*in) + count * 2, count * 2}};
+    Time(a, "batched2", bytes, Whole([&] {
+           HORA_RETURN_IF_ERROR(dev.BatchedCopy({halves, 2}, stream));
+           return wait();
+         }));
+    // The enqueueing calls alone (what the host spends; the waits untimed).
+    auto call_only = [&](const std::function<Status()>& call) {
+      return [&, call](Duration* d) {
+        const TimePoint t0 = Clock::now();
+        const Status st = call();
+        *d = Clock::now() - t0;
+        HORA_RETURN_IF_ERROR(st);
+        return wait();
+      };
+    };
+    Time(a, "memcpy-call", bytes, call_only([&] {
+           return dev.Copy(*out, *in, count * 4, gpu::CopyKind::kDeviceToDevice, stream);
+         }));
+    Time(a, "batched-call", bytes, call_only([&] { return dev.BatchedCopy({&part, 1}, stream); }));
+    Time(a, "batched2-call", bytes, call_only([&] {
+           return dev.BatchedCopy({halves, 2}, stream);
+         }));
+    Time(a, "record-call", bytes, call_only([&] { return dev.Record(e, stream); }));
+    if (comm) {
+      Time(a, "nccl", bytes, Whole([&] {
+             HORA_RETURN_IF_ERROR(
+                 comm->AllReduce(*in, *out, count, DataType::kFloat32, ReduceOp::kSum, stream));
+             return wait();
+           }));
+    }
+    Time(a, "hora", bytes,
+         Whole([&] { return s.AllreduceAsync("t", tin, tout).Wait(kWaitAsLongAsItTakes); }));
+    Time(a, "hora-anon", bytes,
+         Whole([&] { return s.AllreduceAsync("", tin, tout).Wait(kWaitAsLongAsItTakes); }));
+    Time(a, "hora-submit", bytes, [&](Duration* d) {
+      const TimePoint t0 = Clock::now();
+      Handle h = s.AllreduceAsync("t", tin, tout);
+      *d = Clock::now() - t0;
+      return h.Wait(kWaitAsLongAsItTakes);
+    });
+    (void)dev.Free(*in);
+    (void)dev.Free(*out);
+  }
+  comm.reset();
+  (void)dev.DestroyEvent(e);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  if (!Parse(argc, argv, &a)) {
+    std::fprintf(stderr,
+                 "usage: hora-gpu-latency [--sizes 4,64M] [--iters N] [--ways sync,memcpy,...]\n");
+    return 2;
+  }
+  return Run(a);
+}
