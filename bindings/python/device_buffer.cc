@@ -17,8 +17,8 @@ namespace {
 
 constexpr Duration kCopyTimeout = std::chrono::seconds(60);
 
-std::shared_ptr<gpu::Device> DeviceOf(Session& session) {
-  Result<std::shared_ptr<gpu::Device>> d = session.impl().devices.Get(0);
+std::shared_ptr<gpu::Device> DeviceOf(Session& session, int ordinal) {
+  Result<std::shared_ptr<gpu::Device>> d = session.impl().devices.Get(ordinal);
   ThrowIfError(d.status());
   return *d;
 }
@@ -39,17 +39,25 @@ struct DeviceBuffer::Producer {
   }
 };
 
+int RankOrdinal(Session& session, const py::object& device) {
+  if (!device.is_none()) return device.cast<int>();
+  const std::shared_ptr<gpu::Device> open = session.impl().devices.opened();
+  return open ? open->info().ordinal : 0;
+}
+
 DeviceBuffer DeviceBuffer::FromHost(Session& session, const py::object& host_array,
-                                    const py::object& later, double delay_s) {
+                                    const py::object& later, double delay_s,
+                                    const py::object& device_index) {
   Imported in = ImportCapsule(host_array, "_DeviceBuffer");
   if (in.view.device().type != DeviceType::kCPU) ThrowInvalid("_DeviceBuffer: not a CPU tensor");
-  std::shared_ptr<gpu::Device> device = DeviceOf(session);
+  const int ordinal = RankOrdinal(session, device_index);
+  std::shared_ptr<gpu::Device> device = DeviceOf(session, ordinal);
   Result<void*> mem = device->Allocate(in.view.num_bytes());
   ThrowIfError(mem.status());
   DeviceBuffer b;
-  b.tensor_ = std::make_shared<Tensor>(
-      Tensor::Adopt(TensorView(*mem, in.view.dtype(), in.view.shape(), {DeviceType::kCUDA, 0}),
-                    [device](void* p) { (void)device->Free(p); }));
+  b.tensor_ = std::make_shared<Tensor>(Tensor::Adopt(
+      TensorView(*mem, in.view.dtype(), in.view.shape(), {DeviceType::kCUDA, ordinal}),
+      [device](void* p) { (void)device->Free(p); }));
   {
     py::gil_scoped_release release;
     ThrowIfError(
@@ -97,7 +105,7 @@ py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor,
                                  std::optional<uint64_t> after) {
   Imported in = ImportCapsule(tensor, "_DeviceBuffer.read_back");
   if (in.view.device().type != DeviceType::kCUDA) ThrowInvalid("read_back: not a GPU tensor");
-  std::shared_ptr<gpu::Device> device = DeviceOf(session);
+  std::shared_ptr<gpu::Device> device = DeviceOf(session, in.view.device().index);
   std::string out(in.view.num_bytes(), '\0');
   {
     py::gil_scoped_release release;

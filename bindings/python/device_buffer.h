@@ -21,12 +21,14 @@ namespace hora::python {
 class DeviceBuffer {
  public:
   // A copy of `host_array` (a CPU tensor with __dlpack__, e.g. a NumPy
-  // array) on `session`'s GPU (cuda:0). With `later` (a host array of the
-  // same size; host device only), a producer of its own then overwrites it
-  // with `later` on a stream of its own, `delay_s` later, as a framework's
-  // kernel still running would.
+  // array) on GPU `device_index` (None: the rank's GPU, the one its Session
+  // opened, else cuda:0). With `later` (a host array of the same size; host
+  // device only), a producer of its own then overwrites it with `later` on
+  // a stream of its own, `delay_s` later, as a framework's kernel still
+  // running would.
   static DeviceBuffer FromHost(Session& session, const pybind11::object& host_array,
-                               const pybind11::object& later, double delay_s);
+                               const pybind11::object& later, double delay_s,
+                               const pybind11::object& device_index);
 
   // A capsule over the memory. Given a stream, makes it wait for the
   // producer's work first (DLPack's protocol).
@@ -44,6 +46,10 @@ class DeviceBuffer {
   std::shared_ptr<Tensor> tensor_;
   std::shared_ptr<Producer> producer_;
 };
+
+// GPU `device` (an int), or with None the rank's: the one `session`
+// opened, else 0.
+int RankOrdinal(Session& session, const pybind11::object& device);
 
 // The stream on which `session` reads CUDA tensors (dlpack_convert.h).
 StreamFor StreamsOf(Session& session);

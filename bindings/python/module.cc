@@ -473,12 +473,15 @@ PYBIND11_MODULE(_core, m) {
           "reflects (elastic workers; zeros elsewhere).")
       .def(
           "_device_buffer",
-          [](PySession& s, const py::object& host, const py::object& later, double delay_s) {
-            return DeviceBuffer::FromHost(s.Get(), host, later, delay_s);
+          [](PySession& s, const py::object& host, const py::object& later, double delay_s,
+             const py::object& device) {
+            return DeviceBuffer::FromHost(s.Get(), host, later, delay_s, device);
           },
           a("host_array"), py::arg("later") = py::none(), py::arg("delay_s") = 0.0,
-          "A copy of a CPU tensor on this rank's GPU, optionally overwritten by `later` "
-          "delay_s later on a producer stream of its own (for tests).")
+          py::arg("device") = py::none(),
+          "A copy of a CPU tensor on GPU `device` (None: this rank's GPU, the one it opened, "
+          "else 0), optionally overwritten by `later` delay_s later on a producer stream of "
+          "its own (for tests).")
       .def(
           "_read_device",
           [](PySession& s, const py::object& t, std::optional<uint64_t> after) {
@@ -488,9 +491,10 @@ PYBIND11_MODULE(_core, m) {
           "The bytes of a GPU tensor, copied to the host; given a stream, after the work "
           "queued on it so far (for tests).")
       .def(
-          "_device_stream", [](PySession& s) { return StreamsOf(s.Get())(0); },
-          "The stream of this rank's GPU (cuda:0) on which Hora works (for tests); None "
-          "without one.")
+          "_device_stream",
+          [](PySession& s) { return StreamsOf(s.Get())(RankOrdinal(s.Get(), py::none())); },
+          "The stream of this rank's GPU (the one it opened, else 0) on which Hora works (for "
+          "tests); None without one.")
       .def_property_readonly(
           "mpi_enabled", [](PySession& s) { return s.Get().mpi_enabled(); },
           "True when this job initialised or uses MPI (transport, backend or rendezvous).")

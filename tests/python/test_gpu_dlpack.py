@@ -105,3 +105,15 @@ def test_wait_can_leave_the_last_copies_to_a_stream():
         with pytest.raises(HoraError, match="making stream 999 wait for the results"):
             h.wait(None, 999)
     s.barrier()
+
+
+def test_device_buffers_are_on_the_ranks_gpu():
+    # The test helper puts its buffers on the GPU the session opened (the
+    # first tensor's), or on the one named; another than the open one is
+    # refused, naming it.
+    s = session()
+    s._device_buffer(np.zeros(4, dtype=np.float32))  # (opens the rank's GPU)
+    dev = s._device_buffer(np.zeros(4, dtype=np.float32), device=0)
+    assert dev.__dlpack_device__() == (2, 0)
+    with pytest.raises(Exception, match="on cuda:1, but this rank works on cuda:0"):
+        s._device_buffer(np.zeros(4, dtype=np.float32), device=1)
