@@ -114,5 +114,20 @@ msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --device host --peers ncc
 if [ "$rc" -ne 0 ] && [ "$(echo "$msg" | grep -c -- "--peers nccl needs --device cuda")" -ge 1 ]; then
   ok; else bad "nccl on the host device: $msg"; fi
 
+# hora-gpu-latency (beside hora-bench) on the host device: every way timed,
+# with a figure each; a bad flag is exit 2.
+latency="$(dirname "$bench")/hora-gpu-latency"
+if [ -x "$latency" ]; then
+  msg=$(HORA_DEVICE=host "$latency" --sizes 4,1K --iters 20 2>&1); rc=$?
+  missing=""
+  for way in sync memcpy batched batched2 memcpy-call batched-call record-call hora hora-anon \
+             hora-submit; do
+    [ "$(echo "$msg" | grep -cE "^ +(4|1024) +$way +[0-9.]+ ")" -eq 2 ] || missing="$missing $way"
+  done
+  if [ "$rc" -eq 0 ] && [ -z "$missing" ]; then ok; else bad "hora-gpu-latency: rc $rc, missing:$missing: $msg"; fi
+  msg=$("$latency" --iters 2>&1); rc=$?
+  if [ "$rc" -eq 2 ] && echo "$msg" | grep -q "usage"; then ok; else bad "hora-gpu-latency --iters: rc $rc"; fi
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
