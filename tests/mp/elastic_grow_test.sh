@@ -17,7 +17,7 @@
 #           worker left, starts one on the freed slot after the cooldown,
 #           and that one trains from the start and finishes.
 # Each worker checks that every step was committed once and that its model
-# equals a replay of the committed steps.
+# equals a replay of the committed steps; its lines carry its current rank.
 # Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink|respawn|alone [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -87,6 +87,10 @@ else
   ok=$(grep -c "elastic ok: worker localhost/[01] rank [01] of 2, sizes \[3, .*, 2\], resets \[2\]" "$out")
   [ "$ok" -eq 2 ] || fail "$ok of 2 workers finished in the world of 2 with every step committed once"
 fi
+# Each worker's last line carries its rank in the last world (respawn: the
+# worker started third, localhost/3, has rank 2 there).
+wrong=$(grep "elastic ok: worker" "$out" | grep -vE '^\[([0-9]+)\]: elastic ok: worker [^ ]+ rank \1 of')
+[ -z "$wrong" ] || fail "output lines not prefixed with their worker's current rank: $wrong"
 sleep 0.5
 left=$(tagged_processes)
 [ -z "$left" ] || fail "processes left running: $left"

@@ -57,6 +57,16 @@ void Job::PollDriver(Clock::time_point now) {
       }
     }
   }
+  // From here on, each member's lines carry its rank in the new world (a
+  // worker started later shows its launch index until its first world).
+  for (const ElasticPlanner::Assignment& a : d->assign) {
+    for (auto& r : ranks_) {
+      if (!r.running || WorkerId(r.placement) != a.id) continue;
+      for (auto& f : r.forward) {
+        if (f) f->SetRank(a.placement.rank);
+      }
+    }
+  }
   if (!d->assign.empty() && d->generation > 1) {
     std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
                  static_cast<long long>(d->generation), d->assign.size());

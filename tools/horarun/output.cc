@@ -34,9 +34,13 @@ void WriteAll(int fd, iovec* iov, int count) {
 }  // namespace
 
 LineForwarder::LineForwarder(int rank, int out_fd, bool prefix, size_t max_line)
-    : out_fd_(out_fd),
-      prefix_(prefix ? "[" + std::to_string(rank) + "]: " : std::string()),
-      max_line_(max_line < 1 ? 1 : max_line) {}
+    : out_fd_(out_fd), prefix_on_(prefix), max_line_(max_line < 1 ? 1 : max_line) {
+  SetRank(rank);
+}
+
+void LineForwarder::SetRank(int rank) {
+  if (prefix_on_) prefix_ = "[" + std::to_string(rank) + "]: ";
+}
 
 void LineForwarder::Feed(const char* data, size_t n) {
   // Invariant: held_.size() < max_line_, so `room` is at least 1.

@@ -2,7 +2,7 @@
 //
 // Forwards one output stream of one rank (its stdout or its stderr) to
 // horarun's own, each line prefixed with "[rank]: " (unless prefixing is
-// off).
+// off). An elastic worker's rank is the one of its current world.
 //
 // A line of up to max_line bytes (its newline included) goes out whole, in
 // one write, so that lines of different ranks never mix. A longer line goes
@@ -38,13 +38,18 @@ class LineForwarder {
   // to make a piece; always less than max_line.
   size_t held() const { return held_.size(); }
 
+  // The rank in the prefix of the lines that start from now on (an elastic
+  // worker's rank in each world it joins).
+  void SetRank(int rank);
+
  private:
   // Writes, in one write where the fd takes it: the prefix if this is the
   // line's first piece, what is held, then `n` bytes of `data`.
   void Write(const char* data, size_t n);
 
   const int out_fd_;
-  const std::string prefix_;
+  const bool prefix_on_;
+  std::string prefix_;
   const size_t max_line_;
   std::string held_;
   bool mid_line_ = false;  // pieces of the current line are already out

@@ -69,6 +69,21 @@ TEST(LineForwarder, PrefixesEveryLine) {
   EXPECT_EQ(sink.Contents(), "[3]: one\n[3]: two\n[3]: \n[3]: three\nfour\n");
 }
 
+TEST(LineForwarder, ANewRankPrefixesTheLinesThatStartAfter) {
+  // (An elastic worker's rank in each new world.) A line under way when
+  // the rank changes keeps the prefix it went out with.
+  Sink sink;
+  LineForwarder f(3, sink.fd(), true, /*max_line=*/4);
+  Feed(f, "a\nlong");  // (its first piece goes out with [3])
+  f.SetRank(1);
+  Feed(f, "er\nb\n");
+  EXPECT_EQ(sink.Contents(), "[3]: a\n[3]: longer\n[1]: b\n");
+  LineForwarder plain(3, sink.fd(), false);
+  plain.SetRank(1);
+  Feed(plain, "c\n");
+  EXPECT_EQ(sink.Contents(), "[3]: a\n[3]: longer\n[1]: b\nc\n");
+}
+
 TEST(LineForwarder, JoinsLinesSplitAcrossFeeds) {
   Writes writes;
   LineForwarder f(1, writes.fd(), true);
