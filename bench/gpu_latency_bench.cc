@@ -9,7 +9,9 @@
 //   batched2    the same bytes in two parts (the kernel), then the event
 //   *-call      the enqueueing call alone (the host's part; its wait untimed)
 //   nccl        ncclAllReduce at one rank, then the event (where NCCL loads)
-//   hora        Session::AllreduceAsync + Handle::Wait, the tensor named
+//   hora        Session::AllreduceAsync + Handle::Wait, the tensor named, on
+//               Hora's own path (HORA_GPU_BACKEND=hora unless set); a line
+//               after each size says where its calls went
 //   hora-anon   the same, unnamed (a new name each call, as hora-bench's)
 //   hora-submit AllreduceAsync alone (its Wait untimed)
 // Run alone (one rank); HORA_DEVICE=cuda on a GPU, host elsewhere.
@@ -19,6 +21,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -106,7 +109,11 @@ std::function<Status(Duration*)> Whole(std::function<Status()> call) {
 }
 
 int Run(const Args& a) {
-  auto created = Session::Create({});
+  // Hora's own path (a one-rank collective made on the GPU alone), unless
+  // the environment names another: NCCL is timed beside it, not under it.
+  SessionOptions options;
+  if (std::getenv("HORA_GPU_BACKEND") == nullptr) options.settings["HORA_GPU_BACKEND"] = "hora";
+  auto created = Session::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "hora-gpu-latency: %s\n", created.status().ToString().c_str());
     return 1;
@@ -191,6 +198,7 @@ int Run(const Args& a) {
              return wait();
            }));
     }
+    const Session::EngineCounters before = s.engine_counters();
     Time(a, "hora", bytes,
          Whole([&] { return s.AllreduceAsync("t", tin, tout).Wait(kWaitAsLongAsItTakes); }));
     Time(a, "hora-anon", bytes,
@@ -201,6 +209,12 @@ int Run(const Args& a) {
       *d = Clock::now() - t0;
       return h.Wait(kWaitAsLongAsItTakes);
     });
+    // Where Hora's calls went (the route is the point of the comparison).
+    const Session::EngineCounters after = s.engine_counters();
+    std::printf("# %10zu  hora's calls: %llu on the GPU alone, %llu by NCCL, %llu in cycles\n",
+                bytes, static_cast<unsigned long long>(after.alone_batches - before.alone_batches),
+                static_cast<unsigned long long>(after.nccl_batches - before.nccl_batches),
+                static_cast<unsigned long long>(after.cycles - before.cycles));
     (void)dev.Free(*in);
     (void)dev.Free(*out);
   }

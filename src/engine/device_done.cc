@@ -3,8 +3,16 @@
 
 namespace hora {
 
-DeviceDone::DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, std::string where)
-    : pool_(std::move(pool)), device_(pool_->device()), event_(event), where_(std::move(where)) {}
+DeviceDone::DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, Batch batch)
+    : pool_(std::move(pool)), device_(pool_->device()), event_(event), batch_(std::move(batch)) {}
+
+std::string DeviceDone::Where() const {
+  std::string w = std::string(batch_.op) + " '" + batch_.name + "'";
+  if (batch_.more > 0) w += " (and " + std::to_string(batch_.more) + " more)";
+  const gpu::DeviceInfo& info = device_.info();
+  return w + ", rank " + std::to_string(batch_.rank) + " on " + info.name +
+         " (cuda:" + std::to_string(info.ordinal) + ")";
+}
 
 DeviceDone::~DeviceDone() { pool_->Give(event_); }
 
@@ -32,7 +40,7 @@ void DoneEvents::Give(gpu::Event e) {
 
 Status DeviceDone::Settle(Status st) {
   settled_ = true;
-  outcome_ = st.ok() ? st : st.WithContext("the GPU's copies for " + where_);
+  outcome_ = st.ok() ? st : st.WithContext("the GPU's copies for " + Where());
   return outcome_;
 }
 
@@ -55,7 +63,7 @@ Status DeviceDone::Wait(TimePoint deadline) {
   }
   // (Without the lock: Reached() does not wait behind this.)
   const Status st = device_.Wait(event_, deadline);
-  if (st.code() == StatusCode::kTimeout) return st.WithContext(where_);
+  if (st.code() == StatusCode::kTimeout) return st.WithContext(Where());
   MutexLock lock(mu_);
   if (settled_) return outcome_;
   return Settle(st);
@@ -65,7 +73,7 @@ Status DeviceDone::HandTo(uint64_t stream) {
   const Status st = device_.StreamWait(gpu::Stream{stream}, event_);
   if (st.ok()) return st;
   return st.WithContext("making stream " + std::to_string(stream) + " wait for the results, " +
-                        where_);
+                        Where());
 }
 
 }  // namespace hora

@@ -24,10 +24,17 @@ class DoneEvents;
 
 class DeviceDone {
  public:
-  // Holds `event` of `pool`'s device (recorded after this is made); `where`
-  // names the collective, the rank and its GPU for errors ("allreduce 'w',
-  // rank 1 on host device 0 (cuda:0)").
-  DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, std::string where);
+  // What errors name: the collective, the rank and its GPU ("allreduce 'w'
+  // (and 2 more), rank 1 on host device 0 (cuda:0)"), put into words only
+  // when one is made (every batch of a step has a DeviceDone).
+  struct Batch {
+    const char* op = "";  // OpTypeName
+    std::string name;     // its first tensor's
+    size_t more = 0;      // its other tensors
+    int rank = 0;
+  };
+  // Holds `event` of `pool`'s device (recorded after this is made).
+  DeviceDone(std::shared_ptr<DoneEvents> pool, gpu::Event event, Batch batch);
   ~DeviceDone();  // gives the event back to the pool
   DeviceDone(const DeviceDone&) = delete;
   DeviceDone& operator=(const DeviceDone&) = delete;
@@ -44,11 +51,13 @@ class DeviceDone {
  private:
   // Remembers the outcome once known.
   Status Settle(Status st) HORA_REQUIRES(mu_);
+  // The batch_ in words.
+  std::string Where() const;
 
   const std::shared_ptr<DoneEvents> pool_;
   gpu::Device& device_;
   const gpu::Event event_;
-  const std::string where_;
+  const Batch batch_;
   Mutex mu_;
   bool settled_ HORA_GUARDED_BY(mu_) = false;
   Status outcome_ HORA_GUARDED_BY(mu_);

@@ -192,7 +192,11 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
   const RequestMeta& m = batch.front()->meta;
   // Every rank decides alike: the response (with the settings each request
   // carries), the join state, NCCL's setup and the backend's window are the
-  // same everywhere.
+  // same everywhere. One rank alone has nobody to talk to: its collective
+  // is made on its GPU, unless HORA_GPU_BACKEND=nccl asks for NCCL itself.
+  if (RunsAlone(batch, size, joined_any) && RouteMode(m.nccl_route) != NcclMode::kNccl) {
+    return RunAlone(batch, rank);
+  }
   if (nccl_.Wants(m, RouteBytes(batch, size), joined_any)) {
     HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, m, rank, size));
     if (ready) {
@@ -414,10 +418,8 @@ Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank
   if (!done_events_) done_events_ = std::make_shared<DoneEvents>(device_);
   HORA_ASSIGN_OR_RETURN(const gpu::Event e, done_events_->Take());
   const RequestMeta& m = batch.front()->meta;
-  std::string what = std::string(OpTypeName(m.op)) + " '" + m.name + "'";
-  if (batch.size() > 1) what += " (and " + std::to_string(batch.size() - 1) + " more)";
   auto done = std::make_shared<DeviceDone>(
-      done_events_, e, what + ", rank " + std::to_string(rank) + " on " + device_name());
+      done_events_, e, DeviceDone::Batch{OpTypeName(m.op), m.name, batch.size() - 1, rank});
   HORA_RETURN_IF_ERROR(device_->Record(e, stream_));
   for (TensorRecord* p : batch) {
     if (OnDevice(*p)) p->on_device = done;

@@ -179,9 +179,9 @@ class Engine final : public Driver {
   bool finished_ HORA_GUARDED_BY(cycle_mu_) = false;  // a cycle returned false: no more cycles
   bool driven_ HORA_GUARDED_BY(cycle_mu_) = false;    // the last cycle ran on a driver's thread
   uint64_t finished_tensors_ HORA_GUARDED_BY(cycle_mu_) = 0;  // tensors finished (busy_)
-  // When the last cycle (by either thread) ended, in Clock ticks: written
-  // under cycle_mu_, read also without it by the engine's thread while a
-  // waiter drives.
+  // When the last cycle (by either thread) ended, or the last collective
+  // run at submission (RunNow), in Clock ticks: written under cycle_mu_,
+  // read also without it by the engine's thread while a waiter drives.
   std::atomic<int64_t> last_cycle_end_{0};
   // The cycle's submissions, and Execute's batch (kept for their capacity).
   std::vector<TensorRecord*> fresh_ HORA_GUARDED_BY(cycle_mu_);

@@ -5,18 +5,29 @@
 // With one rank there is nobody to agree with: a cycle would only take the
 // tensor, find it ready and run it. A lone tensor that DeviceStaging runs
 // on the GPU alone (an allreduce, not Adasum, or a broadcast, of a GPU
-// tensor) runs on the submitting thread at once, as a cycle would run it,
-// when nothing else is under way: no cycle in progress (cycle_mu_ free),
-// nothing queued or taken (a cycle would take those first), the engine not
-// stopping. Otherwise it is queued as usual.
+// tensor, not sent to NCCL by HORA_GPU_BACKEND=nccl) runs on the
+// submitting thread at once, as a cycle would run it, when nothing else is
+// under way: no cycle in progress (cycle_mu_ free), nothing queued or taken
+// (a cycle would take those first), the engine not stopping. Otherwise it
+// is queued as usual.
 // Its GPU work is queued on the engine's stream as a cycle's would be, and
 // its handle completes with the event of that work.
+//
+// What a user sees differently: such a tensor has no "queued" and
+// "negotiating" spans in the timeline (its collective's span only), and
+// counts in no cycle or cache counter. A burst of them is not fused: each
+// out-of-place one is its own copy (a launch each), where a cycle would
+// have copied the burst's tensors in one. (In place, the usual case, there
+// is nothing to copy.)
 #include "engine/engine.h"
 
 namespace hora {
 
 bool Engine::RunsAtSubmission(const RequestMeta& m) const {
+  // (Not what HORA_GPU_BACKEND=nccl sends to NCCL: its first batch sets
+  // NCCL up, which is a cycle's work, not a submitting thread's.)
   return size_ == 1 && m.device == DeviceType::kCUDA && m.group.empty() &&
+         RouteMode(m.nccl_route) != NcclMode::kNccl &&
          (m.op == OpType::kBroadcast ||
           (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum));
 }

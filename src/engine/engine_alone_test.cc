@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string_view>
 #include <thread>
 
+#include "api/session_impl.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 
@@ -98,6 +100,7 @@ TEST(OneRankEngine, RunsAtSubmissionBesideCycles) {
         if (host_side.ok() && y != x) host_side = InternalError("a host allreduce went wrong");
       }
     });
+    int ran_now = 0;  // lone ones whose handle was done when the call returned
     for (int i = 0; i < 300; ++i) {
       // b = a * f, then a = b: a goes 1, 2, 1, 2, ... The first is queued
       // for a cycle at times (a lone one, when a host allreduce's cycle is
@@ -107,6 +110,7 @@ TEST(OneRankEngine, RunsAtSubmissionBesideCycles) {
       std::vector<Handle> first;
       if (i % 4 < 2) {
         first.push_back(s.AllreduceAsync("scale", va, vb, times_f));
+        ran_now += first.back().Finished() ? 1 : 0;
       } else {
         first = s.GroupedAllreduceAsync("scale", {&va, 1}, {&vb, 1}, times_f);
       }
@@ -124,6 +128,77 @@ TEST(OneRankEngine, RunsAtSubmissionBesideCycles) {
     }
     host.join();
     HORA_RETURN_IF_ERROR(host_side);  // (a failure above: joined on the way out)
+    if (ran_now == 0) return InternalError("no lone GPU allreduce ran at submission");
+    return Status::Ok();
+  }));
+}
+
+TEST(OneRankEngine, AloneMeansNoNcclUnlessAskedFor) {
+  // One rank has nobody to reduce with: under HORA_GPU_BACKEND=auto even a
+  // batch NCCL would take (256 KiB or more) is made on the GPU alone, at
+  // submission. Asked for by name (nccl), NCCL takes it, in a cycle (its
+  // first batch sets NCCL up: not the submitting thread's work).
+  constexpr size_t kCount = size_t{1} << 17;  // 512 KiB of float32
+  for (const char* backend : {"auto", "nccl"}) {
+    SCOPED_TRACE(backend);
+    ThreadRanks job(1, TestSettings({{"HORA_DEVICE", "host"},
+                                     {"HORA_GPU_IPC", "0"},
+                                     {"HORA_GPU_BACKEND", backend},
+                                     {"HORA_NCCL_LIBRARY", "host"}}));
+    ExpectAllOk(job.Run([&](int, Session& s) -> Status {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      const std::vector<float> host(kCount, 3.0f);
+      void* in = io.Upload(host.data(), kCount * 4);
+      void* out = io.Upload(std::vector<float>(kCount, 0.0f).data(), kCount * 4);
+      const TensorView vin = OnGpu(in, DataType::kFloat32, {kCount});
+      const TensorView vout = OnGpu(out, DataType::kFloat32, {kCount});
+      const Session::EngineCounters before = s.engine_counters();
+      HORA_RETURN_IF_ERROR(s.AllreduceAsync("big", vin, vout).Wait(kForever));
+      const Session::EngineCounters after = s.engine_counters();
+      const bool nccl = std::string_view(backend) == "nccl";
+      const uint64_t by_nccl = after.nccl_batches - before.nccl_batches;
+      const uint64_t alone = after.alone_batches - before.alone_batches;
+      const uint64_t cycles = after.cycles - before.cycles;
+      if (nccl ? (by_nccl != 1 || alone != 0 || cycles == 0)
+               : (by_nccl != 0 || alone != 1 || cycles != 0)) {
+        return InternalError(std::to_string(by_nccl) + " by NCCL, " + std::to_string(alone) +
+                             " alone, " + std::to_string(cycles) + " cycles");
+      }
+      if (Floats(io.Download(out, kCount * 4)) != host) return InternalError("wrong result");
+      return Status::Ok();
+    }));
+  }
+}
+
+TEST(OneRankEngine, ADeviceThatFailsAtSubmissionFailsTheHandle) {
+  // Memory freed after the pointer cache saw it: the copy fails on the
+  // device, and the handle says so, naming the collective and the rank; the
+  // next collective runs as usual.
+  ThreadRanks job(1, OneRankOnTheHostDevice());
+  ExpectAllOk(job.Run([&](int, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    constexpr size_t kCount = 64;
+    const std::vector<float> host(kCount, 2.0f);
+    auto dev = s.impl().devices.Get(0);
+    HORA_RETURN_IF_ERROR(dev.status());
+    HORA_ASSIGN_OR_RETURN(void* doomed, (*dev)->Allocate(kCount * 4));
+    void* out = io.Upload(host.data(), kCount * 4);
+    const TensorView vd = OnGpu(doomed, DataType::kFloat32, {kCount});
+    const TensorView vout = OnGpu(out, DataType::kFloat32, {kCount});
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("seen", vd, vout).Wait(kForever));  // (cached)
+    HORA_RETURN_IF_ERROR((*dev)->Free(doomed));
+    const Status st = s.AllreduceAsync("freed", vd, vout).Wait(kForever);
+    if (st.ok()) return InternalError("a copy from freed memory succeeded");
+    if (st.message().find("allreduce 'freed'") == std::string::npos ||
+        st.message().find("rank 0 on host device 0 (cuda:0)") == std::string::npos) {
+      return InternalError("the error names neither the collective nor the rank: " + st.ToString());
+    }
+    void* in = io.Upload(host.data(), kCount * 4);
+    const TensorView vin = OnGpu(in, DataType::kFloat32, {kCount});
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("after", vin, vout).Wait(kForever));
+    if (Floats(io.Download(out, kCount * 4)) != host) return InternalError("wrong result after");
     return Status::Ok();
   }));
 }

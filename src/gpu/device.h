@@ -92,7 +92,9 @@ struct IpcMemHandle {
   std::array<uint8_t, 64> bytes{};
 };
 
-// One part of a BatchedCopy: `bytes` from `src` to `dst`, both device memory.
+// One part of a BatchedCopy: `bytes` from `src` to `dst`, both device memory,
+// not overlapping (a GPU's copy of overlapping ranges is undefined; the host
+// device's happens to be a memmove, so tests cannot catch it).
 struct CopyPart {
   void* dst = nullptr;
   const void* src = nullptr;

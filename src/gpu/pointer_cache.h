@@ -37,6 +37,10 @@ class PointerCache {
 
   // What `p` is.
   Result<PointerInfo> Lookup(const void* p);
+  // Under kTrust, what the cache holds for `p` (a hit), without asking the
+  // device and without a Result to build; null when it holds nothing (or
+  // under kVerify): then Lookup.
+  const PointerInfo* Trusted(const void* p);
   // Starts a batch: under kVerify, each allocation is checked again once.
   void BeginBatch() { ++epoch_; }
   // Forgets every entry (the device's memory was reset).

@@ -21,9 +21,10 @@ namespace {
 using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 
 // A lone part of this many bytes or more is copied by the driver, smaller
-// ones by Hora's kernel (BatchedCopy). Measured: the kernel wins at 1 MiB,
-// the driver at 64 MiB; 4 MiB is between (docs/gpu.md).
-constexpr size_t kDriverCopyFrom = size_t{4} << 20;
+// ones by Hora's kernel (BatchedCopy). On an H200 the kernel finished
+// sooner up to 16 MiB, the driver at 64 MiB (docs/gpu.md); 32 MiB is
+// between the two.
+constexpr size_t kDriverCopyFrom = size_t{32} << 20;
 
 cudaStream_t AsCuda(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
 cudaEvent_t AsCuda(Event e) { return reinterpret_cast<cudaEvent_t>(e.id); }
@@ -181,9 +182,8 @@ class CudaDevice final : public Device {
     const DeviceScope on(ordinal_);
     HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     if (parts.size() == 1 && parts[0].bytes >= kDriverCopyFrom) {
-      // One large part: the driver's copy, which moves 64 MiB 4% faster than
-      // the kernel on an H200; below 1 MiB the kernel starts 0.4-0.6 us
-      // sooner (hora-gpu-latency, docs/gpu.md).
+      // One large part: the driver's copy, which moved 64 MiB 3-4% faster
+      // than the kernel on an H200 (hora-gpu-latency, docs/gpu.md).
       return Check(cudaMemcpyAsync(parts[0].dst, parts[0].src, parts[0].bytes,
                                    cudaMemcpyDeviceToDevice, AsCuda(s)),
                    "batched copy");
