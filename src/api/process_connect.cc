@@ -107,6 +107,7 @@ Result<int64_t> AgreeOnSession(Store& store, const std::string& job, int rank, D
 Result<ElasticPlace> AwaitElasticPlace(Store& store, const std::string& job,
                                        const std::string& worker, Duration timeout) {
   HORA_ASSIGN_OR_RETURN(const int64_t arrival, store.Add(ElasticArrivalKey(job, worker), 1));
+  HORA_RETURN_IF_ERROR(store.Add(ElasticArrivalsKey(job), 1).status());  // (after: see its doc)
   const std::string where =
       "elastic worker " + worker + " (its init() number " + std::to_string(arrival) + ")";
   Result<Bytes> value = store.Get(ElasticAssignmentKey(job, worker, arrival), timeout);

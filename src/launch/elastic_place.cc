@@ -9,6 +9,10 @@ std::string ElasticArrivalKey(const std::string& job, const std::string& worker)
   return "hora/" + job + "/elastic/arrive/" + worker;
 }
 
+std::string ElasticArrivalsKey(const std::string& job) {
+  return "hora/" + job + "/elastic/arrivals";
+}
+
 std::string ElasticAssignmentKey(const std::string& job, const std::string& worker,
                                  int64_t arrival) {
   return "hora/" + job + "/elastic/assign/" + worker + "/" + std::to_string(arrival);

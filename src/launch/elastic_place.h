@@ -22,6 +22,9 @@ struct ElasticPlace {
 };
 
 std::string ElasticArrivalKey(const std::string& job, const std::string& worker);
+// Every worker's arrivals together: a worker adds 1 there after its own
+// key, so that horarun reads the workers' keys only when it moved.
+std::string ElasticArrivalsKey(const std::string& job);
 std::string ElasticAssignmentKey(const std::string& job, const std::string& worker,
                                  int64_t arrival);
 

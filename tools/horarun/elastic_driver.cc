@@ -23,12 +23,21 @@ Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::
 }
 
 Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time_point now) {
-  for (auto& [id, seen] : arrived_) {
-    HORA_ASSIGN_OR_RETURN(const int64_t n, store_.Add(ElasticArrivalKey(job_, id), 0));
-    if (n > seen) {
-      seen = n;
-      planner_.Arrived(id, n, now);
+  // One read while nobody arrives; each worker's key once some did (a
+  // worker counts itself there after its own key), and at least every
+  // second (a worker that does not count itself there, of another
+  // version, is seen all the same, a second late at most).
+  HORA_ASSIGN_OR_RETURN(const int64_t arrivals, store_.Add(ElasticArrivalsKey(job_), 0));
+  if (arrivals != arrivals_read_ || now >= read_all_at_) {
+    read_all_at_ = now + std::chrono::seconds(1);
+    for (auto& [id, seen] : arrived_) {
+      HORA_ASSIGN_OR_RETURN(const int64_t n, store_.Add(ElasticArrivalKey(job_, id), 0));
+      if (n > seen) {
+        seen = n;
+        planner_.Arrived(id, n, now);
+      }
     }
+    arrivals_read_ = arrivals;
   }
   ElasticPlanner::Decision d;
   if (end_.empty()) d = planner_.Decide(now);

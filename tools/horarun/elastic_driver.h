@@ -44,9 +44,11 @@ class ElasticDriver {
   Store& store_;
   const std::string job_;
   ElasticPlanner planner_;
-  std::map<std::string, int64_t> arrived_;   // live workers: arrivals read
-  std::map<std::string, int64_t> answered_;  // their last arrival answered
-  std::string end_;                          // once the job ends: why
+  int64_t arrivals_read_ = 0;                      // ElasticArrivalsKey when last read
+  ElasticPlanner::Clock::time_point read_all_at_;  // every worker's key, by then at the latest
+  std::map<std::string, int64_t> arrived_;         // live workers: arrivals read
+  std::map<std::string, int64_t> answered_;        // their last arrival answered
+  std::string end_;                                // once the job ends: why
 };
 
 }  // namespace hora::horarun

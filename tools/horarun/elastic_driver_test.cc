@@ -19,6 +19,7 @@
 #include "hora/elastic.h"
 #include "hora/session.h"
 #include "launch/elastic_place.h"
+#include "store/memory_store.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
 
@@ -123,6 +124,71 @@ void RunThreads(const std::vector<std::function<void()>>& fns) {
   std::vector<std::thread> threads;
   for (const auto& fn : fns) threads.emplace_back(fn);
   for (auto& t : threads) t.join();
+}
+
+// A store that counts the driver's requests (every one is a round trip to
+// horarun's store server).
+class CountingStore final : public Store {
+ public:
+  Status Set(const std::string& key, const Bytes& value) override {
+    ++requests;
+    return inner.Set(key, value);
+  }
+  Result<Bytes> Get(const std::string& key, Duration timeout) override {
+    ++requests;
+    return inner.Get(key, timeout);
+  }
+  Result<int64_t> Add(const std::string& key, int64_t delta) override {
+    ++requests;
+    return inner.Add(key, delta);
+  }
+  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
+    ++requests;
+    return inner.Wait(keys, timeout);
+  }
+  Result<bool> Delete(const std::string& key) override {
+    ++requests;
+    return inner.Delete(key);
+  }
+  MemoryStore inner;
+  int requests = 0;
+};
+
+TEST(ElasticDriver, APollWhileNobodyArrivesIsOneStoreRequest) {
+  // 64 workers started: until one arrives, each poll reads the arrivals
+  // counter only (but for the first, and one a second, which read every
+  // worker's key); once they all arrived (each its own key, then the
+  // counter), one poll reads them and forms the world.
+  CountingStore store;
+  ElasticPlanner::Settings settings;
+  settings.min_np = 1;
+  settings.max_np = 64;
+  ElasticDriver driver(store, "job", settings);
+  const Clock::time_point t0 = Clock::now();
+  for (int i = 0; i < 64; ++i) driver.Started("h/" + std::to_string(i), "h", t0);
+  for (int poll = 0; poll < 10; ++poll) {
+    const int before = store.requests;
+    auto d = driver.Poll(t0 + std::chrono::milliseconds(20 * poll));
+    ASSERT_TRUE(d.ok()) << d.status().ToString();
+    EXPECT_TRUE(d->assign.empty());
+    EXPECT_EQ(store.requests - before, poll == 0 ? 65 : 1) << "poll " << poll;
+  }
+  // A second on, every worker's key again (one that does not count itself
+  // in the counter is still seen).
+  int before_all = store.requests;
+  ASSERT_TRUE(driver.Poll(t0 + std::chrono::seconds(1)).ok());
+  EXPECT_EQ(store.requests - before_all, 65);
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_TRUE(store.inner.Add(ElasticArrivalKey("job", "h/" + std::to_string(i)), 1).ok());
+    ASSERT_TRUE(store.inner.Add(ElasticArrivalsKey("job"), 1).ok());
+  }
+  const Clock::time_point t1 = t0 + std::chrono::milliseconds(1100);
+  auto d = driver.Poll(t1);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->assign.size(), 64u);
+  const int before = store.requests;
+  ASSERT_TRUE(driver.Poll(t1 + std::chrono::milliseconds(20)).ok());
+  EXPECT_EQ(store.requests - before, 1) << "a poll after the world formed";
 }
 
 TEST(ElasticWorlds, WorkersLeaveAndJoinAndTheWorldIsReformedInPlace) {
