@@ -179,7 +179,7 @@ profile_step() {
 
 latency_step() {
   local rc=0
-  HORA_DEVICE=cuda run latency.txt "$build/bin/hora-gpu-latency" --sizes 4,4K,64K,1M,4M,16M,64M \
+  HORA_DEVICE=cuda run latency.txt "$build/bin/hora-gpu-latency" --sizes 4,4K,64K,1M,4M,16M,32M,64M \
     --iters "${HORA_LATENCY_ITERS:-2000}" || rc=1
   rm -f /tmp/hora-tl.json
   (export HORA_DEVICE=cuda HORA_TIMELINE=/tmp/hora-tl.json

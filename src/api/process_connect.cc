@@ -107,9 +107,11 @@ Result<int64_t> AgreeOnSession(Store& store, const std::string& job, int rank, D
 Result<ElasticPlace> AwaitElasticPlace(Store& store, const std::string& job,
                                        const std::string& worker, Duration timeout) {
   HORA_ASSIGN_OR_RETURN(const int64_t arrival, store.Add(ElasticArrivalKey(job, worker), 1));
-  HORA_RETURN_IF_ERROR(store.Add(ElasticArrivalsKey(job), 1).status());  // (after: see its doc)
   const std::string where =
       "elastic worker " + worker + " (its init() number " + std::to_string(arrival) + ")";
+  if (Result<int64_t> counted = store.Add(ElasticArrivalsKey(job), 1); !counted.ok()) {
+    return counted.status().WithContext(where + ": counting its arrival");  // (after: its doc)
+  }
   Result<Bytes> value = store.Get(ElasticAssignmentKey(job, worker, arrival), timeout);
   if (!value.ok()) {
     return value.status().WithContext(where + ": horarun placed it in no new world");

@@ -166,15 +166,17 @@ const std::vector<SettingRow>& Rows() {
        .choices = "0|1"},
       {.spec = {"HORA_GPU_BACKEND", SettingType::kString, "auto",
                 "Who runs GPU tensors' collectives: auto (NCCL for batches of HORA_NCCL_MIN_BYTES "
-                "or more where its library loads and every rank has a GPU of its own; Hora's paths "
-                "otherwise), hora (never NCCL), nccl (NCCL for every batch it takes, and an error "
-                "where it cannot be used)"},
+                "or more where its library loads and every rank has a GPU of its own, but for a "
+                "one-rank allreduce or broadcast, made on the GPU alone; Hora's paths otherwise), "
+                "hora (never NCCL), nccl (NCCL for every batch it takes, and an error where it "
+                "cannot be used)"},
        .as_string = &Config::gpu_backend,
        .choices = "auto|hora|nccl"},
       {.spec =
            {"HORA_NCCL_MIN_BYTES", SettingType::kBytes, "256K",
             "With HORA_GPU_BACKEND=auto: batches of GPU tensors of at least this size go to NCCL "
-            "(smaller ones stay on Hora's device windows or staging, faster for small messages)"},
+            "(smaller ones stay on Hora's device windows or staging, faster for small messages; "
+            "a one-rank allreduce or broadcast stays on the GPU alone)"},
        .as_bytes = &Config::nccl_min_bytes,
        .zero_ok = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",

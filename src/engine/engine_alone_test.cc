@@ -172,8 +172,8 @@ TEST(OneRankEngine, AloneMeansNoNcclUnlessAskedFor) {
 }
 
 TEST(OneRankEngine, ADeviceThatFailsAtSubmissionFailsTheHandle) {
-  // Memory freed after the pointer cache saw it: the copy fails on the
-  // device, and the handle says so, naming the collective and the rank; the
+  // Memory freed after the pointer cache saw it: the device refuses the
+  // copy, and the handle says so, naming the collective and the rank; the
   // next collective runs as usual.
   ThreadRanks job(1, OneRankOnTheHostDevice());
   ExpectAllOk(job.Run([&](int, Session& s) -> Status {

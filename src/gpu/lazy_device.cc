@@ -62,12 +62,14 @@ Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
     return info.kind == MemoryKind::kDevice && (info.device < 0 || info.device == ordinal) &&
            at + bytes <= info.base + info.size;
   };
-  if (const PointerInfo* hit = pointers_->Trusted(p); hit != nullptr && holds(*hit)) {
-    return Status::Ok();
+  const PointerInfo* hit = pointers_->Trusted(p);
+  if (hit != nullptr && holds(*hit)) return Status::Ok();
+  PointerInfo info;
+  if (hit == nullptr) {
+    HORA_ASSIGN_OR_RETURN(info, pointers_->Lookup(p));
   }
-  HORA_ASSIGN_OR_RETURN(PointerInfo info, pointers_->Lookup(p));
   auto fits = [&] { return holds(info); };
-  if (!fits()) {
+  if (hit != nullptr || !fits()) {
     // The cache trusts what it saw; the memory may since have been freed and
     // allocated again, smaller. Before refusing, ask the device afresh.
     pointers_->Clear();

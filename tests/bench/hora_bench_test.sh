@@ -114,8 +114,9 @@ msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --device host --peers ncc
 if [ "$rc" -ne 0 ] && [ "$(echo "$msg" | grep -c -- "--peers nccl needs --device cuda")" -ge 1 ]; then
   ok; else bad "nccl on the host device: $msg"; fi
 
-# hora-gpu-latency (beside hora-bench) on the host device: every way timed,
-# with a figure each; a bad flag is exit 2.
+# hora-gpu-latency (built beside hora-bench) on the host device: every way
+# timed, with a figure each; Hora's calls on its own path, not NCCL's, even
+# where NCCL loads (the host device's); a bad flag is exit 2.
 latency="$(dirname "$bench")/hora-gpu-latency"
 if [ -x "$latency" ]; then
   msg=$(HORA_DEVICE=host "$latency" --sizes 4,1K --iters 20 2>&1); rc=$?
@@ -125,8 +126,13 @@ if [ -x "$latency" ]; then
     [ "$(echo "$msg" | grep -cE "^ +(4|1024) +$way +[0-9.]+ ")" -eq 2 ] || missing="$missing $way"
   done
   if [ "$rc" -eq 0 ] && [ -z "$missing" ]; then ok; else bad "hora-gpu-latency: rc $rc, missing:$missing: $msg"; fi
+  msg=$(HORA_DEVICE=host HORA_NCCL_LIBRARY=host "$latency" --sizes 1M --iters 4 --ways hora 2>&1)
+  if echo "$msg" | grep -qE "hora's calls: [1-9][0-9]* on the GPU alone, 0 by NCCL"; then ok; else
+    bad "hora-gpu-latency went to NCCL: $msg"; fi
   msg=$("$latency" --iters 2>&1); rc=$?
   if [ "$rc" -eq 2 ] && echo "$msg" | grep -q "usage"; then ok; else bad "hora-gpu-latency --iters: rc $rc"; fi
+else
+  bad "hora-gpu-latency is not built beside $bench"
 fi
 
 echo "$passed passed, $failed failed"

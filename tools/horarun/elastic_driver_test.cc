@@ -155,40 +155,41 @@ class CountingStore final : public Store {
 };
 
 TEST(ElasticDriver, APollWhileNobodyArrivesIsOneStoreRequest) {
-  // 64 workers started: until one arrives, each poll reads the arrivals
+  // 64 workers started. Until one arrives, each poll reads the arrivals
   // counter only (but for the first, and one a second, which read every
-  // worker's key); once they all arrived (each its own key, then the
-  // counter), one poll reads them and forms the world.
+  // worker's key). Workers that count themselves there (their own key,
+  // then the counter) are seen at the next poll; workers that do not (of
+  // another version) at the next read of every key, a second on at most.
   CountingStore store;
   ElasticPlanner::Settings settings;
   settings.min_np = 1;
   settings.max_np = 64;
   ElasticDriver driver(store, "job", settings);
   const Clock::time_point t0 = Clock::now();
+  auto at = [&](int ms) { return t0 + std::chrono::milliseconds(ms); };
   for (int i = 0; i < 64; ++i) driver.Started("h/" + std::to_string(i), "h", t0);
-  for (int poll = 0; poll < 10; ++poll) {
+  auto poll = [&](int ms, int want_requests, size_t want_world) {
     const int before = store.requests;
-    auto d = driver.Poll(t0 + std::chrono::milliseconds(20 * poll));
+    auto d = driver.Poll(at(ms));
     ASSERT_TRUE(d.ok()) << d.status().ToString();
-    EXPECT_TRUE(d->assign.empty());
-    EXPECT_EQ(store.requests - before, poll == 0 ? 65 : 1) << "poll " << poll;
-  }
-  // A second on, every worker's key again (one that does not count itself
-  // in the counter is still seen).
-  int before_all = store.requests;
-  ASSERT_TRUE(driver.Poll(t0 + std::chrono::seconds(1)).ok());
-  EXPECT_EQ(store.requests - before_all, 65);
-  for (int i = 0; i < 64; ++i) {
-    ASSERT_TRUE(store.inner.Add(ElasticArrivalKey("job", "h/" + std::to_string(i)), 1).ok());
-    ASSERT_TRUE(store.inner.Add(ElasticArrivalsKey("job"), 1).ok());
-  }
-  const Clock::time_point t1 = t0 + std::chrono::milliseconds(1100);
-  auto d = driver.Poll(t1);
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(d->assign.size(), 64u);
-  const int before = store.requests;
-  ASSERT_TRUE(driver.Poll(t1 + std::chrono::milliseconds(20)).ok());
-  EXPECT_EQ(store.requests - before, 1) << "a poll after the world formed";
+    EXPECT_EQ(d->assign.size(), want_world) << "at " << ms << " ms";
+    EXPECT_EQ(store.requests - before, want_requests) << "at " << ms << " ms";
+  };
+  auto arrive = [&](bool count) {
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_TRUE(store.inner.Add(ElasticArrivalKey("job", "h/" + std::to_string(i)), 1).ok());
+      if (count) {
+        ASSERT_TRUE(store.inner.Add(ElasticArrivalsKey("job"), 1).ok());
+      }
+    }
+  };
+  for (int ms = 0; ms < 200; ms += 20) poll(ms, ms == 0 ? 65 : 1, 0);
+  arrive(/*count=*/false);  // (workers of another version)
+  poll(500, 1, 0);          // not read yet
+  poll(1000, 129, 64);      // every key a second on: the world forms (64 answers)
+  arrive(/*count=*/true);   // (the next init() of each, counted)
+  poll(1020, 129, 64);      // read at once: the next world
+  poll(1040, 1, 0);
 }
 
 TEST(ElasticWorlds, WorkersLeaveAndJoinAndTheWorldIsReformedInPlace) {

@@ -19,6 +19,10 @@
 namespace hora::horarun::job_internal {
 
 void Job::StopWorker(Rank& r, Clock::time_point now) {
+  // (Its last lines are no rank's of the world: they carry its id.)
+  for (auto& f : r.forward) {
+    if (f) f->SetLabel(WorkerId(r.placement));
+  }
   TerminateGroup(r.pid);
   r.stopped = true;
   r.stop_kill_at = now + Seconds(spec_.stop_grace_s);
@@ -57,13 +61,21 @@ void Job::PollDriver(Clock::time_point now) {
       }
     }
   }
-  // From here on, each member's lines carry its rank in the new world (a
-  // worker started later shows its launch index until its first world).
-  for (const ElasticPlanner::Assignment& a : d->assign) {
+  // From here on, each member's lines carry its rank in the new world, and
+  // any other worker's (out of it, or gone) its id: no two the same label.
+  if (!d->assign.empty()) {
+    std::map<std::string, int> rank_of;
+    for (const ElasticPlanner::Assignment& a : d->assign) rank_of[a.id] = a.placement.rank;
     for (auto& r : ranks_) {
-      if (!r.running || WorkerId(r.placement) != a.id) continue;
+      const std::string id = WorkerId(r.placement);
+      const auto it = rank_of.find(id);
       for (auto& f : r.forward) {
-        if (f) f->SetRank(a.placement.rank);
+        if (!f) continue;
+        if (it != rank_of.end() && r.running) {
+          f->SetRank(it->second);
+        } else {
+          f->SetLabel(id);
+        }
       }
     }
   }

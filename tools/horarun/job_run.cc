@@ -96,6 +96,8 @@ bool Job::StartRank(const Placement& placement) {
   for (int s = 0; s < 2; ++s) {
     r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
                                                    spec_.prefix_output);
+    // (An elastic worker shows its id until a world gives it a rank.)
+    if (driver_) r.forward[s]->SetLabel(WorkerId(r.placement));
   }
   if (!spec_.output_dir.empty()) {
     const std::string dir =
@@ -335,7 +337,8 @@ void Job::Run() {
         return;
       }
     }
-    // (Elastic mode: the store is read for workers' arrivals every 20 ms.)
+    // (Elastic mode: the store is read for workers' arrivals at every wake,
+    // at least every 20 ms.)
     if (poll(pfds.data(), pfds.size(), driver_ ? 20 : 200) < 0 && errno != EINTR) return;
     // Deaths before output: a rank's output can wait, the order of deaths
     // must be read while the kernel still has it.

@@ -38,8 +38,10 @@ LineForwarder::LineForwarder(int rank, int out_fd, bool prefix, size_t max_line)
   SetRank(rank);
 }
 
-void LineForwarder::SetRank(int rank) {
-  if (prefix_on_) prefix_ = "[" + std::to_string(rank) + "]: ";
+void LineForwarder::SetRank(int rank) { SetLabel(std::to_string(rank)); }
+
+void LineForwarder::SetLabel(const std::string& label) {
+  if (prefix_on_) prefix_ = "[" + label + "]: ";
 }
 
 void LineForwarder::Feed(const char* data, size_t n) {

@@ -41,6 +41,8 @@ class LineForwarder {
   // The rank in the prefix of the lines that start from now on (an elastic
   // worker's rank in each world it joins).
   void SetRank(int rank);
+  // Or another label ("[localhost/1]: ", an elastic worker in no world).
+  void SetLabel(const std::string& label);
 
  private:
   // Writes, in one write where the fd takes it: the prefix if this is the

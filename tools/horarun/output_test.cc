@@ -78,10 +78,13 @@ TEST(LineForwarder, ANewRankPrefixesTheLinesThatStartAfter) {
   f.SetRank(1);
   Feed(f, "er\nb\n");
   EXPECT_EQ(sink.Contents(), "[3]: a\n[3]: longer\n[1]: b\n");
+  f.SetLabel("localhost/3");  // (a worker in no world)
+  Feed(f, "d\n");
   LineForwarder plain(3, sink.fd(), false);
   plain.SetRank(1);
+  plain.SetLabel("x");
   Feed(plain, "c\n");
-  EXPECT_EQ(sink.Contents(), "[3]: a\n[3]: longer\n[1]: b\nc\n");
+  EXPECT_EQ(sink.Contents(), "[3]: a\n[3]: longer\n[1]: b\n[localhost/3]: d\nc\n");
 }
 
 TEST(LineForwarder, JoinsLinesSplitAcrossFeeds) {

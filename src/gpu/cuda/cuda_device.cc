@@ -21,9 +21,10 @@ namespace {
 using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
 
 // A lone part of this many bytes or more is copied by the driver, smaller
-// ones by Hora's kernel (BatchedCopy). On an H200 the kernel finished
-// sooner up to 16 MiB, the driver at 64 MiB (docs/gpu.md); 32 MiB is
-// between the two.
+// ones by Hora's kernel (BatchedCopy). On an H200 the kernel with one part
+// finished sooner up to 1 MiB and with two parts up to 16 MiB, the driver
+// at 64 MiB (docs/gpu.md); 32 MiB is between. (One part gets half the
+// blocks of two from 4 MiB up: the one-part kernel there is still to time.)
 constexpr size_t kDriverCopyFrom = size_t{32} << 20;
 
 cudaStream_t AsCuda(Stream s) { return reinterpret_cast<cudaStream_t>(s.id); }
