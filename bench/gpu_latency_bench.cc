@@ -226,10 +226,17 @@ int Run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  constexpr const char* kUsage =
+      "usage: hora-gpu-latency [--sizes 4,64M] [--iters N] [--ways sync,memcpy,...]\n"
+      "Times one rank's GPU allreduce back to back beside the same copy done by hand and by\n"
+      "NCCL (HORA_DEVICE=cuda on a GPU; the host device elsewhere).\n";
+  if (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   Args a;
   if (!Parse(argc, argv, &a)) {
-    std::fprintf(stderr,
-                 "usage: hora-gpu-latency [--sizes 4,64M] [--iters N] [--ways sync,memcpy,...]\n");
+    std::fputs(kUsage, stderr);
     return 2;
   }
   return Run(a);

@@ -479,9 +479,8 @@ PYBIND11_MODULE(_core, m) {
           },
           a("host_array"), py::arg("later") = py::none(), py::arg("delay_s") = 0.0,
           py::arg("device") = py::none(),
-          "A copy of a CPU tensor on GPU `device` (None: this rank's GPU, the one it opened, "
-          "else 0), optionally overwritten by `later` delay_s later on a producer stream of "
-          "its own (for tests).")
+          "For tests: a CPU tensor copied to GPU `device` (None: the rank's), overwritten by "
+          "`later` delay_s later on a producer stream of its own if given.")
       .def(
           "_read_device",
           [](PySession& s, const py::object& t, std::optional<uint64_t> after) {
@@ -493,8 +492,7 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "_device_stream",
           [](PySession& s) { return StreamsOf(s.Get())(RankOrdinal(s.Get(), py::none())); },
-          "The stream of this rank's GPU (the one it opened, else 0) on which Hora works (for "
-          "tests); None without one.")
+          "For tests: the stream of the rank's GPU on which Hora works; None without one.")
       .def_property_readonly(
           "mpi_enabled", [](PySession& s) { return s.Get().mpi_enabled(); },
           "True when this job initialised or uses MPI (transport, backend or rendezvous).")
