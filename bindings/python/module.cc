@@ -479,16 +479,14 @@ PYBIND11_MODULE(_core, m) {
           },
           a("host_array"), py::arg("later") = py::none(), py::arg("delay_s") = 0.0,
           py::arg("device") = py::none(),
-          "For tests: a CPU tensor copied to GPU `device` (None: the rank's), overwritten by "
-          "`later` delay_s later on a producer stream of its own if given.")
+          "For tests: a CPU tensor on GPU `device` (None: the rank's); `later` rewrites it.")
       .def(
           "_read_device",
           [](PySession& s, const py::object& t, std::optional<uint64_t> after) {
             return DeviceBuffer::ReadBack(s.Get(), t, after);
           },
           a("tensor"), py::arg("after") = py::none(),
-          "The bytes of a GPU tensor, copied to the host; given a stream, after the work "
-          "queued on it so far (for tests).")
+          "For tests: a GPU tensor's bytes, after the work queued so far on stream `after`.")
       .def(
           "_device_stream",
           [](PySession& s) { return StreamsOf(s.Get())(RankOrdinal(s.Get(), py::none())); },
