@@ -7,6 +7,8 @@
 //   memcpy      a copy within the device (cudaMemcpyAsync), then the event
 //   batched     Hora's batched copy with one part, then the event
 //   batched2    the same bytes in two parts (the kernel), then the event
+//   batched-rt  the one-part kernel launched by the CUDA runtime (<<<>>>),
+//               where Hora's device launches it through the driver
 //   *-call      the enqueueing call alone (the host's part; its wait untimed)
 //   nccl        ncclAllReduce at one rank, then the event (where NCCL loads)
 //   hora        Session::AllreduceAsync + Handle::Wait, the tensor named, on
@@ -15,6 +17,13 @@
 //   hora-anon   the same, unnamed (a new name each call, as hora-bench's)
 //   hora-submit AllreduceAsync alone (its Wait untimed)
 // Run alone (one rank); HORA_DEVICE=cuda on a GPU, host elsewhere.
+// Back to back, every call finds the caches warm. Two options make each
+// timed call follow, untimed, what hora-bench does before it (and what a
+// training step's compute does to the host's caches):
+//   --cold BYTES  the host writes BYTES of memory of its own (its caches
+//                 then hold none of Hora's or NCCL's data)
+//   --upload      the input is copied from pinned host memory to the GPU,
+//                 and the host waits for it
 //
 //   HORA_DEVICE=cuda build/bin/hora-gpu-latency --sizes 4,64M --iters 2000
 //   ... --ways hora,nccl   (those ways only)
@@ -31,6 +40,9 @@
 #include "backends/nccl/nccl.h"
 #include "common/units.h"
 #include "hora/hora.h"
+#ifdef HORA_LATENCY_CUDA
+#include "gpu/cuda/cuda_kernels.h"
+#endif
 
 namespace {
 
@@ -42,6 +54,8 @@ struct Args {
   std::vector<size_t> sizes = {4, size_t{64} << 20};
   int iters = 1000;
   std::string ways;  // a comma-separated list; empty: all
+  size_t cold = 0;   // bytes the host writes before each timed call
+  bool upload = false;
   bool Wants(const std::string& way) const {
     return ways.empty() || ("," + ways + ",").find("," + way + ",") != std::string::npos;
   }
@@ -50,12 +64,20 @@ struct Args {
 bool Parse(int argc, char** argv, Args* a) {
   for (int i = 1; i < argc; ++i) {
     const std::string k = argv[i];
+    if (k == "--upload") {
+      a->upload = true;
+      continue;
+    }
     if (i + 1 >= argc) return false;
     const std::string v = argv[++i];
     if (k == "--ways") {
       a->ways = v;
     } else if (k == "--iters") {
       a->iters = std::max(1, std::stoi(v));
+    } else if (k == "--cold") {
+      const std::optional<uint64_t> n = ParseBytes(v);
+      if (!n) return false;
+      a->cold = *n;
     } else if (k == "--sizes") {
       a->sizes.clear();
       size_t at = 0;
@@ -75,8 +97,12 @@ bool Parse(int argc, char** argv, Args* a) {
 
 double Micros(Duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
 
-// Times `step` --iters times (after a tenth as warm-up): p50 and mean, in us.
-void Time(const Args& a, const char* what, size_t bytes,
+// What each timed call follows, untimed (--cold, --upload).
+using Before = std::function<void()>;
+
+// Times `step` --iters times (after a tenth as warm-up), each after
+// `before`: p50 and mean, in us.
+void Time(const Args& a, const Before& before, const char* what, size_t bytes,
           const std::function<Status(Duration*)>& step) {
   if (!a.Wants(what)) return;
   const int iters = a.iters;
@@ -84,6 +110,7 @@ void Time(const Args& a, const char* what, size_t bytes,
   us.reserve(static_cast<size_t>(iters));
   for (int i = 0; i < iters + iters / 10; ++i) {
     Duration d{};
+    before();
     const Status st = step(&d);
     if (!st.ok()) {
       std::printf("%12zu  %-12s failed: %s\n", bytes, what, st.ToString().c_str());
@@ -142,10 +169,15 @@ int Run(const Args& a) {
       if (auto c = nccl->InitRank(*id, 1, 0, dev, kTimeout); c.ok()) comm = std::move(*c);
     }
   }
-  std::printf("# hora-gpu-latency on %s, %d iterations; NCCL: %s\n", dev.info().name.c_str(),
-              a.iters, comm ? nccl->version().c_str() : "none");
+  std::printf(
+      "# hora-gpu-latency on %s, %d iterations; NCCL: %s; before each: %zu bytes "
+      "written by the host%s\n",
+      dev.info().name.c_str(), a.iters, comm ? nccl->version().c_str() : "none", a.cold,
+      a.upload ? ", the input uploaded" : "");
   std::printf("# %10s  %-12s %10s %10s %10s\n", "bytes", "way", "p50(us)", "mean(us)", "p99(us)");
   const Device where{DeviceType::kCUDA, dev.info().ordinal};
+  std::vector<unsigned char> cold(a.cold);
+  unsigned char fill = 0;
   for (const size_t bytes : a.sizes) {
     const size_t count = std::max<size_t>(bytes / 4, 1);
     Result<void*> in = dev.Allocate(count * 4);
@@ -153,26 +185,53 @@ int Run(const Args& a) {
     if (!in.ok() || !out.ok()) return 1;
     (void)dev.Memset(*in, 0, count * 4, stream);
     (void)wait();
+    Result<void*> pinned = a.upload ? dev.AllocatePinned(count * 4) : Result<void*>(nullptr);
+    if (!pinned.ok()) return 1;
+    const Before prepare = [&] {
+      if (a.cold > 0) {
+        ++fill;  // (a new value each time: every line is written)
+        std::memset(cold.data(), fill, cold.size());
+      }
+      if (a.upload) {
+        (void)dev.Copy(*in, *pinned, count * 4, gpu::CopyKind::kHostToDevice, stream);
+        (void)wait();
+      }
+    };
     const TensorView tin(*in, DataType::kFloat32, {static_cast<int64_t>(count)}, where);
     const TensorView tout(*out, DataType::kFloat32, {static_cast<int64_t>(count)}, where);
-    Time(a, "sync", bytes, Whole([&] { return wait(); }));
-    Time(a, "memcpy", bytes, Whole([&] {
+    Time(a, prepare, "sync", bytes, Whole([&] { return wait(); }));
+    Time(a, prepare, "memcpy", bytes, Whole([&] {
            HORA_RETURN_IF_ERROR(
                dev.Copy(*out, *in, count * 4, gpu::CopyKind::kDeviceToDevice, stream));
            return wait();
          }));
     const gpu::CopyPart part{*out, *in, count * 4};
-    Time(a, "batched", bytes, Whole([&] {
+    Time(a, prepare, "batched", bytes, Whole([&] {
            HORA_RETURN_IF_ERROR(dev.BatchedCopy({&part, 1}, stream));
            return wait();
          }));
     const gpu::CopyPart halves[2] = {{*out, *in, count * 2},
                                      {static_cast<char*>(*out) + count * 2,
                                       static_cast<const char*>(*in) + count * 2, count * 2}};
-    Time(a, "batched2", bytes, Whole([&] {
+    Time(a, prepare, "batched2", bytes, Whole([&] {
            HORA_RETURN_IF_ERROR(dev.BatchedCopy({halves, 2}, stream));
            return wait();
          }));
+#ifdef HORA_LATENCY_CUDA
+    const bool on_cuda = dev.info().name.rfind("host device", 0) != 0;
+    const auto runtime_launch = [&] {
+      return cudaSuccess == gpu::cuda::LaunchBatchedCopy(&part, 1, dev.info().multiprocessors,
+                                                         reinterpret_cast<cudaStream_t>(stream.id))
+                 ? Status::Ok()
+                 : InternalError("the runtime's launch failed");
+    };
+    if (on_cuda) {
+      Time(a, prepare, "batched-rt", bytes, Whole([&] {
+             HORA_RETURN_IF_ERROR(runtime_launch());
+             return wait();
+           }));
+    }
+#endif
     // The enqueueing calls alone (what the host spends; the waits untimed).
     auto call_only = [&](const std::function<Status()>& call) {
       return [&, call](Duration* d) {
@@ -183,27 +242,37 @@ int Run(const Args& a) {
         return wait();
       };
     };
-    Time(a, "memcpy-call", bytes, call_only([&] {
+    Time(a, prepare, "memcpy-call", bytes, call_only([&] {
            return dev.Copy(*out, *in, count * 4, gpu::CopyKind::kDeviceToDevice, stream);
          }));
-    Time(a, "batched-call", bytes, call_only([&] { return dev.BatchedCopy({&part, 1}, stream); }));
-    Time(a, "batched2-call", bytes, call_only([&] {
+    Time(a, prepare, "batched-call", bytes, call_only([&] {
+           return dev.BatchedCopy({&part, 1}, stream);
+         }));
+    Time(a, prepare, "batched2-call", bytes, call_only([&] {
            return dev.BatchedCopy({halves, 2}, stream);
          }));
-    Time(a, "record-call", bytes, call_only([&] { return dev.Record(e, stream); }));
+#ifdef HORA_LATENCY_CUDA
+    if (on_cuda) Time(a, prepare, "batched-rt-call", bytes, call_only(runtime_launch));
+#endif
     if (comm) {
-      Time(a, "nccl", bytes, Whole([&] {
+      Time(a, prepare, "nccl-call", bytes, call_only([&] {
+             return comm->AllReduce(*in, *out, count, DataType::kFloat32, ReduceOp::kSum, stream);
+           }));
+    }
+    Time(a, prepare, "record-call", bytes, call_only([&] { return dev.Record(e, stream); }));
+    if (comm) {
+      Time(a, prepare, "nccl", bytes, Whole([&] {
              HORA_RETURN_IF_ERROR(
                  comm->AllReduce(*in, *out, count, DataType::kFloat32, ReduceOp::kSum, stream));
              return wait();
            }));
     }
     const Session::EngineCounters before = s.engine_counters();
-    Time(a, "hora", bytes,
+    Time(a, prepare, "hora", bytes,
          Whole([&] { return s.AllreduceAsync("t", tin, tout).Wait(kWaitAsLongAsItTakes); }));
-    Time(a, "hora-anon", bytes,
+    Time(a, prepare, "hora-anon", bytes,
          Whole([&] { return s.AllreduceAsync("", tin, tout).Wait(kWaitAsLongAsItTakes); }));
-    Time(a, "hora-submit", bytes, [&](Duration* d) {
+    Time(a, prepare, "hora-submit", bytes, [&](Duration* d) {
       const TimePoint t0 = Clock::now();
       Handle h = s.AllreduceAsync("t", tin, tout);
       *d = Clock::now() - t0;
@@ -215,6 +284,7 @@ int Run(const Args& a) {
                 bytes, static_cast<unsigned long long>(after.alone_batches - before.alone_batches),
                 static_cast<unsigned long long>(after.nccl_batches - before.nccl_batches),
                 static_cast<unsigned long long>(after.cycles - before.cycles));
+    if (*pinned != nullptr) (void)dev.FreePinned(*pinned);
     (void)dev.Free(*in);
     (void)dev.Free(*out);
   }
@@ -228,6 +298,7 @@ int Run(const Args& a) {
 int main(int argc, char** argv) {
   constexpr const char* kUsage =
       "usage: hora-gpu-latency [--sizes 4,64M] [--iters N] [--ways sync,memcpy,...]\n"
+      "                        [--cold BYTES] [--upload]\n"
       "Times one rank's GPU allreduce back to back beside the same copy done by hand and by\n"
       "NCCL (HORA_DEVICE=cuda on a GPU; the host device elsewhere).\n";
   if (argc == 2 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {

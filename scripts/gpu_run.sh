@@ -18,14 +18,17 @@
 #              -> profile.txt
 #   latency    where a one-rank GPU allreduce's time goes, beside NCCL
 #              (hora-gpu-latency) -> latency.txt
-#   all        the six in order
+#   cold       the same, each call after the host wrote 64 MiB of its own
+#              (cold caches), then after an upload of the input, as in
+#              hora-bench -> cold.txt
+#   all        the seven in order
 # HORA_GPU_TARGETS (a list) builds those targets only.
 # Every step prints what it ran and its exit code; a failing step does not
 # stop the next ones under `all`. Record what ran, on which GPU, in
 # docs/gpu.md.
 set -uo pipefail
 if [[ $# -eq 0 || "$1" == "-h" || "$1" == "--help" ]]; then
-  sed -n '3,25p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'
   [[ $# -eq 0 ]] && exit 2 || exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -188,6 +191,15 @@ latency_step() {
   return $rc
 }
 
+cold_step() {
+  local rc=0 ways=memcpy,batched,batched-call,nccl,hora,hora-submit
+  HORA_DEVICE=cuda run cold.txt "$build/bin/hora-gpu-latency" --sizes 4,256K,4M,64M --iters 200 \
+    --ways $ways --cold 64M || rc=1
+  HORA_DEVICE=cuda run cold.txt "$build/bin/hora-gpu-latency" --sizes 4,256K,4M,64M --iters 200 \
+    --ways $ways --upload || rc=1
+  return $rc
+}
+
 status=0
 for step in "$@"; do
   case $step in
@@ -197,6 +209,7 @@ for step in "$@"; do
     bench) bench_step || status=1 ;;
     profile) profile_step || status=1 ;;
     latency) latency_step || status=1 ;;
+    cold) cold_step || status=1 ;;
     all)
       inventory
       build_step || status=1
@@ -204,8 +217,9 @@ for step in "$@"; do
       bench_step || status=1
       profile_step || status=1
       latency_step || status=1
+      cold_step || status=1
       ;;
-    *) echo "gpu_run.sh: unknown step '$step' (inventory, build, test, bench, profile, latency, all)" >&2; exit 2 ;;
+    *) echo "gpu_run.sh: unknown step '$step' (inventory, build, test, bench, profile, latency, cold, all)" >&2; exit 2 ;;
   esac
 done
 exit $status

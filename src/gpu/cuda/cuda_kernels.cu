@@ -1,4 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include <cuda.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -246,12 +248,39 @@ __global__ void BatchedCopyKernel(const __grid_constant__ CopyParts<kCapacity> p
   for (size_t i = start; i < p.bytes; i += stride) dst[i] = src[i];
 }
 
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**);
+
+// The kernel for `kCapacity` parts: its index in CopyLauncher::functions.
 template <int kCapacity>
-cudaError_t LaunchCopies(const CopyPart* parts, int n, dim3 grid, cudaStream_t stream) {
+constexpr int CapacityIndex() {
+  return kCapacity == 1 ? 0 : kCapacity == 8 ? 1 : kCapacity == 64 ? 2 : 3;
+}
+
+template <int kCapacity>
+cudaError_t LaunchCopies(const CopyPart* parts, int n, dim3 grid, cudaStream_t stream,
+                         const CopyLauncher* launcher) {
   CopyParts<kCapacity> all{};
   for (int i = 0; i < n; ++i) all.part[i] = parts[i];
+  if (launcher != nullptr && launcher->launch != nullptr) {
+    void* args[] = {&all};
+    const auto f = static_cast<CUfunction>(launcher->functions[CapacityIndex<kCapacity>()]);
+    const CUresult rc = reinterpret_cast<LaunchFn>(launcher->launch)(
+        f, grid.x, grid.y, 1, kThreads, 1, 1, 0, reinterpret_cast<CUstream>(stream), args, nullptr);
+    if (rc == CUDA_SUCCESS) return cudaSuccess;
+    // (Refused: the runtime's launch below says why, in its own terms.)
+  }
   BatchedCopyKernel<kCapacity><<<grid, kThreads, 0, stream>>>(all);
   return cudaGetLastError();
+}
+
+template <int kCapacity>
+cudaError_t FunctionOf(CopyLauncher* launcher) {
+  cudaFunction_t f = nullptr;
+  const cudaError_t rc =
+      cudaGetFuncBySymbol(&f, reinterpret_cast<const void*>(&BatchedCopyKernel<kCapacity>));
+  launcher->functions[CapacityIndex<kCapacity>()] = f;
+  return rc;
 }
 
 }  // namespace
@@ -357,8 +386,27 @@ cudaError_t LaunchFill(void* data, const void* value, size_t element_bytes, size
   return cudaGetLastError();
 }
 
+cudaError_t OpenCopyLauncher(CopyLauncher* launcher) {
+  CopyLauncher l;
+  cudaDriverEntryPointQueryResult found{};
+  cudaError_t rc = cudaGetDriverEntryPointByVersion("cuLaunchKernel", &l.launch, 12000,
+                                                    cudaEnableDefault, &found);
+  if (rc == cudaSuccess && (found != cudaDriverEntryPointSuccess || l.launch == nullptr)) {
+    rc = cudaErrorSymbolNotFound;
+  }
+  if (rc == cudaSuccess) rc = FunctionOf<1>(&l);
+  if (rc == cudaSuccess) rc = FunctionOf<8>(&l);
+  if (rc == cudaSuccess) rc = FunctionOf<64>(&l);
+  if (rc == cudaSuccess) rc = FunctionOf<kMaxCopyParts>(&l);
+  *launcher = rc == cudaSuccess ? l : CopyLauncher{};
+  // (The runtime keeps the error for its next cudaGetLastError, which a
+  // launch would then report as its own.)
+  if (rc != cudaSuccess) (void)cudaGetLastError();
+  return rc;
+}
+
 cudaError_t LaunchBatchedCopy(const CopyPart* parts, int n, int multiprocessors,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const CopyLauncher* launcher) {
   if (n < 0 || n > kMaxCopyParts) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   size_t largest = 0;
@@ -370,10 +418,10 @@ cudaError_t LaunchBatchedCopy(const CopyPart* parts, int n, int multiprocessors,
   const size_t most = static_cast<size_t>(multiprocessors > 0 ? multiprocessors : 1) * 8;
   const unsigned x = static_cast<unsigned>(per_part < 1 ? 1 : (per_part < most ? per_part : most));
   const dim3 grid(x, static_cast<unsigned>(n));
-  if (n == 1) return LaunchCopies<1>(parts, n, grid, stream);
-  if (n <= 8) return LaunchCopies<8>(parts, n, grid, stream);
-  if (n <= 64) return LaunchCopies<64>(parts, n, grid, stream);
-  return LaunchCopies<kMaxCopyParts>(parts, n, grid, stream);
+  if (n == 1) return LaunchCopies<1>(parts, n, grid, stream, launcher);
+  if (n <= 8) return LaunchCopies<8>(parts, n, grid, stream, launcher);
+  if (n <= 64) return LaunchCopies<64>(parts, n, grid, stream, launcher);
+  return LaunchCopies<kMaxCopyParts>(parts, n, grid, stream, launcher);
 }
 
 }  // namespace hora::gpu::cuda

@@ -34,8 +34,21 @@ cudaError_t LaunchDivideInt(DataType dtype, int world_size, void* data, size_t c
 // Every element of `data` set to the `element_bytes` bytes at `value`.
 cudaError_t LaunchFill(void* data, const void* value, size_t element_bytes, size_t count,
                        int multiprocessors, cudaStream_t stream);
-// The parts (n <= kMaxCopyParts) copied, one launch.
+// The copy kernel's launches through the driver (cuLaunchKernel), its
+// functions looked up once. The runtime's launch (<<<>>>) finds the
+// function from its host stub at every call, which a one-rank
+// collective's latency pays. Empty: the runtime launches.
+struct CopyLauncher {
+  void* launch = nullptr;   // cuLaunchKernel
+  void* functions[4] = {};  // the kernel for 1, 8, 64 and 256 parts
+};
+// `launcher` filled for the calling thread's current device. When the
+// driver cannot give the functions, it is left empty and the error is
+// returned (the launches then go through the runtime).
+cudaError_t OpenCopyLauncher(CopyLauncher* launcher);
+// The parts (n <= kMaxCopyParts) copied, one launch: through `launcher`
+// where it is open, else (or if the driver refuses) through the runtime.
 cudaError_t LaunchBatchedCopy(const CopyPart* parts, int n, int multiprocessors,
-                              cudaStream_t stream);
+                              cudaStream_t stream, const CopyLauncher* launcher = nullptr);
 
 }  // namespace hora::gpu::cuda
