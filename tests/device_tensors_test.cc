@@ -524,13 +524,14 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 
 // A device that fails before the collective (here: memory freed behind
 // Hora's back, so the copy in fails) fails that rank's handle, and nobody is
-// left waiting; the job goes on, and the next allreduce is whole.
+// left waiting; the job goes on, and the next allreduce is whole. Every
+// other rank's allreduce fails naming it: results without its data are not
+// given.
 //  - Staged: the collective still runs with identity values for that rank,
-//    and the others get the sum of theirs. Through NCCL the same, here with
-//    the host device's NCCL, which reads memory it cannot reach as zeros
-//    (NCCL on a GPU would read what is there, or fault).
-//  - On the window: the failure goes with the rank's step, and every rank's
-//    allreduce fails naming it (results without its data are not given).
+//    and the ranks are told after it (engine/batch_verdict.h). Through NCCL
+//    the same, here with the host device's NCCL, which cannot read the
+//    freed memory (NCCL on a GPU would read what is there, or fault).
+//  - On the window: the failure goes with the rank's step.
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   const int n = World();
   if (n < 2) GTEST_SKIP() << "others waiting needs two ranks";
@@ -539,7 +540,6 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "freed memory that faults";
   ThreadRanks job(n, Staged());
   constexpr size_t kCount = 64;
-  std::vector<std::vector<uint8_t>> got(static_cast<size_t>(n));
   // A first allreduce sets up what stays (the window, staging buffers), so
   // that nothing is allocated where the freed tensor was.
   ExpectAllOk(job.Run(
@@ -556,15 +556,9 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
     Handle h = s.AllreduceAsync("freed", v, v, {ReduceOp::kSum});
     if (r == 1) HORA_RETURN_IF_ERROR((*dev)->Free(d));  // before the others come
     Status done = h.Wait(kForever);
-    if (r != 1) {
-      got[static_cast<size_t>(r)].resize(kCount * 4);
-      HORA_RETURN_IF_ERROR(gpu::CopyDeviceToHost(**dev, got[static_cast<size_t>(r)].data(), d,
-                                                 kCount * 4, std::chrono::seconds(30)));
-      HORA_RETURN_IF_ERROR((*dev)->Free(d));
-    }
+    if (r != 1) HORA_RETURN_IF_ERROR((*dev)->Free(d));
     return done;
   });
-  const float others = static_cast<float>(n * (n + 1) / 2 - 2);  // all but rank 1's
   for (int r = 0; r < n; ++r) {
     const Status& s = st[static_cast<size_t>(r)];
     if (r == 1) {
@@ -573,21 +567,15 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
           << s.ToString();
       continue;
     }
-    if (OnWindow()) {
-      EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
-      EXPECT_NE(s.message().find("allreduce 'freed'"), std::string::npos) << s.ToString();
-      EXPECT_NE(s.message().find("rank 1 failed on its GPU during this allreduce"),
-                std::string::npos)
-          << s.ToString();
-      continue;
-    }
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    float v;
-    std::memcpy(&v, got[static_cast<size_t>(r)].data(), 4);
-    EXPECT_EQ(v, others) << "rank " << r;
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
+    EXPECT_NE(s.message().find("allreduce 'freed'"), std::string::npos) << s.ToString();
+    const std::string named = OnWindow() ? "rank 1 failed on its GPU during this allreduce"
+                                         : "rank 1 could not give its data to this allreduce";
+    EXPECT_NE(s.message().find(named), std::string::npos) << s.ToString();
   }
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
-  // The next allreduce, on the same path, has every rank's data.
+  // The next allreduce, on the same path (through NCCL: a communicator made
+  // again, the first having been left), has every rank's data.
   ExpectAllOk(job.Run(
       [&](int r, Session& s) { return AllreduceRankValues(s, r, kCount, "the allreduce after"); }));
   ExpectThePath(job);

@@ -179,7 +179,8 @@ Status DeviceWindow::Close(Comm& comm) {
   if (stuck || verdict.stuck) {
     Leak();  // (a device may still read or write them)
     return st.ok() ? UnavailableError("the GPU windows were left in place: " + verdict.failed +
-                                      " could not finish its work on them")
+                                      (verdict.several ? " could not finish their work on them"
+                                                       : " could not finish its work on them"))
                    : st;
   }
   FreeLocal();

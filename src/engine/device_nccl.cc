@@ -49,6 +49,16 @@ void DeviceNccl::Abort(const std::string& why) {
   if (broken_.ok()) broken_ = AbortedError("the NCCL communicator was aborted: " + why);
 }
 
+void DeviceNccl::Restart(const std::string& why) {
+  Abort(why);
+  if (settings_.logger != nullptr && tried_ && unusable_.ok()) {
+    settings_.logger->Warning("NCCL's communicator is made again at the next NCCL batch: " + why);
+  }
+  tried_ = false;
+  unusable_ = Status::Ok();
+  broken_ = Status::Ok();
+}
+
 void DeviceNccl::AbortIfBroken(const Status& failed) {
   // A call that stayed in progress past the timeout, or a communicator that
   // reports an error of its own (not a refused argument: that call alone

@@ -70,6 +70,10 @@ class DeviceNccl {
 
   // Ends the communicator's work at once (the engine's end, or an error).
   void Abort(const std::string& why);
+  // Aborts the communicator, and makes the next Ready make another: every
+  // rank calls it at the same batch (a rank left NCCL: batch_verdict.h),
+  // so that their next NCCL batch starts afresh together.
+  void Restart(const std::string& why);
 
   // Queues `m`'s collective on `count` elements at `data` (device memory, in
   // place); `world` ranks.

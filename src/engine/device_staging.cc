@@ -198,10 +198,17 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
     return RunAlone(batch, rank);
   }
   if (nccl_.Wants(m, RouteBytes(batch, size), joined_any)) {
-    HORA_ASSIGN_OR_RETURN(const bool ready, nccl_.Ready(data, m, rank, size));
-    if (ready) {
+    const Result<bool> ready = nccl_.Ready(data, m, rank, size);
+    if (!ready.ok()) {
+      // (This rank cannot call NCCL, which the others may have: they learn
+      // it, and leave NCCL too, rather than wait for it there.)
+      (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
+      return ready.status();
+    }
+    if (*ready) {
       const bool shaped = m.op != OpType::kAllreduce && m.op != OpType::kBroadcast;
-      return shaped ? RunShapedOnNccl(*batch.front(), rank, size) : RunOnNccl(batch, rank, size);
+      return shaped ? RunShapedOnNccl(data, *batch.front(), rank, size)
+                    : RunOnNccl(data, batch, rank, size);
     }
   }
   if (RunsAlone(batch, size, joined_any)) return RunAlone(batch, rank);
@@ -212,7 +219,7 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
     const Status st = RunOnWindow(*comm, batch, rank, &ran);
     if (ran) return st;
   }
-  if (RunsInChunks(m)) return RunPipelined(data, batch, rank);
+  if (RunsInChunks(m)) return RunPipelined(data, batch, rank, size);
   // Adasum, and the collectives whose output Hora allocates: copied in
   // whole, run, and their results copied back before the handles complete.
   const size_t bytes = Layout(batch);
@@ -220,7 +227,9 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
   // the collective (no memory, a copy that fails or times out), the
   // collective still runs -- the other ranks are in it, and a rank that left
   // it would leave them waiting -- on host scratch holding identity values
-  // (as a joined rank's), and this rank's handles fail with the error.
+  // (as a joined rank's), and this rank's handles fail with the error. The
+  // others' fail too, told after the collective (batch_verdict.h), and get
+  // no results.
   Status staged = Prepare(bytes, batch.size() > 1 ? bytes : 0);
   if (staged.ok()) {
     // (Queued after the last batch's copies out, which read the pinned
@@ -250,8 +259,11 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
     batch[i]->input = saved_[i].first;
     batch[i]->output = saved_[i].second;
   }
+  const Status told =
+      Told(data, m, rank, size, staged.ok() ? BatchPart::kWhole : BatchPart::kStandIns);
   HORA_RETURN_IF_ERROR(staged);
   HORA_RETURN_IF_ERROR(st);
+  HORA_RETURN_IF_ERROR(told);
   if (m.op == OpType::kAllreduce) {  // (Adasum)
     Status back = CopyOut(batch, bytes);
     if (back.ok()) back = Sync("copying the results to the device");
@@ -303,7 +315,7 @@ Status DeviceStaging::CloseWindow(CollectiveBackend& data) {
 }
 
 Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                                   int rank) {
+                                   int rank, int size) {
   const RequestMeta& m = batch.front()->meta;
   const size_t bytes = Layout(batch);
   const bool fused = batch.size() > 1;
@@ -313,8 +325,12 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   const size_t chunks = chunk == 0 || bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   // `staged`: the inputs' way to host memory; `back`: the results' way back.
   // Whatever fails, the collective runs on (see Run), on identity values
-  // from the failed chunk on.
-  Status staged = Prepare(bytes, fused ? bytes : 0);
+  // from the failed chunk on, and every rank is told with the last chunk
+  // (its trailer, which the pinned buffer has room for: batch_verdict.h).
+  // The others then copy the last chunk back no more, and their handles
+  // fail; their earlier chunks back may be queued by then.
+  const size_t trailer = TrailerBytes(m, size);
+  Status staged = Prepare(bytes + trailer, fused ? bytes : 0);
   if (staged.ok()) staged = ChunkEvents(chunks);
   const char* step = "copying the inputs to host memory";
   bool queued = false;  // copies that read or write the tensors
@@ -331,7 +347,8 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
     if (!staged.ok()) LetGoPinned();
   }
   Status back;
-  std::byte* area = staged.ok() ? pinned_ : Instead(batch, bytes);
+  BatchVerdict told;  // (with the last chunk)
+  std::byte* area = staged.ok() ? pinned_ : Instead(batch, bytes + trailer);
   bool stand_ins = false;
   for (const TensorRecord* p : batch) stand_ins = stand_ins || !OnDevice(*p);
   const ChunkSteps steps{
@@ -348,18 +365,21 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
           return area + offset;
         }
         LetGoPinned();
-        area = Instead(batch, bytes);
+        area = Instead(batch, bytes + trailer);
         return area + offset;
       },
       [&](size_t offset, size_t n) {
-        if (!staged.ok() || !back.ok() || !out || n == 0) return;
+        if (!staged.ok() || !back.ok() || !told.named.ok() || !out || n == 0) return;
         std::byte* to = fused ? packed_ : static_cast<std::byte*>(batch.front()->output);
         queued = true;
         back =
             device_->Copy(to + offset, pinned_ + offset, n, gpu::CopyKind::kHostToDevice, stream_);
       }};
-  const Status st = RunInChunks(data, m, bytes, chunk, steps);
-  if (staged.ok() && back.ok() && out && fused) back = Packing(batch, false);
+  const Status st = RunInChunks(
+      data, m, bytes, chunk, steps,
+      {rank, size, [&] { return in && !staged.ok() ? BatchPart::kStandIns : BatchPart::kWhole; },
+       &told});
+  if (staged.ok() && back.ok() && told.named.ok() && out && fused) back = Packing(batch, false);
   if (queued) {
     // The handles complete now. The copies still queued (back, or in after a
     // failure) end with this event, which they wait for or hand to a stream,
@@ -370,6 +390,7 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   }
   if (!staged.ok()) return staged.WithContext(step);
   HORA_RETURN_IF_ERROR(st);
+  HORA_RETURN_IF_ERROR(told.status());
   if (!back.ok()) return back.WithContext("copying the results to the device");
   return Status::Ok();
 }
@@ -412,6 +433,15 @@ Status DeviceStaging::ChunkEvents(size_t n) {
     chunk_events_.push_back(e);
   }
   return Status::Ok();
+}
+
+Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
+                           BatchPart mine) {
+  const BatchVerdict v = AgreeOnBatch(data, m, rank, size, mine, verdict_);
+  if (v.left_nccl) {
+    nccl_.Restart("a rank left it in " + std::string(OpTypeName(m.op)) + " '" + m.name + "'");
+  }
+  return v.status();
 }
 
 Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank) {

@@ -48,6 +48,7 @@
 #include "collectives/device_window.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "engine/batch_verdict.h"
 #include "engine/device_done.h"
 #include "engine/device_nccl.h"
 #include "engine/tensor_records.h"
@@ -149,16 +150,21 @@ class DeviceStaging {
   static bool RunsAlone(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
   Status RunAlone(const std::vector<TensorRecord*>& batch, int rank);
   // Allreduce or broadcast through NCCL.
-  Status RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size);
+  Status RunOnNccl(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
+                   int size);
   // Allgather, reducescatter or alltoall through NCCL, into an output
   // allocated on the device.
-  Status RunShapedOnNccl(TensorRecord& p, int rank, int size);
+  Status RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank, int size);
+  // After a staged or NCCL collective: what every rank gave it
+  // (batch_verdict.h). A rank that left NCCL leaves it on every rank.
+  Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine);
   // The size by which HORA_GPU_BACKEND=auto routes `batch`, the same on
   // every rank: its bytes (allreduce, broadcast, reducescatter), allgather's
   // output, alltoall's mean input. Sets Layout's offsets.
   size_t RouteBytes(const std::vector<TensorRecord*>& batch, int size);
   // Allreduce and broadcast, in chunks.
-  Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank);
+  Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
+                      int size);
   // The batched copy into the device fusion buffer (a fused batch), then the
   // chunks' copies to pinned memory, each followed by its event.
   Status QueueCopiesIn(const std::vector<TensorRecord*>& batch, size_t bytes, size_t chunk);
@@ -197,6 +203,7 @@ class DeviceStaging {
   uint64_t alone_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
+  std::vector<uint8_t> verdict_;             // (Told's)
   std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back
   std::shared_ptr<DoneEvents> done_events_;  // MarkDone's, made at the first
   bool prepared_ = false;

@@ -10,7 +10,8 @@
 
 namespace hora {
 
-Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int rank, int size) {
+Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                                int rank, int size) {
   ++nccl_batches_;
   const RequestMeta& m = batch.front()->meta;
   const size_t bytes = Layout(batch);
@@ -31,6 +32,7 @@ Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int ran
     // NCCL is called whatever happened before, since the other ranks are in
     // it: this rank gives identity values instead (zeros for a broadcast),
     // as a joined rank does, in a buffer of its own, and its handles fail.
+    // The others' fail too, told after the call (batch_verdict.h).
     Status own = Prepare(0, bytes);
     area = own.ok() ? packed_ : nullptr;
     if (own.ok() && bytes > 0) {
@@ -44,13 +46,19 @@ Status DeviceStaging::RunOnNccl(const std::vector<TensorRecord*>& batch, int ran
       // out, rather than reduce what this rank has not got).
       nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + own.ToString());
       (void)MarkDone(batch, rank);
+      (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
       return st.WithContext("NCCL");
     }
   }
   const Status called = m.op == OpType::kBroadcast
                             ? nccl_.Broadcast(area, bytes, m.root)
                             : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);
+  // (A call that was not queued here leaves the others' waiting in NCCL.)
+  BatchPart mine = !st.ok() && gives ? BatchPart::kStandIns : BatchPart::kWhole;
+  if (!called.ok()) mine = BatchPart::kRefused;
+  const Status told = Told(data, m, rank, size, mine);
   if (st.ok()) st = called;
+  if (st.ok()) st = told;
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
@@ -69,16 +77,18 @@ size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int si
   return m.op == OpType::kAllgather ? all : all / static_cast<size_t>(size);
 }
 
-Status DeviceStaging::RunShapedOnNccl(TensorRecord& p, int rank, int size) {
+Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank,
+                                      int size) {
   ++nccl_batches_;
   const RequestMeta& m = p.meta;
   const ShapedPlan plan = PlanShaped(m, p.rows, rank, size);
   const std::vector<TensorRecord*> batch{&p};
   // Where a rank cannot take part (no memory for its output, or for its
-  // prescaled input), it leaves NCCL: the others' calls then fail or time
-  // out, rather than use what this rank has not got.
+  // prescaled input), it leaves NCCL, and tells the others, which leave it
+  // too: their calls fail, rather than use what this rank has not got.
   auto leave = [&](const Status& why) {
     nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + why.ToString());
+    (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
     return why.WithContext("NCCL");
   };
   Result<void*> mem = device_->Allocate(plan.out_bytes);
@@ -111,6 +121,8 @@ Status DeviceStaging::RunShapedOnNccl(TensorRecord& p, int rank, int size) {
       break;
     }
   }
+  const Status told = Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kRefused);
+  if (st.ok()) st = told;
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));

@@ -202,6 +202,7 @@ class Engine final : public Driver {
   StandIns stand_ins_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
+  std::vector<uint8_t> verdict_ HORA_GUARDED_BY(cycle_mu_);  // (a joined rank's AgreeOnBatch)
   gpu::LazyDevice* const devices_;
   // GPU tensors' way through the backend, made at the first.
   std::unique_ptr<DeviceStaging> staging_ HORA_GUARDED_BY(cycle_mu_);

@@ -97,9 +97,18 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) 
     st = RunOnDevice(batch, joined_any);
   } else if (m.device == DeviceType::kCUDA && RunsInChunks(m)) {
     // A joined rank's stand-ins for GPU tensors: in chunks, as the others.
-    st = RunStandInsInChunks(data_, batch, &fusion_);
+    // (with what each rank gave it: batch_verdict.h)
+    st = RunStandInsInChunks(data_, batch, &fusion_, rank_, size_);
   } else {
     st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+    if (m.device == DeviceType::kCUDA && m.op != OpType::kBarrier && m.op != OpType::kJoin &&
+        size_ > 1) {
+      // A joined rank's stand-ins for GPU tensors, whole: the others' staged
+      // batch ends with what each rank gave it (batch_verdict.h). Its results
+      // are nobody's: only a failure to agree matters here.
+      const Status told = AgreeOnBatch(data_, m, rank_, size_, BatchPart::kWhole, verdict_).ran;
+      if (st.ok()) st = told;
+    }
   }
   if (!st.ok()) {
     st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");

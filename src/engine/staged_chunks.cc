@@ -19,17 +19,32 @@ size_t ChunkBytes(const RequestMeta& m, size_t chunk, size_t total) {
 }
 
 Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, size_t chunk,
-                   const ChunkSteps& steps) {
+                   const ChunkSteps& steps, const ChunkVerdict& verdict) {
   const size_t step = chunk == 0 ? std::max<size_t>(bytes, 1) : chunk;
   const size_t esize = DataTypeSize(m.dtype);
+  const size_t trailer = verdict.told != nullptr ? TrailerBytes(m, verdict.size) : 0;
   size_t offset = 0;
   do {
     const size_t n = std::min(step, bytes - offset);
+    const bool last = offset + n >= bytes;
     std::byte* at = steps.before(offset, n);
+    size_t with = n;
+    if (last && trailer > 0) {
+      PutTrailer(m, verdict.rank, verdict.size, verdict.mine(), at + n);
+      with += trailer;
+    }
     const Status st = m.op == OpType::kBroadcast
-                          ? data.Broadcast(at, n, m.root)
-                          : data.Allreduce({at, at, n / esize, m.dtype, m.reduction});
+                          ? data.Broadcast(at, with, m.root)
+                          : data.Allreduce({at, at, with / esize, m.dtype, m.reduction});
     HORA_RETURN_IF_ERROR(st);
+    if (last && verdict.told != nullptr) {
+      if (trailer > 0) {
+        *verdict.told = ReadTrailer(m, verdict.rank, verdict.size, at + n);
+      } else {
+        std::vector<uint8_t> scratch;
+        *verdict.told = AgreeOnBatch(data, m, verdict.rank, verdict.size, verdict.mine(), scratch);
+      }
+    }
     steps.after(offset, n);
     offset += n;
   } while (offset < bytes);
@@ -37,14 +52,15 @@ Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, 
 }
 
 Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           std::vector<std::byte>* fusion) {
+                           std::vector<std::byte>* fusion, int rank, int size) {
   const RequestMeta& m = batch.front()->meta;
   std::byte* area = static_cast<std::byte*>(batch.front()->input);
   size_t bytes = m.num_bytes();
-  if (batch.size() > 1) {  // (only allreduces fuse)
+  const size_t trailer = TrailerBytes(m, size);
+  if (batch.size() > 1 || trailer > 0) {  // (only allreduces fuse)
     bytes = 0;
     for (const TensorRecord* p : batch) bytes += p->meta.num_bytes();
-    if (fusion->size() < bytes) fusion->resize(bytes);
+    if (fusion->size() < bytes + trailer) fusion->resize(bytes + trailer);
     area = fusion->data();
     size_t offset = 0;
     for (const TensorRecord* p : batch) {
@@ -53,10 +69,14 @@ Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorReco
       offset += n;
     }
   }
-  // (A stand-in's results are dropped: nothing copies them back.)
-  return RunInChunks(
-      data, m, bytes, ChunkBytes(m, m.staging_chunk, bytes),
-      {[area](size_t offset, size_t) { return area + offset; }, [](size_t, size_t) {}});
+  // (A stand-in's results are dropped: nothing copies them back. Nor does
+  // another rank's failure fail this rank, whose handle is its join's.)
+  BatchVerdict told;
+  HORA_RETURN_IF_ERROR(
+      RunInChunks(data, m, bytes, ChunkBytes(m, m.staging_chunk, bytes),
+                  {[area](size_t offset, size_t) { return area + offset; }, [](size_t, size_t) {}},
+                  {rank, size, [] { return BatchPart::kWhole; }, &told}));
+  return told.ran;
 }
 
 }  // namespace hora

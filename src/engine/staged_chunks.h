@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "engine/batch_verdict.h"
 #include "engine/tensor_records.h"
 
 namespace hora {
@@ -41,15 +42,29 @@ struct ChunkSteps {
   std::function<void(size_t offset, size_t n)> after;
 };
 
+// The batch's verdict (batch_verdict.h): this rank, the ranks, what this
+// rank gave (asked once its last chunk's place is known), and where to put
+// what every rank gave.
+struct ChunkVerdict {
+  int rank = 0;
+  int size = 1;
+  std::function<BatchPart()> mine;
+  BatchVerdict* told = nullptr;
+};
+
 // Runs `m`'s collective over `bytes` packed bytes in chunks of `chunk`
 // (ChunkBytes; 0: one), at least one call. Each chunk's error ends it.
+// The verdict is told with the last chunk, before its `after`: in a trailer
+// of TrailerBytes(m, size) bytes, which the last chunk's place has room
+// for after its own bytes, or by AgreeOnBatch.
 Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, size_t chunk,
-                   const ChunkSteps& steps);
+                   const ChunkSteps& steps, const ChunkVerdict& verdict);
 
 // A joined rank's batch of stand-ins for GPU tensors: packed into `fusion`
-// (one tensor: where it is) and run as RunInChunks does, in the chunks the
-// ranks agreed on (RequestMeta::staging_chunk).
+// (one tensor without room for the trailer: where it is) and run as
+// RunInChunks does, in the chunks the ranks agreed on
+// (RequestMeta::staging_chunk), with the verdict.
 Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           std::vector<std::byte>* fusion);
+                           std::vector<std::byte>* fusion, int rank, int size);
 
 }  // namespace hora
