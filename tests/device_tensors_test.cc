@@ -528,9 +528,9 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 // other rank's allreduce fails naming it: results without its data are not
 // given.
 //  - Staged: the collective still runs with identity values for that rank,
-//    and the ranks are told after it (engine/batch_verdict.h). Through NCCL
-//    the same, here with the host device's NCCL, which cannot read the
-//    freed memory (NCCL on a GPU would read what is there, or fault).
+//    and the ranks are told after it (engine/batch_verdict.h).
+//  - Through NCCL: the ranks say before the call whether they can make it
+//    (the input's copy to the output failed), and none makes it.
 //  - On the window: the failure goes with the rank's step.
 TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
   const int n = World();
@@ -549,14 +549,18 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
     HORA_RETURN_IF_ERROR(dev.status());
     std::vector<float> host(kCount, static_cast<float>(r + 1));
     HORA_ASSIGN_OR_RETURN(void* d, (*dev)->Allocate(kCount * 4));
+    HORA_ASSIGN_OR_RETURN(void* o, (*dev)->Allocate(kCount * 4));
     HORA_RETURN_IF_ERROR(
         gpu::CopyHostToDevice(**dev, d, host.data(), kCount * 4, std::chrono::seconds(30)));
     const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+    const TensorView out = OnGpu(o, DataType::kFloat32, {static_cast<int64_t>(kCount)});
     if (r != 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    Handle h = s.AllreduceAsync("freed", v, v, {ReduceOp::kSum});
+    // (Out of place: through NCCL too, the input is copied before the call.)
+    Handle h = s.AllreduceAsync("freed", v, out, {ReduceOp::kSum});
     if (r == 1) HORA_RETURN_IF_ERROR((*dev)->Free(d));  // before the others come
     Status done = h.Wait(kForever);
     if (r != 1) HORA_RETURN_IF_ERROR((*dev)->Free(d));
+    HORA_RETURN_IF_ERROR((*dev)->Free(o));
     return done;
   });
   for (int r = 0; r < n; ++r) {
@@ -570,12 +574,12 @@ TEST_P(DeviceTensors, ADeviceThatFailsTheCopyInLeavesNobodyWaiting) {
     EXPECT_EQ(s.code(), StatusCode::kAborted) << s.ToString();
     EXPECT_NE(s.message().find("allreduce 'freed'"), std::string::npos) << s.ToString();
     const std::string named = OnWindow() ? "rank 1 failed on its GPU during this allreduce"
+                              : ByNccl() ? "rank 1 could not take part in this allreduce"
                                          : "rank 1 could not give its data to this allreduce";
     EXPECT_NE(s.message().find(named), std::string::npos) << s.ToString();
   }
   ExpectAllOk(job.Run([](int, Session& s) { return s.Barrier(); }));
-  // The next allreduce, on the same path (through NCCL: a communicator made
-  // again, the first having been left), has every rank's data.
+  // The next allreduce, on the same path, has every rank's data.
   ExpectAllOk(job.Run(
       [&](int r, Session& s) { return AllreduceRankValues(s, r, kCount, "the allreduce after"); }));
   ExpectThePath(job);

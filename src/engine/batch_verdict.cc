@@ -61,38 +61,52 @@ bool FailedIsZero(ReduceOp op) { return op == ReduceOp::kMin || op == ReduceOp::
 
 }  // namespace
 
-BatchVerdict Judge(const RequestMeta& m, int rank, std::span<const BatchPart> parts) {
+BatchVerdict Judge(const RequestMeta& m, int rank, std::span<const BatchPart> parts,
+                   bool before_call) {
   BatchVerdict v;
   const int size = static_cast<int>(parts.size());
   std::string failed;
   int count = 0;
-  int refused = 0;
+  bool gpu = false;  // (a rank's device failed, not only a communicator)
   for (int r = 0; r < size; ++r) {
     const BatchPart given = parts[static_cast<size_t>(r)];
     if (given == BatchPart::kLeftNccl) v.left_nccl = true;
-    if (given == BatchPart::kRefused) ++refused;
     if (given == BatchPart::kWhole || r == rank) continue;  // (its own error says it)
-    if (m.op == OpType::kBroadcast && r != m.root) continue;
+    if (!before_call && m.op == OpType::kBroadcast && r != m.root) continue;
+    if (given != BatchPart::kLeftNccl) gpu = true;
     failed += (failed.empty() ? "" : ", ") + std::to_string(r);
     ++count;
   }
-  if (refused > 0 && refused < size) v.left_nccl = true;
-  if (count == 0 || refused == size) return v;  // (all refused: each says why)
+  if (count == 0) return v;
   const bool several = count > 1;
+  const std::string op = OpTypeName(m.op);
+  const std::string why = std::string(" (") +
+                          (gpu ? (several ? "their GPUs failed" : "its GPU failed")
+                               : (several ? "their NCCL communicators were aborted"
+                                          : "its NCCL communicator was aborted")) +
+                          "; " + (several ? "their errors say" : "its error says") + " how)";
+  if (before_call) {
+    const std::string who = std::string(several ? "ranks " : "rank ") + failed;
+    v.named = AbortedError(who + " could not take part in this " + op + why +
+                           ", so no rank made it through NCCL; it fails" + " on every rank" +
+                           (v.left_nccl ? " (every rank's NCCL communicator is made anew at its "
+                                          "next NCCL batch)"
+                                        : ""));
+    return v;
+  }
   const std::string who = std::string(m.op == OpType::kBroadcast ? "root rank "
                                       : several                  ? "ranks "
                                                                  : "rank ") +
                           failed;
-  v.named = AbortedError(
-      who + (several ? " could not give their data" : " could not give its data") + " to this " +
-      OpTypeName(m.op) + " (" + (several ? "their GPUs" : "its GPU") + " failed; " +
-      (several ? "their errors say" : "its error says") + " how); results without " +
-      (several ? "their" : "its") + " data would be wrong, so it fails on every rank");
+  v.named =
+      AbortedError(who + (several ? " could not give their data" : " could not give its data") +
+                   " to this " + op + why + "; results without " + (several ? "their" : "its") +
+                   " data would be wrong, so it fails on every rank");
   return v;
 }
 
 BatchVerdict AgreeOnBatch(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
-                          BatchPart mine, std::vector<uint8_t>& scratch) {
+                          BatchPart mine, std::vector<uint8_t>& scratch, bool before_call) {
   BatchVerdict v;
   if (size < 2) return v;
   scratch.assign(static_cast<size_t>(size), 0);
@@ -110,7 +124,7 @@ BatchVerdict AgreeOnBatch(CollectiveBackend& data, const RequestMeta& m, int ran
   }
   std::vector<BatchPart> parts(scratch.size());
   for (size_t r = 0; r < parts.size(); ++r) parts[r] = static_cast<BatchPart>(scratch[r]);
-  BatchVerdict judged = Judge(m, rank, parts);
+  BatchVerdict judged = Judge(m, rank, parts, before_call);
   judged.ran = v.ran;
   return judged;
 }
@@ -154,7 +168,7 @@ BatchVerdict ReadTrailer(const RequestMeta& m, int rank, int size, const std::by
   std::vector<BatchPart> parts(static_cast<size_t>(size), BatchPart::kWhole);
   if (m.op == OpType::kBroadcast) {
     if (*at != std::byte{0}) parts[static_cast<size_t>(m.root)] = BatchPart::kStandIns;
-    return Judge(m, rank, parts);
+    return Judge(m, rank, parts, false);
   }
   const size_t esize = DataTypeSize(m.dtype);
   const bool zero_fails = FailedIsZero(m.reduction.op);
@@ -162,7 +176,7 @@ BatchVerdict ReadTrailer(const RequestMeta& m, int rank, int size, const std::by
     const bool nonzero = Nonzero(m.dtype, at + static_cast<size_t>(r) * esize);
     if (nonzero != zero_fails) parts[static_cast<size_t>(r)] = BatchPart::kStandIns;
   }
-  return Judge(m, rank, parts);
+  return Judge(m, rank, parts, false);
 }
 
 }  // namespace hora

@@ -1,26 +1,33 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// What every rank gave a GPU batch's staged or NCCL collective, agreed
-// after it. A rank whose device fails before the collective (no memory,
-// a copy refused or timed out) still takes part, since the others are in
-// it: it gives identity values (stand-ins), or, through NCCL, may have to
-// leave the communicator. Its own handles fail with its device's error.
-// The others' results then lack its data: the verdict tells them which
-// ranks failed, and their handles fail too, naming them, where they would
-// otherwise have completed with wrong results. (The device windows say the
-// same in their steps: collectives/allreduce_device_window.h.)
+// What every rank gave a GPU batch's staged collective, agreed after it,
+// and whether every rank can make an NCCL batch's calls, agreed before
+// them.
 //
-// Two ways, the same on every rank for the same batch:
-//  - a staged allreduce or broadcast carries it in its last chunk
+// Staged: a rank whose device fails before the collective (no memory, a
+// copy refused or timed out) still takes part, since the others are in it:
+// it gives identity values (stand-ins), and its own handles fail with its
+// device's error. The others' results then lack its data: the verdict tells
+// them which ranks failed, and their handles fail too, naming them, where
+// they would otherwise have completed with wrong results. (The device
+// windows say the same in their steps: collectives/allreduce_device_window.h.)
+//  - A staged allreduce or broadcast carries it in its last chunk
 //    (staged_chunks.h): a trailer of one flag per rank, in the batch's
 //    dtype, that the batch's own reduction combines (TrailerBytes); no
-//    extra round trip;
-//  - otherwise (NCCL's batches, the whole staged ones, and reductions that
-//    would lose a flag: scaled ones, integer averages) AgreeOnBatch's own
+//    extra round trip.
+//  - Otherwise (the whole staged collectives, and reductions that would
+//    lose a flag: scaled ones, integer averages) AgreeOnBatch's own
 //    allreduce of one byte per rank, once the collective ran, whatever it
-//    returned.
-// Every rank of the batch takes part, the ranks with no GPU tensor in it
-// (joined ones) too.
+//    returned. A joined rank takes part too.
+//
+// NCCL: before its calls, every rank says (AgreeOnBatch, before_call)
+// whether it can make them: its copies in done, its buffers there, its
+// communicator whole. Where one cannot, no rank makes them (so that no
+// rank waits in NCCL for a call that never comes, and every rank's
+// sequence of NCCL calls stays the same), and every rank's handles fail
+// naming it. A rank whose communicator was aborted (an error of NCCL's)
+// says so, and every rank then aborts its own: their next NCCL batch makes
+// a new one together.
 #pragma once
 
 #include <cstddef>
@@ -34,35 +41,36 @@
 
 namespace hora {
 
-// What a rank gave the collective.
+// What a rank gave the collective, or can give the NCCL calls.
 enum class BatchPart : uint8_t {
   kWhole = 0,     // its data (or a joined rank's stand-ins, as meant)
-  kStandIns = 1,  // identity values: its device failed before
-  kLeftNccl = 2,  // nothing: it left (aborted) the NCCL communicator
-  kRefused = 3,   // nothing: NCCL refused its call (if every rank's was,
-                  // nothing is queued anywhere and NCCL is kept)
+  kStandIns = 1,  // staged: identity values, its device having failed before
+  kCannot = 2,    // NCCL: it cannot make the calls (its device failed)
+  kLeftNccl = 3,  // NCCL: its communicator was aborted
 };
 
 struct BatchVerdict {
   Status ran;    // the telling's own failure (the transport's)
   Status named;  // OK, or an error naming the ranks that failed
-  // Some rank left NCCL, or some but not all had their call refused: NCCL's
-  // sequence is broken, and every rank leaves it.
+  // Some rank's NCCL communicator was aborted: every rank aborts its own.
   bool left_nccl = false;
   // The first of the two.
   Status status() const { return ran.ok() ? named : ran; }
 };
 
 // The verdict from what each rank gave (`parts`, one per rank), as rank
-// `rank` sees it: where its results do not hold a rank's data (a
-// broadcast's hold only the root's), that rank's failure does not fail it,
-// nor does its own (its own error says it).
-BatchVerdict Judge(const RequestMeta& m, int rank, std::span<const BatchPart> parts);
+// `rank` sees it. Its own failure is left to its own error. After a
+// staged collective, a rank whose data its results do not hold (a
+// broadcast's hold only the root's) does not fail it either; before NCCL's
+// calls (`before_call`), every rank's failure fails every rank, since none
+// makes them.
+BatchVerdict Judge(const RequestMeta& m, int rank, std::span<const BatchPart> parts,
+                   bool before_call);
 
 // One allreduce over `data` (rank r's byte is r's alone: the largest
 // wins). `scratch`: the caller's, reused.
 BatchVerdict AgreeOnBatch(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
-                          BatchPart mine, std::vector<uint8_t>& scratch);
+                          BatchPart mine, std::vector<uint8_t>& scratch, bool before_call = false);
 
 // The bytes a staged allreduce or broadcast of `m` adds to its last chunk
 // to carry the verdict among `size` ranks, or 0 where it cannot (then

@@ -61,7 +61,7 @@ RequestMeta Meta(OpType op, int root = 0) {
 constexpr BatchPart W = BatchPart::kWhole;
 constexpr BatchPart S = BatchPart::kStandIns;
 constexpr BatchPart L = BatchPart::kLeftNccl;
-constexpr BatchPart R = BatchPart::kRefused;
+constexpr BatchPart C = BatchPart::kCannot;
 
 TEST(BatchVerdict, EveryRankWholeIsOk) {
   OthersSaid data({W, W, W, W});
@@ -113,24 +113,33 @@ TEST(BatchVerdict, ABroadcastHearsOnlyItsRoot) {
       << v.named.ToString();
 }
 
-TEST(BatchVerdict, ARankThatLeftNcclMakesEveryRankLeave) {
-  OthersSaid data({W, L});
+TEST(BatchVerdict, BeforeNcclsCallsEveryRanksFailureFailsEveryRank) {
+  // (No rank makes the calls: a broadcast's receivers wait for each other.)
+  OthersSaid data({W, W, C});
   std::vector<uint8_t> scratch;
-  const BatchVerdict v = AgreeOnBatch(data, Meta(OpType::kAllreduce), 0, 2, W, scratch);
-  EXPECT_TRUE(v.left_nccl);
-  EXPECT_NE(v.named.message().find("rank 1 could not give its data"), std::string::npos);
+  const BatchVerdict v = AgreeOnBatch(data, Meta(OpType::kBroadcast, 0), 1, 3, W, scratch, true);
+  EXPECT_FALSE(v.left_nccl);
+  EXPECT_NE(v.named.message().find("rank 2 could not take part in this broadcast (its GPU "
+                                   "failed; its error says how), so no rank made it through NCCL"),
+            std::string::npos)
+      << v.named.ToString();
 }
 
-TEST(BatchVerdict, CallsRefusedEverywhereKeepNccl) {
+TEST(BatchVerdict, AnAbortedCommunicatorMakesEveryRankStartAnew) {
+  OthersSaid data({W, L, W});
   std::vector<uint8_t> scratch;
-  OthersSaid all({R, R, R});
-  const BatchVerdict v = AgreeOnBatch(all, Meta(OpType::kAllreduce), 0, 3, R, scratch);
-  EXPECT_FALSE(v.left_nccl) << "nothing was queued anywhere: NCCL's sequence holds";
-  EXPECT_TRUE(v.named.ok()) << "each rank's own error says why";
-  OthersSaid some({R, W, R});
-  const BatchVerdict w = AgreeOnBatch(some, Meta(OpType::kAllreduce), 1, 3, W, scratch);
-  EXPECT_TRUE(w.left_nccl) << "rank 1's call was queued, the others' not";
-  EXPECT_NE(w.named.message().find("ranks 0, 2"), std::string::npos) << w.named.ToString();
+  const BatchVerdict v = AgreeOnBatch(data, Meta(OpType::kBroadcast, 0), 2, 3, W, scratch, true);
+  EXPECT_TRUE(v.left_nccl);
+  EXPECT_NE(v.named.message().find("rank 1 could not take part in this broadcast (its NCCL "
+                                   "communicator was aborted"),
+            std::string::npos)
+      << v.named.ToString();
+  EXPECT_NE(v.named.message().find("made anew"), std::string::npos) << v.named.ToString();
+  // The rank whose communicator it was: its own error says it; it starts anew too.
+  OthersSaid mine({W, W, W});
+  const BatchVerdict w = AgreeOnBatch(mine, Meta(OpType::kAllreduce), 1, 3, L, scratch, true);
+  EXPECT_TRUE(w.left_nccl);
+  EXPECT_TRUE(w.named.ok()) << w.named.ToString();
 }
 
 TEST(BatchVerdict, ATransportFailureIsTheAllreducesOwn) {

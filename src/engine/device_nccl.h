@@ -70,6 +70,8 @@ class DeviceNccl {
 
   // Ends the communicator's work at once (the engine's end, or an error).
   void Abort(const std::string& why);
+  // Whether the communicator was aborted on an error (Ready then fails).
+  bool broken() const { return !broken_.ok(); }
   // Aborts the communicator, and makes the next Ready make another: every
   // rank calls it at the same batch (a rank left NCCL: batch_verdict.h),
   // so that their next NCCL batch starts afresh together.

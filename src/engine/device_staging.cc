@@ -200,9 +200,10 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
   if (nccl_.Wants(m, RouteBytes(batch, size), joined_any)) {
     const Result<bool> ready = nccl_.Ready(data, m, rank, size);
     if (!ready.ok()) {
-      // (This rank cannot call NCCL, which the others may have: they learn
-      // it, and leave NCCL too, rather than wait for it there.)
-      (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
+      // Its communicator aborted: this rank says so where the others check
+      // before their calls (RunOnNccl), and none makes them. (NCCL unusable
+      // under HORA_GPU_BACKEND=nccl fails every rank alike: nothing to say.)
+      if (nccl_.broken()) (void)Told(data, m, rank, size, BatchPart::kLeftNccl, true);
       return ready.status();
     }
     if (*ready) {
@@ -436,10 +437,11 @@ Status DeviceStaging::ChunkEvents(size_t n) {
 }
 
 Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
-                           BatchPart mine) {
-  const BatchVerdict v = AgreeOnBatch(data, m, rank, size, mine, verdict_);
+                           BatchPart mine, bool before_call) {
+  const BatchVerdict v = AgreeOnBatch(data, m, rank, size, mine, verdict_, before_call);
   if (v.left_nccl) {
-    nccl_.Restart("a rank left it in " + std::string(OpTypeName(m.op)) + " '" + m.name + "'");
+    nccl_.Restart("a rank's was aborted, found at " + std::string(OpTypeName(m.op)) + " '" +
+                  m.name + "'");
   }
   return v.status();
 }

@@ -155,9 +155,11 @@ class DeviceStaging {
   // Allgather, reducescatter or alltoall through NCCL, into an output
   // allocated on the device.
   Status RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank, int size);
-  // After a staged or NCCL collective: what every rank gave it
-  // (batch_verdict.h). A rank that left NCCL leaves it on every rank.
-  Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine);
+  // After a staged collective, or before NCCL's calls (`before_call`):
+  // what every rank gave, or can give (batch_verdict.h). Where a rank's
+  // communicator was aborted, every rank's is.
+  Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine,
+              bool before_call = false);
   // The size by which HORA_GPU_BACKEND=auto routes `batch`, the same on
   // every rank: its bytes (allreduce, broadcast, reducescatter), allgather's
   // output, alltoall's mean input. Sets Layout's offsets.

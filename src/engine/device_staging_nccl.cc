@@ -5,7 +5,6 @@
 // whose output Hora allocates.
 #include "engine/device_staging.h"
 
-#include "collectives/allreduce_common.h"
 #include "engine/allocated_outputs.h"
 
 namespace hora {
@@ -28,37 +27,18 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   } else if (first.input != first.output && bytes > 0 && gives) {
     st = device_->Copy(first.output, first.input, bytes, gpu::CopyKind::kDeviceToDevice, stream_);
   }
-  if (!st.ok() && gives) {
-    // NCCL is called whatever happened before, since the other ranks are in
-    // it: this rank gives identity values instead (zeros for a broadcast),
-    // as a joined rank does, in a buffer of its own, and its handles fail.
-    // The others' fail too, told after the call (batch_verdict.h).
-    Status own = Prepare(0, bytes);
-    area = own.ok() ? packed_ : nullptr;
-    if (own.ok() && bytes > 0) {
-      own = m.op == OpType::kAllreduce
-                ? device_->FillIdentity(m.dtype, ReducingOp(m.reduction.op), area,
-                                        bytes / DataTypeSize(m.dtype), stream_)
-                : device_->Memset(area, 0, bytes, stream_);
-    }
-    if (!own.ok()) {
-      // No buffer to give: leave NCCL (the others' calls then fail or time
-      // out, rather than reduce what this rank has not got).
-      nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + own.ToString());
-      (void)MarkDone(batch, rank);
-      (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
-      return st.WithContext("NCCL");
-    }
+  // Before the call, every rank says whether it can take part: where one
+  // cannot, no rank calls NCCL for this batch (its sequence of calls stays
+  // the same on every rank), and every rank's handles fail naming it.
+  const Status told =
+      Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kCannot, true);
+  if (!st.ok() || !told.ok()) {
+    (void)MarkDone(batch, rank);  // (copies that may still read the inputs)
+    HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
+    return told;
   }
-  const Status called = m.op == OpType::kBroadcast
-                            ? nccl_.Broadcast(area, bytes, m.root)
-                            : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);
-  // (A call that was not queued here leaves the others' waiting in NCCL.)
-  BatchPart mine = !st.ok() && gives ? BatchPart::kStandIns : BatchPart::kWhole;
-  if (!called.ok()) mine = BatchPart::kRefused;
-  const Status told = Told(data, m, rank, size, mine);
-  if (st.ok()) st = called;
-  if (st.ok()) st = told;
+  st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
+                                  : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
@@ -84,19 +64,34 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   const ShapedPlan plan = PlanShaped(m, p.rows, rank, size);
   const std::vector<TensorRecord*> batch{&p};
   // Where a rank cannot take part (no memory for its output, or for its
-  // prescaled input), it leaves NCCL, and tells the others, which leave it
-  // too: their calls fail, rather than use what this rank has not got.
-  auto leave = [&](const Status& why) {
-    nccl_.Abort("rank " + std::to_string(rank) + " could not take part: " + why.ToString());
-    (void)Told(data, m, rank, size, BatchPart::kLeftNccl);
+  // prescaled input), it says so before the call, as RunOnNccl's do, and no
+  // rank makes it.
+  auto cannot = [&](const Status& why) {
+    (void)MarkDone(batch, rank);  // (a prescale that may still read the input)
+    (void)Told(data, m, rank, size, BatchPart::kCannot, true);
     return why.WithContext("NCCL");
   };
   Result<void*> mem = device_->Allocate(plan.out_bytes);
-  if (!mem.ok()) return leave(mem.status());
+  if (!mem.ok()) return cannot(mem.status());
   std::shared_ptr<gpu::Device> device = device_;
   Tensor out = Tensor::Adopt(
       TensorView(*mem, m.dtype, plan.shape, {DeviceType::kCUDA, device_->info().ordinal}),
       [device](void* q) { (void)device->Free(q); });
+  const void* in = p.input;
+  const size_t count = m.num_elements();
+  if (m.op == OpType::kReducescatter && m.reduction.prescale_factor != 1.0 && count > 0) {
+    Status scaled = Prepare(0, m.num_bytes());
+    if (scaled.ok()) {
+      scaled =
+          device_->Scale(m.dtype, m.reduction.prescale_factor, packed_, p.input, count, stream_);
+    }
+    if (!scaled.ok()) return cannot(scaled);
+    in = packed_;
+  }
+  if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
+    (void)MarkDone(batch, rank);
+    return told;
+  }
   Status st;
   switch (m.op) {
     case OpType::kAllgather:
@@ -105,24 +100,10 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     case OpType::kAlltoall:
       st = nccl_.Alltoall(p.input, out.data(), plan, rank);
       break;
-    default: {  // reducescatter
-      const void* in = p.input;
-      const size_t count = m.num_elements();
-      if (m.reduction.prescale_factor != 1.0 && count > 0) {
-        Status scaled = Prepare(0, m.num_bytes());
-        if (scaled.ok()) {
-          scaled = device_->Scale(m.dtype, m.reduction.prescale_factor, packed_, p.input, count,
-                                  stream_);
-        }
-        if (!scaled.ok()) return leave(scaled);
-        in = packed_;
-      }
+    default:  // reducescatter
       st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
       break;
-    }
   }
-  const Status told = Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kRefused);
-  if (st.ok()) st = told;
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
