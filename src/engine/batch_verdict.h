@@ -21,7 +21,8 @@
 //    returned. A joined rank takes part too.
 //
 // NCCL: before its calls, every rank says (AgreeOnBatch, before_call)
-// whether it can make them: its copies in done, its buffers there, its
+// whether it can make them: its copies and prescale queued without error
+// (a fault of the GPU's after that is not seen here), its buffers there, its
 // communicator whole. Where one cannot, no rank makes them (so that no
 // rank waits in NCCL for a call that never comes, and every rank's
 // sequence of NCCL calls stays the same), and every rank's handles fail

@@ -44,6 +44,18 @@ Status DeviceDone::Settle(Status st) {
   return outcome_;
 }
 
+void DeviceDone::FailIfPending(const Status& why) {
+  MutexLock lock(mu_);
+  if (settled_) return;
+  const Result<bool> reached = device_.Query(event_);
+  if (reached.ok() && *reached) {
+    (void)Settle(Status::Ok());
+    return;
+  }
+  settled_ = true;
+  outcome_ = why.WithContext(Where());
+}
+
 bool DeviceDone::Reached() {
   MutexLock lock(mu_);
   if (settled_) return true;

@@ -47,6 +47,11 @@ class DeviceDone {
   // Later work on `stream` (a native stream handle, as a cudaStream_t; 0 is
   // CUDA's legacy default stream) waits for it.
   Status HandTo(uint64_t stream);
+  // Where the device has not got there yet, its work is about to be cut
+  // short (its NCCL communicator aborted, which ends the kernels without
+  // their results): Wait returns `why` from now on. (A stream it was
+  // handed to still waits only for the event.)
+  void FailIfPending(const Status& why) HORA_EXCLUDES(mu_);
 
  private:
   // Remembers the outcome once known.

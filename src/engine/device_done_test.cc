@@ -5,6 +5,11 @@
 // know. The GPU is the host device.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "engine/device_done.h"
+#include "gpu/host/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 
@@ -35,6 +40,46 @@ TEST(DeviceDone, AnErrorNamesTheBatchTheRankAndTheDevice) {
     }
     return Status::Ok();
   }));
+}
+
+// An NCCL communicator aborted under a batch's kernels ends them without
+// their results: the batches not yet done fail from then on, and a batch
+// already done keeps its result.
+TEST(DeviceDone, WorkCutShortFailsOnlyWhereTheDeviceHadNotGotThere) {
+  auto created = gpu::HostDevice::Create(0, size_t{1} << 20);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  std::shared_ptr<gpu::HostDevice> dev(std::move(*created));
+  auto stream = dev->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  auto pool = std::make_shared<DoneEvents>(dev);
+  auto done_event = pool->Take();
+  ASSERT_TRUE(done_event.ok());
+  auto done =
+      std::make_shared<DeviceDone>(pool, *done_event, DeviceDone::Batch{"allreduce", "a", 0, 2});
+  ASSERT_TRUE(dev->Record(*done_event, *stream).ok());
+  ASSERT_TRUE(done->Wait(DeadlineAfter(Clock::now(), std::chrono::seconds(30))).ok());
+  ASSERT_TRUE(
+      dev->RunOnStream(*stream, [] { std::this_thread::sleep_for(std::chrono::seconds(1)); }).ok());
+  auto held_event = pool->Take();
+  ASSERT_TRUE(held_event.ok());
+  auto held =
+      std::make_shared<DeviceDone>(pool, *held_event, DeviceDone::Batch{"allreduce", "b", 0, 2});
+  ASSERT_TRUE(dev->Record(*held_event, *stream).ok());
+  const Status cut = AbortedError("its NCCL work was cut short");
+  done->FailIfPending(cut);
+  held->FailIfPending(cut);
+  EXPECT_TRUE(done->Wait(DeadlineAfter(Clock::now(), std::chrono::seconds(30))).ok());
+  const Status st = held->Wait(DeadlineAfter(Clock::now(), std::chrono::seconds(30)));
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("allreduce 'b', rank 2 on host device 0"), std::string::npos)
+      << st.ToString();
+  EXPECT_NE(st.message().find("its NCCL work was cut short"), std::string::npos) << st.ToString();
+  EXPECT_TRUE(held->Reached()) << "settled: it is not waited for again";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // (the held stream ends)
+  EXPECT_EQ(held->Wait(DeadlineAfter(Clock::now(), std::chrono::seconds(1))).code(),
+            StatusCode::kAborted)
+      << "the event's end afterwards does not undo it";
+  ASSERT_TRUE(dev->DestroyStream(*stream).ok());
 }
 
 }  // namespace

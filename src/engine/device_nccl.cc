@@ -60,12 +60,11 @@ void DeviceNccl::Restart(const std::string& why) {
 }
 
 void DeviceNccl::AbortIfBroken(const Status& failed) {
-  // A call that stayed in progress past the timeout, or a communicator that
-  // reports an error of its own (not a refused argument: that call alone
-  // failed).
-  if (failed.code() == StatusCode::kTimeout || !comm_->AsyncError().ok()) {
-    Abort(failed.ToString());
-  }
+  // A call that failed, whatever the reason, may be queued on the other
+  // ranks and not here: the communicator's sequence of calls is no longer
+  // the same everywhere. (This rank says so at its next NCCL batch, and
+  // every rank makes a new one: batch_verdict.h.)
+  Abort(failed.ToString());
 }
 
 bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
@@ -99,8 +98,8 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, in
       settings_.logger->Info("GPU collectives by " + library_->version());
     }
   }
-  // (A communicator aborted on an error: this rank's batches for NCCL fail
-  // from then on; the others' fail by NCCL's own errors or their timeout.)
+  // (A communicator aborted on an error: this batch fails, and this rank
+  // says so before the others' calls: batch_verdict.h, Restart.)
   if (!broken_.ok()) return broken_;
   if (comm_) return true;
   if (required) return unusable_.WithContext("HORA_GPU_BACKEND=nccl, but NCCL cannot be used");
@@ -184,14 +183,8 @@ Status DeviceNccl::MakeCommunicator(CollectiveBackend& data, int rank, int size)
 
 Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int world) {
   const Reduction& red = m.reduction;
-  Status st;
-  if (red.prescale_factor != 1.0 && count > 0) {
-    st = device_->Scale(m.dtype, red.prescale_factor, data, data, count, stream_);
-  }
-  // (Called whatever happened before: the other ranks are in it.)
-  const Status reduced = comm_->AllReduce(data, data, count, m.dtype, ReducingOp(red.op), stream_);
-  if (!reduced.ok()) AbortIfBroken(reduced);
-  if (st.ok()) st = reduced;
+  Status st = comm_->AllReduce(data, data, count, m.dtype, ReducingOp(red.op), stream_);
+  if (!st.ok()) AbortIfBroken(st);
   if (st.ok() && count > 0 &&
       kernels::NeedsFinalize(m.dtype, red.op, world, red.postscale_factor)) {
     st = device_->Finalize(m.dtype, red.op, world, red.postscale_factor, data, count, stream_);

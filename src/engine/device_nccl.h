@@ -19,17 +19,20 @@
 //    auto, a warning and Hora's paths; with nccl, the batch fails on every
 //    rank, naming why.
 //  - a batch: packed by one batched copy into the device fusion buffer (a
-//    single tensor: in its output), prescaled there, reduced by NCCL
+//    single tensor: in its output), prescaled there (by the caller, before
+//    the ranks agree to make the calls), reduced by NCCL
 //    (average as a sum), finalized, unpacked; all queued on the rank's
 //    stream, and the handles hold the event after it (async completion).
 //    Allgather, reducescatter and alltoall write an output Hora allocates on
 //    the device: one NCCL call where every rank's part is the same size,
 //    else one group of point-to-point calls (or of reduces, one per part).
-//  - an error of NCCL's (a call that stays in progress past the timeout, or
-//    a communicator that reports an error of its own) aborts the communicator: that rank's later
-//    batches for NCCL fail at once, naming it. At the engine's end the communicator is aborted, not
-//    destroyed, so that work that never ends (a peer lost while NCCL waited for it) cannot hold the
-//    end up.
+//  - a call that fails (refused, in progress past the timeout, or a
+//    communicator that reports an error of its own) aborts the
+//    communicator: that rank's next NCCL batch fails, naming it, and every
+//    rank then makes a new one (Restart, batch_verdict.h). At the engine's
+//    end the communicator is aborted, not destroyed, so that work that
+//    never ends (a peer lost while NCCL waited for it) cannot hold the end
+//    up.
 //
 // Not thread-safe: the engine's cycle uses it.
 #pragma once
@@ -62,10 +65,11 @@ class DeviceNccl {
   // Whether a batch of `m`'s collective, `bytes` in all, goes to NCCL when
   // it can be used.
   bool Wants(const RequestMeta& m, size_t bytes, bool joined_any) const;
-  // Collective at the first call (the same point on every rank): makes the
-  // communicator. Then: whether there is one; and where `m` says
-  // HORA_GPU_BACKEND=nccl, an error (the same on every rank) where there is
-  // none.
+  // Collective at the first call, and at the first after Restart (the same
+  // point on every rank): makes the communicator. Then: whether there is
+  // one; where `m` says HORA_GPU_BACKEND=nccl, an error (the same on every
+  // rank) where there is none; and this rank's error where its
+  // communicator was aborted (broken).
   Result<bool> Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size);
 
   // Ends the communicator's work at once (the engine's end, or an error).
@@ -78,7 +82,7 @@ class DeviceNccl {
   void Restart(const std::string& why);
 
   // Queues `m`'s collective on `count` elements at `data` (device memory, in
-  // place); `world` ranks.
+  // place, prescaled already); `world` ranks.
   Status Allreduce(void* data, size_t count, const RequestMeta& m, int world);
   Status Broadcast(void* data, size_t bytes, int root);
   // The shaped collectives, into `out` (device memory) as `plan` says

@@ -239,7 +239,7 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
     if (staged.ok()) staged = Sync("copying the inputs to host memory");
     if (!staged.ok()) {
       LetGoPinned();
-      (void)MarkDone(batch, rank);  // (copies that may still read the inputs)
+      MarkDoneOrSync(batch, rank);  // (copies that may still read the inputs)
     }
   }
   std::byte* area = pinned_;
@@ -268,7 +268,7 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
   if (m.op == OpType::kAllreduce) {  // (Adasum)
     Status back = CopyOut(batch, bytes);
     if (back.ok()) back = Sync("copying the results to the device");
-    if (!back.ok()) (void)MarkDone(batch, rank);  // (copies that may still write the outputs)
+    if (!back.ok()) MarkDoneOrSync(batch, rank);  // (copies that may still write the outputs)
     return back;
   }
   return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
@@ -440,10 +440,34 @@ Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int ra
                            BatchPart mine, bool before_call) {
   const BatchVerdict v = AgreeOnBatch(data, m, rank, size, mine, verdict_, before_call);
   if (v.left_nccl) {
-    nccl_.Restart("a rank's was aborted, found at " + std::string(OpTypeName(m.op)) + " '" +
-                  m.name + "'");
+    const std::string why =
+        "a rank's was aborted, found at " + std::string(OpTypeName(m.op)) + " '" + m.name + "'";
+    FailNcclPending(why);
+    nccl_.Restart(why);
   }
   return v.status();
+}
+
+void DeviceStaging::NcclQueued() {
+  std::erase_if(nccl_pending_, [](const std::weak_ptr<DeviceDone>& w) {
+    const std::shared_ptr<DeviceDone> d = w.lock();
+    return d == nullptr || d->Reached();
+  });
+  if (last_done_) nccl_pending_.push_back(last_done_);
+}
+
+void DeviceStaging::FailNcclPending(const std::string& why) {
+  const Status cut =
+      AbortedError("its NCCL work was cut short: the NCCL communicator was aborted (" + why +
+                   ") before it ended");
+  for (const std::weak_ptr<DeviceDone>& w : nccl_pending_) {
+    if (const std::shared_ptr<DeviceDone> d = w.lock()) d->FailIfPending(cut);
+  }
+  nccl_pending_.clear();
+}
+
+void DeviceStaging::MarkDoneOrSync(const std::vector<TensorRecord*>& batch, int rank) {
+  if (!MarkDone(batch, rank).ok()) (void)Sync("finishing a failed batch");
 }
 
 Status DeviceStaging::MarkDone(const std::vector<TensorRecord*>& batch, int rank) {

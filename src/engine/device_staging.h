@@ -137,13 +137,13 @@ class DeviceStaging {
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
-  // An allreduce on the device window (opened now at the first), or false
-  // in `*ran` when there is none.
   // Run's choice of path, after FollowTheRankStream.
   Status Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
                std::vector<std::byte>* fusion, bool joined_any);
   // A process set's stream: made to wait for the rank's (see the top).
   Status FollowTheRankStream();
+  // An allreduce on the device window (opened now at the first), or false
+  // in `*ran` when there is none.
   Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
   // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
   // (device_staging_alone.cc).
@@ -160,6 +160,16 @@ class DeviceStaging {
   // communicator was aborted, every rank's is.
   Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine,
               bool before_call = false);
+  // After an NCCL batch's calls: its handles' event, among those whose work
+  // an aborted communicator would cut short.
+  void NcclQueued();
+  // Before the communicator is aborted: the NCCL batches not yet done fail
+  // (their kernels end without their results).
+  void FailNcclPending(const std::string& why);
+  // MarkDone, or where it fails, the host waits for the device: a failed
+  // batch's handles complete after the copies that may still use its
+  // tensors.
+  void MarkDoneOrSync(const std::vector<TensorRecord*>& batch, int rank);
   // The size by which HORA_GPU_BACKEND=auto routes `batch`, the same on
   // every rank: its bytes (allreduce, broadcast, reducescatter), allgather's
   // output, alltoall's mean input. Sets Layout's offsets.
@@ -204,10 +214,11 @@ class DeviceStaging {
   uint64_t nccl_batches_ = 0;
   uint64_t alone_batches_ = 0;
   gpu::Event event_;
-  std::vector<gpu::Event> chunk_events_;     // chunk k's copy in is done
-  std::vector<uint8_t> verdict_;             // (Told's)
-  std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back
-  std::shared_ptr<DoneEvents> done_events_;  // MarkDone's, made at the first
+  std::vector<gpu::Event> chunk_events_;                 // chunk k's copy in is done
+  std::vector<uint8_t> verdict_;                         // (Told's)
+  std::vector<std::weak_ptr<DeviceDone>> nccl_pending_;  // NcclQueued's
+  std::shared_ptr<DeviceDone> last_done_;                // the last batch's copies back
+  std::shared_ptr<DoneEvents> done_events_;              // MarkDone's, made at the first
   bool prepared_ = false;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;

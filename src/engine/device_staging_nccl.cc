@@ -27,20 +27,27 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   } else if (first.input != first.output && bytes > 0 && gives) {
     st = device_->Copy(first.output, first.input, bytes, gpu::CopyKind::kDeviceToDevice, stream_);
   }
-  // Before the call, every rank says whether it can take part: where one
-  // cannot, no rank calls NCCL for this batch (its sequence of calls stays
-  // the same on every rank), and every rank's handles fail naming it.
+  const size_t count = bytes / DataTypeSize(m.dtype);
+  if (st.ok() && m.op == OpType::kAllreduce && m.reduction.prescale_factor != 1.0 && count > 0) {
+    st = device_->Scale(m.dtype, m.reduction.prescale_factor, area, area, count, stream_);
+  }
+  // Before the call, every rank says whether it can take part (its copies
+  // and prescale queued without error): where one cannot, no rank calls
+  // NCCL for this batch (its sequence of calls stays the same on every
+  // rank), and every rank's handles fail naming it.
   const Status told =
       Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kCannot, true);
   if (!st.ok() || !told.ok()) {
-    (void)MarkDone(batch, rank);  // (copies that may still read the inputs)
+    MarkDoneOrSync(batch, rank);  // (copies that may still read the inputs)
     HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
     return told;
   }
   st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
-                                  : nccl_.Allreduce(area, bytes / DataTypeSize(m.dtype), m, size);
+                                  : nccl_.Allreduce(area, count, m, size);
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
+  if (nccl_.broken()) FailNcclPending("this rank's call failed");
   Status marked = MarkDone(batch, rank);
+  if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
@@ -67,7 +74,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   // prescaled input), it says so before the call, as RunOnNccl's do, and no
   // rank makes it.
   auto cannot = [&](const Status& why) {
-    (void)MarkDone(batch, rank);  // (a prescale that may still read the input)
+    MarkDoneOrSync(batch, rank);  // (a prescale that may still read the input)
     (void)Told(data, m, rank, size, BatchPart::kCannot, true);
     return why.WithContext("NCCL");
   };
@@ -89,7 +96,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     in = packed_;
   }
   if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
-    (void)MarkDone(batch, rank);
+    MarkDoneOrSync(batch, rank);
     return told;
   }
   Status st;
@@ -104,7 +111,9 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
       st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
       break;
   }
+  if (nccl_.broken()) FailNcclPending("this rank's call failed");
   Status marked = MarkDone(batch, rank);
+  if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   HORA_RETURN_IF_ERROR(marked);
