@@ -9,16 +9,16 @@
 
 #include "collectives/allreduce_common.h"
 #include "kernels/reduce.h"
+#include "support/stub_backend.h"
 
 namespace hora {
 namespace {
 
 // The other ranks' bytes, as the allreduce would bring them (each rank's
 // slot is its own): this rank's view of the verdict, one thread.
-class OthersSaid final : public CollectiveBackend {
+class OthersSaid final : public testing::StubBackend {
  public:
   explicit OthersSaid(std::vector<BatchPart> said) : said_(std::move(said)) {}
-  const char* name() const override { return "others-said"; }
   Status Allreduce(const AllreduceArgs& a) override {
     ++calls;
     if (fail) return UnavailableError("the transport is gone");
@@ -32,21 +32,10 @@ class OthersSaid final : public CollectiveBackend {
     }
     return Status::Ok();
   }
-  Status Allgatherv(const void*, void*, std::span<const size_t>) override { return Unused(); }
-  Status Broadcast(void*, size_t, int) override { return Unused(); }
-  Status Reducescatter(const void*, void*, std::span<const size_t>, DataType,
-                       const Reduction&) override {
-    return Unused();
-  }
-  Status Alltoallv(const void*, std::span<const size_t>, void*, std::span<const size_t>) override {
-    return Unused();
-  }
-  Status Barrier() override { return Unused(); }
   int calls = 0;
   bool fail = false;
 
  private:
-  static Status Unused() { return InternalError("not used by the verdict"); }
   std::vector<BatchPart> said_;  // (this rank's own slot: kWhole, it says its own)
 };
 

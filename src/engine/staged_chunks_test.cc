@@ -5,12 +5,14 @@
 
 #include <cstring>
 
+#include "support/stub_backend.h"
+
 namespace hora {
 namespace {
 
 // Records the calls; where `failed_rank` is set, the verdict it carries says
 // that rank gave stand-ins (as the other ranks' data would have made it).
-class Recorder final : public CollectiveBackend {
+class Recorder final : public testing::StubBackend {
  public:
   struct Call {
     size_t count;
@@ -18,7 +20,6 @@ class Recorder final : public CollectiveBackend {
     ReduceOp op;
   };
   explicit Recorder(int size) : size_(size) {}
-  const char* name() const override { return "recorder"; }
   Status Allreduce(const AllreduceArgs& a) override {
     calls.push_back({a.count, a.dtype, a.reduction.op});
     if (failed_rank < 0) return Status::Ok();
@@ -36,21 +37,11 @@ class Recorder final : public CollectiveBackend {
     broadcast_bytes.push_back(bytes);
     return Status::Ok();
   }
-  Status Allgatherv(const void*, void*, std::span<const size_t>) override { return Unused(); }
-  Status Reducescatter(const void*, void*, std::span<const size_t>, DataType,
-                       const Reduction&) override {
-    return Unused();
-  }
-  Status Alltoallv(const void*, std::span<const size_t>, void*, std::span<const size_t>) override {
-    return Unused();
-  }
-  Status Barrier() override { return Unused(); }
   std::vector<Call> calls;
   std::vector<size_t> broadcast_bytes;
   int failed_rank = -1;
 
  private:
-  static Status Unused() { return InternalError("not used"); }
   const int size_;
 };
 
