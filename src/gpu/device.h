@@ -160,15 +160,13 @@ class Device {
   //    rounded to the storage type after each op (float16 and bfloat16
   //    compute in float32); `dst` may be one of `srcs` exactly;
   //  - Scale: dst[i] = src[i] * factor;
-  //  - Finalize: average's division and the postscale, as the CPU's;
-  //  - FillIdentity: the identity of `op` (a joined rank's values).
+  //  - Finalize: average's division and the postscale, as the CPU's.
   virtual Status Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                         size_t count, Stream s) = 0;
   virtual Status Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
                        Stream s) = 0;
   virtual Status Finalize(DataType dtype, ReduceOp op, int world_size, double postscale, void* data,
                           size_t count, Stream s) = 0;
-  virtual Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) = 0;
 };
 
 }  // namespace hora::gpu

@@ -21,7 +21,6 @@
 #include "gpu/cuda/cuda_device.h"
 #include "gpu/pointer_cache.h"
 #include "kernels/reduce.h"
-#include "kernels/reduction_identity.h"
 
 namespace hora::gpu {
 namespace {
@@ -186,12 +185,6 @@ void Kernels(Gpu& g) {
       CheckOk(g.d.Finalize(dtype, ReduceOp::kAverage, 3, 2.5, out, kCount, g.s), "finalize");
       CheckSame(dtype, g.Download(out, bytes), want,
                 "finalize (average of 3, postscale 2.5) " + name);
-    }
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
-      std::vector<std::byte> want(bytes);
-      kernels::FillIdentity(dtype, op, want.data(), kCount);
-      CheckOk(g.d.FillIdentity(dtype, op, out, kCount, g.s), "identity");
-      CheckSame(dtype, g.Download(out, bytes), want, "identity " + name + " " + ReduceOpName(op));
     }
     for (const void* p : dev_in) CheckOk(g.d.Free(const_cast<void*>(p)), "free");
     CheckOk(g.d.Free(out), "free");

@@ -13,7 +13,6 @@
 
 #include "gpu/cuda/cuda_kernels.h"
 #include "kernels/reduce.h"
-#include "kernels/reduction_identity.h"
 
 namespace hora::gpu {
 namespace {
@@ -352,15 +351,6 @@ class CudaDevice final : public Device {
           "average"));
     }
     return postscale != 1.0 ? Scale(dtype, postscale, data, data, count, s) : Status::Ok();
-  }
-  Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) override {
-    const DeviceScope on(ordinal_);
-    HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
-    unsigned char value[8] = {};
-    kernels::FillIdentity(dtype, op, value, 1);  // the CPU's identity, one element
-    return Check(
-        cuda::LaunchFill(data, value, DataTypeSize(dtype), count, info_.multiprocessors, AsCuda(s)),
-        "fill identity");
   }
 
  private:

@@ -200,19 +200,6 @@ cudaError_t DivideInt(int world_size, void* data, size_t count, unsigned blocks,
   return cudaGetLastError();
 }
 
-struct FillValue {
-  unsigned char bytes[8];
-};
-
-__global__ void FillKernel(unsigned char* data, FillValue value, size_t element_bytes,
-                           size_t count) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += stride) {
-    for (size_t b = 0; b < element_bytes; ++b) data[i * element_bytes + b] = value.bytes[b];
-  }
-}
-
 // A launch's parts, in a parameter block only as large as it needs: the
 // driver copies the whole block at every launch (6 KiB for 256 parts),
 // which a small batch's latency would pay for parts it does not have.
@@ -373,17 +360,6 @@ cudaError_t LaunchDivideInt(DataType dtype, int world_size, void* data, size_t c
     default:
       return cudaErrorInvalidValue;
   }
-}
-
-cudaError_t LaunchFill(void* data, const void* value, size_t element_bytes, size_t count,
-                       int multiprocessors, cudaStream_t stream) {
-  if (element_bytes == 0 || element_bytes > 8) return cudaErrorInvalidValue;
-  if (count == 0) return cudaSuccess;
-  FillValue v{};
-  std::memcpy(v.bytes, value, element_bytes);
-  FillKernel<<<Blocks(count, multiprocessors), kThreads, 0, stream>>>(
-      static_cast<unsigned char*>(data), v, element_bytes, count);
-  return cudaGetLastError();
 }
 
 cudaError_t OpenCopyLauncher(CopyLauncher* launcher) {

@@ -31,9 +31,6 @@ cudaError_t LaunchScale(DataType dtype, double factor, void* dst, const void* sr
 // data[i] /= world_size, toward zero (integer types: average's division).
 cudaError_t LaunchDivideInt(DataType dtype, int world_size, void* data, size_t count,
                             int multiprocessors, cudaStream_t stream);
-// Every element of `data` set to the `element_bytes` bytes at `value`.
-cudaError_t LaunchFill(void* data, const void* value, size_t element_bytes, size_t count,
-                       int multiprocessors, cudaStream_t stream);
 // The copy kernel's launches through the driver (cuLaunchKernel), its
 // functions looked up once. The runtime's launch (<<<>>>) finds the
 // function from its host stub at every call, which a one-rank

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/reduce.h"
-#include "kernels/reduction_identity.h"
 
 namespace hora::gpu {
 namespace {
@@ -352,15 +351,6 @@ Status HostDevice::Finalize(DataType dtype, ReduceOp op, int world_size, double 
   HORA_ASSIGN_OR_RETURN(std::byte * at,
                         DeviceBytes(data, count * DataTypeSize(dtype), "finalize data"));
   stream->Enqueue([=] { kernels::Finalize(dtype, op, world_size, postscale, at, count); });
-  return Status::Ok();
-}
-
-Status HostDevice::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) {
-  std::shared_ptr<HostStream> stream = FindStream(s);
-  if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
-  HORA_ASSIGN_OR_RETURN(std::byte * at,
-                        DeviceBytes(data, count * DataTypeSize(dtype), "identity data"));
-  stream->Enqueue([=] { kernels::FillIdentity(dtype, op, at, count); });
   return Status::Ok();
 }
 

@@ -74,7 +74,6 @@ class HostDevice final : public Device {
                Stream s) override;
   Status Finalize(DataType dtype, ReduceOp op, int world_size, double postscale, void* data,
                   size_t count, Stream s) override;
-  Status FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count, Stream s) override;
 
   // Runs `work` on the host in stream order (as cudaLaunchHostFunc): for
   // tests, a gate that holds a stream back.
