@@ -39,9 +39,9 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
 void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   if (set.engine) return;
   set.control = CreateCommControlPlane(*set.control_comm, *set.backend);
-  set.engine =
-      std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
-                               set.id == 0 ? std::vector<int>{} : set.ranks, &impl.devices);
+  set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
+                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks,
+                                        &impl.devices, &impl.nccl_order, set.id);
   set.engine->SetTimeline(impl.timeline);
 }
 

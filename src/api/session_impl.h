@@ -25,6 +25,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
+#include "engine/nccl_order.h"
 #include "gpu/lazy_device.h"
 #include "hora/session.h"
 #include "launch/rank_layout.h"
@@ -84,6 +85,9 @@ struct Session::Impl {
   // The GPU of this rank's GPU tensors, opened at the first (internally
   // synchronised; the engines stage through it).
   mutable gpu::LazyDevice devices;
+  // The order of this rank's NCCL calls across its process sets' engines
+  // (engine/nccl_order.h), which it outlives.
+  NcclOrder nccl_order;
   // Also guards each set's engine start and its name counters (unnamed,
   // unnamed_groups), which the analysis cannot see through the set.
   Mutex engine_mu;

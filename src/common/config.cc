@@ -181,7 +181,9 @@ const std::vector<SettingRow>& Rows() {
        .zero_ok = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",
                 "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "
-                "host: NCCL's semantics on the host device, for tests of ranks as threads"},
+                "host: NCCL's semantics on the host device, for tests of ranks as threads "
+                "(host:refuse-call=N: its communicators refuse the Nth call they are asked to "
+                "make)"},
        .as_string = &Config::nccl_library},
       {.spec =
            {"HORA_GPU_WINDOW_BYTES", SettingType::kBytes, "32M",

@@ -80,11 +80,16 @@ BatchVerdict Judge(const RequestMeta& m, int rank, std::span<const BatchPart> pa
   if (count == 0) return v;
   const bool several = count > 1;
   const std::string op = OpTypeName(m.op);
-  const std::string why = std::string(" (") +
-                          (gpu ? (several ? "their GPUs failed" : "its GPU failed")
-                               : (several ? "their NCCL communicators were aborted"
-                                          : "its NCCL communicator was aborted")) +
-                          "; " + (several ? "their errors say" : "its error says") + " how)";
+  // (Before NCCL's calls a rank cannot make them where its GPU failed, or
+  // where its turn to make them did not come: nccl_order.h.)
+  const std::string says = several ? "their errors say" : "its error says";
+  const std::string why = before_call && gpu
+                              ? " (" + says + " why)"
+                              : std::string(" (") +
+                                    (gpu ? (several ? "their GPUs failed" : "its GPU failed")
+                                         : (several ? "their NCCL communicators were aborted"
+                                                    : "its NCCL communicator was aborted")) +
+                                    "; " + says + " how)";
   if (before_call) {
     const std::string who = std::string(several ? "ranks " : "rank ") + failed;
     v.named = AbortedError(who + " could not take part in this " + op + why +

@@ -28,6 +28,23 @@ void Put(char* to, size_t n, const std::string& s) {
 
 bool IsHostDevice(const gpu::Device& d) { return d.info().uuid.rfind("host-", 0) == 0; }
 
+// Whether NCCL takes `m`'s collective: its mode lets it, and it has the
+// collective (a reduction: of its dtype and op).
+bool TakesCollective(const RequestMeta& m) {
+  if (RouteMode(m.nccl_route) == NcclMode::kHora) return false;
+  switch (m.op) {
+    case OpType::kAllreduce:
+    case OpType::kReducescatter:
+      return NcclTakes(m.dtype, ReducingOp(m.reduction.op));
+    case OpType::kBroadcast:
+    case OpType::kAllgather:
+    case OpType::kAlltoall:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace
 
 DeviceNccl::DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
@@ -68,21 +85,30 @@ void DeviceNccl::AbortIfBroken(const Status& failed) {
 }
 
 bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
-  const NcclMode mode = RouteMode(m.nccl_route);
-  if (mode == NcclMode::kHora || joined_any) return false;
-  switch (m.op) {
-    case OpType::kAllreduce:
-    case OpType::kReducescatter:
-      if (!NcclTakes(m.dtype, ReducingOp(m.reduction.op))) return false;
-      break;
-    case OpType::kBroadcast:
-    case OpType::kAllgather:
-    case OpType::kAlltoall:
-      break;
-    default:
-      return false;
-  }
-  return mode == NcclMode::kNccl || bytes >= RouteMinBytes(m.nccl_route);
+  if (joined_any || !TakesCollective(m)) return false;
+  return RouteMode(m.nccl_route) == NcclMode::kNccl || bytes >= RouteMinBytes(m.nccl_route);
+}
+
+bool DeviceNccl::MayTake(const RequestMeta& m, int size) {
+  if (m.device != DeviceType::kCUDA || !TakesCollective(m)) return false;
+  // (A set of one rank keeps its allreduces and broadcasts on its GPU
+  // unless HORA_GPU_BACKEND=nccl: device_staging_alone.cc.)
+  return size > 1 || RouteMode(m.nccl_route) == NcclMode::kNccl ||
+         (m.op != OpType::kAllreduce && m.op != OpType::kBroadcast);
+}
+
+Result<NcclOrder::Turn> DeviceNccl::AwaitTurn(const std::vector<TensorRecord*>& batch, int rank) {
+  if (settings_.order == nullptr) return NcclOrder::Turn();
+  numbers_.clear();
+  for (const TensorRecord* p : batch) numbers_.push_back(p->nccl_number);
+  const RequestMeta& m = batch.front()->meta;
+  NcclOrder::Wait wait{settings_.turn_timeout, settings_.warn_every, settings_.logger, [&] {
+                         std::string what = "rank " + std::to_string(rank) + ": " +
+                                            OpTypeName(m.op) + " '" + m.name + "'";
+                         if (!settings_.label.empty()) what += " of " + settings_.label;
+                         return what;
+                       }};
+  return settings_.order->Await(settings_.set, numbers_, wait);
 }
 
 Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size) {
@@ -106,27 +132,28 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, in
   return false;
 }
 
+Status DeviceNccl::LoadLibrary() {
+  if (library_) return Status::Ok();  // (kept when the communicator is made again)
+  const bool host = settings_.library == "host" || settings_.library.starts_with("host:");
+  if (host && !IsHostDevice(*device_)) {
+    return InvalidArgument(
+        "HORA_NCCL_LIBRARY=host runs on the host device only (HORA_DEVICE=host)");
+  }
+  if (!host && IsHostDevice(*device_)) {
+    return UnavailableError(
+        "the host device has no NCCL (HORA_NCCL_LIBRARY=host stands in for it)");
+  }
+  Result<std::unique_ptr<NcclLibrary>> lib =
+      host ? CreateHostNccl(std::string_view(settings_.library).substr(4))
+           : OpenNcclLibrary(settings_.library);
+  HORA_RETURN_IF_ERROR(lib.status());
+  library_ = std::move(*lib);
+  return Status::Ok();
+}
+
 Status DeviceNccl::MakeCommunicator(CollectiveBackend& data, int rank, int size) {
   Said mine;
-  Status local;
-  if (settings_.library == "host") {
-    if (IsHostDevice(*device_)) {
-      library_ = CreateHostNccl();
-    } else {
-      local =
-          InvalidArgument("HORA_NCCL_LIBRARY=host runs on the host device only (HORA_DEVICE=host)");
-    }
-  } else if (IsHostDevice(*device_)) {
-    local =
-        UnavailableError("the host device has no NCCL (HORA_NCCL_LIBRARY=host stands in for it)");
-  } else {
-    Result<std::unique_ptr<NcclLibrary>> lib = OpenNcclLibrary(settings_.library);
-    if (lib.ok()) {
-      library_ = std::move(*lib);
-    } else {
-      local = lib.status();
-    }
-  }
+  Status local = LoadLibrary();
   if (local.ok() && rank == 0) {
     Result<NcclId> id = library_->UniqueId();
     if (id.ok()) {

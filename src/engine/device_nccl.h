@@ -26,6 +26,10 @@
 //    Allgather, reducescatter and alltoall write an output Hora allocates on
 //    the device: one NCCL call where every rank's part is the same size,
 //    else one group of point-to-point calls (or of reduces, one per part).
+//  - the calls of a batch are made in this set's turn (nccl_order.h): one
+//    set at a time on a rank, in the order the rank's tensors were
+//    submitted, so that sets sharing ranks reach NCCL in one order on every
+//    rank where their tensors were submitted in one order.
 //  - a call that fails (refused, in progress past the timeout, or a
 //    communicator that reports an error of its own) aborts the
 //    communicator: that rank's next NCCL batch fails, naming it, and every
@@ -45,6 +49,7 @@
 #include "backends/nccl/nccl.h"
 #include "common/logging.h"
 #include "engine/allocated_outputs.h"
+#include "engine/nccl_order.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
 
@@ -55,6 +60,15 @@ class DeviceNccl {
   struct Settings {
     std::string library;  // HORA_NCCL_LIBRARY
     const Logger* logger = nullptr;
+    // The rank's order of NCCL calls across its process sets (null: this
+    // set's batches need no turn) and this set's id there; a batch waits
+    // for its turn at most `turn_timeout` (HORA_TIMEOUT_S; zero: as long as
+    // it takes), warning every `warn_every` (HORA_STALL_WARNING_S).
+    NcclOrder* order = nullptr;
+    int set = 0;
+    Duration turn_timeout{};
+    Duration warn_every{};
+    std::string label;  // the set's, for warnings: "process set 2 (ranks 0, 2)" (empty: global)
   };
   DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
              Settings settings);
@@ -65,6 +79,12 @@ class DeviceNccl {
   // Whether a batch of `m`'s collective, `bytes` in all, goes to NCCL when
   // it can be used.
   bool Wants(const RequestMeta& m, size_t bytes, bool joined_any) const;
+  // Whether NCCL may take a tensor of `m` in a set of `size` ranks,
+  // whatever its batch's size and joins.
+  static bool MayTake(const RequestMeta& m, int size);
+  // Waits for this set's turn to make `batch`'s calls (nccl_order.h); with
+  // no order, a turn at once. The turn must end before the next call.
+  Result<NcclOrder::Turn> AwaitTurn(const std::vector<TensorRecord*>& batch, int rank);
   // Collective at the first call, and at the first after Restart (the same
   // point on every rank): makes the communicator. Then: whether there is
   // one; where `m` says HORA_GPU_BACKEND=nccl, an error (the same on every
@@ -103,6 +123,8 @@ class DeviceNccl {
   Status Grouped(const std::function<Status(NcclComm&)>& calls);
   // Ready's first call.
   Status MakeCommunicator(CollectiveBackend& data, int rank, int size);
+  // The library (HORA_NCCL_LIBRARY), loaded at the first call.
+  Status LoadLibrary();
 
   const std::shared_ptr<gpu::Device> device_;
   const gpu::Stream stream_;
@@ -113,6 +135,7 @@ class DeviceNccl {
   Status broken_;    // why it was aborted (an error of NCCL's)
   std::unique_ptr<NcclLibrary> library_;
   std::unique_ptr<NcclComm> comm_;  // (goes before the library)
+  std::vector<uint64_t> numbers_;   // (AwaitTurn's, for its turn)
 };
 
 }  // namespace hora

@@ -30,8 +30,8 @@
 //
 // Streams: the global process set's engine works on the rank's stream
 // (Session::GpuStream). Every other set's engine has a stream of its own,
-// so that NCCL calls of different sets, queued in different orders on
-// different ranks, never wait behind one another on one stream. Each of its
+// so that one set's NCCL calls never wait behind another's on one stream
+// (the rank's sets make their calls in one order: nccl_order.h). Each of its
 // batches first makes that stream wait for the rank's stream, where the
 // tensors' producers were ordered (DLPack's stream argument, or the C++
 // caller's wait).
@@ -155,6 +155,8 @@ class DeviceStaging {
   // Allgather, reducescatter or alltoall through NCCL, into an output
   // allocated on the device.
   Status RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank, int size);
+  // This set's turn to make NCCL's calls for `batch` (nccl_order.h).
+  Status TakeTurn(const std::vector<TensorRecord*>& batch, int rank, NcclOrder::Turn* turn);
   // After a staged collective, or before NCCL's calls (`before_call`):
   // what every rank gave, or can give (batch_verdict.h). Where a rank's
   // communicator was aborted, every rank's is.

@@ -31,10 +31,14 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   if (st.ok() && m.op == OpType::kAllreduce && m.reduction.prescale_factor != 1.0 && count > 0) {
     st = device_->Scale(m.dtype, m.reduction.prescale_factor, area, area, count, stream_);
   }
-  // Before the call, every rank says whether it can take part (its copies
-  // and prescale queued without error): where one cannot, no rank calls
-  // NCCL for this batch (its sequence of calls stays the same on every
-  // rank), and every rank's handles fail naming it.
+  // This set's turn to make NCCL calls on this rank (nccl_order.h), held
+  // until they are made; then, before the call, every rank says whether it
+  // can take part (its copies and prescale queued without error, its turn
+  // come): where one cannot, no rank calls NCCL for this batch (its
+  // sequence of calls stays the same on every rank), and every rank's
+  // handles fail naming it.
+  NcclOrder::Turn turn;
+  if (st.ok()) st = TakeTurn(batch, rank, &turn);
   const Status told =
       Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kCannot, true);
   if (!st.ok() || !told.ok()) {
@@ -44,6 +48,7 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   }
   st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
                                   : nccl_.Allreduce(area, count, m, size);
+  turn.End();
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   if (nccl_.broken()) FailNcclPending("this rank's call failed");
   Status marked = MarkDone(batch, rank);
@@ -51,6 +56,14 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
+}
+
+Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank,
+                               NcclOrder::Turn* turn) {
+  Result<NcclOrder::Turn> got = nccl_.AwaitTurn(batch, rank);
+  if (!got.ok()) return got.status();
+  *turn = std::move(*got);
+  return Status::Ok();
 }
 
 size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int size) {
@@ -95,6 +108,8 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     if (!scaled.ok()) return cannot(scaled);
     in = packed_;
   }
+  NcclOrder::Turn turn;
+  if (Status waited = TakeTurn(batch, rank, &turn); !waited.ok()) return cannot(waited);
   if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
     MarkDoneOrSync(batch, rank);
     return told;
@@ -111,6 +126,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
       st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
       break;
   }
+  turn.End();
   if (nccl_.broken()) FailNcclPending("this rank's call failed");
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued();

@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/thread_name.h"
@@ -27,7 +28,7 @@ Status CheckNames(int rank, const RequestMeta& m) {
 
 Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& data,
                const Logger& logger, std::string label, std::vector<int> job_ranks,
-               gpu::LazyDevice* devices)
+               gpu::LazyDevice* devices, NcclOrder* nccl_order, int set_id)
     : config_(config),
       data_(data),
       logger_(logger),
@@ -41,6 +42,8 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
       devices_(devices),
+      nccl_order_(nccl_order),
+      set_id_(set_id),
       negotiator_(config, control, logger, std::move(label), std::move(job_ranks),
                   [this](const std::string& name) -> Ticket* { return FindTaken(name); }) {
   gate_ = std::make_shared<DriveGate>(this);
@@ -57,7 +60,11 @@ Engine::~Engine() {
     stop_requested_ = true;
   }
   cv_.notify_all();
+  // (A batch waiting for its turn to make NCCL calls, behind another set's
+  // tensors that may never run, fails instead.)
+  if (nccl_order_ != nullptr) nccl_order_->Cancel(set_id_);
   thread_.join();
+  if (nccl_order_ != nullptr) nccl_order_->Forget(set_id_);
 }
 
 Handle Engine::Submit(Submission&& s) {
@@ -191,6 +198,7 @@ void Engine::FailAll(const Status& st) {
     for (TensorRecord* p : queue_) {
       std::shared_ptr<Handle::State> handle = std::move(p->handle);
       p->in_flight = false;
+      if (nccl_order_ != nullptr) nccl_order_->Finished(set_id_, std::exchange(p->nccl_number, 0));
       handle->Complete(stopped_);
     }
     queue_.clear();

@@ -34,6 +34,7 @@
 #include "engine/engine_stats.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
+#include "engine/nccl_order.h"
 #include "engine/negotiator.h"
 #include "engine/tensor_records.h"
 #include "gpu/lazy_device.h"
@@ -49,9 +50,11 @@ class Engine final : public Driver {
   // `job_ranks` (a process set's: the job's rank of each of its ranks)
   // names the ranks of its stall reports. GPU tensors are staged through
   // `devices` (the Session's, which outlives the engine; null: none come).
+  // Its NCCL calls take their turns in `nccl_order` (the Session's, which
+  // outlives it; null: none needed), as process set `set_id`.
   Engine(const Config& config, ControlPlane& control, CollectiveBackend& data, const Logger& logger,
          std::string label = "", std::vector<int> job_ranks = {},
-         gpu::LazyDevice* devices = nullptr);
+         gpu::LazyDevice* devices = nullptr, NcclOrder* nccl_order = nullptr, int set_id = 0);
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -204,6 +207,8 @@ class Engine final : public Driver {
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
   std::vector<uint8_t> verdict_ HORA_GUARDED_BY(cycle_mu_);  // (a joined rank's AgreeOnBatch)
   gpu::LazyDevice* const devices_;
+  NcclOrder* const nccl_order_;
+  const int set_id_;
   // GPU tensors' way through the backend, made at the first.
   std::unique_ptr<DeviceStaging> staging_ HORA_GUARDED_BY(cycle_mu_);
   // This cycle's copy of timeline_.

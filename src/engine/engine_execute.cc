@@ -149,7 +149,9 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
         std::move(device), stream, rank_stream, SecondsToDuration(bound),
         DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
                                SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
-        DeviceNccl::Settings{config_.nccl_library, &logger_});
+        DeviceNccl::Settings{config_.nccl_library, &logger_, nccl_order_, set_id_,
+                             SecondsToDuration(config_.timeout_s),
+                             SecondsToDuration(config_.stall_warning_s), label_});
   }
   const uint64_t on_window = staging_->window_batches();
   const uint64_t by_nccl = staging_->nccl_batches();

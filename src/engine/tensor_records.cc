@@ -9,6 +9,7 @@ void TensorRecord::Reset() {
   result.reset();
   received_splits.clear();
   on_device.reset();
+  nccl_number = 0;
 }
 
 TensorRecord* TensorRecords::Find(const std::string& name) {

@@ -61,6 +61,9 @@ struct TensorRecord : Ticket {
   std::vector<int64_t> received_splits;
   // GPU tensors: the results' copy back, still under way (device_done.h).
   std::shared_ptr<DeviceDone> on_device;
+  // Its number in the rank's order of NCCL calls (nccl_order.h), where NCCL
+  // may take it; 0 otherwise.
+  uint64_t nccl_number = 0;
   // A joined rank's stand-in for a tensor it never submitted: identity
   // values in `scratch`, no handle (the engine's, not in these records).
   bool phantom = false;

@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -137,10 +139,24 @@ struct Call {
   gpu::Stream stream;
 };
 
+// The calls a library's communicators were asked to make so far, and the
+// one of them it refuses (0: none): a rank whose NCCL refuses a call, for
+// tests of what follows.
+struct Refusal {
+  uint64_t nth = 0;
+  std::atomic<uint64_t> calls{0};
+};
+
 class HostComm final : public NcclComm {
  public:
-  HostComm(std::shared_ptr<Hub> hub, int rank, int size, gpu::Device& device, Duration timeout)
-      : hub_(std::move(hub)), rank_(rank), size_(size), device_(device), timeout_(timeout) {}
+  HostComm(std::shared_ptr<Hub> hub, int rank, int size, gpu::Device& device, Duration timeout,
+           std::shared_ptr<Refusal> refusal)
+      : hub_(std::move(hub)),
+        rank_(rank),
+        size_(size),
+        device_(device),
+        timeout_(timeout),
+        refusal_(std::move(refusal)) {}
   ~HostComm() override {
     if (event_.id != 0) (void)device_.DestroyEvent(event_);
   }
@@ -203,6 +219,12 @@ class HostComm final : public NcclComm {
                            " of " + std::to_string(size_));
   }
   Status Submit(const Call& c) {
+    const uint64_t n = ++refusal_->calls;
+    if (n == refusal_->nth) {
+      return UnavailableError("host NCCL: rank " + std::to_string(rank_) + " refused its call " +
+                              std::to_string(n) +
+                              " (HORA_NCCL_LIBRARY=host:refuse-call=" + std::to_string(n) + ")");
+    }
     if (depth_ > 0) {
       group_.push_back(c);
       return Status::Ok();
@@ -322,6 +344,7 @@ class HostComm final : public NcclComm {
   const int size_;
   gpu::Device& device_;
   const Duration timeout_;
+  const std::shared_ptr<Refusal> refusal_;
   uint64_t seq_ = 0;
   gpu::Event event_;
   int depth_ = 0;            // GroupStart's not yet ended
@@ -330,6 +353,9 @@ class HostComm final : public NcclComm {
 
 class HostNccl final : public NcclLibrary {
  public:
+  explicit HostNccl(uint64_t refuse_call) : refusal_(std::make_shared<Refusal>()) {
+    refusal_->nth = refuse_call;
+  }
   std::string version() const override { return "host NCCL (tests)"; }
 
   Result<NcclId> UniqueId() override {
@@ -356,12 +382,29 @@ class HostNccl final : public NcclLibrary {
     }
     std::shared_ptr<Hub> held;
     HORA_RETURN_IF_ERROR(reinterpret_cast<Hub*>(static_cast<uintptr_t>(w.hub))->Join(size, &held));
-    return std::unique_ptr<NcclComm>(new HostComm(std::move(held), rank, size, device, timeout));
+    return std::unique_ptr<NcclComm>(
+        new HostComm(std::move(held), rank, size, device, timeout, refusal_));
   }
+
+ private:
+  const std::shared_ptr<Refusal> refusal_;
 };
 
 }  // namespace
 
-std::unique_ptr<NcclLibrary> CreateHostNccl() { return std::make_unique<HostNccl>(); }
+Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec) {
+  uint64_t refuse = 0;
+  constexpr std::string_view kRefuse = ":refuse-call=";
+  if (spec.starts_with(kRefuse)) {
+    const std::string_view n = spec.substr(kRefuse.size());
+    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), refuse);
+    if (ec == std::errc() && end == n.data() + n.size() && refuse > 0) spec = {};
+  }
+  if (!spec.empty()) {
+    return InvalidArgument("HORA_NCCL_LIBRARY=host" + std::string(spec) +
+                           ": after \"host\", only \":refuse-call=N\" (N > 0) is taken");
+  }
+  return std::unique_ptr<NcclLibrary>(std::make_unique<HostNccl>(refuse));
+}
 
 }  // namespace hora

@@ -18,11 +18,16 @@
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 #include "backends/nccl/nccl.h"
 
 namespace hora {
 
-std::unique_ptr<NcclLibrary> CreateHostNccl();
+// `spec`: what follows "host" in HORA_NCCL_LIBRARY: empty, or
+// ":refuse-call=N", where this library's communicators refuse the Nth call
+// they are asked to make (counted from 1, over all of them), for tests of a
+// rank whose NCCL call fails.
+Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec = {});
 
 }  // namespace hora

@@ -31,7 +31,7 @@ class Ranks {
     auto d = gpu::HostDevice::Create(0, size_t{1} << 28);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     device_ = std::move(*d);
-    lib_ = CreateHostNccl();
+    lib_ = std::move(*CreateHostNccl());
     auto id = lib_->UniqueId();
     EXPECT_TRUE(id.ok());
     comms_.resize(static_cast<size_t>(n));
@@ -96,6 +96,41 @@ std::vector<float> Values(int r, size_t count) {
 void ExpectAllOk(const std::vector<Status>& st) {
   for (size_t r = 0; r < st.size(); ++r)
     EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+// HORA_NCCL_LIBRARY=host:refuse-call=N: the library's Nth call is refused
+// (saying so), the others run; anything else after "host" is an error.
+TEST(HostNccl, RefusesTheCallItIsToldTo) {
+  for (const char* bad : {":refuse-call=0", ":refuse-call=x", ":refuse-call=", ":other"}) {
+    Result<std::unique_ptr<NcclLibrary>> lib = CreateHostNccl(bad);
+    ASSERT_FALSE(lib.ok()) << bad;
+    EXPECT_NE(lib.status().message().find("refuse-call=N"), std::string::npos)
+        << lib.status().ToString();
+  }
+  auto d = gpu::HostDevice::Create(0, size_t{1} << 24);
+  ASSERT_TRUE(d.ok());
+  Result<std::unique_ptr<NcclLibrary>> lib = CreateHostNccl(":refuse-call=2");
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  auto id = (*lib)->UniqueId();
+  ASSERT_TRUE(id.ok());
+  auto comm = (*lib)->InitRank(*id, 1, 0, **d, kTimeout);
+  ASSERT_TRUE(comm.ok()) << comm.status().ToString();
+  auto stream = (*d)->CreateStream();
+  ASSERT_TRUE(stream.ok());
+  auto mem = (*d)->Allocate(16);
+  ASSERT_TRUE(mem.ok());
+  std::vector<Status> got;
+  for (int i = 0; i < 3; ++i) {
+    got.push_back((*comm)->AllReduce(*mem, *mem, 4, DataType::kFloat32, ReduceOp::kSum, *stream));
+  }
+  EXPECT_TRUE(got[0].ok()) << got[0].ToString();
+  EXPECT_EQ(got[1].code(), StatusCode::kUnavailable);
+  EXPECT_NE(got[1].message().find("rank 0 refused its call 2"), std::string::npos)
+      << got[1].ToString();
+  EXPECT_TRUE(got[2].ok()) << got[2].ToString();
+  comm->reset();
+  (void)(*d)->Free(*mem);
+  (void)(*d)->DestroyStream(*stream);
 }
 
 // Every rank receives from every peer before it sends: one call at a time

@@ -1,0 +1,124 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// One order of NCCL calls on every rank, across a rank's process sets.
+//
+// NCCL asks two things of communicators used together on one GPU: their
+// calls are made by one thread at a time, and in one order on every rank
+// (a GPU may run one set's kernel while the kernel another rank queued
+// first waits behind it: then neither ends). Each process set's engine
+// decides and runs its batches on its own thread, so by themselves two sets
+// that share ranks would reach NCCL in whatever order their negotiations
+// happened to end on each rank.
+//
+// The order kept here is the order in which this rank's tensors were
+// submitted: Submitted numbers them, across every set. A batch's place is
+// the number of its first-submitted tensor, or its set's last batch's place
+// where that is later (a set runs its batches in the order its ranks agreed
+// on). A batch makes its calls in a turn (Await) that one set holds at a
+// time, and only once no other set can still have a batch with an earlier
+// place: each other set's place is that of its batch waiting for a turn, or
+// else at least the number of its earliest tensor not yet run, and its last
+// batch's place. Where every rank submits the tensors of sets that share
+// ranks in one order, the places of any two batches compare alike on every
+// rank (each is the number of one tensor, the same one everywhere), so
+// every rank makes their calls in one order.
+//
+// A tensor leaves the order when its batch's turn ends, or when it is
+// finished another way (Finished: on Hora's own paths, failed, cancelled).
+//
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <map>
+#include <span>
+#include <string>
+#include <unordered_map>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "common/mutex.h"
+#include "hora/status.h"
+
+namespace hora {
+
+class NcclOrder {
+ public:
+  // The next number, for a tensor of process set `set` that NCCL may take.
+  // `name` names it in Await's warnings and errors: it must stay valid until
+  // the tensor leaves the order.
+  uint64_t Submitted(int set, const std::string* name) HORA_EXCLUDES(mu_);
+  // The tensor numbered `number` of `set` will make no NCCL call (0: none).
+  void Finished(int set, uint64_t number) HORA_EXCLUDES(mu_);
+
+  // A set's turn: while one is held, no other set's batch makes calls. Its
+  // end takes its batch's tensors out of the order.
+  class Turn {
+   public:
+    Turn() = default;
+    Turn(Turn&& o) noexcept;
+    Turn& operator=(Turn&& o) noexcept;
+    ~Turn() { End(); }
+    void End();
+
+   private:
+    friend class NcclOrder;
+    Turn(NcclOrder* order, int set, std::span<const uint64_t> numbers)
+        : order_(order), set_(set), numbers_(numbers) {}
+    NcclOrder* order_ = nullptr;
+    int set_ = 0;
+    std::span<const uint64_t> numbers_;
+  };
+
+  struct Wait {
+    // At most this long (zero or less: as long as it takes), saying what it
+    // waits for every `warn_every` (zero: never) as `logger`'s warning.
+    Duration timeout{};
+    Duration warn_every{};
+    const Logger* logger = nullptr;
+    // Names the batch: "rank 1: allreduce 'grad' of process set 1 (ranks
+    // 0, 1)" (made only when it is said).
+    std::function<std::string()> what;
+  };
+  // Waits for the turn of `set`'s batch of the tensors numbered `numbers`
+  // (the caller's, valid while the turn is held; 0s are skipped): a
+  // timeout fails it, naming what it waited for, and so does Cancel where
+  // it cannot have its turn at once.
+  Result<Turn> Await(int set, std::span<const uint64_t> numbers, const Wait& wait)
+      HORA_EXCLUDES(mu_);
+
+  // `set`'s engine stops: from now on its batches that would wait for a
+  // turn fail instead.
+  void Cancel(int set) HORA_EXCLUDES(mu_);
+  // `set` ended (its tensors finished): forgotten.
+  void Forget(int set) HORA_EXCLUDES(mu_);
+
+ private:
+  static constexpr uint64_t kNever = std::numeric_limits<uint64_t>::max();
+  struct SetOrder {
+    std::map<uint64_t, const std::string*> unrun;  // its tensors still in the order
+    uint64_t last = 0;                             // its last batch's place
+    uint64_t waiting = 0;                          // its batch awaiting a turn: the place (0: none)
+    bool cancelled = false;
+  };
+  // The earliest place `s`'s next batch can have (kNever: it has none).
+  static uint64_t Earliest(const SetOrder& s);
+  // The set, other than `set`, whose next batch may come before `place`
+  // (holding the turn, or Earliest), or nullptr.
+  const std::pair<const int, SetOrder>* Before(int set, uint64_t place) const HORA_REQUIRES(mu_);
+  // "process set 2's 'grad.7' (submitted before it on this rank)", for `before`.
+  std::string Describe(const std::pair<const int, SetOrder>& before) const HORA_REQUIRES(mu_);
+  void EndTurn(int set, std::span<const uint64_t> numbers) HORA_EXCLUDES(mu_);
+
+  Mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_ HORA_GUARDED_BY(mu_) = 1;
+  std::unordered_map<int, SetOrder> sets_ HORA_GUARDED_BY(mu_);
+  static constexpr int kNobody = std::numeric_limits<int>::min();
+  int holder_ HORA_GUARDED_BY(mu_) = kNobody;  // the set holding the turn
+};
+
+}  // namespace hora

@@ -1,0 +1,190 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// NcclOrder: turns go to batches in the order of their tensors' numbers
+// (the rank's submission order), one set at a time; a set's batches keep
+// the order its ranks agreed on; a wait ends in an error naming what it
+// waited for (timeout, the engine stopping), never in silence.
+#include "engine/nccl_order.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace hora {
+namespace {
+
+using namespace std::chrono_literals;
+
+NcclOrder::Wait Bounded(Duration timeout, const Logger* logger = nullptr,
+                        Duration warn_every = Duration::zero()) {
+  return {timeout, warn_every, logger, [] { return std::string("rank 0: allreduce 'x'"); }};
+}
+
+// Whether `f` is still waiting after a while (it waits for a turn).
+bool StillWaiting(std::future<void>& f) { return f.wait_for(100ms) == std::future_status::timeout; }
+
+TEST(NcclOrder, ASetAloneHasItsTurnsAtOnce) {
+  NcclOrder order;
+  const std::string a = "a", b = "b";
+  std::vector<uint64_t> first{order.Submitted(0, &a)};
+  std::vector<uint64_t> second{order.Submitted(0, &b)};
+  EXPECT_LT(first[0], second[0]);
+  for (auto* batch : {&second, &first}) {  // (in the order its ranks agreed on)
+    Result<NcclOrder::Turn> t = order.Await(0, *batch, Bounded(1s));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+  }
+}
+
+TEST(NcclOrder, ABatchWaitsForAnotherSetsTensorSubmittedBefore) {
+  NcclOrder order;
+  const std::string g = "g", s = "s";
+  const uint64_t global = order.Submitted(0, &g);  // first on this rank
+  std::vector<uint64_t> of_set{order.Submitted(1, &s)};
+  std::atomic<bool> made{false};
+  std::future<void> set_batch = std::async(std::launch::async, [&] {
+    Result<NcclOrder::Turn> t = order.Await(1, of_set, Bounded(10s));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    made = true;
+  });
+  EXPECT_TRUE(StillWaiting(set_batch));
+  EXPECT_FALSE(made);
+  // The global set's tensor runs (its batch's turn ends): the set's goes.
+  std::vector<uint64_t> global_batch{global};
+  { ASSERT_TRUE(order.Await(0, global_batch, Bounded(1s)).ok()); }
+  set_batch.get();
+  EXPECT_TRUE(made);
+}
+
+TEST(NcclOrder, ATensorFinishedOtherwiseHoldsNobodyBack) {
+  NcclOrder order;
+  const std::string g = "g", s = "s";
+  const uint64_t global = order.Submitted(0, &g);
+  std::vector<uint64_t> of_set{order.Submitted(1, &s)};
+  std::future<void> set_batch = std::async(
+      std::launch::async, [&] { EXPECT_TRUE(order.Await(1, of_set, Bounded(10s)).ok()); });
+  EXPECT_TRUE(StillWaiting(set_batch));
+  order.Finished(0, global);  // (on Hora's own path, or failed)
+  set_batch.get();
+}
+
+TEST(NcclOrder, TensorsSubmittedLaterHoldNobodyBack) {
+  NcclOrder order;
+  const std::string g = "g", s = "s";
+  std::vector<uint64_t> global{order.Submitted(0, &g)};
+  (void)order.Submitted(1, &s);  // submitted after: its set waits, not the global one
+  Result<NcclOrder::Turn> t = order.Await(0, global, Bounded(1s));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+}
+
+// A set whose ranks agreed to run a later tensor first: its batch's place
+// is that tensor's, so another set's batch between the two does not wait
+// for its earlier tensor (which comes after, in the set's order), and its
+// earlier tensor's batch keeps the later place. Without that the two sets
+// would wait for each other.
+TEST(NcclOrder, ASetsOwnOrderRaisesItsPlaces) {
+  NcclOrder order;
+  const std::string a1 = "a1", b = "b", a2 = "a2";
+  std::vector<uint64_t> first_of_a{order.Submitted(1, &a1)};
+  std::vector<uint64_t> of_b{order.Submitted(2, &b)};
+  std::vector<uint64_t> second_of_a{order.Submitted(1, &a2)};
+  std::vector<std::string> made;
+  Mutex mu;
+  auto note = [&](const char* what) {
+    MutexLock lock(mu);
+    made.push_back(what);
+  };
+  // Set 1 runs a2 before a1; set 2 runs b.
+  std::future<void> set1 = std::async(std::launch::async, [&] {
+    {
+      Result<NcclOrder::Turn> t = order.Await(1, second_of_a, Bounded(10s));
+      ASSERT_TRUE(t.ok()) << t.status().ToString();
+      note("a2");
+    }
+    Result<NcclOrder::Turn> t = order.Await(1, first_of_a, Bounded(10s));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    note("a1");
+  });
+  EXPECT_TRUE(StillWaiting(set1));  // a2 comes after b
+  std::future<void> set2 = std::async(std::launch::async, [&] {
+    Result<NcclOrder::Turn> t = order.Await(2, of_b, Bounded(10s));
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    note("b");
+  });
+  set2.get();
+  set1.get();
+  EXPECT_EQ(made, (std::vector<std::string>{"b", "a2", "a1"}));
+}
+
+TEST(NcclOrder, OneSetHoldsTheTurnAtATime) {
+  NcclOrder order;
+  const std::string g = "g", s = "s";
+  std::vector<uint64_t> global{order.Submitted(0, &g)};
+  std::vector<uint64_t> of_set{order.Submitted(1, &s)};
+  Result<NcclOrder::Turn> held = order.Await(0, global, Bounded(1s));
+  ASSERT_TRUE(held.ok());
+  std::future<void> set_batch = std::async(
+      std::launch::async, [&] { EXPECT_TRUE(order.Await(1, of_set, Bounded(10s)).ok()); });
+  EXPECT_TRUE(StillWaiting(set_batch));
+  held->End();
+  set_batch.get();
+}
+
+TEST(NcclOrder, AWaitThatTimesOutNamesWhatItWaitedFor) {
+  NcclOrder order;
+  const std::string g = "grad.7", s = "s";
+  (void)order.Submitted(0, &g);
+  std::vector<uint64_t> of_set{order.Submitted(3, &s)};
+  Logger logger(LogLevel::kWarning, 0);
+  ::testing::internal::CaptureStderr();
+  Result<NcclOrder::Turn> t = order.Await(3, of_set, Bounded(700ms, &logger, 200ms));
+  const std::string warned = ::testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kTimeout);
+  const std::string m = t.status().message();
+  EXPECT_NE(m.find("rank 0: allreduce 'x'"), std::string::npos) << m;
+  EXPECT_NE(m.find("the global process set's 'grad.7'"), std::string::npos) << m;
+  EXPECT_NE(m.find("one order on every rank"), std::string::npos) << m;
+  EXPECT_NE(warned.find("has waited"), std::string::npos) << warned;
+  EXPECT_NE(warned.find("'grad.7'"), std::string::npos) << warned;
+  // The failed batch holds nobody back: its set's next tensor, and the
+  // global set's, have their turns.
+  std::vector<uint64_t> global{1};
+  EXPECT_TRUE(order.Await(0, global, Bounded(1s)).ok());
+}
+
+TEST(NcclOrder, CancelFailsAWaitingBatchButNotOneThatCanGo) {
+  NcclOrder order;
+  const std::string g = "g", s = "s", t = "t";
+  (void)order.Submitted(0, &g);
+  std::vector<uint64_t> of_set{order.Submitted(1, &s)};
+  std::future<Status> waiting = std::async(std::launch::async, [&] {
+    return order.Await(1, of_set, Bounded(Duration::zero())).status();  // (no timeout)
+  });
+  ASSERT_EQ(waiting.wait_for(100ms), std::future_status::timeout);
+  order.Cancel(1);
+  const Status st = waiting.get();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  order.Finished(0, 1);
+  std::vector<uint64_t> next{order.Submitted(1, &t)};
+  EXPECT_TRUE(order.Await(1, next, Bounded(1s)).ok());  // (nothing before it: it goes)
+}
+
+TEST(NcclOrder, AForgottenSetHoldsNobodyBack) {
+  NcclOrder order;
+  const std::string g = "g", s = "s";
+  (void)order.Submitted(2, &g);
+  std::vector<uint64_t> of_set{order.Submitted(1, &s)};
+  std::future<void> set_batch = std::async(
+      std::launch::async, [&] { EXPECT_TRUE(order.Await(1, of_set, Bounded(10s)).ok()); });
+  EXPECT_TRUE(StillWaiting(set_batch));
+  order.Forget(2);
+  set_batch.get();
+}
+
+}  // namespace
+}  // namespace hora

@@ -1,0 +1,134 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// A rank whose NCCL call fails, end to end, on the host device's NCCL
+// (HORA_DEVICE=host; rank 1's library refuses its third call:
+// HORA_NCCL_LIBRARY=host:refuse-call=3). Ranks are threads. What follows
+// (engine/device_nccl.h, batch_verdict.h):
+//  - that batch fails on every rank: rank 1 with the refusal, the others
+//    (their calls waiting for rank 1's) naming rank 1, which aborted the
+//    communicator;
+//  - the next NCCL batch fails on every rank, each saying its communicator
+//    was aborted, and every rank makes a new one;
+//  - the batches after that run on the new communicator, with the right
+//    results, allreduce, broadcast and allgather alike.
+// Nothing waits past a few seconds: HORA_TIMEOUT_S is 20, and no rank comes
+// near it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "api/session_impl.h"
+#include "support/device_io.h"
+#include "support/thread_ranks.h"
+
+namespace hora::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Settings RefusingRank(int r) {
+  return TestSettings({{"HORA_DEVICE", "host"},
+                       {"HORA_GPU_BACKEND", "nccl"},
+                       {"HORA_NCCL_LIBRARY", r == 1 ? "host:refuse-call=3" : "host"},
+                       {"HORA_GPU_IPC", "0"},
+                       {"HORA_TIMEOUT_S", "20"}});
+}
+
+bool Has(const Status& st, const std::string& text) {
+  return st.message().find(text) != std::string::npos;
+}
+
+class NcclFaults : public ::testing::TestWithParam<int> {};
+
+TEST_P(NcclFaults, ARanksFailedCallIsToldAndEveryRankStartsAnew) {
+  const int n = GetParam();
+  ThreadRanks job(n, RefusingRank);
+  constexpr int64_t kCount = 1031;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    for (int i = 0; i < 6; ++i) {
+      const std::vector<float> given(kCount, static_cast<float>(r + 1 + i));
+      void* d = io.Upload(given.data(), kCount * 4);
+      const TensorView v = OnGpu(d, DataType::kFloat32, {kCount});
+      Status st = s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum})
+                      .Wait(std::chrono::nanoseconds::max());
+      if (st.ok()) {
+        std::vector<uint8_t> bytes = io.Download(d, kCount * 4);
+        float want = 0;
+        for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
+        for (int64_t k = 0; k < kCount; ++k) {
+          float got;
+          std::memcpy(&got, bytes.data() + k * 4, 4);
+          if (got != want) {
+            st = InternalError("step " + std::to_string(i) + ": element " + std::to_string(k) +
+                               " is " + std::to_string(got) + ", not " + std::to_string(want));
+            break;
+          }
+        }
+      }
+      mine.push_back(st);
+    }
+    // The new communicator takes the other collectives too.
+    std::vector<float> root(kCount, r == 0 ? 7.0f : -1.0f);
+    void* b = io.Upload(root.data(), kCount * 4);
+    HORA_RETURN_IF_ERROR(
+        s.BroadcastAsync("after.b", OnGpu(b, DataType::kFloat32, {kCount}), 0).Wait(10s));
+    std::vector<uint8_t> got = io.Download(b, kCount * 4);
+    float first;
+    std::memcpy(&first, got.data(), 4);
+    if (first != 7.0f) return InternalError("broadcast after: " + std::to_string(first));
+    const std::vector<float> part(3, static_cast<float>(r));
+    void* g = io.Upload(part.data(), 12);
+    Handle h = s.AllgatherAsync("after.g", OnGpu(g, DataType::kFloat32, {3}));
+    HORA_RETURN_IF_ERROR(h.Wait(10s));
+    std::optional<Tensor> all = h.TakeOutput();
+    if (!all || all->num_bytes() != static_cast<size_t>(12 * n)) {
+      return InternalError("allgather after: no output of " + std::to_string(12 * n) + " bytes");
+    }
+    got = io.Download(all->data(), all->num_bytes());
+    for (int q = 0; q < n; ++q) {
+      float v;
+      std::memcpy(&v, got.data() + q * 12, 4);
+      if (v != static_cast<float>(q))
+        return InternalError("allgather after: rank " + std::to_string(q) + "'s part");
+    }
+    return Status::Ok();
+  }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s) << "a rank waited toward the timeout";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 6u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    // The refused call: its batch fails on every rank, naming rank 1.
+    EXPECT_FALSE(st[2].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+    } else {
+      EXPECT_TRUE(Has(st[2], "rank 1 aborted it")) << st[2].ToString();
+    }
+    // The next: every rank's communicator was aborted; each says so.
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
+    // Then a new communicator, and the right sums.
+    EXPECT_TRUE(st[4].ok()) << st[4].ToString();
+    EXPECT_TRUE(st[5].ok()) << st[5].ToString();
+  }
+  EXPECT_GT(job.session(0).engine_counters().nccl_batches, 4u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, NcclFaults, ::testing::Values(2, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "np" + std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace hora::testing

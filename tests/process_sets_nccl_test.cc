@@ -1,0 +1,177 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Process sets that share ranks make their NCCL calls in one order on every
+// rank (engine/nccl_order.h), on the host device's NCCL (HORA_DEVICE=host,
+// HORA_NCCL_LIBRARY=host). Its calls wait on the host until every rank of
+// the communicator made them, inside the set's turn: that is a GPU that
+// runs one NCCL kernel at a time, where two sets' calls made in different
+// orders on two ranks wait for each other for good (here: until
+// HORA_TIMEOUT_S, then errors). Ranks are threads; every rank submits its
+// sets' collectives in one order, several rounds before it waits, and each
+// set's engine decides on its own when they are ready. Every result is
+// checked against the values the ranks gave.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/session_impl.h"
+#include "support/device_io.h"
+#include "support/thread_ranks.h"
+
+namespace hora::testing {
+namespace {
+
+constexpr auto kForever = std::chrono::nanoseconds::max();
+
+Settings NcclOnTheHost() {
+  return TestSettings({{"HORA_DEVICE", "host"},
+                       {"HORA_GPU_BACKEND", "nccl"},
+                       {"HORA_NCCL_LIBRARY", "host"},
+                       {"HORA_GPU_IPC", "0"},
+                       // A wait for each other ends in errors, not a hang.
+                       {"HORA_TIMEOUT_S", "20"}});
+}
+
+std::vector<float> Floats(const std::vector<uint8_t>& bytes) {
+  std::vector<float> out(bytes.size() / 4);
+  std::memcpy(out.data(), bytes.data(), out.size() * 4);
+  return out;
+}
+
+Status Expect(const std::vector<float>& got, const std::vector<float>& want,
+              const std::string& what) {
+  if (got.size() != want.size()) {
+    return InternalError(what + ": " + std::to_string(got.size()) + " elements, not " +
+                         std::to_string(want.size()));
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      return InternalError(what + ": element " + std::to_string(i) + " is " +
+                           std::to_string(got[i]) + ", not " + std::to_string(want[i]));
+    }
+  }
+  return Status::Ok();
+}
+
+class ProcessSetsOnNccl : public ::testing::TestWithParam<int> {};
+
+// Three sets beside the global one, each pair sharing a rank (at 3 ranks,
+// a cycle of three sets: no two of them share two ranks, and still calls
+// in different orders would wait in a circle), an allreduce, an allgather
+// and a broadcast among them, 12 rounds, 3 submitted before each wait.
+TEST_P(ProcessSetsOnNccl, SetsSharingRanksCallNcclInOneOrder) {
+  const int n = GetParam();
+  const std::vector<std::vector<int>> members =
+      n == 3 ? std::vector<std::vector<int>>{{0, 1}, {1, 2}, {0, 2}}
+             : std::vector<std::vector<int>>{{0, 1, 2}, {1, 2, 3}, {0, 3}};
+  ThreadRanks job(n, NcclOnTheHost());
+  std::vector<std::vector<int>> ids(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    for (const std::vector<int>& m : members) {
+      HORA_ASSIGN_OR_RETURN(const int id, s.AddProcessSet(m));
+      ids[static_cast<size_t>(r)].push_back(id);
+    }
+    return Status::Ok();
+  }));
+  const std::vector<int> sets = ids[0];
+  constexpr int64_t kCount = 1031;
+  constexpr int kRounds = 12;
+  constexpr int kAhead = 3;  // rounds submitted before they are waited for
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto in = [&](size_t k) {
+      const std::vector<int>& m = members[k];
+      return std::find(m.begin(), m.end(), r) != m.end();
+    };
+    // What a rank gives in round i: its rank and round in every element.
+    auto value = [](int rank, int i) { return static_cast<float>(rank * 100 + i); };
+    struct Round {
+      std::vector<void*> buffers;
+      std::vector<Handle> handles;
+    };
+    auto submit = [&](int i) {
+      Round round;
+      const std::string k = std::to_string(i);
+      auto buffer = [&] {
+        const std::vector<float> mine(kCount, value(r, i));
+        void* d = io.Upload(mine.data(), kCount * 4);
+        round.buffers.push_back(d);
+        return OnGpu(d, DataType::kFloat32, {kCount});
+      };
+      // One order on every rank: the global set, then the sets in turn.
+      const TensorView g = buffer();
+      round.handles.push_back(s.AllreduceAsync("global." + k, g, g, {ReduceOp::kSum}));
+      if (in(0)) {
+        const TensorView v = buffer();
+        round.handles.push_back(s.AllreduceAsync("a." + k, v, v, {ReduceOp::kSum}, sets[0]));
+      }
+      if (in(1)) round.handles.push_back(s.AllgatherAsync("b." + k, buffer(), sets[1]));
+      if (in(2)) {
+        round.handles.push_back(s.BroadcastAsync("c." + k, buffer(), members[2][0], sets[2]));
+      }
+      return round;
+    };
+    auto check = [&](int i, Round& round) -> Status {
+      const std::string k = std::to_string(i);
+      for (Handle& h : round.handles) HORA_RETURN_IF_ERROR(h.Wait(kForever));
+      auto sum_over = [&](const std::vector<int>& ranks) {
+        float sum = 0;
+        for (int q : ranks) sum += value(q, i);
+        return std::vector<float>(kCount, sum);
+      };
+      std::vector<int> everyone(static_cast<size_t>(n));
+      std::iota(everyone.begin(), everyone.end(), 0);
+      size_t b = 0, h = 1;
+      HORA_RETURN_IF_ERROR(Expect(Floats(io.Download(round.buffers[b++], kCount * 4)),
+                                  sum_over(everyone), "global." + k));
+      if (in(0)) {
+        HORA_RETURN_IF_ERROR(Expect(Floats(io.Download(round.buffers[b++], kCount * 4)),
+                                    sum_over(members[0]), "a." + k));
+        ++h;
+      }
+      if (in(1)) {
+        ++b;
+        std::optional<Tensor> out = round.handles[h++].TakeOutput();
+        if (!out) return InternalError("b." + k + ": no output");
+        std::vector<float> want;
+        for (int q : members[1]) want.insert(want.end(), kCount, value(q, i));
+        HORA_RETURN_IF_ERROR(
+            Expect(Floats(io.Download(out->data(), out->num_bytes())), want, "b." + k));
+      }
+      if (in(2)) {
+        HORA_RETURN_IF_ERROR(Expect(Floats(io.Download(round.buffers[b++], kCount * 4)),
+                                    std::vector<float>(kCount, value(members[2][0], i)), "c." + k));
+      }
+      return Status::Ok();
+    };
+    for (int first = 0; first < kRounds; first += kAhead) {
+      std::vector<Round> rounds;
+      for (int i = first; i < first + kAhead; ++i) rounds.push_back(submit(i));
+      for (int i = first; i < first + kAhead; ++i) {
+        HORA_RETURN_IF_ERROR(check(i, rounds[static_cast<size_t>(i - first)]));
+      }
+    }
+    return Status::Ok();
+  }));
+  // Every set's collectives went through NCCL, on every rank in it.
+  for (size_t k = 0; k < members.size(); ++k) {
+    for (int r : members[k]) {
+      EXPECT_GT(job.session(r).engine_counters(sets[k]).nccl_batches, 0u)
+          << "rank " << r << ", set " << sets[k];
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ProcessSetsOnNccl, ::testing::Values(3, 4),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return "np" + std::to_string(info.param);
+                         });
+
+}  // namespace
+}  // namespace hora::testing
