@@ -26,10 +26,13 @@
 //    Allgather, reducescatter and alltoall write an output Hora allocates on
 //    the device: one NCCL call where every rank's part is the same size,
 //    else one group of point-to-point calls (or of reduces, one per part).
-//  - the calls of a batch are made in this set's turn (nccl_order.h): one
-//    set at a time on a rank, in the order the rank's tensors were
-//    submitted, so that sets sharing ranks reach NCCL in one order on every
-//    rank where their tensors were submitted in one order.
+//  - the calls of a batch are made in this set's turn (nccl_order.h),
+//    awaited once the ranks agreed to make them: one set at a time on a
+//    rank, in the order the rank's tensors were submitted, so that sets
+//    sharing ranks reach NCCL in one order on every rank where their
+//    tensors were submitted in one order. A rank whose turn does not come
+//    (HORA_TIMEOUT_S, the engine stopping) makes no call and aborts its
+//    communicator, as after a call that failed.
 //  - a call that fails (refused, in progress past the timeout, or a
 //    communicator that reports an error of its own) aborts the
 //    communicator: that rank's next NCCL batch fails, naming it, and every
@@ -62,8 +65,10 @@ class DeviceNccl {
     const Logger* logger = nullptr;
     // The rank's order of NCCL calls across its process sets (null: this
     // set's batches need no turn) and this set's id there; a batch waits
-    // for its turn at most `turn_timeout` (HORA_TIMEOUT_S; zero: as long as
-    // it takes), warning every `warn_every` (HORA_STALL_WARNING_S).
+    // for its turn at most `turn_timeout` (a quarter of HORA_TIMEOUT_S, so
+    // that it ends before the other ranks' wait for its call, which is half;
+    // zero: as long as it takes), warning every `warn_every`
+    // (HORA_STALL_WARNING_S).
     NcclOrder* order = nullptr;
     int set = 0;
     Duration turn_timeout{};

@@ -31,14 +31,10 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   if (st.ok() && m.op == OpType::kAllreduce && m.reduction.prescale_factor != 1.0 && count > 0) {
     st = device_->Scale(m.dtype, m.reduction.prescale_factor, area, area, count, stream_);
   }
-  // This set's turn to make NCCL calls on this rank (nccl_order.h), held
-  // until they are made; then, before the call, every rank says whether it
-  // can take part (its copies and prescale queued without error, its turn
-  // come): where one cannot, no rank calls NCCL for this batch (its
-  // sequence of calls stays the same on every rank), and every rank's
-  // handles fail naming it.
-  NcclOrder::Turn turn;
-  if (st.ok()) st = TakeTurn(batch, rank, &turn);
+  // Before the call, every rank says whether it can take part (its copies
+  // and prescale queued without error): where one cannot, no rank calls
+  // NCCL for this batch (its sequence of calls stays the same on every
+  // rank), and every rank's handles fail naming it.
   const Status told =
       Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kCannot, true);
   if (!st.ok() || !told.ok()) {
@@ -46,11 +42,16 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
     HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
     return told;
   }
-  st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
-                                  : nccl_.Allreduce(area, count, m, size);
+  // The call, in this set's turn at NCCL on this rank (nccl_order.h).
+  NcclOrder::Turn turn;
+  st = TakeTurn(batch, rank, &turn);
+  if (st.ok()) {
+    st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
+                                    : nccl_.Allreduce(area, count, m, size);
+  }
   turn.End();
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
-  if (nccl_.broken()) FailNcclPending("this rank's call failed");
+  if (nccl_.broken()) FailNcclPending("this rank's call failed, or its turn did not come");
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");
@@ -61,9 +62,15 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
 Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank,
                                NcclOrder::Turn* turn) {
   Result<NcclOrder::Turn> got = nccl_.AwaitTurn(batch, rank);
-  if (!got.ok()) return got.status();
-  *turn = std::move(*got);
-  return Status::Ok();
+  if (got.ok()) {
+    *turn = std::move(*got);
+    return Status::Ok();
+  }
+  // The other ranks agreed to make the calls, and make them: as after a
+  // call that failed, this rank's communicator is aborted, and its next
+  // NCCL batch makes every rank start anew (batch_verdict.h).
+  nccl_.Abort(got.status().ToString());
+  return got.status();
 }
 
 size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int size) {
@@ -108,26 +115,28 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     if (!scaled.ok()) return cannot(scaled);
     in = packed_;
   }
-  NcclOrder::Turn turn;
-  if (Status waited = TakeTurn(batch, rank, &turn); !waited.ok()) return cannot(waited);
   if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
     MarkDoneOrSync(batch, rank);
     return told;
   }
-  Status st;
-  switch (m.op) {
-    case OpType::kAllgather:
-      st = nccl_.Allgather(p.input, out.data(), plan, rank);
-      break;
-    case OpType::kAlltoall:
-      st = nccl_.Alltoall(p.input, out.data(), plan, rank);
-      break;
-    default:  // reducescatter
-      st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
-      break;
+  // The calls, in this set's turn at NCCL on this rank (nccl_order.h).
+  NcclOrder::Turn turn;
+  Status st = TakeTurn(batch, rank, &turn);
+  if (st.ok()) {
+    switch (m.op) {
+      case OpType::kAllgather:
+        st = nccl_.Allgather(p.input, out.data(), plan, rank);
+        break;
+      case OpType::kAlltoall:
+        st = nccl_.Alltoall(p.input, out.data(), plan, rank);
+        break;
+      default:  // reducescatter
+        st = nccl_.Reducescatter(in, out.data(), plan, m, rank, size);
+        break;
+    }
   }
   turn.End();
-  if (nccl_.broken()) FailNcclPending("this rank's call failed");
+  if (nccl_.broken()) FailNcclPending("this rank's call failed, or its turn did not come");
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");

@@ -54,15 +54,15 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
 }
 
 Engine::~Engine() {
+  // (A batch waiting for its turn to make NCCL calls, behind another set's
+  // tensors that may never run, fails instead: also a waiter's, driving.)
+  if (nccl_order_ != nullptr) nccl_order_->Cancel(set_id_);
   gate_->Close();  // no waiter drives from here on
   {
     MutexLock lock(mu_);
     stop_requested_ = true;
   }
   cv_.notify_all();
-  // (A batch waiting for its turn to make NCCL calls, behind another set's
-  // tensors that may never run, fails instead.)
-  if (nccl_order_ != nullptr) nccl_order_->Cancel(set_id_);
   thread_.join();
   if (nccl_order_ != nullptr) nccl_order_->Forget(set_id_);
 }

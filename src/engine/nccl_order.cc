@@ -83,7 +83,12 @@ Result<NcclOrder::Turn> NcclOrder::Await(int set, std::span<const uint64_t> numb
     if (n != 0) first = std::min(first, n);
   }
   if (first != kNever) place = std::max(place, first);
+  // (Its place from now on, whether its turn comes or not: every rank of
+  // the set waits for this batch's turn, and each set's next place must
+  // follow from the same batches on every rank.)
+  mine.last = place;
   mine.waiting = place;
+  cv_.notify_all();  // (it may hold the others back less than its tensors did)
   auto stop_waiting = [&] {
     mine.waiting = 0;
     cv_.notify_all();  // (its place no longer holds the others back)
@@ -93,15 +98,16 @@ Result<NcclOrder::Turn> NcclOrder::Await(int set, std::span<const uint64_t> numb
     if (before == nullptr && holder_ == kNobody) break;
     if (mine.cancelled) {
       stop_waiting();
-      return AbortedError(wait.what() +
-                          ": its engine stopped while it waited for its turn to make NCCL calls");
+      return AbortedError(
+          "the engine stopped while this batch waited for its turn to make "
+          "NCCL calls");
     }
     const TimePoint now = Clock::now();
     if (now >= deadline) {
       const std::string after = before != nullptr ? Describe(*before) : SetName(holder_);
       stop_waiting();
-      return TimeoutError(wait.what() + ": waited " + Seconds(now - start) +
-                          " to make its NCCL calls after " + after +
+      return TimeoutError("waited " + Seconds(now - start) + " to make its NCCL calls after " +
+                          after +
                           ". NCCL calls of process sets that share ranks are made in the order "
                           "their tensors were submitted: submit them in one order on every rank");
     }
@@ -116,7 +122,6 @@ Result<NcclOrder::Turn> NcclOrder::Await(int set, std::span<const uint64_t> numb
     cv_.wait_until(lock.native(), std::min(deadline, warn_at));
   }
   mine.waiting = 0;
-  mine.last = place;
   holder_ = set;
   return Turn(this, set, numbers);
 }

@@ -5,7 +5,8 @@
 // NCCL asks two things of communicators used together on one GPU: their
 // calls are made by one thread at a time, and in one order on every rank
 // (a GPU may run one set's kernel while the kernel another rank queued
-// first waits behind it: then neither ends). Each process set's engine
+// first waits behind it: then neither ends). Here that holds for their
+// collectives' calls; a communicator's making and abort are not ordered. Each process set's engine
 // decides and runs its batches on its own thread, so by themselves two sets
 // that share ranks would reach NCCL in whatever order their negotiations
 // happened to end on each rank.
@@ -22,6 +23,11 @@
 // ranks in one order, the places of any two batches compare alike on every
 // rank (each is the number of one tensor, the same one everywhere), so
 // every rank makes their calls in one order.
+//
+// A batch awaits its turn once its set's ranks agreed to make its calls
+// (batch_verdict.h), so every rank of the set awaits the same batches, and
+// a batch's place counts as its set's last whether its turn comes or not.
+// The turn is held only while the calls are queued.
 //
 // A tensor leaves the order when its batch's turn ends, or when it is
 // finished another way (Finished: on Hora's own paths, failed, cancelled).
@@ -79,8 +85,9 @@ class NcclOrder {
     Duration timeout{};
     Duration warn_every{};
     const Logger* logger = nullptr;
-    // Names the batch: "rank 1: allreduce 'grad' of process set 1 (ranks
-    // 0, 1)" (made only when it is said).
+    // Names the batch in warnings: "rank 1: allreduce 'grad' of process set
+    // 1 (ranks 0, 1)" (made only when one is said). Errors leave it to the
+    // caller's context.
     std::function<std::string()> what;
   };
   // Waits for the turn of `set`'s batch of the tensors numbered `numbers`
