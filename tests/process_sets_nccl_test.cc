@@ -176,18 +176,13 @@ INSTANTIATE_TEST_SUITE_P(Worlds, ProcessSetsOnNccl, ::testing::Values(3, 4),
                            return "np" + std::to_string(info.param);
                          });
 
-// A rank whose turn does not come: rank 0 submits set B's tensor before set
-// A's, and B's other rank holds its part back. Rank 0 waits for B with A's
-// call, which rank 1 made, for a quarter of HORA_TIMEOUT_S (1 s of 4); then
-// it fails that batch naming B's tensor, makes no call and aborts its
-// communicator of A, which ends rank 1's wait (half of it: 2 s) with an
-// error naming rank 0. Once B's tensor came and ran, A's next batch fails
-// on both ranks, saying its communicator was aborted, and the one after
-// runs.
-TEST(ProcessSetsOnNcclTurns, ARankWhoseTurnDoesNotComeAbortsAndEveryRankStartsAnew) {
-  Settings settings = NcclOnTheHost();
-  settings["HORA_TIMEOUT_S"] = "4";
-  ThreadRanks job(3, settings);
+// A tensor of another set submitted before, but late on that set's other
+// rank: rank 0 submits set B's tensor before set A's, and rank 2 its part
+// of B 0.5 s late. Rank 0 makes A's call only after B's ran; rank 1, which
+// made A's call at once (and here waits for it on the host), gets its
+// result then. Nothing fails: the wait is well within HORA_TIMEOUT_S.
+TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing) {
+  ThreadRanks job(3, NcclOnTheHost());
   const std::vector<int> a_ranks{0, 1}, b_ranks{0, 2};
   std::vector<int> a(3, -1), b(3, -1);
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
@@ -196,8 +191,9 @@ TEST(ProcessSetsOnNcclTurns, ARankWhoseTurnDoesNotComeAbortsAndEveryRankStartsAn
     return Status::Ok();
   }));
   constexpr int64_t kCount = 257;
-  std::atomic<bool> a_failed{false};
-  std::vector<std::vector<Status>> a_results(3);
+  constexpr auto kLate = std::chrono::milliseconds(500);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::chrono::steady_clock::duration> a_done(3);
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();
@@ -206,12 +202,11 @@ TEST(ProcessSetsOnNcclTurns, ARankWhoseTurnDoesNotComeAbortsAndEveryRankStartsAn
       return OnGpu(io.Upload(given.data(), kCount * 4), DataType::kFloat32, {kCount});
     };
     auto sum_is = [&](const TensorView& t, float want, const std::string& what) -> Status {
-      const std::vector<float> got = Floats(io.Download(t.data(), kCount * 4));
-      return Expect(got, std::vector<float>(kCount, want), what);
+      return Expect(Floats(io.Download(t.data(), kCount * 4)), std::vector<float>(kCount, want),
+                    what);
     };
-    std::vector<Status>& mine = a_results[static_cast<size_t>(r)];
-    if (r == 2) {  // B's part, once A's first batch failed
-      while (!a_failed) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (r == 2) {
+      std::this_thread::sleep_for(kLate);
       const TensorView t = tensor(2);
       HORA_RETURN_IF_ERROR(s.AllreduceAsync("b", t, t, {ReduceOp::kSum}, b[2]).Wait(kForever));
       return sum_is(t, 3, "b");
@@ -219,36 +214,19 @@ TEST(ProcessSetsOnNcclTurns, ARankWhoseTurnDoesNotComeAbortsAndEveryRankStartsAn
     Handle of_b;
     const TensorView tb = tensor(1);
     if (r == 0) of_b = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[0]);
-    for (int i = 0; i < 3; ++i) {
-      const TensorView t = tensor(static_cast<float>(r + 1));
-      Status st =
-          s.AllreduceAsync("a." + std::to_string(i), t, t, {ReduceOp::kSum}, a[0]).Wait(kForever);
-      if (st.ok()) st = sum_is(t, 3, "a." + std::to_string(i));
-      mine.push_back(st);
-      if (i == 0 && r == 0) a_failed = true;
-      if (i == 0 && r == 0) {
-        HORA_RETURN_IF_ERROR(of_b.Wait(kForever));
-        HORA_RETURN_IF_ERROR(sum_is(tb, 3, "b"));
-      }
+    const TensorView ta = tensor(static_cast<float>(r + 1));
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, a[0]).Wait(kForever));
+    a_done[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - start;
+    HORA_RETURN_IF_ERROR(sum_is(ta, 3, "a"));
+    if (r == 0) {
+      HORA_RETURN_IF_ERROR(of_b.Wait(kForever));
+      HORA_RETURN_IF_ERROR(sum_is(tb, 3, "b"));
     }
     return Status::Ok();
   }));
-  for (int r : a_ranks) {
-    SCOPED_TRACE("rank " + std::to_string(r));
-    const std::vector<Status>& st = a_results[static_cast<size_t>(r)];
-    ASSERT_EQ(st.size(), 3u);
-    EXPECT_FALSE(st[0].ok());
-    if (r == 0) {
-      EXPECT_EQ(st[0].code(), StatusCode::kTimeout) << st[0].ToString();
-      EXPECT_NE(st[0].message().find("'b' (submitted before it on this rank"), std::string::npos)
-          << st[0].ToString();
-    } else {
-      EXPECT_NE(st[0].message().find("rank 0 aborted it"), std::string::npos) << st[0].ToString();
-    }
-    EXPECT_FALSE(st[1].ok());
-    EXPECT_NE(st[1].message().find("aborted"), std::string::npos) << st[1].ToString();
-    EXPECT_TRUE(st[2].ok()) << st[2].ToString();
-  }
+  // (Without the order, rank 0 would have made A's call at once.)
+  EXPECT_GE(a_done[0], kLate);
+  EXPECT_GE(a_done[1], kLate);
 }
 
 }  // namespace

@@ -61,6 +61,7 @@ DeviceNccl::~DeviceNccl() {
 
 void DeviceNccl::Abort(const std::string& why) {
   if (!comm_) return;
+  if (on_abort_) on_abort_(why);
   comm_->Abort();
   comm_.reset();
   if (broken_.ok()) broken_ = AbortedError("the NCCL communicator was aborted: " + why);

@@ -65,9 +65,9 @@ class DeviceNccl {
     const Logger* logger = nullptr;
     // The rank's order of NCCL calls across its process sets (null: this
     // set's batches need no turn) and this set's id there; a batch waits
-    // for its turn at most `turn_timeout` (a quarter of HORA_TIMEOUT_S, so
-    // that it ends before the other ranks' wait for its call, which is half;
-    // zero: as long as it takes), warning every `warn_every`
+    // for its turn at most `turn_timeout` (twice HORA_TIMEOUT_S: a backstop,
+    // since another set's tensor that never runs fails at HORA_TIMEOUT_S
+    // itself; zero: as long as it takes), warning every `warn_every`
     // (HORA_STALL_WARNING_S).
     NcclOrder* order = nullptr;
     int set = 0;
@@ -99,6 +99,9 @@ class DeviceNccl {
 
   // Ends the communicator's work at once (the engine's end, or an error).
   void Abort(const std::string& why);
+  // `f(why)` runs at every abort, before the communicator's queued work is
+  // cut short: its owner fails what had not ended (device_staging.h).
+  void OnAbort(std::function<void(const std::string&)> f) { on_abort_ = std::move(f); }
   // Whether the communicator was aborted on an error (Ready then fails).
   bool broken() const { return !broken_.ok(); }
   // Aborts the communicator, and makes the next Ready make another: every
@@ -141,6 +144,7 @@ class DeviceNccl {
   std::unique_ptr<NcclLibrary> library_;
   std::unique_ptr<NcclComm> comm_;  // (goes before the library)
   std::vector<uint64_t> numbers_;   // (AwaitTurn's, for its turn)
+  std::function<void(const std::string&)> on_abort_;
 };
 
 }  // namespace hora

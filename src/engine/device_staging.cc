@@ -28,6 +28,7 @@ DeviceStaging::~DeviceStaging() {
   // NCCL's work first: it may never end (a peer lost), and the frees below
   // wait for the device.
   nccl_.Abort("the engine ended");
+  nccl_.OnAbort(nullptr);  // (its members go before nccl_)
   // Freeing waits for the device's queued work (as cudaFree does); errors
   // here have nobody to go to.
   if (pinned_ != nullptr) (void)device_->FreePinned(pinned_);
@@ -442,8 +443,7 @@ Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int ra
   if (v.left_nccl) {
     const std::string why =
         "a rank's was aborted, found at " + std::string(OpTypeName(m.op)) + " '" + m.name + "'";
-    FailNcclPending(why);
-    nccl_.Restart(why);
+    nccl_.Restart(why);  // (failing the NCCL batches it cuts short: OnAbort)
   }
   return v.status();
 }

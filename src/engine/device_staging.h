@@ -81,7 +81,11 @@ class DeviceStaging {
         stream_(stream),
         rank_stream_(rank_stream),
         windows_(windows),
-        nccl_(std::move(device), stream, timeout, std::move(nccl)) {}
+        nccl_(std::move(device), stream, timeout, std::move(nccl)) {
+    // (An abort ends queued kernels without their results, and their events
+    // then fire: the batches not yet done fail first.)
+    nccl_.OnAbort([this](const std::string& why) { FailNcclPending(why); });
+  }
   ~DeviceStaging();
   DeviceStaging(const DeviceStaging&) = delete;
   DeviceStaging& operator=(const DeviceStaging&) = delete;
@@ -165,8 +169,8 @@ class DeviceStaging {
   // After an NCCL batch's calls: its handles' event, among those whose work
   // an aborted communicator would cut short.
   void NcclQueued();
-  // Before the communicator is aborted: the NCCL batches not yet done fail
-  // (their kernels end without their results).
+  // Before the communicator is aborted (DeviceNccl::OnAbort): the NCCL
+  // batches not yet done fail (their kernels end without their results).
   void FailNcclPending(const std::string& why);
   // MarkDone, or where it fails, the host waits for the device: a failed
   // batch's handles complete after the copies that may still use its

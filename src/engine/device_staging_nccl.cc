@@ -51,7 +51,6 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   }
   turn.End();
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
-  if (nccl_.broken()) FailNcclPending("this rank's call failed, or its turn did not come");
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");
@@ -67,8 +66,9 @@ Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank
     return Status::Ok();
   }
   // The other ranks agreed to make the calls, and make them: as after a
-  // call that failed, this rank's communicator is aborted, and its next
-  // NCCL batch makes every rank start anew (batch_verdict.h).
+  // call that failed, this rank's communicator is aborted (failing its
+  // NCCL batches not yet done: OnAbort), and its next NCCL batch makes
+  // every rank start anew (batch_verdict.h).
   nccl_.Abort(got.status().ToString());
   return got.status();
 }
@@ -136,7 +136,6 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     }
   }
   turn.End();
-  if (nccl_.broken()) FailNcclPending("this rank's call failed, or its turn did not come");
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued();
   if (!marked.ok()) marked = Sync("waiting for NCCL");

@@ -150,7 +150,7 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
         DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
                                SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
         DeviceNccl::Settings{config_.nccl_library, &logger_, nccl_order_, set_id_,
-                             SecondsToDuration(config_.timeout_s / 4),
+                             SecondsToDuration(config_.timeout_s * 2),
                              SecondsToDuration(config_.stall_warning_s), label_});
   }
   const uint64_t on_window = staging_->window_batches();

@@ -19,10 +19,12 @@
 // time, and only once no other set can still have a batch with an earlier
 // place: each other set's place is that of its batch waiting for a turn, or
 // else at least the number of its earliest tensor not yet run, and its last
-// batch's place. Where every rank submits the tensors of sets that share
-// ranks in one order, the places of any two batches compare alike on every
-// rank (each is the number of one tensor, the same one everywhere), so
-// every rank makes their calls in one order.
+// batch's place. Where the tensors of all the sets follow one order that
+// every rank submits its own in (not one order per pair of sets: three sets
+// sharing a rank pairwise could still wait in a circle), the places of any
+// two batches compare alike on every rank (each is the number of one
+// tensor, the same one everywhere), so every rank makes their calls in one
+// order.
 //
 // A batch awaits its turn once its set's ranks agreed to make its calls
 // (batch_verdict.h), so every rank of the set awaits the same batches, and
