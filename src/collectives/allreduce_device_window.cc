@@ -8,100 +8,51 @@
 #include "collectives/allreduce_common.h"
 #include "collectives/allreduce_shared.h"
 #include "collectives/shared_common.h"
+#include "collectives/window_allreduce.h"
 #include "kernels/reduce.h"
 
 namespace hora {
-namespace {
-
-// Chunks of at most this many bytes take the one-step path.
-constexpr size_t kOneStepMaxBytes = DeviceWindow::kScratchBytes;
-
-// One rank's allreduce on the window: the chunk loop's state.
-class WindowAllreduce {
- public:
-  WindowAllreduce(Comm& comm, DeviceWindow& w, std::span<const AllreducePart> parts, DataType dtype,
-                  const Reduction& reduction)
-      : comm_(comm),
-        w_(w),
-        dev_(w.device()),
-        parts_(parts),
-        dtype_(dtype),
-        reduction_(reduction),
-        esize_(DataTypeSize(dtype)),
-        n_(comm.size()),
-        op_(ReducingOp(reduction.op)),
-        finalize_(kernels::NeedsFinalize(dtype, reduction.op, n_, reduction.postscale_factor)),
-        srcs_(static_cast<size_t>(n_)) {}
-
-  Status Run();
-
- private:
-  // Queues the chunk's copy into this rank's half `half` (and its prescale)
-  // and waits for it.
-  Status CopyIn(size_t half, size_t begin, size_t count);
-  // The one-step path: every window's chunk folded into the outputs.
-  Status FoldAll(size_t half, size_t begin, size_t count);
-  // The two-step path's first half: piece `rank` folded into its window.
-  Status FoldPiece(size_t half, size_t count);
-  // ... and its second: every piece copied out of its owner's window.
-  Status CopyPiecesOut(size_t half, size_t begin, size_t count);
-  // Where piece k of a chunk of `count` elements starts, and its length.
-  void Piece(int k, size_t count, size_t* offset, size_t* len) const;
-  // A flagged step; after it, `verdict_` says which ranks failed. A rank
-  // that failed first waits (bounded) for what its device was given, so
-  // that its step still proves its device is done with the half.
-  Status Step(bool first, size_t total);
-  // The collective's end when a rank failed: this rank's own error, or one
-  // naming the failed ranks.
-  Status Ended() const;
-
-  Comm& comm_;
-  DeviceWindow& w_;
-  gpu::Device& dev_;
-  const SharedParts parts_;
-  const DataType dtype_;
-  const Reduction reduction_;
-  const size_t esize_;
-  const int n_;
-  const ReduceOp op_;
-  const bool finalize_;
-  Status mine_;           // this rank's device failure, once there is one
-  StepVerdict verdict_;   // what the last step said
-  bool drained_ = false;  // (after a failure) this rank's device did all it was given
-  bool stuck_ = false;    // a wait for this rank's device failed: it may still be at work
-  // Waits for the device (w_.WaitDevice); a failure marks it stuck.
-  Status Wait(const char* what) {
-    Status st = w_.WaitDevice(what);
-    stuck_ = stuck_ || !st.ok();
-    return st;
-  }
-  std::vector<const void*> srcs_;
-  std::vector<gpu::CopyPart> copies_;
-};
+namespace window_internal {
 
 Status WindowAllreduce::Run() {
   const size_t total = parts_.total();
   const size_t chunk_max = w_.half_bytes() / esize_;
   bool first = true;
   size_t done = 0;
+  // After a step that says a rank failed: alone, the collective ends there;
+  // across hosts, this host stops (the same on each of its ranks) and the
+  // exchanges go on to the end.
+  const auto failed = [&] {
+    if (verdict_.failed.empty()) return false;
+    halted_ = true;
+    halted_by_ = verdict_.first;
+    halted_stuck_ = verdict_.stuck;
+    return across_ == nullptr;
+  };
   do {
     const size_t count = std::min(chunk_max, total - done);
-    const size_t half = w_.NextHalf();
-    comm_.window()->NextHalf();  // (the host window's halves keep in step too)
-    if (mine_.ok()) mine_ = CopyIn(half, done, count);
-    HORA_RETURN_IF_ERROR(Step(first, total));
-    first = false;
-    if (!verdict_.failed.empty()) return Ended();
+    size_t half = 0;
+    if (!halted_) {
+      half = w_.NextHalf();
+      comm_.window()->NextHalf();  // (the host window's halves keep in step too)
+      if (mine_.ok()) mine_ = CopyIn(half, done, count);
+      HORA_RETURN_IF_ERROR(Step(first, total));
+      first = false;
+      if (failed()) return Ended();
+    }
     if (count * esize_ <= kOneStepMaxBytes) {
-      if (mine_.ok()) mine_ = FoldAll(half, done, count);
+      HORA_RETURN_IF_ERROR(FoldAll(half, done, count));
     } else {
-      if (mine_.ok()) mine_ = FoldPiece(half, count);
-      HORA_RETURN_IF_ERROR(Step(false, total));
-      if (!verdict_.failed.empty()) return Ended();
-      if (mine_.ok()) mine_ = CopyPiecesOut(half, done, count);
+      HORA_RETURN_IF_ERROR(FoldPiece(half, count));
+      if (!halted_) {
+        HORA_RETURN_IF_ERROR(Step(false, total));
+        if (failed()) return Ended();
+      }
+      if (working()) mine_ = CopyPiecesOut(half, done, count);
     }
     done += count;
   } while (done < total);
+  if (across_ != nullptr) return Agree(total);
   return mine_;  // (a failure of the last copies out: this rank's alone)
 }
 
@@ -123,7 +74,6 @@ Status WindowAllreduce::CopyIn(size_t half, size_t begin, size_t count) {
 
 Status WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
   if (count == 0) return Status::Ok();
-  for (int k = 0; k < n_; ++k) srcs_[static_cast<size_t>(k)] = w_.region(k, half);
   size_t spans = 0;
   std::byte* only = nullptr;
   parts_.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t, size_t) {
@@ -133,18 +83,26 @@ Status WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
   // Straight into the output when the chunk is one part's; else into the
   // scratch, copied out to the parts with one batched copy.
   std::byte* acc = spans == 1 ? only : w_.scratch();
-  HORA_RETURN_IF_ERROR(dev_.Reduce(dtype_, op_, acc, srcs_, count, w_.stream()));
-  if (finalize_) {
-    HORA_RETURN_IF_ERROR(dev_.Finalize(dtype_, reduction_.op, n_, reduction_.postscale_factor, acc,
-                                       count, w_.stream()));
+  if (working()) {
+    for (int k = 0; k < n_; ++k) srcs_[static_cast<size_t>(k)] = w_.region(k, half);
+    mine_ = dev_.Reduce(dtype_, op_, acc, srcs_, count, w_.stream());
   }
-  if (spans == 1) return Status::Ok();
+  HORA_RETURN_IF_ERROR(Across(acc, count));
+  if (working()) mine_ = FinalizeAt(acc, count);
+  if (spans == 1 || !working()) return Status::Ok();
   copies_.clear();
   parts_.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t at, size_t m) {
     copies_.push_back(
         {static_cast<std::byte*>(p.out) + off * esize_, acc + (at - begin) * esize_, m * esize_});
   });
-  return dev_.BatchedCopy(copies_, w_.stream());
+  mine_ = dev_.BatchedCopy(copies_, w_.stream());
+  return Status::Ok();
+}
+
+Status WindowAllreduce::FinalizeAt(std::byte* data, size_t count) {
+  if (!finalize_ || count == 0) return Status::Ok();
+  return dev_.Finalize(dtype_, reduction_.op, world_, reduction_.postscale_factor, data, count,
+                       w_.stream());
 }
 
 void WindowAllreduce::Piece(int k, size_t count, size_t* offset, size_t* len) const {
@@ -160,16 +118,15 @@ void WindowAllreduce::Piece(int k, size_t count, size_t* offset, size_t* len) co
 Status WindowAllreduce::FoldPiece(size_t half, size_t count) {
   size_t off = 0, len = 0;
   Piece(comm_.rank(), count, &off, &len);
-  if (len > 0) {
+  std::byte* acc = w_.region(comm_.rank(), half) + off * esize_;  // (one of the sources)
+  if (len > 0 && working()) {
     for (int k = 0; k < n_; ++k) srcs_[static_cast<size_t>(k)] = w_.region(k, half) + off * esize_;
-    std::byte* acc = w_.region(comm_.rank(), half) + off * esize_;  // (one of the sources)
-    HORA_RETURN_IF_ERROR(dev_.Reduce(dtype_, op_, acc, srcs_, len, w_.stream()));
-    if (finalize_) {
-      HORA_RETURN_IF_ERROR(dev_.Finalize(dtype_, reduction_.op, n_, reduction_.postscale_factor,
-                                         acc, len, w_.stream()));
-    }
+    mine_ = dev_.Reduce(dtype_, op_, acc, srcs_, len, w_.stream());
   }
-  return Wait("reducing in the GPU window");
+  HORA_RETURN_IF_ERROR(Across(acc, len));
+  if (working()) mine_ = FinalizeAt(acc, len);
+  if (working()) mine_ = Wait("reducing in the GPU window");
+  return Status::Ok();
 }
 
 Status WindowAllreduce::CopyPiecesOut(size_t half, size_t begin, size_t count) {
@@ -187,8 +144,8 @@ Status WindowAllreduce::CopyPiecesOut(size_t half, size_t begin, size_t count) {
   return dev_.BatchedCopy(copies_, w_.stream());
 }
 
-Status WindowAllreduce::Step(bool first, size_t total) {
-  RankState state = RankState::kOk;
+Status WindowAllreduce::Step(bool first, size_t total, RankState heard) {
+  RankState state = heard;
   if (!mine_.ok()) {
     if (!drained_ && !stuck_) drained_ = Wait("after a failure").ok();
     state = drained_ ? RankState::kFailed : RankState::kStuck;
@@ -203,8 +160,11 @@ Status WindowAllreduce::Step(bool first, size_t total) {
 
 Status WindowAllreduce::Ended() const {
   if (!mine_.ok()) return mine_;
-  return AbortedError(comm_.Where() + ": " + verdict_.failed +
-                      (verdict_.several ? " failed on their GPUs" : " failed on its GPU") +
+  // (Across hosts, a rank's exchange may have failed instead.)
+  const std::string on = across_ == nullptr ? (verdict_.several ? " on their GPUs" : " on its GPU")
+                         : verdict_.several ? " on their GPUs or in their exchanges across hosts"
+                                            : " on its GPU or in its exchange across hosts";
+  return AbortedError(comm_.Where() + ": " + verdict_.failed + " failed" + on +
                       " during this allreduce; results without " +
                       (verdict_.several ? "their" : "its") +
                       " data would be wrong, so it fails on every rank" +
@@ -213,12 +173,13 @@ Status WindowAllreduce::Ended() const {
                                       : ""));
 }
 
-}  // namespace
+}  // namespace window_internal
 
 Status AllreduceDeviceWindow(Comm& comm, DeviceWindow& window, std::span<const AllreducePart> parts,
-                             DataType dtype, const Reduction& reduction) {
+                             DataType dtype, const Reduction& reduction,
+                             const AcrossHosts* across) {
   CollectiveScope scope(comm, "allreduce", "gpu_window");
-  return WindowAllreduce(comm, window, parts, dtype, reduction).Run();
+  return window_internal::WindowAllreduce(comm, window, parts, dtype, reduction, across).Run();
 }
 
 }  // namespace hora

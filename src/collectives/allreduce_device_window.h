@@ -27,12 +27,38 @@
 #include "collectives/algorithms.h"
 #include "collectives/comm.h"
 #include "collectives/device_window.h"
+#include "collectives/selector.h"
 
 namespace hora {
 
+// A job spanning hosts, each with as many ranks (gpu-design.md §3b
+// "Hierarchical"): the window's Comm is this host's ranks, and `comm` joins
+// the ranks with this rank's place on the other hosts. Whatever a host's
+// ranks reduce on their window (a piece each, or the whole of a small
+// chunk) goes, before it is finalized, to `pinned` (host memory of half a
+// window), is allreduced there across the hosts (an algorithm `selector`
+// chooses, over `comm`: the TCP transport), comes back, and is finalized
+// for the job's `world` ranks. So PCIe and the network carry a host's
+// share once per rank, not the whole message, and the reduction within a
+// host stays on its GPUs.
+//
+// Failures keep every rank in step: a host whose step says one of its
+// ranks failed goes on with its exchanges across hosts (on whatever its
+// host memory holds) without touching its GPUs, and at the end every rank
+// tells its counterparts on the other hosts whether what it sent was its
+// host's true share, then its own host's ranks what it was told. Every
+// rank then fails alike, naming the rank that failed, or none does.
+struct AcrossHosts {
+  Comm* comm = nullptr;
+  const Selector* selector = nullptr;
+  void* pinned = nullptr;
+  int world = 0;
+};
+
 // `parts`: device memory of `window`'s device; `comm`: the Comm the window
-// was opened on.
+// was opened on; `across`: where the job spans hosts, else null.
 Status AllreduceDeviceWindow(Comm& comm, DeviceWindow& window, std::span<const AllreducePart> parts,
-                             DataType dtype, const Reduction& reduction);
+                             DataType dtype, const Reduction& reduction,
+                             const AcrossHosts* across = nullptr);
 
 }  // namespace hora

@@ -24,12 +24,13 @@ std::string Seconds(Duration d) {
 
 }  // namespace
 
-Comm::Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context)
+Comm::Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context,
+           SharedWindow* window)
     : transport_(transport),
       waits_(waits),
       segment_bytes_(segment_bytes),
       context_bits_(static_cast<uint64_t>(context % kMaxContexts) << tag_layout::kContextShift),
-      window_(transport.Window(context % kMaxContexts)),
+      window_(window != nullptr ? window : transport.Window(context % kMaxContexts)),
       scratch_(4) {}
 
 Comm::~Comm() { End(); }
@@ -110,7 +111,7 @@ Status Comm::WaitLong(const std::function<Status(TimePoint)>& wait,
   // "rank 2 (receiving 8 B from rank 2)", or with a subject "rank 2 (engine
   // negotiation, bit-vector AND: ...)".
   auto head = [&] {
-    return subject_ ? "rank " + std::to_string(rank()) + ": " + subject_() : Where();
+    return subject_ ? "rank " + std::to_string(Number(rank())) + ": " + subject_() : Where();
   };
   auto waiting_for = [&] {
     std::string detail = what();
@@ -140,12 +141,12 @@ Status Comm::WaitLong(const std::function<Status(TimePoint)>& wait,
 }
 
 std::string Comm::Where() const {
-  return "rank " + std::to_string(rank()) + ": " + collective_ + " (" + algorithm_ + ")";
+  return "rank " + std::to_string(Number(rank())) + ": " + collective_ + " (" + algorithm_ + ")";
 }
 
 Status Comm::Contextualize(const Status& st) const {
   if (!subject_) return st.WithContext(Where());
-  return st.WithContext("rank " + std::to_string(rank()) + ": " + subject_());
+  return st.WithContext("rank " + std::to_string(Number(rank())) + ": " + subject_());
 }
 
 void* Comm::Scratch(int slot, size_t bytes) {

@@ -39,13 +39,29 @@ class Comm {
   // control 2k+2, k = 0 being the global set).
   static constexpr uint32_t kMaxContexts = tag_layout::kMaxContexts;
 
-  Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context = 0);
+  // `window`: the shared window this Comm steps on, where not its
+  // transport's for `context` (null: that one). A Comm among a host's ranks
+  // of a job spanning hosts steps on the shared-memory transport's window,
+  // which the transport it sends over does not offer (backends/host_tiers.h).
+  Comm(Transport& transport, WaitPolicy waits, size_t segment_bytes, uint32_t context = 0,
+       SharedWindow* window = nullptr);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
   int rank() const { return transport_.rank(); }
   int size() const { return transport_.size(); }
+  Transport& transport() const { return transport_; }
+
+  // The numbers its messages give this Comm's ranks: rank k is "rank
+  // numbers[k]" (a Comm among some of a job's ranks names them as the job
+  // does; its peers are named by its transport's requests). Unset: their
+  // own.
+  void SetRankNumbers(std::vector<int> numbers) { numbers_ = std::move(numbers); }
+  int Number(int k) const {
+    return k >= 0 && static_cast<size_t>(k) < numbers_.size() ? numbers_[static_cast<size_t>(k)]
+                                                              : k;
+  }
   size_t segment_bytes() const { return segment_bytes_; }
   const WaitPolicy& waits() const { return waits_; }
 
@@ -113,6 +129,7 @@ class Comm {
   Transport& transport_;
   const WaitPolicy waits_;
   std::function<std::string()> subject_;
+  std::vector<int> numbers_;  // SetRankNumbers
   const size_t segment_bytes_;
   const uint64_t context_bits_;
   SharedWindow* const window_;

@@ -37,16 +37,18 @@ std::string Describe(uint64_t word) {
 uint64_t StateBits(RankState s) { return static_cast<uint64_t>(s) << kStateShift; }
 
 // The ranks whose last step's word says they failed.
-Status SharedFlagged(const SharedWindow& w, StepVerdict* out) {
+Status SharedFlagged(const Comm& comm, const SharedWindow& w, StepVerdict* out) {
   out->failed.clear();
   out->several = false;
   out->stuck = false;
+  out->first = -1;
   int count = 0;
   for (int k = 0; k < w.size(); ++k) {
     const auto state = static_cast<RankState>((w.word(k) & kState) >> kStateShift);
     if (state == RankState::kOk) continue;
     out->stuck = out->stuck || state == RankState::kStuck;
-    out->failed += (count++ ? ", " : "") + std::to_string(k);
+    if (count == 0) out->first = comm.Number(k);
+    out->failed += (count++ ? ", " : "") + std::to_string(comm.Number(k));
   }
   out->several = count > 1;
   if (count > 0) out->failed = (count > 1 ? "ranks " : "rank ") + out->failed;
@@ -74,10 +76,11 @@ Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint6
   HORA_RETURN_IF_ERROR(comm.WindowStep(mine | StateBits(state)));
   bool same = true;
   for (int k = 0; k < w.size(); ++k) same = same && (w.word(k) & ~kState) == mine;
-  if (same) return SharedFlagged(w, verdict);
+  if (same) return SharedFlagged(comm, w, verdict);
   std::string calls;
   for (int k = 0; k < w.size(); ++k) {
-    calls += (k ? "; rank " : "rank ") + std::to_string(k) + ": " + Describe(w.word(k) & ~kState);
+    calls += (k ? "; rank " : "rank ") + std::to_string(comm.Number(k)) + ": " +
+             Describe(w.word(k) & ~kState);
   }
   return MismatchError(comm.Where() +
                        ": the ranks called different collectives or sizes: " + calls);
@@ -85,7 +88,7 @@ Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint6
 
 Status SharedFlaggedStep(Comm& comm, RankState state, StepVerdict* verdict) {
   HORA_RETURN_IF_ERROR(comm.WindowStep(StateBits(state)));
-  return SharedFlagged(*comm.window(), verdict);
+  return SharedFlagged(comm, *comm.window(), verdict);
 }
 
 }  // namespace hora

@@ -43,11 +43,13 @@ enum class RankState : uint8_t {
 };
 // What every rank said: `failed` names the ranks that failed ("rank 2",
 // "ranks 0, 3"; empty when none), `several` whether more than one did,
-// `stuck` whether any said kStuck. The same on every rank.
+// `stuck` whether any said kStuck, `first` the first of them (as the
+// Comm numbers its ranks; -1 when none). The same on every rank.
 struct StepVerdict {
   std::string failed;
   bool several = false;
   bool stuck = false;
+  int first = -1;
 };
 
 // SharedFirstStep for such a collective: `state` goes with this rank's

@@ -7,6 +7,7 @@
 
 #include "collectives/allreduce_common.h"
 #include "collectives/allreduce_device_window.h"
+#include "collectives/shared_common.h"
 #include "engine/run_batch.h"
 #include "engine/staged_chunks.h"
 #include "kernels/reduction_identity.h"
@@ -39,6 +40,7 @@ DeviceStaging::~DeviceStaging() {
   // (The window, which a failed engine leaves open, uses the stream as it
   // goes: before it.)
   window_.reset();
+  FreeWindowPinned();
   if (stream_.id != rank_stream_.id) (void)device_->DestroyStream(stream_);  // (drains it first)
 }
 
@@ -214,11 +216,10 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
     }
   }
   if (RunsAlone(batch, size, joined_any)) return RunAlone(batch, rank);
-  Comm* comm = data.WindowComm();
   if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
-      comm != nullptr) {
+      size > 1) {
     bool ran = false;
-    const Status st = RunOnWindow(*comm, batch, rank, &ran);
+    const Status st = RunOnWindow(data, batch, rank, &ran);
     if (ran) return st;
   }
   if (RunsInChunks(m)) return RunPipelined(data, batch, rank, size);
@@ -275,23 +276,89 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
   return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
 }
 
-Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank,
-                                  bool* ran) {
-  if (!window_tried_) {
-    window_tried_ = true;
-    std::string why_not;
+Status DeviceStaging::OpenWindow(CollectiveBackend& data) {
+  window_tried_ = true;
+  // One host's ranks share a window; a job spanning hosts, each host's
+  // ranks theirs, where the hosts have as many ranks (host_tiers.h).
+  std::string why_not;
+  window_comm_ = data.WindowComm();
+  if (window_comm_ == nullptr) {
+    HORA_ASSIGN_OR_RETURN(tiers_, data.Tiers(&why_not));
+    if (tiers_ != nullptr) window_comm_ = tiers_->host;
+  }
+  if (window_comm_ != nullptr) {
     Result<std::unique_ptr<DeviceWindow>> opened = DeviceWindow::Open(
-        comm, device_, stream_, windows_.bytes, windows_.wait, windows_.willing, &why_not);
+        *window_comm_, device_, stream_, windows_.bytes, windows_.wait, windows_.willing, &why_not);
     if (opened.ok()) {
       window_ = std::move(*opened);
     } else {
       why_not = opened.status().ToString();
     }
-    if (!window_ && windows_.logger != nullptr && windows_.willing) {
-      windows_.logger->Warning("GPU allreduce is staged through host memory: " + why_not);
+  }
+  if (tiers_ != nullptr) HORA_RETURN_IF_ERROR(AgreeAcrossHosts(data, &why_not));
+  if (!window_ && !why_not.empty() && windows_.logger != nullptr && windows_.willing) {
+    windows_.logger->Warning("GPU allreduce is staged through host memory: " + why_not);
+  }
+  return Status::Ok();
+}
+
+Status DeviceStaging::AgreeAcrossHosts(CollectiveBackend& data, std::string* why_not) {
+  // Every host's ranks opened their windows, of one size, with host memory
+  // for the exchanges across hosts; or no rank uses its window.
+  if (window_) {
+    Result<void*> pinned = device_->AllocatePinned(window_->half_bytes());
+    if (pinned.ok()) {
+      window_pinned_ = static_cast<std::byte*>(*pinned);
+    } else {
+      *why_not =
+          "rank " + std::to_string(tiers_->host->Number(tiers_->host->rank())) +
+          " has no host memory for the exchanges across hosts: " + pinned.status().ToString();
     }
   }
-  if (!window_ || window_->retired()) return Status::Ok();
+  const int n = tiers_->world;
+  const int64_t mine[2] = {window_pinned_ != nullptr ? 1 : 0, static_cast<int64_t>(windows_.bytes)};
+  std::vector<int64_t> all(2 * static_cast<size_t>(n));
+  const std::vector<size_t> bytes(static_cast<size_t>(n), sizeof mine);
+  HORA_RETURN_IF_ERROR(data.Allgatherv(mine, all.data(), bytes));
+  std::string missing;
+  int count = 0;
+  bool sizes = true;
+  for (int r = 0; r < n; ++r) {
+    if (all[2 * static_cast<size_t>(r)] == 0) missing += (count++ ? ", " : "") + std::to_string(r);
+    sizes = sizes && all[2 * static_cast<size_t>(r) + 1] == all[1];
+  }
+  if (missing.empty() && sizes) return Status::Ok();
+  if (!sizes) {
+    *why_not = "the ranks asked for GPU windows of different sizes (HORA_GPU_WINDOW_BYTES)";
+  } else if (why_not->empty()) {
+    *why_not = (count > 1 ? "ranks " : "rank ") + missing + (count > 1 ? " have" : " has") +
+               " no GPU window, or no host memory for it";
+  }
+  // Nobody frees a window another still maps: Close is collective on the
+  // host (whose ranks all have one, or none).
+  Status closed = window_ ? window_->Close(*window_comm_) : Status::Ok();
+  window_.reset();
+  FreeWindowPinned();
+  return closed;
+}
+
+void DeviceStaging::FreeWindowPinned() {
+  if (window_pinned_ != nullptr) (void)device_->FreePinned(window_pinned_);
+  window_pinned_ = nullptr;
+}
+
+Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                                  int rank, bool* ran) {
+  if (!window_tried_) {
+    // (A failed setup fails this batch: its ranks may disagree on the path.)
+    const Status opened = OpenWindow(data);
+    if (!opened.ok()) {
+      *ran = true;
+      return opened;
+    }
+  }
+  // (A host window broken by an earlier failure: staged, as before it.)
+  if (!window_ || window_->retired() || !SharedUsable(*window_comm_)) return Status::Ok();
   *ran = true;
   ++window_batches_;
   const RequestMeta& m = batch.front()->meta;
@@ -299,7 +366,12 @@ Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& 
   for (const TensorRecord* p : batch) {
     window_parts_.push_back({p->input, p->output, p->meta.num_elements()});
   }
-  const Status st = AllreduceDeviceWindow(comm, *window_, window_parts_, m.dtype, m.reduction);
+  AcrossHosts across;
+  if (tiers_ != nullptr) {
+    across = AcrossHosts{tiers_->across, tiers_->selector, window_pinned_, tiers_->world};
+  }
+  const Status st = AllreduceDeviceWindow(*window_comm_, *window_, window_parts_, m.dtype,
+                                          m.reduction, tiers_ != nullptr ? &across : nullptr);
   // The copies out are queued: the handles hold their event (as in
   // RunPipelined), or the host waits for them.
   Status marked = MarkDone(batch, rank);
@@ -308,11 +380,14 @@ Status DeviceStaging::RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& 
   return marked;
 }
 
-Status DeviceStaging::CloseWindow(CollectiveBackend& data) {
+Status DeviceStaging::CloseWindow() {
   if (!window_) return Status::Ok();
-  Comm* comm = data.WindowComm();
-  Status st = comm != nullptr ? window_->Close(*comm) : Status::Ok();
+  Status st = window_comm_ != nullptr ? window_->Close(*window_comm_) : Status::Ok();
+  const bool left = window_->retired() || !st.ok();
   window_.reset();
+  // (A window left in place may still be at work: so may the exchanges'
+  // copies, which the destructor's free then waits for.)
+  if (!left) FreeWindowPinned();
   return st;
 }
 

@@ -107,7 +107,7 @@ class DeviceStaging {
 
   // Collective, when the engine stops on every rank: closes the device
   // window, if one is open.
-  Status CloseWindow(CollectiveBackend& data);
+  Status CloseWindow();
 
   // "NVIDIA H100 ... (cuda:0)", for errors.
   std::string device_name() const {
@@ -148,7 +148,15 @@ class DeviceStaging {
   Status FollowTheRankStream();
   // An allreduce on the device window (opened now at the first), or false
   // in `*ran` when there is none.
-  Status RunOnWindow(Comm& comm, const std::vector<TensorRecord*>& batch, int rank, bool* ran);
+  Status RunOnWindow(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
+                     bool* ran);
+  // Collective, at the first batch that may use it: the window, among the
+  // ranks of the job, or of each host where it spans hosts.
+  Status OpenWindow(CollectiveBackend& data);
+  // Across hosts: the host memory for the exchanges, and whether every
+  // host's ranks have their window (if not, none keeps it).
+  Status AgreeAcrossHosts(CollectiveBackend& data, std::string* why_not);
+  void FreeWindowPinned();
   // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
   // (device_staging_alone.cc).
   static bool RunsAlone(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
@@ -214,6 +222,9 @@ class DeviceStaging {
   const Windows windows_;
   bool window_tried_ = false;             // Open was called (on every rank alike)
   std::unique_ptr<DeviceWindow> window_;  // null: none (staged)
+  Comm* window_comm_ = nullptr;           // the Comm it was opened on
+  const HostTiers* tiers_ = nullptr;      // where the job spans hosts
+  std::byte* window_pinned_ = nullptr;    // (then) host memory for the exchanges
   std::vector<AllreducePart> window_parts_;
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;

@@ -178,7 +178,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     // Every rank stops here: the last collective step, which frees the GPU
     // window once no rank maps it.
     if (staging_) {
-      if (Status closed = staging_->CloseWindow(data_); !closed.ok()) {
+      if (Status closed = staging_->CloseWindow(); !closed.ok()) {
         logger_.Warning("engine: " + closed.ToString());
       }
     }

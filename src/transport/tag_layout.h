@@ -16,6 +16,9 @@ inline constexpr int kContextBits = 64 - kContextShift;
 inline constexpr uint32_t kMaxContexts = 1u << kContextBits;
 inline constexpr int kSequenceShift = 40;
 inline constexpr uint64_t kSequenceMask = 0x3ffff;
+// (No algorithm uses phase 15: with it, a tag of context 63 whose other
+// fields are all at their maximum would reach the TCP transport's control
+// tags, ~0 - 2 and up.)
 inline constexpr int kPhaseShift = 36;
 inline constexpr int kPhaseBits = 4;
 inline constexpr uint64_t kPhaseMask = 0xf;

@@ -39,6 +39,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "hora/types.h"
 #include "transport/request.h"
@@ -110,6 +111,15 @@ class Transport {
   // transport. Every rank of the group gets one or none alike.
   virtual SharedWindow* Window(uint32_t context) {
     (void)context;
+    return nullptr;
+  }
+
+  // Where this transport spans hosts and reaches the ranks of this one
+  // through a transport of their own (shared memory, with its windows):
+  // that transport, owned by this one, and in `*ranks` this transport's
+  // rank of each of its ranks. Null elsewhere.
+  virtual Transport* ThisHost(std::vector<int>* ranks) {
+    (void)ranks;
     return nullptr;
   }
 };

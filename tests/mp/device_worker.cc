@@ -11,6 +11,8 @@
 // took the path HORATEST_EXPECT_WINDOW says. Prints
 // "rank R: N device checks passed" and exits 0, or names the first failure
 // and exits 1.
+#include <signal.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -211,12 +213,37 @@ bool Ipc(Session& s, DeviceIo& io) {
 
 }  // namespace
 
+// --die-at ITER: GPU allreduces until the last rank SIGKILLs itself at
+// allreduce ITER; each other rank prints the error it got and exits 3 when
+// it names that rank (4 when not).
+int DieAt(Session& s, DeviceIo& io, int iteration) {
+  std::vector<float> x(1 << 16, 1.0f);
+  void* d = io.Upload(x.data(), x.size() * sizeof(float));
+  const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(x.size())});
+  for (int i = 0;; ++i) {
+    if (i == iteration && s.rank() == s.size() - 1) {
+      std::fprintf(stderr, "rank %d: killing myself with SIGKILL at iteration %d\n", s.rank(), i);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    const Status st = s.Allreduce(v, v, {ReduceOp::kAverage});
+    if (!st.ok()) {
+      std::printf("rank %d: allreduce %d failed as expected: %s\n", s.rank(), i,
+                  st.ToString().c_str());
+      const bool names =
+          st.message().find("rank " + std::to_string(s.size() - 1)) != std::string::npos;
+      return names ? 3 : 4;
+    }
+  }
+}
+
 int main(int argc, char** argv) {
-  if (argc > 1) {
+  const bool die = argc == 3 && std::strcmp(argv[1], "--die-at") == 0;
+  if (argc > 1 && !die) {
     std::printf(
-        "usage: hora-mp-device-worker\n"
+        "usage: hora-mp-device-worker [--die-at ITER]\n"
         "One rank of the GPU-tensor multi-process test (on the host device); run it under "
-        "horarun.\n");
+        "horarun.\n--die-at ITER: the last rank dies at GPU allreduce ITER.\n");
     return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   SessionOptions o;
@@ -227,6 +254,7 @@ int main(int argc, char** argv) {
   Session& s = **session;
   DeviceIo io(s);
   if (!Check(io.error(), "the host device")) return 1;
+  if (die) return DieAt(s, io, std::atoi(argv[2]));
   if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
   // The path the allreduces took: HORATEST_EXPECT_WINDOW=1, on the ranks'
   // device windows; 0, staged through host memory.

@@ -4,11 +4,15 @@
 # the job may be left running.
 set -u
 . "$(dirname "$0")/lib.sh"
+# `transport`: a --transport value, or hosts for -H (host names, as
+# localhost:2,127.0.0.1:2, that horarun starts locally).
 horarun="$1"; worker="$2"; np="${3:-3}"; transport="${4:-tcp}"
+where=(--transport "$transport")
+case "$transport" in *:*) where=(-H "$transport") ;; esac
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 start=$(date +%s)
-HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np "$np" --transport "$transport" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
+HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np "$np" "${where[@]}" --timeout 20 "$worker" --die-at 5 >"$out" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
 cat "$out"

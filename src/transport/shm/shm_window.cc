@@ -91,7 +91,8 @@ std::string ShmWindow::Missing() const {
   int count = 0;
   for (int k = 0; k < size(); ++k) {
     if (lines_[static_cast<size_t>(k)]->step.load(std::memory_order_acquire) >= step_) continue;
-    list += (list.empty() ? "" : ", ") + std::to_string(k);
+    // (Named as the job numbers its ranks: "rank 5".)
+    list += (list.empty() ? "" : ", ") + transport_.Name(k).substr(5);
     ++count;
   }
   return (count == 1 ? "rank " : "ranks ") + list;

@@ -13,6 +13,7 @@ class HybridTransport final : public Transport {
       : rank_(rank),
         size_(size),
         to_local_(static_cast<size_t>(size), -1),
+        local_ranks_(local_ranks),
         shm_(std::move(shm)),
         tcp_(std::move(tcp)) {
     for (size_t i = 0; i < local_ranks.size(); ++i) {
@@ -57,6 +58,10 @@ class HybridTransport final : public Transport {
     return Transport::WaitFor(request, timeout);
   }
   bool Progress() override { return shm_->Progress(); }
+  Transport* ThisHost(std::vector<int>* ranks) override {
+    *ranks = local_ranks_;
+    return shm_.get();
+  }
   Status LostPeer() override {
     Status st = shm_->LostPeer();
     return st.ok() ? tcp_->LostPeer() : st;
@@ -79,7 +84,8 @@ class HybridTransport final : public Transport {
   Transport& Owner(const Request& request) { return request->route() == kShm ? *shm_ : *tcp_; }
   const int rank_;
   const int size_;
-  std::vector<int> to_local_;  // global rank -> shm rank, or -1
+  std::vector<int> to_local_;           // global rank -> shm rank, or -1
+  const std::vector<int> local_ranks_;  // shm rank -> global rank
   std::unique_ptr<Transport> shm_;
   std::unique_ptr<Transport> tcp_;
 };

@@ -1,0 +1,111 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// WindowAllreduce's exchanges across hosts (allreduce_device_window.h's
+// AcrossHosts): a host's share through host memory, and the agreement at
+// the end on whether every host's shares were true.
+#include <string>
+#include <vector>
+
+#include "collectives/algorithms.h"
+#include "collectives/window_allreduce.h"
+
+namespace hora::window_internal {
+
+Status WindowAllreduce::Across(std::byte* data, size_t count) {
+  if (across_ == nullptr || count == 0) return Status::Ok();
+  const size_t bytes = count * esize_;
+  if (working()) {
+    mine_ = dev_.Copy(across_->pinned, data, bytes, gpu::CopyKind::kDeviceToHost, w_.stream());
+    if (mine_.ok()) mine_ = Wait("copying to host memory for the other hosts");
+  }
+  sent_bad_ = sent_bad_ || !working();
+  if (!exchange_.ok()) return Status::Ok();  // (no more exchanges on a failed Comm)
+  AllreduceArgs args{across_->pinned, across_->pinned, count, dtype_, Reduction{op_, 1.0, 1.0}};
+  exchange_ =
+      across_->selector->ChooseAllreduce(across_->comm->size(), bytes).run(*across_->comm, args);
+  if (!exchange_.ok()) {
+    // This rank's host stops at its next step, as for a failed device, so
+    // that its ranks stay in step; the error ends the collective.
+    if (mine_.ok()) mine_ = exchange_;
+    return Status::Ok();
+  }
+  if (working()) {
+    mine_ = dev_.Copy(data, across_->pinned, bytes, gpu::CopyKind::kHostToDevice, w_.stream());
+  }
+  return Status::Ok();
+}
+
+Status WindowAllreduce::Agree(size_t total) {
+  // What this rank sent: its host's share (0), or not (1: a rank of its
+  // host failed, or its own device did), or a device of its host may still
+  // be at work on the windows (2: every host then gives them up). With the
+  // rank that failed.
+  if (!mine_.ok() && !halted_ && !drained_ && !stuck_) drained_ = Wait("after a failure").ok();
+  int32_t mine[2] = {0, -1};
+  if (halted_) {
+    mine[0] = halted_stuck_ ? 2 : 1;
+    mine[1] = halted_by_;
+  } else if (stuck_ || sent_bad_) {
+    // (A failure after its last exchange, its device not stuck, is this
+    // host's alone: its step below tells its host's ranks.)
+    mine[0] = stuck_ ? 2 : 1;
+    mine[1] = comm_.Number(comm_.rank());
+  }
+  const int hosts = across_->comm->size();
+  std::vector<int32_t> heard(2 * static_cast<size_t>(hosts), 0);
+  std::vector<size_t> bytes(static_cast<size_t>(hosts), sizeof mine);
+  if (exchange_.ok()) {
+    exchange_ = AllgatherRing(*across_->comm, mine, heard.data(), bytes);
+    if (!exchange_.ok() && mine_.ok()) mine_ = exchange_;
+  }
+  std::string others;
+  int count = 0;
+  bool stuck = false;
+  for (int h = 0; h < hosts; ++h) {
+    const int32_t state = heard[2 * static_cast<size_t>(h)];
+    const int32_t rank = heard[2 * static_cast<size_t>(h) + 1];
+    if (state == 0 || h == across_->comm->rank()) continue;
+    stuck = stuck || state == 2;
+    others += (count++ ? ", " : "") + std::to_string(rank);
+  }
+  // This host's ranks heard from different hosts: one more step, and every
+  // one of them fails if any heard of a failure, or failed after its step
+  // (and gives up the windows, as every host then does, if any heard or
+  // found that a device may still be at work).
+  const StepVerdict halting = verdict_;
+  HORA_RETURN_IF_ERROR(Step(false, total,
+                            stuck       ? RankState::kStuck
+                            : count > 0 ? RankState::kFailed
+                                        : RankState::kOk));
+  if (halted_) {
+    const bool retired = verdict_.stuck;
+    verdict_ = halting;
+    verdict_.stuck = verdict_.stuck || retired;
+    return Ended();
+  }
+  if (!mine_.ok()) return mine_;
+  if (count > 0) {
+    return AbortedError(comm_.Where() + ": " + (count > 1 ? "ranks " : "rank ") + others +
+                        (count > 1 ? " of other hosts" : " of another host") +
+                        " failed during this allreduce (on " +
+                        (count > 1 ? "their GPUs" : "its GPU") +
+                        ", or a rank of its host did); results without " +
+                        (count > 1 ? "their hosts'" : "its host's") +
+                        " data would be wrong, so it fails on every rank" +
+                        (stuck ? " (and the GPU windows are given up: GPU allreduce is staged "
+                                 "from now on)"
+                               : ""));
+  }
+  if (!verdict_.failed.empty()) {
+    return AbortedError(comm_.Where() + ": " + verdict_.failed + " of this host failed " +
+                        "during this allreduce, or " + (verdict_.several ? "were" : "was") +
+                        " told that a rank of another host did; results may lack a rank's " +
+                        "data, so it fails on every rank of this host" +
+                        (verdict_.stuck ? " (and the GPU windows are given up: GPU allreduce is "
+                                          "staged from now on)"
+                                        : ""));
+  }
+  return Status::Ok();
+}
+
+}  // namespace hora::window_internal
