@@ -145,7 +145,7 @@ struct Tiered {
   AcrossHosts across;
 };
 
-Result<Tiered> OpenTiers(const RankEnv& e) {
+Result<Tiered> OpenTiers(const RankEnv& e, size_t chunk_bytes = 0) {
   Tiered t;
   std::string why;
   HORA_ASSIGN_OR_RETURN(t.comms, HostTierComms::Find(*e.data, e.selector, &why));
@@ -155,13 +155,17 @@ Result<Tiered> OpenTiers(const RankEnv& e) {
                                                      kTimeout, true, &why));
   if (!t.window) return InternalError("no window: " + why);
   HORA_ASSIGN_OR_RETURN(t.pinned, e.device->AllocatePinned(t.window->half_bytes()));
-  t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world};
+  t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world, chunk_bytes, {}};
+  for (gpu::Event& ev : t.across.events) {
+    HORA_ASSIGN_OR_RETURN(ev, e.device->CreateEvent());
+  }
   return t;
 }
 
 Status CloseTiers(const RankEnv& e, Tiered& t) {
   Status st = t.window->Close(*t.comms->tiers().host);
   (void)e.device->FreePinned(t.pinned);
+  for (gpu::Event ev : t.across.events) (void)e.device->DestroyEvent(ev);
   return st;
 }
 
@@ -218,28 +222,31 @@ TEST(HostTiers, FoundWhereEveryHostHasAsManyRanks) {
 const std::vector<std::vector<size_t>> kBatches = {
     {0}, {1}, {1031}, {4000}, {4993}, {30011}, {3, 0, 1500, 2800, 7, 9000, 1}};
 
+// (`chunk_bytes` 1000: the exchanges go in pieces of 250 floats, pipelined.)
 TEST(HostTiers, GpuAllreduceAcrossHostsHasEveryRanksData) {
-  for (const std::vector<int>& hosts : std::vector<std::vector<int>>{{2, 2}, {3, 3}, {2, 2, 2}}) {
-    auto st = OnHosts(hosts, [&](const RankEnv& e) -> Status {
-      HORA_ASSIGN_OR_RETURN(Tiered t, OpenTiers(e));
-      for (const auto& counts : kBatches) {
-        for (const Reduction& red :
-             {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 2.0, 0.5}}) {
-          std::vector<void*> mem;
-          HORA_ASSIGN_OR_RETURN(auto parts, Parts(*e.device, e.rank, counts, &mem));
-          HORA_RETURN_IF_ERROR(AllreduceDeviceWindow(*t.comms->tiers().host, *t.window, parts,
-                                                     DataType::kFloat32, red, &t.across));
-          HORA_RETURN_IF_ERROR(t.window->WaitDevice("the copies out"));
-          HORA_RETURN_IF_ERROR(Check(*e.device, e.rank, e.data->size(), counts, mem, red));
-          for (void* m : mem) HORA_RETURN_IF_ERROR(e.device->Free(m));
+  for (const std::vector<int>& hosts : std::vector<std::vector<int>>{{2, 2}, {3, 3}, {2, 2, 2}})
+    for (const size_t chunk_bytes : {size_t{0}, size_t{1000}}) {
+      auto st = OnHosts(hosts, [&](const RankEnv& e) -> Status {
+        HORA_ASSIGN_OR_RETURN(Tiered t, OpenTiers(e, chunk_bytes));
+        for (const auto& counts : kBatches) {
+          for (const Reduction& red :
+               {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 2.0, 0.5}}) {
+            std::vector<void*> mem;
+            HORA_ASSIGN_OR_RETURN(auto parts, Parts(*e.device, e.rank, counts, &mem));
+            HORA_RETURN_IF_ERROR(AllreduceDeviceWindow(*t.comms->tiers().host, *t.window, parts,
+                                                       DataType::kFloat32, red, &t.across));
+            HORA_RETURN_IF_ERROR(t.window->WaitDevice("the copies out"));
+            HORA_RETURN_IF_ERROR(Check(*e.device, e.rank, e.data->size(), counts, mem, red));
+            for (void* m : mem) HORA_RETURN_IF_ERROR(e.device->Free(m));
+          }
         }
+        return CloseTiers(e, t);
+      });
+      for (size_t r = 0; r < st.size(); ++r) {
+        EXPECT_TRUE(st[r].ok()) << hosts.size() << " hosts, exchanges in pieces of " << chunk_bytes
+                                << " bytes: " << st[r].ToString();
       }
-      return CloseTiers(e, t);
-    });
-    for (size_t r = 0; r < st.size(); ++r) {
-      EXPECT_TRUE(st[r].ok()) << hosts.size() << " hosts: " << st[r].ToString();
     }
-  }
 }
 
 // Rank `bad` gives an input the device refuses (host memory): its
@@ -250,7 +257,7 @@ TEST(HostTiers, ARanksGpuFailureFailsEveryHostNamingIt) {
     for (const int bad : {3, 0}) {
       const std::vector<int> hosts = {2, 2, 2};
       auto st = OnHosts(hosts, [&](const RankEnv& e) -> Status {
-        HORA_ASSIGN_OR_RETURN(Tiered t, OpenTiers(e));
+        HORA_ASSIGN_OR_RETURN(Tiered t, OpenTiers(e, 1000));
         std::vector<void*> mem;
         HORA_ASSIGN_OR_RETURN(auto parts, Parts(*e.device, e.rank, {count}, &mem));
         // (Host memory, which the device refuses: a freed allocation might
@@ -317,7 +324,10 @@ TEST(HostTiers, AStuckGpuGivesUpTheWindowsOnEveryHost) {
                                              std::chrono::seconds(1), true, &why));
     if (!t.window) return InternalError("no window: " + why);
     HORA_ASSIGN_OR_RETURN(t.pinned, e.device->AllocatePinned(t.window->half_bytes()));
-    t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world};
+    t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world, 0, {}};
+    for (gpu::Event& ev : t.across.events) {
+      HORA_ASSIGN_OR_RETURN(ev, e.device->CreateEvent());
+    }
     std::vector<void*> mem;
     HORA_ASSIGN_OR_RETURN(auto parts, Parts(*e.device, e.rank, {kCount}, &mem));
     if (e.rank == kStuck) {
@@ -342,6 +352,7 @@ TEST(HostTiers, AStuckGpuGivesUpTheWindowsOnEveryHost) {
     const Status closed = t.window->Close(*tiers.host);
     if (closed.ok()) return InternalError("Close freed windows given up");
     (void)e.device->FreePinned(t.pinned);
+    for (gpu::Event ev : t.across.events) (void)e.device->DestroyEvent(ev);
     for (void* m : mem) (void)e.device->Free(m);
     return Status::Ok();
   });

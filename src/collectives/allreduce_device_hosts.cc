@@ -3,6 +3,7 @@
 // WindowAllreduce's exchanges across hosts (allreduce_device_window.h's
 // AcrossHosts): a host's share through host memory, and the agreement at
 // the end on whether every host's shares were true.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -13,24 +14,43 @@ namespace hora::window_internal {
 
 Status WindowAllreduce::Across(std::byte* data, size_t count) {
   if (across_ == nullptr || count == 0) return Status::Ok();
-  const size_t bytes = count * esize_;
-  if (working()) {
-    mine_ = dev_.Copy(across_->pinned, data, bytes, gpu::CopyKind::kDeviceToHost, w_.stream());
-    if (mine_.ok()) mine_ = Wait("copying to host memory for the other hosts");
-  }
-  sent_bad_ = sent_bad_ || !working();
-  if (!exchange_.ok()) return Status::Ok();  // (no more exchanges on a failed Comm)
-  AllreduceArgs args{across_->pinned, across_->pinned, count, dtype_, Reduction{op_, 1.0, 1.0}};
-  exchange_ =
-      across_->selector->ChooseAllreduce(across_->comm->size(), bytes).run(*across_->comm, args);
-  if (!exchange_.ok()) {
-    // This rank's host stops at its next step, as for a failed device, so
-    // that its ranks stay in step; the error ends the collective.
-    if (mine_.ok()) mine_ = exchange_;
-    return Status::Ok();
-  }
-  if (working()) {
-    mine_ = dev_.Copy(data, across_->pinned, bytes, gpu::CopyKind::kHostToDevice, w_.stream());
+  // In pieces of the staging chunk (HORA_STAGING_CHUNK_BYTES, the same on
+  // every rank; 0: whole), pipelined: piece j+1 goes to host memory while
+  // piece j is exchanged, and piece j comes back while j+1 is.
+  const size_t step =
+      across_->chunk_bytes == 0 ? count : std::max<size_t>(1, across_->chunk_bytes / esize_);
+  const size_t pieces = (count + step - 1) / step;
+  auto* pinned = static_cast<std::byte*>(across_->pinned);
+  const auto at = [&](size_t j) { return j * step * esize_; };
+  const auto len = [&](size_t j) { return std::min(step, count - j * step); };
+  const auto out = [&](size_t j) {  // piece j to host memory, then its event
+    if (!working()) return;
+    mine_ = dev_.Copy(pinned + at(j), data + at(j), len(j) * esize_, gpu::CopyKind::kDeviceToHost,
+                      w_.stream());
+    if (mine_.ok()) mine_ = dev_.Record(across_->events[j % 2], w_.stream());
+  };
+  out(0);
+  if (pieces > 1) out(1);
+  for (size_t j = 0; j < pieces; ++j) {
+    if (working()) {
+      mine_ = w_.WaitEvent(across_->events[j % 2], "copying to host memory for the other hosts");
+      stuck_ = stuck_ || !mine_.ok();
+    }
+    sent_bad_ = sent_bad_ || !working();
+    if (exchange_.ok()) {  // (none on a failed Comm)
+      AllreduceArgs args{pinned + at(j), pinned + at(j), len(j), dtype_, Reduction{op_, 1.0, 1.0}};
+      exchange_ = across_->selector->ChooseAllreduce(across_->comm->size(), len(j) * esize_)
+                      .run(*across_->comm, args);
+      // A failed exchange stops this rank's host at its next step, as a
+      // failed device does, so that its ranks stay in step; its error ends
+      // the collective.
+      if (!exchange_.ok() && mine_.ok()) mine_ = exchange_;
+    }
+    if (working()) {
+      mine_ = dev_.Copy(data + at(j), pinned + at(j), len(j) * esize_, gpu::CopyKind::kHostToDevice,
+                        w_.stream());
+    }
+    if (j + 2 < pieces) out(j + 2);  // (its event was waited for above)
   }
   return Status::Ok();
 }

@@ -48,11 +48,16 @@ namespace hora {
 // tells its counterparts on the other hosts whether what it sent was its
 // host's true share, then its own host's ranks what it was told. Every
 // rank then fails alike, naming the rank that failed, or none does.
+//
+// The exchanges go in pieces of `chunk_bytes` (0: whole), pipelined with
+// the copies to and from host memory on two events of the window's device.
 struct AcrossHosts {
   Comm* comm = nullptr;
   const Selector* selector = nullptr;
   void* pinned = nullptr;
   int world = 0;
+  size_t chunk_bytes = 0;
+  gpu::Event events[2] = {};
 };
 
 // `parts`: device memory of `window`'s device; `comm`: the Comm the window

@@ -189,7 +189,11 @@ Status DeviceWindow::Close(Comm& comm) {
 
 Status DeviceWindow::WaitDevice(const char* what) {
   HORA_RETURN_IF_ERROR(device_->Record(event_, stream_));
-  const Status st = device_->Wait(event_, DeadlineAfter(Clock::now(), timeout_));
+  return WaitEvent(event_, what);
+}
+
+Status DeviceWindow::WaitEvent(gpu::Event event, const char* what) {
+  const Status st = device_->Wait(event, DeadlineAfter(Clock::now(), timeout_));
   return st.ok() ? st : st.WithContext(what);
 }
 

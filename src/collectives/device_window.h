@@ -77,6 +77,8 @@ class DeviceWindow {
   // Waits on the host until the device has done what was queued on the
   // stream (at most the timeout); `what` names the step in the error.
   Status WaitDevice(const char* what);
+  // Waits (as bounded) for `event`, recorded on this window's stream.
+  Status WaitEvent(gpu::Event event, const char* what);
   // A private device buffer of at least `bytes` (the small-chunk path's
   // accumulator), allocated at Open for up to kScratchBytes.
   std::byte* scratch() const { return scratch_; }

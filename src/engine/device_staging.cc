@@ -307,6 +307,16 @@ Status DeviceStaging::AgreeAcrossHosts(CollectiveBackend& data, std::string* why
   // for the exchanges across hosts; or no rank uses its window.
   if (window_) {
     Result<void*> pinned = device_->AllocatePinned(window_->half_bytes());
+    for (gpu::Event& e : window_events_) {
+      if (!pinned.ok()) break;
+      Result<gpu::Event> made = device_->CreateEvent();
+      if (made.ok()) {
+        e = *made;
+      } else {
+        (void)device_->FreePinned(*pinned);
+        pinned = made.status();
+      }
+    }
     if (pinned.ok()) {
       window_pinned_ = static_cast<std::byte*>(*pinned);
     } else {
@@ -345,6 +355,10 @@ Status DeviceStaging::AgreeAcrossHosts(CollectiveBackend& data, std::string* why
 void DeviceStaging::FreeWindowPinned() {
   if (window_pinned_ != nullptr) (void)device_->FreePinned(window_pinned_);
   window_pinned_ = nullptr;
+  for (gpu::Event& e : window_events_) {
+    if (e.id != 0) (void)device_->DestroyEvent(e);
+    e = {};
+  }
 }
 
 Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
@@ -368,7 +382,8 @@ Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<Ten
   }
   AcrossHosts across;
   if (tiers_ != nullptr) {
-    across = AcrossHosts{tiers_->across, tiers_->selector, window_pinned_, tiers_->world};
+    across = AcrossHosts{tiers_->across, tiers_->selector, window_pinned_,
+                         tiers_->world,  m.staging_chunk,  {window_events_[0], window_events_[1]}};
   }
   const Status st = AllreduceDeviceWindow(*window_comm_, *window_, window_parts_, m.dtype,
                                           m.reduction, tiers_ != nullptr ? &across : nullptr);

@@ -225,6 +225,7 @@ class DeviceStaging {
   Comm* window_comm_ = nullptr;           // the Comm it was opened on
   const HostTiers* tiers_ = nullptr;      // where the job spans hosts
   std::byte* window_pinned_ = nullptr;    // (then) host memory for the exchanges
+  gpu::Event window_events_[2] = {};      // ... and their copies' events
   std::vector<AllreducePart> window_parts_;
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;
