@@ -47,9 +47,10 @@ Result<std::unique_ptr<HostTierComms>> HostTierComms::Find(Comm& comm, const Sel
   }
   std::unique_ptr<HostTierComms> none;
   if (sharing == 0 || hosts.size() < 2) return none;  // (nothing shares, or one host)
-  for (int r = 0; r < n; ++r) {
+  // (A rank that shares memory with no other counts as a host of one.)
+  for (int r = 1; r < n; ++r) {
     const HostWord& w = all[static_cast<size_t>(r)];
-    if (w.shares == 0 || w.count != all[0].count) {
+    if (w.count != all[0].count) {
       *why_not = "the hosts have different numbers of ranks (rank " + std::to_string(r) +
                  "'s host has " + std::to_string(w.count) + ", rank 0's has " +
                  std::to_string(all[0].count) + ")";

@@ -17,8 +17,11 @@ Status WindowAllreduce::Across(std::byte* data, size_t count) {
   // In pieces of the staging chunk (HORA_STAGING_CHUNK_BYTES, the same on
   // every rank; 0: whole), pipelined: piece j+1 goes to host memory while
   // piece j is exchanged, and piece j comes back while j+1 is.
-  const size_t step =
-      across_->chunk_bytes == 0 ? count : std::max<size_t>(1, across_->chunk_bytes / esize_);
+  // (At most kMostPieces: a tiny setting makes larger pieces, as staging's
+  // chunks do.)
+  constexpr size_t kMostPieces = 1024;
+  const size_t step = std::max({across_->chunk_bytes == 0 ? count : across_->chunk_bytes / esize_,
+                                size_t{1}, (count + kMostPieces - 1) / kMostPieces});
   const size_t pieces = (count + step - 1) / step;
   auto* pinned = static_cast<std::byte*>(across_->pinned);
   const auto at = [&](size_t j) { return j * step * esize_; };
@@ -65,9 +68,9 @@ Status WindowAllreduce::Agree(size_t total) {
   if (halted_) {
     mine[0] = halted_stuck_ ? 2 : 1;
     mine[1] = halted_by_;
-  } else if (stuck_ || sent_bad_) {
-    // (A failure after its last exchange, its device not stuck, is this
-    // host's alone: its step below tells its host's ranks.)
+  } else if (stuck_ || sent_bad_ || !mine_.ok()) {
+    // (Even a failure after its last exchange: every rank then fails this
+    // allreduce, so that every rank stages the next ones alike.)
     mine[0] = stuck_ ? 2 : 1;
     mine[1] = comm_.Number(comm_.rank());
   }
@@ -109,9 +112,7 @@ Status WindowAllreduce::Agree(size_t total) {
                         (count > 1 ? " of other hosts" : " of another host") +
                         " failed during this allreduce (on " +
                         (count > 1 ? "their GPUs" : "its GPU") +
-                        ", or a rank of its host did); results without " +
-                        (count > 1 ? "their hosts'" : "its host's") +
-                        " data would be wrong, so it fails on every rank" +
+                        ", or a rank of its host did), so it fails on every rank" +
                         (stuck ? " (and the GPU windows are given up: GPU allreduce is staged "
                                  "from now on)"
                                : ""));

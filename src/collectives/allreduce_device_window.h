@@ -43,11 +43,14 @@ namespace hora {
 // host stays on its GPUs.
 //
 // Failures keep every rank in step: a host whose step says one of its
-// ranks failed goes on with its exchanges across hosts (on whatever its
-// host memory holds) without touching its GPUs, and at the end every rank
-// tells its counterparts on the other hosts whether what it sent was its
-// host's true share, then its own host's ranks what it was told. Every
-// rank then fails alike, naming the rank that failed, or none does.
+// ranks failed (or whose exchange failed) goes on with its exchanges across
+// hosts (on whatever its host memory holds) without touching its GPUs, and
+// at the end every rank tells its counterparts on the other hosts whether
+// it or its host failed, then its own host's ranks what it was told. Every
+// rank then fails, naming a rank that failed (on other hosts, the one their
+// counterpart names), or none does. A host step that itself fails (a
+// timeout, a rank lost) ends the collective at once: its exchanges' peers
+// then fail at their timeout, or when they find the rank lost.
 //
 // The exchanges go in pieces of `chunk_bytes` (0: whole), pipelined with
 // the copies to and from host memory on two events of the window's device.

@@ -88,7 +88,8 @@ Status DeviceWindow::MapPeers(Comm& comm, size_t half) {
     }
     Result<void*> opened = device_->OpenMemory(p.handle);
     if (!opened.ok()) {
-      return opened.status().WithContext("mapping the GPU window of rank " + std::to_string(k));
+      return opened.status().WithContext("mapping the GPU window of rank " +
+                                         std::to_string(comm.Number(k)));
     }
     regions_[static_cast<size_t>(k)] = static_cast<std::byte*>(*opened);
     opened_[static_cast<size_t>(k)] = true;

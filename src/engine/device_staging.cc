@@ -364,15 +364,18 @@ void DeviceStaging::FreeWindowPinned() {
 Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
                                   int rank, bool* ran) {
   if (!window_tried_) {
-    // (A failed setup fails this batch: its ranks may disagree on the path.)
+    // (A failed setup fails this batch, and its ranks stage from then on.)
     const Status opened = OpenWindow(data);
     if (!opened.ok()) {
+      set_aside_ = true;
       *ran = true;
       return opened;
     }
   }
   // (A host window broken by an earlier failure: staged, as before it.)
-  if (!window_ || window_->retired() || !SharedUsable(*window_comm_)) return Status::Ok();
+  if (!window_ || window_->retired() || set_aside_ || !SharedUsable(*window_comm_)) {
+    return Status::Ok();
+  }
   *ran = true;
   ++window_batches_;
   const RequestMeta& m = batch.front()->meta;
@@ -387,6 +390,17 @@ Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<Ten
   }
   const Status st = AllreduceDeviceWindow(*window_comm_, *window_, window_parts_, m.dtype,
                                           m.reduction, tiers_ != nullptr ? &across : nullptr);
+  // Across hosts, a failed allreduce fails on every rank (see AcrossHosts),
+  // and every rank then stages: after a failed step or exchange (a
+  // timeout), hosts could otherwise take different paths. The windows stay
+  // open until the engine stops.
+  if (!st.ok() && tiers_ != nullptr && !set_aside_) {
+    set_aside_ = true;
+    if (windows_.logger != nullptr) {
+      windows_.logger->Warning(
+          "GPU allreduce across hosts is staged through host memory from now on: " + st.ToString());
+    }
+  }
   // The copies out are queued: the handles hold their event (as in
   // RunPipelined), or the host waits for them.
   Status marked = MarkDone(batch, rank);

@@ -226,6 +226,7 @@ class DeviceStaging {
   const HostTiers* tiers_ = nullptr;      // where the job spans hosts
   std::byte* window_pinned_ = nullptr;    // (then) host memory for the exchanges
   gpu::Event window_events_[2] = {};      // ... and their copies' events
+  bool set_aside_ = false;                // the window is no longer used (staged)
   std::vector<AllreducePart> window_parts_;
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;

@@ -11,20 +11,18 @@
 //                                  allreduce number ITER; the others must see
 //                                  an error naming it (exit 3 when they do)
 //   hora-mp-worker --stall-at ITER the last rank sleeps 300 s there instead
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "hora/hora.h"
 #include "launch/slurm.h"
+#include "support/die_at.h"
 #include "support/reference.h"
 
 namespace {
@@ -134,28 +132,9 @@ int OtherChecks(Session& s) {
 // `stall`: the last rank sleeps instead of dying (it stays alive and silent).
 int DieAt(Session& s, int iteration, bool stall) {
   std::vector<float> x(1 << 16, 1.0f);
-  for (int i = 0;; ++i) {
-    if (i == iteration && s.rank() == s.size() - 1) {
-      std::fprintf(stderr, "rank %d: %s at iteration %d\n", s.rank(),
-                   stall ? "stalling for 300 s" : "killing myself with SIGKILL", i);
-      std::fflush(stderr);
-      if (stall) {
-        std::this_thread::sleep_for(std::chrono::seconds(300));
-        return 5;
-      }
-      raise(SIGKILL);
-    }
-    Status st =
-        s.Allreduce(TensorView::Flat(x.data(), DataType::kFloat32, x.size()),
-                    TensorView::Flat(x.data(), DataType::kFloat32, x.size()), {ReduceOp::kAverage});
-    if (!st.ok()) {
-      std::printf("rank %d: allreduce %d failed as expected: %s\n", s.rank(), i,
-                  st.ToString().c_str());
-      const bool names =
-          st.message().find("rank " + std::to_string(s.size() - 1)) != std::string::npos;
-      return names ? 3 : 4;
-    }
-  }
+  const TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, x.size());
+  return hora::testing::DieAt(s, iteration, stall,
+                              [&] { return s.Allreduce(v, v, {ReduceOp::kAverage}); });
 }
 
 }  // namespace

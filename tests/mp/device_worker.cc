@@ -11,17 +11,18 @@
 // took the path HORATEST_EXPECT_WINDOW says. Prints
 // "rank R: N device checks passed" and exits 0, or names the first failure
 // and exits 1.
-#include <signal.h>
-
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpu/blocking_copy.h"
 #include "hora/hora.h"
 #include "support/device_io.h"
+#include "support/die_at.h"
 #include "support/reference.h"
 
 namespace {
@@ -214,36 +215,90 @@ bool Ipc(Session& s, DeviceIo& io) {
 }  // namespace
 
 // --die-at ITER: GPU allreduces until the last rank SIGKILLs itself at
-// allreduce ITER; each other rank prints the error it got and exits 3 when
-// it names that rank (4 when not).
+// allreduce ITER (support/die_at.h); with HORATEST_EXPECT_WINDOW=1, 4 where
+// none of them ran on the device windows.
 int DieAt(Session& s, DeviceIo& io, int iteration) {
   std::vector<float> x(1 << 16, 1.0f);
   void* d = io.Upload(x.data(), x.size() * sizeof(float));
   const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(x.size())});
-  for (int i = 0;; ++i) {
-    if (i == iteration && s.rank() == s.size() - 1) {
-      std::fprintf(stderr, "rank %d: killing myself with SIGKILL at iteration %d\n", s.rank(), i);
-      std::fflush(stderr);
-      raise(SIGKILL);
+  const int rc = hora::testing::DieAt(s, iteration, false,
+                                      [&] { return s.Allreduce(v, v, {ReduceOp::kAverage}); });
+  const char* want = std::getenv("HORATEST_EXPECT_WINDOW");
+  if (want != nullptr && std::strcmp(want, "1") == 0 && s.engine_counters().window_batches == 0) {
+    std::printf("rank %d: no allreduce ran on the device windows\n", s.rank());
+    return 4;
+  }
+  return rc;
+}
+
+// --fail-at ITER: GPU allreduces, each checked, of which the last rank's
+// ITER-th (out of place) is of memory it frees once it submitted it, before
+// the others come: every rank's fails, naming it (or, on it, saying so);
+// the ten after are whole. Where HORATEST_EXPECT_SET_ASIDE is 1
+// none of those ten runs on the device windows (a job spanning hosts sets
+// them aside after a failure); where 0, each does.
+int FailAt(Session& s, DeviceIo& io, int iteration) {
+  constexpr size_t kCount = 20000;
+  const int last = s.size() - 1;
+  uint64_t at_failure = 0;
+  for (int i = 0; i < iteration + 11; ++i) {
+    const uint64_t seed = 700 + static_cast<uint64_t>(i);
+    std::vector<float> host(kCount);
+    hora::testing::FillInput(DataType::kFloat32, ReduceOp::kSum, host.data(), kCount, seed,
+                             s.rank());
+    void* d = io.Upload(host.data(), kCount * 4);
+    const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+    const std::string what = "allreduce " + std::to_string(i);
+    Status st;
+    if (i == iteration) {
+      Result<void*> input = io.device().Allocate(kCount * 4);
+      if (!Check(input.status(), "an input to free")) return 1;
+      const TensorView in = OnGpu(*input, DataType::kFloat32, {static_cast<int64_t>(kCount)});
+      if (s.rank() != last) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      Handle h = s.AllreduceAsync(what, in, v, {ReduceOp::kSum});
+      if (s.rank() == last && !Check(io.device().Free(*input), "freeing the input")) return 1;
+      st = h.Wait(std::chrono::nanoseconds::max());
+      if (s.rank() != last) (void)io.device().Free(*input);
+    } else {
+      st = s.AllreduceAsync(what, v, v, {ReduceOp::kSum}).Wait(std::chrono::nanoseconds::max());
     }
-    const Status st = s.Allreduce(v, v, {ReduceOp::kAverage});
-    if (!st.ok()) {
-      std::printf("rank %d: allreduce %d failed as expected: %s\n", s.rank(), i,
-                  st.ToString().c_str());
-      const bool names =
-          st.message().find("rank " + std::to_string(s.size() - 1)) != std::string::npos;
-      return names ? 3 : 4;
+    if (i == iteration) {
+      const std::string named = "rank " + std::to_string(last);
+      if (!Check(!st.ok() && st.message().find(named) != std::string::npos,
+                 what + " failed naming " + named + ": " + st.ToString())) {
+        return 1;
+      }
+      at_failure = s.engine_counters().window_batches;
+      continue;
+    }
+    if (!Check(st, what)) return 1;
+    const std::string diff =
+        hora::testing::CompareFilledAllreduce(s.size(), DataType::kFloat32, {ReduceOp::kSum}, seed,
+                                              io.Download(d, kCount * 4).data(), kCount);
+    if (!Check(diff.empty(), what + ": " + diff)) return 1;
+  }
+  const uint64_t after = s.engine_counters().window_batches - at_failure;
+  if (const char* aside = std::getenv("HORATEST_EXPECT_SET_ASIDE")) {
+    const bool set_aside = std::strcmp(aside, "1") == 0;
+    if (!Check(set_aside ? after == 0 : after == 10,
+               std::to_string(after) + " of the 10 allreduces after the failure ran on the " +
+                   "device windows (HORATEST_EXPECT_SET_ASIDE=" + aside + ")")) {
+      return 1;
     }
   }
+  std::printf("rank %d of %d: %d device checks passed\n", s.rank(), s.size(), g_checks);
+  return 0;
 }
 
 int main(int argc, char** argv) {
   const bool die = argc == 3 && std::strcmp(argv[1], "--die-at") == 0;
-  if (argc > 1 && !die) {
+  const bool fail = argc == 3 && std::strcmp(argv[1], "--fail-at") == 0;
+  if (argc > 1 && !die && !fail) {
     std::printf(
-        "usage: hora-mp-device-worker [--die-at ITER]\n"
+        "usage: hora-mp-device-worker [--die-at ITER | --fail-at ITER]\n"
         "One rank of the GPU-tensor multi-process test (on the host device); run it under "
-        "horarun.\n--die-at ITER: the last rank dies at GPU allreduce ITER.\n");
+        "horarun.\n--die-at ITER: the last rank dies at GPU allreduce ITER.\n"
+        "--fail-at ITER: the last rank's GPU allreduce ITER is of freed memory.\n");
     return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   SessionOptions o;
@@ -255,6 +310,7 @@ int main(int argc, char** argv) {
   DeviceIo io(s);
   if (!Check(io.error(), "the host device")) return 1;
   if (die) return DieAt(s, io, std::atoi(argv[2]));
+  if (fail) return FailAt(s, io, std::atoi(argv[2]));
   if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
   // The path the allreduces took: HORATEST_EXPECT_WINDOW=1, on the ranks'
   // device windows; 0, staged through host memory.
