@@ -20,7 +20,11 @@
 // where the backend offers a shared window (HoraBackend, shared memory),
 // HORA_GPU_IPC is 1 on every rank, and no rank has joined (a joined rank's
 // stand-ins are host memory). The window is opened at the first such batch
-// and closed when the engine stops everywhere.
+// and closed when the engine stops everywhere. Where the job spans hosts
+// with as many ranks each (backends/host_tiers.h), each host's ranks have
+// their window, and only a host's share crosses between hosts
+// (allreduce_device_window.h's AcrossHosts); after a failure there, every
+// rank stages from then on (device_staging_window.cc).
 //
 // Batches that NCCL takes (device_nccl.h: HORA_GPU_BACKEND) go there first,
 // every collective but barrier and join.
