@@ -12,8 +12,8 @@
 
 namespace hora::window_internal {
 
-Status WindowAllreduce::Across(std::byte* data, size_t count) {
-  if (across_ == nullptr || count == 0) return Status::Ok();
+void WindowAllreduce::Across(std::byte* data, size_t count) {
+  if (across_ == nullptr || count == 0) return;
   // In pieces of the staging chunk (HORA_STAGING_CHUNK_BYTES, the same on
   // every rank; 0: whole), pipelined: piece j+1 goes to host memory while
   // piece j is exchanged, and piece j comes back while j+1 is.
@@ -55,7 +55,6 @@ Status WindowAllreduce::Across(std::byte* data, size_t count) {
     }
     if (j + 2 < pieces) out(j + 2);  // (its event was waited for above)
   }
-  return Status::Ok();
 }
 
 Status WindowAllreduce::Agree(size_t total) {

@@ -41,9 +41,9 @@ Status WindowAllreduce::Run() {
       if (failed()) return Ended();
     }
     if (count * esize_ <= kOneStepMaxBytes) {
-      HORA_RETURN_IF_ERROR(FoldAll(half, done, count));
+      FoldAll(half, done, count);
     } else {
-      HORA_RETURN_IF_ERROR(FoldPiece(half, count));
+      FoldPiece(half, count);
       if (!halted_) {
         HORA_RETURN_IF_ERROR(Step(false, total));
         if (failed()) return Ended();
@@ -72,8 +72,8 @@ Status WindowAllreduce::CopyIn(size_t half, size_t begin, size_t count) {
   return Wait("copying the inputs into the GPU window");
 }
 
-Status WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
-  if (count == 0) return Status::Ok();
+void WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
+  if (count == 0) return;
   size_t spans = 0;
   std::byte* only = nullptr;
   parts_.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t, size_t) {
@@ -87,16 +87,15 @@ Status WindowAllreduce::FoldAll(size_t half, size_t begin, size_t count) {
     for (int k = 0; k < n_; ++k) srcs_[static_cast<size_t>(k)] = w_.region(k, half);
     mine_ = dev_.Reduce(dtype_, op_, acc, srcs_, count, w_.stream());
   }
-  HORA_RETURN_IF_ERROR(Across(acc, count));
+  Across(acc, count);
   if (working()) mine_ = FinalizeAt(acc, count);
-  if (spans == 1 || !working()) return Status::Ok();
+  if (spans == 1 || !working()) return;
   copies_.clear();
   parts_.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t at, size_t m) {
     copies_.push_back(
         {static_cast<std::byte*>(p.out) + off * esize_, acc + (at - begin) * esize_, m * esize_});
   });
   mine_ = dev_.BatchedCopy(copies_, w_.stream());
-  return Status::Ok();
 }
 
 Status WindowAllreduce::FinalizeAt(std::byte* data, size_t count) {
@@ -115,7 +114,7 @@ void WindowAllreduce::Piece(int k, size_t count, size_t* offset, size_t* len) co
   *len = std::min(count, *offset + piece_max) - *offset;
 }
 
-Status WindowAllreduce::FoldPiece(size_t half, size_t count) {
+void WindowAllreduce::FoldPiece(size_t half, size_t count) {
   size_t off = 0, len = 0;
   Piece(comm_.rank(), count, &off, &len);
   std::byte* acc = w_.region(comm_.rank(), half) + off * esize_;  // (one of the sources)
@@ -123,10 +122,9 @@ Status WindowAllreduce::FoldPiece(size_t half, size_t count) {
     for (int k = 0; k < n_; ++k) srcs_[static_cast<size_t>(k)] = w_.region(k, half) + off * esize_;
     mine_ = dev_.Reduce(dtype_, op_, acc, srcs_, len, w_.stream());
   }
-  HORA_RETURN_IF_ERROR(Across(acc, len));
+  Across(acc, len);
   if (working()) mine_ = FinalizeAt(acc, len);
   if (working()) mine_ = Wait("reducing in the GPU window");
-  return Status::Ok();
 }
 
 Status WindowAllreduce::CopyPiecesOut(size_t half, size_t begin, size_t count) {

@@ -46,11 +46,12 @@ class WindowAllreduce {
   // Queues the chunk's copy into this rank's half `half` (and its prescale)
   // and waits for it.
   Status CopyIn(size_t half, size_t begin, size_t count);
-  // The one-step path: every window's chunk folded into the outputs.
-  Status FoldAll(size_t half, size_t begin, size_t count);
+  // The one-step path: every window's chunk folded into the outputs. It and
+  // FoldPiece keep going on a failure: their device's error goes to mine_.
+  void FoldAll(size_t half, size_t begin, size_t count);
   // The two-step path's first half: piece `rank` folded into its window
   // (and allreduced across hosts, when the job spans them).
-  Status FoldPiece(size_t half, size_t count);
+  void FoldPiece(size_t half, size_t count);
   // ... and its second: every piece copied out of its owner's window.
   Status CopyPiecesOut(size_t half, size_t begin, size_t count);
   // Where piece k of a chunk of `count` elements starts, and its length.
@@ -59,7 +60,7 @@ class WindowAllreduce {
   // once this rank stopped) allreduced with this rank's counterparts through host memory, back at
   // `data` when this rank still works. A failed exchange is this rank's failure (mine_), and the
   // last it makes.
-  Status Across(std::byte* data, size_t count);
+  void Across(std::byte* data, size_t count);
   // `count` elements at `data` finalized for the job's ranks, if needed.
   Status FinalizeAt(std::byte* data, size_t count);
   // Across hosts, at the end: every rank tells its counterparts whether
