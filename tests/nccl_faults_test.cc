@@ -2,7 +2,8 @@
 //
 // A rank whose NCCL call fails, end to end, on the host device's NCCL
 // (HORA_DEVICE=host; rank 1's library refuses its third call:
-// HORA_NCCL_LIBRARY=host:refuse-call=3). Ranks are threads. What follows
+// HORA_NCCL_LIBRARY=host:refuse-call=3, or its GPU faults after a copy was
+// queued: the last test). Ranks are threads. What follows
 // (engine/device_nccl.h, batch_verdict.h):
 //  - that batch fails on every rank: rank 1 with the refusal, the others
 //    (their calls waiting for rank 1's) naming rank 1, which aborted the
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "api/session_impl.h"
+#include "gpu/host/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 
@@ -123,6 +125,82 @@ TEST_P(NcclFaults, ARanksFailedCallIsToldAndEveryRankStartsAnew) {
     EXPECT_TRUE(st[5].ok()) << st[5].ToString();
   }
   EXPECT_GT(job.session(0).engine_counters().nccl_batches, 4u);
+}
+
+// A copy that faults on rank 1's GPU after it was queued (the host
+// device's injected fault, as a copy from freed memory), before the NCCL
+// call of its batch: the copy's call returned, so every rank said it could
+// make the call (batch_verdict.h). Rank 1's call then finds its device
+// broken and fails, and rank 1 aborts its communicator: that batch fails on
+// every rank, rank 1's naming the fault, the others' naming rank 1. A GPU
+// stays broken after such a fault (CUDA's sticky errors), so the next NCCL
+// batch fails on every rank too, naming rank 1, which cannot take part.
+// Nothing waits toward the timeout, and the ranks' host collectives go on.
+TEST_P(NcclFaults, AGpuFaultAfterTheCopyWasQueuedFailsTheBatchOnEveryRank) {
+  const int n = GetParam();
+  ThreadRanks job(n, TestSettings({{"HORA_DEVICE", "host"},
+                                   {"HORA_GPU_BACKEND", "nccl"},
+                                   {"HORA_NCCL_LIBRARY", "host"},
+                                   {"HORA_GPU_IPC", "0"},
+                                   {"HORA_TIMEOUT_S", "20"}}));
+  constexpr int64_t kCount = 517;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* device = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (device == nullptr) return InternalError("not the host device");
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    // (Every buffer is made before the fault: rank 1's device refuses
+    // copies after it.)
+    const std::vector<float> given(kCount, static_cast<float>(r + 1));
+    std::vector<void*> ins, outs;
+    for (int i = 0; i < 3; ++i) {
+      ins.push_back(io.Upload(given.data(), kCount * 4));
+      outs.push_back(io.Upload(nullptr, kCount * 4));
+    }
+    for (int i = 0; i < 3; ++i) {
+      // Out of place: the batch's first work on the GPU is a device copy.
+      void* in = ins[static_cast<size_t>(i)];
+      void* out = outs[static_cast<size_t>(i)];
+      if (r == 1 && i == 1) device->FaultNextDeviceCopy();
+      Status st =
+          s.AllreduceAsync("step." + std::to_string(i), OnGpu(in, DataType::kFloat32, {kCount}),
+                           OnGpu(out, DataType::kFloat32, {kCount}), {ReduceOp::kSum})
+              .Wait(std::chrono::seconds(15));
+      if (st.ok()) {
+        const std::vector<uint8_t> bytes = io.Download(out, kCount * 4);
+        const float want = static_cast<float>(n * (n + 1) / 2);
+        float got;
+        std::memcpy(&got, bytes.data() + (kCount - 1) * 4, 4);
+        if (got != want)
+          st = InternalError("step " + std::to_string(i) + ": " + std::to_string(got));
+      }
+      mine.push_back(st);
+    }
+    // The host collectives go on, on every rank.
+    std::vector<float> host(3, static_cast<float>(r));
+    const TensorView v(host.data(), DataType::kFloat32, {3});
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("host", v, v, {ReduceOp::kSum}).Wait(10s));
+    if (host[2] != static_cast<float>(n * (n - 1) / 2)) return InternalError("host allreduce");
+    return Status::Ok();
+  }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s) << "a rank waited toward the timeout";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 3u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_FALSE(st[1].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[1], "faulted on the device")) << st[1].ToString();
+    } else {
+      EXPECT_TRUE(Has(st[1], "rank 1 aborted it")) << st[1].ToString();
+    }
+    EXPECT_FALSE(st[2].ok());
+    EXPECT_TRUE(Has(st[2], "rank 1")) << st[2].ToString();
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclFaults, ::testing::Values(2, 3),

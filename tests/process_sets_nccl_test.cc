@@ -229,5 +229,68 @@ TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing
   EXPECT_GE(a_done[1], kLate);
 }
 
+// A set removed while its batch waits for its turn (engine/nccl_order.h):
+// rank 0 submits set B's tensor before set A's, and B's other rank (2)
+// submits its part only after the removal. Rank 1 made A's call at once and
+// waits in it for rank 0. When set A is removed, rank 0's engine stops: its
+// batch, still waiting, makes no call and fails, saying why, and rank 0
+// aborts its communicator (device_nccl.h), so rank 1's call ends in an
+// error naming rank 0 instead of waiting for a call that never comes. The
+// rest of the job goes on: B's allreduce, and the global set's, are whole.
+TEST(ProcessSetsOnNcclTurns, ASetRemovedWhileItsBatchAwaitsItsTurnFailsItOnEveryRank) {
+  ThreadRanks job(3, NcclOnTheHost());
+  const std::vector<int> a_ranks{0, 1}, b_ranks{0, 2};
+  std::vector<int> a(3, -1), b(3, -1);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    HORA_ASSIGN_OR_RETURN(a[static_cast<size_t>(r)], s.AddProcessSet(a_ranks));
+    HORA_ASSIGN_OR_RETURN(b[static_cast<size_t>(r)], s.AddProcessSet(b_ranks));
+    return Status::Ok();
+  }));
+  constexpr int64_t kCount = 129;
+  constexpr auto kWaiting = std::chrono::milliseconds(500);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Status> of_a(3);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto tensor = [&](float v) {
+      const std::vector<float> given(kCount, v);
+      return OnGpu(io.Upload(given.data(), kCount * 4), DataType::kFloat32, {kCount});
+    };
+    auto sum_is = [&](const TensorView& t, float want, const std::string& what) -> Status {
+      return Expect(Floats(io.Download(t.data(), kCount * 4)), std::vector<float>(kCount, want),
+                    what);
+    };
+    Handle hb, ha;
+    const TensorView tb = tensor(static_cast<float>(r + 1));
+    const TensorView ta = tensor(static_cast<float>(r + 1));
+    if (r == 0) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[0]);
+    if (r != 2) ha = s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, a[0]);
+    std::this_thread::sleep_for(kWaiting);
+    if (r == 0 && ha.Finished()) return InternalError("'a' did not wait for its turn behind 'b'");
+    HORA_RETURN_IF_ERROR(s.RemoveProcessSet(a[static_cast<size_t>(r)]));
+    if (r != 2) of_a[static_cast<size_t>(r)] = ha.Wait(std::chrono::seconds(10));
+    // The job goes on: set B's allreduce (its turn no longer blocks
+    // anything), then the global set's.
+    if (r == 2) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[2]);
+    if (r != 1) {
+      HORA_RETURN_IF_ERROR(hb.Wait(std::chrono::seconds(10)));
+      HORA_RETURN_IF_ERROR(sum_is(tb, 4, "b"));
+    }
+    const TensorView tg = tensor(static_cast<float>(r + 1));
+    HORA_RETURN_IF_ERROR(
+        s.AllreduceAsync("g", tg, tg, {ReduceOp::kSum}).Wait(std::chrono::seconds(10)));
+    return sum_is(tg, 6, "g");
+  }));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8))
+      << "a rank waited toward the timeout";
+  EXPECT_EQ(of_a[0].code(), StatusCode::kAborted) << of_a[0].ToString();
+  EXPECT_NE(of_a[0].message().find("the engine stopped while this batch waited for its turn"),
+            std::string::npos)
+      << of_a[0].ToString();
+  EXPECT_FALSE(of_a[1].ok());
+  EXPECT_NE(of_a[1].message().find("rank 0 aborted it"), std::string::npos) << of_a[1].ToString();
+}
+
 }  // namespace
 }  // namespace hora::testing

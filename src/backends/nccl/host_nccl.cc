@@ -247,24 +247,25 @@ class HostComm final : public NcclComm {
 
   // Runs `calls` as NCCL would a group: after the work queued before them,
   // sends first, then the collectives in order, then the receives, so that
-  // no order of them across ranks waits for good. A rank whose inputs
-  // cannot be read still meets the others, with zeros, and fails after.
+  // no order of them across ranks waits for good. A rank whose device
+  // failed before them (its queued work, or the read of its inputs) fails
+  // its calls without meeting the others, as NCCL's kernels do not run on
+  // a GPU that faulted: the others wait for it until it aborts (or their
+  // timeout), and never fold data it did not give.
   Status Run(const std::vector<Call>& calls) {
-    Status got;
     for (const Call& c : calls) {
-      if (got.ok()) got = Drain(c.stream);
+      if (Status st = Drain(c.stream); !st.ok()) return st.WithContext("host NCCL");
     }
     std::vector<std::vector<std::byte>> in(calls.size());
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
       const bool reads = c.kind != Call::kRecv && (c.kind != Call::kBroadcast || rank_ == c.peer);
       in[i].resize(reads ? InBytes(c, size_) : 0);
-      if (got.ok() && !in[i].empty()) {
-        got = gpu::CopyDeviceToHost(device_, in[i].data(), c.in, in[i].size(), timeout_);
+      if (!in[i].empty()) {
+        const Status got =
+            gpu::CopyDeviceToHost(device_, in[i].data(), c.in, in[i].size(), timeout_);
+        if (!got.ok()) return got.WithContext("host NCCL");
       }
-    }
-    if (!got.ok()) {
-      for (auto& v : in) std::fill(v.begin(), v.end(), std::byte{0});
     }
     std::vector<std::vector<std::byte>> out(calls.size());
     std::vector<bool> writes(calls.size(), false);
@@ -290,7 +291,6 @@ class HostComm final : public NcclComm {
       }
       writes[i] = true;
     }
-    HORA_RETURN_IF_ERROR(got);
     for (size_t i = 0; i < calls.size(); ++i) {
       if (writes[i] && !out[i].empty()) {
         const Status st =

@@ -10,6 +10,9 @@
 // stream, takes every rank's data through pinned memory, folds it in rank
 // order with Hora's CPU kernels, and copies the result back, waited for:
 // stricter than NCCL (which only queues), and the same results on every rank.
+// A rank whose device failed before its call (its queued work, or the read
+// of its inputs) fails the call without meeting the others, as NCCL's
+// kernels do not run on a GPU that faulted.
 // Sends are posted to the hub and received in order per pair of ranks. A
 // group's calls run at its end: its sends, then its collectives in order,
 // then its receives.

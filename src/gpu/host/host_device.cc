@@ -136,7 +136,22 @@ void HostDevice::DrainAll() {
   for (const std::shared_ptr<HostStream>& s : all) s->Drain();
 }
 
+Status HostDevice::Broken() const {
+  if (!broken_.load()) return Status::Ok();
+  return InternalError(info_.name +
+                       ": a device-to-device copy faulted on the device (injected for a test); "
+                       "the device is unusable from now on, as a GPU is after such a fault");
+}
+
+std::function<void()> HostDevice::Guarded(std::function<void()> work, bool fault) {
+  return [this, work = std::move(work), fault] {
+    if (fault) broken_.store(true);
+    if (!broken_.load()) work();
+  };
+}
+
 Status HostDevice::Record(Event e, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostEvent> ev = FindEvent(e);
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (ev == nullptr || stream == nullptr) {
@@ -159,6 +174,7 @@ Status HostDevice::Record(Event e, Stream s) {
 }
 
 Status HostDevice::StreamWait(Stream s, Event e) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostEvent> ev = FindEvent(e);
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (ev == nullptr || stream == nullptr) {
@@ -183,6 +199,7 @@ Status HostDevice::StreamWait(Stream s, Event e) {
 Result<bool> HostDevice::Query(Event e) {
   std::shared_ptr<HostEvent> ev = FindEvent(e);
   if (ev == nullptr) return InvalidArgument("host device: no event " + std::to_string(e.id));
+  HORA_RETURN_IF_ERROR(Broken());
   MutexLock lock(ev->mu);
   return ev->completed >= ev->recorded;
 }
@@ -196,10 +213,11 @@ Status HostDevice::Wait(Event e, TimePoint deadline) {
   if (!ev->cv.wait_until(lock.native(), deadline, [&]() HORA_NO_THREAD_SAFETY_ANALYSIS {
         return ev->completed >= gen;  // (ev->mu is held)
       })) {
+    HORA_RETURN_IF_ERROR(Broken());
     return TimeoutError("host device: event " + std::to_string(e.id) + " not complete after " +
                         std::to_string(DurationToSeconds(Clock::now() - start)) + " s");
   }
-  return Status::Ok();
+  return Broken();
 }
 
 Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const char* what) const {
@@ -212,6 +230,7 @@ Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const ch
 }
 
 Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   const std::string what =
@@ -242,16 +261,20 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
     }
   }
   const Duration delay(kind == CopyKind::kHostToDevice ? to_device_delay_ns_.load() : 0);
+  const bool fault = kind == CopyKind::kDeviceToDevice && bytes > 0 && fault_armed_.exchange(false);
   if (bytes > 0) {
-    stream->Enqueue([to, from, bytes, delay] {
-      if (delay > Duration::zero()) std::this_thread::sleep_for(delay);
-      std::memmove(to, from, bytes);
-    });
+    stream->Enqueue(Guarded(
+        [to, from, bytes, delay] {
+          if (delay > Duration::zero()) std::this_thread::sleep_for(delay);
+          std::memmove(to, from, bytes);
+        },
+        fault));
   }
   return Status::Ok();
 }
 
 Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   std::vector<CopyPart> moves;
@@ -265,24 +288,28 @@ Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
                           DeviceBytes(p.src, p.bytes, (what + " source").c_str()));
     moves.push_back({to, from, p.bytes});
   }
-  stream->Enqueue([moves = std::move(moves)] {
-    for (const CopyPart& m : moves) std::memmove(m.dst, m.src, m.bytes);
-  });
+  stream->Enqueue(Guarded(
+      [moves = std::move(moves)] {
+        for (const CopyPart& m : moves) std::memmove(m.dst, m.src, m.bytes);
+      },
+      fault_armed_.exchange(false)));
   return Status::Ok();
 }
 
 Status HostDevice::Memset(void* dst, uint8_t value, size_t bytes, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   HORA_ASSIGN_OR_RETURN(std::byte * to, DeviceBytes(dst, bytes, "memset destination"));
-  stream->Enqueue([to, value, bytes] { std::memset(to, value, bytes); });
+  stream->Enqueue(Guarded([to, value, bytes] { std::memset(to, value, bytes); }));
   return Status::Ok();
 }
 
 Status HostDevice::RunOnStream(Stream s, std::function<void()> work) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
-  stream->Enqueue(std::move(work));
+  stream->Enqueue(Guarded(std::move(work)));
   return Status::Ok();
 }
 
@@ -302,6 +329,7 @@ Result<PointerInfo> HostDevice::QueryPointer(const void* p) {
 
 Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<const void* const> srcs,
                           size_t count, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   if (op == ReduceOp::kAverage || op == ReduceOp::kAdasum || srcs.empty()) {
@@ -317,7 +345,7 @@ Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<cons
     HORA_ASSIGN_OR_RETURN(std::byte * b, DeviceBytes(src, bytes, "reduce source"));
     in.push_back(b);
   }
-  stream->Enqueue([dtype, op, out, in = std::move(in), count] {
+  stream->Enqueue(Guarded([dtype, op, out, in = std::move(in), count] {
     const size_t size = DataTypeSize(dtype);
     const size_t chunk = std::max<size_t>(1, kReduceChunkBytes / size);
     std::vector<std::byte> acc(chunk * size);
@@ -329,28 +357,30 @@ Status HostDevice::Reduce(DataType dtype, ReduceOp op, void* dst, std::span<cons
       }
       std::memcpy(out + at * size, acc.data(), n * size);
     }
-  });
+  }));
   return Status::Ok();
 }
 
 Status HostDevice::Scale(DataType dtype, double factor, void* dst, const void* src, size_t count,
                          Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   const size_t bytes = count * DataTypeSize(dtype);
   HORA_ASSIGN_OR_RETURN(std::byte * out, DeviceBytes(dst, bytes, "scale destination"));
   HORA_ASSIGN_OR_RETURN(std::byte * in, DeviceBytes(src, bytes, "scale source"));
-  stream->Enqueue([=] { kernels::Scale(dtype, factor, out, in, count); });
+  stream->Enqueue(Guarded([=] { kernels::Scale(dtype, factor, out, in, count); }));
   return Status::Ok();
 }
 
 Status HostDevice::Finalize(DataType dtype, ReduceOp op, int world_size, double postscale,
                             void* data, size_t count, Stream s) {
+  HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
   HORA_ASSIGN_OR_RETURN(std::byte * at,
                         DeviceBytes(data, count * DataTypeSize(dtype), "finalize data"));
-  stream->Enqueue([=] { kernels::Finalize(dtype, op, world_size, postscale, at, count); });
+  stream->Enqueue(Guarded([=] { kernels::Finalize(dtype, op, world_size, postscale, at, count); }));
   return Status::Ok();
 }
 

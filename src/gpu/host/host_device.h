@@ -16,7 +16,10 @@
 //  - QueryPointer is counted (pointer_queries), so tests can tell that a
 //    steady-state call asks nothing;
 //  - "IPC" maps another host device's memory (its memfd, through
-//    /proc/<pid>/fd) into this one's addresses, in this process or another.
+//    /proc/<pid>/fd) into this one's addresses, in this process or another;
+//  - a fault of queued work (injected: FaultNextDeviceCopy) breaks the
+//    device for good, as CUDA's sticky errors do: queued work no longer
+//    runs, and every later call that queues work, waits or queries fails.
 // Free, as cudaFree, waits for the device's queued work first.
 //
 // Thread-safe.
@@ -83,6 +86,12 @@ class HostDevice final : public Device {
   // starts `delay` late on its stream, as on a slow GPU (0: none).
   void DelayCopiesToDevice(Duration delay) { to_device_delay_ns_.store(delay.count()); }
 
+  // For tests: the next device-to-device copy queued from now on (a Copy
+  // or a BatchedCopy) faults when it runs on its stream, after the call
+  // that queued it returned, as a copy that reads freed memory does on a
+  // GPU: it copies nothing, and the device is broken from then on.
+  void FaultNextDeviceCopy() { fault_armed_.store(true); }
+
   // QueryPointer calls so far.
   uint64_t pointer_queries() const { return pointer_queries_.load(); }
   // CreateEvent calls so far.
@@ -94,6 +103,11 @@ class HostDevice final : public Device {
   std::shared_ptr<HostStream> FindStream(Stream s) HORA_EXCLUDES(mu_);
   std::shared_ptr<HostEvent> FindEvent(Event e) HORA_EXCLUDES(mu_);
   void DrainAll() HORA_EXCLUDES(mu_);
+  // The device's error once queued work faulted (OK before).
+  Status Broken() const;
+  // `work` as queued: skipped once the device is broken; `fault`: it
+  // faults instead (FaultNextDeviceCopy).
+  std::function<void()> Guarded(std::function<void()> work, bool fault = false);
   // The backing bytes of device range [p, p + bytes), or an error naming
   // `what` ("reduce destination").
   Result<std::byte*> DeviceBytes(const void* p, size_t bytes, const char* what) const;
@@ -109,6 +123,8 @@ class HostDevice final : public Device {
   std::atomic<uint64_t> pointer_queries_{0};
   std::atomic<uint64_t> events_created_{0};
   std::atomic<Duration::rep> to_device_delay_ns_{0};
+  std::atomic<bool> fault_armed_{false};
+  std::atomic<bool> broken_{false};
 };
 
 }  // namespace hora::gpu

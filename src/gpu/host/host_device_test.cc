@@ -193,6 +193,42 @@ TEST_F(HostDeviceTest, EventsCompleteInStreamOrderAndWaitsAreBounded) {
   EXPECT_FALSE(dev_->Query(e).ok());
 }
 
+// An injected fault (FaultNextDeviceCopy) comes when the copy runs, after
+// its call returned, and breaks the device as CUDA's sticky errors do: the
+// copy and the work after it do nothing, and every later call that queues
+// work, waits or queries fails with the fault.
+TEST_F(HostDeviceTest, AFaultOfQueuedWorkBreaksTheDeviceForGood) {
+  const std::vector<std::byte> ones(64, std::byte{1}), twos(64, std::byte{2});
+  void* a = dev_->Allocate(64).value();
+  void* b = dev_->Allocate(64).value();
+  Upload(a, ones.data(), 64);
+  Upload(b, twos.data(), 64);
+  // Host-to-device copies are not armed: the next device-to-device one is.
+  dev_->FaultNextDeviceCopy();
+  Upload(b, twos.data(), 64);
+  EXPECT_EQ(Download(b, 64), twos);
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  ASSERT_TRUE(dev_->RunOnStream(stream_, [gate] { gate.wait(); }).ok());
+  ASSERT_TRUE(dev_->Copy(b, a, 64, CopyKind::kDeviceToDevice, stream_).ok());
+  std::atomic<bool> ran{false};
+  ASSERT_TRUE(dev_->RunOnStream(stream_, [&ran] { ran = true; }).ok());
+  ASSERT_TRUE(dev_->Record(done_, stream_).ok());
+  EXPECT_FALSE(dev_->Query(done_).value());  // (queued, not run: no fault yet)
+  go.set_value();
+  const Status waited = dev_->Wait(done_, Clock::now() + std::chrono::seconds(10));
+  EXPECT_EQ(waited.code(), StatusCode::kInternal) << waited.ToString();
+  EXPECT_NE(waited.message().find("faulted"), std::string::npos) << waited.ToString();
+  EXPECT_FALSE(ran);
+  EXPECT_FALSE(dev_->Query(done_).ok());
+  EXPECT_FALSE(dev_->Record(done_, stream_).ok());
+  Pinned host(*dev_, 64);
+  EXPECT_FALSE(dev_->Copy(host.p, b, 64, CopyKind::kDeviceToHost, stream_).ok());
+  EXPECT_FALSE(dev_->Scale(DataType::kFloat32, 2.0, a, a, 16, stream_).ok());
+  EXPECT_TRUE(dev_->Free(a).ok());
+  EXPECT_TRUE(dev_->Free(b).ok());
+}
+
 TEST_F(HostDeviceTest, StreamWaitWaitsForTheRecordCurrentWhenCalled) {
   Stream other = dev_->CreateStream().value();
   Event e = dev_->CreateEvent().value();
