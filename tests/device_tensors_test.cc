@@ -48,8 +48,10 @@ bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUD
 //    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
 //    batches several chunks of two (the rest staged in chunks);
 //  - "nccl": every collective through NCCL (HORA_GPU_BACKEND=nccl), where
-//    it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host; on a
-//    GPU, the library); the other allreduces on the device windows.
+//    it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host:queued,
+//    whose calls are queued on the rank's stream and wait there for the
+//    other ranks, as on a GPU; on a GPU, the library); the other
+//    allreduces on the device windows.
 Settings DeviceSettings(std::string_view path = "chunked") {
   const char* device = std::getenv("HORATEST_DEVICE");
   const bool host = device == nullptr || std::string_view(device) == "host";
@@ -58,7 +60,7 @@ Settings DeviceSettings(std::string_view path = "chunked") {
                        {"HORA_GPU_IPC", path == "window" || path == "nccl" ? "1" : "0"},
                        {"HORA_GPU_WINDOW_BYTES", "40000"},
                        {"HORA_GPU_BACKEND", path == "nccl" ? "nccl" : "hora"},
-                       {"HORA_NCCL_LIBRARY", host ? "host" : ""}});
+                       {"HORA_NCCL_LIBRARY", host ? "host:queued" : ""}});
 }
 
 // World sizes 1-4, each on every path.

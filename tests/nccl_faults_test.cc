@@ -16,6 +16,7 @@
 // near it.
 #include <gtest/gtest.h>
 
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -200,6 +201,90 @@ TEST_P(NcclFaults, AGpuFaultAfterTheCopyWasQueuedFailsTheBatchOnEveryRank) {
     }
     EXPECT_FALSE(st[2].ok());
     EXPECT_TRUE(Has(st[2], "rank 1")) << st[2].ToString();
+  }
+}
+
+// As NCCL does on a GPU: the host device's NCCL queues each call on the
+// rank's stream, where it waits for the other ranks, and an abort ends only
+// the aborting rank's calls (HORA_NCCL_LIBRARY=host:queued). Rank 1's
+// library refuses its third call: rank 1 aborts its communicator, but the
+// others' calls are queued and wait for it, and no NCCL batch follows for
+// rank 1 to say so before. Their handles, waited on, would wait for good:
+// the engine watches NCCL's work (DeviceStaging::WatchNccl), and at
+// HORA_TIMEOUT_S (2 s here) aborts the communicator, failing that batch,
+// naming why. The next batch then fails on every rank (the communicators
+// were aborted), and the ones after run on new communicators.
+TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return TestSettings(
+        {{"HORA_DEVICE", "host"},
+         {"HORA_GPU_BACKEND", "nccl"},
+         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
+         {"HORA_GPU_IPC", "0"},
+         {"HORA_TIMEOUT_S", "2"},
+         {"HORA_STALL_WARNING_S", "1"}});
+  });
+  constexpr int64_t kCount = 259;
+  ::testing::internal::CaptureStderr();
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  std::vector<std::chrono::steady_clock::duration> failed_after(static_cast<size_t>(n));
+  // (Each step starts together: rank 1, whose step 2 fails at once, would
+  // otherwise wait for the others' step 3 past HORA_TIMEOUT_S.)
+  std::barrier steps(n);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    for (int i = 0; i < 6; ++i) {
+      const std::vector<float> given(kCount, static_cast<float>(r + 1 + i));
+      void* d = io.Upload(given.data(), kCount * 4);
+      const TensorView v = OnGpu(d, DataType::kFloat32, {kCount});
+      const auto submitted = std::chrono::steady_clock::now();
+      Status st = s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum})
+                      .Wait(std::chrono::seconds(10));
+      if (i == 2)
+        failed_after[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - submitted;
+      steps.arrive_and_wait();
+      if (st.ok()) {
+        const std::vector<uint8_t> bytes = io.Download(d, kCount * 4);
+        float want = 0;
+        for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
+        float got;
+        std::memcpy(&got, bytes.data() + (kCount - 1) * 4, 4);
+        if (got != want)
+          st = InternalError("step " + std::to_string(i) + ": " + std::to_string(got));
+      }
+      mine.push_back(st);
+    }
+    return Status::Ok();
+  }));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 9s);
+  // Before the abort, a warning at HORA_STALL_WARNING_S.
+  EXPECT_NE(log.find("rank 0: allreduce 'step.2': its NCCL work has not ended on the GPU"),
+            std::string::npos)
+      << log;
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 6u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    EXPECT_FALSE(st[2].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+    } else {
+      // Not the wait's own timeout (10 s): the watch's abort, at 2 s.
+      EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+      EXPECT_TRUE(Has(st[2], "its NCCL work had not ended on the GPU")) << st[2].ToString();
+      EXPECT_GE(failed_after[static_cast<size_t>(r)], 2s);
+    }
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
+    EXPECT_TRUE(st[4].ok()) << st[4].ToString();
+    EXPECT_TRUE(st[5].ok()) << st[5].ToString();
   }
 }
 

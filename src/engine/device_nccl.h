@@ -36,7 +36,10 @@
 //  - a call that fails (refused, in progress past the timeout, or a
 //    communicator that reports an error of its own) aborts the
 //    communicator: that rank's next NCCL batch fails, naming it, and every
-//    rank then makes a new one (Restart, batch_verdict.h). At the engine's
+//    rank then makes a new one (Restart, batch_verdict.h). The other
+//    ranks' calls, queued by then, wait on their GPUs for that rank's until
+//    that next batch; the engine watches such work, and aborts at the
+//    timeout (DeviceStaging::WatchNccl). At the engine's
 //    end the communicator is aborted, not destroyed, so that work that
 //    never ends (a peer lost while NCCL waited for it) cannot hold the end
 //    up.
@@ -104,6 +107,7 @@ class DeviceNccl {
   void OnAbort(std::function<void(const std::string&)> f) { on_abort_ = std::move(f); }
   // Whether the communicator was aborted on an error (Ready then fails).
   bool broken() const { return !broken_.ok(); }
+  const Settings& settings() const { return settings_; }
   // Aborts the communicator, and makes the next Ready make another: every
   // rank calls it at the same batch (a rank left NCCL: batch_verdict.h),
   // so that their next NCCL batch starts afresh together.

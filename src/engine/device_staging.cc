@@ -406,20 +406,56 @@ Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int ra
   return v.status();
 }
 
-void DeviceStaging::NcclQueued() {
-  std::erase_if(nccl_pending_, [](const std::weak_ptr<DeviceDone>& w) {
-    const std::shared_ptr<DeviceDone> d = w.lock();
+void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
+  std::erase_if(nccl_pending_, [](const NcclPending& p) {
+    const std::shared_ptr<DeviceDone> d = p.done.lock();
     return d == nullptr || d->Reached();
   });
-  if (last_done_) nccl_pending_.push_back(last_done_);
+  if (!last_done_) return;
+  const TimePoint now = Clock::now();
+  const Duration warn_every = nccl_.settings().warn_every;
+  std::string what = "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
+  if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
+  nccl_pending_.push_back({last_done_, now,
+                           warn_every > Duration::zero() ? now + warn_every : TimePoint::max(),
+                           std::move(what)});
+}
+
+void DeviceStaging::WatchNccl(TimePoint now) {
+  if (nccl_pending_.empty() || now < next_watch_) return;
+  next_watch_ = now + std::chrono::milliseconds(50);
+  std::erase_if(nccl_pending_, [](const NcclPending& p) {
+    const std::shared_ptr<DeviceDone> d = p.done.lock();
+    return d == nullptr || d->Reached();
+  });
+  const Logger* logger = nccl_.settings().logger;
+  for (NcclPending& p : nccl_pending_) {
+    const double waited = DurationToSeconds(now - p.queued);
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f s", waited);
+    if (now - p.queued >= timeout_) {
+      // (Abort fails every pending batch, this one first among them.)
+      nccl_.Abort(p.what + ": its NCCL work had not ended on the GPU " + secs +
+                  " after its calls were queued (HORA_TIMEOUT_S, or 10 minutes when that is 0): "
+                  "a rank of its communicator did not make its calls, or a GPU is stuck");
+      return;
+    }
+    if (now >= p.warn_at && logger != nullptr) {
+      logger->Warning(p.what + ": its NCCL work has not ended on the GPU " + secs +
+                      " after its calls were queued. NCCL's kernels wait for every rank of the "
+                      "communicator: a rank that did not make its calls (its error says why) "
+                      "holds the others until the next NCCL batch, or until the timeout");
+      p.warn_at = now + nccl_.settings().warn_every;
+    }
+  }
 }
 
 void DeviceStaging::FailNcclPending(const std::string& why) {
   const Status cut =
       AbortedError("its NCCL work was cut short: the NCCL communicator was aborted (" + why +
                    ") before it ended");
-  for (const std::weak_ptr<DeviceDone>& w : nccl_pending_) {
-    if (const std::shared_ptr<DeviceDone> d = w.lock()) d->FailIfPending(cut);
+  for (const NcclPending& p : nccl_pending_) {
+    if (const std::shared_ptr<DeviceDone> d = p.done.lock()) d->FailIfPending(cut);
   }
   nccl_pending_.clear();
 }

@@ -109,6 +109,17 @@ class DeviceStaging {
   // a peer may be lost); later batches for NCCL fail naming `why`.
   void AbortNccl(const std::string& why) { nccl_.Abort(why); }
 
+  // Looks at NCCL's work that has not ended on the GPU (the engine calls
+  // it while idle, and between cycles; it looks every 50 ms at most). A
+  // batch's kernels wait for every rank's: where a rank's call failed (it
+  // aborted its communicator) and no NCCL batch follows, where that rank
+  // would say so, the others' would wait for good. So such work is warned
+  // of every HORA_STALL_WARNING_S, and once it has waited the timeout
+  // (HORA_TIMEOUT_S, or 10 minutes when that is 0, as the device's copies)
+  // the communicator is aborted: its batches not yet done fail, naming
+  // why, and the next NCCL batch makes every rank start anew.
+  void WatchNccl(TimePoint now);
+
   // Collective, when the engine stops on every rank: closes the device
   // window, if one is open.
   Status CloseWindow();
@@ -179,8 +190,8 @@ class DeviceStaging {
   Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine,
               bool before_call = false);
   // After an NCCL batch's calls: its handles' event, among those whose work
-  // an aborted communicator would cut short.
-  void NcclQueued();
+  // an aborted communicator would cut short (and WatchNccl watches).
+  void NcclQueued(const RequestMeta& m, int rank);
   // Before the communicator is aborted (DeviceNccl::OnAbort): the NCCL
   // batches not yet done fail (their kernels end without their results).
   void FailNcclPending(const std::string& why);
@@ -237,11 +248,18 @@ class DeviceStaging {
   uint64_t nccl_batches_ = 0;
   uint64_t alone_batches_ = 0;
   gpu::Event event_;
-  std::vector<gpu::Event> chunk_events_;                 // chunk k's copy in is done
-  std::vector<uint8_t> verdict_;                         // (Told's)
-  std::vector<std::weak_ptr<DeviceDone>> nccl_pending_;  // NcclQueued's
-  std::shared_ptr<DeviceDone> last_done_;                // the last batch's copies back
-  std::shared_ptr<DoneEvents> done_events_;              // MarkDone's, made at the first
+  std::vector<gpu::Event> chunk_events_;  // chunk k's copy in is done
+  std::vector<uint8_t> verdict_;          // (Told's)
+  struct NcclPending {
+    std::weak_ptr<DeviceDone> done;
+    TimePoint queued;   // when its calls were queued
+    TimePoint warn_at;  // its next warning
+    std::string what;   // "rank 0: allreduce 'w'"
+  };
+  std::vector<NcclPending> nccl_pending_;    // NcclQueued's
+  TimePoint next_watch_{};                   // WatchNccl's next look
+  std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back
+  std::shared_ptr<DoneEvents> done_events_;  // MarkDone's, made at the first
   bool prepared_ = false;
   std::byte* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;

@@ -52,7 +52,7 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   turn.End();
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   Status marked = MarkDone(batch, rank);
-  if (marked.ok() && st.ok()) NcclQueued();
+  if (marked.ok() && st.ok()) NcclQueued(m, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
@@ -137,7 +137,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   }
   turn.End();
   Status marked = MarkDone(batch, rank);
-  if (marked.ok() && st.ok()) NcclQueued();
+  if (marked.ok() && st.ok()) NcclQueued(m, rank);
   if (!marked.ok()) marked = Sync("waiting for NCCL");
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   HORA_RETURN_IF_ERROR(marked);

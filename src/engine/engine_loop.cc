@@ -116,6 +116,7 @@ void Engine::Loop() {
     }
     MutexLock cycle(cycle_mu_);  // waits while a driver is in a cycle
     if (finished_) return;
+    if (staging_) staging_->WatchNccl(Clock::now());
     // A driver may have taken the work this thread woke up for: after a
     // wake-up, cycle only if there is new work or work is moving (what a
     // driver handed over while nothing moves waits for the timer, as any

@@ -16,6 +16,7 @@
 
 #include "common/mutex.h"
 #include "gpu/blocking_copy.h"
+#include "gpu/host/host_device.h"
 #include "kernels/reduce.h"
 
 namespace hora {
@@ -61,7 +62,7 @@ class Hub {
     round.data[static_cast<size_t>(rank)] = std::move(mine);
     ++round.arrived;
     cv_.notify_all();
-    while (round.arrived < size_ && aborted_.ok()) {
+    while (round.arrived < size_ && Ended(rank).ok()) {
       if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout &&
           round.arrived < size_) {
         aborted_ = TimeoutError("host NCCL: timed out waiting for " +
@@ -70,7 +71,7 @@ class Hub {
         cv_.notify_all();
       }
     }
-    if (!aborted_.ok()) return aborted_;
+    HORA_RETURN_IF_ERROR(Ended(rank));
     fn(round.data);  // (no rank changes the round until every rank left it)
     if (++round.left == size_) rounds_.erase(seq);
     return Status::Ok();
@@ -85,7 +86,7 @@ class Hub {
   Result<std::vector<std::byte>> Take(int from, int to, TimePoint deadline) HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     std::deque<std::vector<std::byte>>& box = mail_[{from, to}];
-    while (box.empty() && aborted_.ok()) {
+    while (box.empty() && Ended(to).ok()) {
       if (cv_.wait_until(lock.native(), deadline) == std::cv_status::timeout && box.empty()) {
         aborted_ =
             TimeoutError("host NCCL: rank " + std::to_string(to) +
@@ -93,7 +94,7 @@ class Hub {
         cv_.notify_all();
       }
     }
-    if (!aborted_.ok()) return aborted_;
+    HORA_RETURN_IF_ERROR(Ended(to));
     std::vector<std::byte> bytes = std::move(box.front());
     box.pop_front();
     return bytes;
@@ -104,9 +105,16 @@ class Hub {
     if (aborted_.ok()) aborted_ = AbortedError("host NCCL: the communicator was aborted: " + why);
     cv_.notify_all();
   }
-  Status aborted() HORA_EXCLUDES(mu_) {
+  // Ends `rank`'s waits only, with `why` (the first said), as an abort of
+  // NCCL's ends that rank's kernels and not the others'.
+  void End(int rank, const Status& why) HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
-    return aborted_;
+    own_.emplace(rank, why);
+    cv_.notify_all();
+  }
+  Status ended(int rank) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return Ended(rank);
   }
 
  private:
@@ -122,7 +130,15 @@ class Hub {
   std::shared_ptr<Hub> self_ HORA_GUARDED_BY(mu_);
   std::map<uint64_t, Round> rounds_ HORA_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> mail_ HORA_GUARDED_BY(mu_);
+  // Why `rank`'s waits end (OK: they go on).
+  Status Ended(int rank) const HORA_REQUIRES(mu_) {
+    if (!aborted_.ok()) return aborted_;
+    const auto it = own_.find(rank);
+    return it == own_.end() ? Status::Ok() : it->second;
+  }
+
   Status aborted_ HORA_GUARDED_BY(mu_);
+  std::map<int, Status> own_ HORA_GUARDED_BY(mu_);  // End's
 };
 
 // One call of a communicator, as queued (alone, or with the rest of its
@@ -139,12 +155,38 @@ struct Call {
   gpu::Stream stream;
 };
 
-// The calls a library's communicators were asked to make so far, and the
-// one of them it refuses (0: none): a rank whose NCCL refuses a call, for
-// tests of what follows.
+// What the spec asks of a library's communicators: the call they refuse
+// (0: none; counted over all of them: `calls` so far), and whether their
+// calls are queued on the stream.
 struct Refusal {
   uint64_t nth = 0;
   std::atomic<uint64_t> calls{0};
+  bool queued = false;
+};
+
+// What a call needs once queued, where the communicator may be gone.
+struct Ranks {
+  std::shared_ptr<Hub> hub;
+  int rank = 0;
+  int size = 0;
+  gpu::Device* device = nullptr;
+  Duration timeout{};
+  // Queued: the host device, whose memory a call on its stream reads and
+  // writes directly, as a kernel (null: through copies, waited for).
+  const gpu::HostDevice* on_stream = nullptr;
+
+  Status Read(void* to, const void* from, size_t bytes) const {
+    if (on_stream == nullptr) return gpu::CopyDeviceToHost(*device, to, from, bytes, timeout);
+    HORA_ASSIGN_OR_RETURN(const std::byte* b, on_stream->Backing(from, bytes));
+    std::memcpy(to, b, bytes);
+    return Status::Ok();
+  }
+  Status Write(void* to, const void* from, size_t bytes) const {
+    if (on_stream == nullptr) return gpu::CopyHostToDevice(*device, to, from, bytes, timeout);
+    HORA_ASSIGN_OR_RETURN(std::byte * b, on_stream->Backing(to, bytes));
+    std::memcpy(b, from, bytes);
+    return Status::Ok();
+  }
 };
 
 class HostComm final : public NcclComm {
@@ -204,8 +246,16 @@ class HostComm final : public NcclComm {
     return Run(calls);
   }
 
-  Status AsyncError() override { return hub_->aborted(); }
-  void Abort() override { hub_->Abort("rank " + std::to_string(rank_) + " aborted it"); }
+  Status AsyncError() override { return hub_->ended(rank_); }
+  void Abort() override {
+    const std::string who = "rank " + std::to_string(rank_);
+    // (Queued: NCCL's abort ends this rank's kernels; the others' wait on.)
+    if (refusal_->queued) {
+      hub_->End(rank_, AbortedError("host NCCL: " + who + " aborted its communicator"));
+    } else {
+      hub_->Abort(who + " aborted it");
+    }
+  }
 
  private:
   static Status Takes(const char* what, DataType dtype, ReduceOp op) {
@@ -231,6 +281,38 @@ class HostComm final : public NcclComm {
     }
     return Run({c});
   }
+
+  // Runs `calls` (one, or a group's) after the work queued before them on
+  // their stream: waited for on the host, or (queued) queued after it on
+  // the first call's stream, waiting there for the other ranks as NCCL's
+  // kernels do, at most ten times the timeout (a backstop for tests that
+  // go wrong), and saying how they ended through AsyncError.
+  Status Run(std::vector<Call> calls) {
+    if (calls.empty()) return Status::Ok();
+    const uint64_t first = seq_;
+    for (const Call& c : calls) {
+      if (c.kind != Call::kSend && c.kind != Call::kRecv) ++seq_;
+    }
+    Ranks at{hub_, rank_, size_, &device_, timeout_};
+    if (!refusal_->queued) {
+      for (const Call& c : calls) {
+        if (Status st = Drain(c.stream); !st.ok()) return st.WithContext("host NCCL");
+      }
+      return RunCalls(at, first, calls);
+    }
+    auto* host = dynamic_cast<gpu::HostDevice*>(&device_);
+    if (host == nullptr) {
+      return InvalidArgument("host NCCL: queued calls need the host device (HORA_DEVICE=host)");
+    }
+    at.timeout *= 10;
+    at.on_stream = host;
+    const gpu::Stream stream = calls.front().stream;
+    return host->RunOnStream(stream, [at, first, calls = std::move(calls)] {
+      const Status st = RunCalls(at, first, calls);
+      if (!st.ok()) at.hub->End(at.rank, st);
+    });
+  }
+
   static size_t InBytes(const Call& c, int size) {
     switch (c.kind) {
       case Call::kAllReduce:
@@ -245,56 +327,54 @@ class HostComm final : public NcclComm {
     }
   }
 
-  // Runs `calls` as NCCL would a group: after the work queued before them,
-  // sends first, then the collectives in order, then the receives, so that
+  // Runs `calls` as NCCL would a group, as rank `at.rank`, its collectives
+  // from call `seq` on: sends first, then the collectives in order, then
+  // the receives, so that
   // no order of them across ranks waits for good. A rank whose device
   // failed before them (its queued work, or the read of its inputs) fails
   // its calls without meeting the others, as NCCL's kernels do not run on
   // a GPU that faulted: the others wait for it until it aborts (or their
   // timeout), and never fold data it did not give.
-  Status Run(const std::vector<Call>& calls) {
-    for (const Call& c : calls) {
-      if (Status st = Drain(c.stream); !st.ok()) return st.WithContext("host NCCL");
-    }
+  static Status RunCalls(const Ranks& at, uint64_t seq, const std::vector<Call>& calls) {
     std::vector<std::vector<std::byte>> in(calls.size());
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
-      const bool reads = c.kind != Call::kRecv && (c.kind != Call::kBroadcast || rank_ == c.peer);
-      in[i].resize(reads ? InBytes(c, size_) : 0);
+      const bool reads = c.kind != Call::kRecv && (c.kind != Call::kBroadcast || at.rank == c.peer);
+      in[i].resize(reads ? InBytes(c, at.size) : 0);
       if (!in[i].empty()) {
-        const Status got =
-            gpu::CopyDeviceToHost(device_, in[i].data(), c.in, in[i].size(), timeout_);
+        const Status got = at.Read(in[i].data(), c.in, in[i].size());
         if (!got.ok()) return got.WithContext("host NCCL");
       }
     }
     std::vector<std::vector<std::byte>> out(calls.size());
     std::vector<bool> writes(calls.size(), false);
     for (size_t i = 0; i < calls.size(); ++i) {
-      if (calls[i].kind == Call::kSend) hub_->Post(rank_, calls[i].peer, std::move(in[i]));
+      if (calls[i].kind == Call::kSend) at.hub->Post(at.rank, calls[i].peer, std::move(in[i]));
     }
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
       if (c.kind == Call::kSend || c.kind == Call::kRecv) continue;
-      writes[i] = c.kind != Call::kBroadcast || rank_ != c.peer;
-      if (c.kind == Call::kReduce) writes[i] = rank_ == c.peer;
-      HORA_RETURN_IF_ERROR(Meet(std::move(in[i]), [&](const auto& all) { out[i] = Fold(c, all); }));
+      writes[i] = c.kind != Call::kBroadcast || at.rank != c.peer;
+      if (c.kind == Call::kReduce) writes[i] = at.rank == c.peer;
+      HORA_RETURN_IF_ERROR(at.hub->Meet(seq++, at.rank, std::move(in[i]),
+                                        DeadlineAfter(Clock::now(), at.timeout),
+                                        [&](const auto& all) { out[i] = Fold(c, at.rank, all); }));
     }
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
       if (c.kind != Call::kRecv) continue;
       HORA_ASSIGN_OR_RETURN(out[i],
-                            hub_->Take(c.peer, rank_, DeadlineAfter(Clock::now(), timeout_)));
+                            at.hub->Take(c.peer, at.rank, DeadlineAfter(Clock::now(), at.timeout)));
       if (out[i].size() != c.count) {
         return InvalidArgument("host NCCL: rank " + std::to_string(c.peer) + " sent " +
                                std::to_string(out[i].size()) + " bytes; rank " +
-                               std::to_string(rank_) + " received " + std::to_string(c.count));
+                               std::to_string(at.rank) + " received " + std::to_string(c.count));
       }
       writes[i] = true;
     }
     for (size_t i = 0; i < calls.size(); ++i) {
       if (writes[i] && !out[i].empty()) {
-        const Status st =
-            gpu::CopyHostToDevice(device_, calls[i].out, out[i].data(), out[i].size(), timeout_);
+        const Status st = at.Write(calls[i].out, out[i].data(), out[i].size());
         if (!st.ok()) return st.WithContext("host NCCL");
       }
     }
@@ -302,7 +382,8 @@ class HostComm final : public NcclComm {
   }
 
   // Call `c`'s result on this rank, from every rank's input.
-  std::vector<std::byte> Fold(const Call& c, const std::vector<std::vector<std::byte>>& all) const {
+  static std::vector<std::byte> Fold(const Call& c, int rank,
+                                     const std::vector<std::vector<std::byte>>& all) {
     switch (c.kind) {
       case Call::kBroadcast:
         return all[static_cast<size_t>(c.peer)];
@@ -319,8 +400,7 @@ class HostComm final : public NcclComm {
         }
         if (c.kind != Call::kReduceScatter) return r;
         const size_t part = c.count * DataTypeSize(c.dtype);
-        const auto from =
-            r.begin() + static_cast<std::ptrdiff_t>(part * static_cast<size_t>(rank_));
+        const auto from = r.begin() + static_cast<std::ptrdiff_t>(part * static_cast<size_t>(rank));
         return std::vector<std::byte>(from, from + static_cast<std::ptrdiff_t>(part));
       }
     }
@@ -333,10 +413,6 @@ class HostComm final : public NcclComm {
     }
     HORA_RETURN_IF_ERROR(device_.Record(event_, s));
     return device_.Wait(event_, DeadlineAfter(Clock::now(), timeout_));
-  }
-  Status Meet(std::vector<std::byte> mine,
-              const std::function<void(const std::vector<std::vector<std::byte>>&)>& fn) {
-    return hub_->Meet(seq_++, rank_, std::move(mine), DeadlineAfter(Clock::now(), timeout_), fn);
   }
 
   std::shared_ptr<Hub> hub_;
@@ -353,8 +429,9 @@ class HostComm final : public NcclComm {
 
 class HostNccl final : public NcclLibrary {
  public:
-  explicit HostNccl(uint64_t refuse_call) : refusal_(std::make_shared<Refusal>()) {
+  HostNccl(uint64_t refuse_call, bool queued) : refusal_(std::make_shared<Refusal>()) {
     refusal_->nth = refuse_call;
+    refusal_->queued = queued;
   }
   std::string version() const override { return "host NCCL (tests)"; }
 
@@ -394,17 +471,27 @@ class HostNccl final : public NcclLibrary {
 
 Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec) {
   uint64_t refuse = 0;
-  constexpr std::string_view kRefuse = ":refuse-call=";
-  if (spec.starts_with(kRefuse)) {
-    const std::string_view n = spec.substr(kRefuse.size());
-    const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), refuse);
-    if (ec == std::errc() && end == n.data() + n.size() && refuse > 0) spec = {};
+  bool queued = false;
+  const std::string_view given = spec;
+  constexpr std::string_view kRefuse = ":refuse-call=", kQueued = ":queued";
+  while (!spec.empty()) {
+    if (spec.starts_with(kQueued) && !queued) {
+      queued = true;
+      spec.remove_prefix(kQueued.size());
+      continue;
+    }
+    if (!spec.starts_with(kRefuse) || refuse > 0) break;
+    const std::string_view rest = spec.substr(kRefuse.size());
+    const auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), refuse);
+    if (ec != std::errc() || refuse == 0) break;
+    spec = rest.substr(static_cast<size_t>(end - rest.data()));
   }
   if (!spec.empty()) {
-    return InvalidArgument("HORA_NCCL_LIBRARY=host" + std::string(spec) +
-                           ": after \"host\", only \":refuse-call=N\" (N > 0) is taken");
+    return InvalidArgument("HORA_NCCL_LIBRARY=host" + std::string(given) +
+                           ": after \"host\", only \":queued\" and \":refuse-call=N\" (N > 0) "
+                           "are taken");
   }
-  return std::unique_ptr<NcclLibrary>(std::make_unique<HostNccl>(refuse));
+  return std::unique_ptr<NcclLibrary>(std::make_unique<HostNccl>(refuse, queued));
 }
 
 }  // namespace hora

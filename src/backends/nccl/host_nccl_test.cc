@@ -27,11 +27,11 @@ constexpr Duration kTimeout = std::chrono::seconds(20);
 // `n` ranks on one host device, each with a communicator and a stream.
 class Ranks {
  public:
-  explicit Ranks(int n, Duration timeout = kTimeout) : n_(n) {
+  explicit Ranks(int n, Duration timeout = kTimeout, std::string_view spec = {}) : n_(n) {
     auto d = gpu::HostDevice::Create(0, size_t{1} << 28);
     EXPECT_TRUE(d.ok()) << d.status().ToString();
     device_ = std::move(*d);
-    lib_ = std::move(*CreateHostNccl());
+    lib_ = std::move(*CreateHostNccl(spec));
     auto id = lib_->UniqueId();
     EXPECT_TRUE(id.ok());
     comms_.resize(static_cast<size_t>(n));
@@ -263,6 +263,61 @@ TEST(HostNccl, AReceiveNobodySendsTimesOutNamingTheRanks) {
       << st[1].ToString();
   EXPECT_FALSE(job.comm(0).AsyncError().ok());
   EXPECT_EQ(job.comm(0).GroupEnd().code(), StatusCode::kInvalidArgument);
+}
+
+// ":queued": a call returns before the other ranks made theirs, its work
+// waiting on its stream as NCCL's kernels do; an abort ends only the
+// aborting rank's calls (the others' wait on until they abort), and ends
+// them without their results.
+TEST(HostNccl, QueuedCallsWaitOnTheirStreamAndAnAbortEndsOnlyItsRanks) {
+  Ranks job(2, kTimeout, ":queued");
+  gpu::Device& dev = job.device();
+  void* a0 = job.Upload({1, 2});
+  void* a1 = job.Upload({10, 20});
+  gpu::Event e0 = dev.CreateEvent().value(), e1 = dev.CreateEvent().value();
+  ASSERT_TRUE(
+      job.comm(0).AllReduce(a0, a0, 2, DataType::kFloat32, ReduceOp::kSum, job.stream(0)).ok());
+  ASSERT_TRUE(dev.Record(e0, job.stream(0)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(dev.Query(e0).value());  // (waiting for rank 1's call)
+  ASSERT_TRUE(
+      job.comm(1).AllReduce(a1, a1, 2, DataType::kFloat32, ReduceOp::kSum, job.stream(1)).ok());
+  ASSERT_TRUE(dev.Record(e1, job.stream(1)).ok());
+  EXPECT_TRUE(dev.Wait(e0, Clock::now() + kTimeout).ok());
+  EXPECT_TRUE(dev.Wait(e1, Clock::now() + kTimeout).ok());
+  EXPECT_EQ(job.Download(a0, 2), (std::vector<float>{11, 22}));
+  EXPECT_EQ(job.Download(a1, 2), (std::vector<float>{11, 22}));
+
+  ASSERT_TRUE(
+      job.comm(0).AllReduce(a0, a0, 2, DataType::kFloat32, ReduceOp::kSum, job.stream(0)).ok());
+  ASSERT_TRUE(dev.Record(e0, job.stream(0)).ok());
+  job.comm(1).Abort();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(dev.Query(e0).value());  // rank 1's abort does not end rank 0's call
+  EXPECT_TRUE(job.comm(0).AsyncError().ok());
+  EXPECT_FALSE(job.comm(1).AsyncError().ok());
+  job.comm(0).Abort();
+  EXPECT_TRUE(dev.Wait(e0, Clock::now() + kTimeout).ok());
+  EXPECT_FALSE(job.comm(0).AsyncError().ok());
+  EXPECT_EQ(job.Download(a0, 2), (std::vector<float>{11, 22}));  // no result written
+  EXPECT_TRUE(dev.DestroyEvent(e0).ok());
+  EXPECT_TRUE(dev.DestroyEvent(e1).ok());
+  EXPECT_TRUE(dev.Free(a0).ok());
+  EXPECT_TRUE(dev.Free(a1).ok());
+}
+
+TEST(HostNccl, ItsSpecTakesQueuedAndARefusalInEitherOrder) {
+  EXPECT_TRUE(CreateHostNccl(":queued").ok());
+  EXPECT_TRUE(CreateHostNccl(":queued:refuse-call=2").ok());
+  EXPECT_TRUE(CreateHostNccl(":refuse-call=2:queued").ok());
+  for (const char* bad : {":queued:queued", ":refuse-call=0", ":refuse-call=2x", ":bogus", "x"}) {
+    const auto lib = CreateHostNccl(bad);
+    EXPECT_FALSE(lib.ok()) << bad;
+    if (!lib.ok()) {
+      EXPECT_NE(lib.status().message().find(":queued"), std::string::npos)
+          << lib.status().ToString();
+    }
+  }
 }
 
 }  // namespace

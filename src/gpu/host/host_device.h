@@ -81,6 +81,13 @@ class HostDevice final : public Device {
   // Runs `work` on the host in stream order (as cudaLaunchHostFunc): for
   // tests, a gate that holds a stream back.
   Status RunOnStream(Stream s, std::function<void()> work);
+  // The bytes behind device memory [p, p + bytes), for work that runs on a
+  // stream (RunOnStream) and reads or writes them as a kernel would: such
+  // work must not wait for the device (a blocking copy waits for every
+  // stream, its own too).
+  Result<std::byte*> Backing(const void* p, size_t bytes) const {
+    return DeviceBytes(p, bytes, "memory");
+  }
 
   // For tests: each copy from host to device memory queued from now on
   // starts `delay` late on its stream, as on a slow GPU (0: none).
