@@ -7,9 +7,9 @@
 #   build      a GPU build in build-gpu/: CUDA on, kernels for sm_90 (H100,
 #              H200; HORA_CUDA_ARCH=80 for an A100), the packages the image
 #              lacks from .gpu-deps/ (scripts/gpu-deps)
-#   test       ctest -L gpu; the GPU-tensor suites with HORA_DEVICE=cuda
-#              (threads np 1-4, processes np 2 and 4, hora.torch on CUDA
-#              tensors at np 2) -> test.txt, gpu.xml
+#   test       ctest -L gpu: the device's checks and the GPU-tensor suites
+#              on the GPU (threads np 1-4, processes np 2 and 4, hora.torch
+#              on CUDA tensors at np 2) -> test.txt, gpu.xml
 #   bench      the pointer-cache and kernel benchmarks on the GPU, and hora-bench
 #              allreduce of GPU tensors at np 2 on device windows, staged whole
 #              and in chunks, and at np 1 beside NCCL (--peers nccl)
@@ -121,25 +121,11 @@ find_nccl() {
 }
 
 test_step() {
-  local rc=0
-  (cd "$build" && run test.txt ctest -L gpu --output-on-failure --output-junit "$out/gpu.xml") ||
-    rc=1
-  HORATEST_DEVICE=cuda run test.txt timeout 300 "$build/bin/hora_tests" --gtest_brief=1 \
-    --gtest_filter='*DeviceTensor*' || rc=1
-  for np in 2 4; do
-    HORATEST_DEVICE=cuda run test.txt "$build/bin/horarun" -np $np --timeout 120 \
-      "$build/bin/hora-mp-device-worker" || rc=1
-  done
-  if [[ -e "$build/python/hora/__init__.py" ]]; then
-    HORA_DEVICE=cuda PYTHONPATH="$build/python" run test.txt "$build/bin/horarun" -np 2 \
-      --timeout 180 "$python" -m pytest -q -p no:cacheprovider -rs tests/python/test_torch_cuda.py \
-      tests/python/test_gpu_dlpack.py || rc=1
-  else
-    echo "python tests: not built (no Python.h)" | tee -a "$out/test.txt"
-  fi
-  return $rc
+  # (ctest -L gpu: the device's checks, the GPU-tensor suites as threads,
+  # processes at np 2 and 4, and hora.torch on CUDA tensors where the Python
+  # module was built: tests/CMakeLists.txt.)
+  (cd "$build" && run test.txt ctest -L gpu --output-on-failure --output-junit "$out/gpu.xml")
 }
-
 bench_step() {
   local rc=0
   HORA_BENCH_DEVICE=cuda run bench.txt "$build/bin/hora-pointer-cache-bench" || rc=1

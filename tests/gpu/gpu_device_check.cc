@@ -10,6 +10,8 @@
 // GoogleTest.
 //
 //   build/bin/hora-gpu-check [ordinal]
+//   build/bin/hora-gpu-check --probe   (only whether GPU 0 opens: 0, or 77;
+//                                       tests/gpu/if_gpu.sh uses it)
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -248,12 +250,14 @@ int main(int argc, char** argv) {
   using namespace hora::gpu;
   if (argc > 1 && (std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0)) {
     std::printf(
-        "usage: hora-gpu-check [ORDINAL]\n"
+        "usage: hora-gpu-check [ORDINAL | --probe]\n"
         "Checks Hora's CUDA device and kernels on GPU ORDINAL (default 0) against the CPU's;\n"
-        "exits 0 when every check passes, 1 when one fails, 77 where there is no usable GPU.\n");
+        "exits 0 when every check passes, 1 when one fails, 77 where there is no usable GPU.\n"
+        "--probe: only opens GPU 0 and says which it is (0), or why there is none (77).\n");
     return 0;
   }
-  const int ordinal = argc > 1 ? std::atoi(argv[1]) : 0;
+  const bool probe = argc > 1 && std::strcmp(argv[1], "--probe") == 0;
+  const int ordinal = argc > 1 && !probe ? std::atoi(argv[1]) : 0;
   auto opened = OpenCudaDevice(ordinal);
   if (!opened.ok()) {
     std::printf("no GPU: %s\n", opened.status().ToString().c_str());
@@ -262,6 +266,7 @@ int main(int argc, char** argv) {
   Device& d = **opened;
   std::printf("device: %s (ordinal %d, %d multiprocessors)\n", d.info().name.c_str(),
               d.info().ordinal, d.info().multiprocessors);
+  if (probe) return 0;
   constexpr size_t kStaging = size_t{8} << 20;
   Gpu g{d, d.CreateStream().value(), d.CreateEvent().value(), d.AllocatePinned(kStaging).value(),
         kStaging};

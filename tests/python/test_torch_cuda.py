@@ -104,3 +104,45 @@ def test_ranks_that_disagree_on_the_device_are_named():
     with pytest.raises(Exception) as e:
         hvd.allreduce(t, op=hvd.Sum, name="cuda.mixed")
     assert "on cuda" in str(e.value) and "on cpu" in str(e.value), str(e.value)
+
+
+def test_sync_batch_norm_on_cuda_matches_one_batch_norm():
+    # Ranks have 2 + rank rows; float64, so the only difference from one
+    # BatchNorm (on the CPU) over the concatenated batch is rounding.
+    d = device()
+    rows = [2 + q for q in range(hvd.size())]
+    start, r = sum(rows[:hvd.rank()]), hvd.rank()
+    g = torch.Generator().manual_seed(11)
+    x_all = torch.randn((sum(rows), 3, 4), generator=g, dtype=torch.float64) * 2 + 1
+    w_all = torch.randn(x_all.shape, generator=g, dtype=torch.float64)
+    sbn = hvd.SyncBatchNorm(3, momentum=0.3).double().to(d)
+    ref = torch.nn.BatchNorm1d(3, momentum=0.3).double()
+    x = x_all[start:start + rows[r]].to(d).requires_grad_()
+    xr = x_all.clone().requires_grad_()
+    for _ in range(2):
+        y = sbn(x)
+        yr = ref(xr)
+    tol = dict(rtol=1e-9, atol=1e-9)
+    assert y.device == d
+    torch.testing.assert_close(y.cpu(), yr[start:start + rows[r]].detach(), **tol)
+    torch.testing.assert_close(sbn.running_var.cpu(), ref.running_var, **tol)
+    (y * w_all[start:start + rows[r]].to(d)).sum().backward()
+    (yr * w_all).sum().backward()
+    torch.testing.assert_close(x.grad.cpu(), xr.grad[start:start + rows[r]], **tol)
+
+
+def test_broadcast_optimizer_state_on_cuda():
+    d = device()
+    torch.manual_seed(hvd.rank())  # every rank's model and state differ
+    model = torch.nn.Linear(8, 4).to(d)
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    model(torch.randn(5, 8, device=d)).sum().backward()
+    opt.step()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    state = [opt.state[p][k] for p in model.parameters() for k in ("exp_avg", "exp_avg_sq")]
+    assert all(s.device == d for s in state)
+    flat = torch.cat([s.flatten() for s in state])
+    every = hvd.allgather(flat.unsqueeze(0), name="cuda.opt_state")
+    for q in range(hvd.size()):
+        torch.testing.assert_close(every[q], every[0])

@@ -9,7 +9,9 @@ variance. Backward is exact for the sum of all ranks' losses: the gradient
 of the shared statistics is summed across ranks (one allreduce), as in
 Horovod's SyncBatchNorm. In eval mode (with running stats) it is a plain
 BatchNorm. Works on CPU tensors of any floating dtype (float16/bfloat16 are
-computed in float32). Every rank must call it in training mode together.
+computed in float32), and on CUDA tensors through Hora's GPU path (tested
+only where a GPU is: tests/python/test_torch_cuda.py). Every rank must call
+it in training mode together.
 """
 
 import torch
