@@ -61,6 +61,15 @@ Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
   auto grow = [&](std::byte*& buffer, size_t& have, size_t need, bool host) -> Status {
     if (need <= have) return Status::Ok();
     if (buffer != nullptr) {
+      // (The free waits for the device, unbounded: NCCL's work, which may
+      // wait for a rank that will not come, is waited for first, bounded,
+      // and cut short past the timeout, as WatchNccl would.)
+      if (!nccl_pending_.empty()) {
+        if (Status st = Sync("waiting for NCCL's work before a larger buffer"); !st.ok()) {
+          nccl_.Abort(st.ToString());
+          return st;
+        }
+      }
       HORA_RETURN_IF_ERROR(host ? device_->FreePinned(buffer) : device_->Free(buffer));
     }
     buffer = nullptr;
@@ -412,13 +421,9 @@ void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
     return d == nullptr || d->Reached();
   });
   if (!last_done_) return;
-  const TimePoint now = Clock::now();
-  const Duration warn_every = nccl_.settings().warn_every;
   std::string what = "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
   if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
-  nccl_pending_.push_back({last_done_, now,
-                           warn_every > Duration::zero() ? now + warn_every : TimePoint::max(),
-                           std::move(what)});
+  nccl_pending_.push_back({last_done_, Clock::now(), std::move(what)});
 }
 
 void DeviceStaging::WatchNccl(TimePoint now) {
@@ -428,25 +433,33 @@ void DeviceStaging::WatchNccl(TimePoint now) {
     const std::shared_ptr<DeviceDone> d = p.done.lock();
     return d == nullptr || d->Reached();
   });
+  if (nccl_pending_.empty()) return;
+  // Only the oldest is watched: the later ones wait behind it, on the one
+  // stream. Its clock starts when it became the oldest not ended (or was
+  // queued, if later), so that work queued before it is not counted.
+  NcclPending& p = nccl_pending_.front();
+  const Duration warn_every = nccl_.settings().warn_every;
+  if (!p.watched) {
+    p.watched = true;
+    p.since = std::max(p.since, now);
+    p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
+  if (now - p.since >= timeout_) {
+    // (Abort fails every pending batch, this one first among them.)
+    nccl_.Abort(p.what + ": its NCCL work had not ended on the GPU " + secs +
+                " after the work before it (HORA_TIMEOUT_S, or 10 minutes when that is 0): a "
+                "rank of its communicator did not make its calls, or a GPU is stuck");
+    return;
+  }
   const Logger* logger = nccl_.settings().logger;
-  for (NcclPending& p : nccl_pending_) {
-    const double waited = DurationToSeconds(now - p.queued);
-    char secs[32];
-    std::snprintf(secs, sizeof secs, "%.1f s", waited);
-    if (now - p.queued >= timeout_) {
-      // (Abort fails every pending batch, this one first among them.)
-      nccl_.Abort(p.what + ": its NCCL work had not ended on the GPU " + secs +
-                  " after its calls were queued (HORA_TIMEOUT_S, or 10 minutes when that is 0): "
-                  "a rank of its communicator did not make its calls, or a GPU is stuck");
-      return;
-    }
-    if (now >= p.warn_at && logger != nullptr) {
-      logger->Warning(p.what + ": its NCCL work has not ended on the GPU " + secs +
-                      " after its calls were queued. NCCL's kernels wait for every rank of the "
-                      "communicator: a rank that did not make its calls (its error says why) "
-                      "holds the others until the next NCCL batch, or until the timeout");
-      p.warn_at = now + nccl_.settings().warn_every;
-    }
+  if (now >= p.warn_at && logger != nullptr) {
+    logger->Warning(p.what + ": its NCCL work has not ended on the GPU " + secs +
+                    " after the work before it. NCCL's kernels wait for every rank of the "
+                    "communicator: a rank that did not make its calls (its error says why) "
+                    "holds the others until the next NCCL batch, or until the timeout");
+    p.warn_at = now + warn_every;
   }
 }
 

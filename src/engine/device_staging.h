@@ -110,14 +110,16 @@ class DeviceStaging {
   void AbortNccl(const std::string& why) { nccl_.Abort(why); }
 
   // Looks at NCCL's work that has not ended on the GPU (the engine calls
-  // it while idle, and between cycles; it looks every 50 ms at most). A
+  // it while idle, and at each cycle; it looks every 50 ms at most). A
   // batch's kernels wait for every rank's: where a rank's call failed (it
   // aborted its communicator) and no NCCL batch follows, where that rank
-  // would say so, the others' would wait for good. So such work is warned
-  // of every HORA_STALL_WARNING_S, and once it has waited the timeout
-  // (HORA_TIMEOUT_S, or 10 minutes when that is 0, as the device's copies)
-  // the communicator is aborted: its batches not yet done fail, naming
-  // why, and the next NCCL batch makes every rank start anew.
+  // would say so, the others' would wait for good. So the oldest such work
+  // is warned of every HORA_STALL_WARNING_S, and once it has gone the
+  // timeout (HORA_TIMEOUT_S, or 10 minutes when that is 0, as the device's
+  // copies) since the NCCL work before it ended, the communicator is
+  // aborted: its batches not yet done fail, naming why, and the next NCCL
+  // batch makes every rank start anew. (So the timeout also bounds an NCCL
+  // batch's own time on the GPU.)
   void WatchNccl(TimePoint now);
 
   // Collective, when the engine stops on every rank: closes the device
@@ -252,9 +254,10 @@ class DeviceStaging {
   std::vector<uint8_t> verdict_;          // (Told's)
   struct NcclPending {
     std::weak_ptr<DeviceDone> done;
-    TimePoint queued;   // when its calls were queued
-    TimePoint warn_at;  // its next warning
-    std::string what;   // "rank 0: allreduce 'w'"
+    TimePoint since;       // queued; then when it was first watched as the oldest
+    std::string what;      // "rank 0: allreduce 'w'"
+    bool watched = false;  // as the oldest
+    TimePoint warn_at{};   // (then) its next warning
   };
   std::vector<NcclPending> nccl_pending_;    // NcclQueued's
   TimePoint next_watch_{};                   // WatchNccl's next look

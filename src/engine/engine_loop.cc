@@ -163,6 +163,7 @@ bool Engine::RunCycle() {
     stopping = stop_requested_;
     cycle_timeline_ = timeline_;
   }
+  if (staging_) staging_->WatchNccl(Clock::now());  // (also on a waiter's thread)
   const bool go_on = Cycle(fresh_, stopping);
   last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   if (!go_on) {

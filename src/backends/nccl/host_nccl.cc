@@ -304,9 +304,14 @@ class HostComm final : public NcclComm {
     if (host == nullptr) {
       return InvalidArgument("host NCCL: queued calls need the host device (HORA_DEVICE=host)");
     }
+    const gpu::Stream stream = calls.front().stream;
+    for (const Call& c : calls) {
+      if (c.stream.id != stream.id) {
+        return InvalidArgument("host NCCL: a queued group's calls are on several streams");
+      }
+    }
     at.timeout *= 10;
     at.on_stream = host;
-    const gpu::Stream stream = calls.front().stream;
     return host->RunOnStream(stream, [at, first, calls = std::move(calls)] {
       const Status st = RunCalls(at, first, calls);
       if (!st.ok()) at.hub->End(at.rank, st);

@@ -18,6 +18,13 @@
 // then its receives.
 // Waits are bounded by the communicator's timeout; Abort wakes every rank's
 // wait with an error.
+// Queued (":queued" below), as on a GPU: a call (or a group, on one stream)
+// is queued on its stream of the host device and returns at once; there it
+// reads and writes device memory directly and waits for the other ranks, at
+// most ten times the timeout; Abort ends only this rank's calls, and
+// AsyncError says how this rank's queued calls ended. (A call queued on a
+// device that then faults is skipped, as a kernel on a faulted GPU does not
+// run: the others wait for it until they abort.)
 #pragma once
 
 #include <memory>

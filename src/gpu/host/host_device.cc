@@ -292,7 +292,7 @@ Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
       [moves = std::move(moves)] {
         for (const CopyPart& m : moves) std::memmove(m.dst, m.src, m.bytes);
       },
-      fault_armed_.exchange(false)));
+      !parts.empty() && fault_armed_.exchange(false)));
   return Status::Ok();
 }
 
