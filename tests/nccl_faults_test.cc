@@ -44,6 +44,28 @@ bool Has(const Status& st, const std::string& text) {
   return st.message().find(text) != std::string::npos;
 }
 
+// Whether `io`'s `count` float32 at `d` all are `want`; the error names
+// step `step`.
+Status AllAre(DeviceIo& io, const void* d, int64_t count, float want, int step) {
+  const std::vector<uint8_t> bytes = io.Download(d, static_cast<size_t>(count) * 4);
+  for (int64_t k = 0; k < count; ++k) {
+    float got;
+    std::memcpy(&got, bytes.data() + k * 4, 4);
+    if (got != want) {
+      return InternalError("step " + std::to_string(step) + ": element " + std::to_string(k) +
+                           " is " + std::to_string(got) + ", not " + std::to_string(want));
+    }
+  }
+  return Status::Ok();
+}
+
+// A step that failed on every rank because of rank 1: rank 1's error says
+// `rank1_says`; the others', that rank 1 aborted the communicator.
+void ExpectFailedByRank1(const Status& st, int r, const std::string& rank1_says) {
+  EXPECT_FALSE(st.ok());
+  EXPECT_TRUE(Has(st, r == 1 ? rank1_says : "rank 1 aborted it")) << st.ToString();
+}
+
 class NcclFaults : public ::testing::TestWithParam<int> {};
 
 TEST_P(NcclFaults, ARanksFailedCallIsToldAndEveryRankStartsAnew) {
@@ -62,20 +84,9 @@ TEST_P(NcclFaults, ARanksFailedCallIsToldAndEveryRankStartsAnew) {
       const TensorView v = OnGpu(d, DataType::kFloat32, {kCount});
       Status st = s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum})
                       .Wait(std::chrono::nanoseconds::max());
-      if (st.ok()) {
-        std::vector<uint8_t> bytes = io.Download(d, kCount * 4);
-        float want = 0;
-        for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
-        for (int64_t k = 0; k < kCount; ++k) {
-          float got;
-          std::memcpy(&got, bytes.data() + k * 4, 4);
-          if (got != want) {
-            st = InternalError("step " + std::to_string(i) + ": element " + std::to_string(k) +
-                               " is " + std::to_string(got) + ", not " + std::to_string(want));
-            break;
-          }
-        }
-      }
+      float want = 0;
+      for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
+      if (st.ok()) st = AllAre(io, d, kCount, want, i);
       mine.push_back(st);
     }
     // The new communicator takes the other collectives too.
@@ -112,12 +123,7 @@ TEST_P(NcclFaults, ARanksFailedCallIsToldAndEveryRankStartsAnew) {
     EXPECT_TRUE(st[0].ok()) << st[0].ToString();
     EXPECT_TRUE(st[1].ok()) << st[1].ToString();
     // The refused call: its batch fails on every rank, naming rank 1.
-    EXPECT_FALSE(st[2].ok());
-    if (r == 1) {
-      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
-    } else {
-      EXPECT_TRUE(Has(st[2], "rank 1 aborted it")) << st[2].ToString();
-    }
+    ExpectFailedByRank1(st[2], r, "rank 1 refused its call 3");
     // The next: every rank's communicator was aborted; each says so.
     EXPECT_FALSE(st[3].ok());
     EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
@@ -170,14 +176,7 @@ TEST_P(NcclFaults, AGpuFaultAfterTheCopyWasQueuedFailsTheBatchOnEveryRank) {
           s.AllreduceAsync("step." + std::to_string(i), OnGpu(in, DataType::kFloat32, {kCount}),
                            OnGpu(out, DataType::kFloat32, {kCount}), {ReduceOp::kSum})
               .Wait(std::chrono::seconds(15));
-      if (st.ok()) {
-        const std::vector<uint8_t> bytes = io.Download(out, kCount * 4);
-        const float want = static_cast<float>(n * (n + 1) / 2);
-        float got;
-        std::memcpy(&got, bytes.data() + (kCount - 1) * 4, 4);
-        if (got != want)
-          st = InternalError("step " + std::to_string(i) + ": " + std::to_string(got));
-      }
+      if (st.ok()) st = AllAre(io, out, kCount, static_cast<float>(n * (n + 1) / 2), i);
       mine.push_back(st);
     }
     // The host collectives go on, on every rank.
@@ -193,12 +192,7 @@ TEST_P(NcclFaults, AGpuFaultAfterTheCopyWasQueuedFailsTheBatchOnEveryRank) {
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), 3u);
     EXPECT_TRUE(st[0].ok()) << st[0].ToString();
-    EXPECT_FALSE(st[1].ok());
-    if (r == 1) {
-      EXPECT_TRUE(Has(st[1], "faulted on the device")) << st[1].ToString();
-    } else {
-      EXPECT_TRUE(Has(st[1], "rank 1 aborted it")) << st[1].ToString();
-    }
+    ExpectFailedByRank1(st[1], r, "faulted on the device");
     EXPECT_FALSE(st[2].ok());
     EXPECT_TRUE(Has(st[2], "rank 1")) << st[2].ToString();
   }
@@ -250,15 +244,9 @@ TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
       if (i == 2)
         failed_after[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - submitted;
       steps.arrive_and_wait();
-      if (st.ok()) {
-        const std::vector<uint8_t> bytes = io.Download(d, kCount * 4);
-        float want = 0;
-        for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
-        float got;
-        std::memcpy(&got, bytes.data() + (kCount - 1) * 4, 4);
-        if (got != want)
-          st = InternalError("step " + std::to_string(i) + ": " + std::to_string(got));
-      }
+      float want = 0;
+      for (int q = 0; q < n; ++q) want += static_cast<float>(q + 1 + i);
+      if (st.ok()) st = AllAre(io, d, kCount, want, i);
       mine.push_back(st);
     }
     return Status::Ok();

@@ -61,6 +61,41 @@ Status Expect(const std::vector<float>& got, const std::vector<float>& want,
   return Status::Ok();
 }
 
+// Sets A (ranks 0, 1) and B (ranks 0, 2) of a job of 3: their ids.
+struct SetsAB {
+  int a = -1;
+  int b = -1;
+};
+SetsAB AddSetsAB(ThreadRanks& job) {
+  std::vector<SetsAB> ids(3);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    const std::vector<int> a_ranks{0, 1}, b_ranks{0, 2};
+    HORA_ASSIGN_OR_RETURN(ids[static_cast<size_t>(r)].a, s.AddProcessSet(a_ranks));
+    HORA_ASSIGN_OR_RETURN(ids[static_cast<size_t>(r)].b, s.AddProcessSet(b_ranks));
+    return Status::Ok();
+  }));
+  return ids[0];
+}
+
+// A rank's float32 tensors of `count` elements on its GPU, and their check.
+class Floats32 {
+ public:
+  Floats32(DeviceIo& io, int64_t count) : io_(io), count_(count) {}
+  TensorView Of(float v) {
+    const std::vector<float> given(static_cast<size_t>(count_), v);
+    return OnGpu(io_.Upload(given.data(), static_cast<size_t>(count_) * 4), DataType::kFloat32,
+                 {count_});
+  }
+  Status SumIs(const TensorView& t, float want, const std::string& what) {
+    return Expect(Floats(io_.Download(t.data(), static_cast<size_t>(count_) * 4)),
+                  std::vector<float>(static_cast<size_t>(count_), want), what);
+  }
+
+ private:
+  DeviceIo& io_;
+  const int64_t count_;
+};
+
 class ProcessSetsOnNccl : public ::testing::TestWithParam<int> {};
 
 // Three sets beside the global one, each pair sharing a rank (at 3 ranks,
@@ -183,13 +218,7 @@ INSTANTIATE_TEST_SUITE_P(Worlds, ProcessSetsOnNccl, ::testing::Values(3, 4),
 // result then. Nothing fails: the wait is well within HORA_TIMEOUT_S.
 TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing) {
   ThreadRanks job(3, NcclOnTheHost());
-  const std::vector<int> a_ranks{0, 1}, b_ranks{0, 2};
-  std::vector<int> a(3, -1), b(3, -1);
-  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-    HORA_ASSIGN_OR_RETURN(a[static_cast<size_t>(r)], s.AddProcessSet(a_ranks));
-    HORA_ASSIGN_OR_RETURN(b[static_cast<size_t>(r)], s.AddProcessSet(b_ranks));
-    return Status::Ok();
-  }));
+  const SetsAB sets = AddSetsAB(job);
   constexpr int64_t kCount = 257;
   constexpr auto kLate = std::chrono::milliseconds(500);
   const auto start = std::chrono::steady_clock::now();
@@ -197,30 +226,23 @@ TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();
-    auto tensor = [&](float v) {
-      const std::vector<float> given(kCount, v);
-      return OnGpu(io.Upload(given.data(), kCount * 4), DataType::kFloat32, {kCount});
-    };
-    auto sum_is = [&](const TensorView& t, float want, const std::string& what) -> Status {
-      return Expect(Floats(io.Download(t.data(), kCount * 4)), std::vector<float>(kCount, want),
-                    what);
-    };
+    Floats32 f(io, kCount);
     if (r == 2) {
       std::this_thread::sleep_for(kLate);
-      const TensorView t = tensor(2);
-      HORA_RETURN_IF_ERROR(s.AllreduceAsync("b", t, t, {ReduceOp::kSum}, b[2]).Wait(kForever));
-      return sum_is(t, 3, "b");
+      const TensorView t = f.Of(2);
+      HORA_RETURN_IF_ERROR(s.AllreduceAsync("b", t, t, {ReduceOp::kSum}, sets.b).Wait(kForever));
+      return f.SumIs(t, 3, "b");
     }
     Handle of_b;
-    const TensorView tb = tensor(1);
-    if (r == 0) of_b = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[0]);
-    const TensorView ta = tensor(static_cast<float>(r + 1));
-    HORA_RETURN_IF_ERROR(s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, a[0]).Wait(kForever));
+    const TensorView tb = f.Of(1);
+    if (r == 0) of_b = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, sets.b);
+    const TensorView ta = f.Of(static_cast<float>(r + 1));
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, sets.a).Wait(kForever));
     a_done[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - start;
-    HORA_RETURN_IF_ERROR(sum_is(ta, 3, "a"));
+    HORA_RETURN_IF_ERROR(f.SumIs(ta, 3, "a"));
     if (r == 0) {
       HORA_RETURN_IF_ERROR(of_b.Wait(kForever));
-      HORA_RETURN_IF_ERROR(sum_is(tb, 3, "b"));
+      HORA_RETURN_IF_ERROR(f.SumIs(tb, 3, "b"));
     }
     return Status::Ok();
   }));
@@ -239,13 +261,7 @@ TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing
 // rest of the job goes on: B's allreduce, and the global set's, are whole.
 TEST(ProcessSetsOnNcclTurns, ASetRemovedWhileItsBatchAwaitsItsTurnFailsItOnEveryRank) {
   ThreadRanks job(3, NcclOnTheHost());
-  const std::vector<int> a_ranks{0, 1}, b_ranks{0, 2};
-  std::vector<int> a(3, -1), b(3, -1);
-  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-    HORA_ASSIGN_OR_RETURN(a[static_cast<size_t>(r)], s.AddProcessSet(a_ranks));
-    HORA_ASSIGN_OR_RETURN(b[static_cast<size_t>(r)], s.AddProcessSet(b_ranks));
-    return Status::Ok();
-  }));
+  const SetsAB sets = AddSetsAB(job);
   constexpr int64_t kCount = 129;
   // (Long enough for rank 1 to be in A's call, and rank 0's batch to wait
   // for its turn, on a loaded machine under ThreadSanitizer too.)
@@ -255,34 +271,27 @@ TEST(ProcessSetsOnNcclTurns, ASetRemovedWhileItsBatchAwaitsItsTurnFailsItOnEvery
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();
-    auto tensor = [&](float v) {
-      const std::vector<float> given(kCount, v);
-      return OnGpu(io.Upload(given.data(), kCount * 4), DataType::kFloat32, {kCount});
-    };
-    auto sum_is = [&](const TensorView& t, float want, const std::string& what) -> Status {
-      return Expect(Floats(io.Download(t.data(), kCount * 4)), std::vector<float>(kCount, want),
-                    what);
-    };
+    Floats32 f(io, kCount);
     Handle hb, ha;
-    const TensorView tb = tensor(static_cast<float>(r + 1));
-    const TensorView ta = tensor(static_cast<float>(r + 1));
-    if (r == 0) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[0]);
-    if (r != 2) ha = s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, a[0]);
+    const TensorView tb = f.Of(static_cast<float>(r + 1));
+    const TensorView ta = f.Of(static_cast<float>(r + 1));
+    if (r == 0) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, sets.b);
+    if (r != 2) ha = s.AllreduceAsync("a", ta, ta, {ReduceOp::kSum}, sets.a);
     std::this_thread::sleep_for(kWaiting);
     if (r == 0 && ha.Finished()) return InternalError("'a' did not wait for its turn behind 'b'");
-    HORA_RETURN_IF_ERROR(s.RemoveProcessSet(a[static_cast<size_t>(r)]));
+    HORA_RETURN_IF_ERROR(s.RemoveProcessSet(sets.a));
     if (r != 2) of_a[static_cast<size_t>(r)] = ha.Wait(std::chrono::seconds(10));
     // The job goes on: set B's allreduce (its turn no longer blocks
     // anything), then the global set's.
-    if (r == 2) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, b[2]);
+    if (r == 2) hb = s.AllreduceAsync("b", tb, tb, {ReduceOp::kSum}, sets.b);
     if (r != 1) {
       HORA_RETURN_IF_ERROR(hb.Wait(std::chrono::seconds(10)));
-      HORA_RETURN_IF_ERROR(sum_is(tb, 4, "b"));
+      HORA_RETURN_IF_ERROR(f.SumIs(tb, 4, "b"));
     }
-    const TensorView tg = tensor(static_cast<float>(r + 1));
+    const TensorView tg = f.Of(static_cast<float>(r + 1));
     HORA_RETURN_IF_ERROR(
         s.AllreduceAsync("g", tg, tg, {ReduceOp::kSum}).Wait(std::chrono::seconds(10)));
-    return sum_is(tg, 6, "g");
+    return f.SumIs(tg, 6, "g");
   }));
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(9))
       << "a rank waited toward the timeout";
