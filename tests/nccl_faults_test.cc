@@ -279,6 +279,150 @@ TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
   }
 }
 
+// A fused batch larger than the device fusion buffer frees it for a larger
+// one, and a free waits for all the device's work, NCCL's included, without
+// a bound. Where NCCL's work is stuck (rank 1 refused its call, and the
+// others' queued calls wait for it), the wait is bounded by HORA_TIMEOUT_S
+// (4 s on the ranks other than 1): past it, the communicator is aborted,
+// the stuck batch fails, and so does the larger one, naming the wait, on
+// every rank. (The engine's watch does not run meanwhile: the wait is in
+// its cycle.) Rank 1 has 20 s, so that it waits for the others' verdict on
+// the larger batch without timing out.
+TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return TestSettings(
+        {{"HORA_DEVICE", "host"},
+         {"HORA_GPU_BACKEND", "nccl"},
+         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
+         {"HORA_GPU_IPC", "0"},
+         {"HORA_DISABLE_GROUP_FUSION", "1"},
+         {"HORA_TIMEOUT_S", r == 1 ? "20" : "4"}});
+  });
+  // Steps 0-2 fit the first buffer (64 KiB); step 3's two tensors do not.
+  const std::vector<int64_t> counts{259, 259, 259, 12289, 12289, 259};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<void*> d;  // (made before any call: two per step)
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const std::vector<float> given(static_cast<size_t>(counts[i]), static_cast<float>(r + 1));
+      for (int t = 0; t < 2; ++t) d.push_back(io.Upload(given.data(), given.size() * 4));
+    }
+    auto step = [&](size_t i) {
+      const std::vector<TensorView> v{OnGpu(d[2 * i], DataType::kFloat32, {counts[i]}),
+                                      OnGpu(d[2 * i + 1], DataType::kFloat32, {counts[i]})};
+      return s.GroupedAllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum});
+    };
+    auto wait = [&](size_t i, std::vector<Handle> h) {
+      Status st;
+      for (Handle& one : h) {
+        const Status got = one.Wait(15s);
+        if (st.ok()) st = got;
+      }
+      const float want = static_cast<float>(n * (n + 1) / 2);
+      for (int t = 0; t < 2 && st.ok(); ++t) st = AllAre(io, d[2 * i + t], counts[i], want, i);
+      results[static_cast<size_t>(r)].push_back(st);
+    };
+    for (size_t i = 0; i < 2; ++i) wait(i, step(i));
+    // Steps 2 and 3 together: step 3 grows the buffer while step 2's calls
+    // are queued (and stuck, but on rank 1).
+    std::vector<Handle> stuck = step(2);
+    std::vector<Handle> larger = step(3);
+    wait(2, std::move(stuck));
+    wait(3, std::move(larger));
+    for (size_t i = 4; i < counts.size(); ++i) wait(i, step(i));
+    return Status::Ok();
+  }));
+  // (Without the bound, the free waits for the host NCCL's backstop: a
+  // minute here, tried.)
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 12s) << "a rank waited past the timeout";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), counts.size());
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    EXPECT_FALSE(st[2].ok());
+    EXPECT_FALSE(st[3].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+      // (Its own communicator was aborted: its verdict says so first.)
+      EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
+    } else {
+      EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+      EXPECT_TRUE(Has(st[2], "waiting for NCCL's work before a larger buffer")) << st[2].ToString();
+      EXPECT_TRUE(Has(st[3], "waiting for NCCL's work before a larger buffer")) << st[3].ToString();
+    }
+    for (size_t i = 4; i < counts.size(); ++i) EXPECT_TRUE(st[i].ok()) << st[i].ToString();
+  }
+}
+
+// The ranks whose NCCL calls are queued, waiting for rank 1's, which
+// failed, after which rank 1 leaves (its Session ends, as shutdown() or the
+// end of its process does): their engines stop, as every rank's does when
+// one leaves, but their queued NCCL work is still watched, and at
+// HORA_TIMEOUT_S (4 s) it is aborted, failing that batch, so that nothing
+// (the framework's stream neither) waits for it for good.
+TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return TestSettings(
+        {{"HORA_DEVICE", "host"},
+         {"HORA_GPU_BACKEND", "nccl"},
+         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
+         {"HORA_GPU_IPC", "0"},
+         {"HORA_TIMEOUT_S", "4"}});
+  });
+  constexpr int64_t kCount = 259;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      std::vector<void*> d;
+      const std::vector<float> given(kCount, static_cast<float>(r + 1));
+      for (int i = 0; i < 4; ++i) d.push_back(io.Upload(given.data(), kCount * 4));
+      for (int i = 0; i < 3; ++i) {
+        const TensorView v = OnGpu(d[static_cast<size_t>(i)], DataType::kFloat32, {kCount});
+        Status st = s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum})
+                        .Wait(std::chrono::seconds(12));
+        if (st.ok()) st = AllAre(io, v.data(), kCount, static_cast<float>(n * (n + 1) / 2), i);
+        mine.push_back(st);
+      }
+      if (r != 1) {
+        // The engine has stopped (rank 1 left): a new collective fails.
+        const TensorView v = OnGpu(d[3], DataType::kFloat32, {kCount});
+        mine.push_back(s.AllreduceAsync("after", v, v, {ReduceOp::kSum}).Wait(5s));
+      }
+    }
+    if (r == 1) job.Close(1);
+    return Status::Ok();
+  }));
+  // (Without the watch, the others' step 2 waits the whole 12 s.)
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "a rank waited past the timeout";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), r == 1 ? 3u : 4u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    EXPECT_FALSE(st[2].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+      continue;
+    }
+    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+    EXPECT_TRUE(Has(st[2], "its NCCL work had not ended on the GPU")) << st[2].ToString();
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclFaults, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "np" + std::to_string(info.param);

@@ -64,6 +64,7 @@ Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
       // (The free waits for the device, unbounded: NCCL's work, which may
       // wait for a rank that will not come, is waited for first, bounded,
       // and cut short past the timeout, as WatchNccl would.)
+      PruneNcclPending();
       if (!nccl_pending_.empty()) {
         if (Status st = Sync("waiting for NCCL's work before a larger buffer"); !st.ok()) {
           nccl_.Abort(st.ToString());
@@ -415,11 +416,15 @@ Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int ra
   return v.status();
 }
 
-void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
+void DeviceStaging::PruneNcclPending() {
   std::erase_if(nccl_pending_, [](const NcclPending& p) {
     const std::shared_ptr<DeviceDone> d = p.done.lock();
     return d == nullptr || d->Reached();
   });
+}
+
+void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
+  PruneNcclPending();
   if (!last_done_) return;
   std::string what = "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
   if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
@@ -429,10 +434,7 @@ void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
 void DeviceStaging::WatchNccl(TimePoint now) {
   if (nccl_pending_.empty() || now < next_watch_) return;
   next_watch_ = now + std::chrono::milliseconds(50);
-  std::erase_if(nccl_pending_, [](const NcclPending& p) {
-    const std::shared_ptr<DeviceDone> d = p.done.lock();
-    return d == nullptr || d->Reached();
-  });
+  PruneNcclPending();
   if (nccl_pending_.empty()) return;
   // Only the oldest is watched: the later ones wait behind it, on the one
   // stream. Its clock starts when it became the oldest not ended (or was

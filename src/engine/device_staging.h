@@ -121,6 +121,11 @@ class DeviceStaging {
   // batch makes every rank start anew. (So the timeout also bounds an NCCL
   // batch's own time on the GPU.)
   void WatchNccl(TimePoint now);
+  // Whether NCCL work not yet ended on the GPU is watched.
+  bool WatchesNccl() {
+    PruneNcclPending();
+    return !nccl_pending_.empty();
+  }
 
   // Collective, when the engine stops on every rank: closes the device
   // window, if one is open.
@@ -197,6 +202,8 @@ class DeviceStaging {
   // Before the communicator is aborted (DeviceNccl::OnAbort): the NCCL
   // batches not yet done fail (their kernels end without their results).
   void FailNcclPending(const std::string& why);
+  // Drops the pending NCCL batches that have ended (or whose tensors are gone).
+  void PruneNcclPending();
   // MarkDone, or where it fails, the host waits for the device: a failed
   // batch's handles complete after the copies that may still use its
   // tensors.

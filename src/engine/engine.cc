@@ -50,6 +50,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
   thread_ = std::thread([this] {
     NameThisThread("hora-engine");
     Loop();
+    WatchAfterStop();
   });
 }
 

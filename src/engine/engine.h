@@ -85,6 +85,12 @@ class Engine final : public Driver {
   // all or none.
   Status Queue(std::span<Submission> members) HORA_EXCLUDES(mu_);
   void Loop();
+  // After the loop, once the engine stopped (a rank left, or this one):
+  // NCCL's work queued before may wait for a rank that will not make its
+  // calls, and no cycle watches it now. It is watched here (WatchNccl)
+  // until it ends, the watch aborts it, or the engine is destroyed (which
+  // aborts it).
+  void WatchAfterStop() HORA_EXCLUDES(mu_, cycle_mu_);
   // Sleeps on cv_ until `when` at the latest; Submit reads sleeps_until_ to
   // tell whether deferred work needs this thread woken.
   void SleepUntil(MutexLock& lock, TimePoint when) HORA_REQUIRES(mu_);

@@ -147,6 +147,19 @@ void Engine::Loop() {
   }
 }
 
+void Engine::WatchAfterStop() {
+  for (;;) {
+    {
+      MutexLock cycle(cycle_mu_);
+      if (!staging_ || !staging_->WatchesNccl()) return;
+      staging_->WatchNccl(Clock::now());
+    }
+    MutexLock lock(mu_);
+    if (stop_requested_) return;  // (the destructor's, which aborts NCCL)
+    SleepUntil(lock, Clock::now() + std::chrono::milliseconds(50));
+  }
+}
+
 void Engine::SleepUntil(MutexLock& lock, TimePoint when) {
   sleeps_until_ = when;
   cv_.wait_until(lock.native(), when);
