@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "api/session_impl.h"
@@ -418,6 +419,83 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
     }
     EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
     EXPECT_TRUE(Has(st[2], "its NCCL work had not ended on the GPU")) << st[2].ToString();
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
+  }
+}
+
+// A rank lost while the others' NCCL calls are queued, waiting for its
+// (which failed): no NCCL batch follows, and the others' engines may be
+// idle, but the watch of NCCL's work asks the transport whether a peer was
+// lost, and aborts the communicator at once, naming it, well before
+// HORA_TIMEOUT_S (20 s). (LoopbackHub::Lose: every rank's transport then
+// says rank 1 was lost, as TCP's and shared memory's do when a process
+// ends.) The next collective fails naming rank 1 too.
+TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return TestSettings(
+        {{"HORA_DEVICE", "host"},
+         {"HORA_GPU_BACKEND", "nccl"},
+         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
+         {"HORA_GPU_IPC", "0"},
+         {"HORA_TIMEOUT_S", "20"}});
+  });
+  constexpr int64_t kCount = 259;
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  std::vector<std::chrono::steady_clock::duration> failed_after(static_cast<size_t>(n));
+  std::barrier queued(n);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    DeviceIo io(s);
+    if (!io.ok()) {
+      queued.arrive_and_drop();
+      return io.error();
+    }
+    std::vector<void*> d;
+    const std::vector<float> given(kCount, static_cast<float>(r + 1));
+    for (int i = 0; i < 4; ++i) d.push_back(io.Upload(given.data(), kCount * 4));
+    auto tensor = [&](int i) {
+      return OnGpu(d[static_cast<size_t>(i)], DataType::kFloat32, {kCount});
+    };
+    for (int i = 0; i < 2; ++i) {
+      Status st =
+          s.AllreduceAsync("step." + std::to_string(i), tensor(i), tensor(i), {ReduceOp::kSum})
+              .Wait(15s);
+      if (st.ok()) st = AllAre(io, d[static_cast<size_t>(i)], kCount, n * (n + 1) / 2.0f, i);
+      mine.push_back(st);
+    }
+    Handle h = s.AllreduceAsync("step.2", tensor(2), tensor(2), {ReduceOp::kSum});
+    // Rank 1's call fails; the others' are queued (their handles finish
+    // once they are), and then rank 1 is lost.
+    const auto deadline = std::chrono::steady_clock::now() + 15s;
+    while (!h.Finished() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+    }
+    queued.arrive_and_wait();
+    const auto lost_at = std::chrono::steady_clock::now();
+    if (r == 1) job.Lose(1);
+    mine.push_back(h.Wait(15s));
+    failed_after[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - lost_at;
+    if (r != 1) {
+      mine.push_back(s.AllreduceAsync("after", tensor(3), tensor(3), {ReduceOp::kSum}).Wait(15s));
+    }
+    return Status::Ok();
+  }));
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), r == 1 ? 3u : 4u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    EXPECT_FALSE(st[2].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+      continue;
+    }
+    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+    EXPECT_TRUE(Has(st[2], "one is gone: Unavailable: rank 1 was lost")) << st[2].ToString();
+    EXPECT_LT(failed_after[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
     EXPECT_FALSE(st[3].ok());
     EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
   }

@@ -24,6 +24,8 @@ class CommControlPlane final : public ControlPlane {
     return data_.AndCarrying(comm_, words, carried);
   }
 
+  Status LostPeer() const override { return comm_.transport().LostPeer(); }
+
   std::optional<bool> PeerWaiting(size_t words) const override {
     // Only where the AND is a step of the window can one tell who waits.
     if (!BitwiseAndOnWindow(comm_, words)) return std::nullopt;

@@ -53,6 +53,10 @@ class ControlPlane {
   // What the calls' progress reports and timeouts name ("allreduce 'w' and 3
   // more tensors"), asked on the calling thread; null: nothing.
   virtual void SetSubject(std::function<std::string()> subject) = 0;
+
+  // Why the ranks can no longer meet (a peer lost, named: the transport's
+  // LostPeer), or OK. Cheap; from any thread.
+  virtual Status LostPeer() const { return Status::Ok(); }
 };
 
 }  // namespace hora

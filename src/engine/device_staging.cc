@@ -446,6 +446,13 @@ void DeviceStaging::WatchNccl(TimePoint now) {
     p.since = std::max(p.since, now);
     p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
   }
+  if (lost_peer_) {
+    if (Status lost = lost_peer_(); !lost.ok()) {
+      nccl_.Abort(p.what + ": its NCCL work waits for the ranks of its communicator, and one " +
+                  "is gone: " + lost.ToString());
+      return;
+    }
+  }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
   if (now - p.since >= timeout_) {

@@ -44,6 +44,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,9 +79,12 @@ class DeviceStaging {
   };
   // `stream`: this engine's; where it is not `rank_stream`, it is this
   // object's to destroy.
+  // `lost_peer`: a peer lost, named, or OK (the watch of NCCL's work asks).
   DeviceStaging(std::shared_ptr<gpu::Device> device, gpu::Stream stream, gpu::Stream rank_stream,
-                Duration timeout, Windows windows, DeviceNccl::Settings nccl)
+                Duration timeout, Windows windows, DeviceNccl::Settings nccl,
+                std::function<Status()> lost_peer)
       : device_(device),
+        lost_peer_(std::move(lost_peer)),
         timeout_(timeout),
         stream_(stream),
         rank_stream_(rank_stream),
@@ -119,7 +123,8 @@ class DeviceStaging {
   // copies) since the NCCL work before it ended, the communicator is
   // aborted: its batches not yet done fail, naming why, and the next NCCL
   // batch makes every rank start anew. (So the timeout also bounds an NCCL
-  // batch's own time on the GPU.)
+  // batch's own time on the GPU.) Where a peer was lost (`lost_peer`), that
+  // work cannot end: the communicator is aborted at once, naming it.
   void WatchNccl(TimePoint now);
   // Whether NCCL work not yet ended on the GPU is watched.
   bool WatchesNccl() {
@@ -239,6 +244,7 @@ class DeviceStaging {
   Status ResultToDevice(TensorRecord& p);
 
   const std::shared_ptr<gpu::Device> device_;
+  const std::function<Status()> lost_peer_;
   const Duration timeout_;
   const gpu::Stream stream_;
   const gpu::Stream rank_stream_;

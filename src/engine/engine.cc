@@ -30,6 +30,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
                const Logger& logger, std::string label, std::vector<int> job_ranks,
                gpu::LazyDevice* devices, NcclOrder* nccl_order, int set_id)
     : config_(config),
+      control_(control),
       data_(data),
       logger_(logger),
       label_(label),

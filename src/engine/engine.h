@@ -130,6 +130,7 @@ class Engine final : public Driver {
   void FailAll(const Status& st) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
 
   const Config config_;
+  const ControlPlane& control_;  // (the negotiator's; here for LostPeer, from any thread)
   CollectiveBackend& data_;
   const Logger logger_;
   const std::string label_;

@@ -151,7 +151,8 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
                                SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
         DeviceNccl::Settings{config_.nccl_library, &logger_, nccl_order_, set_id_,
                              SecondsToDuration(config_.timeout_s * 2),
-                             SecondsToDuration(config_.stall_warning_s), label_});
+                             SecondsToDuration(config_.stall_warning_s), label_},
+        [this] { return control_.LostPeer(); });
   }
   const uint64_t on_window = staging_->window_batches();
   const uint64_t by_nccl = staging_->nccl_batches();

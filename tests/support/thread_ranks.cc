@@ -5,17 +5,20 @@
 
 #include <thread>
 
+#include "api/thread_world_impl.h"
+#include "transport/loopback/loopback_transport.h"
+
 namespace hora::testing {
 
 ThreadRanks::ThreadRanks(int n, const Settings& settings)
     : ThreadRanks(n, [&settings](int) { return settings; }) {}
 
 ThreadRanks::ThreadRanks(int n, const std::function<Settings(int rank)>& settings_of) {
-  auto world = ThreadWorld::Create(n);
+  world_ = ThreadWorld::Create(n);
   for (int r = 0; r < n; ++r) {
     SessionOptions opts;
     opts.rank = r;
-    opts.world = world;
+    opts.world = world_;
     opts.settings = settings_of(r);
     opts.read_environment = false;
     auto s = Session::Create(opts);
@@ -27,6 +30,8 @@ ThreadRanks::ThreadRanks(int n, const std::function<Settings(int rank)>& setting
     sessions_.push_back(std::move(s).value());
   }
 }
+
+void ThreadRanks::Lose(int rank) { world_->impl().hub->Lose(rank); }
 
 std::vector<Status> ThreadRanks::Run(const std::function<Status(int, Session&)>& fn,
                                      const std::function<bool(int)>& participate) {

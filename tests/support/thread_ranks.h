@@ -34,11 +34,15 @@ class ThreadRanks {
   // Ends `rank`'s Session, as shutdown() does (called from its thread in
   // Run, which must not use it after).
   void Close(int rank) { sessions_[static_cast<size_t>(rank)].reset(); }
+  // From now on, every rank's transport says `rank` was lost, as when its
+  // process ends (LoopbackHub::Lose); its thread goes on.
+  void Lose(int rank);
 
   std::vector<Status> Run(const std::function<Status(int, Session&)>& fn,
                           const std::function<bool(int)>& participate = nullptr);
 
  private:
+  std::shared_ptr<ThreadWorld> world_;
   std::vector<std::unique_ptr<Session>> sessions_;
 };
 

@@ -44,10 +44,11 @@ class LoopbackTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return hub_->size(); }
   const char* name() const override { return "loopback"; }
+  Status LostPeer() override { return hub_->lost(); }
 
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
-    if (!ValidPeer(peer, req)) return req;
+    if (!ValidPeer(peer, req) || Lost(req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(peer);
     LoopbackHub::Pending send{rank_, tag, nullptr, data, bytes, req, std::nullopt};
     LoopbackHub::Pending recv{};
@@ -109,7 +110,7 @@ class LoopbackTransport final : public Transport {
  private:
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce) {
     auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
-    if (!ValidPeer(peer, req)) return req;
+    if (!ValidPeer(peer, req) || Lost(req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
     LoopbackHub::Pending recv{peer, tag, data, nullptr, bytes, req, reduce};
     LoopbackHub::Pending send{};
@@ -126,6 +127,12 @@ class LoopbackTransport final : public Transport {
     }
     Deliver(send, recv, rank_);
     return req;
+  }
+
+  bool Lost(const Request& req) {
+    if (!hub_->any_lost()) return false;
+    req->Complete(hub_->lost());
+    return true;
   }
 
   bool ValidPeer(int peer, const Request& req) {
@@ -161,6 +168,33 @@ std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, 
     slot = g;
   }
   return g;
+}
+
+void LoopbackHub::Lose(int rank) {
+  Status lost;
+  {
+    MutexLock lock(lost_mu_);
+    if (!lost_.ok()) return;
+    lost_ = UnavailableError("rank " + std::to_string(rank) + " was lost (a test's stand-in for " +
+                             "its process ending)");
+    lost = lost_;
+    any_lost_.store(true, std::memory_order_release);
+  }
+  for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
+    std::deque<Pending> pending;
+    {
+      MutexLock lock(box->mu);
+      pending.swap(box->posted_recvs);
+      for (Pending& p : box->unexpected_sends) pending.push_back(std::move(p));
+      box->unexpected_sends.clear();
+    }
+    for (Pending& p : pending) p.request->Complete(lost);
+  }
+}
+
+Status LoopbackHub::lost() const {
+  MutexLock lock(lost_mu_);
+  return lost_;
 }
 
 void LoopbackHub::Close(int rank) {

@@ -62,11 +62,21 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   // Counts a transport of `rank` closed and wakes every rank waiting in a
   // window step.
   void Close(int rank) HORA_EXCLUDES(windows_mu_);
+  // Tests' stand-in for a rank whose process ended, as TCP's transport
+  // takes it: from now on every rank's LostPeer() names `rank`, and every
+  // message pending or posted after fails with that (the lost rank's own
+  // included: its thread goes on, but meets nobody).
+  void Lose(int rank) HORA_EXCLUDES(lost_mu_);
+  Status lost() const HORA_EXCLUDES(lost_mu_);
+  bool any_lost() const { return any_lost_.load(std::memory_order_acquire); }
 
  private:
   explicit LoopbackHub(int size);
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
   std::unique_ptr<std::atomic<int>[]> closed_;
+  mutable Mutex lost_mu_;
+  Status lost_ HORA_GUARDED_BY(lost_mu_);  // Lose's
+  std::atomic<bool> any_lost_{false};
   Mutex windows_mu_;
   std::vector<int> connections_ HORA_GUARDED_BY(windows_mu_);  // per rank
   std::map<std::pair<uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_

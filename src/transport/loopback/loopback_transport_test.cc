@@ -46,6 +46,33 @@ TEST(Loopback, SameTagKeepsOrderDifferentTagsMatchByTag) {
   EXPECT_EQ(got[2], 3);
 }
 
+TEST(Loopback, ALostRankFailsWhatIsPendingAndWhatComesAfterNamingIt) {
+  auto hub = LoopbackHub::Create(3);
+  auto a = hub->Connect(0);
+  auto b = hub->Connect(1);
+  auto c = hub->Connect(2);
+  int x = 1, y = 0, z = 0;
+  EXPECT_TRUE(a->LostPeer().ok());
+  Request posted = a->Irecv(1, 3, &y, sizeof y);  // pending when rank 1 goes
+  Request unexpected = c->Isend(0, 4, &x, sizeof x);
+  hub->Lose(1);
+  for (Transport* t : {a.get(), b.get(), c.get()}) {
+    const Status lost = t->LostPeer();
+    EXPECT_EQ(lost.code(), StatusCode::kUnavailable);
+    EXPECT_NE(lost.message().find("rank 1 was lost"), std::string::npos) << lost.ToString();
+  }
+  for (Request* r : {&posted, &unexpected}) {
+    const Status st = (*r)->Wait(Soon());
+    EXPECT_NE(st.message().find("rank 1 was lost"), std::string::npos) << st.ToString();
+  }
+  // After: between the ranks left too, as a TCP transport fails them.
+  Request s = c->Isend(0, 5, &x, sizeof x);
+  Request r = a->Irecv(2, 5, &z, sizeof z);
+  EXPECT_FALSE(s->Wait(Soon()).ok());
+  EXPECT_FALSE(r->Wait(Soon()).ok());
+  EXPECT_EQ(z, 0);
+}
+
 TEST(Loopback, SizeMismatchFailsBothSidesNamingSizes) {
   auto hub = LoopbackHub::Create(2);
   auto a = hub->Connect(0);
