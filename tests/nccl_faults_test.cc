@@ -282,33 +282,31 @@ TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
 
 // A fused batch larger than the device fusion buffer frees it for a larger
 // one, and a free waits for all the device's work, NCCL's included, without
-// a bound. Where NCCL's work is stuck (rank 1 refused its call, and the
-// others' queued calls wait for it), the wait is bounded by HORA_TIMEOUT_S
-// (4 s on the ranks other than 1): past it, the communicator is aborted,
-// the stuck batch fails, and so does the larger one, naming the wait, on
-// every rank. (The engine's watch does not run meanwhile: the wait is in
-// its cycle.) Rank 1 has 20 s, so that it waits for the others' verdict on
-// the larger batch without timing out.
-TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
-  const int n = GetParam();
-  ThreadRanks job(n, [](int r) {
+// a bound. GrowBehindStuckNccl runs steps 0 and 1, then steps 2 and 3
+// submitted together: rank 1 refuses its NCCL call of step 2, so the
+// others' are queued and stuck, and step 3's two tensors (two of 48 KiB)
+// need a larger buffer than the first (64 KiB). Then steps 4 and 5, unless
+// `lose`: then rank 1, 1 s after it submitted step 3 (the others wait
+// before the grow by then), is lost (ThreadRanks::Lose). Every rank's
+// statuses, step by step.
+std::vector<std::vector<Status>> GrowBehindStuckNccl(int n, bool lose) {
+  ThreadRanks job(n, [lose](int r) {
     return TestSettings(
         {{"HORA_DEVICE", "host"},
          {"HORA_GPU_BACKEND", "nccl"},
          {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
          {"HORA_GPU_IPC", "0"},
          {"HORA_DISABLE_GROUP_FUSION", "1"},
-         {"HORA_TIMEOUT_S", r == 1 ? "20" : "4"}});
+         {"HORA_TIMEOUT_S", lose || r == 1 ? "20" : "4"}});
   });
-  // Steps 0-2 fit the first buffer (64 KiB); step 3's two tensors do not.
   const std::vector<int64_t> counts{259, 259, 259, 12289, 12289, 259};
-  const auto start = std::chrono::steady_clock::now();
+  const size_t steps = lose ? 4 : counts.size();
   std::vector<std::vector<Status>> results(static_cast<size_t>(n));
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
     DeviceIo io(s);
     if (!io.ok()) return io.error();
     std::vector<void*> d;  // (made before any call: two per step)
-    for (size_t i = 0; i < counts.size(); ++i) {
+    for (size_t i = 0; i < steps; ++i) {
       const std::vector<float> given(static_cast<size_t>(counts[i]), static_cast<float>(r + 1));
       for (int t = 0; t < 2; ++t) d.push_back(io.Upload(given.data(), given.size() * 4));
     }
@@ -320,7 +318,7 @@ TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
     auto wait = [&](size_t i, std::vector<Handle> h) {
       Status st;
       for (Handle& one : h) {
-        const Status got = one.Wait(15s);
+        const Status got = one.Wait(25s);
         if (st.ok()) st = got;
       }
       const float want = static_cast<float>(n * (n + 1) / 2);
@@ -328,22 +326,39 @@ TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
       results[static_cast<size_t>(r)].push_back(st);
     };
     for (size_t i = 0; i < 2; ++i) wait(i, step(i));
-    // Steps 2 and 3 together: step 3 grows the buffer while step 2's calls
-    // are queued (and stuck, but on rank 1).
     std::vector<Handle> stuck = step(2);
     std::vector<Handle> larger = step(3);
+    if (lose && r == 1) {
+      // (Not after its step 2 fails: that handle completes with its cycle,
+      // which step 3's wait for the others holds.)
+      std::this_thread::sleep_for(1s);
+      job.Lose(1);
+    }
     wait(2, std::move(stuck));
     wait(3, std::move(larger));
-    for (size_t i = 4; i < counts.size(); ++i) wait(i, step(i));
+    for (size_t i = 4; i < steps; ++i) wait(i, step(i));
     return Status::Ok();
   }));
+  return results;
+}
+
+// Where NCCL's work is stuck, the wait before the grow is bounded by
+// HORA_TIMEOUT_S (4 s on the ranks other than 1): past it, the
+// communicator is aborted, the stuck batch fails, and so does the larger
+// one, naming the wait, on every rank. (The engine's watch does not run
+// meanwhile: the wait is in its cycle.) Rank 1 has 20 s, so that it waits
+// for the others' verdict on the larger batch without timing out.
+TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
+  const int n = GetParam();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, false);
   // (Without the bound, the free waits for the host NCCL's backstop: a
   // minute here, tried.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 12s) << "a rank waited past the timeout";
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
-    ASSERT_EQ(st.size(), counts.size());
+    ASSERT_EQ(st.size(), 6u);
     EXPECT_TRUE(st[0].ok()) << st[0].ToString();
     EXPECT_TRUE(st[1].ok()) << st[1].ToString();
     EXPECT_FALSE(st[2].ok());
@@ -357,7 +372,34 @@ TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
       EXPECT_TRUE(Has(st[2], "waiting for NCCL's work before a larger buffer")) << st[2].ToString();
       EXPECT_TRUE(Has(st[3], "waiting for NCCL's work before a larger buffer")) << st[3].ToString();
     }
-    for (size_t i = 4; i < counts.size(); ++i) EXPECT_TRUE(st[i].ok()) << st[i].ToString();
+    for (size_t i = 4; i < st.size(); ++i) EXPECT_TRUE(st[i].ok()) << st[i].ToString();
+  }
+}
+
+// The same wait, with HORA_TIMEOUT_S at 20 s, and rank 1 lost 1 s into it:
+// the wait asks whether a peer was lost (DeviceStaging::AwaitDevice), and
+// the stuck work is aborted at once, naming rank 1; the larger batch fails
+// too, naming rank 1.
+TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
+  const int n = GetParam();
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, true);
+  // (Without the check, the others wait the 20 s.)
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "a rank waited toward the timeout";
+  for (int r = 0; r < n; ++r) {
+    if (r == 1) continue;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 4u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+    EXPECT_TRUE(Has(st[2], "a rank of the job being lost: Unavailable: rank 1 was lost"))
+        << st[2].ToString();
+    // (Naming rank 1: lost, or, where its part of the verdict came
+    // before, unable to take part.)
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
   }
 }
 
@@ -420,6 +462,7 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
     EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
     EXPECT_TRUE(Has(st[2], "its NCCL work had not ended on the GPU")) << st[2].ToString();
     EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "the engine stopped")) << st[3].ToString();
     EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
   }
 }
@@ -494,10 +537,11 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
       continue;
     }
     EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
-    EXPECT_TRUE(Has(st[2], "one is gone: Unavailable: rank 1 was lost")) << st[2].ToString();
+    EXPECT_TRUE(Has(st[2], "a rank of the job being lost: Unavailable: rank 1 was lost"))
+        << st[2].ToString();
     EXPECT_LT(failed_after[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
     EXPECT_FALSE(st[3].ok());
-    EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
+    EXPECT_TRUE(Has(st[3], "rank 1 was lost")) << st[3].ToString();
   }
 }
 

@@ -87,9 +87,33 @@ Status DeviceStaging::Prepare(size_t pinned, size_t on_device) {
 
 Status DeviceStaging::Sync(const char* step) {
   HORA_RETURN_IF_ERROR(device_->Record(event_, stream_));
-  const Status st = device_->Wait(event_, DeadlineAfter(Clock::now(), timeout_));
+  const Status st = AwaitDevice(event_);
   if (!st.ok()) return st.WithContext(step);
   return st;
+}
+
+Status DeviceStaging::AwaitDevice(gpu::Event e) {
+  const TimePoint until = DeadlineAfter(Clock::now(), timeout_);
+  for (;;) {
+    // (In slices while NCCL's work is pending: it may wait for a peer that
+    // was lost, and the wait would then wait for it, to the timeout.)
+    const TimePoint end = nccl_pending_.empty()
+                              ? until
+                              : std::min(until, Clock::now() + std::chrono::milliseconds(100));
+    const Status st = device_->Wait(e, end);
+    if (st.ok() || st.code() != StatusCode::kTimeout || end >= until) return st;
+    PruneNcclPending();
+    if (!nccl_pending_.empty()) AbortNcclIfPeerLost(nccl_pending_.front().what);
+  }
+}
+
+bool DeviceStaging::AbortNcclIfPeerLost(std::string oldest) {
+  if (!lost_peer_) return false;
+  const Status lost = lost_peer_();
+  if (lost.ok()) return false;
+  nccl_.Abort(oldest +
+              ": its NCCL work cannot end, a rank of the job being lost: " + lost.ToString());
+  return true;
 }
 
 size_t DeviceStaging::Layout(const std::vector<TensorRecord*>& batch) {
@@ -329,7 +353,7 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
         // chunk's copy (which covers their places too) is done.
         const gpu::Event e = stand_ins ? chunk_events_[chunks - 1] : chunk_events_[k];
         if (stand_ins && k > 0) return area + offset;
-        staged = device_->Wait(e, DeadlineAfter(Clock::now(), timeout_));
+        staged = AwaitDevice(e);
         if (staged.ok()) {
           if (stand_ins) HostPartsIn(batch, area);
           return area + offset;
@@ -446,13 +470,7 @@ void DeviceStaging::WatchNccl(TimePoint now) {
     p.since = std::max(p.since, now);
     p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
   }
-  if (lost_peer_) {
-    if (Status lost = lost_peer_(); !lost.ok()) {
-      nccl_.Abort(p.what + ": its NCCL work waits for the ranks of its communicator, and one " +
-                  "is gone: " + lost.ToString());
-      return;
-    }
-  }
+  if (AbortNcclIfPeerLost(p.what)) return;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
   if (now - p.since >= timeout_) {

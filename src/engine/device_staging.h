@@ -159,6 +159,10 @@ class DeviceStaging {
   Status Prepare(size_t pinned, size_t on_device);
   // Waits until the device has done what was queued; `step` names it.
   Status Sync(const char* step);
+  // Waits for `e`, at most the timeout. Where NCCL's work is pending (and
+  // may be queued before `e`), a peer lost meanwhile aborts it, so that the
+  // wait ends.
+  Status AwaitDevice(gpu::Event e);
   // The packed layout: each record's offset (one after another) and the end.
   size_t Layout(const std::vector<TensorRecord*>& batch);
   // The whole batch's input bytes to pinned memory (Adasum, the shaped
@@ -209,6 +213,9 @@ class DeviceStaging {
   void FailNcclPending(const std::string& why);
   // Drops the pending NCCL batches that have ended (or whose tensors are gone).
   void PruneNcclPending();
+  // Where a peer was lost (lost_peer_), aborts the communicator, naming
+  // `oldest` (what the oldest NCCL batch pending is), and returns true.
+  bool AbortNcclIfPeerLost(std::string oldest);
   // MarkDone, or where it fails, the host waits for the device: a failed
   // batch's handles complete after the copies that may still use its
   // tensors.

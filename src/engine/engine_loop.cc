@@ -20,6 +20,8 @@
 // cycle it started would often miss the rest of a burst (the waiter's cycle
 // takes all of it); what no waiter takes up within a cycle time, it runs
 // (the first time, once its next look comes: see sleeps_until_).
+// Once the engine has stopped, its thread still watches the NCCL work
+// queued on the GPU until that ends (WatchAfterStop).
 #include <algorithm>
 #include <thread>
 

@@ -31,15 +31,15 @@ class ThreadRanks {
   // Runs fn(rank, session) on one thread per rank and returns each rank's
   // result. Ranks for which `participate` is false do not call fn (their
   // status is OK).
+  std::vector<Status> Run(const std::function<Status(int, Session&)>& fn,
+                          const std::function<bool(int)>& participate = nullptr);
+
   // Ends `rank`'s Session, as shutdown() does (called from its thread in
   // Run, which must not use it after).
   void Close(int rank) { sessions_[static_cast<size_t>(rank)].reset(); }
   // From now on, every rank's transport says `rank` was lost, as when its
   // process ends (LoopbackHub::Lose); its thread goes on.
   void Lose(int rank);
-
-  std::vector<Status> Run(const std::function<Status(int, Session&)>& fn,
-                          const std::function<bool(int)>& participate = nullptr);
 
  private:
   std::shared_ptr<ThreadWorld> world_;

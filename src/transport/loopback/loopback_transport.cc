@@ -48,20 +48,29 @@ class LoopbackTransport final : public Transport {
 
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
-    if (!ValidPeer(peer, req) || Lost(req)) return req;
+    if (!ValidPeer(peer, req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(peer);
     LoopbackHub::Pending send{rank_, tag, nullptr, data, bytes, req, std::nullopt};
     LoopbackHub::Pending recv{};
+    bool lost = true;
     {
       MutexLock lock(box.mu);
-      auto it = std::find_if(box.posted_recvs.begin(), box.posted_recvs.end(),
-                             [&](const auto& r) { return r.src == rank_ && r.tag == tag; });
-      if (it == box.posted_recvs.end()) {
-        box.unexpected_sends.push_back(std::move(send));
-        return req;
+      // (Lose sets any_lost, then drains the mailboxes: asked again here.)
+      if (!hub_->any_lost()) {
+        lost = false;
+        auto it = std::find_if(box.posted_recvs.begin(), box.posted_recvs.end(),
+                               [&](const auto& r) { return r.src == rank_ && r.tag == tag; });
+        if (it == box.posted_recvs.end()) {
+          box.unexpected_sends.push_back(std::move(send));
+          return req;
+        }
+        recv = std::move(*it);
+        box.posted_recvs.erase(it);
       }
-      recv = std::move(*it);
-      box.posted_recvs.erase(it);
+    }
+    if (lost) {
+      req->Complete(hub_->lost());
+      return req;
     }
     Deliver(send, recv, peer);
     return req;
@@ -110,29 +119,31 @@ class LoopbackTransport final : public Transport {
  private:
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce) {
     auto req = std::make_shared<RequestState>(/*is_send=*/false, peer, bytes);
-    if (!ValidPeer(peer, req) || Lost(req)) return req;
+    if (!ValidPeer(peer, req)) return req;
     LoopbackHub::Mailbox& box = hub_->mailbox(rank_);
     LoopbackHub::Pending recv{peer, tag, data, nullptr, bytes, req, reduce};
     LoopbackHub::Pending send{};
+    bool lost = true;
     {
       MutexLock lock(box.mu);
-      auto it = std::find_if(box.unexpected_sends.begin(), box.unexpected_sends.end(),
-                             [&](const auto& s) { return s.src == peer && s.tag == tag; });
-      if (it == box.unexpected_sends.end()) {
-        box.posted_recvs.push_back(std::move(recv));
-        return req;
+      if (!hub_->any_lost()) {  // (as in Isend)
+        lost = false;
+        auto it = std::find_if(box.unexpected_sends.begin(), box.unexpected_sends.end(),
+                               [&](const auto& s) { return s.src == peer && s.tag == tag; });
+        if (it == box.unexpected_sends.end()) {
+          box.posted_recvs.push_back(std::move(recv));
+          return req;
+        }
+        send = std::move(*it);
+        box.unexpected_sends.erase(it);
       }
-      send = std::move(*it);
-      box.unexpected_sends.erase(it);
+    }
+    if (lost) {
+      req->Complete(hub_->lost());
+      return req;
     }
     Deliver(send, recv, rank_);
     return req;
-  }
-
-  bool Lost(const Request& req) {
-    if (!hub_->any_lost()) return false;
-    req->Complete(hub_->lost());
-    return true;
   }
 
   bool ValidPeer(int peer, const Request& req) {

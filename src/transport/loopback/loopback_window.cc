@@ -80,6 +80,7 @@ Status LoopbackWindow::WaitStep(TimePoint deadline) {
   for (;;) {
     const TimePoint now = Clock::now();
     if (Arrived()) return Status::Ok();
+    if (hub_.any_lost()) return hub_.lost();  // (as a shared-memory window's step)
     for (int k = first_; k < size(); ++k) {
       if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step_)
         continue;

@@ -349,6 +349,12 @@ class TcpTransport final : public Transport {
   void FailPeer(size_t i, const std::string& why) HORA_REQUIRES(mu_) {
     Peer& p = peers_[i];
     if (p.broken) return;
+    if (p.said_goodbye) {
+      // (A reset, or a write refused, after its goodbye: it closed on
+      // purpose, and is not lost. Only requests with it fail.)
+      (void)PeerEnded(i);
+      return;
+    }
     p.broken = true;
     p.broken_reason = why;
     if (lost_.ok()) {
