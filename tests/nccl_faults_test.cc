@@ -41,6 +41,20 @@ Settings RefusingRank(int r) {
                        {"HORA_TIMEOUT_S", "20"}});
 }
 
+// Rank r's settings where rank 1's host NCCL, its calls queued on the
+// stream as a GPU's are, refuses its third call; `timeout` is
+// HORA_TIMEOUT_S, and `extra` goes on top.
+Settings QueuedRefusingRank(int r, const std::string& timeout, const Settings& extra = {}) {
+  Settings s =
+      TestSettings({{"HORA_DEVICE", "host"},
+                    {"HORA_GPU_BACKEND", "nccl"},
+                    {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
+                    {"HORA_GPU_IPC", "0"},
+                    {"HORA_TIMEOUT_S", timeout}});
+  for (const auto& [k, v] : extra) s[k] = v;
+  return s;
+}
+
 bool Has(const Status& st, const std::string& text) {
   return st.message().find(text) != std::string::npos;
 }
@@ -58,6 +72,41 @@ Status AllAre(DeviceIo& io, const void* d, int64_t count, float want, int step) 
     }
   }
   return Status::Ok();
+}
+
+// A small step of the queued-NCCL tests: rank r's float32 tensor (every
+// element r + 1) of kStepCount elements, on the device.
+constexpr int64_t kStepCount = 259;
+void* StepTensor(DeviceIo& io, int r) {
+  const std::vector<float> given(kStepCount, static_cast<float>(r + 1));
+  return io.Upload(given.data(), kStepCount * 4);
+}
+TensorView StepView(void* d) { return OnGpu(d, DataType::kFloat32, {kStepCount}); }
+
+// Step `i`'s allreduce (sum, in place) of `d` (a StepTensor), waited for at
+// most `wait` and checked (among `n` ranks).
+Status SumStep(Session& s, DeviceIo& io, void* d, int i, int n, std::chrono::seconds wait) {
+  Status st =
+      s.AllreduceAsync("step." + std::to_string(i), StepView(d), StepView(d), {ReduceOp::kSum})
+          .Wait(wait);
+  if (st.ok()) st = AllAre(io, d, kStepCount, static_cast<float>(n * (n + 1) / 2), i);
+  return st;
+}
+
+// Rank r's steps 0 and 1 whole, and its step 2 failed: on rank 1 with its
+// refused call, on the others aborted, saying `others_say`. Whether there
+// is more to check (not on rank 1).
+bool ExpectStep2Refused(const std::vector<Status>& st, int r, const std::string& others_say) {
+  EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+  EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+  EXPECT_FALSE(st[2].ok());
+  if (r == 1) {
+    EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+    return false;
+  }
+  EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
+  EXPECT_TRUE(Has(st[2], others_say)) << st[2].ToString();
+  return true;
 }
 
 // A step that failed on every rank because of rank 1: rank 1's error says
@@ -212,13 +261,7 @@ TEST_P(NcclFaults, AGpuFaultAfterTheCopyWasQueuedFailsTheBatchOnEveryRank) {
 TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
   const int n = GetParam();
   ThreadRanks job(n, [](int r) {
-    return TestSettings(
-        {{"HORA_DEVICE", "host"},
-         {"HORA_GPU_BACKEND", "nccl"},
-         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
-         {"HORA_GPU_IPC", "0"},
-         {"HORA_TIMEOUT_S", "4"},
-         {"HORA_STALL_WARNING_S", "1"}});
+    return QueuedRefusingRank(r, "4", {{"HORA_STALL_WARNING_S", "1"}});
   });
   constexpr int64_t kCount = 259;
   ::testing::internal::CaptureStderr();
@@ -291,13 +334,7 @@ TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
 // statuses, step by step.
 std::vector<std::vector<Status>> GrowBehindStuckNccl(int n, bool lose) {
   ThreadRanks job(n, [lose](int r) {
-    return TestSettings(
-        {{"HORA_DEVICE", "host"},
-         {"HORA_GPU_BACKEND", "nccl"},
-         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
-         {"HORA_GPU_IPC", "0"},
-         {"HORA_DISABLE_GROUP_FUSION", "1"},
-         {"HORA_TIMEOUT_S", lose || r == 1 ? "20" : "4"}});
+    return QueuedRefusingRank(r, lose || r == 1 ? "20" : "4", {{"HORA_DISABLE_GROUP_FUSION", "1"}});
   });
   const std::vector<int64_t> counts{259, 259, 259, 12289, 12289, 259};
   const size_t steps = lose ? 4 : counts.size();
@@ -359,19 +396,11 @@ TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), 6u);
-    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
-    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
-    EXPECT_FALSE(st[2].ok());
     EXPECT_FALSE(st[3].ok());
-    if (r == 1) {
-      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
-      // (Its own communicator was aborted: its verdict says so first.)
-      EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
-    } else {
-      EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
-      EXPECT_TRUE(Has(st[2], "waiting for NCCL's work before a larger buffer")) << st[2].ToString();
-      EXPECT_TRUE(Has(st[3], "waiting for NCCL's work before a larger buffer")) << st[3].ToString();
-    }
+    // (Rank 1's own communicator was aborted: its verdict on step 3 says
+    // so first.)
+    const std::string wait = "waiting for NCCL's work before a larger buffer";
+    EXPECT_TRUE(Has(st[3], ExpectStep2Refused(st, r, wait) ? wait : "aborted")) << st[3].ToString();
     for (size_t i = 4; i < st.size(); ++i) EXPECT_TRUE(st[i].ok()) << st[i].ToString();
   }
 }
@@ -387,15 +416,11 @@ TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
   // (Without the check, the others wait the 20 s.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "a rank waited toward the timeout";
   for (int r = 0; r < n; ++r) {
-    if (r == 1) continue;
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), 4u);
-    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
-    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
-    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
-    EXPECT_TRUE(Has(st[2], "a rank of the job being lost: Unavailable: rank 1 was lost"))
-        << st[2].ToString();
+    if (!ExpectStep2Refused(st, r, "a rank of the job being lost: Unavailable: rank 1 was lost"))
+      continue;
     // (Naming rank 1: lost, or, where its part of the verdict came
     // before, unable to take part.)
     EXPECT_FALSE(st[3].ok());
@@ -411,15 +436,7 @@ TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
 // (the framework's stream neither) waits for it for good.
 TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
   const int n = GetParam();
-  ThreadRanks job(n, [](int r) {
-    return TestSettings(
-        {{"HORA_DEVICE", "host"},
-         {"HORA_GPU_BACKEND", "nccl"},
-         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
-         {"HORA_GPU_IPC", "0"},
-         {"HORA_TIMEOUT_S", "4"}});
-  });
-  constexpr int64_t kCount = 259;
+  ThreadRanks job(n, [](int r) { return QueuedRefusingRank(r, "4"); });
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<Status>> results(static_cast<size_t>(n));
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
@@ -428,18 +445,12 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
       DeviceIo io(s);
       if (!io.ok()) return io.error();
       std::vector<void*> d;
-      const std::vector<float> given(kCount, static_cast<float>(r + 1));
-      for (int i = 0; i < 4; ++i) d.push_back(io.Upload(given.data(), kCount * 4));
-      for (int i = 0; i < 3; ++i) {
-        const TensorView v = OnGpu(d[static_cast<size_t>(i)], DataType::kFloat32, {kCount});
-        Status st = s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum})
-                        .Wait(std::chrono::seconds(12));
-        if (st.ok()) st = AllAre(io, v.data(), kCount, static_cast<float>(n * (n + 1) / 2), i);
-        mine.push_back(st);
-      }
+      for (int i = 0; i < 4; ++i) d.push_back(StepTensor(io, r));
+      for (int i = 0; i < 3; ++i)
+        mine.push_back(SumStep(s, io, d[static_cast<size_t>(i)], i, n, 12s));
       if (r != 1) {
         // The engine has stopped (rank 1 left): a new collective fails.
-        const TensorView v = OnGpu(d[3], DataType::kFloat32, {kCount});
+        const TensorView v = StepView(d[3]);
         mine.push_back(s.AllreduceAsync("after", v, v, {ReduceOp::kSum}).Wait(5s));
       }
     }
@@ -452,15 +463,7 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), r == 1 ? 3u : 4u);
-    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
-    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
-    EXPECT_FALSE(st[2].ok());
-    if (r == 1) {
-      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
-      continue;
-    }
-    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
-    EXPECT_TRUE(Has(st[2], "its NCCL work had not ended on the GPU")) << st[2].ToString();
+    if (!ExpectStep2Refused(st, r, "its NCCL work had not ended on the GPU")) continue;
     EXPECT_FALSE(st[3].ok());
     EXPECT_TRUE(Has(st[3], "the engine stopped")) << st[3].ToString();
     EXPECT_TRUE(Has(st[3], "rank 1")) << st[3].ToString();
@@ -476,15 +479,7 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
 // ends.) The next collective fails naming rank 1 too.
 TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
   const int n = GetParam();
-  ThreadRanks job(n, [](int r) {
-    return TestSettings(
-        {{"HORA_DEVICE", "host"},
-         {"HORA_GPU_BACKEND", "nccl"},
-         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued:refuse-call=3" : "host:queued"},
-         {"HORA_GPU_IPC", "0"},
-         {"HORA_TIMEOUT_S", "20"}});
-  });
-  constexpr int64_t kCount = 259;
+  ThreadRanks job(n, [](int r) { return QueuedRefusingRank(r, "20"); });
   std::vector<std::vector<Status>> results(static_cast<size_t>(n));
   std::vector<std::chrono::steady_clock::duration> failed_after(static_cast<size_t>(n));
   std::barrier queued(n);
@@ -496,19 +491,10 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
       return io.error();
     }
     std::vector<void*> d;
-    const std::vector<float> given(kCount, static_cast<float>(r + 1));
-    for (int i = 0; i < 4; ++i) d.push_back(io.Upload(given.data(), kCount * 4));
-    auto tensor = [&](int i) {
-      return OnGpu(d[static_cast<size_t>(i)], DataType::kFloat32, {kCount});
-    };
-    for (int i = 0; i < 2; ++i) {
-      Status st =
-          s.AllreduceAsync("step." + std::to_string(i), tensor(i), tensor(i), {ReduceOp::kSum})
-              .Wait(15s);
-      if (st.ok()) st = AllAre(io, d[static_cast<size_t>(i)], kCount, n * (n + 1) / 2.0f, i);
-      mine.push_back(st);
-    }
-    Handle h = s.AllreduceAsync("step.2", tensor(2), tensor(2), {ReduceOp::kSum});
+    for (int i = 0; i < 4; ++i) d.push_back(StepTensor(io, r));
+    for (int i = 0; i < 2; ++i)
+      mine.push_back(SumStep(s, io, d[static_cast<size_t>(i)], i, n, 15s));
+    Handle h = s.AllreduceAsync("step.2", StepView(d[2]), StepView(d[2]), {ReduceOp::kSum});
     // Rank 1's call fails; the others' are queued (their handles finish
     // once they are), and then rank 1 is lost.
     const auto deadline = std::chrono::steady_clock::now() + 15s;
@@ -521,7 +507,8 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
     mine.push_back(h.Wait(15s));
     failed_after[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - lost_at;
     if (r != 1) {
-      mine.push_back(s.AllreduceAsync("after", tensor(3), tensor(3), {ReduceOp::kSum}).Wait(15s));
+      mine.push_back(
+          s.AllreduceAsync("after", StepView(d[3]), StepView(d[3]), {ReduceOp::kSum}).Wait(15s));
     }
     return Status::Ok();
   }));
@@ -529,16 +516,8 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), r == 1 ? 3u : 4u);
-    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
-    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
-    EXPECT_FALSE(st[2].ok());
-    if (r == 1) {
-      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+    if (!ExpectStep2Refused(st, r, "a rank of the job being lost: Unavailable: rank 1 was lost"))
       continue;
-    }
-    EXPECT_EQ(st[2].code(), StatusCode::kAborted) << st[2].ToString();
-    EXPECT_TRUE(Has(st[2], "a rank of the job being lost: Unavailable: rank 1 was lost"))
-        << st[2].ToString();
     EXPECT_LT(failed_after[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
     EXPECT_FALSE(st[3].ok());
     EXPECT_TRUE(Has(st[3], "rank 1 was lost")) << st[3].ToString();
