@@ -431,12 +431,16 @@ TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
 // The ranks whose NCCL calls are queued, waiting for rank 1's, which
 // failed, after which rank 1 leaves (its Session ends, as shutdown() or the
 // end of its process does): their engines stop, as every rank's does when
-// one leaves, but their queued NCCL work is still watched, and at
-// HORA_TIMEOUT_S (4 s) it is aborted, failing that batch, so that nothing
+// one leaves, but their queued NCCL work is still watched (warned of every
+// second, saying that no batch follows), and at HORA_TIMEOUT_S (4 s) it is
+// aborted, failing that batch, so that nothing
 // (the framework's stream neither) waits for it for good.
 TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
   const int n = GetParam();
-  ThreadRanks job(n, [](int r) { return QueuedRefusingRank(r, "4"); });
+  ThreadRanks job(n, [](int r) {
+    return QueuedRefusingRank(r, "4", {{"HORA_STALL_WARNING_S", "1"}});
+  });
+  ::testing::internal::CaptureStderr();
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::vector<Status>> results(static_cast<size_t>(n));
   ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
@@ -457,6 +461,11 @@ TEST_P(NcclFaults, QueuedWorkIsWatchedAfterARankWhoseCallFailedLeaves) {
     if (r == 1) job.Close(1);
     return Status::Ok();
   }));
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  // Its warnings say that no batch follows.
+  EXPECT_NE(log.find("until the timeout (the engine has stopped: no NCCL batch follows)"),
+            std::string::npos)
+      << log;
   // (Without the watch, the others' step 2 waits the whole 12 s.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "a rank waited past the timeout";
   for (int r = 0; r < n; ++r) {

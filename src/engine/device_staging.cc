@@ -455,7 +455,7 @@ void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
   nccl_pending_.push_back({last_done_, Clock::now(), std::move(what)});
 }
 
-void DeviceStaging::WatchNccl(TimePoint now) {
+void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
   if (nccl_pending_.empty() || now < next_watch_) return;
   next_watch_ = now + std::chrono::milliseconds(50);
   PruneNcclPending();
@@ -485,7 +485,10 @@ void DeviceStaging::WatchNccl(TimePoint now) {
     logger->Warning(p.what + ": its NCCL work has not ended on the GPU " + secs +
                     " after the work before it. NCCL's kernels wait for every rank of the "
                     "communicator: a rank that did not make its calls (its error says why) "
-                    "holds the others until the next NCCL batch, or until the timeout");
+                    "holds the others " +
+                    (stopped ? std::string("until the timeout (the engine has stopped: no NCCL "
+                                           "batch follows)")
+                             : std::string("until the next NCCL batch, or until the timeout")));
     p.warn_at = now + warn_every;
   }
 }

@@ -125,7 +125,8 @@ class DeviceStaging {
   // batch makes every rank start anew. (So the timeout also bounds an NCCL
   // batch's own time on the GPU.) Where a peer was lost (`lost_peer`), that
   // work cannot end: the communicator is aborted at once, naming it.
-  void WatchNccl(TimePoint now);
+  // `stopped`: the engine has (no NCCL batch follows; for the warning).
+  void WatchNccl(TimePoint now, bool stopped = false);
   // Whether NCCL work not yet ended on the GPU is watched.
   bool WatchesNccl() {
     PruneNcclPending();
