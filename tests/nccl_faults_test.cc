@@ -329,10 +329,12 @@ TEST_P(NcclFaults, OthersQueuedWorkEndsAtTheTimeoutWhenARanksCallFails) {
 // submitted together: rank 1 refuses its NCCL call of step 2, so the
 // others' are queued and stuck, and step 3's two tensors (two of 48 KiB)
 // need a larger buffer than the first (64 KiB). Then steps 4 and 5, unless
-// `lose`: then rank 1, 1 s after it submitted step 3 (the others wait
-// before the grow by then), is lost (ThreadRanks::Lose). Every rank's
-// statuses, step by step.
-std::vector<std::vector<Status>> GrowBehindStuckNccl(int n, bool lose) {
+// rank 1 is lost (ThreadRanks::Lose) 1 s after it submitted step 3 (the
+// others wait before the grow by then): `loss`. Every rank's statuses,
+// step by step.
+enum class Loss { kNone, kLost };
+std::vector<std::vector<Status>> GrowBehindStuckNccl(int n, Loss loss) {
+  const bool lose = loss != Loss::kNone;
   ThreadRanks job(n, [lose](int r) {
     return QueuedRefusingRank(r, lose || r == 1 ? "20" : "4", {{"HORA_DISABLE_GROUP_FUSION", "1"}});
   });
@@ -388,7 +390,7 @@ std::vector<std::vector<Status>> GrowBehindStuckNccl(int n, bool lose) {
 TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
   const int n = GetParam();
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, false);
+  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, Loss::kNone);
   // (Without the bound, the free waits for the host NCCL's backstop: a
   // minute here, tried.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 12s) << "a rank waited past the timeout";
@@ -412,14 +414,16 @@ TEST_P(NcclFaults, ABufferThatGrowsWaitsForStuckNcclWorkOnlyUntilTheTimeout) {
 TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
   const int n = GetParam();
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, true);
+  const std::vector<std::vector<Status>> results = GrowBehindStuckNccl(n, Loss::kLost);
   // (Without the check, the others wait the 20 s.)
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "a rank waited toward the timeout";
   for (int r = 0; r < n; ++r) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), 4u);
-    if (!ExpectStep2Refused(st, r, "a rank of the job being lost: Unavailable: rank 1 was lost"))
+    if (!ExpectStep2Refused(st, r,
+                            "(found while waiting for the device): its NCCL work cannot end, a "
+                            "rank of the job being lost: Unavailable: rank 1 was lost"))
       continue;
     // (Naming rank 1: lost, or, where its part of the verdict came
     // before, unable to take part.)

@@ -209,7 +209,14 @@ Status DeviceNccl::MakeCommunicator(CollectiveBackend& data, int rank, int size)
                           (comm.ok() ? "" : " (this rank: " + comm.status().message() + ")"));
 }
 
+Status DeviceNccl::Usable() const {
+  if (comm_) return Status::Ok();
+  if (!broken_.ok()) return broken_;
+  return AbortedError("the NCCL communicator is gone");
+}
+
 Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int world) {
+  HORA_RETURN_IF_ERROR(Usable());
   const Reduction& red = m.reduction;
   Status st = comm_->AllReduce(data, data, count, m.dtype, ReducingOp(red.op), stream_);
   if (!st.ok()) AbortIfBroken(st);
@@ -221,6 +228,7 @@ Status DeviceNccl::Allreduce(void* data, size_t count, const RequestMeta& m, int
 }
 
 Status DeviceNccl::Broadcast(void* data, size_t bytes, int root) {
+  HORA_RETURN_IF_ERROR(Usable());
   const Status st = comm_->Broadcast(data, bytes, root, stream_);
   if (!st.ok()) AbortIfBroken(st);
   return st;
@@ -238,6 +246,7 @@ bool AllSame(const std::vector<size_t>& v) {
 }  // namespace
 
 Status DeviceNccl::Grouped(const std::function<Status(NcclComm&)>& calls) {
+  HORA_RETURN_IF_ERROR(Usable());
   Status st = comm_->GroupStart();
   if (st.ok()) {
     st = calls(*comm_);
@@ -249,6 +258,7 @@ Status DeviceNccl::Grouped(const std::function<Status(NcclComm&)>& calls) {
 }
 
 Status DeviceNccl::Allgather(const void* in, void* out, const ShapedPlan& plan, int rank) {
+  HORA_RETURN_IF_ERROR(Usable());
   const std::vector<size_t>& bytes = plan.recv;
   const size_t mine = bytes[static_cast<size_t>(rank)];
   if (AllSame(bytes)) {
@@ -280,6 +290,7 @@ Status DeviceNccl::Allgather(const void* in, void* out, const ShapedPlan& plan, 
 }
 
 Status DeviceNccl::Alltoall(const void* in, void* out, const ShapedPlan& plan, int rank) {
+  HORA_RETURN_IF_ERROR(Usable());
   const std::byte* from = static_cast<const std::byte*>(in);
   std::byte* to = static_cast<std::byte*>(out);
   const size_t me = static_cast<size_t>(rank);
@@ -314,6 +325,7 @@ Status DeviceNccl::Alltoall(const void* in, void* out, const ShapedPlan& plan, i
 
 Status DeviceNccl::Reducescatter(const void* in, void* out, const ShapedPlan& plan,
                                  const RequestMeta& m, int rank, int world) {
+  HORA_RETURN_IF_ERROR(Usable());
   const Reduction& red = m.reduction;
   const ReduceOp op = ReducingOp(red.op);
   const size_t esize = DataTypeSize(m.dtype);

@@ -107,6 +107,7 @@ class DeviceNccl {
   void OnAbort(std::function<void(const std::string&)> f) { on_abort_ = std::move(f); }
   // Whether the communicator was aborted on an error (Ready then fails).
   bool broken() const { return !broken_.ok(); }
+  const Status& why_broken() const { return broken_; }
   const Settings& settings() const { return settings_; }
   // Aborts the communicator, and makes the next Ready make another: every
   // rank calls it at the same batch (a rank left NCCL: batch_verdict.h),
@@ -130,6 +131,9 @@ class DeviceNccl {
  private:
   // Aborts the communicator when `failed` (a call's error) left it broken.
   void AbortIfBroken(const Status& failed);
+  // OK where there is a communicator to call; else why not (it was aborted
+  // after Ready, by a wait that found a peer lost: device_staging.h).
+  Status Usable() const;
   // Runs `calls` (each given the communicator) as one NCCL group; the first
   // error, the group ended whatever happened.
   Status Grouped(const std::function<Status(NcclComm&)>& calls);

@@ -93,17 +93,33 @@ Status DeviceStaging::Sync(const char* step) {
 }
 
 Status DeviceStaging::AwaitDevice(gpu::Event e) {
-  const TimePoint until = DeadlineAfter(Clock::now(), timeout_);
+  return AwaitDevice([&](TimePoint end) { return device_->Wait(e, end); });
+}
+
+Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait) {
+  const TimePoint start = Clock::now();
+  const TimePoint until = DeadlineAfter(start, timeout_);
+  bool sliced = false;
   for (;;) {
     // (In slices while NCCL's work is pending: it may wait for a peer that
     // was lost, and the wait would then wait for it, to the timeout.)
     const TimePoint end = nccl_pending_.empty()
                               ? until
                               : std::min(until, Clock::now() + std::chrono::milliseconds(100));
-    const Status st = device_->Wait(e, end);
-    if (st.ok() || st.code() != StatusCode::kTimeout || end >= until) return st;
+    const Status st = wait(end);
+    if (st.ok() || st.code() != StatusCode::kTimeout) return st;
+    if (end >= until) {
+      if (!sliced) return st;
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(Clock::now() - start));
+      return TimeoutError("the device's work had not ended after " + std::string(secs) +
+                          " (HORA_TIMEOUT_S, or 10 minutes when that is 0): " + st.message());
+    }
+    sliced = true;
     PruneNcclPending();
-    if (!nccl_pending_.empty()) AbortNcclIfPeerLost(nccl_pending_.front().what);
+    if (!nccl_pending_.empty()) {
+      AbortNcclIfPeerLost(nccl_pending_.front().what + " (found while waiting for the device)");
+    }
   }
 }
 
@@ -203,7 +219,7 @@ std::byte* DeviceStaging::Instead(const std::vector<TensorRecord*>& batch, size_
 
 Status DeviceStaging::WaitLastDone() {
   if (!last_done_) return Status::Ok();
-  HORA_RETURN_IF_ERROR(last_done_->Wait(DeadlineAfter(Clock::now(), timeout_)));
+  HORA_RETURN_IF_ERROR(AwaitDevice([&](TimePoint end) { return last_done_->Wait(end); }));
   last_done_.reset();
   return Status::Ok();
 }

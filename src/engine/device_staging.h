@@ -125,7 +125,8 @@ class DeviceStaging {
   // batch makes every rank start anew. (So the timeout also bounds an NCCL
   // batch's own time on the GPU.) Where a peer was lost (`lost_peer`), that
   // work cannot end: the communicator is aborted at once, naming it.
-  // `stopped`: the engine has (no NCCL batch follows; for the warning).
+  // `stopped`: the engine has stopped, so no NCCL batch follows (for the
+  // warning's text).
   void WatchNccl(TimePoint now, bool stopped = false);
   // Whether NCCL work not yet ended on the GPU is watched.
   bool WatchesNccl() {
@@ -164,6 +165,9 @@ class DeviceStaging {
   // may be queued before `e`), a peer lost meanwhile aborts it, so that the
   // wait ends.
   Status AwaitDevice(gpu::Event e);
+  // The same for `wait(deadline)`, a wait for the device (kTimeout at the
+  // deadline).
+  Status AwaitDevice(const std::function<Status(TimePoint)>& wait);
   // The packed layout: each record's offset (one after another) and the end.
   size_t Layout(const std::vector<TensorRecord*>& batch);
   // The whole batch's input bytes to pinned memory (Adasum, the shaped
@@ -199,6 +203,13 @@ class DeviceStaging {
   // Allgather, reducescatter or alltoall through NCCL, into an output
   // allocated on the device.
   Status RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank, int size);
+  // What this rank tells of its part in an NCCL batch before the calls,
+  // its preparation having given `st`: kLeftNccl where the communicator was
+  // aborted meanwhile (`st` then says why), else kWhole or kCannot.
+  BatchPart Part(Status& st);
+  // Sync after an NCCL batch's calls, failing where that wait aborted the
+  // communicator (which cut the calls short).
+  Status SyncAfterNccl();
   // This set's turn to make NCCL's calls for `batch` (nccl_order.h).
   Status TakeTurn(const std::vector<TensorRecord*>& batch, int rank, NcclOrder::Turn* turn);
   // After a staged collective, or before NCCL's calls (`before_call`):

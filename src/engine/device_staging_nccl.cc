@@ -35,8 +35,7 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   // and prescale queued without error): where one cannot, no rank calls
   // NCCL for this batch (its sequence of calls stays the same on every
   // rank), and every rank's handles fail naming it.
-  const Status told =
-      Told(data, m, rank, size, st.ok() ? BatchPart::kWhole : BatchPart::kCannot, true);
+  const Status told = Told(data, m, rank, size, Part(st), true);
   if (!st.ok() || !told.ok()) {
     MarkDoneOrSync(batch, rank);  // (copies that may still read the inputs)
     HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
@@ -53,9 +52,27 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
-  if (!marked.ok()) marked = Sync("waiting for NCCL");
+  if (!marked.ok()) marked = SyncAfterNccl();
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
+}
+
+BatchPart DeviceStaging::Part(Status& st) {
+  // (A wait above for the device may have aborted the communicator, a peer
+  // being lost behind NCCL's work: this rank left NCCL, and says so.)
+  if (nccl_.broken()) {
+    if (st.ok()) st = nccl_.why_broken();
+    return BatchPart::kLeftNccl;
+  }
+  return st.ok() ? BatchPart::kWhole : BatchPart::kCannot;
+}
+
+Status DeviceStaging::SyncAfterNccl() {
+  HORA_RETURN_IF_ERROR(Sync("waiting for NCCL"));
+  // (The wait may have aborted the communicator, a peer being lost: then
+  // this batch's calls were cut short too.)
+  if (nccl_.broken()) return nccl_.why_broken();
+  return Status::Ok();
 }
 
 Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank,
@@ -93,9 +110,9 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   // Where a rank cannot take part (no memory for its output, or for its
   // prescaled input), it says so before the call, as RunOnNccl's do, and no
   // rank makes it.
-  auto cannot = [&](const Status& why) {
+  auto cannot = [&](Status why) {
     MarkDoneOrSync(batch, rank);  // (a prescale that may still read the input)
-    (void)Told(data, m, rank, size, BatchPart::kCannot, true);
+    (void)Told(data, m, rank, size, Part(why), true);
     return why.WithContext("NCCL");
   };
   Result<void*> mem = device_->Allocate(plan.out_bytes);
@@ -115,6 +132,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     if (!scaled.ok()) return cannot(scaled);
     in = packed_;
   }
+  if (Status left; Part(left) == BatchPart::kLeftNccl) return cannot(left);
   if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
     MarkDoneOrSync(batch, rank);
     return told;
@@ -138,7 +156,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   turn.End();
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
-  if (!marked.ok()) marked = Sync("waiting for NCCL");
+  if (!marked.ok()) marked = SyncAfterNccl();
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   HORA_RETURN_IF_ERROR(marked);
   p.result = std::move(out);

@@ -154,7 +154,7 @@ void Engine::WatchAfterStop() {
     {
       MutexLock cycle(cycle_mu_);
       if (!staging_ || !staging_->WatchesNccl()) return;
-      staging_->WatchNccl(Clock::now(), true);
+      staging_->WatchNccl(Clock::now(), /*stopped=*/true);
     }
     MutexLock lock(mu_);
     if (stop_requested_) return;  // (the destructor's, which aborts NCCL)

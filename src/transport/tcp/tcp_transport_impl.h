@@ -345,7 +345,8 @@ class TcpTransport final : public Transport {
 
   // Peer i's connection died: fail everything pending with any peer, tell
   // the other peers which rank was lost, and refuse later requests. A job
-  // cannot go on without a rank.
+  // cannot go on without a rank. (Unless it said goodbye first: then, as
+  // at the end of its stream, only the requests with it fail.)
   void FailPeer(size_t i, const std::string& why) HORA_REQUIRES(mu_) {
     Peer& p = peers_[i];
     if (p.broken) return;
