@@ -92,46 +92,6 @@ Status DeviceStaging::Sync(const char* step) {
   return st;
 }
 
-Status DeviceStaging::AwaitDevice(gpu::Event e) {
-  return AwaitDevice([&](TimePoint end) { return device_->Wait(e, end); });
-}
-
-Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait) {
-  const TimePoint start = Clock::now();
-  const TimePoint until = DeadlineAfter(start, timeout_);
-  bool sliced = false;
-  for (;;) {
-    // (In slices while NCCL's work is pending: it may wait for a peer that
-    // was lost, and the wait would then wait for it, to the timeout.)
-    const TimePoint end = nccl_pending_.empty()
-                              ? until
-                              : std::min(until, Clock::now() + std::chrono::milliseconds(100));
-    const Status st = wait(end);
-    if (st.ok() || st.code() != StatusCode::kTimeout) return st;
-    if (end >= until) {
-      if (!sliced) return st;
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(Clock::now() - start));
-      return TimeoutError("the device's work had not ended after " + std::string(secs) +
-                          " (HORA_TIMEOUT_S, or 10 minutes when that is 0): " + st.message());
-    }
-    sliced = true;
-    PruneNcclPending();
-    if (!nccl_pending_.empty()) {
-      AbortNcclIfPeerLost(nccl_pending_.front().what + " (found while waiting for the device)");
-    }
-  }
-}
-
-bool DeviceStaging::AbortNcclIfPeerLost(std::string oldest) {
-  if (!lost_peer_) return false;
-  const Status lost = lost_peer_();
-  if (lost.ok()) return false;
-  nccl_.Abort(oldest +
-              ": its NCCL work cannot end, a rank of the job being lost: " + lost.ToString());
-  return true;
-}
-
 size_t DeviceStaging::Layout(const std::vector<TensorRecord*>& batch) {
   offsets_.clear();
   size_t end = 0;
@@ -454,69 +414,6 @@ Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int ra
     nccl_.Restart(why);  // (failing the NCCL batches it cuts short: OnAbort)
   }
   return v.status();
-}
-
-void DeviceStaging::PruneNcclPending() {
-  std::erase_if(nccl_pending_, [](const NcclPending& p) {
-    const std::shared_ptr<DeviceDone> d = p.done.lock();
-    return d == nullptr || d->Reached();
-  });
-}
-
-void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
-  PruneNcclPending();
-  if (!last_done_) return;
-  std::string what = "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
-  if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
-  nccl_pending_.push_back({last_done_, Clock::now(), std::move(what)});
-}
-
-void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
-  if (nccl_pending_.empty() || now < next_watch_) return;
-  next_watch_ = now + std::chrono::milliseconds(50);
-  PruneNcclPending();
-  if (nccl_pending_.empty()) return;
-  // Only the oldest is watched: the later ones wait behind it, on the one
-  // stream. Its clock starts when it became the oldest not ended (or was
-  // queued, if later), so that work queued before it is not counted.
-  NcclPending& p = nccl_pending_.front();
-  const Duration warn_every = nccl_.settings().warn_every;
-  if (!p.watched) {
-    p.watched = true;
-    p.since = std::max(p.since, now);
-    p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
-  }
-  if (AbortNcclIfPeerLost(p.what)) return;
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
-  if (now - p.since >= timeout_) {
-    // (Abort fails every pending batch, this one first among them.)
-    nccl_.Abort(p.what + ": its NCCL work had not ended on the GPU " + secs +
-                " after the work before it (HORA_TIMEOUT_S, or 10 minutes when that is 0): a "
-                "rank of its communicator did not make its calls, or a GPU is stuck");
-    return;
-  }
-  const Logger* logger = nccl_.settings().logger;
-  if (now >= p.warn_at && logger != nullptr) {
-    logger->Warning(p.what + ": its NCCL work has not ended on the GPU " + secs +
-                    " after the work before it. NCCL's kernels wait for every rank of the "
-                    "communicator: a rank that did not make its calls (its error says why) "
-                    "holds the others " +
-                    (stopped ? std::string("until the timeout (the engine has stopped: no NCCL "
-                                           "batch follows)")
-                             : std::string("until the next NCCL batch, or until the timeout")));
-    p.warn_at = now + warn_every;
-  }
-}
-
-void DeviceStaging::FailNcclPending(const std::string& why) {
-  const Status cut =
-      AbortedError("its NCCL work was cut short: the NCCL communicator was aborted (" + why +
-                   ") before it ended");
-  for (const NcclPending& p : nccl_pending_) {
-    if (const std::shared_ptr<DeviceDone> d = p.done.lock()) d->FailIfPending(cut);
-  }
-  nccl_pending_.clear();
 }
 
 void DeviceStaging::MarkDoneOrSync(const std::vector<TensorRecord*>& batch, int rank) {
