@@ -132,7 +132,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     if (!scaled.ok()) return cannot(scaled);
     in = packed_;
   }
-  if (Status left; Part(left) == BatchPart::kLeftNccl) return cannot(left);
+  if (nccl_.broken()) return cannot(nccl_.why_broken());  // (aborted by the wait above)
   if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
     MarkDoneOrSync(batch, rank);
     return told;
