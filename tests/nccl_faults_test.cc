@@ -432,6 +432,80 @@ TEST_P(NcclFaults, AWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
   }
 }
 
+// The device windows' waits for the device sit behind NCCL's work on the
+// stream too. HORA_GPU_BACKEND=auto sends batches of 1000 bytes or more to
+// NCCL and the rest to the windows: step 0 (64 bytes) opens the windows,
+// steps 1 to 3 (1036 bytes) go to NCCL, where rank 1 refuses step 3's call,
+// and step 4 (64 bytes), submitted with it, goes to the windows, where the
+// others' wait for their device is queued behind their stuck step 3. Rank 1
+// is lost 1 s later. The window's wait asks whether a peer was lost, as the
+// staging path's do (DeviceWindow::AwaitWith), and aborts the stuck work, so
+// that the wait ends well before its bound (half of HORA_TIMEOUT_S: 10 s).
+TEST_P(NcclFaults, AWindowWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return QueuedRefusingRank(r, "20",
+                              {{"HORA_GPU_BACKEND", "auto"},
+                               {"HORA_NCCL_MIN_BYTES", "1000"},
+                               {"HORA_GPU_IPC", "1"},
+                               {"HORA_GPU_WINDOW_BYTES", "40000"},
+                               // (so that steps 3 and 4 are not fused)
+                               {"HORA_FUSION_THRESHOLD_BYTES", "1050"}});
+  });
+  const std::vector<int64_t> counts{16, kStepCount, kStepCount, kStepCount, 16};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<void*> d;
+    for (int64_t c : counts) {
+      const std::vector<float> given(static_cast<size_t>(c), static_cast<float>(r + 1));
+      d.push_back(io.Upload(given.data(), given.size() * 4));
+    }
+    auto step = [&](size_t i) {
+      const TensorView v = OnGpu(d[i], DataType::kFloat32, {counts[i]});
+      return s.AllreduceAsync("step." + std::to_string(i), v, v, {ReduceOp::kSum});
+    };
+    auto wait = [&](size_t i, Handle h) {
+      Status st = h.Wait(25s);
+      if (st.ok()) st = AllAre(io, d[i], counts[i], static_cast<float>(n * (n + 1) / 2), i);
+      results[static_cast<size_t>(r)].push_back(st);
+    };
+    for (size_t i = 0; i < 3; ++i) wait(i, step(i));
+    Handle stuck = step(3);
+    Handle behind = step(4);
+    if (r == 1) {
+      std::this_thread::sleep_for(1s);
+      job.Lose(1);
+    }
+    wait(3, std::move(stuck));
+    wait(4, std::move(behind));
+    return Status::Ok();
+  }));
+  // (Without the check, the others' window wait takes its 10 s.)
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 8s) << "a rank waited toward its bound";
+  EXPECT_GT(job.session(0).engine_counters().window_batches, 0u) << "no batch ran on the windows";
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 5u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(st[i].ok()) << st[i].ToString();
+    EXPECT_FALSE(st[3].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[3], "rank 1 refused its call 3")) << st[3].ToString();
+      continue;
+    }
+    EXPECT_TRUE(Has(st[3],
+                    "(found while waiting for the device): its NCCL work cannot end, a "
+                    "rank of the job being lost: Unavailable: rank 1 was lost"))
+        << st[3].ToString();
+    // (Rank 1 had done its part on the windows before it was lost: the sum
+    // is whole, or, where the step came after, it fails naming rank 1.)
+    EXPECT_TRUE(st[4].ok() || Has(st[4], "rank 1")) << st[4].ToString();
+  }
+}
+
 // The ranks whose NCCL calls are queued, waiting for rank 1's, which
 // failed, after which rank 1 leaves (its Session ends, as shutdown() or the
 // end of its process does): their engines stop, as every rank's does when

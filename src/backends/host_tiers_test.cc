@@ -152,7 +152,7 @@ Result<Tiered> OpenTiers(const RankEnv& e, size_t chunk_bytes = 0) {
   if (!t.comms) return InternalError("no tiers: " + why);
   const HostTiers& tiers = t.comms->tiers();
   HORA_ASSIGN_OR_RETURN(t.window, DeviceWindow::Open(*tiers.host, e.device, e.stream, kWindowBytes,
-                                                     kTimeout, true, &why));
+                                                     kTimeout, true, {}, &why));
   if (!t.window) return InternalError("no window: " + why);
   HORA_ASSIGN_OR_RETURN(t.pinned, e.device->AllocatePinned(t.window->half_bytes()));
   t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world, chunk_bytes, {}};
@@ -321,7 +321,7 @@ TEST(HostTiers, AStuckGpuGivesUpTheWindowsOnEveryHost) {
     const HostTiers& tiers = t.comms->tiers();
     HORA_ASSIGN_OR_RETURN(t.window,
                           DeviceWindow::Open(*tiers.host, e.device, e.stream, kWindowBytes,
-                                             std::chrono::seconds(1), true, &why));
+                                             std::chrono::seconds(1), true, {}, &why));
     if (!t.window) return InternalError("no window: " + why);
     HORA_ASSIGN_OR_RETURN(t.pinned, e.device->AllocatePinned(t.window->half_bytes()));
     t.across = AcrossHosts{tiers.across, tiers.selector, t.pinned, tiers.world, 0, {}};

@@ -30,10 +30,11 @@ size_t HalfOf(size_t bytes) {
 }  // namespace
 
 DeviceWindow::DeviceWindow(Comm& comm, std::shared_ptr<gpu::Device> device, gpu::Stream stream,
-                           Duration timeout)
+                           Duration timeout, Await await)
     : device_(std::move(device)),
       stream_(stream),
       timeout_(timeout),
+      await_(std::move(await)),
       rank_(comm.rank()),
       regions_(static_cast<size_t>(comm.size()), nullptr),
       opened_(static_cast<size_t>(comm.size()), false) {}
@@ -119,9 +120,10 @@ Result<std::unique_ptr<DeviceWindow>> DeviceWindow::Open(Comm& comm,
                                                          std::shared_ptr<gpu::Device> device,
                                                          gpu::Stream stream, size_t bytes,
                                                          Duration timeout, bool willing,
-                                                         std::string* why_not) {
+                                                         Await await, std::string* why_not) {
   CollectiveScope scope(comm, "GPU window setup", "shared_memory");
-  std::unique_ptr<DeviceWindow> dw(new DeviceWindow(comm, std::move(device), stream, timeout));
+  std::unique_ptr<DeviceWindow> dw(
+      new DeviceWindow(comm, std::move(device), stream, timeout, std::move(await)));
   SharedWindow& w = *comm.window();
   // Step 1: every rank's window, published with its handle (or why not).
   const size_t half = w.NextHalf() * (w.bytes() / 2);
@@ -194,7 +196,8 @@ Status DeviceWindow::WaitDevice(const char* what) {
 }
 
 Status DeviceWindow::WaitEvent(gpu::Event event, const char* what) {
-  const Status st = device_->Wait(event, DeadlineAfter(Clock::now(), timeout_));
+  const Status st = await_ ? await_(event, timeout_)
+                           : device_->Wait(event, DeadlineAfter(Clock::now(), timeout_));
   return st.ok() ? st : st.WithContext(what);
 }
 

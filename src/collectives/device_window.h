@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,15 +36,20 @@ namespace hora {
 
 class DeviceWindow {
  public:
+  // How the host waits for an event, at most `bound`: the device's own
+  // wait where empty. (The engine's waits in slices where NCCL's work on
+  // the stream may wait for a peer that was lost: engine/device_staging.h.)
+  using Await = std::function<Status(gpu::Event event, Duration bound)>;
+
   // Collective on `comm` (SharedUsable: more than one rank, a host window):
   // a window of `bytes` per rank on `device`, worked on `stream`, with host
-  // waits for the device bounded by `timeout`. Null (and `why_not` set) when
+  // waits for the device bounded by `timeout`, through `await`. Null (and `why_not` set) when
   // some rank is not `willing`, asked for another size, or failed to set up
   // its part; an error only when the step itself fails (a rank lost, a
   // mismatch of collectives), which leaves the host window broken.
   static Result<std::unique_ptr<DeviceWindow>> Open(Comm& comm, std::shared_ptr<gpu::Device> device,
                                                     gpu::Stream stream, size_t bytes,
-                                                    Duration timeout, bool willing,
+                                                    Duration timeout, bool willing, Await await,
                                                     std::string* why_not);
   ~DeviceWindow();
   DeviceWindow(const DeviceWindow&) = delete;
@@ -79,6 +85,9 @@ class DeviceWindow {
   Status WaitDevice(const char* what);
   // Waits (as bounded) for `event`, recorded on this window's stream.
   Status WaitEvent(gpu::Event event, const char* what);
+  // Replaces the waits' way (the owner clears it before it goes, so that
+  // the destructor's wait needs nothing of it).
+  void AwaitWith(Await await) { await_ = std::move(await); }
   // A private device buffer of at least `bytes` (the small-chunk path's
   // accumulator), allocated at Open for up to kScratchBytes.
   std::byte* scratch() const { return scratch_; }
@@ -86,7 +95,7 @@ class DeviceWindow {
 
  private:
   DeviceWindow(Comm& comm, std::shared_ptr<gpu::Device> device, gpu::Stream stream,
-               Duration timeout);
+               Duration timeout, Await await);
   // This rank's part of Open before the exchange: window, scratch, event,
   // export. An error means this rank cannot take part.
   Status SetUpLocal(size_t bytes);
@@ -102,6 +111,7 @@ class DeviceWindow {
   std::shared_ptr<gpu::Device> device_;
   const gpu::Stream stream_;
   const Duration timeout_;
+  Await await_;
   const int rank_;
   size_t half_bytes_ = 0;
   uint64_t halves_ = 0;

@@ -128,7 +128,7 @@ void AllreduceOnEveryRank(int n, bool shared) {
     std::string why;
     HORA_ASSIGN_OR_RETURN(
         std::unique_ptr<DeviceWindow> w,
-        DeviceWindow::Open(comm, device, stream, kWindowBytes, kTimeout, true, &why));
+        DeviceWindow::Open(comm, device, stream, kWindowBytes, kTimeout, true, {}, &why));
     if (!w) return InternalError("no window: " + why);
     // One device: every rank's view of a window is its owner's pointer;
     // separate devices: mapped at addresses of each rank's own.
@@ -167,7 +167,7 @@ TEST(DeviceWindow, PointersAreSharedOnlyWithinOneDevice) {
     auto st = OnRanks(3, shared, [&](int r, Comm& comm, auto device, gpu::Stream s) -> Status {
       std::string why;
       HORA_ASSIGN_OR_RETURN(
-          auto w, DeviceWindow::Open(comm, device, s, kWindowBytes, kTimeout, true, &why));
+          auto w, DeviceWindow::Open(comm, device, s, kWindowBytes, kTimeout, true, {}, &why));
       if (!w) return InternalError("no window: " + why);
       seen[static_cast<size_t>(r)] = reinterpret_cast<uintptr_t>(w->region(0, 0));
       return w->Close(comm);
@@ -189,7 +189,7 @@ TEST(DeviceWindow, ARankThatDeclinesOrDiffersLeavesEveryRankWithout) {
       const bool declines = std::string(how) == "declines";
       const size_t bytes = !declines && r == 1 ? 2 * kWindowBytes : kWindowBytes;
       HORA_ASSIGN_OR_RETURN(
-          auto w, DeviceWindow::Open(comm, device, s, bytes, kTimeout, !declines || r != 1,
+          auto w, DeviceWindow::Open(comm, device, s, bytes, kTimeout, !declines || r != 1, {},
                                      &why[static_cast<size_t>(r)]));
       if (w) return InternalError("a window although rank 1 " + std::string(how));
       return BarrierShared(comm);

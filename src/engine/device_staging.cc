@@ -36,7 +36,8 @@ DeviceStaging::~DeviceStaging() {
   for (gpu::Event e : chunk_events_) (void)device_->DestroyEvent(e);
   if (follow_.id != 0) (void)device_->DestroyEvent(follow_);
   // (The window, which a failed engine leaves open, uses the stream as it
-  // goes: before it.)
+  // goes: before it. Its last wait is the device's own, this object going.)
+  if (window_ != nullptr) window_->AwaitWith(nullptr);
   window_.reset();
   FreeWindowPinned();
   if (stream_.id != rank_stream_.id) (void)device_->DestroyStream(stream_);  // (drains it first)

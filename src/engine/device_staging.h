@@ -161,13 +161,18 @@ class DeviceStaging {
   Status Prepare(size_t pinned, size_t on_device);
   // Waits until the device has done what was queued; `step` names it.
   Status Sync(const char* step);
-  // Waits for `e`, at most the timeout. Where NCCL's work is pending (and
-  // may be queued before `e`), a peer lost meanwhile aborts it, so that the
-  // wait ends.
-  Status AwaitDevice(gpu::Event e);
+  // Waits for `e`, at most `bound` (the timeout by default). Where NCCL's
+  // work is pending (and may be queued before `e`), a peer lost meanwhile
+  // aborts it, so that the wait ends. The device windows wait so too
+  // (DeviceWindow::AwaitWith).
+  Status AwaitDevice(gpu::Event e) { return AwaitDevice(e, timeout_); }
+  Status AwaitDevice(gpu::Event e, Duration bound);
   // The same for `wait(deadline)`, a wait for the device (kTimeout at the
   // deadline).
-  Status AwaitDevice(const std::function<Status(TimePoint)>& wait);
+  Status AwaitDevice(const std::function<Status(TimePoint)>& wait, Duration bound);
+  Status AwaitDevice(const std::function<Status(TimePoint)>& wait) {
+    return AwaitDevice(wait, timeout_);
+  }
   // The packed layout: each record's offset (one after another) and the end.
   size_t Layout(const std::vector<TensorRecord*>& batch);
   // The whole batch's input bytes to pinned memory (Adasum, the shaped

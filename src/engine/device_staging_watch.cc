@@ -12,13 +12,13 @@
 
 namespace hora {
 
-Status DeviceStaging::AwaitDevice(gpu::Event e) {
-  return AwaitDevice([&](TimePoint end) { return device_->Wait(e, end); });
+Status DeviceStaging::AwaitDevice(gpu::Event e, Duration bound) {
+  return AwaitDevice([&](TimePoint end) { return device_->Wait(e, end); }, bound);
 }
 
-Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait) {
+Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait, Duration bound) {
   const TimePoint start = Clock::now();
-  const TimePoint until = DeadlineAfter(start, timeout_);
+  const TimePoint until = DeadlineAfter(start, bound);
   bool sliced = false;
   for (;;) {
     // (In slices while NCCL's work is pending: it may wait for a peer that
@@ -32,8 +32,12 @@ Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait) 
       if (!sliced) return st;
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(Clock::now() - start));
+      // (The windows wait half of HORA_TIMEOUT_S, to step before the peers
+      // time out: DeviceStaging::Windows.)
       return TimeoutError("the device's work had not ended after " + std::string(secs) +
-                          " (HORA_TIMEOUT_S, or 10 minutes when that is 0): " + st.message());
+                          (bound == timeout_ ? " (HORA_TIMEOUT_S, or 10 minutes when that is 0): "
+                                             : " (half of HORA_TIMEOUT_S): ") +
+                          st.message());
     }
     sliced = true;
     PruneNcclPending();

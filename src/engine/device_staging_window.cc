@@ -26,8 +26,10 @@ Status DeviceStaging::OpenWindow(CollectiveBackend& data) {
     if (tiers_ != nullptr) window_comm_ = tiers_->host;
   }
   if (window_comm_ != nullptr) {
+    // (Its waits may sit behind NCCL's work on the stream: AwaitDevice.)
     Result<std::unique_ptr<DeviceWindow>> opened = DeviceWindow::Open(
-        *window_comm_, device_, stream_, windows_.bytes, windows_.wait, windows_.willing, &why_not);
+        *window_comm_, device_, stream_, windows_.bytes, windows_.wait, windows_.willing,
+        [this](gpu::Event e, Duration bound) { return AwaitDevice(e, bound); }, &why_not);
     if (opened.ok()) {
       window_ = std::move(*opened);
     } else {

@@ -231,6 +231,31 @@ int DieAt(Session& s, DeviceIo& io, int iteration) {
   return rc;
 }
 
+// --lose-in-nccl ITER: GPU allreduces through NCCL (the host device's,
+// its calls queued on the stream: HORA_GPU_BACKEND=nccl,
+// HORA_NCCL_LIBRARY=host:queued), of which the last rank's library refuses
+// the one of iteration ITER (main sets its HORA_NCCL_LIBRARY), while the
+// others' calls are queued, waiting for it; then it SIGKILLs itself. Every
+// other rank's allreduce ITER must fail naming it (support/die_at.h),
+// found lost by the watch of their NCCL work (the test checks the text).
+int LoseInNccl(Session& s, DeviceIo& io) {
+  std::vector<float> x(1 << 12, 1.0f);
+  void* d = io.Upload(x.data(), x.size() * sizeof(float));
+  const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(x.size())});
+  int i = 0;
+  return hora::testing::DieAt(s, -1, false, [&] {
+    const Status st = s.AllreduceAsync("x", v, v, {ReduceOp::kSum}).Wait(std::chrono::seconds(60));
+    if (!st.ok() && s.rank() == s.size() - 1) {
+      std::fprintf(stderr, "rank %d: allreduce %d failed (%s); killing myself with SIGKILL\n",
+                   s.rank(), i, st.ToString().c_str());
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    ++i;
+    return st;
+  });
+}
+
 // --fail-at ITER: GPU allreduces, each checked, of which the last rank's
 // ITER-th (out of place) is of memory it frees once it submitted it, before
 // the others come: every rank's fails, naming it (or, on it, saying so);
@@ -293,17 +318,26 @@ int FailAt(Session& s, DeviceIo& io, int iteration) {
 int main(int argc, char** argv) {
   const bool die = argc == 3 && std::strcmp(argv[1], "--die-at") == 0;
   const bool fail = argc == 3 && std::strcmp(argv[1], "--fail-at") == 0;
-  if (argc > 1 && !die && !fail) {
+  const bool lose = argc == 3 && std::strcmp(argv[1], "--lose-in-nccl") == 0;
+  if (argc > 1 && !die && !fail && !lose) {
     std::printf(
-        "usage: hora-mp-device-worker [--die-at ITER | --fail-at ITER]\n"
+        "usage: hora-mp-device-worker [--die-at ITER | --fail-at ITER | --lose-in-nccl ITER]\n"
         "One rank of the GPU-tensor multi-process test (on the host device); run it under "
         "horarun.\n--die-at ITER: the last rank dies at GPU allreduce ITER.\n"
-        "--fail-at ITER: the last rank's GPU allreduce ITER is of freed memory.\n");
+        "--fail-at ITER: the last rank's GPU allreduce ITER is of freed memory.\n"
+        "--lose-in-nccl ITER: the last rank's NCCL call of allreduce ITER is refused, and it "
+        "dies, the others' calls queued.\n");
     return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   SessionOptions o;
   const char* device = std::getenv("HORATEST_DEVICE");  // "cuda" on a GPU machine
   o.settings = {{"HORA_DEVICE", device != nullptr ? device : "host"}};
+  const char* rank = std::getenv("HORA_RANK");
+  const char* size = std::getenv("HORA_SIZE");
+  if (lose && rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) {
+    o.settings["HORA_NCCL_LIBRARY"] =
+        "host:queued:refuse-call=" + std::to_string(std::atoi(argv[2]) + 1);
+  }
   auto session = Session::Create(o);
   if (!Check(session.status(), "Session::Create")) return 1;
   Session& s = **session;
@@ -311,7 +345,17 @@ int main(int argc, char** argv) {
   if (!Check(io.error(), "the host device")) return 1;
   if (die) return DieAt(s, io, std::atoi(argv[2]));
   if (fail) return FailAt(s, io, std::atoi(argv[2]));
+  if (lose) return LoseInNccl(s, io);
   if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
+  // Through NCCL where HORATEST_EXPECT_NCCL is 1.
+  if (const char* want = std::getenv("HORATEST_EXPECT_NCCL")) {
+    const uint64_t by_nccl = s.engine_counters().nccl_batches;
+    if (!Check((by_nccl > 0) == (std::strcmp(want, "1") == 0),
+               std::to_string(by_nccl) + " batches ran through NCCL (HORATEST_EXPECT_NCCL=" + want +
+                   ")")) {
+      return 1;
+    }
+  }
   // The path the allreduces took: HORATEST_EXPECT_WINDOW=1, on the ranks'
   // device windows; 0, staged through host memory.
   if (const char* want = std::getenv("HORATEST_EXPECT_WINDOW")) {

@@ -120,3 +120,16 @@ def test_device_buffers_are_on_the_ranks_gpu():
     with pytest.raises(HoraError,
                        match="on cuda:%d, but this rank works on cuda:%d" % (other, mine)):
         s._device_buffer(np.zeros(4, dtype=np.float32), device=other)
+
+
+@pytest.mark.skipif(os.environ.get("HORA_GPU_BACKEND") != "nccl",
+                    reason="for the NCCL run of this file (python_gpu_nccl_np2)")
+def test_nccl_takes_the_gpu_collectives():
+    # HORA_GPU_BACKEND=nccl: each rank a process, on the host device's NCCL.
+    s, n, r = session(), hvd.size(), hvd.rank()
+    dev = s._device_buffer(np.full(64, r + 1, np.float32))
+    before = hvd.engine_counters()["nccl_batches"]
+    s.allreduce_async("gpu.by_nccl", dev, dev, op=basics.Sum).wait()
+    assert hvd.engine_counters()["nccl_batches"] > before
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(dev), dtype=np.float32),
+                                  np.full(64, n * (n + 1) // 2, np.float32))

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "backends/nccl/host_nccl_hub.h"
+#include "backends/nccl/host_nccl_remote.h"
+#include "common/mutex.h"
 #include "gpu/blocking_copy.h"
 #include "gpu/host/host_device.h"
 #include "kernels/reduce.h"
@@ -19,14 +21,18 @@ namespace hora {
 namespace {
 
 using host_nccl::Hub;
+using host_nccl::Meeting;
 
 constexpr char kMagic[8] = {'H', 'O', 'R', 'A', 'N', 'C', 'C', 'L'};
 
 struct IdWire {
   char magic[8];
   uint64_t pid;
-  uint64_t hub;  // the Hub's address
+  uint64_t hub;     // the Hub's address
+  uint64_t key;     // its key on the server (0: none)
+  char server[64];  // the server's name (or why there is none)
 };
+static_assert(sizeof(IdWire) <= sizeof(NcclId::bytes));
 
 // One call of a communicator, as queued (alone, or with the rest of its
 // group).
@@ -53,7 +59,7 @@ struct Refusal {
 
 // What a call needs once queued, where the communicator may be gone.
 struct Ranks {
-  std::shared_ptr<Hub> hub;
+  std::shared_ptr<Meeting> hub;
   int rank = 0;
   int size = 0;
   gpu::Device* device = nullptr;
@@ -78,7 +84,7 @@ struct Ranks {
 
 class HostComm final : public NcclComm {
  public:
-  HostComm(std::shared_ptr<Hub> hub, int rank, int size, gpu::Device& device, Duration timeout,
+  HostComm(std::shared_ptr<Meeting> hub, int rank, int size, gpu::Device& device, Duration timeout,
            std::shared_ptr<Refusal> refusal)
       : hub_(std::move(hub)),
         rank_(rank),
@@ -241,7 +247,9 @@ class HostComm final : public NcclComm {
     std::vector<std::vector<std::byte>> out(calls.size());
     std::vector<bool> writes(calls.size(), false);
     for (size_t i = 0; i < calls.size(); ++i) {
-      if (calls[i].kind == Call::kSend) at.hub->Post(at.rank, calls[i].peer, std::move(in[i]));
+      if (calls[i].kind == Call::kSend) {
+        HORA_RETURN_IF_ERROR(at.hub->Post(at.rank, calls[i].peer, std::move(in[i])));
+      }
     }
     for (size_t i = 0; i < calls.size(); ++i) {
       const Call& c = calls[i];
@@ -307,7 +315,7 @@ class HostComm final : public NcclComm {
     return device_.Wait(event_, DeadlineAfter(Clock::now(), timeout_));
   }
 
-  std::shared_ptr<Hub> hub_;
+  std::shared_ptr<Meeting> hub_;
   const int rank_;
   const int size_;
   gpu::Device& device_;
@@ -327,13 +335,32 @@ class HostNccl final : public NcclLibrary {
   }
   std::string version() const override { return "host NCCL (tests)"; }
 
-  Result<NcclId> UniqueId() override {
+  Result<NcclId> UniqueId() override HORA_EXCLUDES(mu_) {
     auto hub = std::make_shared<Hub>();
     hub->Keep(hub);  // (until every rank joined)
     IdWire w{};
     std::memcpy(w.magic, kMagic, sizeof kMagic);
     w.pid = static_cast<uint64_t>(getpid());
     w.hub = reinterpret_cast<uintptr_t>(hub.get());
+    {
+      // Served to ranks of other processes too (host_nccl_remote.h); where
+      // that cannot be, only to this process's.
+      MutexLock lock(mu_);
+      if (server_ == nullptr && served_.ok()) {
+        Result<std::unique_ptr<host_nccl::HubServer>> started = host_nccl::HubServer::Start();
+        if (started.ok()) {
+          server_ = std::move(*started);
+        } else {
+          served_ = started.status();
+        }
+      }
+      if (server_ != nullptr) {
+        w.key = server_->Add(hub);
+        std::strncpy(w.server, server_->name().c_str(), sizeof w.server - 1);
+      } else {  // (why not, for the ranks of other processes to say)
+        std::strncpy(w.server, served_.ToString().c_str(), sizeof w.server - 1);
+      }
+    }
     NcclId id;
     std::memcpy(id.bytes.data(), &w, sizeof w);
     return id;
@@ -343,20 +370,32 @@ class HostNccl final : public NcclLibrary {
                                              gpu::Device& device, Duration timeout) override {
     IdWire w;
     std::memcpy(&w, id.bytes.data(), sizeof w);
-    if (std::memcmp(w.magic, kMagic, sizeof kMagic) != 0 ||
-        w.pid != static_cast<uint64_t>(getpid())) {
-      return InvalidArgument(
-          "host NCCL: an id from another process or library (host NCCL runs ranks that are "
-          "threads of one process)");
+    if (std::memcmp(w.magic, kMagic, sizeof kMagic) != 0) {
+      return InvalidArgument("host NCCL: an id that another library made");
     }
-    std::shared_ptr<Hub> held;
-    HORA_RETURN_IF_ERROR(reinterpret_cast<Hub*>(static_cast<uintptr_t>(w.hub))->Join(size, &held));
+    std::shared_ptr<Meeting> met;
+    if (w.pid == static_cast<uint64_t>(getpid())) {
+      std::shared_ptr<Hub> held;
+      HORA_RETURN_IF_ERROR(
+          reinterpret_cast<Hub*>(static_cast<uintptr_t>(w.hub))->Join(size, &held));
+      met = std::move(held);
+    } else {
+      w.server[sizeof w.server - 1] = '\0';
+      if (w.key == 0) {
+        return InvalidArgument("host NCCL: an id of process " + std::to_string(w.pid) +
+                               ", which serves it to no other process (" + w.server + ")");
+      }
+      HORA_ASSIGN_OR_RETURN(met, host_nccl::JoinServed(w.server, w.key, size, rank, timeout));
+    }
     return std::unique_ptr<NcclComm>(
-        new HostComm(std::move(held), rank, size, device, timeout, refusal_));
+        new HostComm(std::move(met), rank, size, device, timeout, refusal_));
   }
 
  private:
   const std::shared_ptr<Refusal> refusal_;
+  Mutex mu_;
+  std::unique_ptr<host_nccl::HubServer> server_ HORA_GUARDED_BY(mu_);
+  Status served_ HORA_GUARDED_BY(mu_);  // why there is no server
 };
 
 }  // namespace

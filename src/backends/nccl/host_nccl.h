@@ -1,12 +1,13 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // NCCL's semantics on the host device, for ranks that are threads of one
-// process (the other side of the seam in nccl.h, run in CI): HORA_NCCL_LIBRARY
-// =host with HORA_DEVICE=host.
+// process or processes of one host (the other side of the seam in nccl.h,
+// run in CI): HORA_NCCL_LIBRARY=host with HORA_DEVICE=host.
 //
-// Its id names a rendezvous object of this process (with the process's id,
-// so that an id from elsewhere is refused); the ranks that init from it meet
-// there. A collective waits on the host for the work queued before it on its
+// Its id names a rendezvous object (a Hub) of the process that made it; the
+// ranks that init from it meet there: that process's own directly, the
+// others' through a Unix socket it serves (host_nccl_remote.h).
+// A collective waits on the host for the work queued before it on its
 // stream, takes every rank's data through pinned memory, folds it in rank
 // order with Hora's CPU kernels, and copies the result back, waited for:
 // stricter than NCCL (which only queues), and the same results on every rank.

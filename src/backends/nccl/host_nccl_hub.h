@@ -22,9 +22,35 @@
 
 namespace hora::host_nccl {
 
+// A rank's way to the others of its communicator: the Hub itself, where
+// the rank is in the process that made the id, or a link to it from
+// another process (host_nccl_remote.h). The same calls either way; a link
+// may also fail with the connection.
+class Meeting {
+ public:
+  virtual ~Meeting() = default;
+  // Round `seq`: puts this rank's bytes there, waits (until `deadline`) for
+  // every rank's, then fn(every rank's bytes).
+  virtual Status Meet(
+      uint64_t seq, int rank, std::vector<std::byte> mine, TimePoint deadline,
+      const std::function<void(const std::vector<std::vector<std::byte>>&)>& fn) = 0;
+  // Point to point: `from`'s bytes for `to`, kept in order until taken.
+  virtual Status Post(int from, int to, std::vector<std::byte> bytes) = 0;
+  virtual Result<std::vector<std::byte>> Take(int from, int to, TimePoint deadline) = 0;
+  // Ends every rank's waits with `why`.
+  virtual void Abort(const std::string& why) = 0;
+  // Ends `rank`'s waits only, with `why` (the first said), as an abort of
+  // NCCL's ends that rank's kernels and not the others'.
+  virtual void End(int rank, const Status& why) = 0;
+  // Why `rank`'s waits end (OK: they go on).
+  virtual Status ended(int rank) = 0;
+};
+
 // Where the ranks of one communicator meet. Alive until every rank that
-// init from its id has let go (it holds itself until the last one came).
-class Hub {
+// init from its id has let go (it holds itself until the last one came;
+// its server holds it for each rank of another process until that one
+// leaves: host_nccl_remote.h).
+class Hub final : public Meeting {
  public:
   // Joins as one of `size` ranks; the hub then lives while the caller holds it.
   Status Join(int size, std::shared_ptr<Hub>* held) HORA_EXCLUDES(mu_) {
@@ -42,11 +68,14 @@ class Hub {
     MutexLock lock(mu_);
     self_ = std::move(self);
   }
+  // The number of ranks (0 until the first joined).
+  int size() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return size_;
+  }
 
-  // Round `seq`: puts this rank's bytes there, waits (until `deadline`) for
-  // every rank's, then fn(every rank's bytes).
   Status Meet(uint64_t seq, int rank, std::vector<std::byte> mine, TimePoint deadline,
-              const std::function<void(const std::vector<std::vector<std::byte>>&)>& fn)
+              const std::function<void(const std::vector<std::vector<std::byte>>&)>& fn) override
       HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     Round& round = rounds_[seq];
@@ -69,13 +98,14 @@ class Hub {
     return Status::Ok();
   }
 
-  // Point to point: `from`'s bytes for `to`, kept in order until taken.
-  void Post(int from, int to, std::vector<std::byte> bytes) HORA_EXCLUDES(mu_) {
+  Status Post(int from, int to, std::vector<std::byte> bytes) override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     mail_[{from, to}].push_back(std::move(bytes));
     cv_.notify_all();
+    return Status::Ok();
   }
-  Result<std::vector<std::byte>> Take(int from, int to, TimePoint deadline) HORA_EXCLUDES(mu_) {
+  Result<std::vector<std::byte>> Take(int from, int to, TimePoint deadline) override
+      HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     std::deque<std::vector<std::byte>>& box = mail_[{from, to}];
     while (box.empty() && Ended(to).ok()) {
@@ -92,19 +122,17 @@ class Hub {
     return bytes;
   }
 
-  void Abort(const std::string& why) HORA_EXCLUDES(mu_) {
+  void Abort(const std::string& why) override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     if (aborted_.ok()) aborted_ = AbortedError("host NCCL: the communicator was aborted: " + why);
     cv_.notify_all();
   }
-  // Ends `rank`'s waits only, with `why` (the first said), as an abort of
-  // NCCL's ends that rank's kernels and not the others'.
-  void End(int rank, const Status& why) HORA_EXCLUDES(mu_) {
+  void End(int rank, const Status& why) override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     own_.emplace(rank, why);
     cv_.notify_all();
   }
-  Status ended(int rank) HORA_EXCLUDES(mu_) {
+  Status ended(int rank) override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     return Ended(rank);
   }
@@ -122,7 +150,6 @@ class Hub {
   std::shared_ptr<Hub> self_ HORA_GUARDED_BY(mu_);
   std::map<uint64_t, Round> rounds_ HORA_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, std::deque<std::vector<std::byte>>> mail_ HORA_GUARDED_BY(mu_);
-  // Why `rank`'s waits end (OK: they go on).
   Status Ended(int rank) const HORA_REQUIRES(mu_) {
     if (!aborted_.ok()) return aborted_;
     const auto it = own_.find(rank);
