@@ -233,19 +233,20 @@ int DieAt(Session& s, DeviceIo& io, int iteration) {
 
 // --lose-in-nccl ITER: GPU allreduces through NCCL (the host device's,
 // its calls queued on the stream: HORA_GPU_BACKEND=nccl,
-// HORA_NCCL_LIBRARY=host:queued), of which the last rank's library refuses
-// the one of iteration ITER (main sets its HORA_NCCL_LIBRARY), while the
-// others' calls are queued, waiting for it; then it SIGKILLs itself. Every
-// other rank's allreduce ITER must fail naming it (support/die_at.h),
-// found lost by the watch of their NCCL work (the test checks the text).
-int LoseInNccl(Session& s, DeviceIo& io) {
+// HORA_NCCL_LIBRARY=host:queued), of which rank `lost`'s library
+// (HORATEST_LOSE_RANK, the last by default) refuses the one of iteration
+// ITER (main sets its HORA_NCCL_LIBRARY), while the others' calls are
+// queued, waiting for it; then it SIGKILLs itself. Every other rank's
+// allreduce ITER must fail, naming it, found lost by the watch of their
+// NCCL work (nccl_lost_test.sh checks the text).
+int LoseInNccl(Session& s, DeviceIo& io, int lost) {
   std::vector<float> x(1 << 12, 1.0f);
   void* d = io.Upload(x.data(), x.size() * sizeof(float));
   const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(x.size())});
   int i = 0;
   return hora::testing::DieAt(s, -1, false, [&] {
     const Status st = s.AllreduceAsync("x", v, v, {ReduceOp::kSum}).Wait(std::chrono::seconds(60));
-    if (!st.ok() && s.rank() == s.size() - 1) {
+    if (!st.ok() && s.rank() == lost) {
       std::fprintf(stderr, "rank %d: allreduce %d failed (%s); killing myself with SIGKILL\n",
                    s.rank(), i, st.ToString().c_str());
       std::fflush(stderr);
@@ -325,8 +326,8 @@ int main(int argc, char** argv) {
         "One rank of the GPU-tensor multi-process test (on the host device); run it under "
         "horarun.\n--die-at ITER: the last rank dies at GPU allreduce ITER.\n"
         "--fail-at ITER: the last rank's GPU allreduce ITER is of freed memory.\n"
-        "--lose-in-nccl ITER: the last rank's NCCL call of allreduce ITER is refused, and it "
-        "dies, the others' calls queued.\n");
+        "--lose-in-nccl ITER: the NCCL call of allreduce ITER of the last rank (or of "
+        "HORATEST_LOSE_RANK) is refused, and it dies, the others' calls queued.\n");
     return std::strcmp(argv[1], "-h") == 0 || std::strcmp(argv[1], "--help") == 0 ? 0 : 2;
   }
   SessionOptions o;
@@ -334,7 +335,11 @@ int main(int argc, char** argv) {
   o.settings = {{"HORA_DEVICE", device != nullptr ? device : "host"}};
   const char* rank = std::getenv("HORA_RANK");
   const char* size = std::getenv("HORA_SIZE");
-  if (lose && rank != nullptr && size != nullptr && std::atoi(rank) == std::atoi(size) - 1) {
+  const char* lose_rank = std::getenv("HORATEST_LOSE_RANK");
+  const int lost = lose_rank != nullptr ? std::atoi(lose_rank)
+                   : size != nullptr    ? std::atoi(size) - 1
+                                        : 0;
+  if (lose && rank != nullptr && std::atoi(rank) == lost) {
     o.settings["HORA_NCCL_LIBRARY"] =
         "host:queued:refuse-call=" + std::to_string(std::atoi(argv[2]) + 1);
   }
@@ -345,7 +350,7 @@ int main(int argc, char** argv) {
   if (!Check(io.error(), "the host device")) return 1;
   if (die) return DieAt(s, io, std::atoi(argv[2]));
   if (fail) return FailAt(s, io, std::atoi(argv[2]));
-  if (lose) return LoseInNccl(s, io);
+  if (lose) return LoseInNccl(s, io, lost);
   if (!Allreduces(s, io) || !Others(s, io) || !Ipc(s, io)) return 1;
   // Through NCCL where HORATEST_EXPECT_NCCL is 1.
   if (const char* want = std::getenv("HORATEST_EXPECT_NCCL")) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -52,7 +53,10 @@ class ServedHub final : public Meeting {
     q.seq = seq;
     q.wait_ms = WaitOf(deadline);
     Parts all;
-    HORA_RETURN_IF_ERROR(Call(q, mine, DeadlineAfter(deadline, kReplyMargin), &all));
+    bool replied = false;
+    const Status st = Call(q, mine, DeadlineAfter(deadline, kReplyMargin), &all, &replied);
+    if (!replied) return Stuck(rank, deadline, st);
+    HORA_RETURN_IF_ERROR(st);
     fn(all);
     return Status::Ok();
   }
@@ -70,7 +74,10 @@ class ServedHub final : public Meeting {
     q.other = from;
     q.wait_ms = WaitOf(deadline);
     Parts got;
-    HORA_RETURN_IF_ERROR(Call(q, {}, DeadlineAfter(deadline, kReplyMargin), &got));
+    bool replied = false;
+    const Status st = Call(q, {}, DeadlineAfter(deadline, kReplyMargin), &got, &replied);
+    if (!replied) return Stuck(to, deadline, st);
+    HORA_RETURN_IF_ERROR(st);
     if (got.size() != 1) return InternalError("host NCCL: a receive's reply without its bytes");
     return std::move(got.front());
   }
@@ -83,6 +90,7 @@ class ServedHub final : public Meeting {
     {
       MutexLock lock(mu_);
       own_.emplace(rank, why);
+      ended_.notify_all();
     }
     Request q;
     q.op = static_cast<uint32_t>(Op::kEnd);
@@ -103,10 +111,27 @@ class ServedHub final : public Meeting {
   }
 
  private:
+  // A wait in the meeting whose server cannot be reached (its process
+  // ended, with its connection: `failed`): it goes on, as NCCL's kernels
+  // wait for a peer whose process ended, until this rank's own End (its
+  // communicator aborted) or `deadline`.
+  Status Stuck(int rank, TimePoint deadline, const Status& failed) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    while (!own_.contains(rank)) {
+      if (ended_.wait_until(lock.native(), deadline) == std::cv_status::timeout &&
+          !own_.contains(rank)) {
+        return TimeoutError("host NCCL: rank " + std::to_string(rank) +
+                            " waited to its deadline: " + failed.message());
+      }
+    }
+    return own_.at(rank);
+  }
+
   // Sends `q` with `payload`, and waits for the reply (its parts to
   // `parts`) until `by` (the call's own deadline and a margin: the server
-  // answers by then).
-  Status Call(Request q, const std::vector<std::byte>& payload, TimePoint by, Parts* parts) const {
+  // answers by then). `replied`: whether the server answered.
+  Status Call(Request q, const std::vector<std::byte>& payload, TimePoint by, Parts* parts,
+              bool* replied = nullptr) const {
     q.key = key_;
     q.bytes = payload.size();
     Result<net::Fd> fd = Connect(by);
@@ -132,6 +157,7 @@ class ServedHub final : public Meeting {
           "the id) failed: " +
           st.ToString());
     }
+    if (replied != nullptr) *replied = true;
     return Status(static_cast<StatusCode>(r.code), std::move(message));
   }
 
@@ -163,6 +189,7 @@ class ServedHub final : public Meeting {
   bool joined_ = false;
   Mutex mu_;
   std::map<int, Status> own_ HORA_GUARDED_BY(mu_);  // End's, for ended
+  std::condition_variable ended_;                   // (own_ grew)
 };
 
 }  // namespace

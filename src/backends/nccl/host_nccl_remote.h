@@ -9,9 +9,10 @@
 // Hub as a rank of that process is, and one reply (a status, and the
 // bytes). Only the same user's processes are served, and a request's ranks
 // and sizes are checked. A rank's process that ends leaves the others'
-// waits to their deadline or their own abort, as a GPU's does; a server
-// that closes (its library, with its session) ends the waits of the ranks
-// it serves, saying so.
+// waits to their deadline or their own abort, as a GPU's does; so does the
+// serving process that ends (their calls cannot reach it: they wait). A
+// server that closes (its library, with its session) ends the waits of
+// the ranks it serves, saying so.
 //
 // Thread-safe.
 #pragma once

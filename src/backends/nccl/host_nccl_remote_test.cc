@@ -5,7 +5,8 @@
 // tests, mp_device_nccl_*, run it between processes): rank 0 meets at the
 // Hub itself, the others through the server. Every rank gets every rank's
 // bytes in each round; sends are received in order; a rank's end ends only
-// its wait; and the serving side's end fails the others' waits, saying so.
+// its wait; the serving side's end fails the others' waits, saying so; and
+// a call whose server is gone waits until its rank ends.
 #include "backends/nccl/host_nccl_remote.h"
 
 #include <gtest/gtest.h>
@@ -166,6 +167,31 @@ TEST_P(ServedHub, TheServingSideEndingFailsTheOthersWaitsSayingSo) {
     const Status after = ranks[static_cast<size_t>(r)]->ended(r);
     EXPECT_NE(after.message().find("cannot be reached"), std::string::npos) << after.ToString();
   }
+}
+
+// A call whose server cannot be reached (its process ended) waits on, as
+// NCCL's kernels wait for a peer whose process ended, until its rank's own
+// end (the communicator aborted) or its deadline; so the work after it on
+// the stream does not run as if it had succeeded.
+TEST(ServedHubs, ACallWhoseServerIsGoneWaitsUntilItsRankEnds) {
+  auto server = HubServer::Start();
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  std::vector<std::shared_ptr<Meeting>> ranks = Join(**server, 2);
+  server->reset();
+  Meeting& served = *ranks[1];
+  const auto start = std::chrono::steady_clock::now();
+  Status st = served.Meet(0, 1, BytesOf(1, 3), Clock::now() + 300ms, [](const auto&) {});
+  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.ToString();
+  EXPECT_NE(st.message().find("cannot be reached"), std::string::npos) << st.ToString();
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms) << "did not wait";
+  std::thread end([&] {
+    std::this_thread::sleep_for(200ms);
+    served.End(1, AbortedError("rank 1 aborted its communicator"));
+  });
+  st = served.Meet(1, 1, BytesOf(1, 3), Clock::now() + 20s, [](const auto&) {});
+  end.join();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s) << "its end did not end the wait";
 }
 
 // The server holds a hub only for its ranks of other processes: once they

@@ -198,6 +198,7 @@ class HubServer::Impl {
       default:
         st = InvalidArgument("host NCCL: an unknown call " + std::to_string(q.op));
     }
+    hub.reset();  // (before the answer: a rank that left holds it no more)
     (void)SendReply(fd, st, parts);
   }
 
