@@ -51,12 +51,8 @@ class ServedHub final : public Meeting {
     q.op = static_cast<uint32_t>(Op::kMeet);
     q.rank = rank;
     q.seq = seq;
-    q.wait_ms = WaitOf(deadline);
     Parts all;
-    bool replied = false;
-    const Status st = Call(q, mine, DeadlineAfter(deadline, kReplyMargin), &all, &replied);
-    if (!replied) return Stuck(rank, deadline, st);
-    HORA_RETURN_IF_ERROR(st);
+    HORA_RETURN_IF_ERROR(Wait(q, mine, deadline, &all));
     fn(all);
     return Status::Ok();
   }
@@ -72,12 +68,8 @@ class ServedHub final : public Meeting {
     q.op = static_cast<uint32_t>(Op::kTake);
     q.rank = to;
     q.other = from;
-    q.wait_ms = WaitOf(deadline);
     Parts got;
-    bool replied = false;
-    const Status st = Call(q, {}, DeadlineAfter(deadline, kReplyMargin), &got, &replied);
-    if (!replied) return Stuck(to, deadline, st);
-    HORA_RETURN_IF_ERROR(st);
+    HORA_RETURN_IF_ERROR(Wait(q, {}, deadline, &got));
     if (got.size() != 1) return InternalError("host NCCL: a receive's reply without its bytes");
     return std::move(got.front());
   }
@@ -111,6 +103,16 @@ class ServedHub final : public Meeting {
   }
 
  private:
+  // A call that waits in the meeting for the others, until `deadline`, as
+  // rank `q.rank`.
+  Status Wait(Request q, const std::vector<std::byte>& payload, TimePoint deadline, Parts* parts)
+      HORA_EXCLUDES(mu_) {
+    q.wait_ms = WaitOf(deadline);
+    bool replied = false;
+    const Status st = Call(q, payload, DeadlineAfter(deadline, kReplyMargin), parts, &replied);
+    return replied ? st : Stuck(q.rank, deadline, st);
+  }
+
   // A wait in the meeting whose server cannot be reached (its process
   // ended, with its connection: `failed`): it goes on, as NCCL's kernels
   // wait for a peer whose process ended, until this rank's own End (its
