@@ -43,10 +43,11 @@ class DeviceWindow {
 
   // Collective on `comm` (SharedUsable: more than one rank, a host window):
   // a window of `bytes` per rank on `device`, worked on `stream`, with host
-  // waits for the device bounded by `timeout`, through `await`. Null (and `why_not` set) when
-  // some rank is not `willing`, asked for another size, or failed to set up
-  // its part; an error only when the step itself fails (a rank lost, a
-  // mismatch of collectives), which leaves the host window broken.
+  // waits for the device bounded by `timeout`, through `await`. Null (and
+  // `why_not` set) when some rank is not `willing`, asked for another size,
+  // or failed to set up its part; an error only when the step itself fails
+  // (a rank lost, a mismatch of collectives), which leaves the host window
+  // broken.
   static Result<std::unique_ptr<DeviceWindow>> Open(Comm& comm, std::shared_ptr<gpu::Device> device,
                                                     gpu::Stream stream, size_t bytes,
                                                     Duration timeout, bool willing, Await await,

@@ -163,8 +163,8 @@ class DeviceStaging {
   Status Sync(const char* step);
   // Waits for `e`, at most `bound` (the timeout by default). Where NCCL's
   // work is pending (and may be queued before `e`), a peer lost meanwhile
-  // aborts it, so that the wait ends. The device windows wait so too
-  // (DeviceWindow::AwaitWith).
+  // aborts it, so that the wait ends. The device windows wait so too (the
+  // waiter OpenWindow gives DeviceWindow::Open).
   Status AwaitDevice(gpu::Event e) { return AwaitDevice(e, timeout_); }
   Status AwaitDevice(gpu::Event e, Duration bound);
   // The same for `wait(deadline)`, a wait for the device (kTimeout at the

@@ -5,9 +5,9 @@
 //  - the NCCL library (nccl_library.cc), dlopened at run time, so that a
 //    build with NCCL's headers still runs where the library is missing;
 //    compiled only when those headers are found (else nccl_absent.cc);
-//  - HostNccl (host_nccl.h), NCCL's semantics for ranks that are threads of
-//    one process on the host device (gpu/host/), so that the code above
-//    this seam runs in CI.
+//  - HostNccl (host_nccl.h), NCCL's semantics on the host device
+//    (gpu/host/) for ranks that are threads of one process or processes
+//    of one host, so that the code above this seam runs in CI.
 //
 // Semantics, as NCCL's: a communicator is made by every rank from one id
 // (UniqueId on one rank, shared by the caller); collectives on it are
