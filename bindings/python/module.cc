@@ -387,6 +387,8 @@ PYBIND11_MODULE(_core, m) {
   AddDeviceBuffer(m);
   m.def("cuda_built", &hora::CudaBuilt,
         "True when this build of Hora has CUDA (its GPU kernels and device).");
+  m.def("nccl_built", &hora::NcclBuiltVersion,
+        "NCCL_VERSION_CODE of the nccl.h this build has NCCL's backend from, else 0.");
   m.attr("Sum") = static_cast<int>(ReduceOp::kSum);
   m.attr("Average") = static_cast<int>(ReduceOp::kAverage);
   m.attr("Min") = static_cast<int>(ReduceOp::kMin);

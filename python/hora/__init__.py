@@ -37,8 +37,27 @@ from hora.common.exceptions import (  # noqa: F401  (re-exports)
     UnimplementedError,
 )
 
+
+
+def cuda_built():
+    """True when this build of Hora has CUDA (its GPU kernels and device), whether or not
+    this machine has a GPU (as ``hora.torch.cuda_built()``)."""
+    from hora.common.basics import cuda_built as built
+
+    return built()
+
+
+def nccl_built():
+    """NCCL's version code of this build's NCCL backend, or 0 (as ``hora.torch.nccl_built()``)."""
+    from hora.common.basics import nccl_built as built
+
+    return built()
+
+
 __all__ = [
     "__version__",
+    "cuda_built",
+    "nccl_built",
     "AbortedError",
     "HoraError",
     "HoraTimeoutError",

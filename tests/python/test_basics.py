@@ -45,13 +45,19 @@ def test_init_is_idempotent_and_names_exist():
                                            hvd.Product, hvd.Adasum}) == 6
     assert hvd.global_process_set.size() == hvd.size()
     assert hvd.global_process_set.rank() == hvd.rank()
-    assert hvd.nccl_built() == 0 and type(hvd.nccl_built()) is int
-    # cuda_built() says what the build found, as horarun --check-build does.
+    # cuda_built() and nccl_built() say what the build found, as horarun
+    # --check-build does; hora.cuda_built() is the same.
     horarun = os.path.join(os.path.dirname(hora.__file__), "..", "..", "bin", "horarun")
     built = subprocess.run([horarun, "--check-build"], capture_output=True, text=True,
                            check=True).stdout
     assert type(hvd.cuda_built()) is bool
     assert hvd.cuda_built() == ("[X] CUDA" in built), built
+    assert hora.cuda_built() is hvd.cuda_built() and hora.nccl_built() == hvd.nccl_built()
+    assert type(hvd.nccl_built()) is int
+    assert (hvd.nccl_built() > 0) == ("[X] NCCL" in built), built
+    if hvd.nccl_built():
+        v = hvd.nccl_built()
+        assert f"NCCL {v // 10000}.{v // 100 % 100}.{v % 100} " in built, built
     # This build has MPI plugins (OpenMPI and MPICH were found); the job runs
     # on Hora's own transports, not MPI (tests/python/mpi_transport_check.py
     # checks the other side).

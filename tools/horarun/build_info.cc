@@ -18,6 +18,15 @@ std::string Line(bool built, const std::string& name) {
   return std::string("    [") + (built ? "X" : " ") + "] " + name + "\n";
 }
 
+// "NCCL 2.28.9 (libnccl.so.2, loaded when a job uses it)", or "NCCL".
+std::string NcclText() {
+  const int v = NcclBuiltVersion();
+  if (v == 0) return "NCCL";
+  // (NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9.)
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+         std::to_string(v % 100) + " (libnccl.so.2, loaded when a job uses it)";
+}
+
 }  // namespace
 
 std::string BuildComment() {
@@ -35,8 +44,8 @@ std::string CheckBuildText() {
          Line(false, "TensorFlow") + Line(false, "MXNet") + "\nAvailable Controllers:\n" +
          Line(true, "horarun (Hora's own start, --gloo)") + Line(has_mpi, mpi_name) +
          "\nAvailable Tensor Operations:\n" + Line(true, "Hora (shared memory, TCP)") +
-         Line(has_mpi, mpi_name) + Line(false, "NCCL") + Line(false, "Gloo") + Line(false, "DDL") +
-         Line(false, "CCL") + "\nAvailable Devices:\n" + Line(true, "CPU") +
+         Line(has_mpi, mpi_name) + Line(NcclBuiltVersion() != 0, NcclText()) + Line(false, "Gloo") +
+         Line(false, "DDL") + Line(false, "CCL") + "\nAvailable Devices:\n" + Line(true, "CPU") +
          Line(CudaBuilt(), "CUDA: " + CudaBuildText());
 }
 

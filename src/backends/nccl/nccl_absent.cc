@@ -2,8 +2,11 @@
 //
 // A build without NCCL's headers (nccl.h): no NCCL library, saying so.
 #include "backends/nccl/nccl.h"
+#include "hora/build_info.h"
 
 namespace hora {
+
+int NcclBuiltVersion() { return 0; }
 
 Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string&) {
   return UnimplementedError(

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "backends/nccl/nccl.h"
+#include "hora/build_info.h"
 
 namespace hora {
 namespace {
@@ -244,6 +245,8 @@ bool Find(void* handle, const char* name, F* out) {
 }
 
 }  // namespace
+
+int NcclBuiltVersion() { return NCCL_VERSION_CODE; }
 
 Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string& path) {
   const std::string name = path.empty() ? "libnccl.so.2" : path;
