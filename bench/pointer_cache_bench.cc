@@ -3,7 +3,8 @@
 // The pointer cache (src/gpu/pointer_cache.h) against asking the device:
 // the cost of a lookup that hits, for one pointer and for tensors carved out
 // of one allocation, of a verified lookup (one query per allocation per
-// batch), and of the uncached query itself. On the host device the query
+// batch), of the check every GPU tensor gets at submission (verified once
+// per allocation per millisecond), and of the uncached query itself. On the host device the query
 // is a map lookup under a lock -- the floor of a driver call, which costs
 // more (cudaPointerGetAttributes; measured where a GPU is: docs/gpu.md).
 //
@@ -17,6 +18,7 @@
 
 #include "benchmark_main.h"
 #include "gpu/device_registry.h"
+#include "gpu/lazy_device.h"
 #include "gpu/pointer_cache.h"
 
 namespace hora::gpu {
@@ -72,9 +74,30 @@ void BM_DeviceQueryUncached(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(f.dev->QueryPointer(f.tensors[i++ % kTensors]));
 }
 
+// The check a GPU tensor gets at submission (LazyDevice::CheckTensorMemory):
+// a verified lookup whose batches are rounds of a millisecond, a clock read,
+// and the lock of a Session's device.
+void BM_SubmissionCheck(benchmark::State& state) {
+  const char* kind = std::getenv("HORA_BENCH_DEVICE");
+  LazyDevice lazy(kind != nullptr ? kind : "host");
+  Result<std::shared_ptr<Device>> dev = lazy.Get(0);
+  if (!dev.ok()) {
+    state.SkipWithError(dev.status().ToString().c_str());
+    return;
+  }
+  auto* block = static_cast<char*>((*dev)->Allocate(kTensors * kTensorBytes).value());
+  size_t i = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(
+        lazy.CheckTensorMemory(0, block + (i++ % kTensors) * kTensorBytes, kTensorBytes));
+  }
+  (void)(*dev)->Free(block);
+}
+
 BENCHMARK(BM_CacheHitOnePointer);
 BENCHMARK(BM_CacheHitTensorsOfOneAllocation);
 BENCHMARK(BM_CacheVerifyBatchOf64);
+BENCHMARK(BM_SubmissionCheck);
 BENCHMARK(BM_DeviceQueryUncached);
 
 }  // namespace

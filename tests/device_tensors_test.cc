@@ -1133,6 +1133,37 @@ TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
   EXPECT_TRUE(st.ok()) << st.ToString();
 }
 
+// Memory freed and allocated again, smaller, at the same address: the check
+// at submission asks for the allocation's identity (its buffer id) again
+// once its round has passed (LazyDevice::kRecheckEvery), and refuses a view
+// past the new allocation's end, where the cached range of the old one
+// would have let it through.
+TEST(DeviceTensorErrors, AViewPastTheEndOfMemoryAllocatedAgainIsRefused) {
+  ThreadRanks job(1, DeviceSettings());
+  Session& s = job.session(0);
+  DeviceIo io(s);
+  ASSERT_TRUE(io.ok());
+  gpu::Device& dev = io.device();
+  constexpr int64_t kCount = 1 << 18;  // float32: 1 MiB
+  void* a = dev.Allocate(kCount * 4).value();
+  Status st =
+      s.Allreduce(OnGpu(a, DataType::kFloat32, {kCount}), OnGpu(a, DataType::kFloat32, {kCount}));
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_TRUE(dev.Free(a).ok());
+  void* b = dev.Allocate(4096).value();
+  ASSERT_EQ(a, b) << "the host device gives the freed address again";
+  std::this_thread::sleep_for(gpu::LazyDevice::kRecheckEvery + std::chrono::milliseconds(5));
+  st = s.Allreduce(OnGpu(b, DataType::kFloat32, {kCount}), OnGpu(b, DataType::kFloat32, {kCount}));
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("run past the end of its cuda:0 allocation (4096 bytes"),
+            std::string::npos)
+      << st.ToString();
+  // The new allocation's own bytes are taken.
+  st = s.Allreduce(OnGpu(b, DataType::kFloat32, {1024}), OnGpu(b, DataType::kFloat32, {1024}));
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  EXPECT_TRUE(dev.Free(b).ok());
+}
+
 // Without HORA_DEVICE=host, a GPU tensor needs a CUDA build on a machine
 // with a GPU; here the error says why there is none (or, on a GPU machine,
 // that this host memory is not the GPU's).

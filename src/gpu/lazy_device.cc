@@ -35,7 +35,7 @@ Result<std::shared_ptr<Device>> LazyDevice::GetLocked(int ordinal) {
   }
   device_ = std::move(device);
   stream_ = *stream;
-  pointers_ = std::make_unique<PointerCache>(*device_, PointerCache::Policy::kTrust);
+  pointers_ = std::make_unique<PointerCache>(*device_, PointerCache::Policy::kVerify);
   return device_;
 }
 
@@ -58,24 +58,24 @@ Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
   }
   if (bytes == 0) return Status::Ok();  // (no memory is read)
   const auto at = reinterpret_cast<uintptr_t>(p);
-  auto holds = [&](const PointerInfo& info) {
+  // Each allocation's identity is checked again on its first use in a
+  // round (kRecheckEvery): memory freed and allocated again at the same
+  // address, smaller, is then seen as the new allocation.
+  if (const TimePoint now = Clock::now(); now - round_began_ >= kRecheckEvery) {
+    pointers_->BeginBatch();
+    round_began_ = now;
+  }
+  HORA_ASSIGN_OR_RETURN(PointerInfo info, pointers_->Lookup(p));
+  auto fits = [&] {
     return info.kind == MemoryKind::kDevice && (info.device < 0 || info.device == ordinal) &&
            at + bytes <= info.base + info.size;
   };
-  const PointerInfo* hit = pointers_->Trusted(p);
-  if (hit != nullptr && holds(*hit)) return Status::Ok();
-  PointerInfo info;
-  if (hit == nullptr) {
-    HORA_ASSIGN_OR_RETURN(info, pointers_->Lookup(p));
-  }
-  auto fits = [&] { return holds(info); };
-  if (hit != nullptr || !fits()) {
-    // The cache trusts what it saw; the memory may since have been freed and
-    // allocated again, smaller. Before refusing, ask the device afresh.
-    pointers_->Clear();
-    HORA_ASSIGN_OR_RETURN(info, pointers_->Lookup(p));
-    if (fits()) return Status::Ok();
-  }
+  if (fits()) return Status::Ok();
+  // (Checked in this round, the memory may have been freed and allocated
+  // again since. Before refusing, ask the device afresh.)
+  pointers_->Clear();
+  HORA_ASSIGN_OR_RETURN(info, pointers_->Lookup(p));
+  if (fits()) return Status::Ok();
   const std::string where = "cuda:" + std::to_string(ordinal);
   if (info.kind == MemoryKind::kDevice && info.device >= 0 && info.device != ordinal) {
     return InvalidArgument("its memory is on cuda:" + std::to_string(info.device) + ", not " +

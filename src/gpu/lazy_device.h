@@ -7,7 +7,7 @@
 //
 // It also checks, at submission, that a tensor said to be on the GPU is in
 // one of its allocations, through a pointer cache (a steady step asks the
-// driver nothing).
+// driver once per allocation per millisecond at most, not once per tensor).
 //
 // Thread-safe: every member may be called from any thread; the device opens
 // once.
@@ -17,6 +17,7 @@
 #include <optional>
 #include <string>
 
+#include "common/clock.h"
 #include "common/mutex.h"
 #include "gpu/device.h"
 #include "gpu/pointer_cache.h"
@@ -36,8 +37,12 @@ class LazyDevice {
   Result<std::shared_ptr<Device>> Get(int ordinal) HORA_EXCLUDES(mu_);
 
   // Checks that the `bytes` at `p` lie in one allocation of device memory of
-  // the device of `ordinal` (opened now if none is).
+  // the device of `ordinal` (opened now if none is). Through the pointer
+  // cache: the device is asked once per allocation per kRecheckEvery (the
+  // allocation's buffer id, to see memory freed and allocated again at the
+  // same address), not once per tensor.
   Status CheckTensorMemory(int ordinal, const void* p, size_t bytes) HORA_EXCLUDES(mu_);
+  static constexpr Duration kRecheckEvery = std::chrono::milliseconds(1);
 
   // The open device, or null (never opens one).
   std::shared_ptr<Device> opened() const HORA_EXCLUDES(mu_);
@@ -57,6 +62,7 @@ class LazyDevice {
   std::optional<int> ordinal_ HORA_GUARDED_BY(mu_);  // what was opened, or tried
   std::shared_ptr<Device> device_ HORA_GUARDED_BY(mu_);
   std::unique_ptr<PointerCache> pointers_ HORA_GUARDED_BY(mu_);  // of device_
+  TimePoint round_began_ HORA_GUARDED_BY(mu_);                   // (kRecheckEvery)
   Stream stream_ HORA_GUARDED_BY(mu_);
   Status failed_ HORA_GUARDED_BY(mu_);
 };

@@ -31,17 +31,6 @@ Result<PointerInfo> PointerCache::Lookup(const void* ptr) {
   return e->info;
 }
 
-const PointerInfo* PointerCache::Trusted(const void* ptr) {
-  if (policy_ != Policy::kTrust) return nullptr;
-  const auto p = reinterpret_cast<uintptr_t>(ptr);
-  Slot& slot = slots_[SlotOf(p)];
-  Entry* e = slot.pointer == p && slot.entry != nullptr ? slot.entry : FindRange(p);
-  if (e == nullptr) return nullptr;
-  ++hits_;
-  slot = {p, e};
-  return &e->info;
-}
-
 PointerCache::Entry* PointerCache::FindRange(uintptr_t p) {
   auto it = by_base_.upper_bound(p);
   if (it == by_base_.begin()) return nullptr;

@@ -10,11 +10,12 @@
 // Memory freed and allocated again at the same address is another
 // allocation, with another buffer id (PointerInfo::buffer_id). Two policies:
 //  - kTrust: a cached range is believed (no query at all). For uses where a
-//    stale entry is harmless: confirming that a tensor the framework calls
-//    device memory is that.
+//    stale entry is harmless (the benchmark's baseline, the GPU checks).
 //  - kVerify: the first lookup of each allocation in a batch (BeginBatch)
 //    asks the device again and drops the entry when the buffer id changed.
-//    For uses that depend on the allocation's identity.
+//    For uses that depend on the allocation's identity or its end: the
+//    check of every GPU tensor at submission (lazy_device.h), whose batches
+//    are rounds of a millisecond.
 // Host memory the device does not know is not cached (its answer has no
 // range); pinned and device memory are.
 //
@@ -37,10 +38,6 @@ class PointerCache {
 
   // What `p` is.
   Result<PointerInfo> Lookup(const void* p);
-  // Under kTrust, what the cache holds for `p` (a hit), without asking the
-  // device and without a Result to build; null when it holds nothing (or
-  // under kVerify): then Lookup.
-  const PointerInfo* Trusted(const void* p);
   // Starts a batch: under kVerify, each allocation is checked again once.
   void BeginBatch() { ++epoch_; }
   // Forgets every entry (the device's memory was reset).

@@ -31,33 +31,6 @@ TEST_F(PointerCacheTest, SteadyLookupsOfOneAllocationAskTheDeviceOnce) {
   EXPECT_TRUE(dev_->Free(p).ok());
 }
 
-TEST_F(PointerCacheTest, TrustedAnswersFromTheCacheOnly) {
-  // What the cache holds, with no query: null before the first Lookup, then
-  // the range of the allocation for any pointer into it (a hit each); null
-  // for memory the cache has not seen, and always under kVerify.
-  PointerCache trust(*dev_, PointerCache::Policy::kTrust);
-  PointerCache verify(*dev_, PointerCache::Policy::kVerify);
-  auto* p = static_cast<char*>(dev_->Allocate(1 << 16).value());
-  auto* q = static_cast<char*>(dev_->Allocate(1 << 16).value());
-  const uint64_t before = dev_->pointer_queries();
-  EXPECT_EQ(trust.Trusted(p), nullptr);
-  EXPECT_EQ(dev_->pointer_queries(), before);
-  ASSERT_TRUE(trust.Lookup(p).ok());
-  ASSERT_TRUE(verify.Lookup(p).ok());
-  const uint64_t hits = trust.hits();
-  const PointerInfo* info = trust.Trusted(p + 4000);
-  ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->kind, MemoryKind::kDevice);
-  EXPECT_EQ(info->base, reinterpret_cast<uintptr_t>(p));
-  EXPECT_EQ(info->size, size_t{1} << 16);
-  EXPECT_EQ(trust.hits(), hits + 1);
-  EXPECT_EQ(trust.Trusted(q), nullptr);
-  EXPECT_EQ(verify.Trusted(p), nullptr);
-  EXPECT_EQ(dev_->pointer_queries(), before + 2);  // (the two Lookups only)
-  EXPECT_TRUE(dev_->Free(p).ok());
-  EXPECT_TRUE(dev_->Free(q).ok());
-}
-
 TEST_F(PointerCacheTest, ReusedAddressIsStaleUnderTrustAndCaughtUnderVerify) {
   PointerCache trust(*dev_, PointerCache::Policy::kTrust);
   PointerCache verify(*dev_, PointerCache::Policy::kVerify);
