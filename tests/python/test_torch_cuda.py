@@ -131,6 +131,25 @@ def test_sync_batch_norm_on_cuda_matches_one_batch_norm():
     torch.testing.assert_close(x.grad.cpu(), xr.grad[start:start + rows[r]], **tol)
 
 
+def test_broadcast_optimizer_state_sparse_on_cuda():
+    # An optimizer with no state yet gets zero gradients on its parameters'
+    # GPU (torch refuses a gradient on another device), sparse where the
+    # optimizer or the model makes them so.
+    d = device()
+    emb = torch.nn.Embedding(6, 2, sparse=True).to(d)
+    sopt = torch.optim.SparseAdam(emb.parameters(), lr=0.1)
+    hvd.broadcast_optimizer_state(sopt, root_rank=0)
+    state = sopt.state[emb.weight]
+    assert float(state["step"]) == 1.0 and state["exp_avg"].device == d
+    model = torch.nn.Sequential(torch.nn.Embedding(6, 2, sparse=True),
+                                torch.nn.Linear(2, 1)).to(d)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    hvd.broadcast_optimizer_state(opt, root_rank=0, model=model)
+    buf = opt.state[model[0].weight]["momentum_buffer"]
+    assert buf.is_sparse and buf.device == d
+    assert not opt.state[model[1].weight]["momentum_buffer"].is_sparse
+
+
 def test_broadcast_optimizer_state_on_cuda():
     d = device()
     torch.manual_seed(hvd.rank())  # every rank's model and state differ

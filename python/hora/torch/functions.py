@@ -80,11 +80,13 @@ def _initialize_state(optimizer, model):
                 continue
             if all_sparse or p in sparse:
                 # Row 0 of zeros, in an embedding gradient's layout (sparse over
-                # dimension 0): an empty one trips torch's SparseAdam.
+                # dimension 0): an empty one trips torch's SparseAdam. On the
+                # parameter's device: torch refuses a gradient on another.
                 rows = min(1, p.shape[0])
                 p.grad = torch.sparse_coo_tensor(
-                    torch.zeros((1, rows), dtype=torch.int64),
-                    torch.zeros((rows,) + tuple(p.shape[1:]), dtype=p.dtype), p.shape)
+                    torch.zeros((1, rows), dtype=torch.int64, device=p.device),
+                    torch.zeros((rows,) + tuple(p.shape[1:]), dtype=p.dtype, device=p.device),
+                    p.shape)
             else:
                 p.grad = torch.zeros_like(p)
     # A DistributedOptimizer's own step would allreduce: take the wrapped one's.
@@ -127,7 +129,8 @@ def _loads(t):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """Returns root's ``obj`` on every rank (pickled; tensors inside stay tensors).
+    """Returns root's ``obj`` on every rank (pickled; tensors inside stay tensors,
+    and come back on the CPU on the other ranks: a GPU of root's is not theirs).
 
     Two collectives, "<name>.size" and "<name>.data"; without ``name`` they are
     named "broadcast_object" (not from a per-rank counter, which a call that
