@@ -288,8 +288,140 @@ TEST_P(DeviceTensors, FusedAndGroupedAllreduce) {
     if (n > 1) {
       EXPECT_GT(stats.fused_batches, 0u) << "nothing was fused";
     }
+    // Fused tensors are packed and unpacked on the device by batched copies
+    // (one launch each), not copied one by one: the tensors are in place, so
+    // no copy within the device was needed. (One rank's in-place sums need
+    // no copy at all.)
+    DeviceIo io(job.session(0));
+    if (auto* host = dynamic_cast<gpu::HostDevice*>(&io.device()); host != nullptr) {
+      EXPECT_EQ(host->copies(gpu::CopyKind::kDeviceToDevice), 0u);
+      if (n > 1) {
+        EXPECT_GE(host->batched_copies(), 2 * stats.fused_batches);
+      }
+    }
   }
   ExpectThePath(job);
+}
+
+// Reducescatter of GPU tensors for every dtype and op (and scaled), as a
+// group of two: dimension 0 of 1 (fewer rows than ranks) and of 3n + 1
+// (uneven), 3 columns. Outputs on the GPU, each rank's rows checked against
+// the reduction computed on the host (ReferenceAllreduce). With NCCL, it
+// takes what it reduces as Hora does (NcclTakes), and Hora's path the rest.
+TEST_P(DeviceTensors, GroupedReducescatterEveryDtypeAndOp) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  constexpr int64_t kCols = 3;
+  const std::vector<int64_t> dims{1, 3 * int64_t{n} + 1};
+  uint64_t seed = 300;
+  for (DataType dtype : kAllDataTypes) {
+    const size_t esize = DataTypeSize(dtype);
+    for (const Reduction& red : ReductionsFor(dtype)) {
+      ++seed;
+      // in[t][r]: tensor t of rank r; expected[t]: its full reduction.
+      std::vector<std::vector<std::vector<uint8_t>>> in(dims.size());
+      std::vector<Expected> expected;
+      for (size_t t = 0; t < dims.size(); ++t) {
+        const size_t count = static_cast<size_t>(dims[t] * kCols);
+        std::vector<const void*> ptrs;
+        for (int r = 0; r < n; ++r) {
+          in[t].emplace_back(count * esize);
+          FillInput(dtype, red.op, in[t].back().data(), count, seed + 1000 * t, r);
+          ptrs.push_back(in[t].back().data());
+        }
+        expected.push_back(ReferenceAllreduce(dtype, red, ptrs, count));
+      }
+      std::vector<std::vector<std::vector<uint8_t>>> got(static_cast<size_t>(n));
+      auto st = job.Run([&](int r, Session& s) -> Status {
+        DeviceIo io(s);
+        if (!io.ok()) return io.error();
+        std::vector<TensorView> views;
+        for (size_t t = 0; t < dims.size(); ++t) {
+          const std::vector<uint8_t>& mine = in[t][static_cast<size_t>(r)];
+          views.push_back(OnGpu(io.Upload(mine.data(), mine.size()), dtype, {dims[t], kCols}));
+        }
+        std::vector<Handle> h = s.GroupedReducescatterAsync("rs", views, red);
+        for (size_t t = 0; t < dims.size(); ++t) {
+          HORA_RETURN_IF_ERROR(h[t].Wait(kForever));
+          std::optional<Tensor> out = h[t].TakeOutput();
+          const int64_t rows = dims[t] / n + (r < dims[t] % n ? 1 : 0);
+          if (!out || !OnGpuDevice(*out) || out->shape() != std::vector<int64_t>{rows, kCols}) {
+            return InternalError("tensor " + std::to_string(t) + "'s output is " +
+                                 (out ? out->view().Describe() : std::string("missing")));
+          }
+          got[static_cast<size_t>(r)].push_back(io.Download(out->data(), out->num_bytes()));
+        }
+        return Status::Ok();
+      });
+      for (size_t t = 0; t < dims.size(); ++t) {
+        int64_t first = 0;
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+          const int64_t rows = dims[t] / n + (r < dims[t] % n ? 1 : 0);
+          const std::string diff =
+              Compare(expected[t], got[static_cast<size_t>(r)][t].data(),
+                      static_cast<size_t>(first * kCols), static_cast<size_t>(rows * kCols));
+          ASSERT_TRUE(diff.empty())
+              << DataTypeName(dtype) << " " << ReduceOpName(red.op) << " pre "
+              << red.prescale_factor << " dim0 " << dims[t] << " rank " << r << ": " << diff;
+          first += rows;
+        }
+      }
+    }
+  }
+  const Session::EngineCounters c = job.session(0).engine_counters();
+  EXPECT_EQ(c.window_batches, 0u);
+  if (ByNccl()) {
+    EXPECT_GT(c.nccl_batches, 0u) << "NCCL took no reducescatter";
+  } else {
+    EXPECT_EQ(c.nccl_batches, 0u);
+  }
+}
+
+// A group of allgathers of GPU tensors, three dtypes (1, 2 and 8 bytes),
+// ranks with different row counts (some none): each output on the GPU, the
+// ranks' rows in rank order.
+TEST_P(DeviceTensors, GroupedAllgatherGivesGpuOutputs) {
+  const int n = World();
+  ThreadRanks job(n, Staged());
+  const std::vector<DataType> dtypes{DataType::kUInt8, DataType::kFloat16, DataType::kInt64};
+  constexpr int64_t kCols = 5;
+  auto rows_of = [](size_t t, int r) { return static_cast<int64_t>((r + t) % 3); };
+  for (uint64_t salt : {1u, 2u}) {
+    // gathered[t]: every rank's rows of tensor t, in rank order.
+    std::vector<std::vector<uint8_t>> gathered(dtypes.size());
+    for (size_t t = 0; t < dtypes.size(); ++t) {
+      for (int r = 0; r < n; ++r) {
+        const auto part = BytePattern(
+            static_cast<size_t>(rows_of(t, r) * kCols) * DataTypeSize(dtypes[t]), r, salt + 10 * t);
+        gathered[t].insert(gathered[t].end(), part.begin(), part.end());
+      }
+    }
+    auto st = job.Run([&](int r, Session& s) -> Status {
+      DeviceIo io(s);
+      if (!io.ok()) return io.error();
+      std::vector<TensorView> views;
+      for (size_t t = 0; t < dtypes.size(); ++t) {
+        const auto mine = BytePattern(
+            static_cast<size_t>(rows_of(t, r) * kCols) * DataTypeSize(dtypes[t]), r, salt + 10 * t);
+        views.push_back(
+            OnGpu(io.Upload(mine.data(), mine.size()), dtypes[t], {rows_of(t, r), kCols}));
+      }
+      std::vector<Handle> h = s.GroupedAllgatherAsync("ag", views);
+      for (size_t t = 0; t < dtypes.size(); ++t) {
+        HORA_RETURN_IF_ERROR(h[t].Wait(kForever));
+        std::optional<Tensor> out = h[t].TakeOutput();
+        if (!out || !OnGpuDevice(*out))
+          return InternalError("an allgather output is not on the GPU");
+        if (io.Download(out->data(), out->num_bytes()) != gathered[t]) {
+          return InternalError("allgather " + std::to_string(t) + " (" + DataTypeName(dtypes[t]) +
+                               ") differs, salt " + std::to_string(salt));
+        }
+      }
+      return Status::Ok();
+    });
+    ExpectAllOk(st);
+  }
 }
 
 TEST_P(DeviceTensors, BroadcastFromEveryRoot) {
@@ -809,7 +941,27 @@ TEST_P(DeviceTensors, HandlesAwaitTheCopiesBackOnTheHostOrOnAStream) {
     HORA_RETURN_IF_ERROR(hb.Wait(kForever));
     if (!hb.Poll()) return InternalError("Poll() is false after Wait()");
     slow->DelayCopiesToDevice(Duration::zero());
-    return ExpectFloats(io.Download(c, kBytes), 42.0f, "broadcast");
+    HORA_RETURN_IF_ERROR(ExpectFloats(io.Download(c, kBytes), 42.0f, "broadcast"));
+    // The host does not wait for the copies back: while they are held (on
+    // the staged paths at several ranks, copies from host memory; a tensor
+    // of one chunk), StreamWait hands them to the stream and returns, and
+    // the handle is not done until they are.
+    if (n == 1 || OnWindow() || ByNccl()) return Status::Ok();
+    constexpr size_t kSmall = 500;
+    void* e = io.Upload(mine.data(), kSmall * 4);
+    const TensorView ve = OnGpu(e, DataType::kFloat32, {kSmall});
+    HORA_ASSIGN_OR_RETURN(const gpu::Stream other, dev.CreateStream());
+    slow->HoldCopiesToDevice(true);
+    Handle he = s.AllreduceAsync("held", ve, ve, {ReduceOp::kSum});
+    st = he.StreamWait(other.id, std::chrono::seconds(10));
+    const bool done_while_held = he.Poll();
+    slow->HoldCopiesToDevice(false);
+    got = st.ok() ? ReadOnStream(dev, other, e, kSmall * 4) : Result<std::vector<uint8_t>>(st);
+    (void)dev.DestroyStream(other);
+    HORA_RETURN_IF_ERROR(got.status());
+    if (done_while_held) return InternalError("the handle was done while its copies were held");
+    HORA_RETURN_IF_ERROR(ExpectFloats(*got, sum, "read on the stream after a held copy"));
+    return he.Wait(kForever);
   }));
 }
 

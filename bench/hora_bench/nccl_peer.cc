@@ -5,11 +5,14 @@
 // to the library (backends/nccl/nccl.h), timed until the GPU is done, beside
 // Hora's path on the same GPU ("hora@cuda", which the driver keeps off NCCL
 // with HORA_GPU_BACKEND=hora). The input is copied to the device before
-// each iteration, untimed, as for hora@cuda.
+// each iteration, untimed, as for hora@cuda. With --device host, NCCL's
+// stand-in on the host device ("nccl@host", HORA_NCCL_LIBRARY=host's, its
+// calls queued on the stream): for tests of the peer, not for its times.
 #include <chrono>
 #include <cstring>
 
 #include "api/session_impl.h"
+#include "backends/nccl/host_nccl.h"
 #include "backends/nccl/nccl.h"
 #include "device_buffers.h"
 #include "impl.h"
@@ -21,9 +24,11 @@ constexpr Duration kTimeout = std::chrono::seconds(120);
 
 class NcclImpl final : public Impl {
  public:
-  NcclImpl(std::shared_ptr<gpu::Device> device, std::unique_ptr<NcclLibrary> library,
-           std::unique_ptr<NcclComm> comm, gpu::Stream stream, gpu::Event done)
-      : device_(device),
+  NcclImpl(std::string name, std::shared_ptr<gpu::Device> device,
+           std::unique_ptr<NcclLibrary> library, std::unique_ptr<NcclComm> comm, gpu::Stream stream,
+           gpu::Event done)
+      : name_(std::move(name)),
+        device_(device),
         buffers_(std::move(device)),
         library_(std::move(library)),
         comm_(std::move(comm)),
@@ -36,7 +41,7 @@ class NcclImpl final : public Impl {
     (void)device_->DestroyStream(stream_);
   }
 
-  std::string name() const override { return "nccl@cuda"; }
+  std::string name() const override { return name_; }
   std::string Unsupported(const Args& args) const override {
     if (args.collective == Collective::kBroadcast) return "";
     if (args.collective != Collective::kAllreduce) return "the nccl peer runs allreduce, broadcast";
@@ -70,6 +75,7 @@ class NcclImpl final : public Impl {
   const uint8_t* Output() const override { return buffers_.Download(buffers_.out()); }
 
  private:
+  const std::string name_;
   const std::shared_ptr<gpu::Device> device_;
   DeviceBuffers buffers_;
   std::unique_ptr<NcclLibrary> library_;
@@ -83,10 +89,13 @@ class NcclImpl final : public Impl {
 }  // namespace
 
 Result<std::unique_ptr<Impl>> MakeNcclImpl(Session& session, const std::string& device) {
-  if (device != "cuda") return InvalidArgument("--peers nccl needs --device cuda");
+  if (device != "cuda" && device != "host") {
+    return InvalidArgument("--peers nccl needs --device cuda (or host, for NCCL's stand-in)");
+  }
   HORA_ASSIGN_OR_RETURN(std::shared_ptr<gpu::Device> d, session.impl().devices.Get(0));
+  const std::string& path = session.impl().config.nccl_library;
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<NcclLibrary> library,
-                        OpenNcclLibrary(session.impl().config.nccl_library));
+                        device == "host" ? CreateHostNccl(":queued") : OpenNcclLibrary(path));
   // Rank 0's id, to every rank through Hora (host memory).
   NcclId id;
   if (session.rank() == 0) {
@@ -99,8 +108,8 @@ Result<std::unique_ptr<Impl>> MakeNcclImpl(Session& session, const std::string& 
                         library->InitRank(id, session.size(), session.rank(), *d, kTimeout));
   HORA_ASSIGN_OR_RETURN(const gpu::Stream stream, d->CreateStream());
   HORA_ASSIGN_OR_RETURN(const gpu::Event done, d->CreateEvent());
-  return std::unique_ptr<Impl>(
-      std::make_unique<NcclImpl>(d, std::move(library), std::move(comm), stream, done));
+  return std::unique_ptr<Impl>(std::make_unique<NcclImpl>("nccl@" + device, d, std::move(library),
+                                                          std::move(comm), stream, done));
 }
 
 }  // namespace hora::bench

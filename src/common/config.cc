@@ -181,9 +181,10 @@ const std::vector<SettingRow>& Rows() {
        .zero_ok = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",
                 "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "
-                "host: NCCL's semantics on the host device, for tests of ranks as threads "
-                "(host:refuse-call=N: its communicators refuse the Nth call they are asked to "
-                "make)"},
+                "host: a stand-in with NCCL's semantics on the host device (HORA_DEVICE=host), "
+                "for tests, between threads or processes of one machine (host:queued: its calls "
+                "wait on the rank's stream, as NCCL's kernels do; host:refuse-call=N: its "
+                "communicators refuse the Nth call they are asked to make)"},
        .as_string = &Config::nccl_library},
       {.spec =
            {"HORA_GPU_WINDOW_BYTES", SettingType::kBytes, "32M",

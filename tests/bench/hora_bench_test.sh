@@ -3,7 +3,7 @@
 # against the reference in bench/hora_bench/data.cc, for Hora and, where
 # built, the Gloo peer; --json records checked field by field; the torch peer
 # (np 2) and the MPI peer (horarun --mpi, np 2); GPU tensors on the host
-# device (--device host, np 2); bad flags exit 2 naming the flag. Usage: hora_bench_test.sh HORARUN HORA_BENCH PYTHON
+# device (--device host, np 2), and the NCCL peer there (its stand-in); bad flags exit 2 naming the flag. Usage: hora_bench_test.sh HORARUN HORA_BENCH PYTHON
 set -u
 horarun="$1"; bench="$2"; python="$3"
 out=$(mktemp -d); trap 'rm -rf "$out"' EXIT
@@ -83,6 +83,13 @@ for coll in allreduce allgather broadcast alltoall reducescatter; do
      check_json "$out/dev-$coll.json" "$coll" 2 hora,hora@host 4; then ok; else
     bad "--device host $coll"; tail "$out/log"; fi
 done
+# The NCCL peer, on the host device's stand-in for NCCL (nccl@host).
+for coll in allreduce broadcast; do
+  if "$horarun" -np 2 --timeout 120 "$bench" "$coll" --device host --peers nccl --sizes 4:1M \
+       --step-factor 64 --iters 2 --check --json "$out/nccl-$coll.json" >"$out/log" 2>&1 &&
+     check_json "$out/nccl-$coll.json" "$coll" 2 hora,hora@host,nccl@host 4; then ok; else
+    bad "--device host --peers nccl $coll"; tail "$out/log"; fi
+done
 
 # The torch.distributed peer.
 if "$python" -c "import torch.distributed" 2>/dev/null; then
@@ -108,11 +115,11 @@ done
 # The mpi peer without an MPI launcher is an error on every rank, not a hang.
 msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --peers mpi 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && echo "$msg" | grep -q "needs an MPI launcher"; then ok; else bad "mpi without mpirun: $msg"; fi
-# The nccl peer needs GPU buffers: on the host device it is an error on
-# its ranks, naming what it needs, not a hang.
-msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --device host --peers nccl 2>&1); rc=$?
+# The nccl peer needs GPU buffers: without --device it is an error on its
+# ranks, naming what it needs, not a hang.
+msg=$("$horarun" -np 2 --timeout 60 "$bench" allreduce --peers nccl 2>&1); rc=$?
 if [ "$rc" -ne 0 ] && [ "$(echo "$msg" | grep -c -- "--peers nccl needs --device cuda")" -ge 1 ]; then
-  ok; else bad "nccl on the host device: $msg"; fi
+  ok; else bad "nccl without --device: $msg"; fi
 
 # hora-gpu-latency (built beside hora-bench) on the host device: every way
 # timed, with a figure each; Hora's calls on its own path, not NCCL's, even

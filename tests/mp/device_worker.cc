@@ -2,19 +2,19 @@
 //
 // One rank of the GPU-tensor multi-process test, started by horarun: with
 // HORA_DEVICE=host (GPU semantics on CPU memory; HORATEST_DEVICE=cuda on a
-// GPU machine), runs allreduce (dtypes,
-// ops, scale factors, sizes 0 to 300,000 elements, a fused batch),
-// broadcast from every root, allgather, reducescatter and alltoall on GPU
-// tensors, reads each result back from the device and checks it against a
-// reference computed here from every rank's (deterministic) input; then
-// memory shared between the ranks' devices (IPC), and that the allreduces
-// took the path HORATEST_EXPECT_WINDOW says. Prints
-// "rank R: N device checks passed" and exits 0, or names the first failure
-// and exits 1.
+// GPU machine), runs allreduce (every dtype and op, scale factors, sizes 0
+// to 300,000 elements, Adasum against the host path, a fused batch),
+// broadcast from every root, allgather, reducescatter (grouped too, min,
+// max and product) and alltoall on GPU tensors, reads each result back from the device and checks
+// it against a reference computed here from every rank's (deterministic) input; then memory shared
+// between the ranks' devices (IPC), and that the allreduces took the path HORATEST_EXPECT_WINDOW
+// says. Prints "rank R: N device checks passed" and exits 0, or names the first failure and
+// exits 1.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,13 +48,19 @@ bool Check(bool ok, const std::string& what) {
 bool Allreduces(Session& s, DeviceIo& io) {
   const int n = s.size();
   uint64_t seed = 11;
-  for (DataType dtype : {DataType::kFloat32, DataType::kInt32, DataType::kBFloat16,
-                         DataType::kFloat16, DataType::kFloat64, DataType::kUInt8}) {
+  for (DataType dtype : kAllDataTypes) {
     const size_t esize = DataTypeSize(dtype);
+    // (The large size for the types training uses most; 0 to 1031 for all.)
+    const bool large = dtype == DataType::kFloat32 || dtype == DataType::kInt32 ||
+                       dtype == DataType::kBFloat16 || dtype == DataType::kFloat16 ||
+                       dtype == DataType::kFloat64 || dtype == DataType::kUInt8;
     for (Reduction red : {Reduction{ReduceOp::kSum}, Reduction{ReduceOp::kAverage},
                           Reduction{ReduceOp::kMin}, Reduction{ReduceOp::kMax},
                           Reduction{ReduceOp::kProduct}, Reduction{ReduceOp::kSum, 0.5, 3.0}}) {
+      const bool scaled = red.prescale_factor != 1.0 || red.postscale_factor != 1.0;
+      if (dtype == DataType::kBool && (red.op == ReduceOp::kAverage || scaled)) continue;
       for (size_t count : {size_t{0}, size_t{1}, size_t{1031}, size_t{300000}}) {
+        if (count == 300000 && !large) continue;
         ++seed;
         std::vector<uint8_t> host(count * esize);
         hora::testing::FillInput(dtype, red.op, host.data(), count, seed, s.rank());
@@ -67,6 +73,32 @@ bool Allreduces(Session& s, DeviceIo& io) {
         const std::string diff =
             hora::testing::CompareFilledAllreduce(n, dtype, red, seed, got.data(), count);
         if (!Check(diff.empty(), what + ": " + diff)) return false;
+      }
+    }
+  }
+  // Adasum (not element-wise): bit for bit what the same values give as
+  // host tensors, float32 and float64, one size within a chunk and one of
+  // several. (Adasum needs a power-of-two number of ranks.)
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat64}) {
+    if ((n & (n - 1)) != 0) break;
+    for (size_t count : {size_t{1031}, size_t{70001}}) {
+      ++seed;
+      std::vector<uint8_t> host(count * DataTypeSize(dtype));
+      hora::testing::FillInput(dtype, ReduceOp::kAdasum, host.data(), count, seed, s.rank());
+      void* d = io.Upload(host.data(), host.size());
+      const std::vector<int64_t> shape{static_cast<int64_t>(count)};
+      const std::string what =
+          std::string("adasum ") + DataTypeName(dtype) + " count " + std::to_string(count);
+      if (!Check(s.Allreduce(OnGpu(d, dtype, shape), OnGpu(d, dtype, shape), {ReduceOp::kAdasum}),
+                 what)) {
+        return false;
+      }
+      const TensorView on_host(host.data(), dtype, shape);
+      if (!Check(s.Allreduce(on_host, on_host, {ReduceOp::kAdasum}), what + " (host)")) {
+        return false;
+      }
+      if (!Check(io.Download(d, host.size()) == host, what + ": differs from the host's")) {
+        return false;
       }
     }
   }
@@ -146,6 +178,50 @@ bool Others(Session& s, DeviceIo& io) {
                  hora::testing::AlltoallExpected(n, a2a_rows, row_bytes, in, r),
              "alltoall's result on the device")) {
     return false;
+  }
+  // Reducescatter, grouped, of dtypes and ops beyond the sum below: each
+  // rank's rows against the reduction of every rank's input computed here.
+  uint64_t seed = 900;
+  for (DataType dtype : {DataType::kInt16, DataType::kFloat32, DataType::kBFloat16,
+                         DataType::kInt64, DataType::kBool}) {
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      ++seed;
+      const std::vector<int64_t> dims{1, 3 * int64_t{n} + 2};
+      std::vector<TensorView> views;
+      std::vector<hora::testing::Expected> expected;
+      for (size_t t = 0; t < dims.size(); ++t) {
+        const size_t count = static_cast<size_t>(dims[t] * cols);
+        std::vector<std::vector<uint8_t>> every(static_cast<size_t>(n));
+        std::vector<const void*> ptrs;
+        for (int q = 0; q < n; ++q) {
+          every[static_cast<size_t>(q)].resize(count * DataTypeSize(dtype));
+          hora::testing::FillInput(dtype, op, every[static_cast<size_t>(q)].data(), count,
+                                   seed + 50 * t, q);
+          ptrs.push_back(every[static_cast<size_t>(q)].data());
+        }
+        expected.push_back(hora::testing::ReferenceAllreduce(dtype, {op}, ptrs, count));
+        const auto& own = every[static_cast<size_t>(r)];
+        views.push_back(OnGpu(io.Upload(own.data(), own.size()), dtype, {dims[t], cols}));
+      }
+      std::vector<Handle> h = s.GroupedReducescatterAsync("rs.group", views, {op});
+      for (size_t t = 0; t < dims.size(); ++t) {
+        const std::string what = std::string("grouped reducescatter ") + DataTypeName(dtype) + " " +
+                                 ReduceOpName(op) + " dim0 " + std::to_string(dims[t]);
+        if (!Check(h[t].Wait(std::chrono::seconds(60)), what)) return false;
+        std::optional<Tensor> got = h[t].TakeOutput();
+        if (!Check(got.has_value() && got->device().type == DeviceType::kCUDA, what + " output")) {
+          return false;
+        }
+        int64_t at = 0;
+        for (int q = 0; q < r; ++q) at += dims[t] / n + (q < dims[t] % n ? 1 : 0);
+        const int64_t mine = dims[t] / n + (r < dims[t] % n ? 1 : 0);
+        const auto bytes = io.Download(got->data(), got->num_bytes());
+        const std::string diff =
+            hora::testing::Compare(expected[t], bytes.data(), static_cast<size_t>(at * cols),
+                                   static_cast<size_t>(mine * cols));
+        if (!Check(diff.empty(), what + ": " + diff)) return false;
+      }
+    }
   }
   // Reducescatter: every rank gives 0..rows-1; each gets n times its rows.
   const int64_t rows = 1000 + n;

@@ -49,6 +49,76 @@ def test_allgather_output_is_on_the_gpu():
         h.output_buffer()
 
 
+def _rows_of(rows, n):
+    """Each rank's rows of a reducescatter of `rows` rows: the first ranks one more."""
+    return [rows // n + (1 if q < rows % n else 0) for q in range(n)]
+
+
+def test_reducescatter_of_a_gpu_tensor():
+    s, n, r = session(), hvd.size(), hvd.rank()
+    rows = 2 * n + 1
+    base = np.arange(rows * 3, dtype=np.float32).reshape(rows, 3)
+    h = s.reducescatter_async("gpu.rs", s._device_buffer(base * (r % 2 * 2 - 1) + r),
+                              op=basics.Max)
+    h.wait()
+    full = np.max([base * (q % 2 * 2 - 1) + q for q in range(n)], axis=0)
+    counts = _rows_of(rows, n)
+    start = sum(counts[:r])
+    got = np.frombuffer(s._read_device(h.output()), dtype=np.float32).reshape(-1, 3)
+    np.testing.assert_array_equal(got, full[start:start + counts[r]])
+
+
+def test_alltoall_of_a_gpu_tensor_with_uneven_splits():
+    # Rank r sends q + 1 rows to rank q, each row 100 r + q.
+    s, n, r = session(), hvd.size(), hvd.rank()
+    send = np.concatenate([np.full((q + 1, 2), 100 * r + q, np.int32) for q in range(n)])
+    h = s.alltoall_async("gpu.a2a", s._device_buffer(send), [q + 1 for q in range(n)])
+    h.wait()
+    got = np.frombuffer(s._read_device(h.output()), dtype=np.int32).reshape(-1, 2)
+    want = np.concatenate([np.full((r + 1, 2), 100 * q + r, np.int32) for q in range(n)])
+    np.testing.assert_array_equal(got, want)
+    assert list(h.received_splits()) == [r + 1] * n
+
+
+def test_grouped_collectives_of_gpu_tensors():
+    s, n, r = session(), hvd.size(), hvd.rank()
+    # Allreduce, in place: two dtypes in one group.
+    a = s._device_buffer(np.full(5, r + 1, np.float64))
+    b = s._device_buffer(np.full(3, 2 * (r + 1), np.int32))
+    for h in s.grouped_allreduce_async("gpu.g.ar", [a, b], None, op=basics.Sum):
+        h.wait()
+    total = n * (n + 1) // 2
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(a), np.float64),
+                                  np.full(5, total, np.float64))
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(b), np.int32),
+                                  np.full(3, 2 * total, np.int32))
+    # Allgather: rank r gives r + 1 rows of int16, and one uint8.
+    hs = s.grouped_allgather_async("gpu.g.ag", [
+        s._device_buffer(np.full((r + 1, 2), r, np.int16)),
+        s._device_buffer(np.array([7 * r], np.uint8))])
+    for h in hs:
+        h.wait()
+    np.testing.assert_array_equal(
+        np.frombuffer(s._read_device(hs[0].output()), np.int16).reshape(-1, 2),
+        np.concatenate([np.full((q + 1, 2), q, np.int16) for q in range(n)]))
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(hs[1].output()), np.uint8),
+                                  np.array([7 * q for q in range(n)], np.uint8))
+    # Reducescatter, summed: n rows of float32 and 2n + 1 of int64.
+    x = np.arange(2 * n, dtype=np.float32).reshape(n, 2)
+    y = np.arange(2 * n + 1, dtype=np.int64) * 3
+    hs = s.grouped_reducescatter_async("gpu.g.rs", [s._device_buffer(x + r),
+                                                    s._device_buffer(y - r)], op=basics.Sum)
+    for h in hs:
+        h.wait()
+    np.testing.assert_array_equal(
+        np.frombuffer(s._read_device(hs[0].output()), np.float32).reshape(-1, 2),
+        (n * x + total - n)[r:r + 1])
+    counts = _rows_of(2 * n + 1, n)
+    start = sum(counts[:r])
+    np.testing.assert_array_equal(np.frombuffer(s._read_device(hs[1].output()), np.int64),
+                                  (n * y - (total - n))[start:start + counts[r]])
+
+
 def test_broadcast_of_a_gpu_tensor():
     s, n, r = session(), hvd.size(), hvd.rank()
     dev = s._device_buffer(np.full(257, r + 10, dtype=np.float32))

@@ -103,7 +103,10 @@ def test_ranks_that_disagree_on_the_device_are_named():
     t = torch.ones(8, device=d) if hvd.rank() == 0 else torch.ones(8)
     with pytest.raises(Exception) as e:
         hvd.allreduce(t, op=hvd.Sum, name="cuda.mixed")
-    assert "on cuda" in str(e.value) and "on cpu" in str(e.value), str(e.value)
+    # (Each rank's tensor and device, named: rank 0's on the GPU, the others'
+    # on the CPU.)
+    assert "rank 0 float32[8] sum on cuda" in str(e.value), str(e.value)
+    assert "rank 1 float32[8] sum on cpu" in str(e.value), str(e.value)
 
 
 def test_sync_batch_norm_on_cuda_matches_one_batch_norm():

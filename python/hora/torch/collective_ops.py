@@ -144,7 +144,8 @@ def join(device=-1):
     makes the Min of positive values 0; Hora's Min, Max and Product are over
     the ranks with data). Other collectives submitted meanwhile fail with an
     error naming the joined ranks. Returns the last rank to join.
-    ``device`` is accepted for Horovod's signature (CPU tensors only).
+    ``device`` is accepted for Horovod's signature and not needed: a joined
+    rank takes part in the allreduces of GPU tensors as in those of CPU ones.
     """
     del device
     return basics.session().join()

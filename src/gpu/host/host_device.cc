@@ -229,7 +229,37 @@ Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const ch
   return b;
 }
 
+// A hold on copies to the device (HoldCopiesToDevice): open once released.
+struct HostDevice::CopyHold {
+  void Await() HORA_EXCLUDES(mu) {
+    MutexLock lock(mu);
+    (void)released.wait_for(lock.native(), std::chrono::seconds(60),
+                            [&]() HORA_REQUIRES(mu) { return open; });
+  }
+  void Release() HORA_EXCLUDES(mu) {
+    {
+      MutexLock lock(mu);
+      open = true;
+    }
+    released.notify_all();
+  }
+  Mutex mu;
+  std::condition_variable released;
+  bool open HORA_GUARDED_BY(mu) = false;
+};
+
+void HostDevice::HoldCopiesToDevice(bool hold) {
+  std::shared_ptr<CopyHold> ended;
+  {
+    MutexLock lock(mu_);
+    ended = std::move(copy_hold_);
+    copy_hold_ = hold ? std::make_shared<CopyHold>() : nullptr;
+  }
+  if (ended != nullptr) ended->Release();
+}
+
 Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind, Stream s) {
+  copies_[static_cast<size_t>(kind)].fetch_add(1);
   HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));
@@ -262,10 +292,16 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
   }
   const Duration delay(kind == CopyKind::kHostToDevice ? to_device_delay_ns_.load() : 0);
   const bool fault = kind == CopyKind::kDeviceToDevice && bytes > 0 && fault_armed_.exchange(false);
+  std::shared_ptr<CopyHold> hold;
+  if (kind == CopyKind::kHostToDevice) {
+    MutexLock lock(mu_);
+    hold = copy_hold_;
+  }
   if (bytes > 0) {
     stream->Enqueue(Guarded(
-        [to, from, bytes, delay] {
+        [to, from, bytes, delay, hold] {
           if (delay > Duration::zero()) std::this_thread::sleep_for(delay);
+          if (hold != nullptr) hold->Await();
           std::memmove(to, from, bytes);
         },
         fault));
@@ -274,6 +310,7 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
 }
 
 Status HostDevice::BatchedCopy(std::span<const CopyPart> parts, Stream s) {
+  batched_copies_.fetch_add(1);
   HORA_RETURN_IF_ERROR(Broken());
   std::shared_ptr<HostStream> stream = FindStream(s);
   if (stream == nullptr) return InvalidArgument("host device: no stream " + std::to_string(s.id));

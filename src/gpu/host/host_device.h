@@ -92,6 +92,11 @@ class HostDevice final : public Device {
   // For tests: each copy from host to device memory queued from now on
   // starts `delay` late on its stream, as on a slow GPU (0: none).
   void DelayCopiesToDevice(Duration delay) { to_device_delay_ns_.store(delay.count()); }
+  // For tests: while held, each copy from host to device memory queued
+  // meanwhile waits on its stream until the hold ends (at most 60 s), as on
+  // a GPU that is still busy: what happens on the host meanwhile is then
+  // known not to have waited for it.
+  void HoldCopiesToDevice(bool hold) HORA_EXCLUDES(mu_);
 
   // For tests: the next device-to-device copy queued from now on (a Copy
   // or a BatchedCopy) faults when it runs on its stream, after the call
@@ -103,9 +108,14 @@ class HostDevice final : public Device {
   uint64_t pointer_queries() const { return pointer_queries_.load(); }
   // CreateEvent calls so far.
   uint64_t events_created() const { return events_created_.load(); }
+  // Copy calls of `kind` so far, and BatchedCopy calls (each one launch on a
+  // GPU, whatever its parts).
+  uint64_t copies(CopyKind kind) const { return copies_[static_cast<size_t>(kind)].load(); }
+  uint64_t batched_copies() const { return batched_copies_.load(); }
 
  private:
   struct HostEvent;
+  struct CopyHold;
   HostDevice(int ordinal, std::unique_ptr<HostMemory> memory);
   std::shared_ptr<HostStream> FindStream(Stream s) HORA_EXCLUDES(mu_);
   std::shared_ptr<HostEvent> FindEvent(Event e) HORA_EXCLUDES(mu_);
@@ -127,8 +137,11 @@ class HostDevice final : public Device {
   // Stream and event ids start far from DLPack's reserved stream values (1:
   // CUDA's legacy default stream, 2: its per-thread one).
   uint64_t next_id_ HORA_GUARDED_BY(mu_) = 0x1000;
+  std::shared_ptr<CopyHold> copy_hold_ HORA_GUARDED_BY(mu_);  // (HoldCopiesToDevice)
   std::atomic<uint64_t> pointer_queries_{0};
   std::atomic<uint64_t> events_created_{0};
+  std::atomic<uint64_t> copies_[3] = {0, 0, 0};  // by CopyKind
+  std::atomic<uint64_t> batched_copies_{0};
   std::atomic<Duration::rep> to_device_delay_ns_{0};
   std::atomic<bool> fault_armed_{false};
   std::atomic<bool> broken_{false};
