@@ -8,8 +8,7 @@
 // groups, a joined rank), broadcast from every root, allgather,
 // reducescatter and alltoall with uneven rows. Each result is read back from
 // the device and compared with the independent reference of
-// support/reference.h. Then the errors: ranks that disagree on the device,
-// host memory called GPU memory, a second GPU, a host output.
+// support/reference.h. (The errors: device_tensor_errors_test.cc.)
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,40 +27,14 @@
 #include "gpu/host/host_device.h"
 #include "hora/build_info.h"
 #include "support/device_io.h"
+#include "support/device_settings.h"
 #include "support/reference.h"
 #include "support/thread_ranks.h"
 
 namespace hora::testing {
 namespace {
 
-constexpr auto kForever = std::chrono::nanoseconds::max();
-
 bool OnGpuDevice(const Tensor& t) { return t.device() == Device{DeviceType::kCUDA, 0}; }
-
-// The host device, or what HORATEST_DEVICE names ("cuda" on a GPU machine:
-// scripts/gpu_run.sh runs this suite there too), and the path GPU tensors
-// take:
-//  - "whole": staged through host memory, each batch whole;
-//  - "chunked": staged in chunks of 3000 bytes (no multiple of 8-byte
-//    elements);
-//  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC), of
-//    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
-//    batches several chunks of two (the rest staged in chunks);
-//  - "nccl": every collective through NCCL (HORA_GPU_BACKEND=nccl), where
-//    it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host:queued,
-//    whose calls are queued on the rank's stream and wait there for the
-//    other ranks, as on a GPU; on a GPU, the library); the other
-//    allreduces on the device windows.
-Settings DeviceSettings(std::string_view path = "chunked") {
-  const char* device = std::getenv("HORATEST_DEVICE");
-  const bool host = device == nullptr || std::string_view(device) == "host";
-  return TestSettings({{"HORA_DEVICE", device != nullptr ? device : "host"},
-                       {"HORA_STAGING_CHUNK_BYTES", path == "whole" ? "0" : "3000"},
-                       {"HORA_GPU_IPC", path == "window" || path == "nccl" ? "1" : "0"},
-                       {"HORA_GPU_WINDOW_BYTES", "40000"},
-                       {"HORA_GPU_BACKEND", path == "nccl" ? "nccl" : "hora"},
-                       {"HORA_NCCL_LIBRARY", host ? "host:queued" : ""}});
-}
 
 // World sizes 1-4, each on every path.
 class DeviceTensors : public ::testing::TestWithParam<std::tuple<int, const char*>> {
@@ -91,31 +64,6 @@ class DeviceTensors : public ::testing::TestWithParam<std::tuple<int, const char
     }
   }
 };
-
-Status ExpectFloats(const std::vector<uint8_t>& got, float want, const std::string& what) {
-  for (size_t i = 0; i < got.size() / 4; ++i) {
-    float v;
-    std::memcpy(&v, got.data() + i * 4, 4);
-    if (v != want) {
-      return InternalError(what + ": element " + std::to_string(i) + " is " + std::to_string(v) +
-                           ", not " + std::to_string(want));
-    }
-  }
-  return Status::Ok();
-}
-
-// Rank r's `count` floats of r + 1, allreduced (sum) as GPU tensors and
-// checked: n(n + 1) / 2 everywhere.
-Status AllreduceRankValues(Session& s, int r, size_t count, const std::string& what) {
-  DeviceIo io(s);
-  if (!io.ok()) return io.error();
-  std::vector<float> host(count, static_cast<float>(r + 1));
-  void* d = io.Upload(host.data(), count * 4);
-  const TensorView v = OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(count)});
-  HORA_RETURN_IF_ERROR(s.Allreduce(v, v));
-  const int n = s.size();
-  return ExpectFloats(io.Download(d, count * 4), static_cast<float>(n * (n + 1) / 2), what);
-}
 
 std::vector<Reduction> ReductionsFor(DataType dtype) {
   std::vector<Reduction> out;
@@ -1119,218 +1067,6 @@ INSTANTIATE_TEST_SUITE_P(Worlds, DeviceTensors,
                            return "np" + std::to_string(std::get<0>(info.param)) + "_" +
                                   std::get<1>(info.param);
                          });
-
-// Ranks that stage in different chunks would put different calls on the
-// wire: their allreduce fails on every rank, naming each rank's chunks, and
-// the job goes on.
-TEST(DeviceTensorErrors, RanksThatStageInOtherChunksAreNamed) {
-  ThreadRanks job(2, [](int r) { return DeviceSettings(r == 0 ? "chunked" : "whole"); });
-  auto st = job.Run([&](int r, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(8, 1.0f);
-    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
-    const Status mixed = s.AllreduceAsync("chunks", v, v, {ReduceOp::kSum}).Wait(kForever);
-    if (mixed.code() != StatusCode::kMismatch ||
-        mixed.message().find("rank 0 float32[8] sum on cuda (staged in 2.9 KiB chunks) (no NCCL); "
-                             "rank 1 float32[8] sum on cuda (staged whole) (no NCCL)") ==
-            std::string::npos) {
-      return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
-    }
-    return s.Barrier();
-  });
-  ExpectAllOk(st);
-}
-
-// HORA_GPU_BACKEND=auto: an allreduce batch below HORA_NCCL_MIN_BYTES goes
-// on the device windows, one at or above it through NCCL (here the host
-// device's), with the same sums; and likewise an allgather.
-TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
-  if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "the host device's NCCL";
-  Settings settings = DeviceSettings("window");
-  settings["HORA_GPU_BACKEND"] = "auto";
-  settings["HORA_NCCL_MIN_BYTES"] = "8K";
-  constexpr int kRanks = 3;
-  ThreadRanks job(kRanks, settings);
-  for (size_t count : {size_t{100}, size_t{10000}}) {
-    ExpectAllOk(job.Run([&](int r, Session& s) {
-      return AllreduceRankValues(s, r, count, std::to_string(count) + " floats");
-    }));
-  }
-  // Allgather, by its whole output (the same on every rank though each
-  // rank's input differs): 3 x 600 bytes stays on Hora's paths, 3 x 6000
-  // goes through NCCL.
-  for (size_t count : {size_t{150}, size_t{1500}}) {
-    ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
-      DeviceIo io(s);
-      if (!io.ok()) return io.error();
-      const size_t mine = count + static_cast<size_t>(r) - 1;  // (uneven)
-      std::vector<float> host(mine, static_cast<float>(r));
-      void* d = io.Upload(host.data(), mine * 4);
-      HORA_ASSIGN_OR_RETURN(
-          Tensor all, s.Allgather(OnGpu(d, DataType::kFloat32, {static_cast<int64_t>(mine)})));
-      std::vector<float> want;
-      for (int q = 0; q < kRanks; ++q)
-        want.insert(want.end(), count + q - 1, static_cast<float>(q));
-      const auto got = io.Download(all.data(), all.num_bytes());
-      if (got.size() != want.size() * 4 || std::memcmp(got.data(), want.data(), got.size()) != 0) {
-        return InternalError("allgather of " + std::to_string(count) + " floats differs");
-      }
-      return Status::Ok();
-    }));
-  }
-  const Session::EngineCounters c = job.session(0).engine_counters();
-  EXPECT_EQ(c.window_batches, 1u);
-  EXPECT_EQ(c.nccl_batches, 2u);
-}
-
-// HORA_GPU_BACKEND=nccl where NCCL cannot be used (the host device, with no
-// stand-in library): every rank's allreduce fails naming why, and the job
-// goes on.
-TEST(DeviceTensorErrors, NcclAskedForButUnusableFailsEveryRankNamingWhy) {
-  if (std::getenv("HORATEST_DEVICE") != nullptr) GTEST_SKIP() << "the host device";
-  Settings settings = DeviceSettings("nccl");
-  settings["HORA_NCCL_LIBRARY"] = "";
-  ThreadRanks job(2, settings);
-  auto st = job.Run([&](int, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(8, 1.0f);
-    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
-    const Status failed = s.Allreduce(v, v);
-    if (failed.ok()) return InternalError("an allreduce through NCCL that cannot be");
-    if (failed.message().find("HORA_GPU_BACKEND=nccl, but NCCL cannot be used") ==
-            std::string::npos ||
-        failed.message().find("rank 0: the host device has no NCCL") == std::string::npos) {
-      return InternalError("got: " + failed.ToString());
-    }
-    return s.Barrier();
-  });
-  ExpectAllOk(st);
-}
-
-// Ranks that would send a batch to NCCL and ranks that would not (here:
-// another HORA_NCCL_MIN_BYTES, and HORA_GPU_BACKEND=nccl) would call
-// different collectives: their allreduce fails on every rank, naming each
-// rank's setting, and the job goes on.
-TEST(DeviceTensorErrors, RanksThatRouteGpuTensorsDifferentlyAreNamed) {
-  ThreadRanks job(2, [](int r) {
-    Settings s = DeviceSettings("window");
-    s["HORA_GPU_BACKEND"] = r == 0 ? "auto" : "nccl";
-    s["HORA_NCCL_MIN_BYTES"] = "8K";
-    return s;
-  });
-  auto st = job.Run([&](int r, Session& s) -> Status {
-    DeviceIo io(s);
-    if (!io.ok()) return io.error();
-    std::vector<float> host(8, 1.0f);
-    const TensorView v = OnGpu(io.Upload(host.data(), 32), DataType::kFloat32, {8});
-    const Status mixed = s.AllreduceAsync("routes", v, v, {ReduceOp::kSum}).Wait(kForever);
-    if (mixed.code() != StatusCode::kMismatch ||
-        mixed.message().find("(NCCL from 8 KiB); rank 1 float32[8] sum on cuda (staged in 2.9 KiB "
-                             "chunks) (NCCL)") == std::string::npos) {
-      return InternalError("rank " + std::to_string(r) + " got: " + mixed.ToString());
-    }
-    return s.Barrier();
-  });
-  ExpectAllOk(st);
-}
-
-// Bad GPU tensors are refused where they are submitted, naming them.
-TEST(DeviceTensorErrors, BadTensorsAreRefusedAtSubmission) {
-  ThreadRanks job(1, DeviceSettings());
-  Session& s = job.session(0);
-  DeviceIo io(s);
-  ASSERT_TRUE(io.ok());
-  std::vector<float> host(16, 1.0f);
-  // Host memory called GPU memory.
-  Status st = s.Allreduce(OnGpu(host.data(), DataType::kFloat32, {16}),
-                          OnGpu(host.data(), DataType::kFloat32, {16}));
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_NE(st.message().find("its memory is host memory, not memory of cuda:0"), std::string::npos)
-      << st.message();
-  EXPECT_NE(st.message().find("float32[16] on cuda:0"), std::string::npos) << st.message();
-  // A view past the end of its allocation.
-  void* d = io.Upload(host.data(), 64);
-  st = s.Broadcast(OnGpu(d, DataType::kFloat32, {17}), 0);
-  EXPECT_NE(st.message().find("run past the end"), std::string::npos) << st.ToString();
-  // A second GPU.
-  st = s.Allreduce(TensorView(d, DataType::kFloat32, {16}, {DeviceType::kCUDA, 1}),
-                   TensorView(d, DataType::kFloat32, {16}, {DeviceType::kCUDA, 1}));
-  EXPECT_NE(st.message().find("tensor on cuda:1, but this rank works on cuda:0"), std::string::npos)
-      << st.ToString();
-  // Output on the host, input on the GPU.
-  st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}),
-                   TensorView::Flat(host.data(), DataType::kFloat32, 16));
-  EXPECT_NE(st.message().find("is not on the device of input"), std::string::npos) << st.ToString();
-  // The blocking forms into a given output: the output overlaps the input,
-  // is on the host for a GPU input, or on the GPU for a host input.
-  st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
-  EXPECT_NE(st.message().find("rank 0: allgather: output float32[16] on cuda:0 overlaps input"),
-            std::string::npos)
-      << st.ToString();
-  st = s.Allgather(OnGpu(d, DataType::kFloat32, {16}),
-                   TensorView::Flat(host.data(), DataType::kFloat32, 16));
-  EXPECT_NE(st.message().find("output float32[16] on cpu is not on the GPU of input float32[16] "
-                              "on cuda:0"),
-            std::string::npos)
-      << st.ToString();
-  st = s.Allgather(TensorView::Flat(host.data(), DataType::kFloat32, 16),
-                   OnGpu(d, DataType::kFloat32, {16}));
-  EXPECT_NE(st.message().find("output float32[16] on cuda:0 is not in host memory"),
-            std::string::npos)
-      << st.ToString();
-  // The session still works on a good tensor.
-  st = s.Allreduce(OnGpu(d, DataType::kFloat32, {16}), OnGpu(d, DataType::kFloat32, {16}));
-  EXPECT_TRUE(st.ok()) << st.ToString();
-}
-
-// Memory freed and allocated again, smaller, at the same address: the check
-// at submission asks for the allocation's identity (its buffer id) again
-// once its round has passed (LazyDevice::kRecheckEvery), and refuses a view
-// past the new allocation's end, where the cached range of the old one
-// would have let it through.
-TEST(DeviceTensorErrors, AViewPastTheEndOfMemoryAllocatedAgainIsRefused) {
-  ThreadRanks job(1, DeviceSettings());
-  Session& s = job.session(0);
-  DeviceIo io(s);
-  ASSERT_TRUE(io.ok());
-  gpu::Device& dev = io.device();
-  constexpr int64_t kCount = 1 << 18;  // float32: 1 MiB
-  void* a = dev.Allocate(kCount * 4).value();
-  Status st =
-      s.Allreduce(OnGpu(a, DataType::kFloat32, {kCount}), OnGpu(a, DataType::kFloat32, {kCount}));
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  ASSERT_TRUE(dev.Free(a).ok());
-  void* b = dev.Allocate(4096).value();
-  ASSERT_EQ(a, b) << "the host device gives the freed address again";
-  std::this_thread::sleep_for(gpu::LazyDevice::kRecheckEvery + std::chrono::milliseconds(5));
-  st = s.Allreduce(OnGpu(b, DataType::kFloat32, {kCount}), OnGpu(b, DataType::kFloat32, {kCount}));
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_NE(st.message().find("run past the end of its cuda:0 allocation (4096 bytes"),
-            std::string::npos)
-      << st.ToString();
-  // The new allocation's own bytes are taken.
-  st = s.Allreduce(OnGpu(b, DataType::kFloat32, {1024}), OnGpu(b, DataType::kFloat32, {1024}));
-  EXPECT_TRUE(st.ok()) << st.ToString();
-  EXPECT_TRUE(dev.Free(b).ok());
-}
-
-// Without HORA_DEVICE=host, a GPU tensor needs a CUDA build on a machine
-// with a GPU; here the error says why there is none (or, on a GPU machine,
-// that this host memory is not the GPU's).
-TEST(DeviceTensorErrors, AutoDeviceSaysWhyThereIsNone) {
-  ThreadRanks job(1, TestSettings());
-  std::vector<float> host(4, 1.0f);
-  const TensorView v = OnGpu(host.data(), DataType::kFloat32, {4});
-  const Status st = job.session(0).Allreduce(v, v);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("cuda:0"), std::string::npos) << st.ToString();
-  if (!CudaBuilt()) {
-    EXPECT_EQ(st.code(), StatusCode::kUnimplemented) << st.ToString();
-    EXPECT_NE(st.message().find("HORA_DEVICE=auto"), std::string::npos) << st.ToString();
-  }
-}
 
 }  // namespace
 }  // namespace hora::testing

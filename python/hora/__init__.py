@@ -38,7 +38,6 @@ from hora.common.exceptions import (  # noqa: F401  (re-exports)
 )
 
 
-
 def cuda_built():
     """True when this build of Hora has CUDA (its GPU kernels and device), whether or not
     this machine has a GPU (as ``hora.torch.cuda_built()``)."""

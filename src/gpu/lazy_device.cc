@@ -52,7 +52,8 @@ Stream LazyDevice::stream() const {
 Status LazyDevice::CheckTensorMemory(int ordinal, const void* p, size_t bytes) {
   MutexLock lock(mu_);
   // (Every GPU tensor of a step comes here: the open device and a cached
-  // range that holds the tensor make no Result, no string.)
+  // range that holds the tensor make no string and, within a round, no
+  // query.)
   if (!ordinal_ || *ordinal_ != ordinal || !device_) {
     HORA_RETURN_IF_ERROR(GetLocked(ordinal).status());
   }

@@ -2,7 +2,8 @@
 //
 // The pointer cache (seed 000's "pointer caching", gpu-design.md §2): what
 // the device said of the allocations Hora was given, so that a steady-state
-// call asks the driver nothing. Keyed by allocation range, not by pointer:
+// call does not ask the driver about each tensor (at most about each
+// allocation once per batch). Keyed by allocation range, not by pointer:
 // a framework carves many tensors out of one allocation, and one entry
 // serves them all. A lookup tries a small direct-mapped table on the exact
 // pointer, then the ranges in order.
@@ -10,7 +11,8 @@
 // Memory freed and allocated again at the same address is another
 // allocation, with another buffer id (PointerInfo::buffer_id). Two policies:
 //  - kTrust: a cached range is believed (no query at all). For uses where a
-//    stale entry is harmless (the benchmark's baseline, the GPU checks).
+//    stale entry is harmless: the benchmark's baseline, hora-gpu-check, and
+//    tests.
 //  - kVerify: the first lookup of each allocation in a batch (BeginBatch)
 //    asks the device again and drops the entry when the buffer id changed.
 //    For uses that depend on the allocation's identity or its end: the

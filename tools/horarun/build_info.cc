@@ -22,8 +22,11 @@ std::string Line(bool built, const std::string& name) {
 std::string NcclText() {
   const int v = NcclBuiltVersion();
   if (v == 0) return "NCCL";
-  // (NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9.)
-  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+  // (NCCL_VERSION_CODE: major * 10000 + minor * 100 + patch since 2.9,
+  // major * 1000 + minor * 100 + patch before.)
+  const int major = v >= 10000 ? v / 10000 : v / 1000;
+  const int minor = v >= 10000 ? v / 100 % 100 : v / 100 % 10;
+  return "NCCL " + std::to_string(major) + "." + std::to_string(minor) + "." +
          std::to_string(v % 100) + " (libnccl.so.2, loaded when a job uses it)";
 }
 

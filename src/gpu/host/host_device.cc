@@ -53,6 +53,7 @@ HostDevice::HostDevice(int ordinal, std::unique_ptr<HostMemory> memory)
       memory_(std::move(memory)) {}
 
 HostDevice::~HostDevice() {
+  HoldCopiesToDevice(false);  // (held copies would wait out their bound)
   std::map<uint64_t, std::shared_ptr<HostStream>> streams;
   {
     MutexLock lock(mu_);
