@@ -123,6 +123,12 @@ py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor,
   return py::bytes(out);
 }
 
+void DeviceBuffer::HoldCopiesToDevice(Session& session, bool hold) {
+  auto* host = dynamic_cast<gpu::HostDevice*>(session.impl().devices.opened().get());
+  if (host == nullptr) ThrowInvalid("_hold_copies_to_device: needs an open host device");
+  host->HoldCopiesToDevice(hold);
+}
+
 StreamFor StreamsOf(Session& session) {
   return [&session](int device_id) -> std::optional<uintptr_t> {
     gpu::LazyDevice& devices = session.impl().devices;

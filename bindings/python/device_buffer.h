@@ -41,6 +41,11 @@ class DeviceBuffer {
   static pybind11::bytes ReadBack(Session& session, const pybind11::object& tensor,
                                   std::optional<uint64_t> after);
 
+  // Holds back (or lets go) the copies from host to device memory that the
+  // session's host device queues meanwhile (gpu::HostDevice::
+  // HoldCopiesToDevice); an error off the host device.
+  static void HoldCopiesToDevice(Session& session, bool hold);
+
  private:
   struct Producer;
   std::shared_ptr<Tensor> tensor_;

@@ -490,6 +490,12 @@ PYBIND11_MODULE(_core, m) {
           a("tensor"), py::arg("after") = py::none(),
           "For tests: a GPU tensor's bytes, after the work queued so far on stream `after`.")
       .def(
+          "_hold_copies_to_device",
+          [](PySession& s, bool hold) { DeviceBuffer::HoldCopiesToDevice(s.Get(), hold); },
+          a("hold"),
+          "For tests (HORA_DEVICE=host): copies from host to GPU memory queued while held wait "
+          "on their stream until let go.")
+      .def(
           "_device_stream",
           [](PySession& s) { return StreamsOf(s.Get())(RankOrdinal(s.Get(), py::none())); },
           "For tests: the stream of the rank's GPU on which Hora works; None without one.")

@@ -174,6 +174,22 @@ def test_wait_can_leave_the_last_copies_to_a_stream():
         h = s.allreduce_async("gpu.unknown_stream", dev, dev, op=basics.Sum)
         with pytest.raises(HoraError, match="making stream 999 wait for the results"):
             h.wait(None, 999)
+    if os.environ.get("HORA_DEVICE") == "host" and n > 1 and \
+            os.environ.get("HORA_GPU_BACKEND") != "nccl":
+        # The host does not wait for the copies back: with them held, a
+        # receiving rank's wait(stream=...) returns (a host wait would time
+        # out), and its handle is not done until they are let go.
+        got = s._device_buffer(np.full(1031, r, np.float32))
+        s._hold_copies_to_device(True)
+        try:
+            h = s.broadcast_async("gpu.held", got, 0)
+            h.wait(10, stream)
+            done_while_held = h.poll()
+        finally:
+            s._hold_copies_to_device(False)
+        assert r == 0 or not done_while_held
+        np.testing.assert_array_equal(np.frombuffer(s._read_device(got, stream), np.float32),
+                                      np.zeros(1031, np.float32))
     s.barrier()
 
 
