@@ -899,17 +899,56 @@ TEST_P(DeviceTensors, HandlesAwaitTheCopiesBackOnTheHostOrOnAStream) {
     void* e = io.Upload(mine.data(), kSmall * 4);
     const TensorView ve = OnGpu(e, DataType::kFloat32, {kSmall});
     HORA_ASSIGN_OR_RETURN(const gpu::Stream other, dev.CreateStream());
-    slow->HoldCopiesToDevice(true);
+    slow->HoldCopies(gpu::CopyKind::kHostToDevice);
     Handle he = s.AllreduceAsync("held", ve, ve, {ReduceOp::kSum});
     st = he.StreamWait(other.id, std::chrono::seconds(10));
     const bool done_while_held = he.Poll();
-    slow->HoldCopiesToDevice(false);
+    slow->ReleaseCopies();
     got = st.ok() ? ReadOnStream(dev, other, e, kSmall * 4) : Result<std::vector<uint8_t>>(st);
     (void)dev.DestroyStream(other);
     HORA_RETURN_IF_ERROR(got.status());
     if (done_while_held) return InternalError("the handle was done while its copies were held");
     HORA_RETURN_IF_ERROR(ExpectFloats(*got, sum, "read on the stream after a held copy"));
     return he.Wait(kForever);
+  }));
+}
+
+// Staged in chunks, a chunk's collective and its copy back do not wait for
+// the next chunk's copy in: with every copy to host memory after the first
+// held (the host device's), chunk 0 is reduced and its copy back queued
+// while chunk 1's copy in is still held. (The copies in are queued at once,
+// each chunk's collective waiting only for its own: so on a GPU chunk k + 1
+// is copied while chunk k is sent.)
+TEST_P(DeviceTensors, AChunksCollectiveDoesNotWaitForTheNextChunksCopyIn) {
+  const int n = World();
+  if (n == 1 || std::string_view(std::get<1>(GetParam())) != "chunked") {
+    GTEST_SKIP() << "staged in chunks, at two ranks or more";
+  }
+  ThreadRanks job(n, Staged());
+  constexpr size_t kCount = 1601;  // three chunks of 3000 bytes
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* slow = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (slow == nullptr) return Status::Ok();  // (a GPU's copies cannot be held)
+    const std::vector<float> mine(kCount, static_cast<float>(r + 1));
+    void* d = io.Upload(mine.data(), kCount * 4);
+    const TensorView v = OnGpu(d, DataType::kFloat32, {kCount});
+    const uint64_t back = slow->copies(gpu::CopyKind::kHostToDevice);
+    slow->HoldCopies(gpu::CopyKind::kDeviceToHost, /*pass=*/1);
+    Handle h = s.AllreduceAsync("pipelined", v, v, {ReduceOp::kSum});
+    bool overlapped = false;
+    for (auto until = Clock::now() + std::chrono::seconds(10); Clock::now() < until;) {
+      if ((overlapped = slow->copies(gpu::CopyKind::kHostToDevice) > back)) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    slow->ReleaseCopies();
+    HORA_RETURN_IF_ERROR(h.Wait(kForever));
+    if (!overlapped) {
+      return InternalError("chunk 0 was not copied back while chunk 1's copy in was held");
+    }
+    return ExpectFloats(io.Download(d, kCount * 4), static_cast<float>(n * (n + 1) / 2),
+                        "pipelined");
   }));
 }
 

@@ -126,7 +126,11 @@ py::bytes DeviceBuffer::ReadBack(Session& session, const py::object& tensor,
 void DeviceBuffer::HoldCopiesToDevice(Session& session, bool hold) {
   auto* host = dynamic_cast<gpu::HostDevice*>(session.impl().devices.opened().get());
   if (host == nullptr) ThrowInvalid("_hold_copies_to_device: needs an open host device");
-  host->HoldCopiesToDevice(hold);
+  if (hold) {
+    host->HoldCopies(gpu::CopyKind::kHostToDevice);
+  } else {
+    host->ReleaseCopies();
+  }
 }
 
 StreamFor StreamsOf(Session& session) {

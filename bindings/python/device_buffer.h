@@ -42,8 +42,8 @@ class DeviceBuffer {
                                   std::optional<uint64_t> after);
 
   // Holds back (or lets go) the copies from host to device memory that the
-  // session's host device queues meanwhile (gpu::HostDevice::
-  // HoldCopiesToDevice); an error off the host device.
+  // session's host device queues meanwhile (gpu::HostDevice::HoldCopies);
+  // an error off the host device.
   static void HoldCopiesToDevice(Session& session, bool hold);
 
  private:

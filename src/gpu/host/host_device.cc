@@ -53,7 +53,7 @@ HostDevice::HostDevice(int ordinal, std::unique_ptr<HostMemory> memory)
       memory_(std::move(memory)) {}
 
 HostDevice::~HostDevice() {
-  HoldCopiesToDevice(false);  // (held copies would wait out their bound)
+  ReleaseCopies();  // (held copies would wait out their bound)
   std::map<uint64_t, std::shared_ptr<HostStream>> streams;
   {
     MutexLock lock(mu_);
@@ -230,8 +230,9 @@ Result<std::byte*> HostDevice::DeviceBytes(const void* p, size_t bytes, const ch
   return b;
 }
 
-// A hold on copies to the device (HoldCopiesToDevice): open once released.
+// A hold on copies of one kind (HoldCopies): open once released.
 struct HostDevice::CopyHold {
+  CopyHold(CopyKind k, size_t p) : kind(k), pass(p) {}
   void Await() HORA_EXCLUDES(mu) {
     MutexLock lock(mu);
     (void)released.wait_for(lock.native(), std::chrono::seconds(60),
@@ -244,17 +245,28 @@ struct HostDevice::CopyHold {
     }
     released.notify_all();
   }
+  const CopyKind kind;
+  size_t pass;  // (under HostDevice::mu_)
   Mutex mu;
   std::condition_variable released;
   bool open HORA_GUARDED_BY(mu) = false;
 };
 
-void HostDevice::HoldCopiesToDevice(bool hold) {
+void HostDevice::HoldCopies(CopyKind kind, size_t pass) {
   std::shared_ptr<CopyHold> ended;
   {
     MutexLock lock(mu_);
     ended = std::move(copy_hold_);
-    copy_hold_ = hold ? std::make_shared<CopyHold>() : nullptr;
+    copy_hold_ = std::make_shared<CopyHold>(kind, pass);
+  }
+  if (ended != nullptr) ended->Release();
+}
+
+void HostDevice::ReleaseCopies() {
+  std::shared_ptr<CopyHold> ended;
+  {
+    MutexLock lock(mu_);
+    ended = std::move(copy_hold_);
   }
   if (ended != nullptr) ended->Release();
 }
@@ -294,9 +306,15 @@ Status HostDevice::Copy(void* dst, const void* src, size_t bytes, CopyKind kind,
   const Duration delay(kind == CopyKind::kHostToDevice ? to_device_delay_ns_.load() : 0);
   const bool fault = kind == CopyKind::kDeviceToDevice && bytes > 0 && fault_armed_.exchange(false);
   std::shared_ptr<CopyHold> hold;
-  if (kind == CopyKind::kHostToDevice) {
+  if (bytes > 0) {
     MutexLock lock(mu_);
-    hold = copy_hold_;
+    if (copy_hold_ != nullptr && copy_hold_->kind == kind) {
+      if (copy_hold_->pass > 0) {
+        --copy_hold_->pass;
+      } else {
+        hold = copy_hold_;
+      }
+    }
   }
   if (bytes > 0) {
     stream->Enqueue(Guarded(

@@ -92,11 +92,12 @@ class HostDevice final : public Device {
   // For tests: each copy from host to device memory queued from now on
   // starts `delay` late on its stream, as on a slow GPU (0: none).
   void DelayCopiesToDevice(Duration delay) { to_device_delay_ns_.store(delay.count()); }
-  // For tests: while held, each copy from host to device memory queued
-  // meanwhile waits on its stream until the hold ends (at most 60 s), as on
-  // a GPU that is still busy: what happens on the host meanwhile is then
-  // known not to have waited for it.
-  void HoldCopiesToDevice(bool hold) HORA_EXCLUDES(mu_);
+  // For tests: from now until ReleaseCopies, each copy of `kind` queued
+  // after the first `pass` of them waits on its stream until the release
+  // (at most 60 s), as on a GPU that is still busy: what happens on the
+  // host meanwhile is then known not to have waited for it.
+  void HoldCopies(CopyKind kind, size_t pass = 0) HORA_EXCLUDES(mu_);
+  void ReleaseCopies() HORA_EXCLUDES(mu_);
 
   // For tests: the next device-to-device copy queued from now on (a Copy
   // or a BatchedCopy) faults when it runs on its stream, after the call
@@ -137,7 +138,7 @@ class HostDevice final : public Device {
   // Stream and event ids start far from DLPack's reserved stream values (1:
   // CUDA's legacy default stream, 2: its per-thread one).
   uint64_t next_id_ HORA_GUARDED_BY(mu_) = 0x1000;
-  std::shared_ptr<CopyHold> copy_hold_ HORA_GUARDED_BY(mu_);  // (HoldCopiesToDevice)
+  std::shared_ptr<CopyHold> copy_hold_ HORA_GUARDED_BY(mu_);  // (HoldCopies)
   std::atomic<uint64_t> pointer_queries_{0};
   std::atomic<uint64_t> events_created_{0};
   std::atomic<uint64_t> copies_[3] = {0, 0, 0};  // by CopyKind
