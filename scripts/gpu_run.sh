@@ -66,6 +66,9 @@ print('Python.h:', os.path.exists(os.path.join(i, 'Python.h')), i)" 2>&1
       if [[ -e /usr/include/$h || -e /usr/local/cuda/include/$h ]]; then echo "header $h: yes"; else
         echo "header $h: no"; fi
     done
+    # (Without the header, the build takes a framework's copy: bindings/python/CMakeLists.txt.)
+    echo "dlpack.h in torch: $(find "$($python -c 'import os, torch; print(os.path.dirname(torch.__file__))' \
+      2>/dev/null)/include" -name dlpack.h 2>/dev/null | tr '\n' ' ')"
     echo "nproc: $(nproc)"
     echo "nccl: ${HORA_NCCL_LIBRARY:-not found}"
     echo ".gpu-deps: $(cat .gpu-deps/PACKAGES 2>/dev/null | tr '\n' ' ')"
