@@ -611,6 +611,116 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
   }
 }
 
+// hora.torch's way with GPU tensors (wait(stream=...)): each handle hands
+// its event to the framework's stream and is dropped at once. Rank 1
+// refuses its step 2 call, so the others' step 2 is queued and stuck, its
+// handle gone. Their step 3, small enough to be staged through host memory
+// (HORA_GPU_BACKEND=auto sends 1000 bytes or more to NCCL), waits behind it
+// for its copy in, fails at HORA_TIMEOUT_S (4 s), and lets its pinned
+// buffer go, as a failed copy does. The watch still has step 2, and aborts
+// it: the framework's stream then goes on. (When the watch kept a batch
+// only while its handles or the last batch's did, nothing watched step 2
+// after step 3, and that stream waited for the host NCCL's backstop:
+// tried.)
+TEST_P(NcclFaults, WorkWhoseHandleWasDroppedIsStillWatched) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return QueuedRefusingRank(r, r == 1 ? "20" : "4",
+                              {{"HORA_GPU_BACKEND", "auto"}, {"HORA_NCCL_MIN_BYTES", "1000"}});
+  });
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    std::vector<void*> d;
+    for (int i = 0; i < 3; ++i) d.push_back(StepTensor(io, r));
+    const std::vector<float> few(16, static_cast<float>(r + 1));
+    const TensorView small = OnGpu(io.Upload(few.data(), few.size() * 4), DataType::kFloat32, {16});
+    for (int i = 0; i < 2; ++i)
+      mine.push_back(SumStep(s, io, d[static_cast<size_t>(i)], i, n, 12s));
+    gpu::Device& dev = io.device();
+    HORA_ASSIGN_OR_RETURN(const gpu::Stream framework, dev.CreateStream());
+    HORA_ASSIGN_OR_RETURN(const gpu::Event later, dev.CreateEvent());
+    // (The handle goes once it handed its event to the framework's stream.)
+    mine.push_back(s.AllreduceAsync("step.2", StepView(d[2]), StepView(d[2]), {ReduceOp::kSum})
+                       .StreamWait(framework.id, 12s));
+    mine.push_back(s.AllreduceAsync("step.3", small, small, {ReduceOp::kSum}).Wait(12s));
+    // The framework's later work on its stream: it runs once step 2 ended,
+    // which the watch's abort did by the time step 3 failed. (The host
+    // NCCL's own backstop, ten times its calls' timeout of 2 s, would end
+    // it 20 s after it was queued.)
+    Status st = dev.Record(later, framework);
+    if (st.ok()) st = dev.Wait(later, Clock::now() + 2s);
+    mine.push_back(st);
+    (void)dev.DestroyEvent(later);
+    (void)dev.DestroyStream(framework);
+    return Status::Ok();
+  }));
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 5u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_TRUE(st[1].ok()) << st[1].ToString();
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[2], "rank 1 refused its call 3")) << st[2].ToString();
+      continue;
+    }
+    EXPECT_TRUE(st[2].ok()) << st[2].ToString();  // (handed over)
+    EXPECT_FALSE(st[3].ok()) << "step 3 did not wait behind step 2";
+    EXPECT_TRUE(st[4].ok()) << "the framework's stream still waits for step 2: "
+                            << st[4].ToString();
+  }
+}
+
+// Across hosts, NCCL reports a peer's failure to the other ranks too
+// (ncclRemoteError, from ncclCommGetAsyncError), while their kernels wait
+// on: HORA_NCCL_LIBRARY=host:queued:net. Rank 1 refuses its step 2 call and
+// aborts its communicator; the others' step 2 is queued and stuck. Their
+// watch asks NCCL for such an error at each look and aborts at once, well
+// before HORA_TIMEOUT_S (20 s), naming it. Step 3 then fails on every rank
+// (the communicators were aborted), and step 4 runs on new ones. (Without
+// the question, the others waited the test's 12 s: tried.)
+TEST_P(NcclFaults, AnErrorNcclReportsAbortsTheQueuedWorkAtOnce) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return QueuedRefusingRank(
+        r, "20", r == 1 ? Settings{} : Settings{{"HORA_NCCL_LIBRARY", "host:queued:net"}});
+  });
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  std::vector<std::chrono::steady_clock::duration> took(static_cast<size_t>(n));
+  std::barrier steps(n);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) {
+      steps.arrive_and_drop();
+      return io.error();
+    }
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    for (int i = 0; i < 5; ++i) {
+      void* d = StepTensor(io, r);
+      const auto submitted = std::chrono::steady_clock::now();
+      mine.push_back(SumStep(s, io, d, i, n, 12s));
+      if (i == 2) took[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - submitted;
+      steps.arrive_and_wait();
+    }
+    return Status::Ok();
+  }));
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 5u);
+    if (ExpectStep2Refused(st, r, "its NCCL work cannot end, NCCL having reported an error")) {
+      EXPECT_TRUE(Has(st[2], "ncclRemoteError")) << st[2].ToString();
+      EXPECT_LT(took[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
+    }
+    EXPECT_FALSE(st[3].ok());
+    EXPECT_TRUE(Has(st[3], "aborted")) << st[3].ToString();
+    EXPECT_TRUE(st[4].ok()) << st[4].ToString();
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclFaults, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "np" + std::to_string(info.param);

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "api/session_impl.h"
+#include "gpu/host/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 
@@ -301,6 +303,73 @@ TEST(ProcessSetsOnNcclTurns, ASetRemovedWhileItsBatchAwaitsItsTurnFailsItOnEvery
       << of_a[0].ToString();
   EXPECT_FALSE(of_a[1].ok());
   EXPECT_NE(of_a[1].message().find("rank 0 aborted it"), std::string::npos) << of_a[1].ToString();
+}
+
+// The order holds on the GPU too (engine/nccl_order.h), though each set
+// works on a stream of its own: here on the host device's NCCL with its
+// calls queued on the streams, as a GPU's kernels are
+// (HORA_NCCL_LIBRARY=host:queued). Rank 0 submits set A's allreduce (out of
+// place: its first work on the GPU is a copy within the device) and then
+// set B's (in place); ranks 1 (A) and 2 (B) theirs. Rank 0's copies within
+// the device are held back, so A's calls wait on its stream behind the
+// copy. B's calls come after A's turn, on B's stream, which must wait for
+// A's calls: until the copy is let go, B's handles are not done on rank 0
+// or on rank 2, whose calls wait for rank 0's. Then both sums are right.
+// (Without the wait, B ran on rank 0's GPU before A, tried: a GPU that runs
+// one NCCL kernel at a time could wait for good there.)
+TEST(ProcessSetsOnNcclTurns, ALaterTurnWaitsOnTheGpuForTheEarlierOne) {
+  Settings settings = NcclOnTheHost();
+  settings["HORA_NCCL_LIBRARY"] = "host:queued";
+  ThreadRanks job(3, settings);
+  const SetsAB sets = AddSetsAB(job);
+  constexpr int64_t kCount = 1031;
+  std::barrier meet(3);
+  std::vector<int> b_done_early(3, -1);
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    auto* device = io.ok() ? dynamic_cast<gpu::HostDevice*>(&io.device()) : nullptr;
+    if (device == nullptr) {
+      meet.arrive_and_drop();
+      return io.ok() ? InternalError("not the host device") : io.error();
+    }
+    Floats32 f(io, kCount);
+    if (r == 0) device->HoldCopies(gpu::CopyKind::kDeviceToDevice);
+    const TensorView a_in = f.Of(static_cast<float>(r + 1));
+    const TensorView a_out = f.Of(0);
+    const TensorView b = f.Of(static_cast<float>(10 * (r + 1)));
+    Handle ha, hb;
+    if (r != 2) ha = s.AllreduceAsync("a", a_in, a_out, {ReduceOp::kSum}, sets.a);
+    if (r != 1) hb = s.AllreduceAsync("b", b, b, {ReduceOp::kSum}, sets.b);
+    // B's calls are queued once its handles have finished on the host.
+    Status st;
+    if (r != 1) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      while (!hb.Finished() && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      if (!hb.Finished()) st = InternalError("b's calls were not made");
+    }
+    meet.arrive_and_wait();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    if (r != 1) b_done_early[static_cast<size_t>(r)] = hb.Poll() ? 1 : 0;
+    meet.arrive_and_wait();
+    if (r == 0) device->ReleaseCopies();
+    HORA_RETURN_IF_ERROR(st);
+    if (r != 2) {
+      HORA_RETURN_IF_ERROR(ha.Wait(std::chrono::seconds(15)));
+      HORA_RETURN_IF_ERROR(f.SumIs(a_out, 3, "a"));
+    }
+    if (r != 1) {
+      HORA_RETURN_IF_ERROR(hb.Wait(std::chrono::seconds(15)));
+      HORA_RETURN_IF_ERROR(f.SumIs(b, 40, "b"));
+    }
+    return Status::Ok();
+  }));
+  for (int r : {0, 2}) {
+    EXPECT_EQ(b_done_early[static_cast<size_t>(r)], 0)
+        << "rank " << r << ": set B's NCCL work ended while set A's, queued before it on rank "
+        << "0, was held back";
+  }
 }
 
 }  // namespace

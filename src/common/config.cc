@@ -183,8 +183,9 @@ const std::vector<SettingRow>& Rows() {
                 "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "
                 "host: a stand-in with NCCL's semantics on the host device (HORA_DEVICE=host), "
                 "for tests, between threads or processes of one machine (host:queued: its calls "
-                "wait on the rank's stream, as NCCL's kernels do; host:refuse-call=N: its "
-                "communicators refuse the Nth call they are asked to make)"},
+                "wait on the rank's stream, as NCCL's kernels do; host:net: another rank's end "
+                "is reported as NCCL's remote error; host:refuse-call=N: its communicators refuse "
+                "the Nth call they are asked to make)"},
        .as_string = &Config::nccl_library},
       {.spec =
            {"HORA_GPU_WINDOW_BYTES", SettingType::kBytes, "32M",

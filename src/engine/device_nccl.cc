@@ -67,6 +67,8 @@ void DeviceNccl::Abort(const std::string& why) {
   if (broken_.ok()) broken_ = AbortedError("the NCCL communicator was aborted: " + why);
 }
 
+Status DeviceNccl::AsyncError() const { return comm_ ? comm_->AsyncError() : Status::Ok(); }
+
 void DeviceNccl::Restart(const std::string& why) {
   Abort(why);
   if (settings_.logger != nullptr && tried_ && unusable_.ok()) {
@@ -125,6 +127,8 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, in
       settings_.logger->Info("GPU collectives by " + library_->version());
     }
   }
+  // (An error NCCL reported meanwhile leaves the communicator broken too.)
+  if (const Status e = AsyncError(); !e.ok()) Abort("NCCL reported an error: " + e.ToString());
   // (A communicator aborted on an error: this batch fails, and this rank
   // says so before the others' calls: batch_verdict.h, Restart.)
   if (!broken_.ok()) return broken_;

@@ -105,6 +105,10 @@ class DeviceNccl {
   // `f(why)` runs at every abort, before the communicator's queued work is
   // cut short: its owner fails what had not ended (device_staging.h).
   void OnAbort(std::function<void(const std::string&)> f) { on_abort_ = std::move(f); }
+  // An error NCCL reports of its own while work is queued (a peer's failure
+  // seen over the network, ncclRemoteError; its kernels wait on), or OK
+  // (none, or no communicator).
+  Status AsyncError() const;
   // Whether the communicator was aborted on an error (Ready then fails).
   bool broken() const { return !broken_.ok(); }
   const Status& why_broken() const { return broken_; }

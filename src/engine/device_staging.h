@@ -61,6 +61,17 @@
 
 namespace hora {
 
+// What an NCCL batch's turn leaves on the GPU for the turns after it
+// (nccl_order.h): an event recorded after its calls on its set's stream.
+struct NcclTurnMark final : NcclOrder::Mark {
+  NcclTurnMark(std::shared_ptr<gpu::Device> d, gpu::Event e) : device(std::move(d)), event(e) {}
+  ~NcclTurnMark() override { (void)device->DestroyEvent(event); }
+  NcclTurnMark(const NcclTurnMark&) = delete;
+  NcclTurnMark& operator=(const NcclTurnMark&) = delete;
+  const std::shared_ptr<gpu::Device> device;
+  const gpu::Event event;
+};
+
 class DeviceStaging {
  public:
   // Queues its copies on `stream` of `device` (the rank's stream, which
@@ -123,8 +134,11 @@ class DeviceStaging {
   // copies) since the NCCL work before it ended, the communicator is
   // aborted: its batches not yet done fail, naming why, and the next NCCL
   // batch makes every rank start anew. (So the timeout also bounds an NCCL
-  // batch's own time on the GPU.) Where a peer was lost (`lost_peer`), that
-  // work cannot end: the communicator is aborted at once, naming it.
+  // batch's own time on the GPU.) Where a peer was lost (`lost_peer`), or
+  // NCCL reported an error of its own (a peer's failure seen over the
+  // network), that work cannot end: the communicator is aborted at once,
+  // naming why. A batch is watched until it ends on the GPU, whether or not
+  // its handles are still held.
   // `stopped`: the engine has stopped, so no NCCL batch follows (for the
   // warning's text).
   void WatchNccl(TimePoint now, bool stopped = false);
@@ -215,8 +229,12 @@ class DeviceStaging {
   // Sync after an NCCL batch's calls, failing where that wait aborted the
   // communicator (which cut the calls short).
   Status SyncAfterNccl();
-  // This set's turn to make NCCL's calls for `batch` (nccl_order.h).
+  // This set's turn to make NCCL's calls for `batch` (nccl_order.h), with
+  // its stream made to wait for the last turn's calls of another set.
   Status TakeTurn(const std::vector<TensorRecord*>& batch, int rank, NcclOrder::Turn* turn);
+  // Ends `turn`, leaving a mark after its calls on this set's stream where
+  // they were made (`called`), for the next turn of another set.
+  void EndTurn(NcclOrder::Turn& turn, const Status& called);
   // After a staged collective, or before NCCL's calls (`before_call`):
   // what every rank gave, or can give (batch_verdict.h). Where a rank's
   // communicator was aborted, every rank's is.
@@ -228,11 +246,16 @@ class DeviceStaging {
   // Before the communicator is aborted (DeviceNccl::OnAbort): the NCCL
   // batches not yet done fail (their kernels end without their results).
   void FailNcclPending(const std::string& why);
-  // Drops the pending NCCL batches that have ended (or whose tensors are gone).
+  // Drops the pending NCCL batches that have ended on the GPU. (Not those
+  // whose handles are gone: a framework hands the event to its stream and
+  // drops the handle, and its stream waits for that work as long as it
+  // lasts.)
   void PruneNcclPending();
-  // Where a peer was lost (lost_peer_), aborts the communicator, naming
-  // `oldest` (what the oldest NCCL batch pending is), and returns true.
-  bool AbortNcclIfPeerLost(std::string oldest);
+  // Where a peer was lost (lost_peer_), or NCCL reported an error of its
+  // own (a peer's failure seen over the network), aborts the communicator,
+  // naming `oldest` (what the oldest NCCL batch pending is), and returns
+  // true.
+  bool AbortNcclIfItCannotEnd(const std::string& oldest);
   // MarkDone, or where it fails, the host waits for the device: a failed
   // batch's handles complete after the copies that may still use its
   // tensors.
@@ -285,12 +308,13 @@ class DeviceStaging {
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;
   uint64_t nccl_batches_ = 0;
+  std::shared_ptr<NcclTurnMark> turn_mark_;  // EndTurn's (made at the first)
   uint64_t alone_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;  // chunk k's copy in is done
   std::vector<uint8_t> verdict_;          // (Told's)
   struct NcclPending {
-    std::weak_ptr<DeviceDone> done;
+    std::shared_ptr<DeviceDone> done;
     TimePoint since;       // queued; then when it was first watched as the oldest
     std::string what;      // "rank 0: allreduce 'w'"
     bool watched = false;  // as the oldest

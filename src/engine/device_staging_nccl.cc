@@ -48,7 +48,7 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
     st = m.op == OpType::kBroadcast ? nccl_.Broadcast(area, bytes, m.root)
                                     : nccl_.Allreduce(area, count, m, size);
   }
-  turn.End();
+  EndTurn(turn, st);
   if (st.ok() && batch.size() > 1) st = Packing(batch, false);
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
@@ -78,16 +78,36 @@ Status DeviceStaging::SyncAfterNccl() {
 Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank,
                                NcclOrder::Turn* turn) {
   Result<NcclOrder::Turn> got = nccl_.AwaitTurn(batch, rank);
+  Status st = got.status();
   if (got.ok()) {
     *turn = std::move(*got);
-    return Status::Ok();
+    // On the GPU too, after the last turn's calls of another set.
+    const auto* last = dynamic_cast<const NcclTurnMark*>(turn->previous().get());
+    if (last == nullptr) return Status::Ok();
+    st = device_->StreamWait(stream_, last->event);
+    if (st.ok()) return st;
+    st = st.WithContext("making the stream wait for another process set's NCCL calls");
   }
   // The other ranks agreed to make the calls, and make them: as after a
   // call that failed, this rank's communicator is aborted (failing its
   // NCCL batches not yet done: OnAbort), and its next NCCL batch makes
   // every rank start anew (batch_verdict.h).
-  nccl_.Abort(got.status().ToString());
-  return got.status();
+  nccl_.Abort(st.ToString());
+  return st;
+}
+
+void DeviceStaging::EndTurn(NcclOrder::Turn& turn, const Status& called) {
+  if (called.ok() && turn.held()) {
+    if (!turn_mark_) {
+      if (Result<gpu::Event> e = device_->CreateEvent(); e.ok()) {
+        turn_mark_ = std::make_shared<NcclTurnMark>(device_, *e);
+      }
+    }
+    // (Without a mark, the next turn of another set waits for an earlier
+    // one: a looser order, where the device failed anyway.)
+    if (turn_mark_ && device_->Record(turn_mark_->event, stream_).ok()) turn.Leave(turn_mark_);
+  }
+  turn.End();
 }
 
 size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int size) {
@@ -153,7 +173,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
         break;
     }
   }
-  turn.End();
+  EndTurn(turn, st);
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
   if (!marked.ok()) marked = SyncAfterNccl();

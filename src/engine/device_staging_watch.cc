@@ -42,25 +42,29 @@ Status DeviceStaging::AwaitDevice(const std::function<Status(TimePoint)>& wait, 
     sliced = true;
     PruneNcclPending();
     if (!nccl_pending_.empty()) {
-      AbortNcclIfPeerLost(nccl_pending_.front().what + " (found while waiting for the device)");
+      AbortNcclIfItCannotEnd(nccl_pending_.front().what + " (found while waiting for the device)");
     }
   }
 }
 
-bool DeviceStaging::AbortNcclIfPeerLost(std::string oldest) {
-  if (!lost_peer_) return false;
-  const Status lost = lost_peer_();
-  if (lost.ok()) return false;
-  nccl_.Abort(oldest +
-              ": its NCCL work cannot end, a rank of the job being lost: " + lost.ToString());
-  return true;
+bool DeviceStaging::AbortNcclIfItCannotEnd(const std::string& oldest) {
+  if (lost_peer_) {
+    if (const Status lost = lost_peer_(); !lost.ok()) {
+      nccl_.Abort(oldest +
+                  ": its NCCL work cannot end, a rank of the job being lost: " + lost.ToString());
+      return true;
+    }
+  }
+  if (const Status e = nccl_.AsyncError(); !e.ok()) {
+    nccl_.Abort(oldest +
+                ": its NCCL work cannot end, NCCL having reported an error: " + e.ToString());
+    return true;
+  }
+  return false;
 }
 
 void DeviceStaging::PruneNcclPending() {
-  std::erase_if(nccl_pending_, [](const NcclPending& p) {
-    const std::shared_ptr<DeviceDone> d = p.done.lock();
-    return d == nullptr || d->Reached();
-  });
+  std::erase_if(nccl_pending_, [](const NcclPending& p) { return p.done->Reached(); });
 }
 
 void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
@@ -86,7 +90,7 @@ void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
     p.since = std::max(p.since, now);
     p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
   }
-  if (AbortNcclIfPeerLost(p.what)) return;
+  if (AbortNcclIfItCannotEnd(p.what)) return;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
   if (now - p.since >= timeout_) {
@@ -113,9 +117,7 @@ void DeviceStaging::FailNcclPending(const std::string& why) {
   const Status cut =
       AbortedError("its NCCL work was cut short: the NCCL communicator was aborted (" + why +
                    ") before it ended");
-  for (const NcclPending& p : nccl_pending_) {
-    if (const std::shared_ptr<DeviceDone> d = p.done.lock()) d->FailIfPending(cut);
-  }
+  for (const NcclPending& p : nccl_pending_) p.done->FailIfPending(cut);
   nccl_pending_.clear();
 }
 

@@ -123,7 +123,13 @@ Result<NcclOrder::Turn> NcclOrder::Await(int set, std::span<const uint64_t> numb
   }
   mine.waiting = 0;
   holder_ = set;
-  return Turn(this, set, numbers);
+  return Turn(this, set, numbers, mark_set_ != set ? mark_ : nullptr);
+}
+
+void NcclOrder::LeaveMark(int set, std::shared_ptr<const Mark> mark) {
+  MutexLock lock(mu_);
+  mark_set_ = set;
+  mark_.swap(mark);  // (the old one goes after the lock)
 }
 
 void NcclOrder::EndTurn(int set, std::span<const uint64_t> numbers) {
@@ -155,7 +161,10 @@ void NcclOrder::Forget(int set) {
 }
 
 NcclOrder::Turn::Turn(Turn&& o) noexcept
-    : order_(std::exchange(o.order_, nullptr)), set_(o.set_), numbers_(o.numbers_) {}
+    : order_(std::exchange(o.order_, nullptr)),
+      set_(o.set_),
+      numbers_(o.numbers_),
+      previous_(std::move(o.previous_)) {}
 
 NcclOrder::Turn& NcclOrder::Turn::operator=(Turn&& o) noexcept {
   if (this != &o) {
@@ -163,11 +172,17 @@ NcclOrder::Turn& NcclOrder::Turn::operator=(Turn&& o) noexcept {
     order_ = std::exchange(o.order_, nullptr);
     set_ = o.set_;
     numbers_ = o.numbers_;
+    previous_ = std::move(o.previous_);
   }
   return *this;
 }
 
+void NcclOrder::Turn::Leave(std::shared_ptr<const Mark> mark) {
+  if (order_ != nullptr) order_->LeaveMark(set_, std::move(mark));
+}
+
 void NcclOrder::Turn::End() {
+  previous_.reset();
   if (order_ != nullptr) std::exchange(order_, nullptr)->EndTurn(set_, numbers_);
 }
 

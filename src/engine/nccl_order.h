@@ -31,6 +31,15 @@
 // a batch's place counts as its set's last whether its turn comes or not.
 // The turn is held only while the calls are queued.
 //
+// The order holds on the GPU too. Each set works on a stream of its own,
+// so a GPU could run a later turn's kernels before an earlier one's (one
+// set's stream held back by its copies), and NCCL's kernels of two
+// communicators, each waiting for its peers, may then wait for each other
+// (NCCL asks that communicators used together be ordered on the GPU, not
+// only in their calls). So a turn leaves a Mark after its calls (an event
+// on its set's stream: device_staging_nccl.cc), and the next turn of
+// another set makes its stream wait for that mark before its calls.
+//
 // A tensor leaves the order when its batch's turn ends, or when it is
 // finished another way (Finished: on Hora's own paths, failed, cancelled).
 //
@@ -42,6 +51,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -62,6 +72,13 @@ class NcclOrder {
   // The tensor numbered `number` of `set` will make no NCCL call (0: none).
   void Finished(int set, uint64_t number) HORA_EXCLUDES(mu_);
 
+  // What a turn leaves on the GPU after its calls, for the next turn of
+  // another set to wait for (its owner's kind: device_staging.h).
+  class Mark {
+   public:
+    virtual ~Mark() = default;
+  };
+
   // A set's turn: while one is held, no other set's batch makes calls. Its
   // end takes its batch's tensors out of the order.
   class Turn {
@@ -72,13 +89,22 @@ class NcclOrder {
     ~Turn() { End(); }
     void End();
 
+    // Whether it is held (not the empty turn of a set with no order).
+    bool held() const { return order_ != nullptr; }
+    // The mark the last turn left, where that was another set's (null: none).
+    const std::shared_ptr<const Mark>& previous() const { return previous_; }
+    // This turn's calls are followed by `mark`, for the turns after it.
+    void Leave(std::shared_ptr<const Mark> mark);
+
    private:
     friend class NcclOrder;
-    Turn(NcclOrder* order, int set, std::span<const uint64_t> numbers)
-        : order_(order), set_(set), numbers_(numbers) {}
+    Turn(NcclOrder* order, int set, std::span<const uint64_t> numbers,
+         std::shared_ptr<const Mark> previous)
+        : order_(order), set_(set), numbers_(numbers), previous_(std::move(previous)) {}
     NcclOrder* order_ = nullptr;
     int set_ = 0;
     std::span<const uint64_t> numbers_;
+    std::shared_ptr<const Mark> previous_;
   };
 
   struct Wait {
@@ -121,13 +147,16 @@ class NcclOrder {
   // "process set 2's 'grad.7' (submitted before it on this rank)", for `before`.
   std::string Describe(const std::pair<const int, SetOrder>& before) const HORA_REQUIRES(mu_);
   void EndTurn(int set, std::span<const uint64_t> numbers) HORA_EXCLUDES(mu_);
+  void LeaveMark(int set, std::shared_ptr<const Mark> mark) HORA_EXCLUDES(mu_);
 
   Mutex mu_;
   std::condition_variable cv_;
   uint64_t next_ HORA_GUARDED_BY(mu_) = 1;
   std::unordered_map<int, SetOrder> sets_ HORA_GUARDED_BY(mu_);
   static constexpr int kNobody = std::numeric_limits<int>::min();
-  int holder_ HORA_GUARDED_BY(mu_) = kNobody;  // the set holding the turn
+  int holder_ HORA_GUARDED_BY(mu_) = kNobody;              // the set holding the turn
+  std::shared_ptr<const Mark> mark_ HORA_GUARDED_BY(mu_);  // the last turn's
+  int mark_set_ HORA_GUARDED_BY(mu_) = kNobody;            // ... and its set
 };
 
 }  // namespace hora

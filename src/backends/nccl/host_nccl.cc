@@ -55,6 +55,7 @@ struct Refusal {
   uint64_t nth = 0;
   std::atomic<uint64_t> calls{0};
   bool queued = false;
+  bool net = false;  // another rank's end is reported by AsyncError
 };
 
 // What a call needs once queued, where the communicator may be gone.
@@ -139,7 +140,20 @@ class HostComm final : public NcclComm {
     return Run(calls);
   }
 
-  Status AsyncError() override { return hub_->ended(rank_); }
+  Status AsyncError() override {
+    const Status own = hub_->ended(rank_);
+    if (!own.ok() || !refusal_->net) return own;
+    // (":net": as NCCL across hosts, whose proxy sees a peer's connection
+    // close when that peer aborts, and reports ncclRemoteError.)
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      if (const Status theirs = hub_->ended(q); !theirs.ok()) {
+        return UnavailableError("host NCCL: a remote error (ncclRemoteError): rank " +
+                                std::to_string(q) + "'s calls ended: " + theirs.message());
+      }
+    }
+    return Status::Ok();
+  }
   void Abort() override {
     const std::string who = "rank " + std::to_string(rank_);
     // (Queued: NCCL's abort ends this rank's kernels; the others' wait on.)
@@ -329,9 +343,10 @@ class HostComm final : public NcclComm {
 
 class HostNccl final : public NcclLibrary {
  public:
-  HostNccl(uint64_t refuse_call, bool queued) : refusal_(std::make_shared<Refusal>()) {
+  HostNccl(uint64_t refuse_call, bool queued, bool net) : refusal_(std::make_shared<Refusal>()) {
     refusal_->nth = refuse_call;
     refusal_->queued = queued;
+    refusal_->net = net;
   }
   std::string version() const override { return "host NCCL (tests)"; }
 
@@ -403,12 +418,18 @@ class HostNccl final : public NcclLibrary {
 Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec) {
   uint64_t refuse = 0;
   bool queued = false;
+  bool net = false;
   const std::string_view given = spec;
-  constexpr std::string_view kRefuse = ":refuse-call=", kQueued = ":queued";
+  constexpr std::string_view kRefuse = ":refuse-call=", kQueued = ":queued", kNet = ":net";
   while (!spec.empty()) {
     if (spec.starts_with(kQueued) && !queued) {
       queued = true;
       spec.remove_prefix(kQueued.size());
+      continue;
+    }
+    if (spec.starts_with(kNet) && !net) {
+      net = true;
+      spec.remove_prefix(kNet.size());
       continue;
     }
     if (!spec.starts_with(kRefuse) || refuse > 0) break;
@@ -419,10 +440,10 @@ Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec) {
   }
   if (!spec.empty()) {
     return InvalidArgument("HORA_NCCL_LIBRARY=host" + std::string(given) +
-                           ": after \"host\", only \":queued\" and \":refuse-call=N\" (N > 0) "
-                           "are taken");
+                           ": after \"host\", only \":queued\", \":net\" and \":refuse-call=N\" "
+                           "(N > 0) are taken");
   }
-  return std::unique_ptr<NcclLibrary>(std::make_unique<HostNccl>(refuse, queued));
+  return std::unique_ptr<NcclLibrary>(std::make_unique<HostNccl>(refuse, queued, net));
 }
 
 }  // namespace hora

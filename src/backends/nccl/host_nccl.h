@@ -35,15 +35,18 @@
 
 namespace hora {
 
-// `spec`: what follows "host" in HORA_NCCL_LIBRARY: empty, or either or
-// both (in any order) of
+// `spec`: what follows "host" in HORA_NCCL_LIBRARY: empty, or any of (in
+// any order)
 //  - ":refuse-call=N": this library's communicators refuse the Nth call
 //    they are asked to make (counted from 1, over all of them), for tests
 //    of a rank whose NCCL call fails;
 //  - ":queued": calls are queued on their stream (the host device's) and
 //    wait there for the other ranks, as NCCL's kernels do, rather than on
 //    the host; and an abort ends only this rank's calls, as NCCL's does
-//    (the others' wait on until they abort, or ten times the timeout).
+//    (the others' wait on until they abort, or ten times the timeout);
+//  - ":net": as NCCL across hosts, another rank's end (its abort, or its
+//    calls' failure) is reported by this rank's AsyncError, as
+//    ncclRemoteError, while this rank's calls wait on.
 Result<std::unique_ptr<NcclLibrary>> CreateHostNccl(std::string_view spec = {});
 
 }  // namespace hora

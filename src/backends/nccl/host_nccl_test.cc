@@ -306,15 +306,17 @@ TEST(HostNccl, QueuedCallsWaitOnTheirStreamAndAnAbortEndsOnlyItsRanks) {
   EXPECT_TRUE(dev.Free(a1).ok());
 }
 
-TEST(HostNccl, ItsSpecTakesQueuedAndARefusalInEitherOrder) {
-  EXPECT_TRUE(CreateHostNccl(":queued").ok());
-  EXPECT_TRUE(CreateHostNccl(":queued:refuse-call=2").ok());
-  EXPECT_TRUE(CreateHostNccl(":refuse-call=2:queued").ok());
-  for (const char* bad : {":queued:queued", ":refuse-call=0", ":refuse-call=2x", ":bogus", "x"}) {
+TEST(HostNccl, ItsSpecTakesQueuedNetAndARefusalInAnyOrder) {
+  for (const char* good : {":queued", ":net", ":queued:refuse-call=2", ":refuse-call=2:queued",
+                           ":queued:net", ":net:refuse-call=3:queued"}) {
+    EXPECT_TRUE(CreateHostNccl(good).ok()) << good;
+  }
+  for (const char* bad :
+       {":queued:queued", ":net:net", ":refuse-call=0", ":refuse-call=2x", ":bogus", "x"}) {
     const auto lib = CreateHostNccl(bad);
     EXPECT_FALSE(lib.ok()) << bad;
     if (!lib.ok()) {
-      EXPECT_NE(lib.status().message().find(":queued"), std::string::npos)
+      EXPECT_NE(lib.status().message().find(":queued\", \":net\""), std::string::npos)
           << lib.status().ToString();
     }
   }
