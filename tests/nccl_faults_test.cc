@@ -721,6 +721,61 @@ TEST_P(NcclFaults, AnErrorNcclReportsAbortsTheQueuedWorkAtOnce) {
   }
 }
 
+// A copy that faults on rank 1's GPU after it was queued, before its NCCL
+// call, as on a GPU (HORA_NCCL_LIBRARY=host:queued): the call is queued,
+// and skipped on the faulted device, and the others' kernels wait for it.
+// Rank 1's watch finds the batch ended in its GPU's failure and aborts its
+// communicator; across hosts NCCL tells the others at once (":net" on
+// their host NCCL), and their batch fails well before HORA_TIMEOUT_S
+// (20 s), naming NCCL's remote error. (Without that abort, rank 1's batch was
+// dropped from its watch as ended, and the others waited the test's 12 s:
+// tried.)
+TEST_P(NcclFaults, AGpuThatFaultsUnderQueuedNcclWorkAbortsItsCommunicator) {
+  const int n = GetParam();
+  ThreadRanks job(n, [](int r) {
+    return TestSettings({{"HORA_DEVICE", "host"},
+                         {"HORA_GPU_BACKEND", "nccl"},
+                         {"HORA_NCCL_LIBRARY", r == 1 ? "host:queued" : "host:queued:net"},
+                         {"HORA_GPU_IPC", "0"},
+                         {"HORA_TIMEOUT_S", "20"}});
+  });
+  std::vector<std::vector<Status>> results(static_cast<size_t>(n));
+  std::vector<std::chrono::steady_clock::duration> took(static_cast<size_t>(n));
+  ExpectAllOk(job.Run([&](int r, Session& s) -> Status {
+    DeviceIo io(s);
+    if (!io.ok()) return io.error();
+    auto* device = dynamic_cast<gpu::HostDevice*>(&io.device());
+    if (device == nullptr) return InternalError("not the host device");
+    std::vector<Status>& mine = results[static_cast<size_t>(r)];
+    void* d = StepTensor(io, r);
+    mine.push_back(SumStep(s, io, d, 0, n, 12s));
+    // Out of place: the batch's first work on the GPU is a copy within it.
+    void* in = StepTensor(io, r);
+    void* out = io.Upload(nullptr, kStepCount * 4);
+    if (r == 1) device->FaultNextDeviceCopy();
+    const auto submitted = std::chrono::steady_clock::now();
+    mine.push_back(
+        s.AllreduceAsync("step.1", StepView(in), StepView(out), {ReduceOp::kSum}).Wait(12s));
+    took[static_cast<size_t>(r)] = std::chrono::steady_clock::now() - submitted;
+    return Status::Ok();
+  }));
+  for (int r = 0; r < n; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const std::vector<Status>& st = results[static_cast<size_t>(r)];
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_TRUE(st[0].ok()) << st[0].ToString();
+    EXPECT_FALSE(st[1].ok());
+    if (r == 1) {
+      EXPECT_TRUE(Has(st[1], "faulted on the device")) << st[1].ToString();
+      continue;
+    }
+    // (Rank 1's end, or, at 3 ranks, another's that learned of it first.)
+    EXPECT_TRUE(Has(st[1], "NCCL having reported an error")) << st[1].ToString();
+    EXPECT_TRUE(Has(st[1], "(ncclRemoteError): rank ")) << st[1].ToString();
+    EXPECT_LT(took[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Worlds, NcclFaults, ::testing::Values(2, 3),
                          [](const ::testing::TestParamInfo<int>& info) {
                            return "np" + std::to_string(info.param);

@@ -350,7 +350,11 @@ TEST(ProcessSetsOnNcclTurns, ALaterTurnWaitsOnTheGpuForTheEarlierOne) {
       if (!hb.Finished()) st = InternalError("b's calls were not made");
     }
     meet.arrive_and_wait();
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    // (A second for B's work to end, where it would not wait for A's.)
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+    while (r != 1 && !hb.Poll() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
     if (r != 1) b_done_early[static_cast<size_t>(r)] = hb.Poll() ? 1 : 0;
     meet.arrive_and_wait();
     if (r == 0) device->ReleaseCopies();

@@ -53,7 +53,13 @@ void DeviceDone::FailIfPending(const Status& why) {
     return;
   }
   settled_ = true;
+  failed_on_purpose_ = true;
   outcome_ = why.WithContext(Where());
+}
+
+Status DeviceDone::DeviceFailure() {
+  MutexLock lock(mu_);
+  return settled_ && !failed_on_purpose_ ? outcome_ : Status::Ok();
 }
 
 bool DeviceDone::Reached() {

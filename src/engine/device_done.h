@@ -52,6 +52,9 @@ class DeviceDone {
   // their results): Wait returns `why` from now on. (A stream it was
   // handed to still waits only for the event.)
   void FailIfPending(const Status& why) HORA_EXCLUDES(mu_);
+  // Where the device was found to have failed on the way (by Reached or
+  // Wait): that error. OK otherwise, and until it is known.
+  Status DeviceFailure() HORA_EXCLUDES(mu_);
 
  private:
   // Remembers the outcome once known.
@@ -66,6 +69,7 @@ class DeviceDone {
   Mutex mu_;
   bool settled_ HORA_GUARDED_BY(mu_) = false;
   Status outcome_ HORA_GUARDED_BY(mu_);
+  bool failed_on_purpose_ HORA_GUARDED_BY(mu_) = false;  // (FailIfPending's)
 };
 
 // The events of DeviceDone, kept for the next batches once their handles

@@ -246,7 +246,8 @@ class DeviceStaging {
   // Before the communicator is aborted (DeviceNccl::OnAbort): the NCCL
   // batches not yet done fail (their kernels end without their results).
   void FailNcclPending(const std::string& why);
-  // Drops the pending NCCL batches that have ended on the GPU. (Not those
+  // Drops the pending NCCL batches that have ended on the GPU, and aborts
+  // the communicator where one ended in the device's failure. (Not those
   // whose handles are gone: a framework hands the event to its stream and
   // drops the handle, and its stream waits for that work as long as it
   // lasts.)
@@ -309,17 +310,20 @@ class DeviceStaging {
   DeviceNccl nccl_;
   uint64_t nccl_batches_ = 0;
   std::shared_ptr<NcclTurnMark> turn_mark_;  // EndTurn's (made at the first)
+  bool follows_other_sets_ = false;          // a turn waited for another set's mark
   uint64_t alone_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;  // chunk k's copy in is done
   std::vector<uint8_t> verdict_;          // (Told's)
   struct NcclPending {
     std::shared_ptr<DeviceDone> done;
-    TimePoint since;       // queued; then when it was first watched as the oldest
+    TimePoint since;       // queued; then when it was first found the oldest
     std::string what;      // "rank 0: allreduce 'w'"
     bool watched = false;  // as the oldest
     TimePoint warn_at{};   // (then) its next warning
   };
+  // Starts `p`'s clock, the oldest pending NCCL batch, unless it started.
+  void StartTheClock(NcclPending& p, TimePoint now);
   std::vector<NcclPending> nccl_pending_;    // NcclQueued's
   TimePoint next_watch_{};                   // WatchNccl's next look
   std::shared_ptr<DeviceDone> last_done_;    // the last batch's copies back

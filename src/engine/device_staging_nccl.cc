@@ -84,6 +84,7 @@ Status DeviceStaging::TakeTurn(const std::vector<TensorRecord*>& batch, int rank
     // On the GPU too, after the last turn's calls of another set.
     const auto* last = dynamic_cast<const NcclTurnMark*>(turn->previous().get());
     if (last == nullptr) return Status::Ok();
+    follows_other_sets_ = true;
     st = device_->StreamWait(stream_, last->event);
     if (st.ok()) return st;
     st = st.WithContext("making the stream wait for another process set's NCCL calls");

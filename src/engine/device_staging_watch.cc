@@ -64,15 +64,42 @@ bool DeviceStaging::AbortNcclIfItCannotEnd(const std::string& oldest) {
 }
 
 void DeviceStaging::PruneNcclPending() {
-  std::erase_if(nccl_pending_, [](const NcclPending& p) { return p.done->Reached(); });
+  std::string failed;
+  std::erase_if(nccl_pending_, [&](const NcclPending& p) {
+    if (!p.done->Reached()) return false;
+    if (failed.empty()) {
+      if (const Status f = p.done->DeviceFailure(); !f.ok()) failed = p.what + ": " + f.ToString();
+    }
+    return true;
+  });
+  // A GPU that failed (a fault is for good) makes none of this rank's NCCL
+  // work; the others' kernels wait for it. Aborted now, this rank says so
+  // at the next NCCL batch, and across hosts NCCL tells the others at once
+  // (ncclRemoteError: AbortNcclIfItCannotEnd).
+  if (!failed.empty()) {
+    nccl_.Abort(failed + " (its GPU failed, so its NCCL work cannot be made)");  // (clears them)
+    return;
+  }
+  if (!nccl_pending_.empty()) StartTheClock(nccl_pending_.front(), Clock::now());
+}
+
+void DeviceStaging::StartTheClock(NcclPending& p, TimePoint now) {
+  if (p.watched) return;
+  p.watched = true;
+  p.since = std::max(p.since, now);
+  const Duration warn_every = nccl_.settings().warn_every;
+  p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
 }
 
 void DeviceStaging::NcclQueued(const RequestMeta& m, int rank) {
+  if (last_done_) {
+    std::string what =
+        "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
+    if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
+    nccl_pending_.push_back({last_done_, Clock::now(), std::move(what)});
+  }
+  // (After the push: an abort here fails this batch too.)
   PruneNcclPending();
-  if (!last_done_) return;
-  std::string what = "rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" + m.name + "'";
-  if (!nccl_.settings().label.empty()) what += " of " + nccl_.settings().label;
-  nccl_pending_.push_back({last_done_, Clock::now(), std::move(what)});
 }
 
 void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
@@ -81,15 +108,11 @@ void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
   PruneNcclPending();
   if (nccl_pending_.empty()) return;
   // Only the oldest is watched: the later ones wait behind it, on the one
-  // stream. Its clock starts when it became the oldest not ended (or was
-  // queued, if later), so that work queued before it is not counted.
+  // stream. Its clock started when a prune found it the oldest not ended
+  // (or when it was queued, if later), so that work queued before it is not
+  // counted.
   NcclPending& p = nccl_pending_.front();
   const Duration warn_every = nccl_.settings().warn_every;
-  if (!p.watched) {
-    p.watched = true;
-    p.since = std::max(p.since, now);
-    p.warn_at = warn_every > Duration::zero() ? p.since + warn_every : TimePoint::max();
-  }
   if (AbortNcclIfItCannotEnd(p.what)) return;
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f s", DurationToSeconds(now - p.since));
@@ -97,7 +120,13 @@ void DeviceStaging::WatchNccl(TimePoint now, bool stopped) {
     // (Abort fails every pending batch, this one first among them.)
     nccl_.Abort(p.what + ": its NCCL work had not ended on the GPU " + secs +
                 " after the work before it (HORA_TIMEOUT_S, or 10 minutes when that is 0): a "
-                "rank of its communicator did not make its calls, or a GPU is stuck");
+                "rank of its communicator did not make its calls, or a GPU is stuck" +
+                (follows_other_sets_
+                     ? std::string(", or process sets that share ranks had their collectives "
+                                   "submitted in different orders on different ranks (on a "
+                                   "rank's GPU, one set's NCCL work waits for the work of "
+                                   "other sets queued before it)")
+                     : std::string()));
     return;
   }
   const Logger* logger = nccl_.settings().logger;

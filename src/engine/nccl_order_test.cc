@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -218,6 +219,56 @@ TEST(NcclOrder, AForgottenSetHoldsNobodyBack) {
   EXPECT_TRUE(StillWaiting(set_batch));
   order.Forget(2);
   set_batch.get();
+}
+
+// The GPU's side: a turn gets the mark the last turn left where that was
+// another set's (its own set's stream keeps the order by itself), and a
+// mark outlives a set that is forgotten.
+TEST(NcclOrder, ATurnGetsTheMarkOfTheLastTurnOfAnotherSet) {
+  struct Named final : NcclOrder::Mark {
+    explicit Named(std::string n) : name(std::move(n)) {}
+    std::string name;
+  };
+  auto name_of = [](const NcclOrder::Turn& t) {
+    const auto* m = dynamic_cast<const Named*>(t.previous().get());
+    return m == nullptr ? std::string("none") : m->name;
+  };
+  NcclOrder order;
+  const std::string x = "x";
+  std::list<std::vector<uint64_t>> batches;  // (a turn holds its batch's numbers)
+  auto turn = [&](int set) {
+    const std::vector<uint64_t>& batch = batches.emplace_back(1, order.Submitted(set, &x));
+    Result<NcclOrder::Turn> t = order.Await(set, batch, Bounded(1s));
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return t.ok() ? std::move(*t) : NcclOrder::Turn();
+  };
+  {
+    NcclOrder::Turn a = turn(1);
+    EXPECT_TRUE(a.held());
+    EXPECT_EQ(name_of(a), "none");
+    a.Leave(std::make_shared<Named>("a1"));
+  }
+  {
+    NcclOrder::Turn a = turn(1);  // (the same set: none)
+    EXPECT_EQ(name_of(a), "none");
+    a.Leave(std::make_shared<Named>("a2"));
+  }
+  {
+    NcclOrder::Turn b = turn(2);
+    NcclOrder::Turn moved = std::move(b);
+    EXPECT_FALSE(b.held());  // NOLINT(bugprone-use-after-move): a moved-from turn is empty
+    EXPECT_EQ(name_of(moved), "a2");
+    moved.Leave(std::make_shared<Named>("b1"));
+  }
+  {
+    NcclOrder::Turn a = turn(1);
+    EXPECT_EQ(name_of(a), "b1");
+    // (No mark left: the next turn of another set gets b1's still.)
+  }
+  order.Forget(2);
+  NcclOrder::Turn c = turn(3);
+  EXPECT_EQ(name_of(c), "b1");
+  EXPECT_FALSE(NcclOrder::Turn().held());
 }
 
 }  // namespace

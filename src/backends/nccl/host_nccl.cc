@@ -58,9 +58,29 @@ struct Refusal {
   bool net = false;  // another rank's end is reported by AsyncError
 };
 
+// How this rank's calls ended (set where a queued one failed, or at its
+// abort): AsyncError's answer, kept here so that asking costs no call to
+// the meeting's server.
+class OwnEnd {
+ public:
+  void Set(const Status& why) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (why_.ok()) why_ = why;
+  }
+  Status Get() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return why_;
+  }
+
+ private:
+  Mutex mu_;
+  Status why_ HORA_GUARDED_BY(mu_);
+};
+
 // What a call needs once queued, where the communicator may be gone.
 struct Ranks {
   std::shared_ptr<Meeting> hub;
+  std::shared_ptr<OwnEnd> own;
   int rank = 0;
   int size = 0;
   gpu::Device* device = nullptr;
@@ -141,7 +161,10 @@ class HostComm final : public NcclComm {
   }
 
   Status AsyncError() override {
-    const Status own = hub_->ended(rank_);
+    Status own = own_->Get();
+    // (Not queued, a timeout or an abort ends every rank's calls: the
+    // meeting's.)
+    if (own.ok() && !refusal_->queued) own = hub_->ended(rank_);
     if (!own.ok() || !refusal_->net) return own;
     // (":net": as NCCL across hosts, whose proxy sees a peer's connection
     // close when that peer aborts, and reports ncclRemoteError.)
@@ -157,8 +180,9 @@ class HostComm final : public NcclComm {
   void Abort() override {
     const std::string who = "rank " + std::to_string(rank_);
     // (Queued: NCCL's abort ends this rank's kernels; the others' wait on.)
+    own_->Set(AbortedError("host NCCL: " + who + " aborted its communicator"));
     if (refusal_->queued) {
-      hub_->End(rank_, AbortedError("host NCCL: " + who + " aborted its communicator"));
+      hub_->End(rank_, own_->Get());
     } else {
       hub_->Abort(who + " aborted it");
     }
@@ -200,7 +224,7 @@ class HostComm final : public NcclComm {
     for (const Call& c : calls) {
       if (c.kind != Call::kSend && c.kind != Call::kRecv) ++seq_;
     }
-    Ranks at{hub_, rank_, size_, &device_, timeout_};
+    Ranks at{hub_, own_, rank_, size_, &device_, timeout_};
     if (!refusal_->queued) {
       for (const Call& c : calls) {
         if (Status st = Drain(c.stream); !st.ok()) return st.WithContext("host NCCL");
@@ -221,7 +245,9 @@ class HostComm final : public NcclComm {
     at.on_stream = host;
     return host->RunOnStream(stream, [at, first, calls = std::move(calls)] {
       const Status st = RunCalls(at, first, calls);
-      if (!st.ok()) at.hub->End(at.rank, st);
+      if (st.ok()) return;
+      at.own->Set(st);
+      at.hub->End(at.rank, st);
     });
   }
 
@@ -335,6 +361,7 @@ class HostComm final : public NcclComm {
   gpu::Device& device_;
   const Duration timeout_;
   const std::shared_ptr<Refusal> refusal_;
+  const std::shared_ptr<OwnEnd> own_ = std::make_shared<OwnEnd>();
   uint64_t seq_ = 0;
   gpu::Event event_;
   int depth_ = 0;            // GroupStart's not yet ended
