@@ -53,6 +53,9 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
   if (!marked.ok()) marked = SyncAfterNccl();
+  // (A device that failed, or whose work did not end in time: this rank's
+  // NCCL work cannot be made, and the others' waits for it.)
+  if (!marked.ok()) nccl_.Abort(marked.ToString());
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   return marked;
 }
@@ -178,6 +181,9 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   Status marked = MarkDone(batch, rank);
   if (marked.ok() && st.ok()) NcclQueued(m, rank);
   if (!marked.ok()) marked = SyncAfterNccl();
+  // (A device that failed, or whose work did not end in time: this rank's
+  // NCCL work cannot be made, and the others' waits for it.)
+  if (!marked.ok()) nccl_.Abort(marked.ToString());
   HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
   HORA_RETURN_IF_ERROR(marked);
   p.result = std::move(out);
