@@ -12,6 +12,7 @@
 //   build/bin/hora-nccl-order-bench
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -53,8 +54,28 @@ void BM_TurnAwaitedAndEnded(benchmark::State& state) {
   state.counters["tensors"] = static_cast<double>(sets);
 }
 
+// Two sets taking turns, each leaving a mark for the other's next turn (as
+// DeviceStaging does; its event's record on the GPU is not in this): two
+// tensors and two turns an iteration.
+void BM_TwoSetsTakeTurnsWithMarks(benchmark::State& state) {
+  NcclOrder order;
+  const std::string name = "grad";
+  std::vector<uint64_t> batch(1);
+  const NcclOrder::Wait wait = Forever();
+  const auto mark = std::make_shared<NcclOrder::Mark>();
+  for (auto _ : state) {
+    for (int set = 0; set < 2; ++set) {
+      batch[0] = order.Submitted(set, &name);
+      Result<NcclOrder::Turn> turn = order.Await(set, batch, wait);
+      benchmark::DoNotOptimize(turn.ok() && turn->previous() != nullptr);
+      if (turn.ok()) turn->Leave(mark);
+    }
+  }
+}
+
 BENCHMARK(BM_TensorNumberedAndFinished);
 BENCHMARK(BM_TurnAwaitedAndEnded)->Arg(1)->Arg(2)->Arg(8);
+BENCHMARK(BM_TwoSetsTakeTurnsWithMarks);
 
 }  // namespace
 }  // namespace hora
@@ -64,5 +85,6 @@ int main(int argc, char** argv) {
       argc, argv,
       "usage: hora-nccl-order-bench [--benchmark_filter=REGEX] [Google Benchmark flags]\n"
       "Times what the order of NCCL calls across a rank's process sets costs: a tensor's\n"
-      "number and its leaving the order, and a turn awaited and ended with 1, 2 or 8 sets.\n\n");
+      "number and its leaving the order, a turn awaited and ended with 1, 2 or 8 sets, and two\n"
+      "sets' turns leaving marks for each other.\n\n");
 }

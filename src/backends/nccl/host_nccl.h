@@ -25,7 +25,8 @@
 // most ten times the timeout; Abort ends only this rank's calls, and
 // AsyncError says how this rank's queued calls ended (known in its own
 // process: asking costs no call to another; not queued, it says how the
-// meeting's calls ended). (A call queued on a
+// meeting's calls ended; with ":net" it asks the meeting about the other
+// ranks too). (A call queued on a
 // device that then faults is skipped, as a kernel on a faulted GPU does not
 // run: the others wait for it until they abort.)
 #pragma once
