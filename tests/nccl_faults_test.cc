@@ -603,8 +603,9 @@ TEST_P(NcclFaults, QueuedWorkIsAbortedAtOnceWhenAPeerIsLost) {
     SCOPED_TRACE("rank " + std::to_string(r));
     const std::vector<Status>& st = results[static_cast<size_t>(r)];
     ASSERT_EQ(st.size(), r == 1 ? 3u : 4u);
-    if (!ExpectStep2Refused(st, r, "a rank of the job being lost: Unavailable: rank 1 was lost"))
-      continue;
+    // (Aborted by the watch, or by the idle engine's negotiation, whichever
+    // learns of the loss first: both name rank 1.)
+    if (!ExpectStep2Refused(st, r, "rank 1 was lost")) continue;
     EXPECT_LT(failed_after[static_cast<size_t>(r)], 5s) << "waited toward HORA_TIMEOUT_S";
     EXPECT_FALSE(st[3].ok());
     EXPECT_TRUE(Has(st[3], "rank 1 was lost")) << st[3].ToString();
