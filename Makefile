@@ -10,24 +10,36 @@ CMAKE_GEN  := -G Ninja
 # build faster for it.
 SAN_FLAGS  := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 
-.PHONY: all deps build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan check-thread-safety format format-check bench clean
+.PHONY: all deps pyenv print-python build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan check-thread-safety format format-check bench clean
 
 all: build
 
 deps:
 	@./scripts/setup-deps
 
-build: deps
-	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+# The project's Python environment (scripts/python-env): the current torch,
+# TensorFlow/Keras, JAX and Ray from PyPI, pinned in requirements/, in a
+# virtual environment outside the clone (~/.cache/hora), made once per lock.
+# The main build's Python suite runs on it, and again on Debian's python3
+# (torch 1.13) as LEGACY_PYTHON.
+LEGACY_PYTHON ?= /usr/bin/python3
+pyenv: deps
+	@./scripts/python-env > /dev/null
+
+print-python: pyenv
+	@./scripts/python-env --print
+
+build: pyenv
+	@cmake -S . -B $(BUILD) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DPython_EXECUTABLE=$$(./scripts/python-env --print) -DHORA_LEGACY_PYTHON=$(LEGACY_PYTHON) > /dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # The main job: data-parallel PyTorch training on 2 workers (horarun starts
 # them; each trains on its own shard of scikit-learn's digits and gradients
 # are averaged by Hora), checked to reach 95% test accuracy.
-PYTHON ?= /usr/bin/python3
 demo: build
 	@PYTHONPATH=$(CURDIR)/$(BUILD)/python $(BUILD)/bin/horarun -np 2 \
-	  $(PYTHON) examples/torch_digits.py --check
+	  $$(./scripts/python-env --print) examples/torch_digits.py --check
 
 # The C++ demo: 4 ranks as threads average 4 MiB with every algorithm.
 demo-cpp: build
@@ -100,6 +112,7 @@ format-check: deps
 # validated on namespaced hosts where the machine allows namespaces). The
 # full studies drop --quick (docs/benchmarks.md has each command).
 BENCH_OUT ?= bench/results
+PYTHON ?= $$(./scripts/python-env --print)
 bench: build
 	@$(BUILD)/bin/hora-kernel-bench --benchmark_filter='Memcpy|SumF32' \
 	  --benchmark_repetitions=3 --benchmark_report_aggregates_only=true

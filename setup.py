@@ -105,19 +105,15 @@ class InstallStaged(install_data):
         super().run()
 
 
+# The metadata (name, version, dependencies, extras, the horarun script) is
+# pyproject.toml's [project] table; here only how the package is built.
 setup(
-    name="hora",
-    version="0.1.0",
-    description="Data-parallel distributed training: Horovod's API over Hora's collectives",
-    license="Apache-2.0",
     package_dir={"": "python"},
     packages=find_packages("python"),
     ext_modules=[Extension("hora._core", sources=[])],
     # (install_data runs only when there are data files: the license is one;
     # InstallStaged adds the headers and libraries once they are built.)
     data_files=[("share/hora", ["LICENSE"])],
-    entry_points={"console_scripts": ["horarun = hora.run:main"]},
     cmdclass={"build_ext": CMakeBuild, "install_data": InstallStaged},
-    python_requires=">=3.9",
     zip_safe=False,
 )

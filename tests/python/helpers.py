@@ -1,13 +1,32 @@
 """Shared helpers: every rank can compute every rank's input from a formula."""
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 
 import torch
 
+import hora
+import hora.run
 import hora.torch as hvd
+
+
+
+def horarun_path():
+    """The launcher that goes with the hora under test: $HORARUN, else the one
+    bundled in the installed package (or the build tree's, for build/python),
+    else horarun on PATH."""
+    path = os.environ.get("HORARUN") or hora.run.launcher_path() or shutil.which("horarun")
+    assert path, "no horarun: not beside %s, not on PATH, and HORARUN is unset" % hora.__file__
+    return path
+
+
+def package_parent():
+    """The folder holding the hora under test (for a child's PYTHONPATH)."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(hora.__file__)))
+
 
 FLOAT_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 INT_DTYPES = [torch.int32, torch.int64]
@@ -81,10 +100,9 @@ def rows_of(rank, base=2):
 def run_alone(code, extra_env=None):
     """Runs `code` in a fresh interpreter outside the job (a job of one rank),
     with `extra_env` (a dict) added to the environment."""
-    from conftest import ROOT
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
-    env["PYTHONPATH"] = os.path.join(ROOT, "build", "python")
+    env["PYTHONPATH"] = package_parent()
     env.update(extra_env or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
                           capture_output=True, text=True, timeout=120)

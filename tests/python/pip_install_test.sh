@@ -1,31 +1,42 @@
 #!/bin/bash
 # Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #
-# The install a user makes (README, docs/guide/install.md): a wheel built
-# once with `pip wheel --no-build-isolation`, installed with no network into
-# a fresh virtual environment (--system-site-packages: Debian's torch), then
-#   - `horarun` on the venv's PATH (the console script) and `python -m hora.run`
+# The install a user makes (README, docs/guide/install.md):
+#   - a wheel built by PYTHON (the project environment's, not Debian's) with
+#     `pip wheel --no-build-isolation`, and again with build isolation (pip
+#     fetches setuptools and wheel from PyPI); its metadata declares numpy
+#     and the frameworks' extras;
+#   - installed with its dependencies into a fresh venv of that Python: numpy
+#     comes from PyPI, hora.numpy runs under the venv's horarun, then (the
+#     project environment's torch added) a part of the Python suite runs
+#     against the installed package (HORA_TEST_INSTALLED=1);
+#   - installed with no network into a venv of LEGACY_PYTHON
+#     (--system-site-packages: Debian's torch 1.13), where
+#     `horarun` on the venv's PATH (the console script) and `python -m hora.run`
 #     run a 2-rank allreduce and allgather that import hora from the venv;
 #   - the C++ trainer of examples/cpp built against the installed package with
 #     find_package(Hora) (found through the venv's bin/ on PATH, no hints) and
-#     with pkg-config, run under the installed horarun;
+#     with pkg-config (PKG_CONFIG_PATH=$VIRTUAL_ENV/lib/pkgconfig, as the
+#     README says), run under the installed horarun;
 #   - HORA_TRANSPORT=mpi under plain mpirun finds its MPI plugin beside the
 #     installed libhora.so (no HORA_MPI_PLUGIN).
 # The wheel's C++ is built in the configured tree given (HORA_CMAKE_BUILD_DIR),
 # so the test checks the packaging without a second build of the core.
 #
-#   pip_install_test.sh SOURCE_DIR BUILD_DIR PYTHON
+#   pip_install_test.sh SOURCE_DIR BUILD_DIR PYTHON LEGACY_PYTHON
 set -euo pipefail
-src=$1 build=$2 python=$3
+src=$1 build=$2 python=$3 legacy=${4:-$3}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # pip builds in a copy of the sources, so that the tree gets no build/ or
 # egg-info; with HORA_CMAKE_BUILD_DIR setup.py builds and installs from that
 # configured tree and does not configure from the copy.
 mkdir "$scratch/src-tree"
-cp -r "$src/python" "$src/setup.py" "$src/pyproject.toml" "$src/LICENSE" "$scratch/src-tree/"
+cp -r "$src/python" "$src/setup.py" "$src/pyproject.toml" "$src/LICENSE" "$src/README.md" \
+  "$scratch/src-tree/"
 # Installing the C++ part before it is built fails, naming what is missing
 # (it once installed nothing, silently).
 if out=$(cd "$scratch/src-tree" && "$python" setup.py -q install_data --install-dir "$scratch/x" 2>&1); then
@@ -33,15 +44,58 @@ if out=$(cd "$scratch/src-tree" && "$python" setup.py -q install_data --install-
 fi
 grep -q "C++ staging tree .* has no include/hora/hora.h" <<<"$out" || fail "install_data without staging: $out"
 rm -rf "$scratch/src-tree/build" "$scratch/src-tree"/python/*.egg-info "$scratch/x"
-PIP_ROOT_USER_ACTION=ignore HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip wheel --quiet \
+HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip wheel --quiet \
   --no-build-isolation --no-deps --no-index -w "$scratch/dist" "$scratch/src-tree"
 wheel=$(ls "$scratch"/dist/hora-*.whl)
 echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB"
+rm -rf "$scratch/src-tree/build" "$scratch/src-tree"/python/*.egg-info
+HORA_CMAKE_BUILD_DIR="$build" "$python" -m pip wheel --quiet --no-deps \
+  -w "$scratch/dist-isolated" "$scratch/src-tree" || fail "pip wheel with build isolation"
+ls "$scratch"/dist-isolated/hora-*.whl > /dev/null || fail "no wheel from the isolated build"
+meta=$(unzip -p "$wheel" 'hora-*.dist-info/METADATA')
+for want in "Requires-Python: >=3.9" "Requires-Dist: numpy" "Provides-Extra: torch" \
+    "Provides-Extra: tensorflow" "Provides-Extra: jax" "Provides-Extra: ray"; do
+  grep -q "^$want" <<<"$meta" || fail "the wheel's METADATA lacks '$want'"
+done
 
+# A venv of PYTHON with no framework: pip brings numpy; hora.numpy runs.
+"$python" -c 'import sys; sys.exit(sys.prefix == sys.base_prefix)' 2>/dev/null &&
+  base=$("$python" -c 'import sys, os; print(os.path.join(sys.base_prefix, "bin", "python3"))') ||
+  base=$python
+"$base" -m venv "$scratch/venv-new"
+"$scratch/venv-new/bin/pip" install --quiet "$wheel" || fail "pip install of the wheel with its dependencies"
+cat > "$scratch/check_numpy.py" <<'PY'
+import numpy as np
+import hora.numpy as hnp
+hnp.init()
+r, n = hnp.rank(), hnp.size()
+total = hnp.allreduce(np.arange(4, dtype=np.float32) + r, op=hnp.Sum)
+assert (total == sum(np.arange(4, dtype=np.float32) + q for q in range(n))).all(), total
+hnp.shutdown()
+print("rank %d: numpy-only install OK" % r)
+PY
+out=$(cd "$scratch" && env -u PYTHONPATH OMP_NUM_THREADS=1 "$scratch/venv-new/bin/horarun" -np 2 \
+  --timeout 60 "$scratch/venv-new/bin/python" "$scratch/check_numpy.py" 2>&1) || fail "numpy-only venv: $out"
+[[ $(grep -c "numpy-only install OK" <<<"$out") == 2 ]] || fail "numpy-only venv: $out"
+# The project environment's frameworks beside the installed hora, and the
+# suite's files that need no build tree, against the installed package.
+site=$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+newsite=$("$scratch/venv-new/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+echo "$site" > "$newsite/project-env.pth"
+# The extra resolves (torch is there now, through that .pth: nothing to fetch).
+"$scratch/venv-new/bin/pip" install --quiet "$wheel[torch]" || fail "pip install hora[torch]"
+out=$(cd "$scratch" && env -u PYTHONPATH OMP_NUM_THREADS=1 HORA_TEST_INSTALLED=1 \
+  "$scratch/venv-new/bin/horarun" -np 2 --timeout 120 "$scratch/venv-new/bin/python" -m pytest -q \
+  -p no:cacheprovider "$src/tests/python/test_basics.py" "$src/tests/python/test_allreduce.py" \
+  "$src/tests/python/test_functions.py" 2>&1) || fail "the suite against the installed package: $out"
+grep -q "passed" <<<"$out" && ! grep -q "failed" <<<"$out" || fail "the suite against the installed package: $out"
+echo "the suite against the installed package: $(grep -m1 passed <<<"$out")"
+
+python=$legacy
 "$python" -m venv --system-site-packages "$scratch/venv"
 venv=$scratch/venv
 start=$(date +%s%N)
-PIP_ROOT_USER_ACTION=ignore "$venv/bin/pip" install --quiet --no-index --no-deps "$wheel"
+"$venv/bin/pip" install --quiet --no-index --no-deps "$wheel"
 echo "pip install of the wheel: $(( ($(date +%s%N) - start) / 1000000 )) ms"
 
 [[ -x "$venv/bin/horarun" ]] || fail "no horarun in the venv's bin/"
@@ -118,4 +172,4 @@ if command -v mpirun.openmpi > /dev/null && ls "$venv/lib/" | grep -q '^libhora-
     fail "HORA_TRANSPORT=mpi under mpirun: $out"
   grep -q "(ok)" <<<"$out" || fail "HORA_TRANSPORT=mpi under mpirun: $out"
 fi
-echo "PASS: wheel, venv install, horarun, python -m hora.run, find_package(Hora), pkg-config, MPI plugin"
+echo "PASS: wheels (with and without build isolation), numpy-only venv, the suite installed, venv install, horarun, python -m hora.run, find_package(Hora), pkg-config, MPI plugin"

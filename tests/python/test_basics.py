@@ -11,7 +11,7 @@ import torch
 
 import hora
 import hora.torch as hvd
-from helpers import run_alone
+from helpers import horarun_path, package_parent, run_alone
 
 
 def test_layout_matches_launcher_and_is_consistent():
@@ -47,8 +47,7 @@ def test_init_is_idempotent_and_names_exist():
     assert hvd.global_process_set.rank() == hvd.rank()
     # cuda_built() and nccl_built() say what the build found, as horarun
     # --check-build does; hora.cuda_built() is the same.
-    horarun = os.path.join(os.path.dirname(hora.__file__), "..", "..", "bin", "horarun")
-    built = subprocess.run([horarun, "--check-build"], capture_output=True, text=True,
+    built = subprocess.run([horarun_path(), "--check-build"], capture_output=True, text=True,
                            check=True).stdout
     assert type(hvd.cuda_built()) is bool
     assert hvd.cuda_built() == ("[X] CUDA" in built), built
@@ -125,12 +124,11 @@ def test_horovod_settings_through_horarun_are_said_taken():
     # setting was taken, not that it was ignored. (No collectives: rank 0 only.)
     if hvd.rank() != 0:
         return
-    from conftest import ROOT
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
-    env.update({"PYTHONPATH": os.path.join(ROOT, "build", "python"), "HOROVOD_CYCLE_TIME": "2"})
+    env.update({"PYTHONPATH": package_parent(), "HOROVOD_CYCLE_TIME": "2"})
     code = "import hora.torch as hvd; hvd.init(); print('cycle', hvd.rank())"
-    res = subprocess.run([os.path.join(ROOT, "build", "bin", "horarun"), "-np", "2",
+    res = subprocess.run([horarun_path(), "-np", "2",
                           sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     out = res.stdout + res.stderr

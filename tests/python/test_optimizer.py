@@ -319,3 +319,29 @@ def test_process_set_non_members_step_locally():
         torch.testing.assert_close(m.weight, before - x, **TOL)
     finally:
         hvd.remove_process_set(ps)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_model_equivalent_to_one_worker(backend):
+    # A torch.compile'd model: its gradients still reach the parameters' hooks,
+    # and the step equals one worker's on the whole batch (uncompiled).
+    if not hasattr(torch, "compile"):
+        pytest.skip("torch %s has no torch.compile (skipped on every rank alike)"
+                    % torch.__version__)
+    dist, ref = _model(), _model()
+    compiled = torch.compile(dist, backend=backend)
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(3):
+        dopt.zero_grad()
+        ropt.zero_grad()
+        x, y = _batch(step)
+        F.cross_entropy(compiled(_mine(x)), _mine(y)).backward()
+        assert len(dopt._handles) == len(list(dist.parameters())), step
+        F.cross_entropy(ref(x), y).backward()
+        dopt.step()
+        ropt.step()
+        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "%s step %d %s: %s"
+                                       % (backend, step, name, m))

@@ -12,6 +12,7 @@ Objects are unpickled only from peers of this job (the core authenticates
 every connection with the job secret).
 """
 
+import ctypes
 import io
 import pickle
 
@@ -125,7 +126,12 @@ def _dumps(obj):
 
 
 def _loads(t):
-    return torch.load(io.BytesIO(t.numpy().tobytes()), map_location="cpu")
+    # (Bytes through ctypes, not t.numpy(): torch from PyPI comes without NumPy.)
+    # weights_only=False: torch 2.6 made True the default, which refuses any
+    # object but tensors; what is unpickled here comes from the job's own,
+    # authenticated ranks.
+    data = ctypes.string_at(t.data_ptr(), t.numel()) if t.numel() else b""
+    return torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
