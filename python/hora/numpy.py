@@ -1,12 +1,26 @@
 """Hora's collectives on NumPy arrays: ``import hora.numpy as hvd``.
 
+This is also the framework-neutral layer under ``hora.tensorflow``,
+``hora.jax`` and ``hora.keras``: they hand NumPy views of their arrays here.
+
 Blocking, out-of-place forms (the input is never modified; results are new,
-writeable arrays): ``allreduce, allgather, broadcast, alltoall,
-reducescatter``, plus ``init, shutdown, rank, size...`` and ``barrier``.
-Names, ops and matching across ranks follow :mod:`hora.torch.reduce_ops`.
-Supported dtypes: uint8, int8, int16, int32, int64, float16, float32,
+writeable arrays): ``allreduce, grouped_allreduce, allgather,
+grouped_allgather, broadcast, alltoall, reducescatter,
+grouped_reducescatter``, plus ``init, shutdown, rank, size...``, ``barrier``,
+``join``, ``broadcast_object`` and ``allgather_object``. Every collective
+takes ``process_set=`` (``hora.common.process_sets``). Names, ops and
+matching across ranks follow :mod:`hora.torch.reduce_ops`: an operation
+matches the same name on the other ranks, whatever framework they call it
+from. Supported dtypes: uint8, int8, int16, int32, int64, float16, float32,
 float64 and bool (NumPy has no bfloat16).
+
+Costs: an input that is not a C-contiguous, writeable array is copied once
+(NumPy exports only writeable arrays through DLPack); outputs are never
+copied (allgather, alltoall and reducescatter return arrays over the memory
+Hora allocated).
 """
+
+import pickle
 
 import numpy as np
 
@@ -29,6 +43,14 @@ from hora.common.basics import (  # noqa: F401
 )
 from hora.common.exceptions import *  # noqa: F401,F403
 from hora.common.exceptions import InvalidArgumentError
+from hora.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    process_set_id,
+    process_set_ranks,
+    remove_process_set,
+)
 
 _SUPPORTED = tuple(np.dtype(d) for d in (
     np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_))
@@ -42,11 +64,17 @@ def _name(name):
     return "" if name is None else str(name)
 
 
+def _what(op, name):
+    return "%s '%s'" % (op, name) if name else "%s (unnamed)" % op
+
+
 def _prepare(array, op, name):
     """A contiguous, writeable array of a supported dtype, as the core will see it."""
     a = np.asarray(array)
     if a.dtype not in _SUPPORTED:
-        raise InvalidArgumentError("%s '%s': dtype %s is not supported" % (op, name, a.dtype))
+        raise InvalidArgumentError("%s: dtype %s is not supported (supported: %s)"
+                                   % (_what(op, name), a.dtype,
+                                      ", ".join(str(d) for d in _SUPPORTED)))
     if not a.flags.c_contiguous or not a.flags.writeable:
         a = a.copy(order="C")  # NumPy exports only writeable arrays through DLPack
     return a
@@ -69,52 +97,118 @@ def _output(handle, dtype):
     return out.view(np.bool_) if dtype == np.bool_ else out
 
 
-def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def _wire_op(a, op, prescale, postscale, what):
+    """bool travels as uint8: logical OR (Sum, Max) as Max, AND (Min, Product) as Min."""
+    if a.dtype != np.bool_:
+        return op
+    if op == Average or prescale != 1.0 or postscale != 1.0:
+        raise InvalidArgumentError("%s: bool arrays accept Sum, Min, Max and Product without "
+                                   "scale factors" % what)
+    return Max if op in (Sum, Max) else Min
+
+
+def _list(arrays, what):
+    if not isinstance(arrays, (list, tuple)):
+        raise TypeError("%s: expected a list of arrays, got %s" % (what, type(arrays).__name__))
+    return list(arrays)
+
+
+def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
     """Reduces ``array`` across ranks (Average by default); returns a new array."""
+    return grouped_allreduce([array], op, name, prescale_factor, postscale_factor,
+                             process_set)[0]
+
+
+def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Reduces a list of arrays as one group (released together, fused); returns
+    the list of results."""
+    sid = process_set_id(process_set)
     op, name = basics.check_op(op), _name(name)
-    a = _prepare(array, "allreduce", name)
-    if a.dtype == np.bool_:
-        if op == Average or prescale_factor != 1.0 or postscale_factor != 1.0:
-            raise InvalidArgumentError("allreduce '%s': bool arrays accept Sum, Min, Max and "
-                                       "Product without scale factors" % name)
-        op = Max if op in (Sum, Max) else Min
-    out = np.empty_like(a)
-    h = _session().allreduce_async(name, _wire(a).__dlpack__(), _wire(out).__dlpack__(), op,
-                                   float(prescale_factor), float(postscale_factor))
-    h.wait()
-    return out
+    what = _what("allreduce" if len(_list(arrays, "grouped_allreduce")) == 1
+                 else "grouped allreduce", name)
+    ins = [_prepare(a, "allreduce", name) for a in _list(arrays, "grouped_allreduce")]
+    if not ins:
+        return []
+    wire_ops = {_wire_op(a, op, prescale_factor, postscale_factor, what) for a in ins}
+    if len(wire_ops) > 1:
+        raise InvalidArgumentError("%s: bool arrays can be grouped with other dtypes only for "
+                                   "Min or Max" % what)
+    outs = [np.empty_like(a) for a in ins]
+    if len(ins) == 1:
+        hs = [_session().allreduce_async(name, _wire(ins[0]).__dlpack__(),
+                                         _wire(outs[0]).__dlpack__(), wire_ops.pop(),
+                                         float(prescale_factor), float(postscale_factor), sid)]
+    else:
+        hs = _session().grouped_allreduce_async(
+            name, [_wire(a).__dlpack__() for a in ins], [_wire(o).__dlpack__() for o in outs],
+            wire_ops.pop(), float(prescale_factor), float(postscale_factor), sid)
+    for h in hs:
+        h.wait()
+    return outs
 
 
-def allgather(array, name=None):
+def allgather(array, name=None, process_set=global_process_set):
     """Concatenates every rank's array along axis 0, in rank order (axis 0 may differ)."""
+    return grouped_allgather([array], name, process_set)[0]
+
+
+def grouped_allgather(arrays, name=None, process_set=global_process_set):
+    """Allgathers a list of arrays as one group; returns the list of results."""
+    sid = process_set_id(process_set)
     name = _name(name)
-    a = _prepare(array, "allgather", name)
-    if a.ndim == 0:
-        a = a.reshape(1)
-    h = _session().allgather_async(name, _wire(a).__dlpack__())
-    h.wait()
-    return _output(h, a.dtype)
+    ins = [_prepare(a, "allgather", name) for a in _list(arrays, "grouped_allgather")]
+    ins = [a.reshape(1) if a.ndim == 0 else a for a in ins]
+    if not ins:
+        return []
+    if len(ins) == 1:
+        hs = [_session().allgather_async(name, _wire(ins[0]).__dlpack__(), sid)]
+    else:
+        hs = _session().grouped_allgather_async(name, [_wire(a).__dlpack__() for a in ins], sid)
+    for h in hs:
+        h.wait()
+    return [_output(h, a.dtype) for h, a in zip(hs, ins)]
 
 
-def broadcast(array, root_rank, name=None):
+def _root(root_rank, what, process_set):
+    ranks = process_set_ranks(process_set)
+    try:
+        root = int(root_rank)
+    except (TypeError, ValueError):
+        root = None
+    if root not in ranks:
+        raise InvalidArgumentError("%s: root_rank %r is not a rank of %s" % (
+            what, root_rank, "this job (size %d)" % len(ranks) if process_set is None
+            or process_set.ranks is None else repr(process_set)))
+    return root
+
+
+def broadcast(array, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``array`` on every rank (a new array)."""
+    sid = process_set_id(process_set)
     name = _name(name)
+    root = _root(root_rank, _what("broadcast", name), process_set)
     out = _prepare(array, "broadcast", name).copy()
-    h = _session().broadcast_async(name, _wire(out).__dlpack__(), int(root_rank))
+    h = _session().broadcast_async(name, _wire(out).__dlpack__(), root, sid)
     h.wait()
     return out
 
 
-def alltoall(array, splits=None, name=None):
+def alltoall(array, splits=None, name=None, process_set=global_process_set):
     """Sends ``splits[p]`` rows to each rank p (even split when None).
 
     Returns the rows received, in rank order; with ``splits`` given, returns
     ``(array, received_splits)`` like ``hora.torch.alltoall``.
     """
+    sid = process_set_id(process_set)
     name = _name(name)
     a = _prepare(array, "alltoall", name)
-    sp = None if splits is None else [int(s) for s in splits]
-    h = _session().alltoall_async(name, _wire(a).__dlpack__(), sp)
+    if a.ndim == 0:
+        raise InvalidArgumentError("%s: alltoall needs at least one dimension"
+                                   % _what("alltoall", name))
+    sp = None if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
+    h = _session().alltoall_async(name, _wire(a).__dlpack__(), sp, sid)
     h.wait()
     out = _output(h, a.dtype)
     if splits is None:
@@ -122,19 +216,70 @@ def alltoall(array, splits=None, name=None):
     return out, np.asarray(h.received_splits(), dtype=np.int32)
 
 
-def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0):
+def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
     """Reduces across ranks and returns this rank's slice of axis 0 (``dim0 // size``
     rows, the first ``dim0 % size`` ranks one more)."""
+    return grouped_reducescatter([array], op, name, prescale_factor, postscale_factor,
+                                 process_set)[0]
+
+
+def grouped_reducescatter(arrays, op=None, name=None, prescale_factor=1.0,
+                          postscale_factor=1.0, process_set=global_process_set):
+    """Reduce-scatters a list of arrays as one group; returns the list of slices."""
+    sid = process_set_id(process_set)
     op, name = basics.check_op(op), _name(name)
-    a = _prepare(array, "reducescatter", name)
-    if a.dtype == np.bool_:
-        raise InvalidArgumentError("reducescatter '%s': bool arrays are not supported" % name)
-    h = _session().reducescatter_async(name, a.__dlpack__(), op, float(prescale_factor),
-                                       float(postscale_factor))
-    h.wait()
-    return _output(h, a.dtype)
+    ins = [_prepare(a, "reducescatter", name)
+           for a in _list(arrays, "grouped_reducescatter")]
+    if any(a.dtype == np.bool_ for a in ins):
+        raise InvalidArgumentError("%s: bool arrays are not supported"
+                                   % _what("reducescatter", name))
+    if not ins:
+        return []
+    if len(ins) == 1:
+        hs = [_session().reducescatter_async(name, ins[0].__dlpack__(), op,
+                                             float(prescale_factor), float(postscale_factor),
+                                             sid)]
+    else:
+        hs = _session().grouped_reducescatter_async(name, [a.__dlpack__() for a in ins], op,
+                                                    float(prescale_factor),
+                                                    float(postscale_factor), sid)
+    for h in hs:
+        h.wait()
+    return [_output(h, a.dtype) for h, a in zip(hs, ins)]
 
 
-def barrier():
-    """Returns when every rank has called barrier()."""
-    _session().barrier()
+def barrier(process_set=global_process_set):
+    """Returns when every rank (of ``process_set``) has called barrier()."""
+    _session().barrier(process_set_id(process_set))
+
+
+def join():
+    """This rank is out of data (see ``hora.torch.join``); returns the last rank to join."""
+    return _session().join()
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns root's ``obj`` on every rank (pickled; from this job's
+    authenticated ranks only)."""
+    name = "broadcast_object" if name is None else str(name)
+    is_root = rank() == root_rank
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if is_root else None
+    n = broadcast(np.array([payload.size if is_root else 0], dtype=np.int64), root_rank,
+                  name + ".size", process_set)
+    data = broadcast(payload if is_root else np.empty(int(n[0]), dtype=np.uint8), root_rank,
+                     name + ".data", process_set)
+    return obj if is_root else pickle.loads(data.tobytes())
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's ``obj`` in rank order (pickled)."""
+    name = type(obj).__name__ if name is None else str(name)
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+    sizes = allgather(np.array([payload.size], dtype=np.int64), name + ".size", process_set)
+    data = allgather(payload, name + ".data", process_set)
+    out, offset = [], 0
+    for n in sizes.tolist():
+        out.append(pickle.loads(data[offset:offset + n].tobytes()))
+        offset += n
+    return out

@@ -1,0 +1,70 @@
+"""Hora for JAX: ``import hora.jax as hvd``.
+
+Collectives on ``jax.Array`` (out of place: JAX arrays are immutable) and on
+pytrees of them, usable eagerly and inside ``jax.jit``::
+
+    hvd.init()
+    params = hvd.broadcast_parameters(params, root_rank=0)
+    tx = hvd.DistributedOptimizer(optax.adam(1e-3))   # averages the gradients
+    @jax.jit
+    def step(params, state, batch):
+        grads = jax.grad(loss)(params, batch)
+        updates, state = tx.update(grads, state, params)
+        return optax.apply_updates(params, updates), state
+
+* ``allreduce, grouped_allreduce`` (a list or any pytree, reduced as one
+  fused group), ``allgather, broadcast, alltoall, reducescatter``,
+  ``barrier, join``, ``broadcast_parameters``, ``broadcast_object,
+  allgather_object``; every collective takes ``process_set=``;
+* gradients (``jax.grad`` through them) as ``hora.tensorflow`` defines them
+  for allreduce (the allreduce of the cotangent, same op and scale factors);
+* ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``.
+
+Inside ``jax.jit`` each collective is an ordered ``jax.experimental.io_callback``:
+it runs once per step, in program order on every rank (so the ranks' calls
+match), on the host. Shapes must be static there: ``allgather`` assumes every
+rank has the same number of rows, ``alltoall`` splits evenly. Eagerly, any
+shapes work. Costs: each call copies its input to the host once (on CPU, a
+copy of the array) and its result into a new ``jax.Array``; inside jit, the
+callback also blocks the step's other work on the host.
+"""
+
+from hora.common.basics import (  # noqa: F401
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    rank,
+    shutdown,
+    size,
+)
+from hora.common.exceptions import *  # noqa: F401,F403
+from hora.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
+from hora.jax.ops import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    barrier,
+    broadcast,
+    grouped_allreduce,
+    join,
+    reducescatter,
+)
+from hora.jax.training import (  # noqa: F401
+    DistributedOptimizer,
+    broadcast_parameters,
+)
+from hora.numpy import allgather_object, broadcast_object  # noqa: F401

@@ -1,0 +1,134 @@
+"""The collectives on JAX arrays and pytrees, eager and inside ``jax.jit``
+(see :mod:`hora.jax` for the contract and the costs)."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import io_callback
+
+import hora.numpy as hnp
+from hora.common import basics
+from hora.common.process_sets import global_process_set, process_set_ranks
+
+
+def _traced(leaves):
+    return any(isinstance(x, jax.core.Tracer) for x in leaves)
+
+
+def _host(fn, leaves, out_specs):
+    """``fn`` (NumPy arrays -> NumPy arrays) on ``leaves``: at once when they are
+    concrete, as an ordered io_callback when traced (``out_specs``: the
+    results' ShapeDtypeStructs, static)."""
+    if not _traced(leaves):
+        return [jnp.asarray(o) for o in fn([np.asarray(x) for x in leaves])]
+
+    def callback(*xs):
+        return tuple(np.asarray(o, dtype=s.dtype).reshape(s.shape)
+                     for o, s in zip(fn([np.asarray(x) for x in xs]), out_specs))
+
+    return list(io_callback(callback, tuple(out_specs), *leaves, ordered=True))
+
+
+def _spec(x, shape=None):
+    return jax.ShapeDtypeStruct(x.shape if shape is None else shape, x.dtype)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
+def _grouped(leaves, op, name, prescale, postscale, process_set):
+    return _host(lambda arrays: hnp.grouped_allreduce(arrays, op, name, prescale, postscale,
+                                                      process_set),
+                 leaves, [_spec(x) for x in leaves])
+
+
+def _grouped_fwd(leaves, op, name, prescale, postscale, process_set):
+    return _grouped(leaves, op, name, prescale, postscale, process_set), None
+
+
+def _grouped_bwd(op, name, prescale, postscale, process_set, _res, cotangents):
+    del name
+    return (_grouped(list(cotangents), op, None, prescale, postscale, process_set),)
+
+
+_grouped.defvjp(_grouped_fwd, _grouped_bwd)
+
+
+def grouped_allreduce(tree, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """Reduces every leaf of ``tree`` (a list, dict or any pytree of arrays) across
+    ranks as one fused group (Average by default); returns the same structure."""
+    op = basics.check_op(op)
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    if not leaves:
+        return tree
+    leaves = [jnp.asarray(x) for x in leaves]
+    out = _grouped(leaves, op, name, float(prescale_factor), float(postscale_factor),
+                   process_set)
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def allreduce(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+              process_set=global_process_set):
+    """Reduces ``x`` across ranks (Average by default); returns a new array."""
+    return grouped_allreduce([x], op, name, prescale_factor, postscale_factor, process_set)[0]
+
+
+def _set_size(process_set):
+    return len(process_set_ranks(process_set))
+
+
+def allgather(x, name=None, process_set=global_process_set):
+    """Every rank's ``x`` concatenated along axis 0 in rank order. Eagerly the row
+    counts may differ; inside jit every rank must have ``x``'s shape."""
+    x = jnp.asarray(x)
+    x1 = x.reshape(1) if x.ndim == 0 else x
+    shape = (x1.shape[0] * _set_size(process_set),) + x1.shape[1:]
+    return _host(lambda a: [hnp.allgather(a[0], name, process_set)], [x1],
+                 [_spec(x1, shape)])[0]
+
+
+def broadcast(x, root_rank, name=None, process_set=global_process_set):
+    """Root's ``x`` on every rank (a new array)."""
+    x = jnp.asarray(x)
+    return _host(lambda a: [hnp.broadcast(a[0], root_rank, name, process_set)], [x],
+                 [_spec(x)])[0]
+
+
+def alltoall(x, splits=None, name=None, process_set=global_process_set):
+    """Sends ``splits[p]`` rows to each rank p; returns the rows received (and, with
+    ``splits`` given, the received splits). Inside jit: even splits only."""
+    x = jnp.asarray(x)
+    if splits is None:
+        return _host(lambda a: [hnp.alltoall(a[0], None, name, process_set)], [x],
+                     [_spec(x)])[0]
+    if _traced([x]):
+        raise basics.UnimplementedError(
+            "hora.jax.alltoall with splits inside jax.jit: the output's shape would depend "
+            "on the other ranks; call it outside jit, or with splits=None")
+    out, recv = hnp.alltoall(np.asarray(x), np.asarray(splits), name, process_set)
+    return jnp.asarray(out), jnp.asarray(recv)
+
+
+def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                  process_set=global_process_set):
+    """Reduces across ranks; returns this rank's slice of axis 0 (``dim0 // size``
+    rows, the first ``dim0 % size`` ranks one more)."""
+    op = basics.check_op(op)
+    x = jnp.asarray(x)
+    n = _set_size(process_set)
+    me = process_set_ranks(process_set).index(basics.rank())
+    rows = x.shape[0] // n + (me < x.shape[0] % n)
+    return _host(lambda a: [hnp.reducescatter(a[0], op, name, prescale_factor, postscale_factor,
+                                              process_set)],
+                 [x], [_spec(x, (rows,) + x.shape[1:])])[0]
+
+
+def barrier(process_set=global_process_set):
+    """Returns when every rank (of ``process_set``) has called barrier()."""
+    hnp.barrier(process_set)
+
+
+def join():
+    """This rank is out of data (see ``hora.torch.join``); returns the last rank to join."""
+    return hnp.join()

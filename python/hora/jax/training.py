@@ -1,0 +1,48 @@
+"""Training with JAX and optax: ``broadcast_parameters`` and
+``DistributedOptimizer`` (see :mod:`hora.jax`)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+import hora.numpy as hnp
+from hora.common import basics
+from hora.common.process_sets import global_process_set
+from hora.jax.ops import grouped_allreduce
+
+
+def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
+    """Root's ``params`` (any pytree of arrays) on every rank: one broadcast per leaf,
+    named by its path in the tree. Returns a new pytree (call it eagerly)."""
+    paths, treedef = jax.tree_util.tree_flatten_with_path(params)
+    out = []
+    for path, leaf in paths:
+        name = "broadcast_parameters" + jax.tree_util.keystr(path)
+        out.append(jnp.asarray(hnp.broadcast(np.asarray(leaf), root_rank, name, process_set)))
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
+                         process_set=global_process_set):
+    """An optax ``GradientTransformation`` that first reduces the gradients across
+    ranks (one fused group per step; Average by default), then applies ``tx``.
+
+    ``gradient_predivide_factor`` f: gradients are multiplied by 1/f before the sum
+    and by f/size after it (Horovod's split of the average)."""
+    import optax
+
+    op = basics.check_op(op)
+    pre, post = 1.0, 1.0
+    if gradient_predivide_factor != 1.0:
+        if op != basics.Average:
+            raise ValueError("gradient_predivide_factor needs op=Average")
+        n = len(hnp.process_set_ranks(process_set))
+        op, pre, post = basics.Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / n
+
+    def update(grads, state, params=None):
+        reduced = grouped_allreduce(grads, op=op, name="DistributedOptimizer.gradients",
+                                    prescale_factor=pre, postscale_factor=post,
+                                    process_set=process_set)
+        return tx.update(reduced, state, params)
+
+    return optax.GradientTransformation(tx.init, update)

@@ -1,0 +1,55 @@
+"""Hora for Keras 3, with Horovod's Keras API: ``import hora.keras as hvd``.
+
+::
+
+    hvd.init()
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.01 * hvd.size()))
+    model.compile(optimizer=opt, loss=...)
+    model.fit(x, y, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                               hvd.callbacks.MetricAverageCallback()])
+
+Beyond Horovod, everything here works on each of Keras 3's backends:
+TensorFlow (gradients reduced by :mod:`hora.tensorflow`, inside the
+compiled ``tf.function`` too), JAX (by :mod:`hora.jax`, inside the jitted
+step) and PyTorch (by :mod:`hora.torch`). The callbacks read and assign
+variables through NumPy, so they are the same on every backend.
+
+* ``DistributedOptimizer`` (:mod:`.optimizer`);
+* ``callbacks``: ``BroadcastGlobalVariablesCallback``,
+  ``MetricAverageCallback``, ``LearningRateWarmupCallback``,
+  ``LearningRateScheduleCallback`` (:mod:`.callbacks`);
+* ``broadcast_global_variables``, ``broadcast_object``, ``allgather_object``,
+  the job (``init, rank, size``...) and the ops (``Average, Sum``...).
+"""
+
+from hora.common.basics import (  # noqa: F401
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    cross_rank,
+    cross_size,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    rank,
+    shutdown,
+    size,
+)
+from hora.common.exceptions import *  # noqa: F401,F403
+from hora.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    remove_process_set,
+)
+from hora.keras import callbacks  # noqa: F401
+from hora.keras.optimizer import (  # noqa: F401
+    Compression,
+    DistributedOptimizer,
+    broadcast_global_variables,
+)
+from hora.numpy import allgather_object, broadcast_object  # noqa: F401

@@ -1,0 +1,133 @@
+"""Horovod's Keras callbacks for Keras 3, on every backend (values go through NumPy).
+
+* ``BroadcastGlobalVariablesCallback(root_rank)``: root's model and optimizer
+  variables on every rank, when training begins and again after the first
+  batch (the optimizer builds its variables lazily);
+* ``MetricAverageCallback()``: at each epoch's end, every metric in ``logs``
+  is replaced by its average over the ranks (before callbacks after it, such
+  as checkpoints and early stopping, read it);
+* ``LearningRateWarmupCallback(initial_lr, warmup_epochs=5, ...)``: the rate
+  rises from ``initial_lr / size`` to ``initial_lr`` over the first epochs,
+  batch by batch (Goyal et al.'s gradual warmup, as Horovod's);
+* ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0,
+  end_epoch=None, staircase=True, ...)``: ``initial_lr * multiplier(epoch)``
+  (or ``* multiplier`` when it is a number) between the two epochs, per epoch
+  (staircase) or per batch.
+
+``momentum_correction`` is accepted for Horovod's signature and not applied:
+Keras 3 compiles an optimizer's momentum into its train step.
+"""
+
+import keras
+import numpy as np
+
+import hora.numpy as hnp
+from hora.common import basics
+from hora.common.process_sets import global_process_set
+from hora.keras.optimizer import broadcast_global_variables
+
+
+class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    def __init__(self, root_rank, device="", process_set=global_process_set):
+        super().__init__()
+        del device
+        self.root_rank = root_rank
+        self.process_set = process_set
+        self.broadcast_done = False
+
+    def on_train_begin(self, logs=None):
+        if self.model.built:
+            broadcast_global_variables(self.model, self.root_rank, self.process_set)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if not self.broadcast_done:
+            broadcast_global_variables(self.model, self.root_rank, self.process_set)
+            self.broadcast_done = True
+
+
+class MetricAverageCallback(keras.callbacks.Callback):
+    def __init__(self, device="", process_set=global_process_set):
+        super().__init__()
+        del device
+        self.process_set = process_set
+
+    def on_epoch_end(self, epoch, logs=None):
+        if not logs:
+            return
+        names = sorted(logs)
+        values = np.array([float(logs[k]) for k in names], dtype=np.float64)
+        averaged = hnp.allreduce(values, basics.Average, "MetricAverageCallback.%d" % epoch,
+                                 process_set=self.process_set)
+        for k, v in zip(names, averaged):
+            logs[k] = float(v)
+
+
+class _LearningRateCallback(keras.callbacks.Callback):
+    """Sets the optimizer's rate to ``initial_lr * self.factor(epoch)`` (epoch
+    fractional within the epoch when ``staircase`` is False)."""
+
+    def __init__(self, initial_lr, start_epoch, end_epoch, staircase, steps_per_epoch, verbose):
+        super().__init__()
+        self.initial_lr = float(initial_lr)
+        self.start_epoch = start_epoch
+        self.end_epoch = end_epoch
+        self.staircase = staircase
+        self.steps_per_epoch = steps_per_epoch
+        self.verbose = verbose
+        self.current_epoch = 0
+
+    def factor(self, epoch):
+        raise NotImplementedError
+
+    def _active(self, epoch):
+        return epoch >= self.start_epoch and (self.end_epoch is None or epoch < self.end_epoch)
+
+    def _set(self, epoch):
+        lr = self.initial_lr * self.factor(epoch)
+        self.model.optimizer.learning_rate = lr
+        return lr
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.current_epoch = epoch
+        if self._active(epoch) and self.staircase:
+            lr = self._set(epoch)
+            if self.verbose and basics.rank() == 0:
+                print("Epoch %d: learning rate %g" % (epoch + 1, lr))
+
+    def on_train_batch_begin(self, batch, logs=None):
+        if self.staircase or not self._active(self.current_epoch):
+            return
+        steps = self.steps_per_epoch or (self.params or {}).get("steps")
+        if not steps:
+            raise ValueError("%s: steps_per_epoch is needed (Keras did not say how many "
+                             "steps an epoch has)" % type(self).__name__)
+        self._set(self.current_epoch + float(batch) / steps)
+
+
+class LearningRateScheduleCallback(_LearningRateCallback):
+    def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
+                 momentum_correction=True, steps_per_epoch=None, verbose=0):
+        del momentum_correction
+        super().__init__(initial_lr, start_epoch, end_epoch, staircase, steps_per_epoch,
+                         verbose)
+        self.multiplier = multiplier
+
+    def factor(self, epoch):
+        return self.multiplier(epoch) if callable(self.multiplier) else float(self.multiplier)
+
+
+class LearningRateWarmupCallback(_LearningRateCallback):
+    def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
+                 steps_per_epoch=None, verbose=0):
+        del momentum_correction
+        super().__init__(initial_lr, 0, warmup_epochs, False, steps_per_epoch, verbose)
+        self.warmup_epochs = warmup_epochs
+
+    def factor(self, epoch):
+        n = basics.size()
+        return (epoch * (n - 1) / self.warmup_epochs + 1) / n
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.warmup_epochs - 1 and self.verbose and basics.rank() == 0:
+            print("Epoch %d: finished gradual learning rate warmup to %g"
+                  % (epoch + 1, self.initial_lr))

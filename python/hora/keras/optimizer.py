@@ -1,0 +1,106 @@
+"""``DistributedOptimizer`` for Keras 3 optimizers, on any Keras backend.
+
+The wrapped optimizer's ``apply`` (which ``apply_gradients``, ``model.fit``'s
+train step and the JAX backend's ``stateless_apply`` all go through) first
+reduces the gradients across ranks, as one fused group, with the backend's
+own Hora module, so it runs inside the compiled train step as well.
+"""
+
+import keras
+import numpy as np
+
+import hora.numpy as hnp
+from hora.common import basics
+from hora.common.process_sets import global_process_set, process_set_ranks
+
+
+class Compression:
+    """Horovod's ``hvd.Compression`` names; ``fp16`` casts floating gradients to
+    float16 for the wire on the TensorFlow backend (elsewhere they travel as they are)."""
+
+    none = "none"
+    fp16 = "fp16"
+
+
+def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num_groups):
+    """``grads`` (a list; None entries stay None) reduced with the backend's module."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        from hora.tensorflow import Compression as TFCompression
+        from hora.tensorflow.gradient_tape import allreduce_gradients
+
+        wire = TFCompression.fp16 if compression == Compression.fp16 else TFCompression.none
+        return allreduce_gradients(grads, op=op, compression=wire,
+                                   sparse_as_dense=sparse_as_dense,
+                                   gradient_predivide_factor=predivide, num_groups=num_groups,
+                                   process_set=process_set, name="keras.gradients")
+    pre = post = 1.0
+    if predivide != 1.0:
+        op, pre = basics.Sum, 1.0 / predivide
+        post = predivide / len(process_set_ranks(process_set))
+    dense = [i for i, g in enumerate(grads) if g is not None]
+    ins = [grads[i] for i in dense]
+    kw = dict(op=op, name="keras.gradients", prescale_factor=pre, postscale_factor=post,
+              process_set=process_set)
+    if not ins:
+        reduced = []
+    elif backend == "jax":
+        from hora.jax import grouped_allreduce
+        reduced = grouped_allreduce(ins, **kw)
+    elif backend == "torch":
+        from hora.torch import grouped_allreduce
+        reduced = grouped_allreduce(ins, **kw)
+    else:
+        reduced = hnp.grouped_allreduce([np.asarray(g) for g in ins], **kw)
+    out = list(grads)
+    for i, r in zip(dense, reduced):
+        out[i] = r
+    return out
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False,
+                         backward_passes_per_step=1, op=basics.Average,
+                         gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=global_process_set):
+    """``optimizer`` (a Keras 3 optimizer) whose gradients are reduced across ranks
+    (``op``, Average by default) before each update."""
+    del name, device_dense, device_sparse, average_aggregated_gradients
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise TypeError("hora.keras.DistributedOptimizer: expected a keras.optimizers.Optimizer, "
+                        "got %s" % type(optimizer).__name__)
+    if backward_passes_per_step != 1:
+        raise ValueError("backward_passes_per_step=%d: give the Keras optimizer "
+                         "gradient_accumulation_steps=%d instead (each step's gradients are "
+                         "then averaged across ranks before they are accumulated)"
+                         % (backward_passes_per_step, backward_passes_per_step))
+    if groups is not None:
+        raise ValueError("groups= is not supported by hora.keras; use num_groups")
+    op = basics.check_op(op)
+    if gradient_predivide_factor != 1.0 and op != basics.Average:
+        raise ValueError("gradient_predivide_factor needs op=Average")
+    if getattr(optimizer, "_hora_distributed", False):
+        raise ValueError("hora.keras.DistributedOptimizer: %s is distributed already"
+                         % type(optimizer).__name__)
+    args = (op, gradient_predivide_factor, process_set, compression, sparse_as_dense,
+            num_groups)
+    base = optimizer.__class__
+
+    def apply(self, grads, trainable_variables=None):
+        return base.apply(self, _reduce(list(grads), *args), trainable_variables)
+
+    cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True})
+    optimizer.__class__ = cls
+    return optimizer
+
+
+def broadcast_global_variables(model, root_rank=0, process_set=global_process_set):
+    """Assigns root's values to ``model``'s variables and, where built, its optimizer's."""
+    variables = list(model.variables)
+    opt = getattr(model, "optimizer", None)
+    if opt is not None and getattr(opt, "built", False):
+        variables += list(opt.variables)
+    for i, v in enumerate(variables):
+        value = keras.ops.convert_to_numpy(v.value)
+        v.assign(hnp.broadcast(value, root_rank, "broadcast_global_variables.%d" % i,
+                               process_set))

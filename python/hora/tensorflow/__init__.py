@@ -1,0 +1,55 @@
+"""Hora for TensorFlow 2, with Horovod's API: ``import hora.tensorflow as hvd``.
+
+::
+
+    hvd.init()
+    with tf.GradientTape() as tape:
+        loss = ...
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    if first_step:
+        hvd.broadcast_variables(model.variables, root_rank=0)
+
+* job: ``init, shutdown, rank, size, local_rank, ...`` and the ops ``Average,
+  Sum, Min, Max, Product, Adasum`` (:mod:`hora.common.basics`);
+* collectives with Horovod's gradients, eager and inside ``tf.function``
+  (:mod:`.mpi_ops`): ``allreduce, grouped_allreduce, allgather,
+  grouped_allgather, broadcast, alltoall, reducescatter,
+  grouped_reducescatter, barrier, join``; process sets;
+* ``DistributedGradientTape, DistributedOptimizer, broadcast_variables,
+  BroadcastGlobalVariablesHook`` (:mod:`.gradient_tape`); Keras:
+  :mod:`hora.keras`;
+* ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s).
+
+Not yet: bfloat16 tensors, GPU tensors (they are copied to the host), and
+XLA (``jit_compile=True``).
+"""
+
+from hora.common.exceptions import *  # noqa: F401,F403
+from hora.numpy import allgather_object, broadcast_object  # noqa: F401
+from hora.tensorflow.compression import Compression  # noqa: F401
+from hora.tensorflow.gradient_tape import (  # noqa: F401
+    BroadcastGlobalVariablesHook,
+    DistributedGradientTape,
+    DistributedOptimizer,
+    allreduce_gradients,
+    broadcast_variables,
+)
+from hora.tensorflow.mpi_ops import *  # noqa: F401,F403
+from hora.tensorflow.mpi_ops import (  # noqa: F401
+    allgather,
+    allreduce,
+    alltoall,
+    barrier,
+    broadcast,
+    broadcast_,
+    grouped_allgather,
+    grouped_allreduce,
+    grouped_reducescatter,
+    join,
+    local_rank_op,
+    rank_op,
+    reducescatter,
+    size_op,
+)

@@ -1,0 +1,161 @@
+"""Averaging TensorFlow gradients across ranks: ``DistributedGradientTape``,
+``DistributedOptimizer`` (for ``tf.compat.v1`` optimizers; Keras optimizers:
+``hora.keras.DistributedOptimizer``), ``broadcast_variables`` and
+``BroadcastGlobalVariablesHook``.
+
+The gradients of one ``gradient()`` call are reduced as one group per
+``num_groups`` share (one fused allreduce by default); ``None`` gradients stay
+``None``; ``tf.IndexedSlices`` are gathered unless ``sparse_as_dense``.
+``gradient_predivide_factor`` f: gradients are multiplied by 1/f before the
+sum and by f/size after it (Horovod's split of the average).
+"""
+
+import tensorflow as tf
+
+from hora.common import basics
+from hora.common.process_sets import global_process_set, process_set_ranks
+from hora.tensorflow import mpi_ops
+from hora.tensorflow.compression import Compression
+
+
+def _scales(op, predivide, process_set):
+    if predivide == 1.0:
+        return op, 1.0, 1.0
+    if op != basics.Average:
+        raise ValueError("gradient_predivide_factor needs op=Average, got %s" % basics.op_name(op))
+    return basics.Sum, 1.0 / predivide, predivide / len(process_set_ranks(process_set))
+
+
+def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
+                        sparse_as_dense=False, gradient_predivide_factor=1.0, num_groups=0,
+                        groups=None, process_set=global_process_set, name="gradients"):
+    """The list ``grads`` reduced across ranks (``None`` entries stay ``None``)."""
+    op, pre, post = _scales(op, gradient_predivide_factor, process_set)
+    out = list(grads)
+    dense = []
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if isinstance(g, tf.IndexedSlices):
+            if not sparse_as_dense:
+                out[i] = mpi_ops.allreduce(g, op=op, name="%s.sparse.%d" % (name, i),
+                                           process_set=process_set)
+                continue
+            g = tf.convert_to_tensor(g)
+        dense.append((i, g))
+    if groups is not None:
+        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
+                         "use num_groups")
+    n = max(1, min(int(num_groups or 1), len(dense) or 1))
+    for k in range(n):
+        share = dense[k::n] if n > 1 else dense
+        if not share:
+            continue
+        reduced = mpi_ops.grouped_allreduce([g for _, g in share], op=op, compression=compression,
+                                            prescale_factor=pre, postscale_factor=post,
+                                            name="%s.%d" % (name, k), process_set=process_set)
+        for (i, _), r in zip(share, reduced):
+            out[i] = r
+    return out
+
+
+class _DistributedGradientTape(tf.GradientTape):
+    def gradient(self, target, sources, output_gradients=None, **kwargs):
+        # (This body is copied into a subclass of the user's tape's class.)
+        grads = super(type(self), self).gradient(target, sources, output_gradients, **kwargs)
+        flat = tf.nest.flatten(grads)
+        reduced = allreduce_gradients(flat, **self._hora_args)
+        return tf.nest.pack_sequence_as(grads, reduced)
+
+
+def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                            compression=Compression.none, sparse_as_dense=False,
+                            op=basics.Average, gradient_predivide_factor=1.0, num_groups=0,
+                            groups=None, process_set=global_process_set,
+                            scale_local_gradients=True):
+    """A tape whose ``gradient()`` returns the gradients averaged (``op``) across ranks.
+
+    Wrap the tape after recording: ``tape = hvd.DistributedGradientTape(tape)``.
+    """
+    del device_dense, device_sparse, scale_local_gradients
+    cls = type(gradtape.__class__.__name__, (gradtape.__class__,),
+               dict(_DistributedGradientTape.__dict__))
+    tape = cls.__new__(cls)
+    tape.__dict__.update(gradtape.__dict__)
+    tape._hora_args = dict(op=basics.check_op(op), compression=compression,
+                           sparse_as_dense=sparse_as_dense,
+                           gradient_predivide_factor=gradient_predivide_factor,
+                           num_groups=num_groups, groups=groups, process_set=process_set)
+    return tape
+
+
+def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=True):
+    """Assigns root's value to every variable (one broadcast each, named by position)."""
+    del inplace
+    variables = list(variables)
+    for i, v in enumerate(variables):
+        v.assign(mpi_ops.broadcast(v, root_rank, name="broadcast_variables.%d" % i,
+                                   process_set=process_set))
+    return variables
+
+
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
+                         device_sparse="", compression=Compression.none, sparse_as_dense=False,
+                         backward_passes_per_step=1, op=basics.Average,
+                         gradient_predivide_factor=1.0, average_aggregated_gradients=False,
+                         num_groups=0, groups=None, process_set=global_process_set):
+    """Wraps an optimizer so that its gradients are averaged across ranks.
+
+    A Keras optimizer (Keras 3) is handed to ``hora.keras.DistributedOptimizer``;
+    a ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces."""
+    del name, use_locking, device_dense, device_sparse, average_aggregated_gradients
+    import keras
+
+    if isinstance(optimizer, keras.optimizers.Optimizer):
+        from hora.keras import DistributedOptimizer as keras_distributed
+
+        return keras_distributed(optimizer, compression=compression,
+                                 sparse_as_dense=sparse_as_dense,
+                                 backward_passes_per_step=backward_passes_per_step, op=op,
+                                 gradient_predivide_factor=gradient_predivide_factor,
+                                 num_groups=num_groups, process_set=process_set)
+    if backward_passes_per_step != 1:
+        raise ValueError("backward_passes_per_step is supported for Keras optimizers only")
+    args = dict(op=basics.check_op(op), compression=compression, sparse_as_dense=sparse_as_dense,
+                gradient_predivide_factor=gradient_predivide_factor, num_groups=num_groups,
+                groups=groups, process_set=process_set)
+    base = optimizer.__class__
+
+    def compute_gradients(self, *a, **kw):
+        pairs = base.compute_gradients(self, *a, **kw)
+        reduced = allreduce_gradients([g for g, _ in pairs], **args)
+        return list(zip(reduced, [v for _, v in pairs]))
+
+    cls = type(base.__name__, (base,), {"compute_gradients": compute_gradients})
+    opt = cls.__new__(cls)
+    opt.__dict__.update(optimizer.__dict__)
+    return opt
+
+
+class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
+    """A ``tf.compat.v1`` session hook that broadcasts the global variables from
+    ``root_rank`` once the session is created (Horovod's hook)."""
+
+    def __init__(self, root_rank, device="", process_set=global_process_set):
+        super().__init__()
+        del device
+        self.root_rank = root_rank
+        self.process_set = process_set
+        self._assigns = None
+
+    def begin(self):
+        variables = tf.compat.v1.global_variables()
+        self._assigns = [v.assign(mpi_ops.broadcast(v, self.root_rank,
+                                                    name="broadcast_global.%d" % i,
+                                                    process_set=self.process_set))
+                         for i, v in enumerate(variables)]
+
+    def after_create_session(self, session, coord):
+        del coord
+        if self._assigns:
+            session.run(self._assigns)

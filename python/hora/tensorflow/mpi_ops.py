@@ -1,0 +1,300 @@
+"""Hora's collectives on TensorFlow tensors, with Horovod's names and gradients.
+
+Every operation works in eager mode and inside ``tf.function``: eagerly it
+hands NumPy views of the tensors to :mod:`hora.numpy` (the core takes them
+through DLPack); in a graph it is a ``tf.py_function`` around the same call,
+which runs when the graph runs (not inside XLA: ``jit_compile=True`` is not
+supported). Names and matching across ranks are those of ``hora.numpy``, so a
+named TensorFlow allreduce meets the same name from a torch, NumPy or JAX rank.
+
+Costs: an input's values are copied once to reach the core (TensorFlow's
+NumPy view is read-only) and the result once into a new tensor.
+
+Gradients, as Horovod's TensorFlow ops define them: allreduce's is the
+allreduce of the gradient with the same op and scale factors; allgather's
+is the Sum allreduce of the gradient, this rank's rows of it; broadcast's is
+the Sum allreduce on the root and zeros elsewhere; alltoall's is the
+alltoall back with the received splits; reducescatter's is the allgather of
+the gradient (divided by the set's size for Average).
+"""
+
+import tensorflow as tf
+
+import hora.numpy as hnp
+from hora.common import basics
+from hora.common.basics import (  # noqa: F401
+    Adasum,
+    Average,
+    Max,
+    Min,
+    Product,
+    Sum,
+    cross_rank,
+    cross_size,
+    cuda_built,
+    init,
+    is_initialized,
+    local_rank,
+    local_size,
+    mpi_built,
+    mpi_enabled,
+    mpi_threads_supported,
+    nccl_built,
+    rank,
+    shutdown,
+    size,
+)
+from hora.common.process_sets import (  # noqa: F401
+    ProcessSet,
+    add_process_set,
+    global_process_set,
+    process_set_ranks,
+    remove_process_set,
+)
+from hora.tensorflow.compression import Compression
+
+
+def _call(fn, tensors, touts, shapes):
+    """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
+    at once when eager, as a py_function when building a graph."""
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+    if tf.executing_eagerly():
+        return [tf.convert_to_tensor(o, dtype=d) for o, d in
+                zip(fn([t.numpy() for t in tensors]), touts)]
+    outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors, Tout=list(touts))
+    for o, s in zip(outs, shapes):
+        o.set_shape(s)
+    return outs
+
+
+def _set_size(process_set):
+    return len(process_set_ranks(process_set))
+
+
+def _set_rank(process_set):
+    return process_set_ranks(process_set).index(rank())
+
+
+def _sparse_allreduce(slices, op, name, process_set):
+    """An IndexedSlices gradient: every rank's values and indices gathered (Horovod's
+    way; Average divides the values by the set's size)."""
+    values = allgather(slices.values, None if name is None else name + ".values",
+                       process_set=process_set)
+    indices = allgather(slices.indices, None if name is None else name + ".indices",
+                        process_set=process_set)
+    if op == Average:
+        values = values / _set_size(process_set)
+    elif op != Sum:
+        raise ValueError("allreduce of IndexedSlices takes Sum or Average, not %s"
+                         % basics.op_name(op))
+    return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="",
+              compression=Compression.none, op=None, prescale_factor=1.0,
+              postscale_factor=1.0, name=None, process_set=global_process_set,
+              ignore_name_scope=False):
+    """Reduces ``tensor`` across ranks (Average by default); returns a new tensor.
+    ``tf.IndexedSlices`` are gathered instead (values and indices)."""
+    del device_dense, device_sparse, ignore_name_scope
+    op = basics.check_op(op, average)
+    if isinstance(tensor, tf.IndexedSlices):
+        return _sparse_allreduce(tensor, op, name, process_set)
+    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
+    out = grouped_allreduce([compressed], op=op, prescale_factor=prescale_factor,
+                            postscale_factor=postscale_factor, name=name,
+                            process_set=process_set)[0]
+    return compression.decompress(out, ctx)
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
+                      compression=Compression.none, op=None, prescale_factor=1.0,
+                      postscale_factor=1.0, name=None, process_set=global_process_set):
+    """Reduces a list of tensors as one group (released together, fused); returns
+    the list of results."""
+    del device_dense, device_sparse
+    op = basics.check_op(op, average)
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError("grouped_allreduce: expected a list of tensors, got %s"
+                        % type(tensors).__name__)
+    if not tensors:
+        return []
+    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+
+    @tf.custom_gradient
+    def reduce(*xs):
+        ys = _call(lambda arrays: hnp.grouped_allreduce(
+            arrays, op, name, prescale_factor, postscale_factor, process_set),
+            xs, [x.dtype for x in xs], [x.shape for x in xs])
+
+        def grad(*dys):
+            return grouped_allreduce(list(dys), op=op, prescale_factor=prescale_factor,
+                                     postscale_factor=postscale_factor,
+                                     process_set=process_set)
+
+        return ys, grad
+
+    outs = reduce(*[c for c, _ in pairs])
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
+
+
+def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
+    """Concatenates every rank's tensor along dimension 0, in rank order (dimension 0
+    may differ between ranks)."""
+    del ignore_name_scope
+    return grouped_allgather([tensor], name=name, process_set=process_set)[0]
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Allgathers a list of tensors as one group; returns the list of results."""
+    if not tensors:
+        return []
+    tensors = [tf.convert_to_tensor(t) for t in tensors]
+
+    @tf.custom_gradient
+    def gather(*xs):
+        shapes = [tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank
+                  else tf.TensorShape([None]) for x in xs]
+        ys = _call(lambda arrays: hnp.grouped_allgather(arrays, name, process_set), xs,
+                   [x.dtype for x in xs], shapes)
+
+        def grad(*dys):
+            summed = grouped_allreduce(list(dys), op=Sum, process_set=process_set)
+            rows = tf.stack([tf.shape(tf.reshape(x, [-1]) if x.shape.rank == 0 else x)[0]
+                             for x in xs])
+            every = tf.reshape(allgather(tf.reshape(rows, [1, -1]), process_set=process_set),
+                               [_set_size(process_set), len(xs)])
+            offsets = tf.reduce_sum(every[:_set_rank(process_set)], axis=0)
+            out = []
+            for i, (g, x) in enumerate(zip(summed, xs)):
+                mine = g[offsets[i]:offsets[i] + rows[i]]
+                out.append(tf.reshape(mine, []) if x.shape.rank == 0 else mine)
+            return out
+
+        return ys, grad
+
+    return gather(*tensors)
+
+
+def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
+              process_set=global_process_set):
+    """Returns root's ``tensor`` on every rank (a new tensor)."""
+    del ignore_name_scope
+
+    @tf.custom_gradient
+    def bcast(x):
+        y = _call(lambda arrays: [hnp.broadcast(arrays[0], root_rank, name, process_set)],
+                  [x], [x.dtype], [x.shape])[0]
+
+        def grad(dy):
+            reduced = allreduce(dy, op=Sum, process_set=process_set)
+            return reduced if rank() == root_rank else tf.zeros_like(reduced)
+
+        return y, grad
+
+    return bcast(tf.convert_to_tensor(tensor))
+
+
+def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
+    """Assigns root's values to each variable of ``variables`` in place."""
+    for i, v in enumerate(variables):
+        v.assign(broadcast(v, root_rank, None if name is None else "%s.%d" % (name, i),
+                           process_set=process_set))
+    return variables
+
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
+             process_set=global_process_set):
+    """Sends ``splits[p]`` rows of ``tensor`` to each rank p; returns ``(received,
+    received_splits)`` (Horovod's TensorFlow form; an even split when ``splits``
+    is None)."""
+    del ignore_name_scope
+    tensor = tf.convert_to_tensor(tensor)
+    n = _set_size(process_set)
+    if splits is None:
+        even = tf.shape(tensor)[0] // n
+        splits = tf.fill([n], even)
+    splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
+
+    @tf.custom_gradient
+    def a2a(x):
+        shape = tf.TensorShape([None]).concatenate(x.shape[1:])
+        y, recv = _call(lambda arrays: list(hnp.alltoall(arrays[0], arrays[1], name,
+                                                         process_set)),
+                        [x, splits], [x.dtype, tf.int32], [shape, tf.TensorShape([n])])
+
+        def grad(dy, _unused=None):
+            back, _ = alltoall(dy, splits=recv, process_set=process_set)
+            return back
+
+        return (y, recv), grad
+
+    return a2a(tensor)
+
+
+def reducescatter(tensor, op=Average, name=None, compression=Compression.none,
+                  prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set,
+                  ignore_name_scope=False):
+    """Reduces ``tensor`` across ranks and returns this rank's slice of dimension 0
+    (``dim0 // size`` rows, the first ``dim0 % size`` ranks one more)."""
+    del ignore_name_scope
+    return grouped_reducescatter([tensor], op=op, name=name, compression=compression,
+                                 prescale_factor=prescale_factor,
+                                 postscale_factor=postscale_factor, process_set=process_set)[0]
+
+
+def grouped_reducescatter(tensors, op=Average, name=None, compression=Compression.none,
+                          prescale_factor=1.0, postscale_factor=1.0,
+                          process_set=global_process_set):
+    """Reduce-scatters a list of tensors as one group; returns the list of slices."""
+    op = basics.check_op(op)
+    if not tensors:
+        return []
+    pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
+
+    @tf.custom_gradient
+    def scatter(*xs):
+        shapes = [tf.TensorShape([None]).concatenate(x.shape[1:]) for x in xs]
+        ys = _call(lambda arrays: hnp.grouped_reducescatter(
+            arrays, op, name, prescale_factor, postscale_factor, process_set),
+            xs, [x.dtype for x in xs], shapes)
+
+        def grad(*dys):
+            gs = grouped_allgather(list(dys), process_set=process_set)
+            if op == Average:
+                gs = [g / tf.cast(_set_size(process_set), g.dtype) for g in gs]
+            return gs
+
+        return ys, grad
+
+    outs = scatter(*[c for c, _ in pairs])
+    return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
+
+
+def barrier(process_set=global_process_set):
+    """Returns when every rank (of ``process_set``) has called barrier()."""
+    hnp.barrier(process_set)
+
+
+def join():
+    """This rank is out of data (see ``hora.torch.join``); returns the last rank to join."""
+    return hnp.join()
+
+
+def size_op(process_set_id=0, name=None):
+    """The job's (or a process set's) size as a scalar int32 tensor (Horovod's op)."""
+    del name
+    sets = basics.session().process_sets()
+    return tf.constant(len(sets[process_set_id]) if process_set_id else size(), tf.int32)
+
+
+def rank_op(name=None):
+    """This rank as a scalar int32 tensor (Horovod's op)."""
+    del name
+    return tf.constant(rank(), tf.int32)
+
+
+def local_rank_op(name=None):
+    """This rank's index on its host as a scalar int32 tensor (Horovod's op)."""
+    del name
+    return tf.constant(local_rank(), tf.int32)

@@ -1,0 +1,114 @@
+"""hora.keras on the Keras backend in KERAS_BACKEND, checked against references
+computed locally. Run under horarun (every rank runs every check):
+
+    KERAS_BACKEND=jax horarun -np 2 python keras_check.py
+
+test_keras.py imports it and runs the same checks on the TensorFlow backend.
+"""
+
+import os
+import sys
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras  # noqa: E402
+
+import hora.keras as hvd  # noqa: E402
+
+B = 4  # rows per rank per step
+
+
+def _model(seed=0):
+    keras.utils.set_random_seed(seed)
+    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="tanh"),
+                              keras.layers.Dense(1)])
+    return model
+
+
+def _weights(model):
+    return [keras.ops.convert_to_numpy(v.value) for v in model.weights]
+
+
+def check_fit_equals_one_worker():
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(7)
+    steps = 3
+    x = rng.standard_normal((steps * B * n, 5)).astype(np.float32)
+    y = rng.standard_normal((steps * B * n, 1)).astype(np.float32)
+    mine = np.concatenate([np.arange(k * B * n + r * B, k * B * n + (r + 1) * B)
+                           for k in range(steps)])
+    dist = _model()
+    dist.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9)),
+                 loss="mse")
+    dist.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    ref = _model()
+    ref.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    ref.fit(x, y, batch_size=B * n, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(_weights(dist), _weights(ref)):
+        np.testing.assert_allclose(a, b, rtol=2e-5, atol=2e-6)
+
+
+def check_broadcast_callback():
+    r = hvd.rank()
+    model = _model(seed=100 + r)  # a different start on each rank
+    model.compile(optimizer=keras.optimizers.SGD(0.0), loss="mse")
+    root = _weights(_model(seed=100))
+    model.fit(np.zeros((B, 5), np.float32), np.zeros((B, 1), np.float32), batch_size=B,
+              epochs=1, verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    for a, b in zip(_weights(model), root):
+        np.testing.assert_array_equal(a, b)
+    every = hvd.allgather_object([w.tolist() for w in _weights(model)])
+    assert all(e == every[0] for e in every)
+
+
+def check_metric_average():
+    r, n = hvd.rank(), hvd.size()
+    logs = {"loss": float(r), "acc": 10.0 * r + 1}
+    hvd.callbacks.MetricAverageCallback().on_epoch_end(0, logs)
+    assert abs(logs["loss"] - (n - 1) / 2.0) < 1e-12, logs
+    assert abs(logs["acc"] - (10.0 * (n - 1) / 2.0 + 1)) < 1e-12, logs
+
+
+def _lr(model):
+    return float(keras.ops.convert_to_numpy(model.optimizer.learning_rate))
+
+
+def check_learning_rate_callbacks():
+    n = hvd.size()
+    model = _model()
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    warm = hvd.callbacks.LearningRateWarmupCallback(0.8, warmup_epochs=4, steps_per_epoch=10)
+    warm.set_model(model)
+    for epoch, batch in [(0, 0), (1, 5), (3, 9)]:
+        warm.on_epoch_begin(epoch)
+        warm.on_train_batch_begin(batch)
+        e = epoch + batch / 10.0
+        want = 0.8 / n * (1 + e * (n - 1) / 4)
+        assert abs(_lr(model) - want) < 1e-6, (epoch, batch, _lr(model), want)
+    warm.on_epoch_begin(4)
+    warm.on_train_batch_begin(0)  # past the warmup: left as it was
+    assert abs(_lr(model) - 0.8 / n * (1 + 3.9 * (n - 1) / 4)) < 1e-6
+    sched = hvd.callbacks.LearningRateScheduleCallback(0.8, lambda e: 0.5 ** e, start_epoch=2,
+                                                       end_epoch=4)
+    sched.set_model(model)
+    sched.on_epoch_begin(2)
+    assert abs(_lr(model) - 0.2) < 1e-7
+    sched.on_epoch_begin(3)
+    assert abs(_lr(model) - 0.1) < 1e-7
+    sched.on_epoch_begin(4)  # after end_epoch: unchanged
+    assert abs(_lr(model) - 0.1) < 1e-7
+
+
+CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
+          check_learning_rate_callbacks]
+
+if __name__ == "__main__":
+    hvd.init()
+    want = os.environ.get("KERAS_BACKEND")
+    assert want is None or keras.backend.backend() == want, (keras.backend.backend(), want)
+    for check in CHECKS:
+        check()
+        print("rank %d: %s on %s OK" % (hvd.rank(), check.__name__, keras.backend.backend()))
+    hvd.shutdown()
+    sys.exit(0)

@@ -1,0 +1,127 @@
+"""hora.jax against references computed locally, eagerly and inside jax.jit."""
+
+import numpy as np
+import pytest
+import torch
+
+jax = pytest.importorskip("jax")  # (Debian's python has none: skipped on every rank)
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+
+import hora.jax as hj  # noqa: E402
+import hora.torch as hvd  # noqa: E402
+from helpers import all_values, reduce_reference, rows_of, value  # noqa: E402
+
+DTYPES = [(jnp.float16, torch.float16), (jnp.float32, torch.float32),
+          (jnp.float64, torch.float64), (jnp.int32, torch.int32), (jnp.int64, torch.int64)]
+OPS = [hj.Sum, hj.Average, hj.Min, hj.Max, hj.Product]
+MODES = ["eager", "jit"]
+
+
+def _run(mode, fn, *args):
+    return fn(*args) if mode == "eager" else jax.jit(fn)(*args)
+
+
+def _j(t, dtype):
+    return jnp.asarray(t.numpy(), dtype=dtype)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("jdt,pdt", DTYPES, ids=lambda d: getattr(d, "__name__", str(d)))
+def test_allreduce_every_op(mode, jdt, pdt):
+    r = hvd.rank()
+    for shape in [(), (0,), (1,), (7,), (3, 5)]:
+        for op in OPS:
+            vals = all_values(shape, pdt)
+            got = _run(mode, lambda x: hj.allreduce(x, op=op, name="jar.%s.%s" % (shape, op)),
+                       _j(vals[r], jdt))
+            want = reduce_reference(vals, op, pdt).numpy()
+            assert got.dtype == jnp.dtype(jdt) and got.shape == shape
+            np.testing.assert_allclose(np.asarray(got, np.float64), want.astype(np.float64),
+                                       rtol=2e-3, atol=2e-3, err_msg="%s %s" % (shape, op))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_pytree_grouped_allreduce_and_grad(mode):
+    r, n = hvd.rank(), hvd.size()
+    tree = {"w": jnp.arange(3.0) + r, "b": [jnp.float32(r), jnp.ones((2, 2)) * r]}
+    got = _run(mode, lambda t: hj.grouped_allreduce(t, op=hj.Sum, prescale_factor=2.0), tree)
+    total = sum(range(n))
+    np.testing.assert_allclose(got["w"], 2 * (n * np.arange(3.0) + total))
+    np.testing.assert_allclose(got["b"][0], 2 * total)
+    np.testing.assert_allclose(got["b"][1], 2 * total * np.ones((2, 2)))
+
+    # d/dx sum(allreduce_sum(x) * (r + 1)) = Sum over ranks of (r + 1).
+    def loss(x):
+        return jnp.sum(hj.allreduce(x, op=hj.Sum) * (r + 1.0))
+
+    g = _run(mode, jax.grad(loss), jnp.arange(4.0))
+    np.testing.assert_allclose(g, np.full(4, sum(q + 1.0 for q in range(n))))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_allgather_broadcast_alltoall_reducescatter(mode):
+    r, n = hvd.rank(), hvd.size()
+    x = value(r, (2, 3), torch.float32)
+    got = _run(mode, lambda t: hj.allgather(t, name="jag"), _j(x, jnp.float32))
+    np.testing.assert_array_equal(got, torch.cat([value(q, (2, 3), torch.float32)
+                                                  for q in range(n)]).numpy())
+    got = _run(mode, lambda t: hj.broadcast(t, n - 1, name="jbc"), _j(x, jnp.float32))
+    np.testing.assert_array_equal(got, value(n - 1, (2, 3), torch.float32).numpy())
+    y = value(r, (2 * n, 2), torch.int64)
+    got = _run(mode, lambda t: hj.alltoall(t, name="ja2a"), _j(y, jnp.int64))
+    want = torch.cat([value(q, (2 * n, 2), torch.int64)[2 * r:2 * r + 2] for q in range(n)])
+    np.testing.assert_array_equal(got, want.numpy())
+    vals = all_values((2 * n + 1, 2), torch.float64)
+    got = _run(mode, lambda t: hj.reducescatter(t, op=hj.Sum, name="jrs"),
+               _j(vals[r], jnp.float64))
+    total = reduce_reference(vals, hvd.Sum, torch.float64).numpy()
+    base, extra = divmod(2 * n + 1, n)
+    start = r * base + min(r, extra)
+    np.testing.assert_allclose(got, total[start:start + base + (r < extra)])
+
+
+def test_eager_uneven_allgather_and_alltoall_splits():
+    r, n = hvd.rank(), hvd.size()
+    rows = [rows_of(q) for q in range(n)]
+    got = hj.allgather(_j(value(r, (rows[r], 2), torch.float32), jnp.float32))
+    want = torch.cat([value(q, (rows[q], 2), torch.float32) for q in range(n)])
+    np.testing.assert_array_equal(got, want.numpy())
+    splits = [1] * n
+    out, recv = hj.alltoall(jnp.arange(n, dtype=jnp.int32) + 10 * r, splits=splits)
+    assert np.asarray(out).tolist() == [10 * q + r for q in range(n)]
+    assert np.asarray(recv).tolist() == [1] * n
+    with pytest.raises(hj.UnimplementedError, match="inside jax.jit"):
+        jax.jit(lambda t: hj.alltoall(t, splits=splits))(jnp.zeros(n))
+
+
+def test_optax_training_equals_one_worker_and_broadcast_parameters():
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(3)
+    X = jnp.asarray(rng.standard_normal((4 * n, 3)))
+    Y = jnp.asarray(rng.standard_normal((4 * n,)))
+    params = hj.broadcast_parameters({"w": jnp.full((3,), float(r)), "b": jnp.float64(r)}, 0)
+    assert float(params["b"]) == 0.0 and np.asarray(params["w"]).tolist() == [0.0] * 3
+
+    def loss(p, x, y):
+        return jnp.mean((x @ p["w"] + p["b"] - y) ** 2)
+
+    tx = hj.DistributedOptimizer(optax.sgd(0.1, momentum=0.9))
+    ref_tx = optax.sgd(0.1, momentum=0.9)
+
+    @jax.jit
+    def step(p, s, x, y):
+        updates, s = tx.update(jax.grad(loss)(p, x, y), s, p)
+        return optax.apply_updates(p, updates), s
+
+    ref, ref_state = params, ref_tx.init(params)
+    state = tx.init(params)
+    for _ in range(3):
+        params, state = step(params, state, X[4 * r:4 * r + 4], Y[4 * r:4 * r + 4])
+        # One worker on the whole batch: the mean of equal-sized shards' gradients.
+        g = jax.grad(loss)(ref, X, Y)
+        upd, ref_state = ref_tx.update(g, ref_state, ref)
+        ref = optax.apply_updates(ref, upd)
+        for k in ("w", "b"):
+            np.testing.assert_allclose(params[k], ref[k], rtol=1e-12, atol=1e-12)

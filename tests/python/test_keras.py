@@ -1,0 +1,19 @@
+"""hora.keras on Keras's TensorFlow backend (the checks of scripts/keras_check.py;
+ctest python_keras_backends runs them on the JAX and torch backends)."""
+
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("keras", minversion="3")  # (Debian's python has none: skipped on every rank)
+if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
+    pytest.skip("KERAS_BACKEND is not tensorflow (skipped on every rank alike)",
+                allow_module_level=True)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scripts"))
+import keras_check  # noqa: E402
+
+
+@pytest.mark.parametrize("check", keras_check.CHECKS, ids=lambda c: c.__name__)
+def test_keras_on_tensorflow(check):
+    check()

@@ -1,0 +1,172 @@
+"""hora.tensorflow against references computed locally, eager and in tf.function."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf = pytest.importorskip("tensorflow")  # (Debian's python has none: skipped on every rank)
+
+import hora.tensorflow as htf  # noqa: E402
+import hora.torch as hvd  # noqa: E402
+from helpers import all_values, reduce_reference, rows_of, value  # noqa: E402
+
+DTYPES = [(tf.float16, torch.float16), (tf.float32, torch.float32),
+          (tf.float64, torch.float64), (tf.int32, torch.int32), (tf.int64, torch.int64)]
+OPS = [htf.Sum, htf.Average, htf.Min, htf.Max, htf.Product]
+MODES = ["eager", "function"]
+
+
+def _tf(t, dtype):
+    return tf.constant(t.numpy(), dtype=dtype)
+
+
+def _run(mode, fn, *args):
+    return fn(*args) if mode == "eager" else tf.function(fn)(*args)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("tdt,pdt", DTYPES, ids=lambda d: getattr(d, "name", str(d)))
+def test_allreduce_every_op(mode, tdt, pdt):
+    r = hvd.rank()
+    for shape in [(), (0,), (1,), (7,), (3, 5)]:
+        for op in OPS:
+            vals = all_values(shape, pdt)
+            got = _run(mode, lambda x: htf.allreduce(x, op=op, name="ar.%s.%s" % (shape, op)),
+                       _tf(vals[r], tdt))
+            want = reduce_reference(vals, op, pdt).numpy()
+            assert got.dtype == tdt and tuple(got.shape) == shape
+            np.testing.assert_allclose(got.numpy().astype(np.float64), want.astype(np.float64),
+                                       rtol=2e-3, atol=2e-3, err_msg="%s %s" % (shape, op))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_grouped_allreduce_scaled_and_bool(mode):
+    r, n = hvd.rank(), hvd.size()
+    vals = [all_values((4,), torch.float32, seed=s) for s in range(3)]
+
+    def f(a, b, c):
+        return htf.grouped_allreduce([a, b, c], op=htf.Sum, prescale_factor=0.5,
+                                     postscale_factor=3.0)
+
+    got = _run(mode, f, *[_tf(v[r], tf.float32) for v in vals])
+    for g, v in zip(got, vals):
+        np.testing.assert_allclose(g.numpy(), reduce_reference(v, hvd.Sum, torch.float32,
+                                                               0.5, 3.0).numpy(), rtol=1e-6)
+    flags = tf.constant([r == 0, True, False])
+    anyv = _run(mode, lambda x: htf.allreduce(x, op=htf.Max), flags)
+    allv = _run(mode, lambda x: htf.allreduce(x, op=htf.Min), flags)
+    assert anyv.numpy().tolist() == [True, True, False]
+    assert allv.numpy().tolist() == [n == 1, True, False]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_allgather_broadcast_alltoall_reducescatter(mode):
+    r, n = hvd.rank(), hvd.size()
+    rows = [rows_of(q) for q in range(n)]
+    mine = value(r, (rows[r], 3), torch.float32)
+    got = _run(mode, lambda x: htf.allgather(x, name="ag"), _tf(mine, tf.float32))
+    want = torch.cat([value(q, (rows[q], 3), torch.float32) for q in range(n)])
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+    root = n - 1
+    got = _run(mode, lambda x: htf.broadcast(x, root, name="bc"),
+               _tf(value(r, (2, 2), torch.int64), tf.int64))
+    np.testing.assert_array_equal(got.numpy(), value(root, (2, 2), torch.int64).numpy())
+
+    splits = [(r + p) % 3 for p in range(n)]
+    x = value(r, (sum(splits), 2), torch.float64)
+    out, recv = _run(mode, lambda t, s: htf.alltoall(t, splits=s, name="a2a"),
+                     _tf(x, tf.float64), tf.constant(splits, tf.int32))
+    parts = []
+    for q in range(n):
+        sq = [(q + p) % 3 for p in range(n)]
+        xq = value(q, (sum(sq), 2), torch.float64)
+        parts.append(xq[sum(sq[:r]):sum(sq[:r]) + sq[r]])
+    np.testing.assert_array_equal(out.numpy(), torch.cat(parts).numpy())
+    assert recv.numpy().tolist() == [(q + r) % 3 for q in range(n)]
+
+    vals = all_values((2 * n + 1, 2), torch.float32)
+    got = _run(mode, lambda t: htf.reducescatter(t, op=htf.Sum, name="rs"),
+               _tf(vals[r], tf.float32))
+    total = reduce_reference(vals, hvd.Sum, torch.float32)
+    base, extra = divmod(2 * n + 1, n)
+    start = r * base + min(r, extra)
+    np.testing.assert_allclose(got.numpy(), total[start:start + base + (r < extra)].numpy())
+
+
+def test_gradients_as_horovod_defines_them():
+    r, n = hvd.rank(), hvd.size()
+    x = tf.Variable(np.arange(4, dtype=np.float32) + r)
+    with tf.GradientTape(persistent=True) as tape:
+        s = htf.allreduce(x, op=htf.Sum)
+        loss_s = tf.reduce_sum(s * (r + 1.0))
+        g = htf.allgather(tf.reshape(x, [2, 2]))
+        loss_g = tf.reduce_sum(g * tf.reshape(tf.range(2 * 2 * n, dtype=tf.float32), [-1, 2]))
+        b = htf.broadcast(x, 0)
+        loss_b = tf.reduce_sum(b) * (r + 2.0)
+    # d(sum of allreduce * (r+1))/dx: the Sum allreduce of each rank's (r+1).
+    np.testing.assert_allclose(tape.gradient(loss_s, x).numpy(),
+                               np.full(4, sum(q + 1.0 for q in range(n))))
+    # allgather's: the Sum allreduce of the gradient, this rank's rows of it.
+    np.testing.assert_allclose(tape.gradient(loss_g, x).numpy(),
+                               n * np.arange(4 * r, 4 * r + 4, dtype=np.float32))
+    # broadcast's: the Sum allreduce on the root, zeros elsewhere.
+    want = np.full(4, sum(q + 2.0 for q in range(n))) if r == 0 else np.zeros(4)
+    np.testing.assert_allclose(tape.gradient(loss_b, x).numpy(), want)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_distributed_gradient_tape_equals_one_worker(mode):
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((4 * n, 3))
+    Y = rng.standard_normal((4 * n, 1))
+    w = tf.Variable(np.ones((3, 1)))
+    emb = tf.Variable(np.ones((5, 1)))
+    ids = tf.constant([r % 5, 4])
+    w_ref = tf.Variable(np.ones((3, 1)))
+    emb_ref = tf.Variable(np.ones((5, 1)))
+
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            pred = x @ w + tf.reduce_sum(tf.gather(emb, ids))
+            loss = tf.reduce_mean((pred - y) ** 2)
+        tape = htf.DistributedGradientTape(tape)
+        return tape.gradient(loss, [w, emb])
+
+    gw, gemb = _run(mode, step, tf.constant(X[4 * r:4 * r + 4]), tf.constant(Y[4 * r:4 * r + 4]))
+    assert isinstance(gemb, tf.IndexedSlices)  # gathered, as Horovod does
+    # One worker: the mean over ranks of each rank's local gradient.
+    gws, gembs = [], []
+    for q in range(n):
+        idq = tf.constant([q % 5, 4])
+        with tf.GradientTape() as tape:
+            pred = tf.constant(X[4 * q:4 * q + 4]) @ w_ref + tf.reduce_sum(tf.gather(emb_ref, idq))
+            loss = tf.reduce_mean((pred - tf.constant(Y[4 * q:4 * q + 4])) ** 2)
+        a, b = tape.gradient(loss, [w_ref, emb_ref])
+        gws.append(a.numpy())
+        gembs.append(tf.convert_to_tensor(b).numpy())
+    np.testing.assert_allclose(gw.numpy(), np.mean(gws, axis=0), rtol=1e-12)
+    np.testing.assert_allclose(tf.convert_to_tensor(gemb).numpy(), np.mean(gembs, axis=0),
+                               rtol=1e-12)
+
+
+def test_broadcast_variables_and_objects():
+    r = hvd.rank()
+    vs = [tf.Variable(np.full((2,), float(r))), tf.Variable(r)]
+    htf.broadcast_variables(vs, root_rank=0)
+    assert vs[0].numpy().tolist() == [0.0, 0.0] and int(vs[1].numpy()) == 0
+    assert htf.broadcast_object({"r": r}, root_rank=0) == {"r": 0}
+    assert htf.allgather_object(r) == list(range(hvd.size()))
+
+
+def test_errors_name_the_operation():
+    with pytest.raises(htf.InvalidArgumentError, match="allreduce 'bf'.*bfloat16"):
+        htf.allreduce(tf.constant([1.0], tf.bfloat16), name="bf")
+    with pytest.raises(htf.InvalidArgumentError, match="root_rank 99"):
+        htf.broadcast(tf.constant([1.0]), 99, name="far")
+    # The job goes on.
+    assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == hvd.size()
