@@ -8,7 +8,11 @@
 #   (Hora, and float16 on the wire): it prints images/s per worker and in
 #   total with a confidence interval;
 # - examples/torch_elastic.py at 3 workers under --min-np 2, one killed in
-#   its second epoch: the other two finish at 95% test accuracy.
+#   its second epoch: the other two finish at 95% test accuracy;
+# - examples/keras_digits.py at 2 workers on each Keras backend (TensorFlow,
+#   JAX, torch), examples/jax_digits.py at 2 workers, and
+#   examples/ray_digits.py with 2 Ray workers: each reaches 95% (where
+#   PYTHON has Keras, JAX and Ray: the project environment's).
 #
 #   examples_test.sh SOURCE_DIR PYTHON HORARUN
 set -uo pipefail
@@ -56,6 +60,29 @@ a=$(sed -n 's/^\[0\]: final test accuracy \([0-9.]*\) with 2 worker(s)$/\1/p' <<
 echo "elastic digits, 3 workers then 2: final test accuracy ${a:-none} (exit $rc)"
 if [ "$rc" -ne 0 ] || [ -z "$a" ] || ! grep -q "world re-formed: 2 worker(s)" <<<"$out"; then
   fail "elastic example (exit $rc): $out"
+fi
+
+if "$python" -c "import keras, jax, ray" 2> /dev/null; then
+  check_final() {  # what, exit code, output
+    local a
+    a=$(sed -n 's/^\(\[0\]: \)\{0,1\}final test accuracy \([0-9.]*\).*/\2/p' <<<"$3")
+    echo "$1: final test accuracy ${a:-none} (exit $2)"
+    if [ "$2" -ne 0 ] || [ -z "$a" ] || ! awk -v a="$a" 'BEGIN { exit !(a >= 0.95) }'; then
+      fail "$1 (exit $2): $3"
+    fi
+  }
+  for backend in tensorflow jax torch; do
+    out=$(KERAS_BACKEND=$backend TF_CPP_MIN_LOG_LEVEL=2 "$horarun" -np 2 --timeout 120 "$python" \
+      "$src/examples/keras_digits.py" --check 2>&1)
+    check_final "keras digits on $backend, 2 workers" $? "$out"
+  done
+  out=$("$horarun" -np 2 --timeout 120 "$python" "$src/examples/jax_digits.py" --check 2>&1)
+  check_final "jax digits, 2 workers" $? "$out"
+  out=$(RAY_USAGE_STATS_ENABLED=0 timeout 300 "$python" "$src/examples/ray_digits.py" \
+    --num-workers 2 --check 2>&1)
+  check_final "ray digits, 2 Ray workers" $? "$out"
+else
+  echo "examples of Keras, JAX and Ray: not run ($python has not all three)"
 fi
 
 [ "$failed" -eq 0 ] && echo "PASS: examples" || exit 1

@@ -1,0 +1,200 @@
+"""Ray as a cluster engine: ``hora.ray.RayExecutor``, with Horovod's names.
+
+::
+
+    import ray
+    from hora.ray import RayExecutor
+
+    ray.init()
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=4)
+    executor.start()
+    def train(lr):
+        import hora.torch as hvd
+        hvd.init()
+        ...
+        return hvd.rank()
+    print(executor.run(train, args=[0.1]))   # one result per worker, in rank order
+    executor.shutdown()
+
+Each worker is a Ray actor (``cpus_per_worker`` CPUs, ``gpus_per_worker``
+GPUs when ``use_gpu``). ``start()`` places them (``num_workers``, or
+``num_hosts`` x ``num_workers_per_host``), numbers them host by host, and
+gives each the variables a launcher gives a rank (``HORA_RANK``,
+``HORA_SIZE``, the local and cross layout, the rendezvous address on rank 0's
+node with a port free there, and a fresh job secret), so that ``init()``
+inside the function finds the others. ``run`` calls a function on every
+worker; ``execute`` calls it with the worker's executable (``start(
+executable_cls=...)``); ``run_remote`` returns Ray's object refs;
+``execute_single`` runs on rank 0 only. A worker's failure raises Ray's
+error from ``run``; ``shutdown()`` ends the actors.
+"""
+
+import secrets
+import socket
+from dataclasses import dataclass
+
+
+@dataclass
+class Settings:
+    """The executor's settings: ``timeout_s``, how long ``init()`` in each worker
+    waits for the others (HORA_START_TIMEOUT_S); ``placement_group_timeout_s``,
+    how long ``start()`` waits for Ray to place the workers."""
+
+    timeout_s: int = 120
+    placement_group_timeout_s: int = 100
+
+
+class _Worker:
+    """One rank: an actor process that runs what it is given."""
+
+    def __init__(self):
+        self.executable = None
+
+    def node_ip(self):
+        import ray
+
+        return ray.util.get_node_ip_address()
+
+    def free_port(self):
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return s.getsockname()[1]
+
+    def set_env(self, env):
+        import os
+
+        os.environ.update(env)
+
+    def start_executable(self, cls, args, kwargs):
+        self.executable = cls(*(args or ()), **(kwargs or {}))
+
+    def run(self, fn, args, kwargs):
+        return fn(*(args or ()), **(kwargs or {}))
+
+    def execute(self, fn):
+        return fn(self.executable)
+
+
+class RayExecutor:
+    """Starts ``num_workers`` Hora workers as Ray actors and runs functions on them."""
+
+    @classmethod
+    def create_settings(cls, timeout_s=120, placement_group_timeout_s=100, **unused):
+        """Horovod's factory; settings Hora has no use for are accepted and ignored."""
+        del unused
+        return Settings(timeout_s=timeout_s, placement_group_timeout_s=placement_group_timeout_s)
+
+    def __init__(self, settings=None, num_workers=None, num_hosts=None,
+                 num_workers_per_host=1, cpus_per_worker=1, use_gpu=False, gpus_per_worker=None,
+                 **unused):
+        del unused
+        if num_workers is None and num_hosts is None:
+            raise ValueError("RayExecutor: give num_workers, or num_hosts (with "
+                             "num_workers_per_host)")
+        if num_workers is not None and num_hosts is not None:
+            raise ValueError("RayExecutor: num_workers and num_hosts exclude each other")
+        self.settings = settings or Settings()
+        self.num_workers = num_workers if num_workers is not None else \
+            num_hosts * num_workers_per_host
+        if self.num_workers < 1:
+            raise ValueError("RayExecutor: %d workers; at least 1 is needed" % self.num_workers)
+        self.num_hosts = num_hosts
+        self.num_workers_per_host = num_workers_per_host
+        self.cpus_per_worker = cpus_per_worker
+        self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
+        self.workers = []
+        self._placement_group = None
+
+    def _placement(self):
+        """Ray's placement for one host's workers together (num_hosts), or none."""
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        if self.num_hosts is None:
+            return [{} for _ in range(self.num_workers)]
+        bundle = {"CPU": self.cpus_per_worker * self.num_workers_per_host}
+        if self.gpus_per_worker:
+            bundle["GPU"] = self.gpus_per_worker * self.num_workers_per_host
+        self._placement_group = placement_group([bundle] * self.num_hosts,
+                                                strategy="STRICT_SPREAD")
+        ready = self._placement_group.ready()
+        if not ray.wait([ready], timeout=self.settings.placement_group_timeout_s)[0]:
+            raise TimeoutError("RayExecutor.start: Ray could not place %d hosts of %s within "
+                               "%d s" % (self.num_hosts, bundle,
+                                         self.settings.placement_group_timeout_s))
+        return [{"scheduling_strategy": PlacementGroupSchedulingStrategy(
+            self._placement_group, placement_group_bundle_index=i // self.num_workers_per_host)}
+            for i in range(self.num_workers)]
+
+    def start(self, executable_cls=None, executable_args=None, executable_kwargs=None,
+              extra_env_vars=None):
+        """Starts the workers and gives each its rank's variables (see the module)."""
+        import ray
+
+        actor = ray.remote(_Worker)
+        self.workers = [actor.options(num_cpus=self.cpus_per_worker,
+                                      num_gpus=self.gpus_per_worker, **where).remote()
+                        for where in self._placement()]
+        ips = ray.get([w.node_ip.remote() for w in self.workers])
+        # Ranks host by host, in the order hosts first appear.
+        hosts = list(dict.fromkeys(ips))
+        order = sorted(range(len(ips)), key=lambda i: (hosts.index(ips[i]), i))
+        self.workers = [self.workers[i] for i in order]
+        ips = [ips[i] for i in order]
+        port = ray.get(self.workers[0].free_port.remote())
+        secret = secrets.token_hex(16)
+        envs = []
+        for rank, ip in enumerate(ips):
+            local = [r for r, x in enumerate(ips) if x == ip]
+            env = {"HORA_RANK": rank, "HORA_SIZE": len(ips),
+                   "HORA_LOCAL_RANK": local.index(rank), "HORA_LOCAL_SIZE": len(local),
+                   "HORA_CROSS_RANK": hosts.index(ip), "HORA_CROSS_SIZE": len(hosts),
+                   "HORA_STORE_ADDR": "%s:%d" % (ips[0], port), "HORA_STORE_SERVER": "rank0",
+                   "HORA_SECRET": secret, "HORA_START_TIMEOUT_S": self.settings.timeout_s}
+            env.update(extra_env_vars or {})
+            envs.append({k: str(v) for k, v in env.items()})
+        ray.get([w.set_env.remote(e) for w, e in zip(self.workers, envs)])
+        if executable_cls is not None:
+            ray.get([w.start_executable.remote(executable_cls, executable_args,
+                                               executable_kwargs) for w in self.workers])
+
+    def _started(self, what):
+        if not self.workers:
+            raise RuntimeError("RayExecutor.%s: call start() first" % what)
+
+    def run_remote(self, fn, args=None, kwargs=None):
+        """Starts ``fn(*args, **kwargs)`` on every worker; returns Ray's object refs."""
+        self._started("run_remote")
+        return [w.run.remote(fn, args, kwargs) for w in self.workers]
+
+    def run(self, fn, args=None, kwargs=None):
+        """``fn(*args, **kwargs)`` on every worker; the results in rank order."""
+        import ray
+
+        return ray.get(self.run_remote(fn, args, kwargs))
+
+    def execute(self, fn):
+        """``fn(executable)`` on every worker; the results in rank order."""
+        import ray
+
+        self._started("execute")
+        return ray.get([w.execute.remote(fn) for w in self.workers])
+
+    def execute_single(self, fn):
+        """``fn(executable)`` on rank 0 only."""
+        import ray
+
+        self._started("execute_single")
+        return ray.get(self.workers[0].execute.remote(fn))
+
+    def shutdown(self):
+        """Ends the workers (and their Hora sessions with them)."""
+        import ray
+
+        for w in self.workers:
+            ray.kill(w)
+        self.workers = []
+        if self._placement_group is not None:
+            ray.util.remove_placement_group(self._placement_group)
+            self._placement_group = None

@@ -1,0 +1,81 @@
+"""hora.ray.RayExecutor on a local Ray cluster on loopback that this script
+starts and stops: workers as actors, Hora's rendezvous through them, results
+in rank order, executables, a worker's error raised in the driver.
+
+    python ray_check.py NUM_WORKERS
+"""
+
+import os
+import sys
+
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+import numpy as np  # noqa: E402
+import ray  # noqa: E402
+
+from hora.ray import RayExecutor  # noqa: E402
+
+
+def train(scale):
+    import hora.numpy as hvd
+
+    hvd.init()
+    r, n = hvd.rank(), hvd.size()
+    total = hvd.allreduce(np.arange(3, dtype=np.float64) * (r + 1) * scale, op=hvd.Sum)
+    return r, n, hvd.local_rank(), total.tolist()
+
+
+class Counter:
+    def __init__(self, start):
+        self.count = start
+
+    def bump(self):
+        import hora.numpy as hvd
+
+        self.count += 1
+        return int(hvd.allreduce(np.array([self.count]), op=hvd.Sum)[0])
+
+
+def fail_on_rank_1():
+    import hora.numpy as hvd
+
+    if hvd.rank() == 1:
+        raise ValueError("rank 1 refuses")
+    return hvd.rank()
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    ray.init(num_cpus=n, _node_ip_address="127.0.0.1", include_dashboard=False,
+             log_to_driver=True, runtime_env={"env_vars": {
+                 "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "OMP_NUM_THREADS": "1"}})
+    try:
+        executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=n)
+        executor.start(executable_cls=Counter, executable_args=[10])
+        results = executor.run(train, args=[2.0])
+        want = (np.arange(3) * 2.0 * sum(range(1, n + 1))).tolist()
+        assert [r[0] for r in results] == list(range(n)), results
+        assert all(r[1] == n and r[3] == want for r in results), results
+        assert sorted(r[2] for r in results) == list(range(n)), results  # one host
+        assert executor.execute(lambda c: c.bump()) == [11 * n] * n
+        assert executor.execute_single(lambda c: c.count) == 11
+        refs = executor.run_remote(train, kwargs={"scale": 1.0})
+        assert [r[0] for r in ray.get(refs)] == list(range(n))
+        try:
+            executor.run(fail_on_rank_1)
+            raise AssertionError("a worker's exception did not reach the driver")
+        except ray.exceptions.RayTaskError as e:
+            assert "rank 1 refuses" in str(e), e
+        executor.shutdown()
+        try:
+            executor.run(train, args=[1.0])
+            raise AssertionError("run after shutdown did not raise")
+        except RuntimeError as e:
+            assert "call start() first" in str(e)
+        print("RayExecutor: %d workers OK" % n)
+    finally:
+        ray.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
