@@ -24,33 +24,11 @@ import pickle
 
 import numpy as np
 
+from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
 from hora.common import basics
-from hora.common.basics import (  # noqa: F401
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    rank,
-    shutdown,
-    size,
-)
-from hora.common.exceptions import *  # noqa: F401,F403
+from hora.common.basics import Average, Max, Min, Sum, rank
 from hora.common.exceptions import InvalidArgumentError
-from hora.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    process_set_id,
-    process_set_ranks,
-    remove_process_set,
-)
+from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
 
 _SUPPORTED = tuple(np.dtype(d) for d in (
     np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_))
@@ -189,7 +167,10 @@ def broadcast(array, root_rank, name=None, process_set=global_process_set):
     sid = process_set_id(process_set)
     name = _name(name)
     root = _root(root_rank, _what("broadcast", name), process_set)
-    out = _prepare(array, "broadcast", name).copy()
+    src = np.asarray(array)
+    out = _prepare(src, "broadcast", name)
+    if out is src:  # (not copied by _prepare: copy, the input is not modified)
+        out = out.copy()
     h = _session().broadcast_async(name, _wire(out).__dlpack__(), root, sid)
     h.wait()
     return out

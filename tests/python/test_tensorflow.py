@@ -97,29 +97,54 @@ def test_allgather_broadcast_alltoall_reducescatter(mode):
     np.testing.assert_allclose(got.numpy(), total[start:start + base + (r < extra)].numpy())
 
 
-def test_gradients_as_horovod_defines_them():
+@pytest.mark.parametrize("mode", MODES)
+def test_gradients_as_horovod_defines_them(mode):
     r, n = hvd.rank(), hvd.size()
     x = tf.Variable(np.arange(4, dtype=np.float32) + r)
-    with tf.GradientTape(persistent=True) as tape:
-        s = htf.allreduce(x, op=htf.Sum)
-        loss_s = tf.reduce_sum(s * (r + 1.0))
-        g = htf.allgather(tf.reshape(x, [2, 2]))
-        loss_g = tf.reduce_sum(g * tf.reshape(tf.range(2 * 2 * n, dtype=tf.float32), [-1, 2]))
-        b = htf.broadcast(x, 0)
-        loss_b = tf.reduce_sum(b) * (r + 2.0)
-    # d(sum of allreduce * (r+1))/dx: the Sum allreduce of each rank's (r+1).
-    np.testing.assert_allclose(tape.gradient(loss_s, x).numpy(),
-                               np.full(4, sum(q + 1.0 for q in range(n))))
-    # allgather's: the Sum allreduce of the gradient, this rank's rows of it.
-    np.testing.assert_allclose(tape.gradient(loss_g, x).numpy(),
-                               n * np.arange(4 * r, 4 * r + 4, dtype=np.float32))
-    # broadcast's: the Sum allreduce on the root, zeros elsewhere.
-    want = np.full(4, sum(q + 2.0 for q in range(n))) if r == 0 else np.zeros(4)
-    np.testing.assert_allclose(tape.gradient(loss_b, x).numpy(), want)
+    w = tf.reshape(tf.range(2 * 2 * n, dtype=tf.float32), [-1, 2])
+
+    def grads():
+        with tf.GradientTape(persistent=True) as tape:
+            s = htf.allreduce(x, op=htf.Sum, prescale_factor=2.0)
+            loss_s = tf.reduce_sum(s * (r + 1.0))
+            g = htf.allgather(tf.reshape(x, [2, 2]))
+            loss_g = tf.reduce_sum(g * w)
+            b = htf.broadcast(x, 0)
+            loss_b = tf.reduce_sum(b) * (r + 2.0)
+            rs = htf.reducescatter(tf.reshape(x, [n, -1]) if 4 % n == 0 else x[:n], op=htf.Sum)
+            loss_rs = tf.reduce_sum(rs) * (r + 1.0)
+            rs_avg = htf.reducescatter(x[:n], op=htf.Average)
+            loss_rs_avg = tf.reduce_sum(rs_avg) * (r + 1.0)
+            a2a = htf.alltoall(tf.reshape(tf.tile(x, [n]), [n * 4, 1]))
+            loss_a2a = tf.reduce_sum(a2a * tf.reshape(tf.range(n * 4, dtype=tf.float32), [-1, 1]))
+        return [tape.gradient(v, x) for v in (loss_s, loss_g, loss_b, loss_rs, loss_rs_avg,
+                                             loss_a2a)]
+
+    gs, gg, gb, grs, grs_avg, ga2a = [t.numpy() for t in _run(mode, grads)]
+    # allreduce's: the allreduce (same op, same scale factors) of each rank's (r + 1).
+    np.testing.assert_allclose(gs, np.full(4, 2.0 * sum(q + 1.0 for q in range(n))))
+    # allgather's: the Average allreduce of the gradient (w on every rank), this rank's rows.
+    np.testing.assert_allclose(gg, np.arange(4 * r, 4 * r + 4, dtype=np.float32))
+    # broadcast's: the Average allreduce on the root, zeros elsewhere.
+    want = np.full(4, sum(q + 2.0 for q in range(n)) / n) if r == 0 else np.zeros(4)
+    np.testing.assert_allclose(gb, want, rtol=1e-6)
+    # reducescatter's: size() x the allgather of the gradient for Sum, the allgather for
+    # Average. Each rank's slice had gradient (q + 1); every input element reaches one slice.
+    if 4 % n == 0:
+        per_row = np.repeat([q + 1.0 for q in range(n)], 4 // n)
+        np.testing.assert_allclose(grs, n * per_row)
+    np.testing.assert_allclose(grs_avg, np.concatenate([[q + 1.0 for q in range(n)],
+                                                        np.zeros(4 - n)]))
+    # alltoall's: the alltoall back. Input row 4p + k of rank r (x_r[k]) went to rank p as
+    # its output row 4r + k, weighted 4r + k there; x_r[k] is in n input rows (the tile).
+    np.testing.assert_allclose(ga2a, [n * (4 * r + k) for k in range(4)])
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_distributed_gradient_tape_equals_one_worker(mode):
+@pytest.mark.parametrize("options", [{}, {"gradient_predivide_factor": 2.0},
+                                     {"num_groups": 2}, {"compression": htf.Compression.fp16}],
+                         ids=["plain", "predivide", "groups", "fp16"])
+def test_distributed_gradient_tape_equals_one_worker(mode, options):
     r, n = hvd.rank(), hvd.size()
     rng = np.random.default_rng(5)
     X = rng.standard_normal((4 * n, 3))
@@ -134,7 +159,7 @@ def test_distributed_gradient_tape_equals_one_worker(mode):
         with tf.GradientTape() as tape:
             pred = x @ w + tf.reduce_sum(tf.gather(emb, ids))
             loss = tf.reduce_mean((pred - y) ** 2)
-        tape = htf.DistributedGradientTape(tape)
+        tape = htf.DistributedGradientTape(tape, **options)
         return tape.gradient(loss, [w, emb])
 
     gw, gemb = _run(mode, step, tf.constant(X[4 * r:4 * r + 4]), tf.constant(Y[4 * r:4 * r + 4]))
@@ -149,7 +174,8 @@ def test_distributed_gradient_tape_equals_one_worker(mode):
         a, b = tape.gradient(loss, [w_ref, emb_ref])
         gws.append(a.numpy())
         gembs.append(tf.convert_to_tensor(b).numpy())
-    np.testing.assert_allclose(gw.numpy(), np.mean(gws, axis=0), rtol=1e-12)
+    tol = 2e-3 if "compression" in options else 1e-12
+    np.testing.assert_allclose(gw.numpy(), np.mean(gws, axis=0), rtol=tol, atol=tol)
     np.testing.assert_allclose(tf.convert_to_tensor(gemb).numpy(), np.mean(gembs, axis=0),
                                rtol=1e-12)
 
@@ -170,3 +196,45 @@ def test_errors_name_the_operation():
         htf.broadcast(tf.constant([1.0]), 99, name="far")
     # The job goes on.
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == hvd.size()
+
+
+def test_compat_v1_distributed_optimizer_and_keras_delegation():
+    r, n = hvd.rank(), hvd.size()
+    w = tf.Variable([1.0, 2.0])
+    opt = htf.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.5))
+    pairs = opt.compute_gradients(lambda: tf.reduce_sum(w * (r + 1.0)), var_list=[w])
+    # The average over ranks of each rank's gradient (r + 1).
+    np.testing.assert_allclose(pairs[0][0].numpy(), np.full(2, (n + 1) / 2.0))
+    opt.apply_gradients(pairs)
+    np.testing.assert_allclose(w.numpy(), [1.0 - 0.5 * (n + 1) / 2.0, 2.0 - 0.5 * (n + 1) / 2.0])
+    import keras
+    kopt = htf.DistributedOptimizer(keras.optimizers.SGD(0.5))
+    assert getattr(kopt, "_hora_distributed", False) and isinstance(kopt, keras.optimizers.SGD)
+    v = keras.Variable([1.0])
+    kopt.apply_gradients([(tf.constant([r + 1.0]), v)])
+    np.testing.assert_allclose(v.numpy(), [1.0 - 0.5 * (n + 1) / 2.0])
+
+
+def test_broadcast_global_variables_hook_in_a_session():
+    r = hvd.rank()
+    with tf.Graph().as_default():
+        v = tf.compat.v1.Variable([float(r), 10.0 + r])
+        hook = htf.BroadcastGlobalVariablesHook(root_rank=hvd.size() - 1)
+        with tf.compat.v1.train.MonitoredSession(hooks=[hook]) as sess:
+            got = sess.run(v)
+    root = hvd.size() - 1
+    np.testing.assert_array_equal(got, [float(root), 10.0 + root])
+
+
+def test_tape_outside_a_process_set_keeps_local_gradients():
+    r = hvd.rank()
+    ps = htf.add_process_set([0])
+    try:
+        w = tf.Variable([1.0, 1.0])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * (r + 1.0))
+        g = htf.DistributedGradientTape(tape, process_set=ps).gradient(loss, [w])[0]
+        # Rank 0 alone in the set averages with itself; the others keep their own.
+        np.testing.assert_allclose(g.numpy(), [r + 1.0, r + 1.0])
+    finally:
+        htf.remove_process_set(ps)

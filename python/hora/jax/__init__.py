@@ -29,30 +29,7 @@ copy of the array) and its result into a new ``jax.Array``; inside jit, the
 callback also blocks the step's other work on the host.
 """
 
-from hora.common.basics import (  # noqa: F401
-    Adasum,
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    rank,
-    shutdown,
-    size,
-)
-from hora.common.exceptions import *  # noqa: F401,F403
-from hora.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
+from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
 from hora.jax.ops import (  # noqa: F401
     allgather,
     allreduce,

@@ -22,6 +22,9 @@ def _host(fn, leaves, out_specs):
     concrete, as an ordered io_callback when traced (``out_specs``: the
     results' ShapeDtypeStructs, static)."""
     if not _traced(leaves):
+        # A jitted step's callbacks may still be running: wait for them, so that
+        # this call comes after theirs on every rank (unnamed calls are numbered).
+        jax.effects_barrier()
         return [jnp.asarray(o) for o in fn([np.asarray(x) for x in leaves])]
 
     def callback(*xs):

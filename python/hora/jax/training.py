@@ -7,7 +7,7 @@ import numpy as np
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.process_sets import global_process_set
+from hora.common.process_sets import global_process_set, process_set_ranks
 from hora.jax.ops import grouped_allreduce
 
 
@@ -36,13 +36,14 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
     if gradient_predivide_factor != 1.0:
         if op != basics.Average:
             raise ValueError("gradient_predivide_factor needs op=Average")
-        n = len(hnp.process_set_ranks(process_set))
+        n = len(process_set_ranks(process_set))
         op, pre, post = basics.Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / n
 
-    def update(grads, state, params=None):
-        reduced = grouped_allreduce(grads, op=op, name="DistributedOptimizer.gradients",
-                                    prescale_factor=pre, postscale_factor=post,
-                                    process_set=process_set)
-        return tx.update(reduced, state, params)
+    def update(grads, state, params=None, **extra_args):
+        if process_set is None or process_set.included():  # (outside the set: this rank's own, as Horovod)
+            grads = grouped_allreduce(grads, op=op, name="DistributedOptimizer.gradients",
+                                      prescale_factor=pre, postscale_factor=post,
+                                      process_set=process_set)
+        return tx.update(grads, state, params, **extra_args)
 
-    return optax.GradientTransformation(tx.init, update)
+    return optax.GradientTransformationExtraArgs(tx.init, update)

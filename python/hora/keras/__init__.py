@@ -22,30 +22,7 @@ variables through NumPy, so they are the same on every backend.
   the job (``init, rank, size``...) and the ops (``Average, Sum``...).
 """
 
-from hora.common.basics import (  # noqa: F401
-    Adasum,
-    Average,
-    Max,
-    Min,
-    Product,
-    Sum,
-    cross_rank,
-    cross_size,
-    init,
-    is_initialized,
-    local_rank,
-    local_size,
-    rank,
-    shutdown,
-    size,
-)
-from hora.common.exceptions import *  # noqa: F401,F403
-from hora.common.process_sets import (  # noqa: F401
-    ProcessSet,
-    add_process_set,
-    global_process_set,
-    remove_process_set,
-)
+from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
 from hora.keras import callbacks  # noqa: F401
 from hora.keras.optimizer import (  # noqa: F401
     Compression,

@@ -28,6 +28,9 @@ from hora.keras.optimizer import broadcast_global_variables
 
 
 class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
+    """Root's model and optimizer variables on every rank, when training begins and
+    after the first batch."""
+
     def __init__(self, root_rank, device="", process_set=global_process_set):
         super().__init__()
         del device
@@ -46,6 +49,8 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
 
 
 class MetricAverageCallback(keras.callbacks.Callback):
+    """At each epoch's end, every metric in ``logs`` becomes its average over the ranks."""
+
     def __init__(self, device="", process_set=global_process_set):
         super().__init__()
         del device
@@ -105,6 +110,10 @@ class _LearningRateCallback(keras.callbacks.Callback):
 
 
 class LearningRateScheduleCallback(_LearningRateCallback):
+    """``initial_lr * multiplier(epoch)`` (or ``* multiplier``, a number) from
+    ``start_epoch`` to before ``end_epoch``; per epoch when ``staircase``, else per
+    batch (``steps_per_epoch`` from Keras unless given)."""
+
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None, verbose=0):
         del momentum_correction
@@ -117,6 +126,10 @@ class LearningRateScheduleCallback(_LearningRateCallback):
 
 
 class LearningRateWarmupCallback(_LearningRateCallback):
+    """The rate rises batch by batch from ``initial_lr / size`` to ``initial_lr``
+    over ``warmup_epochs`` epochs: ``initial_lr * (epoch * (size - 1) /
+    warmup_epochs + 1) / size``, epoch fractional."""
+
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
         del momentum_correction

@@ -23,13 +23,17 @@ class Compression:
 
 
 def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num_groups):
-    """``grads`` (a list; None entries stay None) reduced with the backend's module."""
+    """``grads`` (a list; None entries stay None) reduced with the backend's module;
+    on a rank outside ``process_set``, as they are (Horovod's rule)."""
+    if process_set is not None and not process_set.included():
+        return grads
     backend = keras.backend.backend()
     if backend == "tensorflow":
         from hora.tensorflow import Compression as TFCompression
         from hora.tensorflow.gradient_tape import allreduce_gradients
 
-        wire = TFCompression.fp16 if compression == Compression.fp16 else TFCompression.none
+        fp16 = compression in (Compression.fp16, TFCompression.fp16)
+        wire = TFCompression.fp16 if fp16 else TFCompression.none
         return allreduce_gradients(grads, op=op, compression=wire,
                                    sparse_as_dense=sparse_as_dense,
                                    gradient_predivide_factor=predivide, num_groups=num_groups,

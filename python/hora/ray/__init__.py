@@ -26,7 +26,9 @@ inside the function finds the others. ``run`` calls a function on every
 worker; ``execute`` calls it with the worker's executable (``start(
 executable_cls=...)``); ``run_remote`` returns Ray's object refs;
 ``execute_single`` runs on rank 0 only. A worker's failure raises Ray's
-error from ``run``; ``shutdown()`` ends the actors.
+error from ``run``; ``shutdown()`` ends the actors. With ``use_gpu`` each
+actor sees the GPUs Ray gives it (``CUDA_VISIBLE_DEVICES``): pick device 0
+there, not ``local_rank()``.
 """
 
 import secrets
@@ -136,7 +138,16 @@ class RayExecutor:
         self.workers = [actor.options(num_cpus=self.cpus_per_worker,
                                       num_gpus=self.gpus_per_worker, **where).remote()
                         for where in self._placement()]
-        ips = ray.get([w.node_ip.remote() for w in self.workers])
+        try:
+            ips = ray.get([w.node_ip.remote() for w in self.workers],
+                          timeout=self.settings.placement_group_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            self.shutdown()
+            raise TimeoutError("RayExecutor.start: Ray did not start %d workers of %s CPU(s) "
+                               "and %s GPU(s) each within %d s (placement_group_timeout_s); "
+                               "does the cluster have them?"
+                               % (self.num_workers, self.cpus_per_worker, self.gpus_per_worker,
+                                  self.settings.placement_group_timeout_s)) from None
         # Ranks host by host, in the order hosts first appear.
         hosts = list(dict.fromkeys(ips))
         order = sorted(range(len(ips)), key=lambda i: (hosts.index(ips[i]), i))

@@ -17,6 +17,10 @@ from hora.common.process_sets import global_process_set, process_set_ranks
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.compression import Compression
 
+# Hora's functions are graph-safe as written: autograph (tf.function's rewrite
+# of Python control flow) is kept out of them.
+_plain = tf.autograph.experimental.do_not_convert
+
 
 def _scales(op, predivide, process_set):
     if predivide == 1.0:
@@ -26,10 +30,15 @@ def _scales(op, predivide, process_set):
     return basics.Sum, 1.0 / predivide, predivide / len(process_set_ranks(process_set))
 
 
+@_plain
 def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
                         sparse_as_dense=False, gradient_predivide_factor=1.0, num_groups=0,
                         groups=None, process_set=global_process_set, name="gradients"):
-    """The list ``grads`` reduced across ranks (``None`` entries stay ``None``)."""
+    """The list ``grads`` reduced across ranks (``None`` entries stay ``None``). On a
+    rank outside ``process_set`` they are returned as they are (Horovod's rule)."""
+    if process_set is not None and not process_set.included():
+        return list(grads)
+    sparse_op = op
     op, pre, post = _scales(op, gradient_predivide_factor, process_set)
     out = list(grads)
     dense = []
@@ -38,7 +47,7 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
             continue
         if isinstance(g, tf.IndexedSlices):
             if not sparse_as_dense:
-                out[i] = mpi_ops.allreduce(g, op=op, name="%s.sparse.%d" % (name, i),
+                out[i] = mpi_ops.allreduce(g, op=sparse_op, name="%s.sparse.%d" % (name, i),
                                            process_set=process_set)
                 continue
             g = tf.convert_to_tensor(g)
@@ -60,6 +69,7 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
 
 
 class _DistributedGradientTape(tf.GradientTape):
+    @_plain
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         # (This body is copied into a subclass of the user's tape's class.)
         grads = super(type(self), self).gradient(target, sources, output_gradients, **kwargs)
@@ -68,6 +78,7 @@ class _DistributedGradientTape(tf.GradientTape):
         return tf.nest.pack_sequence_as(grads, reduced)
 
 
+@_plain
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             compression=Compression.none, sparse_as_dense=False,
                             op=basics.Average, gradient_predivide_factor=1.0, num_groups=0,
@@ -89,6 +100,7 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
     return tape
 
 
+@_plain
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=True):
     """Assigns root's value to every variable (one broadcast each, named by position)."""
     del inplace
@@ -99,6 +111,7 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     return variables
 
 
+@_plain
 def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
                          device_sparse="", compression=Compression.none, sparse_as_dense=False,
                          backward_passes_per_step=1, op=basics.Average,
@@ -114,7 +127,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     if isinstance(optimizer, keras.optimizers.Optimizer):
         from hora.keras import DistributedOptimizer as keras_distributed
 
-        return keras_distributed(optimizer, compression=compression,
+        return keras_distributed(optimizer, compression=compression, groups=groups,
                                  sparse_as_dense=sparse_as_dense,
                                  backward_passes_per_step=backward_passes_per_step, op=op,
                                  gradient_predivide_factor=gradient_predivide_factor,
@@ -149,6 +162,7 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
         self._assigns = None
 
     def begin(self):
+        # (Each broadcast is chained after the one before: the same order on every rank.)
         variables = tf.compat.v1.global_variables()
         self._assigns = [v.assign(mpi_ops.broadcast(v, self.root_rank,
                                                     name="broadcast_global.%d" % i,

@@ -12,10 +12,14 @@ NumPy view is read-only) and the result once into a new tensor.
 
 Gradients, as Horovod's TensorFlow ops define them: allreduce's is the
 allreduce of the gradient with the same op and scale factors; allgather's
-is the Sum allreduce of the gradient, this rank's rows of it; broadcast's is
-the Sum allreduce on the root and zeros elsewhere; alltoall's is the
-alltoall back with the received splits; reducescatter's is the allgather of
-the gradient (divided by the set's size for Average).
+is the Average allreduce of the gradient, this rank's rows of it;
+broadcast's is the Average allreduce on the root and zeros elsewhere;
+alltoall's is the alltoall back with the received splits; reducescatter's
+is the allgather of the gradient (times the set's size for Sum, times the
+scale factors).
+
+A TF1 graph (``tf.compat.v1`` sessions) runs each collective after the one
+built before it, so that every rank runs them in the same order.
 """
 
 import tensorflow as tf
@@ -53,6 +57,10 @@ from hora.common.process_sets import (  # noqa: F401
 )
 from hora.tensorflow.compression import Compression
 
+# Hora's functions are graph-safe as written: autograph (tf.function's rewrite
+# of Python control flow) is kept out of them.
+_plain = tf.autograph.experimental.do_not_convert
+
 
 def _call(fn, tensors, touts, shapes):
     """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
@@ -61,7 +69,16 @@ def _call(fn, tensors, touts, shapes):
     if tf.executing_eagerly():
         return [tf.convert_to_tensor(o, dtype=d) for o, d in
                 zip(fn([t.numpy() for t in tensors]), touts)]
-    outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors, Tout=list(touts))
+    # In a tf.function, stateful ops run in program order. A TF1 graph runs
+    # independent ops in any order, which could differ between ranks: there
+    # each collective waits for the one built before it.
+    graph = tf.compat.v1.get_default_graph()
+    last = None if tf.inside_function() else getattr(graph, "_hora_last_collective", None)
+    with tf.control_dependencies([last] if last is not None else []):
+        outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors,
+                              Tout=list(touts))
+    if not tf.inside_function():
+        graph._hora_last_collective = outs[0].op
     for o, s in zip(outs, shapes):
         o.set_shape(s)
     return outs
@@ -90,6 +107,7 @@ def _sparse_allreduce(slices, op, name, process_set):
     return tf.IndexedSlices(values, indices, dense_shape=slices.dense_shape)
 
 
+@_plain
 def allreduce(tensor, average=None, device_dense="", device_sparse="",
               compression=Compression.none, op=None, prescale_factor=1.0,
               postscale_factor=1.0, name=None, process_set=global_process_set,
@@ -107,6 +125,7 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     return compression.decompress(out, ctx)
 
 
+@_plain
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=global_process_set):
@@ -138,6 +157,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
+@_plain
 def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_process_set):
     """Concatenates every rank's tensor along dimension 0, in rank order (dimension 0
     may differ between ranks)."""
@@ -145,6 +165,7 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     return grouped_allgather([tensor], name=name, process_set=process_set)[0]
 
 
+@_plain
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; returns the list of results."""
     if not tensors:
@@ -159,7 +180,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
                    [x.dtype for x in xs], shapes)
 
         def grad(*dys):
-            summed = grouped_allreduce(list(dys), op=Sum, process_set=process_set)
+            summed = grouped_allreduce(list(dys), op=Average, process_set=process_set)
             rows = tf.stack([tf.shape(tf.reshape(x, [-1]) if x.shape.rank == 0 else x)[0]
                              for x in xs])
             every = tf.reshape(allgather(tf.reshape(rows, [1, -1]), process_set=process_set),
@@ -176,6 +197,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return gather(*tensors)
 
 
+@_plain
 def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor)."""
@@ -187,7 +209,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
                   [x], [x.dtype], [x.shape])[0]
 
         def grad(dy):
-            reduced = allreduce(dy, op=Sum, process_set=process_set)
+            reduced = allreduce(dy, op=Average, process_set=process_set)
             return reduced if rank() == root_rank else tf.zeros_like(reduced)
 
         return y, grad
@@ -195,6 +217,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
     return bcast(tf.convert_to_tensor(tensor))
 
 
+@_plain
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     """Assigns root's values to each variable of ``variables`` in place."""
     for i, v in enumerate(variables):
@@ -203,17 +226,18 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     return variables
 
 
+@_plain
 def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
              process_set=global_process_set):
-    """Sends ``splits[p]`` rows of ``tensor`` to each rank p; returns ``(received,
-    received_splits)`` (Horovod's TensorFlow form; an even split when ``splits``
-    is None)."""
+    """Sends ``splits[p]`` rows of ``tensor`` to each rank p; returns the rows received
+    in rank order, and with ``splits`` given ``(received, received_splits)``
+    (Horovod's form; an even split when ``splits`` is None)."""
     del ignore_name_scope
     tensor = tf.convert_to_tensor(tensor)
     n = _set_size(process_set)
-    if splits is None:
-        even = tf.shape(tensor)[0] // n
-        splits = tf.fill([n], even)
+    even = splits is None
+    if even:
+        splits = tf.fill([n], tf.shape(tensor)[0] // n)
     splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
 
     @tf.custom_gradient
@@ -229,9 +253,11 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
 
         return (y, recv), grad
 
-    return a2a(tensor)
+    out, received = a2a(tensor)
+    return out if even else (out, received)
 
 
+@_plain
 def reducescatter(tensor, op=Average, name=None, compression=Compression.none,
                   prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set,
                   ignore_name_scope=False):
@@ -243,6 +269,7 @@ def reducescatter(tensor, op=Average, name=None, compression=Compression.none,
                                  postscale_factor=postscale_factor, process_set=process_set)[0]
 
 
+@_plain
 def grouped_reducescatter(tensors, op=Average, name=None, compression=Compression.none,
                           prescale_factor=1.0, postscale_factor=1.0,
                           process_set=global_process_set):
@@ -260,10 +287,12 @@ def grouped_reducescatter(tensors, op=Average, name=None, compression=Compressio
             xs, [x.dtype for x in xs], shapes)
 
         def grad(*dys):
+            # Horovod's: Sum's gradient is size() times the allgather of the
+            # gradient, Average's the allgather itself; the scale factors apply.
+            scale = (_set_size(process_set) if op == Sum else 1.0) * prescale_factor * \
+                postscale_factor
             gs = grouped_allgather(list(dys), process_set=process_set)
-            if op == Average:
-                gs = [g / tf.cast(_set_size(process_set), g.dtype) for g in gs]
-            return gs
+            return [g * tf.cast(scale, g.dtype) if scale != 1.0 else g for g in gs]
 
         return ys, grad
 
@@ -271,16 +300,19 @@ def grouped_reducescatter(tensors, op=Average, name=None, compression=Compressio
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
+@_plain
 def barrier(process_set=global_process_set):
     """Returns when every rank (of ``process_set``) has called barrier()."""
     hnp.barrier(process_set)
 
 
+@_plain
 def join():
     """This rank is out of data (see ``hora.torch.join``); returns the last rank to join."""
     return hnp.join()
 
 
+@_plain
 def size_op(process_set_id=0, name=None):
     """The job's (or a process set's) size as a scalar int32 tensor (Horovod's op)."""
     del name
@@ -288,12 +320,14 @@ def size_op(process_set_id=0, name=None):
     return tf.constant(len(sets[process_set_id]) if process_set_id else size(), tf.int32)
 
 
+@_plain
 def rank_op(name=None):
     """This rank as a scalar int32 tensor (Horovod's op)."""
     del name
     return tf.constant(rank(), tf.int32)
 
 
+@_plain
 def local_rank_op(name=None):
     """This rank's index on its host as a scalar int32 tensor (Horovod's op)."""
     del name

@@ -60,6 +60,19 @@ def check_broadcast_callback():
         np.testing.assert_array_equal(a, b)
     every = hvd.allgather_object([w.tolist() for w in _weights(model)])
     assert all(e == every[0] for e in every)
+    # After the first batch, the optimizer's variables (built by that step) are root's
+    # too: a plain (not distributed) SGD with momentum on different data per rank.
+    model = _model(seed=200 + r)
+    model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9), loss="mse")
+    rng = np.random.default_rng(r)
+    model.fit(rng.standard_normal((B, 5)).astype(np.float32),
+              rng.standard_normal((B, 1)).astype(np.float32), batch_size=B, epochs=1,
+              verbose=0, callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0)])
+    state = _weights(model) + [keras.ops.convert_to_numpy(v.value)
+                               for v in model.optimizer.variables]
+    assert len(state) > len(model.weights) + 1  # momentum slots, not only the counter
+    every = hvd.allgather_object([np.asarray(v).tolist() for v in state])
+    assert all(e == every[0] for e in every), "ranks differ after the first batch"
 
 
 def check_metric_average():

@@ -66,6 +66,12 @@ def main():
         except ray.exceptions.RayTaskError as e:
             assert "rank 1 refuses" in str(e), e
         executor.shutdown()
+        # Placed as hosts: one host of n workers (Ray's placement group).
+        executor = RayExecutor(num_hosts=1, num_workers_per_host=n)
+        executor.start()
+        results = executor.run(train, args=[1.0])
+        assert [(r[0], r[1], r[2]) for r in results] == [(q, n, q) for q in range(n)], results
+        executor.shutdown()
         try:
             executor.run(train, args=[1.0])
             raise AssertionError("run after shutdown did not raise")
