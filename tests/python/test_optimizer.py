@@ -328,6 +328,9 @@ def test_compiled_model_equivalent_to_one_worker(backend):
     if not hasattr(torch, "compile"):
         pytest.skip("torch %s has no torch.compile (skipped on every rank alike)"
                     % torch.__version__)
+    if backend == "inductor" and hvd.size() > 2:
+        # (Every rank compiles C++ at once: on CI's 2 cores, np 2 checks it.)
+        pytest.skip("inductor runs at np 2 only, for CI's time (skipped on every rank alike)")
     dist, ref = _model(), _model()
     compiled = torch.compile(dist, backend=backend)
     dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
