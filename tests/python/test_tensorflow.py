@@ -111,7 +111,7 @@ def test_gradients_as_horovod_defines_them(mode):
             loss_g = tf.reduce_sum(g * w)
             b = htf.broadcast(x, 0)
             loss_b = tf.reduce_sum(b) * (r + 2.0)
-            rs = htf.reducescatter(tf.reshape(x, [n, -1]) if 4 % n == 0 else x[:n], op=htf.Sum)
+            rs = htf.reducescatter(x[:n], op=htf.Sum)
             loss_rs = tf.reduce_sum(rs) * (r + 1.0)
             rs_avg = htf.reducescatter(x[:n], op=htf.Average)
             loss_rs_avg = tf.reduce_sum(rs_avg) * (r + 1.0)
@@ -130,9 +130,8 @@ def test_gradients_as_horovod_defines_them(mode):
     np.testing.assert_allclose(gb, want, rtol=1e-6)
     # reducescatter's: size() x the allgather of the gradient for Sum, the allgather for
     # Average. Each rank's slice had gradient (q + 1); every input element reaches one slice.
-    if 4 % n == 0:
-        per_row = np.repeat([q + 1.0 for q in range(n)], 4 // n)
-        np.testing.assert_allclose(grs, n * per_row)
+    np.testing.assert_allclose(grs, np.concatenate([[n * (q + 1.0) for q in range(n)],
+                                                    np.zeros(4 - n)]))
     np.testing.assert_allclose(grs_avg, np.concatenate([[q + 1.0 for q in range(n)],
                                                         np.zeros(4 - n)]))
     # alltoall's: the alltoall back. Input row 4p + k of rank r (x_r[k]) went to rank p as
