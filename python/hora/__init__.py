@@ -12,7 +12,11 @@ Python layer over it:
 * ``hora.common``  -- the process-wide default Session (init/shutdown/rank...),
   reduction op codes, process sets and the exception types.
 * ``hora.torch``   -- Horovod's ``horovod.torch`` API for PyTorch tensors.
-* ``hora.numpy``   -- the basic collectives on NumPy arrays.
+* ``hora.tensorflow``, ``hora.keras`` -- Horovod's TensorFlow 2 and Keras APIs
+  (Keras 3, on its TensorFlow, JAX and torch backends).
+* ``hora.jax``     -- the collectives on JAX arrays and pytrees, an optax wrapper.
+* ``hora.numpy``   -- the collectives on NumPy arrays (the layer under the above).
+* ``hora.ray``     -- ``RayExecutor``: workers as Ray actors.
 
 Every error Hora raises is a :class:`HoraError` (a ``RuntimeError``); the
 subclasses below say what went wrong, and the message names the rank, the
