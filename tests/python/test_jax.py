@@ -125,3 +125,16 @@ def test_optax_training_equals_one_worker_and_broadcast_parameters():
         ref = optax.apply_updates(ref, upd)
         for k in ("w", "b"):
             np.testing.assert_allclose(params[k], ref[k], rtol=1e-12, atol=1e-12)
+
+
+def test_optimizer_outside_a_process_set_keeps_local_gradients():
+    r = hvd.rank()
+    ps = hj.add_process_set([0])
+    try:
+        tx = hj.DistributedOptimizer(optax.sgd(1.0), process_set=ps)
+        grads = {"w": jnp.full((2,), r + 1.0)}
+        updates, _ = tx.update(grads, tx.init(grads))
+        # Rank 0 alone in the set averages with itself; the others keep their own.
+        np.testing.assert_allclose(updates["w"], [-(r + 1.0)] * 2)
+    finally:
+        hj.remove_process_set(ps)

@@ -237,3 +237,17 @@ def test_tape_outside_a_process_set_keeps_local_gradients():
         np.testing.assert_allclose(g.numpy(), [r + 1.0, r + 1.0])
     finally:
         htf.remove_process_set(ps)
+
+
+def test_barrier_and_join_run_each_time_a_tf_function_runs(monkeypatch):
+    import hora.numpy as hnp
+    calls = []
+    real_barrier, real_join = hnp.barrier, hnp.join
+    monkeypatch.setattr(hnp, "barrier", lambda ps: calls.append("barrier") or real_barrier(ps))
+    monkeypatch.setattr(hnp, "join", lambda: calls.append("join") or real_join())
+    f = tf.function(lambda: (htf.barrier(), htf.join()))
+    for _ in range(3):
+        _, last = f()
+        assert 0 <= int(last) < hvd.size()
+    assert calls == ["barrier", "join"] * 3, calls
+    assert htf.barrier() is None  # eagerly, as Horovod's

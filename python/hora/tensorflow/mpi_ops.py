@@ -22,6 +22,7 @@ A TF1 graph (``tf.compat.v1`` sessions) runs each collective after the one
 built before it, so that every rank runs them in the same order.
 """
 
+import numpy as np
 import tensorflow as tf
 
 import hora.numpy as hnp
@@ -300,16 +301,29 @@ def grouped_reducescatter(tensors, op=Average, name=None, compression=Compressio
     return [compression.decompress(o, ctx) for o, (_, ctx) in zip(outs, pairs)]
 
 
+def _scalar_op(fn):
+    """``fn()`` (an int) at once when eager; in a graph, a py_function that runs it
+    each time the graph runs, as an int32 scalar tensor."""
+    if tf.executing_eagerly():
+        return fn()
+    return _call(lambda arrays: [np.int32(fn())], [tf.constant(0)], [tf.int32],
+                 [tf.TensorShape([])])[0]
+
+
 @_plain
 def barrier(process_set=global_process_set):
-    """Returns when every rank (of ``process_set``) has called barrier()."""
-    hnp.barrier(process_set)
+    """Returns when every rank (of ``process_set``) has called barrier() (in a
+    tf.function, each time it runs)."""
+    if tf.executing_eagerly():
+        return hnp.barrier(process_set)
+    return _scalar_op(lambda: hnp.barrier(process_set) or 0)
 
 
 @_plain
 def join():
-    """This rank is out of data (see ``hora.torch.join``); returns the last rank to join."""
-    return hnp.join()
+    """This rank is out of data (see ``hora.torch.join``); returns the last rank to
+    join (in a tf.function, as an int32 tensor, each time it runs)."""
+    return _scalar_op(lambda: hnp.join())
 
 
 @_plain
