@@ -83,7 +83,23 @@ void ThrowIfError(const Status& st) {
   if (st.ok()) return;
   const Types& t = ErrorTypes();
   PyObject* type = t.by_code[static_cast<int>(st.code())];
-  PyErr_SetString(type ? type : t.base, st.message().c_str());
+  // The whole message, whatever a tensor's name holds: a NUL is written
+  // \x00 (it would end a C string, and the text there), and bytes that are
+  // not UTF-8 (a name cut short) as \xNN escapes.
+  std::string text;
+  text.reserve(st.message().size());
+  for (char c : st.message()) {
+    if (c == '\0') {
+      text += "\\x00";
+    } else {
+      text += c;
+    }
+  }
+  PyObject* value =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (value == nullptr) throw py::error_already_set();
+  PyErr_SetObject(type ? type : t.base, value);
+  Py_DECREF(value);
   throw py::error_already_set();
 }
 

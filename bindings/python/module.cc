@@ -11,6 +11,8 @@
 // into freed memory.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <map>
@@ -73,12 +75,14 @@ struct OutputBuffer {
 
 class PyHandle {
  public:
+  // `owner`: the process whose Session made the handle.
   PyHandle(Handle h, std::string name, std::vector<Keepalive> keep,
-           std::shared_ptr<Orphans> orphans)
+           std::shared_ptr<Orphans> orphans, pid_t owner)
       : handle_(std::move(h)),
         name_(std::move(name)),
         keep_(std::move(keep)),
-        orphans_(std::move(orphans)) {}
+        orphans_(std::move(orphans)),
+        owner_(owner) {}
   ~PyHandle() {
     if (!keep_.empty() && !handle_.Poll() && orphans_) orphans_->Add(handle_, std::move(keep_));
   }
@@ -96,6 +100,13 @@ class PyHandle {
     const auto slice = milliseconds(100);
     const auto start = steady_clock::now();
     std::optional<Status> last;
+    if (!Done(stream) && getpid() != owner_) {
+      // A child forked after init(): the parent's engine finishes it, there.
+      ThrowIfError(InvalidArgument(
+          name_ + ": this process (pid " + std::to_string(getpid()) +
+          ") was forked after the collective began; only the process that called init() (pid " +
+          std::to_string(owner_) + ") can wait for it"));
+    }
     for (;;) {
       nanoseconds step = slice;
       if (timeout_s) {
@@ -160,6 +171,7 @@ class PyHandle {
   std::string name_;
   std::vector<Keepalive> keep_;
   std::shared_ptr<Orphans> orphans_;
+  pid_t owner_;
 };
 
 Reduction MakeReduction(int op, double prescale, double postscale) {
@@ -208,12 +220,16 @@ class PySession {
   // other ranks, come from the handle's wait.
   std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep) {
     if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
-    return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_);
+    return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
+                                      owner_);
   }
+  // The process that made this Session.
+  pid_t owner() const { return owner_; }
 
  private:
   std::unique_ptr<Session> session_;
   std::shared_ptr<Orphans> orphans_ = std::make_shared<Orphans>();
+  const pid_t owner_ = getpid();
 };
 
 using HandlePtr = std::unique_ptr<PyHandle>;
@@ -325,12 +341,12 @@ std::vector<HandlePtr> GroupedReducescatterAsync(PySession& ps, const std::strin
 }
 
 void Barrier(PySession& ps, int set) {
-  PyHandle h(ps.Get().BarrierAsync(set), "barrier", {}, nullptr);
+  PyHandle h(ps.Get().BarrierAsync(set), "barrier", {}, nullptr, ps.owner());
   h.Wait(std::nullopt, std::nullopt);
 }
 
 int Join(PySession& ps) {
-  PyHandle h(ps.Get().JoinAsync(), "join", {}, nullptr);
+  PyHandle h(ps.Get().JoinAsync(), "join", {}, nullptr, ps.owner());
   h.Wait(std::nullopt, std::nullopt);
   py::capsule out = h.Output();
   auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(out.ptr(), "dltensor"));
@@ -458,6 +474,15 @@ PYBIND11_MODULE(_core, m) {
            "This rank is out of data: takes part in the others' allreduces with identity "
            "values until every rank has joined; returns the last rank to join.")
       .def("shutdown", &PySession::Shutdown)
+      .def(
+          "report_failure",
+          [](PySession& s, const std::string& what) {
+            Session& session = s.Get();  // (with the GIL: it may release tensors)
+            py::gil_scoped_release release;
+            session.ReportFailure(what);
+          },
+          a("what"),
+          "Tells horarun this rank is failing (an exception's last line) before it tears down.")
       .def("start_timeline",
            [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
       .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })

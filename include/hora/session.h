@@ -243,6 +243,13 @@ class Session {
   };
   EngineCounters engine_counters(int process_set = 0) const;
 
+  // Tells horarun that this rank is failing, with `what` (an exception's last
+  // line), before the rank tears down, so that horarun names the rank whose
+  // own failure came first rather than a peer that failed because of it.
+  // Best effort: nothing without horarun's store (HORA_JOB_ID), or in a
+  // process forked from this Session's.
+  void ReportFailure(const std::string& what);
+
   // The effective configuration, one "NAME=value  # doc" line per setting.
   std::string DescribeConfig() const;
 

@@ -39,7 +39,7 @@ def _session():
 
 
 def _name(name):
-    return "" if name is None else str(name)
+    return "" if name is None else basics.utf8_name(str(name))
 
 
 def _what(op, name):

@@ -12,6 +12,12 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
   EngineCall call;
   call.cacheable = !name.empty();
   call.name = name;
+  // (Before the lock: a forked child may hold a copy of it held.)
+  if (Status st = ForkedChildError(impl, OpTypeName(op)); !st.ok()) {
+    if (call.name.empty()) call.name = OpTypeName(op);
+    call.status = std::move(st);
+    return call;
+  }
   MutexLock lock(impl.engine_mu);
   auto it = impl.sets.find(set_id);
   if (it == impl.sets.end()) {

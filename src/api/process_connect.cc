@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/abortable_store.h"
 #include "api/rendezvous.h"
+#include "api/settings_agreement.h"
 #include "launch/elastic_place.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
@@ -140,6 +142,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   const Duration spin = SecondsToDuration(config.wait_spin_us * 1e-6);
   const Duration peer_timeout = SecondsToDuration(config.peer_timeout_s);
 
+  // What killed jobs left in /dev/shm on this host (their creators gone),
+  // whichever transport this job takes.
+  (void)RemoveDeadShmSegments();
   HORA_ASSIGN_OR_RETURN(Rendezvous rv, JoinRendezvous(config, env, l, logger));
   w.server = std::move(rv.server);
   w.store = std::move(rv.store);
@@ -174,6 +179,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
         AwaitElasticPlace(*w.store, job, config.worker_id, 2 * elastic + std::chrono::seconds(10)));
     w.layout = place.layout;
     id = job + "-g" + std::to_string(place.generation);
+    // A member that ends while this world connects ends every wait for it.
+    w.store = std::make_shared<AbortableStore>(std::move(w.store),
+                                               ElasticBrokenKey(job, place.generation));
   } else {
     HORA_ASSIGN_OR_RETURN(int64_t session, AgreeOnSession(*w.store, job, l.rank, timeout));
     id = job + "-s" + std::to_string(session);
@@ -183,6 +191,11 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   // its host uses TCP only, but still publishes its host for the others).
   std::string transport = config.transport;
   if (transport.empty()) transport = l.local_size == l.size ? "shm" : "shm+tcp";
+  NamedValues agreed = AgreedSettings(config);
+  for (auto& [name, value] : agreed) {
+    if (name == "HORA_TRANSPORT") value = transport;  // (as chosen: "" is a choice)
+  }
+  HORA_RETURN_IF_ERROR(CompareSettings(*w.store, "hora/" + id, l.rank, l.size, agreed, timeout));
   if (transport == "shm") {
     if (l.local_size != l.size) {
       return InvalidArgument("HORA_TRANSPORT=shm needs every rank on one host, but rank " +

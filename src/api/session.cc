@@ -1,6 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hora/session.h"
 
+#include <cmath>
+#include <sstream>
+#include <utility>
+
 #include "api/process_connect.h"
 #include "api/session_impl.h"
 #include "api/thread_world_impl.h"
@@ -12,6 +16,16 @@
 namespace hora {
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& red) {
+  // (A NaN would also differ from itself when ranks compare their calls.)
+  for (const auto& [factor, name] : {std::pair{red.prescale_factor, "prescale_factor"},
+                                     std::pair{red.postscale_factor, "postscale_factor"}}) {
+    if (!std::isfinite(factor)) {
+      std::ostringstream v;
+      v << factor;
+      return InvalidArgument(impl.Where(op) + ": " + name + " is " + v.str() +
+                             "; scale factors must be finite numbers");
+    }
+  }
   if (red.op == ReduceOp::kAdasum) {
     if (std::string_view(op) != "allreduce") {
       return InvalidArgument(impl.Where(op) + ": Adasum is an allreduce op only");
@@ -103,6 +117,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     }
   }
   impl->layout = layout;
+  if (!options.world)
+    impl->launcher_watch = LauncherWatch::Start(impl->config.launcher, impl->logger);
   if (impl->mpi == nullptr && (impl->config.transport == "mpi" || impl->config.backend != "hora")) {
     // The same plugin, for what MPI provided (the thread level).
     if (auto mpi = LoadMpiBootstrap(impl->config, ReadWholeEnvironment()); mpi.ok()) {
@@ -141,7 +157,10 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_RETURN_IF_ERROR(session->StartTimeline(session->impl_->config.timeline));
   }
   if (session->rank() == 0) {  // (once per job: every rank reads the same environment)
-    for (const auto& notice : horovod.notices) session->impl_->logger.Warning(notice);
+    std::string taken;
+    for (const auto& t : horovod.taken) taken += (taken.empty() ? "" : "; ") + t;
+    if (!taken.empty()) session->impl_->logger.Info("Horovod's settings: " + taken);
+    for (const auto& notice : horovod.ignored) session->impl_->logger.Warning(notice);
   }
   for (const auto& name : UnknownSettings(env)) {
     session->impl_->logger.Warning("unknown setting " + name +
@@ -151,7 +170,22 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
 }
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Session::~Session() = default;
+Session::~Session() {
+  // A forked child leaves the Session to its parent: its threads are the
+  // parent's, and closing it would close the parent's connections too.
+  if (impl_ != nullptr && getpid() != impl_->owner_pid) (void)impl_.release();
+}
+
+Status ForkedChildError(const Session::Impl& impl, const char* op) {
+  const pid_t pid = getpid();
+  if (pid == impl.owner_pid) return Status::Ok();
+  return InvalidArgument(impl.Where(op) + ": this process (pid " + std::to_string(pid) +
+                         ") was forked from rank " + std::to_string(impl.comm.rank()) +
+                         "'s process (pid " + std::to_string(impl.owner_pid) +
+                         ") after init(); a forked child cannot run collectives or shut Hora "
+                         "down, only the process that called init() can (rank(), size() and "
+                         "the other queries work here)");
+}
 
 int Session::rank() const { return impl_->comm.rank(); }
 int Session::size() const { return impl_->comm.size(); }
@@ -173,6 +207,7 @@ bool Session::mpi_threads_supported() const {
 
 Status Session::Allreduce(const TensorView& input, const TensorView& output,
                           const Reduction& reduction) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(*impl_, "allreduce"));
   if (OnGpu(input) || OnGpu(output)) {
     return AllreduceAsync("", input, output, reduction).Wait(kWaitAsLongAsItTakes);
   }
@@ -188,6 +223,7 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
 }
 
 Status Session::Broadcast(const TensorView& tensor, int root) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(*impl_, "broadcast"));
   if (OnGpu(tensor)) return BroadcastAsync("", tensor, root).Wait(kWaitAsLongAsItTakes);
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "broadcast", "tensor", tensor));
   if (root < 0 || root >= size()) {
@@ -197,6 +233,9 @@ Status Session::Broadcast(const TensorView& tensor, int root) {
   return impl_->backend->Broadcast(tensor.data(), tensor.num_bytes(), root);
 }
 
-Status Session::Barrier() { return impl_->backend->Barrier(); }
+Status Session::Barrier() {
+  HORA_RETURN_IF_ERROR(ForkedChildError(*impl_, "barrier"));
+  return impl_->backend->Barrier();
+}
 
 }  // namespace hora

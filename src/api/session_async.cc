@@ -1,7 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The Session's engine entry points: local checks, then Engine::Submit.
+#include <algorithm>
 #include <functional>
+#include <iterator>
 
 #include "api/session_impl.h"
 
@@ -182,6 +184,14 @@ Handle Session::BarrierAsync(int process_set) {
 
 Handle Session::JoinAsync() {
   EngineCall call = BeginEngineCall(*impl_, 0, "join", OpType::kJoin);
+  if (call.set) {
+    // Unnamed calls are numbered per rank, and a joined rank makes none of
+    // the others' (a non-allreduce fails on them): each join starts every
+    // count again, so that they agree once every rank has joined.
+    MutexLock lock(impl_->engine_mu);
+    std::fill(std::begin(call.set->unnamed), std::end(call.set->unnamed), 0);
+    call.set->unnamed_groups = 0;
+  }
   Submission s;
   s.meta.op = OpType::kJoin;
   s.meta.dtype = DataType::kUInt8;
@@ -191,13 +201,15 @@ Handle Session::JoinAsync() {
 }
 
 Status Session::StartTimeline(const std::string& path) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(*impl_, "start_timeline"));
   const std::string mine = TimelinePathFor(path, rank());
   std::shared_ptr<Timeline> timeline;
   if (!mine.empty()) {
     HORA_ASSIGN_OR_RETURN(
         std::unique_ptr<Timeline> t,
         Timeline::Open(mine, rank(),
-                       static_cast<uint64_t>(impl_->config.timeline_max_mb * 1024 * 1024)));
+                       static_cast<uint64_t>(impl_->config.timeline_max_mb * 1024 * 1024),
+                       impl_->logger));
     timeline = std::move(t);
   }
   MutexLock lock(impl_->engine_mu);
@@ -209,6 +221,7 @@ Status Session::StartTimeline(const std::string& path) {
 }
 
 Status Session::StopTimeline() {
+  HORA_RETURN_IF_ERROR(ForkedChildError(*impl_, "stop_timeline"));
   std::shared_ptr<Timeline> old;
   {
     MutexLock lock(impl_->engine_mu);

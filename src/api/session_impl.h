@@ -7,6 +7,9 @@
 // engine_calls.cc) and session_process_sets.cc (process sets).
 #pragma once
 
+#include <sys/types.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <functional>
 #include <map>
@@ -16,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/launcher_watch.h"
 #include "api/process_set_state.h"
 #include "backends/backend.h"
 #include "backends/hora_backend.h"
@@ -61,9 +65,14 @@ struct Session::Impl {
   }
 
   const Config config;
+  // The process that made this Session. A child forked from it after that
+  // shares its sockets and shared memory but none of its threads: it must
+  // neither use the Session nor tear it down (ForkedChildError).
+  const pid_t owner_pid = getpid();
   RankLayout layout;  // local and cross ranks (set once by Session::Create)
   Logger logger;
-  std::unique_ptr<TcpStoreServer> store_server;  // rank 0 under a foreign launcher
+  std::unique_ptr<TcpStoreServer> store_server;   // rank 0 under a foreign launcher
+  std::unique_ptr<LauncherWatch> launcher_watch;  // ranks that horarun started on this host
   // The MPI plugin, when this job uses MPI (its transport or backend, or
   // the rendezvous under an MPI launcher); MPI is then initialised.
   MpiBootstrap* mpi = nullptr;
@@ -99,6 +108,11 @@ struct Session::Impl {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
   }
 };
+
+// In a child forked from the Session's process after the Session started:
+// the error of `op` (the queries, rank() and size(), still work there).
+// Ok in the Session's own process.
+Status ForkedChildError(const Session::Impl& impl, const char* op);
 
 // The timeline file of `rank` for HORA_TIMELINE=`path`: "{rank}" replaced by
 // the rank, or, without it, `path` on rank 0 and none ("") elsewhere.

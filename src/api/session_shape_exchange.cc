@@ -139,6 +139,7 @@ namespace {
 
 Status AllgatherTo(Session::Impl& impl, int n, const TensorView& input, const TensorView* output,
                    Tensor* made) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(impl, "allgather"));
   const std::string where = impl.Where("allgather");
   HORA_RETURN_IF_ERROR(CheckTensor(impl, "allgather", "input", input));
   HORA_ASSIGN_OR_RETURN(std::vector<int64_t> rows,
@@ -156,6 +157,7 @@ Status AllgatherTo(Session::Impl& impl, int n, const TensorView& input, const Te
 
 Status ReducescatterTo(Session::Impl& impl, int n_ranks, int rank, const TensorView& input,
                        const TensorView* output, const Reduction& reduction, Tensor* made) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(impl, "reducescatter"));
   HORA_RETURN_IF_ERROR(CheckTensor(impl, "reducescatter", "input", input));
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
   const std::vector<int64_t> shape = Shape(input);
@@ -177,6 +179,7 @@ Status ReducescatterTo(Session::Impl& impl, int n_ranks, int rank, const TensorV
 Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
                   std::span<const int64_t> splits, const TensorView* output,
                   std::vector<int64_t>* received_splits, Tensor* made) {
+  HORA_RETURN_IF_ERROR(ForkedChildError(impl, "alltoall"));
   const std::string where = impl.Where("alltoall");
   HORA_RETURN_IF_ERROR(CheckTensor(impl, "alltoall", "input", input));
   const std::vector<int64_t> shape = Shape(input);

@@ -19,13 +19,18 @@ namespace {
 struct SettingRow {
   SettingSpec spec;
   double Config::*as_double = nullptr;
-  uint64_t Config::*as_bytes = nullptr;
+  uint64_t Config::*as_bytes = nullptr;  // (also kCount)
   std::string Config::*as_string = nullptr;
   LogLevel Config::*as_log_level = nullptr;
   const char* choices = nullptr;  // strings: the accepted values, "a|b|c" ("" allowed if listed)
   bool secret = false;            // never printed
   bool zero_ok = false;           // numbers: 0 is accepted (it turns the feature off)
   double max = 0;                 // doubles: the largest value accepted (0: no limit)
+  double min = 0;                 // doubles: the smallest value above 0 accepted (0: any)
+  // Every rank of a job must give it the same value (it decides which
+  // algorithm runs, how the engine plans, how ranks connect): ranks compare
+  // these when a Session starts (AgreedSettings).
+  bool agree = false;
 };
 
 // Durations in seconds stop here (about three years): larger values would
@@ -46,10 +51,13 @@ const std::vector<SettingRow>& Rows() {
            {"HORA_PEER_TIMEOUT_S", SettingType::kDouble, "5",
             "A rank whose process shows no sign of life for this long (stopped, frozen) counts as "
             "lost: every rank fails, naming it (0: only a process that ended or a connection that "
-            "closed counts as lost)"},
+            "closed counts as lost). At least 1: each rank beats every fifth of it (at most 1 s "
+            "apart), and a healthy process can pause for a good part of a second (a page storm, "
+            "a busy host)"},
        .as_double = &Config::peer_timeout_s,
        .zero_ok = true,
-       .max = kMaxSeconds},
+       .max = kMaxSeconds,
+       .min = 1},
       {.spec = {"HORA_START_TIMEOUT_S", SettingType::kDouble, "120",
                 "How long a Session's start (rendezvous, connections) waits for the other ranks"},
        .as_double = &Config::start_timeout_s,
@@ -61,24 +69,30 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_ALLREDUCE_ALGO", SettingType::kString, "",
                 "Allreduce algorithm: empty (cost model), a name (ring, recursive_doubling, "
                 "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
-       .as_string = &Config::allreduce_algo},
+       .as_string = &Config::allreduce_algo,
+       .agree = true},
       {.spec =
            {"HORA_BROADCAST_ALGO", SettingType::kString, "",
             "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
-       .as_string = &Config::broadcast_algo},
+       .as_string = &Config::broadcast_algo,
+       .agree = true},
       {.spec = {"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
                 "Segment size of ring pipelines (transfer of one segment overlaps reduction of "
                 "another)"},
-       .as_bytes = &Config::ring_segment_bytes},
+       .as_bytes = &Config::ring_segment_bytes,
+       .agree = true},
       {.spec = {"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
                 "Cost model: latency of one message in microseconds"},
-       .as_double = &Config::cost_alpha_us},
+       .as_double = &Config::cost_alpha_us,
+       .agree = true},
       {.spec = {"HORA_COST_BANDWIDTH_GBPS", SettingType::kDouble, "8",
                 "Cost model: point-to-point bandwidth in GB/s"},
-       .as_double = &Config::cost_bandwidth_gbps},
+       .as_double = &Config::cost_bandwidth_gbps,
+       .agree = true},
       {.spec = {"HORA_COST_REDUCE_GBPS", SettingType::kDouble, "10",
                 "Cost model: reduction throughput in GB/s of input"},
-       .as_double = &Config::cost_reduce_gbps},
+       .as_double = &Config::cost_reduce_gbps,
+       .agree = true},
       {.spec =
            {"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",
             "Engine: how often an idle engine looks whether to join the others (on one host: once "
@@ -94,17 +108,19 @@ const std::vector<SettingRow>& Rows() {
        .as_double = &Config::wait_spin_us,
        .zero_ok = true},
       {.spec =
-           {"HORA_CACHE_CAPACITY", SettingType::kBytes, "1024",
+           {"HORA_CACHE_CAPACITY", SettingType::kCount, "1024",
             "Engine: entries of the response cache (0 disables it: every tensor is negotiated with "
             "the coordinator)"},
        .as_bytes = &Config::cache_capacity,
-       .zero_ok = true},
+       .zero_ok = true,
+       .agree = true},
       {.spec =
            {"HORA_FUSION_THRESHOLD_BYTES", SettingType::kBytes, "64M",
             "Engine: tensors ready together are packed into one buffer up to this size (0 disables "
             "fusion)"},
        .as_bytes = &Config::fusion_threshold_bytes,
-       .zero_ok = true},
+       .zero_ok = true,
+       .agree = true},
       {.spec =
            {"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
             "A collective that some ranks submitted and others not is reported after this long, "
@@ -124,7 +140,8 @@ const std::vector<SettingRow>& Rows() {
            {"HORA_DISABLE_GROUP_FUSION", SettingType::kString, "0",
             "Engine: 1 keeps the members of a grouped collective from fusing with other tensors"},
        .as_string = &Config::disable_group_fusion,
-       .choices = "0|1"},
+       .choices = "0|1",
+       .agree = true},
       {.spec =
            {"HORA_TIMELINE", SettingType::kString, "",
             "Engine: write a Chrome-trace timeline of every tensor to this file (rank 0; a path "
@@ -140,7 +157,8 @@ const std::vector<SettingRow>& Rows() {
             "Transport between ranks: empty (shared memory within a host, TCP across hosts), shm, "
             "tcp, mpi (point-to-point over the MPI library the job was started with)"},
        .as_string = &Config::transport,
-       .choices = "|shm|tcp|mpi"},
+       .choices = "|shm|tcp|mpi",
+       .agree = true},
       {.spec =
            {"HORA_DEVICE", SettingType::kString, "auto",
             "Where tensors on a GPU (cuda:N) are worked on: auto (the CUDA device of the tensor, "
@@ -210,7 +228,8 @@ const std::vector<SettingRow>& Rows() {
             "HORA_TIMEOUT_S cannot be interrupted and aborts the job with MPI_Abort); nccl is "
             "HORA_GPU_BACKEND=nccl with Hora's algorithms for host tensors"},
        .as_string = &Config::backend,
-       .choices = "hora|mpi|mpi-blocking|nccl"},
+       .choices = "hora|mpi|mpi-blocking|nccl",
+       .agree = true},
       {.spec =
            {"HORA_MPI_PLUGIN", SettingType::kString, "",
             "Path of the Hora MPI plugin to load (default: libhora-mpi-openmpi.so or "
@@ -247,6 +266,10 @@ const std::vector<SettingRow>& Rows() {
                 "Network interface name or address that TCP connections use (empty: the default "
                 "route)"},
        .as_string = &Config::iface},
+      {.spec = {"HORA_LAUNCHER", SettingType::kString, "",
+                "The launcher that started this rank (set by horarun): once it is gone, the rank "
+                "ends itself (SIGTERM, then SIGKILL 5 s later)"},
+       .as_string = &Config::launcher},
       {.spec = {"HORA_RANK", SettingType::kString, "", "This process's rank (set by horarun)",
                 true}},
       {.spec = {"HORA_SIZE", SettingType::kString, "", "Number of ranks (set by horarun)", true}},
@@ -266,10 +289,15 @@ const std::vector<SettingRow>& Rows() {
 
 constexpr const char* kLogLevelNames[] = {"trace", "debug", "info", "warning", "error", "off"};
 
-std::string Accepted(SettingType t, bool zero_ok, double max) {
+std::string Accepted(SettingType t, bool zero_ok, double max, double min) {
   switch (t) {
     case SettingType::kDouble: {
       std::string s = zero_ok ? "a number, 0 or greater" : "a number greater than 0";
+      if (min > 0) {
+        std::ostringstream os;
+        os << (zero_ok ? "0 or a number of at least " : "a number of at least ") << min;
+        s = os.str();
+      }
       if (max > 0) {
         std::ostringstream os;
         os << " and at most " << max;
@@ -280,6 +308,9 @@ std::string Accepted(SettingType t, bool zero_ok, double max) {
     case SettingType::kBytes:
       return std::string("a byte count ") + (zero_ok ? "(0 or more)" : "greater than 0") +
              " such as 65536, 64K, 4M or 1G";
+    case SettingType::kCount:
+      return std::string("a whole number ") + (zero_ok ? "(0 or more)" : "greater than 0") +
+             " such as 1024 (or 1K)";
     case SettingType::kString:
       return "a string";
     case SettingType::kLogLevel:
@@ -291,7 +322,7 @@ std::string Accepted(SettingType t, bool zero_ok, double max) {
 Status Apply(const SettingRow& row, const std::string& value, Config& config) {
   auto bad = [&] {
     return InvalidArgument(std::string(row.spec.name) + "='" + value + "' is invalid: expected " +
-                           Accepted(row.spec.type, row.zero_ok, row.max));
+                           Accepted(row.spec.type, row.zero_ok, row.max, row.min));
   };
   switch (row.spec.type) {
     case SettingType::kDouble: {
@@ -299,13 +330,15 @@ Status Apply(const SettingRow& row, const std::string& value, Config& config) {
       char* end = nullptr;
       double v = std::strtod(value.c_str(), &end);
       if (value.empty() || errno != 0 || end == nullptr || *end != '\0' || !std::isfinite(v) ||
-          !(v > 0 || (row.zero_ok && v == 0)) || (row.max > 0 && v > row.max)) {
+          !(v > 0 || (row.zero_ok && v == 0)) || (row.max > 0 && v > row.max) ||
+          (v > 0 && v < row.min)) {
         return bad();
       }
       config.*row.as_double = v;
       return Status::Ok();
     }
-    case SettingType::kBytes: {
+    case SettingType::kBytes:
+    case SettingType::kCount: {
       auto v = ParseBytes(value);
       if (!v || (*v == 0 && !row.zero_ok)) return bad();
       config.*row.as_bytes = *v;
@@ -341,6 +374,7 @@ std::string ValueOf(const SettingRow& row, const Config& c) {
       os << c.*row.as_double;
       break;
     case SettingType::kBytes:
+    case SettingType::kCount:
       os << c.*row.as_bytes;
       break;
     case SettingType::kString:
@@ -376,6 +410,8 @@ const char* SettingTypeName(SettingType t) {
       return "double";
     case SettingType::kBytes:
       return "bytes";
+    case SettingType::kCount:
+      return "count";
     case SettingType::kString:
       return "string";
     case SettingType::kLogLevel:
@@ -428,6 +464,14 @@ std::vector<std::string> UnknownSettings(const std::map<std::string, std::string
     if (!known) unknown.push_back(name);
   }
   return unknown;
+}
+
+std::vector<std::pair<std::string, std::string>> AgreedSettings(const Config& config) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& row : Rows()) {
+    if (row.agree) out.emplace_back(row.spec.name, ValueOf(row, config));
+  }
+  return out;
 }
 
 std::string FormatConfig(const Config& config) {

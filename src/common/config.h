@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hora/status.h"
@@ -76,10 +77,12 @@ struct Config {
   std::string job_id;         // names shared-memory segments and store keys
   std::string worker_id;      // elastic jobs: this worker (empty: not elastic)
   double elastic_timeout_s = 600;
-  std::string iface;  // network interface or address for TCP
+  std::string iface;     // network interface or address for TCP
+  std::string launcher;  // horarun's identity, which a rank watches (launch/launcher_identity.h)
 };
 
-enum class SettingType { kDouble, kBytes, kString, kLogLevel };
+// (kCount: a number of things, such as cache entries; read as kBytes is.)
+enum class SettingType { kDouble, kBytes, kCount, kString, kLogLevel };
 
 struct SettingSpec {
   const char* name;  // "HORA_TIMEOUT_S"
@@ -102,6 +105,11 @@ std::map<std::string, std::string> ReadProcessEnvironment();
 
 // Names in `env` that start with HORA_ but are not in the table.
 std::vector<std::string> UnknownSettings(const std::map<std::string, std::string>& env);
+
+// The settings every rank of a job must give the same value (which
+// algorithm runs, how the engine plans, how ranks connect), each with its
+// value in `config` as FormatConfig writes it, in table order.
+std::vector<std::pair<std::string, std::string>> AgreedSettings(const Config& config);
 
 // The table with each setting's value in `config`, one line per setting,
 // for `horarun --print-config` and for logs.

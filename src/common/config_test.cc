@@ -76,6 +76,37 @@ TEST(Config, DurationsAreBounded) {
   EXPECT_EQ(DeadlineAfter(Clock::now(), Duration::max()), TimePoint::max());
 }
 
+// A peer timeout below a second would count a healthy pause as a lost
+// rank: refused, saying the floor; 0 (off) and 1 are taken.
+TEST(Config, PeerTimeoutHasAFloor) {
+  for (const char* v : {"1e-9", "0.5", "0.999"}) {
+    auto c = ConfigFromEnv({{"HORA_PEER_TIMEOUT_S", v}});
+    ASSERT_FALSE(c.ok()) << v;
+    EXPECT_EQ(c.status().message(), std::string("HORA_PEER_TIMEOUT_S='") + v +
+                                        "' is invalid: expected 0 or a number of at least 1 "
+                                        "and at most 1e+08");
+  }
+  for (const char* v : {"0", "1", "2.5"}) {
+    auto c = ConfigFromEnv({{"HORA_PEER_TIMEOUT_S", v}});
+    EXPECT_TRUE(c.ok()) << v << ": " << c.status().ToString();
+  }
+}
+
+// --print-config says what each value counts: the response cache holds
+// entries, not bytes.
+TEST(Config, CacheCapacityCountsEntries) {
+  auto c = ConfigFromEnv({{"HORA_CACHE_CAPACITY", "2K"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->cache_capacity, 2048u);
+  const std::string all = FormatConfig(*c);
+  EXPECT_NE(all.find("HORA_CACHE_CAPACITY=2048  # count, default '1024'"), std::string::npos)
+      << all;
+  auto bad = ConfigFromEnv({{"HORA_CACHE_CAPACITY", "many"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("expected a whole number (0 or more)"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Config, TableIsWellFormed) {
   std::set<std::string> names;
   for (const SettingSpec& s : AllSettings()) {

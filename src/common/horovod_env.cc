@@ -65,7 +65,7 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       if (name == a.horovod) alias = &a;
     }
     if (alias == nullptr) {
-      out.notices.push_back(name +
+      out.ignored.push_back(name +
                             " is ignored: Hora has no equivalent (horarun --print-config "
                             "lists Hora's settings)");
       continue;
@@ -74,14 +74,14 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
     const auto set = hora.find(alias->hora);
     if (set != hora.end() && !translated.empty() && set->second == translated) {
       // Already translated (horarun does so before it starts the ranks).
-      out.notices.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+      out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
     } else if (set != hora.end()) {
-      out.notices.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
+      out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
     } else if (translated.empty()) {
-      out.notices.push_back(name + "=" + value + " needs nothing in Hora");
+      out.taken.push_back(name + "=" + value + " needs nothing in Hora");
     } else if (out.hora.count(alias->hora) == 0) {
       out.hora[alias->hora] = translated;
-      out.notices.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+      out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
     }
   }
   return out;

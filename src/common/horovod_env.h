@@ -2,8 +2,8 @@
 //
 // Horovod's environment variables, read for a Horovod user's job: each
 // HOROVOD_* setting that has a Hora equivalent is taken as that HORA_*
-// setting (unless the HORA_* one is set: it wins), with a line saying so;
-// the others are named as ignored. HOROVOD_RANK, HOROVOD_SIZE and the rest
+// setting (unless the HORA_* one is set: it wins), said in one info line;
+// the others are named as ignored, each in a warning. HOROVOD_RANK, HOROVOD_SIZE and the rest
 // of the rank layout (which horarun exports for Horovod's scripts) are
 // neither.
 #pragma once
@@ -16,7 +16,11 @@ namespace hora {
 
 struct HorovodSettings {
   std::map<std::string, std::string> hora;  // HORA_* name -> value, to layer under the HORA_* env
-  std::vector<std::string> notices;         // "HOROVOD_CYCLE_TIME=5 is taken as HORA_CYCLE_TIME_MS"
+  // What was taken, for one info line: "HOROVOD_CYCLE_TIME=5 is taken as
+  // HORA_CYCLE_TIME_MS=5", "HOROVOD_TIMELINE=DYNAMIC needs nothing in Hora".
+  std::vector<std::string> taken;
+  // What was not, each a warning: "HOROVOD_AUTOTUNE is ignored: ...".
+  std::vector<std::string> ignored;
 };
 
 // From `env` (any variables: those named HOROVOD_* are read); `hora` holds

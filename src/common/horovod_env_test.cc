@@ -10,8 +10,11 @@
 namespace hora {
 namespace {
 
-bool Said(const HorovodSettings& h, const std::string& line) {
-  return std::find(h.notices.begin(), h.notices.end(), line) != h.notices.end();
+bool Taken(const HorovodSettings& h, const std::string& line) {
+  return std::find(h.taken.begin(), h.taken.end(), line) != h.taken.end();
+}
+bool Ignored(const HorovodSettings& h, const std::string& line) {
+  return std::find(h.ignored.begin(), h.ignored.end(), line) != h.ignored.end();
 }
 
 TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
@@ -28,13 +31,14 @@ TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
   EXPECT_EQ(h.hora, (std::map<std::string, std::string>{{"HORA_CYCLE_TIME_MS", "3.5"},
                                                         {"HORA_FUSION_THRESHOLD_BYTES", "33554432"},
                                                         {"HORA_LOG_LEVEL", "error"}}));
-  EXPECT_TRUE(Said(h, "HOROVOD_CYCLE_TIME=3.5 is taken as HORA_CYCLE_TIME_MS=3.5"));
-  EXPECT_TRUE(Said(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
-  EXPECT_TRUE(Said(h, "HOROVOD_TIMELINE=DYNAMIC needs nothing in Hora"));
-  EXPECT_TRUE(Said(h,
-                   "HOROVOD_AUTOTUNE is ignored: Hora has no equivalent (horarun --print-config "
-                   "lists Hora's settings)"));
-  EXPECT_EQ(h.notices.size(), 6u);
+  EXPECT_TRUE(Taken(h, "HOROVOD_CYCLE_TIME=3.5 is taken as HORA_CYCLE_TIME_MS=3.5"));
+  EXPECT_TRUE(Ignored(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
+  EXPECT_TRUE(Taken(h, "HOROVOD_TIMELINE=DYNAMIC needs nothing in Hora"));
+  EXPECT_TRUE(Ignored(h,
+                      "HOROVOD_AUTOTUNE is ignored: Hora has no equivalent (horarun --print-config "
+                      "lists Hora's settings)"));
+  EXPECT_EQ(h.taken.size(), 4u);
+  EXPECT_EQ(h.ignored.size(), 2u);
   // What is taken goes through the settings table like any value.
   std::map<std::string, std::string> hora = h.hora;
   auto config = ConfigFromEnv(hora);
@@ -50,8 +54,8 @@ TEST(HorovodEnv, ASettingHorarunTranslatedIsSaidTakenNotIgnored) {
       ReadHorovodSettings({{"HOROVOD_CYCLE_TIME", "2"}, {"HOROVOD_CACHE_CAPACITY", "64"}},
                           {{"HORA_CYCLE_TIME_MS", "2"}, {"HORA_CACHE_CAPACITY", "16"}});
   EXPECT_TRUE(h.hora.empty());
-  EXPECT_TRUE(Said(h, "HOROVOD_CYCLE_TIME=2 is taken as HORA_CYCLE_TIME_MS=2"));
-  EXPECT_TRUE(Said(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
+  EXPECT_TRUE(Taken(h, "HOROVOD_CYCLE_TIME=2 is taken as HORA_CYCLE_TIME_MS=2"));
+  EXPECT_TRUE(Ignored(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
 }
 
 TEST(HorovodEnv, StallCheckDisableTurnsTheReportOff) {

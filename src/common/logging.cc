@@ -11,8 +11,10 @@ void Logger::Log(LogLevel level, const std::string& message) const {
   static constexpr const char* kNames[] = {"TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "OFF"};
   // Control characters (a NUL in a tensor name would end the line early, a
   // newline would forge one) are written as \xNN.
-  std::string line =
-      "[hora rank " + std::to_string(rank_) + "] " + kNames[static_cast<int>(level)] + ": ";
+  // (A logger of no rank, -1, is the launcher's or its store's.)
+  std::string line = rank_ >= 0 ? "[hora rank " + std::to_string(rank_) + "] " : "[hora] ";
+  line += kNames[static_cast<int>(level)];
+  line += ": ";
   line.reserve(line.size() + message.size() + 1);
   for (const char c : message) {
     const auto u = static_cast<unsigned char>(c);

@@ -1,7 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // A small per-Session logger: messages below the configured level are
-// dropped; others go to stderr as one line, prefixed with "[hora rank R]".
+// dropped; others go to stderr as one line, prefixed with "[hora rank R]"
+// (or "[hora]" for a logger of no rank, -1: the launcher and its store).
 // No global logger exists, so ranks running as threads log independently.
 #pragma once
 

@@ -21,5 +21,14 @@ TEST(Logger, ControlCharactersAreEscapedNotCut) {
             "[hora rank 3] WARNING: stall: allreduce 'a\\x00b\\x0ac' has waited 60 s for rank 1\n");
 }
 
+// The launcher and its store log as no rank: "[hora]", never "rank -1".
+TEST(Logger, NoRankIsNotRankMinusOne) {
+  Logger logger(LogLevel::kWarning, -1);
+  ::testing::internal::CaptureStderr();
+  logger.Warning("store: a connection from 10.0.0.9 failed authentication");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(),
+            "[hora] WARNING: store: a connection from 10.0.0.9 failed authentication\n");
+}
+
 }  // namespace
 }  // namespace hora

@@ -35,6 +35,13 @@ bool Coordinator::Complete(const Entry& e) const {
   return have == size_;
 }
 
+bool Coordinator::RunsWhileJoined(const Entry& e) {
+  for (const auto& m : e.by_rank) {
+    if (m) return m->op == OpType::kAllreduce;
+  }
+  return true;
+}
+
 void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePoint now,
                       const std::vector<uint32_t>* waited_ms) {
   for (size_t i = 0; i < requests.size(); ++i) {
@@ -75,13 +82,12 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
 
 Response Coordinator::Decide(const std::string& name, Entry& e) const {
   Response r;
-  std::vector<int> joined;  // ranks counted in because they joined
+  std::vector<int> joined;  // ranks that have joined (out of data)
   bool have_params = false;
   for (int p = 0; p < size_; ++p) {
     const auto& m = e.by_rank[static_cast<size_t>(p)];
-    if (!m) {
-      joined.push_back(p);
-    } else if (!have_params) {
+    if (joined_[static_cast<size_t>(p)]) joined.push_back(p);
+    if (m && !have_params) {
       r.params = *m;  // the first rank that submitted it
       have_params = true;
     }
@@ -201,7 +207,10 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
   ready.clear();
   stalled.clear();
   for (const auto& [name, e] : table_) {
-    if (Complete(e)) {
+    // While a rank has joined, only allreduce runs: anything else fails at
+    // once, on each rank that submits it (the others may never: their
+    // unnamed calls need not line up with it).
+    if (Complete(e) || (joined_count_ > 0 && !RunsWhileJoined(e))) {
       ready.emplace_back(e.order, name);
     } else if (fail_after_ > Duration::zero() && now - e.first >= fail_after_) {
       stalled.emplace_back(e.order, name);

@@ -14,7 +14,8 @@
 // Join: a rank out of data submits a join request. The coordinator announces
 // it to every rank (a kJoin response {rank, 0}) and from then on counts that
 // rank as having submitted every allreduce (it contributes identity values);
-// other collectives that need it fail with an error naming it. Once every
+// any other collective fails at once, on each rank that submits it, with an
+// error naming the joined ranks. Once every
 // rank has joined, a final kJoin response {last rank to join, 1} ends the
 // join everywhere.
 //
@@ -78,6 +79,8 @@ class Coordinator {
   std::string Ranks(const std::vector<int>& ranks) const;
   // Submitted by every rank, counting ranks that have joined.
   bool Complete(const Entry& e) const;
+  // An allreduce: what runs while ranks have joined.
+  static bool RunsWhileJoined(const Entry& e);
   Response Decide(const std::string& name, Entry& e) const;
   // Removes a decided entry, keeping its by_rank list for the next new one.
   void Erase(std::unordered_map<std::string, Entry>::iterator it);

@@ -58,5 +58,60 @@ TEST(Coordinator, ReusedEntriesStartEmpty) {
   EXPECT_TRUE(taken[0].error.empty());
 }
 
+RequestMeta Join() {
+  RequestMeta m;
+  m.op = OpType::kJoin;
+  m.name = "join";
+  return m;
+}
+
+RequestMeta Allgather(const std::string& name) {
+  RequestMeta m = Allreduce(name, 4);
+  m.op = OpType::kAllgather;
+  return m;
+}
+
+// While a rank has joined, a collective other than allreduce fails at once
+// on each rank that submits it, naming the joined rank, even when the other
+// ranks' (unnamed) names never line up with it; an allreduce still waits for
+// every rank that has not joined, and the last join ends it.
+TEST(Coordinator, OnlyAllreduceRunsWhileRanksAreJoined) {
+  const int n = 3;
+  Coordinator c(n, Duration::zero(), Duration::zero());
+  const TimePoint now = Clock::now();
+  std::vector<Response> out;
+  c.Add(1, {Join()}, now);
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].params.op, OpType::kJoin);
+  EXPECT_EQ(out[0].rows, (std::vector<int64_t>{1, 0}));
+
+  c.Add(0, {Allgather("allgather.noname.0")}, now);
+  c.Add(2, {Allgather("allgather.noname.1"), Allreduce("w", 8)}, now);
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 2u);
+  for (const Response& r : out) {
+    EXPECT_EQ(r.params.op, OpType::kAllgather);
+    EXPECT_NE(r.error.find("rank 1 has joined"), std::string::npos) << r.error;
+    EXPECT_EQ(r.error.find("rank 0 has"), std::string::npos) << r.error;
+  }
+  EXPECT_EQ(c.waiting(), 1u);  // the allreduce waits for rank 0
+  c.Add(0, {Allreduce("w", 8)}, now);
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].params.name, "w");
+  EXPECT_TRUE(out[0].error.empty()) << out[0].error;
+
+  c.Add(0, {Join()}, now);
+  c.Add(2, {Join()}, now);
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[1].rows, (std::vector<int64_t>{2, 1}));  // the last: the join is over
+  c.Add(0, {Allgather("g")}, now);
+  c.TakeResponses(now, &out);
+  EXPECT_TRUE(out.empty());  // waits for ranks 1 and 2 again
+  EXPECT_EQ(c.waiting(), 1u);
+}
+
 }  // namespace
 }  // namespace hora

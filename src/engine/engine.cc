@@ -10,13 +10,20 @@
 namespace hora {
 namespace {
 
+// The first `n` bytes of `s` or fewer, not cutting a UTF-8 character.
+std::string Head(const std::string& s, size_t n) {
+  if (s.size() <= n) return s;
+  while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;
+  return s.substr(0, n);
+}
+
 // Why `m`'s name (or group name) cannot go to the other ranks, or OK: a
 // request with a longer one would not decode there.
 Status CheckNames(int rank, const RequestMeta& m) {
   for (const std::string* name : {&m.name, &m.group}) {
     if (name->size() <= kMaxNameBytes) continue;
     return InvalidArgument("rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" +
-                           name->substr(0, 32) + "...': its " +
+                           Head(*name, 32) + "...': its " +
                            (name == &m.name ? "name" : "group name") + " is " +
                            std::to_string(name->size()) + " bytes long; names are at most " +
                            std::to_string(kMaxNameBytes) + " bytes");

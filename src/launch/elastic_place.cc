@@ -9,6 +9,10 @@ std::string ElasticArrivalKey(const std::string& job, const std::string& worker)
   return "hora/" + job + "/elastic/arrive/" + worker;
 }
 
+std::string ElasticBrokenKey(const std::string& job, int64_t generation) {
+  return "hora/" + job + "/elastic/broken/" + std::to_string(generation);
+}
+
 std::string ElasticArrivalsKey(const std::string& job) {
   return "hora/" + job + "/elastic/arrivals";
 }

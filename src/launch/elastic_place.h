@@ -30,6 +30,10 @@ std::string ElasticAssignmentKey(const std::string& job, const std::string& work
 
 // Counters horarun adds 1 to each time its host discovery reports hosts (or
 // slots) added, or removed; Session::ElasticHostUpdates reads them.
+// Set by horarun when a member of generation `generation` ends (its value
+// says which): the others stop waiting for it if their world is still
+// connecting, and form the next one (api/abortable_store.h).
+std::string ElasticBrokenKey(const std::string& job, int64_t generation);
 std::string ElasticHostsAddedKey(const std::string& job);
 std::string ElasticHostsRemovedKey(const std::string& job);
 

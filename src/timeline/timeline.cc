@@ -40,7 +40,7 @@ std::string JsonQuote(const std::string& s) {
 }
 
 Result<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int rank,
-                                                 uint64_t max_bytes) {
+                                                 uint64_t max_bytes, const Logger& logger) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     return InvalidArgument("HORA_TIMELINE='" + path + "' is a directory; give a file path");
@@ -56,14 +56,15 @@ Result<std::unique_ptr<Timeline>> Timeline::Open(const std::string& path, int ra
     close(fd);
     return InvalidArgument("HORA_TIMELINE='" + path + "': " + std::strerror(err));
   }
-  return std::unique_ptr<Timeline>(new Timeline(fd, path, rank, max_bytes));
+  return std::unique_ptr<Timeline>(new Timeline(fd, path, rank, max_bytes, logger));
 }
 
-Timeline::Timeline(int fd, std::string path, int rank, uint64_t max_bytes)
+Timeline::Timeline(int fd, std::string path, int rank, uint64_t max_bytes, const Logger& logger)
     : fd_(fd),
       path_(std::move(path)),
       rank_(rank),
       max_bytes_(max_bytes),
+      logger_(logger),
       epoch_(Clock::now()),
       offset_(2) {
   writer_ = std::thread([this] {
@@ -130,7 +131,7 @@ void Timeline::WriterLoop() {
       batch.swap(queue_);
       closing = closing_;
     }
-    if (!batch.empty()) {
+    if (!batch.empty() && !failed_) {
       // Written over the closing bracket, and closed again: the file is
       // valid JSON after every write.
       std::string text;
@@ -141,13 +142,44 @@ void Timeline::WriterLoop() {
       }
       const uint64_t body = text.size();
       text += "\n]";
-      if (pwrite(fd_, text.data(), text.size(), static_cast<off_t>(offset_)) ==
-          static_cast<ssize_t>(text.size())) {
+      // (A short write is followed by one that says why it stopped.)
+      size_t done = 0;
+      int err = 0;
+      while (done < text.size() && err == 0) {
+        const ssize_t n =
+            pwrite(fd_, text.data() + done, text.size() - done, static_cast<off_t>(offset_ + done));
+        if (n > 0) {
+          done += static_cast<size_t>(n);
+        } else if (n == 0 || errno != EINTR) {
+          err = n == 0 ? ENOSPC : errno;
+        }
+      }
+      if (err == 0) {
         offset_ += body;
+      } else {
+        WriteFailed(err);
       }
     }
     if (closing) return;
   }
+}
+
+void Timeline::WriteFailed(int err) {
+  failed_ = true;
+  // The bracket back where it was (bytes the file had, so no new space is
+  // needed), and the part of this write after it gone.
+  static const char kEnd[] = "\n]";
+  const bool restored = pwrite(fd_, kEnd, 2, static_cast<off_t>(offset_)) == 2 &&
+                        ftruncate(fd_, static_cast<off_t>(offset_ + 2)) == 0;
+  {
+    MutexLock lock(mu_);
+    truncated_ = true;  // (Span queues nothing more)
+    queue_.clear();
+  }
+  logger_.Warning("timeline " + path_ + ": a write failed (" + std::strerror(err) +
+                  "); the timeline stops here" +
+                  (restored ? ", and the file keeps what was written before it (valid JSON)"
+                            : ", and the file may end mid-event"));
 }
 
 }  // namespace hora

@@ -9,7 +9,10 @@
 // thread. The file is a JSON array that is complete after every write: each
 // batch of events is written over the closing bracket and ends with a new
 // one, so the file parses even when the job is killed. A size cap
-// (HORA_TIMELINE_MAX_MB) ends recording with a final "truncated" event.
+// (HORA_TIMELINE_MAX_MB) ends recording with a final "truncated" event. A
+// write that fails (a full disk, a file size limit) ends it too: the file is
+// put back as it was before that write (still valid JSON), and the logger
+// says so once.
 //
 // Thread-safety: every method from any thread.
 #pragma once
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/logging.h"
 #include "common/mutex.h"
 #include "hora/status.h"
 
@@ -33,7 +37,7 @@ class Timeline {
   // Opens (truncates) `path`; a directory, a missing directory or an
   // unwritable file is an error naming the path and the reason.
   static Result<std::unique_ptr<Timeline>> Open(const std::string& path, int rank,
-                                                uint64_t max_bytes);
+                                                uint64_t max_bytes, const Logger& logger);
   ~Timeline();  // writes what is queued and closes
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
@@ -44,7 +48,9 @@ class Timeline {
   const std::string& path() const { return path_; }
 
  private:
-  Timeline(int fd, std::string path, int rank, uint64_t max_bytes);
+  Timeline(int fd, std::string path, int rank, uint64_t max_bytes, const Logger& logger);
+  // After a failed write (`err`): the file as before it, recording ended.
+  void WriteFailed(int err) HORA_EXCLUDES(mu_);
   void WriterLoop();
   // The row (thread id) of `tensor`; emits its name on first use.
   int RowOf(const std::string& tensor) HORA_REQUIRES(mu_);
@@ -53,6 +59,7 @@ class Timeline {
   const std::string path_;
   const int rank_;
   const uint64_t max_bytes_;
+  const Logger logger_;
   const TimePoint epoch_;
 
   Mutex mu_;
@@ -65,6 +72,7 @@ class Timeline {
 
   uint64_t offset_ = 0;  // writer: where the closing bracket starts
   bool first_ = true;    // writer: no event written yet
+  bool failed_ = false;  // writer: a write failed; nothing more is written
   std::thread writer_;
 };
 

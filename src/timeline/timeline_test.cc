@@ -2,6 +2,9 @@
 #include "timeline/timeline.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -17,6 +20,8 @@ namespace {
 
 using testing::TestSettings;
 using testing::ThreadRanks;
+
+const Logger kQuiet(LogLevel::kOff, 0);
 
 std::string TempDir() {
   char tmpl[] = "/tmp/hora-timeline-XXXXXX";
@@ -48,7 +53,7 @@ nlohmann::json AwaitEntries(const std::string& path, size_t n) {
 
 TEST(Timeline, FileIsValidJsonAfterEveryWrite) {
   const std::string path = TempDir() + "/t.json";
-  auto t = Timeline::Open(path, 3, 0);
+  auto t = Timeline::Open(path, 3, 0, kQuiet);
   ASSERT_TRUE(t.ok()) << t.status().ToString();
   EXPECT_TRUE(ReadJson(path).is_array());  // "[\n]" before any event
   const TimePoint now = Clock::now();
@@ -63,7 +68,7 @@ TEST(Timeline, FileIsValidJsonAfterEveryWrite) {
 
 TEST(Timeline, SizeCapEndsWithATruncationMarker) {
   const std::string path = TempDir() + "/cap.json";
-  auto t = Timeline::Open(path, 0, 2000);
+  auto t = Timeline::Open(path, 0, 2000, kQuiet);
   ASSERT_TRUE(t.ok());
   const TimePoint now = Clock::now();
   for (int i = 0; i < 200; ++i) (*t)->Span("x" + std::to_string(i), "allreduce", now, now);
@@ -73,12 +78,52 @@ TEST(Timeline, SizeCapEndsWithATruncationMarker) {
   EXPECT_EQ(j.back()["name"], "timeline truncated (HORA_TIMELINE_MAX_MB)");
 }
 
+// A disk that fills up (here a file size limit: the same short write and
+// error) ends the timeline: the file parses, holding what was written
+// before, and the failure is said once.
+TEST(Timeline, AFullDiskEndsItWithAFileThatParses) {
+  const std::string path = TempDir() + "/full.json";
+  const pid_t child = fork();
+  if (child == 0) {  // (the limit is the process's: a child of its own)
+    signal(SIGXFSZ, SIG_IGN);
+    rlimit limit{6000, 6000};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    ::testing::internal::CaptureStderr();
+    {
+      auto t = Timeline::Open(path, 0, 0, Logger(LogLevel::kWarning, 0));
+      if (!t.ok()) _exit(2);
+      const TimePoint now = Clock::now();
+      for (int i = 0; i < 400; ++i) {
+        (*t)->Span("tensor." + std::to_string(i), "allreduce", now, now);
+        if (i % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const size_t said = err.find(
+        "a write failed (File too large); the timeline stops here, "
+        "and the file keeps what was written before it (valid JSON)");
+    _exit(said != std::string::npos && err.find("a write failed", said + 1) == std::string::npos
+              ? 0
+              : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "said: 2 no timeline, 3 not said once";
+  const nlohmann::json j = ReadJson(path);
+  ASSERT_TRUE(j.is_array());
+  EXPECT_GT(j.size(), 10u);
+  EXPECT_LT(j.size(), 400u);
+  std::ifstream in(path, std::ios::ate);
+  EXPECT_LE(static_cast<long>(in.tellg()), 6000);
+}
+
 TEST(Timeline, DirectoryOrUnwritablePathIsAnError) {
   const std::string dir = TempDir();
-  auto t = Timeline::Open(dir, 0, 0);
+  auto t = Timeline::Open(dir, 0, 0, kQuiet);
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("is a directory"), std::string::npos);
-  auto missing = Timeline::Open(dir + "/no/such/dir/t.json", 0, 0);
+  auto missing = Timeline::Open(dir + "/no/such/dir/t.json", 0, 0, kQuiet);
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("No such file or directory"), std::string::npos)
       << missing.status().message();

@@ -12,7 +12,21 @@
 #            running.
 #   survive0 as survive, with the worker of rank 0 killed: the survivor
 #            of rank 1 becomes rank 0, and the others sync from it.
-# Usage: elastic_kill_test.sh HORARUN PYTHON SCRIPT survive|survive0|below [TRANSPORT]
+#   frozen   as survive, the worker stopped with SIGSTOP instead: once its
+#            peers find it silent (HORA_PEER_TIMEOUT_S) and wait for it in
+#            init(), horarun kills it and they re-form at once (not after
+#            --elastic-timeout, 600 s here).
+#   second   -np 3 --min-np 1: the worker of rank 1 is killed too, 0.1 s
+#            after the first, while the others re-form: the last one forms
+#            its world again alone and finishes, within seconds (not the
+#            start timeout), leaving no shared-memory segment.
+#   second_below  the same with --min-np 2: the job ends at once, saying
+#            why, leaving nothing.
+#   exit0    -np 3 --min-np 2, the worker leaves with exit code 0 at step 5
+#            (Horovod's rule: its success ends the job): the others' init()
+#            fails, and horarun says why and exits non-zero, not 0.
+# Usage: elastic_kill_test.sh HORARUN PYTHON SCRIPT survive|survive0|frozen|below|second|
+#        second_below|exit0 [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
 horarun="$1"; python="$2"; script="$3"; mode="$4"; transport="${5:-}"
@@ -22,19 +36,53 @@ fail() { cat "$out"; echo "FAIL: $*"; exit 1; }
 flags=(-np 3 --timeout 60)
 [ -n "$transport" ] && flags+=(--transport "$transport")
 victim=2
+how=KILL
 case "$mode" in
   survive) flags+=(--min-np 2 --max-np 3) ;;
   survive0) flags+=(--min-np 2 --max-np 3); victim=0 ;;
+  frozen) flags+=(--min-np 2 --max-np 3 --elastic-timeout 600); how=STOP ;;
   below) flags+=(--min-np 3 --max-np 3 --elastic-timeout 3) ;;
+  exit0) flags+=(--min-np 2 --max-np 3); how=exit0 ;;
+  second) flags+=(--min-np 1 --max-np 3) ;;
+  second_below) flags+=(--min-np 2 --max-np 3) ;;
 esac
+extra=()
+case "$mode" in second*) extra=(--second-kill-rank 1 --second-kill-delay 0.1 --steps 40) ;; esac
+shm_before=$(ls /dev/shm | grep '^hora-' | sort)
 start=$(date +%s)
 HORA_TEST_TAG=$HORA_TEST_TAG HORA_PEER_TIMEOUT_S=2 OMP_NUM_THREADS=1 \
-  "$horarun" "${flags[@]}" "$python" "$script" --kill-at 5 --kill-rank "$victim" >"$out" 2>&1
+  "$horarun" "${flags[@]}" "$python" "$script" --kill-at 5 --kill-rank "$victim" \
+  --kill-how "$how" "${extra[@]}" >"$out" 2>&1
 rc=$?
 elapsed=$(( $(date +%s) - start ))
-grep -q "worker localhost/$victim (pid .*) was killed by signal 9" "$out" ||
+if [ "$mode" = frozen ]; then
+  grep -q "worker localhost/$victim (pid .*) is stopped (SIGSTOP or a debugger) while the others wait for it in init(); killing it" "$out" ||
+    fail "horarun did not take the stopped worker out"
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the others waited for the stopped worker"
+fi
+if [ "$mode" = exit0 ]; then
+  [ "$rc" -ne 0 ] || fail "horarun exited 0 though workers failed after one left with 0"
+  grep -q "horarun: elastic: worker localhost/$victim ended with 0 (its work completed) while worker localhost/[01] had not finished; the job fails" "$out" ||
+    fail "horarun did not say why the job failed"
+  grep -q "completed its work" "$out" || fail "the others did not say why they ended"
+elif ! grep -q "worker localhost/$victim (pid .*) was killed by signal 9" "$out"; then
   fail "horarun did not report the killed worker"
-if [ "$mode" != below ]; then
+fi
+if [ "$mode" = exit0 ]; then
+  :
+elif [ "$mode" = second ]; then
+  [ "$rc" -eq 0 ] || fail "horarun exited $rc"
+  grep -q "worker localhost/1 (pid .*) was killed by signal 9" "$out" ||
+    fail "horarun did not report the second killed worker"
+  ok=$(grep -c "elastic ok: .* of 1, sizes \[3, 3, 3, 3, 3, .*1\], resets" "$out")
+  [ "$ok" -eq 1 ] || fail "the survivor did not finish alone with every step committed once"
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the survivor waited for the second worker"
+elif [ "$mode" = second_below ]; then
+  [ "$rc" -ne 0 ] || fail "horarun exited 0 below --min-np"
+  grep -q "only 1 worker(s) left, fewer than --min-np 2, and no new worker can come" "$out" ||
+    fail "horarun did not say why the job ended"
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s to end below --min-np"
+elif [ "$mode" != below ]; then
   [ "$rc" -eq 0 ] || fail "horarun exited $rc"
   ok=$(grep -c "elastic ok: .* of 2, sizes \[3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2\], resets \[2\]" "$out")
   [ "$ok" -eq 2 ] || fail "$ok of 2 survivors finished with every step committed once"
@@ -48,5 +96,7 @@ fi
 sleep 0.5
 left=$(tagged_processes)
 [ -z "$left" ] || fail "processes left running: $left"
+shm_new=$(comm -13 <(echo "$shm_before") <(ls /dev/shm | grep '^hora-' | sort))
+[ -z "$shm_new" ] || fail "shared-memory segments left: $shm_new"
 cat "$out"
 echo "1 passed, 0 failed (${elapsed}s)"

@@ -112,10 +112,16 @@ def test_horovod_settings_are_honoured_and_named():
         print("OK")
     """, {"HOROVOD_CYCLE_TIME": "7", "HOROVOD_FUSION_THRESHOLD": "1048576",
           "HOROVOD_STALL_CHECK_DISABLE": "1", "HOROVOD_CACHE_CAPACITY": "64",
-          "HORA_CACHE_CAPACITY": "16", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1"})
+          "HORA_CACHE_CAPACITY": "16", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+          "HORA_LOG_LEVEL": "info"})
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+    # What was taken: one info line; what was not: a warning each.
+    assert ("INFO: Horovod's settings: HOROVOD_CACHE_CAPACITY=64 is ignored"
+            not in res.stderr), res.stderr
+    assert "INFO: Horovod's settings: " in res.stderr, res.stderr
     assert "HOROVOD_CYCLE_TIME=7 is taken as HORA_CYCLE_TIME_MS=7" in res.stderr, res.stderr
-    assert "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set" in res.stderr
+    assert ("WARNING: HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"
+            in res.stderr)
     assert "HOROVOD_HIERARCHICAL_ALLREDUCE is ignored: Hora has no equivalent" in res.stderr
 
 
@@ -126,15 +132,19 @@ def test_horovod_settings_through_horarun_are_said_taken():
         return
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
-    env.update({"PYTHONPATH": package_parent(), "HOROVOD_CYCLE_TIME": "2"})
+    env.update({"PYTHONPATH": package_parent(), "HOROVOD_CYCLE_TIME": "2",
+                "HORA_LOG_LEVEL": "info"})
     code = "import hora.torch as hvd; hvd.init(); print('cycle', hvd.rank())"
     res = subprocess.run([horarun_path(), "-np", "2",
                           sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
     out = res.stdout + res.stderr
     assert res.returncode == 0, out
-    assert "HOROVOD_CYCLE_TIME=2 is taken as HORA_CYCLE_TIME_MS=2" in out, out
-    assert "ignored" not in out, out
+    # One info line (rank 0's), not a warning on every run.
+    said = [line for line in out.splitlines() if "HOROVOD_CYCLE_TIME" in line]
+    assert said == ["[0]: [hora rank 0] INFO: Horovod's settings: HOROVOD_CYCLE_TIME=2 is taken "
+                    "as HORA_CYCLE_TIME_MS=2"], out
+    assert "ignored" not in out and "WARNING" not in out, out
 
 
 def test_horarun_exports_horovods_layout_variables():

@@ -178,3 +178,42 @@ def test_exceptions_print_with_their_import_path():
     assert res.returncode != 0
     assert "hora._core" not in res.stderr, res.stderr
     assert "hora.InvalidArgumentError: allreduce" in res.stderr, res.stderr
+
+
+def test_a_long_name_of_multibyte_characters_is_said_not_emptied():
+    # 80,000 bytes of two-byte characters, over the 64 KiB limit: the message
+    # quotes its start whole, never half a character (which once left the
+    # message empty).
+    with pytest.raises(ValueError) as info:
+        hvd.allreduce(torch.ones(2), name="é" * 40000)
+    msg = str(info.value)
+    assert "é" * 16 in msg and "bytes long; names are at most 65536 bytes" in msg, msg
+
+
+def test_a_nul_in_a_name_does_not_cut_the_message():
+    with pytest.raises(ValueError) as info:
+        hvd.allreduce(torch.ones(2), name="a\0b" + "x" * 70000)
+    msg = str(info.value)
+    assert "a\\x00bxxx" in msg and "bytes long" in msg, msg
+
+
+def test_a_name_that_is_not_utf8_is_said_so():
+    # A lone surrogate (what a bad decode with surrogateescape leaves) has no
+    # UTF-8 form.
+    for call in (lambda: hvd.allreduce(torch.ones(2), name="w\udc80"),
+                 lambda: hvd.grouped_allreduce([torch.ones(2)], name="g\udc80"),
+                 lambda: hvd.allgather(torch.ones(2), name="\udc80")):
+        with pytest.raises(hvd.InvalidArgumentError, match="not valid UTF-8"):
+            call()
+
+
+@pytest.mark.parametrize("scale", [{"prescale_factor": float("nan")},
+                                   {"postscale_factor": float("nan")},
+                                   {"prescale_factor": float("inf")}])
+def test_scale_factors_must_be_finite(scale):
+    # (NaN on every rank once gave a false "ranks disagree": NaN != NaN.)
+    key, value = next(iter(scale.items()))
+    with pytest.raises(ValueError, match="%s is %s; scale factors must be finite" % (key, value)):
+        hvd.allreduce(torch.ones(2), name="scale.bad", **scale)
+    n = float(hvd.size())
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="scale.after").tolist() == [n, n]

@@ -35,3 +35,42 @@ def test_unnamed_allgather_object_after_a_call_failed_while_others_joined():
     assert hvd.join() == n - 1
     assert hvd.allgather_object({"rank": r}) == [{"rank": q} for q in range(n)]
     assert hvd.broadcast_object([r] if r == 0 else None, root_rank=0) == [0]
+
+
+def _unnamed(op, t):
+    if op == "allgather":
+        return hvd.allgather(t)
+    if op == "broadcast":
+        return hvd.broadcast(t, root_rank=0)
+    if op == "alltoall":
+        return hvd.alltoall(t)
+    return hvd.reducescatter(t, op=hvd.Sum)
+
+
+def _expected(op, t):
+    n = hvd.size()
+    if op == "allgather":
+        return torch.cat([t] * n)
+    if op in ("broadcast", "alltoall"):
+        return t
+    return t[: t.numel() // n] * n
+
+
+@pytest.mark.parametrize("op", ["allgather", "broadcast", "alltoall", "reducescatter"])
+def test_unnamed_collectives_beside_each_rank_joined_in_turn(op):
+    # Horovod's own loop: each rank joins first in turn; the others' unnamed
+    # call fails at once on each of them (naming the joined rank), then they
+    # join too. Unnamed calls are numbered per rank, and the joined rank made
+    # none: the numbering must still agree afterwards (it hung at np 3).
+    r, n = hvd.rank(), hvd.size()
+    if n < 2:
+        pytest.skip("needs a second rank to join beside")
+    t = torch.ones(2 * n)
+    for first in range(n):
+        if r == first:
+            hvd.join()
+        else:
+            with pytest.raises(hvd.HorovodInternalError, match="rank %d has joined" % first):
+                _unnamed(op, t)
+            hvd.join()
+    assert torch.equal(_unnamed(op, t), _expected(op, t))

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "elastic_driver.h"
 
+#include <utility>
+
 #include "launch/elastic_place.h"
 
 namespace hora::horarun {
@@ -13,6 +15,14 @@ void ElasticDriver::Started(const std::string& id, const std::string& host,
 }
 
 void ElasticDriver::Ended(const std::string& id, ElasticPlanner::Clock::time_point now) {
+  if (planner_.InLatestGeneration(id)) {
+    // Its world, should it still be connecting, stops waiting for it
+    // (api/abortable_store.h); a connected one never reads this.
+    const int64_t g = planner_.generation();
+    const std::string why =
+        "worker " + id + " of world " + std::to_string(g) + " ended while the world was forming";
+    broken_status_ = store_.Set(ElasticBrokenKey(job_, g), Bytes(why.begin(), why.end()));
+  }
   arrived_.erase(id);
   planner_.Ended(id, now);
 }
@@ -23,6 +33,7 @@ Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::
 }
 
 Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time_point now) {
+  HORA_RETURN_IF_ERROR(std::exchange(broken_status_, Status::Ok()));
   // One read while nobody arrives; each worker's key once some did (a
   // worker counts itself there after its own key), and at least every
   // second (a worker that does not count itself there, of another

@@ -49,6 +49,7 @@ class ElasticDriver {
   std::map<std::string, int64_t> arrived_;         // live workers: arrivals read
   std::map<std::string, int64_t> answered_;        // their last arrival answered
   std::string end_;                                // once the job ends: why
+  Status broken_status_;  // the last write of a broken key (Poll reports a failure)
 };
 
 }  // namespace hora::horarun

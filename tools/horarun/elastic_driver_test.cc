@@ -192,6 +192,35 @@ TEST(ElasticDriver, APollWhileNobodyArrivesIsOneStoreRequest) {
   poll(1040, 1, 0);
 }
 
+// A member of the latest world that ends marks that world broken in the
+// store (what its members still connecting stop waiting on); a worker that
+// was in no world, or only an older one, does not.
+TEST(ElasticDriver, AMemberThatEndsMarksItsWorldBroken) {
+  MemoryStore store;
+  ElasticPlanner::Settings settings;
+  settings.min_np = 1;
+  settings.max_np = 3;
+  ElasticDriver driver(store, "job", settings);
+  const Clock::time_point t0 = Clock::now();
+  for (const char* id : {"h/0", "h/1"}) driver.Started(id, "h", t0);
+  for (const char* id : {"h/0", "h/1"}) {
+    ASSERT_TRUE(store.Add(ElasticArrivalKey("job", id), 1).ok());
+    ASSERT_TRUE(store.Add(ElasticArrivalsKey("job"), 1).ok());
+  }
+  auto d = driver.Poll(t0);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  ASSERT_EQ(d->assign.size(), 2u);
+  driver.Started("h/2", "h", t0);  // (in no world yet)
+  driver.Ended("h/2", t0);
+  EXPECT_FALSE(store.Get(ElasticBrokenKey("job", 1), Duration::zero()).ok());
+  driver.Ended("h/1", t0);
+  auto why = store.Get(ElasticBrokenKey("job", 1), Duration::zero());
+  ASSERT_TRUE(why.ok());
+  EXPECT_EQ(std::string(why->begin(), why->end()),
+            "worker h/1 of world 1 ended while the world was forming");
+  EXPECT_TRUE(driver.Poll(t0).ok());
+}
+
 TEST(ElasticWorlds, WorkersLeaveAndJoinAndTheWorldIsReformedInPlace) {
   ElasticPlanner::Settings settings;
   settings.min_np = 2;

@@ -6,6 +6,9 @@
 namespace hora::horarun {
 namespace {
 
+// How often a job below min_np says what it waits for.
+constexpr std::chrono::seconds kNoticeEvery{60};
+
 std::string SecondsText(ElasticPlanner::Clock::duration d) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count()) + " s";
 }
@@ -47,6 +50,15 @@ int ElasticPlanner::live() const {
   return n;
 }
 
+std::vector<std::string> ElasticPlanner::Late() const {
+  std::vector<std::string> late;
+  if (!round_since_) return late;
+  for (const auto& [id, w] : workers_) {
+    if (w.live && !Waiting(w)) late.push_back(id);
+  }
+  return late;
+}
+
 void ElasticPlanner::CountChanged(Clock::time_point now) {
   if (live() < settings_.min_np) {
     if (!below_since_) below_since_ = now;
@@ -59,6 +71,7 @@ ElasticPlanner::Clock::time_point ElasticPlanner::NextDeadline() const {
   Clock::time_point next = Clock::time_point::max();
   if (ended_) return next;
   if (below_since_) next = std::min(next, *below_since_ + settings_.timeout);
+  if (below_since_ && noticed_at_) next = std::min(next, *noticed_at_ + kNoticeEvery);
   bool late = false;
   for (const auto& [id, w] : workers_) late = late || (w.live && !Waiting(w));
   if (round_since_ && late) next = std::min(next, *round_since_ + settings_.timeout);
@@ -68,12 +81,27 @@ ElasticPlanner::Clock::time_point ElasticPlanner::NextDeadline() const {
 ElasticPlanner::Decision ElasticPlanner::Decide(Clock::time_point now) {
   Decision d;
   if (ended_) return d;
+  if (below_since_ && !settings_.can_grow) {
+    ended_ = true;
+    d.end = "only " + std::to_string(live()) + " worker(s) left, fewer than --min-np " +
+            std::to_string(settings_.min_np) +
+            ", and no new worker can come (no --host-discovery-script)";
+    return d;
+  }
   if (below_since_ && now - *below_since_ >= settings_.timeout) {
     ended_ = true;
     d.end = "only " + std::to_string(live()) + " worker(s) left, fewer than --min-np " +
             std::to_string(settings_.min_np) + ", for " + SecondsText(now - *below_since_) +
             " (--elastic-timeout " + SecondsText(settings_.timeout) + ")";
     return d;
+  }
+  if (!below_since_) {
+    noticed_at_.reset();
+  } else if (!noticed_at_ || now - *noticed_at_ >= kNoticeEvery) {
+    noticed_at_ = now;
+    d.notice = "waiting for workers: " + std::to_string(live()) + " of --min-np " +
+               std::to_string(settings_.min_np) + ", up to " +
+               SecondsText(settings_.timeout - (now - *below_since_)) + " more (--elastic-timeout)";
   }
   std::vector<std::string> waiting, late;
   for (const auto& [id, w] : workers_) {
@@ -163,6 +191,7 @@ ElasticPlanner::Decision ElasticPlanner::Form(std::vector<std::string> members) 
   for (size_t i = 0; i < ordered.size(); ++i) {
     Worker& w = workers_[ordered[i]];
     w.rank = (*placed)[i].rank;
+    w.generation = d.generation;
     w.consumed = w.arrived;
     d.assign.push_back({ordered[i], w.arrived, (*placed)[i]});
   }

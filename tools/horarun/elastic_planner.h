@@ -19,7 +19,9 @@
 //   did is stopped and left out: the others would wait for it for good. A
 //   round begins when a member of the last generation arrives (or anyone,
 //   before the first): new workers alone wait for the members, unhurried.
-// - Fewer than min_np live workers for `timeout`: the end, naming the
+// - Fewer than min_np live workers: the end at once when no new worker can
+//   come (no discovery script), else after `timeout` without enough, said
+//   at once and every minute meanwhile (Decision::notice), naming the
 //   counts. So is a reset past `reset_limit` (Horovod's: K allows K
 //   resets; the first generation is none).
 //
@@ -45,6 +47,9 @@ class ElasticPlanner {
     int max_np = 1;
     Clock::duration timeout = std::chrono::seconds(600);  // --elastic-timeout
     std::optional<int> reset_limit;                       // --reset-limit
+    // New workers can come (a host discovery script): below min_np the job
+    // waits for them up to `timeout`; without, it ends at once.
+    bool can_grow = true;
   };
   // One member's place in a new generation, for its arrival `arrival`.
   struct Assignment {
@@ -58,6 +63,9 @@ class ElasticPlanner {
     std::vector<std::string> stop;     // workers to stop, left out from now on
     std::vector<std::string> surplus;  // those of `stop` beyond max_np (the others were late)
     std::optional<std::string> end;    // the job ends: every waiting worker is told this
+    // To say now: what the job waits for (below min_np: at once, then
+    // every minute).
+    std::optional<std::string> notice;
   };
 
   explicit ElasticPlanner(Settings settings) : settings_(settings) {}
@@ -79,15 +87,24 @@ class ElasticPlanner {
     return it != workers_.end() && it->second.rank >= 0;
   }
   int live() const;
+  // Whether worker `id` is a member of the latest generation.
+  bool InLatestGeneration(const std::string& id) const {
+    auto it = workers_.find(id);
+    return it != workers_.end() && generation_ > 0 && it->second.generation == generation_;
+  }
+  // While a round waits (some live worker has arrived for a new world): the
+  // live workers it waits for.
+  std::vector<std::string> Late() const;
   bool ended() const { return ended_; }
 
  private:
   struct Worker {
     std::string host;
-    int64_t started = 0;   // order of Started calls
-    int rank = -1;         // in its last generation (-1: none yet)
-    int64_t arrived = 0;   // arrivals seen
-    int64_t consumed = 0;  // the arrival its last generation answered
+    int64_t started = 0;     // order of Started calls
+    int rank = -1;           // in its last generation (-1: none yet)
+    int64_t generation = 0;  // its last generation (0: none yet)
+    int64_t arrived = 0;     // arrivals seen
+    int64_t consumed = 0;    // the arrival its last generation answered
     bool live = true;
   };
   bool Waiting(const Worker& w) const { return w.live && w.arrived > w.consumed; }
@@ -96,6 +113,7 @@ class ElasticPlanner {
   Decision Form(std::vector<std::string> members);
 
   const Settings settings_;
+  std::optional<Clock::time_point> noticed_at_;  // the last notice, while below min_np
   std::map<std::string, Worker> workers_;
   std::map<std::string, int64_t> host_seen_;  // host -> order first seen
   int64_t started_ = 0;

@@ -199,6 +199,53 @@ TEST(ElasticPlanner, BelowMinNpForTheTimeoutEndsTheJobNamingTheCounts) {
   EXPECT_TRUE(p.Decide(t + kTimeout).assign.empty());
 }
 
+// Below min_np, the job says at once what it waits for, and again every
+// minute, until enough come or the timeout ends it.
+TEST(ElasticPlanner, BelowMinNpSaysWhatItWaitsForEveryMinute) {
+  ElasticPlanner::Settings s = Bounds(3, 4);
+  s.timeout = std::chrono::seconds(600);
+  ElasticPlanner p(s);
+  Clock::time_point t{};
+  StartAll(p, {"a", "a", "a"}, t);
+  EXPECT_FALSE(p.Decide(t).notice.has_value());
+  p.Ended("w2", t);
+  const auto first = p.Decide(t);
+  ASSERT_TRUE(first.notice.has_value());
+  EXPECT_EQ(*first.notice,
+            "waiting for workers: 2 of --min-np 3, up to 600 s more "
+            "(--elastic-timeout)");
+  EXPECT_FALSE(p.Decide(t + std::chrono::seconds(30)).notice.has_value());
+  EXPECT_EQ(p.NextDeadline(), t + std::chrono::seconds(60));
+  const auto again = p.Decide(t + std::chrono::seconds(60));
+  ASSERT_TRUE(again.notice.has_value());
+  EXPECT_EQ(*again.notice,
+            "waiting for workers: 2 of --min-np 3, up to 540 s more "
+            "(--elastic-timeout)");
+  // Enough again: nothing more to say.
+  p.Started("w3", "b", t + std::chrono::seconds(70));
+  EXPECT_FALSE(p.Decide(t + std::chrono::seconds(130)).notice.has_value());
+}
+
+// With no discovery script no worker can come: below min_np the job ends at
+// once, whoever is waiting (a second loss during a re-formation too).
+TEST(ElasticPlanner, BelowMinNpWithNoWayToGrowEndsAtOnce) {
+  ElasticPlanner::Settings s = Bounds(2, 3);
+  s.can_grow = false;
+  ElasticPlanner p(s);
+  Clock::time_point t{};
+  StartAll(p, {"a", "a", "a"}, t);
+  p.Ended("w2", t);
+  p.Arrived("w0", 2, t);
+  EXPECT_FALSE(p.Decide(t).end.has_value());  // 2 left: enough (w1 comes to re-form)
+  p.Ended("w1", t + std::chrono::milliseconds(300));
+  const auto end = p.Decide(t + std::chrono::milliseconds(300));
+  ASSERT_TRUE(end.end.has_value());
+  EXPECT_EQ(*end.end,
+            "only 1 worker(s) left, fewer than --min-np 2, and no new worker can come "
+            "(no --host-discovery-script)");
+  EXPECT_TRUE(p.ended());
+}
+
 TEST(ElasticPlanner, PastMaxNpTheNewestAreStopped) {
   ElasticPlanner p(Bounds(1, 3));
   const Clock::time_point t{};

@@ -46,6 +46,10 @@ struct JobSpec {
   // them: a slow host holds up no other rank's start.
   double start_timeout_s = 120;
   std::vector<std::string> rsh = {"ssh"};  // remote start: rsh... host 'command line'
+  // horarun's store on this host (0: none), where a failing rank says so
+  // before it tears down (launch/failure_report.h): horarun names the rank
+  // whose report came first.
+  uint16_t store_port = 0;
   // Elastic mode (docs/dev/elastic.md): each placement starts a worker
   // (HORA_WORKER_ID, no rank variables), which finds its rank in the store
   // at each init(); a worker that fails leaves the job, which goes on

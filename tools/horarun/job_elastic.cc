@@ -29,7 +29,13 @@ void Job::StopWorker(Rank& r, Clock::time_point now) {
 }
 
 void Job::PollDriver(Clock::time_point now) {
-  if (!driver_ || stopping_) return;
+  if (!driver_) return;
+  if (stopping_) {
+    // After the driver ended the job, workers that come to init() before
+    // their stop are still told why (Poll answers them; it plans nothing).
+    if (driver_->planner().ended()) (void)driver_->Poll(now);
+    return;
+  }
   for (auto& r : ranks_) {  // stopped workers that outlive the grace period
     if (r.running && r.stopped && now >= r.stop_kill_at) {
       kill(-r.pid, SIGKILL);
@@ -39,6 +45,10 @@ void Job::PollDriver(Clock::time_point now) {
   if (!spec_.elastic->discovery_script.empty() && now >= discover_at_) {
     Discover(now);
     discover_at_ = Clock::now() + std::chrono::seconds(1);
+  }
+  if (now >= frozen_check_at_) {
+    TakeOutFrozen();
+    frozen_check_at_ = now + std::chrono::milliseconds(250);
   }
   auto d = driver_->Poll(now);
   if (!d.ok()) {
@@ -83,9 +93,31 @@ void Job::PollDriver(Clock::time_point now) {
     std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
                  static_cast<long long>(d->generation), d->assign.size());
   }
+  if (d->notice) std::fprintf(stderr, "horarun: elastic: %s\n", d->notice->c_str());
   if (d->end) {
     std::fprintf(stderr, "horarun: elastic: %s; stopping the job\n", d->end->c_str());
     BeginStop(1, false);  // (the waiting workers first say why, themselves)
+  }
+}
+
+void Job::TakeOutFrozen() {
+  // A worker the others wait for in init() that is stopped (SIGSTOP: its
+  // peers found it silent) would keep them there until --elastic-timeout:
+  // it is killed now, and handled as any lost worker (its death re-forms
+  // the world). (Local workers: a remote one's process is not here to see.)
+  for (const std::string& id : driver_->planner().Late()) {
+    for (auto& r : ranks_) {
+      if (!r.running || r.stopped || r.frozen_killed || WorkerId(r.placement) != id ||
+          !IsLocalHost(r.placement.host) || !GroupHasStoppedMember(r.pid)) {
+        continue;
+      }
+      std::fprintf(stderr,
+                   "horarun: elastic: worker %s (pid %d) is stopped (SIGSTOP or a debugger) "
+                   "while the others wait for it in init(); killing it\n",
+                   id.c_str(), r.pid);
+      kill(-r.pid, SIGKILL);
+      r.frozen_killed = true;
+    }
   }
 }
 

@@ -63,18 +63,22 @@ Job::~Job() {
 
 void Job::Launch() {
   const int size = static_cast<int>(spec_.placements.size());
-  if (spec_.elastic) {
+  const uint16_t port = spec_.elastic ? spec_.elastic->store_port : spec_.store_port;
+  if (port != 0) {
     auto store = TcpStoreClient::Connect(
-        {"127.0.0.1", spec_.elastic->store_port},
+        {"127.0.0.1", port},
         spec_.env.count("HORA_SECRET") ? spec_.env.at("HORA_SECRET") : std::string(),
         std::chrono::seconds(10));
-    if (!store.ok()) {
+    if (store.ok()) {
+      store_ = std::move(*store);
+    } else if (spec_.elastic) {
       std::fprintf(stderr, "horarun: elastic mode: cannot reach its own store: %s\n",
                    store.status().ToString().c_str());
       BeginStop(1, true);
       return;
-    }
-    store_ = std::move(*store);
+    }  // (else: failures are named by their exits alone)
+  }
+  if (spec_.elastic) {
     auto job = spec_.env.find("HORA_JOB_ID");
     driver_ = std::make_unique<ElasticDriver>(
         *store_, job == spec_.env.end() ? std::string() : job->second, spec_.elastic->settings);
@@ -259,11 +263,13 @@ void Job::Died(Rank& r, int status) {
   if (driver_) {
     // A worker's end is not the job's: the planner re-forms the world
     // without it, or ends the job when too few are left.
+    const bool member = driver_->planner().InLatestGeneration(WorkerId(r.placement));
     driver_->Ended(WorkerId(r.placement), Clock::now());
     if (r.stopped) return;  // (left out by horarun: its exit says nothing of the job)
     if (code == 0) {
       // The work is done: no more worlds; a worker still waiting in init()
       // is told so, and ends.
+      if (!done_) done_by_ = WorkerId(r.placement);
       done_ = true;
       driver_->Finish("the job is finishing: worker " + WorkerId(r.placement) +
                       " completed its work");
@@ -272,6 +278,17 @@ void Job::Died(Rank& r, int status) {
       std::fprintf(stderr, "horarun: worker %s (pid %d) %s%s\n", WorkerId(r.placement).c_str(),
                    r.pid, DescribeExit(status).c_str(),
                    done_ || stopping_ ? "" : "; the others go on without it");
+      if (done_ && member && !failed_after_done_) {
+        // Horovod's rule: a worker's success ends an elastic job. One that
+        // was still training then fails: so does the job. (A new worker that
+        // never had a world, told the job is finishing, is not one.)
+        failed_after_done_ = true;
+        std::fprintf(stderr,
+                     "horarun: elastic: worker %s ended with 0 (its work completed) while "
+                     "worker %s had not finished; the job fails (a worker's success ends an "
+                     "elastic job: end every worker's training at the same step)\n",
+                     done_by_.c_str(), WorkerId(r.placement).c_str());
+      }
       // (A new worker that gave up waiting for a world says nothing of its
       // host.)
       if (driver_->planner().WasMember(WorkerId(r.placement))) {
@@ -281,11 +298,31 @@ void Job::Died(Rank& r, int status) {
     return;
   }
   if (code != 0 && !termed_) {  // not one we stopped ourselves
+    if (!stopping_) {
+      // The rank that failed first by its own account: this one may only
+      // have lost it.
+      if (std::optional<FailureReport> first = FirstFailure()) {
+        std::fprintf(stderr, "horarun: %s failed first: %s\n", first->who.c_str(),
+                     first->what.c_str());
+      }
+    }
     std::fprintf(stderr, "horarun: rank %d (pid %d on %s) %s%s\n", r.placement.rank, r.pid,
                  r.placement.host.c_str(), DescribeExit(status).c_str(),
                  stopping_ ? "" : "; stopping the other ranks");
     BeginStop(code, false);
   }
+}
+
+std::optional<FailureReport> Job::FirstFailure() {
+  if (!store_) return std::nullopt;
+  const auto job = spec_.env.find("HORA_JOB_ID");
+  if (job == spec_.env.end()) return std::nullopt;
+  const Result<int64_t> n = store_->Add(FailureCountKey(job->second), 0);
+  if (!n.ok() || *n < 1) return std::nullopt;
+  // (Counted just before it is written: a moment for the write.)
+  const Result<Bytes> v = store_->Get(FailureKey(job->second, 1), std::chrono::milliseconds(500));
+  if (!v.ok()) return std::nullopt;
+  return ParseFailure(std::string(v->begin(), v->end()));
 }
 
 void Job::CloseOutput(Rank& r, int s) {

@@ -12,12 +12,14 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "death_watch.h"
 #include "elastic_driver.h"
 #include "job.h"
+#include "launch/failure_report.h"
 #include "output.h"
 #include "store/tcp_store_client.h"
 #include "watcher.h"
@@ -53,7 +55,8 @@ struct Rank {
   // gets SIGKILL if it has not ended by then.
   bool stopped = false;
   Clock::time_point stop_kill_at = Clock::time_point::max();
-  int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
+  bool frozen_killed = false;  // killed as stopped while a round waited for it
+  int files[2] = {-1, -1};     // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
 
@@ -71,7 +74,11 @@ class Job {
   // Until every rank's group has ended and its output is forwarded.
   void Run();
   int exit_code() const {
-    if (driver_ && !stopping_) return done_ ? 0 : (last_failure_ != 0 ? last_failure_ : 1);
+    if (driver_ && !stopping_) {
+      // (A worker that failed after another finished: not a success.)
+      if (done_) return failed_after_done_ ? last_failure_ : 0;
+      return last_failure_ != 0 ? last_failure_ : 1;
+    }
     return exit_code_;
   }
 
@@ -83,6 +90,8 @@ class Job {
   void EndGroup(Rank& r);
   void HandleSignals();
   void Died(Rank& r, int status);
+  // The first failure a rank reported in the store, if any.
+  std::optional<FailureReport> FirstFailure();
   void CloseOutput(Rank& r, int s);
   void FeedRank(Rank& r);
   void CheckInputs(Clock::time_point now);
@@ -99,6 +108,8 @@ class Job {
   // A worker on `host` failed: with a discovery script, the host gets no
   // new worker for its cooldown (JobSpec::Elastic::cooldown_s).
   void HostFailed(const std::string& host, Clock::time_point now);
+  // Kills the workers a round waits for that are stopped (SIGSTOP).
+  void TakeOutFrozen();
 
   const JobSpec& spec_;
   const int sigfd_;
@@ -123,7 +134,10 @@ class Job {
   std::unique_ptr<TcpStoreClient> store_;
   std::unique_ptr<ElasticDriver> driver_;
   bool done_ = false;
+  std::string done_by_;             // the worker that ended with 0 first
+  bool failed_after_done_ = false;  // a worker failed after that
   int last_failure_ = 0;
+  Clock::time_point frozen_check_at_{};  // TakeOutFrozen's next look
   // Host discovery: when to run the script next.
   Clock::time_point discover_at_{};
   std::string discovery_error_;  // the script's last failure, said once

@@ -21,6 +21,7 @@
 #include "environment.h"
 #include "host_discovery.h"
 #include "job.h"
+#include "launch/launcher_identity.h"
 #include "mpi_launch.h"
 #include "net/auth.h"
 #include "options.h"
@@ -203,6 +204,9 @@ int main(int argc, char** argv) {
   spec.output_dir = opts.output_dir;
   spec.env["HORA_SECRET"] = secret;
   spec.env["HORA_JOB_ID"] = RandomHex(6);
+  spec.store_port = (*server)->port();
+  // (Each rank on this host watches horarun: api/launcher_watch.h.)
+  spec.env["HORA_LAUNCHER"] = LauncherIdentity();
   const bool v6 = bind.find(':') != std::string::npos;
   spec.env["HORA_STORE_ADDR"] =
       (v6 ? "[" + bind + "]" : bind) + ":" + std::to_string((*server)->port());
@@ -214,6 +218,7 @@ int main(int argc, char** argv) {
     elastic.settings.timeout = std::chrono::duration_cast<horarun::ElasticPlanner::Clock::duration>(
         std::chrono::duration<double>(opts.elastic_timeout_s));
     elastic.settings.reset_limit = opts.reset_limit;
+    elastic.settings.can_grow = !opts.discovery_script.empty();
     elastic.store_port = (*server)->port();
     elastic.discovery_script = opts.discovery_script;
     elastic.slots_per_host = opts.slots_per_host;
@@ -260,6 +265,9 @@ int main(int argc, char** argv) {
   // after a failure, on the other hosts through the remote shell).
   const std::string& job_id = spec.env["HORA_JOB_ID"];
   (void)RemoveShmSegments(job_id);
+  // And what jobs killed before left on this host (their creators gone),
+  // whatever transport this job used.
+  (void)RemoveDeadShmSegments();
   if (rc != 0 && !flavour && !all_local) {
     std::vector<std::string> remote;
     for (const auto& p : *placements) {

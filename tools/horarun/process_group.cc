@@ -33,8 +33,9 @@ long ReadNumber(const char** p) {
   return negative ? -n : n;
 }
 
-// Whether /proc/<name>/stat (under `proc`) is a live process in `pgid`.
-bool IsLiveMember(int proc, const char* name, pid_t pgid) {
+// The state letter of /proc/<name>/stat (under `proc`) when that process
+// is in group `pgid` ('R', 'S', 'T', 'Z', ...), else 0.
+char MemberState(int proc, const char* name, pid_t pgid) {
   char path[64];
   size_t len = 0;
   for (const char* s : {name, "/stat"}) {
@@ -42,40 +43,57 @@ bool IsLiveMember(int proc, const char* name, pid_t pgid) {
   }
   path[len] = '\0';
   const int fd = openat(proc, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;  // gone meanwhile
+  if (fd < 0) return 0;  // gone meanwhile
   char stat[512];
   const ssize_t n = read(fd, stat, sizeof stat - 1);
   close(fd);
-  if (n <= 0) return false;
+  if (n <= 0) return 0;
   stat[n] = '\0';
   // "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
   const char* p = std::strrchr(stat, ')');
-  if (p == nullptr || p[1] != ' ' || p[2] == '\0') return false;
+  if (p == nullptr || p[1] != ' ' || p[2] == '\0') return 0;
   const char state = p[2];
   p += 3;
-  if (*p++ != ' ') return false;
+  if (*p++ != ' ') return 0;
   ReadNumber(&p);  // ppid
-  if (*p++ != ' ') return false;
-  return ReadNumber(&p) == pgid && state != 'Z' && state != 'X';
+  if (*p++ != ' ') return 0;
+  return ReadNumber(&p) == pgid ? state : 0;
+}
+
+// Whether some member of `pgid` is in a state `wanted` accepts; `fallback`
+// without /proc.
+template <typename Wanted>
+bool AnyMember(pid_t pgid, Wanted wanted, bool fallback) {
+  const int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return fallback;
+  bool found = false;
+  alignas(8) char buf[8192];
+  for (long n; !found && (n = syscall(SYS_getdents64, proc, buf, sizeof buf)) > 0;) {
+    for (long at = 0; !found && at < n;) {
+      const char* name = buf + at + offsetof(DirEntry, name);
+      at += reinterpret_cast<const DirEntry*>(buf + at)->reclen;
+      if (name[0] >= '1' && name[0] <= '9') {
+        const char state = MemberState(proc, name, pgid);
+        found = state != 0 && wanted(state);
+      }
+    }
+  }
+  close(proc);
+  return found;
 }
 
 }  // namespace
 
 bool GroupHasLiveMember(pid_t pgid) {
   if (kill(-pgid, 0) != 0 && errno == ESRCH) return false;  // no member at all
-  const int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (proc < 0) return true;  // cannot tell zombies apart
-  bool live = false;
-  alignas(8) char buf[8192];
-  for (long n; !live && (n = syscall(SYS_getdents64, proc, buf, sizeof buf)) > 0;) {
-    for (long at = 0; !live && at < n;) {
-      const char* name = buf + at + offsetof(DirEntry, name);
-      at += reinterpret_cast<const DirEntry*>(buf + at)->reclen;
-      if (name[0] >= '1' && name[0] <= '9') live = IsLiveMember(proc, name, pgid);
-    }
-  }
-  close(proc);
-  return live;
+  // (Without /proc, zombies cannot be told apart: live.)
+  return AnyMember(
+      pgid, [](char state) { return state != 'Z' && state != 'X'; }, true);
+}
+
+bool GroupHasStoppedMember(pid_t pgid) {
+  return AnyMember(
+      pgid, [](char state) { return state == 'T' || state == 't'; }, false);
 }
 
 void TerminateGroup(pid_t pgid) {

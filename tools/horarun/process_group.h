@@ -15,6 +15,11 @@ namespace hora::horarun {
 // child); without /proc, falls back to kill(-pgid, 0).
 bool GroupHasLiveMember(pid_t pgid);
 
+// True when a member of process group `pgid` is stopped (SIGSTOP, a
+// tracer's stop): a rank that cannot run until someone continues it. Reads
+// /proc (false without it); allocation-free.
+bool GroupHasStoppedMember(pid_t pgid);
+
 // Asks process group `pgid` to end: SIGTERM, then SIGCONT, so that a member
 // stopped with SIGSTOP (a frozen rank) acts on it too instead of waiting for
 // the SIGKILL. Async-signal-safe.

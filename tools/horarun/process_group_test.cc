@@ -60,5 +60,24 @@ TEST(ProcessGroup, LiveWhileAMemberOutlivesItsLeader) {
   waitpid(member, nullptr, 0);
 }
 
+// A group with a stopped member (kill -STOP of a frozen worker) is seen as
+// stopped until it is continued.
+TEST(ProcessGroup, AStoppedMemberIsSeen) {
+  const pid_t leader = StartGroup();
+  ASSERT_GT(leader, 0);
+  EXPECT_FALSE(GroupHasStoppedMember(leader));
+  kill(leader, SIGSTOP);
+  siginfo_t info{};
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(leader), &info, WSTOPPED | WNOWAIT), 0);
+  EXPECT_TRUE(GroupHasStoppedMember(leader));
+  EXPECT_TRUE(GroupHasLiveMember(leader));
+  kill(leader, SIGCONT);
+  ASSERT_EQ(waitid(P_PID, static_cast<id_t>(leader), &info, WCONTINUED), 0);
+  EXPECT_FALSE(GroupHasStoppedMember(leader));
+  kill(leader, SIGKILL);
+  waitpid(leader, nullptr, 0);
+  EXPECT_FALSE(GroupHasStoppedMember(leader));
+}
+
 }  // namespace
 }  // namespace hora::horarun

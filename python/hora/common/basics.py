@@ -11,16 +11,25 @@ Contract:
   :class:`~hora.common.exceptions.NotInitializedError`.
 * ``shutdown()`` stops the engine (unfinished collectives fail with
   ``AbortedError``); it is also run at interpreter exit.
+* A process forked after ``init()`` shares its parent's Session but none of
+  its threads: its ``rank()``, ``size()`` and other queries work, its
+  collectives raise ``InvalidArgumentError`` saying so, and its
+  ``shutdown()`` (or its exit) leaves the parent's Session alone.
+* An exception that ends the process is told to horarun before the Session
+  closes, so that horarun names this rank as the one that failed first.
 
 Framework modules (``hora.torch``, ``hora.numpy``) re-export these functions.
 """
 
 import atexit
 import os
+import sys
 import threading
+import traceback
 
 from hora import _core
-from hora.common.exceptions import NotInitializedError, UnimplementedError
+from hora.common.exceptions import (InvalidArgumentError, NotInitializedError,
+                                    UnimplementedError)
 
 # Reduction op codes, as _core numbers them (not Horovod's numbers: use names).
 Sum = _core.Sum
@@ -36,6 +45,8 @@ _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "P
 _lock = threading.RLock()
 _session = None
 _atexit_registered = False
+_init_pid = None  # the process that made _session (a fork's child is not it)
+_previous_excepthook = None
 
 
 def init(comm=None, process_sets=None, settings=None):
@@ -50,7 +61,7 @@ def init(comm=None, process_sets=None, settings=None):
         settings: optional dict of ``HORA_*`` settings (name -> value); they are
             layered over the environment (these win). Values are converted to str.
     """
-    global _session, _atexit_registered
+    global _session, _atexit_registered, _init_pid, _previous_excepthook
     if comm is not None:
         raise UnimplementedError("hora.init(comm=...) is not supported; hora always "
                                  "uses every rank of the job (launch fewer ranks instead)")
@@ -62,15 +73,34 @@ def init(comm=None, process_sets=None, settings=None):
             return
         conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
         _session = _core.Session(conf)
+        _init_pid = os.getpid()
         if os.environ.get("HORA_WORKER_ID"):
             _export_elastic_layout(_session)
         if not _atexit_registered:
             atexit.register(shutdown)
             _atexit_registered = True
+        if _previous_excepthook is None:
+            _previous_excepthook = sys.excepthook
+            sys.excepthook = _report_uncaught
     if process_sets is not None and not isinstance(process_sets, str):
         from hora.common.process_sets import add_process_set  # (imports this module)
         for ps in process_sets:
             add_process_set(ps)
+
+
+def _report_uncaught(exc_type, exc, tb):
+    """sys.excepthook while initialized: an exception that ends this rank is
+    told to horarun (its last line) before the rank tears down, so that
+    horarun names this rank as the job's first failure rather than a peer
+    that failed because this one went; then the previous hook prints it."""
+    s = _session
+    if s is not None and os.getpid() == _init_pid:
+        try:
+            line = traceback.format_exception_only(exc_type, exc)[-1].strip()
+            s.report_failure(line)
+        except Exception:  # (best effort: the exception itself matters more)
+            pass
+    _previous_excepthook(exc_type, exc, tb)
 
 
 def _export_elastic_layout(s):
@@ -92,6 +122,20 @@ def shutdown():
         s, _session = _session, None
     if s is not None:
         s.shutdown()
+
+
+def utf8_name(name):
+    """A collective's name (a str) as the core takes it: UTF-8. A str that has
+    no UTF-8 form (a lone surrogate, from a bad decode) raises
+    InvalidArgumentError saying where."""
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(
+                "the name %s is not valid UTF-8: %s at index %d (%r)"
+                % (ascii(name[:64]), e.reason, e.start, name[e.start])) from None
+    return name
 
 
 def is_initialized():

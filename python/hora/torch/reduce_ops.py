@@ -206,7 +206,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
                                       else tensor.layout))
     size = (process_set or global_process_set).size()
     t = tensor.coalesce()  # fewer rows on the wire; the same sum
-    base = None if name is None else str(name)
+    base = None if name is None else basics.utf8_name(str(name))
     hi = co.allgather_async(t.indices().t().contiguous(),
                             None if base is None else base + ".indices", process_set)
     hv = co.allgather_async(t.values().contiguous(),

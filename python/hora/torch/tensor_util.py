@@ -40,7 +40,7 @@ def check_name(name):
         return ""
     if not isinstance(name, str):
         raise TypeError("name must be a str or None, got %s" % type(name).__name__)
-    return name
+    return basics.utf8_name(name)
 
 
 def check_tensor(tensor, op, name, inplace=False):

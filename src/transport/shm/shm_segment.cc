@@ -208,11 +208,6 @@ Status RemoveShmSegments(const std::string& job_id) {
 
 namespace hora {
 
-uint64_t PidNamespaceId() {
-  struct stat st {};
-  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
-
 std::string ShmCreatorTag(int pid, uint64_t pid_namespace) {
   return "p" + std::to_string(pid) + "-n" + std::to_string(pid_namespace);
 }

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "common/process_alive.h"
 #include "hora/status.h"
 
 namespace hora {
@@ -91,10 +92,8 @@ std::vector<std::string> ListShmSegments(const std::string& job_id);
 // crash). Processes that still map them are not affected.
 Status RemoveShmSegments(const std::string& job_id);
 
-// This process's pid namespace (the inode of /proc/self/ns/pid; 0 where
-// unknown), and "p<pid>-n<namespace>", the tag that ends the names of the
-// segments a process creates.
-uint64_t PidNamespaceId();
+// "p<pid>-n<namespace>" (PidNamespaceId, common/process_alive.h), the tag
+// that ends the names of the segments a process creates.
 std::string ShmCreatorTag(int pid, uint64_t pid_namespace);
 
 // Unlinks every "/hora-...-p<pid>-n<namespace>" segment of this process's

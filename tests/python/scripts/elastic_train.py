@@ -22,6 +22,7 @@ import argparse
 import os
 import signal
 import sys
+import threading
 import time
 
 import torch
@@ -61,6 +62,13 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--kill-at", type=int, default=-1)
     parser.add_argument("--kill-rank", type=int, default=2)
+    # What befalls it: SIGKILL, SIGSTOP (frozen), or exit0 (it leaves with 0,
+    # as if its work were done).
+    parser.add_argument("--kill-how", choices=["KILL", "STOP", "exit0"], default="KILL")
+    # A second loss: this rank kills itself (SIGKILL) that long after the
+    # first one went, while the others re-form their world.
+    parser.add_argument("--second-kill-rank", type=int, default=-1)
+    parser.add_argument("--second-kill-delay", type=float, default=0.3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--step-sleep", type=float, default=0.02)
     args = parser.parse_args()
@@ -82,9 +90,16 @@ def main():
         while state.step < args.steps:
             step = state.step
             g = grads(state.model, step, hvd.rank(), hvd.size())
+            if (step == args.kill_at and first_rank == args.second_kill_rank and not resets
+                    and first_launch and not second):
+                second.append(threading.Timer(args.second_kill_delay,
+                                              lambda: os.kill(os.getpid(), signal.SIGKILL)))
+                second[0].start()
             if step == args.kill_at and first_rank == args.kill_rank and not resets and first_launch:
                 sys.stdout.flush()
-                os.kill(os.getpid(), signal.SIGKILL)
+                if args.kill_how == "exit0":
+                    os._exit(0)
+                os.kill(os.getpid(), getattr(signal, "SIG" + args.kill_how))
             for p, gi in zip(state.model.parameters(), g):
                 p.grad = hvd.allreduce(gi, name="grad.%d" % len(p.shape), op=hvd.Average)
             state.optimizer.step()
@@ -100,7 +115,7 @@ def main():
                 print("elastic resumed %.6f" % resumed[0], flush=True)
             time.sleep(args.step_sleep)
 
-    resumed, first = [], []
+    resumed, first, second = [], [], []
     train(state)
     assert state.committed == tuple(range(args.steps)), state.committed
     # An elastic worker's rank variables follow its world, as Horovod's.

@@ -1,0 +1,21 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Session::ReportFailure: a rank's own failure, written to the job's store
+// for horarun (launch/failure_report.h).
+#include "api/session_impl.h"
+#include "launch/failure_report.h"
+
+namespace hora {
+
+void Session::ReportFailure(const std::string& what) {
+  const Config& c = impl_->config;
+  if (c.job_id.empty() || impl_->store == nullptr || getpid() != impl_->owner_pid) return;
+  FailureReport report{"rank " + std::to_string(rank()), what};
+  if (!c.worker_id.empty()) report.who = "worker " + c.worker_id + " (" + report.who + ")";
+  const Result<int64_t> n = impl_->store->Add(FailureCountKey(c.job_id), 1);
+  if (!n.ok()) return;  // (horarun gone: nobody to tell)
+  const std::string value = FormatFailure(report);
+  (void)impl_->store->Set(FailureKey(c.job_id, *n), Bytes(value.begin(), value.end()));
+}
+
+}  // namespace hora

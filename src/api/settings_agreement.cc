@@ -1,0 +1,124 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "api/settings_agreement.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "api/process_set_state.h"
+
+namespace hora {
+namespace {
+
+// name NUL value NUL, for each setting (an environment value holds no NUL).
+Bytes Encode(const NamedValues& values) {
+  Bytes out;
+  for (const auto& [name, value] : values) {
+    for (const std::string* s : {&name, &value}) {
+      out.insert(out.end(), s->begin(), s->end());
+      out.push_back(0);
+    }
+  }
+  return out;
+}
+
+NamedValues Decode(const Bytes& bytes) {
+  std::vector<std::string> parts(1);
+  for (uint8_t b : bytes) {
+    if (b == 0) {
+      parts.emplace_back();
+    } else {
+      parts.back().push_back(static_cast<char>(b));
+    }
+  }
+  NamedValues out;
+  for (size_t i = 0; i + 1 < parts.size(); i += 2) {
+    out.emplace_back(parts[i], parts[i + 1]);
+  }
+  return out;
+}
+
+Bytes Text(const std::string& s) { return Bytes(s.begin(), s.end()); }
+
+std::string Ranks(const std::vector<int>& ranks) {
+  return (ranks.size() > 1 ? "ranks " : "rank ") + RankListText(ranks);
+}
+
+}  // namespace
+
+std::string SettingsDisagreement(const std::vector<NamedValues>& by_rank) {
+  if (by_rank.empty()) return "";
+  std::string out;
+  const NamedValues& first = by_rank[0];
+  for (size_t i = 0; i < first.size(); ++i) {
+    const std::string& name = first[i].first;
+    // value -> ranks, in the order the values first appear
+    std::vector<std::pair<std::string, std::vector<int>>> groups;
+    for (size_t r = 0; r < by_rank.size(); ++r) {
+      std::string value = "(not given)";
+      for (const auto& [n, v] : by_rank[r]) {
+        if (n == name) value = v;
+      }
+      auto it = groups.begin();
+      while (it != groups.end() && it->first != value) ++it;
+      if (it == groups.end()) {
+        groups.push_back({value, {}});
+        it = groups.end() - 1;
+      }
+      it->second.push_back(static_cast<int>(r));
+    }
+    if (groups.size() < 2) continue;
+    out += (out.empty() ? "" : "; ") + name + " is ";
+    for (size_t g = 0; g < groups.size(); ++g) {
+      out += (g == 0 ? "" : g + 1 == groups.size() ? " and " : ", ");
+      out += "'" + groups[g].first + "' on " + Ranks(groups[g].second);
+    }
+  }
+  return out;
+}
+
+Status CompareSettings(Store& store, const std::string& prefix, int rank, int size,
+                       const NamedValues& mine, Duration timeout) {
+  const std::string key = prefix + "/settings/";
+  const std::string verdict_key = prefix + "/settings";
+  if (rank != 0) {
+    HORA_RETURN_IF_ERROR(store.Set(key + std::to_string(rank), Encode(mine)));
+    // (Rank 0 answers within its timeout, waiting for the last rank to come.)
+    Result<Bytes> verdict = store.Get(verdict_key, timeout + std::chrono::seconds(10));
+    if (!verdict.ok()) {
+      return verdict.status().WithContext("rank " + std::to_string(rank) +
+                                          ": comparing the settings every rank must share");
+    }
+    if (verdict->size() == 2 && verdict->front() == 'o') return Status::Ok();
+    return InvalidArgument(
+        "rank " + std::to_string(rank) + ": " +
+        std::string(reinterpret_cast<const char*>(verdict->data()) + 1, verdict->size() - 1));
+  }
+  std::vector<NamedValues> all(static_cast<size_t>(size));
+  all[0] = mine;
+  const TimePoint deadline = Clock::now() + timeout;
+  std::string failure;
+  for (int r = 1; r < size && failure.empty(); ++r) {
+    const Duration left = std::max(Duration::zero(), deadline - Clock::now());
+    Result<Bytes> theirs = store.Get(key + std::to_string(r), left);
+    if (!theirs.ok()) {
+      failure = "rank " + std::to_string(r) +
+                " never gave the settings every rank must share (is it set up for another "
+                "transport, HORA_TRANSPORT=mpi, or backend?): " +
+                theirs.status().message();
+      break;
+    }
+    all[static_cast<size_t>(r)] = Decode(*theirs);
+  }
+  if (failure.empty()) {
+    const std::string differ = SettingsDisagreement(all);
+    if (!differ.empty()) {
+      failure = "ranks disagree on settings every rank must share: " + differ +
+                " (give every rank the same environment)";
+    }
+  }
+  HORA_RETURN_IF_ERROR(store.Set(verdict_key, failure.empty() ? Text("ok") : Text("!" + failure)));
+  if (failure.empty()) return Status::Ok();
+  return InvalidArgument("rank 0: " + failure);
+}
+
+}  // namespace hora

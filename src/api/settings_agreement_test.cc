@@ -1,0 +1,95 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+// Ranks (threads here) meeting in one store compare the settings that must
+// agree: every rank gets the same verdict, naming each setting that differs
+// and each rank's value.
+#include "api/settings_agreement.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "common/config.h"
+#include "store/memory_store.h"
+
+namespace hora {
+namespace {
+
+std::vector<Status> Compare(const std::vector<NamedValues>& by_rank, Duration timeout) {
+  auto store = std::make_shared<MemoryStore>();
+  std::vector<Status> out(by_rank.size());
+  std::vector<std::thread> ranks;
+  for (size_t r = 0; r < by_rank.size(); ++r) {
+    ranks.emplace_back([&, r] {
+      out[r] = CompareSettings(*store, "hora/t", static_cast<int>(r),
+                               static_cast<int>(by_rank.size()), by_rank[r], timeout);
+    });
+  }
+  for (auto& t : ranks) t.join();
+  return out;
+}
+
+NamedValues Settings(std::map<std::string, std::string> env) {
+  Result<Config> c = ConfigFromEnv(env);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return AgreedSettings(*c);
+}
+
+TEST(SettingsAgreement, RanksThatAgreeStart) {
+  for (int n : {1, 2, 5}) {
+    std::vector<NamedValues> all(static_cast<size_t>(n), Settings({{"HORA_TIMEOUT_S", "3"}}));
+    // (A setting that need not agree may differ.)
+    if (n > 1) all[1] = Settings({{"HORA_TIMEOUT_S", "7"}, {"HORA_LOG_LEVEL", "info"}});
+    for (const Status& st : Compare(all, std::chrono::seconds(10))) {
+      EXPECT_TRUE(st.ok()) << n << ": " << st.ToString();
+    }
+  }
+}
+
+TEST(SettingsAgreement, EveryRankNamesEachSettingAndValue) {
+  std::vector<NamedValues> all(3, Settings({}));
+  all[1] = Settings({{"HORA_ALLREDUCE_ALGO", "ring"}, {"HORA_CACHE_CAPACITY", "64"}});
+  all[2] = Settings({{"HORA_CACHE_CAPACITY", "1K"}});  // (1024, the default: agrees with 0)
+  const std::vector<Status> got = Compare(all, std::chrono::seconds(10));
+  for (size_t r = 0; r < got.size(); ++r) {
+    ASSERT_FALSE(got[r].ok()) << r;
+    const std::string& m = got[r].message();
+    EXPECT_EQ(m.rfind("rank " + std::to_string(r) + ": ranks disagree", 0), 0u) << m;
+    EXPECT_NE(m.find("HORA_ALLREDUCE_ALGO is '' on ranks 0, 2 and 'ring' on rank 1"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("HORA_CACHE_CAPACITY is '1024' on ranks 0, 2 and '64' on rank 1"),
+              std::string::npos)
+        << m;
+    EXPECT_EQ(m.find("HORA_TRANSPORT"), std::string::npos) << m;
+  }
+}
+
+TEST(SettingsDisagreement, ListsEachValueWithItsRanks) {
+  const std::vector<NamedValues> all = {{{"A", "x"}, {"B", "1"}},
+                                        {{"A", "y"}, {"B", "1"}},
+                                        {{"A", "z"}, {"B", "1"}},
+                                        {{"A", "x"}, {"B", "1"}}};
+  EXPECT_EQ(SettingsDisagreement(all), "A is 'x' on ranks 0, 3, 'y' on rank 1 and 'z' on rank 2");
+  EXPECT_EQ(SettingsDisagreement({all[0], all[0]}), "");
+  EXPECT_EQ(SettingsDisagreement({}), "");
+}
+
+TEST(SettingsAgreement, ARankThatNeverComesFailsEveryRankThatDid) {
+  auto store = std::make_shared<MemoryStore>();
+  // Rank 0 of 3 and rank 1; rank 2 never gives its settings.
+  Status zero, one;
+  std::thread t1([&] {
+    one = CompareSettings(*store, "hora/t", 1, 3, Settings({}), std::chrono::milliseconds(200));
+  });
+  zero = CompareSettings(*store, "hora/t", 0, 3, Settings({}), std::chrono::milliseconds(200));
+  t1.join();
+  ASSERT_FALSE(zero.ok());
+  ASSERT_FALSE(one.ok());
+  EXPECT_NE(zero.message().find("rank 2 never gave"), std::string::npos) << zero.message();
+  EXPECT_NE(one.message().find("rank 2 never gave"), std::string::npos) << one.message();
+}
+
+}  // namespace
+}  // namespace hora

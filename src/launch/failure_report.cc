@@ -1,0 +1,20 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "launch/failure_report.h"
+
+namespace hora {
+
+std::string FailureCountKey(const std::string& job) { return "hora/" + job + "/failures"; }
+
+std::string FailureKey(const std::string& job, int64_t n) {
+  return "hora/" + job + "/failure/" + std::to_string(n);
+}
+
+std::string FormatFailure(const FailureReport& report) { return report.who + "\n" + report.what; }
+
+std::optional<FailureReport> ParseFailure(const std::string& value) {
+  const size_t nl = value.find('\n');
+  if (nl == std::string::npos || nl == 0) return std::nullopt;
+  return FailureReport{value.substr(0, nl), value.substr(nl + 1)};
+}
+
+}  // namespace hora
