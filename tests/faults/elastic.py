@@ -87,19 +87,15 @@ SCRIPT = os.path.join(ROOT, "tests", "python", "scripts", "elastic_train.py")
 KINDS = ["kill9", "sigstop", "second", "exit0", "arrive"]
 COUNTS = ["hang", "leftover", "unnamed", "inconsistent"]
 STEPS = 40
+sys.path.insert(0, HERE)
+from run import shm_entries  # noqa: E402  (the fault script beside this one)
+
 STEP_SLEEP = 0.03
 PEER_TIMEOUT_S = 2
 HANG_S = 120.0
 END_REASONS = ("completed its work", "the job is finishing", "fewer than --min-np")
 ERROR_LINE = re.compile(r"^\[[^\]]+\]: ((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): ?(.*)$")
 OK_LINE = re.compile(r"elastic ok: worker (\S+) rank (\d+) of (\d+), sizes")
-
-
-def shm_entries():
-    try:
-        return {e for e in os.listdir("/dev/shm") if e.startswith("hora-")}
-    except OSError:
-        return set()
 
 
 def environ_of(pid):
