@@ -7,6 +7,7 @@
 
 #include "api/process_connect.h"
 #include "api/session_impl.h"
+#include "api/settings_agreement.h"
 #include "api/thread_world_impl.h"
 #include "common/cores.h"
 #include "common/horovod_env.h"
@@ -64,6 +65,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
 
   std::unique_ptr<Impl> impl;
   RankLayout layout;
+  // Ranks that meet in no store compare the settings that must agree over
+  // the backend (ConnectProcess compares them in the store).
+  bool compare_over_backend = false;
   if (options.world) {  // ranks as threads
     const int size = options.world->size();
     if (options.rank < 0 || options.rank >= size) {
@@ -101,6 +105,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, mpi->CreateTransport());
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
                                     std::move(transport), std::move(selector));
+      compare_over_backend = true;  // (no store to compare in)
     } else if (layout.size == 1 && !elastic) {
       auto hub = LoopbackHub::Create(1);
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
@@ -141,6 +146,10 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     impl->logger.Info("collectives by " + mpi->version());
     MutexLock lock(impl->engine_mu);  // (no other thread yet, but `sets` is the lock's)
     impl->sets[0]->backend = std::move(set_backend);
+  }
+  if (compare_over_backend && impl->comm.size() > 1) {
+    HORA_RETURN_IF_ERROR(CompareSettingsOver(*impl->backend, impl->comm.rank(), impl->comm.size(),
+                                             AgreedSettings(impl->config)));
   }
   {
     // The global set's engine starts with the Session, on every rank: a

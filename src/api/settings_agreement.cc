@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 
 #include "api/process_set_state.h"
 
@@ -76,6 +77,41 @@ std::string SettingsDisagreement(const std::vector<NamedValues>& by_rank) {
   return out;
 }
 
+namespace {
+
+std::string Disagreement(const std::string& differ) {
+  return "ranks disagree on settings every rank must share: " + differ +
+         " (give every rank the same environment)";
+}
+
+}  // namespace
+
+Status CompareSettingsOver(CollectiveBackend& backend, int rank, int size,
+                           const NamedValues& mine) {
+  const Bytes encoded = Encode(mine);
+  const int64_t n = static_cast<int64_t>(encoded.size());
+  std::vector<int64_t> lengths(static_cast<size_t>(size));
+  const std::vector<size_t> eight(static_cast<size_t>(size), sizeof(int64_t));
+  const std::string where =
+      "rank " + std::to_string(rank) + ": comparing the settings every rank must share";
+  HORA_RETURN_IF_ERROR(backend.Allgatherv(&n, lengths.data(), eight).WithContext(where));
+  std::vector<size_t> bytes(lengths.begin(), lengths.end());
+  size_t total = 0;
+  for (size_t b : bytes) total += b;
+  Bytes all(total);
+  HORA_RETURN_IF_ERROR(backend.Allgatherv(encoded.data(), all.data(), bytes).WithContext(where));
+  std::vector<NamedValues> by_rank;
+  size_t at = 0;
+  for (size_t b : bytes) {
+    by_rank.push_back(Decode(Bytes(all.begin() + static_cast<ptrdiff_t>(at),
+                                   all.begin() + static_cast<ptrdiff_t>(at + b))));
+    at += b;
+  }
+  const std::string differ = SettingsDisagreement(by_rank);
+  if (differ.empty()) return Status::Ok();
+  return InvalidArgument("rank " + std::to_string(rank) + ": " + Disagreement(differ));
+}
+
 Status CompareSettings(Store& store, const std::string& prefix, int rank, int size,
                        const NamedValues& mine, Duration timeout) {
   const std::string key = prefix + "/settings/";
@@ -111,10 +147,7 @@ Status CompareSettings(Store& store, const std::string& prefix, int rank, int si
   }
   if (failure.empty()) {
     const std::string differ = SettingsDisagreement(all);
-    if (!differ.empty()) {
-      failure = "ranks disagree on settings every rank must share: " + differ +
-                " (give every rank the same environment)";
-    }
+    if (!differ.empty()) failure = Disagreement(differ);
   }
   HORA_RETURN_IF_ERROR(store.Set(verdict_key, failure.empty() ? Text("ok") : Text("!" + failure)));
   if (failure.empty()) return Status::Ok();

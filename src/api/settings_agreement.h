@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/backend.h"
 #include "common/clock.h"
 #include "hora/status.h"
 #include "store/store.h"
@@ -25,6 +26,11 @@ using NamedValues = std::vector<std::pair<std::string, std::string>>;
 // store keys `prefix` ("hora/<session id>"), within `timeout`.
 Status CompareSettings(Store& store, const std::string& prefix, int rank, int size,
                        const NamedValues& mine, Duration timeout);
+
+// The same comparison over `backend`, for ranks that meet in no store (MPI's
+// transport or backend): every rank gathers every rank's values and reaches
+// the same verdict.
+Status CompareSettingsOver(CollectiveBackend& backend, int rank, int size, const NamedValues& mine);
 
 // What differs among `by_rank` (rank r's values at r), setting by setting
 // ("HORA_X is 'a' on rank 1 and 'b' on ranks 0, 2"); empty when they agree.

@@ -6,11 +6,15 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <thread>
 #include <vector>
 
+#include "api/session_impl.h"
 #include "common/config.h"
+#include "hora/session.h"
+#include "hora/thread_world.h"
 #include "store/memory_store.h"
 
 namespace hora {
@@ -63,6 +67,48 @@ TEST(SettingsAgreement, EveryRankNamesEachSettingAndValue) {
               std::string::npos)
         << m;
     EXPECT_EQ(m.find("HORA_TRANSPORT"), std::string::npos) << m;
+  }
+}
+
+// Ranks with no store (MPI's transport or backend) compare over their
+// backend: every rank reaches the same verdict. (Here ranks as threads, over
+// Hora's backend on the loopback transport.)
+TEST(SettingsAgreement, OverTheBackendEveryRankGetsTheVerdict) {
+  for (const bool differ : {false, true}) {
+    const int n = 3;
+    auto world = ThreadWorld::Create(n);
+    std::vector<Status> got(n);
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < n; ++r) {
+      ranks.emplace_back([&, r] {
+        SessionOptions options;
+        options.rank = r;
+        options.world = world;
+        options.read_environment = false;
+        auto session = Session::Create(options);
+        if (!session.ok()) {
+          got[static_cast<size_t>(r)] = session.status();
+          return;
+        }
+        std::map<std::string, std::string> env;
+        if (differ && r == 2) env["HORA_FUSION_THRESHOLD_BYTES"] = "1M";
+        got[static_cast<size_t>(r)] =
+            CompareSettingsOver(*(*session)->impl().backend, r, n, Settings(env));
+      });
+    }
+    for (auto& t : ranks) t.join();
+    for (int r = 0; r < n; ++r) {
+      const Status& st = got[static_cast<size_t>(r)];
+      if (!differ) {
+        EXPECT_TRUE(st.ok()) << r << ": " << st.ToString();
+        continue;
+      }
+      ASSERT_FALSE(st.ok()) << r;
+      EXPECT_EQ(st.message(), "rank " + std::to_string(r) +
+                                  ": ranks disagree on settings every rank must share: "
+                                  "HORA_FUSION_THRESHOLD_BYTES is '67108864' on ranks 0, 1 and "
+                                  "'1048576' on rank 2 (give every rank the same environment)");
+    }
   }
 }
 
