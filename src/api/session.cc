@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hora/session.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -182,15 +184,14 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() {
   // A forked child leaves the Session to its parent: its threads are the
   // parent's, and closing it would close the parent's connections too.
-  if (impl_ != nullptr && getpid() != impl_->owner_pid) (void)impl_.release();
+  if (impl_ != nullptr && impl_->fork_witness.InChild()) (void)impl_.release();
 }
 
 Status ForkedChildError(const Session::Impl& impl, const char* op) {
-  const pid_t pid = getpid();
-  if (pid == impl.owner_pid) return Status::Ok();
-  return InvalidArgument(impl.Where(op) + ": this process (pid " + std::to_string(pid) +
+  if (!impl.fork_witness.InChild()) return Status::Ok();
+  return InvalidArgument(impl.Where(op) + ": this process (pid " + std::to_string(getpid()) +
                          ") was forked from rank " + std::to_string(impl.comm.rank()) +
-                         "'s process (pid " + std::to_string(impl.owner_pid) +
+                         "'s process (pid " + std::to_string(impl.fork_witness.owner()) +
                          ") after init(); a forked child cannot run collectives or shut Hora "
                          "down, only the process that called init() can (rank(), size() and "
                          "the other queries work here)");

@@ -9,7 +9,7 @@ namespace hora {
 
 void Session::ReportFailure(const std::string& what) {
   const Config& c = impl_->config;
-  if (c.job_id.empty() || impl_->store == nullptr || getpid() != impl_->owner_pid) return;
+  if (c.job_id.empty() || impl_->store == nullptr || impl_->fork_witness.InChild()) return;
   FailureReport report{"rank " + std::to_string(rank()), what};
   if (!c.worker_id.empty()) report.who = "worker " + c.worker_id + " (" + report.who + ")";
   const Result<int64_t> n = impl_->store->Add(FailureCountKey(c.job_id), 1);

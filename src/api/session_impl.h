@@ -7,9 +7,6 @@
 // engine_calls.cc) and session_process_sets.cc (process sets).
 #pragma once
 
-#include <sys/types.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <functional>
 #include <map>
@@ -26,6 +23,7 @@
 #include "collectives/comm.h"
 #include "collectives/selector.h"
 #include "common/config.h"
+#include "common/fork_witness.h"
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "engine/engine.h"
@@ -68,7 +66,7 @@ struct Session::Impl {
   // The process that made this Session. A child forked from it after that
   // shares its sockets and shared memory but none of its threads: it must
   // neither use the Session nor tear it down (ForkedChildError).
-  const pid_t owner_pid = getpid();
+  const ForkWitness fork_witness;
   RankLayout layout;  // local and cross ranks (set once by Session::Create)
   Logger logger;
   std::unique_ptr<TcpStoreServer> store_server;   // rank 0 under a foreign launcher
