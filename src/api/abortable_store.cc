@@ -14,7 +14,7 @@ Status WaitedAll(Duration timeout, const std::string& keys) {
 
 }  // namespace
 
-Status AbortableStore::Aborted() {
+Status AbortableStore::Abandoned() {
   Result<Bytes> why = inner_->Get(abort_key_, Duration::zero());
   if (!why.ok()) return Status::Ok();  // (unset: a timeout at once)
   return UnavailableError(std::string(why->begin(), why->end()));
@@ -26,7 +26,7 @@ Result<Bytes> AbortableStore::Get(const std::string& key, Duration timeout) {
     const Duration left = std::max(Duration::zero(), deadline - Clock::now());
     Result<Bytes> got = inner_->Get(key, std::min(left, slice_));
     if (got.ok() || got.status().code() != StatusCode::kTimeout) return got;
-    HORA_RETURN_IF_ERROR(Aborted());
+    HORA_RETURN_IF_ERROR(Abandoned());
     if (left <= slice_) return WaitedAll(timeout, key);
   }
 }
@@ -37,7 +37,7 @@ Status AbortableStore::Wait(const std::vector<std::string>& keys, Duration timeo
     const Duration left = std::max(Duration::zero(), deadline - Clock::now());
     Status st = inner_->Wait(keys, std::min(left, slice_));
     if (st.ok() || st.code() != StatusCode::kTimeout) return st;
-    HORA_RETURN_IF_ERROR(Aborted());
+    HORA_RETURN_IF_ERROR(Abandoned());
     if (left <= slice_) {
       std::string joined;
       for (const std::string& k : keys) joined += (joined.empty() ? "" : ", ") + k;

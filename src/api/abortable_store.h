@@ -34,11 +34,10 @@ class AbortableStore : public Store {
   }
   Status Wait(const std::vector<std::string>& keys, Duration timeout) override;
   Result<bool> Delete(const std::string& key) override { return inner_->Delete(key); }
+  // The abort's error, or OK while the key is unset (one round trip).
+  Status Abandoned() override;
 
  private:
-  // The abort's error, or OK while the key is unset.
-  Status Aborted();
-
   std::shared_ptr<Store> inner_;
   const std::string abort_key_;
   const Duration slice_;

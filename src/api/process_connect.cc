@@ -178,6 +178,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
         ElasticPlace place,
         AwaitElasticPlace(*w.store, job, config.worker_id, 2 * elastic + std::chrono::seconds(10)));
     w.layout = place.layout;
+    w.elastic_generation = place.generation;
     id = job + "-g" + std::to_string(place.generation);
     // A member that ends while this world connects ends every wait for it.
     w.store = std::make_shared<AbortableStore>(std::move(w.store),

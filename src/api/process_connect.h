@@ -36,6 +36,7 @@ struct ProcessWiring {
   // An elastic worker: horarun's counts of host updates (hosts added,
   // removed) when it arrived, which the world it was placed in reflects.
   int64_t hosts_added_known = 0, hosts_removed_known = 0;
+  int64_t elastic_generation = 0;  // an elastic worker's world (0: not elastic)
   ~ProcessWiring();
   ProcessWiring();
   ProcessWiring(ProcessWiring&&) noexcept;

@@ -121,6 +121,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       impl->store_server = std::move(wiring.server);
       impl->mpi = wiring.mpi;
       impl->hosts_known = {wiring.hosts_added_known, wiring.hosts_removed_known};
+      impl->elastic_generation = wiring.elastic_generation;
     }
   }
   impl->layout = layout;
@@ -184,7 +185,12 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Session::~Session() {
   // A forked child leaves the Session to its parent: its threads are the
   // parent's, and closing it would close the parent's connections too.
-  if (impl_ != nullptr && impl_->fork_witness.InChild()) (void)impl_.release();
+  if (impl_ == nullptr) return;
+  if (impl_->fork_witness.InChild()) {
+    (void)impl_.release();
+    return;
+  }
+  ReportSilentPeer(*impl_);
 }
 
 Status ForkedChildError(const Session::Impl& impl, const char* op) {

@@ -1,8 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Session::ReportFailure: a rank's own failure, written to the job's store
-// for horarun (launch/failure_report.h).
+// for horarun (launch/failure_report.h); and ReportSilentPeer.
 #include "api/session_impl.h"
+#include "launch/elastic_place.h"
 #include "launch/failure_report.h"
 
 namespace hora {
@@ -16,6 +17,21 @@ void Session::ReportFailure(const std::string& what) {
   if (!n.ok()) return;  // (horarun gone: nobody to tell)
   const std::string value = FormatFailure(report);
   (void)impl_->store->Set(FailureKey(c.job_id, *n), Bytes(value.begin(), value.end()));
+}
+
+void ReportSilentPeer(Session::Impl& impl) {
+  const Config& c = impl.config;
+  if (c.worker_id.empty() || c.job_id.empty() || impl.elastic_generation <= 0 ||
+      impl.store == nullptr || impl.transport == nullptr) {
+    return;
+  }
+  const int peer = impl.transport->SilentPeer();
+  if (peer < 0) return;
+  const std::string why = "rank " + std::to_string(impl.comm.rank()) + " (worker " + c.worker_id +
+                          "): " + impl.transport->LostPeer().message();
+  // (Best effort: horarun gone, or the store, is nobody to tell.)
+  (void)impl.store->Set(ElasticSilentKey(c.job_id, impl.elastic_generation, peer),
+                        Bytes(why.begin(), why.end()));
 }
 
 }  // namespace hora

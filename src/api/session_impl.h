@@ -78,6 +78,7 @@ struct Session::Impl {
   // An elastic worker: horarun's host-update counts its world reflects
   // (added, removed; Session::ElasticHostUpdates).
   std::pair<int64_t, int64_t> hosts_known{0, 0};
+  int64_t elastic_generation = 0;  // an elastic worker's world (0: not elastic)
   std::unique_ptr<Transport> transport;
   Comm comm;
   // Hora's algorithms over `comm`, or MPI's collectives (HORA_BACKEND=mpi).
@@ -106,6 +107,12 @@ struct Session::Impl {
     return "rank " + std::to_string(comm.rank()) + ": " + op;
   }
 };
+
+// An elastic worker whose world was lost by a peer's silence (its process
+// stopped or frozen: Transport::SilentPeer) tells horarun which, through
+// the store (launch/elastic_place.h ElasticSilentKey), as its Session ends:
+// horarun then stops that worker, which the next world would wait for.
+void ReportSilentPeer(Session::Impl& impl);
 
 // In a child forked from the Session's process after the Session started:
 // the error of `op` (the queries, rank() and size(), still work there).

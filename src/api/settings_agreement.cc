@@ -112,6 +112,36 @@ Status CompareSettingsOver(CollectiveBackend& backend, int rank, int size,
   return InvalidArgument("rank " + std::to_string(rank) + ": " + Disagreement(differ));
 }
 
+namespace {
+
+// Rank 0's verdict in the store: one letter, then the why. 'o' the ranks
+// agree; '!' they differ (InvalidArgument); 't' a rank never came
+// (Timeout); 'u' a rank's world broke while it formed (Unavailable: an
+// elastic worker that ended): the codes a new world mends stay so.
+char VerdictLetter(StatusCode code) {
+  switch (code) {
+    case StatusCode::kTimeout:
+      return 't';
+    case StatusCode::kUnavailable:
+      return 'u';
+    default:
+      return '!';
+  }
+}
+
+Status VerdictStatus(char letter, const std::string& why) {
+  switch (letter) {
+    case 't':
+      return TimeoutError(why);
+    case 'u':
+      return UnavailableError(why);
+    default:
+      return InvalidArgument(why);
+  }
+}
+
+}  // namespace
+
 Status CompareSettings(Store& store, const std::string& prefix, int rank, int size,
                        const NamedValues& mine, Duration timeout) {
   const std::string key = prefix + "/settings/";
@@ -125,18 +155,22 @@ Status CompareSettings(Store& store, const std::string& prefix, int rank, int si
                                           ": comparing the settings every rank must share");
     }
     if (verdict->size() == 2 && verdict->front() == 'o') return Status::Ok();
-    return InvalidArgument(
+    if (verdict->empty()) return InternalError("rank " + std::to_string(rank) + ": empty verdict");
+    return VerdictStatus(
+        static_cast<char>(verdict->front()),
         "rank " + std::to_string(rank) + ": " +
-        std::string(reinterpret_cast<const char*>(verdict->data()) + 1, verdict->size() - 1));
+            std::string(reinterpret_cast<const char*>(verdict->data()) + 1, verdict->size() - 1));
   }
   std::vector<NamedValues> all(static_cast<size_t>(size));
   all[0] = mine;
   const TimePoint deadline = Clock::now() + timeout;
   std::string failure;
+  StatusCode code = StatusCode::kInvalidArgument;
   for (int r = 1; r < size && failure.empty(); ++r) {
     const Duration left = std::max(Duration::zero(), deadline - Clock::now());
     Result<Bytes> theirs = store.Get(key + std::to_string(r), left);
     if (!theirs.ok()) {
+      code = theirs.status().code();
       failure = "rank " + std::to_string(r) +
                 " never gave the settings every rank must share (is it set up for another "
                 "transport, HORA_TRANSPORT=mpi, or backend?): " +
@@ -149,9 +183,11 @@ Status CompareSettings(Store& store, const std::string& prefix, int rank, int si
     const std::string differ = SettingsDisagreement(all);
     if (!differ.empty()) failure = Disagreement(differ);
   }
-  HORA_RETURN_IF_ERROR(store.Set(verdict_key, failure.empty() ? Text("ok") : Text("!" + failure)));
+  const char letter = VerdictLetter(code);
+  HORA_RETURN_IF_ERROR(store.Set(
+      verdict_key, failure.empty() ? Text("ok") : Text(std::string(1, letter) + failure)));
   if (failure.empty()) return Status::Ok();
-  return InvalidArgument("rank 0: " + failure);
+  return VerdictStatus(letter, "rank 0: " + failure);
 }
 
 }  // namespace hora

@@ -135,6 +135,43 @@ TEST(SettingsAgreement, ARankThatNeverComesFailsEveryRankThatDid) {
   ASSERT_FALSE(one.ok());
   EXPECT_NE(zero.message().find("rank 2 never gave"), std::string::npos) << zero.message();
   EXPECT_NE(one.message().find("rank 2 never gave"), std::string::npos) << one.message();
+  // (A world that never formed, which a new one mends: not a disagreement.)
+  EXPECT_EQ(zero.code(), StatusCode::kTimeout) << zero.ToString();
+  EXPECT_EQ(one.code(), StatusCode::kTimeout) << one.ToString();
+}
+
+// A store whose waits for rank 2's key end as an elastic worker's do when
+// a member of its forming world ended (api/abortable_store.h).
+class BrokenForRankTwo final : public Store {
+ public:
+  Status Set(const std::string& key, const Bytes& value) override { return inner_.Set(key, value); }
+  Result<Bytes> Get(const std::string& key, Duration timeout) override {
+    if (key.ends_with("/settings/2")) return UnavailableError("worker w/2 of world 2 ended");
+    return inner_.Get(key, timeout);
+  }
+  Result<int64_t> Add(const std::string& key, int64_t delta) override {
+    return inner_.Add(key, delta);
+  }
+  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
+    return inner_.Wait(keys, timeout);
+  }
+  Result<bool> Delete(const std::string& key) override { return inner_.Delete(key); }
+
+ private:
+  MemoryStore inner_;
+};
+
+TEST(SettingsAgreement, AWorldThatBrokeWhileFormingStaysUnavailableOnEveryRank) {
+  auto store = std::make_shared<BrokenForRankTwo>();
+  Status zero, one;
+  std::thread t1([&] {
+    one = CompareSettings(*store, "hora/t", 1, 3, Settings({}), std::chrono::seconds(5));
+  });
+  zero = CompareSettings(*store, "hora/t", 0, 3, Settings({}), std::chrono::seconds(5));
+  t1.join();
+  EXPECT_EQ(zero.code(), StatusCode::kUnavailable) << zero.ToString();
+  EXPECT_EQ(one.code(), StatusCode::kUnavailable) << one.ToString();
+  EXPECT_NE(one.message().find("worker w/2 of world 2 ended"), std::string::npos) << one.message();
 }
 
 }  // namespace

@@ -13,6 +13,11 @@ std::string ElasticBrokenKey(const std::string& job, int64_t generation) {
   return "hora/" + job + "/elastic/broken/" + std::to_string(generation);
 }
 
+std::string ElasticSilentKey(const std::string& job, int64_t generation, int rank) {
+  return "hora/" + job + "/elastic/silent/" + std::to_string(generation) + "/" +
+         std::to_string(rank);
+}
+
 std::string ElasticArrivalsKey(const std::string& job) {
   return "hora/" + job + "/elastic/arrivals";
 }

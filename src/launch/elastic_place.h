@@ -34,6 +34,12 @@ std::string ElasticAssignmentKey(const std::string& job, const std::string& work
 // says which): the others stop waiting for it if their world is still
 // connecting, and form the next one (api/abortable_store.h).
 std::string ElasticBrokenKey(const std::string& job, int64_t generation);
+// Set by a member of generation `generation` whose transport found the
+// member of rank `rank` silent (no heartbeat for HORA_PEER_TIMEOUT_S:
+// stopped or frozen; its value says so): horarun stops that worker if it
+// does not come back to init(), also on a host whose processes it cannot
+// see.
+std::string ElasticSilentKey(const std::string& job, int64_t generation, int rank);
 std::string ElasticHostsAddedKey(const std::string& job);
 std::string ElasticHostsRemovedKey(const std::string& job);
 

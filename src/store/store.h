@@ -38,6 +38,12 @@ class Store {
 
   // Removes `key`; returns whether it existed.
   virtual Result<bool> Delete(const std::string& key) = 0;
+
+  // Why every wait of those using this store should end now (an elastic
+  // world that broke while it connected: api/abortable_store.h), or OK.
+  // Waits that are not the store's own (a transport's accepts and
+  // connects) ask between slices. OK here, at no cost.
+  virtual Status Abandoned() { return Status::Ok(); }
 };
 
 }  // namespace hora

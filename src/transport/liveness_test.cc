@@ -68,6 +68,7 @@ int Child(bool tcp, Fate fate, const std::string& dir, const std::string& job) {
 struct Outcome {
   Status status;
   double seconds = 0;
+  int silent_peer = -2;  // Transport::SilentPeer() after the wait
 };
 
 Outcome RunTrial(bool tcp, Fate fate) {
@@ -110,6 +111,7 @@ Outcome RunTrial(bool tcp, Fate fate) {
       const TimePoint start = Clock::now();
       out.status = (*t)->Wait(r, start + std::chrono::seconds(20));
       out.seconds = DurationToSeconds(Clock::now() - start);
+      out.silent_peer = (*t)->SilentPeer();
       if (pauser > 0) waitpid(pauser, nullptr, 0);
       if (out.status.ok() && x != 42) out.status = InternalError("got " + std::to_string(x));
     }
@@ -130,6 +132,7 @@ TEST_P(Liveness, AFrozenRankIsLostAfterThePeerTimeout) {
   EXPECT_NE(o.status.message().find("HORA_PEER_TIMEOUT_S"), std::string::npos);
   EXPECT_GE(o.seconds, 0.5);
   EXPECT_LT(o.seconds, 6.0);
+  EXPECT_EQ(o.silent_peer, 1);  // (what an elastic worker tells horarun)
 }
 
 TEST_P(Liveness, ARankWhoseProcessEndedIsLostAtOnce) {
@@ -137,6 +140,7 @@ TEST_P(Liveness, ARankWhoseProcessEndedIsLostAtOnce) {
   EXPECT_EQ(o.status.code(), StatusCode::kUnavailable) << o.status.ToString();
   EXPECT_NE(o.status.message().find("rank 1"), std::string::npos) << o.status.message();
   EXPECT_LT(o.seconds, 2.0);
+  EXPECT_EQ(o.silent_peer, -1);  // ended, not silent
 }
 
 TEST_P(Liveness, AJobPausedAsAWholeGoesOn) {

@@ -106,6 +106,11 @@ class Transport {
   // alive fails when another was lost. Cheap; from any thread.
   virtual Status LostPeer() { return Status::Ok(); }
 
+  // The peer whose silence lost this group (no heartbeat for the peer
+  // timeout: its process stopped or frozen, not ended), or -1: no peer
+  // lost, or lost another way. Cheap; from any thread.
+  virtual int SilentPeer() { return -1; }
+
   // The window of tag context `context` (shared_window.h), or null where the
   // transport has none; the same object on every call, owned by the
   // transport. Every rank of the group gets one or none alike.

@@ -33,6 +33,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hosts.h"
@@ -87,6 +88,13 @@ class ElasticPlanner {
     return it != workers_.end() && it->second.rank >= 0;
   }
   int live() const;
+  // Worker `id`'s last generation and its rank there (nullopt: it has had
+  // none).
+  std::optional<std::pair<int64_t, int>> LastPlace(const std::string& id) const {
+    auto it = workers_.find(id);
+    if (it == workers_.end() || it->second.rank < 0) return std::nullopt;
+    return std::make_pair(it->second.generation, it->second.rank);
+  }
   // Whether worker `id` is a member of the latest generation.
   bool InLatestGeneration(const std::string& id) const {
     auto it = workers_.find(id);

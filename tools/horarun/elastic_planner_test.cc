@@ -94,6 +94,23 @@ TEST(ElasticPlanner, SurvivorsKeepTheirOrderAndTheLowestIsRankZero) {
   EXPECT_EQ(PlaceOf(e, "w2").host, "b");
 }
 
+TEST(ElasticPlanner, KnowsEachWorkersLastPlace) {
+  ElasticPlanner p(Bounds(1, 4));
+  const Clock::time_point t{};
+  p.Started("new", "a", t);
+  EXPECT_FALSE(p.LastPlace("new").has_value()) << "no world yet";
+  EXPECT_FALSE(p.LastPlace("nobody").has_value());
+  p.Ended("new", t);
+  StartAll(p, {"a", "a", "b"}, t);  // w0 w1 | w2: ranks 0 1 2 of world 1
+  EXPECT_EQ(p.LastPlace("w2"), std::make_pair(int64_t{1}, 2));
+  p.Ended("w0", t);
+  p.Arrived("w1", 2, t);
+  p.Arrived("w2", 2, t);
+  ASSERT_EQ(p.Decide(t).generation, 2);
+  EXPECT_EQ(p.LastPlace("w2"), std::make_pair(int64_t{2}, 1));
+  EXPECT_EQ(p.LastPlace("w0"), std::make_pair(int64_t{1}, 0)) << "its last, before it ended";
+}
+
 TEST(ElasticPlanner, NewWorkersComeAfterTheSurvivorsOfTheirHost) {
   ElasticPlanner p(Bounds(1, 8));
   const Clock::time_point t{};

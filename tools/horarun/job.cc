@@ -50,7 +50,8 @@ static std::string RemoteScript(const std::string& cwd, const std::vector<std::s
   // this shell's group do not end it, stops the rank's group when horarun's
   // end of stdin closes (horarun stopping the job, gone, or its ssh gone):
   // TERM (with CONT, for a rank frozen with SIGSTOP), then KILL after the
-  // grace period.
+  // grace period. Once the rank has ended, the watcher's group ends too
+  // (its sleep of the grace period with it).
   std::string cmd = "env";
   for (const auto& a : argv) cmd += " " + ShellQuote(a);
   char grace[32];
@@ -81,7 +82,7 @@ static std::string RemoteScript(const std::string& cwd, const std::vector<std::s
          grace +
          " <&3 >/dev/null 2>&1 & __hora_w=$!; exec 3<&-; "
          "while :; do wait $__hora_p; __hora_rc=$?; kill -0 $__hora_p 2>/dev/null || break; "
-         "done; kill $__hora_w 2>/dev/null; exit $__hora_rc";
+         "done; kill -TERM -$__hora_w 2>/dev/null || kill $__hora_w 2>/dev/null; exit $__hora_rc";
 }
 
 std::string RemoteInput(const std::string& secret, const std::map<std::string, std::string>& env) {

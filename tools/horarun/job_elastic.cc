@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "host_discovery.h"
 #include "job_run.h"
@@ -47,7 +48,7 @@ void Job::PollDriver(Clock::time_point now) {
     discover_at_ = Clock::now() + std::chrono::seconds(1);
   }
   if (now >= frozen_check_at_) {
-    TakeOutFrozen();
+    TakeOutFrozen(now);
     frozen_check_at_ = now + std::chrono::milliseconds(250);
   }
   auto d = driver_->Poll(now);
@@ -100,22 +101,41 @@ void Job::PollDriver(Clock::time_point now) {
   }
 }
 
-void Job::TakeOutFrozen() {
-  // A worker the others wait for in init() that is stopped (SIGSTOP: its
-  // peers found it silent) would keep them there until --elastic-timeout:
-  // it is killed now, and handled as any lost worker (its death re-forms
-  // the world). (Local workers: a remote one's process is not here to see.)
+void Job::TakeOutFrozen(Clock::time_point now) {
+  // A worker the others wait for in init() that is stopped or frozen would
+  // keep them there until --elastic-timeout: it is taken out now, and
+  // handled as any lost worker (its death re-forms the world). Seen two
+  // ways: here, a local worker's process group with a stopped member
+  // (SIGSTOP, a debugger): killed at once; anywhere, a member of its last
+  // world that found it silent and said so in the store (ElasticSilentKey):
+  // stopped as any worker (on another host, its watcher ends it there).
+  const std::string job = JobId();
   for (const std::string& id : driver_->planner().Late()) {
     for (auto& r : ranks_) {
-      if (!r.running || r.stopped || r.frozen_killed || WorkerId(r.placement) != id ||
-          !IsLocalHost(r.placement.host) || !GroupHasStoppedMember(r.pid)) {
+      if (!r.running || r.stopped || r.frozen_killed || WorkerId(r.placement) != id) continue;
+      if (IsLocalHost(r.placement.host) && GroupHasStoppedMember(r.pid)) {
+        std::fprintf(stderr,
+                     "horarun: elastic: worker %s (pid %d) is stopped (SIGSTOP or a debugger) "
+                     "while the others wait for it in init(); killing it\n",
+                     id.c_str(), r.pid);
+        kill(-r.pid, SIGKILL);
+        r.frozen_killed = true;
         continue;
       }
+      const auto place = driver_->planner().LastPlace(id);
+      if (!place || store_ == nullptr || job.empty()) continue;
+      const Result<Bytes> said =
+          store_->Get(ElasticSilentKey(job, place->first, place->second), Duration::zero());
+      if (!said.ok()) continue;
       std::fprintf(stderr,
-                   "horarun: elastic: worker %s (pid %d) is stopped (SIGSTOP or a debugger) "
-                   "while the others wait for it in init(); killing it\n",
-                   id.c_str(), r.pid);
-      kill(-r.pid, SIGKILL);
+                   "horarun: elastic: worker %s (rank %d of world %lld) is silent while the others "
+                   "wait for it in init() (%s); stopping it\n",
+                   id.c_str(), place->second, static_cast<long long>(place->first),
+                   std::string(said->begin(), said->end()).c_str());
+      StopWorker(r, now);
+      // (On another host, the end of its stdin starts its watcher's TERM,
+      // CONT and KILL there.)
+      if (r.stdin_fd >= 0) close(std::exchange(r.stdin_fd, -1));
       r.frozen_killed = true;
     }
   }
@@ -217,7 +237,7 @@ void Job::Discover(Clock::time_point now) {
     }
   }
   // The members learn of it at their next commit (check_host_updates).
-  const std::string& job = spec_.env.count("HORA_JOB_ID") ? spec_.env.at("HORA_JOB_ID") : "";
+  const std::string job = JobId();
   for (const auto& [happened, key] : {std::pair{added, ElasticHostsAddedKey(job)},
                                       std::pair{removed, ElasticHostsRemovedKey(job)}}) {
     if (!happened) continue;

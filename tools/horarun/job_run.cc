@@ -79,9 +79,7 @@ void Job::Launch() {
     }  // (else: failures are named by their exits alone)
   }
   if (spec_.elastic) {
-    auto job = spec_.env.find("HORA_JOB_ID");
-    driver_ = std::make_unique<ElasticDriver>(
-        *store_, job == spec_.env.end() ? std::string() : job->second, spec_.elastic->settings);
+    driver_ = std::make_unique<ElasticDriver>(*store_, JobId(), spec_.elastic->settings);
   }
   char cwd_buf[4096];
   cwd_ = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
@@ -313,14 +311,18 @@ void Job::Died(Rank& r, int status) {
   }
 }
 
-std::optional<FailureReport> Job::FirstFailure() {
-  if (!store_) return std::nullopt;
+std::string Job::JobId() const {
   const auto job = spec_.env.find("HORA_JOB_ID");
-  if (job == spec_.env.end()) return std::nullopt;
-  const Result<int64_t> n = store_->Add(FailureCountKey(job->second), 0);
+  return job == spec_.env.end() ? std::string() : job->second;
+}
+
+std::optional<FailureReport> Job::FirstFailure() {
+  const std::string job = JobId();
+  if (!store_ || job.empty()) return std::nullopt;
+  const Result<int64_t> n = store_->Add(FailureCountKey(job), 0);
   if (!n.ok() || *n < 1) return std::nullopt;
   // (Counted just before it is written: a moment for the write.)
-  const Result<Bytes> v = store_->Get(FailureKey(job->second, 1), std::chrono::milliseconds(500));
+  const Result<Bytes> v = store_->Get(FailureKey(job, 1), std::chrono::milliseconds(500));
   if (!v.ok()) return std::nullopt;
   return ParseFailure(std::string(v->begin(), v->end()));
 }

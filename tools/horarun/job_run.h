@@ -55,7 +55,7 @@ struct Rank {
   // gets SIGKILL if it has not ended by then.
   bool stopped = false;
   Clock::time_point stop_kill_at = Clock::time_point::max();
-  bool frozen_killed = false;  // killed as stopped while a round waited for it
+  bool frozen_killed = false;  // taken out as stopped or silent while a round waited for it
   int files[2] = {-1, -1};     // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
@@ -92,6 +92,7 @@ class Job {
   void Died(Rank& r, int status);
   // The first failure a rank reported in the store, if any.
   std::optional<FailureReport> FirstFailure();
+  std::string JobId() const;  // HORA_JOB_ID (empty: none)
   void CloseOutput(Rank& r, int s);
   void FeedRank(Rank& r);
   void CheckInputs(Clock::time_point now);
@@ -108,8 +109,9 @@ class Job {
   // A worker on `host` failed: with a discovery script, the host gets no
   // new worker for its cooldown (JobSpec::Elastic::cooldown_s).
   void HostFailed(const std::string& host, Clock::time_point now);
-  // Kills the workers a round waits for that are stopped (SIGSTOP).
-  void TakeOutFrozen();
+  // Takes out the workers a round waits for that are stopped (SIGSTOP) or
+  // that a peer found silent.
+  void TakeOutFrozen(Clock::time_point now);
 
   const JobSpec& spec_;
   const int sigfd_;

@@ -169,6 +169,7 @@ void ShmTransport::CheckHeartbeats(TimePoint now, bool fresh_start) {
     char secs[32];
     std::snprintf(secs, sizeof secs, "%.3g", DurationToSeconds(now - l->beat_changed));
     const std::string pid = l->peer_pid > 0 ? " (pid " + std::to_string(l->peer_pid) + ")" : "";
+    silent_peer_ = p;
     MarkLostLocked(UnavailableError(
         Name(p) + pid + " has shown no sign of life for " + secs +
         " s (HORA_PEER_TIMEOUT_S): its process is stopped (SIGSTOP, a debugger) or frozen"));

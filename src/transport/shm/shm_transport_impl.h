@@ -105,6 +105,10 @@ class ShmTransport final : public Transport {
     MutexLock lock(mu_);
     return lost_;
   }
+  int SilentPeer() override HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return silent_peer_;
+  }
   SharedWindow* Window(uint32_t context) override {
     return context < windows_.size() ? windows_[context].get() : nullptr;
   }
@@ -198,8 +202,9 @@ class ShmTransport final : public Transport {
   // members below): the engine's thread and the caller's may use the
   // transport at once (separate Comm contexts).
   Mutex mu_;
-  Status lost_ HORA_GUARDED_BY(mu_);      // set once a peer process is gone
-  BufferPool pool_ HORA_GUARDED_BY(mu_);  // payloads of messages set aside
+  Status lost_ HORA_GUARDED_BY(mu_);           // set once a peer process is gone
+  int silent_peer_ HORA_GUARDED_BY(mu_) = -1;  // the peer lost_ found silent
+  BufferPool pool_ HORA_GUARDED_BY(mu_);       // payloads of messages set aside
 
   Duration peer_timeout_{};  // zero: a silent heartbeat is not a loss
   Mutex beat_mu_;

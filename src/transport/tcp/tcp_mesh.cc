@@ -6,6 +6,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "net/auth.h"
@@ -25,6 +26,20 @@ std::string AddressOf(const sockaddr* sa) {
 
 std::string WithPort(const std::string& ip, uint16_t port) {
   return (ip.find(':') != std::string::npos ? "[" + ip + "]" : ip) + ":" + std::to_string(port);
+}
+
+// net::Connect until `deadline`, in slices between which `store` is asked
+// whether the world this mesh is for was abandoned (Store::Abandoned): a
+// lower rank that ended after it gave its address refuses every try.
+Result<net::Fd> ConnectUnlessAbandoned(Store& store, const net::HostPort& hp, TimePoint deadline) {
+  constexpr Duration kSlice = std::chrono::milliseconds(250);
+  for (;;) {
+    const TimePoint now = Clock::now();
+    const TimePoint until = std::min(deadline, now + kSlice);
+    Result<net::Fd> fd = net::Connect(hp, until - now);
+    if (fd.ok() || until >= deadline || fd.status().code() != StatusCode::kUnavailable) return fd;
+    HORA_RETURN_IF_ERROR(store.Abandoned());
+  }
 }
 
 }  // namespace
@@ -79,7 +94,7 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
     HORA_ASSIGN_OR_RETURN(Bytes addr_bytes, store.Get(key, deadline - Clock::now()));
     const std::string addr(addr_bytes.begin(), addr_bytes.end());
     HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(addr));
-    HORA_ASSIGN_OR_RETURN(net::Fd fd, net::Connect(hp, deadline - Clock::now()));
+    HORA_ASSIGN_OR_RETURN(net::Fd fd, ConnectUnlessAbandoned(store, hp, deadline));
     HORA_RETURN_IF_ERROR(net::AuthenticateAsClient(fd.get(), o.secret, deadline)
                              .WithContext("rank " + std::to_string(o.rank) +
                                           " connecting to rank " + std::to_string(peer) + " at " +
@@ -89,7 +104,7 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
     peers[static_cast<size_t>(peer)] = std::move(fd);
   }
   // Accept every higher rank.
-  HORA_RETURN_IF_ERROR(AcceptHigherRanks(listener, o, deadline, &peers));
+  HORA_RETURN_IF_ERROR(AcceptHigherRanks(store, listener, o, deadline, &peers));
   return peers;
 }
 

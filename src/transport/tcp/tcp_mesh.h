@@ -43,9 +43,10 @@ struct TcpMeshOptions {
 Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& options);
 
 // ConnectTcpMesh's accepting half (tcp_mesh_accept.cc): fills the entries
-// of `peers` above this rank from connections to `listener`.
-Status AcceptHigherRanks(const net::Fd& listener, const TcpMeshOptions& options, TimePoint deadline,
-                         std::vector<net::Fd>* peers);
+// of `peers` above this rank from connections to `listener`; ends early
+// with `store`'s Abandoned() error.
+Status AcceptHigherRanks(Store& store, const net::Fd& listener, const TcpMeshOptions& options,
+                         TimePoint deadline, std::vector<net::Fd>* peers);
 
 // The address this host advertises for `iface` (see TcpMeshOptions).
 Result<std::string> AdvertisedAddress(const std::string& iface);

@@ -88,8 +88,8 @@ Status Step(Incoming& c, bool* done) {
 
 }  // namespace
 
-Status AcceptHigherRanks(const net::Fd& listener, const TcpMeshOptions& o, TimePoint deadline,
-                         std::vector<net::Fd>* peers) {
+Status AcceptHigherRanks(Store& store, const net::Fd& listener, const TcpMeshOptions& o,
+                         TimePoint deadline, std::vector<net::Fd>* peers) {
   const std::string me = "rank " + std::to_string(o.rank);
   LogLimiter refusals;
   auto say = [&](const std::string& m) {
@@ -114,11 +114,15 @@ Status AcceptHigherRanks(const net::Fd& listener, const TcpMeshOptions& o, TimeP
       fds.push_back({c.fd.get(), static_cast<short>(c.Sending() ? POLLOUT : POLLIN), 0});
       wake = std::min(wake, c.until);
     }
+    // (Slices of at most 100 ms: between them, whether the world this
+    // mesh is for was abandoned: Store::Abandoned.)
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
-    if (poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(ms, 0, 1000))) < 0 &&
+    if (poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(ms, 0, 100))) < 0 &&
         errno != EINTR) {
       return UnavailableError(me + ": poll: " + std::strerror(errno));
     }
+    HORA_RETURN_IF_ERROR(store.Abandoned().WithContext(
+        me + " waiting for " + std::to_string(missing) + " higher rank(s) to connect"));
     now = Clock::now();
     size_t k = 1;
     for (auto it = pending.begin(); it != pending.end(); ++k) {

@@ -50,6 +50,7 @@ void TcpTransport::Beat(TimePoint now, bool fresh_start) {
     } else if (peer_timeout_ > Duration::zero() && now - p.in_moved >= peer_timeout_) {
       char secs[32];
       std::snprintf(secs, sizeof secs, "%.3g", DurationToSeconds(now - p.in_moved));
+      if (lost_.ok()) silent_peer_ = static_cast<int>(i);
       FailPeer(i, std::string("no sign of life from it for ") + secs +
                       " s (HORA_PEER_TIMEOUT_S): its process is stopped (SIGSTOP, a debugger) "
                       "or frozen, or the network between us is cut");

@@ -227,6 +227,10 @@ class TcpTransport final : public Transport {
     MutexLock lock(mu_);
     return lost_;
   }
+  int SilentPeer() override HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return silent_peer_;
+  }
 
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     return Post(peer, tag, data, bytes, std::nullopt);
@@ -448,6 +452,7 @@ class TcpTransport final : public Transport {
   uint64_t moved_ HORA_GUARDED_BY(mu_) = 0;     // bytes read or written so far
   BufferPool pool_ HORA_GUARDED_BY(mu_);        // payloads of unexpected messages
   Status lost_ HORA_GUARDED_BY(mu_);            // set once a rank is lost
+  int silent_peer_ HORA_GUARDED_BY(mu_) = -1;   // the peer lost_ found silent (Beat)
   net::Fd epoll_;
   net::Fd wake_;
   std::thread thread_;

@@ -66,6 +66,11 @@ class HybridTransport final : public Transport {
     Status st = shm_->LostPeer();
     return st.ok() ? tcp_->LostPeer() : st;
   }
+  int SilentPeer() override {
+    if (shm_->LostPeer().ok()) return tcp_->SilentPeer();
+    const int l = shm_->SilentPeer();
+    return l < 0 ? -1 : local_ranks_[static_cast<size_t>(l)];
+  }
 
  private:
   int Local(int peer) const {

@@ -1,0 +1,63 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// HybridTransport's view of a loss: which side lost the group, and the
+// silent peer named by the job's rank (the shared-memory side numbers its
+// peers within the host).
+#include "transport/combinators/hybrid/hybrid_transport.h"
+
+#include <gtest/gtest.h>
+
+namespace hora {
+namespace {
+
+// A side that moves nothing and reports the loss it is given.
+class LossOnly final : public Transport {
+ public:
+  LossOnly(int rank, int size, Status lost, int silent)
+      : rank_(rank), size_(size), lost_(std::move(lost)), silent_(silent) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "loss-only"; }
+  Request Isend(int, Tag, const void*, size_t) override { return nullptr; }
+  Request Irecv(int, Tag, void*, size_t) override { return nullptr; }
+  Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
+  void Cancel(const Request&) override {}
+  Status LostPeer() override { return lost_; }
+  int SilentPeer() override { return silent_; }
+
+ private:
+  const int rank_, size_;
+  const Status lost_;
+  const int silent_;
+};
+
+// Rank 3 of 6, with ranks 2, 3 and 5 on its host (shared-memory ranks 0-2).
+std::unique_ptr<Transport> Hybrid(Status shm_lost, int shm_silent, Status tcp_lost,
+                                  int tcp_silent) {
+  return CreateHybridTransport(3, 6, {2, 3, 5},
+                               std::make_unique<LossOnly>(1, 3, shm_lost, shm_silent),
+                               std::make_unique<LossOnly>(3, 6, tcp_lost, tcp_silent));
+}
+
+TEST(HybridTransport, NamesASilentPeerOnThisHostByItsRankInTheJob) {
+  auto t = Hybrid(UnavailableError("rank 2 silent"), 2, Status::Ok(), -1);
+  EXPECT_EQ(t->SilentPeer(), 5);
+  EXPECT_EQ(t->LostPeer().message(), "rank 2 silent");
+}
+
+TEST(HybridTransport, NamesASilentPeerOnAnotherHost) {
+  auto t = Hybrid(Status::Ok(), -1, UnavailableError("rank 0 silent"), 0);
+  EXPECT_EQ(t->SilentPeer(), 0);
+}
+
+TEST(HybridTransport, NoSilentPeerWhenTheLossWasAnother) {
+  EXPECT_EQ(Hybrid(Status::Ok(), -1, Status::Ok(), -1)->SilentPeer(), -1);
+  // This host's side lost the group first (a process ended): the other
+  // side's later silence is not why.
+  EXPECT_EQ(
+      Hybrid(UnavailableError("rank 2 ended"), -1, UnavailableError("silent"), 1)->SilentPeer(),
+      -1);
+}
+
+}  // namespace
+}  // namespace hora
