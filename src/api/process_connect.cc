@@ -19,23 +19,11 @@
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
-extern char** environ;
-
 namespace hora {
 
 ProcessWiring::ProcessWiring() = default;
 ProcessWiring::~ProcessWiring() = default;
 ProcessWiring::ProcessWiring(ProcessWiring&&) noexcept = default;
-
-std::map<std::string, std::string> ReadWholeEnvironment() {
-  std::map<std::string, std::string> env;
-  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
-    const char* eq = std::strchr(*e, '=');
-    if (eq != nullptr)
-      env.emplace(std::string(*e, static_cast<size_t>(eq - *e)), std::string(eq + 1));
-  }
-  return env;
-}
 
 namespace {
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/config.h"
+#include "common/environment.h"
 #include "common/logging.h"
 #include "launch/rank_layout.h"
 #include "store/store.h"
@@ -46,8 +47,5 @@ struct ProcessWiring {
 Result<ProcessWiring> ConnectProcess(const Config& config,
                                      const std::map<std::string, std::string>& env,
                                      const Logger& logger);
-
-// Every variable of this process's environment.
-std::map<std::string, std::string> ReadWholeEnvironment();
 
 }  // namespace hora

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "api/process_connect.h"
 #include "build_info.h"
 #include "common/config.h"
+#include "common/environment.h"
 #include "common/horovod_env.h"
 #include "common/logging.h"
 #include "environment.h"

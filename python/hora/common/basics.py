@@ -47,6 +47,9 @@ _session = None
 _atexit_registered = False
 _init_pid = None  # the process that made _session (a fork's child is not it)
 _previous_excepthook = None
+# process_sets.add_process_set, for init(process_sets=...): set by that
+# module (above this one) as it is imported.
+_process_set_adder = None
 
 
 def init(comm=None, process_sets=None, settings=None):
@@ -83,9 +86,10 @@ def init(comm=None, process_sets=None, settings=None):
             _previous_excepthook = sys.excepthook
             sys.excepthook = _report_uncaught
     if process_sets is not None and not isinstance(process_sets, str):
-        from hora.common.process_sets import add_process_set  # (imports this module)
+        # (process_sets.py, which uses this module, set the adder when it
+        # was imported: every framework module imports it.)
         for ps in process_sets:
-            add_process_set(ps)
+            _process_set_adder(ps)
 
 
 def _report_uncaught(exc_type, exc, tb):

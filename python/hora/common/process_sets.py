@@ -94,6 +94,9 @@ def add_process_set(process_set):
     return process_set
 
 
+basics._process_set_adder = add_process_set  # (for init(process_sets=...))
+
+
 def remove_process_set(process_set):
     """Removes a process set added before; collective over every rank of the job.
     Returns True (Horovod's form)."""

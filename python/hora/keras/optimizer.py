@@ -29,7 +29,7 @@ def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num
         return grads
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        from hora.tensorflow import Compression as TFCompression
+        from hora.tensorflow.compression import Compression as TFCompression
         from hora.tensorflow.gradient_tape import allreduce_gradients
 
         fp16 = compression in (Compression.fp16, TFCompression.fp16)

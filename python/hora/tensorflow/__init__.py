@@ -32,11 +32,11 @@ from hora.tensorflow.compression import Compression  # noqa: F401
 from hora.tensorflow.gradient_tape import (  # noqa: F401
     BroadcastGlobalVariablesHook,
     DistributedGradientTape,
-    DistributedOptimizer,
     allreduce_gradients,
     broadcast_variables,
 )
 from hora.tensorflow.mpi_ops import *  # noqa: F401,F403
+from hora.tensorflow.optimizer import DistributedOptimizer  # noqa: F401
 from hora.tensorflow.mpi_ops import (  # noqa: F401
     allgather,
     allreduce,

@@ -26,6 +26,7 @@ from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
+from hora.torch import tensor_util as tu
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize
 
@@ -155,7 +156,7 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; returns the tuple of results
     (differentiable, like ``allgather``)."""
     process_set_id(process_set)
-    tensors = ro.check_list(tensors, "grouped_allgather")
+    tensors = tu.check_list(tensors, "grouped_allgather")
     if not tensors:
         return ()
     return _GroupedAllgather.apply(name, process_set, *tensors)
@@ -263,7 +264,7 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=N
     (differentiable, like ``reducescatter``)."""
     op = basics.check_op(op)
     process_set_id(process_set)
-    tensors = ro.check_list(tensors, "grouped_reducescatter")
+    tensors = tu.check_list(tensors, "grouped_reducescatter")
     if not tensors:
         return []
     pairs = [compression.compress(t) for t in tensors]

@@ -23,7 +23,6 @@ from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
-from hora.torch.reduce_ops import check_list
 
 
 def _allgather_prepare(tensor, name, kind):
@@ -45,7 +44,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [_allgather_prepare(t, name, "grouped allgather")
-               for t in check_list(tensors, "grouped_allgather")]
+               for t in tu.check_list(tensors, "grouped_allgather")]
     if not tensors:
         return Handle([], lambda: ())
     hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors], sid)

@@ -30,6 +30,7 @@ import torch
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError, UnimplementedError
 from hora.common.process_sets import global_process_set, process_set_id
+from hora.torch import collective_ops as co
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
@@ -99,13 +100,6 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                                         postscale_factor, process_set))
 
 
-def check_list(tensors, what):
-    """``tensors`` as a list; TypeError for a tensor or a non-sequence."""
-    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
-        raise TypeError("%s: expected a list of tensors, got %s" % (what, type(tensors).__name__))
-    return list(tensors)
-
-
 def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing a list of tensors as one group (they run together, only when
@@ -114,7 +108,7 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name)
-               for t in check_list(tensors, "grouped_allreduce")]
+               for t in tu.check_list(tensors, "grouped_allreduce")]
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid,
                       process_set)
@@ -127,7 +121,7 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
-               for t in check_list(tensors, "grouped_allreduce_")]
+               for t in tu.check_list(tensors, "grouped_allreduce_")]
     return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid,
                       process_set)
 
@@ -183,7 +177,7 @@ def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped reducescatter", name)
-               for t in check_list(tensors, "grouped_reducescatter")]
+               for t in tu.check_list(tensors, "grouped_reducescatter")]
     return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True, sid)
 
 
@@ -194,7 +188,6 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     process set's size. Returns a callable (Horovod's form): call it, or pass
     it to ``synchronize``, to get the result, an uncoalesced sparse tensor of
     ``tensor``'s size."""
-    from hora.torch import collective_ops as co  # (imports this module)
 
     op = basics.check_op(op)
     if op not in (basics.Average, basics.Sum):

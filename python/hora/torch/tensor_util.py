@@ -110,3 +110,10 @@ def wire_op(dtypes, op, prescale, postscale, what):
                                    "without scale factors (got %s, prescale %s, postscale %s)"
                                    % (what, basics.op_name(op), prescale, postscale))
     return basics.Max if op in (basics.Sum, basics.Max) else basics.Min
+
+
+def check_list(tensors, what):
+    """``tensors`` as a list; TypeError for a tensor or a non-sequence."""
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise TypeError("%s: expected a list of tensors, got %s" % (what, type(tensors).__name__))
+    return list(tensors)
