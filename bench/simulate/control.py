@@ -1,5 +1,5 @@
 """Cost model of Hora's control plane: what one engine cycle costs before the
-data moves (design.md section 4; src/engine/negotiator.cc, collectives/bitwise_and.cc).
+data moves (docs/dev/design.md §4; src/engine/negotiator.cc, collectives/bitwise_and.cc).
 
 Every cycle, every rank takes part in one bitwise-AND allreduce of the cache
 bit vector (recursive doubling, as collectives/bitwise_and.cc does). Hora's vector has

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// DLPack in and out of the Python module (design.md §3): tensors cross into
+// DLPack in and out of the Python module (docs/dev/design.md §3): tensors cross into
 // C++ as DLPack capsules, zero copy, so the core never compiles against a
 // framework and one build serves every PyTorch version and NumPy alike.
 //

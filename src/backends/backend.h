@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The seam between a Session and whoever moves the data of a collective
-// (design.md §2, backends): Hora's own algorithms over a point-to-point
+// (docs/dev/design.md §2, backends): Hora's own algorithms over a point-to-point
 // transport (backends/hora_backend.h), or the collectives of the MPI
 // library the job was started with (mpi/mpi_plugin.h, HORA_BACKEND=mpi), so
 // that the two can be compared in one job. Arguments arrive checked (valid tensors, matching sizes,

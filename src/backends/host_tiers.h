@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The two tiers of a job that spans hosts (gpu-design.md §3b
-// "Hierarchical"): the ranks of this host, which share memory (and so a
+// The two tiers of a job that spans hosts (docs/dev/gpu.md,
+// "Across hosts"): the ranks of this host, which share memory (and so a
 // GPU window), and the ranks with this rank's place on each of the other
 // hosts, reached over the network. GPU allreduce reduces within a host on
 // its window and exchanges across hosts only a host's share

@@ -31,8 +31,8 @@
 
 namespace hora {
 
-// A job spanning hosts, each with as many ranks (gpu-design.md §3b
-// "Hierarchical"): the window's Comm is this host's ranks, and `comm` joins
+// A job spanning hosts, each with as many ranks (docs/dev/gpu.md,
+// "Across hosts"): the window's Comm is this host's ranks, and `comm` joins
 // the ranks with this rank's place on the other hosts. Whatever a host's
 // ranks reduce on their window (a piece each, or the whole of a small
 // chunk) goes, before it is finalized, to `pinned` (host memory of half a

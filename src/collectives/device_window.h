@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // DeviceWindow: device memory that every rank of a host reads directly
-// (CUDA IPC windows, gpu-design.md §3a), for the GPU collectives written on
+// (CUDA IPC windows, docs/dev/gpu.md, "Within a host"), for the GPU collectives written on
 // it (allreduce_device_window.h). Each rank allocates its own window of two
 // halves on its device and exports it; the others map it by its handle
 // (Device::OpenMemory), or, for a rank of the same process whose memory the

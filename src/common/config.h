@@ -22,7 +22,7 @@ namespace hora {
 enum class LogLevel : int { kTrace = 0, kDebug, kInfo, kWarning, kError, kOff };
 
 struct Config {
-  // Faults (design.md §6). A collective that waits this long for a rank
+  // Faults (docs/dev/design.md §6). A collective that waits this long for a rank
   // fails (0: never; a user's choice).
   double timeout_s;
   // A peer silent this long (no heartbeat) is lost (0: only a peer whose

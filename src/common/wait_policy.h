@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// How a wait for another rank behaves when that rank is slow (design.md §6).
+// How a wait for another rank behaves when that rank is slow (docs/dev/design.md §6).
 // A lost rank (its process ended, its connection closed, no heartbeat for
 // HORA_PEER_TIMEOUT_S) fails the wait through the transport, whatever this
 // says. A slow one -- alive, but not yet where this rank waits for it -- is

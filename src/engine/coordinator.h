@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The coordinator's table (design.md §4, slow path), kept by rank 0 of the
+// The coordinator's table (docs/dev/design.md §4, slow path), kept by rank 0 of the
 // engine: which ranks have submitted which uncached tensors, with what
 // parameters. A tensor every rank has submitted becomes a Response: run it
 // when all ranks agree on its parameters, otherwise fail it on every rank

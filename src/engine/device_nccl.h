@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// GPU collectives through NCCL (gpu-design.md §3c), for the engine's
+// GPU collectives through NCCL (docs/dev/gpu.md, "NCCL"), for the engine's
 // batches of GPU tensors (device_staging.h hands them over):
 //  - which batches (Wants), by the settings each request carries
 //    (RequestMeta::nccl_route, which ranks agree on): HORA_GPU_BACKEND=nccl,

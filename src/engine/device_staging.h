@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // GPU tensors through the collectives, staged through pinned host memory
-// (gpu-design.md §3b). A batch's inputs are packed on the device by one
+// (docs/dev/gpu.md, "How staging works"). A batch's inputs are packed on the device by one
 // batched copy into a device fusion buffer, copied to pinned memory, run
 // there by the backend exactly as host tensors would be (so a rank staging
 // GPU tensors and a joined rank reducing host stand-ins agree on every byte

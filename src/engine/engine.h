@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The engine (design.md §3, §4): one background thread per Session that
+// The engine (docs/dev/design.md §3, §4): one background thread per Session that
 // takes submitted tensors, agrees with the other ranks which are ready
 // everywhere, fuses them, runs them and completes their handles.
 //

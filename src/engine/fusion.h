@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Tensor fusion (design.md §4): which of the tensors decided in one cycle
+// Tensor fusion (docs/dev/design.md §4): which of the tensors decided in one cycle
 // run together in one buffer. Allreduces of the same dtype, op, scale
 // factors and device are packed, in decision order, into batches of at most
 // `threshold` bytes (a larger tensor runs alone); other collectives run one

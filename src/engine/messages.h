@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// What the engine's ranks tell each other (design.md §4, §5): the parameters
+// What the engine's ranks tell each other (docs/dev/design.md §4, §5): the parameters
 // of a submitted tensor (RequestMeta), and the coordinator's decisions
 // (Response). Both travel as small binary records: a version byte, then
 // fields with explicit lengths; decoding checks every length and count

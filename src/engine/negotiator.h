@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The negotiator (design.md §4): the part of an engine's cycle that agrees
+// The negotiator (docs/dev/design.md §4): the part of an engine's cycle that agrees
 // with the other ranks which of the tensors taken on this rank run now. It
 // talks to them only through a ControlPlane (backends/control_plane.h), so
 // its unit tests run over a fake one. Each cycle every rank's negotiator,

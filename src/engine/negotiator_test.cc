@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The negotiator alone, over a fake control plane (tests/support): each rank
-// a thread, each cycle checked against what the rules of design.md §4 say
+// a thread, each cycle checked against what the rules of docs/dev/design.md §4 say
 // every rank decides -- the slow path once, the cache after; mismatches
 // failed on every rank; groups whole; the carried allreduce; stops, joins,
 // invalidations and control-plane failures.

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The response cache (design.md §4, fast path): the parameters of tensors
+// The response cache (docs/dev/design.md §4, fast path): the parameters of tensors
 // that were negotiated before, each at a fixed bit position. Every rank
 // applies the same operations in the same order (insertions in response
 // order, uses in bit order, erasures in bit order), so the caches -- bit

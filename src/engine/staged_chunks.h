@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The collective of a batch of GPU tensors, run in chunks (pipelined
-// staging, gpu-design.md §3b): the batch's bytes, packed one tensor after
+// staging, docs/dev/gpu.md, "How staging works"): the batch's bytes, packed one tensor after
 // another, go to the backend a chunk at a time, each chunk its own call, so
 // that the device copies the next chunk in, and the last one out, while the
 // backend works on this one. Allreduce (not Adasum, whose coefficients span

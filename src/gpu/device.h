@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The device seam (design.md §2, gpu-design.md §1): everything Hora does
+// The device seam (docs/dev/gpu.md, "The device seam"): everything Hora does
 // with a GPU goes through this interface -- memory, copies, streams, events,
 // pointer attributes and the launch of its kernels. Two implementations:
 //  - CudaDevice (cuda/), compiled when the CUDA toolkit is found and run

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The pointer cache (seed 000's "pointer caching", gpu-design.md §2): what
+// The pointer cache (docs/dev/gpu.md, "The pointer cache"): what
 // the device said of the allocations Hora was given, so that a steady-state
 // call does not ask the driver about each tensor (at most about each
 // allocation once per batch). Keyed by allocation range, not by pointer:

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "kernels/isa.h"
-#include "kernels/kernel_test_util.h"
 #include "kernels/reduce.h"
+#include "support/kernel_test_util.h"
 
 namespace hora::kernels {
 namespace {

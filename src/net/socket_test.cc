@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "net/net_test_util.h"
+#include "support/net_test_util.h"
 
 #include <thread>
 #include <vector>

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Timeline (design.md §2): a Chrome-trace JSON file (chrome://tracing,
+// Timeline (docs/dev/design.md §2): a Chrome-trace JSON file (chrome://tracing,
 // Perfetto) with one row per tensor and its phases as spans: queued,
 // negotiating (waiting for the other ranks and the coordinator), and the
 // collective itself (with the fusion copies in and out when fused).

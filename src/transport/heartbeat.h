@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The rhythm of a transport's liveness (design.md §6), the same in every
+// The rhythm of a transport's liveness (docs/dev/design.md §6), the same in every
 // transport that has one (shm, TCP): a thread of the transport's own beats
 // and looks at its peers every BeatInterval; a peer silent for the peer
 // timeout is lost.

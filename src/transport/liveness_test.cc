@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Lost or slow (design.md §6), between real processes, over shm and TCP:
+// Lost or slow (docs/dev/design.md §6), between real processes, over shm and TCP:
 // rank 1 is a forked child, rank 0 this process, waiting for 4 bytes from
 // it. A child frozen (SIGSTOP) is lost once its heartbeat has been silent
 // for the peer timeout; one that ended without closing its transport is

@@ -22,8 +22,8 @@
 #include "collectives/bitwise_and.h"
 #include "collectives/shared_common.h"
 #include "store/memory_store.h"
+#include "support/shm_test_util.h"
 #include "transport/loopback/loopback_transport.h"
-#include "transport/shm/shm_test_util.h"
 
 namespace hora {
 namespace {

@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The table of horarun's flags: horovodrun's (horovod-torch-semantics.md
-// section 9) and Hora's own. Each row says every spelling, its value, what
+// The table of horarun's flags: horovodrun's (Horovod 0.28.1's, with their
+// spellings and defaults) and Hora's own. Each row says every spelling, its value, what
 // it sets (`dest`: spellings that share one are one setting, such as
 // --autotune and --no-autotune) and how. Tunables become the HORA_* setting
 // of the one config table (src/common/config.cc) that every rank gets. A

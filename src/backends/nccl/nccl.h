@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The seam between Hora and NCCL (gpu-design.md §3c): the few calls Hora
+// The seam between Hora and NCCL (docs/dev/gpu.md, "NCCL"): the few calls Hora
 // makes of it, in Hora's types. Two sides:
 //  - the NCCL library (nccl_library.cc), dlopened at run time, so that a
 //    build with NCCL's headers still runs where the library is missing;

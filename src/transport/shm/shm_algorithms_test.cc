@@ -7,7 +7,7 @@
 #include <tuple>
 
 #include "collectives/algorithms.h"
-#include "transport/shm/shm_test_util.h"
+#include "support/shm_test_util.h"
 
 namespace hora {
 namespace {

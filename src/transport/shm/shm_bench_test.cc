@@ -10,7 +10,7 @@
 #include <barrier>
 #include <cstdio>
 
-#include "transport/shm/shm_test_util.h"
+#include "support/shm_test_util.h"
 
 namespace hora {
 namespace {

@@ -9,7 +9,7 @@
 #include <barrier>
 #include <thread>
 
-#include "transport/shm/shm_test_util.h"
+#include "support/shm_test_util.h"
 
 namespace hora {
 namespace {

@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Whether the shm transport's peers are alive (design.md §6): a peer whose
+// Whether the shm transport's peers are alive (docs/dev/design.md §6): a peer whose
 // process ended (its pidfd readable, or kill() says it is gone) without
 // closing its transport is lost at once; a peer whose heartbeat counter has
 // not moved for the peer timeout (stopped, frozen) is lost then. A lost peer

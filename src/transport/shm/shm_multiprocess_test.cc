@@ -16,7 +16,7 @@
 
 #include "collectives/algorithms.h"
 #include "support/file_store.h"
-#include "transport/shm/shm_test_util.h"
+#include "support/shm_test_util.h"
 
 namespace hora {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "transport/shm/shm_test_util.h"
+#include "support/shm_test_util.h"
 
 namespace hora {
 namespace {
