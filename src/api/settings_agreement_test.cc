@@ -16,6 +16,7 @@
 #include "hora/session.h"
 #include "hora/thread_world.h"
 #include "store/memory_store.h"
+#include "support/forwarding_store.h"
 
 namespace hora {
 namespace {
@@ -142,23 +143,12 @@ TEST(SettingsAgreement, ARankThatNeverComesFailsEveryRankThatDid) {
 
 // A store whose waits for rank 2's key end as an elastic worker's do when
 // a member of its forming world ended (api/abortable_store.h).
-class BrokenForRankTwo final : public Store {
+class BrokenForRankTwo final : public testing::ForwardingStore {
  public:
-  Status Set(const std::string& key, const Bytes& value) override { return inner_.Set(key, value); }
   Result<Bytes> Get(const std::string& key, Duration timeout) override {
     if (key.ends_with("/settings/2")) return UnavailableError("worker w/2 of world 2 ended");
-    return inner_.Get(key, timeout);
+    return ForwardingStore::Get(key, timeout);
   }
-  Result<int64_t> Add(const std::string& key, int64_t delta) override {
-    return inner_.Add(key, delta);
-  }
-  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
-    return inner_.Wait(keys, timeout);
-  }
-  Result<bool> Delete(const std::string& key) override { return inner_.Delete(key); }
-
- private:
-  MemoryStore inner_;
 };
 
 TEST(SettingsAgreement, AWorldThatBrokeWhileFormingStaysUnavailableOnEveryRank) {

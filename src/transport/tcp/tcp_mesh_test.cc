@@ -10,32 +10,18 @@
 #include <atomic>
 
 #include "net/socket.h"
-#include "store/memory_store.h"
+#include "support/forwarding_store.h"
 
 namespace hora {
 namespace {
 
 // A memory store abandoned once `abandon` is set.
-class Abandonable final : public Store {
+class Abandonable final : public testing::ForwardingStore {
  public:
-  Status Set(const std::string& key, const Bytes& value) override { return inner_.Set(key, value); }
-  Result<Bytes> Get(const std::string& key, Duration timeout) override {
-    return inner_.Get(key, timeout);
-  }
-  Result<int64_t> Add(const std::string& key, int64_t delta) override {
-    return inner_.Add(key, delta);
-  }
-  Status Wait(const std::vector<std::string>& keys, Duration timeout) override {
-    return inner_.Wait(keys, timeout);
-  }
-  Result<bool> Delete(const std::string& key) override { return inner_.Delete(key); }
   Status Abandoned() override {
     return abandon ? UnavailableError("worker w/1 of world 2 ended") : Status::Ok();
   }
   std::atomic<bool> abandon{false};
-
- private:
-  MemoryStore inner_;
 };
 
 TcpMeshOptions Options(int rank) {
