@@ -100,6 +100,7 @@ Status AcceptHigherRanks(Store& store, const net::Fd& listener, const TcpMeshOpt
   };
   std::list<Incoming> pending;
   int missing = o.size - 1 - o.rank;
+  TimePoint look_at = TimePoint::min();  // the next Store::Abandoned() (a round trip)
   while (missing > 0) {
     TimePoint now = Clock::now();
     if (now >= deadline) {
@@ -114,16 +115,19 @@ Status AcceptHigherRanks(Store& store, const net::Fd& listener, const TcpMeshOpt
       fds.push_back({c.fd.get(), static_cast<short>(c.Sending() ? POLLOUT : POLLIN), 0});
       wake = std::min(wake, c.until);
     }
-    // (Slices of at most 100 ms: between them, whether the world this
+    // (Slices of at most 100 ms: every 100 ms, whether the world this
     // mesh is for was abandoned: Store::Abandoned.)
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(wake - now).count();
     if (poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(ms, 0, 100))) < 0 &&
         errno != EINTR) {
       return UnavailableError(me + ": poll: " + std::strerror(errno));
     }
-    HORA_RETURN_IF_ERROR(store.Abandoned().WithContext(
-        me + " waiting for " + std::to_string(missing) + " higher rank(s) to connect"));
     now = Clock::now();
+    if (now >= look_at) {
+      HORA_RETURN_IF_ERROR(store.Abandoned().WithContext(
+          me + " waiting for " + std::to_string(missing) + " higher rank(s) to connect"));
+      look_at = now + std::chrono::milliseconds(100);
+    }
     size_t k = 1;
     for (auto it = pending.begin(); it != pending.end(); ++k) {
       Incoming& c = *it;
