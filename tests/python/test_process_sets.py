@@ -113,3 +113,22 @@ def test_errors():
         hvd.allreduce(torch.ones(1), process_set=ps)
     # The job goes on.
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="ps.after").tolist() == [float(n)]
+
+
+@needs_two
+def test_init_registers_the_sets_it_is_given():
+    # Horovod's init(process_sets=[...]): registered on every rank before
+    # init returns, usable at once (a fresh Session, on every rank alike).
+    n = hvd.size()
+    hvd.shutdown()
+    evens = hvd.ProcessSet([r for r in range(n) if r % 2 == 0])
+    odds = hvd.ProcessSet([r for r in range(n) if r % 2 == 1])
+    hvd.init(process_sets=[evens, odds])
+    try:
+        assert evens.process_set_id is not None and odds.process_set_id is not None
+        mine = odds if hvd.rank() % 2 else evens
+        out = hvd.allreduce(torch.full((3,), float(hvd.rank())), op=hvd.Sum, process_set=mine)
+        assert out.tolist() == [float(sum(mine.ranks))] * 3
+    finally:
+        hvd.remove_process_set(odds)
+        hvd.remove_process_set(evens)
