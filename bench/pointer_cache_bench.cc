@@ -6,7 +6,7 @@
 // batch), of the check every GPU tensor gets at submission (verified once
 // per allocation per millisecond), and of the uncached query itself. On the host device the query
 // is a map lookup under a lock -- the floor of a driver call, which costs
-// more (cudaPointerGetAttributes; measured where a GPU is: docs/gpu.md).
+// more (cudaPointerGetAttributes; measured where a GPU is: docs/dev/gpu.md).
 //
 //   build/bin/hora-pointer-cache-bench                         # host device
 //   HORA_BENCH_DEVICE=cuda build/bin/hora-pointer-cache-bench  # a GPU

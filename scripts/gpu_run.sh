@@ -25,7 +25,7 @@
 # HORA_GPU_TARGETS (a list) builds those targets only.
 # Every step prints what it ran and its exit code; a failing step does not
 # stop the next ones under `all`. Record what ran, on which GPU, in
-# docs/gpu.md.
+# docs/dev/gpu.md.
 set -uo pipefail
 if [[ $# -eq 0 || "$1" == "-h" || "$1" == "--help" ]]; then
   sed -n '3,28p' "$0" | sed 's/^# \{0,1\}//'

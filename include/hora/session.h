@@ -78,7 +78,7 @@ class Session {
   int cross_rank() const;
   int cross_size() const;
 
-  // GPU tensors (a TensorView on cuda:N; docs/gpu.md) go to every collective
+  // GPU tensors (a TensorView on cuda:N; docs/guide/gpu.md) go to every collective
   // below. Their memory must stay valid until the collective is done, as a
   // host tensor's. The stream (a cudaStream_t) on which this rank works on
   // its GPU `device` (opened now if need be): a tensor whose producing work

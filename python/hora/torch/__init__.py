@@ -33,7 +33,7 @@ Where things are:
 Differences from Horovod, by design or not yet done:
 
 * CUDA tensors go through NCCL, the device windows or pinned host memory
-  (docs/gpu.md); Hora's stream waits for torch's current stream on the GPU
+  (docs/guide/gpu.md); Hora's stream waits for torch's current stream on the GPU
   (DLPack's stream argument). This has run on one H200, not yet on a machine
   with a GPU per rank; CI tests it on Hora's host device;
 * handles are objects, not ints (``poll``/``synchronize`` take them the same way);

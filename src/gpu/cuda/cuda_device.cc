@@ -22,7 +22,7 @@ using PointerAttributesFn = CUresult (*)(unsigned, CUpointer_attribute*, void**,
 // A lone part of this many bytes or more is copied by the driver, smaller
 // ones by Hora's kernel (BatchedCopy). On an H200 the kernel with one part
 // finished sooner up to 1 MiB and with two parts up to 16 MiB, the driver
-// at 64 MiB (docs/gpu.md); 32 MiB is between. (One part gets half the
+// at 64 MiB (docs/dev/gpu.md); 32 MiB is between. (One part gets half the
 // blocks of two from 4 MiB up: the one-part kernel there is still to time.)
 constexpr size_t kDriverCopyFrom = size_t{32} << 20;
 
@@ -184,7 +184,7 @@ class CudaDevice final : public Device {
     HORA_RETURN_IF_ERROR(Check(on.rc(), "select the device"));
     if (parts.size() == 1 && parts[0].bytes >= kDriverCopyFrom) {
       // One large part: the driver's copy, which moved 64 MiB 3-4% faster
-      // than the kernel on an H200 (hora-gpu-latency, docs/gpu.md).
+      // than the kernel on an H200 (hora-gpu-latency, docs/dev/gpu.md).
       return Check(cudaMemcpyAsync(parts[0].dst, parts[0].src, parts[0].bytes,
                                    cudaMemcpyDeviceToDevice, AsCuda(s)),
                    "batched copy");
