@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// What the order of NCCL calls across process sets (src/engine/nccl_order.h)
+// What the order of NCCL calls across process sets (src/device/nccl_order.h)
 // adds to a rank's GPU work, on the host alone (no device, no NCCL):
 //  - per tensor: its number at submission and its leaving the order;
 //  - per batch: a turn awaited and ended, with `sets` process sets of the
@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "benchmark_main.h"
-#include "engine/nccl_order.h"
+#include "device/nccl_order.h"
 
 namespace hora {
 namespace {

@@ -610,7 +610,7 @@ TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
 // other rank's allreduce fails naming it: results without its data are not
 // given.
 //  - Staged: the collective still runs with identity values for that rank,
-//    and the ranks are told after it (engine/batch_verdict.h).
+//    and the ranks are told after it (device/batch_verdict.h).
 //  - Through NCCL: the ranks say before the call whether they can make it
 //    (the input's copy to the output failed), and none makes it.
 //  - On the window: the failure goes with the rank's step.

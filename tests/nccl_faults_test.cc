@@ -4,7 +4,7 @@
 // (HORA_DEVICE=host; rank 1's library refuses its third call:
 // HORA_NCCL_LIBRARY=host:refuse-call=3, or its GPU faults after a copy was
 // queued: the last test). Ranks are threads. What follows
-// (engine/device_nccl.h, batch_verdict.h):
+// (device/device_nccl.h, batch_verdict.h):
 //  - that batch fails on every rank: rank 1 with the refusal, the others
 //    (their calls waiting for rank 1's) naming rank 1, which aborted the
 //    communicator;

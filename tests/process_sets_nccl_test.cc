@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Process sets that share ranks make their NCCL calls in one order on every
-// rank (engine/nccl_order.h), on the host device's NCCL (HORA_DEVICE=host,
+// rank (device/nccl_order.h), on the host device's NCCL (HORA_DEVICE=host,
 // HORA_NCCL_LIBRARY=host). Its calls wait on the host until every rank of
 // the communicator made them, inside the set's turn: that is a GPU that
 // runs one NCCL kernel at a time, where two sets' calls made in different
@@ -253,7 +253,7 @@ TEST(ProcessSetsOnNcclTurns, ALateTensorOfAnotherSetDelaysTheCallButFailsNothing
   EXPECT_GE(a_done[1], kLate);
 }
 
-// A set removed while its batch waits for its turn (engine/nccl_order.h):
+// A set removed while its batch waits for its turn (device/nccl_order.h):
 // rank 0 submits set B's tensor before set A's, and B's other rank (2)
 // submits its part only after the removal. Rank 1 made A's call at once and
 // waits in it for rank 0. When set A is removed, rank 0's engine stops: its
@@ -305,7 +305,7 @@ TEST(ProcessSetsOnNcclTurns, ASetRemovedWhileItsBatchAwaitsItsTurnFailsItOnEvery
   EXPECT_NE(of_a[1].message().find("rank 0 aborted it"), std::string::npos) << of_a[1].ToString();
 }
 
-// The order holds on the GPU too (engine/nccl_order.h), though each set
+// The order holds on the GPU too (device/nccl_order.h), though each set
 // works on a stream of its own: here on the host device's NCCL with its
 // calls queued on the streams, as a GPU's kernels are
 // (HORA_NCCL_LIBRARY=host:queued). Rank 0 submits set A's allreduce (out of

@@ -5,6 +5,7 @@
 // engine's start over the set's control plane (StartEngine).
 #include "api/session_impl.h"
 #include "backends/comm_control_plane.h"
+#include "device/device_backend.h"
 
 namespace hora {
 
@@ -45,9 +46,16 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
 void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   if (set.engine) return;
   set.control = CreateCommControlPlane(*set.control_comm, *set.backend);
-  set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
-                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks,
-                                        &impl.devices, &impl.nccl_order, set.id);
+  // The engine's two backends: the host's (the set's), and the GPU's.
+  const ControlPlane* control = set.control.get();
+  auto device = std::make_unique<DeviceBackend>(
+      impl.config, impl.logger,
+      DeviceBackend::Place{&impl.devices, &impl.nccl_order, set.id, set.backend.get(),
+                           control->rank(), control->size(), set.Label(),
+                           [control] { return control->LostPeer(); }});
+  set.engine =
+      std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
+                               set.id == 0 ? std::vector<int>{} : set.ranks, std::move(device));
   set.engine->SetTimeline(impl.timeline);
 }
 

@@ -26,8 +26,8 @@
 #include "common/fork_witness.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "device/nccl_order.h"
 #include "engine/engine.h"
-#include "engine/nccl_order.h"
 #include "gpu/lazy_device.h"
 #include "hora/session.h"
 #include "launch/rank_layout.h"
@@ -94,7 +94,7 @@ struct Session::Impl {
   // synchronised; the engines stage through it).
   mutable gpu::LazyDevice devices;
   // The order of this rank's NCCL calls across its process sets' engines
-  // (engine/nccl_order.h), which it outlives.
+  // (device/nccl_order.h), which it outlives.
   NcclOrder nccl_order;
   // Also guards each set's engine start and its name counters (unnamed,
   // unnamed_groups), which the analysis cannot see through the set.
@@ -169,7 +169,7 @@ Status AlltoallRows(const std::string& where, const TensorView& input,
                     std::span<const int64_t> splits, size_t n, std::vector<int64_t>* rows);
 
 // The blocking collectives take GPU tensors through the global set's engine,
-// which stages them (engine/device_staging.h), and wait for it: the engine
+// which stages them (device/device_staging.h), and wait for it: the engine
 // bounds every wait of its own.
 inline bool OnGpu(const TensorView& t) { return t.device().type == DeviceType::kCUDA; }
 inline constexpr std::chrono::nanoseconds kWaitAsLongAsItTakes = std::chrono::nanoseconds::max();

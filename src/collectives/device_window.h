@@ -38,7 +38,7 @@ class DeviceWindow {
  public:
   // How the host waits for an event, at most `bound`: the device's own
   // wait where empty. (The engine's waits in slices where NCCL's work on
-  // the stream may wait for a peer that was lost: engine/device_staging.h.)
+  // the stream may wait for a peer that was lost: device/device_staging.h.)
   using Await = std::function<Status(gpu::Event event, Duration bound)>;
 
   // Collective on `comm` (SharedUsable: more than one rank, a host window):

@@ -35,7 +35,7 @@ Status CheckNames(int rank, const RequestMeta& m) {
 
 Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& data,
                const Logger& logger, std::string label, std::vector<int> job_ranks,
-               gpu::LazyDevice* devices, NcclOrder* nccl_order, int set_id)
+               std::unique_ptr<DeviceBatches> device)
     : config_(config),
       control_(control),
       data_(data),
@@ -49,9 +49,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
-      devices_(devices),
-      nccl_order_(nccl_order),
-      set_id_(set_id),
+      device_(std::move(device)),
       negotiator_(config, control, logger, std::move(label), std::move(job_ranks),
                   [this](const std::string& name) -> Ticket* { return FindTaken(name); }) {
   gate_ = std::make_shared<DriveGate>(this);
@@ -65,7 +63,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
 Engine::~Engine() {
   // (A batch waiting for its turn to make NCCL calls, behind another set's
   // tensors that may never run, fails instead: also a waiter's, driving.)
-  if (nccl_order_ != nullptr) nccl_order_->Cancel(set_id_);
+  if (device_) device_->Cancel();
   gate_->Close();  // no waiter drives from here on
   {
     MutexLock lock(mu_);
@@ -73,7 +71,6 @@ Engine::~Engine() {
   }
   cv_.notify_all();
   thread_.join();
-  if (nccl_order_ != nullptr) nccl_order_->Forget(set_id_);
 }
 
 Handle Engine::Submit(Submission&& s) {
@@ -177,7 +174,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     logger_.Error("engine: " + st.ToString());
     // NCCL's queued work waits for peers that may never come (a lost rank):
     // ended now, so that the streams behind it (the framework's too) go on.
-    if (staging_) staging_->AbortNccl(st.ToString());
+    if (device_) device_->Abort(st.ToString());
     FailAll(st);
     return false;
   }
@@ -186,8 +183,8 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   if (outcome->stop_everywhere) {
     // Every rank stops here: the last collective step, which frees the GPU
     // window once no rank maps it.
-    if (staging_) {
-      if (Status closed = staging_->CloseWindow(); !closed.ok()) {
+    if (device_) {
+      if (Status closed = device_->Close(); !closed.ok()) {
         logger_.Warning("engine: " + closed.ToString());
       }
     }
@@ -207,7 +204,7 @@ void Engine::FailAll(const Status& st) {
     for (TensorRecord* p : queue_) {
       std::shared_ptr<Handle::State> handle = std::move(p->handle);
       p->in_flight = false;
-      if (nccl_order_ != nullptr) nccl_order_->Finished(set_id_, std::exchange(p->nccl_number, 0));
+      if (device_) device_->Released(*p);
       handle->Complete(stopped_);
     }
     queue_.clear();

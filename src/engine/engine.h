@@ -29,15 +29,13 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
-#include "engine/device_staging.h"
+#include "engine/device_batches.h"
 #include "engine/drive_gate.h"
 #include "engine/engine_stats.h"
 #include "engine/handle_state.h"
 #include "engine/messages.h"
-#include "engine/nccl_order.h"
 #include "engine/negotiator.h"
 #include "engine/tensor_records.h"
-#include "gpu/lazy_device.h"
 #include "timeline/timeline.h"
 
 namespace hora {
@@ -48,13 +46,11 @@ class Engine final : public Driver {
   // else (the control plane's Comm is in a tag context of its own). A non-empty
   // `label` ("process set 2 (ranks 0, 2)") starts every error it reports;
   // `job_ranks` (a process set's: the job's rank of each of its ranks)
-  // names the ranks of its stall reports. GPU tensors are staged through
-  // `devices` (the Session's, which outlives the engine; null: none come).
-  // Its NCCL calls take their turns in `nccl_order` (the Session's, which
-  // outlives it; null: none needed), as process set `set_id`.
+  // names the ranks of its stall reports. Batches of GPU tensors run on
+  // `device` (device_batches.h; null: none come).
   Engine(const Config& config, ControlPlane& control, CollectiveBackend& data, const Logger& logger,
          std::string label = "", std::vector<int> job_ranks = {},
-         gpu::LazyDevice* devices = nullptr, NcclOrder* nccl_order = nullptr, int set_id = 0);
+         std::unique_ptr<DeviceBatches> device = nullptr);
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -107,9 +103,10 @@ class Engine final : public Driver {
   // rank had joined when it was decided: Decision::joined_any).
   void RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) HORA_REQUIRES(cycle_mu_)
       HORA_EXCLUDES(mu_);
-  // A batch of GPU tensors: through staging_.
+  // A batch of GPU tensors (or a joined rank's stand-ins for them): on
+  // device_, counted.
   Status RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any)
-      HORA_REQUIRES(cycle_mu_);
+      HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   // The timeline's span of a batch's collective, from `start` to now.
   void SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st)
       HORA_REQUIRES(cycle_mu_);
@@ -212,12 +209,10 @@ class Engine final : public Driver {
   StandIns stand_ins_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
-  std::vector<uint8_t> verdict_ HORA_GUARDED_BY(cycle_mu_);  // (a joined rank's AgreeOnBatch)
-  gpu::LazyDevice* const devices_;
-  NcclOrder* const nccl_order_;
-  const int set_id_;
-  // GPU tensors' way through the backend, made at the first.
-  std::unique_ptr<DeviceStaging> staging_ HORA_GUARDED_BY(cycle_mu_);
+  // Where GPU tensors' batches run (null: none come). Its Claimed and
+  // Released are called under mu_ or cycle_mu_, Cancel by the destructor,
+  // the rest under cycle_mu_.
+  const std::unique_ptr<DeviceBatches> device_;
   // This cycle's copy of timeline_.
   std::shared_ptr<Timeline> cycle_timeline_ HORA_GUARDED_BY(cycle_mu_);
   Negotiator negotiator_ HORA_GUARDED_BY(cycle_mu_);  // (after the members its lookup uses)

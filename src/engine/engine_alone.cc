@@ -3,9 +3,9 @@
 // A one-rank engine's GPU allreduces and broadcasts, run at submission.
 //
 // With one rank there is nobody to agree with: a cycle would only take the
-// tensor, find it ready and run it. A lone tensor that DeviceStaging runs
-// on the GPU alone (an allreduce, not Adasum, or a broadcast, of a GPU
-// tensor, not sent to NCCL by HORA_GPU_BACKEND=nccl) runs on the
+// tensor, find it ready and run it. A lone tensor that the device backend
+// runs on the GPU alone (DeviceBatches::RunsAtSubmission: an allreduce, not
+// Adasum, or a broadcast, of a GPU tensor, not sent to NCCL) runs on the
 // submitting thread at once, as a cycle would run it, when nothing else is
 // under way: no cycle in progress (cycle_mu_ free), nothing queued or taken
 // (a cycle would take those first), the engine not stopping. Otherwise it
@@ -24,12 +24,7 @@
 namespace hora {
 
 bool Engine::RunsAtSubmission(const RequestMeta& m) const {
-  // (Not what HORA_GPU_BACKEND=nccl sends to NCCL: its first batch sets
-  // NCCL up, which is a cycle's work, not a submitting thread's.)
-  return size_ == 1 && m.device == DeviceType::kCUDA && m.group.empty() &&
-         RouteMode(m.nccl_route) != NcclMode::kNccl &&
-         (m.op == OpType::kBroadcast ||
-          (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum));
+  return device_ && device_->RunsAtSubmission(m);
 }
 
 bool Engine::RunNow(Submission& s) {

@@ -7,7 +7,6 @@
 // ran with the bit vector, and Execute only finishes it.
 #include "engine/engine.h"
 #include "engine/run_batch.h"
-#include "engine/staged_chunks.h"
 
 namespace hora {
 
@@ -92,24 +91,8 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st;
-  if (DeviceStaging::AnyOnDevice(batch)) {
-    st = RunOnDevice(batch, joined_any);
-  } else if (m.device == DeviceType::kCUDA && RunsInChunks(m)) {
-    // A joined rank's stand-ins for GPU tensors: in chunks, as the others.
-    // (with what each rank gave it: batch_verdict.h)
-    st = RunStandInsInChunks(data_, batch, &fusion_, rank_, size_);
-  } else {
-    st = RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
-    if (m.device == DeviceType::kCUDA && m.op != OpType::kBarrier && m.op != OpType::kJoin &&
-        size_ > 1) {
-      // A joined rank's stand-ins for GPU tensors, whole: the others' staged
-      // batch ends with what each rank gave it (batch_verdict.h). Its results
-      // are nobody's: only a failure to agree matters here.
-      const Status told = AgreeOnBatch(data_, m, rank_, size_, BatchPart::kWhole, verdict_).ran;
-      if (st.ok()) st = told;
-    }
-  }
+  Status st = DeviceBatches::Takes(batch) ? RunOnDevice(batch, joined_any)
+                                          : RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
   if (!st.ok()) {
     st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   } else if (batch.size() > 1) {
@@ -121,52 +104,16 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) 
 }
 
 Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any) {
-  if (!staging_) {
-    // The Session opened the device when the tensor was submitted.
-    std::shared_ptr<gpu::Device> device = devices_ != nullptr ? devices_->opened() : nullptr;
-    if (!device) return InternalError("a GPU tensor reached an engine without a device");
-    // The device's copies are bounded by HORA_TIMEOUT_S, or, where that is
-    // 0 (no timeout), by 10 minutes: Hora's stream waits only for its own
-    // copies and for the producers of the tensors it was handed (their
-    // queued kernels), and a step that takes that long is a GPU that hangs.
-    const double bound = config_.timeout_s > 0 ? config_.timeout_s : 600.0;
-    // The global set's engine works on the rank's stream; another set's on
-    // a stream of its own (device_staging.h says why).
-    const gpu::Stream rank_stream = devices_->stream();
-    gpu::Stream stream = rank_stream;
-    if (!label_.empty()) {
-      // (Without one, this set works on the rank's stream: the collective
-      // must still run, the other ranks are in it.)
-      Result<gpu::Stream> own = device->CreateStream();
-      if (own.ok()) {
-        stream = *own;
-      } else {
-        logger_.Warning("process set " + label_ + ": no GPU stream of its own (" +
-                        own.status().ToString() + "); it shares the rank's");
-      }
-    }
-    staging_ = std::make_unique<DeviceStaging>(
-        std::move(device), stream, rank_stream, SecondsToDuration(bound),
-        DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
-                               SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
-        DeviceNccl::Settings{config_.nccl_library, &logger_, nccl_order_, set_id_,
-                             SecondsToDuration(config_.timeout_s * 2),
-                             SecondsToDuration(config_.stall_warning_s), label_},
-        [this] { return control_.LostPeer(); });
-  }
-  const uint64_t on_window = staging_->window_batches();
-  const uint64_t by_nccl = staging_->nccl_batches();
-  const uint64_t alone = staging_->alone_batches();
-  const Status st = staging_->Run(data_, batch, rank_, size_, &fusion_, joined_any);
-  if (staging_->window_batches() != on_window || staging_->nccl_batches() != by_nccl ||
-      staging_->alone_batches() != alone) {
+  if (!device_) return InternalError("a GPU tensor reached an engine without a device");
+  const DeviceBatches::Counts before = device_->counts();
+  const Status st = device_->Run(batch, joined_any, &fusion_);
+  if (const DeviceBatches::Counts after = device_->counts(); after != before) {
     MutexLock lock(mu_);
-    stats_.window_batches += staging_->window_batches() - on_window;
-    stats_.nccl_batches += staging_->nccl_batches() - by_nccl;
-    stats_.alone_batches += staging_->alone_batches() - alone;
+    stats_.window_batches += after.window - before.window;
+    stats_.nccl_batches += after.nccl - before.nccl;
+    stats_.alone_batches += after.alone - before.alone;
   }
-  if (st.ok()) return st;
-  return st.WithContext("rank " + std::to_string(rank_) + " on " + staging_->device_name());
+  return st;
 }
 
 void Engine::SpanBatch(const std::vector<TensorRecord*>& batch, TimePoint start, const Status& st) {

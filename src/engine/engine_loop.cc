@@ -118,7 +118,7 @@ void Engine::Loop() {
     }
     MutexLock cycle(cycle_mu_);  // waits while a driver is in a cycle
     if (finished_) return;
-    if (staging_) staging_->WatchNccl(Clock::now());
+    if (device_) device_->Watch(Clock::now(), /*stopped=*/false);
     // A driver may have taken the work this thread woke up for: after a
     // wake-up, cycle only if there is new work or work is moving (what a
     // driver handed over while nothing moves waits for the timer, as any
@@ -153,8 +153,7 @@ void Engine::WatchAfterStop() {
   for (;;) {
     {
       MutexLock cycle(cycle_mu_);
-      if (!staging_ || !staging_->WatchesNccl()) return;
-      staging_->WatchNccl(Clock::now(), /*stopped=*/true);
+      if (!device_ || !device_->Watch(Clock::now(), /*stopped=*/true)) return;
     }
     MutexLock lock(mu_);
     if (stop_requested_) return;  // (the destructor's, which aborts NCCL)
@@ -178,7 +177,7 @@ bool Engine::RunCycle() {
     stopping = stop_requested_;
     cycle_timeline_ = timeline_;
   }
-  if (staging_) staging_->WatchNccl(Clock::now());  // (also on a waiter's thread)
+  if (device_) device_->Watch(Clock::now(), /*stopped=*/false);  // (also on a waiter's thread)
   const bool go_on = Cycle(fresh_, stopping);
   last_cycle_end_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
   if (!go_on) {

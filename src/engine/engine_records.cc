@@ -11,9 +11,7 @@ namespace hora {
 
 void Engine::Claim(TensorRecord& p, Submission&& s) {
   records_.Claim(p, std::move(s), timeline_ != nullptr);
-  if (nccl_order_ != nullptr && DeviceNccl::MayTake(p.meta, size_)) {
-    p.nccl_number = nccl_order_->Submitted(set_id_, &p.meta.name);
-  }
+  if (device_) device_->Claimed(p);
   if (queue_.empty()) first_queued_ = Clock::now();
   queue_.push_back(&p);
 }
@@ -51,7 +49,7 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
     completions.push_back({std::move(p->handle), std::move(p->result),
                            std::move(p->received_splits), std::move(p->on_device)});
     negotiator_.Release(p);
-    if (nccl_order_ != nullptr) nccl_order_->Finished(set_id_, p->nccl_number);
+    if (device_) device_->Released(*p);
     p->listed = false;
     p->Reset();
     records.push_back(p);

@@ -10,8 +10,8 @@
 
 #include "common/clock.h"
 #include "common/done_flag.h"
-#include "engine/device_done.h"
 #include "engine/drive_gate.h"
+#include "gpu/device_done.h"
 #include "hora/handle.h"
 
 namespace hora {

@@ -3,7 +3,7 @@
 // Host bytes into device memory and back, waited for: through a pinned
 // buffer, on a stream of their own, each bounded by `timeout`. For setup,
 // tools and tests -- the data path queues its copies on its own stream
-// instead (engine/device_staging.h).
+// instead (device/device_staging.h).
 #pragma once
 
 #include <cstddef>

@@ -54,8 +54,8 @@
 #include "backends/backend.h"
 #include "backends/nccl/nccl.h"
 #include "common/logging.h"
+#include "device/nccl_order.h"
 #include "engine/allocated_outputs.h"
-#include "engine/nccl_order.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
 

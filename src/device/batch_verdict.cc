@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/batch_verdict.h"
+#include "device/batch_verdict.h"
 
 #include <cstring>
 #include <string>

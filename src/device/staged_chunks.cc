@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/staged_chunks.h"
+#include "device/staged_chunks.h"
 
 #include <algorithm>
 #include <cstring>

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "backends/backend.h"
-#include "engine/batch_verdict.h"
+#include "device/batch_verdict.h"
 #include "engine/tensor_records.h"
 
 namespace hora {

@@ -4,7 +4,7 @@
 // batches not yet ended on the GPU, the warnings and the abort past the
 // timeout, and the waits for the device that look for a lost peer while
 // such work is pending.
-#include "engine/device_staging.h"
+#include "device/device_staging.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -4,7 +4,7 @@
 // (the rank's submission order), one set at a time; a set's batches keep
 // the order its ranks agreed on; a wait ends in an error naming what it
 // waited for (timeout, the engine stopping), never in silence.
-#include "engine/nccl_order.h"
+#include "device/nccl_order.h"
 
 #include <gtest/gtest.h>
 

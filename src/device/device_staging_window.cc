@@ -5,7 +5,7 @@
 // on one host, or each host's where the job spans hosts (with the host
 // memory and events of the exchanges across hosts, backends/host_tiers.h);
 // the batches run on it; and its close when the engine stops.
-#include "engine/device_staging.h"
+#include "device/device_staging.h"
 
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/nccl_order.h"
+#include "device/nccl_order.h"
 
 #include <algorithm>
 #include <utility>

@@ -3,7 +3,7 @@
 // DeviceStaging's batches through NCCL (device_staging.h, device_nccl.h):
 // allreduce and broadcast in the device fusion buffer, and the collectives
 // whose output Hora allocates.
-#include "engine/device_staging.h"
+#include "device/device_staging.h"
 
 #include "engine/allocated_outputs.h"
 

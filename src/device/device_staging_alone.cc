@@ -3,7 +3,7 @@
 // DeviceStaging's batches at one rank (device_staging.h): an allreduce or a
 // broadcast whose result is its input, scaled as the reduction says, made
 // on the GPU without a trip through host memory.
-#include "engine/device_staging.h"
+#include "device/device_staging.h"
 
 #include "kernels/reduce.h"
 

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/device_done.h"
+#include "gpu/device_done.h"
 
 namespace hora {
 

@@ -4,7 +4,7 @@
 // engine, aborted after Ready by a wait for the device that found a peer
 // lost: device_staging.h): each fails, and none reaches NCCL (before, each
 // dereferenced the missing communicator).
-#include "engine/device_nccl.h"
+#include "device/device_nccl.h"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/device_staging.h"
+#include "device/device_staging.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "collectives/allreduce_common.h"
+#include "device/staged_chunks.h"
 #include "engine/run_batch.h"
-#include "engine/staged_chunks.h"
 #include "kernels/reduction_identity.h"
 
 namespace hora {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <thread>
 
-#include "engine/device_done.h"
+#include "gpu/device_done.h"
 #include "gpu/host/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"

@@ -53,11 +53,11 @@
 #include "collectives/device_window.h"
 #include "common/clock.h"
 #include "common/logging.h"
-#include "engine/batch_verdict.h"
-#include "engine/device_done.h"
-#include "engine/device_nccl.h"
+#include "device/batch_verdict.h"
+#include "device/device_nccl.h"
 #include "engine/tensor_records.h"
 #include "gpu/device.h"
+#include "gpu/device_done.h"
 
 namespace hora {
 

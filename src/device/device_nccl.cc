@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/device_nccl.h"
+#include "device/device_nccl.h"
 
 #include <algorithm>
 #include <cstring>
