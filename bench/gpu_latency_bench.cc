@@ -281,7 +281,8 @@ int Run(const Args& a) {
     // Where Hora's calls went (the route is the point of the comparison).
     const Session::EngineCounters after = s.engine_counters();
     std::printf("# %10zu  hora's calls: %llu on the GPU alone, %llu by NCCL, %llu in cycles\n",
-                bytes, static_cast<unsigned long long>(after.alone_batches - before.alone_batches),
+                bytes,
+                static_cast<unsigned long long>(after.one_rank_batches - before.one_rank_batches),
                 static_cast<unsigned long long>(after.nccl_batches - before.nccl_batches),
                 static_cast<unsigned long long>(after.cycles - before.cycles));
     if (*pinned != nullptr) (void)dev.FreePinned(*pinned);

@@ -118,7 +118,7 @@ TEST_P(DeviceTensors, AllreduceEveryDtypeAndOp) {
   }
   ExpectThePath(job);
   // One rank's allreduce is made on its GPU, not staged through the host.
-  const uint64_t alone = job.session(0).engine_counters().alone_batches;
+  const uint64_t alone = job.session(0).engine_counters().one_rank_batches;
   if (n == 1 && !ByNccl()) {
     EXPECT_GT(alone, 0u) << "no one-rank allreduce ran on the GPU alone";
   } else if (n > 1) {
@@ -509,7 +509,7 @@ TEST_P(DeviceTensors, ShapedCollectivesGiveGpuOutputs) {
   EXPECT_EQ(nccl, ByNccl() ? 5u * (4u * 2u + 2u) : 0u);
 }
 
-// A rank that joined (out of data) reduces host stand-ins while the others
+// A rank that joined (out of data) reduces host placeholders while the others
 // stage GPU tensors: they agree on the wire, and the joined rank counts as
 // a zero.
 TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
@@ -549,7 +549,7 @@ TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
 }
 
 // A joined rank that still has a GPU tensor in flight: its tensor and its
-// stand-ins for the others' tensors may run fused in one batch (GPU and host
+// placeholders for the others' tensors may run fused in one batch (GPU and host
 // memory together).
 TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
   const int n = World();

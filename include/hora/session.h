@@ -228,18 +228,18 @@ class Session {
   // driven_cycles: cycles run by a thread waiting on a handle rather than by
   // the engine's own thread. name_records: tensor names the engine keeps a
   // record of (those in flight, and up to max(4096, the cache's capacity)
-  // recently finished ones, for their next tensors). idle_looks: times the
+  // recently finished ones, for their next tensors). idle_wakeups: times the
   // engine's thread, idle, woke to see whether to join a cycle.
   // window_batches: GPU allreduce batches reduced on the GPU in the ranks'
   // device windows (HORA_GPU_IPC) rather than staged through host memory;
   // nccl_batches: GPU allreduce and broadcast batches run by NCCL;
-  // alone_batches: GPU allreduce and broadcast batches of a one-rank set, run
+  // one_rank_batches: GPU allreduce and broadcast batches of a one-rank set, run
   // on its GPU alone.
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
-             driven_cycles = 0, name_records = 0, carried_batches = 0, idle_looks = 0,
-             window_batches = 0, nccl_batches = 0, alone_batches = 0;
+             driven_cycles = 0, name_records = 0, carried_batches = 0, idle_wakeups = 0,
+             window_batches = 0, nccl_batches = 0, one_rank_batches = 0;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

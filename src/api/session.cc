@@ -80,6 +80,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     impl = std::make_unique<Impl>(std::move(config), world.store, world.hub->Connect(options.rank),
                                   std::move(selector));
     layout = {options.rank, size, options.rank, size, 0, 1, "threads"};
+    // (Ranks as threads are made one after another by one program, with
+    // its settings: they compare none, which would wait for the next.)
   } else {  // ranks as processes: the layout comes from the launcher
     std::map<std::string, std::string> whole = ReadWholeEnvironment();
     for (const auto& [k, v] : options.settings) whole[k] = v;

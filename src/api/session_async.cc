@@ -9,13 +9,6 @@
 
 namespace hora {
 
-uint64_t GpuRoute(const Config& config) {
-  const NcclMode mode = config.gpu_backend == "nccl"   ? NcclMode::kNccl
-                        : config.gpu_backend == "hora" ? NcclMode::kHora
-                                                       : NcclMode::kAuto;
-  return NcclRoute(mode, config.nccl_min_bytes);
-}
-
 std::string TimelinePathFor(const std::string& path, int rank) {
   const size_t at = path.find("{rank}");
   if (at != std::string::npos)
@@ -97,10 +90,6 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
   s->shape_of = &input.shape();  // (input outlives the Submit call, which copies it)
   s->meta.reduction = reduction;
   s->meta.device = input.device().type;
-  if (s->meta.device == DeviceType::kCUDA && reduction.op != ReduceOp::kAdasum) {
-    s->meta.staging_chunk = impl.config.staging_chunk_bytes;
-    s->meta.nccl_route = GpuRoute(impl.config);
-  }
   s->meta.cacheable = cacheable;
   s->input = input.data();
   s->output = output.data();
@@ -162,10 +151,6 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.shape_of = &tensor.shape();  // (as PrepareAllreduce)
   s.meta.root = set_root;
   s.meta.device = tensor.device().type;
-  if (s.meta.device == DeviceType::kCUDA) {
-    s.meta.staging_chunk = impl_->config.staging_chunk_bytes;
-    s.meta.nccl_route = GpuRoute(impl_->config);
-  }
   s.meta.cacheable = true;
   s.input = tensor.data();
   s.output = tensor.data();
@@ -241,7 +226,7 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
           e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
           e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches,
-          e.idle_looks,    e.window_batches,  e.nccl_batches,        e.alone_batches};
+          e.idle_wakeups,  e.window_batches,  e.nccl_batches,        e.one_rank_batches};
 }
 
 }  // namespace hora

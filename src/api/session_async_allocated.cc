@@ -10,15 +10,13 @@
 namespace hora {
 namespace {
 
-Submission Shaped(const Session::Impl& impl, OpType op, const std::string& name, bool cacheable,
-                  const TensorView& input) {
+Submission Shaped(OpType op, const std::string& name, bool cacheable, const TensorView& input) {
   Submission s;
   s.meta.name = name;
   s.meta.op = op;
   s.meta.dtype = input.dtype();
   s.meta.shape = input.shape().empty() ? std::vector<int64_t>{1} : input.shape();
   s.meta.device = input.device().type;
-  if (s.meta.device == DeviceType::kCUDA) s.meta.nccl_route = GpuRoute(impl.config);
   s.meta.cacheable = cacheable;
   s.input = input.data();
   return s;
@@ -31,7 +29,7 @@ Status PrepareAllgather(const Session::Impl& impl, const std::string& name, bool
   if (!st.ok()) return st.WithContext(where);
   HORA_RETURN_IF_ERROR(CheckDeviceMemory(
       impl, [&] { return where; }, input));
-  *s = Shaped(impl, OpType::kAllgather, name, cacheable, input);
+  *s = Shaped(OpType::kAllgather, name, cacheable, input);
   return Status::Ok();
 }
 
@@ -43,7 +41,7 @@ Status PrepareReducescatter(const Session::Impl& impl, const std::string& name, 
   HORA_RETURN_IF_ERROR(CheckDeviceMemory(
       impl, [&] { return where; }, input));
   HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
-  *s = Shaped(impl, OpType::kReducescatter, name, cacheable, input);
+  *s = Shaped(OpType::kReducescatter, name, cacheable, input);
   s->meta.reduction = reduction;
   return Status::Ok();
 }
@@ -79,7 +77,7 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
   if (!st.ok()) return call.Submit(st, {});
   std::vector<int64_t> rows;
   st = AlltoallRows(where, input, splits, call.set->ranks.size(), &rows);
-  Submission s = Shaped(*impl_, OpType::kAlltoall, call.name, true, input);
+  Submission s = Shaped(OpType::kAlltoall, call.name, true, input);
   s.meta.splits = std::move(rows);
   return call.Submit(st, std::move(s));
 }

@@ -183,10 +183,6 @@ Result<Tensor> WaitForOutput(Handle h);
 Status IntoGpuOutput(Session::Impl& impl, const char* op, const TensorView& input,
                      const TensorView& output, Result<Tensor> result);
 
-// The submitting rank's HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES, as GPU
-// requests carry them (RequestMeta::nccl_route).
-uint64_t GpuRoute(const Config& config);
-
 // For a tensor on a GPU: that it is in memory of this rank's GPU (opened
 // now if it is the first). The error names nothing of the call.
 Status DeviceMemoryStatus(const Session::Impl& impl, const TensorView& tensor);

@@ -71,6 +71,35 @@ TEST(SettingsAgreement, EveryRankNamesEachSettingAndValue) {
   }
 }
 
+// How GPU tensors are routed (NCCL or not, from which size, the staging
+// chunk) is the Session's, not each request's: ranks that differ fail here,
+// before any GPU batch could go two ways.
+TEST(SettingsAgreement, GpuRoutingIsAgreedWhenTheSessionIsMade) {
+  std::vector<NamedValues> all(2, Settings({}));
+  all[1] = Settings({{"HORA_GPU_BACKEND", "nccl"},
+                     {"HORA_NCCL_MIN_BYTES", "8K"},
+                     {"HORA_STAGING_CHUNK_BYTES", "0"}});
+  for (const Status& st : Compare(all, std::chrono::seconds(10))) {
+    ASSERT_FALSE(st.ok());
+    const std::string& m = st.message();
+    EXPECT_NE(m.find("HORA_GPU_BACKEND is 'auto' on rank 0 and 'nccl' on rank 1"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("HORA_NCCL_MIN_BYTES is '262144' on rank 0 and '8192' on rank 1"),
+              std::string::npos)
+        << m;
+    EXPECT_NE(m.find("HORA_STAGING_CHUNK_BYTES is '4194304' on rank 0 and '0' on rank 1"),
+              std::string::npos)
+        << m;
+  }
+  // HORA_BACKEND=nccl is HORA_GPU_BACKEND=nccl: the two agree.
+  all[0] = Settings({{"HORA_BACKEND", "nccl"}});
+  all[1] = Settings({{"HORA_GPU_BACKEND", "nccl"}});
+  for (const Status& st : Compare(all, std::chrono::seconds(10))) {
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
 // Ranks with no store (MPI's transport or backend) compare over their
 // backend: every rank reaches the same verdict. (Here ranks as threads, over
 // Hora's backend on the loopback transport.)

@@ -48,7 +48,7 @@ class CollectiveBackend {
   // This default carries nothing.
   virtual Result<bool> AndCarrying(Comm& control, std::span<uint64_t> words,
                                    const CarriedAllreduce* carried);
-  // Fills a joined rank's stand-in for an allreduce with the identity of
+  // Fills a joined rank's placeholder for an allreduce with the identity of
   // `op` (zeros for a sum), `count` elements at `data`.
   virtual void FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count);
   // Rank r's `in` (bytes_per_rank[r] bytes) lands in `out` at offset

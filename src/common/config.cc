@@ -170,10 +170,10 @@ const std::vector<SettingRow>& Rows() {
       {.spec =
            {"HORA_STAGING_CHUNK_BYTES", SettingType::kBytes, "4M",
             "GPU tensors staged through host memory go in chunks of this size, the copies of one "
-            "overlapping the collective on another (0: each batch whole); ranks that differ get "
-            "an error naming each one's"},
+            "overlapping the collective on another (0: each batch whole)"},
        .as_bytes = &Config::staging_chunk_bytes,
-       .zero_ok = true},
+       .zero_ok = true,
+       .agree = true},
       {.spec =
            {"HORA_GPU_IPC", SettingType::kString, "1",
             "GPU allreduce among the ranks of one host (shared memory): 1 reduces on the GPU in "
@@ -189,14 +189,16 @@ const std::vector<SettingRow>& Rows() {
                 "hora (never NCCL), nccl (NCCL for every batch it takes, and an error where it "
                 "cannot be used)"},
        .as_string = &Config::gpu_backend,
-       .choices = "auto|hora|nccl"},
+       .choices = "auto|hora|nccl",
+       .agree = true},
       {.spec =
            {"HORA_NCCL_MIN_BYTES", SettingType::kBytes, "256K",
             "With HORA_GPU_BACKEND=auto: batches of GPU tensors of at least this size go to NCCL "
             "(smaller ones stay on Hora's device windows or staging, faster for small messages; "
             "a one-rank allreduce or broadcast stays on the GPU alone)"},
        .as_bytes = &Config::nccl_min_bytes,
-       .zero_ok = true},
+       .zero_ok = true,
+       .agree = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",
                 "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "
                 "host: a stand-in with NCCL's semantics on the host device (HORA_DEVICE=host), "

@@ -172,14 +172,14 @@ void PutTrailer(const RequestMeta& m, int rank, int size, BatchPart mine, std::b
 BatchVerdict ReadTrailer(const RequestMeta& m, int rank, int size, const std::byte* at) {
   std::vector<BatchPart> parts(static_cast<size_t>(size), BatchPart::kWhole);
   if (m.op == OpType::kBroadcast) {
-    if (*at != std::byte{0}) parts[static_cast<size_t>(m.root)] = BatchPart::kStandIns;
+    if (*at != std::byte{0}) parts[static_cast<size_t>(m.root)] = BatchPart::kPlaceholders;
     return Judge(m, rank, parts, false);
   }
   const size_t esize = DataTypeSize(m.dtype);
   const bool zero_fails = FailedIsZero(m.reduction.op);
   for (int r = 0; r < size; ++r) {
     const bool nonzero = Nonzero(m.dtype, at + static_cast<size_t>(r) * esize);
-    if (nonzero != zero_fails) parts[static_cast<size_t>(r)] = BatchPart::kStandIns;
+    if (nonzero != zero_fails) parts[static_cast<size_t>(r)] = BatchPart::kPlaceholders;
   }
   return Judge(m, rank, parts, false);
 }

@@ -6,7 +6,7 @@
 //
 // Staged: a rank whose device fails before the collective (no memory, a
 // copy refused or timed out) still takes part, since the others are in it:
-// it gives identity values (stand-ins), and its own handles fail with its
+// it gives identity values (placeholders), and its own handles fail with its
 // device's error. The others' results then lack its data: the verdict tells
 // them which ranks failed, and their handles fail too, naming them, where
 // they would otherwise have completed with wrong results. (The device
@@ -44,10 +44,10 @@ namespace hora {
 
 // What a rank gave the collective, or can give the NCCL calls.
 enum class BatchPart : uint8_t {
-  kWhole = 0,     // its data (or a joined rank's stand-ins, as meant)
-  kStandIns = 1,  // staged: identity values, its device having failed before
-  kCannot = 2,    // NCCL: it cannot make the calls (its device failed)
-  kLeftNccl = 3,  // NCCL: its communicator was aborted
+  kWhole = 0,         // its data (or a joined rank's placeholders, as meant)
+  kPlaceholders = 1,  // staged: identity values, its device having failed before
+  kCannot = 2,        // NCCL: it cannot make the calls (its device failed)
+  kLeftNccl = 3,      // NCCL: its communicator was aborted
 };
 
 struct BatchVerdict {
@@ -82,7 +82,7 @@ BatchVerdict AgreeOnBatch(CollectiveBackend& data, const RequestMeta& m, int ran
 // unscaled, and average of floating types.
 size_t TrailerBytes(const RequestMeta& m, int size);
 // Writes this rank's trailer at `at` (TrailerBytes of room); `mine` is
-// kWhole or kStandIns.
+// kWhole or kPlaceholders.
 void PutTrailer(const RequestMeta& m, int rank, int size, BatchPart mine, std::byte* at);
 // The verdict from the trailer at `at`, after the collective.
 BatchVerdict ReadTrailer(const RequestMeta& m, int rank, int size, const std::byte* at);

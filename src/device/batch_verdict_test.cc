@@ -48,7 +48,7 @@ RequestMeta Meta(OpType op, int root = 0) {
 }
 
 constexpr BatchPart W = BatchPart::kWhole;
-constexpr BatchPart S = BatchPart::kStandIns;
+constexpr BatchPart S = BatchPart::kPlaceholders;
 constexpr BatchPart L = BatchPart::kLeftNccl;
 constexpr BatchPart C = BatchPart::kCannot;
 

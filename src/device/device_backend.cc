@@ -8,7 +8,10 @@
 namespace hora {
 
 DeviceBackend::DeviceBackend(const Config& config, const Logger& logger, Place place)
-    : config_(config), logger_(logger), place_(std::move(place)) {}
+    : config_(config),
+      logger_(logger),
+      place_(std::move(place)),
+      routing_(GpuRouting::FromConfig(config)) {}
 
 DeviceBackend::~DeviceBackend() {
   if (place_.nccl_order != nullptr) place_.nccl_order->Forget(place_.set_id);
@@ -16,7 +19,7 @@ DeviceBackend::~DeviceBackend() {
 
 Status DeviceBackend::Run(const std::vector<TensorRecord*>& batch, bool joined_any,
                           std::vector<std::byte>* fusion) {
-  if (!DeviceStaging::AnyOnDevice(batch)) return RunStandIns(batch, fusion);
+  if (!DeviceStaging::AnyOnDevice(batch)) return RunPlaceholders(batch, fusion);
   HORA_RETURN_IF_ERROR(Open());
   const Status st =
       staging_->Run(*place_.data, batch, place_.rank, place_.size, fusion, joined_any);
@@ -24,17 +27,20 @@ Status DeviceBackend::Run(const std::vector<TensorRecord*>& batch, bool joined_a
   return st.WithContext("rank " + std::to_string(place_.rank) + " on " + staging_->device_name());
 }
 
-Status DeviceBackend::RunStandIns(const std::vector<TensorRecord*>& batch,
-                                  std::vector<std::byte>* fusion) {
+Status DeviceBackend::RunPlaceholders(const std::vector<TensorRecord*>& batch,
+                                      std::vector<std::byte>* fusion) {
   CollectiveBackend& data = *place_.data;
   const RequestMeta& m = batch.front()->meta;
   // In chunks, as the others' staged batch goes (with what each rank gave
   // it: batch_verdict.h).
-  if (RunsInChunks(m)) return RunStandInsInChunks(data, batch, fusion, place_.rank, place_.size);
+  if (RunsInChunks(m)) {
+    return RunPlaceholdersInChunks(data, batch, fusion, place_.rank, place_.size,
+                                   routing_.staging_chunk);
+  }
   Status st = RunPlannedBatch(data, batch, place_.rank, place_.size, fusion);
   if (m.op != OpType::kBarrier && m.op != OpType::kJoin && place_.size > 1) {
     // Whole: the others' staged batch ends with what each rank gave it. The
-    // stand-ins' results are nobody's: only a failure to agree matters.
+    // placeholders' results are nobody's: only a failure to agree matters.
     const Status told =
         AgreeOnBatch(data, m, place_.rank, place_.size, BatchPart::kWhole, verdict_).ran;
     if (st.ok()) st = told;
@@ -74,7 +80,7 @@ Status DeviceBackend::Open() {
                              SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
       DeviceNccl::Settings{config_.nccl_library, &logger_, place_.nccl_order, place_.set_id,
                            SecondsToDuration(config_.timeout_s * 2),
-                           SecondsToDuration(config_.stall_warning_s), place_.label},
+                           SecondsToDuration(config_.stall_warning_s), place_.label, routing_},
       place_.lost_peer);
   return Status::Ok();
 }
@@ -83,13 +89,13 @@ bool DeviceBackend::RunsAtSubmission(const RequestMeta& m) const {
   // (Not what HORA_GPU_BACKEND=nccl sends to NCCL: its first batch sets
   // NCCL up, which is a cycle's work, not a submitting thread's.)
   return place_.size == 1 && m.device == DeviceType::kCUDA && m.group.empty() &&
-         RouteMode(m.nccl_route) != NcclMode::kNccl &&
+         routing_.nccl != NcclMode::kNccl &&
          (m.op == OpType::kBroadcast ||
           (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum));
 }
 
 void DeviceBackend::Claimed(TensorRecord& p) {
-  if (place_.nccl_order != nullptr && DeviceNccl::MayTake(p.meta, place_.size)) {
+  if (place_.nccl_order != nullptr && DeviceNccl::MayTake(p.meta, place_.size, routing_)) {
     p.nccl_number = place_.nccl_order->Submitted(place_.set_id, &p.meta.name);
   }
 }
@@ -119,7 +125,7 @@ void DeviceBackend::Cancel() {
 
 DeviceBatches::Counts DeviceBackend::counts() const {
   if (!staging_) return {};
-  return {staging_->window_batches(), staging_->nccl_batches(), staging_->alone_batches()};
+  return {staging_->window_batches(), staging_->nccl_batches(), staging_->one_rank_batches()};
 }
 
 }  // namespace hora

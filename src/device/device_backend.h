@@ -7,7 +7,7 @@
 // It opens its way through the GPU (DeviceStaging: pinned buffers, the
 // engine's stream, the device window, NCCL) at the first GPU batch, from
 // the device the Session opened when the tensor was submitted. A joined
-// rank's stand-ins for GPU tensors' collectives (host memory, identity
+// rank's placeholders for GPU tensors' collectives (host memory, identity
 // values) it runs on the host backend as the other ranks' staged batches
 // run, in chunks or whole, and tells them what it gave (batch_verdict.h).
 // NCCL's calls take their turns in the rank's order (nccl_order.h), as
@@ -25,6 +25,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "device/device_staging.h"
+#include "device/gpu_routing.h"
 #include "device/nccl_order.h"
 #include "engine/device_batches.h"
 #include "gpu/lazy_device.h"
@@ -64,16 +65,17 @@ class DeviceBackend final : public DeviceBatches {
   Counts counts() const override;
 
  private:
-  // A joined rank's stand-ins (host memory) for GPU tensors' collective.
-  Status RunStandIns(const std::vector<TensorRecord*>& batch, std::vector<std::byte>* fusion);
+  // A joined rank's placeholders (host memory) for GPU tensors' collective.
+  Status RunPlaceholders(const std::vector<TensorRecord*>& batch, std::vector<std::byte>* fusion);
   // Makes staging_ at the first GPU batch.
   Status Open();
 
   const Config config_;
   const Logger logger_;
   const Place place_;
+  const GpuRouting routing_;
   std::unique_ptr<DeviceStaging> staging_;
-  std::vector<uint8_t> verdict_;  // (RunStandIns' AgreeOnBatch)
+  std::vector<uint8_t> verdict_;  // (RunPlaceholders' AgreeOnBatch)
 };
 
 }  // namespace hora

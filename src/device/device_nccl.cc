@@ -28,10 +28,10 @@ void Put(char* to, size_t n, const std::string& s) {
 
 bool IsHostDevice(const gpu::Device& d) { return d.info().uuid.rfind("host-", 0) == 0; }
 
-// Whether NCCL takes `m`'s collective: its mode lets it, and it has the
+// Whether NCCL takes `m`'s collective: the routing lets it, and it has the
 // collective (a reduction: of its dtype and op).
-bool TakesCollective(const RequestMeta& m) {
-  if (RouteMode(m.nccl_route) == NcclMode::kHora) return false;
+bool TakesCollective(const RequestMeta& m, const GpuRouting& routing) {
+  if (routing.nccl == NcclMode::kHora) return false;
   switch (m.op) {
     case OpType::kAllreduce:
     case OpType::kReducescatter:
@@ -88,15 +88,16 @@ void DeviceNccl::AbortIfBroken(const Status& failed) {
 }
 
 bool DeviceNccl::Wants(const RequestMeta& m, size_t bytes, bool joined_any) const {
-  if (joined_any || !TakesCollective(m)) return false;
-  return RouteMode(m.nccl_route) == NcclMode::kNccl || bytes >= RouteMinBytes(m.nccl_route);
+  const GpuRouting& routing = settings_.routing;
+  if (joined_any || !TakesCollective(m, routing)) return false;
+  return routing.nccl == NcclMode::kNccl || bytes >= routing.nccl_min_bytes;
 }
 
-bool DeviceNccl::MayTake(const RequestMeta& m, int size) {
-  if (m.device != DeviceType::kCUDA || !TakesCollective(m)) return false;
+bool DeviceNccl::MayTake(const RequestMeta& m, int size, const GpuRouting& routing) {
+  if (m.device != DeviceType::kCUDA || !TakesCollective(m, routing)) return false;
   // (A set of one rank keeps its allreduces and broadcasts on its GPU
-  // unless HORA_GPU_BACKEND=nccl: device_staging_alone.cc.)
-  return size > 1 || RouteMode(m.nccl_route) == NcclMode::kNccl ||
+  // unless HORA_GPU_BACKEND=nccl: device_staging_one_rank.cc.)
+  return size > 1 || routing.nccl == NcclMode::kNccl ||
          (m.op != OpType::kAllreduce && m.op != OpType::kBroadcast);
 }
 
@@ -114,8 +115,8 @@ Result<NcclOrder::Turn> DeviceNccl::AwaitTurn(const std::vector<TensorRecord*>& 
   return settings_.order->Await(settings_.set, numbers_, wait);
 }
 
-Result<bool> DeviceNccl::Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size) {
-  const bool required = RouteMode(m.nccl_route) == NcclMode::kNccl;
+Result<bool> DeviceNccl::Ready(CollectiveBackend& data, int rank, int size) {
+  const bool required = settings_.routing.nccl == NcclMode::kNccl;
   if (!tried_) {
     tried_ = true;
     unusable_ = MakeCommunicator(data, rank, size);

@@ -2,13 +2,13 @@
 //
 // GPU collectives through NCCL (docs/dev/gpu.md, "NCCL"), for the engine's
 // batches of GPU tensors (device_staging.h hands them over):
-//  - which batches (Wants), by the settings each request carries
-//    (RequestMeta::nccl_route, which ranks agree on): HORA_GPU_BACKEND=nccl,
+//  - which batches (Wants), by the Session's routing settings (gpu_routing.h,
+//    which ranks agree on): HORA_GPU_BACKEND=nccl,
 //    every allreduce and reducescatter NCCL takes (backends/nccl/nccl.h:
 //    NcclTakes) and every broadcast, allgather and alltoall; auto, those
 //    of HORA_NCCL_MIN_BYTES or more (a size every rank computes alike);
 //    hora, none. Never a batch decided while a rank had joined (its
-//    stand-ins are host memory). Every process set's engine has its own
+//    placeholders are host memory). Every process set's engine has its own
 //    communicator, on its own stream (device_staging.h). Every input of the
 //    choice is the same on every rank.
 //  - the communicator, at the first such batch (Ready), collectively over
@@ -54,6 +54,7 @@
 #include "backends/backend.h"
 #include "backends/nccl/nccl.h"
 #include "common/logging.h"
+#include "device/gpu_routing.h"
 #include "device/nccl_order.h"
 #include "engine/allocated_outputs.h"
 #include "engine/tensor_records.h"
@@ -77,6 +78,7 @@ class DeviceNccl {
     Duration turn_timeout{};
     Duration warn_every{};
     std::string label;  // the set's, for warnings: "process set 2 (ranks 0, 2)" (empty: global)
+    GpuRouting routing;
   };
   DeviceNccl(std::shared_ptr<gpu::Device> device, gpu::Stream stream, Duration timeout,
              Settings settings);
@@ -89,16 +91,16 @@ class DeviceNccl {
   bool Wants(const RequestMeta& m, size_t bytes, bool joined_any) const;
   // Whether NCCL may take a tensor of `m` in a set of `size` ranks,
   // whatever its batch's size and joins.
-  static bool MayTake(const RequestMeta& m, int size);
+  static bool MayTake(const RequestMeta& m, int size, const GpuRouting& routing);
   // Waits for this set's turn to make `batch`'s calls (nccl_order.h); with
   // no order, a turn at once. The turn must end before the next call.
   Result<NcclOrder::Turn> AwaitTurn(const std::vector<TensorRecord*>& batch, int rank);
   // Collective at the first call, and at the first after Restart (the same
   // point on every rank): makes the communicator. Then: whether there is
-  // one; where `m` says HORA_GPU_BACKEND=nccl, an error (the same on every
+  // one; under HORA_GPU_BACKEND=nccl, an error (the same on every
   // rank) where there is none; and this rank's error where its
   // communicator was aborted (broken).
-  Result<bool> Ready(CollectiveBackend& data, const RequestMeta& m, int rank, int size);
+  Result<bool> Ready(CollectiveBackend& data, int rank, int size);
 
   // Ends the communicator's work at once (the engine's end, or an error).
   void Abort(const std::string& why);

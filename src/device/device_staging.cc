@@ -121,7 +121,7 @@ void DeviceStaging::HostPartsIn(const std::vector<TensorRecord*>& batch, std::by
   }
 }
 
-void DeviceStaging::FillInstead(const std::vector<TensorRecord*>& batch, std::byte* area) {
+void DeviceStaging::FillIdentityValues(const std::vector<TensorRecord*>& batch, std::byte* area) {
   for (size_t i = 0; i < batch.size(); ++i) {
     const RequestMeta& m = batch[i]->meta;
     if (m.op == OpType::kAllreduce || m.op == OpType::kReducescatter) {
@@ -172,9 +172,9 @@ void DeviceStaging::LetGoPinned() {
   last_done_.reset();
 }
 
-std::byte* DeviceStaging::Instead(const std::vector<TensorRecord*>& batch, size_t bytes) {
+std::byte* DeviceStaging::IdentityScratch(const std::vector<TensorRecord*>& batch, size_t bytes) {
   if (scratch_.size() < bytes) scratch_.resize(bytes);
-  FillInstead(batch, scratch_.data());
+  FillIdentityValues(batch, scratch_.data());
   return scratch_.data();
 }
 
@@ -201,88 +201,15 @@ Status DeviceStaging::Run(CollectiveBackend& data, const std::vector<TensorRecor
 
 Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
                             int rank, int size, std::vector<std::byte>* fusion, bool joined_any) {
-  const RequestMeta& m = batch.front()->meta;
-  // Every rank decides alike: the response (with the settings each request
-  // carries), the join state, NCCL's setup and the backend's window are the
-  // same everywhere. One rank alone has nobody to talk to: its collective
-  // is made on its GPU, unless HORA_GPU_BACKEND=nccl asks for NCCL itself.
-  if (RunsAlone(batch, size, joined_any) && RouteMode(m.nccl_route) != NcclMode::kNccl) {
-    return RunAlone(batch, rank);
+  const RouteAsk ask{data, batch,  batch.front()->meta, rank,
+                     size, fusion, joined_any,          RouteBytes(batch, size)};
+  for (const RouteRow& row : Routes()) {
+    if (!row.fits(*this, ask)) continue;
+    bool declined = false;
+    Status st = row.run(*this, ask, &declined);
+    if (!declined) return st;
   }
-  if (nccl_.Wants(m, RouteBytes(batch, size), joined_any)) {
-    const Result<bool> ready = nccl_.Ready(data, m, rank, size);
-    if (!ready.ok()) {
-      // Its communicator aborted: this rank says so where the others check
-      // before their calls (RunOnNccl), and none makes them. (NCCL unusable
-      // under HORA_GPU_BACKEND=nccl fails every rank alike: nothing to say.)
-      if (nccl_.broken()) (void)Told(data, m, rank, size, BatchPart::kLeftNccl, true);
-      return ready.status();
-    }
-    if (*ready) {
-      const bool shaped = m.op != OpType::kAllreduce && m.op != OpType::kBroadcast;
-      return shaped ? RunShapedOnNccl(data, *batch.front(), rank, size)
-                    : RunOnNccl(data, batch, rank, size);
-    }
-  }
-  if (RunsAlone(batch, size, joined_any)) return RunAlone(batch, rank);
-  if (m.op == OpType::kAllreduce && m.reduction.op != ReduceOp::kAdasum && !joined_any &&
-      size > 1) {
-    bool ran = false;
-    const Status st = RunOnWindow(data, batch, rank, &ran);
-    if (ran) return st;
-  }
-  if (RunsInChunks(m)) return RunPipelined(data, batch, rank, size);
-  // Adasum, and the collectives whose output Hora allocates: copied in
-  // whole, run, and their results copied back before the handles complete.
-  const size_t bytes = Layout(batch);
-  // Where the backend runs: the pinned copies. When the device fails before
-  // the collective (no memory, a copy that fails or times out), the
-  // collective still runs -- the other ranks are in it, and a rank that left
-  // it would leave them waiting -- on host scratch holding identity values
-  // (as a joined rank's), and this rank's handles fail with the error. The
-  // others' fail too, told after the collective (batch_verdict.h), and get
-  // no results.
-  Status staged = Prepare(bytes, batch.size() > 1 ? bytes : 0);
-  if (staged.ok()) {
-    // (Queued after the last batch's copies out, which read the pinned
-    // buffer: the wait covers them.)
-    staged = CopyIn(batch, bytes);
-    if (staged.ok()) staged = Sync("copying the inputs to host memory");
-    if (!staged.ok()) {
-      LetGoPinned();
-      MarkDoneOrSync(batch, rank);  // (copies that may still read the inputs)
-    }
-  }
-  std::byte* area = pinned_;
-  if (staged.ok()) {
-    HostPartsIn(batch, area);  // a joined rank's stand-ins, fused with GPU tensors
-  } else {
-    area = Instead(batch, bytes);
-  }
-  saved_.clear();
-  for (size_t i = 0; i < batch.size(); ++i) {
-    TensorRecord& p = *batch[i];
-    saved_.emplace_back(p.input, p.output);
-    p.input = area + offsets_[i];
-    p.output = p.input;
-  }
-  const Status st = RunPlannedBatch(data, batch, rank, size, fusion);
-  for (size_t i = 0; i < batch.size(); ++i) {
-    batch[i]->input = saved_[i].first;
-    batch[i]->output = saved_[i].second;
-  }
-  const Status told =
-      Told(data, m, rank, size, staged.ok() ? BatchPart::kWhole : BatchPart::kStandIns);
-  HORA_RETURN_IF_ERROR(staged);
-  HORA_RETURN_IF_ERROR(st);
-  HORA_RETURN_IF_ERROR(told);
-  if (m.op == OpType::kAllreduce) {  // (Adasum)
-    Status back = CopyOut(batch, bytes);
-    if (back.ok()) back = Sync("copying the results to the device");
-    if (!back.ok()) MarkDoneOrSync(batch, rank);  // (copies that may still write the outputs)
-    return back;
-  }
-  return ResultToDevice(*batch.front());  // allgather, reducescatter, alltoall
+  return InternalError("no GPU route took the batch");  // (the last fits every batch)
 }
 
 Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
@@ -292,7 +219,7 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   const bool fused = batch.size() > 1;
   const bool in = m.op != OpType::kBroadcast || rank == m.root;
   const bool out = m.op != OpType::kBroadcast || rank != m.root;
-  const size_t chunk = ChunkBytes(m, m.staging_chunk, bytes);
+  const size_t chunk = ChunkBytes(m, routing_.staging_chunk, bytes);
   const size_t chunks = chunk == 0 || bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
   // `staged`: the inputs' way to host memory; `back`: the results' way back.
   // Whatever fails, the collective runs on (see Run), on identity values
@@ -319,24 +246,24 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
   }
   Status back;
   BatchVerdict told;  // (with the last chunk)
-  std::byte* area = staged.ok() ? pinned_ : Instead(batch, bytes + trailer);
-  bool stand_ins = false;
-  for (const TensorRecord* p : batch) stand_ins = stand_ins || !OnDevice(*p);
+  std::byte* area = staged.ok() ? pinned_ : IdentityScratch(batch, bytes + trailer);
+  bool placeholders = false;
+  for (const TensorRecord* p : batch) placeholders = placeholders || !OnDevice(*p);
   const ChunkSteps steps{
       [&](size_t offset, size_t) {
         if (!staged.ok() || !in) return area + offset;
         const size_t k = chunk == 0 ? 0 : offset / chunk;
-        // A joined rank's stand-ins, fused with GPU tensors, go in once every
+        // A joined rank's placeholders, fused with GPU tensors, go in once every
         // chunk's copy (which covers their places too) is done.
-        const gpu::Event e = stand_ins ? chunk_events_[chunks - 1] : chunk_events_[k];
-        if (stand_ins && k > 0) return area + offset;
+        const gpu::Event e = placeholders ? chunk_events_[chunks - 1] : chunk_events_[k];
+        if (placeholders && k > 0) return area + offset;
         staged = AwaitDevice(e);
         if (staged.ok()) {
-          if (stand_ins) HostPartsIn(batch, area);
+          if (placeholders) HostPartsIn(batch, area);
           return area + offset;
         }
         LetGoPinned();
-        area = Instead(batch, bytes + trailer);
+        area = IdentityScratch(batch, bytes + trailer);
         return area + offset;
       },
       [&](size_t offset, size_t n) {
@@ -348,8 +275,8 @@ Status DeviceStaging::RunPipelined(CollectiveBackend& data, const std::vector<Te
       }};
   const Status st = RunInChunks(
       data, m, bytes, chunk, steps,
-      {rank, size, [&] { return in && !staged.ok() ? BatchPart::kStandIns : BatchPart::kWhole; },
-       &told});
+      {rank, size,
+       [&] { return in && !staged.ok() ? BatchPart::kPlaceholders : BatchPart::kWhole; }, &told});
   if (staged.ok() && back.ok() && told.named.ok() && out && fused) back = Packing(batch, false);
   if (queued) {
     // The handles complete now. The copies still queued (back, or in after a
@@ -406,8 +333,8 @@ Status DeviceStaging::ChunkEvents(size_t n) {
   return Status::Ok();
 }
 
-Status DeviceStaging::Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
-                           BatchPart mine, bool before_call) {
+Status DeviceStaging::ShareVerdict(CollectiveBackend& data, const RequestMeta& m, int rank,
+                                   int size, BatchPart mine, bool before_call) {
   const BatchVerdict v = AgreeOnBatch(data, m, rank, size, mine, verdict_, before_call);
   if (v.left_nccl) {
     const std::string why =

@@ -4,7 +4,7 @@
 // (docs/dev/gpu.md, "How staging works"). A batch's inputs are packed on the device by one
 // batched copy into a device fusion buffer, copied to pinned memory, run
 // there by the backend exactly as host tensors would be (so a rank staging
-// GPU tensors and a joined rank reducing host stand-ins agree on every byte
+// GPU tensors and a joined rank reducing host placeholders agree on every byte
 // on the wire), then copied back and unpacked by one batched copy.
 //
 // Allreduce and broadcast are pipelined (staged_chunks.h): the copies go in
@@ -19,7 +19,7 @@
 // rank reads directly, reduced on the GPU (collectives/device_window.h),
 // where the backend offers a shared window (HoraBackend, shared memory),
 // HORA_GPU_IPC is 1 on every rank, and no rank has joined (a joined rank's
-// stand-ins are host memory). The window is opened at the first such batch
+// placeholders are host memory). The window is opened at the first such batch
 // and closed when the engine stops everywhere. Where the job spans hosts
 // with as many ranks each (backends/host_tiers.h), each host's ranks have
 // their window, and only a host's share crosses between hosts
@@ -46,6 +46,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,7 @@ class DeviceStaging {
         stream_(stream),
         rank_stream_(rank_stream),
         windows_(windows),
+        routing_(nccl.routing),
         nccl_(std::move(device), stream, timeout, std::move(nccl)) {
     // (An abort ends queued kernels without their results, and their events
     // then fire: the batches not yet done fail first.)
@@ -118,7 +120,7 @@ class DeviceStaging {
   // Batches run on the device window, and through NCCL, so far.
   uint64_t window_batches() const { return window_batches_; }
   uint64_t nccl_batches() const { return nccl_batches_; }
-  uint64_t alone_batches() const { return alone_batches_; }
+  uint64_t one_rank_batches() const { return one_rank_batches_; }
 
   // Ends NCCL's work at once, queued kernels included (the engine failed:
   // a peer may be lost); later batches for NCCL fail naming `why`.
@@ -157,7 +159,7 @@ class DeviceStaging {
     return device_->info().name + " (cuda:" + std::to_string(device_->info().ordinal) + ")";
   }
 
-  // Whether `p` is a record of a GPU tensor (a joined rank's stand-in is
+  // Whether `p` is a record of a GPU tensor (a joined rank's placeholder is
   // host memory whatever its tensor's device), and whether `batch` has one.
   static bool OnDevice(const TensorRecord& p) {
     return p.meta.device == DeviceType::kCUDA && !p.phantom;
@@ -191,14 +193,46 @@ class DeviceStaging {
   size_t Layout(const std::vector<TensorRecord*>& batch);
   // The whole batch's input bytes to pinned memory (Adasum, the shaped
   // collectives); Adasum's outputs back. Only
-  // the batch's GPU tensors: a joined rank's stand-ins, which may share a
+  // the batch's GPU tensors: a joined rank's placeholders, which may share a
   // batch with them, are host memory (HostPartsIn).
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
-  // Run's choice of path, after FollowTheRankStream.
+  // Run's choice of path, after FollowTheRankStream: the first row of the
+  // route table (device_routes.cc) that fits the batch and runs it.
   Status Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
                std::vector<std::byte>* fusion, bool joined_any);
+  // A batch, as the route table sees it.
+  struct RouteAsk {
+    CollectiveBackend& data;
+    const std::vector<TensorRecord*>& batch;
+    const RequestMeta& m;  // (its first tensor's)
+    int rank;
+    int size;
+    std::vector<std::byte>* fusion;  // the engine's host fusion buffer
+    bool joined_any;
+    size_t bytes;  // RouteBytes: the same on every rank
+  };
+  // A way through the GPU: a row of the route table. Every rank decides
+  // alike, from what is the same everywhere: the batch's response, the
+  // routing settings (agreed when the Session was made: gpu_routing.h), the
+  // join state, NCCL's setup and the backend's window.
+  struct RouteRow {
+    const char* name;         // in errors and docs
+    const char* description;  // one line
+    // Whether it may take the batch.
+    bool (*fits)(DeviceStaging& s, const RouteAsk& ask);
+    // Runs it; sets `*declined` where, on every rank alike, it cannot after
+    // all (NCCL unusable under HORA_GPU_BACKEND=auto, no device window):
+    // the next row that fits then takes the batch.
+    Status (*run)(DeviceStaging& s, const RouteAsk& ask, bool* declined);
+  };
+  // The table, in the order rows are tried (device_routes.cc); the last one
+  // fits every batch.
+  static std::span<const RouteRow> Routes();
+  // Adasum, and the collectives whose output Hora allocates: staged whole
+  // (device_staging_whole.cc).
+  Status RunStagedWhole(const RouteAsk& ask);
   // A process set's stream: made to wait for the rank's (see the top).
   Status FollowTheRankStream();
   // An allreduce on the device window (opened now at the first), or false
@@ -213,9 +247,9 @@ class DeviceStaging {
   Status AgreeAcrossHosts(CollectiveBackend& data, std::string* why_not);
   void FreeWindowPinned();
   // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
-  // (device_staging_alone.cc).
-  static bool RunsAlone(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
-  Status RunAlone(const std::vector<TensorRecord*>& batch, int rank);
+  // (device_staging_one_rank.cc).
+  static bool RunsOnOneRank(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
+  Status RunOnOneRank(const std::vector<TensorRecord*>& batch, int rank);
   // Allreduce or broadcast through NCCL.
   Status RunOnNccl(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
                    int size);
@@ -238,8 +272,8 @@ class DeviceStaging {
   // After a staged collective, or before NCCL's calls (`before_call`):
   // what every rank gave, or can give (batch_verdict.h). Where a rank's
   // communicator was aborted, every rank's is.
-  Status Told(CollectiveBackend& data, const RequestMeta& m, int rank, int size, BatchPart mine,
-              bool before_call = false);
+  Status ShareVerdict(CollectiveBackend& data, const RequestMeta& m, int rank, int size,
+                      BatchPart mine, bool before_call = false);
   // After an NCCL batch's calls: its handles' event, among those whose work
   // an aborted communicator would cut short (and WatchNccl watches).
   void NcclQueued(const RequestMeta& m, int rank);
@@ -283,11 +317,11 @@ class DeviceStaging {
   Status WaitLastDone();
   // Forgets the pinned buffer, which a failed copy may still write.
   void LetGoPinned();
-  // Host scratch of `bytes` holding what FillInstead puts there.
-  std::byte* Instead(const std::vector<TensorRecord*>& batch, size_t bytes);
+  // Host scratch of `bytes` holding what FillIdentityValues puts there.
+  std::byte* IdentityScratch(const std::vector<TensorRecord*>& batch, size_t bytes);
   // What a rank whose device failed contributes: identity values (a
   // reduction's), zeros (the rest).
-  void FillInstead(const std::vector<TensorRecord*>& batch, std::byte* area);
+  void FillIdentityValues(const std::vector<TensorRecord*>& batch, std::byte* area);
   // Moves a host result (allgather, reducescatter, alltoall) to the device.
   Status ResultToDevice(TensorRecord& p);
 
@@ -298,6 +332,7 @@ class DeviceStaging {
   const gpu::Stream rank_stream_;
   gpu::Event follow_{};  // (recorded on the rank's stream, for stream_ to wait on)
   const Windows windows_;
+  const GpuRouting routing_;              // (the NCCL settings')
   bool window_tried_ = false;             // Open was called (on every rank alike)
   std::unique_ptr<DeviceWindow> window_;  // null: none (staged)
   Comm* window_comm_ = nullptr;           // the Comm it was opened on
@@ -311,10 +346,10 @@ class DeviceStaging {
   uint64_t nccl_batches_ = 0;
   std::shared_ptr<NcclTurnMark> turn_mark_;  // EndTurn's (made at the first)
   bool follows_other_sets_ = false;          // a turn waited for another set's mark
-  uint64_t alone_batches_ = 0;
+  uint64_t one_rank_batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;  // chunk k's copy in is done
-  std::vector<uint8_t> verdict_;          // (Told's)
+  std::vector<uint8_t> verdict_;          // (ShareVerdict's)
   struct NcclPending {
     std::shared_ptr<DeviceDone> done;
     TimePoint since;       // queued; then when it was first found the oldest

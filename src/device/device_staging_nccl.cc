@@ -35,7 +35,7 @@ Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<Tenso
   // and prescale queued without error): where one cannot, no rank calls
   // NCCL for this batch (its sequence of calls stays the same on every
   // rank), and every rank's handles fail naming it.
-  const Status told = Told(data, m, rank, size, Part(st), true);
+  const Status told = ShareVerdict(data, m, rank, size, Part(st), true);
   if (!st.ok() || !told.ok()) {
     MarkDoneOrSync(batch, rank);  // (copies that may still read the inputs)
     HORA_RETURN_IF_ERROR(st.WithContext("NCCL"));
@@ -136,7 +136,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
   // rank makes it.
   auto cannot = [&](Status why) {
     MarkDoneOrSync(batch, rank);  // (a prescale that may still read the input)
-    (void)Told(data, m, rank, size, Part(why), true);
+    (void)ShareVerdict(data, m, rank, size, Part(why), true);
     return why.WithContext("NCCL");
   };
   Result<void*> mem = device_->Allocate(plan.out_bytes);
@@ -157,7 +157,7 @@ Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, 
     in = packed_;
   }
   if (nccl_.broken()) return cannot(nccl_.why_broken());  // (aborted by the wait above)
-  if (Status told = Told(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
+  if (Status told = ShareVerdict(data, m, rank, size, BatchPart::kWhole, true); !told.ok()) {
     MarkDoneOrSync(batch, rank);
     return told;
   }

@@ -126,8 +126,9 @@ Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<Ten
   }
   AcrossHosts across;
   if (tiers_ != nullptr) {
-    across = AcrossHosts{tiers_->across, tiers_->selector, window_pinned_,
-                         tiers_->world,  m.staging_chunk,  {window_events_[0], window_events_[1]}};
+    across =
+        AcrossHosts{tiers_->across, tiers_->selector,       window_pinned_,
+                    tiers_->world,  routing_.staging_chunk, {window_events_[0], window_events_[1]}};
   }
   const Status st = AllreduceDeviceWindow(*window_comm_, *window_, window_parts_, m.dtype,
                                           m.reduction, tiers_ != nullptr ? &across : nullptr);

@@ -51,8 +51,8 @@ Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, 
   return Status::Ok();
 }
 
-Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           std::vector<std::byte>* fusion, int rank, int size) {
+Status RunPlaceholdersInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                               std::vector<std::byte>* fusion, int rank, int size, size_t chunk) {
   const RequestMeta& m = batch.front()->meta;
   std::byte* area = static_cast<std::byte*>(batch.front()->input);
   size_t bytes = m.num_bytes();
@@ -69,11 +69,11 @@ Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorReco
       offset += n;
     }
   }
-  // (A stand-in's results are dropped: nothing copies them back. Nor does
+  // (A placeholder's results are dropped: nothing copies them back. Nor does
   // another rank's failure fail this rank, whose handle is its join's.)
   BatchVerdict told;
   HORA_RETURN_IF_ERROR(
-      RunInChunks(data, m, bytes, ChunkBytes(m, m.staging_chunk, bytes),
+      RunInChunks(data, m, bytes, ChunkBytes(m, chunk, bytes),
                   {[area](size_t offset, size_t) { return area + offset; }, [](size_t, size_t) {}},
                   {rank, size, [] { return BatchPart::kWhole; }, &told}));
   return told.ran;

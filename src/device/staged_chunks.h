@@ -8,10 +8,9 @@
 // a whole tensor) and broadcast run so.
 //
 // Every rank of a batch of GPU tensors runs it this way, a joined rank on its
-// host stand-ins too (RunStandInsInChunks), with the same chunk size: each
-// rank's HORA_STAGING_CHUNK_BYTES travels in its requests
-// (RequestMeta::staging_chunk), and ranks that disagree get a mismatch
-// error, so that all agree on every call on the wire.
+// host placeholders too (RunPlaceholdersInChunks), with the same chunk size
+// (HORA_STAGING_CHUNK_BYTES, which ranks agree on when the Session is made:
+// gpu_routing.h), so that all agree on every call on the wire.
 #pragma once
 
 #include <cstddef>
@@ -60,11 +59,11 @@ struct ChunkVerdict {
 Status RunInChunks(CollectiveBackend& data, const RequestMeta& m, size_t bytes, size_t chunk,
                    const ChunkSteps& steps, const ChunkVerdict& verdict);
 
-// A joined rank's batch of stand-ins for GPU tensors: packed into `fusion`
+// A joined rank's batch of placeholders for GPU tensors: packed into `fusion`
 // (one tensor without room for the trailer: where it is) and run as
-// RunInChunks does, in the chunks the ranks agreed on
-// (RequestMeta::staging_chunk), with the verdict.
-Status RunStandInsInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
-                           std::vector<std::byte>* fusion, int rank, int size);
+// RunInChunks does, in chunks of `chunk` bytes (HORA_STAGING_CHUNK_BYTES),
+// with the verdict.
+Status RunPlaceholdersInChunks(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
+                               std::vector<std::byte>* fusion, int rank, int size, size_t chunk);
 
 }  // namespace hora

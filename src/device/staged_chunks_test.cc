@@ -11,7 +11,7 @@ namespace hora {
 namespace {
 
 // Records the calls; where `failed_rank` is set, the verdict it carries says
-// that rank gave stand-ins (as the other ranks' data would have made it).
+// that rank gave placeholders (as the other ranks' data would have made it).
 class Recorder final : public testing::StubBackend {
  public:
   struct Call {

@@ -38,7 +38,7 @@ class DeviceBatches {
   virtual ~DeviceBatches() = default;
 
   // Whether `batch` (of one collective) is the device backend's: GPU
-  // tensors' records, or a joined rank's stand-ins for them.
+  // tensors' records, or a joined rank's placeholders for them.
   static bool Takes(const std::vector<TensorRecord*>& batch) {
     return batch.front()->meta.device == DeviceType::kCUDA;
   }
@@ -50,7 +50,7 @@ class DeviceBatches {
   virtual Status Run(const std::vector<TensorRecord*>& batch, bool joined_any,
                      std::vector<std::byte>* fusion) = 0;
   // Whether a one-rank engine may run `m`'s tensor at submission, alone
-  // (engine_alone.cc).
+  // (engine_at_submission.cc).
   virtual bool RunsAtSubmission(const RequestMeta& m) const = 0;
 
   // A tensor claimed its record (`p`), and its record is released (finished

@@ -213,7 +213,7 @@ void Engine::FailAll(const Status& st) {
   for (Ticket* t = negotiator_.first_taken(); t != nullptr; t = t->next) {
     all.push_back(static_cast<TensorRecord*>(t));
   }
-  stand_ins_.ForEach([&](TensorRecord* p) { all.push_back(p); });
+  placeholders_.ForEach([&](TensorRecord* p) { all.push_back(p); });
   Finish(all, st);
 }
 

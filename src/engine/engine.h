@@ -72,7 +72,7 @@ class Engine final : public Driver {
 
  private:
   // A one-rank engine's lone GPU allreduce or broadcast, which it runs at
-  // submission when nothing else is under way (engine_alone.cc).
+  // submission when nothing else is under way (engine_at_submission.cc).
   bool RunsAtSubmission(const RequestMeta& m) const;
   // Runs `s` (its handle made) now, as a cycle would, and completes its
   // handle; false (`s` untouched) when something else is under way.
@@ -103,7 +103,7 @@ class Engine final : public Driver {
   // rank had joined when it was decided: Decision::joined_any).
   void RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) HORA_REQUIRES(cycle_mu_)
       HORA_EXCLUDES(mu_);
-  // A batch of GPU tensors (or a joined rank's stand-ins for them): on
+  // A batch of GPU tensors (or a joined rank's placeholders for them): on
   // device_, counted.
   Status RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any)
       HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
@@ -205,8 +205,8 @@ class Engine final : public Driver {
     std::vector<Completion> completions;
     std::vector<TensorRecord*> records;
   } finishing_ HORA_GUARDED_BY(cycle_mu_);
-  // Stand-ins of a joined rank, by name (made and finished in one cycle).
-  StandIns stand_ins_ HORA_GUARDED_BY(cycle_mu_);
+  // Placeholders of a joined rank, by name (made and finished in one cycle).
+  Placeholders placeholders_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
   // Where GPU tensors' batches run (null: none come). Its Claimed and

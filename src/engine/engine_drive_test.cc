@@ -181,8 +181,8 @@ TEST(EngineDrive, IdleLooksComeFurtherApartAndAWaitingRankIsStillJoined) {
   for (int r = 0; r < n; ++r) before.push_back(ranks.session(r).engine_counters());
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 100 cycle times
   for (int r = 0; r < n; ++r) {
-    const auto looks =
-        ranks.session(r).engine_counters().idle_looks - before[static_cast<size_t>(r)].idle_looks;
+    const auto looks = ranks.session(r).engine_counters().idle_wakeups -
+                       before[static_cast<size_t>(r)].idle_wakeups;
     EXPECT_GT(looks, 0u) << "rank " << r;
     EXPECT_LT(looks, 30u) << "rank " << r;
   }

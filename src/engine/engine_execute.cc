@@ -38,7 +38,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
   const std::vector<Decision>& decisions = outcome.decisions;
   // This rank's tensor of each decision: the fast path's come with it, the
   // slow path's are found by name, with one lock; a joined rank without
-  // one reduces a stand-in.
+  // one reduces a placeholder.
   std::vector<TensorRecord*> mine(decisions.size(), nullptr);
   bool by_name = false;
   for (size_t i = 0; i < decisions.size(); ++i) {
@@ -62,7 +62,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
       continue;
     }
     if (mine[i] == nullptr) {
-      if (d.stand_in) mine[i] = stand_ins_.Add(r, data_);
+      if (d.placeholder) mine[i] = placeholders_.Add(r, data_);
       continue;
     }
     if (!r.error.empty()) {
@@ -111,7 +111,7 @@ Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_
     MutexLock lock(mu_);
     stats_.window_batches += after.window - before.window;
     stats_.nccl_batches += after.nccl - before.nccl;
-    stats_.alone_batches += after.alone - before.alone;
+    stats_.one_rank_batches += after.alone - before.alone;
   }
   return st;
 }

@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Join in the engine: the end of a join, or its error. Who has joined is
-// the negotiator's to know; a joined rank's stand-ins are StandIns.
+// the negotiator's to know; a joined rank's placeholders are Placeholders.
 #include "engine/engine.h"
 
 namespace hora {

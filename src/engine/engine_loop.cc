@@ -26,15 +26,15 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "engine/await_burst.h"
 #include "engine/engine.h"
-#include "engine/idle_looks.h"
+#include "engine/idle_backoff.h"
+#include "engine/submission_burst.h"
 
 namespace hora {
 
 void Engine::Loop() {
   const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
-  IdleLooks looks(cycle_time);
+  IdleBackoff looks(cycle_time);
   constexpr Duration kMinRewait = std::chrono::milliseconds(1);
   auto last_end = [&] {
     return TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire)));
@@ -46,7 +46,7 @@ void Engine::Loop() {
     // something is submitted here. Right after work moved, the next
     // submission usually follows within microseconds: spin for it first
     // (unless a waiter is driving the cycles). A submission that wakes this
-    // thread is often the first of a burst: AwaitBurstEnd lets it end.
+    // thread is often the first of a burst: WaitOutSubmissionBurst lets it end.
     bool idle = true, spin = false, nothing_taken = false;
     {
       // While a waiter is in a cycle, wait for its hand-off (below) rather
@@ -113,7 +113,7 @@ void Engine::Loop() {
       // model's layers, one after another): while they keep coming, let
       // them come (yielding: on a shared core the submitter runs), so that
       // one cycle takes the whole burst, for one idle spin at most.
-      AwaitBurstEnd(submissions_, drivers_, idle_spin_);
+      WaitOutSubmissionBurst(submissions_, drivers_, idle_spin_);
       if (drivers_.load(std::memory_order_acquire) > 0) continue;
     }
     MutexLock cycle(cycle_mu_);  // waits while a driver is in a cycle
@@ -124,7 +124,7 @@ void Engine::Loop() {
     // driver handed over while nothing moves waits for the timer, as any
     // pending work does); after a wait that timed out, join the others as
     // an idle engine does every cycle time (on one host: once one waits for
-    // it, IdleLooks::JoinDue) -- unless a cycle (a driver's) ended meanwhile: that
+    // it, IdleBackoff::JoinDue) -- unless a cycle (a driver's) ended meanwhile: that
     // kept this rank in step, and the timer runs on.
     const bool timed_out =
         idle && !woken && Clock::now() - looks.IdleSince(last_end()) >= cycle_time;
@@ -132,7 +132,7 @@ void Engine::Loop() {
                            !queued_.load(std::memory_order_acquire);
     if (idle_look) {
       MutexLock lock(mu_);
-      ++stats_.idle_looks;
+      ++stats_.idle_wakeups;
     }
     if (idle_look && !looks.JoinDue(Clock::now(), negotiator_.PeerWaiting(),
                                     last_cycle_end_.load(std::memory_order_acquire))) {

@@ -43,7 +43,7 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
   } clear{finishing_};
   for (TensorRecord* p : done) {
     if (p->phantom) {  // (never taken)
-      stand_ins_.Remove(p);
+      placeholders_.Remove(p);
       continue;
     }
     completions.push_back({std::move(p->handle), std::move(p->result),

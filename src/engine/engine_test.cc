@@ -312,7 +312,7 @@ TEST(Engine, NameRecordsStayBounded) {
 }
 
 // Rank 1 never submits 'late': it must still join the others' cycles (an
-// idle engine, IdleLooks::JoinDue) for the stall report to name it. Also with a
+// idle engine, IdleBackoff::JoinDue) for the stall report to name it. Also with a
 // cache so large that its bit vector does not fit the shared window (the
 // AND then goes point to point, and the window says nothing of who waits),
 // and once 'late' is in the response cache (`cached`: every rank ran it

@@ -4,12 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
-#include "common/units.h"
-
 namespace hora {
 namespace {
 
-constexpr uint8_t kVersion = 4;
+constexpr uint8_t kVersion = 5;  // 5: no GPU routing in requests
 constexpr uint32_t kMaxName = kMaxNameBytes;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxError = 1 << 20;
@@ -91,10 +89,6 @@ void PutMeta(Writer& w, const RequestMeta& m) {
   w.PutString(m.group);
   w.Put<uint32_t>(m.group_size);
   PutInts(w, m.splits);
-  if (m.device == DeviceType::kCUDA) {
-    w.Put<uint64_t>(m.staging_chunk);
-    w.Put<uint64_t>(m.nccl_route);
-  }
 }
 
 bool GetMeta(Reader& r, RequestMeta* m) {
@@ -121,10 +115,7 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   for (auto& d : m->shape) {
     if (!r.Get(&d) || d < 0) return false;
   }
-  m->staging_chunk = 0;
-  m->nccl_route = 0;
-  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits) &&
-         (m->device != DeviceType::kCUDA || (r.Get(&m->staging_chunk) && r.Get(&m->nccl_route)));
+  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits);
 }
 
 // Decodes into `out`, whose elements (and their strings' and vectors'
@@ -200,8 +191,8 @@ bool RequestMeta::SameParams(const RequestMeta& o) const {
                       o.shape.begin() + (o.shape.empty() ? 0 : 1));
   }
   return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
-         device == o.device && staging_chunk == o.staging_chunk && nccl_route == o.nccl_route &&
-         group == o.group && group_size == o.group_size && reduction.op == o.reduction.op &&
+         device == o.device && group == o.group && group_size == o.group_size &&
+         reduction.op == o.reduction.op &&
          reduction.prescale_factor == o.reduction.prescale_factor &&
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
@@ -239,28 +230,7 @@ std::string RequestMeta::DescribeParams() const {
   } else if (op == OpType::kBroadcast) {
     s += " root " + std::to_string(root);
   }
-  if (device == DeviceType::kCUDA) {
-    s += " on cuda";
-    const bool chunked =
-        op == OpType::kBroadcast || (op == OpType::kAllreduce && reduction.op != ReduceOp::kAdasum);
-    if (chunked) {
-      s += staging_chunk > 0 ? " (staged in " + FormatBytes(staging_chunk) + " chunks)"
-                             : std::string(" (staged whole)");
-      // (HORA_GPU_BACKEND: said where it is not the default)
-      const uint64_t min = RouteMinBytes(nccl_route);
-      switch (RouteMode(nccl_route)) {
-        case NcclMode::kHora:
-          s += " (no NCCL)";
-          break;
-        case NcclMode::kAuto:
-          if (min != uint64_t{256} << 10) s += " (NCCL from " + FormatBytes(min) + ")";
-          break;
-        case NcclMode::kNccl:
-          s += " (NCCL)";
-          break;
-      }
-    }
-  }
+  if (device == DeviceType::kCUDA) s += " on cuda";
   if (!group.empty()) s += " in group '" + group + "' of " + std::to_string(group_size);
   return s;
 }

@@ -33,16 +33,6 @@ const char* OpTypeName(OpType op);
 // carrying a longer one would not decode on the other ranks.
 inline constexpr size_t kMaxNameBytes = 64 * 1024;
 
-// Who runs GPU tensors' collectives (RequestMeta::nccl_route):
-// HORA_GPU_BACKEND's mode in the top two bits, HORA_NCCL_MIN_BYTES below.
-enum class NcclMode : uint8_t { kHora = 0, kAuto = 1, kNccl = 2 };
-inline constexpr uint64_t kNcclMinMask = (uint64_t{1} << 62) - 1;
-inline uint64_t NcclRoute(NcclMode mode, uint64_t min_bytes) {
-  return static_cast<uint64_t>(mode) << 62 | (min_bytes & kNcclMinMask);
-}
-inline NcclMode RouteMode(uint64_t route) { return static_cast<NcclMode>(route >> 62); }
-inline uint64_t RouteMinBytes(uint64_t route) { return route & kNcclMinMask; }
-
 // One tensor as one rank submitted it.
 struct RequestMeta {
   std::string name;
@@ -51,15 +41,9 @@ struct RequestMeta {
   std::vector<int64_t> shape;
   Reduction reduction;  // allreduce
   int32_t root = -1;    // broadcast
+  // Where the tensor is: how it runs (the device backend's routing) is no
+  // request's, but the Session's settings, which ranks agreed on.
   DeviceType device = DeviceType::kCPU;
-  // GPU tensors of a collective staged in chunks (allreduce but Adasum,
-  // broadcast; staged_chunks.h): the submitting rank's
-  // HORA_STAGING_CHUNK_BYTES, which ranks must agree on. 0 otherwise.
-  uint64_t staging_chunk = 0;
-  // GPU tensors (the same collectives): who may run them, the submitting
-  // rank's HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES (NcclRoute), which ranks
-  // must agree on. 0 otherwise.
-  uint64_t nccl_route = 0;
   // False for tensors the caller did not name (their generated names never
   // repeat, so caching them would only evict useful entries).
   bool cacheable = true;

@@ -46,8 +46,6 @@ RequestMeta Sample(int i) {
 TEST(EngineMessages, RoundTrip) {
   RequestMeta gpu = Sample(4);
   gpu.device = DeviceType::kCUDA;
-  gpu.staging_chunk = 3000;
-  gpu.nccl_route = NcclRoute(NcclMode::kAuto, 8192);
   std::vector<RequestMeta> reqs = {Sample(1), Sample(2), gpu, Sample(8)};
   auto enc = Encoded(reqs);
   auto dec = Decoded<RequestMeta>(enc.data(), enc.size());
@@ -57,23 +55,14 @@ TEST(EngineMessages, RoundTrip) {
     EXPECT_EQ((*dec)[i].name, reqs[i].name);
     EXPECT_TRUE((*dec)[i].SameParams(reqs[i]));
     EXPECT_EQ((*dec)[i].cacheable, reqs[i].cacheable);
-    EXPECT_EQ((*dec)[i].staging_chunk, reqs[i].staging_chunk);
-    EXPECT_EQ((*dec)[i].nccl_route, reqs[i].nccl_route);
+    EXPECT_EQ((*dec)[i].device, reqs[i].device);
   }
-  // Nor do ranks that route GPU tensors differently (HORA_GPU_BACKEND).
-  RequestMeta routed = gpu;
-  routed.nccl_route = NcclRoute(NcclMode::kNccl, 8192);
-  EXPECT_FALSE(routed.SameParams(gpu));
-  EXPECT_NE(gpu.DescribeParams().find("(NCCL from 8 KiB)"), std::string::npos)
-      << gpu.DescribeParams();
-  EXPECT_NE(routed.DescribeParams().find("(NCCL)"), std::string::npos) << routed.DescribeParams();
-  // Ranks that stage in other chunks do not agree, and say so.
-  RequestMeta other = gpu;
-  other.staging_chunk = 0;
-  EXPECT_FALSE(other.SameParams(gpu));
-  EXPECT_NE(gpu.DescribeParams().find("on cuda (staged in"), std::string::npos)
-      << gpu.DescribeParams();
-  EXPECT_NE(other.DescribeParams().find("on cuda (staged whole)"), std::string::npos);
+  // A GPU tensor and the same on the host do not agree, and say so.
+  RequestMeta host = gpu;
+  host.device = DeviceType::kCPU;
+  EXPECT_FALSE(host.SameParams(gpu));
+  EXPECT_NE(gpu.DescribeParams().find(" on cuda"), std::string::npos) << gpu.DescribeParams();
+  EXPECT_EQ(host.DescribeParams().find(" on cuda"), std::string::npos) << host.DescribeParams();
   RequestMeta a2a = Sample(6);
   a2a.op = OpType::kAlltoall;
   a2a.splits = {2, 0, 5};

@@ -241,7 +241,7 @@ void Negotiator::CachedDecisions(const uint64_t* ready, std::vector<Decision>* o
       return;
     }
     // This rank's ticket at a ready bit (null: none, e.g. a joined rank's
-    // stand-in).
+    // placeholder).
     Ticket* mine = by_bit_[b];
     if (mine != nullptr && mine->state != Ticket::State::kCached) mine = nullptr;
     out->push_back({&cache_.ResponseAt(b), mine,

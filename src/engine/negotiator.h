@@ -79,9 +79,9 @@ struct Decision {
   Ticket* mine = nullptr;  // this rank's tensor when known (the fast path); null: by name
   // This rank has joined (out of data) and has no tensor of it: it reduces
   // identity values instead.
-  bool stand_in = false;
+  bool placeholder = false;
   // Some rank had joined when this was decided (the same on every rank):
-  // its stand-ins take the host's path, so GPU tensors are staged.
+  // its placeholders take the host's path, so GPU tensors are staged.
   bool joined_any = false;
 };
 

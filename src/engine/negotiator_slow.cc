@@ -56,9 +56,9 @@ Status Negotiator::SlowPath(NegotiationCounts* counts) {
     if (d.params.op == OpType::kJoin) ApplyJoin(d);
     // A tensor this rank may not have: an allreduce it joins with identity
     // values when it is out of data (the engine looks for its own first).
-    const bool stand_in =
+    const bool placeholder =
         d.error.empty() && d.params.op == OpType::kAllreduce && joined_[static_cast<size_t>(rank_)];
-    outcome_.decisions.push_back({&d, nullptr, stand_in, joined_count_ > 0});
+    outcome_.decisions.push_back({&d, nullptr, placeholder, joined_count_ > 0});
   }
   ++counts->slow_cycles;
   counts->coordinator_bytes += bytes;

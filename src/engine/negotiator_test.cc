@@ -43,7 +43,7 @@ struct CycleView {
   std::vector<std::string> batches;  // "a+b": the names of each batch, in order
   std::vector<std::string> errors;   // "a: <error>"
   std::vector<std::string> joins;    // announcements "<rank>:<last>"
-  std::vector<std::string> stand_ins;
+  std::vector<std::string> placeholders;
   bool carried = false;
   bool stop = false;
   NegotiationCounts counts;
@@ -141,8 +141,8 @@ class World {
         if (resp.rows.at(1) == 1) finish(resp.params.name);
         continue;
       }
-      if (d.stand_in && rank.taken.count(resp.params.name) == 0) {
-        v.stand_ins.push_back(resp.params.name);
+      if (d.placeholder && rank.taken.count(resp.params.name) == 0) {
+        v.placeholders.push_back(resp.params.name);
       }
       if (!resp.error.empty()) {
         v.errors.push_back(resp.params.name + ": " + resp.error);
@@ -336,8 +336,8 @@ TEST(Negotiator, AJoinedRankStandsInForAllreducesUntilEveryRankJoined) {
     EXPECT_EQ(v.joins, std::vector<std::string>{"1:0"});
     EXPECT_EQ(v.batches, std::vector<std::string>{"a"});
   }
-  EXPECT_TRUE(views[0].stand_ins.empty());
-  EXPECT_EQ(views[1].stand_ins, std::vector<std::string>{"a"});
+  EXPECT_TRUE(views[0].placeholders.empty());
+  EXPECT_EQ(views[1].placeholders, std::vector<std::string>{"a"});
   // Cached now: rank 1, still joined, marks it ready everywhere.
   w.Submit(0, Allreduce("a", 4));
   for (const CycleView& v : w.Cycle()) EXPECT_EQ(v.batches, std::vector<std::string>{"a"});

@@ -60,7 +60,7 @@ void TensorRecords::Release(TensorRecord* r) {
   }
 }
 
-TensorRecord* StandIns::Add(const Response& r, CollectiveBackend& data) {
+TensorRecord* Placeholders::Add(const Response& r, CollectiveBackend& data) {
   TensorRecord& p = by_name_[r.params.name];
   p.phantom = true;
   p.meta = r.params;

@@ -64,7 +64,7 @@ struct TensorRecord : Ticket {
   // Its number in the rank's order of NCCL calls (nccl_order.h), where NCCL
   // may take it; 0 otherwise.
   uint64_t nccl_number = 0;
-  // A joined rank's stand-in for a tensor it never submitted: identity
+  // A joined rank's placeholder for a tensor it never submitted: identity
   // values in `scratch`, no handle (the engine's, not in these records).
   bool phantom = false;
   std::optional<Tensor> scratch;
@@ -93,12 +93,12 @@ class TensorRecords {
   IntrusiveList<TensorRecord, &TensorRecord::idle_prev, &TensorRecord::idle_next> idle_;
 };
 
-// A joined rank's stand-ins: for each allreduce the other ranks run that
+// A joined rank's placeholders: for each allreduce the other ranks run that
 // this rank (out of data) has no tensor of, a record of identity values
 // that it reduces instead; made and finished in one cycle.
-class StandIns {
+class Placeholders {
  public:
-  // A stand-in for allreduce `r`, its identity values from `data`.
+  // A placeholder for allreduce `r`, its identity values from `data`.
   TensorRecord* Add(const Response& r, CollectiveBackend& data);
   void Remove(const TensorRecord* p) { by_name_.erase(by_name_.find(p->meta.name)); }
   template <typename F>

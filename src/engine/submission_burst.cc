@@ -1,12 +1,12 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/await_burst.h"
+#include "engine/submission_burst.h"
 
 #include <thread>
 
 namespace hora {
 
-void AwaitBurstEnd(const std::atomic<uint64_t>& submissions, const std::atomic<int>& drivers,
-                   Duration at_most) {
+void WaitOutSubmissionBurst(const std::atomic<uint64_t>& submissions,
+                            const std::atomic<int>& drivers, Duration at_most) {
   constexpr auto kBurstGap = std::chrono::microseconds(5);
   uint64_t seen = submissions.load(std::memory_order_acquire);
   TimePoint last = Clock::now();

@@ -20,9 +20,9 @@
 
 namespace hora {
 
-class IdleLooks {
+class IdleBackoff {
  public:
-  explicit IdleLooks(Duration cycle_time)
+  explicit IdleBackoff(Duration cycle_time)
       : cycle_time_(cycle_time), every_(cycle_time), max_(cycle_time * 16) {}
 
   Duration every() const { return every_; }

@@ -12,7 +12,7 @@ namespace hora {
 // one after another: `submissions` counts them), so that one cycle takes
 // the whole burst: until 5 us pass with no new one, a thread starts driving
 // (`drivers` > 0: it will take the burst), or `at_most` has passed.
-void AwaitBurstEnd(const std::atomic<uint64_t>& submissions, const std::atomic<int>& drivers,
-                   Duration at_most);
+void WaitOutSubmissionBurst(const std::atomic<uint64_t>& submissions,
+                            const std::atomic<int>& drivers, Duration at_most);
 
 }  // namespace hora

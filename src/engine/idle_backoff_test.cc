@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "engine/idle_looks.h"
+#include "engine/idle_backoff.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-TEST(IdleLooks, BackoffDoublesUpToSixteenCycleTimesAndBusyResets) {
-  IdleLooks looks(milliseconds(5));
+TEST(IdleBackoff, BackoffDoublesUpToSixteenCycleTimesAndBusyResets) {
+  IdleBackoff looks(milliseconds(5));
   EXPECT_EQ(looks.every(), milliseconds(5));
   const Duration expected[] = {milliseconds(10), milliseconds(20), milliseconds(40),
                                milliseconds(80), milliseconds(80)};
@@ -21,8 +21,8 @@ TEST(IdleLooks, BackoffDoublesUpToSixteenCycleTimesAndBusyResets) {
   EXPECT_EQ(looks.every(), milliseconds(5));
 }
 
-TEST(IdleLooks, NextLookCountsFromTheLaterOfLastCycleAndLastLook) {
-  IdleLooks looks(milliseconds(5));
+TEST(IdleBackoff, NextLookCountsFromTheLaterOfLastCycleAndLastLook) {
+  IdleBackoff looks(milliseconds(5));
   const TimePoint t0 = Clock::now();
   EXPECT_EQ(looks.NextLook(t0), t0 + milliseconds(5));
   // A look that joined nothing, after the last cycle: the idle time counts from it.
@@ -33,22 +33,22 @@ TEST(IdleLooks, NextLookCountsFromTheLaterOfLastCycleAndLastLook) {
   EXPECT_EQ(looks.IdleSince(t0 + milliseconds(9)), t0 + milliseconds(9));
 }
 
-TEST(IdleLooks, JoinsWhereNobodyCanTell) {
-  IdleLooks looks(milliseconds(5));
+TEST(IdleBackoff, JoinsWhereNobodyCanTell) {
+  IdleBackoff looks(milliseconds(5));
   EXPECT_TRUE(looks.JoinDue(Clock::now(), std::nullopt, 1));
   EXPECT_EQ(looks.every(), milliseconds(5));
 }
 
-TEST(IdleLooks, NobodyWaitingBacksOff) {
-  IdleLooks looks(milliseconds(5));
+TEST(IdleBackoff, NobodyWaitingBacksOff) {
+  IdleBackoff looks(milliseconds(5));
   const TimePoint now = Clock::now();
   EXPECT_FALSE(looks.JoinDue(now, false, 1));
   EXPECT_FALSE(looks.JoinDue(now, false, 1));
   EXPECT_EQ(looks.every(), milliseconds(20));
 }
 
-TEST(IdleLooks, AWaitingRankIsJoinedAtTheSecondLookWithNoCycleBetween) {
-  IdleLooks looks(milliseconds(5));
+TEST(IdleBackoff, AWaitingRankIsJoinedAtTheSecondLookWithNoCycleBetween) {
+  IdleBackoff looks(milliseconds(5));
   const TimePoint now = Clock::now();
   looks.Backoff();
   // It came since the last look: not yet, and looks are a cycle time again.
@@ -57,12 +57,12 @@ TEST(IdleLooks, AWaitingRankIsJoinedAtTheSecondLookWithNoCycleBetween) {
   // Still waiting, no cycle since: join.
   EXPECT_TRUE(looks.JoinDue(now, true, 100));
   // A cycle ran between (end 200): the rank waiting now is a new wait.
-  IdleLooks other(milliseconds(5));
+  IdleBackoff other(milliseconds(5));
   EXPECT_FALSE(other.JoinDue(now, true, 100));
   EXPECT_FALSE(other.JoinDue(now, true, 200));
   EXPECT_TRUE(other.JoinDue(now, true, 200));
   // Nobody waiting in between forgets the earlier wait.
-  IdleLooks third(milliseconds(5));
+  IdleBackoff third(milliseconds(5));
   EXPECT_FALSE(third.JoinDue(now, true, 100));
   EXPECT_FALSE(third.JoinDue(now, false, 100));
   EXPECT_FALSE(third.JoinDue(now, true, 100));

@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // A one-rank engine runs a lone GPU allreduce or broadcast at submission
-// (engine_alone.cc): no cycle, the same results, beside cycles that run
+// (engine_at_submission.cc): no cycle, the same results, beside cycles that run
 // other work. The GPU is the host device.
 #include <gtest/gtest.h>
 
@@ -54,7 +54,8 @@ TEST(OneRankEngine, AGpuAllreduceRunsAtSubmission) {
     }
     if (at_once == 0) return InternalError("no one-rank allreduce ran at submission");
     const Session::EngineCounters after = s.engine_counters();
-    if (after.alone_batches != before.alone_batches + 20 || after.tensors != before.tensors + 20) {
+    if (after.one_rank_batches != before.one_rank_batches + 20 ||
+        after.tensors != before.tensors + 20) {
       return InternalError("the counters missed allreduces run at submission");
     }
     const std::vector<float> got = Floats(io.Download(out, kCount * 4));
@@ -161,7 +162,7 @@ TEST(OneRankEngine, AloneMeansNoNcclUnlessAskedFor) {
       const Session::EngineCounters after = s.engine_counters();
       const bool nccl = std::string_view(backend) == "nccl";
       const uint64_t by_nccl = after.nccl_batches - before.nccl_batches;
-      const uint64_t alone = after.alone_batches - before.alone_batches;
+      const uint64_t alone = after.one_rank_batches - before.one_rank_batches;
       const uint64_t cycles = after.cycles - before.cycles;
       // (Under nccl the batch ran in a cycle; under auto an idle look of the
       // engine's thread may run a cycle too, so cycles say nothing there.)

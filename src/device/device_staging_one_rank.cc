@@ -9,7 +9,8 @@
 
 namespace hora {
 
-bool DeviceStaging::RunsAlone(const std::vector<TensorRecord*>& batch, int size, bool joined_any) {
+bool DeviceStaging::RunsOnOneRank(const std::vector<TensorRecord*>& batch, int size,
+                                  bool joined_any) {
   if (size != 1 || joined_any) return false;
   const RequestMeta& m = batch.front()->meta;
   const bool fits = m.op == OpType::kBroadcast ||
@@ -21,8 +22,8 @@ bool DeviceStaging::RunsAlone(const std::vector<TensorRecord*>& batch, int size,
   return true;
 }
 
-Status DeviceStaging::RunAlone(const std::vector<TensorRecord*>& batch, int rank) {
-  ++alone_batches_;
+Status DeviceStaging::RunOnOneRank(const std::vector<TensorRecord*>& batch, int rank) {
+  ++one_rank_batches_;
   const RequestMeta& m = batch.front()->meta;
   const size_t esize = DataTypeSize(m.dtype);
   parts_.clear();
