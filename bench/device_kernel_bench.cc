@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "api/device_choice.h"
 #include "benchmark_main.h"
-#include "gpu/device_registry.h"
 
 namespace hora::gpu {
 namespace {
@@ -30,7 +30,7 @@ constexpr size_t kParts = 64;
 struct Fixture {
   Fixture(size_t buffers, size_t bytes) {
     const char* kind = std::getenv("HORA_BENCH_DEVICE");
-    auto opened = OpenDevice(kind != nullptr ? kind : "host", 0);
+    auto opened = ChooseDevice(kind != nullptr ? kind : "host")(0);
     if (!opened.ok()) {
       std::fprintf(stderr, "hora-device-kernel-bench: %s\n", opened.status().ToString().c_str());
       std::exit(2);

@@ -16,8 +16,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "api/device_choice.h"
 #include "benchmark_main.h"
-#include "gpu/device_registry.h"
 #include "gpu/lazy_device.h"
 #include "gpu/pointer_cache.h"
 
@@ -30,7 +30,7 @@ constexpr size_t kTensorBytes = 64 << 10;
 struct Fixture {
   Fixture() {
     const char* kind = std::getenv("HORA_BENCH_DEVICE");
-    auto opened = OpenDevice(kind != nullptr ? kind : "host", 0);
+    auto opened = ChooseDevice(kind != nullptr ? kind : "host")(0);
     if (!opened.ok()) {
       std::fprintf(stderr, "hora-pointer-cache-bench: %s\n", opened.status().ToString().c_str());
       std::exit(2);
@@ -79,7 +79,8 @@ void BM_DeviceQueryUncached(benchmark::State& state) {
 // and the lock of a Session's device.
 void BM_SubmissionCheck(benchmark::State& state) {
   const char* kind = std::getenv("HORA_BENCH_DEVICE");
-  LazyDevice lazy(kind != nullptr ? kind : "host");
+  const char* chosen = kind != nullptr ? kind : "host";
+  LazyDevice lazy(chosen, ChooseDevice(chosen));
   Result<std::shared_ptr<Device>> dev = lazy.Get(0);
   if (!dev.ok()) {
     state.SkipWithError(dev.status().ToString().c_str());

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "api/session_impl.h"
-#include "gpu/host/host_device.h"
+#include "doubles/host_device.h"
 #include "hora/build_info.h"
 #include "support/device_io.h"
 #include "support/device_settings.h"

@@ -23,8 +23,8 @@
 #include <tuple>
 
 #include "api/session_impl.h"
+#include "doubles/host_device.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 #include "hora/build_info.h"
 #include "support/device_io.h"
 #include "support/device_settings.h"

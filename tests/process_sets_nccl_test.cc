@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "api/session_impl.h"
-#include "gpu/host/host_device.h"
+#include "doubles/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 

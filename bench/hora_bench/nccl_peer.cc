@@ -12,9 +12,9 @@
 #include <cstring>
 
 #include "api/session_impl.h"
-#include "backends/nccl/host_nccl.h"
 #include "backends/nccl/nccl.h"
 #include "device_buffers.h"
+#include "doubles/host_nccl.h"
 #include "impl.h"
 
 namespace hora::bench {

@@ -7,9 +7,9 @@
 
 #include "api/session_impl.h"
 #include "dlpack_convert.h"
+#include "doubles/host_device.h"
 #include "errors.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 
 namespace hora::python {
 namespace py = pybind11;

@@ -52,7 +52,8 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
       impl.config, impl.logger,
       DeviceBackend::Place{&impl.devices, &impl.nccl_order, set.id, set.backend.get(),
                            control->rank(), control->size(), set.Label(),
-                           [control] { return control->LostPeer(); }});
+                           [control] { return control->LostPeer(); },
+                           ChooseNccl(impl.config.nccl_library)});
   set.engine =
       std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
                                set.id == 0 ? std::vector<int>{} : set.ranks, std::move(device));

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/device_choice.h"
 #include "api/launcher_watch.h"
 #include "api/process_set_state.h"
 #include "backends/backend.h"
@@ -47,7 +48,7 @@ struct Session::Impl {
         comm(*transport, WaitPolicy::FromConfig(config, &logger), config.ring_segment_bytes, 0),
         backend(CreateHoraBackend(comm, sel)),
         selector(sel),
-        devices(config.device) {
+        devices(config.device, ChooseDevice(config.device)) {
     std::vector<int> all(static_cast<size_t>(transport->size()));
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
     sets[0] =

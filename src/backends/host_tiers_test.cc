@@ -25,8 +25,8 @@
 
 #include "collectives/allreduce_device_window.h"
 #include "common/config.h"
+#include "doubles/host_device.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 #include "transport/combinators/hybrid/hybrid_transport.h"
 #include "transport/loopback/loopback_transport.h"
 

@@ -24,8 +24,8 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_device_window.h"
+#include "doubles/host_device.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace hora {

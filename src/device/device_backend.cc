@@ -78,7 +78,7 @@ Status DeviceBackend::Open() {
       std::move(device), stream, rank_stream, SecondsToDuration(bound),
       DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
                              SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
-      DeviceNccl::Settings{config_.nccl_library, &logger_, place_.nccl_order, place_.set_id,
+      DeviceNccl::Settings{place_.nccl, &logger_, place_.nccl_order, place_.set_id,
                            SecondsToDuration(config_.timeout_s * 2),
                            SecondsToDuration(config_.stall_warning_s), place_.label, routing_},
       place_.lost_peer);

@@ -47,6 +47,7 @@ class DeviceBackend final : public DeviceBatches {
     int size = 1;
     std::string label;
     std::function<Status()> lost_peer;
+    NcclSource nccl;  // which NCCL it loads
   };
   DeviceBackend(const Config& config, const Logger& logger, Place place);
   ~DeviceBackend() override;  // forgets the set's turns

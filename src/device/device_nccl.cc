@@ -5,7 +5,6 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/nccl/host_nccl.h"
 #include "collectives/allreduce_common.h"
 #include "kernels/reduce.h"
 
@@ -140,7 +139,7 @@ Result<bool> DeviceNccl::Ready(CollectiveBackend& data, int rank, int size) {
 
 Status DeviceNccl::LoadLibrary() {
   if (library_) return Status::Ok();  // (kept when the communicator is made again)
-  const bool host = settings_.library == "host" || settings_.library.starts_with("host:");
+  const bool host = settings_.nccl.on_host_device;
   if (host && !IsHostDevice(*device_)) {
     return InvalidArgument(
         "HORA_NCCL_LIBRARY=host runs on the host device only (HORA_DEVICE=host)");
@@ -149,9 +148,8 @@ Status DeviceNccl::LoadLibrary() {
     return UnavailableError(
         "the host device has no NCCL (HORA_NCCL_LIBRARY=host stands in for it)");
   }
-  Result<std::unique_ptr<NcclLibrary>> lib =
-      host ? CreateHostNccl(std::string_view(settings_.library).substr(4))
-           : OpenNcclLibrary(settings_.library);
+  if (!settings_.nccl.open) return UnavailableError("no NCCL was given to this engine");
+  Result<std::unique_ptr<NcclLibrary>> lib = settings_.nccl.open();
   HORA_RETURN_IF_ERROR(lib.status());
   library_ = std::move(*lib);
   return Status::Ok();

@@ -65,7 +65,7 @@ namespace hora {
 class DeviceNccl {
  public:
   struct Settings {
-    std::string library;  // HORA_NCCL_LIBRARY
+    NcclSource nccl;  // HORA_NCCL_LIBRARY's
     const Logger* logger = nullptr;
     // The rank's order of NCCL calls across its process sets (null: this
     // set's batches need no turn) and this set's id there; a batch waits

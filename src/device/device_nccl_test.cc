@@ -8,8 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include "api/device_choice.h"
+#include "doubles/host_device.h"
 #include "engine/allocated_outputs.h"
-#include "gpu/host/host_device.h"
 
 namespace hora {
 namespace {
@@ -24,7 +25,7 @@ TEST(DeviceNccl, CallsWithoutACommunicatorFailAndReachNoLibrary) {
   ASSERT_TRUE(mem.ok());
   {
     DeviceNccl::Settings settings;
-    settings.library = "host:queued";
+    settings.nccl = ChooseNccl("host:queued");
     DeviceNccl nccl(device, *stream, std::chrono::seconds(5), settings);
     RequestMeta m;
     m.op = OpType::kAllreduce;

@@ -8,8 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include "doubles/host_device.h"
 #include "gpu/device_done.h"
-#include "gpu/host/host_device.h"
 #include "support/device_io.h"
 #include "support/thread_ranks.h"
 

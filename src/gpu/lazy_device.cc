@@ -1,8 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "gpu/lazy_device.h"
 
-#include "gpu/device_registry.h"
-
 namespace hora::gpu {
 
 Result<std::shared_ptr<Device>> LazyDevice::Get(int ordinal) {
@@ -22,7 +20,7 @@ Result<std::shared_ptr<Device>> LazyDevice::GetLocked(int ordinal) {
     return device_;
   }
   ordinal_ = ordinal;
-  Result<std::unique_ptr<Device>> opened = OpenDevice(kind_ == "host" ? "host" : "cuda", ordinal);
+  Result<std::unique_ptr<Device>> opened = open_(ordinal);
   if (!opened.ok()) {
     failed_ = opened.status().WithContext("GPU tensors (HORA_DEVICE=" + kind_ + ")");
     return failed_;

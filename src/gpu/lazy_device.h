@@ -13,6 +13,7 @@
 // once.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,9 +27,11 @@ namespace hora::gpu {
 
 class LazyDevice {
  public:
-  // `kind`: the HORA_DEVICE setting -- "auto" or "cuda" (a CUDA device), or
-  // "host" (the host device, device.h).
-  explicit LazyDevice(std::string kind) : kind_(std::move(kind)) {}
+  // Opens the device of an ordinal: a CUDA device, or the host device (a
+  // test double), as the composition root chose (api/device_choice.h).
+  using Opener = std::function<Result<std::unique_ptr<Device>>(int ordinal)>;
+  // `kind`: the HORA_DEVICE setting, for errors; `open`: how its device opens.
+  LazyDevice(std::string kind, Opener open) : kind_(std::move(kind)), open_(std::move(open)) {}
 
   // The device of ordinal `ordinal` (opened now if none is open), or why
   // there is none: no CUDA in this build, no usable GPU, or another
@@ -58,6 +61,7 @@ class LazyDevice {
   Result<std::shared_ptr<Device>> GetLocked(int ordinal) HORA_REQUIRES(mu_);
 
   const std::string kind_;
+  const Opener open_;
   mutable Mutex mu_;
   std::optional<int> ordinal_ HORA_GUARDED_BY(mu_);  // what was opened, or tried
   std::shared_ptr<Device> device_ HORA_GUARDED_BY(mu_);

@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/host/host_device.h"
+#include "doubles/host_device.h"
 
 namespace hora::gpu {
 namespace {

@@ -6,7 +6,7 @@
 //    build with NCCL's headers still runs where the library is missing;
 //    compiled only when those headers are found (else nccl_absent.cc);
 //  - HostNccl (host_nccl.h), NCCL's semantics on the host device
-//    (gpu/host/) for ranks that are threads of one process or processes
+//    (src/doubles/) for ranks that are threads of one process or processes
 //    of one host, so that the code above this seam runs in CI.
 //
 // Semantics, as NCCL's: a communicator is made by every rank from one id
@@ -19,6 +19,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -88,5 +89,14 @@ bool NcclTakes(DataType dtype, ReduceOp op);
 // The NCCL library at `path` ("" : libnccl.so.2 wherever the loader finds
 // it), loaded now; an error naming what was tried when it cannot be.
 Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string& path);
+
+// Which NCCL a device backend loads (HORA_NCCL_LIBRARY), as the composition
+// root chose (api/device_choice.h): the library, or the host device's
+// double.
+struct NcclSource {
+  // The double runs on the host device only (and the library never does).
+  bool on_host_device = false;
+  std::function<Result<std::unique_ptr<NcclLibrary>>()> open;
+};
 
 }  // namespace hora

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "gpu/host/host_stream.h"
+#include "doubles/host_stream.h"
 
 #include "common/thread_name.h"
 

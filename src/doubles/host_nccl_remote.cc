@@ -2,7 +2,7 @@
 //
 // ServedHub and JoinServed (host_nccl_remote.h): a rank's calls to the hub
 // of another process, each a connection.
-#include "backends/nccl/host_nccl_remote.h"
+#include "doubles/host_nccl_remote.h"
 
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "backends/nccl/host_nccl_wire.h"
 #include "common/mutex.h"
+#include "doubles/host_nccl_wire.h"
 
 namespace hora::host_nccl {
 namespace {

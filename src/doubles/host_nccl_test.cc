@@ -6,7 +6,7 @@
 // wait for good one call at a time; its collectives give what a reference
 // computed here gives; a receive nobody sends ends at the timeout, naming
 // both ranks.
-#include "backends/nccl/host_nccl.h"
+#include "doubles/host_nccl.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "doubles/host_device.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 
 namespace hora {
 namespace {

@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "gpu/host/host_memory.h"
+#include "doubles/host_memory.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "backends/nccl/host_nccl_remote.h"
-#include "backends/nccl/host_nccl_wire.h"
 #include "common/mutex.h"
+#include "doubles/host_nccl_remote.h"
+#include "doubles/host_nccl_wire.h"
 
 namespace hora::host_nccl {
 

@@ -7,7 +7,7 @@
 // bytes in each round; sends are received in order; a rank's end ends only
 // its wait; the serving side's end fails the others' waits, saying so; and
 // a call whose server is gone waits until its rank ends.
-#include "backends/nccl/host_nccl_remote.h"
+#include "doubles/host_nccl_remote.h"
 
 #include <gtest/gtest.h>
 

@@ -31,9 +31,9 @@
 #include <memory>
 
 #include "common/mutex.h"
+#include "doubles/host_memory.h"
+#include "doubles/host_stream.h"
 #include "gpu/device.h"
-#include "gpu/host/host_memory.h"
-#include "gpu/host/host_stream.h"
 
 namespace hora::gpu {
 

@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "backends/nccl/host_nccl_hub.h"
 #include "common/clock.h"
+#include "doubles/host_nccl_hub.h"
 #include "hora/status.h"
 
 namespace hora::host_nccl {

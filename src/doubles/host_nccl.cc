@@ -1,5 +1,5 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "backends/nccl/host_nccl.h"
+#include "doubles/host_nccl.h"
 
 #include <unistd.h>
 
@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "backends/nccl/host_nccl_hub.h"
-#include "backends/nccl/host_nccl_remote.h"
 #include "common/mutex.h"
+#include "doubles/host_device.h"
+#include "doubles/host_nccl_hub.h"
+#include "doubles/host_nccl_remote.h"
 #include "gpu/blocking_copy.h"
-#include "gpu/host/host_device.h"
 #include "kernels/reduce.h"
 
 namespace hora {

@@ -3,7 +3,7 @@
 // The Device contract (device.h) on the host device: memory, copies, stream
 // order, events and their snapshot rule, bounded waits, kernels against the
 // CPU's, and the errors of bad pointers.
-#include "gpu/host/host_device.h"
+#include "doubles/host_device.h"
 
 #include <gtest/gtest.h>
 
