@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "api/device_choice.h"
+#include "backends/device_choice.h"
 #include "benchmark_main.h"
 
 namespace hora::gpu {

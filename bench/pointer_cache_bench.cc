@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "api/device_choice.h"
+#include "backends/device_choice.h"
 #include "benchmark_main.h"
 #include "gpu/lazy_device.h"
 #include "gpu/pointer_cache.h"

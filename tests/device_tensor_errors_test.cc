@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -64,6 +65,61 @@ TEST(DeviceTensorErrors, AutoSendsLargeBatchesToNcclAndSmallOnesToTheWindows) {
   const Session::EngineCounters c = job.session(0).engine_counters();
   EXPECT_EQ(c.window_batches, 1u);
   EXPECT_EQ(c.nccl_batches, 2u);
+}
+
+// HORA_GPU_ROUTE names the route a batch tries first by its size: here
+// small allreduces stage in chunks where the window would take them, large
+// ones stay on the window; NCCL named for small batches takes them whatever
+// HORA_NCCL_MIN_BYTES; a route that cannot take a batch (no window where
+// HORA_GPU_IPC=0) leaves it to the usual order. The sums are right each way.
+TEST(DeviceTensorErrors, TheRouteNamedForABatchsSizeTakesItFirst) {
+  struct Case {
+    const char* path;   // DeviceSettings'
+    const char* route;  // HORA_GPU_ROUTE
+    const char* backend;
+    uint64_t window, nccl;  // batches of the two sizes (100 and 1000 floats) there
+  };
+  const bool host_nccl = std::getenv("HORATEST_DEVICE") == nullptr;
+  for (const Case& c :
+       {Case{"window", "staged_chunks:0-1K", "hora", 1, 0},
+        Case{"window", "staged:0-1K,window:1K-", "hora", 1, 0},
+        Case{"window", "nccl:0-1K", "auto", 1, 1}, Case{"chunked", "window", "hora", 0, 0}}) {
+    if (!host_nccl && std::string_view(c.backend) == "auto") continue;  // (the host's NCCL)
+    Settings settings = DeviceSettings(c.path);
+    settings["HORA_GPU_ROUTE"] = c.route;
+    settings["HORA_GPU_BACKEND"] = c.backend;
+    ThreadRanks job(3, settings);
+    for (size_t count : {size_t{100}, size_t{1000}}) {
+      ExpectAllOk(job.Run([&](int r, Session& s) {
+        return AllreduceRankValues(s, r, count,
+                                   std::string(c.route) + ", " + std::to_string(count) + " floats");
+      }));
+    }
+    const Session::EngineCounters got = job.session(0).engine_counters();
+    EXPECT_EQ(got.window_batches, c.window) << c.route;
+    EXPECT_EQ(got.nccl_batches, c.nccl) << c.route;
+  }
+}
+
+// A route HORA_GPU_ROUTE names must be one: the Session is not made, and
+// the error names the value and the routes there are.
+TEST(DeviceTensorErrors, AnUnknownRouteIsRefusedWhenTheSessionIsMade) {
+  SessionOptions options;
+  options.rank = 0;
+  options.world = ThreadWorld::Create(1);
+  options.read_environment = false;
+  options.settings = DeviceSettings("window");
+  options.settings["HORA_GPU_ROUTE"] = "window:0-1K,fast:1K-";
+  const auto made = Session::Create(options);
+  ASSERT_FALSE(made.ok());
+  EXPECT_EQ(made.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(made.status().message().find("HORA_GPU_ROUTE='window:0-1K,fast:1K-' is invalid: "
+                                         "unknown route 'fast'"),
+            std::string::npos)
+      << made.status().message();
+  EXPECT_NE(made.status().message().find("one_rank, nccl, window, staged_chunks, staged"),
+            std::string::npos)
+      << made.status().message();
 }
 
 // HORA_GPU_BACKEND=nccl where NCCL cannot be used (the host device, with no

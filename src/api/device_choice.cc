@@ -1,28 +1,31 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
-#include "api/device_choice.h"
+//
+// libhora.so's composition (backends/device_choice.h): a CUDA device and
+// the NCCL library, and no test double.
+#include "backends/device_choice.h"
 
-#include <string>
-
-#include "doubles/host_device.h"
-#include "doubles/host_nccl.h"
 #include "gpu/cuda/cuda_device.h"
 
 namespace hora {
 
 gpu::LazyDevice::Opener ChooseDevice(std::string_view kind) {
   if (kind == "host") {
-    return [](int ordinal) -> Result<std::unique_ptr<gpu::Device>> {
-      HORA_ASSIGN_OR_RETURN(std::unique_ptr<gpu::HostDevice> d, gpu::HostDevice::Create(ordinal));
-      return std::unique_ptr<gpu::Device>(std::move(d));
+    return [](int) -> Result<std::unique_ptr<gpu::Device>> {
+      return UnavailableError(
+          "the host device is a test double, which this build (libhora.so) leaves out; Hora's "
+          "Python module and tools have it");
     };
   }
   return [](int ordinal) { return gpu::OpenCudaDevice(ordinal); };
 }
 
 NcclSource ChooseNccl(const std::string& library) {
-  if (library == "host" || library.starts_with("host:")) {
-    const std::string spec = library.substr(4);
-    return {true, [spec] { return CreateHostNccl(spec); }};
+  if (IsHostNccl(library)) {
+    return {true, []() -> Result<std::unique_ptr<NcclLibrary>> {
+              return UnavailableError(
+                  "the host device's NCCL is a test double, which this build (libhora.so) "
+                  "leaves out");
+            }};
   }
   return {false, [library] { return OpenNcclLibrary(library); }};
 }

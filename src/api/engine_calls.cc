@@ -53,7 +53,7 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
       DeviceBackend::Place{&impl.devices, &impl.nccl_order, set.id, set.backend.get(),
                            control->rank(), control->size(), set.Label(),
                            [control] { return control->LostPeer(); },
-                           ChooseNccl(impl.config.nccl_library)});
+                           ChooseNccl(impl.config.nccl_library), impl.gpu_routing});
   set.engine =
       std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
                                set.id == 0 ? std::vector<int>{} : set.ranks, std::move(device));

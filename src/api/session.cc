@@ -64,6 +64,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   for (const auto& [k, v] : horovod.hora) env.emplace(k, v);
   HORA_ASSIGN_OR_RETURN(Config config, ConfigFromEnv(env));
   HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
+  HORA_ASSIGN_OR_RETURN(GpuRouting gpu_routing, GpuRouting::FromConfig(config));
 
   std::unique_ptr<Impl> impl;
   RankLayout layout;
@@ -152,6 +153,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     MutexLock lock(impl->engine_mu);  // (no other thread yet, but `sets` is the lock's)
     impl->sets[0]->backend = std::move(set_backend);
   }
+  impl->gpu_routing = std::move(gpu_routing);
   if (compare_over_backend && impl->comm.size() > 1) {
     HORA_RETURN_IF_ERROR(CompareSettingsOver(*impl->backend, impl->comm.rank(), impl->comm.size(),
                                              AgreedSettings(impl->config)));

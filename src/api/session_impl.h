@@ -16,10 +16,10 @@
 #include <utility>
 #include <vector>
 
-#include "api/device_choice.h"
 #include "api/launcher_watch.h"
 #include "api/process_set_state.h"
 #include "backends/backend.h"
+#include "backends/device_choice.h"
 #include "backends/hora_backend.h"
 #include "collectives/comm.h"
 #include "collectives/selector.h"
@@ -27,6 +27,7 @@
 #include "common/fork_witness.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "device/gpu_routing.h"
 #include "device/nccl_order.h"
 #include "engine/engine.h"
 #include "gpu/lazy_device.h"
@@ -97,6 +98,8 @@ struct Session::Impl {
   // The order of this rank's NCCL calls across its process sets' engines
   // (device/nccl_order.h), which it outlives.
   NcclOrder nccl_order;
+  // How GPU tensors' batches are routed (device/gpu_routing.h).
+  GpuRouting gpu_routing;
   // Also guards each set's engine start and its name counters (unnamed,
   // unnamed_groups), which the analysis cannot see through the set.
   Mutex engine_mu;

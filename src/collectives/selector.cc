@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "common/units.h"
+#include "common/size_ranges.h"
 
 namespace hora {
 namespace {
@@ -17,55 +17,20 @@ std::string AcceptedNames() {
   return s;
 }
 
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> parts;
-  size_t start = 0;
-  while (true) {
-    size_t pos = s.find(sep, start);
-    parts.push_back(
-        s.substr(start, pos == std::string_view::npos ? std::string_view::npos : pos - start));
-    if (pos == std::string_view::npos) break;
-    start = pos + 1;
-  }
-  return parts;
-}
-
 }  // namespace
 
 template <typename Algorithm>
 Result<std::vector<Selector::Range<Algorithm>>> Selector::Parse(std::string_view variable,
                                                                 std::string_view value) {
+  HORA_ASSIGN_OR_RETURN(
+      std::vector<NamedRange> named,
+      ParseNamedRanges(
+          variable, value, "algorithm",
+          [](std::string_view name) { return FindAlgorithm<Algorithm>(name) != nullptr; },
+          AcceptedNames<Algorithm>()));
   std::vector<Range<Algorithm>> ranges;
-  if (value.empty()) return ranges;
-  auto bad = [&](const std::string& why) {
-    return InvalidArgument(std::string(variable) + "='" + std::string(value) +
-                           "' is invalid: " + why +
-                           "; accepted: a name, or name:LOW-HIGH ranges separated by commas "
-                           "(sizes like 0, 64K, 4M; HIGH may be empty), with names " +
-                           AcceptedNames<Algorithm>());
-  };
-  for (std::string_view item : Split(value, ',')) {
-    const size_t colon = item.find(':');
-    std::string_view name = item.substr(0, colon);
-    const Algorithm* algo = FindAlgorithm<Algorithm>(name);
-    if (algo == nullptr) return bad("unknown algorithm '" + std::string(name) + "'");
-    if (colon == std::string_view::npos) {
-      ranges.push_back({0, std::nullopt, algo});
-      continue;
-    }
-    std::string_view range = item.substr(colon + 1);
-    const size_t dash = range.find('-');
-    if (dash == std::string_view::npos) return bad("range '" + std::string(range) + "' has no '-'");
-    auto low = ParseBytes(range.substr(0, dash));
-    if (!low) return bad("bad size '" + std::string(range.substr(0, dash)) + "'");
-    std::optional<size_t> high;
-    if (dash + 1 < range.size()) {
-      auto h = ParseBytes(range.substr(dash + 1));
-      if (!h) return bad("bad size '" + std::string(range.substr(dash + 1)) + "'");
-      if (*h <= *low) return bad("empty range '" + std::string(range) + "'");
-      high = *h;
-    }
-    ranges.push_back({*low, high, algo});
+  for (const NamedRange& r : named) {
+    ranges.push_back({r.low, r.high, FindAlgorithm<Algorithm>(r.name)});
   }
   return ranges;
 }

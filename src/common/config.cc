@@ -164,7 +164,7 @@ const std::vector<SettingRow>& Rows() {
             "Where tensors on a GPU (cuda:N) are worked on: auto (the CUDA device of the tensor, "
             "in a CUDA build on a machine with a GPU), cuda (the same, and an error at the first "
             "GPU tensor when there is none), host (the host device: GPU semantics on CPU memory, "
-            "for tests)"},
+            "for tests; Hora's Python module and tools have it, libhora.so does not)"},
        .as_string = &Config::device,
        .choices = "auto|cuda|host"},
       {.spec =
@@ -198,6 +198,15 @@ const std::vector<SettingRow>& Rows() {
             "a one-rank allreduce or broadcast stays on the GPU alone)"},
        .as_bytes = &Config::nccl_min_bytes,
        .zero_ok = true,
+       .agree = true},
+      {.spec = {"HORA_GPU_ROUTE", SettingType::kString, "",
+                "The route a batch of GPU tensors tries first, by its size, in "
+                "HORA_ALLREDUCE_ALGO's syntax: a name alone (staged) or ranges "
+                "(window:0-1M,staged_chunks:1M-); names one_rank, nccl, window, staged_chunks, "
+                "staged. A route that does not fit the batch (window: allreduce; nccl: where "
+                "HORA_GPU_BACKEND lets it, whatever HORA_NCCL_MIN_BYTES) or declines it (no device "
+                "window, NCCL unusable) leaves it to the usual order"},
+       .as_string = &Config::gpu_route,
        .agree = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",
                 "The NCCL library to load (empty: libnccl.so.2 where the dynamic loader finds it); "

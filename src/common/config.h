@@ -69,6 +69,7 @@ struct Config {
   uint64_t gpu_window_bytes;  // each rank's IPC window (two halves)
   std::string gpu_backend;    // "auto", "hora" or "nccl": who runs GPU allreduce, broadcast
   uint64_t nccl_min_bytes;    // auto: allreduce batches this large go to NCCL
+  std::string gpu_route;      // GPU batches' first route by size (HORA_GPU_ROUTE; "": none)
   std::string nccl_library;   // "": libnccl.so.2; "host": the host device's NCCL (tests)
   std::string mpi_plugin;     // path of the MPI plugin; "" = found by the launcher's flavour
   std::string store_addr;     // host:port of the rendezvous store

@@ -47,7 +47,8 @@ class DeviceBackend final : public DeviceBatches {
     int size = 1;
     std::string label;
     std::function<Status()> lost_peer;
-    NcclSource nccl;  // which NCCL it loads
+    NcclSource nccl;     // which NCCL it loads
+    GpuRouting routing;  // the Session's (gpu_routing.h)
   };
   DeviceBackend(const Config& config, const Logger& logger, Place place);
   ~DeviceBackend() override;  // forgets the set's turns

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "api/device_choice.h"
+#include "backends/device_choice.h"
 #include "doubles/host_device.h"
 #include "engine/allocated_outputs.h"
 

@@ -2,8 +2,11 @@
 //
 // The ways a batch of GPU tensors goes through the GPU (docs/dev/gpu.md),
 // one row each, in the order they are tried: the first that fits the batch
-// and does not decline takes it. A route is its file (a DeviceStaging
+// and does not decline takes it, after the one HORA_GPU_ROUTE names for its
+// size, if any (gpu_routing.h). A route is its file (a DeviceStaging
 // method) and its row here.
+#include <string>
+
 #include "device/device_staging.h"
 #include "device/staged_chunks.h"
 
@@ -20,8 +23,9 @@ std::span<const DeviceStaging::RouteRow> DeviceStaging::Routes() {
        },
        [](DeviceStaging& s, const RouteAsk& a, bool*) { return s.RunOnOneRank(a.batch, a.rank); }},
       {"nccl", "through NCCL, by HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES (device_staging_nccl.cc)",
+       // (Named by HORA_GPU_ROUTE: whatever HORA_NCCL_MIN_BYTES.)
        [](DeviceStaging& s, const RouteAsk& a) {
-         return s.nccl_.Wants(a.m, a.bytes, a.joined_any);
+         return s.nccl_.Wants(a.m, a.named ? SIZE_MAX : a.bytes, a.joined_any);
        },
        [](DeviceStaging& s, const RouteAsk& a, bool* declined) -> Status {
          const Result<bool> ready = s.nccl_.Ready(a.data, a.rank, a.size);
@@ -69,6 +73,19 @@ std::span<const DeviceStaging::RouteRow> DeviceStaging::Routes() {
        [](DeviceStaging& s, const RouteAsk& a, bool*) { return s.RunStagedWhole(a); }},
   };
   return kRows;
+}
+
+std::string DeviceStaging::RouteNames() {
+  std::string names;
+  for (const RouteRow& row : Routes()) names += (names.empty() ? "" : ", ") + std::string(row.name);
+  return names;
+}
+
+const DeviceStaging::RouteRow* DeviceStaging::FindRoute(std::string_view name) {
+  for (const RouteRow& row : Routes()) {
+    if (name == row.name) return &row;
+  }
+  return nullptr;
 }
 
 }  // namespace hora

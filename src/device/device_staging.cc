@@ -203,8 +203,20 @@ Status DeviceStaging::Route(CollectiveBackend& data, const std::vector<TensorRec
                             int rank, int size, std::vector<std::byte>* fusion, bool joined_any) {
   const RouteAsk ask{data, batch,  batch.front()->meta, rank,
                      size, fusion, joined_any,          RouteBytes(batch, size)};
+  // The row HORA_GPU_ROUTE names for this size, first.
+  const NamedRange* range = FindRange(routing_.first, ask.bytes);
+  const RouteRow* named = range != nullptr ? FindRoute(range->name) : nullptr;
+  if (named != nullptr) {
+    RouteAsk asked = ask;
+    asked.named = true;
+    if (named->fits(*this, asked)) {
+      bool declined = false;
+      Status st = named->run(*this, asked, &declined);
+      if (!declined) return st;
+    }
+  }
   for (const RouteRow& row : Routes()) {
-    if (!row.fits(*this, ask)) continue;
+    if (&row == named || !row.fits(*this, ask)) continue;
     bool declined = false;
     Status st = row.run(*this, ask, &declined);
     if (!declined) return st;

@@ -48,6 +48,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.h"
@@ -159,6 +160,11 @@ class DeviceStaging {
     return device_->info().name + " (cuda:" + std::to_string(device_->info().ordinal) + ")";
   }
 
+  // The route table's names, in its order ("one_rank, nccl, ..."), and
+  // whether `name` is one of them (HORA_GPU_ROUTE: gpu_routing.h).
+  static std::string RouteNames();
+  static bool IsRoute(std::string_view name) { return FindRoute(name) != nullptr; }
+
   // Whether `p` is a record of a GPU tensor (a joined rank's placeholder is
   // host memory whatever its tensor's device), and whether `batch` has one.
   static bool OnDevice(const TensorRecord& p) {
@@ -212,6 +218,8 @@ class DeviceStaging {
     std::vector<std::byte>* fusion;  // the engine's host fusion buffer
     bool joined_any;
     size_t bytes;  // RouteBytes: the same on every rank
+    // HORA_GPU_ROUTE names the row being asked for this batch's size.
+    bool named = false;
   };
   // A way through the GPU: a row of the route table. Every rank decides
   // alike, from what is the same everywhere: the batch's response, the
@@ -230,6 +238,7 @@ class DeviceStaging {
   // The table, in the order rows are tried (device_routes.cc); the last one
   // fits every batch.
   static std::span<const RouteRow> Routes();
+  static const RouteRow* FindRoute(std::string_view name);
   // Adasum, and the collectives whose output Hora allocates: staged whole
   // (device_staging_whole.cc).
   Status RunStagedWhole(const RouteAsk& ask);

@@ -28,7 +28,7 @@ namespace hora::gpu {
 class LazyDevice {
  public:
   // Opens the device of an ordinal: a CUDA device, or the host device (a
-  // test double), as the composition root chose (api/device_choice.h).
+  // test double), as the composition root chose (backends/device_choice.h).
   using Opener = std::function<Result<std::unique_ptr<Device>>(int ordinal)>;
   // `kind`: the HORA_DEVICE setting, for errors; `open`: how its device opens.
   LazyDevice(std::string kind, Opener open) : kind_(std::move(kind)), open_(std::move(open)) {}

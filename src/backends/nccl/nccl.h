@@ -91,7 +91,7 @@ bool NcclTakes(DataType dtype, ReduceOp op);
 Result<std::unique_ptr<NcclLibrary>> OpenNcclLibrary(const std::string& path);
 
 // Which NCCL a device backend loads (HORA_NCCL_LIBRARY), as the composition
-// root chose (api/device_choice.h): the library, or the host device's
+// root chose (backends/device_choice.h): the library, or the host device's
 // double.
 struct NcclSource {
   // The double runs on the host device only (and the library never does).
