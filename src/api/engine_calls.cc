@@ -3,6 +3,8 @@
 // How a Session hands a collective to the engine of its process set: the
 // checks every asynchronous call begins with (BeginEngineCall), and an
 // engine's start over the set's control plane (StartEngine).
+#include <string_view>
+
 #include "api/session_impl.h"
 #include "backends/comm_control_plane.h"
 #include "device/device_backend.h"
@@ -50,10 +52,13 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
   const ControlPlane* control = set.control.get();
   auto device = std::make_unique<DeviceBackend>(
       impl.config, impl.logger,
-      DeviceBackend::Place{&impl.devices, &impl.nccl_order, set.id, set.backend.get(),
-                           control->rank(), control->size(), set.Label(),
-                           [control] { return control->LostPeer(); },
-                           ChooseNccl(impl.config.nccl_library), impl.gpu_routing});
+      DeviceBackend::Place{
+          &impl.devices, &impl.nccl_order, set.id, set.backend.get(), control->rank(),
+          control->size(), set.Label(), [control] { return control->LostPeer(); },
+          ChooseNccl(impl.config.nccl_library), impl.gpu_routing,
+          // (Device windows where Hora's own backend runs the set.)
+          std::string_view(set.backend->name()) == "hora" ? set.data_comm.get() : nullptr,
+          &impl.selector});
   set.engine =
       std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
                                set.id == 0 ? std::vector<int>{} : set.ranks, std::move(device));

@@ -15,6 +15,7 @@
 
 #include "backends/backend.h"
 #include "backends/control_plane.h"
+#include "backends/host_tiers.h"
 #include "collectives/comm.h"
 #include "collectives/selector.h"
 #include "common/config.h"

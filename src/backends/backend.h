@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "backends/host_tiers.h"
 #include "collectives/algorithms.h"
 #include "hora/status.h"
 #include "hora/types.h"
@@ -62,21 +61,6 @@ class CollectiveBackend {
   virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                            std::span<const size_t> recv_bytes) = 0;
   virtual Status Barrier() = 0;
-
-  // The Comm whose shared window the GPU collectives of one host may run on
-  // (collectives/device_window.h), or null: this default, and backends that
-  // hand the work to a library.
-  virtual Comm* WindowComm() { return nullptr; }
-
-  // Collective the first time (the same answer after): where the ranks span
-  // hosts, each with as many ranks sharing memory, the Comms of the two
-  // tiers (host_tiers.h); else null, with `why_not` set where that is worth
-  // a warning. This default, and backends that hand the work to a library:
-  // null, at once.
-  virtual Result<const HostTiers*> Tiers(std::string* why_not) {
-    (void)why_not;
-    return static_cast<const HostTiers*>(nullptr);
-  }
 };
 
 }  // namespace hora

@@ -45,16 +45,6 @@ class HoraBackend final : public CollectiveBackend {
     return AllreduceBitwiseAndCarrying(control, words, &comm_, carried);
   }
 
-  Comm* WindowComm() override { return SharedUsable(comm_) ? &comm_ : nullptr; }
-
-  Result<const HostTiers*> Tiers(std::string* why_not) override {
-    if (!tiers_tried_) {
-      tiers_tried_ = true;
-      HORA_ASSIGN_OR_RETURN(tiers_, HostTierComms::Find(comm_, &selector_, why_not));
-    }
-    return tiers_ ? &tiers_->tiers() : nullptr;
-  }
-
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
     return AllgatherRing(comm_, in, out, bytes_per_rank);
   }
@@ -94,8 +84,6 @@ class HoraBackend final : public CollectiveBackend {
   size_t last_allreduce_bytes_ = SIZE_MAX;
   const AllreduceAlgorithm* last_allreduce_ = nullptr;
   bool last_shared_ = false;
-  bool tiers_tried_ = false;
-  std::unique_ptr<HostTierComms> tiers_;  // (the Comms stay as long as the backend)
 };
 
 }  // namespace

@@ -73,7 +73,8 @@ Status DeviceBackend::Open() {
   }
   staging_ = std::make_unique<DeviceStaging>(
       std::move(device), stream, rank_stream, SecondsToDuration(bound),
-      DeviceStaging::Windows{config_.gpu_ipc == "1", config_.gpu_window_bytes, &logger_,
+      DeviceStaging::Windows{place_.data_comm, place_.selector, config_.gpu_ipc == "1",
+                             config_.gpu_window_bytes, &logger_,
                              SecondsToDuration(config_.timeout_s > 0 ? bound / 2 : bound)},
       DeviceNccl::Settings{place_.nccl, &logger_, place_.nccl_order, place_.set_id,
                            SecondsToDuration(config_.timeout_s * 2),

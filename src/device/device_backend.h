@@ -49,6 +49,10 @@ class DeviceBackend final : public DeviceBatches {
     std::function<Status()> lost_peer;
     NcclSource nccl;     // which NCCL it loads
     GpuRouting routing;  // the Session's (gpu_routing.h)
+    // The set's data Comm where Hora's backend runs it (null: none), for
+    // the device windows, and the selector of the host tiers' algorithms.
+    Comm* data_comm = nullptr;
+    const Selector* selector = nullptr;
   };
   DeviceBackend(const Config& config, const Logger& logger, Place place);
   ~DeviceBackend() override;  // forgets the set's turns

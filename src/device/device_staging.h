@@ -17,7 +17,8 @@
 //
 // Within a host, an allreduce goes instead through device windows that every
 // rank reads directly, reduced on the GPU (collectives/device_window.h),
-// where the backend offers a shared window (HoraBackend, shared memory),
+// where the set's data Comm has a shared window (Hora's own backend runs
+// the set, over shared memory: Windows::comm),
 // HORA_GPU_IPC is 1 on every rank, and no rank has joined (a joined rank's
 // placeholders are host memory). The window is opened at the first such batch
 // and closed when the engine stops everywhere. Where the job spans hosts
@@ -52,6 +53,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "backends/host_tiers.h"
 #include "collectives/device_window.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -82,6 +84,12 @@ class DeviceStaging {
   // The device windows' settings (HORA_GPU_IPC, HORA_GPU_WINDOW_BYTES), and
   // where to say why there are none.
   struct Windows {
+    // The set's data Comm, where Hora's own backend runs it (null: none,
+    // as under MPI's backend): its shared window (ranks of one host), or
+    // the tiers of hosts found on it (backends/host_tiers.h), with
+    // `selector`'s algorithms.
+    Comm* comm = nullptr;
+    const Selector* selector = nullptr;
     bool willing = true;
     size_t bytes = size_t{32} << 20;
     const Logger* logger = nullptr;
@@ -341,14 +349,15 @@ class DeviceStaging {
   const gpu::Stream rank_stream_;
   gpu::Event follow_{};  // (recorded on the rank's stream, for stream_ to wait on)
   const Windows windows_;
-  const GpuRouting routing_;              // (the NCCL settings')
-  bool window_tried_ = false;             // Open was called (on every rank alike)
-  std::unique_ptr<DeviceWindow> window_;  // null: none (staged)
-  Comm* window_comm_ = nullptr;           // the Comm it was opened on
-  const HostTiers* tiers_ = nullptr;      // where the job spans hosts
-  std::byte* window_pinned_ = nullptr;    // (then) host memory for the exchanges
-  gpu::Event window_events_[2] = {};      // ... and their copies' events
-  bool set_aside_ = false;                // the window is no longer used (staged)
+  const GpuRouting routing_;                   // (the NCCL settings')
+  bool window_tried_ = false;                  // Open was called (on every rank alike)
+  std::unique_ptr<DeviceWindow> window_;       // null: none (staged)
+  Comm* window_comm_ = nullptr;                // the Comm it was opened on
+  const HostTiers* tiers_ = nullptr;           // where the job spans hosts
+  std::unique_ptr<HostTierComms> tier_comms_;  // (OpenWindow's; kept for the window's life)
+  std::byte* window_pinned_ = nullptr;         // (then) host memory for the exchanges
+  gpu::Event window_events_[2] = {};           // ... and their copies' events
+  bool set_aside_ = false;                     // the window is no longer used (staged)
   std::vector<AllreducePart> window_parts_;
   uint64_t window_batches_ = 0;
   DeviceNccl nccl_;

@@ -20,9 +20,11 @@ Status DeviceStaging::OpenWindow(CollectiveBackend& data) {
   // One host's ranks share a window; a job spanning hosts, each host's
   // ranks theirs, where the hosts have as many ranks (host_tiers.h).
   std::string why_not;
-  window_comm_ = data.WindowComm();
-  if (window_comm_ == nullptr) {
-    HORA_ASSIGN_OR_RETURN(tiers_, data.Tiers(&why_not));
+  window_comm_ = windows_.comm != nullptr && SharedUsable(*windows_.comm) ? windows_.comm : nullptr;
+  if (window_comm_ == nullptr && windows_.comm != nullptr) {
+    HORA_ASSIGN_OR_RETURN(tier_comms_,
+                          HostTierComms::Find(*windows_.comm, windows_.selector, &why_not));
+    tiers_ = tier_comms_ ? &tier_comms_->tiers() : nullptr;
     if (tiers_ != nullptr) window_comm_ = tiers_->host;
   }
   if (window_comm_ != nullptr) {
