@@ -551,7 +551,7 @@ TEST_P(DeviceTensors, JoinedRankWhileOthersUseGpuTensors) {
 // A joined rank that still has a GPU tensor in flight: its tensor and its
 // placeholders for the others' tensors may run fused in one batch (GPU and host
 // memory together).
-TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsStandIns) {
+TEST_P(DeviceTensors, AJoinedRanksGpuTensorFusesWithItsPlaceholders) {
   const int n = World();
   if (n < 2) GTEST_SKIP() << "a join with others still running needs two ranks";
   // Cycles 50 ms apart, so that the others' two tensors are decided (and

@@ -61,7 +61,7 @@ TEST(BatchVerdict, EveryRankWholeIsOk) {
   EXPECT_FALSE(v.left_nccl);
 }
 
-TEST(BatchVerdict, ARankThatGaveStandInsIsNamedToTheOthers) {
+TEST(BatchVerdict, ARankThatGavePlaceholdersIsNamedToTheOthers) {
   OthersSaid data({W, W, S, W});
   std::vector<uint8_t> scratch;
   const BatchVerdict v = AgreeOnBatch(data, Meta(OpType::kAllreduce), 0, 4, W, scratch);

@@ -8,7 +8,7 @@
 namespace hora {
 
 DeviceBackend::DeviceBackend(const Config& config, const Logger& logger, Place place)
-    : config_(config), logger_(logger), place_(std::move(place)), routing_(place_.routing) {}
+    : config_(config), logger_(logger), place_(std::move(place)) {}
 
 DeviceBackend::~DeviceBackend() {
   if (place_.nccl_order != nullptr) place_.nccl_order->Forget(place_.set_id);

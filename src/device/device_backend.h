@@ -79,7 +79,7 @@ class DeviceBackend final : public DeviceBatches {
   const Config config_;
   const Logger logger_;
   const Place place_;
-  const GpuRouting routing_;
+  const GpuRouting& routing_ = place_.routing;
   std::unique_ptr<DeviceStaging> staging_;
   std::vector<uint8_t> verdict_;  // (RunPlaceholders' AgreeOnBatch)
 };

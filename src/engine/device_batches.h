@@ -10,8 +10,9 @@
 // (NCCL's turns), the cycles (to watch the GPU's work), a failure, the
 // stop everywhere and the engine's end.
 //
-// Not thread-safe, but for Claimed and Released (the submitting threads',
-// under the engine's lock) and Cancel: the engine's cycle calls the rest.
+// Not thread-safe, but for Claimed and Released (from the submitting
+// threads and the cycle) and Cancel (from the engine's destructor): the
+// engine's cycle calls the rest.
 #pragma once
 
 #include <cstddef>

@@ -172,7 +172,7 @@ TEST(EngineDrive, IdleEnginesDoNotCycleWhileNoRankWaits) {
 // An idle engine's looks come further apart while no rank waits for it (a
 // look a cycle time apart would be 100 in 100 cycle times), and it still
 // joins a rank that waits for it after a long idle spell.
-TEST(EngineDrive, IdleLooksComeFurtherApartAndAWaitingRankIsStillJoined) {
+TEST(EngineDrive, IdleWakeupsComeFurtherApartAndAWaitingRankIsStillJoined) {
   const int n = 3;
   ThreadRanks ranks(n, TestSettings({{"HORA_CYCLE_TIME_MS", "1"}}));
   ExpectAllOk(PingPong(ranks, 10));

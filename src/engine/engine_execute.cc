@@ -104,7 +104,7 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) 
 }
 
 Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any) {
-  if (!device_) return InternalError("a GPU tensor reached an engine without a device");
+  if (!device_) return InternalError("a GPU tensor reached an engine with no device backend");
   const DeviceBatches::Counts before = device_->counts();
   const Status st = device_->Run(batch, joined_any, &fusion_);
   if (const DeviceBatches::Counts after = device_->counts(); after != before) {
