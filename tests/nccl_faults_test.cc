@@ -449,6 +449,8 @@ TEST_P(NcclFaults, AWindowWaitBehindStuckNcclWorkEndsAtOnceWhenAPeerIsLost) {
                                {"HORA_NCCL_MIN_BYTES", "1000"},
                                {"HORA_GPU_IPC", "1"},
                                {"HORA_GPU_WINDOW_BYTES", "40000"},
+                               // (by cost, small batches would be staged)
+                               {"HORA_GPU_ROUTE", "window:0-1000"},
                                // (so that steps 3 and 4 are not fused)
                                {"HORA_FUSION_THRESHOLD_BYTES", "1050"}});
   });

@@ -248,6 +248,9 @@ py::dict Counters(PySession& ps, int set) {
   d["carried_batches"] = c.carried_batches;
   d["window_batches"] = c.window_batches;
   d["nccl_batches"] = c.nccl_batches;
+  py::dict routes;
+  for (const auto& [name, n] : c.gpu_route_batches) routes[py::str(name)] = n;
+  d["gpu_route_batches"] = routes;
   return d;
 }
 

@@ -230,16 +230,18 @@ class Session {
   // record of (those in flight, and up to max(4096, the cache's capacity)
   // recently finished ones, for their next tensors). idle_wakeups: times the
   // engine's thread, idle, woke to see whether to join a cycle.
-  // window_batches: GPU allreduce batches reduced on the GPU in the ranks'
+  // gpu_route_batches: GPU batches by the route that ran them (one_rank,
+  // nccl, window, staged_chunks, staged: docs/guide/gpu.md); of them,
+  // window_batches: allreduce batches reduced on the GPU in the ranks'
   // device windows (HORA_GPU_IPC) rather than staged through host memory;
-  // nccl_batches: GPU allreduce and broadcast batches run by NCCL;
-  // one_rank_batches: GPU allreduce and broadcast batches of a one-rank set, run
-  // on its GPU alone.
+  // nccl_batches: batches run by NCCL; one_rank_batches: allreduce and
+  // broadcast batches of a one-rank set, run on its GPU alone.
   struct EngineCounters {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
              driven_cycles = 0, name_records = 0, carried_batches = 0, idle_wakeups = 0,
              window_batches = 0, nccl_batches = 0, one_rank_batches = 0;
+    std::map<std::string, uint64_t> gpu_route_batches;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

@@ -223,10 +223,29 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   auto it = impl_->sets.find(process_set);
   if (it == impl_->sets.end() || !it->second->engine) return {};
   const EngineStats e = it->second->engine->stats();
-  return {e.cycles,        e.slow_cycles,     e.coordinator_bytes,   e.cache_hits,
-          e.cache_misses,  e.cache_evictions, e.cache_invalidations, e.tensors,
-          e.fused_batches, e.driven_cycles,   e.name_records,        e.carried_batches,
-          e.idle_wakeups,  e.window_batches,  e.nccl_batches,        e.one_rank_batches};
+  EngineCounters c;
+  c.cycles = e.cycles;
+  c.slow_cycles = e.slow_cycles;
+  c.coordinator_bytes = e.coordinator_bytes;
+  c.cache_hits = e.cache_hits;
+  c.cache_misses = e.cache_misses;
+  c.cache_evictions = e.cache_evictions;
+  c.cache_invalidations = e.cache_invalidations;
+  c.tensors = e.tensors;
+  c.fused_batches = e.fused_batches;
+  c.driven_cycles = e.driven_cycles;
+  c.name_records = e.name_records;
+  c.carried_batches = e.carried_batches;
+  c.idle_wakeups = e.idle_wakeups;
+  c.gpu_route_batches = e.gpu_route_batches;
+  const auto route = [&](const char* name) {
+    const auto r = e.gpu_route_batches.find(name);
+    return r == e.gpu_route_batches.end() ? uint64_t{0} : r->second;
+  };
+  c.window_batches = route("window");
+  c.nccl_batches = route("nccl");
+  c.one_rank_batches = route("one_rank");
+  return c;
 }
 
 }  // namespace hora

@@ -205,7 +205,7 @@ const std::vector<SettingRow>& Rows() {
                 "(window:0-1M,staged_chunks:1M-); names one_rank, nccl, window, staged_chunks, "
                 "staged. A route that does not fit the batch (window: allreduce; nccl: where "
                 "HORA_GPU_BACKEND lets it, whatever HORA_NCCL_MIN_BYTES) or declines it (no device "
-                "window, NCCL unusable) leaves it to the usual order"},
+                "window, NCCL unusable) leaves it to the route of least predicted cost"},
        .as_string = &Config::gpu_route,
        .agree = true},
       {.spec = {"HORA_NCCL_LIBRARY", SettingType::kString, "",

@@ -121,9 +121,14 @@ void DeviceBackend::Cancel() {
   if (place_.nccl_order != nullptr) place_.nccl_order->Cancel(place_.set_id);
 }
 
-DeviceBatches::Counts DeviceBackend::counts() const {
-  if (!staging_) return {};
-  return {staging_->window_batches(), staging_->nccl_batches(), staging_->one_rank_batches()};
+uint64_t DeviceBackend::batches() const { return staging_ ? staging_->batches() : 0; }
+
+std::map<std::string, uint64_t> DeviceBackend::route_batches() const {
+  std::map<std::string, uint64_t> counts;
+  if (staging_) {
+    for (const auto& [name, n] : staging_->route_batches()) counts[name] = n;
+  }
+  return counts;
 }
 
 }  // namespace hora

@@ -68,7 +68,8 @@ class DeviceBackend final : public DeviceBatches {
   void Abort(const std::string& why) override;
   Status Close() override;
   void Cancel() override;
-  Counts counts() const override;
+  uint64_t batches() const override;
+  std::map<std::string, uint64_t> route_batches() const override;
 
  private:
   // A joined rank's placeholders (host memory) for GPU tensors' collective.

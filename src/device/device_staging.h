@@ -50,6 +50,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.h"
@@ -126,10 +127,10 @@ class DeviceStaging {
   Status Run(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
              std::vector<std::byte>* fusion, bool joined_any);
 
-  // Batches run on the device window, and through NCCL, so far.
-  uint64_t window_batches() const { return window_batches_; }
-  uint64_t nccl_batches() const { return nccl_batches_; }
-  uint64_t one_rank_batches() const { return one_rank_batches_; }
+  // Batches each route took so far, by the route's name, in the table's
+  // order (every row, taken or not), and all of them.
+  std::vector<std::pair<std::string, uint64_t>> route_batches() const;
+  uint64_t batches() const { return batches_; }
 
   // Ends NCCL's work at once, queued kernels included (the engine failed:
   // a peer may be lost); later batches for NCCL fail naming `why`.
@@ -212,8 +213,8 @@ class DeviceStaging {
   Status CopyIn(const std::vector<TensorRecord*>& batch, size_t bytes);
   Status CopyOut(const std::vector<TensorRecord*>& batch, size_t bytes);
   void HostPartsIn(const std::vector<TensorRecord*>& batch, std::byte* area);
-  // Run's choice of path, after FollowTheRankStream: the first row of the
-  // route table (device_routes.cc) that fits the batch and runs it.
+  // Run's choice of path, after FollowTheRankStream: the first of
+  // Candidates that does not decline the batch runs it (device_routes.cc).
   Status Route(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank, int size,
                std::vector<std::byte>* fusion, bool joined_any);
   // A batch, as the route table sees it.
@@ -229,27 +230,47 @@ class DeviceStaging {
     // HORA_GPU_ROUTE names the row being asked for this batch's size.
     bool named = false;
   };
+  // What a route is predicted to take for a batch of B bytes: `fixed_us`
+  // plus B / `gb_per_s`, as the host algorithms' cost model (registry.h)
+  // but in one line per route, fitted to a GPU's measured times
+  // (device_routes.cc). Every rank predicts alike: the figures are
+  // constants, and B is the batch's RouteBytes.
+  struct RouteCost {
+    double fixed_us;
+    double gb_per_s;  // 0: no per-byte term
+    double Predict(size_t bytes) const {
+      return fixed_us * 1e-6 + (gb_per_s > 0 ? static_cast<double>(bytes) / (gb_per_s * 1e9) : 0.0);
+    }
+  };
   // A way through the GPU: a row of the route table. Every rank decides
   // alike, from what is the same everywhere: the batch's response, the
   // routing settings (agreed when the Session was made: gpu_routing.h), the
   // join state, NCCL's setup and the backend's window.
   struct RouteRow {
-    const char* name;         // in errors and docs
+    const char* name;         // in errors, docs and the engine's counters
     const char* description;  // one line
-    // Whether it may take the batch.
+    RouteCost cost;
+    // Whether it may take the batch (what it needs).
     bool (*fits)(DeviceStaging& s, const RouteAsk& ask);
     // Runs it; sets `*declined` where, on every rank alike, it cannot after
     // all (NCCL unusable under HORA_GPU_BACKEND=auto, no device window):
-    // the next row that fits then takes the batch.
+    // the next row then takes the batch.
     Status (*run)(DeviceStaging& s, const RouteAsk& ask, bool* declined);
   };
-  // The table, in the order rows are tried (device_routes.cc); the last one
-  // fits every batch.
-  static std::span<const RouteRow> Routes();
+  // A route's row, defined in the route's own file for the route's tag
+  // type (an explicit specialisation), where the route's code, a member's,
+  // uses this class's parts; device_routes.cc lists the rows. So a route
+  // is its file and its line in that list.
+  template <typename Tag>
+  static const RouteRow& Row();
+  // The table (device_routes.cc), in the order that breaks a tie of cost;
+  // the last row fits every batch.
+  static std::span<const RouteRow* const> Routes();
   static const RouteRow* FindRoute(std::string_view name);
-  // Adasum, and the collectives whose output Hora allocates: staged whole
-  // (device_staging_whole.cc).
-  Status RunStagedWhole(const RouteAsk& ask);
+  // The rows that fit `ask`, in the order they are tried: the one
+  // HORA_GPU_ROUTE names for its size first, if it fits (then
+  // `*first_named`), then the others by their predicted cost.
+  std::vector<const RouteRow*> Candidates(const RouteAsk& ask, bool* first_named);
   // A process set's stream: made to wait for the rank's (see the top).
   Status FollowTheRankStream();
   // An allreduce on the device window (opened now at the first), or false
@@ -263,10 +284,9 @@ class DeviceStaging {
   // host's ranks have their window (if not, none keeps it).
   Status AgreeAcrossHosts(CollectiveBackend& data, std::string* why_not);
   void FreeWindowPinned();
-  // One rank's allreduce or broadcast of GPU tensors: on the GPU alone
-  // (device_staging_one_rank.cc).
+  // Whether `batch` is one rank's allreduce or broadcast of GPU tensors,
+  // which can run on its GPU alone (the one_rank route).
   static bool RunsOnOneRank(const std::vector<TensorRecord*>& batch, int size, bool joined_any);
-  Status RunOnOneRank(const std::vector<TensorRecord*>& batch, int rank);
   // Allreduce or broadcast through NCCL.
   Status RunOnNccl(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
                    int size);
@@ -316,9 +336,6 @@ class DeviceStaging {
   // every rank: its bytes (allreduce, broadcast, reducescatter), allgather's
   // output, alltoall's mean input. Sets Layout's offsets.
   size_t RouteBytes(const std::vector<TensorRecord*>& batch, int size);
-  // Allreduce and broadcast, in chunks.
-  Status RunPipelined(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
-                      int size);
   // The batched copy into the device fusion buffer (a fused batch), then the
   // chunks' copies to pinned memory, each followed by its event.
   Status QueueCopiesIn(const std::vector<TensorRecord*>& batch, size_t bytes, size_t chunk);
@@ -359,12 +376,11 @@ class DeviceStaging {
   gpu::Event window_events_[2] = {};           // ... and their copies' events
   bool set_aside_ = false;                     // the window is no longer used (staged)
   std::vector<AllreducePart> window_parts_;
-  uint64_t window_batches_ = 0;
   DeviceNccl nccl_;
-  uint64_t nccl_batches_ = 0;
   std::shared_ptr<NcclTurnMark> turn_mark_;  // EndTurn's (made at the first)
   bool follows_other_sets_ = false;          // a turn waited for another set's mark
-  uint64_t one_rank_batches_ = 0;
+  std::vector<uint64_t> route_batches_;      // by the row's place in Routes()
+  uint64_t batches_ = 0;
   gpu::Event event_;
   std::vector<gpu::Event> chunk_events_;  // chunk k's copy in is done
   std::vector<uint8_t> verdict_;          // (ShareVerdict's)

@@ -1,17 +1,58 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// DeviceStaging's batches through NCCL (device_staging.h, device_nccl.h):
-// allreduce and broadcast in the device fusion buffer, and the collectives
-// whose output Hora allocates.
+// The route "nccl" (device_routes.cc; device_nccl.h): allreduce and
+// broadcast in the device fusion buffer, and the collectives whose output
+// Hora allocates, through NCCL.
+//
+// Its cost is nil: NCCL's own settings (HORA_GPU_BACKEND,
+// HORA_NCCL_MIN_BYTES) say which batches it may take, and it takes every
+// one they give it. (A one-rank batch is one_rank's, unless
+// HORA_GPU_BACKEND=nccl or HORA_GPU_ROUTE says otherwise.)
 #include "device/device_staging.h"
 
 #include "engine/allocated_outputs.h"
 
 namespace hora {
 
+struct NcclRoute;
+
+template <>
+const DeviceStaging::RouteRow& DeviceStaging::Row<NcclRoute>() {
+  static constexpr RouteRow kRow = {
+      "nccl",
+      "through NCCL, by HORA_GPU_BACKEND and HORA_NCCL_MIN_BYTES (device_staging_nccl.cc)",
+      {0, 0},
+      [](DeviceStaging& s, const RouteAsk& a) {
+        // (Named by HORA_GPU_ROUTE: whatever HORA_NCCL_MIN_BYTES.)
+        if (!s.nccl_.Wants(a.m, a.named ? SIZE_MAX : a.bytes, a.joined_any)) return false;
+        return a.named || s.routing_.nccl == NcclMode::kNccl ||
+               !RunsOnOneRank(a.batch, a.size, a.joined_any);
+      },
+      [](DeviceStaging& s, const RouteAsk& a, bool* declined) -> Status {
+        const Result<bool> ready = s.nccl_.Ready(a.data, a.rank, a.size);
+        if (!ready.ok()) {
+          // Its communicator aborted: this rank says so where the others
+          // check before their calls (RunOnNccl), and none makes them.
+          // (NCCL unusable under HORA_GPU_BACKEND=nccl fails every rank
+          // alike: nothing to say.)
+          if (s.nccl_.broken()) {
+            (void)s.ShareVerdict(a.data, a.m, a.rank, a.size, BatchPart::kLeftNccl, true);
+          }
+          return ready.status();
+        }
+        if (!*ready) {  // (auto, and NCCL cannot be used)
+          *declined = true;
+          return Status::Ok();
+        }
+        const bool shaped = a.m.op != OpType::kAllreduce && a.m.op != OpType::kBroadcast;
+        return shaped ? s.RunShapedOnNccl(a.data, *a.batch.front(), a.rank, a.size)
+                      : s.RunOnNccl(a.data, a.batch, a.rank, a.size);
+      }};
+  return kRow;
+}
+
 Status DeviceStaging::RunOnNccl(CollectiveBackend& data, const std::vector<TensorRecord*>& batch,
                                 int rank, int size) {
-  ++nccl_batches_;
   const RequestMeta& m = batch.front()->meta;
   const size_t bytes = Layout(batch);
   TensorRecord& first = *batch.front();
@@ -127,7 +168,6 @@ size_t DeviceStaging::RouteBytes(const std::vector<TensorRecord*>& batch, int si
 
 Status DeviceStaging::RunShapedOnNccl(CollectiveBackend& data, TensorRecord& p, int rank,
                                       int size) {
-  ++nccl_batches_;
   const RequestMeta& m = p.meta;
   const ShapedPlan plan = PlanShaped(m, p.rows, rank, size);
   const std::vector<TensorRecord*> batch{&p};

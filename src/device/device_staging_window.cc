@@ -1,10 +1,16 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// DeviceStaging's allreduces on the device windows (device_staging.h): the
-// window opened at the first batch that may use it, among the job's ranks
-// on one host, or each host's where the job spans hosts (with the host
-// memory and events of the exchanges across hosts, backends/host_tiers.h);
-// the batches run on it; and its close when the engine stops.
+// The route "window" (device_routes.cc): allreduces on the device windows
+// (device_staging.h): the window opened at the first batch that may use it,
+// among the job's ranks on one host, or each host's where the job spans
+// hosts (with the host memory and events of the exchanges across hosts,
+// backends/host_tiers.h); the batches run on it; and its close when the
+// engine stops.
+//
+// Its cost: two ranks sharing one H200 (HORA_GPU_IPC=1), 4 B to 16 KiB in
+// 81-86 us p50 under CUDA MPS, and 64 MiB in 2,193 us, 31 GB/s
+// (docs/dev/gpu_runs.md, 2026-11-26). Against staging in chunks, it is
+// predicted to win from about 170 KiB up.
 #include "device/device_staging.h"
 
 #include <string>
@@ -14,6 +20,29 @@
 #include "collectives/shared_common.h"
 
 namespace hora {
+
+struct WindowRoute;
+
+template <>
+const DeviceStaging::RouteRow& DeviceStaging::Row<WindowRoute>() {
+  static constexpr RouteRow kRow = {
+      "window",
+      "an allreduce on the device windows of one host, or of each host and across "
+      "(device_staging_window.cc)",
+      {85, 31},
+      [](DeviceStaging&, const RouteAsk& a) {
+        // (A joined rank's placeholders are host memory.)
+        return a.m.op == OpType::kAllreduce && a.m.reduction.op != ReduceOp::kAdasum &&
+               !a.joined_any && a.size > 1;
+      },
+      [](DeviceStaging& s, const RouteAsk& a, bool* declined) {
+        bool ran = false;
+        Status st = s.RunOnWindow(a.data, a.batch, a.rank, &ran);
+        *declined = !ran;
+        return st;
+      }};
+  return kRow;
+}
 
 Status DeviceStaging::OpenWindow(CollectiveBackend& data) {
   window_tried_ = true;
@@ -120,7 +149,6 @@ Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<Ten
     return Status::Ok();
   }
   *ran = true;
-  ++window_batches_;
   const RequestMeta& m = batch.front()->meta;
   window_parts_.clear();
   for (const TensorRecord* p : batch) {
@@ -146,7 +174,7 @@ Status DeviceStaging::RunOnWindow(CollectiveBackend& data, const std::vector<Ten
     }
   }
   // The copies out are queued: the handles hold their event (as in
-  // RunPipelined), or the host waits for them.
+  // the staged_chunks route), or the host waits for them.
   Status marked = MarkDone(batch, rank);
   if (!marked.ok()) marked = Sync("copying the results out of the GPU window");
   HORA_RETURN_IF_ERROR(st);

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -28,14 +29,6 @@ namespace hora {
 
 class DeviceBatches {
  public:
-  // How many batches went which way so far (EngineStats).
-  struct Counts {
-    uint64_t window = 0;  // on the device window within a host
-    uint64_t nccl = 0;    // through NCCL
-    uint64_t alone = 0;   // one rank's, on the GPU alone
-    bool operator==(const Counts&) const = default;
-  };
-
   virtual ~DeviceBatches() = default;
 
   // Whether `batch` (of one collective) is the device backend's: GPU
@@ -73,7 +66,11 @@ class DeviceBatches {
   // any thread).
   virtual void Cancel() = 0;
 
-  virtual Counts counts() const = 0;
+  // Batches run so far (failed or not), and how many went each way, by the
+  // way's name (the device backend's routes: one_rank, nccl, window, ...),
+  // for EngineStats.
+  virtual uint64_t batches() const = 0;
+  virtual std::map<std::string, uint64_t> route_batches() const = 0;
 };
 
 }  // namespace hora

@@ -105,13 +105,12 @@ void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) 
 
 Status Engine::RunOnDevice(const std::vector<TensorRecord*>& batch, bool joined_any) {
   if (!device_) return InternalError("a GPU tensor reached an engine with no device backend");
-  const DeviceBatches::Counts before = device_->counts();
+  const uint64_t before = device_->batches();
   const Status st = device_->Run(batch, joined_any, &fusion_);
-  if (const DeviceBatches::Counts after = device_->counts(); after != before) {
+  if (device_->batches() != before) {
+    std::map<std::string, uint64_t> counts = device_->route_batches();
     MutexLock lock(mu_);
-    stats_.window_batches += after.window - before.window;
-    stats_.nccl_batches += after.nccl - before.nccl;
-    stats_.one_rank_batches += after.alone - before.alone;
+    stats_.gpu_route_batches = std::move(counts);
   }
   return st;
 }

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "engine/negotiator.h"
 
@@ -16,13 +18,13 @@ struct EngineStats {
   uint64_t cache_misses = 0;       // tensors negotiated with the coordinator
   uint64_t cache_evictions = 0;
   uint64_t cache_invalidations = 0;
-  uint64_t tensors = 0;           // tensors completed (ok or error)
-  uint64_t fused_batches = 0;     // allreduce batches of more than one tensor
-  uint64_t driven_cycles = 0;     // cycles run by a waiter (Drive), not the engine's thread
-  uint64_t carried_batches = 0;   // cached allreduces sent with the bit vector (one step fewer)
-  uint64_t window_batches = 0;    // GPU allreduce batches run on the device window
-  uint64_t nccl_batches = 0;      // GPU allreduce and broadcast batches run by NCCL
-  uint64_t one_rank_batches = 0;  // GPU allreduce and broadcast batches of one rank, on its GPU
+  uint64_t tensors = 0;          // tensors completed (ok or error)
+  uint64_t fused_batches = 0;    // allreduce batches of more than one tensor
+  uint64_t driven_cycles = 0;    // cycles run by a waiter (Drive), not the engine's thread
+  uint64_t carried_batches = 0;  // cached allreduces sent with the bit vector (one step fewer)
+  // GPU batches by the device backend's route that ran them
+  // (DeviceBatches::route_batches).
+  std::map<std::string, uint64_t> gpu_route_batches;
   uint64_t name_records = 0;  // records by name: in flight, and idle ones kept (see TensorRecord)
   uint64_t idle_wakeups = 0;  // an idle engine's thread woke to look (Loop)
 

@@ -15,6 +15,8 @@ Settings DeviceSettings(std::string_view path) {
                        {"HORA_STAGING_CHUNK_BYTES", path == "whole" ? "0" : "3000"},
                        {"HORA_GPU_IPC", path == "window" || path == "nccl" ? "1" : "0"},
                        {"HORA_GPU_WINDOW_BYTES", "40000"},
+                       // (At these sizes the cost would send them to staging.)
+                       {"HORA_GPU_ROUTE", path == "window" ? "window" : ""},
                        {"HORA_GPU_BACKEND", path == "nccl" ? "nccl" : "hora"},
                        {"HORA_NCCL_LIBRARY", host ? "host:queued" : ""}});
 }

@@ -24,9 +24,9 @@ inline constexpr auto kForever = std::chrono::nanoseconds::max();
 //  - "whole": staged through host memory, each batch whole;
 //  - "chunked": staged in chunks of 3000 bytes (no multiple of 8-byte
 //    elements);
-//  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC), of
-//    40000 bytes, so that 1031 elements of 8 bytes take one step and larger
-//    batches several chunks of two (the rest staged in chunks);
+//  - "window": allreduce on the ranks' device windows (HORA_GPU_IPC,
+//    named by HORA_GPU_ROUTE for every size), of 40000 bytes, so that 1031 elements of 8 bytes take
+//    one step and larger batches several chunks of two (the rest staged in chunks);
 //  - "nccl": every collective through NCCL (HORA_GPU_BACKEND=nccl), where
 //    it takes them: the host device's NCCL (HORA_NCCL_LIBRARY=host:queued,
 //    whose calls are queued on the rank's stream and wait there for the
