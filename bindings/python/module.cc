@@ -78,10 +78,11 @@ class PySession {
   // bad arguments) raises here, from the submitting call, as Horovod's do
   // (ValueError: InvalidArgumentError is one); errors found later, with the
   // other ranks, come from the handle's wait.
-  std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep) {
+  std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep,
+                                 std::shared_ptr<Tensor> made = nullptr) {
     if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
     return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
-                                      owner_);
+                                      owner_, std::move(made));
   }
   // The process that made this Session.
   pid_t owner() const { return owner_; }
@@ -112,6 +113,17 @@ HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::objec
   if (out.is_none()) {  // in place
     return ps.Wrap(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
   }
+  if (py::isinstance<py::bool_>(out)) {
+    // True: a new output, from the Session's pool (handle.output()).
+    if (!out.cast<bool>() || i.view.device().type != DeviceType::kCPU) {
+      ThrowInvalid(What("allreduce", name, "output") +
+                   ": True (a new output from Hora's pool) is for host tensors; give a GPU "
+                   "tensor's output as a tensor");
+    }
+    auto made = std::make_shared<Tensor>(s.NewOutput(i.view.dtype(), i.view.shape()));
+    Handle h = s.AllreduceAsync(name, i.view, made->view(), red, set);
+    return ps.Wrap(h, name, {i.owner, made}, made);
+  }
   Imported o = Import(ps, out, What("allreduce", name, "output"));
   Handle h = s.AllreduceAsync(name, i.view, o.view, red, set);
   return ps.Wrap(h, name, {i.owner, o.owner});
@@ -128,12 +140,15 @@ void ImportAll(PySession& ps, const char* op, const std::string& group, const py
   }
 }
 
+// `made`: each member's output that the binding made, if any.
 std::vector<HandlePtr> WrapAll(PySession& ps, const std::vector<Handle>& hs,
-                               const std::string& group, const std::vector<Keepalive>& keep) {
+                               const std::string& group, const std::vector<Keepalive>& keep,
+                               const std::vector<std::shared_ptr<Tensor>>& made = {}) {
   std::vector<HandlePtr> out;
   for (size_t k = 0; k < hs.size(); ++k) {
     // Every member keeps every tensor: a member may finish before the others.
-    out.push_back(ps.Wrap(hs[k], group + "." + std::to_string(k), keep));
+    out.push_back(
+        ps.Wrap(hs[k], group + "." + std::to_string(k), keep, k < made.size() ? made[k] : nullptr));
   }
   return out;
 }
@@ -145,12 +160,25 @@ std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& g
   std::vector<Keepalive> keep;
   std::vector<TensorView> in, out;
   ImportAll(ps, "grouped allreduce", group, inputs, &keep, &in);
+  std::vector<std::shared_ptr<Tensor>> made;
   if (outputs.is_none()) {  // in place
     out = in;
+  } else if (py::isinstance<py::bool_>(outputs)) {
+    // True: new outputs, from the Session's pool (each handle's output()).
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (!outputs.cast<bool>() || in[k].device().type != DeviceType::kCPU) {
+        ThrowInvalid(What("grouped allreduce", group, ("output " + std::to_string(k)).c_str()) +
+                     ": True (new outputs from Hora's pool) is for host tensors; give GPU "
+                     "tensors' outputs as tensors");
+      }
+      made.push_back(std::make_shared<Tensor>(ps.Get().NewOutput(in[k].dtype(), in[k].shape())));
+      out.push_back(made.back()->view());
+      keep.push_back(made.back());
+    }
   } else {
     ImportAll(ps, "grouped allreduce", group, outputs.cast<py::list>(), &keep, &out);
   }
-  return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red, set), group, keep);
+  return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red, set), group, keep, made);
 }
 
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {

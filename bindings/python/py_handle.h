@@ -64,14 +64,17 @@ struct OutputBuffer {
 
 class PyHandle {
  public:
-  // `owner`: the process whose Session made the handle.
+  // `owner`: the process whose Session made the handle. `made`: the output
+  // the binding made for the collective (Session::NewOutput), which
+  // output() returns; else the handle's own, if any.
   PyHandle(Handle h, std::string name, std::vector<Keepalive> keep,
-           std::shared_ptr<Orphans> orphans, pid_t owner)
+           std::shared_ptr<Orphans> orphans, pid_t owner, std::shared_ptr<Tensor> made = nullptr)
       : handle_(std::move(h)),
         name_(std::move(name)),
         keep_(std::move(keep)),
         orphans_(std::move(orphans)),
-        owner_(owner) {}
+        owner_(owner),
+        made_(std::move(made)) {}
   ~PyHandle() {
     if (!keep_.empty() && !handle_.Poll() && orphans_) orphans_->Add(handle_, std::move(keep_));
   }
@@ -128,7 +131,7 @@ class PyHandle {
   }
   py::capsule Output() const {
     CheckOutput("output()");
-    return ExportOutput(handle_);
+    return made_ ? ExportView(made_->view(), made_) : ExportOutput(handle_);
   }
 
   // The same output as a writeable buffer (for NumPy, whose from_dlpack
@@ -153,7 +156,9 @@ class PyHandle {
   void CheckOutput(const char* what) const {
     if (!handle_.Poll()) ThrowInvalid(name_ + ": " + what + " before the collective is done");
     ThrowIfError(handle_.status());
-    if (handle_.output() == nullptr) ThrowInvalid(name_ + ": this collective has no output tensor");
+    if (made_ == nullptr && handle_.output() == nullptr) {
+      ThrowInvalid(name_ + ": this collective has no output tensor");
+    }
   }
 
   Handle handle_;
@@ -161,6 +166,7 @@ class PyHandle {
   std::vector<Keepalive> keep_;
   std::shared_ptr<Orphans> orphans_;
   pid_t owner_;
+  std::shared_ptr<Tensor> made_;
 };
 
 }  // namespace hora::python

@@ -255,6 +255,15 @@ class Session {
   // The effective configuration, one "NAME=value  # doc" line per setting.
   std::string DescribeConfig() const;
 
+  // An uninitialised host tensor for the output of an out-of-place
+  // collective (an allreduce's output, say), from this Session's pool: the
+  // memory of an output whose tensor was destroyed, already faulted in, where
+  // one fits, so that a large output does not fault every page on each call.
+  // Its memory goes back to the pool when the tensor is destroyed (on any
+  // thread; the tensor may outlive the Session); at most
+  // HORA_OUTPUT_POOL_BYTES is kept unused.
+  Tensor NewOutput(DataType dtype, std::vector<int64_t> shape) const;
+
   // Whether this job initialised or uses MPI: its transport or backend, or
   // the rendezvous of a job started by an MPI launcher without horarun
   // (Horovod's mpi_enabled). And whether MPI provided

@@ -220,6 +220,10 @@ Result<uint64_t> Session::GpuStream(int device) {
   return impl_->devices.stream().id;
 }
 std::string Session::DescribeConfig() const { return FormatConfig(impl_->config); }
+
+Tensor Session::NewOutput(DataType dtype, std::vector<int64_t> shape) const {
+  return impl_->output_pool->Take(dtype, std::move(shape));
+}
 bool Session::mpi_enabled() const { return impl_->mpi != nullptr; }
 bool Session::mpi_threads_supported() const {
   return impl_->mpi != nullptr && impl_->mpi->thread_multiple();

@@ -23,6 +23,7 @@
 #include "backends/hora_backend.h"
 #include "collectives/comm.h"
 #include "collectives/selector.h"
+#include "common/output_pool.h"
 #include "common/config.h"
 #include "common/fork_witness.h"
 #include "common/logging.h"
@@ -65,6 +66,8 @@ struct Session::Impl {
   }
 
   const Config config;
+  // Host memory for out-of-place outputs (Session::NewOutput).
+  const std::shared_ptr<OutputPool> output_pool = OutputPool::Create(config.output_pool_bytes);
   // The process that made this Session. A child forked from it after that
   // shares its sockets and shared memory but none of its threads: it must
   // neither use the Session nor tear it down (ForkedChildError).

@@ -121,6 +121,13 @@ const std::vector<SettingRow>& Rows() {
        .as_bytes = &Config::fusion_threshold_bytes,
        .zero_ok = true,
        .agree = true},
+      {.spec = {"HORA_OUTPUT_POOL_BYTES", SettingType::kBytes, "256M",
+                "Host memory kept for the outputs of out-of-place collectives from Python "
+                "(hvd.allreduce): an output's memory is kept when its tensor is freed and handed "
+                "to the next output it fits, its pages already faulted; at most this much is kept "
+                "unused (0: none kept)"},
+       .as_bytes = &Config::output_pool_bytes,
+       .zero_ok = true},
       {.spec =
            {"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
             "A collective that some ranks submitted and others not is reported after this long, "

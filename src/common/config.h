@@ -54,6 +54,7 @@ struct Config {
   double wait_spin_us;
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;
+  uint64_t output_pool_bytes;  // idle host memory kept for out-of-place outputs
   double stall_warning_s;
   double stall_shutdown_s;
   std::string disable_group_fusion;  // "1": groups fuse only with themselves

@@ -168,3 +168,36 @@ def test_non_contiguous():
         hvd.allreduce_(nc, op=hvd.Sum)
     with pytest.raises(ValueError, match="contiguous"):  # InvalidArgumentError is a ValueError
         hvd.allreduce_async_(nc)
+
+
+def test_out_of_place_outputs_reuse_the_memory_of_freed_ones():
+    # 1 MiB: from Hora's pool (HORA_OUTPUT_POOL_BYTES). An output's memory,
+    # once the output is freed, is the next one's; one still alive is not.
+    x = torch.full((1 << 18,), float(hvd.rank() + 1))
+    want = torch.full_like(x, float(sum(range(1, hvd.size() + 1))))
+    y = hvd.allreduce(x, op=hvd.Sum, name="pool.0")
+    assert torch.equal(y, want)
+    first = y.data_ptr()
+    del y
+    z = hvd.allreduce(x, op=hvd.Sum, name="pool.1")
+    assert z.data_ptr() == first
+    assert torch.equal(z, want)
+    z += 1  # an ordinary tensor: writable
+    w = hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum, name="pool.2"))
+    assert w.data_ptr() != z.data_ptr()
+    assert torch.equal(w, want) and torch.equal(z, want + 1)
+    assert torch.equal(x, torch.full_like(x, float(hvd.rank() + 1)))  # input untouched
+
+
+def test_grouped_out_of_place_outputs_reuse_the_memory_of_freed_ones():
+    a = torch.full((1 << 17,), float(hvd.rank() + 1))  # 512 KiB
+    b = torch.arange(1 << 16, dtype=torch.int64) * (hvd.rank() + 1)  # 512 KiB
+    n = hvd.size()
+    want = [torch.full_like(a, float(n * (n + 1) // 2)), b // (hvd.rank() + 1) * (n * (n + 1) // 2)]
+    got = hvd.grouped_allreduce([a, b], op=hvd.Sum, name="gpool.0")
+    assert all(torch.equal(g, w) for g, w in zip(got, want))
+    ptrs = {g.data_ptr() for g in got}
+    del got
+    again = hvd.grouped_allreduce([a, b], op=hvd.Sum, name="gpool.1")
+    assert {g.data_ptr() for g in again} == ptrs
+    assert all(torch.equal(g, w) for g, w in zip(again, want))

@@ -77,9 +77,25 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "allreduce", name)
+    if not tensor.is_cuda:
+        return _allreduce_into_new(tensor, name, op, prescale_factor, postscale_factor, sid,
+                                   process_set)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
     return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False, sid,
                       process_set)
+
+
+def _allreduce_into_new(tensor, name, op, prescale, postscale, sid, ps):
+    """An allreduce of a host tensor into a new output that the core takes from its pool of
+    memory already faulted in (HORA_OUTPUT_POOL_BYTES), and gets back when the output is
+    freed: a large output would otherwise fault every page on each call."""
+    _check_adasum(op, ps, tu.describe("allreduce", name))
+    s = basics.session()
+    wire = tu.wire_op({tensor.dtype}, op, prescale, postscale, tu.describe("allreduce", name))
+    h = s.allreduce_async(name, tu.capsule(tensor), True, wire, float(prescale), float(postscale),
+                          sid)
+    dtype = tensor.dtype
+    return Handle([h], lambda: tu.from_capsule(h.output(), dtype), keep=(tensor,))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -109,9 +125,25 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
     name = tu.check_name(name)
     tensors = [tu.check_tensor(t, "grouped allreduce", name)
                for t in tu.check_list(tensors, "grouped_allreduce")]
+    if tensors and not any(t.is_cuda for t in tensors):
+        return _grouped_allreduce_into_new(tensors, name, op, prescale_factor, postscale_factor,
+                                           sid, process_set)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid,
                       process_set)
+
+
+def _grouped_allreduce_into_new(tensors, name, op, prescale, postscale, sid, ps):
+    """``_allreduce_into_new`` for a group of host tensors."""
+    _check_adasum(op, ps, tu.describe("grouped allreduce", name))
+    s = basics.session()
+    wire = tu.wire_op({t.dtype for t in tensors}, op, prescale, postscale,
+                      tu.describe("grouped allreduce", name))
+    hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in tensors], True, wire,
+                                   float(prescale), float(postscale), sid)
+    dtypes = [t.dtype for t in tensors]
+    return Handle(hs, lambda: [tu.from_capsule(h.output(), d) for h, d in zip(hs, dtypes)],
+                  keep=(tensors,))
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,

@@ -1,0 +1,72 @@
+"""Out-of-place against in-place allreduce from Python, side by side in one run.
+
+    PYTHONPATH=build/python build/bin/horarun -np 2 /usr/bin/python3 \\
+        bench/python/out_of_place.py --sizes 4,1M,64M --iters 30 --rounds 3
+
+For each size, rank 0 prints one line per (call, round): the p50 and avg in
+microseconds of ``hvd.allreduce_(x)`` (in place) and ``y = hvd.allreduce(x)``
+(a new output each call; the last one is dropped when the next is made, as
+in a training loop), alternating, and the ratio of the p50s.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import hora.torch as hvd
+
+
+def parse_size(s):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+
+
+def timed(fn, iters, warmup):
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(out), statistics.mean(out)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="4,1M,64M")
+    p.add_argument("--iters", type=int, default=30)
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--rounds", type=int, default=3)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    hvd.init()
+    if hvd.rank() == 0:
+        print("np %d, float32 sum, %d iters after %d warm-up, p50 / avg in us; torch %s"
+              % (hvd.size(), args.iters, args.warmup, torch.__version__))
+    for size in (parse_size(s) for s in args.sizes.split(",")):
+        x = torch.ones(max(1, size // 4))
+        kept = [None]
+
+        def in_place():
+            hvd.allreduce_(x, op=hvd.Sum, name="ip")
+
+        def out_of_place():
+            kept[0] = hvd.allreduce(x, op=hvd.Sum, name="oop")
+
+        for r in range(args.rounds):
+            got = {}
+            for label, fn in (("allreduce_ (in place)", in_place),
+                              ("allreduce (out of place)", out_of_place)):
+                got[label] = timed(fn, args.iters, args.warmup)
+            kept[0] = None
+            if hvd.rank() == 0:
+                (a, am), (b, bm) = got.values()
+                print("%10d B round %d  in place p50 %9.1f avg %9.1f  out of place p50 %9.1f "
+                      "avg %9.1f  out/in %.2f" % (4 * x.numel(), r + 1, a, am, b, bm, b / a))
+
+
+if __name__ == "__main__":
+    main()
