@@ -11,6 +11,7 @@
 #include "api/abortable_store.h"
 #include "api/rendezvous.h"
 #include "api/settings_agreement.h"
+#include "common/cores.h"
 #include "launch/elastic_place.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
@@ -204,6 +205,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   mesh.iface = config.iface;
   mesh.timeout = timeout;
   mesh.wait_spin = spin;
+  mesh.yield = l.local_size > AvailableCores();
   mesh.peer_timeout = peer_timeout;
   mesh.logger = &logger;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";

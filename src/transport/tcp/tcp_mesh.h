@@ -30,6 +30,9 @@ struct TcpMeshOptions {
   // How long a waiter on a small message moves the sockets itself after the
   // last byte moved, before it sleeps (Config::wait_spin_us).
   Duration wait_spin = std::chrono::microseconds(50);
+  // The ranks on this host outnumber its cores: a waiter yields the core
+  // between its looks at the socket (see TcpTransport::Wait).
+  bool yield = false;
   // The transport's liveness (tcp_transport.h): a peer from which nothing,
   // not even a heartbeat, came for this long is lost (zero: never).
   Duration peer_timeout{};

@@ -80,7 +80,7 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   for (uint32_t round = 1; !request->done(); ++round) {
     bool busy = false;  // another thread holds the lock: let it run
     moved |= ProgressPeer(peer, &busy);
-    if (busy) {
+    if (busy || yield_) {
       sched_yield();
     } else if (round % kClockEvery != 0) {
       CpuRelax();
@@ -157,8 +157,8 @@ bool TcpTransport::WriteSome(size_t i) {
 Result<std::unique_ptr<Transport>> CreateTcpTransport(Store& store, const TcpMeshOptions& options) {
   const TimePoint deadline = DeadlineAfter(Clock::now(), options.timeout);
   HORA_ASSIGN_OR_RETURN(std::vector<net::Fd> fds, ConnectTcpMesh(store, options));
-  auto t = std::make_unique<tcp_internal::TcpTransport>(options.rank, std::move(fds),
-                                                        options.wait_spin, options.peer_timeout);
+  auto t = std::make_unique<tcp_internal::TcpTransport>(
+      options.rank, std::move(fds), options.wait_spin, options.peer_timeout, options.yield);
   HORA_RETURN_IF_ERROR(t->Start());
   if (options.peer_timeout > Duration::zero() && options.size > 1) {
     // Silence counts once every rank's I/O thread beats: a rank that

@@ -15,8 +15,10 @@ namespace {
 TimePoint Soon() { return Clock::now() + std::chrono::seconds(30); }
 
 // Builds one TCP transport per rank (ranks as threads, loopback addresses).
+// `yield`: as where the ranks outnumber the cores (TcpMeshOptions::yield).
 std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = "s3cret",
-                                             const std::string& iface = "127.0.0.1") {
+                                             const std::string& iface = "127.0.0.1",
+                                             bool yield = false) {
   MemoryStore store;
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -29,6 +31,7 @@ std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = 
       o.secret = secret;
       o.iface = iface;
       o.timeout = std::chrono::seconds(30);
+      o.yield = yield;
       auto t = CreateTcpTransport(store, o);
       EXPECT_TRUE(t.ok()) << t.status().ToString();
       if (t.ok()) out[static_cast<size_t>(r)] = std::move(t).value();
@@ -99,6 +102,41 @@ TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
     ASSERT_TRUE(t[1]->Wait(r2, Soon()).ok());
     EXPECT_EQ(src, dst) << bytes;
   }
+}
+
+// Where the ranks outnumber the cores, a waiter yields the core between its
+// looks at the socket: more ranks (threads) than this machine's cores pass
+// small messages around a ring, each waiting in turn, and every one arrives
+// whole, in order, with the waits polling and sleeping alike.
+TEST(TcpTransport, WaitersThatYieldTheCoreGetEveryMessage) {
+  constexpr int kRanks = 4;
+  auto t = Mesh(kRanks, "s3cret", "127.0.0.1", /*yield=*/true);
+  for (const auto& x : t) ASSERT_TRUE(x);
+  std::vector<std::thread> ranks;
+  std::vector<int> wrong(kRanks, 0);
+  for (int r = 0; r < kRanks; ++r) {
+    ranks.emplace_back([&, r] {
+      Transport& me = *t[static_cast<size_t>(r)];
+      const int next = (r + 1) % kRanks, prev = (r + kRanks - 1) % kRanks;
+      for (uint64_t i = 0; i < 300; ++i) {
+        const uint64_t out = i * 100 + static_cast<uint64_t>(r);
+        uint64_t in = 0;
+        Request rr = me.Irecv(prev, i, &in, sizeof in);
+        Request rs = me.Isend(next, i, &out, sizeof out);
+        if (!me.Wait(rr, Soon()).ok() || !me.Wait(rs, Soon()).ok() ||
+            in != i * 100 + static_cast<uint64_t>(prev)) {
+          ++wrong[static_cast<size_t>(r)];
+        }
+        // Now and then a wait outlasts the spin and sleeps.
+        if (i % 50 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+  }
+  for (std::thread& x : ranks) x.join();
+  EXPECT_EQ(wrong, std::vector<int>(kRanks, 0));
+  std::vector<std::thread> closers;  // (all at once: each waits for the others' goodbyes)
+  for (auto& x : t) closers.emplace_back([&x] { x.reset(); });
+  for (std::thread& x : closers) x.join();
 }
 
 // A large message set aside, then a small one that reuses its (pooled)
