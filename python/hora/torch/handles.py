@@ -98,13 +98,12 @@ class Handle:
 def _cuda_device(keep):
     """The device of the first CUDA tensor in ``keep`` (nested lists and
     tuples too), or None."""
-    stack = [keep]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, (list, tuple)):
-            stack.extend(reversed(item))
-        elif getattr(item, "is_cuda", False):
-            return item.device
+    if not isinstance(keep, (list, tuple)):
+        return keep.device if getattr(keep, "is_cuda", False) else None
+    for item in keep:
+        found = _cuda_device(item)
+        if found is not None:
+            return found
     return None
 
 

@@ -35,23 +35,23 @@ from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
 
-def _check_adasum(op, process_set, what):
+def _check_adasum(op, process_set, kind, name):
     """Horovod's submission-time check: Adasum needs a power-of-two set size."""
     if op != basics.Adasum:
         return
     n = (process_set or global_process_set).size()
     if n & (n - 1):
         raise UnimplementedError("%s: Adasum needs a power-of-two number of ranks; this process "
-                                 "set has %d" % (what, n))
+                                 "set has %d" % (tu.describe(kind, name), n))
 
 
 def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid, ps):
     """Submits one allreduce (or one group); returns a Handle whose result is
     the output tensor (or the list of them)."""
     kind = "grouped allreduce" if grouped else "allreduce"
-    _check_adasum(op, ps, tu.describe(kind, name))
+    _check_adasum(op, ps, kind, name)
     s = basics.session()
-    wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, tu.describe(kind, name))
+    wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, kind, name)
     if grouped:
         if not inputs:
             return Handle([], lambda: [])
@@ -89,9 +89,9 @@ def _allreduce_into_new(tensor, name, op, prescale, postscale, sid, ps):
     """An allreduce of a host tensor into a new output that the core takes from its pool of
     memory already faulted in (HORA_OUTPUT_POOL_BYTES), and gets back when the output is
     freed: a large output would otherwise fault every page on each call."""
-    _check_adasum(op, ps, tu.describe("allreduce", name))
+    _check_adasum(op, ps, "allreduce", name)
     s = basics.session()
-    wire = tu.wire_op({tensor.dtype}, op, prescale, postscale, tu.describe("allreduce", name))
+    wire = tu.wire_op({tensor.dtype}, op, prescale, postscale, "allreduce", name)
     h = s.allreduce_async(name, tu.capsule(tensor), True, wire, float(prescale), float(postscale),
                           sid)
     dtype = tensor.dtype
@@ -135,10 +135,10 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
 
 def _grouped_allreduce_into_new(tensors, name, op, prescale, postscale, sid, ps):
     """``_allreduce_into_new`` for a group of host tensors."""
-    _check_adasum(op, ps, tu.describe("grouped allreduce", name))
+    _check_adasum(op, ps, "grouped allreduce", name)
     s = basics.session()
     wire = tu.wire_op({t.dtype for t in tensors}, op, prescale, postscale,
-                      tu.describe("grouped allreduce", name))
+                      "grouped allreduce", name)
     hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in tensors], True, wire,
                                    float(prescale), float(postscale), sid)
     dtypes = [t.dtype for t in tensors]
