@@ -10,28 +10,16 @@ in a training loop), alternating, and the ratio of the p50s.
 """
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import hora.torch as hvd
+from allreduce_latency import timed  # (this folder: avg and p50 of a call)
 
 
 def parse_size(s):
     units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     return int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
-
-
-def timed(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(out), statistics.mean(out)
 
 
 def main():
@@ -60,7 +48,8 @@ def main():
             got = {}
             for label, fn in (("allreduce_ (in place)", in_place),
                               ("allreduce (out of place)", out_of_place)):
-                got[label] = timed(fn, args.iters, args.warmup)
+                avg, p50 = timed(fn, args.iters, args.warmup)
+                got[label] = (p50, avg)
             kept[0] = None
             if hvd.rank() == 0:
                 (a, am), (b, bm) = got.values()
