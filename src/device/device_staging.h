@@ -15,7 +15,8 @@
 // Adasum and the collectives whose output Hora allocates go whole, and wait
 // for their copies back.
 //
-// Within a host, an allreduce goes instead through device windows that every
+// Within a host, an allreduce may go instead (where the route table's
+// costs say: device_routes.cc) through device windows that every
 // rank reads directly, reduced on the GPU (collectives/device_window.h),
 // where the set's data Comm has a shared window (Hora's own backend runs
 // the set, over shared memory: Windows::comm),
