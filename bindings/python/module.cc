@@ -117,8 +117,9 @@ HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::objec
     // True: a new output, from the Session's pool (handle.output()).
     if (!out.cast<bool>() || i.view.device().type != DeviceType::kCPU) {
       ThrowInvalid(What("allreduce", name, "output") +
-                   ": True (a new output from Hora's pool) is for host tensors; give a GPU "
-                   "tensor's output as a tensor");
+                   ": give a tensor, None (in place), or True (a new output from Hora's pool, "
+                   "for a host tensor; the input is on " +
+                   DeviceName(i.view.device()) + ")");
     }
     auto made = std::make_shared<Tensor>(s.NewOutput(i.view.dtype(), i.view.shape()));
     Handle h = s.AllreduceAsync(name, i.view, made->view(), red, set);
@@ -168,8 +169,9 @@ std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& g
     for (size_t k = 0; k < in.size(); ++k) {
       if (!outputs.cast<bool>() || in[k].device().type != DeviceType::kCPU) {
         ThrowInvalid(What("grouped allreduce", group, ("output " + std::to_string(k)).c_str()) +
-                     ": True (new outputs from Hora's pool) is for host tensors; give GPU "
-                     "tensors' outputs as tensors");
+                     ": give a list of tensors, None (in place), or True (new outputs from "
+                     "Hora's pool, for host tensors; input " +
+                     std::to_string(k) + " is on " + DeviceName(in[k].device()) + ")");
       }
       made.push_back(std::make_shared<Tensor>(ps.Get().NewOutput(in[k].dtype(), in[k].shape())));
       out.push_back(made.back()->view());

@@ -122,10 +122,8 @@ const std::vector<SettingRow>& Rows() {
        .zero_ok = true,
        .agree = true},
       {.spec = {"HORA_OUTPUT_POOL_BYTES", SettingType::kBytes, "256M",
-                "Host memory kept for the outputs of out-of-place collectives from Python "
-                "(hvd.allreduce): an output's memory is kept when its tensor is freed and handed "
-                "to the next output it fits, its pages already faulted; at most this much is kept "
-                "unused (0: none kept)"},
+                "Freed out-of-place outputs (hvd.allreduce) kept for the next, already faulted "
+                "in: at most this much kept unused (0: none)"},
        .as_bytes = &Config::output_pool_bytes,
        .zero_ok = true},
       {.spec =
@@ -183,11 +181,10 @@ const std::vector<SettingRow>& Rows() {
        .agree = true},
       {.spec =
            {"HORA_GPU_IPC", SettingType::kString, "1",
-            "GPU allreduce among the ranks of one host (shared memory): 1 lets it be reduced on "
-            "the GPU in device memory every rank reads directly (CUDA IPC windows), where that is "
-            "the cheaper route (from about 170 KiB; HORA_GPU_ROUTE); 0 stages through host "
-            "memory. A rank with 0, or one that cannot open its peers' windows, makes every rank "
-            "stage"},
+            "GPU allreduce among the ranks of one host: 1 lets it reduce on the GPU in CUDA IPC "
+            "windows where that costs less (from about 170 KiB; HORA_GPU_ROUTE); 0 stages "
+            "through host memory. A rank with 0, or one that cannot open its peers' windows, "
+            "makes every rank stage"},
        .as_string = &Config::gpu_ipc,
        .choices = "0|1"},
       {.spec = {"HORA_GPU_BACKEND", SettingType::kString, "auto",

@@ -1,29 +1,12 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "common/output_pool.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <iterator>
 
+#include "common/output_memory.h"
+
 namespace hora {
-namespace {
-
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// The bytes a pooled block of `bytes` takes: whole pages, so that blocks of
-// nearby sizes match.
-size_t Rounded(size_t bytes) { return (bytes + 4095) / 4096 * 4096; }
-
-void* Fresh(size_t bytes) {
-  const bool huge = bytes >= kHugePage;
-  void* p = nullptr;
-  if (posix_memalign(&p, huge ? kHugePage : 64, bytes) != 0) std::abort();  // out of memory
-  if (huge) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: failure is harmless
-  return p;
-}
-
-}  // namespace
 
 OutputPool::~OutputPool() {
   MutexLock lock(mu_);
@@ -33,7 +16,7 @@ OutputPool::~OutputPool() {
 Tensor OutputPool::Take(DataType dtype, std::vector<int64_t> shape) {
   const size_t bytes = TensorView(nullptr, dtype, shape).num_bytes();
   if (bytes < kMinPooledBytes) return Tensor::Uninitialized(dtype, std::move(shape));
-  const size_t rounded = Rounded(bytes);
+  const size_t rounded = OutputMemoryBytes(bytes);
   void* p = nullptr;
   size_t block = rounded;
   {
@@ -49,7 +32,7 @@ Tensor OutputPool::Take(DataType dtype, std::vector<int64_t> shape) {
       ++stats_.fresh;
     }
   }
-  if (p == nullptr) p = Fresh(block);
+  if (p == nullptr) p = OutputMemory(block);
   std::shared_ptr<OutputPool> self = shared_from_this();
   return Tensor::Adopt(TensorView(p, dtype, std::move(shape)),
                        [self = std::move(self), block](void* q) { self->GiveBack(q, block); });

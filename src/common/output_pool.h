@@ -43,8 +43,7 @@ class OutputPool : public std::enable_shared_from_this<OutputPool> {
   OutputPool(const OutputPool&) = delete;
   OutputPool& operator=(const OutputPool&) = delete;
 
-  // An uninitialised host tensor (64-byte aligned; from 2 MiB, aligned to a
-  // huge page and advised so, as Tensor::Uninitialized's): an idle block
+  // An uninitialised host tensor (output_memory.h's memory): an idle block
   // that fits it (at least its bytes, at most a quarter more), else fresh
   // memory. Its memory comes back here when the tensor is destroyed.
   Tensor Take(DataType dtype, std::vector<int64_t> shape);

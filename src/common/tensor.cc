@@ -1,10 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hora/tensor.h"
 
-#include <sys/mman.h>
-
 #include <cstdlib>
 #include <cstring>
+
+#include "common/output_memory.h"
 
 namespace hora {
 
@@ -79,25 +79,7 @@ Tensor::Tensor(DataType dtype, std::vector<int64_t> shape) {
 }
 
 Tensor Tensor::Uninitialized(DataType dtype, std::vector<int64_t> shape) {
-  TensorView probe(nullptr, dtype, shape);
-  // Large outputs are fresh memory on nearly every call (the allocator maps
-  // and unmaps them), and first-touch page faults cost microseconds each on
-  // a virtual machine: 4096 of them for 16 MiB took longer than the
-  // collective itself. Aligned to a huge page and advised, such a buffer
-  // faults once per 2 MiB instead (where the kernel's THP mode is
-  // "madvise" or "always").
-  constexpr size_t kHugePage = size_t{2} << 20;
-  const size_t bytes = probe.num_bytes();
-  const bool huge = bytes >= kHugePage;
-  // Rounded to whole pages only: a 2 MiB + 64 B output must not take 4 MiB.
-  const size_t alloc = huge ? (bytes + 4095) / 4096 * 4096 : (bytes + 63) / 64 * 64;
-  void* p = nullptr;
-  if (alloc > 0) {
-    if (posix_memalign(&p, huge ? kHugePage : 64, alloc) != 0) {
-      std::abort();  // out of memory: nothing sensible to return
-    }
-    if (huge) madvise(p, alloc, MADV_HUGEPAGE);  // advice only: failure is harmless
-  }
+  void* p = OutputMemory(TensorView(nullptr, dtype, shape).num_bytes());
   Tensor t;
   t.storage_.reset(p);
   t.view_ = TensorView(p, dtype, std::move(shape));
