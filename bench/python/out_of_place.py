@@ -7,12 +7,20 @@ For each size, rank 0 prints one line per (call, round): the p50 and avg in
 microseconds of ``hvd.allreduce_(x)`` (in place) and ``y = hvd.allreduce(x)``
 (a new output each call; the last one is dropped when the next is made, as
 in a training loop), alternating, and the ratio of the p50s.
+
+``--api numpy``: the out-of-place call is ``hora.numpy.allreduce`` (which
+``hora.tensorflow`` and ``hora.jax`` call) on a NumPy array; the in-place
+one is still ``hvd.allreduce_`` on a torch tensor over the same memory.
+``--op allgather``: ``allgather`` of x (the output is np times x), with no
+in-place call to compare against; run it with and without
+``HORA_OUTPUT_POOL_BYTES=0`` to see the pool's share.
 """
 
 import argparse
 
 import torch
 
+import hora.numpy as hnp
 import hora.torch as hvd
 from allreduce_latency import timed  # (this folder: avg and p50 of a call)
 
@@ -28,14 +36,18 @@ def main():
     p.add_argument("--iters", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--api", choices=("torch", "numpy"), default="torch")
+    p.add_argument("--op", choices=("allreduce", "allgather"), default="allreduce")
     args = p.parse_args()
     torch.set_num_threads(1)
     hvd.init()
     if hvd.rank() == 0:
-        print("np %d, float32 sum, %d iters after %d warm-up, p50 / avg in us; torch %s"
-              % (hvd.size(), args.iters, args.warmup, torch.__version__))
+        print("np %d, float32 %s, %s, %d iters after %d warm-up, p50 / avg in us; torch %s"
+              % (hvd.size(), "sum" if args.op == "allreduce" else "allgather", args.api,
+                 args.iters, args.warmup, torch.__version__))
     for size in (parse_size(s) for s in args.sizes.split(",")):
         x = torch.ones(max(1, size // 4))
+        xn = x.numpy()
         kept = [None]
 
         def in_place():
@@ -44,10 +56,25 @@ def main():
         def out_of_place():
             kept[0] = hvd.allreduce(x, op=hvd.Sum, name="oop")
 
+        def numpy_out_of_place():
+            kept[0] = hnp.allreduce(xn, op=hnp.Sum, name="oop")
+
+        def allgather():
+            kept[0] = (hnp.allgather(xn, name="ag") if args.api == "numpy"
+                       else hvd.allgather(x, name="ag"))
+
         for r in range(args.rounds):
+            if args.op == "allgather":
+                avg, p50 = timed(allgather, args.iters, args.warmup)
+                kept[0] = None
+                if hvd.rank() == 0:
+                    print("%10d B round %d  allgather p50 %9.1f avg %9.1f"
+                          % (4 * x.numel(), r + 1, p50, avg))
+                continue
             got = {}
             for label, fn in (("allreduce_ (in place)", in_place),
-                              ("allreduce (out of place)", out_of_place)):
+                              ("allreduce (out of place)",
+                               numpy_out_of_place if args.api == "numpy" else out_of_place)):
                 avg, p50 = timed(fn, args.iters, args.warmup)
                 got[label] = (p50, avg)
             kept[0] = None

@@ -281,6 +281,8 @@ py::dict Counters(PySession& ps, int set) {
   py::dict routes;
   for (const auto& [name, n] : c.gpu_route_batches) routes[py::str(name)] = n;
   d["gpu_route_batches"] = routes;
+  d["outputs_reused"] = c.outputs_reused;
+  d["outputs_fresh"] = c.outputs_fresh;
   return d;
 }
 
@@ -324,7 +326,8 @@ PYBIND11_MODULE(_core, m) {
            "(a cudaStream_t of the tensors' GPU), that stream waits for the results' last "
            "copies to the GPU instead of the host.")
       .def("output", &PyHandle::Output,
-           "The output Hora allocated (allgather, reducescatter, alltoall) as a DLPack capsule.")
+           "The output Hora allocated (allgather, reducescatter, alltoall; an allreduce given "
+           "output=True) as a DLPack capsule.")
       .def("output_buffer", &PyHandle::OutputAsBuffer,
            "The same output as a writeable buffer that shares its memory (for NumPy).")
       .def("received_splits", &PyHandle::ReceivedSplits, "Alltoall: rows received from each rank.");

@@ -55,11 +55,13 @@ class Orphans {
   std::vector<Item> items_;
 };
 
-// A finished collective's output, owned through its handle, exported as a
-// flat writeable byte buffer (Python's buffer protocol).
+// A finished collective's output, exported as a flat writeable byte buffer
+// (Python's buffer protocol): one the binding made (`made`), else the one
+// the handle owns.
 struct OutputBuffer {
   Handle handle;
-  const Tensor& tensor() const { return *handle.output(); }
+  std::shared_ptr<Tensor> made;
+  const Tensor& tensor() const { return made ? *made : *handle.output(); }
 };
 
 class PyHandle {
@@ -138,12 +140,12 @@ class PyHandle {
   // arrays are read-only): np.frombuffer over it shares the memory.
   OutputBuffer OutputAsBuffer() const {
     CheckOutput("output_buffer()");
-    const Device& d = handle_.output()->device();
+    const Device& d = made_ ? made_->device() : handle_.output()->device();
     if (d.type != DeviceType::kCPU) {
       ThrowInvalid(name_ + ": the output is on " + DeviceName(d) +
                    ", not host memory; take it with output() (DLPack)");
     }
-    return OutputBuffer{handle_};
+    return OutputBuffer{handle_, made_};
   }
 
   std::vector<int64_t> ReceivedSplits() const {

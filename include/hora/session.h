@@ -242,6 +242,10 @@ class Session {
              driven_cycles = 0, name_records = 0, carried_batches = 0, idle_wakeups = 0,
              window_batches = 0, nccl_batches = 0, one_rank_batches = 0;
     std::map<std::string, uint64_t> gpu_route_batches;
+    // The Session's output pool (NewOutput's, and the outputs of allgather,
+    // reducescatter and alltoall), whatever the set: outputs given memory
+    // a freed output left, and outputs given fresh memory (pooled sizes).
+    uint64_t outputs_reused = 0, outputs_fresh = 0;
   };
   EngineCounters engine_counters(int process_set = 0) const;
 

@@ -16,8 +16,9 @@ float64 and bool (NumPy has no bfloat16).
 
 Costs: an input that is not a C-contiguous, writeable array is copied once
 (NumPy exports only writeable arrays through DLPack); outputs are never
-copied (allgather, alltoall and reducescatter return arrays over the memory
-Hora allocated).
+copied (allreduce, allgather, alltoall and reducescatter return arrays over
+the memory Hora allocated, which comes from a pool of memory already faulted
+in and goes back to it when the array is freed: HORA_OUTPUT_POOL_BYTES).
 """
 
 import pickle
@@ -113,18 +114,18 @@ def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale
     if len(wire_ops) > 1:
         raise InvalidArgumentError("%s: bool arrays can be grouped with other dtypes only for "
                                    "Min or Max" % what)
-    outs = [np.empty_like(a) for a in ins]
+    # output=True: each output is memory from Hora's pool, faulted in already when a freed
+    # output of about its size left it there (HORA_OUTPUT_POOL_BYTES).
     if len(ins) == 1:
-        hs = [_session().allreduce_async(name, _wire(ins[0]).__dlpack__(),
-                                         _wire(outs[0]).__dlpack__(), wire_ops.pop(),
+        hs = [_session().allreduce_async(name, _wire(ins[0]).__dlpack__(), True, wire_ops.pop(),
                                          float(prescale_factor), float(postscale_factor), sid)]
     else:
         hs = _session().grouped_allreduce_async(
-            name, [_wire(a).__dlpack__() for a in ins], [_wire(o).__dlpack__() for o in outs],
-            wire_ops.pop(), float(prescale_factor), float(postscale_factor), sid)
+            name, [_wire(a).__dlpack__() for a in ins], True, wire_ops.pop(),
+            float(prescale_factor), float(postscale_factor), sid)
     for h in hs:
         h.wait()
-    return outs
+    return [_output(h, a.dtype) for h, a in zip(hs, ins)]
 
 
 def allgather(array, name=None, process_set=global_process_set):

@@ -59,9 +59,9 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
           // (Device windows where Hora's own backend runs the set.)
           std::string_view(set.backend->name()) == "hora" ? set.data_comm.get() : nullptr,
           &impl.selector});
-  set.engine =
-      std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger, set.Label(),
-                               set.id == 0 ? std::vector<int>{} : set.ranks, std::move(device));
+  set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
+                                        set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks,
+                                        std::move(device), impl.output_pool);
   set.engine->SetTimeline(impl.timeline);
 }
 

@@ -245,6 +245,9 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   c.window_batches = route("window");
   c.nccl_batches = route("nccl");
   c.one_rank_batches = route("one_rank");
+  const OutputPool::Stats pool = impl_->output_pool->stats();
+  c.outputs_reused = pool.reused;
+  c.outputs_fresh = pool.fresh;
   return c;
 }
 

@@ -95,7 +95,7 @@ void* PlaceOutput(const Session::Impl& impl, const char* op, const TensorView& i
     if (st.ok()) return output->data();
     *misfit = st;
   }
-  *made = Tensor::Uninitialized(input.dtype(), shape);
+  *made = impl.output_pool->Take(input.dtype(), shape);
   return made->data();
 }
 

@@ -122,8 +122,8 @@ const std::vector<SettingRow>& Rows() {
        .zero_ok = true,
        .agree = true},
       {.spec = {"HORA_OUTPUT_POOL_BYTES", SettingType::kBytes, "256M",
-                "Freed out-of-place outputs (hvd.allreduce) kept for the next, already faulted "
-                "in: at most this much kept unused (0: none)"},
+                "Freed outputs (hvd.allreduce, allgather, alltoall, reducescatter) kept for the "
+                "next, already faulted in: at most this much kept unused (0: none)"},
        .as_bytes = &Config::output_pool_bytes,
        .zero_ok = true},
       {.spec =

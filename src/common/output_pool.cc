@@ -52,7 +52,9 @@ void OutputPool::GiveBack(void* p, size_t bytes) {
         to_free.push_back(largest->second);
         idle_.erase(largest);
       }
-      idle_.emplace(bytes, p);
+      // First among the blocks of its size: the next output of that size
+      // takes the one freed last, whose pages are likeliest in the caches.
+      idle_.emplace_hint(idle_.lower_bound(bytes), bytes, p);
       stats_.idle_bytes += bytes;
     }
     stats_.freed += to_free.size();

@@ -10,7 +10,8 @@
 // (bench/python/out_of_place.py). The pool keeps the memory of outputs
 // whose tensors were destroyed (a framework's tensor frees its DLPack
 // capsule, and the capsule the Tensor) and gives it to the next output of a
-// size it fits: its pages are faulted already.
+// size it fits: its pages are faulted already. Among blocks of one size,
+// the one given back last goes first.
 //
 // Bounded: the memory kept idle (not under a live tensor) is at most
 // `idle_limit` bytes (HORA_OUTPUT_POOL_BYTES); memory given back beyond it

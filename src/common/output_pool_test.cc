@@ -39,6 +39,25 @@ TEST(OutputPool, AFreedOutputsMemoryGoesToTheNextOutputItFits) {
   EXPECT_EQ(s.idle_bytes, 0u);
 }
 
+TEST(OutputPool, OfBlocksOfOneSizeTheOneFreedLastGoesFirst) {
+  auto pool = OutputPool::Create(64 * kMiB);
+  std::vector<void*> freed;
+  {
+    std::vector<Tensor> ts;
+    for (int k = 0; k < 3; ++k) ts.push_back(Take(*pool, 2 * kMiB));
+    for (const Tensor& t : ts) freed.push_back(t.data());
+    // Freed in the order 0, 1, 2.
+    while (!ts.empty()) ts.erase(ts.begin());
+  }
+  Tensor a = Take(*pool, 2 * kMiB);
+  Tensor b = Take(*pool, 2 * kMiB);
+  Tensor c = Take(*pool, 2 * kMiB);
+  EXPECT_EQ(a.data(), freed[2]);
+  EXPECT_EQ(b.data(), freed[1]);
+  EXPECT_EQ(c.data(), freed[0]);
+  EXPECT_EQ(pool->stats().reused, 3u);
+}
+
 TEST(OutputPool, ABlockServesOnlySizesItFitsClosely) {
   auto pool = OutputPool::Create(64 * kMiB);
   void* block = nullptr;

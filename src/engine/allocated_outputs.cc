@@ -54,12 +54,13 @@ ShapedPlan PlanShaped(const RequestMeta& m, std::span<const int64_t> rows, int r
 
 Status RunWithAllocatedOutput(CollectiveBackend& data, const RequestMeta& m,
                               std::span<const int64_t> rows, int rank, int size, const void* input,
-                              AllocatedOutput* out) {
+                              OutputPool* outputs, AllocatedOutput* out) {
   if (m.op != OpType::kAllgather && m.op != OpType::kReducescatter && m.op != OpType::kAlltoall) {
     return InternalError("not a shaped collective");
   }
   ShapedPlan plan = PlanShaped(m, rows, rank, size);
-  Tensor t = Tensor::Uninitialized(m.dtype, plan.shape);
+  Tensor t =
+      outputs ? outputs->Take(m.dtype, plan.shape) : Tensor::Uninitialized(m.dtype, plan.shape);
   switch (m.op) {
     case OpType::kAllgather:
       HORA_RETURN_IF_ERROR(data.Allgatherv(input, t.data(), plan.recv));

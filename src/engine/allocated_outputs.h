@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/output_pool.h"
 #include "engine/messages.h"
 #include "hora/tensor.h"
 
@@ -35,9 +36,11 @@ struct ShapedPlan {
 // rank being `rank` of `size`.
 ShapedPlan PlanShaped(const RequestMeta& m, std::span<const int64_t> rows, int rank, int size);
 
-// Runs `m` as planned on `data`, `input` this rank's.
+// Runs `m` as planned on `data`, `input` this rank's. The output's memory
+// comes from `outputs` (its memory faulted in already, when a freed output
+// of about its size left some there); null: fresh memory.
 Status RunWithAllocatedOutput(CollectiveBackend& data, const RequestMeta& m,
                               std::span<const int64_t> rows, int rank, int size, const void* input,
-                              AllocatedOutput* out);
+                              OutputPool* outputs, AllocatedOutput* out);
 
 }  // namespace hora

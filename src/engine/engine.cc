@@ -35,7 +35,7 @@ Status CheckNames(int rank, const RequestMeta& m) {
 
 Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& data,
                const Logger& logger, std::string label, std::vector<int> job_ranks,
-               std::unique_ptr<DeviceBatches> device)
+               std::unique_ptr<DeviceBatches> device, std::shared_ptr<OutputPool> outputs)
     : config_(config),
       control_(control),
       data_(data),
@@ -50,6 +50,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
       device_(std::move(device)),
+      outputs_(std::move(outputs)),
       negotiator_(config, control, logger, std::move(label), std::move(job_ranks),
                   [this](const std::string& name) -> Ticket* { return FindTaken(name); }) {
   gate_ = std::make_shared<DriveGate>(this);

@@ -29,6 +29,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
+#include "common/output_pool.h"
 #include "engine/device_batches.h"
 #include "engine/drive_gate.h"
 #include "engine/engine_stats.h"
@@ -47,10 +48,13 @@ class Engine final : public Driver {
   // `label` ("process set 2 (ranks 0, 2)") starts every error it reports;
   // `job_ranks` (a process set's: the job's rank of each of its ranks)
   // names the ranks of its stall reports. Batches of GPU tensors run on
-  // `device` (device_batches.h; null: none come).
+  // `device` (device_batches.h; null: none come). The outputs the engine
+  // allocates (allgather, reducescatter, alltoall) come from `outputs`
+  // (output_pool.h; null: fresh memory each).
   Engine(const Config& config, ControlPlane& control, CollectiveBackend& data, const Logger& logger,
          std::string label = "", std::vector<int> job_ranks = {},
-         std::unique_ptr<DeviceBatches> device = nullptr);
+         std::unique_ptr<DeviceBatches> device = nullptr,
+         std::shared_ptr<OutputPool> outputs = nullptr);
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -213,6 +217,7 @@ class Engine final : public Driver {
   // Released are called under mu_ or cycle_mu_, Cancel by the destructor,
   // the rest under cycle_mu_.
   const std::unique_ptr<DeviceBatches> device_;
+  const std::shared_ptr<OutputPool> outputs_;  // (null: fresh memory)
   // This cycle's copy of timeline_.
   std::shared_ptr<Timeline> cycle_timeline_ HORA_GUARDED_BY(cycle_mu_);
   Negotiator negotiator_ HORA_GUARDED_BY(cycle_mu_);  // (after the members its lookup uses)

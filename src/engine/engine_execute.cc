@@ -91,8 +91,9 @@ void Engine::Execute(const CycleOutcome& outcome) {
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) {
   const RequestMeta& m = batch.front()->meta;
   const TimePoint start = Clock::now();
-  Status st = DeviceBatches::Takes(batch) ? RunOnDevice(batch, joined_any)
-                                          : RunPlannedBatch(data_, batch, rank_, size_, &fusion_);
+  Status st = DeviceBatches::Takes(batch)
+                  ? RunOnDevice(batch, joined_any)
+                  : RunPlannedBatch(data_, batch, rank_, size_, &fusion_, outputs_.get());
   if (!st.ok()) {
     st = st.WithContext(std::string(OpTypeName(m.op)) + " '" + m.name + "'");
   } else if (batch.size() > 1) {

@@ -25,7 +25,7 @@ Status RunAllreduce(CollectiveBackend& data, const std::vector<TensorRecord*>& b
 }  // namespace
 
 Status RunPlannedBatch(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
-                       int size, std::vector<std::byte>* fusion) {
+                       int size, std::vector<std::byte>* fusion, OutputPool* outputs) {
   const RequestMeta& m = batch.front()->meta;
   switch (m.op) {
     case OpType::kAllreduce:
@@ -41,7 +41,7 @@ Status RunPlannedBatch(CollectiveBackend& data, const std::vector<TensorRecord*>
     case OpType::kAlltoall: {
       TensorRecord& p = *batch.front();
       AllocatedOutput out;
-      const Status st = RunWithAllocatedOutput(data, m, p.rows, rank, size, p.input, &out);
+      const Status st = RunWithAllocatedOutput(data, m, p.rows, rank, size, p.input, outputs, &out);
       p.result = std::move(out.tensor);
       p.received_splits = std::move(out.received_splits);
       return st;

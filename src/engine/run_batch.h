@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "common/output_pool.h"
 #include "engine/tensor_records.h"
 
 namespace hora {
@@ -16,8 +17,9 @@ namespace hora {
 // allreduces come several to a batch) on `data`, this rank being `rank` of
 // `size`: a fused allreduce goes through `fusion`, the fusion buffer, unless
 // the backend reads the tensors where they are. A collective whose output
-// Hora allocates leaves it, and alltoall's received splits, in the record.
+// Hora allocates leaves it, and alltoall's received splits, in the record;
+// its memory comes from `outputs` (null: fresh memory).
 Status RunPlannedBatch(CollectiveBackend& data, const std::vector<TensorRecord*>& batch, int rank,
-                       int size, std::vector<std::byte>* fusion);
+                       int size, std::vector<std::byte>* fusion, OutputPool* outputs = nullptr);
 
 }  // namespace hora

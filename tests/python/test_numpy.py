@@ -6,6 +6,7 @@ import torch
 
 import hora.numpy as hnp
 import hora.torch as hvd
+from hora.common.basics import engine_counters
 from helpers import all_values, reduce_reference, rows_of, value
 
 NP_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64]
@@ -84,6 +85,49 @@ def test_numpy_outputs_share_the_cores_memory_and_are_writeable():
     assert gb.dtype == np.bool_ and gb.tolist() == [q % 2 == 0 for q in range(n)]
     empty = hnp.allgather(np.zeros((0, 4), dtype=np.float32))
     assert empty.shape == (0, 4) and empty.dtype == np.float32
+
+
+def _pool():
+    c = engine_counters()
+    return c["outputs_reused"], c["outputs_fresh"]
+
+
+def test_numpy_outputs_take_the_memory_of_freed_ones_from_the_pool():
+    # 1 MiB outputs come from Hora's pool (HORA_OUTPUT_POOL_BYTES): once an
+    # output array is freed, the next output of its size takes its memory,
+    # already faulted in; one still alive keeps its own. allreduce (so
+    # hora.tensorflow's and hora.jax's, which are these) and allgather.
+    r, n = hnp.rank(), hnp.size()
+    x = np.full(1 << 18, r + 1, dtype=np.float32)
+    want = np.full_like(x, n * (n + 1) // 2)
+    y = hnp.allreduce(x, op=hnp.Sum, name="npool.0")
+    np.testing.assert_array_equal(y, want)
+    first = y.__array_interface__["data"][0]
+    del y
+    reused, fresh = _pool()
+    z = hnp.allreduce(x, op=hnp.Sum, name="npool.1")
+    assert _pool() == (reused + 1, fresh)
+    assert z.__array_interface__["data"][0] == first
+    np.testing.assert_array_equal(z, want)
+    w = hnp.allreduce(x, op=hnp.Sum, name="npool.2")  # z alive: fresh memory
+    assert _pool() == (reused + 1, fresh + 1)
+    z += 1
+    np.testing.assert_array_equal(w, want)
+    np.testing.assert_array_equal(x, np.full_like(x, r + 1))  # input untouched
+    del z, w
+    g = hnp.grouped_allreduce([x, 2 * x], op=hnp.Max, name="npool.g")
+    assert _pool() == (reused + 3, fresh + 1)  # both from freed outputs
+    np.testing.assert_array_equal(g[0], np.full_like(x, n))
+    np.testing.assert_array_equal(g[1], np.full_like(x, 2 * n))
+    del g
+    # 768 KiB a rank: an output no freed 1 MiB block fits at any np.
+    rows = np.arange(3 << 16, dtype=np.float64).reshape(-1, 2) + r
+    ag = hnp.allgather(rows, name="npool.ag")
+    np.testing.assert_array_equal(ag, np.concatenate([rows - r + q for q in range(n)]))
+    del ag
+    again = hnp.allgather(rows, name="npool.ag2")
+    assert _pool() == (reused + 4, fresh + 2)
+    np.testing.assert_array_equal(again, np.concatenate([rows - r + q for q in range(n)]))
 
 
 def test_numpy_bool_reducescatter_is_a_clear_error():
