@@ -11,9 +11,10 @@ in a training loop), alternating, and the ratio of the p50s.
 ``--api numpy``: the out-of-place call is ``hora.numpy.allreduce`` (which
 ``hora.tensorflow`` and ``hora.jax`` call) on a NumPy array; the in-place
 one is still ``hvd.allreduce_`` on a torch tensor over the same memory.
-``--op allgather``: ``allgather`` of x (the output is np times x), with no
-in-place call to compare against; run it with and without
-``HORA_OUTPUT_POOL_BYTES=0`` to see the pool's share.
+``--op broadcast``: ``broadcast_`` (in place) against ``broadcast`` (out of
+place) from rank 0, in torch or NumPy. ``--op allgather``: ``allgather`` of
+x (the output is np times x), with no in-place call to compare against; run
+it with and without ``HORA_OUTPUT_POOL_BYTES=0`` to see the pool's share.
 """
 
 import argparse
@@ -37,13 +38,13 @@ def main():
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--api", choices=("torch", "numpy"), default="torch")
-    p.add_argument("--op", choices=("allreduce", "allgather"), default="allreduce")
+    p.add_argument("--op", choices=("allreduce", "broadcast", "allgather"), default="allreduce")
     args = p.parse_args()
     torch.set_num_threads(1)
     hvd.init()
     if hvd.rank() == 0:
         print("np %d, float32 %s, %s, %d iters after %d warm-up, p50 / avg in us; torch %s"
-              % (hvd.size(), "sum" if args.op == "allreduce" else "allgather", args.api,
+              % (hvd.size(), {"allreduce": "sum"}.get(args.op, args.op), args.api,
                  args.iters, args.warmup, torch.__version__))
     for size in (parse_size(s) for s in args.sizes.split(",")):
         x = torch.ones(max(1, size // 4))
@@ -51,7 +52,14 @@ def main():
         kept = [None]
 
         def in_place():
-            hvd.allreduce_(x, op=hvd.Sum, name="ip")
+            if args.op == "broadcast":
+                hvd.broadcast_(x, 0, name="ip")
+            else:
+                hvd.allreduce_(x, op=hvd.Sum, name="ip")
+
+        def broadcast():
+            kept[0] = (hnp.broadcast(xn, 0, name="oop") if args.api == "numpy"
+                       else hvd.broadcast(x, 0, name="oop"))
 
         def out_of_place():
             kept[0] = hvd.allreduce(x, op=hvd.Sum, name="oop")
@@ -74,7 +82,8 @@ def main():
             got = {}
             for label, fn in (("allreduce_ (in place)", in_place),
                               ("allreduce (out of place)",
-                               numpy_out_of_place if args.api == "numpy" else out_of_place)):
+                               broadcast if args.op == "broadcast" else
+                              numpy_out_of_place if args.api == "numpy" else out_of_place)):
                 avg, p50 = timed(fn, args.iters, args.warmup)
                 got[label] = (p50, avg)
             kept[0] = None

@@ -183,6 +183,21 @@ std::vector<HandlePtr> GroupedAllreduceAsync(PySession& ps, const std::string& g
   return WrapAll(ps, ps.Get().GroupedAllreduceAsync(group, in, out, red, set), group, keep, made);
 }
 
+// A new host tensor of `like`'s dtype and shape from the Session's pool
+// (Session::NewOutput): a DLPack capsule, or with `buffer` a writeable
+// buffer (for NumPy). For the out-of-place collectives whose output the
+// frontend fills first (broadcast).
+py::object NewOutputLike(PySession& ps, const py::object& like, bool buffer) {
+  Imported i = Import(ps, like, "new output: the tensor to take the dtype and shape of");
+  if (i.view.device().type != DeviceType::kCPU) {
+    ThrowInvalid("new output: Hora's pool holds host memory; the tensor is on " +
+                 DeviceName(i.view.device()));
+  }
+  auto made = std::make_shared<Tensor>(ps.Get().NewOutput(i.view.dtype(), i.view.shape()));
+  if (buffer) return py::cast(OutputBuffer{Handle(), made});
+  return ExportView(made->view(), made);
+}
+
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {
   Session& s = ps.Get();
   Imported i = Import(ps, in, What("allgather", name, "input"));
@@ -352,6 +367,10 @@ PYBIND11_MODULE(_core, m) {
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)
       .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"), set)
       .def("broadcast_async", &BroadcastAsync, a("name"), a("tensor"), a("root"), set)
+      .def("new_output", &NewOutputLike, a("like"), py::arg("buffer") = false,
+           "A new host tensor of like's dtype and shape from Hora's pool of output memory "
+           "(HORA_OUTPUT_POOL_BYTES): a DLPack capsule, or with buffer=True a writeable "
+           "buffer; its memory goes back to the pool when it is freed.")
       .def("alltoall_async", &AlltoallAsync, a("name"), a("input"), py::arg("splits") = py::none(),
            set)
       .def("reducescatter_async", &ReducescatterAsync, a("name"), a("input"), py::arg("op") = 1,

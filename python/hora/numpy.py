@@ -35,6 +35,10 @@ _SUPPORTED = tuple(np.dtype(d) for d in (
     np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_))
 
 
+# Outputs of this size or more come from Hora's pool (OutputPool::kMinPooledBytes).
+_POOLED_BYTES = 64 << 10
+
+
 def _session():
     return basics.session("hora.numpy.init()")
 
@@ -67,7 +71,11 @@ def _output(handle, dtype):
     """The output the core allocated, without a copy: a writeable array over
     its memory (NumPy's from_dlpack would give a read-only one); the array's
     base keeps the memory alive."""
-    buf = handle.output_buffer()
+    return _over(handle.output_buffer(), dtype)
+
+
+def _over(buf, dtype):
+    """A writeable array of ``dtype`` over ``buf``, a core's OutputBuffer."""
     wire = np.uint8 if dtype == np.bool_ else dtype
     if buf.nbytes == 0:
         out = np.empty(buf.shape, dtype=wire)
@@ -170,7 +178,14 @@ def broadcast(array, root_rank, name=None, process_set=global_process_set):
     root = _root(root_rank, _what("broadcast", name), process_set)
     src = np.asarray(array)
     out = _prepare(src, "broadcast", name)
-    if out is src:  # (not copied by _prepare: copy, the input is not modified)
+    if out.nbytes >= _POOLED_BYTES:
+        # A large output from Hora's pool (memory already faulted in, when a freed output
+        # of about its size left it there); only the root's needs its data.
+        pooled = _over(_session().new_output(_wire(out).__dlpack__(), True), out.dtype)
+        if rank() == root:
+            pooled[...] = out
+        out = pooled
+    elif out is src:  # (not copied by _prepare: copy, the input is not modified)
         out = out.copy()
     h = _session().broadcast_async(name, _wire(out).__dlpack__(), root, sid)
     h.wait()

@@ -67,7 +67,8 @@ def test_grouped_allgather():
 def test_broadcast(dtype):
     r = hvd.rank()
     for root in range(hvd.size()):
-        for i, shape in enumerate([(), (0,), (1,), (5,), (3, 4), (2, 3, 5)]):
+        # (260, 260): 66 KB or more in every dtype, an output from Hora's pool.
+        for i, shape in enumerate([(), (0,), (1,), (5,), (3, 4), (2, 3, 5), (260, 260)]):
             lo = 0 if dtype in (torch.bool, torch.uint8) else -3
             mine = value(r, shape, dtype, i, lo=lo, hi=min(3, 1 if dtype == torch.bool else 3))
             want = value(root, shape, dtype, i, lo=lo,
@@ -82,6 +83,37 @@ def test_broadcast(dtype):
             assert hvd.synchronize(hvd.broadcast_async_(y, root)) is y
             assert_equal(y, want)
             assert_equal(hvd.synchronize(hvd.broadcast_async(mine, root)), want)
+
+
+def test_broadcast_outputs_take_the_memory_of_freed_ones_from_the_pool():
+    from hora.common.basics import engine_counters
+
+    def pool():
+        c = engine_counters()
+        return c["outputs_reused"], c["outputs_fresh"]
+
+    r, n = hvd.rank(), hvd.size()
+    root = n - 1
+    mine = torch.arange(1 << 17, dtype=torch.float64) + r  # 1 MiB
+    want = torch.arange(1 << 17, dtype=torch.float64) + root
+    y = hvd.broadcast(mine, root, name="bpool.0")
+    assert_equal(y, want)
+    first = y.data_ptr()
+    del y
+    reused, fresh = pool()
+    z = hvd.broadcast(mine, root, name="bpool.1")
+    assert pool() == (reused + 1, fresh) and z.data_ptr() == first
+    assert_equal(z, want)
+    w = hvd.broadcast(mine, root, name="bpool.2")  # z alive: other memory
+    assert sum(pool()) == reused + fresh + 2 and w.data_ptr() != first
+    z += 1  # an ordinary, writeable tensor
+    assert_equal(w, want)
+    assert torch.equal(mine, torch.arange(1 << 17, dtype=torch.float64) + r)
+    # A non-contiguous input: the output is contiguous, of the input's shape.
+    t = (torch.arange(1 << 17, dtype=torch.float32).reshape(256, 512) + r).t()
+    got = hvd.broadcast(t, 0, name="bpool.t")
+    assert got.shape == t.shape and got.is_contiguous()
+    assert_equal(got, torch.arange(1 << 17, dtype=torch.float32).reshape(256, 512).t())
 
 
 def test_broadcast_bad_root():

@@ -96,27 +96,29 @@ def test_numpy_outputs_take_the_memory_of_freed_ones_from_the_pool():
     # 1 MiB outputs come from Hora's pool (HORA_OUTPUT_POOL_BYTES): once an
     # output array is freed, the next output of its size takes its memory,
     # already faulted in; one still alive keeps its own. allreduce (so
-    # hora.tensorflow's and hora.jax's, which are these) and allgather.
+    # hora.tensorflow's and hora.jax's, which are these), allgather and
+    # broadcast. (Earlier tests may have left idle blocks in the pool: an
+    # output with no freed block of its own may take one of those.)
     r, n = hnp.rank(), hnp.size()
     x = np.full(1 << 18, r + 1, dtype=np.float32)
     want = np.full_like(x, n * (n + 1) // 2)
     y = hnp.allreduce(x, op=hnp.Sum, name="npool.0")
     np.testing.assert_array_equal(y, want)
-    first = y.__array_interface__["data"][0]
+    first = _addr(y)
     del y
     reused, fresh = _pool()
     z = hnp.allreduce(x, op=hnp.Sum, name="npool.1")
-    assert _pool() == (reused + 1, fresh)
-    assert z.__array_interface__["data"][0] == first
+    assert _pool() == (reused + 1, fresh) and _addr(z) == first
     np.testing.assert_array_equal(z, want)
-    w = hnp.allreduce(x, op=hnp.Sum, name="npool.2")  # z alive: fresh memory
-    assert _pool() == (reused + 1, fresh + 1)
+    w = hnp.allreduce(x, op=hnp.Sum, name="npool.2")  # z alive: other memory
+    assert sum(_pool()) == reused + fresh + 2 and _addr(w) != first
     z += 1
     np.testing.assert_array_equal(w, want)
     np.testing.assert_array_equal(x, np.full_like(x, r + 1))  # input untouched
     del z, w
+    reused, fresh = _pool()
     g = hnp.grouped_allreduce([x, 2 * x], op=hnp.Max, name="npool.g")
-    assert _pool() == (reused + 3, fresh + 1)  # both from freed outputs
+    assert _pool() == (reused + 2, fresh)  # both from the freed z and w
     np.testing.assert_array_equal(g[0], np.full_like(x, n))
     np.testing.assert_array_equal(g[1], np.full_like(x, 2 * n))
     del g
@@ -124,10 +126,27 @@ def test_numpy_outputs_take_the_memory_of_freed_ones_from_the_pool():
     rows = np.arange(3 << 16, dtype=np.float64).reshape(-1, 2) + r
     ag = hnp.allgather(rows, name="npool.ag")
     np.testing.assert_array_equal(ag, np.concatenate([rows - r + q for q in range(n)]))
+    first = _addr(ag)
     del ag
+    reused, fresh = _pool()
     again = hnp.allgather(rows, name="npool.ag2")
-    assert _pool() == (reused + 4, fresh + 2)
+    assert _pool() == (reused + 1, fresh) and _addr(again) == first
     np.testing.assert_array_equal(again, np.concatenate([rows - r + q for q in range(n)]))
+    # broadcast: root's data, in an output from the pool (g's freed 1 MiB).
+    root = n - 1
+    b = hnp.broadcast(x, root, name="npool.b")
+    assert _pool() == (reused + 2, fresh)
+    np.testing.assert_array_equal(b, np.full_like(x, root + 1))
+    b += 1  # writeable
+    np.testing.assert_array_equal(x, np.full_like(x, r + 1))  # input untouched
+    flags = np.arange(1 << 17) % 3 == r % 3  # bool, 128 KiB: pooled too
+    fb = hnp.broadcast(flags, 0, name="npool.bb")
+    assert fb.dtype == np.bool_
+    np.testing.assert_array_equal(fb, np.arange(1 << 17) % 3 == 0)
+
+
+def _addr(a):
+    return a.__array_interface__["data"][0]
 
 
 def test_numpy_bool_reducescatter_is_a_clear_error():

@@ -68,6 +68,10 @@ def _check_root(root_rank, what, process_set):
     return root
 
 
+# Outputs of this size or more come from Hora's pool (OutputPool::kMinPooledBytes).
+_POOLED_BYTES = 64 << 10
+
+
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts broadcasting root's ``tensor`` into ``tensor`` on every rank (in place);
     ``synchronize(handle)`` returns ``tensor``."""
@@ -83,8 +87,17 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     """Starts a broadcast into a new tensor (``tensor`` is not modified)."""
     process_set_id(process_set)
     name = tu.check_name(name)
-    tu.check_tensor(tensor, "broadcast", name)  # the clone below is contiguous anyway
-    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    src = tu.check_tensor(tensor, "broadcast", name)  # (contiguous)
+    if src.device.type == "cpu" and src.numel() * src.element_size() >= _POOLED_BYTES:
+        # A large host output from Hora's pool (memory already faulted in, when a freed
+        # output of about its size left it there); only the root's needs its data.
+        root = _check_root(root_rank, tu.describe("broadcast", name), process_set)
+        output = tu.from_capsule(basics.session().new_output(tu.capsule(src.detach())),
+                                 tensor.dtype)
+        if basics.rank() == root:
+            output.copy_(tensor.detach())
+    else:
+        output = tensor.detach().clone(memory_format=torch.contiguous_format)
     return broadcast_async_(output, root_rank, name, process_set)
 
 
