@@ -24,9 +24,7 @@ constexpr int64_t kRows = 8192;  // rows of 3 floats: 96 KiB, a pooled size
 constexpr int64_t kCols = 3;
 
 // Element k of rank r's input at call c.
-float Value(int r, int64_t k, int c) {
-  return static_cast<float>(r * 7 + (k % 1000) + c * 3);
-}
+float Value(int r, int64_t k, int c) { return static_cast<float>(r * 7 + (k % 1000) + c * 3); }
 
 struct Case {
   const char* name;
@@ -45,7 +43,9 @@ std::vector<Case> Cases() {
        [](Session& s, const std::string& name, const TensorView& v) {
          return s.AllgatherAsync(name, v);
        },
-       [part](int, int, int64_t k, int c) { return Value(static_cast<int>(k / part), k % part, c); }},
+       [part](int, int, int64_t k, int c) {
+         return Value(static_cast<int>(k / part), k % part, c);
+       }},
       {"reducescatter", true, false,
        [](Session& s, const std::string& name, const TensorView& v) {
          return s.ReducescatterAsync(name, v, {ReduceOp::kSum});
