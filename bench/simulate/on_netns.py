@@ -1,7 +1,8 @@
-"""Runs one command under horarun on namespaced hosts (one rank per host).
+"""Runs one command under horarun on namespaced hosts (one rank per host, or
+--per-host ranks on each).
 
-    /usr/bin/python3 bench/simulate/on_netns.py --hosts 2 [--rate 30mbit] [--burst 4kb] \\
-        -- COMMAND...
+    /usr/bin/python3 bench/simulate/on_netns.py --hosts 2 [--per-host 2] [--rate 30mbit] \\
+        [--burst 4kb] -- COMMAND...
 
 The testbed of calibrate.py and validate.py (netns.NamespacedHosts: a bridge,
 one network namespace per host, each link shaped by tc tbf to --rate), for a
@@ -46,6 +47,7 @@ def run_until_stopped(argv, grace_s=10):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--hosts", type=int, required=True)
+    ap.add_argument("--per-host", type=int, default=1, help="ranks on each host")
     ap.add_argument("--rate", default="30mbit", help="tbf rate of each host's link ('' unshaped)")
     ap.add_argument("--burst", default=netns.NamespacedHosts.BURST, help="tbf bucket size")
     ap.add_argument("--timeout", type=int, default=60, help="horarun --timeout (seconds)")
@@ -54,12 +56,12 @@ def main():
     cmd = a.command[1:] if a.command[:1] == ["--"] else a.command
     if not cmd:
         ap.error("no command given (after --)")
-    if a.hosts < 1:
-        ap.error("--hosts must be at least 1")
+    if a.hosts < 1 or a.per_host < 1:
+        ap.error("--hosts and --per-host must be at least 1")
     netns.install_signal_exit()
     try:
         with netns.NamespacedHosts(a.hosts, rate=a.rate or None, burst=a.burst) as hosts:
-            argv = hora_runs.horarun(a.hosts, cmd, hosts=hosts, wait_s=a.timeout)
+            argv = hora_runs.horarun(a.hosts * a.per_host, cmd, hosts=hosts, wait_s=a.timeout)
             rc = run_until_stopped(argv)
     except netns.NetnsError as e:
         sys.exit("on_netns.py: %s" % e)

@@ -31,10 +31,11 @@ std::string RankListText(std::span<const int> ranks);
 struct ProcessSetState {
   // The most sets (the global one included) that can exist at once: each
   // takes two of Comm's tag contexts, and context 0 is the Session's own.
-  // (The last context is the host tiers', backends/host_tiers.h.)
-  static constexpr int kMaxSlots = static_cast<int>((Comm::kMaxContexts - 1) / 2);
-  static_assert(2 * kMaxSlots < kHostTierContext,
-                "a process set would take the host tiers' context");
+  // (The last two contexts are the host tiers', backends/host_tiers.h.)
+  static constexpr int kMaxSlots = static_cast<int>((Comm::kMaxContexts - 3) / 2);
+  static_assert(2 * kMaxSlots < kHostAllreduceTierContext &&
+                    kHostAllreduceTierContext < kHostTierContext,
+                "a process set would take a host tiers' context");
 
   // `ranks`: the session's ranks in the set (sorted). A member gets its
   // comms and backend; a non-member only records the set. `logger` (which

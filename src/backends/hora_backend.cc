@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/host_tiers.h"
 #include "collectives/bitwise_and.h"
 #include "collectives/shared_common.h"
 
@@ -13,12 +14,16 @@ namespace {
 
 class HoraBackend final : public CollectiveBackend {
  public:
-  HoraBackend(Comm& comm, Selector selector) : comm_(comm), selector_(std::move(selector)) {}
+  HoraBackend(Comm& comm, Selector selector, bool hierarchical)
+      : comm_(comm), selector_(std::move(selector)), hierarchical_(hierarchical) {}
 
   const char* name() const override { return "hora"; }
 
   Status Allreduce(const AllreduceArgs& args) override {
     if (args.reduction.op == ReduceOp::kAdasum) return AllreduceAdasum(comm_, args);
+    HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
+    if (tiers != nullptr)
+      return AllreduceHierarchical(*tiers->host, *tiers->across, selector_, args);
     return Choose(args.count * DataTypeSize(args.dtype)).run(comm_, args);
   }
 
@@ -26,7 +31,8 @@ class HoraBackend final : public CollectiveBackend {
                         const Reduction& reduction, std::vector<std::byte>& fusion) override {
     size_t count = 0;
     for (const AllreducePart& p : parts) count += p.count;
-    if (reduction.op != ReduceOp::kAdasum) {
+    HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
+    if (reduction.op != ReduceOp::kAdasum && tiers == nullptr) {
       const AllreduceAlgorithm& a = Choose(count * DataTypeSize(dtype));
       if (a.run_parts != nullptr) return a.run_parts(comm_, parts, dtype, reduction);
     }
@@ -68,6 +74,20 @@ class HoraBackend final : public CollectiveBackend {
   }
 
  private:
+  // The host tiers hierarchical allreduce runs on: null where it is off or
+  // the job has none. Found at the first allreduce (a collective on comm_:
+  // every rank's first allreduce is the same call).
+  Result<const HostTiers*> Tiers() {
+    if (!hierarchical_) return static_cast<const HostTiers*>(nullptr);
+    if (!tiers_tried_) {
+      tiers_tried_ = true;
+      std::string why_not;
+      HORA_ASSIGN_OR_RETURN(tier_comms_, HostTierComms::Find(comm_, &selector_, &why_not,
+                                                             kHostAllreduceTierContext, false));
+    }
+    return tier_comms_ ? &tier_comms_->tiers() : nullptr;
+  }
+
   const AllreduceAlgorithm& Choose(size_t bytes) {
     const bool shared = SharedUsable(comm_);
     if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
@@ -81,6 +101,9 @@ class HoraBackend final : public CollectiveBackend {
 
   Comm& comm_;
   const Selector selector_;
+  const bool hierarchical_;
+  bool tiers_tried_ = false;
+  std::unique_ptr<HostTierComms> tier_comms_;
   size_t last_allreduce_bytes_ = SIZE_MAX;
   const AllreduceAlgorithm* last_allreduce_ = nullptr;
   bool last_shared_ = false;
@@ -88,8 +111,9 @@ class HoraBackend final : public CollectiveBackend {
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector) {
-  return std::make_unique<HoraBackend>(comm, std::move(selector));
+std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector,
+                                                     bool hierarchical) {
+  return std::make_unique<HoraBackend>(comm, std::move(selector), hierarchical);
 }
 
 }  // namespace hora

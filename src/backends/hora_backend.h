@@ -12,7 +12,11 @@
 
 namespace hora {
 
-// `comm` must outlive the backend.
-std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector);
+// `comm` must outlive the backend. With `hierarchical`
+// (HORA_HIERARCHICAL_ALLREDUCE), allreduces run AllreduceHierarchical over
+// the job's host tiers (host_tiers.h), found at the first allreduce, where
+// it has them; elsewhere, and for Adasum, as without.
+std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector,
+                                                     bool hierarchical = false);
 
 }  // namespace hora

@@ -23,7 +23,8 @@ struct HostWord {
 }  // namespace
 
 Result<std::unique_ptr<HostTierComms>> HostTierComms::Find(Comm& comm, const Selector* selector,
-                                                           std::string* why_not) {
+                                                           std::string* why_not, uint32_t context,
+                                                           bool with_window) {
   const int n = comm.size();
   std::vector<int> local;
   Transport* host = comm.transport().ThisHost(&local);
@@ -66,12 +67,12 @@ Result<std::unique_ptr<HostTierComms>> HostTierComms::Find(Comm& comm, const Sel
   // and steps on the shared-memory transport's window.
   std::unique_ptr<HostTierComms> t(new HostTierComms);
   t->host_view_ = std::make_unique<SubsetTransport>(comm.transport(), local);
-  t->host_ = std::make_unique<Comm>(*t->host_view_, comm.waits(), comm.segment_bytes(),
-                                    kHostTierContext, host->Window(kHostTierWindow));
+  t->host_ = std::make_unique<Comm>(*t->host_view_, comm.waits(), comm.segment_bytes(), context,
+                                    with_window ? host->Window(kHostTierWindow) : nullptr);
   t->host_->SetRankNumbers(local);
   t->across_view_ = std::make_unique<SubsetTransport>(comm.transport(), across);
-  t->across_ = std::make_unique<Comm>(*t->across_view_, comm.waits(), comm.segment_bytes(),
-                                      kHostTierContext);
+  t->across_ =
+      std::make_unique<Comm>(*t->across_view_, comm.waits(), comm.segment_bytes(), context);
   t->across_->SetRankNumbers(across);
   t->tiers_ = HostTiers{t->host_.get(), t->across_.get(), selector, n};
   return t;

@@ -34,6 +34,10 @@ namespace hora {
 // The tag context of the tiers' Comms: the last, after every process
 // set's two (api/process_set_state.h checks that they stay below it).
 inline constexpr uint32_t kHostTierContext = Comm::kMaxContexts - 1;
+// The context of the host backend's own tiers (hierarchical allreduce of
+// host tensors, HORA_HIERARCHICAL_ALLREDUCE), the one before: a second set
+// of Comms over the same ranks must not share the GPU tiers' tags.
+inline constexpr uint32_t kHostAllreduceTierContext = Comm::kMaxContexts - 2;
 // The shared-memory transport's window the host's Comm steps on: that of
 // the job's data context (process set 0's, 1).
 inline constexpr uint32_t kHostTierWindow = 1;
@@ -51,8 +55,12 @@ class HostTierComms {
   // transport's). Null when the job has no such tiers; `why_not` then says
   // why where that is worth a warning (hosts with different numbers of
   // ranks, a rank alone on its host).
+  // Their Comms use tag context `context`; the host's steps on the shared
+  // window (kHostTierWindow) only where `with_window`.
   static Result<std::unique_ptr<HostTierComms>> Find(Comm& comm, const Selector* selector,
-                                                     std::string* why_not);
+                                                     std::string* why_not,
+                                                     uint32_t context = kHostTierContext,
+                                                     bool with_window = true);
 
   const HostTiers& tiers() const { return tiers_; }
 

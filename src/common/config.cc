@@ -71,6 +71,12 @@ const std::vector<SettingRow>& Rows() {
                 "halving_doubling), or size ranges such as rd:0-64K,ring:64K-"},
        .as_string = &Config::allreduce_algo,
        .agree = true},
+      {.spec = {"HORA_HIERARCHICAL_ALLREDUCE", SettingType::kCount, "0",
+                "1: host tensors' allreduce in a job spanning hosts (as many ranks on each) "
+                "reduces within each host, across hosts, then gathers within it; 0: flat"},
+       .as_bytes = &Config::hierarchical_allreduce,
+       .zero_ok = true,
+       .agree = true},
       {.spec =
            {"HORA_BROADCAST_ALGO", SettingType::kString, "",
             "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},

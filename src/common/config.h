@@ -34,6 +34,7 @@ struct Config {
   // Algorithm overrides: "" (cost model decides), a name, or ranges of message
   // sizes to names ("rd:0-64K,ring:64K-"). Parsed and validated by the selector.
   std::string allreduce_algo;
+  uint64_t hierarchical_allreduce;  // nonzero: HostTiers' allreduce where a job spans hosts
   std::string broadcast_algo;
   // Ring and chain algorithms cut each block into segments of this size so
   // that transfer and reduction overlap.

@@ -94,7 +94,9 @@ check autotune 2 "--autotune: Hora has no autotuner yet" "$horarun" -np 2 --auto
 check autotune-log 2 "--autotune-log-file: Hora has no autotuner yet" "$horarun" -np 2 --autotune-log-file f true
 check mark-cycles 2 "--timeline-mark-cycles: Hora's timeline does not mark engine cycles yet" \
   "$horarun" -np 2 --timeline-filename t.json --timeline-mark-cycles true
-check hierarchical 2 "--hierarchical-allreduce: Hora has no hierarchical" "$horarun" -np 2 --hierarchical-allreduce true
+check hierarchical 0 "[0]: 1" "$horarun" -np 1 --hierarchical-allreduce sh -c 'echo $HORA_HIERARCHICAL_ALLREDUCE'
+check hierarchical-allgather 2 "--hierarchical-allgather: Hora has no hierarchical allgather" \
+  "$horarun" -np 2 --hierarchical-allgather true
 check negative-fusion 2 "--fusion-threshold-mb '-1' is not a whole number of MiB, 0 or more" \
   "$horarun" -np 2 --fusion-threshold-mb -1 true
 check negative-stall 2 "--stall-check-shutdown-time-seconds '-2' is not a number, 0 or more" \

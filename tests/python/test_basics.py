@@ -107,13 +107,14 @@ def test_horovod_settings_are_honoured_and_named():
         hvd.init()
         conf = basics.session().describe_config()
         for want in ("HORA_CYCLE_TIME_MS=7 ", "HORA_FUSION_THRESHOLD_BYTES=1048576 ",
-                     "HORA_STALL_WARNING_S=0 ", "HORA_CACHE_CAPACITY=16 "):
+                     "HORA_STALL_WARNING_S=0 ", "HORA_CACHE_CAPACITY=16 ",
+                     "HORA_HIERARCHICAL_ALLREDUCE=1 "):
             assert want in conf, want
         print("OK")
     """, {"HOROVOD_CYCLE_TIME": "7", "HOROVOD_FUSION_THRESHOLD": "1048576",
           "HOROVOD_STALL_CHECK_DISABLE": "1", "HOROVOD_CACHE_CAPACITY": "64",
           "HORA_CACHE_CAPACITY": "16", "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
-          "HORA_LOG_LEVEL": "info"})
+          "HOROVOD_HIERARCHICAL_ALLGATHER": "1", "HORA_LOG_LEVEL": "info"})
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
     # What was taken: one info line; what was not: a warning each.
     assert ("INFO: Horovod's settings: HOROVOD_CACHE_CAPACITY=64 is ignored"
@@ -122,7 +123,9 @@ def test_horovod_settings_are_honoured_and_named():
     assert "HOROVOD_CYCLE_TIME=7 is taken as HORA_CYCLE_TIME_MS=7" in res.stderr, res.stderr
     assert ("WARNING: HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"
             in res.stderr)
-    assert "HOROVOD_HIERARCHICAL_ALLREDUCE is ignored: Hora has no equivalent" in res.stderr
+    assert ("HOROVOD_HIERARCHICAL_ALLREDUCE=1 is taken as HORA_HIERARCHICAL_ALLREDUCE=1"
+            in res.stderr), res.stderr
+    assert "HOROVOD_HIERARCHICAL_ALLGATHER is ignored: Hora has no equivalent" in res.stderr
 
 
 def test_horovod_settings_through_horarun_are_said_taken():

@@ -82,8 +82,8 @@ constexpr const char* kAutotune =
     "Hora has no autotuner yet: set --fusion-threshold-mb, --cycle-time-ms and "
     "--cache-capacity yourself";
 constexpr const char* kHierarchical =
-    "Hora has no hierarchical or torus collectives yet (its allreduce algorithms: "
-    "HORA_ALLREDUCE_ALGO in horarun --print-config)";
+    "Hora has no hierarchical allgather or torus allreduce yet (its algorithms: "
+    "HORA_ALLREDUCE_ALGO and HORA_HIERARCHICAL_ALLREDUCE in horarun --print-config)";
 
 const std::vector<FlagSpec>& Table() {
   static const std::vector<FlagSpec> table = {
@@ -299,9 +299,16 @@ const std::vector<FlagSpec>& Table() {
          return SetSetting(o, f, v, "HORA_CACHE_CAPACITY", std::to_string(n));
        }},
       {"Tuning", "--no-hierarchical-allreduce", nullptr, "hierarchical_allreduce",
-       "accepted: Hora's allreduce is not hierarchical", NoValue},
-      {"Tuning", "--hierarchical-allreduce", nullptr, "hierarchical_allreduce", "", nullptr,
-       kHierarchical},
+       "flat allreduce across hosts, the default (HORA_HIERARCHICAL_ALLREDUCE=0)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         return SetSetting(o, f, v, "HORA_HIERARCHICAL_ALLREDUCE", "0");
+       }},
+      {"Tuning", "--hierarchical-allreduce", nullptr, "hierarchical_allreduce",
+       "allreduce within each host, across hosts, then within it again "
+       "(HORA_HIERARCHICAL_ALLREDUCE=1)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         return SetSetting(o, f, v, "HORA_HIERARCHICAL_ALLREDUCE", "1");
+       }},
       {"Tuning", "--no-hierarchical-allgather", nullptr, "hierarchical_allgather",
        "accepted: Hora's allgather is not hierarchical", NoValue},
       {"Tuning", "--hierarchical-allgather", nullptr, "hierarchical_allgather", "", nullptr,

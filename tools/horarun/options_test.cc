@@ -72,10 +72,20 @@ TEST(Options, TunablesBecomeSettings) {
       {"HORA_IFACE", "eth0"},
       {"NCCL_SOCKET_IFNAME", "eth0,eth1,ib0"},
       {"HORA_START_TIMEOUT_S", "7.000000"},
+      {"HORA_HIERARCHICAL_ALLREDUCE", "0"},
       {"NCCL_IB_DISABLE", "1"},
   };
   EXPECT_EQ(o->settings, want);
   EXPECT_EQ(o->command, std::vector<std::string>{"./a"});
+}
+
+TEST(Options, HierarchicalAllreduceIsASetting) {
+  auto on = Parse({"-np", "4", "-H", "a:2,b:2", "--hierarchical-allreduce", "./a"});
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_EQ(on->settings.at("HORA_HIERARCHICAL_ALLREDUCE"), "1");
+  auto off = Parse({"-np", "4", "--no-hierarchical-allreduce", "./a"});
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->settings.at("HORA_HIERARCHICAL_ALLREDUCE"), "0");
 }
 
 TEST(Options, NoStallCheckWinsOverTheTimes) {
@@ -178,8 +188,8 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--blacklist-cooldown-range"}, "--blacklist-cooldown-range needs two values"},
       {{"-np", "2", "--autotune"}, "--autotune: Hora has no autotuner yet"},
       {{"-np", "2", "--autotune-log-file", "f"}, "--autotune-log-file: Hora has no autotuner"},
-      {{"-np", "2", "--hierarchical-allreduce"},
-       "--hierarchical-allreduce: Hora has no hierarchical"},
+      {{"-np", "2", "--hierarchical-allgather"},
+       "--hierarchical-allgather: Hora has no hierarchical allgather"},
       {{"-np", "2", "--timeline-mark-cycles"},
        "--timeline-mark-cycles: Hora's timeline does not mark engine cycles yet"},
       {{"-np", "2", "--gloo", "--mpi"}, "--mpi: --gloo and --mpi exclude each other"},
@@ -233,6 +243,7 @@ TEST(Options, ConfigFileGivesFlagsThatTheCommandLineOverrides) {
         {"HORA_TIMELINE", "/tmp/tl.json"},
         {"HORA_STALL_WARNING_S", "11"},
         {"HORA_LOG_LEVEL", "info"},
+        {"HORA_HIERARCHICAL_ALLREDUCE", "0"},
     };
     EXPECT_EQ(o->settings, want);
     EXPECT_EQ(o->controller, "gloo");

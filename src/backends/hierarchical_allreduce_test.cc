@@ -1,0 +1,252 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Hierarchical allreduce (HORA_HIERARCHICAL_ALLREDUCE) through the Hora
+// backend, ranks as threads on hosts of loopback hubs: each rank's
+// transport is the hybrid one (its host's hub, standing for shared memory;
+// one hub for the job, standing for TCP, whose bytes are counted).
+//  - every rank gets the reduction over the job's ranks, computed here, for
+//    2 and 3 hosts of 2 and 3 ranks, sizes 0 to 64K+1 elements, float32,
+//    float64 and int32, sum, average with pre- and postscale, min, max,
+//    product, in place and not;
+//  - the bytes a rank sends to other hosts are its block's share
+//    (2(H-1)/H of count/L elements), not the flat algorithms';
+//  - where the tiers cannot be had (one host, hosts of different sizes,
+//    one rank per host), the result is the same, by the flat algorithms.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backends/hora_backend.h"
+#include "common/config.h"
+#include "transport/combinators/hybrid/hybrid_transport.h"
+#include "transport/loopback/loopback_transport.h"
+
+namespace hora {
+namespace {
+
+constexpr Duration kTimeout = std::chrono::seconds(30);
+
+// Forwards to a transport and counts the bytes sent through it.
+class Counting final : public Transport {
+ public:
+  Counting(std::unique_ptr<Transport> t, std::atomic<uint64_t>* sent)
+      : t_(std::move(t)), sent_(sent) {}
+  int rank() const override { return t_->rank(); }
+  int size() const override { return t_->size(); }
+  const char* name() const override { return t_->name(); }
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+    *sent_ += bytes;
+    return t_->Isend(peer, tag, data, bytes);
+  }
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
+    return t_->Irecv(peer, tag, data, bytes);
+  }
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count,
+                      const ReduceSpec& spec) override {
+    return t_->IrecvReduce(peer, tag, dst, count, spec);
+  }
+  void Cancel(const Request& r) override { t_->Cancel(r); }
+  Status Wait(const Request& r, TimePoint deadline) override { return t_->Wait(r, deadline); }
+  Status WaitFor(const Request& r, Duration timeout) override { return t_->WaitFor(r, timeout); }
+  bool Progress() override { return t_->Progress(); }
+  Status LostPeer() override { return t_->LostPeer(); }
+  int SilentPeer() override { return t_->SilentPeer(); }
+  SharedWindow* Window(uint32_t context) override { return t_->Window(context); }
+  Transport* ThisHost(std::vector<int>* ranks) override { return t_->ThisHost(ranks); }
+
+ private:
+  std::unique_ptr<Transport> t_;
+  std::atomic<uint64_t>* sent_;
+};
+
+// `algo`: HORA_ALLREDUCE_ALGO (empty: the cost model).
+Selector MakeSelector(const std::string& algo) {
+  auto c = ConfigFromEnv({{"HORA_ALLREDUCE_ALGO", algo}});
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  auto s = Selector::Create(*c);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+// Runs fn(rank, backend) on hosts of `per_host[h]` ranks (the job's ranks in
+// host order), every rank's backend hierarchical or not; the bytes each
+// rank sent to other hosts land in `across`; `algo` is the selector's
+// HORA_ALLREDUCE_ALGO.
+std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
+                            const std::function<Status(int, CollectiveBackend&)>& fn,
+                            std::vector<std::atomic<uint64_t>>* across,
+                            const std::string& algo = "") {
+  int n = 0;
+  for (int l : per_host) n += l;
+  const Selector selector = MakeSelector(algo);
+  auto network = LoopbackHub::Create(n);
+  std::vector<std::unique_ptr<Transport>> transports;
+  int g = 0;
+  for (int l : per_host) {
+    auto shm = LoopbackHub::Create(l);
+    std::vector<int> local;
+    for (int i = 0; i < l; ++i) local.push_back(g + i);
+    for (int i = 0; i < l; ++i, ++g) {
+      auto tcp = std::make_unique<Counting>(network->Connect(g), &(*across)[static_cast<size_t>(g)]);
+      // A rank alone on its host reaches every rank over TCP.
+      transports.push_back(l == 1 ? std::move(tcp)
+                                  : CreateHybridTransport(g, n, local, shm->Connect(i),
+                                                          std::move(tcp)));
+    }
+  }
+  std::vector<Status> st(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Comm data(*transports[static_cast<size_t>(r)], WaitPolicy{kTimeout, {}, nullptr}, 64 << 10,
+                1);
+      std::unique_ptr<CollectiveBackend> b = CreateHoraBackend(data, selector, hierarchical);
+      st[static_cast<size_t>(r)] = fn(r, *b);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return st;
+}
+
+double Value(int r, size_t i) { return static_cast<double>((r * 7 + i * 3) % 5 + 1); }
+
+// The element every rank should get: `op` over the job's `n` ranks.
+double Want(const Reduction& red, int n, size_t i, bool integral) {
+  double acc = 0;
+  for (int r = 0; r < n; ++r) {
+    const double v = Value(r, i) * red.prescale_factor;
+    if (r == 0) {
+      acc = v;
+    } else if (red.op == ReduceOp::kMin) {
+      acc = std::min(acc, v);
+    } else if (red.op == ReduceOp::kMax) {
+      acc = std::max(acc, v);
+    } else if (red.op == ReduceOp::kProduct) {
+      acc *= v;
+    } else {
+      acc += v;
+    }
+  }
+  if (red.op == ReduceOp::kAverage) acc = integral ? std::trunc(acc / n) : acc / n;
+  return acc * red.postscale_factor;
+}
+
+template <typename T>
+Status RunOne(int r, int n, CollectiveBackend& b, size_t count, const Reduction& red,
+              bool in_place, DataType dtype) {
+  std::vector<T> in(count), out(count, T(-1));
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<T>(Value(r, i));
+  T* dst = in_place ? in.data() : out.data();
+  HORA_RETURN_IF_ERROR(b.Allreduce({in.data(), dst, count, dtype, red}));
+  const bool integral = dtype == DataType::kInt32;
+  for (size_t i = 0; i < count; ++i) {
+    const double want = Want(red, n, i, integral);
+    if (std::abs(static_cast<double>(dst[i]) - want) > 1e-5 * std::abs(want)) {
+      return InternalError("rank " + std::to_string(r) + ": " + ReduceOpName(red.op) + " of " +
+                           std::to_string(count) + " elements: element " + std::to_string(i) +
+                           " is " + std::to_string(static_cast<double>(dst[i])) + ", want " +
+                           std::to_string(want));
+    }
+  }
+  return Status::Ok();
+}
+
+const std::vector<size_t> kCounts = {0, 1, 7, 1001, 65537};
+
+std::vector<Reduction> Reductions(bool integral) {
+  std::vector<Reduction> out = {{ReduceOp::kSum, 1.0, 1.0},
+                                {ReduceOp::kMin, 1.0, 1.0},
+                                {ReduceOp::kMax, 1.0, 1.0},
+                                {ReduceOp::kProduct, 1.0, 1.0},
+                                {ReduceOp::kAverage, 1.0, 1.0}};
+  if (!integral) out.push_back({ReduceOp::kAverage, 2.0, 0.5});
+  return out;
+}
+
+// Every case above on every rank; the results checked.
+Status AllCases(int r, int n, CollectiveBackend& b) {
+  for (size_t count : kCounts) {
+    for (const Reduction& red : Reductions(false)) {
+      HORA_RETURN_IF_ERROR(RunOne<float>(r, n, b, count, red, count % 2 == 0, DataType::kFloat32));
+      HORA_RETURN_IF_ERROR(RunOne<double>(r, n, b, count, red, count % 2 == 1, DataType::kFloat64));
+    }
+    for (const Reduction& red : Reductions(true)) {
+      HORA_RETURN_IF_ERROR(RunOne<int32_t>(r, n, b, count, red, false, DataType::kInt32));
+    }
+  }
+  return Status::Ok();
+}
+
+void ExpectOk(const std::vector<Status>& st) {
+  for (size_t r = 0; r < st.size(); ++r) EXPECT_TRUE(st[r].ok()) << st[r].ToString();
+}
+
+class HierarchicalAllreduce : public ::testing::TestWithParam<std::vector<int>> {};
+
+TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
+  const std::vector<int> hosts = GetParam();
+  int n = 0;
+  for (int l : hosts) n += l;
+  std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+  ExpectOk(OnHosts(hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); },
+                   &across));
+}
+
+TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
+  const std::vector<int> hosts = GetParam();
+  const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]), n = h * l;
+  constexpr size_t kCount = 1 << 18;  // float32: 1 MiB
+  for (bool hierarchical : {true, false}) {  // (ring across hosts, and flat)
+    std::vector<std::atomic<uint64_t>> across(n);
+    // (Finding the tiers sends a few bytes: counted from the second call.)
+    std::vector<uint64_t> before(n);
+    ExpectOk(OnHosts(
+        hosts, hierarchical,
+        [&](int r, CollectiveBackend& b) -> Status {
+          HORA_RETURN_IF_ERROR(RunOne<float>(r, static_cast<int>(n), b, 1, {}, true,
+                                             DataType::kFloat32));
+          before[static_cast<size_t>(r)] = across[static_cast<size_t>(r)];
+          return RunOne<float>(r, static_cast<int>(n), b, kCount, {ReduceOp::kSum, 1.0, 1.0},
+                               true, DataType::kFloat32);
+        },
+        &across, "ring"));
+    // A ring of h ranks over the block: 2(h-1)/h of it, in h pieces.
+    const uint64_t block = (kCount + l - 1) / l * 4;
+    const uint64_t share = 2 * (h - 1) * ((block + h - 1) / h);
+    uint64_t most = 0;
+    for (size_t r = 0; r < n; ++r) most = std::max(most, across[r] - before[r]);
+    if (hierarchical) {
+      EXPECT_GT(most, 0u);
+      EXPECT_LE(most, share) << "a rank sent " << most << " B to other hosts, its share is "
+                             << share;
+    } else {
+      // The flat ring sends 2(n-1)/n of the message from a rank to the
+      // next host's first rank.
+      EXPECT_GT(most, share) << "flat: the most a rank sent to other hosts";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalAllreduce,
+                         ::testing::Values(std::vector<int>{2, 2}, std::vector<int>{2, 2, 2},
+                                           std::vector<int>{3, 3}));
+
+TEST(HierarchicalAllreduceFallback, WithoutTiersTheFlatAlgorithmsGiveTheSameResult) {
+  for (const std::vector<int>& hosts :
+       {std::vector<int>{4}, std::vector<int>{2, 3}, std::vector<int>{1, 1, 1}}) {
+    int n = 0;
+    for (int l : hosts) n += l;
+    std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+    ExpectOk(OnHosts(hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); },
+                     &across));
+  }
+}
+
+}  // namespace
+}  // namespace hora
