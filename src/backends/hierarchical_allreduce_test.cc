@@ -47,8 +47,7 @@ class Counting final : public Transport {
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     return t_->Irecv(peer, tag, data, bytes);
   }
-  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count,
-                      const ReduceSpec& spec) override {
+  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
     return t_->IrecvReduce(peer, tag, dst, count, spec);
   }
   void Cancel(const Request& r) override { t_->Cancel(r); }
@@ -93,11 +92,12 @@ std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
     std::vector<int> local;
     for (int i = 0; i < l; ++i) local.push_back(g + i);
     for (int i = 0; i < l; ++i, ++g) {
-      auto tcp = std::make_unique<Counting>(network->Connect(g), &(*across)[static_cast<size_t>(g)]);
+      auto tcp =
+          std::make_unique<Counting>(network->Connect(g), &(*across)[static_cast<size_t>(g)]);
       // A rank alone on its host reaches every rank over TCP.
-      transports.push_back(l == 1 ? std::move(tcp)
-                                  : CreateHybridTransport(g, n, local, shm->Connect(i),
-                                                          std::move(tcp)));
+      transports.push_back(
+          l == 1 ? std::move(tcp)
+                 : CreateHybridTransport(g, n, local, shm->Connect(i), std::move(tcp)));
     }
   }
   std::vector<Status> st(static_cast<size_t>(n));
@@ -138,8 +138,8 @@ double Want(const Reduction& red, int n, size_t i, bool integral) {
 }
 
 template <typename T>
-Status RunOne(int r, int n, CollectiveBackend& b, size_t count, const Reduction& red,
-              bool in_place, DataType dtype) {
+Status RunOne(int r, int n, CollectiveBackend& b, size_t count, const Reduction& red, bool in_place,
+              DataType dtype) {
   std::vector<T> in(count), out(count, T(-1));
   for (size_t i = 0; i < count; ++i) in[i] = static_cast<T>(Value(r, i));
   T* dst = in_place ? in.data() : out.data();
@@ -194,14 +194,14 @@ TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
   int n = 0;
   for (int l : hosts) n += l;
   std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
-  ExpectOk(OnHosts(hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); },
-                   &across));
+  ExpectOk(OnHosts(
+      hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
 }
 
 TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
   const std::vector<int> hosts = GetParam();
   const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]), n = h * l;
-  constexpr size_t kCount = 1 << 18;  // float32: 1 MiB
+  constexpr size_t kCount = 1 << 18;         // float32: 1 MiB
   for (bool hierarchical : {true, false}) {  // (ring across hosts, and flat)
     std::vector<std::atomic<uint64_t>> across(n);
     // (Finding the tiers sends a few bytes: counted from the second call.)
@@ -209,11 +209,11 @@ TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
     ExpectOk(OnHosts(
         hosts, hierarchical,
         [&](int r, CollectiveBackend& b) -> Status {
-          HORA_RETURN_IF_ERROR(RunOne<float>(r, static_cast<int>(n), b, 1, {}, true,
-                                             DataType::kFloat32));
+          HORA_RETURN_IF_ERROR(
+              RunOne<float>(r, static_cast<int>(n), b, 1, {}, true, DataType::kFloat32));
           before[static_cast<size_t>(r)] = across[static_cast<size_t>(r)];
-          return RunOne<float>(r, static_cast<int>(n), b, kCount, {ReduceOp::kSum, 1.0, 1.0},
-                               true, DataType::kFloat32);
+          return RunOne<float>(r, static_cast<int>(n), b, kCount, {ReduceOp::kSum, 1.0, 1.0}, true,
+                               DataType::kFloat32);
         },
         &across, "ring"));
     // A ring of h ranks over the block: 2(h-1)/h of it, in h pieces.
@@ -243,8 +243,8 @@ TEST(HierarchicalAllreduceFallback, WithoutTiersTheFlatAlgorithmsGiveTheSameResu
     int n = 0;
     for (int l : hosts) n += l;
     std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
-    ExpectOk(OnHosts(hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); },
-                     &across));
+    ExpectOk(OnHosts(
+        hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
   }
 }
 
