@@ -21,7 +21,8 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
   const auto context = static_cast<uint32_t>(2 * slot);
   data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1);
   control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2);
-  backend = CreateHoraBackend(*data_comm, std::move(selector), config.hierarchical_allreduce != 0);
+  backend = CreateHoraBackend(*data_comm, std::move(selector), config.hierarchical_allreduce != 0,
+                              logger);
 }
 
 int ProcessSetState::SetRank(int global) const {

@@ -11,7 +11,8 @@
 //  - the bytes a rank sends to other hosts are its block's share
 //    (2(H-1)/H of count/L elements), not the flat algorithms';
 //  - where the tiers cannot be had (one host, hosts of different sizes,
-//    one rank per host), the result is the same, by the flat algorithms.
+//    one rank per host), the result is the same, by the flat algorithms,
+//    and hosts of different sizes are named in one warning.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -24,6 +25,8 @@
 
 #include "backends/hora_backend.h"
 #include "common/config.h"
+#include "common/logging.h"
+#include "support/forwarding_transport.h"
 #include "transport/combinators/hybrid/hybrid_transport.h"
 #include "transport/loopback/loopback_transport.h"
 
@@ -33,34 +36,16 @@ namespace {
 constexpr Duration kTimeout = std::chrono::seconds(30);
 
 // Forwards to a transport and counts the bytes sent through it.
-class Counting final : public Transport {
+class Counting final : public testing::ForwardingTransport {
  public:
   Counting(std::unique_ptr<Transport> t, std::atomic<uint64_t>* sent)
-      : t_(std::move(t)), sent_(sent) {}
-  int rank() const override { return t_->rank(); }
-  int size() const override { return t_->size(); }
-  const char* name() const override { return t_->name(); }
+      : ForwardingTransport(std::move(t)), sent_(sent) {}
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     *sent_ += bytes;
-    return t_->Isend(peer, tag, data, bytes);
+    return ForwardingTransport::Isend(peer, tag, data, bytes);
   }
-  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
-    return t_->Irecv(peer, tag, data, bytes);
-  }
-  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
-    return t_->IrecvReduce(peer, tag, dst, count, spec);
-  }
-  void Cancel(const Request& r) override { t_->Cancel(r); }
-  Status Wait(const Request& r, TimePoint deadline) override { return t_->Wait(r, deadline); }
-  Status WaitFor(const Request& r, Duration timeout) override { return t_->WaitFor(r, timeout); }
-  bool Progress() override { return t_->Progress(); }
-  Status LostPeer() override { return t_->LostPeer(); }
-  int SilentPeer() override { return t_->SilentPeer(); }
-  SharedWindow* Window(uint32_t context) override { return t_->Window(context); }
-  Transport* ThisHost(std::vector<int>* ranks) override { return t_->ThisHost(ranks); }
 
  private:
-  std::unique_ptr<Transport> t_;
   std::atomic<uint64_t>* sent_;
 };
 
@@ -76,11 +61,11 @@ Selector MakeSelector(const std::string& algo) {
 // Runs fn(rank, backend) on hosts of `per_host[h]` ranks (the job's ranks in
 // host order), every rank's backend hierarchical or not; the bytes each
 // rank sent to other hosts land in `across`; `algo` is the selector's
-// HORA_ALLREDUCE_ALGO.
+// HORA_ALLREDUCE_ALGO; the backends log through `logger`.
 std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
                             const std::function<Status(int, CollectiveBackend&)>& fn,
                             std::vector<std::atomic<uint64_t>>* across,
-                            const std::string& algo = "") {
+                            const std::string& algo = "", const Logger* logger = nullptr) {
   int n = 0;
   for (int l : per_host) n += l;
   const Selector selector = MakeSelector(algo);
@@ -106,7 +91,8 @@ std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
     threads.emplace_back([&, r] {
       Comm data(*transports[static_cast<size_t>(r)], WaitPolicy{kTimeout, {}, nullptr}, 64 << 10,
                 1);
-      std::unique_ptr<CollectiveBackend> b = CreateHoraBackend(data, selector, hierarchical);
+      std::unique_ptr<CollectiveBackend> b =
+          CreateHoraBackend(data, selector, hierarchical, logger);
       st[static_cast<size_t>(r)] = fn(r, *b);
     });
   }
@@ -238,13 +224,26 @@ INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalAllreduce,
                                            std::vector<int>{3, 3}));
 
 TEST(HierarchicalAllreduceFallback, WithoutTiersTheFlatAlgorithmsGiveTheSameResult) {
+  const Logger logger(LogLevel::kWarning, 0);
   for (const std::vector<int>& hosts :
        {std::vector<int>{4}, std::vector<int>{2, 3}, std::vector<int>{1, 1, 1}}) {
     int n = 0;
     for (int l : hosts) n += l;
     std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+    ::testing::internal::CaptureStderr();
     ExpectOk(OnHosts(
-        hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
+        hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across, "",
+        &logger));
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    // Hosts of unequal sizes: asked for and not given, said once. One host,
+    // or a rank a host: nothing to tier, nothing said.
+    const std::string why = "allreduces run flat: the hosts have different numbers of ranks";
+    if (hosts == std::vector<int>{2, 3}) {
+      EXPECT_NE(said.find(why), std::string::npos) << said;
+      EXPECT_EQ(said.find(why), said.rfind(why)) << said;
+    } else {
+      EXPECT_EQ(said, "");
+    }
   }
 }
 

@@ -8,14 +8,15 @@
 #include "backends/host_tiers.h"
 #include "collectives/bitwise_and.h"
 #include "collectives/shared_common.h"
+#include "common/logging.h"
 
 namespace hora {
 namespace {
 
 class HoraBackend final : public CollectiveBackend {
  public:
-  HoraBackend(Comm& comm, Selector selector, bool hierarchical)
-      : comm_(comm), selector_(std::move(selector)), hierarchical_(hierarchical) {}
+  HoraBackend(Comm& comm, Selector selector, bool hierarchical, const Logger* logger)
+      : comm_(comm), selector_(std::move(selector)), hierarchical_(hierarchical), logger_(logger) {}
 
   const char* name() const override { return "hora"; }
 
@@ -84,6 +85,13 @@ class HoraBackend final : public CollectiveBackend {
       std::string why_not;
       HORA_ASSIGN_OR_RETURN(tier_comms_, HostTierComms::Find(comm_, &selector_, &why_not,
                                                              kHostAllreduceTierContext, false));
+      // Asked for and not given: say why, once, from the first rank (every
+      // rank finds the same).
+      if (!why_not.empty() && logger_ != nullptr && comm_.rank() == 0)
+        logger_->Warning(
+            "hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE) but "
+            "allreduces run flat: " +
+            why_not);
     }
     return tier_comms_ ? &tier_comms_->tiers() : nullptr;
   }
@@ -102,6 +110,7 @@ class HoraBackend final : public CollectiveBackend {
   Comm& comm_;
   const Selector selector_;
   const bool hierarchical_;
+  const Logger* const logger_;
   bool tiers_tried_ = false;
   std::unique_ptr<HostTierComms> tier_comms_;
   size_t last_allreduce_bytes_ = SIZE_MAX;
@@ -112,8 +121,8 @@ class HoraBackend final : public CollectiveBackend {
 }  // namespace
 
 std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector,
-                                                     bool hierarchical) {
-  return std::make_unique<HoraBackend>(comm, std::move(selector), hierarchical);
+                                                     bool hierarchical, const Logger* logger) {
+  return std::make_unique<HoraBackend>(comm, std::move(selector), hierarchical, logger);
 }
 
 }  // namespace hora

@@ -12,11 +12,16 @@
 
 namespace hora {
 
+class Logger;
+
 // `comm` must outlive the backend. With `hierarchical`
 // (HORA_HIERARCHICAL_ALLREDUCE), allreduces run AllreduceHierarchical over
 // the job's host tiers (host_tiers.h), found at the first allreduce, where
-// it has them; elsewhere, and for Adasum, as without.
+// it has them; elsewhere, and for Adasum, as without. Where the job has
+// several hosts but no tiers (hosts of unequal rank counts), the first rank
+// warns once through `logger` (which, if given, must outlive the backend).
 std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector,
-                                                     bool hierarchical = false);
+                                                     bool hierarchical = false,
+                                                     const Logger* logger = nullptr);
 
 }  // namespace hora

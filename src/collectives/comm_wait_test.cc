@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "collectives/algorithms.h"
+#include "support/forwarding_transport.h"
 #include "transport/loopback/loopback_transport.h"
 
 namespace hora {
@@ -23,33 +24,16 @@ namespace {
 using std::chrono::milliseconds;
 
 // The loopback transport, with a lost peer that a test can declare.
-class LosableTransport final : public Transport {
+class LosableTransport final : public testing::ForwardingTransport {
  public:
-  explicit LosableTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
+  using ForwardingTransport::ForwardingTransport;
   const char* name() const override { return "losable"; }
-  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
-    return inner_->Isend(peer, tag, data, bytes);
-  }
-  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
-    return inner_->Irecv(peer, tag, data, bytes);
-  }
-  Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override {
-    return inner_->IrecvReduce(peer, tag, dst, count, spec);
-  }
-  void Cancel(const Request& request) override { inner_->Cancel(request); }
-  Status Wait(const Request& request, TimePoint deadline) override {
-    return inner_->Wait(request, deadline);
-  }
-  SharedWindow* Window(uint32_t context) override { return inner_->Window(context); }
   Status LostPeer() override {
     return lost_.load() ? UnavailableError("rank 2 (pid 7) is gone") : Status::Ok();
   }
   void Lose() { lost_.store(true); }
 
  private:
-  std::unique_ptr<Transport> inner_;
   std::atomic<bool> lost_{false};
 };
 

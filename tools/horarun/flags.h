@@ -4,7 +4,7 @@
 // spellings and defaults) and Hora's own. Each row says every spelling, its value, what
 // it sets (`dest`: spellings that share one are one setting, such as
 // --autotune and --no-autotune) and how. Tunables become the HORA_* setting
-// of the one config table (src/common/config.cc) that every rank gets. A
+// of the one config table (src/common/config_rows.cc) that every rank gets. A
 // horovodrun flag that Hora cannot honour yet has `unsupported`, the reason:
 // giving it is an error that says so, never silently ignored.
 #pragma once
