@@ -298,6 +298,7 @@ py::dict Counters(PySession& ps, int set) {
   d["gpu_route_batches"] = routes;
   d["outputs_reused"] = c.outputs_reused;
   d["outputs_fresh"] = c.outputs_fresh;
+  d["settings_taken"] = c.settings_taken;
   return d;
 }
 

@@ -230,6 +230,8 @@ class Session {
   // record of (those in flight, and up to max(4096, the cache's capacity)
   // recently finished ones, for their next tensors). idle_wakeups: times the
   // engine's thread, idle, woke to see whether to join a cycle.
+  // settings_taken: times autotuning (HORA_AUTOTUNE) changed this engine's
+  // settings, the same count on every rank.
   // gpu_route_batches: GPU batches by the route that ran them (one_rank,
   // nccl, window, staged_chunks, staged: docs/guide/gpu.md); of them,
   // window_batches: allreduce batches reduced on the GPU in the ranks'
@@ -240,7 +242,7 @@ class Session {
     uint64_t cycles = 0, slow_cycles = 0, coordinator_bytes = 0, cache_hits = 0, cache_misses = 0,
              cache_evictions = 0, cache_invalidations = 0, tensors = 0, fused_batches = 0,
              driven_cycles = 0, name_records = 0, carried_batches = 0, idle_wakeups = 0,
-             window_batches = 0, nccl_batches = 0, one_rank_batches = 0;
+             window_batches = 0, nccl_batches = 0, one_rank_batches = 0, settings_taken = 0;
     std::map<std::string, uint64_t> gpu_route_batches;
     // The Session's output pool (NewOutput's, and the outputs of allgather,
     // reducescatter and alltoall), whatever the set: outputs given memory

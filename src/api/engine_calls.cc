@@ -5,6 +5,7 @@
 // engine's start over the set's control plane (StartEngine).
 #include <string_view>
 
+#include "api/autotune_start.h"
 #include "api/session_impl.h"
 #include "backends/comm_control_plane.h"
 #include "device/device_backend.h"
@@ -59,9 +60,14 @@ void StartEngine(Session::Impl& impl, ProcessSetState& set) {
           // (Device windows where Hora's own backend runs the set.)
           std::string_view(set.backend->name()) == "hora" ? set.data_comm.get() : nullptr,
           &impl.selector});
+  // Autotuning tunes the global set's engine; other sets keep the settings.
+  std::unique_ptr<Autotuner> tuner =
+      set.id == 0 ? StartAutotuner(impl.config, *set.data_comm,
+                                   std::string_view(set.backend->name()) == "hora", impl.logger)
+                  : nullptr;
   set.engine = std::make_unique<Engine>(impl.config, *set.control, *set.backend, impl.logger,
                                         set.Label(), set.id == 0 ? std::vector<int>{} : set.ranks,
-                                        std::move(device), impl.output_pool);
+                                        std::move(device), impl.output_pool, std::move(tuner));
   set.engine->SetTimeline(impl.timeline);
 }
 

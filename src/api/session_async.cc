@@ -237,6 +237,7 @@ Session::EngineCounters Session::engine_counters(int process_set) const {
   c.name_records = e.name_records;
   c.carried_batches = e.carried_batches;
   c.idle_wakeups = e.idle_wakeups;
+  c.settings_taken = e.settings_taken;
   c.gpu_route_batches = e.gpu_route_batches;
   const auto route = [&](const char* name) {
     const auto r = e.gpu_route_batches.find(name);

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "collectives/algorithms.h"
@@ -61,6 +62,15 @@ class CollectiveBackend {
   virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                            std::span<const size_t> recv_bytes) = 0;
   virtual Status Barrier() = 0;
+
+  // Autotuning's new allreduce choice (every rank calls it at the same
+  // point): HORA_ALLREDUCE_ALGO's syntax, and HORA_HIERARCHICAL_ALLREDUCE.
+  // A backend that chooses no algorithms keeps its own (the default).
+  virtual Status Retune(std::string_view allreduce_algo, bool hierarchical) {
+    (void)allreduce_algo;
+    (void)hierarchical;
+    return Status::Ok();
+  }
 };
 
 }  // namespace hora

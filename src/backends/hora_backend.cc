@@ -74,6 +74,14 @@ class HoraBackend final : public CollectiveBackend {
     return SharedUsable(comm_) ? BarrierShared(comm_) : BarrierDissemination(comm_);
   }
 
+  Status Retune(std::string_view allreduce_algo, bool hierarchical) override {
+    HORA_ASSIGN_OR_RETURN(Selector s, selector_.WithAllreduce(allreduce_algo));
+    selector_ = std::move(s);  // (the host tiers point to it: same object)
+    last_allreduce_bytes_ = SIZE_MAX;
+    hierarchical_ = hierarchical;
+    return Status::Ok();
+  }
+
  private:
   // The host tiers hierarchical allreduce runs on: null where it is off or
   // the job has none. Found at the first allreduce (a collective on comm_:
@@ -108,8 +116,8 @@ class HoraBackend final : public CollectiveBackend {
   }
 
   Comm& comm_;
-  const Selector selector_;
-  const bool hierarchical_;
+  Selector selector_;  // (autotuning replaces these two)
+  bool hierarchical_;
   const Logger* const logger_;
   bool tiers_tried_ = false;
   std::unique_ptr<HostTierComms> tier_comms_;

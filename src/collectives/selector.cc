@@ -53,6 +53,17 @@ Result<Selector> Selector::Create(const Config& config) {
   return s;
 }
 
+Result<Selector> Selector::WithAllreduce(std::string_view allreduce_algo) const {
+  Selector s = *this;
+  HORA_ASSIGN_OR_RETURN(s.allreduce_,
+                        Parse<AllreduceAlgorithm>("HORA_ALLREDUCE_ALGO", allreduce_algo));
+  HORA_ASSIGN_OR_RETURN(
+      auto allreduce_default,
+      Parse<AllreduceAlgorithm>("the default allreduce selection", kDefaultAllreduceSelection));
+  s.allreduce_.insert(s.allreduce_.end(), allreduce_default.begin(), allreduce_default.end());
+  return s;
+}
+
 template <typename Algorithm>
 const Algorithm& Selector::Choose(const std::vector<Range<Algorithm>>& ranges, int world_size,
                                   size_t bytes, bool shared) const {

@@ -45,6 +45,9 @@ inline constexpr std::string_view kDefaultBroadcastSelection = "";
 class Selector {
  public:
   static Result<Selector> Create(const Config& config);
+  // This selector with `allreduce_algo` (HORA_ALLREDUCE_ALGO's syntax) in
+  // place of its allreduce override.
+  Result<Selector> WithAllreduce(std::string_view allreduce_algo) const;
 
   // `shared`: the Comm has a usable shared window. The row returned lives
   // in registry.h's tables (static storage).

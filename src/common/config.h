@@ -56,6 +56,12 @@ struct Config {
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;
   uint64_t output_pool_bytes;  // idle host memory kept for out-of-place outputs
+  // Autotuning (engine/autotuner.h): on (nonzero) or off, its CSV log ("":
+  // none), samples left out first, steps a sample.
+  uint64_t autotune;
+  std::string autotune_log;
+  uint64_t autotune_warmup_samples;
+  uint64_t autotune_steps_per_sample;
   double stall_warning_s;
   double stall_shutdown_s;
   std::string disable_group_fusion;  // "1": groups fuse only with themselves

@@ -105,6 +105,24 @@ const std::vector<SettingRow>& Rows() {
                 "next, already faulted in: at most this much kept unused (0: none)"},
        .as_bytes = &Config::output_pool_bytes,
        .zero_ok = true},
+      {.spec = {"HORA_AUTOTUNE", SettingType::kCount, "0",
+                "1: the first rank tunes the fusion threshold, cycle time, response cache, "
+                "allreduce algorithm cut-off and hierarchical allreduce while the job trains, "
+                "then keeps the best it scored (docs/tuning.md); 0: off"},
+       .as_bytes = &Config::autotune,
+       .zero_ok = true},
+      {.spec = {"HORA_AUTOTUNE_LOG", SettingType::kString, "",
+                "Autotuning's CSV log on the first rank: each sample's settings and score, and "
+                "the choice (\"\": none)"},
+       .as_string = &Config::autotune_log},
+      {.spec = {"HORA_AUTOTUNE_WARMUP_SAMPLES", SettingType::kCount, "3",
+                "Autotuning: samples left out at the start, before any is scored"},
+       .as_bytes = &Config::autotune_warmup_samples,
+       .zero_ok = true},
+      {.spec = {"HORA_AUTOTUNE_STEPS_PER_SAMPLE", SettingType::kCount, "10",
+                "Autotuning: training steps a sample scores (a step ends each time the first "
+                "tensor's name comes again)"},
+       .as_bytes = &Config::autotune_steps_per_sample},
       {.spec =
            {"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
             "A collective that some ranks submitted and others not is reported after this long, "

@@ -35,7 +35,8 @@ Status CheckNames(int rank, const RequestMeta& m) {
 
 Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& data,
                const Logger& logger, std::string label, std::vector<int> job_ranks,
-               std::unique_ptr<DeviceBatches> device, std::shared_ptr<OutputPool> outputs)
+               std::unique_ptr<DeviceBatches> device, std::shared_ptr<OutputPool> outputs,
+               std::unique_ptr<Autotuner> tuner)
     : config_(config),
       control_(control),
       data_(data),
@@ -47,10 +48,12 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       // The engine's own poll never outlasts a cycle: it must not keep the
       // others waiting for its negotiation longer than an idle wait would.
       idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
+      cycle_time_ticks_(SecondsToDuration(config.cycle_time_ms * 1e-3).count()),
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
       device_(std::move(device)),
       outputs_(std::move(outputs)),
+      tuner_(std::move(tuner)),
       negotiator_(config, control, logger, std::move(label), std::move(job_ranks),
                   [this](const std::string& name) -> Ticket* { return FindTaken(name); }) {
   gate_ = std::make_shared<DriveGate>(this);
@@ -138,8 +141,7 @@ Status Engine::Queue(std::span<Submission> members) {
 }
 
 bool Engine::DeferredWakeDueLocked() const {
-  return unwaited_ &&
-         sleeps_until_ > first_queued_ + SecondsToDuration(config_.cycle_time_ms * 1e-3);
+  return unwaited_ && sleeps_until_ > first_queued_ + CycleTime();
 }
 
 void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
@@ -178,6 +180,11 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     if (device_) device_->Abort(st.ToString());
     FailAll(st);
     return false;
+  }
+  if (outcome->retuned) {
+    Retune(*outcome->retuned);
+    MutexLock lock(mu_);
+    ++stats_.settings_taken;
   }
   Execute(*outcome);
   busy_ = !outcome->quiet_everywhere || finished_tensors_ != done_before;

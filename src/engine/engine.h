@@ -30,6 +30,7 @@
 #include "common/logging.h"
 #include "common/mutex.h"
 #include "common/output_pool.h"
+#include "engine/autotuner.h"
 #include "engine/device_batches.h"
 #include "engine/drive_gate.h"
 #include "engine/engine_stats.h"
@@ -50,11 +51,13 @@ class Engine final : public Driver {
   // names the ranks of its stall reports. Batches of GPU tensors run on
   // `device` (device_batches.h; null: none come). The outputs the engine
   // allocates (allgather, reducescatter, alltoall) come from `outputs`
-  // (output_pool.h; null: fresh memory each).
+  // (output_pool.h; null: fresh memory each). On the first rank, `tuner`
+  // (HORA_AUTOTUNE; null: none) scores the finished tensors and picks the
+  // settings every rank takes (autotuner.h).
   Engine(const Config& config, ControlPlane& control, CollectiveBackend& data, const Logger& logger,
          std::string label = "", std::vector<int> job_ranks = {},
          std::unique_ptr<DeviceBatches> device = nullptr,
-         std::shared_ptr<OutputPool> outputs = nullptr);
+         std::shared_ptr<OutputPool> outputs = nullptr, std::unique_ptr<Autotuner> tuner = nullptr);
   ~Engine();  // stops: one last cycle tells the other ranks
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -129,6 +132,13 @@ class Engine final : public Driver {
   // once every rank joined (the negotiator keeps the join state).
   void ApplyJoin(const Response& r) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
   void FailAll(const Status& st) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
+  // Every rank's new settings (autotuning), this cycle: the cycle time and
+  // the backend's allreduce choice.
+  void Retune(const Tunables& t) HORA_REQUIRES(cycle_mu_);
+  // The tuner's view of `done`, finished well at `now`: the settings it
+  // picks go to the negotiator.
+  void Score(const std::vector<TensorRecord*>& done, TimePoint now) HORA_REQUIRES(cycle_mu_);
+  Duration CycleTime() const { return Duration(cycle_time_ticks_.load(std::memory_order_relaxed)); }
 
   const Config config_;
   const ControlPlane& control_;  // (the negotiator's; here for LostPeer, from any thread)
@@ -141,6 +151,9 @@ class Engine final : public Driver {
   // on an empty queue right after it moved work (Config::wait_spin_us).
   const Duration spin_;
   const Duration idle_spin_;  // spin_, at most one cycle time
+  // HORA_CYCLE_TIME_MS, in Clock ticks: autotuning changes it (under
+  // cycle_mu_); the engine's thread reads it.
+  std::atomic<int64_t> cycle_time_ticks_;
 
   mutable Mutex mu_;                           // guards the submission side below
   bool handoff_ HORA_GUARDED_BY(mu_) = false;  // a driver left work for the engine's thread
@@ -217,7 +230,8 @@ class Engine final : public Driver {
   // Released are called under mu_ or cycle_mu_, Cancel by the destructor,
   // the rest under cycle_mu_.
   const std::unique_ptr<DeviceBatches> device_;
-  const std::shared_ptr<OutputPool> outputs_;  // (null: fresh memory)
+  const std::shared_ptr<OutputPool> outputs_;                             // (null: fresh memory)
+  const std::unique_ptr<Autotuner> tuner_ HORA_PT_GUARDED_BY(cycle_mu_);  // (null: none)
   // This cycle's copy of timeline_.
   std::shared_ptr<Timeline> cycle_timeline_ HORA_GUARDED_BY(cycle_mu_);
   Negotiator negotiator_ HORA_GUARDED_BY(cycle_mu_);  // (after the members its lookup uses)

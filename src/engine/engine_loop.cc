@@ -33,13 +33,17 @@
 namespace hora {
 
 void Engine::Loop() {
-  const Duration cycle_time = SecondsToDuration(config_.cycle_time_ms * 1e-3);
+  Duration cycle_time = CycleTime();
   IdleBackoff looks(cycle_time);
   constexpr Duration kMinRewait = std::chrono::milliseconds(1);
   auto last_end = [&] {
     return TimePoint(Clock::duration(last_cycle_end_.load(std::memory_order_acquire)));
   };
   for (;;) {
+    if (CycleTime() != cycle_time) {  // (autotuning)
+      cycle_time = CycleTime();
+      looks = IdleBackoff(cycle_time);
+    }
     // Go at once while work is moving somewhere (this rank ran something,
     // or some rank got new tensors last cycle) and this rank has tensors
     // waiting; otherwise join the others every cycle time, or as soon as

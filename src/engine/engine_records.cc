@@ -32,6 +32,7 @@ void Engine::Finish(const std::string& name, Status st) {
 
 void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
   if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
+  if (tuner_ && st.ok()) Score(done, Clock::now());
   std::vector<Completion>& completions = finishing_.completions;
   std::vector<TensorRecord*>& records = finishing_.records;
   struct Clear {

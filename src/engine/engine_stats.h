@@ -25,8 +25,9 @@ struct EngineStats {
   // GPU batches by the device backend's route that ran them
   // (DeviceBatches::route_batches).
   std::map<std::string, uint64_t> gpu_route_batches;
-  uint64_t name_records = 0;  // records by name: in flight, and idle ones kept (see TensorRecord)
-  uint64_t idle_wakeups = 0;  // an idle engine's thread woke to look (Loop)
+  uint64_t name_records = 0;    // records by name: in flight, and idle ones kept (see TensorRecord)
+  uint64_t idle_wakeups = 0;    // an idle engine's thread woke to look (Loop)
+  uint64_t settings_taken = 0;  // autotuning's settings taken (every rank alike)
 
   // A cycle's negotiation (one more cycle).
   void AddCycle(const NegotiationCounts& c) {

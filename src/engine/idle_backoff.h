@@ -56,9 +56,9 @@ class IdleBackoff {
   }
 
  private:
-  const Duration cycle_time_;
+  Duration cycle_time_;
   Duration every_;
-  const Duration max_;
+  Duration max_;
   TimePoint looked_{};  // the last look that joined no cycle
   int64_t seen_ = -1;   // a rank waited at the last look, at this last cycle end (-1: none)
 };

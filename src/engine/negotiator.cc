@@ -16,6 +16,7 @@ constexpr uint64_t kNoNewWork = 1;        // no rank has uncached tensors to sen
 constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
+constexpr uint64_t kSameSettings = 16;    // the first rank offers no new settings (autotuning)
 
 // The first of the stall warning, the stall shutdown and the timeout to
 // come for a waiting tensor (zero: all are off).
@@ -86,8 +87,10 @@ Status Negotiator::Negotiate(bool stopping, bool quiet_here, TimePoint cycle_sta
   o.carried_batch.clear();
   o.stop_everywhere = false;
   o.counts = {};
+  o.retuned.reset();
   held_.clear();
   decided_bits_.clear();
+  if (next_capacity_) ResizeCache();
 
   const size_t cap_words = (cache_.capacity() + 63) / 64;
   words_.assign(2 * cap_words + 1, 0);
@@ -95,7 +98,8 @@ Status Negotiator::Negotiate(bool stopping, bool quiet_here, TimePoint cycle_sta
   uint64_t* valid = words_.data() + cap_words;
   uint64_t& status = words_.back();
   std::fill(valid, valid + cap_words, ~uint64_t{0});
-  status = kNoNewWork | kNotStopping | kCoordinatorIdle | kQuiet;
+  status = kNoNewWork | kNotStopping | kCoordinatorIdle | kQuiet | kSameSettings;
+  if (!offered_.empty()) status &= ~kSameSettings;
   if (stopping) status &= ~kNotStopping;
   if (!quiet_here) status &= ~kQuiet;
   // by_bit_ is cleared again whatever happens below.
@@ -126,6 +130,7 @@ Status Negotiator::Negotiate(bool stopping, bool quiet_here, TimePoint cycle_sta
   } else {
     HORA_RETURN_IF_ERROR(control_.And(words_));
   }
+  if ((status & kSameSettings) == 0) HORA_RETURN_IF_ERROR(TakeSettings(&o));
 
   for (size_t w = 0; w < cap_words; ++w) valid[w] = ~valid[w];  // now: the invalid bits
   ForEachSetBit(valid, cache_.capacity(), [&](size_t b) {
@@ -268,6 +273,38 @@ std::vector<std::vector<size_t>> Negotiator::PlanFusion(
     for (size_t& i : batch) i = index[i];
   }
   return plan;
+}
+
+void Negotiator::OfferSettings(const Tunables& t) {
+  if (rank_ == 0) offered_ = t.Encode();
+}
+
+Status Negotiator::TakeSettings(CycleOutcome* o) {
+  // Every rank saw the bit cleared: the first rank's settings, to all.
+  std::vector<uint8_t> bytes = std::move(offered_);
+  offered_.clear();
+  HORA_RETURN_IF_ERROR(control_.Broadcast(0, bytes));
+  std::optional<Tunables> t = Tunables::Decode(bytes);
+  if (!t) return InternalError("autotuning: the first rank's settings came malformed");
+  fusion_threshold_ = t->fusion_threshold_bytes;
+  next_capacity_ = t->cache_capacity;  // (the cache is in use until the cycle ends)
+  o->retuned = std::move(t);
+  return Status::Ok();
+}
+
+void Negotiator::ResizeCache() {
+  const size_t capacity = *next_capacity_;
+  next_capacity_.reset();
+  if (capacity == cache_.capacity()) return;
+  // Every rank empties its cache at this cycle (ResponseCache::Reset: no
+  // ticket's cache_gen matches again).
+  cache_.Reset(capacity);
+  for (Ticket* t = taken_.front(); t != nullptr; t = t->next) {
+    t->cache_bit = SIZE_MAX;
+    t->cache_gen = 0;
+    if (t->state == Ticket::State::kCached) t->state = Ticket::State::kNew;
+  }
+  by_bit_.assign(capacity, nullptr);
 }
 
 std::string Negotiator::StoppingRanks(bool stopping) {

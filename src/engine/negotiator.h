@@ -39,6 +39,7 @@
 #include "engine/coordinator.h"
 #include "engine/messages.h"
 #include "engine/response_cache.h"
+#include "engine/tunables.h"
 
 namespace hora {
 
@@ -108,6 +109,10 @@ struct CycleOutcome {
   TimePoint carried_start{};     // when its step began
   bool stop_everywhere = false;  // some rank stops: the engine's last cycle
   bool quiet_everywhere = true;  // no rank got new submissions since its last cycle
+  // The first rank's new settings (autotuning), taken by every rank this
+  // cycle: the fusion threshold already planned this cycle's batches, the
+  // cache capacity takes effect next cycle; the rest is the engine's.
+  std::optional<Tunables> retuned;
   NegotiationCounts counts;
 };
 
@@ -139,6 +144,10 @@ class Negotiator {
   // Session down", learnt in one more AND with every rank.
   std::string StoppingRanks(bool stopping);
 
+  // On the first rank: every rank takes `t` at the next cycle (that cycle's
+  // outcome has it as `retuned`). Elsewhere nothing.
+  void OfferSettings(const Tunables& t);
+
   // Whether some rank has already entered the next cycle and waits for this
   // one; nullopt where the control plane cannot tell.
   std::optional<bool> PeerWaiting() const;
@@ -168,8 +177,13 @@ class Negotiator {
   // join announcements, errors and decisions this rank has no part in are
   // in none.
   std::vector<std::vector<size_t>> PlanFusion(const std::vector<Decision>& decisions) const;
+  // The first rank's offered settings, to every rank (the status word said
+  // some came).
+  Status TakeSettings(CycleOutcome* o);
+  // At a cycle's start, the cache of the capacity the last settings gave.
+  void ResizeCache();
 
-  const uint64_t fusion_threshold_;
+  uint64_t fusion_threshold_;  // (autotuning changes it)
   const bool group_fusion_;
   ControlPlane& control_;
   const Logger logger_;
@@ -192,12 +206,14 @@ class Negotiator {
   // every cycle made the allocator give the top of its heap back to the
   // system and take it again (brk; docs/dev/performance.md has the numbers).
   CycleOutcome outcome_;
-  std::vector<ResponsePtr> held_;     // the cycle's decisions, kept alive until the next
-  std::vector<size_t> decided_bits_;  // the fast path's decisions' cache bits
-  std::vector<uint64_t> words_;       // the bit vector: ready, valid, status
-  std::vector<Ticket*> by_bit_;       // this rank's ticket at each bit it marked ready
-  std::vector<size_t> marked_;        // the bits of by_bit_ set this cycle
-  std::vector<size_t> partial_;       // CachedDecisions' incomplete groups' bits
+  std::vector<ResponsePtr> held_;        // the cycle's decisions, kept alive until the next
+  std::vector<size_t> decided_bits_;     // the fast path's decisions' cache bits
+  std::vector<uint64_t> words_;          // the bit vector: ready, valid, status
+  std::vector<Ticket*> by_bit_;          // this rank's ticket at each bit it marked ready
+  std::vector<size_t> marked_;           // the bits of by_bit_ set this cycle
+  std::vector<size_t> partial_;          // CachedDecisions' incomplete groups' bits
+  std::vector<uint8_t> offered_;         // the first rank's settings to send (empty: none)
+  std::optional<size_t> next_capacity_;  // the cache's, from the next cycle
   std::vector<const RequestMeta*> carried_metas_;  // PlanCarried's tensors, in bit order
   std::vector<AllreducePart> carried_parts_;
   struct SlowScratch {

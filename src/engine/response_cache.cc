@@ -8,6 +8,16 @@ ResponseCache::ResponseCache(size_t capacity)
   for (size_t b = capacity; b > 0; --b) free_.push_back(b - 1);
 }
 
+void ResponseCache::Reset(size_t capacity) {
+  by_name_.clear();
+  slots_.assign(capacity, nullptr);
+  used_.assign(capacity, 0);
+  generation_.assign(capacity, 0);
+  free_.clear();
+  for (size_t b = capacity; b > 0; --b) free_.push_back(b - 1);
+  capacity_ = capacity;
+}
+
 std::optional<size_t> ResponseCache::Find(std::string_view name) const {
   auto it = by_name_.find(name);
   if (it == by_name_.end()) return std::nullopt;

@@ -57,6 +57,9 @@ class ResponseCache {
   // Marks the entry at `bit` most recently used.
   void Touch(size_t bit) { used_[bit] = ++clock_; }
   void Erase(size_t bit);
+  // Empties the cache and gives it `capacity` bits. Generations go on from
+  // where they were: a caller's remembered generation never matches again.
+  void Reset(size_t capacity);
 
   uint64_t evictions() const { return evictions_; }
 

@@ -90,8 +90,11 @@ check elastic-blacklist 2 "--blacklist-cooldown-range needs --host-discovery-scr
   "$horarun" -np 2 --min-np 1 --blacklist-cooldown-range 1 2 true
 # Elastic mode runs a job whose workers all succeed, as a fixed one.
 check elastic-runs 0 "" "$horarun" -np 2 --min-np 1 --max-np 2 true
-check autotune 2 "--autotune: Hora has no autotuner yet" "$horarun" -np 2 --autotune true
-check autotune-log 2 "--autotune-log-file: Hora has no autotuner yet" "$horarun" -np 2 --autotune-log-file f true
+check autotune 0 "[0]: 1 at.csv 0 4" "$horarun" -np 1 --autotune --autotune-log-file at.csv \
+  --autotune-warmup-samples 0 --autotune-steps-per-sample 4 \
+  sh -c 'echo $HORA_AUTOTUNE $HORA_AUTOTUNE_LOG $HORA_AUTOTUNE_WARMUP_SAMPLES $HORA_AUTOTUNE_STEPS_PER_SAMPLE'
+check autotune-bayes 2 "--autotune-bayes-opt-max-samples: Hora's autotuning is not Bayesian" \
+  "$horarun" -np 2 --autotune-bayes-opt-max-samples 5 true
 check mark-cycles 2 "--timeline-mark-cycles: Hora's timeline does not mark engine cycles yet" \
   "$horarun" -np 2 --timeline-filename t.json --timeline-mark-cycles true
 check hierarchical 0 "[0]: 1" "$horarun" -np 1 --hierarchical-allreduce sh -c 'echo $HORA_HIERARCHICAL_ALLREDUCE'

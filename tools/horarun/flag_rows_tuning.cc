@@ -9,9 +9,10 @@
 namespace hora::horarun::flag_rows {
 namespace {
 
-constexpr const char* kAutotune =
-    "Hora has no autotuner yet: set --fusion-threshold-mb, --cycle-time-ms and "
-    "--cache-capacity yourself";
+constexpr const char* kBayes =
+    "Hora's autotuning is not Bayesian: it scores each tunable's values in turn and stops by "
+    "itself (docs/tuning.md); --autotune-warmup-samples and --autotune-steps-per-sample "
+    "shape it";
 constexpr const char* kHierarchical =
     "Hora has no hierarchical allgather or torus allreduce yet (its algorithms: "
     "HORA_ALLREDUCE_ALGO and HORA_HIERARCHICAL_ALLREDUCE in horarun --print-config)";
@@ -58,17 +59,42 @@ std::vector<FlagSpec> Tuning() {
       {"Tuning", "--no-torus-allreduce", nullptr, "torus_allreduce",
        "accepted: Hora has no torus allreduce", NoValue},
       {"Tuning", "--torus-allreduce", nullptr, "torus_allreduce", "", nullptr, kHierarchical},
-      {"Tuning", "--no-autotune", nullptr, "autotune", "accepted: the default", NoValue},
-      {"Tuning", "--autotune", nullptr, "autotune", "", nullptr, kAutotune},
-      {"Tuning", "--autotune-log-file", "FILE", "autotune_log_file", "", nullptr, kAutotune},
-      {"Tuning", "--autotune-warmup-samples", "N", "autotune_warmup_samples", "", nullptr,
-       kAutotune},
-      {"Tuning", "--autotune-steps-per-sample", "N", "autotune_steps_per_sample", "", nullptr,
-       kAutotune},
+      {"Tuning", "--no-autotune", nullptr, "autotune",
+       "no autotuning, the default (HORA_AUTOTUNE=0)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         return SetSetting(o, f, v, "HORA_AUTOTUNE", "0");
+       }},
+      {"Tuning", "--autotune", nullptr, "autotune",
+       "tune fusion, cycle time, cache, algorithm cut-off and hierarchical allreduce while the "
+       "job trains (HORA_AUTOTUNE=1)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         return SetSetting(o, f, v, "HORA_AUTOTUNE", "1");
+       }},
+      {"Tuning", "--autotune-log-file", "FILE", "autotune_log_file",
+       "autotuning's CSV log: each sample's settings and score, then the choice "
+       "(HORA_AUTOTUNE_LOG)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         if (v.empty()) return Bad(f, v, "is not a file name");
+         return SetSetting(o, f, v, "HORA_AUTOTUNE_LOG", v);
+       }},
+      {"Tuning", "--autotune-warmup-samples", "N", "autotune_warmup_samples",
+       "samples autotuning leaves out first (HORA_AUTOTUNE_WARMUP_SAMPLES, default 3)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 0, 1000000, "is not a whole number, 0 or more"));
+         return SetSetting(o, f, v, "HORA_AUTOTUNE_WARMUP_SAMPLES", std::to_string(n));
+       }},
+      {"Tuning", "--autotune-steps-per-sample", "N", "autotune_steps_per_sample",
+       "training steps each autotuning sample scores (HORA_AUTOTUNE_STEPS_PER_SAMPLE, default 10)",
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         HORA_ASSIGN_OR_RETURN(long long n,
+                               Whole(f, v, 1, 1000000, "is not a whole number, 1 or more"));
+         return SetSetting(o, f, v, "HORA_AUTOTUNE_STEPS_PER_SAMPLE", std::to_string(n));
+       }},
       {"Tuning", "--autotune-bayes-opt-max-samples", "N", "autotune_bayes_opt_max_samples", "",
-       nullptr, kAutotune},
+       nullptr, kBayes},
       {"Tuning", "--autotune-gaussian-process-noise", "X", "autotune_gaussian_process_noise", "",
-       nullptr, kAutotune},
+       nullptr, kBayes},
       {"Tuning", "--mpi-threads-disable", nullptr, "mpi_threads_disable", "", nullptr,
        "Hora has no equivalent of HOROVOD_MPI_THREADS_DISABLE"},
       {"Tuning", "--num-nccl-streams", "N", "num_nccl_streams", "", nullptr,

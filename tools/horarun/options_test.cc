@@ -73,6 +73,7 @@ TEST(Options, TunablesBecomeSettings) {
       {"NCCL_SOCKET_IFNAME", "eth0,eth1,ib0"},
       {"HORA_START_TIMEOUT_S", "7.000000"},
       {"HORA_HIERARCHICAL_ALLREDUCE", "0"},
+      {"HORA_AUTOTUNE", "0"},
       {"NCCL_IB_DISABLE", "1"},
   };
   EXPECT_EQ(o->settings, want);
@@ -186,8 +187,11 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--blacklist-cooldown-range", "3", "2"},
        "--blacklist-cooldown-range '3 2': MIN is above MAX"},
       {{"-np", "2", "--blacklist-cooldown-range"}, "--blacklist-cooldown-range needs two values"},
-      {{"-np", "2", "--autotune"}, "--autotune: Hora has no autotuner yet"},
-      {{"-np", "2", "--autotune-log-file", "f"}, "--autotune-log-file: Hora has no autotuner"},
+      {{"-np", "2", "--autotune-bayes-opt-max-samples", "9"},
+       "--autotune-bayes-opt-max-samples: Hora's autotuning is not Bayesian"},
+      {{"-np", "2", "--autotune-steps-per-sample", "0"},
+       "--autotune-steps-per-sample '0' is not a whole number, 1 or more"},
+      {{"-np", "2", "--autotune-log-file", ""}, "--autotune-log-file '' is not a file name"},
       {{"-np", "2", "--hierarchical-allgather"},
        "--hierarchical-allgather: Hora has no hierarchical allgather"},
       {{"-np", "2", "--timeline-mark-cycles"},
@@ -244,10 +248,23 @@ TEST(Options, ConfigFileGivesFlagsThatTheCommandLineOverrides) {
         {"HORA_STALL_WARNING_S", "11"},
         {"HORA_LOG_LEVEL", "info"},
         {"HORA_HIERARCHICAL_ALLREDUCE", "0"},
+        {"HORA_AUTOTUNE", "0"},
     };
     EXPECT_EQ(o->settings, want);
     EXPECT_EQ(o->controller, "gloo");
   }
+  // autotune.enabled: true brings its other keys along.
+  Files()["a.yaml"] =
+      "autotune:\n  enabled: true\n  log_file: at.csv\n  warmup_samples: 0\n"
+      "  steps_per_sample: 4\n";
+  auto a = Parse({"-np", "1", "--config-file", "a.yaml"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->settings, (std::map<std::string, std::string>{
+                             {"HORA_AUTOTUNE", "1"},
+                             {"HORA_AUTOTUNE_LOG", "at.csv"},
+                             {"HORA_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                             {"HORA_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
+                         }));
   // controller: mpi yields to --gloo; stall_check.enabled: false to --stall-check.
   Files()["m.yaml"] = "controller: mpi\nstall_check:\n  enabled: false\n";
   auto o = Parse({"-np", "1", "--gloo", "--stall-check", "--config-file", "m.yaml"});
@@ -263,7 +280,7 @@ TEST(Options, ConfigFileGivesFlagsThatTheCommandLineOverrides) {
 TEST(Options, ConfigFileErrorsNameTheLine) {
   Files()["bad1.yaml"] = "params:\n  cycle_time_ms: -1\n";
   Files()["bad2.yaml"] = "params:\n  fusion_mb: 1\n";
-  Files()["bad3.yaml"] = "autotune:\n  enabled: true\n";
+  Files()["bad3.yaml"] = "autotune:\n  enabled: true\n  gaussian_process_noise: 0.5\n";
   Files()["bad4.yaml"] = "controller: jsrun\n";
   Files()["bad5.yaml"] = "params:\n  - 1\n";
   Files()["bad6.yaml"] = "timeline:\n  mark_cycles: maybe\n";
@@ -275,7 +292,9 @@ TEST(Options, ConfigFileErrorsNameTheLine) {
             "cycle_time_ms, cache_capacity, hierarchical_allreduce, hierarchical_allgather, "
             "torus_allreduce)");
   EXPECT_EQ(ErrorOf({"-np", "1", "--config-file", "bad3.yaml"})
-                .rfind("bad3.yaml:2 (autotune.enabled): --autotune: Hora has no autotuner yet", 0),
+                .rfind("bad3.yaml:3 (autotune.gaussian_process_noise): "
+                       "--autotune-gaussian-process-noise: Hora's autotuning is not Bayesian",
+                       0),
             0u);
   EXPECT_EQ(ErrorOf({"-np", "1", "--config-file", "bad4.yaml"}),
             "bad4.yaml:1 (controller): expected gloo or mpi");

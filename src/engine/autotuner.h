@@ -1,0 +1,118 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Autotuning's search (HORA_AUTOTUNE; docs/dev/autotune.md): on the first
+// rank, it scores the settings in force by the bytes the engine's
+// collectives finish per second, and decides which settings to try next.
+// The engine hands it every finished tensor; when a sample ends it returns
+// the Tunables every rank switches to (the negotiator carries them).
+//
+// Steps. A training step submits the same tensors each time: the first
+// tensor name seen is the step's mark, and a step ends each time it comes
+// again. A sample is `steps_per_sample` steps, after one step left out
+// (the switch to the sample's settings lands within it). Its score is the
+// bytes finished over those steps by the time they took.
+//
+// The search: coordinate descent with a confirmation. After
+// `warmup_samples` samples left out, the starting settings are scored; then
+// one tunable at a time, each of its other values is scored with the
+// others at their best so far. A value that beats the best is scored once
+// more beside the best scored once more, and wins only if its two
+// samples' mean beats the best's: one lucky sample on a noisy machine does
+// not move the choice. After the last tunable the best settings stay, and
+// the search is done. It needs (values - 1) samples per tunable, plus two
+// per confirmation: against a grid search over every combination, the sum
+// of the lists' lengths rather than their product.
+//
+// Every sample is one line of the CSV log (its settings, its score, what
+// it was for), and the choice is the last.
+//
+// Not thread-safe: the engine's cycle's.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "engine/tunables.h"
+
+namespace hora {
+
+struct AutotuneOptions {
+  int warmup_samples = 3;
+  int steps_per_sample = 10;
+};
+
+// The values each tunable may take (the starting value among them); a
+// list of one value is not tuned.
+struct TuningSpace {
+  std::vector<uint64_t> fusion_threshold_bytes;
+  std::vector<double> cycle_time_ms;
+  std::vector<uint64_t> cache_capacity;
+  std::vector<std::string> allreduce_algo;
+  std::vector<bool> hierarchical;
+
+  // The default space around `start`: fusion thresholds of 1 to 128 MiB,
+  // cycle times of 0.5 to 10 ms, the response cache on and off (if on at
+  // the start), the point where recursive doubling gives way to the ring
+  // (only where `point_to_point`: ranks that do not all share memory), and
+  // hierarchical allreduce on and off (only where `several_hosts`).
+  static TuningSpace Around(const Tunables& start, bool point_to_point, bool several_hosts);
+};
+
+class Autotuner {
+ public:
+  // `log_line` gets the CSV log, the header first (null: no log).
+  Autotuner(const AutotuneOptions& options, const Tunables& start, TuningSpace space,
+            std::function<void(const std::string&)> log_line);
+
+  // A tensor of `bytes` bytes finished at `now`. Returns the settings to
+  // switch to when a sample ends with other settings to try (or the best,
+  // at the end); nullopt otherwise.
+  std::optional<Tunables> Finished(std::string_view name, uint64_t bytes, TimePoint now);
+
+  bool done() const { return phase_ == Phase::kDone; }
+  const Tunables& best() const { return best_; }
+  int samples() const { return samples_; }
+
+  static const char* kLogHeader;
+
+ private:
+  enum class Phase { kWarmup, kBase, kTrial, kConfirmBest, kConfirmWinner, kDone };
+  // The settings the next sample scores, or nullopt once the search ends.
+  std::optional<Tunables> Next();
+  // The settings of the best so far, with tunable `dim` at value `index`.
+  Tunables With(size_t dim, size_t index) const;
+  size_t Values(size_t dim) const;
+  size_t BestIndex(size_t dim) const;
+  void Log(const char* phase, const Tunables& t, double seconds, uint64_t bytes, double score);
+  // A sample of the settings in force ended with `score`: what comes next.
+  std::optional<Tunables> SampleEnded(double score);
+
+  const AutotuneOptions options_;
+  const TuningSpace space_;
+  const std::function<void(const std::string&)> log_line_;
+  Phase phase_ = Phase::kWarmup;
+  Tunables trying_;  // in force
+  Tunables best_;
+  std::vector<double> best_scores_;
+  size_t dim_ = 0;    // the tunable being tuned
+  size_t value_ = 0;  // the value being scored
+  size_t winner_ = 0;
+  double winner_score_ = 0;
+  std::vector<double> trial_scores_;  // this tunable's, by value (-1: not scored)
+  int samples_ = 0;
+  int warmups_left_;
+
+  // Steps.
+  std::string mark_;  // the first tensor's name
+  int marks_ = 0;     // marks seen since the settings in force came (Finished)
+  bool skip_step_ = true;
+  TimePoint started_{};
+  uint64_t bytes_ = 0;
+};
+
+}  // namespace hora

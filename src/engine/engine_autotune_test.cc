@@ -1,0 +1,123 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Autotuning (HORA_AUTOTUNE) in running engines, ranks as threads: a job
+// of training steps (six allreduces a step, 1 to 300K elements) runs while
+// the first rank's tuner tries fusion thresholds, cycle times and the
+// response cache off and on again, and every rank takes each of its
+// settings at the same cycle:
+//  - every step's sums are the ones computed here, on every rank, through
+//    every switch (the cache emptied and refilled, fusion re-planned);
+//  - every rank took the same number of settings, and the tuner finished;
+//  - the CSV log holds the header, the samples, and the choice last;
+//  - with autotuning off, no settings are taken and no log is written.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "support/thread_ranks.h"
+
+namespace hora {
+namespace {
+
+using testing::ExpectAllOk;
+using testing::TestSettings;
+using testing::ThreadRanks;
+
+constexpr auto kWait = std::chrono::seconds(60);
+constexpr int64_t kSizes[] = {1, 7, 1000, 4099, 65537, 300000};
+
+float Value(int r, int64_t k, int step) { return static_cast<float>((r + 1) * ((k + step) % 13)); }
+
+// Runs `steps` steps; fails on any wrong sum.
+Status Train(int rank, int n, Session& s, int steps) {
+  std::vector<std::vector<float>> bufs;
+  for (int64_t size : kSizes) bufs.emplace_back(static_cast<size_t>(size));
+  for (int step = 0; step < steps; ++step) {
+    std::vector<Handle> hs;
+    for (size_t t = 0; t < bufs.size(); ++t) {
+      for (size_t k = 0; k < bufs[t].size(); ++k)
+        bufs[t][k] = Value(rank, static_cast<int64_t>(k), step);
+      TensorView v(bufs[t].data(), DataType::kFloat32, {kSizes[t]});
+      hs.push_back(s.AllreduceAsync("g" + std::to_string(t), v, v));
+    }
+    for (size_t t = 0; t < bufs.size(); ++t) {
+      HORA_RETURN_IF_ERROR(hs[t].Wait(kWait));
+      for (size_t k = 0; k < bufs[t].size(); ++k) {
+        float want = 0;
+        for (int r = 0; r < n; ++r) want += Value(r, static_cast<int64_t>(k), step);
+        if (bufs[t][k] != want) {
+          return InternalError("step " + std::to_string(step) + ", tensor g" + std::to_string(t) +
+                               "[" + std::to_string(k) + "] is " + std::to_string(bufs[t][k]) +
+                               ", expected " + std::to_string(want));
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+std::vector<std::string> Lines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  return lines;
+}
+
+class EngineAutotune : public ::testing::TestWithParam<int> {};
+
+TEST_P(EngineAutotune, EveryRankTakesTheSettingsAndTheSumsStayRight) {
+  const int n = GetParam();
+  const std::string log = ::testing::TempDir() + "autotune_np" + std::to_string(n) + ".csv";
+  std::remove(log.c_str());
+  std::vector<uint64_t> taken(static_cast<size_t>(n));
+  {
+    ThreadRanks ranks(n, TestSettings({{"HORA_AUTOTUNE", "1"},
+                                       {"HORA_AUTOTUNE_LOG", log},
+                                       {"HORA_AUTOTUNE_WARMUP_SAMPLES", "1"},
+                                       {"HORA_AUTOTUNE_STEPS_PER_SAMPLE", "2"}}));
+    ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+      // Enough steps for the whole search: about 4 steps a sample (one
+      // left out, two scored, the switch), at most 1 + 1 + 4 + 4 + 1 + 3 x 2
+      // samples.
+      HORA_RETURN_IF_ERROR(Train(rank, n, s, 120));
+      taken[static_cast<size_t>(rank)] = s.engine_counters().settings_taken;
+      return Status::Ok();
+    }));
+  }
+  for (int r = 1; r < n; ++r) EXPECT_EQ(taken[static_cast<size_t>(r)], taken[0]) << "rank " << r;
+  // The other fusion thresholds, cycle times, the cache off: at least 9
+  // switches.
+  EXPECT_GE(taken[0], 9u);
+  const std::vector<std::string> lines = Lines(log);
+  ASSERT_GE(lines.size(), 13u);
+  EXPECT_EQ(lines.front().rfind("sample,phase,fusion_threshold_bytes,", 0), 0u);
+  EXPECT_NE(lines[1].find(",warmup,"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find(",start,"), std::string::npos) << lines[2];
+  EXPECT_NE(lines.back().find(",chosen,"), std::string::npos) << lines.back();
+  // Some sample ran with the cache off, and the job went on.
+  bool cache_off = false;
+  for (const std::string& l : lines) cache_off = cache_off || l.find(",0,\"") != std::string::npos;
+  EXPECT_TRUE(cache_off);
+  std::remove(log.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, EngineAutotune, ::testing::Values(2, 3));
+
+TEST(EngineAutotuneOff, TakesNoSettingsAndWritesNoLog) {
+  const std::string log = ::testing::TempDir() + "autotune_off.csv";
+  std::remove(log.c_str());
+  ThreadRanks ranks(2, TestSettings({{"HORA_AUTOTUNE_LOG", log}}));
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    HORA_RETURN_IF_ERROR(Train(rank, 2, s, 20));
+    if (s.engine_counters().settings_taken != 0) return InternalError("settings taken");
+    return Status::Ok();
+  }));
+  EXPECT_FALSE(std::ifstream(log).good());
+}
+
+}  // namespace
+}  // namespace hora
