@@ -38,19 +38,13 @@ Result<std::vector<Selector::Range<Algorithm>>> Selector::Parse(std::string_view
 Result<Selector> Selector::Create(const Config& config) {
   Selector s;
   s.model_ = CostModel::FromConfig(config);
-  HORA_ASSIGN_OR_RETURN(s.allreduce_,
-                        Parse<AllreduceAlgorithm>("HORA_ALLREDUCE_ALGO", config.allreduce_algo));
-  HORA_ASSIGN_OR_RETURN(
-      auto allreduce_default,
-      Parse<AllreduceAlgorithm>("the default allreduce selection", kDefaultAllreduceSelection));
-  s.allreduce_.insert(s.allreduce_.end(), allreduce_default.begin(), allreduce_default.end());
   HORA_ASSIGN_OR_RETURN(s.broadcast_,
                         Parse<BroadcastAlgorithm>("HORA_BROADCAST_ALGO", config.broadcast_algo));
   HORA_ASSIGN_OR_RETURN(
       auto broadcast_default,
       Parse<BroadcastAlgorithm>("the default broadcast selection", kDefaultBroadcastSelection));
   s.broadcast_.insert(s.broadcast_.end(), broadcast_default.begin(), broadcast_default.end());
-  return s;
+  return s.WithAllreduce(config.allreduce_algo);
 }
 
 Result<Selector> Selector::WithAllreduce(std::string_view allreduce_algo) const {

@@ -9,6 +9,8 @@ namespace hora {
 namespace {
 
 constexpr size_t kDims = 5;  // fusion, cycle time, cache, allreduce algorithm, hierarchical
+// Names kept while looking for the first that comes twice (then forgotten).
+constexpr size_t kMaxNamesSeen = 1 << 16;
 
 template <typename T>
 void AddValue(std::vector<T>& values, const T& v) {
@@ -118,7 +120,13 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
 
 std::optional<Tunables> Autotuner::Finished(std::string_view name, uint64_t bytes, TimePoint now) {
   if (phase_ == Phase::kDone) return std::nullopt;
-  if (mark_.empty()) mark_ = std::string(name);
+  if (mark_.empty()) {
+    // The first name to come again marks the steps; this is its mark 1.
+    if (seen_.size() > kMaxNamesSeen) seen_.clear();
+    if (seen_.insert(std::string(name)).second) return std::nullopt;
+    mark_ = std::string(name);
+    seen_.clear();
+  }
   if (name != mark_) {
     if (marks_ >= 2) bytes_ += bytes;
     return std::nullopt;

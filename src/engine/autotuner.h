@@ -7,10 +7,12 @@
 // the Tunables every rank switches to (the negotiator carries them).
 //
 // Steps. A training step submits the same tensors each time: the first
-// tensor name seen is the step's mark, and a step ends each time it comes
-// again. A sample is `steps_per_sample` steps, after one step left out
-// (the switch to the sample's settings lands within it). Its score is the
-// bytes finished over those steps by the time they took.
+// tensor name to come a second time (names seen once, such as a first
+// broadcast of the parameters, are passed over) is the step's mark, and a
+// step ends each time it comes again. A sample is `steps_per_sample` steps,
+// after one step left out (the switch to the sample's settings lands
+// within it). Its score is the bytes finished over those steps by the time
+// they took.
 //
 // The search: coordinate descent with a confirmation. After
 // `warmup_samples` samples left out, the starting settings are scored; then
@@ -34,6 +36,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -108,8 +111,9 @@ class Autotuner {
   int warmups_left_;
 
   // Steps.
-  std::string mark_;  // the first tensor's name
-  int marks_ = 0;     // marks seen since the settings in force came (Finished)
+  std::string mark_;                      // the first name that came twice ("": none yet)
+  std::unordered_set<std::string> seen_;  // names seen before the mark was found
+  int marks_ = 0;                         // marks seen since the settings in force came (Finished)
   bool skip_step_ = true;
   TimePoint started_{};
   uint64_t bytes_ = 0;

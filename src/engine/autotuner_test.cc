@@ -10,8 +10,10 @@
 //    within 5% of the grid's best in at least 95% of them, never below 85%;
 //  - every search takes fewer samples than the grid has combinations;
 //  - the CSV log has its header, a line per sample and the choice last;
-//  - a sample leaves out the step after a switch, and counts the bytes of
-//    its steps; a job whose first tensor never comes again is never scored.
+//  - steps are marked by the first name to come again (a one-off broadcast
+//    first is passed over); a sample leaves out the step after a switch
+//    and counts the bytes of its steps; a job whose names never come
+//    again is never scored.
 #include "engine/autotuner.h"
 
 #include <gtest/gtest.h>
@@ -181,38 +183,39 @@ TEST(Autotuner, LogsEverySampleAndTheChoiceLast) {
   }
 }
 
-TEST(Autotuner, ScoresTheStepsOfASampleLeavingOutTheStepAfterASwitch) {
-  // Two tensors a step ("a" of 100 bytes, "b" of 300); three steps a
-  // sample, no warmup. Steps take 1 s, but the one after each switch 9 s.
+TEST(Autotuner, ScoresTheStepsOfASampleLeavingOutTheStepAfterTheMark) {
+  // A one-off broadcast, then steps of two tensors ("a" of 100 bytes at
+  // mid-step, "b" of 300 at its end); three steps a sample, no warmup.
+  // Step 0 shows the names, step 1 begins with the mark's first return
+  // and is left out (it takes 9 s), steps 2-4 take 1 s each: the sample
+  // runs from step 2's "a" to step 5's, 3 x 400 bytes over 3 s.
   const AutotuneOptions o{.warmup_samples = 0, .steps_per_sample = 3};
-  TuningSpace space = TuningSpace::Around(Start(), false, false);
   std::vector<std::string> log;
-  Autotuner tuner(o, Start(), space, [&](const std::string& l) { log.push_back(l); });
+  Autotuner tuner(o, Start(), TuningSpace::Around(Start(), false, false),
+                  [&](const std::string& l) { log.push_back(l); });
   TimePoint now{};
-  bool switched = true;
+  EXPECT_FALSE(tuner.Finished("broadcast.w", 1 << 20, now));
   std::optional<Tunables> next;
   int ended_at = -1;
-  for (int step = 0; step < 6 && !next; ++step) {
-    now += std::chrono::milliseconds(switched ? 4500 : 500);
+  for (int step = 0; step < 8 && !next; ++step) {
+    const auto half = std::chrono::milliseconds(step == 1 ? 4500 : 500);
+    now += half;
     next = tuner.Finished("a", 100, now);
     if (next) {
       ended_at = step;
       break;
     }
-    now += std::chrono::milliseconds(switched ? 4500 : 500);
+    now += half;
     next = tuner.Finished("b", 300, now);
-    switched = false;
   }
-  // The first "a" marks the step left out; the second begins the sample,
-  // the fifth ends it: three steps of 1 s, 3 x 400 bytes.
-  EXPECT_EQ(ended_at, 4);
+  EXPECT_EQ(ended_at, 5);
   ASSERT_TRUE(next.has_value());
   ASSERT_EQ(log.size(), 2u);
   EXPECT_NE(log[1].find(",3.000000,1200,400"), std::string::npos) << log[1];
   EXPECT_NE(*next, Start());
 }
 
-TEST(Autotuner, AJobWhoseFirstTensorNeverComesAgainIsNeverScored) {
+TEST(Autotuner, AJobWhoseNamesNeverComeAgainIsNeverScored) {
   const AutotuneOptions o{.warmup_samples = 0, .steps_per_sample = 1};
   Autotuner tuner(o, Start(), TuningSpace::Around(Start(), false, false), nullptr);
   TimePoint now{};

@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Autotuning (HORA_AUTOTUNE) in running engines, ranks as threads: a job
-// of training steps (six allreduces a step, 1 to 300K elements) runs while
+// of training steps (six allreduces a step, 1 to 100K elements) runs while
 // the first rank's tuner tries fusion thresholds, cycle times and the
 // response cache off and on again, and every rank takes each of its
 // settings at the same cycle:
@@ -28,7 +28,7 @@ using testing::TestSettings;
 using testing::ThreadRanks;
 
 constexpr auto kWait = std::chrono::seconds(60);
-constexpr int64_t kSizes[] = {1, 7, 1000, 4099, 65537, 300000};
+constexpr int64_t kSizes[] = {1, 7, 1000, 4099, 65537, 100003};
 
 float Value(int r, int64_t k, int step) { return static_cast<float>((r + 1) * ((k + step) % 13)); }
 
