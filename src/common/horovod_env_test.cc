@@ -25,19 +25,22 @@ TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
       {"HOROVOD_TIMELINE", "DYNAMIC"},
       {"HOROVOD_CACHE_CAPACITY", "64"},
       {"HOROVOD_AUTOTUNE", "1"},
+      {"HOROVOD_MPI_THREADS_DISABLE", "1"},
       {"HOROVOD_RANK", "3"},  // layout: neither taken nor named
       {"PATH", "/bin"}};
   const HorovodSettings h = ReadHorovodSettings(env, {{"HORA_CACHE_CAPACITY", "16"}});
-  EXPECT_EQ(h.hora, (std::map<std::string, std::string>{{"HORA_CYCLE_TIME_MS", "3.5"},
+  EXPECT_EQ(h.hora, (std::map<std::string, std::string>{{"HORA_AUTOTUNE", "1"},
+                                                        {"HORA_CYCLE_TIME_MS", "3.5"},
                                                         {"HORA_FUSION_THRESHOLD_BYTES", "33554432"},
                                                         {"HORA_LOG_LEVEL", "error"}}));
+  EXPECT_TRUE(Taken(h, "HOROVOD_AUTOTUNE=1 is taken as HORA_AUTOTUNE=1"));
   EXPECT_TRUE(Taken(h, "HOROVOD_CYCLE_TIME=3.5 is taken as HORA_CYCLE_TIME_MS=3.5"));
   EXPECT_TRUE(Ignored(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
   EXPECT_TRUE(Taken(h, "HOROVOD_TIMELINE=DYNAMIC needs nothing in Hora"));
   EXPECT_TRUE(Ignored(h,
-                      "HOROVOD_AUTOTUNE is ignored: Hora has no equivalent (horarun --print-config "
-                      "lists Hora's settings)"));
-  EXPECT_EQ(h.taken.size(), 4u);
+                      "HOROVOD_MPI_THREADS_DISABLE is ignored: Hora has no equivalent (horarun "
+                      "--print-config lists Hora's settings)"));
+  EXPECT_EQ(h.taken.size(), 5u);
   EXPECT_EQ(h.ignored.size(), 2u);
   // What is taken goes through the settings table like any value.
   std::map<std::string, std::string> hora = h.hora;

@@ -324,7 +324,9 @@ std::string Negotiator::StoppingRanks(bool stopping) {
 }
 
 std::optional<bool> Negotiator::PeerWaiting() const {
-  return control_.PeerWaiting(2 * ((cache_.capacity() + 63) / 64) + 1);  // (Negotiate's vector)
+  // (Negotiate's vector: of the capacity the next cycle has.)
+  const size_t capacity = next_capacity_.value_or(cache_.capacity());
+  return control_.PeerWaiting(2 * ((capacity + 63) / 64) + 1);
 }
 
 std::string Negotiator::Subject() const {
