@@ -32,7 +32,7 @@ void Engine::Finish(const std::string& name, Status st) {
 
 void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
   if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
-  if (tuner_ && st.ok()) Score(done, Clock::now());
+  if (tuner_ && !tuner_->done() && st.ok()) Score(done, Clock::now());  // (while it tunes)
   std::vector<Completion>& completions = finishing_.completions;
   std::vector<TensorRecord*>& records = finishing_.records;
   struct Clear {
