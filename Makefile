@@ -50,7 +50,7 @@ demo-cpp: build
 # The everyday loop: the unit tests (beside their code, and the harness's),
 # in parallel, without the big matrices and the multi-process, Python,
 # benchmark and documentation suites that `make test` runs.
-CHECK_EXCLUDE = AllreduceMatrix|CollectivesMatrix|^mp_|^python_|^bench_|^docs_|^horarun_|^binaries_
+CHECK_EXCLUDE = AllreduceMatrix|CollectivesMatrix|^mp_|^python_|^bench_|^docs_|^horarun_|^binaries_|^build_
 check: build check-thread-safety
 	@cd $(BUILD) && ctest -j $(JOBS) --output-on-failure --timeout 300 -E '$(CHECK_EXCLUDE)'
 
@@ -67,8 +67,8 @@ SAN_DEVICE_SKIP := Worlds/DeviceTensors\..*/np[14]_
 # above cover worlds 1 to 16 under ASan; between processes the transports'
 # code does not depend on the world size), and the tests whose time is
 # their designed waits (start timeouts, stop grace), which the main pass
-# runs.
-ASAN_SKIP := ^mp_collectives_.*_np[24]$$|^mp_device_shm_np[24]$$|_bootstrap_timeout_|^horarun_remote$$
+# runs; and the build's own checks (they configure CMake, nothing sanitized).
+ASAN_SKIP := ^mp_collectives_.*_np[24]$$|^mp_device_shm_np[24]$$|_bootstrap_timeout_|^horarun_remote$$|^build_
 
 test: format-check check-thread-safety test-unit test-asan test-tsan
 

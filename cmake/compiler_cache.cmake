@@ -26,12 +26,29 @@ if(NOT HORA_CCACHE STREQUAL "off")
     message(FATAL_ERROR "HORA_CCACHE=on but ccache is not on PATH")
   endif()
   if(HORA_CCACHE_PROGRAM)
-    if(DEFINED ENV{HORA_CCACHE_DIR})
+    # Where scripts/python-env keeps the environments, as it finds that.
+    if(NOT "$ENV{HORA_CCACHE_DIR}" STREQUAL "")
       set(_ccache_dir "$ENV{HORA_CCACHE_DIR}")
-    elseif(DEFINED ENV{XDG_CACHE_HOME})
+    elseif(NOT "$ENV{HORA_ENV_CACHE}" STREQUAL "")
+      set(_ccache_dir "$ENV{HORA_ENV_CACHE}/ccache")
+    elseif(NOT "$ENV{XDG_CACHE_HOME}" STREQUAL "")
       set(_ccache_dir "$ENV{XDG_CACHE_HOME}/hora/ccache")
     else()
       set(_ccache_dir "$ENV{HOME}/.cache/hora/ccache")
+    endif()
+    # A cache that cannot be written fails every compile: auto goes without.
+    execute_process(COMMAND ${CMAKE_COMMAND} -E make_directory "${_ccache_dir}"
+                    RESULT_VARIABLE _mkdir_failed ERROR_QUIET)
+    execute_process(COMMAND ${CMAKE_COMMAND} -E touch "${_ccache_dir}/.hora-writable"
+                    RESULT_VARIABLE _touch_failed ERROR_QUIET)
+    if(_mkdir_failed OR _touch_failed)
+      if(HORA_CCACHE STREQUAL "on")
+        message(FATAL_ERROR "HORA_CCACHE=on but ccache's directory ${_ccache_dir} cannot be "
+                            "written (set HORA_CCACHE_DIR to one that can)")
+      endif()
+      message(STATUS "Not compiling through ccache: ${_ccache_dir} cannot be written")
+      unset(HORA_CCACHE_PROGRAM CACHE)
+      return()
     endif()
     set(HORA_CCACHE_LAUNCHER
         ${CMAKE_COMMAND} -E env
