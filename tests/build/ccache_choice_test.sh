@@ -20,7 +20,8 @@ configure() {  # tree name, then VAR=value settings for the environment
   env "$@" cmake -S "$src" -B "$tree" -G Ninja -DHORA_BUILD_TESTS=OFF -DHORA_BUILD_BENCH=OFF \
     -DHORA_BUILD_PYTHON=OFF -DHORA_WITH_CUDA=off > "$tree.out" 2>&1
 }
-launches_ccache() { grep -q 'ccache' "$tmp/$1/build.ninja"; }
+# (The compile rules, with their launcher, are in CMakeFiles/rules.ninja.)
+launches_ccache() { grep -q 'ccache' "$tmp/$1/CMakeFiles/rules.ninja"; }
 # CMake wraps its messages: the output with every run of spaces and line
 # ends made one space.
 said() { tr -s ' \n' '  ' < "$tmp/$1.out" | grep -qF "$2"; }
@@ -35,15 +36,15 @@ else
   fail "HORA_CCACHE=off: configure failed: $(cat "$tmp/off.out")"
 fi
 
-# /proc cannot hold a directory: the cache cannot be written.
-if configure unwritable HORA_CCACHE=auto HORA_CCACHE_DIR=/proc/hora-none/ccache; then
-  said unwritable "Not compiling through ccache: /proc/hora-none/ccache cannot be written" ||
-    fail "auto, unwritable cache: no message: $(cat "$tmp/unwritable.out")"
-  launches_ccache unwritable && fail "auto, unwritable cache: still compiles through ccache"
-else
-  fail "auto, unwritable cache: configure failed: $(cat "$tmp/unwritable.out")"
-fi
 if command -v ccache > /dev/null; then
+  # /proc cannot hold a directory: the cache cannot be written.
+  if configure unwritable HORA_CCACHE=auto HORA_CCACHE_DIR=/proc/hora-none/ccache; then
+    said unwritable "Not compiling through ccache: /proc/hora-none/ccache cannot be written" ||
+      fail "auto, unwritable cache: no message: $(cat "$tmp/unwritable.out")"
+    launches_ccache unwritable && fail "auto, unwritable cache: still compiles through ccache"
+  else
+    fail "auto, unwritable cache: configure failed: $(cat "$tmp/unwritable.out")"
+  fi
   configure on_unwritable HORA_CCACHE=on HORA_CCACHE_DIR=/proc/hora-none/ccache &&
     fail "HORA_CCACHE=on with an unwritable cache was taken"
   said on_unwritable "HORA_CCACHE=on but ccache's directory /proc/hora-none/ccache cannot be written" ||
@@ -52,12 +53,20 @@ if command -v ccache > /dev/null; then
   if configure auto HORA_CCACHE=auto "HORA_CCACHE_DIR=$tmp/cache"; then
     said auto "Compiling through ccache ($tmp/cache)" ||
       fail "auto: no message naming the cache: $(cat "$tmp/auto.out")"
+    launches_ccache auto || fail "auto: the compile rules do not launch ccache"
     # One object of the library, compiled: it lands in that cache.
     object=$(ninja -C "$tmp/auto" -t targets all | grep -m1 -o '^[^:]*/status\.cc\.o')
     if [ -z "$object" ] || ! ninja -C "$tmp/auto" "$object" > "$tmp/auto.build" 2>&1; then
       fail "auto: compiling ${object:-status.cc.o} failed: $(cat "$tmp/auto.build")"
     elif [ -z "$(find "$tmp/cache" -type f -not -name '.hora-writable' -not -name '*.conf' | head -1)" ]; then
       fail "auto: $object compiled, but nothing is in $tmp/cache"
+    fi
+    # The environment's value wins over the tree's cached one: the same
+    # tree configured again with HORA_CCACHE=off goes without ccache.
+    if env HORA_CCACHE=off cmake "$tmp/auto" > "$tmp/auto_off.out" 2>&1; then
+      launches_ccache auto && fail "HORA_CCACHE=off over a configured tree: still compiles through ccache"
+    else
+      fail "HORA_CCACHE=off over a configured tree: configure failed: $(cat "$tmp/auto_off.out")"
     fi
   else
     fail "auto: configure failed: $(cat "$tmp/auto.out")"
