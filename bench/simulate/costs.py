@@ -25,10 +25,13 @@ does:
     the inter link, whose bandwidth is split among the flows that leave one
     host at once in that round (up to per_host of them: beta times that
     count). Partners follow Hora's folding of non-powers of two;
-  - hierarchical: reduce to a leader on each host (intra), allreduce among
-    the leaders (inter, the cheapest of ring / rd / hd), broadcast on each
-    host (intra). Reduce and broadcast take the cheaper of their tree and
-    their scatter-based forms, as a selector would.
+  - hierarchical, as Hora runs it (collectives/allreduce_hierarchical.cc):
+    a ring reduce-scatter within each host (intra) leaves each of its L
+    ranks one block, m/L; the ranks at each place allreduce their block
+    across the hosts (inter, the cheapest of ring / rd / hd over one rank a
+    host), all L places at once, so L flows share each host's link; a ring
+    allgather within the host (intra). Each host's link carries 2(H-1)/H m
+    with a ring across, where a flat ring carries 2(n-1)/n m.
 
 `choose` is the cost-model choice: the cheapest algorithm for each message.
 Nothing here runs anything; simulate.py and validate.py call it.
@@ -201,9 +204,20 @@ def allreduce(algo, n, m, topo):
         return _rd_topo(n, m, topo)
     if algo == "halving_doubling":
         return _hd_topo(n, m, topo)
-    local = min(topo.per_host, n)  # hierarchical
-    leaders = min(f(topo.hosts(n), m, topo.inter) for f in FLAT.values())
-    return reduce_to_root(local, m, topo.intra) + leaders + broadcast(local, m, topo.intra)
+    return hierarchical(n, m, topo)
+
+
+def hierarchical(n, m, topo, across=None):
+    """Hora's hierarchical allreduce on hosts of topo.per_host ranks (see the
+    top): `across` names the algorithm between hosts (None: the cheapest)."""
+    local = min(topo.per_host, n)
+    f = (local - 1) / local
+    intra = topo.intra
+    # reduce-scatter and allgather: local - 1 ring steps each of m / local
+    within = 2 * (local - 1) * intra.alpha + 2 * f * m * intra.beta + f * m * intra.gamma
+    link = topo.inter.shared(local)
+    algos = FLAT.values() if across is None else [FLAT[across]]
+    return within + min(a(topo.hosts(n), m / local, link) for a in algos)
 
 
 def choose(n, m, topo, algorithms=ALGORITHMS):

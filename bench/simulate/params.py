@@ -7,7 +7,8 @@
 
 Builtin: intra = Hora's own cost-model defaults (HORA_COST_ALPHA_US=2,
 HORA_COST_BANDWIDTH_GBPS=8, HORA_COST_REDUCE_GBPS=10); inter = a nominal
-10 Gbit/s Ethernet (25 us, 1.25 GB/s). Use them only to try the simulator.
+10 Gbit/s Ethernet (25 us, 1.25 GB/s; also the defaults of HORA_COST_NET_ALPHA_US
+and HORA_COST_NET_BANDWIDTH_GBPS). Use them only to try the simulator.
 """
 
 import json

@@ -58,10 +58,20 @@ def test_topology_rounds_within_a_host_use_the_intra_link():
     # at distance 4 sends 4 flows out of each host at once.
     want = 2 * (intra.alpha + M * intra.beta + M * G) + (A + M * 4 * B + M * G)
     assert close(costs.allreduce("recursive_doubling", 8, M, topo), want)
-    # hierarchical: reduce on 4 ranks, allreduce between 2 leaders, broadcast on 4
-    hier = (costs.reduce_to_root(4, M, intra) + min(f(2, M, inter) for f in costs.FLAT.values())
-            + costs.broadcast(4, M, intra))
-    assert close(costs.allreduce("hierarchical", 8, M, topo), hier)
+    # hierarchical: a ring reduce-scatter and allgather on 4 ranks (3 steps
+    # each of M/4), and between them each of the 4 places allreduces its M/4
+    # block between the 2 hosts, the 4 sharing each host's link
+    within = 6 * intra.alpha + 2 * 0.75 * M * intra.beta + 0.75 * M * G
+    across = min(f(2, M / 4, Link(A, 4 * B, G)) for f in costs.FLAT.values())
+    assert close(costs.allreduce("hierarchical", 8, M, topo), within + across)
+    # with the ring across named: 2 steps of M/8 at a quarter of the link
+    ring_across = 2 * (A + M / 8 * 4 * B) + 0.5 * M / 4 * G
+    assert close(costs.hierarchical(8, M, topo, across="ring"), within + ring_across)
+    # link-bound, each host sends 2(H-1)/H M with it, 2(n-1)/n M flat
+    big = 1 << 30
+    slow = Topology(Link(0, 0, 0), Link(0, B, 0), per_host=4)
+    assert close(costs.hierarchical(8, big, slow, across="ring"), big * B)
+    assert close(costs.allreduce("ring", 8, big, slow), 2 * 7 / 8 * big * B)
     # everything on one host: the intra link only
     assert close(costs.allreduce("ring", 4, M, topo), costs.ring(4, M, intra))
 

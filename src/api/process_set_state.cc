@@ -8,7 +8,8 @@
 namespace hora {
 
 ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Transport& transport,
-                                 const Config& config, Selector selector, const Logger* logger)
+                                 const Config& config, Selector selector, const Logger* logger,
+                                 bool job_spans_hosts)
     : id(id_), ranks(std::move(ranks_)), slot(slot_) {
   rank = SetRank(transport.rank());
   if (!member()) return;
@@ -21,8 +22,8 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
   const auto context = static_cast<uint32_t>(2 * slot);
   data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1);
   control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2);
-  backend = CreateHoraBackend(*data_comm, std::move(selector), config.hierarchical_allreduce != 0,
-                              logger);
+  backend = CreateHoraBackend(*data_comm, std::move(selector), HierarchyOf(config),
+                              job_spans_hosts && id == 0, logger);
 }
 
 int ProcessSetState::SetRank(int global) const {

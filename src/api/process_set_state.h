@@ -40,8 +40,12 @@ struct ProcessSetState {
   // `ranks`: the session's ranks in the set (sorted). A member gets its
   // comms and backend; a non-member only records the set. `logger` (which
   // outlives the set) gets the reports of long waits.
+  // `job_spans_hosts`: the job's ranks are on more than one host (every
+  // rank of the job says the same; only the global set's backend, over the
+  // job's own transport, can find host tiers).
   ProcessSetState(int id, std::vector<int> ranks, int slot, Transport& transport,
-                  const Config& config, Selector selector, const Logger* logger);
+                  const Config& config, Selector selector, const Logger* logger,
+                  bool job_spans_hosts = false);
   ~ProcessSetState() { engine.reset(); }  // the engine stops before its comms go
 
   bool member() const { return rank >= 0; }

@@ -120,7 +120,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
       HORA_ASSIGN_OR_RETURN(ProcessWiring wiring, ConnectProcess(config, whole, logger));
       layout = wiring.layout;  // (an elastic worker's, from the store)
       impl = std::make_unique<Impl>(std::move(config), std::move(wiring.store),
-                                    std::move(wiring.transport), std::move(selector));
+                                    std::move(wiring.transport), std::move(selector),
+                                    layout.local_size < layout.size);
       impl->store_server = std::move(wiring.server);
       impl->mpi = wiring.mpi;
       impl->hosts_known = {wiring.hosts_added_known, wiring.hosts_removed_known};

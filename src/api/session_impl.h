@@ -42,7 +42,10 @@
 namespace hora {
 
 struct Session::Impl {
-  Impl(Config c, std::shared_ptr<Store> s, std::unique_ptr<Transport> t, Selector sel)
+  // `spans_hosts`: the job's ranks are on more than one host (its layout's
+  // local size below its size, which every rank sees alike).
+  Impl(Config c, std::shared_ptr<Store> s, std::unique_ptr<Transport> t, Selector sel,
+       bool spans_hosts = false)
       : config(std::move(c)),
         logger(config.log_level, t->rank()),
         store(std::move(s)),
@@ -53,8 +56,8 @@ struct Session::Impl {
         devices(config.device, ChooseDevice(config.device)) {
     std::vector<int> all(static_cast<size_t>(transport->size()));
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
-    sets[0] =
-        std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel, &logger);
+    sets[0] = std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel,
+                                                &logger, spans_hosts);
   }
   ~Impl() {
     // The store this rank serves (rank 0 under a foreign launcher) closes

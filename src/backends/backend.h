@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "common/config.h"
 #include "hora/status.h"
 #include "hora/types.h"
 
@@ -66,9 +67,9 @@ class CollectiveBackend {
   // Autotuning's new allreduce choice (every rank calls it at the same
   // point): HORA_ALLREDUCE_ALGO's syntax, and HORA_HIERARCHICAL_ALLREDUCE.
   // A backend that chooses no algorithms keeps its own (the default).
-  virtual Status Retune(std::string_view allreduce_algo, bool hierarchical) {
+  virtual Status Retune(std::string_view allreduce_algo, Hierarchy hierarchy) {
     (void)allreduce_algo;
-    (void)hierarchical;
+    (void)hierarchy;
     return Status::Ok();
   }
 };

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "backends/hora_backend.h"
+#include "collectives/hierarchy_cost.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "support/forwarding_transport.h"
@@ -35,7 +36,8 @@ namespace {
 
 constexpr Duration kTimeout = std::chrono::seconds(30);
 
-// Forwards to a transport and counts the bytes sent through it.
+// Forwards to a transport and counts the bytes sent through it; stands for
+// TCP, so it offers no shared window (the loopback hub it wraps would).
 class Counting final : public testing::ForwardingTransport {
  public:
   Counting(std::unique_ptr<Transport> t, std::atomic<uint64_t>* sent)
@@ -43,6 +45,10 @@ class Counting final : public testing::ForwardingTransport {
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     *sent_ += bytes;
     return ForwardingTransport::Isend(peer, tag, data, bytes);
+  }
+  SharedWindow* Window(uint32_t context) override {
+    (void)context;
+    return nullptr;
   }
 
  private:
@@ -62,7 +68,7 @@ Selector MakeSelector(const std::string& algo) {
 // host order), every rank's backend hierarchical or not; the bytes each
 // rank sent to other hosts land in `across`; `algo` is the selector's
 // HORA_ALLREDUCE_ALGO; the backends log through `logger`.
-std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
+std::vector<Status> OnHosts(const std::vector<int>& per_host, Hierarchy hierarchy,
                             const std::function<Status(int, CollectiveBackend&)>& fn,
                             std::vector<std::atomic<uint64_t>>* across,
                             const std::string& algo = "", const Logger* logger = nullptr) {
@@ -91,8 +97,9 @@ std::vector<Status> OnHosts(const std::vector<int>& per_host, bool hierarchical,
     threads.emplace_back([&, r] {
       Comm data(*transports[static_cast<size_t>(r)], WaitPolicy{kTimeout, {}, nullptr}, 64 << 10,
                 1);
+      // (The job spans hosts where it has two or more, as its layout says.)
       std::unique_ptr<CollectiveBackend> b =
-          CreateHoraBackend(data, selector, hierarchical, logger);
+          CreateHoraBackend(data, selector, hierarchy, per_host.size() > 1, logger);
       st[static_cast<size_t>(r)] = fn(r, *b);
     });
   }
@@ -179,43 +186,84 @@ TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
   const std::vector<int> hosts = GetParam();
   int n = 0;
   for (int l : hosts) n += l;
-  std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+  // Always, and by the cost model (flat for the small sizes, hierarchical
+  // for the large: AutoIsFlatForFewBytesAndHierarchicalForMany).
+  for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kAuto}) {
+    std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+    ExpectOk(OnHosts(
+        hosts, h, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
+  }
+}
+
+// The bytes each rank sent to other hosts in an allreduce of `count`
+// float32, the tiers found by a first allreduce (whose bytes are not
+// counted); the most any rank sent.
+uint64_t MostSentAcross(const std::vector<int>& hosts, Hierarchy h, size_t count,
+                        const std::string& algo) {
+  const size_t n = hosts.size() * static_cast<size_t>(hosts[0]);
+  std::vector<std::atomic<uint64_t>> across(n);
+  std::vector<uint64_t> before(n);
   ExpectOk(OnHosts(
-      hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
+      hosts, h,
+      [&](int r, CollectiveBackend& b) -> Status {
+        HORA_RETURN_IF_ERROR(
+            RunOne<float>(r, static_cast<int>(n), b, 1, {}, true, DataType::kFloat32));
+        before[static_cast<size_t>(r)] = across[static_cast<size_t>(r)];
+        return RunOne<float>(r, static_cast<int>(n), b, count, {ReduceOp::kSum, 1.0, 1.0}, true,
+                             DataType::kFloat32);
+      },
+      &across, algo));
+  uint64_t most = 0;
+  for (size_t r = 0; r < n; ++r) most = std::max(most, across[r] - before[r]);
+  return most;
 }
 
 TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
   const std::vector<int> hosts = GetParam();
-  const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]), n = h * l;
-  constexpr size_t kCount = 1 << 18;         // float32: 1 MiB
-  for (bool hierarchical : {true, false}) {  // (ring across hosts, and flat)
-    std::vector<std::atomic<uint64_t>> across(n);
-    // (Finding the tiers sends a few bytes: counted from the second call.)
-    std::vector<uint64_t> before(n);
-    ExpectOk(OnHosts(
-        hosts, hierarchical,
-        [&](int r, CollectiveBackend& b) -> Status {
-          HORA_RETURN_IF_ERROR(
-              RunOne<float>(r, static_cast<int>(n), b, 1, {}, true, DataType::kFloat32));
-          before[static_cast<size_t>(r)] = across[static_cast<size_t>(r)];
-          return RunOne<float>(r, static_cast<int>(n), b, kCount, {ReduceOp::kSum, 1.0, 1.0}, true,
-                               DataType::kFloat32);
-        },
-        &across, "ring"));
-    // A ring of h ranks over the block: 2(h-1)/h of it, in h pieces.
-    const uint64_t block = (kCount + l - 1) / l * 4;
-    const uint64_t share = 2 * (h - 1) * ((block + h - 1) / h);
-    uint64_t most = 0;
-    for (size_t r = 0; r < n; ++r) most = std::max(most, across[r] - before[r]);
-    if (hierarchical) {
+  const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]);
+  constexpr size_t kCount = 1 << 18;  // float32: 1 MiB
+  // A ring of h ranks over the block: 2(h-1)/h of it, in h pieces.
+  const uint64_t block = (kCount + l - 1) / l * 4;
+  const uint64_t share = 2 * (h - 1) * ((block + h - 1) / h);
+  // (With the ring across hosts, and flat; auto: the cost model predicts
+  // the hierarchy faster for 1 MiB at the default costs.)
+  for (Hierarchy hierarchy : {Hierarchy::kOn, Hierarchy::kOff, Hierarchy::kAuto}) {
+    const uint64_t most = MostSentAcross(hosts, hierarchy, kCount, "ring");
+    if (hierarchy != Hierarchy::kOff) {
       EXPECT_GT(most, 0u);
       EXPECT_LE(most, share) << "a rank sent " << most << " B to other hosts, its share is "
-                             << share;
+                             << share
+                             << " (HORA_HIERARCHICAL_ALLREDUCE=" << HierarchyName(hierarchy) << ")";
     } else {
       // The flat ring sends 2(n-1)/n of the message from a rank to the
       // next host's first rank.
       EXPECT_GT(most, share) << "flat: the most a rank sent to other hosts";
     }
+  }
+}
+
+TEST_P(HierarchicalAllreduce, AutoFollowsTheCostModelSizeBySize) {
+  const std::vector<int> hosts = GetParam();
+  const int h = static_cast<int>(hosts.size()), l = hosts[0];
+  struct Case {
+    size_t count;  // float32
+    const char* algo;
+  };
+  // (One algorithm named, so that flat and across are the same either way.)
+  for (const Case& c : {Case{16, "rd"}, Case{1 << 16, "ring"}}) {
+    const bool hierarchical =
+        PredictHierarchy(MakeSelector(c.algo), h, l, c.count * 4).hierarchical_faster();
+    if (hosts == std::vector<int>{2, 2}) {
+      // Both ways: 64 B flat (one crossing against the hierarchy's two
+      // steps within the host and one across), 256 KiB hierarchical.
+      EXPECT_EQ(hierarchical, c.count > 16) << c.count;
+    }
+    const uint64_t flat = MostSentAcross(hosts, Hierarchy::kOff, c.count, c.algo);
+    const uint64_t on = MostSentAcross(hosts, Hierarchy::kOn, c.count, c.algo);
+    ASSERT_NE(flat, on) << "the bytes sent across tell them apart";
+    EXPECT_EQ(MostSentAcross(hosts, Hierarchy::kAuto, c.count, c.algo), hierarchical ? on : flat)
+        << c.count << " floats, the cost model predicting "
+        << (hierarchical ? "hierarchical" : "flat") << " faster";
   }
 }
 
@@ -225,24 +273,30 @@ INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalAllreduce,
 
 TEST(HierarchicalAllreduceFallback, WithoutTiersTheFlatAlgorithmsGiveTheSameResult) {
   const Logger logger(LogLevel::kWarning, 0);
+  // A rank alone on its host has TCP alone (no host transport), its peers a
+  // hybrid one: every rank must still look for tiers, or none.
   for (const std::vector<int>& hosts :
-       {std::vector<int>{4}, std::vector<int>{2, 3}, std::vector<int>{1, 1, 1}}) {
+       {std::vector<int>{4}, std::vector<int>{2, 3}, std::vector<int>{1, 1, 1},
+        std::vector<int>{2, 1}, std::vector<int>{1, 2}}) {
     int n = 0;
     for (int l : hosts) n += l;
-    std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
-    ::testing::internal::CaptureStderr();
-    ExpectOk(OnHosts(
-        hosts, true, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across, "",
-        &logger));
-    const std::string said = ::testing::internal::GetCapturedStderr();
-    // Hosts of unequal sizes: asked for and not given, said once. One host,
-    // or a rank a host: nothing to tier, nothing said.
-    const std::string why = "allreduces run flat: the hosts have different numbers of ranks";
-    if (hosts == std::vector<int>{2, 3}) {
-      EXPECT_NE(said.find(why), std::string::npos) << said;
-      EXPECT_EQ(said.find(why), said.rfind(why)) << said;
-    } else {
-      EXPECT_EQ(said, "");
+    const bool unequal = hosts.size() > 1 && hosts[0] != hosts[1];
+    for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kAuto}) {
+      std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
+      ::testing::internal::CaptureStderr();
+      ExpectOk(OnHosts(
+          hosts, h, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across, "",
+          &logger));
+      const std::string said = ::testing::internal::GetCapturedStderr();
+      // Hosts of unequal sizes: asked for (1) and not given, said once. One
+      // host, a rank a host, or auto: nothing said.
+      const std::string why = "allreduces run flat: the hosts have different numbers of ranks";
+      if (unequal && h == Hierarchy::kOn) {
+        EXPECT_NE(said.find(why), std::string::npos) << said;
+        EXPECT_EQ(said.find(why), said.rfind(why)) << said;
+      } else {
+        EXPECT_EQ(said, "") << HierarchyName(h);
+      }
     }
   }
 }

@@ -2,11 +2,13 @@
 #include "backends/hora_backend.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 
 #include "backends/host_tiers.h"
 #include "collectives/bitwise_and.h"
+#include "collectives/hierarchy_cost.h"
 #include "collectives/shared_common.h"
 #include "common/logging.h"
 
@@ -15,17 +17,23 @@ namespace {
 
 class HoraBackend final : public CollectiveBackend {
  public:
-  HoraBackend(Comm& comm, Selector selector, bool hierarchical, const Logger* logger)
-      : comm_(comm), selector_(std::move(selector)), hierarchical_(hierarchical), logger_(logger) {}
+  HoraBackend(Comm& comm, Selector selector, Hierarchy hierarchy, bool job_spans_hosts,
+              const Logger* logger)
+      : comm_(comm),
+        selector_(std::move(selector)),
+        hierarchy_(hierarchy),
+        job_spans_hosts_(job_spans_hosts),
+        logger_(logger) {}
 
   const char* name() const override { return "hora"; }
 
   Status Allreduce(const AllreduceArgs& args) override {
     if (args.reduction.op == ReduceOp::kAdasum) return AllreduceAdasum(comm_, args);
+    const size_t bytes = args.count * DataTypeSize(args.dtype);
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
-    if (tiers != nullptr)
-      return AllreduceHierarchical(*tiers->host, *tiers->across, selector_, args);
-    return Choose(args.count * DataTypeSize(args.dtype)).run(comm_, args);
+    const Choice& c = Choose(bytes, tiers);
+    if (c.hierarchical) return AllreduceHierarchical(*tiers->host, *tiers->across, selector_, args);
+    return c.flat->run(comm_, args);
   }
 
   Status AllreduceParts(std::span<const AllreducePart> parts, DataType dtype,
@@ -33,9 +41,10 @@ class HoraBackend final : public CollectiveBackend {
     size_t count = 0;
     for (const AllreducePart& p : parts) count += p.count;
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
-    if (reduction.op != ReduceOp::kAdasum && tiers == nullptr) {
-      const AllreduceAlgorithm& a = Choose(count * DataTypeSize(dtype));
-      if (a.run_parts != nullptr) return a.run_parts(comm_, parts, dtype, reduction);
+    if (reduction.op != ReduceOp::kAdasum) {
+      const Choice& c = Choose(count * DataTypeSize(dtype), tiers);
+      if (!c.hierarchical && c.flat->run_parts != nullptr)
+        return c.flat->run_parts(comm_, parts, dtype, reduction);
     }
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
   }
@@ -43,7 +52,8 @@ class HoraBackend final : public CollectiveBackend {
   // The carried allreduce: its data in this backend's shared window, where
   // an allreduce of that size would run on its own.
   bool CanCarry(const Comm& control, size_t words, size_t bytes) override {
-    return Choose(bytes).needs == Needs::kSharedWindow &&
+    // (Only a Comm on one host has a window, and only such a Comm has no tiers.)
+    return SharedUsable(comm_) && Choose(bytes, nullptr).flat->needs == Needs::kSharedWindow &&
            bytes <= CarriableBytes(control, comm_, words);
   }
 
@@ -74,63 +84,94 @@ class HoraBackend final : public CollectiveBackend {
     return SharedUsable(comm_) ? BarrierShared(comm_) : BarrierDissemination(comm_);
   }
 
-  Status Retune(std::string_view allreduce_algo, bool hierarchical) override {
+  Status Retune(std::string_view allreduce_algo, Hierarchy hierarchy) override {
     HORA_ASSIGN_OR_RETURN(Selector s, selector_.WithAllreduce(allreduce_algo));
     selector_ = std::move(s);  // (the host tiers point to it: same object)
-    last_allreduce_bytes_ = SIZE_MAX;
-    hierarchical_ = hierarchical;
+    last_bytes_ = SIZE_MAX;
+    hierarchy_ = hierarchy;
     return Status::Ok();
   }
 
  private:
+  struct Choice {
+    bool hierarchical = false;
+    const AllreduceAlgorithm* flat = nullptr;  // where not hierarchical
+  };
+
   // The host tiers hierarchical allreduce runs on: null where it is off or
   // the job has none. Found at the first allreduce (a collective on comm_:
-  // every rank's first allreduce is the same call).
+  // every rank's first allreduce is the same call) where the job spans
+  // hosts (on one host no rank looks).
   Result<const HostTiers*> Tiers() {
-    if (!hierarchical_) return static_cast<const HostTiers*>(nullptr);
+    if (hierarchy_ == Hierarchy::kOff || !job_spans_hosts_)
+      return static_cast<const HostTiers*>(nullptr);
     if (!tiers_tried_) {
       tiers_tried_ = true;
       std::string why_not;
       HORA_ASSIGN_OR_RETURN(tier_comms_, HostTierComms::Find(comm_, &selector_, &why_not,
                                                              kHostAllreduceTierContext, false));
+      last_bytes_ = SIZE_MAX;  // (a choice made before is not one with tiers)
       // Asked for and not given: say why, once, from the first rank (every
       // rank finds the same).
-      if (!why_not.empty() && logger_ != nullptr && comm_.rank() == 0)
+      if (!why_not.empty() && hierarchy_ == Hierarchy::kOn && logger_ != nullptr &&
+          comm_.rank() == 0)
         logger_->Warning(
-            "hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE) but "
+            "hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE=1) but "
             "allreduces run flat: " +
             why_not);
     }
     return tier_comms_ ? &tier_comms_->tiers() : nullptr;
   }
 
-  const AllreduceAlgorithm& Choose(size_t bytes) {
+  // Flat or hierarchical, and which flat algorithm, for an allreduce of
+  // `bytes` (with `tiers`, where the job has them).
+  const Choice& Choose(size_t bytes, const HostTiers* tiers) {
     const bool shared = SharedUsable(comm_);
-    if (bytes != last_allreduce_bytes_ || shared != last_shared_) {
-      // Training repeats sizes: skip the cost model.
-      last_allreduce_ = &selector_.ChooseAllreduce(comm_.size(), bytes, shared);
-      last_allreduce_bytes_ = bytes;
-      last_shared_ = shared;
+    if (bytes == last_bytes_ && shared == last_shared_) return last_;  // (training repeats sizes)
+    last_ = Choice{};
+    if (tiers == nullptr) {
+      last_.flat = &selector_.ChooseAllreduce(comm_.size(), bytes, shared);
+    } else {
+      const int per_host = tiers->host->size();
+      const int hosts = tiers->across->size();
+      const HierarchyPrediction p = PredictHierarchy(selector_, hosts, per_host, bytes);
+      last_.hierarchical = hierarchy_ == Hierarchy::kOn || p.hierarchical_faster();
+      last_.flat = p.flat;
+      if (hierarchy_ == Hierarchy::kAuto && logger_ != nullptr && comm_.rank() == 0 &&
+          logger_->Enabled(LogLevel::kDebug)) {
+        char text[200];
+        std::snprintf(text, sizeof text,
+                      "allreduce of %zu bytes on %d hosts x %d: %s (cost model: flat %s %.1f us, "
+                      "hierarchical with %s across %.1f us)",
+                      bytes, hosts, per_host, last_.hierarchical ? "hierarchical" : "flat",
+                      p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6);
+        logger_->Debug(text);
+      }
     }
-    return *last_allreduce_;
+    last_bytes_ = bytes;
+    last_shared_ = shared;
+    return last_;
   }
 
   Comm& comm_;
   Selector selector_;  // (autotuning replaces these two)
-  bool hierarchical_;
+  Hierarchy hierarchy_;
+  const bool job_spans_hosts_;
   const Logger* const logger_;
   bool tiers_tried_ = false;
   std::unique_ptr<HostTierComms> tier_comms_;
-  size_t last_allreduce_bytes_ = SIZE_MAX;
-  const AllreduceAlgorithm* last_allreduce_ = nullptr;
+  size_t last_bytes_ = SIZE_MAX;
   bool last_shared_ = false;
+  Choice last_;
 };
 
 }  // namespace
 
 std::unique_ptr<CollectiveBackend> CreateHoraBackend(Comm& comm, Selector selector,
-                                                     bool hierarchical, const Logger* logger) {
-  return std::make_unique<HoraBackend>(comm, std::move(selector), hierarchical, logger);
+                                                     Hierarchy hierarchy, bool job_spans_hosts,
+                                                     const Logger* logger) {
+  return std::make_unique<HoraBackend>(comm, std::move(selector), hierarchy, job_spans_hosts,
+                                       logger);
 }
 
 }  // namespace hora

@@ -10,6 +10,7 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
+#include "collectives/hierarchy_cost.h"
 #include "collectives/selector.h"
 
 namespace hora {
@@ -33,7 +34,9 @@ Status AllreduceHierarchical(Comm& host, Comm& across, const Selector& selector,
                                          Reduction{reducing, args.reduction.prescale_factor, 1.0}));
   if (across.size() > 1) {
     const AllreduceArgs part{block, block, mine, args.dtype, Reduction{reducing, 1.0, 1.0}};
-    HORA_RETURN_IF_ERROR(selector.ChooseAllreduce(across.size(), mine * esize).run(across, part));
+    const CostModel model = AcrossHostsModel(selector, host.size());
+    HORA_RETURN_IF_ERROR(
+        selector.ChooseAllreduce(across.size(), mine * esize, false, model).run(across, part));
   }
   AllreduceFinalize(AllreduceArgs{block, block, mine, args.dtype, args.reduction},
                     host.size() * across.size(), 0, mine);

@@ -29,16 +29,52 @@
 
 namespace hora {
 
-// The alpha-beta-gamma model the rows' formulas are written in.
+// The alpha-beta-gamma model the rows' formulas are written in, with two
+// links: within a host, and a host's link to the network.
 struct CostModel {
-  double alpha_s;           // per message
-  double beta_s_per_byte;   // per byte sent
-  double gamma_s_per_byte;  // per byte reduced
+  double alpha_s;                  // per message, within a host
+  double beta_s_per_byte;          // per byte sent, within a host
+  double gamma_s_per_byte;         // per byte reduced
+  double net_alpha_s = 0;          // per message between hosts
+  double net_beta_s_per_byte = 0;  // per byte over a host's link
+  // Where the Comm's ranks are: 0, all on one host; else this many on each
+  // host, host after host (as horarun numbers them; other placements are
+  // costed as if so).
+  int per_host = 0;
+  // Comms whose ranks cross the same host links at once, this one among
+  // them (hierarchical allreduce's places): each crossing shares the link.
+  int link_sharers = 1;
 
   static CostModel FromConfig(const Config& c) {
     return {c.cost_alpha_us * 1e-6, 1.0 / (c.cost_bandwidth_gbps * 1e9),
-            1.0 / (c.cost_reduce_gbps * 1e9)};
+            1.0 / (c.cost_reduce_gbps * 1e9), c.cost_net_alpha_us * 1e-6,
+            1.0 / (c.cost_net_bandwidth_gbps * 1e9)};
   }
+
+  // This model for a Comm with `per_host` ranks on each host (1: every rank
+  // on a host of its own), `sharers` Comms crossing the links at once.
+  CostModel OnHosts(int ranks_per_host, int sharers = 1) const {
+    CostModel m = *this;
+    m.per_host = ranks_per_host;
+    m.link_sharers = sharers;
+    return m;
+  }
+
+  bool SpansHosts(int n) const { return per_host > 0 && per_host < n; }
+
+  // One step of a ring of n ranks, every rank sending `bytes` to the next:
+  // where the ring spans hosts, its slowest hop crosses from one host to the
+  // next (one rank a host does).
+  double Hop(int n, double bytes) const {
+    return SpansHosts(n) ? net_alpha_s + bytes * net_beta_s_per_byte * link_sharers
+                         : alpha_s + bytes * beta_s_per_byte;
+  }
+
+  // One round of recursive doubling or halving on n ranks (partners `mask`
+  // apart among the fold's virtual ranks; mask 0: the fold itself), every
+  // rank sending `bytes`: within hosts where every pair is, else over the
+  // links, shared by the ranks of a host that cross at once.
+  double Exchange(int n, int mask, double bytes) const;
 
   // Predicted seconds of algorithm `a` (a row below) on n ranks for `bytes`;
   // 0 for one rank.
@@ -100,9 +136,15 @@ constexpr int PowerOfTwoFloor(int n) {
 // Folding the ranks above the largest power of two into it and out again:
 // two whole-message steps and one reduction (none for a power of two).
 inline double Fold(const CostModel& m, int n, double B) {
-  return PowerOfTwoFloor(n) == n ? 0.0
-                                 : 2 * (m.alpha_s + B * m.beta_s_per_byte) + B * m.gamma_s_per_byte;
+  return PowerOfTwoFloor(n) == n ? 0.0 : 2 * m.Exchange(n, 0, B) + B * m.gamma_s_per_byte;
 }
+
+// With n ranks placed `per_host` a host, host after host: the most ranks of
+// one host that send to other hosts at once in a round of recursive
+// doubling or halving (partners `mask` apart among PowerOfTwoFold's virtual
+// ranks; mask 0: the fold's pairs, 2i and 2i + 1); 0 where the round stays
+// within hosts.
+int CrossingFlows(int n, int per_host, int mask);
 
 // (n - 1) / n: the share of the message a rank sends or reduces in a
 // bandwidth-optimal algorithm.
@@ -115,23 +157,27 @@ inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
     {"ring", "ring", "reduce-scatter + allgather around a ring; bandwidth-optimal", Needs::kAnyComm,
      AllreduceRing, nullptr,
      [](const CostModel& m, int n, double B) {
-       return 2 * (n - 1) * m.alpha_s + 2 * cost::Share(n) * B * m.beta_s_per_byte +
-              cost::Share(n) * B * m.gamma_s_per_byte;
+       return 2 * (n - 1) * m.Hop(n, B / n) + cost::Share(n) * B * m.gamma_s_per_byte;
      }},
+    // Round k exchanges the whole buffer with the rank 2^k away.
     {"recursive_doubling", "rd", "log2(n) whole-buffer exchanges; fewest rounds, small messages",
      Needs::kAnyComm, AllreduceRecursiveDoubling, nullptr,
      [](const CostModel& m, int n, double B) {
-       const int p = cost::PowerOfTwoFloor(n);
-       return cost::Fold(m, n, B) +
-              cost::Log2Ceil(p) * (m.alpha_s + B * m.beta_s_per_byte + B * m.gamma_s_per_byte);
+       double t = cost::Fold(m, n, B);
+       for (int d = 1; d < cost::PowerOfTwoFloor(n); d *= 2)
+         t += m.Exchange(n, d, B) + B * m.gamma_s_per_byte;
+       return t;
      }},
+    // The reduce-scatter's rounds exchange p/2^k-th shares with the rank
+    // p/2^k away, halving; the allgather retraces them.
     {"halving_doubling", "hd",
      "Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather",
      Needs::kAnyComm, AllreduceHalvingDoubling, nullptr,
      [](const CostModel& m, int n, double B) {
        const int p = cost::PowerOfTwoFloor(n);
-       return cost::Fold(m, n, B) + 2 * cost::Log2Ceil(p) * m.alpha_s +
-              2 * cost::Share(p) * B * m.beta_s_per_byte + cost::Share(p) * B * m.gamma_s_per_byte;
+       double t = cost::Fold(m, n, B) + cost::Share(p) * B * m.gamma_s_per_byte;
+       for (int d = p / 2; d >= 1; d /= 2) t += 2 * m.Exchange(n, d, B * d / p);
+       return t;
      }},
     // Two steps; every byte copied in and out once and reduced once.
     {"shared_memory", "shm",

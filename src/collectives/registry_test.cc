@@ -70,5 +70,67 @@ TEST(Registry, CostFormulas) {
   EXPECT_NEAR(m.Predict(sag, 8, 1000), 14e-6 + 1.75e-6, 1e-12);
 }
 
+// The same formulas with ranks on hosts: steps that cross between hosts pay
+// the network's alpha and beta, and where a host's ranks cross at once
+// they share its link.
+TEST(Registry, CostFormulasOnHosts) {
+  const CostModel m{1e-6, 1e-9, 1e-10, 1e-5, 1e-8};
+  // On one host (no placement, or all n ranks on it) the closed forms of
+  // one link: with p the largest power of two <= n and the fold
+  // 2 (a + B b) + B g where p < n,
+  //   ring  2 (n-1) a + 2 (n-1)/n B b + (n-1)/n B g
+  //   rd    fold + log2(p) (a + B b + B g)
+  //   hd    fold + 2 log2(p) a + 2 (p-1)/p B b + (p-1)/p B g
+  const double a = 1e-6, b = 1e-9, g = 1e-10, B = 1000;
+  for (int n : {4, 5}) {
+    const double fold = n == 4 ? 0 : 2 * (a + B * b) + B * g;
+    const double ring = 2 * (n - 1) * a + 2.0 * (n - 1) / n * B * b + (n - 1.0) / n * B * g;
+    const double rd = fold + 2 * (a + B * b + B * g);
+    const double hd = fold + 4 * a + 2 * 0.75 * B * b + 0.75 * B * g;
+    for (const CostModel& one : {m, m.OnHosts(n)}) {
+      EXPECT_NEAR(one.Predict(Allreduce("ring"), n, 1000), ring, 1e-15) << n;
+      EXPECT_NEAR(one.Predict(Allreduce("rd"), n, 1000), rd, 1e-15) << n;
+      EXPECT_NEAR(one.Predict(Allreduce("hd"), n, 1000), hd, 1e-15) << n;
+    }
+  }
+  // 2 hosts x 2 ranks, 1000 B. Ring: 6 steps, each crossing once with a
+  // quarter: 6 (net alpha + 250 net beta), + (3/4) B gamma.
+  const CostModel two = m.OnHosts(2);
+  EXPECT_NEAR(two.Predict(Allreduce("ring"), 4, 1000), 6 * (1e-5 + 2.5e-6) + 0.075e-6, 1e-12);
+  // Recursive doubling: the exchange 1 away within hosts (alpha + B beta),
+  // the one 2 away across, both ranks of a host over its link (net alpha
+  // + 2 B net beta); 2 B gamma.
+  EXPECT_NEAR(two.Predict(Allreduce("rd"), 4, 1000), (1e-6 + 1e-6) + (1e-5 + 2e-5) + 2e-7, 1e-12);
+  // Halving-doubling: half the message 2 away, twice (reduce-scatter and
+  // allgather), both ranks crossing; a quarter 1 away, twice; (3/4) B gamma.
+  EXPECT_NEAR(two.Predict(Allreduce("hd"), 4, 1000),
+              2 * (1e-5 + 500 * 1e-8 * 2) + 2 * (1e-6 + 250e-9) + 0.075e-6, 1e-12);
+  // So across hosts the ring's 1.5 B over a link beats halving-doubling's
+  // 2 B for large messages, where on one host halving-doubling's fewer
+  // rounds win.
+  EXPECT_LT(two.Predict(Allreduce("ring"), 4, 1 << 26), two.Predict(Allreduce("hd"), 4, 1 << 26));
+  EXPECT_GT(m.Predict(Allreduce("ring"), 4, 1 << 26), m.Predict(Allreduce("hd"), 4, 1 << 26));
+  // One rank a host, two such Comms sharing each link: a ring of 2 crosses
+  // twice with half the message, at half the link's rate.
+  EXPECT_NEAR(m.OnHosts(1, 2).Predict(Allreduce("ring"), 2, 1000),
+              2 * (1e-5 + 500 * 1e-8 * 2) + 0.05e-6, 1e-12);
+  // 2 hosts x 3 (ranks 0-2, 3-5): the fold pairs 0-1 and 2-3, and 2-3
+  // crosses; the virtual ranks are real 1, 3, 4, 5, so the round 1 apart
+  // pairs 1-3 (crossing) and 4-5, the round 2 apart 1-4 (crossing) and 3-5.
+  // Every crossing is one rank a host: net alpha + B net beta each.
+  EXPECT_NEAR(m.OnHosts(3).Predict(Allreduce("rd"), 6, 1000),
+              2 * (1e-5 + 1e-5) + 1e-7 + 2 * (1e-5 + 1e-5 + 1e-7), 1e-12);
+  EXPECT_EQ(cost::CrossingFlows(6, 3, 0), 1);
+  EXPECT_EQ(cost::CrossingFlows(6, 3, 1), 1);
+  EXPECT_EQ(cost::CrossingFlows(6, 3, 2), 1);
+  // 4 hosts x 2: 1 apart within hosts, 2 and 4 apart both ranks cross.
+  EXPECT_EQ(cost::CrossingFlows(8, 2, 1), 0);
+  EXPECT_EQ(cost::CrossingFlows(8, 2, 2), 2);
+  EXPECT_EQ(cost::CrossingFlows(8, 2, 4), 2);
+  // 2 hosts x 4: 1 and 2 apart within, 4 apart all four cross.
+  EXPECT_EQ(cost::CrossingFlows(8, 4, 2), 0);
+  EXPECT_EQ(cost::CrossingFlows(8, 4, 4), 4);
+}
+
 }  // namespace
 }  // namespace hora

@@ -60,7 +60,7 @@ Result<Selector> Selector::WithAllreduce(std::string_view allreduce_algo) const 
 
 template <typename Algorithm>
 const Algorithm& Selector::Choose(const std::vector<Range<Algorithm>>& ranges, int world_size,
-                                  size_t bytes, bool shared) const {
+                                  size_t bytes, bool shared, const CostModel& model) const {
   for (const auto& r : ranges) {
     if (bytes >= r.low && (!r.high || bytes < *r.high)) {
       if (RunsOn(r.algorithm->needs, shared)) return *r.algorithm;
@@ -71,7 +71,7 @@ const Algorithm& Selector::Choose(const std::vector<Range<Algorithm>>& ranges, i
   double best_t = 0.0;
   for (const Algorithm& a : Algorithms<Algorithm>()) {
     if (!RunsOn(a.needs, shared)) continue;
-    const double t = model_.Predict(a, world_size, bytes);
+    const double t = model.Predict(a, world_size, bytes);
     if (best == nullptr || t < best_t) {
       best = &a;
       best_t = t;
@@ -82,11 +82,16 @@ const Algorithm& Selector::Choose(const std::vector<Range<Algorithm>>& ranges, i
 
 const AllreduceAlgorithm& Selector::ChooseAllreduce(int world_size, size_t bytes,
                                                     bool shared) const {
-  return Choose(allreduce_, world_size, bytes, shared);
+  return Choose(allreduce_, world_size, bytes, shared, model_);
+}
+
+const AllreduceAlgorithm& Selector::ChooseAllreduce(int world_size, size_t bytes, bool shared,
+                                                    const CostModel& model) const {
+  return Choose(allreduce_, world_size, bytes, shared, model);
 }
 
 const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes) const {
-  return Choose(broadcast_, world_size, bytes, /*shared=*/false);
+  return Choose(broadcast_, world_size, bytes, /*shared=*/false, model_);
 }
 
 }  // namespace hora

@@ -53,6 +53,10 @@ class Selector {
   // in registry.h's tables (static storage).
   const AllreduceAlgorithm& ChooseAllreduce(int world_size, size_t bytes,
                                             bool shared = false) const;
+  // The same, the cost model's picks made with `model` (this one's
+  // placed on hosts: CostModel::OnHosts).
+  const AllreduceAlgorithm& ChooseAllreduce(int world_size, size_t bytes, bool shared,
+                                            const CostModel& model) const;
   const BroadcastAlgorithm& ChooseBroadcast(int world_size, size_t bytes) const;
   const CostModel& cost_model() const { return model_; }
 
@@ -68,7 +72,7 @@ class Selector {
                                                      std::string_view value);
   template <typename Algorithm>
   const Algorithm& Choose(const std::vector<Range<Algorithm>>& ranges, int world_size, size_t bytes,
-                          bool shared) const;
+                          bool shared, const CostModel& model) const;
 
   CostModel model_{};
   // The user's override, then the default selection.

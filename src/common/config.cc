@@ -215,4 +215,22 @@ std::string FormatConfig(const Config& config) {
   return os.str();
 }
 
+Hierarchy HierarchyOf(const Config& config) {
+  if (config.hierarchical_allreduce == "1") return Hierarchy::kOn;
+  if (config.hierarchical_allreduce == "0") return Hierarchy::kOff;
+  return Hierarchy::kAuto;  // (the table accepts nothing else)
+}
+
+const char* HierarchyName(Hierarchy h) {
+  switch (h) {
+    case Hierarchy::kOff:
+      return "0";
+    case Hierarchy::kOn:
+      return "1";
+    case Hierarchy::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
 }  // namespace hora

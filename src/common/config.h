@@ -34,15 +34,17 @@ struct Config {
   // Algorithm overrides: "" (cost model decides), a name, or ranges of message
   // sizes to names ("rd:0-64K,ring:64K-"). Parsed and validated by the selector.
   std::string allreduce_algo;
-  uint64_t hierarchical_allreduce;  // nonzero: HostTiers' allreduce where a job spans hosts
+  std::string hierarchical_allreduce;  // "auto", "1" or "0": see Hierarchy below
   std::string broadcast_algo;
   // Ring and chain algorithms cut each block into segments of this size so
   // that transfer and reduction overlap.
   uint64_t ring_segment_bytes;
   // Cost model parameters (alpha-beta-gamma) used by the selector.
-  double cost_alpha_us;        // latency of one message
-  double cost_bandwidth_gbps;  // point-to-point bandwidth, GB/s
-  double cost_reduce_gbps;     // reduction throughput, GB/s of input
+  double cost_alpha_us;            // latency of one message within a host
+  double cost_bandwidth_gbps;      // point-to-point bandwidth within a host, GB/s
+  double cost_reduce_gbps;         // reduction throughput, GB/s of input
+  double cost_net_alpha_us;        // latency of one message between hosts
+  double cost_net_bandwidth_gbps;  // bandwidth of a host's network link, GB/s
   // Engine (src/engine/): idle negotiation period, response cache entries,
   // fusion buffer size, stall report and stall failure times (0 = off; the
   // stall report also applies to every wait for a live rank).
@@ -89,6 +91,16 @@ struct Config {
   std::string iface;     // network interface or address for TCP
   std::string launcher;  // horarun's identity, which a rank watches (launch/launcher_identity.h)
 };
+
+// HORA_HIERARCHICAL_ALLREDUCE: where a job spans hosts with as many ranks
+// on each, whether host tensors' allreduce reduces within hosts first
+// (backends/host_tiers.h): never, always, or where the cost model predicts
+// it faster, size by size.
+enum class Hierarchy : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
+
+Hierarchy HierarchyOf(const Config& config);
+// As the setting writes it: "0", "1", "auto".
+const char* HierarchyName(Hierarchy h);
 
 // (kCount: a number of things, such as cache entries; read as kBytes is.)
 enum class SettingType { kDouble, kBytes, kCount, kString, kLogLevel };

@@ -42,8 +42,11 @@ TuningSpace TuningSpace::Around(const Tunables& start, bool point_to_point, bool
     for (const char* a : {"", "rd:0-16K,ring:16K-", "rd:0-256K,ring:256K-", "rd:0-4M,ring:4M-"})
       AddValue(s.allreduce_algo, std::string(a));
   }
-  s.hierarchical.push_back(start.hierarchical);
-  if (several_hosts) s.hierarchical.push_back(!start.hierarchical);
+  s.hierarchy.push_back(start.hierarchy);
+  if (several_hosts) {
+    for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOn, Hierarchy::kOff})
+      AddValue(s.hierarchy, h);
+  }
   return s;
 }
 
@@ -70,7 +73,7 @@ size_t Autotuner::Values(size_t dim) const {
     case 3:
       return space_.allreduce_algo.size();
     default:
-      return space_.hierarchical.size();
+      return space_.hierarchy.size();
   }
 }
 
@@ -90,7 +93,7 @@ Tunables Autotuner::With(size_t dim, size_t i) const {
       t.allreduce_algo = space_.allreduce_algo[i];
       break;
     default:
-      t.hierarchical = space_.hierarchical[i];
+      t.hierarchy = space_.hierarchy[i];
       break;
   }
   return t;
@@ -114,8 +117,8 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
                 static_cast<unsigned long long>(t.fusion_threshold_bytes), t.cycle_time_ms,
                 static_cast<unsigned long long>(t.cache_capacity));
   // (The algorithm's ranges hold commas: quoted.)
-  log_line_(std::string(head) + "\"" + t.allreduce_algo + "\"," + (t.hierarchical ? "1" : "0") +
-            "," + nums);
+  log_line_(std::string(head) + "\"" + t.allreduce_algo + "\"," + HierarchyName(t.hierarchy) + "," +
+            nums);
 }
 
 std::optional<Tunables> Autotuner::Finished(std::string_view name, uint64_t bytes, TimePoint now) {

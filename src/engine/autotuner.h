@@ -56,13 +56,14 @@ struct TuningSpace {
   std::vector<double> cycle_time_ms;
   std::vector<uint64_t> cache_capacity;
   std::vector<std::string> allreduce_algo;
-  std::vector<bool> hierarchical;
+  std::vector<Hierarchy> hierarchy;
 
   // The default space around `start`: fusion thresholds of 1 to 128 MiB,
   // cycle times of 0.5 to 10 ms, the response cache on and off (if on at
   // the start), the point where recursive doubling gives way to the ring
   // (only where `point_to_point`: ranks that do not all share memory), and
-  // hierarchical allreduce on and off (only where `several_hosts`).
+  // hierarchical allreduce by the cost model, on and off (only where
+  // `several_hosts`).
   static TuningSpace Around(const Tunables& start, bool point_to_point, bool several_hosts);
 };
 

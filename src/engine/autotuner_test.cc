@@ -37,13 +37,13 @@ std::vector<Tunables> Grid(const TuningSpace& s, const Tunables& start) {
     for (double c : s.cycle_time_ms)
       for (uint64_t k : s.cache_capacity)
         for (const std::string& a : s.allreduce_algo)
-          for (bool h : s.hierarchical) {
+          for (Hierarchy h : s.hierarchy) {
             Tunables t = start;
             t.fusion_threshold_bytes = f;
             t.cycle_time_ms = c;
             t.cache_capacity = k;
             t.allreduce_algo = a;
-            t.hierarchical = h;
+            t.hierarchy = h;
             out.push_back(t);
           }
   return out;
@@ -103,7 +103,7 @@ double Separable(const Tunables& t) {
   s *= 1.0 - 0.05 * (c - std::log(2.5)) * (c - std::log(2.5));
   s *= t.cache_capacity > 0 ? 1.0 : 0.7;
   s *= t.allreduce_algo == "rd:0-256K,ring:256K-" ? 1.1 : 1.0;
-  s *= t.hierarchical ? 1.2 : 1.0;
+  s *= t.hierarchy == Hierarchy::kOn ? 1.2 : t.hierarchy == Hierarchy::kAuto ? 1.1 : 1.0;
   return s;
 }
 
@@ -138,7 +138,7 @@ TEST(Autotuner, WithoutNoiseEndsOnTheGridsBest) {
   EXPECT_EQ(job.chosen.cycle_time_ms, 2.5);
   EXPECT_EQ(job.chosen.cache_capacity, 1024u);
   EXPECT_EQ(job.chosen.allreduce_algo, "rd:0-256K,ring:256K-");
-  EXPECT_TRUE(job.chosen.hierarchical);
+  EXPECT_EQ(job.chosen.hierarchy, Hierarchy::kOn);
 }
 
 TEST(Autotuner, WithNoiseChoosesWithinFivePercentOfTheGridsBest) {
@@ -233,7 +233,7 @@ TEST(Autotuner, ASpaceOfOneValueEachEndsAtOnceOnTheStart) {
   one.cycle_time_ms = {1};
   one.cache_capacity = {1024};
   one.allreduce_algo = {""};
-  one.hierarchical = {false};
+  one.hierarchy = {Hierarchy::kOff};
   const Job job = RunJob({.warmup_samples = 1, .steps_per_sample = 2}, Start(), one,
                          Throughput(Separable), 0, 1);
   EXPECT_EQ(job.samples, 2);  // the warmup, the start
@@ -243,13 +243,20 @@ TEST(Autotuner, ASpaceOfOneValueEachEndsAtOnceOnTheStart) {
 TEST(Tunables, EncodeDecodeRoundTripsAndRefusesShortBytes) {
   Tunables t = Start();
   t.allreduce_algo = "rd:0-16K,ring:16K-";
-  t.hierarchical = true;
+  t.hierarchy = Hierarchy::kAuto;
   t.cycle_time_ms = 2.5;
   const std::vector<uint8_t> b = t.Encode();
   EXPECT_EQ(Tunables::Decode(b), t);
   for (size_t n = 0; n < b.size(); ++n) {
     EXPECT_FALSE(Tunables::Decode(std::vector<uint8_t>(b.begin(), b.begin() + n))) << n;
   }
+  // A hierarchy that is none of the three (its byte follows three 8-byte fields).
+  std::vector<uint8_t> bad = b;
+  bad[24] = 3;
+  EXPECT_FALSE(Tunables::Decode(bad));
+  bad[24] = static_cast<uint8_t>(Hierarchy::kOn);
+  t.hierarchy = Hierarchy::kOn;
+  EXPECT_EQ(Tunables::Decode(bad), t);
 }
 
 }  // namespace

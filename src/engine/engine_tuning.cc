@@ -19,7 +19,7 @@ std::string Describe(const Tunables& t) {
                 static_cast<unsigned long long>(t.cache_capacity));
   return std::string(text) + ", allreduce algorithm " +
          (t.allreduce_algo.empty() ? "by cost" : "'" + t.allreduce_algo + "'") +
-         ", hierarchical allreduce " + (t.hierarchical ? "on" : "off");
+         ", hierarchical allreduce " + HierarchyName(t.hierarchy);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ std::string Describe(const Tunables& t) {
 void Engine::Retune(const Tunables& t) {
   cycle_time_ticks_.store(SecondsToDuration(t.cycle_time_ms * 1e-3).count(),
                           std::memory_order_relaxed);
-  if (Status st = data_.Retune(t.allreduce_algo, t.hierarchical); !st.ok()) {
+  if (Status st = data_.Retune(t.allreduce_algo, t.hierarchy); !st.ok()) {
     logger_.Warning("autotuning: " + st.ToString());
   }
   logger_.Debug("autotuning: now " + Describe(t));

@@ -28,7 +28,7 @@ Tunables Tunables::FromConfig(const Config& config) {
   t.cycle_time_ms = config.cycle_time_ms;
   t.cache_capacity = config.cache_capacity;
   t.allreduce_algo = config.allreduce_algo;
-  t.hierarchical = config.hierarchical_allreduce != 0;
+  t.hierarchy = HierarchyOf(config);
   return t;
 }
 
@@ -37,7 +37,7 @@ std::vector<uint8_t> Tunables::Encode() const {
   Put(out, fusion_threshold_bytes);
   Put(out, cycle_time_ms);
   Put(out, cache_capacity);
-  Put(out, static_cast<uint8_t>(hierarchical ? 1 : 0));
+  Put(out, static_cast<uint8_t>(hierarchy));
   Put(out, static_cast<uint64_t>(allreduce_algo.size()));
   out.insert(out.end(), allreduce_algo.begin(), allreduce_algo.end());
   return out;
@@ -46,13 +46,14 @@ std::vector<uint8_t> Tunables::Encode() const {
 std::optional<Tunables> Tunables::Decode(const std::vector<uint8_t>& in) {
   Tunables t;
   size_t at = 0;
-  uint8_t hierarchical = 0;
+  uint8_t hierarchy = 0;
   uint64_t algo_bytes = 0;
   if (!Take(in, at, &t.fusion_threshold_bytes) || !Take(in, at, &t.cycle_time_ms) ||
-      !Take(in, at, &t.cache_capacity) || !Take(in, at, &hierarchical) ||
-      !Take(in, at, &algo_bytes) || in.size() - at != algo_bytes)
+      !Take(in, at, &t.cache_capacity) || !Take(in, at, &hierarchy) || !Take(in, at, &algo_bytes) ||
+      in.size() - at != algo_bytes)
     return std::nullopt;
-  t.hierarchical = hierarchical != 0;
+  if (hierarchy > static_cast<uint8_t>(Hierarchy::kAuto)) return std::nullopt;
+  t.hierarchy = static_cast<Hierarchy>(hierarchy);
   t.allreduce_algo.assign(reinterpret_cast<const char*>(in.data() + at), algo_bytes);
   return t;
 }

@@ -23,7 +23,7 @@ struct Tunables {
   uint64_t cache_capacity = 0;
   // HORA_ALLREDUCE_ALGO's syntax ("": the cost model and the defaults).
   std::string allreduce_algo;
-  bool hierarchical = false;
+  Hierarchy hierarchy = Hierarchy::kOff;
 
   static Tunables FromConfig(const Config& config);
   bool operator==(const Tunables&) const = default;

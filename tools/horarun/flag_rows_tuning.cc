@@ -42,7 +42,8 @@ std::vector<FlagSpec> Tuning() {
          return SetSetting(o, f, v, "HORA_CACHE_CAPACITY", std::to_string(n));
        }},
       {"Tuning", "--no-hierarchical-allreduce", nullptr, "hierarchical_allreduce",
-       "flat allreduce across hosts, the default (HORA_HIERARCHICAL_ALLREDUCE=0)",
+       "flat allreduce across hosts (HORA_HIERARCHICAL_ALLREDUCE=0; by default the cost "
+       "model chooses, size by size)",
        [](Options& o, const std::string& f, const std::string& v) -> Status {
          return SetSetting(o, f, v, "HORA_HIERARCHICAL_ALLREDUCE", "0");
        }},

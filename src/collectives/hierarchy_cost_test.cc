@@ -1,0 +1,83 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The cost model's flat against hierarchical prediction
+// (hierarchy_cost.h), against sums worked by hand from the alpha-beta-gamma
+// formulas, and where it turns from flat to hierarchical.
+#include "collectives/hierarchy_cost.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+namespace hora {
+namespace {
+
+// Round costs: 1 us and 1 GB/s within a host, 10 us and 0.1 GB/s between
+// hosts, reduction at 10 GB/s.
+Selector MakeSelector(const std::string& algo) {
+  std::map<std::string, std::string> env = {{"HORA_COST_ALPHA_US", "1"},
+                                            {"HORA_COST_BANDWIDTH_GBPS", "1"},
+                                            {"HORA_COST_REDUCE_GBPS", "10"},
+                                            {"HORA_COST_NET_ALPHA_US", "10"},
+                                            {"HORA_COST_NET_BANDWIDTH_GBPS", "0.1"},
+                                            {"HORA_ALLREDUCE_ALGO", algo}};
+  auto c = ConfigFromEnv(env);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  auto s = Selector::Create(*c);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(s).value();
+}
+
+TEST(HierarchyCost, WorkedExampleTwoHostsOfTwoRingEverywhere) {
+  const HierarchyPrediction p = PredictHierarchy(MakeSelector("ring"), 2, 2, 1000);
+  ASSERT_NE(p.flat, nullptr);
+  ASSERT_NE(p.across, nullptr);
+  EXPECT_EQ(std::string(p.flat->name), "ring");
+  EXPECT_EQ(std::string(p.across->name), "ring");
+  // Flat ring of 4: 6 steps crossing once each with 250 B.
+  EXPECT_NEAR(p.flat_s, 6 * (10e-6 + 250 * 1e-8) + 750 * 1e-10, 1e-12);
+  // Within the host, a ring of 2 over 500 B blocks: reduce-scatter and
+  // allgather one step each, half the bytes reduced; across, a ring of 2
+  // hosts over the 500 B block, both places sharing the link.
+  const double within = 2 * (1e-6 + 500 * 1e-9) + 500 * 1e-10;
+  const double across = 2 * (10e-6 + 250 * 1e-8 * 2) + 250 * 1e-10;
+  EXPECT_NEAR(p.hierarchical_s, within + across, 1e-12);
+  EXPECT_TRUE(p.hierarchical_faster());
+}
+
+TEST(HierarchyCost, FlatForFewBytesHierarchicalForMany) {
+  const Selector s = MakeSelector("");
+  for (auto [hosts, per_host] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{2, 4}}) {
+    // 8 B: flat recursive doubling crosses once (log2(hosts) times); the
+    // hierarchy adds 2 (per_host - 1) steps within the host to as many
+    // crossings.
+    const HierarchyPrediction few = PredictHierarchy(s, hosts, per_host, 8);
+    EXPECT_FALSE(few.hierarchical_faster()) << hosts << "x" << per_host;
+    EXPECT_EQ(std::string(few.flat->name), "recursive_doubling");
+    // 64 MiB: each link carries 2 (H-1)/H of the message in the hierarchy,
+    // at least 2 (n-1)/n flat.
+    const HierarchyPrediction many = PredictHierarchy(s, hosts, per_host, 64 << 20);
+    EXPECT_TRUE(many.hierarchical_faster()) << hosts << "x" << per_host;
+    EXPECT_EQ(std::string(many.flat->name), "ring") << "the links make the flat choice";
+    const double n = hosts * per_host, link_s = (64 << 20) * 1e-8;
+    EXPECT_GT(many.flat_s, 2 * (n - 1) / n * link_s);
+    EXPECT_GT(many.hierarchical_s, 2.0 * (hosts - 1) / hosts * link_s);
+    EXPECT_LT(many.hierarchical_s, many.flat_s);
+  }
+}
+
+TEST(HierarchyCost, AFastNetworkKeepsLargeMessagesFlat) {
+  // The network as fast as the host: the hierarchy's steps within the host
+  // cost more than the crossings they save.
+  std::map<std::string, std::string> env = {{"HORA_COST_NET_ALPHA_US", "2"},
+                                            {"HORA_COST_NET_BANDWIDTH_GBPS", "8"}};
+  auto c = ConfigFromEnv(env);
+  ASSERT_TRUE(c.ok());
+  auto s = Selector::Create(*c);
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE(PredictHierarchy(*s, 2, 2, 64 << 20).hierarchical_faster());
+}
+
+}  // namespace
+}  // namespace hora
