@@ -196,8 +196,9 @@ TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
 }
 
 // The bytes each rank sent to other hosts in an allreduce of `count`
-// float32, the tiers found by a first allreduce (whose bytes are not
-// counted); the most any rank sent.
+// float32, the tiers found by a first allreduce of the same size (whose
+// bytes are not counted: the choice for `count` is the backend's first); the
+// most any rank sent.
 uint64_t MostSentAcross(const std::vector<int>& hosts, Hierarchy h, size_t count,
                         const std::string& algo) {
   const size_t n = hosts.size() * static_cast<size_t>(hosts[0]);
@@ -207,7 +208,7 @@ uint64_t MostSentAcross(const std::vector<int>& hosts, Hierarchy h, size_t count
       hosts, h,
       [&](int r, CollectiveBackend& b) -> Status {
         HORA_RETURN_IF_ERROR(
-            RunOne<float>(r, static_cast<int>(n), b, 1, {}, true, DataType::kFloat32));
+            RunOne<float>(r, static_cast<int>(n), b, count, {}, true, DataType::kFloat32));
         before[static_cast<size_t>(r)] = across[static_cast<size_t>(r)];
         return RunOne<float>(r, static_cast<int>(n), b, count, {ReduceOp::kSum, 1.0, 1.0}, true,
                              DataType::kFloat32);
@@ -264,6 +265,39 @@ TEST_P(HierarchicalAllreduce, AutoFollowsTheCostModelSizeBySize) {
     EXPECT_EQ(MostSentAcross(hosts, Hierarchy::kAuto, c.count, c.algo), hierarchical ? on : flat)
         << c.count << " floats, the cost model predicting "
         << (hierarchical ? "hierarchical" : "flat") << " faster";
+  }
+}
+
+// One backend, sizes taking turns (as a training step's fused buffers do):
+// each call sends across hosts what a backend doing only that size sends,
+// so each size keeps its own choice (flat or hierarchical, and the
+// algorithms) however the sizes interleave.
+TEST_P(HierarchicalAllreduce, SizesTakingTurnsKeepTheirOwnChoices) {
+  const std::vector<int> hosts = GetParam();
+  const size_t n = hosts.size() * static_cast<size_t>(hosts[0]);
+  const std::vector<size_t> counts = {16, 1 << 16, 16, 1001, 1 << 16, 1001, 16};
+  std::vector<std::atomic<uint64_t>> across(n);
+  std::vector<std::vector<uint64_t>> sent(n, std::vector<uint64_t>(counts.size()));
+  ExpectOk(OnHosts(
+      hosts, Hierarchy::kAuto,
+      [&](int r, CollectiveBackend& b) -> Status {
+        const size_t me = static_cast<size_t>(r);
+        HORA_RETURN_IF_ERROR(
+            RunOne<float>(r, static_cast<int>(n), b, 1, {}, true, DataType::kFloat32));
+        for (size_t i = 0; i < counts.size(); ++i) {
+          const uint64_t before = across[me];
+          HORA_RETURN_IF_ERROR(RunOne<float>(r, static_cast<int>(n), b, counts[i],
+                                             {ReduceOp::kSum, 1.0, 1.0}, true, DataType::kFloat32));
+          sent[me][i] = across[me] - before;
+        }
+        return Status::Ok();
+      },
+      &across));
+  for (size_t i = 0; i < counts.size(); ++i) {
+    uint64_t most = 0;
+    for (size_t r = 0; r < n; ++r) most = std::max(most, sent[r][i]);
+    EXPECT_EQ(most, MostSentAcross(hosts, Hierarchy::kAuto, counts[i], ""))
+        << "call " << i << ", " << counts[i] << " floats";
   }
 }
 

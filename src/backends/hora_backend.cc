@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "backends/host_tiers.h"
 #include "collectives/bitwise_and.h"
@@ -32,7 +33,7 @@ class HoraBackend final : public CollectiveBackend {
     const size_t bytes = args.count * DataTypeSize(args.dtype);
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
     const Choice& c = Choose(bytes, tiers);
-    if (c.hierarchical) return AllreduceHierarchical(*tiers->host, *tiers->across, selector_, args);
+    if (c.hierarchical) return AllreduceHierarchical(*tiers->host, *tiers->across, *c.across, args);
     return c.flat->run(comm_, args);
   }
 
@@ -87,7 +88,7 @@ class HoraBackend final : public CollectiveBackend {
   Status Retune(std::string_view allreduce_algo, Hierarchy hierarchy) override {
     HORA_ASSIGN_OR_RETURN(Selector s, selector_.WithAllreduce(allreduce_algo));
     selector_ = std::move(s);  // (the host tiers point to it: same object)
-    last_bytes_ = SIZE_MAX;
+    Forget();
     hierarchy_ = hierarchy;
     return Status::Ok();
   }
@@ -95,7 +96,8 @@ class HoraBackend final : public CollectiveBackend {
  private:
   struct Choice {
     bool hierarchical = false;
-    const AllreduceAlgorithm* flat = nullptr;  // where not hierarchical
+    const AllreduceAlgorithm* flat = nullptr;    // where not hierarchical
+    const AllreduceAlgorithm* across = nullptr;  // where hierarchical: across hosts
   };
 
   // The host tiers hierarchical allreduce runs on: null where it is off or
@@ -110,7 +112,7 @@ class HoraBackend final : public CollectiveBackend {
       std::string why_not;
       HORA_ASSIGN_OR_RETURN(tier_comms_, HostTierComms::Find(comm_, &selector_, &why_not,
                                                              kHostAllreduceTierContext, false));
-      last_bytes_ = SIZE_MAX;  // (a choice made before is not one with tiers)
+      Forget();  // (a choice made before is not one with tiers)
       // Asked for and not given: say why, once, from the first rank (every
       // rank finds the same).
       if (!why_not.empty() && hierarchy_ == Hierarchy::kOn && logger_ != nullptr &&
@@ -127,31 +129,49 @@ class HoraBackend final : public CollectiveBackend {
   // `bytes` (with `tiers`, where the job has them).
   const Choice& Choose(size_t bytes, const HostTiers* tiers) {
     const bool shared = SharedUsable(comm_);
-    if (bytes == last_bytes_ && shared == last_shared_) return last_;  // (training repeats sizes)
-    last_ = Choice{};
+    const uint64_t key = (static_cast<uint64_t>(bytes) << 1) | (shared ? 1 : 0);
+    if (key == last_key_) return *last_;
+    if (auto it = choices_.find(key); it != choices_.end()) return Remember(key, it->second);
+    // Training repeats its sizes (a fused buffer's size a cycle); a job
+    // that keeps making new ones starts over now and then.
+    if (choices_.size() >= kMaxChoices) Forget();
+    Choice c;
     if (tiers == nullptr) {
-      last_.flat = &selector_.ChooseAllreduce(comm_.size(), bytes, shared);
+      c.flat = &selector_.ChooseAllreduce(comm_.size(), bytes, shared);
     } else {
       const int per_host = tiers->host->size();
       const int hosts = tiers->across->size();
       const HierarchyPrediction p = PredictHierarchy(selector_, hosts, per_host, bytes);
-      last_.hierarchical = hierarchy_ == Hierarchy::kOn || p.hierarchical_faster();
-      last_.flat = p.flat;
+      c.hierarchical = hierarchy_ == Hierarchy::kOn || p.hierarchical_faster();
+      c.flat = p.flat;
+      c.across = p.across;
       if (hierarchy_ == Hierarchy::kAuto && logger_ != nullptr && comm_.rank() == 0 &&
           logger_->Enabled(LogLevel::kDebug)) {
         char text[200];
         std::snprintf(text, sizeof text,
                       "allreduce of %zu bytes on %d hosts x %d: %s (cost model: flat %s %.1f us, "
                       "hierarchical with %s across %.1f us)",
-                      bytes, hosts, per_host, last_.hierarchical ? "hierarchical" : "flat",
+                      bytes, hosts, per_host, c.hierarchical ? "hierarchical" : "flat",
                       p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6);
         logger_->Debug(text);
       }
     }
-    last_bytes_ = bytes;
-    last_shared_ = shared;
-    return last_;
+    return Remember(key, choices_.emplace(key, c).first->second);
   }
+
+  const Choice& Remember(uint64_t key, const Choice& c) {
+    last_key_ = key;
+    last_ = &c;  // (an unordered_map's elements stay put until erased)
+    return c;
+  }
+
+  void Forget() {
+    choices_.clear();
+    last_key_ = UINT64_MAX;
+    last_ = nullptr;
+  }
+
+  static constexpr size_t kMaxChoices = 4096;
 
   Comm& comm_;
   Selector selector_;  // (autotuning replaces these two)
@@ -160,9 +180,9 @@ class HoraBackend final : public CollectiveBackend {
   const Logger* const logger_;
   bool tiers_tried_ = false;
   std::unique_ptr<HostTierComms> tier_comms_;
-  size_t last_bytes_ = SIZE_MAX;
-  bool last_shared_ = false;
-  Choice last_;
+  std::unordered_map<uint64_t, Choice> choices_;  // by bytes << 1 | shared
+  uint64_t last_key_ = UINT64_MAX;
+  const Choice* last_ = nullptr;
 };
 
 }  // namespace

@@ -78,12 +78,12 @@ Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> parts, Da
 // `host` holds this host's ranks, `across` the ranks at this rank's place
 // on every host (backends/host_tiers.h). A ring reduce-scatter within the
 // host leaves block l (of the host's L) reduced there on local rank l; the
-// ranks at place l allreduce it across hosts (the selector's choice), every
-// place at once; a ring allgather within the host gives every rank the
-// whole. Across hosts each host sends 2(H-1)/H of the message over its link
-// in all, where a flat ring over the job sends 2(n-1)/n over one edge.
-class Selector;
-Status AllreduceHierarchical(Comm& host, Comm& across, const Selector& selector,
+// ranks at place l allreduce it across hosts with `across_algorithm` (the
+// backend's choice, HierarchyPrediction::across), every place at once; a ring allgather within the
+// host gives every rank the whole. Across hosts each host sends 2(H-1)/H of the message over its
+// link in all, where a flat ring over the job sends 2(n-1)/n over one edge.
+struct AllreduceAlgorithm;
+Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm& across_algorithm,
                              const AllreduceArgs& args);
 // Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/hierarchy_cost.h"
 #include "collectives/window_allreduce.h"
 
 namespace hora::window_internal {
@@ -32,6 +33,16 @@ void WindowAllreduce::Across(std::byte* data, size_t count) {
                       w_.stream());
     if (mine_.ok()) mine_ = dev_.Record(across_->events[j % 2], w_.stream());
   };
+  // Every rank of the host exchanges its piece at once, over the host's
+  // link: the across model (one rank a host, n_ sharers) chooses. Pieces
+  // have one length but the last.
+  const CostModel model = AcrossHostsModel(*across_->selector, n_);
+  const auto choose = [&](size_t elements) -> const AllreduceAlgorithm& {
+    return across_->selector->ChooseAllreduce(across_->comm->size(), elements * esize_,
+                                              /*shared=*/false, model);
+  };
+  const AllreduceAlgorithm& whole = choose(step);
+  const AllreduceAlgorithm& last = choose(len(pieces - 1));
   out(0);
   if (pieces > 1) out(1);
   for (size_t j = 0; j < pieces; ++j) {
@@ -42,8 +53,7 @@ void WindowAllreduce::Across(std::byte* data, size_t count) {
     sent_bad_ = sent_bad_ || !working();
     if (exchange_.ok()) {  // (none on a failed Comm)
       AllreduceArgs args{pinned + at(j), pinned + at(j), len(j), dtype_, Reduction{op_, 1.0, 1.0}};
-      exchange_ = across_->selector->ChooseAllreduce(across_->comm->size(), len(j) * esize_)
-                      .run(*across_->comm, args);
+      exchange_ = (j + 1 < pieces ? whole : last).run(*across_->comm, args);
       // A failed exchange stops this rank's host at its next step, as a
       // failed device does, so that its ranks stay in step; its error ends
       // the collective.

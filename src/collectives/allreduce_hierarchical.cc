@@ -10,12 +10,11 @@
 
 #include "collectives/algorithms.h"
 #include "collectives/allreduce_common.h"
-#include "collectives/hierarchy_cost.h"
-#include "collectives/selector.h"
+#include "collectives/registry.h"
 
 namespace hora {
 
-Status AllreduceHierarchical(Comm& host, Comm& across, const Selector& selector,
+Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm& across_algorithm,
                              const AllreduceArgs& args) {
   const size_t local = static_cast<size_t>(host.size());
   const size_t place = static_cast<size_t>(host.rank());
@@ -34,9 +33,7 @@ Status AllreduceHierarchical(Comm& host, Comm& across, const Selector& selector,
                                          Reduction{reducing, args.reduction.prescale_factor, 1.0}));
   if (across.size() > 1) {
     const AllreduceArgs part{block, block, mine, args.dtype, Reduction{reducing, 1.0, 1.0}};
-    const CostModel model = AcrossHostsModel(selector, host.size());
-    HORA_RETURN_IF_ERROR(
-        selector.ChooseAllreduce(across.size(), mine * esize, false, model).run(across, part));
+    HORA_RETURN_IF_ERROR(across_algorithm.run(across, part));
   }
   AllreduceFinalize(AllreduceArgs{block, block, mine, args.dtype, args.reduction},
                     host.size() * across.size(), 0, mine);
