@@ -4,9 +4,12 @@ torch.distributed (gloo) in the same processes, same run, alternating rounds.
     PYTHONPATH=build/python build/bin/horarun -np 2 /usr/bin/python3 \\
         bench/python/allreduce_latency.py --bytes 4 --iters 2000 --rounds 3
 
-Rank 0 prints one line per (library, round): avg and p50 in microseconds of a
+Rank 0 prints one line per (call, round): avg and p50 in microseconds of a
 blocking allreduce (sum) of a float32 tensor of --bytes bytes, after --warmup
-calls. torch.distributed is initialised over TCP on a port rank 0 picks.
+calls: `hvd.allreduce_` (its direct path: one call into the core, which
+waits), the same through a handle (`hvd.synchronize(hvd.allreduce_async_(x))`,
+as allreduce_ ran before), and torch.distributed's gloo `all_reduce`, which
+is initialised over TCP on a port rank 0 picks.
 """
 
 import argparse
@@ -55,6 +58,9 @@ def main():
     def hora_call():
         hvd.allreduce_(x, op=hvd.Sum, name="lat")
 
+    def hora_handle_call():
+        hvd.synchronize(hvd.allreduce_async_(x, op=hvd.Sum, name="lat.handle"))
+
     def torch_call():
         dist.all_reduce(x)
 
@@ -63,6 +69,7 @@ def main():
               % (hvd.size(), 4 * n, args.iters, args.warmup))
     for r in range(args.rounds):
         for label, fn in (("hora.torch allreduce_", hora_call),
+                          ("hora.torch allreduce_async_ + sync", hora_handle_call),
                           ("torch.distributed gloo all_reduce", torch_call)):
             avg, p50 = timed(fn, args.iters, args.warmup)
             if hvd.rank() == 0:

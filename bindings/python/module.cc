@@ -84,6 +84,13 @@ class PySession {
     return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
                                       owner_, std::move(made));
   }
+  // Waits for `h` here, as a handle's wait() without a timeout would (its
+  // tensors kept until it is done, even if the wait is interrupted).
+  void Run(Handle h, std::string name, std::vector<Keepalive> keep) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
+    PyHandle(std::move(h), std::move(name), std::move(keep), orphans_, owner_)
+        .Wait(std::nullopt, std::nullopt);
+  }
   // The process that made this Session.
   pid_t owner() const { return owner_; }
 
@@ -103,6 +110,21 @@ std::string What(const char* op, const std::string& name, const char* which) {
 // stream, so that its producer's work comes first.
 Imported Import(PySession& ps, const py::object& obj, const std::string& what) {
   return ImportCapsule(obj, what, StreamsOf(ps.Get()));
+}
+
+// In place, and waited for here (the GIL released): hora.torch's
+// allreduce_ of a host tensor, without a handle object for Python to make
+// and wait on (for a small tensor those are a good part of the call).
+void AllreduceInPlace(PySession& ps, const std::string& name, const py::object& tensor, int op,
+                      double pre, double post, int set) {
+  Session& s = ps.Get();
+  const Reduction red = MakeReduction(op, pre, post);
+  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
+  if (i.view.device().type != DeviceType::kCPU) {
+    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) +
+                 "; allreduce_inplace takes host tensors (use allreduce_async)");
+  }
+  ps.Run(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
 }
 
 HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
@@ -363,6 +385,9 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("cross_size", [](PySession& s) { return s.Get().cross_size(); })
       .def("allreduce_async", &AllreduceAsync, a("name"), a("input"), a("output"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+      .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 1,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
+           "Allreduce of a host tensor in place; returns when it is done (raises its error).")
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)

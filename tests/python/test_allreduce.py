@@ -95,6 +95,73 @@ def test_allreduce_inplace_and_async(dtype):
     assert hvd.synchronize(h) is out  # a second synchronize returns the same result
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_allreduce_inplace_every_shape_op_and_scale(dtype):
+    # allreduce_ takes its direct path (one call into the core, which waits)
+    # for a contiguous host tensor without grad, the global set, no average=
+    # and an ASCII name or none; the general one (a handle) otherwise. Both
+    # give the reference, and each other's results.
+    pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)
+    for si, shape in enumerate(SHAPES):
+        for op in OPS:
+            vals = all_values(shape, dtype, seed=si)
+            want = reduce_reference(vals, op, dtype, pre, post)
+            direct = vals[hvd.rank()].clone()
+            assert hvd.allreduce_(direct, op=op, prescale_factor=pre, postscale_factor=post,
+                                  name="ip.%s.%d.%d" % (dtype, si, op)) is direct
+            assert_equal(direct, want)
+            general = vals[hvd.rank()].clone()
+            hvd.synchronize(hvd.allreduce_async_(general, op=op, prescale_factor=pre,
+                                                 postscale_factor=post))
+            assert torch.equal(direct, general)
+    vals = all_values((5,), dtype, seed=9)
+    t = vals[hvd.rank()].clone()
+    hvd.allreduce_(t)  # op None: Average, unnamed
+    assert_equal(t, reduce_reference(vals, hvd.Average, dtype))
+    t = vals[hvd.rank()].clone()
+    hvd.allreduce_(t, average=False, name="ip.average.flag")  # the general path
+    assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
+    t = vals[hvd.rank()].clone()
+    hvd.allreduce_(t, op=hvd.Sum, name="ip.naïve")  # not ASCII: the general path
+    assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
+    t = vals[hvd.rank()].clone()
+    hvd.allreduce_(t, op=hvd.Sum, process_set=hvd.global_process_set, name="ip.set")
+    assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
+
+
+def test_allreduce_inplace_errors_as_the_general_path():
+    r = hvd.rank()
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        hvd.allreduce_(torch.ones(2), op=17)
+    with pytest.raises(TypeError, match="name must be a str"):
+        hvd.allreduce_(torch.ones(2), name=3)
+    with pytest.raises(hvd.InvalidArgumentError, match="contiguous"):
+        hvd.allreduce_(torch.ones(4, 2).t(), op=hvd.Sum)
+    if hvd.size() > 1:
+        # Found with the other ranks: every rank fails, naming the tensor;
+        # the next call works.
+        with pytest.raises(hvd.MismatchError, match="ip.mismatch.op"):
+            hvd.allreduce_(torch.ones(3), op=hvd.Sum if r == 0 else hvd.Max,
+                           name="ip.mismatch.op")
+        with pytest.raises(hvd.MismatchError, match="ip.mismatch.shape"):
+            hvd.allreduce_(torch.ones(r + 1), op=hvd.Sum, name="ip.mismatch.shape")
+    t = torch.ones(2)
+    hvd.allreduce_(t, op=hvd.Sum, name="ip.after")
+    assert torch.equal(t, torch.full((2,), float(hvd.size())))
+    # A name still in flight is refused as it is submitted, and the one in
+    # flight finishes.
+    h = hvd.allreduce_async_(torch.ones(2), op=hvd.Sum, name="ip.twice")
+    with pytest.raises(ValueError, match="ip.twice"):
+        hvd.allreduce_(torch.ones(2), op=hvd.Sum, name="ip.twice")
+    assert torch.equal(hvd.synchronize(h), torch.full((2,), float(hvd.size())))
+    # A leaf that needs grad, under no_grad (as an optimizer updates its
+    # parameters): the general path, which hands the core a detached view.
+    w = torch.ones(2, requires_grad=True)
+    with torch.no_grad():
+        hvd.allreduce_(w, op=hvd.Sum, name="ip.grad")
+    assert torch.equal(w.detach(), torch.full((2,), float(hvd.size())))
+
+
 def test_many_async_in_flight_in_rank_dependent_order():
     n = 20
     vals = [all_values((i + 1,), torch.float32, seed=i) for i in range(n)]
