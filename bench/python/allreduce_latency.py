@@ -8,8 +8,9 @@ Rank 0 prints one line per (call, round): avg and p50 in microseconds of a
 blocking allreduce (sum) of a float32 tensor of --bytes bytes, after --warmup
 calls: `hvd.allreduce_` (its direct path: one call into the core, which
 waits), the same through a handle (`hvd.synchronize(hvd.allreduce_async_(x))`,
-as allreduce_ ran before), and torch.distributed's gloo `all_reduce`, which
-is initialised over TCP on a port rank 0 picks.
+as allreduce_ ran before), out of place (`hvd.allreduce(x)`, direct, and
+`hvd.synchronize(hvd.allreduce_async(x))`), and torch.distributed's gloo
+`all_reduce`, which is initialised over TCP on a port rank 0 picks.
 """
 
 import argparse
@@ -61,6 +62,12 @@ def main():
     def hora_handle_call():
         hvd.synchronize(hvd.allreduce_async_(x, op=hvd.Sum, name="lat.handle"))
 
+    def hora_out_call():
+        hvd.allreduce(x, op=hvd.Sum, name="lat.out")
+
+    def hora_out_handle_call():
+        hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum, name="lat.out.handle"))
+
     def torch_call():
         dist.all_reduce(x)
 
@@ -70,6 +77,8 @@ def main():
     for r in range(args.rounds):
         for label, fn in (("hora.torch allreduce_", hora_call),
                           ("hora.torch allreduce_async_ + sync", hora_handle_call),
+                          ("hora.torch allreduce", hora_out_call),
+                          ("hora.torch allreduce_async + sync", hora_out_handle_call),
                           ("torch.distributed gloo all_reduce", torch_call)):
             avg, p50 = timed(fn, args.iters, args.warmup)
             if hvd.rank() == 0:

@@ -127,6 +127,22 @@ void AllreduceInPlace(PySession& ps, const std::string& name, const py::object& 
   ps.Run(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
 }
 
+// Into a new output from the Session's pool (NewOutput), waited for here:
+// hora.torch's allreduce of a host tensor. Returns the output's capsule.
+py::capsule AllreduceNew(PySession& ps, const std::string& name, const py::object& tensor, int op,
+                         double pre, double post, int set) {
+  Session& s = ps.Get();
+  const Reduction red = MakeReduction(op, pre, post);
+  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
+  if (i.view.device().type != DeviceType::kCPU) {
+    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) +
+                 "; allreduce_new takes host tensors (use allreduce_async)");
+  }
+  auto made = std::make_shared<Tensor>(s.NewOutput(i.view.dtype(), i.view.shape()));
+  ps.Run(s.AllreduceAsync(name, i.view, made->view(), red, set), name, {i.owner, made});
+  return ExportView(made->view(), made);
+}
+
 HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
                          const py::object& out, int op, double pre, double post, int set) {
   Session& s = ps.Get();
@@ -388,6 +404,10 @@ PYBIND11_MODULE(_core, m) {
       .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 1,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
            "Allreduce of a host tensor in place; returns when it is done (raises its error).")
+      .def("allreduce_new", &AllreduceNew, a("name"), a("tensor"), py::arg("op") = 1,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
+           "Allreduce of a host tensor into a new one from Hora's pool; returns its capsule "
+           "when it is done (raises its error).")
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)

@@ -96,11 +96,12 @@ def test_allreduce_inplace_and_async(dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_allreduce_inplace_every_shape_op_and_scale(dtype):
-    # allreduce_ takes its direct path (one call into the core, which waits)
-    # for a contiguous host tensor without grad, the global set, no average=
-    # and an ASCII name or none; the general one (a handle) otherwise. Both
-    # give the reference, and each other's results.
+def test_allreduce_direct_every_shape_op_and_scale(dtype):
+    # allreduce_ and allreduce take their direct path (one call into the
+    # core, which waits) for a contiguous host tensor without grad, the
+    # global set, no average= (nor compression) and an ASCII name or none;
+    # the general one (a handle) otherwise. Both give the reference, and each
+    # other's results.
     pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)
     for si, shape in enumerate(SHAPES):
         for op in OPS:
@@ -114,6 +115,13 @@ def test_allreduce_inplace_every_shape_op_and_scale(dtype):
             hvd.synchronize(hvd.allreduce_async_(general, op=op, prescale_factor=pre,
                                                  postscale_factor=post))
             assert torch.equal(direct, general)
+            # Out of place, the same: a new tensor, the input untouched.
+            mine = vals[hvd.rank()].clone()
+            out = hvd.allreduce(mine, op=op, prescale_factor=pre, postscale_factor=post,
+                                name="op.%s.%d.%d" % (dtype, si, op))
+            assert out.dtype == dtype and out.shape == mine.shape and not out.requires_grad
+            assert torch.equal(out, general)
+            assert torch.equal(mine, vals[hvd.rank()])
     vals = all_values((5,), dtype, seed=9)
     t = vals[hvd.rank()].clone()
     hvd.allreduce_(t)  # op None: Average, unnamed
@@ -129,7 +137,7 @@ def test_allreduce_inplace_every_shape_op_and_scale(dtype):
     assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
 
 
-def test_allreduce_inplace_errors_as_the_general_path():
+def test_allreduce_direct_errors_as_the_general_path():
     r = hvd.rank()
     with pytest.raises(ValueError, match="unknown reduction op"):
         hvd.allreduce_(torch.ones(2), op=17)
@@ -145,6 +153,11 @@ def test_allreduce_inplace_errors_as_the_general_path():
                            name="ip.mismatch.op")
         with pytest.raises(hvd.MismatchError, match="ip.mismatch.shape"):
             hvd.allreduce_(torch.ones(r + 1), op=hvd.Sum, name="ip.mismatch.shape")
+    with pytest.raises(ValueError, match="unknown reduction op"):
+        hvd.allreduce(torch.ones(2), op=17)
+    if hvd.size() > 1:
+        with pytest.raises(hvd.MismatchError, match="op.mismatch.shape"):
+            hvd.allreduce(torch.ones(r + 1), op=hvd.Sum, name="op.mismatch.shape")
     t = torch.ones(2)
     hvd.allreduce_(t, op=hvd.Sum, name="ip.after")
     assert torch.equal(t, torch.full((2,), float(hvd.size())))
@@ -153,6 +166,8 @@ def test_allreduce_inplace_errors_as_the_general_path():
     h = hvd.allreduce_async_(torch.ones(2), op=hvd.Sum, name="ip.twice")
     with pytest.raises(ValueError, match="ip.twice"):
         hvd.allreduce_(torch.ones(2), op=hvd.Sum, name="ip.twice")
+    with pytest.raises(ValueError, match="ip.twice"):
+        hvd.allreduce(torch.ones(2), op=hvd.Sum, name="ip.twice")
     assert torch.equal(hvd.synchronize(h), torch.full((2,), float(hvd.size())))
     # A leaf that needs grad, under no_grad (as an optimizer updates its
     # parameters): the general path, which hands the core a detached view.

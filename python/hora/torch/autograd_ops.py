@@ -51,6 +51,12 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     ``compression`` (e.g. ``Compression.fp16``) changes the dtype on the wire
     only. See :mod:`hora.torch.reduce_ops` for the common contract.
     """
+    direct = None if compression is not Compression.none else ro.direct_op(
+        tensor, average, name, op, process_set)
+    if direct is not None:  # (one call into the core; its output from Hora's pool)
+        return tu.from_dlpack(basics.session().allreduce_new(
+            name or "", tu.to_dlpack(tensor), direct, float(prescale_factor),
+            float(postscale_factor)))
     op = basics.check_op(op, average)
     process_set_id(process_set)
     compressed, cctx = compression.compress(tensor)

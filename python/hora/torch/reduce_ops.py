@@ -109,29 +109,36 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                       process_set)
 
 
-# allreduce_'s common call, checked in one expression: Horovod's ops but
-# Adasum, dtypes but bool (which travel as uint8).
+# The common call of allreduce_ and allreduce, checked in one expression:
+# Horovod's ops but Adasum, dtypes but bool (which travel as uint8).
 _DIRECT_OPS = frozenset((basics.Sum, basics.Average, basics.Min, basics.Max, basics.Product))
 _DIRECT_DTYPES = frozenset(d for d in tu.SUPPORTED_DTYPES if d is not torch.bool)
 
 
-def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
-               postscale_factor=1.0, process_set=global_process_set):
-    """Reduces ``tensor`` in place across ranks and returns it."""
-    # The common call (a dense contiguous host tensor that needs no grad, of
-    # the global set, an ASCII name or none) goes to the core in one call
-    # that waits there: the same checks and collective as the general path
-    # below, without its handle. For a small tensor the Python is most of
-    # the call's time.
+def direct_op(tensor, average, name, op, process_set):
+    """The op code for an allreduce that may go to the core in one call
+    (``Session.allreduce_inplace``/``allreduce_new``, which wait there): a
+    dense contiguous host tensor that needs no grad, of the global set, an
+    ASCII name or none, no ``average=``; else None, and the call takes the
+    general path (a handle), whose checks then say what is wrong. For a small
+    tensor the Python is most of the call's time."""
     if (average is None and process_set is global_process_set and type(tensor) is torch.Tensor
             and (op is None or (type(op) is int and op in _DIRECT_OPS))
             and (name is None or (type(name) is str and name.isascii()))
             and tensor.dtype in _DIRECT_DTYPES and tensor.is_cpu
             and tensor.layout is torch.strided and not tensor.requires_grad
             and tensor.is_contiguous()):
-        basics.session().allreduce_inplace(
-            name or "", tu.to_dlpack(tensor), basics.Average if op is None else op,
-            float(prescale_factor), float(postscale_factor))
+        return basics.Average if op is None else op
+    return None
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` in place across ranks and returns it."""
+    direct = direct_op(tensor, average, name, op, process_set)
+    if direct is not None:
+        basics.session().allreduce_inplace(name or "", tu.to_dlpack(tensor), direct,
+                                           float(prescale_factor), float(postscale_factor))
         return tensor
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
