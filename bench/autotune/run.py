@@ -11,8 +11,9 @@ Two workloads, each under horarun:
   p50 step time;
 - train: examples/torch_synthetic_benchmark.py (Horovod's synthetic
   benchmark: --model on random images, hora.torch's DistributedOptimizer),
-  run by --python; the score is the mean step time (batch size over the
-  images/s a worker it prints).
+  run by --python, its steps in iterations of 5 (--steps rounded up); the
+  score is the step time at the mean images/s a worker it prints (batch
+  size over it).
 1. Grid: every combination of the tuner's space on one host (fusion
    threshold 1/4/16/64/128 MiB x cycle time 0.5/1/2.5/5/10 ms x response
    cache on/off: 50 settings), each run once for --steps steps; the
@@ -63,7 +64,7 @@ def bench(args, settings, cache, steps, extra_env=None):
         cmd = horarun + [args.python, os.path.join(REPO, "examples", "torch_synthetic_benchmark.py"),
                          "--model", args.model, "--batch-size", str(args.batch_size),
                          "--num-warmup-batches", "5", "--num-batches-per-iter", "5",
-                         "--num-iters", str(max(1, steps // 5))]
+                         "--num-iters", str(max(1, (steps + 4) // 5))]
         stdout = run(cmd, env)
         for line in stdout.splitlines():
             if "Img/sec per worker:" in line:
@@ -134,7 +135,8 @@ def main():
     med = {k: statistics.median(v) for k, v in times.items()}
 
     if args.workload == "train":
-        what = ("np %d, %s, batch %d a worker (torch_synthetic_benchmark.py); mean step time, "
+        what = ("np %d, %s, batch %d a worker (torch_synthetic_benchmark.py); step time at "
+                "the mean images/s, "
                 "median of %d alternating runs (min-max)." % (args.np, args.model,
                                                               args.batch_size, args.rounds))
     else:

@@ -129,7 +129,8 @@ class HoraBackend final : public CollectiveBackend {
   // `bytes` (with `tiers`, where the job has them).
   const Choice& Choose(size_t bytes, const HostTiers* tiers) {
     const bool shared = SharedUsable(comm_);
-    const uint64_t key = (static_cast<uint64_t>(bytes) << 1) | (shared ? 1 : 0);
+    const uint64_t key =
+        (static_cast<uint64_t>(bytes) << 2) | (shared ? 2 : 0) | (tiers != nullptr ? 1 : 0);
     if (key == last_key_) return *last_;
     if (auto it = choices_.find(key); it != choices_.end()) return Remember(key, it->second);
     // Training repeats its sizes (a fused buffer's size a cycle); a job
@@ -180,7 +181,7 @@ class HoraBackend final : public CollectiveBackend {
   const Logger* const logger_;
   bool tiers_tried_ = false;
   std::unique_ptr<HostTierComms> tier_comms_;
-  std::unordered_map<uint64_t, Choice> choices_;  // by bytes << 1 | shared
+  std::unordered_map<uint64_t, Choice> choices_;  // by bytes << 2 | shared << 1 | tiers
   uint64_t last_key_ = UINT64_MAX;
   const Choice* last_ = nullptr;
 };

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import hora.torch as hvd
+from hora.torch import reduce_ops as ro
 from helpers import DTYPES, SHAPES, all_values, assert_equal, reduce_reference, value
 
 OPS = [hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product]
@@ -108,6 +109,7 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
             vals = all_values(shape, dtype, seed=si)
             want = reduce_reference(vals, op, dtype, pre, post)
             direct = vals[hvd.rank()].clone()
+            assert ro.direct_op(direct, None, "n", op, hvd.global_process_set) == op
             assert hvd.allreduce_(direct, op=op, prescale_factor=pre, postscale_factor=post,
                                   name="ip.%s.%d.%d" % (dtype, si, op)) is direct
             assert_equal(direct, want)
@@ -124,6 +126,17 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
             assert torch.equal(mine, vals[hvd.rank()])
     vals = all_values((5,), dtype, seed=9)
     t = vals[hvd.rank()].clone()
+    gps = hvd.global_process_set
+    assert ro.direct_op(t, None, None, None, gps) == hvd.Average
+    # What takes the general path.
+    assert ro.direct_op(t, False, None, None, gps) is None
+    assert ro.direct_op(t, None, "naïve", hvd.Sum, gps) is None
+    assert ro.direct_op(t, None, None, hvd.Adasum, gps) is None
+    assert ro.direct_op(t.bool(), None, None, hvd.Sum, gps) is None
+    assert ro.direct_op(torch.nn.Parameter(t.double(), requires_grad=False), None, None,
+                        hvd.Sum, gps) is None
+    assert ro.direct_op(t.double().requires_grad_(), None, None, hvd.Sum, gps) is None
+    assert ro.direct_op(torch.ones(4, 2, dtype=dtype).t(), None, None, hvd.Sum, gps) is None
     hvd.allreduce_(t)  # op None: Average, unnamed
     assert_equal(t, reduce_reference(vals, hvd.Average, dtype))
     t = vals[hvd.rank()].clone()
@@ -135,6 +148,18 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
     t = vals[hvd.rank()].clone()
     hvd.allreduce_(t, op=hvd.Sum, process_set=hvd.global_process_set, name="ip.set")
     assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
+
+
+def test_allreduce_direct_small_integer_dtypes():
+    for dtype in (torch.uint8, torch.int8, torch.int16):
+        lo = 0 if dtype == torch.uint8 else -3
+        vals = all_values((6,), dtype, lo=lo)
+        t = vals[hvd.rank()].clone()
+        assert ro.direct_op(t, None, None, hvd.Sum, hvd.global_process_set) == hvd.Sum
+        hvd.allreduce_(t, op=hvd.Sum)
+        assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
+        assert_equal(hvd.allreduce(vals[hvd.rank()], op=hvd.Max),
+                     reduce_reference(vals, hvd.Max, dtype))
 
 
 def test_allreduce_direct_errors_as_the_general_path():
