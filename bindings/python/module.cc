@@ -112,6 +112,18 @@ Imported Import(PySession& ps, const py::object& obj, const std::string& what) {
   return ImportCapsule(obj, what, StreamsOf(ps.Get()));
 }
 
+// The input of an allreduce waited for here (allreduce_inplace,
+// allreduce_new): a host tensor.
+Imported ImportHostInput(PySession& ps, const std::string& name, const py::object& tensor,
+                         const char* entry) {
+  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
+  if (i.view.device().type != DeviceType::kCPU) {
+    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) + "; " +
+                 entry + " takes host tensors (use allreduce_async)");
+  }
+  return i;
+}
+
 // In place, and waited for here (the GIL released): hora.torch's
 // allreduce_ of a host tensor, without a handle object for Python to make
 // and wait on (for a small tensor those are a good part of the call).
@@ -119,11 +131,7 @@ void AllreduceInPlace(PySession& ps, const std::string& name, const py::object& 
                       double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
-  if (i.view.device().type != DeviceType::kCPU) {
-    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) +
-                 "; allreduce_inplace takes host tensors (use allreduce_async)");
-  }
+  Imported i = ImportHostInput(ps, name, tensor, "allreduce_inplace");
   ps.Run(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
 }
 
@@ -133,11 +141,7 @@ py::capsule AllreduceNew(PySession& ps, const std::string& name, const py::objec
                          double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
-  if (i.view.device().type != DeviceType::kCPU) {
-    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) +
-                 "; allreduce_new takes host tensors (use allreduce_async)");
-  }
+  Imported i = ImportHostInput(ps, name, tensor, "allreduce_new");
   auto made = std::make_shared<Tensor>(s.NewOutput(i.view.dtype(), i.view.shape()));
   ps.Run(s.AllreduceAsync(name, i.view, made->view(), red, set), name, {i.owner, made});
   return ExportView(made->view(), made);
