@@ -16,8 +16,10 @@ void TcpTransport::Loop(TimePoint started) {
   const Duration every = BeatInterval(peer_timeout_);
   const int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(every).count());
   TimePoint next_beat = started + every;
+  TimePoint next_tick{};
+  bool ticking = false;  // some peer is quiet: look every kQuietTickMs
   while (true) {
-    const int n = epoll_wait(epoll_.get(), events, 64, wait_ms);
+    const int n = epoll_wait(epoll_.get(), events, 64, ticking ? kQuietTickMs : wait_ms);
     MutexLock lock(mu_);
     if (stop_) return;
     for (int e = 0; e < n; ++e) {
@@ -26,16 +28,39 @@ void TcpTransport::Loop(TimePoint started) {
         [[maybe_unused]] ssize_t r = read(wake_.get(), &drained, sizeof drained);
       }
     }
-    // Edge-triggered sockets: pump every live peer until it would block.
-    for (size_t i = 0; i < peers_.size(); ++i) {
-      if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
+    // Edge-triggered sockets: pump every live peer until it would block
+    // (not on a tick's own time-out, but at every beat: Tick reads what
+    // needs it).
+    if (n != 0 || !ticking || Clock::now() >= next_beat) {
+      for (size_t i = 0; i < peers_.size(); ++i) {
+        if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
+      }
     }
     const TimePoint now = Clock::now();
+    if (ticking && now >= next_tick) {
+      Tick();
+      next_tick = now + std::chrono::milliseconds(kQuietTickMs);
+    }
+    if (!ticking && quiet_peers_ > 0) next_tick = now + std::chrono::milliseconds(kQuietTickMs);
+    ticking = quiet_peers_ > 0;
     if (now >= next_beat) {
       // (A round far later than due: this process did not run; heartbeat.h.)
       Beat(now, RoundCameLate(next_beat - every, now, every));
       next_beat = now + every;
     }
+  }
+}
+
+void TcpTransport::Tick() {
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    Peer& p = peers_[i];
+    if (!p.quiet) continue;
+    if (p.touched) {
+      p.touched = false;
+      continue;
+    }
+    Unquiet(i);
+    if (p.fd.valid() && !p.broken) Pump(i);
   }
 }
 
@@ -70,16 +95,23 @@ void TcpTransport::Beat(TimePoint now, bool fresh_start) {
 }
 
 Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
+  const auto peer = static_cast<size_t>(request->peer());
+  const bool known = peer < static_cast<size_t>(size_);  // (else done: an invalid peer's error)
   // Large transfers are the I/O thread's: a waiter moving them as well only
   // contends with it for the cores.
-  if (request->bytes() > kTcpSpinBytes) return request->Wait(deadline);
+  if (request->bytes() > kTcpSpinBytes) {
+    if (known && !request->done()) {
+      MutexLock lock(mu_);
+      Unquiet(peer);
+    }
+    return request->Wait(deadline);
+  }
   constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
   TimePoint spin_until = Clock::now() + spin_;
   bool moved = false;
-  const auto peer = static_cast<size_t>(request->peer());
   for (uint32_t round = 1; !request->done(); ++round) {
     bool busy = false;  // another thread holds the lock: let it run
-    moved |= ProgressPeer(peer, &busy);
+    moved |= ProgressPeer(request, &busy);
     if (busy || yield_) {
       sched_yield();
     } else if (round % kClockEvery != 0) {
@@ -90,6 +122,10 @@ Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
     if (moved) spin_until = now + spin_;
     moved = false;
     if (now >= spin_until || now >= deadline) break;
+  }
+  if (known && !request->done()) {  // (it sleeps: the I/O thread reads from here on)
+    MutexLock lock(mu_);
+    Unquiet(peer);
   }
   return request->Wait(deadline);
 }
@@ -105,7 +141,8 @@ bool TcpTransport::Progress() {
   return moved_ != before;
 }
 
-bool TcpTransport::ProgressPeer(size_t peer, bool* busy) {
+bool TcpTransport::ProgressPeer(const Request& request, bool* busy) {
+  const auto peer = static_cast<size_t>(request->peer());
   if (!mu_.try_lock()) {
     *busy = true;
     return false;
@@ -113,7 +150,10 @@ bool TcpTransport::ProgressPeer(size_t peer, bool* busy) {
   MutexLock lock(mu_, std::adopt_lock);
   if (stop_ || !lost_.ok() || peer >= peers_.size()) return false;
   const uint64_t before = moved_;
-  if (peers_[peer].fd.valid() && !peers_[peer].broken) Pump(peer);
+  Peer& p = peers_[peer];
+  if (p.fd.valid() && !p.broken) Pump(peer);
+  p.touched = true;
+  if (!request->done()) Quiet(peer);
   return moved_ != before;
 }
 
@@ -137,6 +177,14 @@ bool TcpTransport::WriteSome(size_t i) {
     // MSG_NOSIGNAL: a peer that has gone is an error here, not a SIGPIPE.
     ssize_t w = cnt ? sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL) : 0;
     if (w < 0) {
+      // Full: the I/O thread writes the rest when it has room.
+      if (errno == EAGAIN) {
+        if (p.quiet) {
+          Unquiet(i);
+        } else {
+          SetInterest(i, p.events | EPOLLOUT);
+        }
+      }
       if (errno == EAGAIN || errno == EINTR) return true;
       FailPeer(i, std::strerror(errno));
       return false;

@@ -11,6 +11,11 @@
 //   buffer and folds each piece into the destination as it arrives (transfer
 //   and reduction overlap); a message nobody has asked for yet is kept until
 //   a receive claims it.
+// - Waits: a waiter on a small request moves its peer's socket itself for a
+//   while before it sleeps, and meanwhile the peer is quiet: its arrivals do
+//   not wake the I/O thread, which reads the socket again once a 1 ms tick
+//   passes with no waiter reading it (or a waiter about to sleep hands it
+//   back). A request waited on without Wait is read within about two ticks.
 // - A lost connection fails every pending request with that peer, naming it.
 // - Liveness: the I/O thread sends a heartbeat frame to a peer it sent
 //   nothing to for a fifth of TcpMeshOptions::peer_timeout (at least every

@@ -45,6 +45,15 @@ inline constexpr uint64_t kHeartbeatTag = ~uint64_t{0} - 2;
 
 inline bool IsControl(uint64_t tag) { return tag >= kHeartbeatTag; }
 
+// The I/O thread's epoll interest in a peer's socket: arrivals, and room to
+// write while sends are queued (Peer::events). While the peer is quiet
+// (Peer::quiet), only a hang-up or an error (a write that finds the socket
+// full gives the peer back, WriteSome).
+inline constexpr uint32_t kPeerEvents = EPOLLIN | EPOLLET;
+inline constexpr uint32_t kQuietPeerEvents = EPOLLET;
+// How often the I/O thread looks at quiet peers (Loop), in milliseconds.
+inline constexpr int kQuietTickMs = 1;
+
 struct SendOp {
   Header header;
   const char* data;
@@ -84,6 +93,13 @@ struct Peer {
   PooledBuffer in_unexpected;       // otherwise the payload lands here (from pool_)
   bool in_discard = false;          // the matched receive was cancelled
   std::vector<char> stage;          // IrecvReduce staging
+  // Quiet: waiters are reading this socket themselves (Wait), so arrivals
+  // do not wake the I/O thread (kQuietPeerEvents); it gives the interest
+  // back once a tick passes in which no waiter read (`touched`), and a wait
+  // that will sleep gives it back first.
+  bool quiet = false;
+  bool touched = false;
+  uint32_t events = kPeerEvents | EPOLLOUT;  // the interest registered (Start)
   // Liveness (the I/O thread's Beat): bytes read from and frames written to
   // the peer so far, as last seen by Beat, and when reading last moved.
   uint64_t bytes_in = 0, frames_out = 0;
@@ -120,7 +136,7 @@ class TcpTransport final : public Transport {
         if (!peers_[i].fd.valid()) continue;
         peers_[i].in_moved = now;
         HORA_RETURN_IF_ERROR(net::SetNonBlocking(peers_[i].fd.get(), true));
-        ev.events = EPOLLIN | EPOLLOUT | EPOLLET;
+        ev.events = peers_[i].events;
         ev.data.u64 = i;
         epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, peers_[i].fd.get(), &ev);
       }
@@ -214,6 +230,8 @@ class TcpTransport final : public Transport {
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
   // `deadline`. Where the ranks on this host outnumber its cores (yield_), it yields the core
   // after each look: the peer it waits for may be queued on it (2x faster at np 4 on 2 cores).
+  // Meanwhile its peer turns quiet (Peer::quiet) and stays so while waits keep reading it: an I/O
+  // thread woken by each arrival cost a bare exchange 4-7 us of 7 (docs/dev/performance.md).
   Status Wait(const Request& request, TimePoint deadline) override;
   // Once every rank's transport has started (its I/O thread beats): from
   // here on a silent peer is lost. Before, a peer still connecting to the
@@ -233,6 +251,16 @@ class TcpTransport final : public Transport {
   int SilentPeer() override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     return silent_peer_;
+  }
+  // How many peers are quiet now, and how many times one turned quiet (for
+  // tests).
+  int QuietPeers() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return quiet_peers_;
+  }
+  uint64_t QuietTurns() HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return quiet_turns_;
   }
 
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
@@ -292,7 +320,10 @@ class TcpTransport final : public Transport {
       auto it = std::find_if(p.unexpected.begin(), p.unexpected.end(),
                              [tag](const Unexpected& u) { return u.tag == tag; });
       if (it == p.unexpected.end()) {
-        if (Usable(peer, req)) p.posted.push_back(std::move(op));
+        if (Usable(peer, req)) {
+          if (bytes > kTcpSpinBytes) Unquiet(static_cast<size_t>(peer));  // (the I/O thread's)
+          p.posted.push_back(std::move(op));
+        }
         return req;
       }
       msg = std::move(*it);
@@ -348,6 +379,48 @@ class TcpTransport final : public Transport {
   void Wake() {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t w = write(wake_.get(), &one, sizeof one);
+  }
+
+  // Peer i's arrivals stop waking the I/O thread (a waiter reads them),
+  // unless a large message from it is expected (that is the I/O thread's
+  // to read) or sends to it wait for room.
+  void Quiet(size_t i) HORA_REQUIRES(mu_) {
+    Peer& p = peers_[i];
+    if (p.quiet || p.broken || !p.fd.valid() || !p.sends.empty() || BulkInbound(p)) return;
+    if (!SetInterest(i, kQuietPeerEvents)) return;
+    p.quiet = true;
+    ++quiet_turns_;
+    // (The first quiet peer: the I/O thread starts its ticks.)
+    if (quiet_peers_++ == 0) Wake();
+  }
+
+  // Peer i's arrivals wake the I/O thread again; epoll reports at once
+  // what arrived while it was quiet.
+  void Unquiet(size_t i) HORA_REQUIRES(mu_) {
+    Peer& p = peers_[i];
+    // (Room to write only while sends wait: a writable socket would wake
+    // the I/O thread at once for nothing.)
+    const uint32_t events = kPeerEvents | (p.sends.empty() ? 0u : uint32_t{EPOLLOUT});
+    if (!p.quiet || !SetInterest(i, events)) return;  // (failed: a later tick tries again)
+    p.quiet = false;
+    --quiet_peers_;
+  }
+
+  static bool BulkInbound(const Peer& p) {
+    if (p.in_payload && p.in_header.bytes > kTcpSpinBytes) return true;
+    return std::any_of(p.posted.begin(), p.posted.end(),
+                       [](const RecvOp& op) { return op.bytes > kTcpSpinBytes; });
+  }
+
+  bool SetInterest(size_t i, uint32_t events) HORA_REQUIRES(mu_) {
+    Peer& p = peers_[i];
+    if (p.events == events) return true;
+    epoll_event ev{};
+    ev.events = events;
+    ev.data.u64 = i;
+    if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev) != 0) return false;
+    p.events = events;
+    return true;
   }
 
   // Peer i's connection died: fail everything pending with any peer, tell
@@ -432,13 +505,17 @@ class TcpTransport final : public Transport {
 
   // The I/O thread; `started`: when silences began to count (Start).
   void Loop(TimePoint started) HORA_EXCLUDES(mu_);
+  // The I/O thread's look at quiet peers, every kQuietTickMs while there
+  // are any: a peer no waiter read since the last look is given back.
+  void Tick() HORA_REQUIRES(mu_);
   // The I/O thread's liveness round (see tcp_transport.h): heartbeats to
-  // quiet peers, silent peers lost; with `fresh_start` (the round came late,
+  // peers sent nothing lately, silent peers lost; with `fresh_start` (the round came late,
   // heartbeat.h) silences count anew.
   void Beat(TimePoint now, bool fresh_start) HORA_REQUIRES(mu_);
-  // Reads and writes one peer's socket unless another thread holds the lock
-  // (then sets *busy); whether any byte moved.
-  bool ProgressPeer(size_t peer, bool* busy) HORA_EXCLUDES(mu_);
+  // For the waiter on `request`: reads and writes its peer's socket unless
+  // another thread holds the lock (then sets *busy), and makes the peer
+  // quiet while the request is pending; whether any byte moved.
+  bool ProgressPeer(const Request& request, bool* busy) HORA_EXCLUDES(mu_);
   bool Pump(size_t i) HORA_REQUIRES(mu_);  // false when the connection died
   bool ReadSome(size_t i) HORA_REQUIRES(mu_);
   bool WriteSome(size_t i) HORA_REQUIRES(mu_);
@@ -454,9 +531,11 @@ class TcpTransport final : public Transport {
   bool closing_ HORA_GUARDED_BY(mu_) = false;   // the destructor runs: no peer is lost by silence
   bool watching_ HORA_GUARDED_BY(mu_) = false;  // every peer's I/O thread runs (WatchPeers)
   uint64_t moved_ HORA_GUARDED_BY(mu_) = 0;     // bytes read or written so far
-  BufferPool pool_ HORA_GUARDED_BY(mu_);        // payloads of unexpected messages
-  Status lost_ HORA_GUARDED_BY(mu_);            // set once a rank is lost
-  int silent_peer_ HORA_GUARDED_BY(mu_) = -1;   // the peer lost_ found silent (Beat)
+  int quiet_peers_ HORA_GUARDED_BY(mu_) = 0;    // peers with Peer::quiet
+  uint64_t quiet_turns_ HORA_GUARDED_BY(mu_) = 0;  // times a peer turned quiet
+  BufferPool pool_ HORA_GUARDED_BY(mu_);           // payloads of unexpected messages
+  Status lost_ HORA_GUARDED_BY(mu_);               // set once a rank is lost
+  int silent_peer_ HORA_GUARDED_BY(mu_) = -1;      // the peer lost_ found silent (Beat)
   net::Fd epoll_;
   net::Fd wake_;
   std::thread thread_;

@@ -8,6 +8,7 @@
 
 #include "net/socket.h"
 #include "store/memory_store.h"
+#include "transport/tcp/tcp_transport_impl.h"
 
 namespace hora {
 namespace {
@@ -18,7 +19,8 @@ TimePoint Soon() { return Clock::now() + std::chrono::seconds(30); }
 // `yield`: as where the ranks outnumber the cores (TcpMeshOptions::yield).
 std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = "s3cret",
                                              const std::string& iface = "127.0.0.1",
-                                             bool yield = false) {
+                                             bool yield = false,
+                                             Duration spin = TcpMeshOptions{}.wait_spin) {
   MemoryStore store;
   std::vector<std::unique_ptr<Transport>> out(static_cast<size_t>(n));
   std::vector<std::thread> threads;
@@ -32,6 +34,7 @@ std::vector<std::unique_ptr<Transport>> Mesh(int n, const std::string& secret = 
       o.iface = iface;
       o.timeout = std::chrono::seconds(30);
       o.yield = yield;
+      o.wait_spin = spin;
       auto t = CreateTcpTransport(store, o);
       EXPECT_TRUE(t.ok()) << t.status().ToString();
       if (t.ok()) out[static_cast<size_t>(r)] = std::move(t).value();
@@ -137,6 +140,110 @@ TEST(TcpTransport, WaitersThatYieldTheCoreGetEveryMessage) {
   std::vector<std::thread> closers;  // (all at once: each waits for the others' goodbyes)
   for (auto& x : t) closers.emplace_back([&x] { x.reset(); });
   for (std::thread& x : closers) x.join();
+}
+
+// A waiter reading a peer takes its arrivals off the I/O thread's watch
+// (the peer is quiet); what then comes from that peer for a receive nobody
+// spins on (waited on its request alone) is still read by the I/O thread,
+// once a tick (1 ms) finds no waiter on it. (Without the ticks it waits out
+// its 30 s deadline; 400 ms leaves a loaded machine room.)
+TEST(TcpTransport, AQuietPeerStillDeliversWhatNoWaiterReads) {
+  // (A spin long enough that rank 1's waiter, not a sleep, meets the ping.)
+  auto t = Mesh(2, "s3cret", "127.0.0.1", false, std::chrono::seconds(20));
+  ASSERT_TRUE(t[0] && t[1]);
+  auto* rank1 = dynamic_cast<tcp_internal::TcpTransport*>(t[1].get());
+  ASSERT_NE(rank1, nullptr);
+  for (size_t bytes : {size_t{8}, size_t{3} << 20}) {
+    std::vector<char> out(bytes, 'q'), in(bytes, 0);
+    // Rank 1 waits, spinning, for a ping sent later: its waiter reads it, and
+    // peer 0 is quiet on rank 1 for a tick or two after. (Tried again when a
+    // tick came first on a loaded machine.)
+    bool quiet = false;
+    for (uint64_t attempt = 0; attempt < 50 && !quiet; ++attempt) {
+      uint64_t ping = attempt, got = ~uint64_t{0};
+      Request pr = t[1]->Irecv(0, 100 + attempt, &got, sizeof got);
+      std::thread later([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        Request ps = t[0]->Isend(1, 100 + attempt, &ping, sizeof ping);
+        EXPECT_TRUE(ps->Wait(Soon()).ok());
+      });
+      const Status st = t[1]->Wait(pr, Soon());
+      quiet = rank1->QuietPeers() == 1;
+      later.join();
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(got, attempt);
+    }
+    ASSERT_TRUE(quiet) << "peer 0 never seen quiet on rank 1";
+    Request r = t[1]->Irecv(0, 2, in.data(), bytes);
+    const TimePoint sent = Clock::now();
+    Request s = t[0]->Isend(1, 2, out.data(), bytes);
+    ASSERT_TRUE(r->Wait(Soon()).ok());  // (the request's own wait: no transport reads)
+    const Duration took = Clock::now() - sent;
+    ASSERT_TRUE(t[0]->Wait(s, Soon()).ok());
+    EXPECT_EQ(in, out) << bytes;
+    EXPECT_LT(took, std::chrono::milliseconds(400)) << bytes << " B: read late";
+  }
+  // With no waiter on it, the peer is given back.
+  const TimePoint until = Clock::now() + std::chrono::seconds(10);
+  while (rank1->QuietPeers() != 0 && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(rank1->QuietPeers(), 0);
+}
+
+// While a wait that outlasted its spin sleeps, its peer is the I/O
+// thread's (the wait gives it back before it sleeps; at the latest a tick
+// would), and a large receive posted gives a quiet peer back at once.
+TEST(TcpTransport, SleepingWaitsAndLargeReceivesLeaveAPeerWatched) {
+  auto t = Mesh(2, "s3cret", "127.0.0.1", false, std::chrono::microseconds(200));
+  ASSERT_TRUE(t[0] && t[1]);
+  auto* rank1 = dynamic_cast<tcp_internal::TcpTransport*>(t[1].get());
+  ASSERT_NE(rank1, nullptr);
+  for (uint64_t i = 0; i < 3; ++i) {  // the reply 30 ms late: the wait sleeps
+    uint64_t ping = i, got = ~uint64_t{0};
+    Request pr = t[1]->Irecv(0, 200 + i, &got, sizeof got);
+    int quiet_while_asleep = -1;
+    std::thread later([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      quiet_while_asleep = rank1->QuietPeers();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      EXPECT_TRUE(t[0]->Isend(1, 200 + i, &ping, sizeof ping)->Wait(Soon()).ok());
+    });
+    const Status st = t[1]->Wait(pr, Soon());
+    later.join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_EQ(got, i);
+    EXPECT_EQ(quiet_while_asleep, 0) << i;
+  }
+  const uint64_t turns = rank1->QuietTurns();
+  EXPECT_GE(turns, 1u);  // (each wait made it quiet while it spun)
+  // A wait that ends within its spin leaves the peer quiet ...
+  bool quiet = false;
+  for (uint64_t attempt = 0; attempt < 50 && !quiet; ++attempt) {
+    uint64_t ping = attempt, got = 0;
+    Request pr = t[1]->Irecv(0, 300 + attempt, &got, sizeof got);
+    Request ps = t[0]->Isend(1, 300 + attempt, &ping, sizeof ping);
+    ASSERT_TRUE(t[1]->Wait(pr, Soon()).ok());
+    ASSERT_TRUE(t[0]->Wait(ps, Soon()).ok());
+    Request pr2 = t[1]->Irecv(0, 400 + attempt, &got, sizeof got);
+    std::thread later([&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      EXPECT_TRUE(t[0]->Isend(1, 400 + attempt, &ping, sizeof ping)->Wait(Soon()).ok());
+    });
+    const Status st = t[1]->Wait(pr2, Soon());
+    quiet = rank1->QuietPeers() == 1;
+    later.join();
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+  ASSERT_TRUE(quiet) << "peer 0 never seen quiet on rank 1";
+  // ... and a large receive posted gives it back at once.
+  std::vector<char> big_out(1 << 20, 'b'), big_in(big_out.size());
+  Request r = t[1]->Irecv(0, 500, big_in.data(), big_in.size());
+  EXPECT_EQ(rank1->QuietPeers(), 0);
+  Request s = t[0]->Isend(1, 500, big_out.data(), big_out.size());
+  EXPECT_TRUE(t[1]->Wait(r, Soon()).ok());
+  EXPECT_TRUE(t[0]->Wait(s, Soon()).ok());
+  EXPECT_EQ(big_in, big_out);
 }
 
 // A large message set aside, then a small one that reuses its (pooled)
