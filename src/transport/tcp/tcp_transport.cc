@@ -51,19 +51,6 @@ void TcpTransport::Loop(TimePoint started) {
   }
 }
 
-void TcpTransport::Tick() {
-  for (size_t i = 0; i < peers_.size(); ++i) {
-    Peer& p = peers_[i];
-    if (!p.quiet) continue;
-    if (p.touched) {
-      p.touched = false;
-      continue;
-    }
-    Unquiet(i);
-    if (p.fd.valid() && !p.broken) Pump(i);
-  }
-}
-
 void TcpTransport::Beat(TimePoint now, bool fresh_start) {
   if (closing_) return;
   for (size_t i = 0; i < peers_.size(); ++i) {
@@ -94,42 +81,6 @@ void TcpTransport::Beat(TimePoint now, bool fresh_start) {
   }
 }
 
-Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
-  const auto peer = static_cast<size_t>(request->peer());
-  const bool known = peer < static_cast<size_t>(size_);  // (else done: an invalid peer's error)
-  // Large transfers are the I/O thread's: a waiter moving them as well only
-  // contends with it for the cores.
-  if (request->bytes() > kTcpSpinBytes) {
-    if (known && !request->done()) {
-      MutexLock lock(mu_);
-      Unquiet(peer);
-    }
-    return request->Wait(deadline);
-  }
-  constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
-  TimePoint spin_until = Clock::now() + spin_;
-  bool moved = false;
-  for (uint32_t round = 1; !request->done(); ++round) {
-    bool busy = false;  // another thread holds the lock: let it run
-    moved |= ProgressPeer(request, &busy);
-    if (busy || yield_) {
-      sched_yield();
-    } else if (round % kClockEvery != 0) {
-      CpuRelax();
-      continue;
-    }
-    const TimePoint now = Clock::now();
-    if (moved) spin_until = now + spin_;
-    moved = false;
-    if (now >= spin_until || now >= deadline) break;
-  }
-  if (known && !request->done()) {  // (it sleeps: the I/O thread reads from here on)
-    MutexLock lock(mu_);
-    Unquiet(peer);
-  }
-  return request->Wait(deadline);
-}
-
 bool TcpTransport::Progress() {
   if (!mu_.try_lock()) return false;
   MutexLock lock(mu_, std::adopt_lock);
@@ -138,22 +89,6 @@ bool TcpTransport::Progress() {
   for (size_t i = 0; i < peers_.size(); ++i) {
     if (peers_[i].fd.valid() && !peers_[i].broken) Pump(i);
   }
-  return moved_ != before;
-}
-
-bool TcpTransport::ProgressPeer(const Request& request, bool* busy) {
-  const auto peer = static_cast<size_t>(request->peer());
-  if (!mu_.try_lock()) {
-    *busy = true;
-    return false;
-  }
-  MutexLock lock(mu_, std::adopt_lock);
-  if (stop_ || !lost_.ok() || peer >= peers_.size()) return false;
-  const uint64_t before = moved_;
-  Peer& p = peers_[peer];
-  if (p.fd.valid() && !p.broken) Pump(peer);
-  p.touched = true;
-  if (!request->done()) Quiet(peer);
   return moved_ != before;
 }
 

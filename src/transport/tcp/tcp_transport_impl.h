@@ -1,9 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The TCP transport's internals (tcp_transport.h has the contract): wire
-// frames, per-peer state, and the class. tcp_transport.cc holds setup,
-// posting, cancelling and writing; tcp_receive.cc reads and matches
-// incoming messages.
+// frames, per-peer state, and the class. tcp_transport.cc holds the I/O
+// thread's loop, liveness and writing; tcp_receive.cc reads and matches
+// incoming messages; tcp_wait.cc is how a waiter waits, and quiet peers;
+// tcp_loss.cc a lost or closing peer.
 #pragma once
 
 #include <sys/epoll.h>
@@ -384,124 +385,29 @@ class TcpTransport final : public Transport {
   // Peer i's arrivals stop waking the I/O thread (a waiter reads them),
   // unless a large message from it is expected (that is the I/O thread's
   // to read) or sends to it wait for room.
-  void Quiet(size_t i) HORA_REQUIRES(mu_) {
-    Peer& p = peers_[i];
-    if (p.quiet || p.broken || !p.fd.valid() || !p.sends.empty() || BulkInbound(p)) return;
-    if (!SetInterest(i, kQuietPeerEvents)) return;
-    p.quiet = true;
-    ++quiet_turns_;
-    // (The first quiet peer: the I/O thread starts its ticks.)
-    if (quiet_peers_++ == 0) Wake();
-  }
-
+  void Quiet(size_t i) HORA_REQUIRES(mu_);
   // Peer i's arrivals wake the I/O thread again; epoll reports at once
   // what arrived while it was quiet.
-  void Unquiet(size_t i) HORA_REQUIRES(mu_) {
-    Peer& p = peers_[i];
-    // (Room to write only while sends wait: a writable socket would wake
-    // the I/O thread at once for nothing.)
-    const uint32_t events = kPeerEvents | (p.sends.empty() ? 0u : uint32_t{EPOLLOUT});
-    if (!p.quiet || !SetInterest(i, events)) return;  // (failed: a later tick tries again)
-    p.quiet = false;
-    --quiet_peers_;
-  }
-
-  static bool BulkInbound(const Peer& p) {
-    if (p.in_payload && p.in_header.bytes > kTcpSpinBytes) return true;
-    return std::any_of(p.posted.begin(), p.posted.end(),
-                       [](const RecvOp& op) { return op.bytes > kTcpSpinBytes; });
-  }
-
-  bool SetInterest(size_t i, uint32_t events) HORA_REQUIRES(mu_) {
-    Peer& p = peers_[i];
-    if (p.events == events) return true;
-    epoll_event ev{};
-    ev.events = events;
-    ev.data.u64 = i;
-    if (epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev) != 0) return false;
-    p.events = events;
-    return true;
-  }
+  void Unquiet(size_t i) HORA_REQUIRES(mu_);
+  // Sets the I/O thread's interest in peer i's socket (Peer::events).
+  bool SetInterest(size_t i, uint32_t events) HORA_REQUIRES(mu_);
+  static bool BulkInbound(const Peer& p);
 
   // Peer i's connection died: fail everything pending with any peer, tell
   // the other peers which rank was lost, and refuse later requests. A job
   // cannot go on without a rank. (Unless it said goodbye first: then, as
   // at the end of its stream, only the requests with it fail.)
-  void FailPeer(size_t i, const std::string& why) HORA_REQUIRES(mu_) {
-    Peer& p = peers_[i];
-    if (p.broken) return;
-    if (p.said_goodbye) {
-      // (A reset, or a write refused, after its goodbye: it closed on
-      // purpose, and is not lost. Only requests with it fail.)
-      (void)PeerEnded(i);
-      return;
-    }
-    p.broken = true;
-    p.broken_reason = why;
-    if (lost_.ok()) {
-      lost_ = UnavailableError("connection to rank " + std::to_string(i) + " lost: " + why);
-      for (size_t j = 0; j < peers_.size(); ++j) {
-        if (j == i || !peers_[j].fd.valid() || peers_[j].broken) continue;
-        peers_[j].sends.push_back({{kLostPeerTag, i},
-                                   nullptr,
-                                   {},
-                                   0,
-                                   std::make_shared<RequestState>(true, static_cast<int>(j), 0)});
-      }
-      Wake();
-    }
-    FailAllPending(lost_);
-  }
+  void FailPeer(size_t i, const std::string& why) HORA_REQUIRES(mu_);
 
   // Another rank reported that it lost `lost`.
-  void PeerReportedLoss(size_t reporter, uint64_t lost) HORA_REQUIRES(mu_) {
-    if (!lost_.ok()) return;
-    lost_ = UnavailableError("rank " + std::to_string(lost) + " was lost (rank " +
-                             std::to_string(reporter) + " lost its connection to it)");
-    FailAllPending(lost_);
-  }
+  void PeerReportedLoss(size_t reporter, uint64_t lost) HORA_REQUIRES(mu_);
 
-  void FailAllPending(const Status& st) HORA_REQUIRES(mu_) {
-    for (Peer& q : peers_) {
-      for (auto& r : q.posted) r.request->Complete(st);
-      q.posted.clear();
-      if (q.in_target) {
-        q.in_target->request->Complete(st);
-        q.in_discard = true;
-      }
-      // Queued data sends fail; control frames still go out.
-      for (auto it = q.sends.begin(); it != q.sends.end();) {
-        if (IsControl(it->header.tag) || it->done > 0) {
-          ++it;
-          continue;
-        }
-        it->request->Complete(st);
-        it = q.sends.erase(it);
-      }
-    }
-  }
+  void FailAllPending(const Status& st) HORA_REQUIRES(mu_);
 
   // Peer i's stream ended. After a goodbye that is an orderly close: only
   // requests with that peer fail (they can never complete). Otherwise the
   // rank was lost. Returns false (stop reading this peer).
-  bool PeerEnded(size_t i) HORA_REQUIRES(mu_) {
-    Peer& p = peers_[i];
-    p.at_eof = true;
-    if (!p.said_goodbye) {
-      FailPeer(i, "connection closed by peer (process gone?)");
-      return false;
-    }
-    if (!p.broken) {
-      p.broken = true;
-      p.broken_reason = "rank " + std::to_string(i) + " closed its session";
-      const Status st = UnavailableError(p.broken_reason);
-      for (auto& r : p.posted) r.request->Complete(st);
-      p.posted.clear();
-      for (auto& q : p.sends) q.request->Complete(st);
-      p.sends.clear();
-    }
-    return false;
-  }
+  bool PeerEnded(size_t i) HORA_REQUIRES(mu_);
 
   // The I/O thread; `started`: when silences began to count (Start).
   void Loop(TimePoint started) HORA_EXCLUDES(mu_);
