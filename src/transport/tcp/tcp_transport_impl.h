@@ -1,8 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // The TCP transport's internals (tcp_transport.h has the contract): wire
-// frames, per-peer state, and the class. tcp_transport.cc holds the I/O
-// thread's loop, liveness and writing; tcp_receive.cc reads and matches
+// frames, per-peer state, and the class (setup, posting and cancelling
+// inline). tcp_transport.cc holds the I/O thread's loop, liveness, writing
+// and CreateTcpTransport; tcp_receive.cc reads and matches
 // incoming messages; tcp_wait.cc is how a waiter waits, and quiet peers;
 // tcp_loss.cc a lost or closing peer.
 #pragma once
