@@ -92,7 +92,8 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
                 "How long a waiting thread polls before it sleeps, in microseconds (handles, the "
                 "engine's "
-                "queue, shm and TCP waits); 0: sleep at once"},
+                "queue, shm and TCP waits; TCP waits on a host whose ranks outnumber its cores "
+                "yield between looks and poll 200 at least); 0: sleep at once"},
        .as_double = &Config::wait_spin_us,
        .zero_ok = true},
       {.spec =

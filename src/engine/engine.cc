@@ -188,6 +188,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
   }
   Execute(*outcome);
   busy_ = !outcome->quiet_everywhere || finished_tensors_ != done_before;
+  idle_everywhere_ = outcome->idle_everywhere;
   if (outcome->stop_everywhere) {
     // Every rank stops here: the last collective step, which frees the GPU
     // window once no rank maps it.

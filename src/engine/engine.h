@@ -225,6 +225,8 @@ class Engine final : public Driver {
   // Placeholders of a joined rank, by name (made and finished in one cycle).
   Placeholders placeholders_ HORA_GUARDED_BY(cycle_mu_);
   bool busy_ HORA_GUARDED_BY(cycle_mu_) = false;  // cycle again at once (see Loop)
+  // The last cycle found no rank with tensors (CycleOutcome::idle_everywhere).
+  bool idle_everywhere_ HORA_GUARDED_BY(cycle_mu_) = false;
   std::vector<std::byte> fusion_ HORA_GUARDED_BY(cycle_mu_);
   // Where GPU tensors' batches run (null: none come). Its Claimed and
   // Released are called under mu_ or cycle_mu_, Cancel by the destructor,

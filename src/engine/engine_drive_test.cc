@@ -211,6 +211,51 @@ TEST(EngineDrive, IdleWakeupsComeFurtherApartAndAWaitingRankIsStillJoined) {
   EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(n)));
 }
 
+// Where nobody can tell who waits (the AND goes point to point, as across
+// hosts: here a bit vector too large for the shared window), an idle engine
+// joins a cycle at every look; the cycles in which no rank had tensors come
+// further apart on every rank (100 in 100 cycle times before). While a rank's
+// tensor waits for the others, their idle engines join every cycle time
+// again (its stall reports need their cycles).
+TEST(EngineDrive, IdleCyclesComeFurtherApartWhereNobodyCanTellWhoWaits) {
+  const int n = 3;
+  ThreadRanks ranks(n,
+                    TestSettings({{"HORA_CYCLE_TIME_MS", "1"}, {"HORA_CACHE_CAPACITY", "200000"}}));
+  ExpectAllOk(PingPong(ranks, 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // (backed off by now)
+  auto cycles = [&] {
+    std::vector<uint64_t> c;
+    for (int r = 0; r < n; ++r) c.push_back(ranks.session(r).engine_counters().cycles);
+    return c;
+  };
+  std::vector<uint64_t> before = cycles();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // 100 cycle times
+  std::vector<uint64_t> after = cycles();
+  for (size_t r = 0; r < n; ++r) {
+    EXPECT_GT(after[r], before[r]) << "rank " << r << " stopped cycling";
+    EXPECT_LT(after[r] - before[r], 30u) << "rank " << r;
+  }
+  // Rank 0's tensor waits for ranks 1 and 2: they cycle every cycle time
+  // (backed off, at most 13 cycles in 200 ms).
+  std::vector<float> x(5, 1.0f);
+  TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, x.size());
+  Handle late = ranks.session(0).AllreduceAsync("late", v, v);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  before = cycles();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  after = cycles();
+  for (size_t r = 1; r < n; ++r) EXPECT_GT(after[r] - before[r], 25u) << "rank " << r;
+  EXPECT_FALSE(late.Poll());
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    if (rank == 0) return late.Wait(kWait);
+    std::vector<float> y(5, 1.0f);
+    TensorView w = TensorView::Flat(y.data(), DataType::kFloat32, y.size());
+    return s.AllreduceAsync("late", w, w).Wait(kWait);
+  }));
+  EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(n)));
+  ExpectAllOk(PingPong(ranks, 5));
+}
+
 // Work submitted ahead of its wait (as a backward pass's) while waiters
 // drive: once such work has gone a cycle time with no waiter, the engine's
 // thread runs the next within about a cycle time of its submission, even

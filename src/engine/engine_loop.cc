@@ -7,8 +7,9 @@
 // it); while idle it still looks every HORA_CYCLE_TIME_MS, so that no rank
 // waits on an idle one for long, and joins a cycle -- on one host, only when
 // some rank has waited for it that long (idle engines there do not cycle at
-// all). Looks that find nothing to do come further apart, up to 16 cycle
-// times; a rank that has tensors of its own looks every cycle time.
+// all); across hosts, at every look. Looks that find nothing to do (across
+// hosts: whose cycle found every rank idle) come further apart, up to 16
+// cycle times; a rank that has tensors of its own looks every cycle time.
 //
 // A thread waiting on one of the engine's handles runs cycles itself while
 // it spins (Drive): on a host whose ranks outnumber the spare cores, the
@@ -23,6 +24,7 @@
 // Once the engine has stopped, its thread still watches the NCCL work
 // queued on the GPU until that ends (WatchAfterStop).
 #include <algorithm>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
@@ -138,7 +140,9 @@ void Engine::Loop() {
       MutexLock lock(mu_);
       ++stats_.idle_wakeups;
     }
-    if (idle_look && !looks.JoinDue(Clock::now(), negotiator_.PeerWaiting(),
+    const std::optional<bool> peer_waiting =
+        idle_look ? negotiator_.PeerWaiting() : std::optional<bool>(false);
+    if (idle_look && !looks.JoinDue(Clock::now(), peer_waiting,
                                     last_cycle_end_.load(std::memory_order_acquire))) {
       // With nothing to do here, a cycle would only make the others' next
       // one (their next tensors) wait for this rank's, which has none of
@@ -150,6 +154,8 @@ void Engine::Loop() {
                      !(negotiator_.nothing_taken() || !busy_);
     driven_ = false;
     if (due && !RunCycle()) return;
+    // (Nobody could tell whether a rank waited: the cycle says when to look next.)
+    if (idle_look && !peer_waiting) looks.Joined(idle_everywhere_);
   }
 }
 

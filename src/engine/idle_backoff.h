@@ -7,7 +7,18 @@
 // doubles the time to the next (up to 16 cycle times): a look wakes the
 // thread, and on cores the ranks share, the wake-ups cost the ranks' cycles
 // more than the looks gain. Tensors of its own, or a rank waiting for it,
-// bring it back to one cycle time.
+// bring it back to one cycle time. Where the control plane cannot tell who
+// waits (the AND goes point to point, as over TCP), an idle engine joins a
+// cycle at every look, and the cycle's outcome sets the next: a cycle in
+// which no rank had tensors doubles the time to the next look, one in which
+// some rank had them brings it back to one cycle time. Every rank sees the
+// same outcome, so their looks back off in step: idle ranks across hosts
+// meet every 16 cycle times instead of every one, and a rank whose tensors
+// wait for one that never submits them still has it join every cycle time
+// (the stall reports need its cycles). An idle engine's cycle cost the
+// ranks' own small collectives over TCP their tail: 1-2% of 4-byte
+// allreduces at np 2 took 10-30x the median, one each cycle time
+// (docs/dev/performance.md, session 58).
 //
 // Not thread-safe: the engine's thread's.
 #pragma once
@@ -35,6 +46,16 @@ class IdleBackoff {
   void Busy() { every_ = cycle_time_; }
   // The last look was not needed: the next comes twice as late.
   void Backoff() { every_ = std::min(every_ * 2, max_); }
+
+  // The cycle an idle look joined where nobody could tell who waits
+  // (JoinDue with nullopt) ended; `idle_everywhere`: no rank had tensors.
+  void Joined(bool idle_everywhere) {
+    if (idle_everywhere) {
+      Backoff();
+    } else {
+      Busy();
+    }
+  }
 
   // A look at `now`, idle: whether to join a cycle. `peer_waiting`: whether
   // some rank waits for this one (nullopt where the control plane cannot

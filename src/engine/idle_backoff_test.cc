@@ -39,6 +39,24 @@ TEST(IdleBackoff, JoinsWhereNobodyCanTell) {
   EXPECT_EQ(looks.every(), milliseconds(5));
 }
 
+TEST(IdleBackoff, WhereNobodyCanTellTheJoinedCycleSetsTheNextLook) {
+  IdleBackoff looks(milliseconds(5));
+  const TimePoint t0 = Clock::now();
+  ASSERT_TRUE(looks.JoinDue(t0, std::nullopt, 1));
+  looks.Joined(/*idle_everywhere=*/true);
+  EXPECT_EQ(looks.every(), milliseconds(10));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(looks.JoinDue(t0, std::nullopt, 1));
+    looks.Joined(true);
+  }
+  EXPECT_EQ(looks.every(), milliseconds(80));  // (16 cycle times at most)
+  EXPECT_EQ(looks.NextLook(t0), t0 + milliseconds(80));
+  // Some rank had tensors: one cycle time again.
+  ASSERT_TRUE(looks.JoinDue(t0, std::nullopt, 1));
+  looks.Joined(false);
+  EXPECT_EQ(looks.every(), milliseconds(5));
+}
+
 TEST(IdleBackoff, NobodyWaitingBacksOff) {
   IdleBackoff looks(milliseconds(5));
   const TimePoint now = Clock::now();

@@ -17,6 +17,7 @@ constexpr uint64_t kNotStopping = 2;      // no rank is stopping
 constexpr uint64_t kCoordinatorIdle = 4;  // the coordinator has nothing to report
 constexpr uint64_t kQuiet = 8;            // no rank got new submissions since its last cycle
 constexpr uint64_t kSameSettings = 16;    // the first rank offers no new settings (autotuning)
+constexpr uint64_t kNothingTaken = 32;    // no rank has tensors taken (an idle cycle everywhere)
 
 // The first of the stall warning, the stall shutdown and the timeout to
 // come for a waiting tensor (zero: all are off).
@@ -98,7 +99,8 @@ Status Negotiator::Negotiate(bool stopping, bool quiet_here, TimePoint cycle_sta
   uint64_t* valid = words_.data() + cap_words;
   uint64_t& status = words_.back();
   std::fill(valid, valid + cap_words, ~uint64_t{0});
-  status = kNoNewWork | kNotStopping | kCoordinatorIdle | kQuiet | kSameSettings;
+  status = kNoNewWork | kNotStopping | kCoordinatorIdle | kQuiet | kSameSettings | kNothingTaken;
+  if (!taken_.empty()) status &= ~kNothingTaken;
   if (!offered_.empty()) status &= ~kSameSettings;
   if (stopping) status &= ~kNotStopping;
   if (!quiet_here) status &= ~kQuiet;
@@ -140,6 +142,7 @@ Status Negotiator::Negotiate(bool stopping, bool quiet_here, TimePoint cycle_sta
     ++o.counts.invalidations;
   });
   o.quiet_everywhere = (status & kQuiet) != 0;
+  o.idle_everywhere = (status & kNothingTaken) != 0;
   if (o.carried) {
     // Every rank carried the same allreduce with the same bits (all valid,
     // no new work, none stopping, the coordinator idle): that batch, already

@@ -7,7 +7,8 @@
 // in lockstep:
 //  1. marks, in a bit vector, the cached tensors it has ready (and cached
 //     entries whose parameters changed here, and status bits: "no new
-//     uncached tensors here", "not stopping", "coordinator idle", "quiet");
+//     uncached tensors here", "not stopping", "coordinator idle", "quiet",
+//     "nothing taken here");
 //  2. ANDs the vector across ranks (one small allreduce). Cached tensors
 //     ready everywhere run with no further message: the fast path. When
 //     every rank has the same cached allreduce batch ready, that batch goes
@@ -109,6 +110,7 @@ struct CycleOutcome {
   TimePoint carried_start{};     // when its step began
   bool stop_everywhere = false;  // some rank stops: the engine's last cycle
   bool quiet_everywhere = true;  // no rank got new submissions since its last cycle
+  bool idle_everywhere = false;  // no rank had tensors taken (not even waiting ones)
   // The first rank's new settings (autotuning), taken by every rank this
   // cycle: the fusion threshold already planned this cycle's batches, the
   // cache capacity takes effect next cycle; the rest is the engine's.

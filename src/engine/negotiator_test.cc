@@ -46,6 +46,7 @@ struct CycleView {
   std::vector<std::string> placeholders;
   bool carried = false;
   bool stop = false;
+  bool idle = false;  // CycleOutcome::idle_everywhere
   NegotiationCounts counts;
 };
 
@@ -113,6 +114,7 @@ class World {
     if (!v.status.ok()) return v;
     v.carried = o->carried;
     v.stop = o->stop_everywhere;
+    v.idle = o->idle_everywhere;
     auto finish = [&](const std::string& name) {
       auto it = rank.taken.find(name);
       if (it == rank.taken.end()) return;
@@ -197,6 +199,25 @@ TEST(Negotiator, ATensorSubmittedBySomeRanksWaitsForTheRest) {
   w.Submit(1, Allreduce("x", 2));
   for (const CycleView& v : w.Cycle()) EXPECT_EQ(v.batches, std::vector<std::string>{"x"});
   for (int r = 0; r < 3; ++r) EXPECT_EQ(w.taken(r), 0u);
+}
+
+// Idle everywhere: no rank has a tensor taken, not even one that waits for
+// the others (which still need the idle ranks' cycles for stall reports).
+TEST(Negotiator, ACycleIsIdleEverywhereOnlyWhereNoRankHasTensors) {
+  for (int n : {2, 3}) {
+    World w(n);
+    for (const CycleView& v : w.Cycle()) EXPECT_TRUE(v.idle) << "np " << n;
+    w.Submit(n - 1, Allreduce("x", 2));
+    for (const CycleView& v : w.Cycle()) EXPECT_FALSE(v.idle) << "np " << n;
+    // Still waiting on the others, and no new submission.
+    for (const CycleView& v : w.Cycle()) EXPECT_FALSE(v.idle) << "np " << n;
+    for (int r = 0; r < n - 1; ++r) w.Submit(r, Allreduce("x", 2));
+    for (const CycleView& v : w.Cycle()) {
+      EXPECT_EQ(v.batches, std::vector<std::string>{"x"}) << "np " << n;
+      EXPECT_FALSE(v.idle);
+    }
+    for (const CycleView& v : w.Cycle()) EXPECT_TRUE(v.idle) << "np " << n;
+  }
 }
 
 TEST(Negotiator, MismatchedShapesFailOnEveryRankNamingTheValues) {

@@ -31,7 +31,8 @@ struct TcpMeshOptions {
   // last byte moved, before it sleeps (Config::wait_spin_us).
   Duration wait_spin = std::chrono::microseconds(50);
   // The ranks on this host outnumber its cores: a waiter yields the core
-  // between its looks at the socket (see TcpTransport::Wait).
+  // between its looks at the socket, and polls 200 us at least
+  // (kOversubscribedSpin; see TcpTransport::Wait).
   bool yield = false;
   // The transport's liveness (tcp_transport.h): a peer from which nothing,
   // not even a heartbeat, came for this long is lost (zero: never).

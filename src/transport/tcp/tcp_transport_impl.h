@@ -53,8 +53,19 @@ inline bool IsControl(uint64_t tag) { return tag >= kHeartbeatTag; }
 // full gives the peer back, WriteSome).
 inline constexpr uint32_t kPeerEvents = EPOLLIN | EPOLLET;
 inline constexpr uint32_t kQuietPeerEvents = EPOLLET;
-// How often the I/O thread looks at quiet peers (Loop), in milliseconds.
-inline constexpr int kQuietTickMs = 1;
+// How often the I/O thread looks at quiet peers (Loop), in milliseconds: the
+// longest a message on a quiet peer waits when no waiter reads it (a wait
+// on it reads it at once). At 1 ms the ticks, each a wake-up on a core a
+// spinning rank held, made 1-2% of 4-byte allreduces at np 2 take 5-10x
+// the median (docs/dev/performance.md, session 58).
+inline constexpr int kQuietTickMs = 10;
+// Where the ranks on this host outnumber its cores, a waiter that yields
+// between its looks polls at least this long before it sleeps (unless told
+// not to spin at all): the peer it waits for is often queued behind the
+// other spinning ranks, and a sleep costs the wake through the I/O thread.
+// At np 4 on 2 cores, 200 us instead of 50 took the 4-byte p99 from 2.8-4x
+// the p50 to 2.2-2.7x (docs/dev/performance.md, session 58).
+inline constexpr Duration kOversubscribedSpin = std::chrono::microseconds(200);
 
 struct SendOp {
   Header header;
@@ -115,7 +126,7 @@ class TcpTransport final : public Transport {
                bool yield = false)
       : rank_(rank),
         size_(static_cast<int>(fds.size())),
-        spin_(spin),
+        spin_(yield && spin > Duration::zero() ? std::max(spin, kOversubscribedSpin) : spin),
         peer_timeout_(peer_timeout),
         yield_(yield),
         peers_(fds.size()) {
@@ -231,7 +242,8 @@ class TcpTransport final : public Transport {
   // running arrives within it without the hop through the I/O thread and a futex wake, two context
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
   // `deadline`. Where the ranks on this host outnumber its cores (yield_), it yields the core
-  // after each look: the peer it waits for may be queued on it (2x faster at np 4 on 2 cores).
+  // after each look: the peer it waits for may be queued on it (2x faster at np 4 on 2 cores);
+  // and it polls for kOversubscribedSpin at least.
   // Meanwhile its peer turns quiet (Peer::quiet) and stays so while waits keep reading it: an I/O
   // thread woken by each arrival cost a bare exchange 4-7 us of 7 (docs/dev/performance.md).
   Status Wait(const Request& request, TimePoint deadline) override;
@@ -429,7 +441,7 @@ class TcpTransport final : public Transport {
 
   const int rank_;
   const int size_;
-  const Duration spin_;          // TcpMeshOptions::wait_spin (see Wait)
+  const Duration spin_;          // TcpMeshOptions::wait_spin, kOversubscribedSpin (see Wait)
   const Duration peer_timeout_;  // TcpMeshOptions::peer_timeout (see Beat)
   const bool yield_;             // TcpMeshOptions::yield (see Wait)
   Mutex mu_;
