@@ -33,8 +33,13 @@ struct Header {
 };
 
 inline constexpr size_t kStageBytes = 256 * 1024;
-// Requests larger than this are waited for without spinning.
-inline constexpr size_t kTcpSpinBytes = 64 * 1024;
+// Requests larger than this are waited for without spinning: the I/O thread
+// moves them. Up to it, a waiter moves its peer's socket itself (Wait): the
+// ring's 256 KiB segments and halving-doubling's halves of messages up to
+// 8 MiB. At 64 KiB, every such request cost a wake of the I/O thread and one
+// of the waiter: np 2 allreduce of 256 KiB took 154-187 us against Open
+// MPI's 77, and 57 us at this bound (docs/dev/performance.md, session 58).
+inline constexpr size_t kTcpSpinBytes = 4 * 1024 * 1024;
 // A frame with this tag is not a message: it tells the receiver that the
 // sender lost its connection to rank `bytes`, so every rank learns which rank
 // was lost, not only that rank's neighbours.

@@ -90,7 +90,9 @@ TEST(TcpTransport, MeshOnANamedInterface) {
 TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
   auto t = Mesh(2);
   ASSERT_TRUE(t[0] && t[1]);
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{65536}, (size_t{16} << 20) + 3}) {
+  // (Up to kTcpSpinBytes the waiter moves the socket itself; beyond, the I/O thread.)
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{7}, size_t{65536}, (size_t{1} << 20) + 5,
+                       tcp_internal::kTcpSpinBytes + 3, (size_t{16} << 20) + 3}) {
     std::vector<uint8_t> src(bytes), dst(bytes, 0);
     std::iota(src.begin(), src.end(), static_cast<uint8_t>(bytes));
     Request r = t[1]->Irecv(0, 1, dst.data(), bytes);
@@ -145,15 +147,16 @@ TEST(TcpTransport, WaitersThatYieldTheCoreGetEveryMessage) {
 // A waiter reading a peer takes its arrivals off the I/O thread's watch
 // (the peer is quiet); what then comes from that peer for a receive nobody
 // spins on (waited on its request alone) is still read by the I/O thread,
-// once a tick (1 ms) finds no waiter on it. (Without the ticks it waits out
-// its 30 s deadline; 400 ms leaves a loaded machine room.)
+// once a tick (10 ms) finds no waiter on it: a message a waiter would move
+// (8 B) and one above the waiters' bound (kTcpSpinBytes). (Without the ticks
+// it waits out its 30 s deadline; 400 ms leaves a loaded machine room.)
 TEST(TcpTransport, AQuietPeerStillDeliversWhatNoWaiterReads) {
   // (A spin long enough that rank 1's waiter, not a sleep, meets the ping.)
   auto t = Mesh(2, "s3cret", "127.0.0.1", false, std::chrono::seconds(20));
   ASSERT_TRUE(t[0] && t[1]);
   auto* rank1 = dynamic_cast<tcp_internal::TcpTransport*>(t[1].get());
   ASSERT_NE(rank1, nullptr);
-  for (size_t bytes : {size_t{8}, size_t{3} << 20}) {
+  for (size_t bytes : {size_t{8}, tcp_internal::kTcpSpinBytes + 3}) {
     std::vector<char> out(bytes, 'q'), in(bytes, 0);
     // Rank 1 waits, spinning, for a ping sent later: its waiter reads it, and
     // peer 0 is quiet on rank 1 for a tick or two after. (Tried again when a
@@ -237,7 +240,7 @@ TEST(TcpTransport, SleepingWaitsAndLargeReceivesLeaveAPeerWatched) {
   }
   ASSERT_TRUE(quiet) << "peer 0 never seen quiet on rank 1";
   // ... and a large receive posted gives it back at once.
-  std::vector<char> big_out(1 << 20, 'b'), big_in(big_out.size());
+  std::vector<char> big_out(tcp_internal::kTcpSpinBytes + 1, 'b'), big_in(big_out.size());
   Request r = t[1]->Irecv(0, 500, big_in.data(), big_in.size());
   EXPECT_EQ(rank1->QuietPeers(), 0);
   Request s = t[0]->Isend(1, 500, big_out.data(), big_out.size());

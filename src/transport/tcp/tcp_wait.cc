@@ -14,8 +14,8 @@ namespace hora::tcp_internal {
 Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
   const auto peer = static_cast<size_t>(request->peer());
   const bool known = peer < static_cast<size_t>(size_);  // (else done: an invalid peer's error)
-  // Large transfers are the I/O thread's: a waiter moving them as well only
-  // contends with it for the cores.
+  // The largest transfers are the I/O thread's (kTcpSpinBytes): the waiter
+  // sleeps through them.
   if (request->bytes() > kTcpSpinBytes) {
     if (known && !request->done()) {
       MutexLock lock(mu_);
