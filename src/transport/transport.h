@@ -36,8 +36,11 @@
 // complete from any thread.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,21 @@ class Transport {
   // status describing the request). Must be bounded by `deadline`.
   virtual Status Wait(const Request& request, TimePoint deadline) {
     return request->Wait(deadline);
+  }
+  // Wait, calling `also` (non-blocking: moves another transport, true if
+  // anything moved) whenever the wait would otherwise idle, at least every
+  // 200 us: a transport that combines several waits on one this way
+  // (HybridTransport). The default sleeps on the request between calls;
+  // TCP moves a small request's socket itself meanwhile, as its Wait does.
+  virtual Status WaitAlso(const Request& request, TimePoint deadline,
+                          const std::function<bool()>& also) {
+    while (!request->done()) {
+      if (also()) continue;
+      const TimePoint now = Clock::now();
+      if (now >= deadline) return TimeoutError("timed out " + request->Describe());
+      (void)request->Wait(std::min(deadline, now + std::chrono::microseconds(200)));
+    }
+    return request->status();
   }
   // The same bounded by `timeout` from now. Transports that spin override it
   // to read the clock only once the spin has gone on for a while (a clock

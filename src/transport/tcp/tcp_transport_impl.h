@@ -252,6 +252,10 @@ class TcpTransport final : public Transport {
   // Meanwhile its peer turns quiet (Peer::quiet) and stays so while waits keep reading it: an I/O
   // thread woken by each arrival cost a bare exchange 4-7 us of 7 (docs/dev/performance.md).
   Status Wait(const Request& request, TimePoint deadline) override;
+  // The same, calling `also` at each look and, once asleep, every 200 us
+  // (Transport::WaitAlso): shared memory's progress, for HybridTransport.
+  Status WaitAlso(const Request& request, TimePoint deadline,
+                  const std::function<bool()>& also) override;
   // Once every rank's transport has started (its I/O thread beats): from
   // here on a silent peer is lost. Before, a peer still connecting to the
   // rest of the mesh would be silent, not lost.

@@ -249,6 +249,30 @@ TEST(TcpTransport, SleepingWaitsAndLargeReceivesLeaveAPeerWatched) {
   EXPECT_EQ(big_in, big_out);
 }
 
+// WaitAlso calls `also` while it moves the socket and, once asleep, between
+// its slices: here the message comes only after `also` was called 2000
+// times (as a peer across hosts answers only once this host's shared memory
+// moved, HybridTransport), for a small request and one above the waiters'
+// bound.
+TEST(TcpTransport, WaitAlsoKeepsTheOtherTransportMoving) {
+  auto t = Mesh(2);
+  ASSERT_TRUE(t[0] && t[1]);
+  for (size_t bytes : {size_t{8}, tcp_internal::kTcpSpinBytes + 1}) {
+    std::vector<char> out(bytes, 'w'), in(bytes, 0);
+    Request r = t[1]->Irecv(0, 9, in.data(), bytes);
+    Request s;
+    int calls = 0;
+    const Status st = t[1]->WaitAlso(r, Soon(), [&] {
+      if (++calls == 2000) s = t[0]->Isend(1, 9, out.data(), bytes);
+      return false;
+    });
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    EXPECT_GE(calls, 2000);
+    ASSERT_TRUE(t[0]->Wait(s, Soon()).ok());
+    EXPECT_EQ(in, out) << bytes;
+  }
+}
+
 // A large message set aside, then a small one that reuses its (pooled)
 // buffer: the small one is delivered by its own size, and a receive of the
 // wrong size names that size, not the buffer's.

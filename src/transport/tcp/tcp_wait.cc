@@ -12,39 +12,40 @@
 namespace hora::tcp_internal {
 
 Status TcpTransport::Wait(const Request& request, TimePoint deadline) {
+  return WaitAlso(request, deadline, nullptr);
+}
+
+Status TcpTransport::WaitAlso(const Request& request, TimePoint deadline,
+                              const std::function<bool()>& also) {
   const auto peer = static_cast<size_t>(request->peer());
   const bool known = peer < static_cast<size_t>(size_);  // (else done: an invalid peer's error)
   // The largest transfers are the I/O thread's (kTcpSpinBytes): the waiter
   // sleeps through them.
-  if (request->bytes() > kTcpSpinBytes) {
-    if (known && !request->done()) {
-      MutexLock lock(mu_);
-      Unquiet(peer);
+  if (request->bytes() <= kTcpSpinBytes) {
+    constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
+    TimePoint spin_until = Clock::now() + spin_;
+    bool moved = false;
+    for (uint32_t round = 1; !request->done(); ++round) {
+      bool busy = false;  // another thread holds the lock: let it run
+      moved |= ProgressPeer(request, &busy);
+      if (also && also()) moved = true;
+      if (busy || yield_) {
+        sched_yield();
+      } else if (round % kClockEvery != 0) {
+        CpuRelax();
+        continue;
+      }
+      const TimePoint now = Clock::now();
+      if (moved) spin_until = now + spin_;
+      moved = false;
+      if (now >= spin_until || now >= deadline) break;
     }
-    return request->Wait(deadline);
-  }
-  constexpr uint32_t kClockEvery = 16;  // a clock read costs about one recv attempt
-  TimePoint spin_until = Clock::now() + spin_;
-  bool moved = false;
-  for (uint32_t round = 1; !request->done(); ++round) {
-    bool busy = false;  // another thread holds the lock: let it run
-    moved |= ProgressPeer(request, &busy);
-    if (busy || yield_) {
-      sched_yield();
-    } else if (round % kClockEvery != 0) {
-      CpuRelax();
-      continue;
-    }
-    const TimePoint now = Clock::now();
-    if (moved) spin_until = now + spin_;
-    moved = false;
-    if (now >= spin_until || now >= deadline) break;
   }
   if (known && !request->done()) {  // (it sleeps: the I/O thread reads from here on)
     MutexLock lock(mu_);
     Unquiet(peer);
   }
-  return request->Wait(deadline);
+  return also ? Transport::WaitAlso(request, deadline, also) : request->Wait(deadline);
 }
 
 bool TcpTransport::ProgressPeer(const Request& request, bool* busy) {

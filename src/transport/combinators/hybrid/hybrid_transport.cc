@@ -42,15 +42,9 @@ class HybridTransport final : public Transport {
 
   Status Wait(const Request& request, TimePoint deadline) override {
     if (&Owner(request) == shm_.get()) return shm_->Wait(request, deadline);
-    // A TCP request completes on the TCP thread; meanwhile keep shared
-    // memory moving, and sleep briefly only when it has nothing to do.
-    while (!request->done()) {
-      if (shm_->Progress()) continue;
-      const TimePoint now = Clock::now();
-      if (now >= deadline) return TimeoutError("timed out " + request->Describe());
-      (void)request->Wait(std::min(deadline, now + std::chrono::microseconds(200)));
-    }
-    return request->status();
+    // A TCP request: TCP's own wait (which moves a small request's socket
+    // from this thread), keeping shared memory moving meanwhile.
+    return tcp_->WaitAlso(request, deadline, shm_progress_);
   }
 
   Status WaitFor(const Request& request, Duration timeout) override {
@@ -93,6 +87,7 @@ class HybridTransport final : public Transport {
   const std::vector<int> local_ranks_;  // shm rank -> global rank
   std::unique_ptr<Transport> shm_;
   std::unique_ptr<Transport> tcp_;
+  const std::function<bool()> shm_progress_ = [this] { return shm_->Progress(); };
 };
 
 }  // namespace

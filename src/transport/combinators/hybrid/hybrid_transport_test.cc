@@ -2,7 +2,8 @@
 //
 // HybridTransport's view of a loss: which side lost the group, and the
 // silent peer named by the job's rank (the shared-memory side numbers its
-// peers within the host).
+// peers within the host); and a wait on a TCP request keeps shared memory
+// moving.
 #include "transport/combinators/hybrid/hybrid_transport.h"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,64 @@ std::unique_ptr<Transport> Hybrid(Status shm_lost, int shm_silent, Status tcp_lo
   return CreateHybridTransport(3, 6, {2, 3, 5},
                                std::make_unique<LossOnly>(1, 3, shm_lost, shm_silent),
                                std::make_unique<LossOnly>(3, 6, tcp_lost, tcp_silent));
+}
+
+// A shared-memory side whose progress, once called `after` times,
+// completes a request of the other side (a peer across hosts answers only
+// once this host's shared memory moved).
+class ProgressCounter final : public Transport {
+ public:
+  ProgressCounter(int after, Request completes) : after_(after), completes_(std::move(completes)) {}
+  int rank() const override { return 1; }
+  int size() const override { return 3; }
+  const char* name() const override { return "progress-counter"; }
+  Request Isend(int, Tag, const void*, size_t) override { return nullptr; }
+  Request Irecv(int, Tag, void*, size_t) override { return nullptr; }
+  Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
+  void Cancel(const Request&) override {}
+  bool Progress() override {
+    if (++calls_ == after_ && completes_) completes_->Complete(Status::Ok());
+    return false;
+  }
+  int calls() const { return calls_; }
+
+ private:
+  const int after_;
+  const Request completes_;
+  int calls_ = 0;
+};
+
+// A TCP side whose requests only a test completes.
+class Pending final : public Transport {
+ public:
+  int rank() const override { return 3; }
+  int size() const override { return 6; }
+  const char* name() const override { return "pending"; }
+  Request Isend(int peer, Tag, const void*, size_t bytes) override {
+    return std::make_shared<RequestState>(true, peer, bytes);
+  }
+  Request Irecv(int peer, Tag, void*, size_t bytes) override {
+    return std::make_shared<RequestState>(false, peer, bytes);
+  }
+  Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
+  void Cancel(const Request&) override {}
+};
+
+TEST(HybridTransport, AWaitOnAnotherHostKeepsSharedMemoryMoving) {
+  auto pending = std::make_unique<Pending>();
+  char byte = 0;
+  Request r = pending->Irecv(0, 7, &byte, 1);
+  auto counter = std::make_unique<ProgressCounter>(50, r);
+  ProgressCounter* shm = counter.get();
+  auto t = CreateHybridTransport(3, 6, {2, 3, 5}, std::move(counter), std::move(pending));
+  EXPECT_TRUE(t->Wait(r, Clock::now() + std::chrono::seconds(20)).ok());
+  EXPECT_GE(shm->calls(), 50);
+  // Nothing completes it: the wait ends at its deadline, naming the request.
+  Request never = std::make_shared<RequestState>(false, 4, 8);
+  never->SetRoute(1, 4);
+  const Status st = t->Wait(never, Clock::now() + std::chrono::milliseconds(20));
+  EXPECT_EQ(st.code(), StatusCode::kTimeout) << st.ToString();
+  EXPECT_NE(st.message().find("receiving 8 B from rank 4"), std::string::npos) << st.message();
 }
 
 TEST(HybridTransport, NamesASilentPeerOnThisHostByItsRankInTheJob) {
