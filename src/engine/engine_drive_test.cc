@@ -150,6 +150,18 @@ TEST(EngineDrive, AfterWaitersDroveWorkNobodyWaitsOnStillRuns) {
   ExpectAllOk(PingPong(ranks, 5));  // and waiters drive again
 }
 
+// Rank 0 submitted "late" (5 ones, `x`, its handle `late`): the other
+// ranks submit it too, and rank 0's handle completes with their sum.
+void SubmitLateOnTheOthers(ThreadRanks& ranks, Handle& late, const std::vector<float>& x) {
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    if (rank == 0) return late.Wait(kWait);
+    std::vector<float> y(5, 1.0f);
+    TensorView w = TensorView::Flat(y.data(), DataType::kFloat32, y.size());
+    return s.AllreduceAsync("late", w, w).Wait(kWait);
+  }));
+  EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(ranks.size())));
+}
+
 // On one host (a shared window), an idle engine joins the others only when
 // one of them waits for it: with every rank idle, no cycles run at all
 // (Horovod's engines cycle every cycle time). After the pause, work runs as
@@ -202,13 +214,7 @@ TEST(EngineDrive, IdleWakeupsComeFurtherApartAndAWaitingRankIsStillJoined) {
   }
   EXPECT_TRUE(joined);
   EXPECT_FALSE(late.Poll());  // (the others have not submitted it)
-  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
-    if (rank == 0) return late.Wait(kWait);
-    std::vector<float> y(5, 1.0f);
-    TensorView w = TensorView::Flat(y.data(), DataType::kFloat32, y.size());
-    return s.AllreduceAsync("late", w, w).Wait(kWait);
-  }));
-  EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(n)));
+  SubmitLateOnTheOthers(ranks, late, x);
 }
 
 // Where nobody can tell who waits (the AND goes point to point, as across
@@ -246,13 +252,7 @@ TEST(EngineDrive, IdleCyclesComeFurtherApartWhereNobodyCanTellWhoWaits) {
   after = cycles();
   for (size_t r = 1; r < n; ++r) EXPECT_GT(after[r] - before[r], 25u) << "rank " << r;
   EXPECT_FALSE(late.Poll());
-  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
-    if (rank == 0) return late.Wait(kWait);
-    std::vector<float> y(5, 1.0f);
-    TensorView w = TensorView::Flat(y.data(), DataType::kFloat32, y.size());
-    return s.AllreduceAsync("late", w, w).Wait(kWait);
-  }));
-  EXPECT_EQ(x, std::vector<float>(5, static_cast<float>(n)));
+  SubmitLateOnTheOthers(ranks, late, x);
   ExpectAllOk(PingPong(ranks, 5));
 }
 
