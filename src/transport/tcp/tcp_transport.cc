@@ -17,7 +17,7 @@ void TcpTransport::Loop(TimePoint started) {
   const int wait_ms = static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(every).count());
   TimePoint next_beat = started + every;
   TimePoint next_tick{};
-  bool ticking = false;  // some peer is quiet: look every kQuietTickMs
+  bool ticking = false;  // some peer is quiet: look every kQuietTickMs (ticking_)
   while (true) {
     const int n = epoll_wait(epoll_.get(), events, 64, ticking ? kQuietTickMs : wait_ms);
     MutexLock lock(mu_);
@@ -43,6 +43,7 @@ void TcpTransport::Loop(TimePoint started) {
     }
     if (!ticking && quiet_peers_ > 0) next_tick = now + std::chrono::milliseconds(kQuietTickMs);
     ticking = quiet_peers_ > 0;
+    ticking_ = ticking;
     if (now >= next_beat) {
       // (A round far later than due: this process did not run; heartbeat.h.)
       Beat(now, RoundCameLate(next_beat - every, now, every));

@@ -460,6 +460,9 @@ class TcpTransport final : public Transport {
   bool watching_ HORA_GUARDED_BY(mu_) = false;  // every peer's I/O thread runs (WatchPeers)
   uint64_t moved_ HORA_GUARDED_BY(mu_) = 0;     // bytes read or written so far
   int quiet_peers_ HORA_GUARDED_BY(mu_) = 0;    // peers with Peer::quiet
+  // The I/O thread looks at quiet peers every kQuietTickMs (Loop): a peer
+  // turning quiet need not wake it.
+  bool ticking_ HORA_GUARDED_BY(mu_) = false;
   uint64_t quiet_turns_ HORA_GUARDED_BY(mu_) = 0;  // times a peer turned quiet
   BufferPool pool_ HORA_GUARDED_BY(mu_);           // payloads of unexpected messages
   Status lost_ HORA_GUARDED_BY(mu_);               // set once a rank is lost

@@ -83,8 +83,8 @@ void TcpTransport::Quiet(size_t i) {
   if (!SetInterest(i, kQuietPeerEvents)) return;
   p.quiet = true;
   ++quiet_turns_;
-  // (The first quiet peer: the I/O thread starts its ticks.)
-  if (quiet_peers_++ == 0) Wake();
+  // (The first quiet peer: the I/O thread starts its ticks, unless it ticks already.)
+  if (quiet_peers_++ == 0 && !ticking_) Wake();
 }
 
 void TcpTransport::Unquiet(size_t i) {
