@@ -242,7 +242,7 @@ class TcpTransport final : public Transport {
     return req;
   }
 
-  // Waits for a small request (kTcpSpinBytes) by moving its peer's socket
+  // Waits for a request of up to kTcpSpinBytes by moving its peer's socket
   // from this thread for up to spin_ after the last byte moved (a reply from a peer that is also
   // running arrives within it without the hop through the I/O thread and a futex wake, two context
   // switches a side), then sleeps until the I/O thread completes the request. Bounded by
