@@ -19,8 +19,9 @@ namespace hora {
 class Driver {
  public:
   // Runs cycles on the calling thread until `done` is set or `until`
-  // passes (a cycle under way is finished first); returns at once when
-  // the engine's own thread is in a cycle. True if it ran any.
+  // passes (a cycle under way is finished first; the first runs whatever
+  // `until`, which callers read from the clock just before); returns at
+  // once when the engine's own thread is in a cycle. True if it ran any.
   virtual bool Drive(const DoneFlag& done, TimePoint until) = 0;
 
  protected:

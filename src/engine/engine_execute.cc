@@ -12,8 +12,12 @@ namespace hora {
 
 void Engine::Execute(const CycleOutcome& outcome) {
   // (A batch that went with the bit vector began when its step did.)
-  const TimePoint decided = outcome.carried ? outcome.carried_start : Clock::now();
   Timeline* timeline = cycle_timeline_.get();  // (the lambda's, read under cycle_mu_)
+  // (Only the timeline reads the clock: each read is a few per cent of a
+  // small collective.)
+  const TimePoint decided = outcome.carried ? outcome.carried_start
+                            : timeline      ? Clock::now()
+                                            : TimePoint{};
   auto negotiated = [&](const TensorRecord* p) {
     timeline->Span(p->meta.name, "negotiating", p->taken, decided,
                    "{\"params\":" + JsonQuote(p->meta.DescribeParams()) + "}");
@@ -90,7 +94,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
 
 void Engine::RunBatch(const std::vector<TensorRecord*>& batch, bool joined_any) {
   const RequestMeta& m = batch.front()->meta;
-  const TimePoint start = Clock::now();
+  const TimePoint start = cycle_timeline_ ? Clock::now() : TimePoint{};
   Status st = DeviceBatches::Takes(batch)
                   ? RunOnDevice(batch, joined_any)
                   : RunPlannedBatch(data_, batch, rank_, size_, &fusion_, outputs_.get());

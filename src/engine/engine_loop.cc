@@ -202,7 +202,10 @@ bool Engine::Drive(const DoneFlag& done, TimePoint until) {
   bool drove = false;
   bool left_work = false;
   if (cycle_mu_.try_lock()) {
-    while (!finished_ && !done.IsSet() && Clock::now() < until) {
+    // (`until` was read from the clock just now: the first cycle runs
+    // without another read.)
+    for (bool first = true; !finished_ && !done.IsSet() && (first || Clock::now() < until);
+         first = false) {
       drove = true;
       driven_ = true;
       {

@@ -21,14 +21,15 @@ namespace {
 
 // Waits until the engine completed `s` (not its copies on the GPU), at
 // most until `deadline`: false if not by then.
-bool WaitForEngine(Handle::State& s, std::chrono::nanoseconds timeout, TimePoint deadline) {
+bool WaitForEngine(Handle::State& s, std::chrono::nanoseconds timeout, TimePoint now,
+                   TimePoint deadline) {
   if (s.done.IsSet()) return true;  // (waiting on a step's handles: most are done)
   // Small collectives finish within microseconds: spin before sleeping.
   // During its spin the waiter runs the engine's cycles itself (unless the
   // engine's thread is in one): no hand-off to that thread and back. A cycle
   // under way is finished first, so this may outlast `timeout` by one cycle.
   if (s.gate && s.spin > Duration::zero() && timeout > Duration::zero()) {
-    s.gate->Drive(s.done, std::min(deadline, Clock::now() + s.spin));
+    s.gate->Drive(s.done, std::min(deadline, now + s.spin));
   }
   return SpinUntil([&] { return s.done.IsSet(); }, std::min<Duration>(timeout, s.spin)) ||
          s.done.WaitUntil(deadline);
@@ -52,8 +53,11 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
   // One deadline covers the engine and the GPU.
   State& s = *state_;
-  const TimePoint deadline = DeadlineAfter(Clock::now(), timeout);
-  if (!WaitForEngine(s, timeout, deadline)) return NotDone(s, timeout);
+  // (Done already, as most of a step's handles are: no clock to read.)
+  if (s.done.IsSet() && !s.on_device) return s.status;
+  const TimePoint now = Clock::now();
+  const TimePoint deadline = DeadlineAfter(now, timeout);
+  if (!WaitForEngine(s, timeout, now, deadline)) return NotDone(s, timeout);
   if (!s.on_device) return s.status;
   // (A failed batch may have queued copies too: they are waited for, so that
   // the caller may free its tensors once this returns.)
@@ -65,7 +69,8 @@ Status Handle::Wait(std::chrono::nanoseconds timeout) const {
 Status Handle::StreamWait(uint64_t stream, std::chrono::nanoseconds timeout) const {
   if (state_ == nullptr) return InvalidArgument("empty handle");
   State& s = *state_;
-  if (!WaitForEngine(s, timeout, DeadlineAfter(Clock::now(), timeout))) return NotDone(s, timeout);
+  const TimePoint now = Clock::now();
+  if (!WaitForEngine(s, timeout, now, DeadlineAfter(now, timeout))) return NotDone(s, timeout);
   if (!s.on_device) return s.status;
   const Status handed = s.on_device->HandTo(stream);
   return s.status.ok() ? handed : s.status;
