@@ -105,8 +105,7 @@ void CapsuleDestructor(PyObject* capsule) {
 
 }  // namespace
 
-Imported ImportCapsule(const py::object& obj, const std::string& what,
-                       const StreamFor& stream_for) {
+Imported ImportCapsule(const py::object& obj, const ArgName& what, const StreamFor& stream_for) {
   py::object capsule = obj;
   if (!PyCapsule_CheckExact(capsule.ptr()) && py::hasattr(capsule, "__dlpack__")) {
     std::optional<uintptr_t> stream;
@@ -118,11 +117,12 @@ Imported ImportCapsule(const py::object& obj, const std::string& what,
         stream ? obj.attr("__dlpack__")(py::arg("stream") = *stream) : obj.attr("__dlpack__")();
   }
   if (!PyCapsule_CheckExact(capsule.ptr())) {
-    ThrowInvalid(what + ": expected a DLPack capsule or an object with __dlpack__, got " +
+    ThrowInvalid(what.str() + ": expected a DLPack capsule or an object with __dlpack__, got " +
                  std::string(py::str(py::type::of(obj).attr("__name__"))));
   }
   if (!PyCapsule_IsValid(capsule.ptr(), kName)) {
-    ThrowInvalid(what + ": the DLPack capsule was already used (a capsule can be consumed once)");
+    ThrowInvalid(what.str() +
+                 ": the DLPack capsule was already used (a capsule can be consumed once)");
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kName));
   // From here on the tensor is ours: the owner releases it whatever happens.
@@ -135,7 +135,7 @@ Imported ImportCapsule(const py::object& obj, const std::string& what,
   if (PyCapsule_SetName(capsule.ptr(), kUsedName) != 0) throw py::error_already_set();
   const DLTensor& t = managed->dl_tensor;
   const std::optional<DataType> dtype = FromDl(t.dtype);
-  if (!dtype) ThrowInvalid(what + ": unsupported dtype (" + Describe(t) + ")");
+  if (!dtype) ThrowInvalid(what.str() + ": unsupported dtype (" + Describe(t) + ")");
   // CUDA host memory (pinned) is host memory to Hora; managed memory, and
   // other devices', is not taken.
   Device device;
@@ -147,13 +147,13 @@ Imported ImportCapsule(const py::object& obj, const std::string& what,
       device = {DeviceType::kCUDA, t.device.device_id};
       break;
     case kDLCUDAManaged:
-      ThrowInvalid(what + ": CUDA managed (unified) memory is not taken; use device memory");
+      ThrowInvalid(what.str() + ": CUDA managed (unified) memory is not taken; use device memory");
     default:
-      ThrowInvalid(what + ": tensors on DLPack device type " +
+      ThrowInvalid(what.str() + ": tensors on DLPack device type " +
                    std::to_string(t.device.device_type) + " are not taken (CPU and CUDA only)");
   }
   if (!Contiguous(t)) {
-    ThrowInvalid(what + ": tensor is not contiguous (" + Describe(t) +
+    ThrowInvalid(what.str() + ": tensor is not contiguous (" + Describe(t) +
                  "); pass a contiguous tensor (.contiguous())");
   }
   std::vector<int64_t> shape(t.shape, t.shape + t.ndim);

@@ -40,12 +40,33 @@ struct Imported {
 // (the submission then says why).
 using StreamFor = std::function<std::optional<uintptr_t>(int device_id)>;
 
+// Names an argument in errors ("allreduce 'w' input"): text, or an op, a
+// tensor's name and which argument, put together only when an error is
+// raised (a small collective's call is a few microseconds; the string would
+// be a few per cent of it). Holds references: for the call it is passed to.
+class ArgName {
+ public:
+  ArgName(const char* text) : text_(text) {}                 // NOLINT(runtime/explicit)
+  ArgName(const std::string& text) : text_(text.c_str()) {}  // NOLINT(runtime/explicit)
+  ArgName(const char* op, const std::string& name, const char* which)
+      : text_(op), name_(&name), which_(which) {}
+  std::string str() const {
+    if (name_ == nullptr) return text_;
+    return std::string(text_) + " '" + *name_ + "' " + which_;
+  }
+
+ private:
+  const char* text_;
+  const std::string* name_ = nullptr;
+  const char* which_ = nullptr;
+};
+
 // Consumes `capsule`, or the capsule of an object with __dlpack__ (asked
 // with `stream_for`'s stream when its __dlpack_device__ is CUDA, and
 // `stream_for` is set). `what` names the argument in errors ("allreduce
 // 'w' input"). Throws InvalidArgumentError (non-contiguous, unsupported
 // dtype or device, a used capsule) naming it.
-Imported ImportCapsule(const pybind11::object& capsule, const std::string& what,
+Imported ImportCapsule(const pybind11::object& capsule, const ArgName& what,
                        const StreamFor& stream_for = nullptr);
 
 // A new capsule over `handle`'s output tensor (which must exist), on its

@@ -86,10 +86,12 @@ class PySession {
   }
   // Waits for `h` here, as a handle's wait() without a timeout would (its
   // tensors kept until it is done, even if the wait is interrupted).
+  // (`h` was made by this process just now, and the Session fails a call
+  // in a child forked after init(): no need to ask whose process this is.)
   void Run(Handle h, std::string name, std::vector<Keepalive> keep) {
     if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
     PyHandle(std::move(h), std::move(name), std::move(keep), orphans_, owner_)
-        .Wait(std::nullopt, std::nullopt);
+        .WaitHere(std::nullopt, std::nullopt);
   }
   // The process that made this Session.
   pid_t owner() const { return owner_; }
@@ -108,7 +110,7 @@ std::string What(const char* op, const std::string& name, const char* which) {
 
 // A tensor of `ps`'s session: a CUDA one is asked for on the session's
 // stream, so that its producer's work comes first.
-Imported Import(PySession& ps, const py::object& obj, const std::string& what) {
+Imported Import(PySession& ps, const py::object& obj, const ArgName& what) {
   return ImportCapsule(obj, what, StreamsOf(ps.Get()));
 }
 
@@ -116,7 +118,7 @@ Imported Import(PySession& ps, const py::object& obj, const std::string& what) {
 // allreduce_new): a host tensor.
 Imported ImportHostInput(PySession& ps, const std::string& name, const py::object& tensor,
                          const char* entry) {
-  Imported i = Import(ps, tensor, What("allreduce", name, "input"));
+  Imported i = Import(ps, tensor, ArgName("allreduce", name, "input"));
   if (i.view.device().type != DeviceType::kCPU) {
     ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) + "; " +
                  entry + " takes host tensors (use allreduce_async)");

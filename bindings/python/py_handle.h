@@ -90,10 +90,6 @@ class PyHandle {
   // stream (a cudaStream_t), the results' last copies to the GPU are left to
   // that stream to wait for (Handle::StreamWait).
   void Wait(std::optional<double> timeout_s, std::optional<uint64_t> stream) {
-    using namespace std::chrono;
-    const auto slice = milliseconds(100);
-    const auto start = steady_clock::now();
-    std::optional<Status> last;
     if (!Done(stream) && getpid() != owner_) {
       // A child forked after init(): the parent's engine finishes it, there.
       ThrowIfError(InvalidArgument(
@@ -101,6 +97,15 @@ class PyHandle {
           ") was forked after the collective began; only the process that called init() (pid " +
           std::to_string(owner_) + ") can wait for it"));
     }
+    WaitHere(timeout_s, stream);
+  }
+  // The same for a handle this process made (no check of that: getpid(),
+  // a system call, is a few per cent of a small collective).
+  void WaitHere(std::optional<double> timeout_s, std::optional<uint64_t> stream) {
+    using namespace std::chrono;
+    const auto slice = milliseconds(100);
+    const auto start = timeout_s ? steady_clock::now() : steady_clock::time_point{};
+    std::optional<Status> last;
     for (;;) {
       nanoseconds step = slice;
       if (timeout_s) {

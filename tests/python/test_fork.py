@@ -31,6 +31,15 @@ if pid == 0:
         os._exit(3)
     except ValueError as e:
         assert "forked" in str(e) and "pid %d" % os.getpid() in str(e), str(e)
+    import torch
+    import hora.torch as ht
+    for call in (ht.allreduce_, ht.allreduce):  # (each one call into the core, waited there)
+        try:
+            call(torch.ones(3), op=ht.Sum, name="in.child.torch")
+            print("child: %s ran" % call.__name__, flush=True)
+            os._exit(4)
+        except ValueError as e:
+            assert "forked" in str(e) and "pid %d" % os.getpid() in str(e), str(e)
     start = time.monotonic()
     hvd.shutdown()
     assert time.monotonic() - start < 1.0
