@@ -103,7 +103,36 @@ void CapsuleDestructor(PyObject* capsule) {
   if (m != nullptr && m->deleter != nullptr) m->deleter(m);
 }
 
+// Takes `managed` from `capsule` (renamed used): the owner returned
+// releases it.
+Keepalive Consume(PyObject* capsule, DLManagedTensor* managed) {
+  Keepalive owner(managed, [](void* p) {
+    auto* m = static_cast<DLManagedTensor*>(p);
+    if (m->deleter == nullptr) return;
+    py::gil_scoped_acquire gil;
+    m->deleter(m);
+  });
+  if (PyCapsule_SetName(capsule, kUsedName) != 0) throw py::error_already_set();
+  return owner;
+}
+
 }  // namespace
+
+std::optional<Imported> TakeHostTensor(const py::object& capsule) {
+  if (!PyCapsule_CheckExact(capsule.ptr()) || !PyCapsule_IsValid(capsule.ptr(), kName)) {
+    return std::nullopt;
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kName));
+  const DLTensor& t = managed->dl_tensor;
+  const std::optional<DataType> dtype = FromDl(t.dtype);
+  if (!dtype || *dtype == DataType::kBool) return std::nullopt;
+  if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) return std::nullopt;
+  if (!Contiguous(t)) return std::nullopt;
+  Keepalive owner = Consume(capsule.ptr(), managed);
+  std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
+  void* data = static_cast<char*>(t.data) + t.byte_offset;
+  return Imported{TensorView(data, *dtype, std::move(shape)), std::move(owner)};
+}
 
 Imported ImportCapsule(const py::object& obj, const ArgName& what, const StreamFor& stream_for) {
   py::object capsule = obj;
@@ -126,13 +155,7 @@ Imported ImportCapsule(const py::object& obj, const ArgName& what, const StreamF
   }
   auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kName));
   // From here on the tensor is ours: the owner releases it whatever happens.
-  Keepalive owner(managed, [](void* p) {
-    auto* m = static_cast<DLManagedTensor*>(p);
-    if (m->deleter == nullptr) return;
-    py::gil_scoped_acquire gil;
-    m->deleter(m);
-  });
-  if (PyCapsule_SetName(capsule.ptr(), kUsedName) != 0) throw py::error_already_set();
+  Keepalive owner = Consume(capsule.ptr(), managed);
   const DLTensor& t = managed->dl_tensor;
   const std::optional<DataType> dtype = FromDl(t.dtype);
   if (!dtype) ThrowInvalid(what.str() + ": unsupported dtype (" + Describe(t) + ")");

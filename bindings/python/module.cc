@@ -114,38 +114,33 @@ Imported Import(PySession& ps, const py::object& obj, const ArgName& what) {
   return ImportCapsule(obj, what, StreamsOf(ps.Get()));
 }
 
-// The input of an allreduce waited for here (allreduce_inplace,
-// allreduce_new): a host tensor.
-Imported ImportHostInput(PySession& ps, const std::string& name, const py::object& tensor,
-                         const char* entry) {
-  Imported i = Import(ps, tensor, ArgName("allreduce", name, "input"));
-  if (i.view.device().type != DeviceType::kCPU) {
-    ThrowInvalid(What("allreduce", name, "input") + " is on " + DeviceName(i.view.device()) + "; " +
-                 entry + " takes host tensors (use allreduce_async)");
-  }
-  return i;
-}
-
 // In place, and waited for here (the GIL released): hora.torch's
 // allreduce_ of a host tensor, without a handle object for Python to make
 // and wait on (for a small tensor those are a good part of the call).
-void AllreduceInPlace(PySession& ps, const std::string& name, const py::object& tensor, int op,
+// False, the capsule unused, unless it holds a contiguous host tensor of a
+// dtype but bool (TakeHostTensor): the caller takes its general path (the
+// checks of the common case cost less here than in Python).
+bool AllreduceInPlace(PySession& ps, const std::string& name, const py::object& tensor, int op,
                       double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = ImportHostInput(ps, name, tensor, "allreduce_inplace");
-  ps.Run(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
+  std::optional<Imported> i = TakeHostTensor(tensor);
+  if (!i) return false;
+  ps.Run(s.AllreduceAsync(name, i->view, i->view, red, set), name, {i->owner});
+  return true;
 }
 
 // Into a new output from the Session's pool (NewOutput), waited for here:
-// hora.torch's allreduce of a host tensor. Returns the output's capsule.
-py::capsule AllreduceNew(PySession& ps, const std::string& name, const py::object& tensor, int op,
-                         double pre, double post, int set) {
+// hora.torch's allreduce of a host tensor. Returns the output's capsule;
+// None, as AllreduceInPlace's false.
+py::object AllreduceNew(PySession& ps, const std::string& name, const py::object& tensor, int op,
+                        double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = ImportHostInput(ps, name, tensor, "allreduce_new");
-  auto made = std::make_shared<Tensor>(s.NewOutput(i.view.dtype(), i.view.shape()));
-  ps.Run(s.AllreduceAsync(name, i.view, made->view(), red, set), name, {i.owner, made});
+  std::optional<Imported> i = TakeHostTensor(tensor);
+  if (!i) return py::none();
+  auto made = std::make_shared<Tensor>(s.NewOutput(i->view.dtype(), i->view.shape()));
+  ps.Run(s.AllreduceAsync(name, i->view, made->view(), red, set), name, {i->owner, made});
   return ExportView(made->view(), made);
 }
 
@@ -153,7 +148,7 @@ HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::objec
                          const py::object& out, int op, double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = Import(ps, in, What("allreduce", name, "input"));
+  Imported i = Import(ps, in, ArgName("allreduce", name, "input"));
   if (out.is_none()) {  // in place
     return ps.Wrap(s.AllreduceAsync(name, i.view, i.view, red, set), name, {i.owner});
   }
@@ -169,7 +164,7 @@ HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::objec
     Handle h = s.AllreduceAsync(name, i.view, made->view(), red, set);
     return ps.Wrap(h, name, {i.owner, made}, made);
   }
-  Imported o = Import(ps, out, What("allreduce", name, "output"));
+  Imported o = Import(ps, out, ArgName("allreduce", name, "output"));
   Handle h = s.AllreduceAsync(name, i.view, o.view, red, set);
   return ps.Wrap(h, name, {i.owner, o.owner});
 }
@@ -244,7 +239,7 @@ py::object NewOutputLike(PySession& ps, const py::object& like, bool buffer) {
 
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {
   Session& s = ps.Get();
-  Imported i = Import(ps, in, What("allgather", name, "input"));
+  Imported i = Import(ps, in, ArgName("allgather", name, "input"));
   return ps.Wrap(s.AllgatherAsync(name, i.view, set), name, {i.owner});
 }
 
@@ -259,14 +254,14 @@ std::vector<HandlePtr> GroupedAllgatherAsync(PySession& ps, const std::string& g
 HandlePtr BroadcastAsync(PySession& ps, const std::string& name, const py::object& t, int root,
                          int set) {
   Session& s = ps.Get();
-  Imported i = Import(ps, t, What("broadcast", name, "tensor"));
+  Imported i = Import(ps, t, ArgName("broadcast", name, "tensor"));
   return ps.Wrap(s.BroadcastAsync(name, i.view, root, set), name, {i.owner});
 }
 
 HandlePtr AlltoallAsync(PySession& ps, const std::string& name, const py::object& in,
                         const std::optional<std::vector<int64_t>>& splits, int set) {
   Session& s = ps.Get();
-  Imported i = Import(ps, in, What("alltoall", name, "input"));
+  Imported i = Import(ps, in, ArgName("alltoall", name, "input"));
   std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
   return ps.Wrap(s.AlltoallAsync(name, i.view, sp, set), name, {i.owner});
 }
@@ -275,7 +270,7 @@ HandlePtr ReducescatterAsync(PySession& ps, const std::string& name, const py::o
                              double pre, double post, int set) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
-  Imported i = Import(ps, in, What("reducescatter", name, "input"));
+  Imported i = Import(ps, in, ArgName("reducescatter", name, "input"));
   return ps.Wrap(s.ReducescatterAsync(name, i.view, red, set), name, {i.owner});
 }
 
@@ -409,11 +404,13 @@ PYBIND11_MODULE(_core, m) {
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 1,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
-           "Allreduce of a host tensor in place; returns when it is done (raises its error).")
+           "Allreduce in place of a contiguous host tensor of a dtype but bool, waited for here: "
+           "True when done (raises its error); False, the capsule unused, for any other tensor.")
       .def("allreduce_new", &AllreduceNew, a("name"), a("tensor"), py::arg("op") = 1,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
-           "Allreduce of a host tensor into a new one from Hora's pool; returns its capsule "
-           "when it is done (raises its error).")
+           "Allreduce of a contiguous host tensor of a dtype but bool into a new one from "
+           "Hora's pool: its capsule when done (raises its error); None, the capsule unused, for "
+           "any other tensor.")
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import hora.torch as hvd
+from hora.common import basics
 from hora.torch import reduce_ops as ro
 from helpers import DTYPES, SHAPES, all_values, assert_equal, reduce_reference, value
 
@@ -128,15 +129,29 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
     t = vals[hvd.rank()].clone()
     gps = hvd.global_process_set
     assert ro.direct_op(t, None, None, None, gps) == hvd.Average
-    # What takes the general path.
+    # What takes the general path: refused here...
     assert ro.direct_op(t, False, None, None, gps) is None
     assert ro.direct_op(t, None, "naïve", hvd.Sum, gps) is None
     assert ro.direct_op(t, None, None, hvd.Adasum, gps) is None
-    assert ro.direct_op(t.bool(), None, None, hvd.Sum, gps) is None
     assert ro.direct_op(torch.nn.Parameter(t.double(), requires_grad=False), None, None,
                         hvd.Sum, gps) is None
     assert ro.direct_op(t.double().requires_grad_(), None, None, hvd.Sum, gps) is None
-    assert ro.direct_op(torch.ones(4, 2, dtype=dtype).t(), None, None, hvd.Sum, gps) is None
+    # ... or by the core, which leaves the capsule unused: not contiguous, bool
+    # (whose capsule torch 1.13 does not make), sparse (none either).
+    s = basics.session()
+    strided = torch.arange(8, dtype=torch.float64).reshape(4, 2).t()
+    for refused in (strided, strided.to(dtype), t.bool()):
+        assert ro.direct_op(refused, None, None, hvd.Sum, gps) == hvd.Sum
+        before = refused.clone()
+        for call in (s.allreduce_inplace, s.allreduce_new):
+            cap = ro.direct_capsule(refused)
+            if cap is None:
+                assert refused.dtype == torch.bool
+                continue
+            assert call("refused", cap, hvd.Sum, 1.0, 1.0) in (False, None)
+            assert torch.equal(torch.utils.dlpack.from_dlpack(cap), before)  # (unused)
+        assert torch.equal(refused, before)
+    assert ro.direct_capsule(torch.ones(3).to_sparse()) is None
     hvd.allreduce_(t)  # op None: Average, unnamed
     assert_equal(t, reduce_reference(vals, hvd.Average, dtype))
     t = vals[hvd.rank()].clone()

@@ -54,9 +54,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     direct = None if compression is not Compression.none else ro.direct_op(
         tensor, average, name, op, process_set)
     if direct is not None:  # (one call into the core; its output from Hora's pool)
-        return tu.from_dlpack(basics.session().allreduce_new(
-            name or "", tu.to_dlpack(tensor), direct, float(prescale_factor),
-            float(postscale_factor)))
+        cap = ro.direct_capsule(tensor)
+        out = None if cap is None else basics.session().allreduce_new(
+            name or "", cap, direct, float(prescale_factor), float(postscale_factor))
+        if out is not None:
+            return tu.from_dlpack(out)
     op = basics.check_op(op, average)
     process_set_id(process_set)
     compressed, cctx = compression.compress(tensor)

@@ -26,6 +26,7 @@ Common contract (Horovod's):
 """
 
 import torch
+from torch.utils.dlpack import to_dlpack
 
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError, UnimplementedError
@@ -109,27 +110,35 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                       process_set)
 
 
-# The common call of allreduce_ and allreduce, checked in one expression:
-# Horovod's ops but Adasum, dtypes but bool (which travel as uint8).
+# The common call of allreduce_ and allreduce: Horovod's ops but Adasum.
 _DIRECT_OPS = frozenset((basics.Sum, basics.Average, basics.Min, basics.Max, basics.Product))
-_DIRECT_DTYPES = frozenset(d for d in tu.SUPPORTED_DTYPES if d is not torch.bool)
 
 
 def direct_op(tensor, average, name, op, process_set):
     """The op code for an allreduce that may go to the core in one call
     (``Session.allreduce_inplace``/``allreduce_new``, which wait there): a
-    dense contiguous host tensor that needs no grad, of the global set, an
-    ASCII name or none, no ``average=``; else None, and the call takes the
-    general path (a handle), whose checks then say what is wrong. For a small
+    plain torch tensor that needs no grad, of the global set, an ASCII name or
+    none, no ``average=``; else None. The core takes it if it is a contiguous
+    host tensor of a dtype but bool (cheaper checked there, on its DLPack
+    capsule: ``direct_capsule``); otherwise, as here, the call takes the
+    general path (a handle), whose checks say what is wrong. For a small
     tensor the Python is most of the call's time."""
     if (average is None and process_set is global_process_set and type(tensor) is torch.Tensor
             and (op is None or (type(op) is int and op in _DIRECT_OPS))
             and (name is None or (type(name) is str and name.isascii()))
-            and tensor.dtype in _DIRECT_DTYPES and tensor.is_cpu
-            and tensor.layout is torch.strided and not tensor.requires_grad
-            and tensor.is_contiguous()):
+            and not tensor.requires_grad):
         return basics.Average if op is None else op
     return None
+
+
+def direct_capsule(tensor):
+    """``tensor``'s DLPack capsule for the one-call path, or None where torch
+    makes none (bool before torch 2, sparse, quantized...): the general path
+    then says what is wrong, if anything."""
+    try:
+        return to_dlpack(tensor)
+    except Exception:  # noqa: BLE001 (any refusal: the general path's checks explain it)
+        return None
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -137,9 +146,10 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     """Reduces ``tensor`` in place across ranks and returns it."""
     direct = direct_op(tensor, average, name, op, process_set)
     if direct is not None:
-        basics.session().allreduce_inplace(name or "", tu.to_dlpack(tensor), direct,
-                                           float(prescale_factor), float(postscale_factor))
-        return tensor
+        cap = direct_capsule(tensor)
+        if cap is not None and basics.session().allreduce_inplace(
+                name or "", cap, direct, float(prescale_factor), float(postscale_factor)):
+            return tensor
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
 
