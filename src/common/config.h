@@ -52,8 +52,9 @@ struct Config {
   // How long a waiter polls before it sleeps, in microseconds: on a handle,
   // in the shm and TCP transports, and the engine for the next submission.
   // Waking a sleeping thread costs 10-30 us on a virtual machine. Handle and
-  // engine polls yield the core every 64 polls; shm polls do so where ranks
-  // outnumber cores, so that a poller does not hold up the rank it waits for.
+  // engine polls yield the core every 64 polls; shm and TCP polls yield it
+  // after every poll where ranks outnumber cores, so that a poller does not
+  // hold up the rank it waits for.
   double wait_spin_us;
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;

@@ -169,7 +169,11 @@ Status ShmTransport::WaitUntil(const Request& request, std::optional<TimePoint> 
     moved_since_check |= ProgressAll();
     if (request->done()) return request->status();
     if (round % kClockEvery != 0) {
-      CpuRelax();
+      if (yield_) {
+        std::this_thread::yield();  // (as below: where ranks outnumber cores, at every look)
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     const TimePoint now = Clock::now();

@@ -27,7 +27,7 @@
 // Progress has no thread of its own: it happens inside Wait() (which drives
 // every pending send and receive of this rank, on all channels), Isend and
 // Irecv. Wait polls for a while (the `spin` given at creation), pausing the
-// CPU between polls, or yielding it every 64 polls where the ranks outnumber
+// CPU between polls, or yielding it after every poll where the ranks outnumber
 // the cores this process may run on; then it sleeps on the doorbell futex for at most kShmMaxSleep
 // at a time, always honouring the deadline. Requests must therefore be waited on through
 // Transport::Wait: RequestState::Wait alone makes no progress.

@@ -190,7 +190,7 @@ class ShmTransport final : public Transport {
   const int rank_;
   const int size_;
   const Duration spin_;  // Wait polls this long before it sleeps
-  const bool yield_;     // polling, yield the core every 64 polls (ranks outnumber cores)
+  const bool yield_;     // polling, yield the core after every poll (ranks outnumber cores)
   const std::vector<int> job_ranks_;          // see Name
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank

@@ -130,10 +130,18 @@ Status ShmWindow::WaitStep(TimePoint deadline) {
   // As ShmTransport::WaitUntil: the clock only every kClockEvery polls.
   constexpr uint32_t kClockEvery = 64;
   TimePoint spin_until = Clock::now() + transport_.spin();
+  // Where ranks outnumber cores, every look that finds the step open yields
+  // the core: the rank waited for may be queued on it (a run of pauses held
+  // it for microseconds; np 4 on 2 cores, 4 B: 10.6-11.4 us -> 4.1-4.5).
+  const bool yield = transport_.yield();
   for (uint32_t round = 1;; ++round) {
     if (Arrived()) return Status::Ok();
     if (round % kClockEvery != 0) {
-      CpuRelax();
+      if (yield) {
+        std::this_thread::yield();
+      } else {
+        CpuRelax();
+      }
       continue;
     }
     const TimePoint now = Clock::now();
