@@ -51,9 +51,44 @@ std::string FormatSockaddr(const sockaddr_storage& ss) {
   return "?";
 }
 
-void SetNoDelay(int fd) {
+// The address of a sockaddr_in or sockaddr_in6 as IPv6 bytes (IPv4 as
+// v4-mapped), for comparing; false for other families.
+bool AddressBytes(const sockaddr_storage& ss, in6_addr* out) {
+  if (ss.ss_family == AF_INET) {
+    sockaddr_in in;
+    std::memcpy(&in, &ss, sizeof in);
+    std::memset(out, 0, sizeof *out);
+    out->s6_addr[10] = 0xff;
+    out->s6_addr[11] = 0xff;
+    std::memcpy(&out->s6_addr[12], &in.sin_addr, 4);
+    return true;
+  }
+  if (ss.ss_family == AF_INET6) {
+    sockaddr_in6 in6;
+    std::memcpy(&in6, &ss, sizeof in6);
+    *out = in6.sin6_addr;
+    return true;
+  }
+  return false;
+}
+
+// Options of every connected stream: no Nagle delay (small messages are
+// latency), and on a connection within the host, Reno for its congestion
+// control (WithinHost).
+void ConfigureStream(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
+      !WithinHost(local, peer)) {
+    return;
+  }
+  // (Reno is built in and allowed to every user; should it fail, the
+  // system's choice stays.)
+  static constexpr char kReno[] = "reno";
+  setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, kReno, sizeof kReno - 1);
 }
 
 // Waits until `fd` is ready for `events` or `deadline` passes.
@@ -103,11 +138,19 @@ int TryConnect(const addrinfo& ai, TimePoint deadline, int* err) {
     *err = errno;
     return -1;
   }
-  SetNoDelay(fd.get());
+  ConfigureStream(fd.get());
   return fd.Release();
 }
 
 }  // namespace
+
+bool WithinHost(const sockaddr_storage& local, const sockaddr_storage& peer) {
+  in6_addr mine{}, theirs{};
+  if (!AddressBytes(local, &mine) || !AddressBytes(peer, &theirs)) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&theirs)) return true;
+  if (IN6_IS_ADDR_V4MAPPED(&theirs) && theirs.s6_addr[12] == 127) return true;  // 127.0.0.0/8
+  return std::memcmp(&mine, &theirs, sizeof mine) == 0;
+}
 
 void Fd::Reset(int fd) {
   if (fd_ >= 0) close(fd_);
@@ -215,7 +258,7 @@ Result<Fd> Accept(int listen_fd, TimePoint deadline, std::string* peer) {
     int fd =
         accept4(listen_fd, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
-      SetNoDelay(fd);
+      ConfigureStream(fd);
       if (peer != nullptr) *peer = FormatSockaddr(ss);
       return Fd(fd);
     }

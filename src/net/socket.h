@@ -15,6 +15,8 @@
 // thread at a time.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -78,7 +80,8 @@ Result<uint16_t> LocalPort(const Fd& fd);
 
 // Accepts one connection on the nonblocking `listen_fd` (as Listen makes it),
 // waiting up to `deadline` (a deadline in the past tries once). The new socket is nonblocking,
-// close-on-exec, with TCP_NODELAY. Fails with Timeout when nothing arrived. `peer`, when given,
+// close-on-exec, with TCP_NODELAY (and Reno within the host, as Connect). Fails with Timeout when
+// nothing arrived. `peer`, when given,
 // receives the client's address as "1.2.3.4:5" / "[::1]:5".
 Result<Fd> Accept(int listen_fd, TimePoint deadline, std::string* peer = nullptr);
 
@@ -86,9 +89,19 @@ Result<Fd> Accept(int listen_fd, TimePoint deadline, std::string* peer = nullptr
 // short backoff until `timeout` has passed; then fails with Unavailable naming
 // host:port and the last reason. Name resolution failures other than
 // "try again" fail at once (InvalidArgument). The socket is blocking,
-// close-on-exec, with TCP_NODELAY. Name resolution itself (getaddrinfo) is not
+// close-on-exec, with TCP_NODELAY, and Reno congestion control within the
+// host (WithinHost). Name resolution itself (getaddrinfo) is not
 // interruptible; numeric addresses never block in it.
 Result<Fd> Connect(const HostPort& addr, Duration timeout);
+
+// Whether a connection between these two ends stays within this host: the
+// peer is a loopback address (127.0.0.0/8, ::1), or the same address as this
+// end (traffic to one's own address goes through loopback too). Such a
+// connection gets Reno congestion control (Connect, Accept): there is no
+// network to share, and a system default of BBR paces loopback traffic,
+// which reorders it (fast retransmits) and halved Hora's allreduce of 1 MiB
+// at np 2 (docs/dev/performance.md, session 59).
+bool WithinHost(const sockaddr_storage& local, const sockaddr_storage& peer);
 
 // Sends all `n` bytes, or fails: Timeout at `deadline`, Unavailable when the
 // peer closed or reset the connection. Never raises SIGPIPE.

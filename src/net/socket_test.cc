@@ -1,7 +1,12 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "net/socket.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <cstring>
 
 #include "support/net_test_util.h"
 
@@ -142,6 +147,64 @@ TEST(SocketListen, AcceptTimesOutAndPeerAddressIsReadable) {
   EXPECT_EQ(PeerAddress(client->get()), "127.0.0.1:" + std::to_string(port));
   EXPECT_EQ(PeerAddress(server->get()), peer);
   EXPECT_TRUE(Contains(peer, "127.0.0.1:")) << peer;
+}
+
+std::string Congestion(int fd) {
+  char name[32] = {};
+  socklen_t len = sizeof name;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "?";
+  return std::string(name, strnlen(name, len));
+}
+
+TEST(SocketConnect, AConnectionWithinTheHostUsesReno) {
+  // (This machine's default is BBR, which paces loopback traffic.)
+  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
+  ASSERT_TRUE(listener.ok());
+  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
+  ASSERT_TRUE(client.ok());
+  Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
+  ASSERT_TRUE(server.ok());
+  EXPECT_EQ(Congestion(client->get()), "reno");
+  EXPECT_EQ(Congestion(server->get()), "reno");
+}
+
+sockaddr_storage Address(const char* text) {
+  sockaddr_storage ss{};
+  if (std::strchr(text, ':') != nullptr) {
+    sockaddr_in6 in6{};
+    in6.sin6_family = AF_INET6;
+    EXPECT_EQ(inet_pton(AF_INET6, text, &in6.sin6_addr), 1) << text;
+    std::memcpy(&ss, &in6, sizeof in6);
+  } else {
+    sockaddr_in in{};
+    in.sin_family = AF_INET;
+    EXPECT_EQ(inet_pton(AF_INET, text, &in.sin_addr), 1) << text;
+    std::memcpy(&ss, &in, sizeof in);
+  }
+  return ss;
+}
+
+TEST(SocketWithinHost, LoopbackOrTheSameAddressOnly) {
+  struct Case {
+    const char* local;
+    const char* peer;
+    bool within;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"127.0.0.1", "127.0.0.1", true},
+           {"10.0.0.5", "127.1.2.3", true},  // all of 127.0.0.0/8
+           {"10.0.0.5", "10.0.0.5", true},   // this host's own address
+           {"10.0.0.5", "10.0.0.6", false},
+           {"10.0.0.5", "128.0.0.1", false},
+           {"::1", "::1", true},
+           {"2001:db8::1", "2001:db8::1", true},
+           {"2001:db8::1", "2001:db8::2", false},
+           {"::ffff:10.0.0.5", "::ffff:127.0.0.1", true},
+           {"::ffff:10.0.0.5", "10.0.0.5", true},  // (v4-mapped against plain IPv4)
+           {"::ffff:10.0.0.5", "::ffff:10.0.0.7", false},
+       }) {
+    EXPECT_EQ(WithinHost(Address(c.local), Address(c.peer)), c.within) << c.local << " " << c.peer;
+  }
 }
 
 TEST(SocketListen, AnyInterfaceServesIpv4) {
