@@ -1,8 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// How a rank waits on a small TCP request, and quiet peers: the waiter moves
-// its peer's socket itself while it spins, and meanwhile the peer is quiet
-// (its arrivals do not wake the I/O thread, which looks at quiet peers every
+// How a rank waits on a TCP request of up to kTcpSpinBytes (4 MiB; the I/O
+// thread moves larger ones), and quiet peers: the waiter moves its peer's
+// socket itself while it spins, and meanwhile the peer is quiet (its
+// arrivals do not wake the I/O thread, which looks at quiet peers every
 // kQuietTickMs and takes back those no waiter read). An I/O thread woken by
 // each arrival cost a bare exchange 4-7 us of 7 (docs/dev/performance.md).
 #include <sched.h>
