@@ -178,7 +178,8 @@ int Run(const Args& a) {
     }
   }
   const std::string transport = Env("HORA_TRANSPORT");
-  auto limit = MeasureLimit(s, transport == "tcp" || s.local_size() != s.size(), TimeoutSeconds());
+  auto limit = MeasureLimit(s, transport == "tcp" || s.local_size() != s.size(),
+                            static_cast<size_t>(a.max_bytes), TimeoutSeconds());
   if (!limit.ok()) return fail(limit.status());
   if (s.rank() == 0) PrintHeader(a, s.size(), limit->line);
 

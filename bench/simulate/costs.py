@@ -35,6 +35,13 @@ does:
 
 `choose` is the cost-model choice: the cheapest algorithm for each message.
 Nothing here runs anything; simulate.py and validate.py call it.
+
+Hora's selector also counts the ring's overlap of a segment's reduction
+with the next one's transfer (src/collectives/registry.h, cost::Ring),
+which only blocks larger than a segment (256 KiB: messages above n x 256
+KiB) have; these formulas stay linear in alpha, beta and gamma, as fit.py
+needs, so for such messages the ring here is slower than the selector
+assumes and `choose` may pick halving-doubling where Hora runs the ring.
 """
 
 import functools

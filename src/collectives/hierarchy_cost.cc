@@ -16,13 +16,12 @@ HierarchyPrediction PredictHierarchy(const Selector& selector, int hosts, int pe
   p.flat_s = flat.Predict(*p.flat, n, bytes);
 
   const CostModel within = selector.cost_model().OnHosts(0);
-  const double B = static_cast<double>(bytes);
   const size_t block = (bytes + static_cast<size_t>(per_host) - 1) / static_cast<size_t>(per_host);
   const CostModel across = AcrossHostsModel(selector, per_host);
   p.across = &selector.ChooseAllreduce(hosts, block, /*shared=*/false, across);
-  // Reduce-scatter and allgather: per_host - 1 ring steps each.
-  p.hierarchical_s = 2 * (per_host - 1) * within.Hop(per_host, B / per_host) +
-                     cost::Share(per_host) * B * within.gamma_s_per_byte +
+  // Reduce-scatter and allgather: per_host - 1 ring steps each, as a ring
+  // allreduce within the host has.
+  p.hierarchical_s = cost::Ring(within, per_host, static_cast<double>(bytes)) +
                      across.Predict(*p.across, hosts, block);
   return p;
 }

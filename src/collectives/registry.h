@@ -44,11 +44,15 @@ struct CostModel {
   // Comms whose ranks cross the same host links at once, this one among
   // them (hierarchical allreduce's places): each crossing shares the link.
   int link_sharers = 1;
+  // The ring's segment (HORA_RING_SEGMENT_BYTES): see cost::Ring.
+  double segment_bytes = 256.0 * 1024;
 
   static CostModel FromConfig(const Config& c) {
-    return {c.cost_alpha_us * 1e-6, 1.0 / (c.cost_bandwidth_gbps * 1e9),
-            1.0 / (c.cost_reduce_gbps * 1e9), c.cost_net_alpha_us * 1e-6,
-            1.0 / (c.cost_net_bandwidth_gbps * 1e9)};
+    CostModel m{c.cost_alpha_us * 1e-6, 1.0 / (c.cost_bandwidth_gbps * 1e9),
+                1.0 / (c.cost_reduce_gbps * 1e9), c.cost_net_alpha_us * 1e-6,
+                1.0 / (c.cost_net_bandwidth_gbps * 1e9)};
+    m.segment_bytes = static_cast<double>(std::max<uint64_t>(c.ring_segment_bytes, 1));
+    return m;
   }
 
   // This model for a Comm with `per_host` ranks on each host (1: every rank
@@ -150,15 +154,31 @@ int CrossingFlows(int n, int per_host, int mask);
 // bandwidth-optimal algorithm.
 inline double Share(int n) { return static_cast<double>(n - 1) / n; }
 
+// A ring allreduce of B bytes on n ranks: n - 1 reduce-scatter steps, then
+// n - 1 allgather steps, each moving a block of B / n to the next rank.
+// A reduce-scatter step cuts its block into segments (segment_bytes) and
+// reduces each as it arrives (IrecvReduce) while the next is in flight, so
+// transfer and reduction overlap but for one segment: the step takes
+// T + R - min(T, R) (1 - s / b), with T the block's transfer, R its
+// reduction, b the block and s = min(b, segment). A block of one segment
+// overlaps nothing (T + R). Halving-doubling reduces each half once the
+// whole of it came. Side by side over TCP on one host, the ring was 1.2-1.6x
+// faster than halving-doubling at 16 and 64 MiB at 2 to 4 ranks
+// (docs/dev/performance.md, session 60).
+inline double Ring(const CostModel& m, int n, double B) {
+  const double b = B / n;
+  const double T = m.Hop(n, b);
+  const double R = b * m.gamma_s_per_byte;
+  const double overlap = b > m.segment_bytes ? std::min(T, R) * (1 - m.segment_bytes / b) : 0.0;
+  return 2 * (n - 1) * T + Share(n) * B * m.gamma_s_per_byte - (n - 1) * overlap;
+}
+
 }  // namespace cost
 
 // {name, alias, description, needs, run, run_parts, cost}
 inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
     {"ring", "ring", "reduce-scatter + allgather around a ring; bandwidth-optimal", Needs::kAnyComm,
-     AllreduceRing, nullptr,
-     [](const CostModel& m, int n, double B) {
-       return 2 * (n - 1) * m.Hop(n, B / n) + cost::Share(n) * B * m.gamma_s_per_byte;
-     }},
+     AllreduceRing, nullptr, cost::Ring},
     // Round k exchanges the whole buffer with the rank 2^k away.
     {"recursive_doubling", "rd", "log2(n) whole-buffer exchanges; fewest rounds, small messages",
      Needs::kAnyComm, AllreduceRecursiveDoubling, nullptr,

@@ -70,6 +70,33 @@ TEST(Registry, CostFormulas) {
   EXPECT_NEAR(m.Predict(sag, 8, 1000), 14e-6 + 1.75e-6, 1e-12);
 }
 
+// A ring's reduce-scatter step reduces each segment as it arrives while the
+// next is in flight: of the block's transfer T and reduction R, all but one
+// segment's share of the smaller overlaps, T + R - min(T, R) (1 - s / b).
+TEST(Registry, RingOverlapsItsSegments) {
+  CostModel m{1e-6, 1e-9, 1e-10};
+  m.segment_bytes = 1000;
+  const double a = 1e-6, b = 1e-9, g = 1e-10;
+  // 4 ranks, 16000 B: blocks of 4000 B, 4 segments; R = 0.4 us < T = 5 us.
+  const double T = a + 4000 * b, R = 4000 * g;
+  const double step = T + R - R * (1 - 1000.0 / 4000);
+  EXPECT_NEAR(m.Predict(Allreduce("ring"), 4, 16000), 3 * step + 3 * T, 1e-15);
+  // A reduction slower than the transfer hides the transfer instead.
+  CostModel slow = m;
+  slow.gamma_s_per_byte = 1e-8;  // R = 40 us > T = 5 us
+  const double slow_step = T + 4000 * 1e-8 - T * (1 - 1000.0 / 4000);
+  EXPECT_NEAR(slow.Predict(Allreduce("ring"), 4, 16000), 3 * slow_step + 3 * T, 1e-15);
+  // Blocks of one segment overlap nothing: the formula of CostFormulas.
+  EXPECT_NEAR(m.Predict(Allreduce("ring"), 4, 4000), 6 * (a + 1000 * b) + 3000 * g, 1e-15);
+  // Halving-doubling reduces after each whole half came: no overlap.
+  EXPECT_NEAR(m.Predict(Allreduce("hd"), 4, 16000), 4 * a + 1.5 * 16000 * b + 0.75 * 16000 * g,
+              1e-15);
+  // From config: HORA_RING_SEGMENT_BYTES.
+  auto c = ConfigFromEnv({{"HORA_RING_SEGMENT_BYTES", "4K"}});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(CostModel::FromConfig(*c).segment_bytes, 4096.0);
+}
+
 // The same formulas with ranks on hosts: steps that cross between hosts pay
 // the network's alpha and beta, and where a host's ranks cross at once
 // they share its link.
@@ -106,10 +133,12 @@ TEST(Registry, CostFormulasOnHosts) {
   EXPECT_NEAR(two.Predict(Allreduce("hd"), 4, 1000),
               2 * (1e-5 + 500 * 1e-8 * 2) + 2 * (1e-6 + 250e-9) + 0.075e-6, 1e-12);
   // So across hosts the ring's 1.5 B over a link beats halving-doubling's
-  // 2 B for large messages, where on one host halving-doubling's fewer
-  // rounds win.
+  // 2 B for large messages; on one host too, where its blocks span several
+  // segments (the overlap, RingOverlapsItsSegments), while halving-doubling's
+  // fewer rounds win where they do not.
   EXPECT_LT(two.Predict(Allreduce("ring"), 4, 1 << 26), two.Predict(Allreduce("hd"), 4, 1 << 26));
-  EXPECT_GT(m.Predict(Allreduce("ring"), 4, 1 << 26), m.Predict(Allreduce("hd"), 4, 1 << 26));
+  EXPECT_LT(m.Predict(Allreduce("ring"), 4, 1 << 26), m.Predict(Allreduce("hd"), 4, 1 << 26));
+  EXPECT_GT(m.Predict(Allreduce("ring"), 4, 1 << 20), m.Predict(Allreduce("hd"), 4, 1 << 20));
   // One rank a host, two such Comms sharing each link: a ring of 2 crosses
   // twice with half the message, at half the link's rate.
   EXPECT_NEAR(m.OnHosts(1, 2).Predict(Allreduce("ring"), 2, 1000),

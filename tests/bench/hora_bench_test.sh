@@ -70,11 +70,14 @@ if "$horarun" -np 3 "$bench" allreduce --inplace --algo recursive_doubling --siz
      --step-factor 16 --iters 2 --check --json "$out/ip.json" >"$out/log" 2>&1 &&
    check_json "$out/ip.json" allreduce 3 hora 4; then ok; else bad "in place"; tail "$out/log"; fi
 
-# Over TCP (the limit is then one TCP stream between ranks 0 and 1).
+# Over TCP (the limit is then a TCP stream while every rank streams to the
+# next at once, beside one stream alone; both measured, so both positive).
 if HORA_TRANSPORT=tcp "$horarun" -np 3 "$bench" allreduce --sizes 4:64K --step-factor 16 --iters 2 \
      --check $gloo --json "$out/tcp.json" >"$out/log" 2>&1 &&
    check_json "$out/tcp.json" allreduce 3 "$([ -n "$gloo" ] && echo hora,gloo_ring,gloo_hd || echo hora)" 4 &&
-   grep -q '"limit_kind": "tcp_stream"' "$out/tcp.json"; then ok; else bad "tcp"; tail "$out/log"; fi
+   grep -q '"limit_kind": "tcp_ring"' "$out/tcp.json" &&
+   grep -Eq 'limit: link bandwidth [0-9.]*[1-9][0-9.]* GB/s per TCP stream, every rank streaming a 2 MiB buffer to the next at once \(one stream alone: [0-9.]*[1-9]' "$out/log"
+then ok; else bad "tcp"; tail "$out/log"; fi
 
 # GPU tensors on the host device (hora@host beside hora), every collective.
 for coll in allreduce allgather broadcast alltoall reducescatter; do
