@@ -42,23 +42,55 @@ SharedParts::SharedParts(std::span<const AllreducePart> parts) : parts_(parts) {
   total_ = total;
 }
 
-void SharedCopyIn(const SharedParts& parts, DataType dtype, const Reduction& reduction,
-                  size_t begin, size_t count, std::byte* dst) {
+namespace {
+
+bool CopyInScales(DataType dtype, const Reduction& reduction) {
+  // bool goes through Scale(1.0) so that its values are 0/1 (as the prologue).
+  return reduction.prescale_factor != 1.0 || dtype == DataType::kBool;
+}
+
+// Pieces start on 64-byte boundaries (every element size divides 64): piece
+// k of a two-step chunk of `count` elements on n ranks.
+ChunkPiece PieceOf(int k, int n, size_t esize, size_t count) {
+  const size_t align = 64 / esize;
+  const size_t piece = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
+  const size_t piece_max = (piece + align - 1) / align * align;
+  const size_t offset = std::min(count, static_cast<size_t>(k) * piece_max);
+  return {offset, std::min(count, offset + piece_max) - offset};
+}
+
+}  // namespace
+
+ChunkPiece SharedOwnPiece(const Comm& comm, DataType dtype, const Reduction& reduction,
+                          size_t count) {
   const size_t esize = DataTypeSize(dtype);
-  parts.Visit(begin, begin + count, [&](const AllreducePart& p, size_t off, size_t at, size_t n) {
-    const auto* src = static_cast<const std::byte*>(p.in) + off * esize;
-    std::byte* to = dst + (at - begin) * esize;
-    if (reduction.prescale_factor != 1.0 || dtype == DataType::kBool) {
-      // bool goes through Scale(1.0) so that its values are 0/1 (as the prologue).
-      kernels::Scale(dtype, reduction.prescale_factor, to, src, n);
-    } else {
-      std::memcpy(to, src, n * esize);
-    }
-  });
+  if (comm.size() < 2 || count * esize <= kOneStepMaxBytes || CopyInScales(dtype, reduction))
+    return {};
+  return PieceOf(comm.rank(), comm.size(), esize, count);
+}
+
+void SharedCopyIn(const SharedParts& parts, DataType dtype, const Reduction& reduction,
+                  size_t begin, size_t count, std::byte* dst, ChunkPiece skip) {
+  const size_t esize = DataTypeSize(dtype);
+  const bool scales = CopyInScales(dtype, reduction);
+  auto copy = [&](size_t from, size_t to_end) {
+    parts.Visit(from, to_end, [&](const AllreducePart& p, size_t off, size_t at, size_t n) {
+      const auto* src = static_cast<const std::byte*>(p.in) + off * esize;
+      std::byte* to = dst + (at - begin) * esize;
+      if (scales) {
+        kernels::Scale(dtype, reduction.prescale_factor, to, src, n);
+      } else {
+        std::memcpy(to, src, n * esize);
+      }
+    });
+  };
+  copy(begin, begin + skip.offset);
+  copy(begin + skip.offset + skip.size, begin + count);
 }
 
 Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
-                         const Reduction& reduction, size_t base, size_t begin, size_t count) {
+                         const Reduction& reduction, size_t base, size_t begin, size_t count,
+                         ChunkPiece skipped) {
   const int n = comm.size();
   const size_t esize = DataTypeSize(dtype);
   const ReduceOp op = ReducingOp(reduction.op);
@@ -89,19 +121,25 @@ Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
                 });
     return Status::Ok();
   }
-  // Pieces start on 64-byte boundaries (every element size divides 64).
-  const size_t align = 64 / esize;
-  const size_t piece = (count + static_cast<size_t>(n) - 1) / static_cast<size_t>(n);
-  const size_t piece_max = (piece + align - 1) / align * align;
-  auto piece_range = [&](int k, size_t* offset, size_t* size) {
-    *offset = std::min(count, static_cast<size_t>(k) * piece_max);
-    *size = std::min(count, *offset + piece_max) - *offset;
-  };
-  size_t off = 0, len = 0;
-  piece_range(comm.rank(), &off, &len);
-  if (len > 0) {
+  const ChunkPiece mine = PieceOf(comm.rank(), n, esize, count);
+  if (mine.size > 0) {
+    const size_t off = mine.offset, len = mine.size;
     std::byte* acc = w.local() + base + off * esize;
-    for (int k = 0; k < n; ++k) {
+    int k = 0;
+    if (skipped.size > 0) {
+      // Not copied in (SharedOwnPiece): the first other rank's copy is
+      // folded into this rank's input, read where it is, in the same order.
+      k = comm.rank() == 0 ? 1 : 0;
+      parts.Visit(begin + off, begin + off + len,
+                  [&](const AllreducePart& p, size_t part_off, size_t at, size_t m) {
+                    const size_t at_chunk = (at - begin) * esize;
+                    kernels::Reduce3(dtype, op, w.local() + base + at_chunk,
+                                     static_cast<const std::byte*>(p.in) + part_off * esize,
+                                     w.region(k) + base + at_chunk, m);
+                  });
+      ++k;
+    }
+    for (; k < n; ++k) {
       if (k == comm.rank()) continue;
       kernels::Reduce(dtype, op, acc, w.region(k) + base + off * esize, len);
     }
@@ -109,7 +147,7 @@ Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
   }
   HORA_RETURN_IF_ERROR(comm.WindowStep(0));
   for (int k = 0; k < n; ++k) {
-    piece_range(k, &off, &len);
+    const auto [off, len] = PieceOf(k, n, esize, count);
     const std::byte* from = w.region(k) + base;
     parts.Visit(begin + off, begin + off + len,
                 [&](const AllreducePart& p, size_t part_off, size_t at, size_t m) {
@@ -144,14 +182,15 @@ Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> part_list
   do {
     const size_t count = std::min(chunk_max, total - done);
     const size_t half = w.NextHalf() * half_bytes;
-    SharedCopyIn(parts, dtype, reduction, done, count, w.local() + half);
+    const ChunkPiece own = SharedOwnPiece(comm, dtype, reduction, count);
+    SharedCopyIn(parts, dtype, reduction, done, count, w.local() + half, own);
     if (first) {
       HORA_RETURN_IF_ERROR(SharedFirstStep(comm, SharedCall::kAllreduce, dtype, total * esize));
       first = false;
     } else {
       HORA_RETURN_IF_ERROR(comm.WindowStep(0));
     }
-    HORA_RETURN_IF_ERROR(SharedReduceChunk(comm, parts, dtype, reduction, half, done, count));
+    HORA_RETURN_IF_ERROR(SharedReduceChunk(comm, parts, dtype, reduction, half, done, count, own));
     done += count;
   } while (done < total);
   return Status::Ok();

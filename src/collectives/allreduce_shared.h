@@ -33,16 +33,33 @@ class SharedParts {
   size_t total_ = 0;
 };
 
+// Elements [offset, offset + size) of a chunk.
+struct ChunkPiece {
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+// The piece of a chunk of `count` elements that this rank reduces and that
+// it may leave out of its copy in (SharedCopyIn's `skip`), reading its input
+// in place instead: its own piece in the two-step path (above 16 KiB), where
+// no other rank reads this rank's copy of it; none where the copy in scales
+// (a prescale, or bool's 0/1), or in the one-step path.
+ChunkPiece SharedOwnPiece(const Comm& comm, DataType dtype, const Reduction& reduction,
+                          size_t count);
+
 // Copies (or prescales) elements [begin, begin + count) of the parts'
-// inputs to `dst`.
+// inputs to `dst`, but for the chunk's elements `skip` (left unwritten).
 void SharedCopyIn(const SharedParts& parts, DataType dtype, const Reduction& reduction,
-                  size_t begin, size_t count, std::byte* dst);
+                  size_t begin, size_t count, std::byte* dst, ChunkPiece skip = {});
 
 // Every rank's copy of elements [begin, begin + count) lies in its region at
-// byte `base` (a multiple of 64), and the step that put it there is over:
-// reduces them into the parts' outputs (one more step above 16 KiB).
+// byte `base` (a multiple of 64), but for the piece `skipped` of this rank's
+// (SharedOwnPiece, read from the parts' inputs instead), and the step that
+// put it there is over: reduces them into the parts' outputs (one more step
+// above 16 KiB).
 Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
-                         const Reduction& reduction, size_t base, size_t begin, size_t count);
+                         const Reduction& reduction, size_t base, size_t begin, size_t count,
+                         ChunkPiece skipped = {});
 
 template <typename Fn>
 void SharedParts::Visit(size_t begin, size_t end, Fn&& fn) const {

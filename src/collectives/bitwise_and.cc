@@ -32,6 +32,7 @@ Result<bool> AndShared(Comm& comm, std::span<uint64_t> words, Comm* data_comm,
   if (!words.empty()) std::memcpy(mine, words.data(), words.size_bytes());
   uint64_t about[kCarriedWords] = {};
   std::optional<SharedParts> parts;
+  ChunkPiece own;  // (read from the inputs in place: SharedOwnPiece)
   SharedWindow* data = carried != nullptr ? data_comm->window() : nullptr;
   // The half the data Comm's next collective uses. No rank reads it now:
   // what was last published there was read before its readers' next step,
@@ -47,7 +48,8 @@ Result<bool> AndShared(Comm& comm, std::span<uint64_t> words, Comm* data_comm,
     about[1] = static_cast<uint64_t>(r.op);
     std::memcpy(&about[2], &r.prescale_factor, 8);
     std::memcpy(&about[3], &r.postscale_factor, 8);
-    SharedCopyIn(*parts, carried->dtype, r, 0, parts->total(), data->local() + data_half);
+    own = SharedOwnPiece(*data_comm, carried->dtype, r, parts->total());
+    SharedCopyIn(*parts, carried->dtype, r, 0, parts->total(), data->local() + data_half, own);
   }
   std::memcpy(mine + words.size_bytes(), about, sizeof about);
   HORA_RETURN_IF_ERROR(
@@ -68,7 +70,7 @@ Result<bool> AndShared(Comm& comm, std::span<uint64_t> words, Comm* data_comm,
   if (!all_carry) return false;
   data->NextHalf();  // (data_half: every rank's data Comm goes on alike)
   HORA_RETURN_IF_ERROR(SharedReduceChunk(*data_comm, *parts, carried->dtype, carried->reduction,
-                                         data_half, 0, parts->total()));
+                                         data_half, 0, parts->total(), own));
   return true;
 }
 

@@ -255,54 +255,60 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
 
 // The engine's fused path: tensors of odd sizes (empty ones too) reduced
 // where they are, spanning several window chunks or all in one small one,
-// with scale factors, in place and not; each element checked against its
-// own sum.
+// with scale factors, in place and not, on 2 to 4 ranks; each element
+// checked against its own sum. Without a prescale a rank reads its own
+// piece of a two-step chunk from its input, not from a copy in the window
+// (SharedOwnPiece): where that piece spans parts, and for each rank's piece.
 TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
-  const int n = 3;
-  auto ts = Group(n);
   // Two-step chunks; one small chunk of several parts (reduced whole, then
-  // copied out); one small part alone (reduced where it goes).
-  const std::vector<std::vector<size_t>> cases = {
-      {0, 1, 7, 300000, 0, 262144 + 5, 13}, {0, 1, 7, 5, 0, 1000, 13}, {0, 3, 0}};
-  for (const auto& counts : cases)
-    for (const Reduction red :
-         {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 0.5, 4.0},
-          Reduction{ReduceOp::kMax, 1.0, 1.0}}) {
-      auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
-        Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
-        std::vector<std::vector<float>> in(counts.size()), out(counts.size());
-        std::vector<AllreducePart> parts;
-        for (size_t i = 0; i < counts.size(); ++i) {
-          in[i].resize(counts[i]);
-          for (size_t e = 0; e < counts[i]; ++e) in[i][e] = static_cast<float>((e + i + r) % 11);
-          const bool in_place = i % 2 == 0;
-          if (!in_place) out[i].assign(counts[i], -1.0f);
-          parts.push_back({in[i].data(), in_place ? in[i].data() : out[i].data(), counts[i]});
-        }
-        HORA_RETURN_IF_ERROR(AllreducePartsShared(comm, parts, DataType::kFloat32, red));
-        for (size_t i = 0; i < counts.size(); ++i) {
-          const float* got = static_cast<const float*>(parts[i].out);
-          for (size_t e = 0; e < counts[i]; ++e) {
-            float want = 0;
-            for (int k = 0; k < n; ++k) {
-              const float v = static_cast<float>((e + i + k) % 11);
-              const float pre = v * static_cast<float>(red.prescale_factor);
-              want = red.op == ReduceOp::kMax ? std::max(want, pre) : want + pre;
-            }
-            if (red.op == ReduceOp::kAverage) want /= n;
-            want *= static_cast<float>(red.postscale_factor);
-            if (got[e] != want) {
-              return InternalError("rank " + std::to_string(r) + " part " + std::to_string(i) +
-                                   " element " + std::to_string(e) + ": " + std::to_string(got[e]) +
-                                   " != " + std::to_string(want));
+  // copied out); one small part alone (reduced where it goes); a two-step
+  // chunk of many small parts, so every rank's piece spans several.
+  const std::vector<std::vector<size_t>> cases = {{0, 1, 7, 300000, 0, 262144 + 5, 13},
+                                                  {0, 1, 7, 5, 0, 1000, 13},
+                                                  {0, 3, 0},
+                                                  std::vector<size_t>(40, 997)};
+  for (const int n : {2, 3, 4}) {
+    auto ts = Group(n);
+    for (const auto& counts : cases)
+      for (const Reduction red :
+           {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 0.5, 4.0},
+            Reduction{ReduceOp::kMax, 1.0, 1.0}}) {
+        auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+          Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+          std::vector<std::vector<float>> in(counts.size()), out(counts.size());
+          std::vector<AllreducePart> parts;
+          for (size_t i = 0; i < counts.size(); ++i) {
+            in[i].resize(counts[i]);
+            for (size_t e = 0; e < counts[i]; ++e) in[i][e] = static_cast<float>((e + i + r) % 11);
+            const bool in_place = i % 2 == 0;
+            if (!in_place) out[i].assign(counts[i], -1.0f);
+            parts.push_back({in[i].data(), in_place ? in[i].data() : out[i].data(), counts[i]});
+          }
+          HORA_RETURN_IF_ERROR(AllreducePartsShared(comm, parts, DataType::kFloat32, red));
+          for (size_t i = 0; i < counts.size(); ++i) {
+            const float* got = static_cast<const float*>(parts[i].out);
+            for (size_t e = 0; e < counts[i]; ++e) {
+              float want = 0;
+              for (int k = 0; k < n; ++k) {
+                const float v = static_cast<float>((e + i + k) % 11);
+                const float pre = v * static_cast<float>(red.prescale_factor);
+                want = red.op == ReduceOp::kMax ? std::max(want, pre) : want + pre;
+              }
+              if (red.op == ReduceOp::kAverage) want /= n;
+              want *= static_cast<float>(red.postscale_factor);
+              if (got[e] != want) {
+                return InternalError("rank " + std::to_string(r) + " part " + std::to_string(i) +
+                                     " element " + std::to_string(e) + ": " +
+                                     std::to_string(got[e]) + " != " + std::to_string(want));
+              }
             }
           }
-        }
-        return Status::Ok();
-      });
-      for (int r = 0; r < n; ++r)
-        EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
-    }
+          return Status::Ok();
+        });
+        for (int r = 0; r < n; ++r)
+          EXPECT_TRUE(st[r].ok()) << n << " ranks, rank " << r << ": " << st[r].ToString();
+      }
+  }
 }
 
 // The engine's bit-vector AND carrying a cached allreduce (collectives/bitwise_and.h):
