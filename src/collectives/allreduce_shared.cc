@@ -22,6 +22,7 @@
 
 #include "collectives/allreduce_common.h"
 #include "collectives/shared_common.h"
+#include "kernels/copy.h"
 #include "kernels/reduce.h"
 
 namespace hora {
@@ -29,6 +30,10 @@ namespace {
 
 // Chunks of at most this many bytes take the one-step path.
 constexpr size_t kOneStepMaxBytes = 16 * 1024;
+// Out-of-place outputs of messages at least this large are written with
+// streaming stores (an output nobody reads before the call returns; in
+// place, the copy out overwrites lines the copy in just read).
+constexpr size_t kStreamOutMinBytes = size_t{4} << 20;
 
 }  // namespace
 
@@ -146,13 +151,18 @@ Status SharedReduceChunk(Comm& comm, const SharedParts& parts, DataType dtype,
     if (finalize) kernels::Finalize(dtype, reduction.op, n, reduction.postscale_factor, acc, len);
   }
   HORA_RETURN_IF_ERROR(comm.WindowStep(0));
+  const bool stream = parts.total() * esize >= kStreamOutMinBytes;
   for (int k = 0; k < n; ++k) {
     const auto [off, len] = PieceOf(k, n, esize, count);
     const std::byte* from = w.region(k) + base;
     parts.Visit(begin + off, begin + off + len,
                 [&](const AllreducePart& p, size_t part_off, size_t at, size_t m) {
-                  std::memcpy(static_cast<std::byte*>(p.out) + part_off * esize,
-                              from + (at - begin) * esize, m * esize);
+                  auto* to = static_cast<std::byte*>(p.out) + part_off * esize;
+                  if (stream && p.out != p.in) {
+                    kernels::CopyStreaming(to, from + (at - begin) * esize, m * esize);
+                  } else {
+                    std::memcpy(to, from + (at - begin) * esize, m * esize);
+                  }
                 });
   }
   return Status::Ok();

@@ -36,5 +36,7 @@ void Reduce3With(Isa isa, DataType dtype, ReduceOp op, void* dst, const void* a,
 void ScaleWith(Isa isa, DataType dtype, double factor, void* dst, const void* src, size_t count);
 void FinalizeWith(Isa isa, DataType dtype, ReduceOp op, int world_size, double postscale,
                   void* data, size_t count);
+// copy.h's CopyStreaming, run with a given variant.
+void CopyStreamingWith(Isa isa, void* dst, const void* src, size_t bytes);
 
 }  // namespace hora::kernels::internal

@@ -262,11 +262,13 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
 TEST_P(SharedWindowTest, PartsAreReducedInPlaceAcrossChunks) {
   // Two-step chunks; one small chunk of several parts (reduced whole, then
   // copied out); one small part alone (reduced where it goes); a two-step
-  // chunk of many small parts, so every rank's piece spans several.
+  // chunk of many small parts, so every rank's piece spans several; a
+  // message of over 4 MiB, whose outputs out of place are streamed.
   const std::vector<std::vector<size_t>> cases = {{0, 1, 7, 300000, 0, 262144 + 5, 13},
                                                   {0, 1, 7, 5, 0, 1000, 13},
                                                   {0, 3, 0},
-                                                  std::vector<size_t>(40, 997)};
+                                                  std::vector<size_t>(40, 997),
+                                                  {3, 1100001, 7, 300001}};
   for (const int n : {2, 3, 4}) {
     auto ts = Group(n);
     for (const auto& counts : cases)
