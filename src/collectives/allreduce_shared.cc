@@ -11,7 +11,10 @@
 //    region into its own region's piece r (which only it reads until the
 //    next step) and finalizes it (average, postscale); after the second step
 //    every rank copies each piece from its owner's region. Each rank reads
-//    the chunk about twice instead of n times.
+//    the chunk about twice instead of n times. No other rank reads rank r's
+//    copy of piece r, so unless the copy in scales, rank r leaves it out and
+//    reads that piece from its input where it is (SharedOwnPiece). The copy
+//    out of a large message's out-of-place parts bypasses the cache.
 // Against the point-to-point algorithms: one copy in, one copy out, and 1 or
 // 2 lockstep steps per chunk instead of 2(n-1) or 2 log2(n) message rounds.
 // The message may be several tensors (parts) read and written where they
