@@ -162,9 +162,9 @@ inline double Share(int n) { return static_cast<double>(n - 1) / n; }
 // T + R - min(T, R) (1 - s / b), with T the block's transfer, R its
 // reduction, b the block and s = min(b, segment). A block of one segment
 // overlaps nothing (T + R). Halving-doubling reduces each half once the
-// whole of it came. Side by side over TCP on one host, the ring was 1.2-1.6x
-// faster than halving-doubling at 16 and 64 MiB at 2 to 4 ranks
-// (docs/dev/performance.md, session 60).
+// whole of it came. Side by side over TCP on one host, the ring was
+// 1.2-1.7x faster than halving-doubling at 64 MiB at 2 to 4 ranks, and as
+// fast or faster at 16 MiB (docs/dev/performance.md, session 60).
 inline double Ring(const CostModel& m, int n, double B) {
   const double b = B / n;
   const double T = m.Hop(n, b);
