@@ -14,6 +14,9 @@
 //   ... --tensors 1 --bytes 4                                          (a lone allreduce)
 //   ... --grouped        (the step's tensors as one grouped allreduce: one cycle)
 //   ... --cache on       (only one of the two sessions: on or off; for profiling)
+//   ... --long-names     (names as long as a model's parameters' names,
+//                         "model.blocks.17.attention.weight": too long for a
+//                         string's inline buffer, as most real names are)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +40,7 @@ struct Args {
   int warmup = 5;
   int threads = 0;  // 0: ranks are processes (horarun / mpirun)
   bool grouped = false;
+  bool long_names = false;
   std::string cache = "both";
   int rounds = 10;  // blocks of steps per session, taking turns (at most --steps)
 };
@@ -88,7 +92,10 @@ Status RunRank(const std::vector<Session*>& sessions, const Args& a, std::vector
   std::vector<std::vector<float>> bufs(static_cast<size_t>(a.tensors),
                                        std::vector<float>(a.bytes / 4, 1.0f));
   std::vector<std::string> names;
-  for (int t = 0; t < a.tensors; ++t) names.push_back("layer" + std::to_string(t));
+  for (int t = 0; t < a.tensors; ++t) {
+    names.push_back(a.long_names ? "model.blocks." + std::to_string(t) + ".attention.weight"
+                                 : "layer" + std::to_string(t));
+  }
   std::vector<std::vector<double>> times(n);
   std::vector<Session::EngineCounters> start(n);
   for (size_t i = 0; i < n; ++i) {
@@ -133,8 +140,9 @@ void Header(int n, const Args& a) {
   std::printf(
       "# hora-engine-bench: %d ranks, %d tensors of %s per step%s, %d steps after %d warm-up, in "
       "%d rounds\n",
-      n, a.tensors, FormatBytes(a.bytes).c_str(), a.grouped ? " (one group)" : "", a.steps,
-      a.warmup, a.rounds);
+      n, a.tensors, FormatBytes(a.bytes).c_str(),
+      a.grouped ? " (one group)" : (a.long_names ? " (long names)" : ""), a.steps, a.warmup,
+      a.rounds);
   std::printf("# %2s %8s %9s %6s %12s %12s %10s %10s %14s %8s %8s\n", "np", "tensors", "bytes",
               "cache", "step_avg_us", "step_p50_us", "cycles", "slow", "coord_B/step", "driven",
               "carried");
@@ -149,7 +157,7 @@ int Fail(const Status& st) {
 
 constexpr char kUsage[] =
     "usage: hora-engine-bench [--tensors N] [--bytes B] [--steps N] [--warmup N] "
-    "[--threads N] [--grouped] [--cache on|off] [--rounds N]\n";
+    "[--threads N] [--grouped] [--cache on|off] [--rounds N] [--long-names]\n";
 
 int main(int argc, char** argv) {
   Args a;
@@ -177,6 +185,9 @@ int main(int argc, char** argv) {
       a.rounds = std::atoi(v);
     } else if (f == "--grouped") {
       a.grouped = true;
+      continue;
+    } else if (f == "--long-names") {
+      a.long_names = true;
       continue;
     } else {
       std::fputs(kUsage, stderr);

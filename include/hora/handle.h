@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "hora/status.h"
@@ -60,11 +61,20 @@ class Handle {
   // Alltoall: the rows received from each rank, once done; null otherwise.
   const std::vector<int64_t>* received_splits() const;
 
+  // Copies share the completion: the last one gone frees it.
+  Handle(const Handle& other);
+  Handle(Handle&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  Handle& operator=(const Handle& other);
+  Handle& operator=(Handle&& other) noexcept;
+  ~Handle();
+
+  // The engine's side (the completion is not part of the API).
   struct State;
-  explicit Handle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  explicit Handle(State* state);  // a new holder of `state`
+  State* state() const { return state_; }
 
  private:
-  std::shared_ptr<State> state_;
+  State* state_ = nullptr;
 };
 
 }  // namespace hora

@@ -15,34 +15,41 @@ namespace hora {
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op) {
   EngineCall call;
   call.cacheable = !name.empty();
-  call.name = name;
+  if (!name.empty()) call.given = &name;
   // (Before the lock: a forked child may hold a copy of it held.)
   if (Status st = ForkedChildError(impl, OpTypeName(op)); !st.ok()) {
-    if (call.name.empty()) call.name = OpTypeName(op);
+    if (name.empty()) call.made = OpTypeName(op);
     call.status = std::move(st);
+    return call;
+  }
+  if (set_id == 0 && !name.empty()) {
+    call.set = impl.global;
+    call.impl = &impl;
+    call.engine = impl.global->engine.get();
     return call;
   }
   MutexLock lock(impl.engine_mu);
   auto it = impl.sets.find(set_id);
   if (it == impl.sets.end()) {
-    if (call.name.empty()) call.name = OpTypeName(op);
-    call.status = InvalidArgument(Where(impl, op, call.name) + ": there is no process set " +
+    if (name.empty()) call.made = OpTypeName(op);
+    call.status = InvalidArgument(Where(impl, op, call.name()) + ": there is no process set " +
                                   std::to_string(set_id) + " (never added, or removed)");
     return call;
   }
   ProcessSetState& set = *it->second;
-  if (call.name.empty()) {
-    call.name = std::string(OpTypeName(op)) + ".noname." +
+  if (name.empty()) {
+    call.made = std::string(OpTypeName(op)) + ".noname." +
                 std::to_string(set.unnamed[static_cast<int>(op)]++);
   }
   if (!set.member()) {
-    call.status = InvalidArgument(Where(impl, op, call.name) + ": rank " +
+    call.status = InvalidArgument(Where(impl, op, call.name()) + ": rank " +
                                   std::to_string(impl.comm.rank()) + " is not in " + set.Label());
     return call;
   }
-  call.set = it->second;
+  call.set = &set;
+  call.holds = it->second;
   call.impl = &impl;
-  call.engine = set.engine.get();  // (it lives as long as the set: call.set holds that)
+  call.engine = set.engine.get();  // (it lives as long as the set: call.holds holds that)
   return call;
 }
 

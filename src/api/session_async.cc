@@ -22,9 +22,9 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
 
 Handle EngineCall::Submit(Status st, Submission&& s) const {
   if (st.ok()) st = status;
-  if (!st.ok()) return FailedHandle(name, st);
+  if (!st.ok()) return FailedHandle(name(), st);
   // (Where the caller's checks filled it in, it is this name already.)
-  if (s.meta.name.empty()) s.meta.name = name;
+  if (s.meta.name.empty() && s.name_of == nullptr) s.name_of = &name();
   s.meta.cacheable = s.meta.cacheable && cacheable;
   return GetEngine().Submit(std::move(s));
 }
@@ -41,9 +41,11 @@ std::vector<Handle> SubmitGroup(
     call.cacheable = false;
   }
   std::vector<Submission> members(count);
+  std::vector<std::string> names(count);  // (the members' names: until the engine took them)
   Status st = call.status;
   for (size_t i = 0; st.ok() && i < count; ++i) {
-    st = prepare(i, g + "." + std::to_string(i), call.cacheable, &members[i]);
+    names[i] = g + "." + std::to_string(i);
+    st = prepare(i, names[i], call.cacheable, &members[i]);
     members[i].meta.group = g;
     members[i].meta.group_size = static_cast<uint32_t>(count);
   }
@@ -84,7 +86,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
           impl, [&] { return where() + " output"; }, output));
     }
   }
-  s->meta.name = n;
+  s->name_of = &n;  // (n outlives the Submit call, which copies it)
   s->meta.op = OpType::kAllreduce;
   s->meta.dtype = input.dtype();
   s->shape_of = &input.shape();  // (input outlives the Submit call, which copies it)
@@ -124,7 +126,7 @@ Handle Session::AllreduceAsync(const std::string& name, const TensorView& input,
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAllreduce);
   Submission s;
   Status st = call.status;
-  if (st.ok()) st = PrepareAllreduce(*impl_, call.name, true, input, output, reduction, &s);
+  if (st.ok()) st = PrepareAllreduce(*impl_, call.name(), true, input, output, reduction, &s);
   return call.Submit(st, std::move(s));
 }
 
@@ -132,7 +134,7 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
                                int process_set) {
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kBroadcast);
   if (!call.status.ok()) return call.Submit(call.status, {});
-  auto where = [&] { return Where(*impl_, OpType::kBroadcast, call.name); };  // (on failure)
+  auto where = [&] { return Where(*impl_, OpType::kBroadcast, call.name()); };  // (on failure)
   Status st = tensor.Validate();
   if (!st.ok()) return call.Submit(st.WithContext(where()), {});
   st = CheckDeviceMemory(*impl_, where, tensor);
@@ -158,7 +160,8 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
 }
 
 Handle Session::BarrierAsync(int process_set) {
-  EngineCall call = BeginEngineCall(*impl_, process_set, "", OpType::kBarrier);
+  const std::string unnamed;
+  EngineCall call = BeginEngineCall(*impl_, process_set, unnamed, OpType::kBarrier);
   Submission s;
   s.meta.op = OpType::kBarrier;
   s.meta.dtype = DataType::kUInt8;
@@ -168,7 +171,8 @@ Handle Session::BarrierAsync(int process_set) {
 }
 
 Handle Session::JoinAsync() {
-  EngineCall call = BeginEngineCall(*impl_, 0, "join", OpType::kJoin);
+  const std::string join = "join";
+  EngineCall call = BeginEngineCall(*impl_, 0, join, OpType::kJoin);
   if (call.set) {
     // Unnamed calls are numbered per rank, and a joined rank makes none of
     // the others' (a non-allreduce fails on them): each join starts every

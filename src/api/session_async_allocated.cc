@@ -52,7 +52,7 @@ Handle Session::AllgatherAsync(const std::string& name, const TensorView& input,
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAllgather);
   Submission s;
   Status st = call.status;
-  if (st.ok()) st = PrepareAllgather(*impl_, call.name, true, input, &s);
+  if (st.ok()) st = PrepareAllgather(*impl_, call.name(), true, input, &s);
   return call.Submit(st, std::move(s));
 }
 
@@ -61,7 +61,7 @@ Handle Session::ReducescatterAsync(const std::string& name, const TensorView& in
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kReducescatter);
   Submission s;
   Status st = call.status;
-  if (st.ok()) st = PrepareReducescatter(*impl_, call.name, true, input, reduction, &s);
+  if (st.ok()) st = PrepareReducescatter(*impl_, call.name(), true, input, reduction, &s);
   return call.Submit(st, std::move(s));
 }
 
@@ -69,7 +69,7 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
                               std::span<const int64_t> splits, int process_set) {
   const EngineCall call = BeginEngineCall(*impl_, process_set, name, OpType::kAlltoall);
   if (!call.status.ok()) return call.Submit(call.status, {});
-  const std::string where = Where(*impl_, OpType::kAlltoall, call.name);
+  const std::string where = Where(*impl_, OpType::kAlltoall, call.name());
   Status st = input.Validate();
   if (!st.ok()) return call.Submit(st.WithContext(where), {});
   st = CheckDeviceMemory(
@@ -77,7 +77,7 @@ Handle Session::AlltoallAsync(const std::string& name, const TensorView& input,
   if (!st.ok()) return call.Submit(st, {});
   std::vector<int64_t> rows;
   st = AlltoallRows(where, input, splits, call.set->ranks.size(), &rows);
-  Submission s = Shaped(OpType::kAlltoall, call.name, true, input);
+  Submission s = Shaped(OpType::kAlltoall, call.name(), true, input);
   s.meta.splits = std::move(rows);
   return call.Submit(st, std::move(s));
 }

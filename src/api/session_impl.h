@@ -58,6 +58,7 @@ struct Session::Impl {
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
     sets[0] = std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel,
                                                 &logger, spans_hosts);
+    global = sets[0].get();
   }
   ~Impl() {
     // The store this rank serves (rank 0 under a foreign launcher) closes
@@ -110,6 +111,10 @@ struct Session::Impl {
   // unnamed_groups), which the analysis cannot see through the set.
   Mutex engine_mu;
   std::map<int, std::shared_ptr<ProcessSetState>> sets HORA_GUARDED_BY(engine_mu);
+  // sets[0], the global set: it lives as long as the Session, and has its
+  // engine from Session::Create on. A named call on it looks nothing up
+  // and takes no lock (BeginEngineCall): most calls are those.
+  ProcessSetState* global = nullptr;
   int next_set_id HORA_GUARDED_BY(engine_mu) = 1;
   std::shared_ptr<Timeline> timeline HORA_GUARDED_BY(engine_mu);
 
@@ -145,9 +150,14 @@ Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
 // this rank is not in it, `status` says so (starting with `Where`).
 struct EngineCall {
   Session::Impl* impl = nullptr;
-  std::shared_ptr<ProcessSetState> set;
-  Engine* engine = nullptr;  // the set's engine (null when `status` is an error)
-  std::string name;
+  ProcessSetState* set = nullptr;
+  std::shared_ptr<ProcessSetState> holds;  // `set`, unless it is the global one
+  Engine* engine = nullptr;                // the set's engine (null when `status` is an error)
+  // The call's name: the caller's `name` (not copied: a step submits
+  // hundreds of these), or one made for it.
+  const std::string& name() const { return given != nullptr ? *given : made; }
+  const std::string* given = nullptr;
+  std::string made;
   bool cacheable = true;
   Status status;
   // Submits `s` (cacheable filled in here, and the name where `s` has none:
@@ -156,8 +166,10 @@ struct EngineCall {
   Handle Submit(Status st, Submission&& s) const;
   Engine& GetEngine() const { return *engine; }
 };
+// `name` must outlive the call (the call refers to it).
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op)
     HORA_EXCLUDES(impl.engine_mu);
+EngineCall BeginEngineCall(Session::Impl& impl, int set_id, std::string&& name, OpType op) = delete;
 // Starts `set`'s engine unless it runs: on every member at once, with the
 // set.
 void StartEngine(Session::Impl& impl, ProcessSetState& set) HORA_REQUIRES(impl.engine_mu);

@@ -23,6 +23,11 @@ class DoneFlag {
   // Publishes what the claimer wrote and wakes every waiter.
   void Set();
   bool IsSet() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
+  // Not set, not claimed, as new: only while nobody else can reach the flag.
+  void Reset() {
+    state_.store(0, std::memory_order_relaxed);
+    claimed_.clear(std::memory_order_relaxed);
+  }
   // Sleeps until set or `deadline`; returns IsSet(). Callers spin first
   // where completions are microseconds away.
   bool WaitUntil(TimePoint deadline);

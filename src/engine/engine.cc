@@ -17,14 +17,15 @@ std::string Head(const std::string& s, size_t n) {
   return s.substr(0, n);
 }
 
-// Why `m`'s name (or group name) cannot go to the other ranks, or OK: a
+// Why `s`'s name (or group name) cannot go to the other ranks, or OK: a
 // request with a longer one would not decode there.
-Status CheckNames(int rank, const RequestMeta& m) {
-  for (const std::string* name : {&m.name, &m.group}) {
+Status CheckNames(int rank, const Submission& s) {
+  const RequestMeta& m = s.meta;
+  for (const std::string* name : {&s.name(), &m.group}) {
     if (name->size() <= kMaxNameBytes) continue;
     return InvalidArgument("rank " + std::to_string(rank) + ": " + OpTypeName(m.op) + " '" +
                            Head(*name, 32) + "...': its " +
-                           (name == &m.name ? "name" : "group name") + " is " +
+                           (name == &s.name() ? "name" : "group name") + " is " +
                            std::to_string(name->size()) + " bytes long; names are at most " +
                            std::to_string(kMaxNameBytes) + " bytes");
   }
@@ -78,37 +79,30 @@ Engine::~Engine() {
 }
 
 Handle Engine::Submit(Submission&& s) {
-  s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
-  s.handle->gate = gate_;
-  Handle h(s.handle);
-  if (RunsAtSubmission(s.meta) && RunNow(s)) return h;
-  if (Status st = Queue({&s, 1}); !st.ok()) s.handle->Complete(st);
+  Handle h;
+  if (RunsAtSubmission(s.meta) && RunNow(s, &h)) return h;
+  if (Status st = Queue({&s, 1}, &h); !st.ok()) return FailedHandle(s.name(), std::move(st));
   return h;
 }
 
 std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
-  std::vector<Handle> handles;
-  handles.reserve(members.size());
-  for (Submission& s : members) {
-    s.handle = std::make_shared<Handle::State>(s.meta.name, spin_);
-    s.handle->gate = gate_;
-    handles.emplace_back(s.handle);
-  }
-  if (Status st = Queue(members); !st.ok()) {
-    for (Submission& s : members) s.handle->Complete(st);
+  std::vector<Handle> handles(members.size());
+  if (Status st = Queue(members, handles.data()); !st.ok()) {
+    for (size_t i = 0; i < members.size(); ++i) handles[i] = FailedHandle(members[i].name(), st);
   }
   return handles;
 }
 
-Status Engine::Queue(std::span<Submission> members) {
-  for (const Submission& s : members) HORA_RETURN_IF_ERROR(CheckNames(rank_, s.meta));
-  auto in_flight = [&](const RequestMeta& m) {
+Status Engine::Queue(std::span<Submission> members, Handle* handles) {
+  for (const Submission& s : members) HORA_RETURN_IF_ERROR(CheckNames(rank_, s));
+  auto in_flight = [&](const Submission& s) {
+    const RequestMeta& m = s.meta;
     return InvalidArgument("rank " + std::to_string(rank_) + ": " +
                            (m.group.empty()
-                                ? std::string(OpTypeName(m.op)) + " '" + m.name +
+                                ? std::string(OpTypeName(m.op)) + " '" + s.name() +
                                       "': a tensor of that name is already in flight on this rank "
                                       "(names must be unique among unfinished collectives)"
-                                : "group '" + m.group + "': a tensor named '" + m.name +
+                                : "group '" + m.group + "': a tensor named '" + s.name() +
                                       "' is already in flight on this rank"));
   };
   bool wake = false;
@@ -120,15 +114,16 @@ Status Engine::Queue(std::span<Submission> members) {
     // tensor's is looked up once.
     if (members.size() > 1) {
       for (const Submission& s : members) {
-        const TensorRecord* r = records_.Find(s.meta.name);
-        if (r != nullptr && r->in_flight) return in_flight(s.meta);
+        const TensorRecord* r = records_.Find(s.name());
+        if (r != nullptr && r->in_flight) return in_flight(s);
       }
     }
     const bool starts_queue = queue_.empty();
-    for (Submission& s : members) {
-      TensorRecord& r = records_.Get(s.meta.name);  // (a new record or an idle one, or in flight)
-      if (r.in_flight) return in_flight(s.meta);    // (a lone tensor: nothing claimed)
-      Claim(r, std::move(s));
+    for (size_t i = 0; i < members.size(); ++i) {
+      Submission& s = members[i];
+      TensorRecord& r = records_.Get(s.name());  // (a new record or an idle one, or in flight)
+      if (r.in_flight) return in_flight(s);      // (a lone tensor: nothing claimed)
+      Claim(r, std::move(s), &handles[i]);
     }
     queued_.store(true, std::memory_order_release);
     submissions_.store(submissions_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -211,10 +206,10 @@ void Engine::FailAll(const Status& st) {
     stopped_ = st.ok() ? AbortedError("the engine stopped") : st;
     if (!label_.empty()) stopped_ = stopped_.WithContext(label_);
     for (TensorRecord* p : queue_) {
-      std::shared_ptr<Handle::State> handle = std::move(p->handle);
+      Handle handle = std::move(p->handle);
       p->in_flight = false;
       if (device_) device_->Released(*p);
-      handle->Complete(stopped_);
+      handle.state()->Complete(stopped_);
     }
     queue_.clear();
   }

@@ -81,12 +81,12 @@ class Engine final : public Driver {
   // A one-rank engine's lone GPU allreduce or broadcast, which it runs at
   // submission when nothing else is under way (engine_at_submission.cc).
   bool RunsAtSubmission(const RequestMeta& m) const;
-  // Runs `s` (its handle made) now, as a cycle would, and completes its
-  // handle; false (`s` untouched) when something else is under way.
-  bool RunNow(Submission& s) HORA_EXCLUDES(mu_, cycle_mu_);
-  // Submit's and SubmitGroup's: queues `members` (their handles made),
-  // all or none.
-  Status Queue(std::span<Submission> members) HORA_EXCLUDES(mu_);
+  // Runs `s` now, as a cycle would, its handle in `handle`, completed;
+  // false (`s` untouched) when something else is under way.
+  bool RunNow(Submission& s, Handle* handle) HORA_EXCLUDES(mu_, cycle_mu_);
+  // Submit's and SubmitGroup's: queues `members`, all or none, their
+  // handles in `handles` (one each).
+  Status Queue(std::span<Submission> members, Handle* handles) HORA_EXCLUDES(mu_);
   void Loop();
   // After the loop, once the engine stopped (a rank left, or this one):
   // NCCL's work queued before may wait for a rank that will not make its
@@ -126,8 +126,12 @@ class Engine final : public Driver {
   // The taken tensor named `name`, or null.
   TensorRecord* FindTaken(const std::string& name) HORA_EXCLUDES(mu_);
   TensorRecord* FindTakenLocked(const std::string& name) HORA_REQUIRES(mu_);
-  // Gives `p` (not in flight) to submission `s` and queues it.
-  void Claim(TensorRecord& p, Submission&& s) HORA_REQUIRES(mu_);
+  // Gives `p` (not in flight) to submission `s` and queues it; its handle
+  // in `handle`.
+  void Claim(TensorRecord& p, Submission&& s, Handle* handle) HORA_REQUIRES(mu_);
+  // A claimed record's new completion: its kept one renewed, when no one
+  // else holds that any more, or a new one.
+  Handle MakeHandle(TensorRecord& p) HORA_REQUIRES(mu_);
   // A join announcement (see Coordinator): fails the join, or completes it
   // once every rank joined (the negotiator keeps the join state).
   void ApplyJoin(const Response& r) HORA_REQUIRES(cycle_mu_) HORA_EXCLUDES(mu_);
@@ -211,7 +215,7 @@ class Engine final : public Driver {
   std::vector<TensorRecord*> fresh_ HORA_GUARDED_BY(cycle_mu_);
   std::vector<TensorRecord*> batch_ HORA_GUARDED_BY(cycle_mu_);
   struct Completion {  // Finish: a handle to complete, after the records went back
-    std::shared_ptr<Handle::State> handle;
+    Handle handle;
     std::optional<Tensor> output;
     std::vector<int64_t> received;
     std::shared_ptr<DeviceDone> on_device;

@@ -27,7 +27,7 @@ bool Engine::RunsAtSubmission(const RequestMeta& m) const {
   return device_ && device_->RunsAtSubmission(m);
 }
 
-bool Engine::RunNow(Submission& s) {
+bool Engine::RunNow(Submission& s, Handle* handle) {
   if (!cycle_mu_.try_lock()) return false;
   MutexLock cycle(cycle_mu_, std::adopt_lock);
   if (finished_ || !negotiator_.nothing_taken()) return false;
@@ -35,10 +35,12 @@ bool Engine::RunNow(Submission& s) {
   {
     MutexLock lock(mu_);
     if (!stopped_.ok() || stop_requested_ || !queue_.empty()) return false;
-    if (s.meta.name.size() > kMaxNameBytes) return false;  // (Queue says why)
-    TensorRecord& r = records_.Get(s.meta.name);
+    if (s.name().size() > kMaxNameBytes) return false;  // (Queue says why)
+    TensorRecord& r = records_.Get(s.name());
     if (r.in_flight) return false;  // (Queue says so)
     records_.Claim(r, std::move(s), timeline_ != nullptr);
+    r.handle = MakeHandle(r);
+    *handle = r.handle;
     cycle_timeline_ = timeline_;
     p = &r;
   }

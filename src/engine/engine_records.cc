@@ -9,11 +9,28 @@
 
 namespace hora {
 
-void Engine::Claim(TensorRecord& p, Submission&& s) {
+void Engine::Claim(TensorRecord& p, Submission&& s, Handle* handle) {
   records_.Claim(p, std::move(s), timeline_ != nullptr);
+  p.handle = MakeHandle(p);
+  *handle = p.handle;
   if (device_) device_->Claimed(p);
   if (queue_.empty()) first_queued_ = Clock::now();
   queue_.push_back(&p);
+}
+
+Handle Engine::MakeHandle(TensorRecord& p) {
+  for (Handle& k : p.kept) {
+    if (k.state() != nullptr && k.state()->OnlyHolder()) {
+      k.state()->Renew();
+      std::swap(k, p.kept[0]);  // (the newest first)
+      return p.kept[0];
+    }
+  }
+  Handle h(new Handle::State(p.meta.name, spin_));
+  h.state()->gate = gate_;
+  p.kept[1] = std::move(p.kept[0]);
+  p.kept[0] = h;
+  return h;
 }
 
 TensorRecord* Engine::FindTaken(const std::string& name) {
@@ -47,6 +64,8 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
       placeholders_.Remove(p);
       continue;
     }
+    // (Not kept where it will hold an output: nothing would free that.)
+    if (p->result || p->on_device) p->kept[0] = Handle();  // (its own: the newest)
     completions.push_back({std::move(p->handle), std::move(p->result),
                            std::move(p->received_splits), std::move(p->on_device)});
     negotiator_.Release(p);
@@ -66,7 +85,8 @@ void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
     // (A failed batch keeps its copies' event: until the device reached it,
     // Poll() is false, and the tensors are kept.)
     if (!st.ok()) c.output.reset();
-    c.handle->Complete(st, std::move(c.output), std::move(c.received), std::move(c.on_device));
+    c.handle.state()->Complete(st, std::move(c.output), std::move(c.received),
+                               std::move(c.on_device));
   }
 }
 

@@ -14,6 +14,25 @@ bool Fusable(const RequestMeta& a, const RequestMeta& b, bool group_fusion) {
 
 }  // namespace
 
+bool FusesIntoOneBatch(const std::vector<const RequestMeta*>& tensors, uint64_t threshold,
+                       bool group_fusion, uint64_t* bytes) {
+  const RequestMeta& head = *tensors.front();
+  uint64_t total = head.num_bytes();
+  // (A lone tensor is a batch, whatever its size; more fuse when each can
+  // join the head's batch as PlanBatches puts them: fusable with the head,
+  // within the threshold so far.)
+  if (tensors.size() > 1) {
+    if (head.op != OpType::kAllreduce || threshold == 0 || total > threshold) return false;
+    for (size_t i = 1; i < tensors.size(); ++i) {
+      const RequestMeta& m = *tensors[i];
+      total += m.num_bytes();
+      if (!Fusable(head, m, group_fusion) || total > threshold) return false;
+    }
+  }
+  *bytes = total;
+  return true;
+}
+
 std::vector<std::vector<size_t>> PlanBatches(const std::vector<const RequestMeta*>& tensors,
                                              uint64_t threshold, bool group_fusion) {
   std::vector<std::vector<size_t>> batches;

@@ -19,5 +19,10 @@ namespace hora {
 // group_fusion false: members of a group are fused only with each other.
 std::vector<std::vector<size_t>> PlanBatches(const std::vector<const RequestMeta*>& tensors,
                                              uint64_t threshold, bool group_fusion);
+// Whether PlanBatches makes one batch of all of `tensors` (not empty), in
+// one pass that allocates nothing (a cached cycle asks every step); the
+// tensors' bytes in `bytes` when it does.
+bool FusesIntoOneBatch(const std::vector<const RequestMeta*>& tensors, uint64_t threshold,
+                       bool group_fusion, uint64_t* bytes);
 
 }  // namespace hora

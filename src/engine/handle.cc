@@ -17,6 +17,42 @@ void Handle::State::Complete(Status st, std::optional<Tensor> out, std::vector<i
   done.Set();
 }
 
+void Handle::State::Renew() {
+  status = Status::Ok();
+  output.reset();
+  received_splits.clear();
+  on_device.reset();
+  done.Reset();
+}
+
+Handle::Handle(State* state) : state_(state) {
+  state_->holders.fetch_add(1, std::memory_order_relaxed);
+}
+
+Handle::Handle(const Handle& other) : state_(other.state_) {
+  if (state_ != nullptr) state_->holders.fetch_add(1, std::memory_order_relaxed);
+}
+
+Handle& Handle::operator=(const Handle& other) {
+  Handle copy(other);
+  std::swap(state_, copy.state_);
+  return *this;
+}
+
+Handle& Handle::operator=(Handle&& other) noexcept {
+  Handle taken(std::move(other));
+  std::swap(state_, taken.state_);
+  return *this;
+}
+
+Handle::~Handle() {
+  // (acq_rel: every holder's use happens before the delete, and before the
+  // engine's reuse, which OnlyHolder() reads with acquire)
+  if (state_ != nullptr && state_->holders.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete state_;
+  }
+}
+
 namespace {
 
 // Waits until the engine completed `s` (not its copies on the GPU), at

@@ -3,6 +3,7 @@
 // The shared completion state behind a Handle (include/hora/handle.h).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,18 @@ struct Handle::State {
                 std::vector<int64_t> received = {},
                 std::shared_ptr<DeviceDone> on_device = nullptr);
 
+  // The engine keeps a finished tensor's completion for the name's next
+  // one (TensorRecord::kept): a steady step allocates no completions.
+  // True when `kept` is the only Handle on it (acquire: whatever the other
+  // holders did with it happened before).
+  bool OnlyHolder() const { return holders.load(std::memory_order_acquire) == 1; }
+  // As new, for the next tensor of the same name: only when OnlyHolder()
+  // and done.
+  void Renew();
+
+  // Every Handle on it (the last one gone deletes it).
+  std::atomic<uint32_t> holders{0};
+
   const std::string name;
   const Duration spin;  // how long Wait spins before it sleeps (see SpinUntil)
   // The engine's, for a waiter to run cycles itself during its spin (null:
@@ -41,9 +54,9 @@ struct Handle::State {
 
 // A handle that is already failed with `st` (bad input at submission).
 inline Handle FailedHandle(const std::string& name, Status st) {
-  auto state = std::make_shared<Handle::State>(name);
-  state->Complete(std::move(st));
-  return Handle(std::move(state));
+  Handle h(new Handle::State(name));
+  h.state()->Complete(std::move(st));
+  return h;
 }
 
 }  // namespace hora

@@ -197,6 +197,26 @@ bool RequestMeta::SameParams(const RequestMeta& o) const {
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
 
+bool RequestMeta::TakeAllButNameAndShape(RequestMeta&& o) {
+  // A field added to RequestMeta is compared and taken here too.
+  static_assert(sizeof(RequestMeta) == 160, "a new field: take it in TakeAllButNameAndShape");
+  if (op == o.op && dtype == o.dtype && reduction == o.reduction && root == o.root &&
+      device == o.device && cacheable == o.cacheable && group == o.group &&
+      group_size == o.group_size && splits == o.splits) {
+    return true;
+  }
+  op = o.op;
+  dtype = o.dtype;
+  reduction = o.reduction;
+  root = o.root;
+  device = o.device;
+  cacheable = o.cacheable;
+  group = std::move(o.group);
+  group_size = o.group_size;
+  splits = std::move(o.splits);
+  return false;
+}
+
 bool Response::Matches(const RequestMeta& mine, int rank, int size) const {
   if (!params.SameParams(mine)) return false;
   const auto r = static_cast<size_t>(rank);

@@ -59,6 +59,10 @@ struct RequestMeta {
   // what a cached entry is compared with).
   bool SameParams(const RequestMeta& other) const;
   bool operator==(const RequestMeta&) const = default;  // every field, the name too
+  // Takes every field of `from` but the name and the shape (an engine
+  // record keeps its own: TensorRecords::Claim); false when one of them
+  // differed.
+  bool TakeAllButNameAndShape(RequestMeta&& from);
   // "float32[4, 3] sum" / "uint8[8] root 1" (for error messages).
   std::string DescribeParams() const;
   size_t num_bytes() const;

@@ -27,7 +27,7 @@ bool Negotiator::PlanCarried(CarriedAllreduce* out) {
   if (joined_count_ > 0 || marked_.empty() || !control_.CanCarry(words, 0)) return false;
   // The decisions the fast path would make if the AND kept every bit: this
   // rank's tensors in bit order, each group whole (WholeGroups, the fast
-  // path's rule), fused as the fast path would fuse them (PlanBatches), into
+  // path's rule), fused as the fast path would fuse them (FusesIntoOneBatch), into
   // one batch of allreduces on the CPU. Read from the tickets, whose metas
   // equal their cache entries' in everything these rules read (a hit is
   // RequestMeta::SameParams) and are still warm in cache: the entries are
@@ -47,10 +47,8 @@ bool Negotiator::PlanCarried(CarriedAllreduce* out) {
       m.reduction.op == ReduceOp::kAdasum) {
     return false;
   }
-  const auto plan = PlanBatches(carried_metas_, fusion_threshold_, group_fusion_);
-  if (plan.size() != 1 || plan.front().size() != carried_metas_.size()) return false;
-  size_t bytes = 0;
-  for (const RequestMeta* t : carried_metas_) bytes += t->num_bytes();
+  uint64_t bytes = 0;
+  if (!FusesIntoOneBatch(carried_metas_, fusion_threshold_, group_fusion_, &bytes)) return false;
   if (bytes == 0 || !control_.CanCarry(words, bytes)) return false;
   carried_parts_.reserve(o.carried_batch.size());
   for (const Ticket* t : o.carried_batch) {

@@ -23,22 +23,18 @@ void TensorRecords::Claim(TensorRecord& r, Submission&& s, bool stamp) {
     r.idle = false;
   }
   r.in_flight = true;
-  // Both metas without their shapes for a moment: the record's vector,
-  // kept, takes the new shape (Submission::shape_of).
-  std::vector<int64_t> given = std::move(s.meta.shape);  // (empty with shape_of)
-  const std::vector<int64_t>& shape = s.shape_of != nullptr ? *s.shape_of : given;
-  std::vector<int64_t> kept = std::move(r.meta.shape);
-  if (r.cache_gen != 0 && !(kept == shape && r.meta == s.meta)) r.cache_gen = 0;  // (Ticket)
-  if (s.shape_of != nullptr) {
-    kept.assign(shape.begin(), shape.end());
-  } else {
-    kept = std::move(given);
-  }
-  r.meta = std::move(s.meta);
-  r.meta.shape = std::move(kept);
+  // The name is the record's (it was found by it): a new record copies it
+  // once. The shape goes into the record's vector, kept from one tensor of
+  // the name to the next (Submission::shape_of). A cached decision
+  // (Ticket::cache_gen) holds for the same parameters only.
+  if (r.meta.name.empty()) r.meta.name = s.name();
+  const std::vector<int64_t>& shape = s.shape_of != nullptr ? *s.shape_of : s.meta.shape;
+  bool same = r.meta.shape == shape;
+  if (!same) r.meta.shape.assign(shape.begin(), shape.end());
+  same = r.meta.TakeAllButNameAndShape(std::move(s.meta)) && same;
+  if (!same) r.cache_gen = 0;
   r.input = s.input;
   r.output = s.output;
-  r.handle = std::move(s.handle);
   // Only the timeline shows how long a tensor was queued, and a clock read
   // per tensor is a measurable part of a cached tensor's cost
   // (docs/dev/performance.md).

@@ -35,10 +35,14 @@ struct Submission {
   // record. That vector stays with the record from one tensor of the name
   // to the next, so a steady step allocates no shapes.
   const std::vector<int64_t>* shape_of = nullptr;
+  // Likewise the name: when set, meta.name is left empty. A name's record
+  // keeps a copy of it from its first tensor on, so a steady step copies no
+  // names.
+  const std::string* name_of = nullptr;
+  const std::string& name() const { return name_of != nullptr ? *name_of : meta.name; }
   // The caller's buffers (meta and shape_of describe them): plain pointers.
   void* input = nullptr;
   void* output = nullptr;
-  std::shared_ptr<Handle::State> handle;
 };
 
 // A name's record. Its Ticket (meta, buffers, the negotiator's state) is the
@@ -48,8 +52,14 @@ struct TensorRecord : Ticket {
   // not links).
   void Reset();
 
+  // Its completion, while in flight (Engine::Claim made it).
+  Handle handle;
+  // The completions of the name's last two tensors, kept for its next ones
+  // (Handle::State::Renew) unless they carry an output; they stay through
+  // Reset. Two: a caller that keeps each handle until it has the next
+  // tensor's (`handles[i] = AllreduceAsync(...)`) still holds the last one.
+  Handle kept[2];
   // Of its Submission (whose meta and buffers went to the Ticket):
-  std::shared_ptr<Handle::State> handle;
   TimePoint submitted{};              // when it was queued, only while a timeline records
   bool in_flight = false;             // submitted and not yet finished
   bool listed = false;                // taken by a cycle (on the negotiator's list)
