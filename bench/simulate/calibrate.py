@@ -3,6 +3,7 @@ and the control plane's message sizes, and writes calib.json.
 
     /usr/bin/python3 bench/simulate/calibrate.py [--quick] [--out bench/results]
         [--links shm,tcp,netns] [--rate 30mbit] [--source bench|engine]
+        [--control-repeats N]
 
 - gamma: hora-kernel-bench BM_SumF32 (the f32 sum kernel), seconds per byte
   reduced, at 1 MiB (the ring reduces segments of 256 KiB).
@@ -26,6 +27,10 @@ and the control plane's message sizes, and writes calib.json.
   coordinator bytes per step, from which the bytes of one request and one
   response are fitted (control.coordinator_bytes), and the time the cache
   saves, from which the per-request cost is estimated (fit.fit_control).
+  --control-repeats N fits it N times and keeps each constant's median
+  (one fit's per-request cost varies by 1.5x from run to run here); the
+  fits are kept too. `--links ''` calibrates the control plane (and gamma)
+  alone.
 
 --source engine times lone allreduces through hora-engine-bench instead of
 hora-bench (one launch per size; each time then also holds one engine cycle,
@@ -46,6 +51,8 @@ import platform
 import sys
 import time
 
+
+import numpy as np
 
 import fit
 import hora_runs
@@ -114,6 +121,19 @@ def calibrate_control(nps, tensors, nbytes, steps):
     return out
 
 
+CONTROL_CONSTANTS = ("per_request_s", "per_tensor_s", "engine_per_tensor_s", "request_bytes",
+                     "response_bytes")
+
+
+def median_control(fits):
+    """The median of each control constant over `fits` (calibrate_control's),
+    with the fits' constants kept under "fits"."""
+    out = {k: float(np.median([f[k] for f in fits])) for k in CONTROL_CONSTANTS}
+    out["fits"] = [{k: f[k] for k in CONTROL_CONSTANTS} for f in fits]
+    out.update({k: fits[0][k] for k in ("tensors", "tensor_bytes")})
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="np 2 only, fewer sizes and iterations")
@@ -121,6 +141,8 @@ def main():
     ap.add_argument("--links", default="shm,tcp,netns")
     ap.add_argument("--rate", default="30mbit", help="tbf rate of each namespaced host's link")
     ap.add_argument("--nps", default=None, help="np / hosts to calibrate on (default 2,4)")
+    ap.add_argument("--control-repeats", type=int, default=1,
+                    help="fit the control plane N times, keeping each constant's median")
     ap.add_argument("--max-bytes", type=int, default=None)
     ap.add_argument("--source", choices=("auto", "bench", "engine"), default="auto",
                     help="hora-bench sweeps, or lone allreduces through hora-engine-bench "
@@ -170,12 +192,20 @@ def main():
                  float("inf"), 100 * res["mean_abs_rel_err"], 100 * res["max_abs_rel_err"]))
 
     # Tiny tensors, so that the step time is the control plane's.
-    out["control"] = calibrate_control([1, 2] if args.quick else [1, 2, 4],
-                                       300 if args.quick else 1000, 4,
-                                       10 if args.quick else 30)
-    print("  control: request %.1f B, response %.1f B per tensor, %.2f us per request"
+    fits = [calibrate_control([1, 2] if args.quick else [1, 2, 4], 300 if args.quick else 1000,
+                              4, 10 if args.quick else 30)
+            for _ in range(max(1, args.control_repeats))]
+    for f in fits:
+        print("  control fit: %.3f us per request, %.3f us per tensor (engine %.3f)"
+              % (1e6 * (f["per_request_s"] or 0), 1e6 * (f["per_tensor_s"] or 0),
+                 1e6 * (f["engine_per_tensor_s"] or 0)))
+    out["control"] = fits[0] if len(fits) == 1 else median_control(fits)
+    print("  control: request %.1f B, response %.1f B per tensor, %.3f us per request, "
+          "%.3f us per tensor in the engine%s"
           % (out["control"]["request_bytes"], out["control"]["response_bytes"],
-             1e6 * (out["control"]["per_request_s"] or 0)))
+             1e6 * (out["control"]["per_request_s"] or 0),
+             1e6 * (out["control"]["engine_per_tensor_s"] or 0),
+             " (medians of %d fits)" % len(fits) if len(fits) > 1 else ""))
     out["wall_s"] = round(time.time() - t_start, 1)
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "calib.json")

@@ -46,7 +46,9 @@ PAPER = {
     "stemdl_efficiency": 0.93,
 }
 NODES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1000, 2048, 4096, 4600)
-PER_REQUEST_US = (0.5, 0.92, 1.34, 1.95)   # 0.92 and 1.95: Hora's two control-plane fits
+# The per-request costs of 36 fits (least, median, most: systems.py) and
+# session 12's calibration of that day's code.
+PER_REQUEST_US = (0.24, 0.325, 0.43, 1.34)
 MESSAGE_US = (0.5, 1.0, 2.0)
 BATCHES = (256, 128, 64, 32)              # mixed precision, compute scaled from batch 256
 

@@ -37,7 +37,7 @@ def text(res):
         "backward %.1f ms; fusion 64 MiB; overlap on"
         % (m["tensors"], m["gradient_bytes"] / 1e6, m["batch"], m["forward_ms"],
            m["backward_ms"]),
-        "- coordinator (cache off): %.1f us per message received, %.2f us per request, "
+        "- coordinator (cache off): %.1f us per message received, %.3g us per request, "
         "%.0f / %.0f B per request / response; response cache %d entries"
         % (c["message_overhead_s"] * 1e6, c["per_request_s"] * 1e6, c["request_bytes"],
            c["response_bytes"], c["cache_capacity"]),
@@ -64,7 +64,7 @@ def text(res):
               "|---:|" + "---:|" * len(msgs)]
     for cu in sorted({g["per_request_us"] for g in s["grid"]}):
         row = {g["message_us"]: g["speedup"] for g in s["grid"] if g["per_request_us"] == cu}
-        lines.append("| %.2f | " % cu + " | ".join("%.2fx" % row[o] for o in msgs) + " |")
+        lines.append("| %.3g | " % cu + " | ".join("%.2fx" % row[o] for o in msgs) + " |")
     imp = s["implied_per_request_us"]
     lines += ["", "Per-request cost that gives %.0fx at %d GPUs, all else as above: %s"
               % (p["speedup"], p["speedup_gpus"],

@@ -105,20 +105,24 @@ SUMMIT_INTER_ALPHA = 1.5e-6
 # added the response cache; its author describes the bit-vector reduction
 # that replaces the coordinator in https://github.com/horovod/horovod/issues/1305).
 # No source publishes Horovod's per-request costs on POWER9. These are Hora's
-# own coordinator's, measured on this repository's 2-core VM
-# (bench/control_plane/run.py and calibrate.py, docs/benchmarks.md, "Control
-# plane" and "Simulator for scale"): a stand-in for Horovod's, with the
-# same structure (requests decoded and matched at rank 0). seed001.py prints
-# how the result moves with them and which per-request cost gives 2x.
+# own coordinator's, measured on this repository's 2-core VM: a stand-in for
+# Horovod's, with the same structure (requests decoded and matched at rank
+# 0). Measured on 2026-12-05 by four runs of
+#   /usr/bin/python3 bench/simulate/calibrate.py --links '' --control-repeats 9
+# (36 fits of fit.fit_control to hora-engine-bench at np 1, 2 and 4, 1000
+# tensors of 4 B, cache on and off); each value is the fits' median.
+# Session 12's calibration, of that day's code, had c = 1.34 us, r = 0 and
+# e = 1.06 us. seed001.py prints how the result moves with c (over the
+# fits' range, and session 12's) and which c gives 2x.
 SUMMIT_CONTROL = control.ControlParams(
     cache_capacity=1024,          # HORA_CACHE_CAPACITY (and HOROVOD_CACHE_CAPACITY) default
-    request_bytes=61.0,           # q: measured, coordinator bytes per request (Hora)
-    response_bytes=69.0,          # s: measured, per response (Hora)
+    request_bytes=64.9,           # q: measured, coordinator bytes per request (Hora)
+    response_bytes=68.9,          # s: measured, per response (Hora)
     message_overhead_s=1e-6,      # o: root's cost per received message; not measured:
                                   #    one MPI receive (match, complete) on one core
-    per_request_s=1.34e-6,        # c: measured (calib.json of session 12, Hora)
-    per_tensor_s=0.0,             # r: measured 0.00 us (Hora)
-    engine_per_tensor_s=1.06e-6,  # e: measured (Hora), paid cached or not
+    per_request_s=0.325e-6,       # c: measured, 0.24-0.43 us over the 36 fits
+    per_tensor_s=0.17e-6,         # r: measured, 0-0.37 us
+    engine_per_tensor_s=0.33e-6,  # e: measured, 0.19-0.42 us; paid cached or not
 )
 
 # ResNet-50 v1.5 on one V100 16 GB (NVIDIA DeepLearningExamples, above):

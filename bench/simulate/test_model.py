@@ -217,3 +217,18 @@ def test_fit_control_recovers_bytes_and_costs():
     assert got["per_request_s"] == pytest.approx(c, rel=1e-6)
     assert got["per_tensor_s"] == pytest.approx(r, rel=1e-6)
     assert got["engine_per_tensor_s"] == pytest.approx(500e-6 / T)  # np 1, cache on
+
+
+def test_calibration_keeps_each_control_constants_median_and_the_fits():
+    import calibrate  # (imports nothing that runs)
+    fits = [dict(per_request_s=c * 1e-7, per_tensor_s=(9 - c) * 1e-8, engine_per_tensor_s=c * 1e-8,
+                 request_bytes=64.9, response_bytes=68.9, tensors=1000, tensor_bytes=4,
+                 runs=[], saved_s_by_np={})
+            for c in (3, 9, 1, 4, 2)]
+    got = calibrate.median_control(fits)
+    assert got["per_request_s"] == pytest.approx(3e-7)
+    assert got["per_tensor_s"] == pytest.approx(6e-8)  # (the median of 6, 0, 8, 5, 7)
+    assert got["engine_per_tensor_s"] == pytest.approx(3e-8)
+    assert got["request_bytes"] == pytest.approx(64.9) and got["tensors"] == 1000
+    assert [f["per_request_s"] for f in got["fits"]] == [f["per_request_s"] for f in fits]
+    assert "runs" not in got["fits"][0]
