@@ -110,19 +110,24 @@ Status Engine::Queue(std::span<Submission> members, Handle* handles) {
     MutexLock lock(mu_);
     if (!stopped_.ok()) return stopped_;
     // All or none: a group's names (which differ from each other,
-    // "<group>.<i>") are all checked before one is claimed; a lone
+    // "<group>.<i>") are all checked before one is claimed, and the records
+    // found kept for the claims (records stay where they are); a lone
     // tensor's is looked up once.
-    if (members.size() > 1) {
+    const bool group = members.size() > 1;
+    if (group) {
+      found_.clear();
       for (const Submission& s : members) {
-        const TensorRecord* r = records_.Find(s.name());
+        TensorRecord* r = records_.Find(s.name());
         if (r != nullptr && r->in_flight) return in_flight(s);
+        found_.push_back(r);
       }
     }
     const bool starts_queue = queue_.empty();
     for (size_t i = 0; i < members.size(); ++i) {
       Submission& s = members[i];
-      TensorRecord& r = records_.Get(s.name());  // (a new record or an idle one, or in flight)
-      if (r.in_flight) return in_flight(s);      // (a lone tensor: nothing claimed)
+      // (a new record or an idle one, or one in flight)
+      TensorRecord& r = group && found_[i] != nullptr ? *found_[i] : records_.Get(s.name());
+      if (r.in_flight) return in_flight(s);  // (a lone tensor: nothing claimed)
       Claim(r, std::move(s), &handles[i]);
     }
     queued_.store(true, std::memory_order_release);

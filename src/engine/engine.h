@@ -196,6 +196,7 @@ class Engine final : public Driver {
   // of those.
   static constexpr size_t kKeptRecords = 4096;
   TensorRecords records_ HORA_GUARDED_BY(mu_);
+  std::vector<TensorRecord*> found_ HORA_GUARDED_BY(mu_);  // (Queue's, kept for its capacity)
   bool stop_requested_ HORA_GUARDED_BY(mu_) = false;
   Status stopped_ HORA_GUARDED_BY(mu_);  // why the engine no longer runs (ok while it does)
   EngineStats stats_ HORA_GUARDED_BY(mu_);
