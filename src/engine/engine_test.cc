@@ -310,6 +310,33 @@ TEST(Engine, NameRecordsStayBounded) {
   ExpectAllOk(st);
 }
 
+// The response cache knows tensors by name: an unnamed tensor's generated
+// name never comes back, so each one goes through the coordinator (a slow
+// cycle), where a name that comes back is a cache hit (docs/guide/tuning.md).
+TEST(Engine, UnnamedTensorsGoThroughTheCoordinatorEveryTime) {
+  ThreadRanks ranks(2, TestSettings());
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    float x = 0;
+    TensorView v = TensorView::Flat(&x, DataType::kFloat32, 1);
+    for (const std::string name : {"", "named"}) {
+      const Session::EngineCounters before = s.engine_counters();
+      for (int i = 0; i < 20; ++i) {
+        x = static_cast<float>(rank + i);
+        HORA_RETURN_IF_ERROR(s.AllreduceAsync(name, v, v).Wait(kWait));
+        if (x != static_cast<float>(1 + 2 * i)) return InternalError("'" + name + "' values");
+      }
+      const Session::EngineCounters after = s.engine_counters();
+      const uint64_t hits = after.cache_hits - before.cache_hits;
+      const uint64_t slow = after.slow_cycles - before.slow_cycles;
+      if (name.empty() ? (hits != 0 || slow < 20) : (hits < 19 || slow > 2)) {
+        return InternalError("'" + name + "': " + std::to_string(hits) + " cache hits, " +
+                             std::to_string(slow) + " slow cycles for 20 allreduces");
+      }
+    }
+    return Status::Ok();
+  }));
+}
+
 // Rank 1 never submits 'late': it must still join the others' cycles (an
 // idle engine, IdleBackoff::JoinDue) for the stall report to name it. Also with a
 // cache so large that its bit vector does not fit the shared window (the
