@@ -16,7 +16,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>

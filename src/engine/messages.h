@@ -58,7 +58,6 @@ struct RequestMeta {
   // for allgather and alltoall also but dimension 0 and the splits. (what ranks must agree on, and
   // what a cached entry is compared with).
   bool SameParams(const RequestMeta& other) const;
-  bool operator==(const RequestMeta&) const = default;  // every field, the name too
   // Takes every field of `from` but the name and the shape (an engine
   // record keeps its own: TensorRecords::Claim); false when one of them
   // differed.
