@@ -119,6 +119,10 @@ ProcessWiring Connected(ProcessWiring w) {
   return w;
 }
 
+size_t SingleCopyBytes(const Config& config, size_t local_ranks) {
+  return ShmSingleCopyBytes(config.shm_single_copy_bytes, local_ranks, AvailableCores());
+}
+
 }  // namespace
 
 Result<ProcessWiring> ConnectProcess(const Config& config,
@@ -192,9 +196,11 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                              std::to_string(l.rank) + " sees " + std::to_string(l.local_size) +
                              " of " + std::to_string(l.size) + " ranks on its host");
     }
-    HORA_ASSIGN_OR_RETURN(w.transport,
-                          CreateShmTransport(l.rank, l.size, *w.store, id,
-                                             ShmOptions{timeout, spin, peer_timeout, {}}));
+    HORA_ASSIGN_OR_RETURN(
+        w.transport,
+        CreateShmTransport(
+            l.rank, l.size, *w.store, id,
+            ShmOptions{timeout, spin, peer_timeout, {}, SingleCopyBytes(config, l.size)}));
     return Connected(std::move(w));
   }
   TcpMeshOptions mesh;
@@ -227,7 +233,8 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> shm,
                         CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
                                            id + "-g" + std::to_string(local.front()),
-                                           ShmOptions{timeout, spin, peer_timeout, local}));
+                                           ShmOptions{timeout, spin, peer_timeout, local,
+                                                      SingleCopyBytes(config, local.size())}));
   w.transport =
       CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
   return Connected(std::move(w));

@@ -39,6 +39,9 @@ struct Config {
   // Ring and chain algorithms cut each block into segments of this size so
   // that transfer and reduction overlap.
   uint64_t ring_segment_bytes;
+  // Shared memory: messages this large or larger go in a single copy,
+  // read from the sender's memory (transport/shm/shm_direct.h); 0: never.
+  uint64_t shm_single_copy_bytes;
   // Cost model parameters (alpha-beta-gamma) used by the selector.
   double cost_alpha_us;            // latency of one message within a host
   double cost_bandwidth_gbps;      // point-to-point bandwidth within a host, GB/s

@@ -61,6 +61,12 @@ const std::vector<SettingRow>& Rows() {
                 "another)"},
        .as_bytes = &Config::ring_segment_bytes,
        .agree = true},
+      {.spec = {"HORA_SHM_SINGLE_COPY_BYTES", SettingType::kBytes, "256K",
+                "Shared memory, where a host's ranks outnumber its cores: messages of at least "
+                "this size are read by the receiver straight from the sender's memory (one copy "
+                "instead of two) where the kernel allows it (process_vm_readv); 0: never"},
+       .as_bytes = &Config::shm_single_copy_bytes,
+       .zero_ok = true},
       {.spec = {"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
                 "Cost model: latency of one message within a host in microseconds"},
        .as_double = &Config::cost_alpha_us,

@@ -32,7 +32,7 @@ Result<std::unique_ptr<Transport>> Create(bool tcp, int rank, Store& store,
                                           const std::string& job) {
   if (!tcp) {
     return CreateShmTransport(rank, 2, store, job,
-                              ShmOptions{std::chrono::seconds(30), kShmSpin, kPeerTimeout, {}});
+                              ShmOptions{std::chrono::seconds(30), kShmSpin, kPeerTimeout, {}, 0});
   }
   TcpMeshOptions o{rank, 2, job, "s3cret", "127.0.0.1", std::chrono::seconds(30)};
   o.peer_timeout = kPeerTimeout;

@@ -28,14 +28,26 @@ inline std::string UniqueJobId(const std::string& what) {
   return "test-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
 }
 
+// Options with a rendezvous timeout of a minute; `single_copy_bytes` as given
+// (0: every message through the slots).
+inline ShmOptions Options(size_t single_copy_bytes = 0) {
+  ShmOptions o;
+  o.timeout = std::chrono::seconds(60);
+  o.single_copy_bytes = single_copy_bytes;
+  return o;
+}
+
 // Runs fn(transport) on n threads, rank r on thread r, each with its own shm
-// transport of one group (the segments are mapped once per rank).
-inline void RunRanks(int n, const std::string& job_id, const std::function<void(Transport&)>& fn) {
+// transport of one group (the segments are mapped once per rank), made with
+// `options(r)`.
+inline void RunRanks(
+    int n, const std::string& job_id, const std::function<void(Transport&)>& fn,
+    const std::function<ShmOptions(int)>& options = [](int) { return Options(); }) {
   MemoryStore store;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto t = CreateShmTransport(r, n, store, job_id, std::chrono::seconds(60));
+      auto t = CreateShmTransport(r, n, store, job_id, options(r));
       if (!t.ok()) {
         ADD_FAILURE() << t.status().ToString();
         return;

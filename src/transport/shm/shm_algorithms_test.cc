@@ -83,31 +83,37 @@ void CheckAlltoall(Comm& comm, size_t count) {
   EXPECT_EQ(wrong, 0u) << "alltoall rank " << r;
 }
 
-class ShmAlgorithms : public ::testing::TestWithParam<std::tuple<int, size_t>> {};
+// Ranks, elements, and the single-copy threshold (0: every message through
+// the slots).
+class ShmAlgorithms : public ::testing::TestWithParam<std::tuple<int, size_t, size_t>> {};
 
 TEST_P(ShmAlgorithms, MatchLocalExpectations) {
-  const auto [n, count] = GetParam();
-  RunRanks(n, UniqueJobId("algos"), [&](Transport& t) {
-    Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
-    CheckAllreduce(comm, count, &AllreduceRing, "ring");
-    CheckAllreduce(comm, count, &AllreduceHalvingDoubling, "halving_doubling");
-    CheckAllgather(comm, count * 4);
-    CheckBroadcast(comm, count * 4);
-    CheckAlltoall(comm, count);
-    // The engine's data context has a shared window (shm_window.h).
-    Comm shared(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10, 1);
-    ASSERT_NE(shared.window(), nullptr);
-    CheckAllreduce(shared, count, &AllreduceShared, "shared_memory");
-    CheckAllreduce(shared, count / 3 + 1, &AllreduceShared, "shared_memory, odd size");
-    EXPECT_TRUE(BarrierShared(shared).ok());
-  });
+  const auto [n, count, single_copy] = GetParam();
+  RunRanks(
+      n, UniqueJobId("algos"),
+      [&](Transport& t) {
+        Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
+        CheckAllreduce(comm, count, &AllreduceRing, "ring");
+        CheckAllreduce(comm, count, &AllreduceHalvingDoubling, "halving_doubling");
+        CheckAllgather(comm, count * 4);
+        CheckBroadcast(comm, count * 4);
+        CheckAlltoall(comm, count);
+        // The engine's data context has a shared window (shm_window.h).
+        Comm shared(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10, 1);
+        ASSERT_NE(shared.window(), nullptr);
+        CheckAllreduce(shared, count, &AllreduceShared, "shared_memory");
+        CheckAllreduce(shared, count / 3 + 1, &AllreduceShared, "shared_memory, odd size");
+        EXPECT_TRUE(BarrierShared(shared).ok());
+      },
+      [&](int) { return shm_test::Options(single_copy); });
 }
 
 // count 1 << 20 is 4 MiB of float32: 16 slots per message, 4 window chunks.
 INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
                          ::testing::Combine(::testing::Values(2, 3, 4),
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{1000},
-                                                              size_t{1} << 20)));
+                                                              size_t{1} << 20),
+                                            ::testing::Values(size_t{0}, size_t{4096})));
 
 }  // namespace
 }  // namespace hora

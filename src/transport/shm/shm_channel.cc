@@ -7,7 +7,7 @@ namespace hora {
 
 namespace {
 constexpr uint32_t kMagic = 0x68736863;  // "chsh"
-constexpr uint32_t kVersion = 2;
+constexpr uint32_t kVersion = 3;         // 3: direct (single-copy) messages
 constexpr size_t kPayloadOffset = 4096;
 }  // namespace
 
@@ -50,6 +50,12 @@ bool ShmChannel::CanWrite() {
   if (next_ - cached_head_ < kShmSlotCount) return true;
   cached_head_ = header_->head.load(std::memory_order_acquire);
   return next_ - cached_head_ < kShmSlotCount;
+}
+
+bool ShmChannel::Released(uint64_t published) {
+  if (cached_head_ >= published) return true;
+  cached_head_ = header_->head.load(std::memory_order_acquire);
+  return cached_head_ >= published;
 }
 
 std::byte* ShmChannel::WritePayload(uint32_t bytes) {

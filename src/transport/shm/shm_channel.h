@@ -45,6 +45,12 @@ namespace hora {
 inline constexpr size_t kShmSlotCount = 8;
 inline constexpr size_t kShmSlotBytes = 256 * 1024;
 inline constexpr uint32_t kShmFirstSlot = 1;
+// A message the receiver reads straight from the sender's memory: its one
+// slot carries the sender's address (kShmDirectBytes inline), and the
+// sender's request completes once the receiver released that slot
+// (shm_transport.h, "single copy").
+inline constexpr uint32_t kShmDirect = 2;
+inline constexpr uint32_t kShmDirectBytes = sizeof(uint64_t);
 // Why a producer marked its channel broken (ShmChannel::broken()).
 inline constexpr uint32_t kShmBrokenCancelled = 1;  // a partly written message was cancelled
 inline constexpr uint32_t kShmBrokenClosed = 2;     // the producer's transport was destroyed
@@ -56,7 +62,7 @@ struct ShmSlotInfo {
   uint64_t tag;
   uint64_t message_bytes;  // size of the whole message
   uint32_t bytes;          // payload bytes in this slot
-  uint32_t flags;          // kShmFirstSlot
+  uint32_t flags;          // kShmFirstSlot, kShmDirect
 };
 
 // Payloads of at most this many bytes travel inside the slot descriptor.
@@ -91,6 +97,10 @@ class ShmChannel {
   std::byte* WritePayload(uint32_t bytes);
   // Producer: publishes the slot filled through WritePayload().
   void Publish(uint64_t tag, uint64_t message_bytes, uint32_t bytes, uint32_t flags);
+  // Producer: how many slots it has published so far; once Released(n) of
+  // that count, the consumer is done with every one of them.
+  uint64_t published() const { return next_; }
+  bool Released(uint64_t published);
   // Producer: tells the consumer that nothing more will be published
   // (`reason` is kShmBrokenCancelled or kShmBrokenClosed). Sticky; the first
   // reason stays.

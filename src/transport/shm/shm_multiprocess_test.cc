@@ -2,8 +2,9 @@
 //
 // The shm transport between real processes: two forked children rendezvous
 // through a tiny file-based Store (below), exchange messages both ways and
-// run a ring and a shared-window allreduce. Children report through their
-// exit codes.
+// run a ring and a shared-window allreduce, through the slots and in a
+// single copy (each reading the other's memory). Children report through
+// their exit codes.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -17,6 +18,7 @@
 #include "collectives/algorithms.h"
 #include "support/file_store.h"
 #include "support/shm_test_util.h"
+#include "transport/shm/shm_transport_impl.h"
 
 namespace hora {
 namespace {
@@ -24,15 +26,17 @@ namespace {
 uint8_t Byte(int rank, size_t i) { return static_cast<uint8_t>(rank * 101 + i * 13 + (i >> 9)); }
 
 // The body of one child process; returns its exit code.
-int Child(int rank, const std::string& dir, const std::string& job) {
+int Child(int rank, const std::string& dir, const std::string& job, size_t single_copy) {
   testing::FileStore store(dir);
-  auto t = CreateShmTransport(rank, 2, store, job, std::chrono::seconds(60));
+  auto t = CreateShmTransport(rank, 2, store, job, shm_test::Options(single_copy));
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
     return 2;
   }
   Transport& tr = **t;
   const int peer = 1 - rank;
+  // Single copy asked for: the probe must have found the peer readable.
+  if (static_cast<ShmTransport&>(tr).link(peer).direct_min_bytes != single_copy) return 10;
   const size_t n = (5 << 20) + 3;
   std::vector<uint8_t> out(n), in(n);
   for (size_t i = 0; i < n; ++i) out[i] = Byte(rank, i);
@@ -77,7 +81,7 @@ int Child(int rank, const std::string& dir, const std::string& job) {
   return 0;
 }
 
-TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) {
+void ForkTwo(size_t single_copy) {
   char tmpl[] = "/tmp/hora-shm-store-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl, job = shm_test::UniqueJobId("fork");
@@ -85,7 +89,7 @@ TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) {
   for (int r = 0; r < 2; ++r) {
     pids[r] = fork();
     ASSERT_GE(pids[r], 0);
-    if (pids[r] == 0) _exit(Child(r, dir, job));
+    if (pids[r] == 0) _exit(Child(r, dir, job, single_copy));
   }
   const TimePoint deadline = Clock::now() + std::chrono::seconds(240);
   for (int r = 0; r < 2; ++r) {
@@ -107,6 +111,10 @@ TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) {
   (void)RemoveShmSegments(job);  // only matters if a child was killed mid-rendezvous
   std::filesystem::remove_all(dir);
 }
+
+TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) { ForkTwo(0); }
+
+TEST(ShmMultiProcess, TwoForkedProcessesReadEachOthersMessagesDirectly) { ForkTwo(64 << 10); }
 
 }  // namespace
 }  // namespace hora

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/units.h"
+#include "transport/shm/shm_direct.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -50,6 +51,19 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
       BreakInbound(l, from() + " is corrupt (a message was interrupted by another)");
       return true;
     }
+    if ((d.flags & kShmDirect) != 0) {
+      if (d.bytes != kShmDirectBytes) {
+        BreakInbound(l, from() + " is corrupt (a direct message's slot holds " +
+                            std::to_string(d.bytes) + " bytes)");
+        return true;
+      }
+      if (!ReadDirect(peer, l, d)) return true;
+      l.in.Release();
+      l.bell.Ring();  // the sender's request completes now
+      moved = true;
+      FinishMessage(peer, l);
+      continue;
+    }
     if (d.bytes != std::min(kShmSlotBytes, c.bytes - c.received)) {
       BreakInbound(l, from() + " is corrupt (slot of " + std::to_string(d.bytes) +
                           " bytes at offset " + std::to_string(c.received) + " of a " +
@@ -68,6 +82,42 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
     if (c.received == c.bytes) FinishMessage(peer, l);
   }
   return moved;
+}
+
+bool ShmTransport::ReadDirect(int peer, Link& l, const ShmSlotInfo& slot) {
+  uint64_t address = 0;
+  std::memcpy(&address, l.in.ReadPayload(slot.bytes), sizeof(address));
+  Link::Current& c = l.current;
+  Status st;
+  if (c.sink == Sink::kUnexpected) {
+    st = ReadFromProcess(l.peer_pid, address, c.buffer.data.get(), c.bytes);
+  } else if (c.sink == Sink::kRecv && !c.recv.reduce) {
+    st = ReadFromProcess(l.peer_pid, address, c.recv.data, c.bytes);
+  } else if (c.sink == Sink::kRecv) {
+    // Folded in a slot's worth at a time, from a buffer that stays in the
+    // caches (offsets are multiples of kShmSlotBytes: elements stay whole).
+    PooledBuffer scratch = pool_.Take(std::min(c.bytes, kShmSlotBytes));
+    for (size_t off = 0; off < c.bytes && st.ok(); off += kShmSlotBytes) {
+      const size_t n = std::min(kShmSlotBytes, c.bytes - off);
+      st = ReadFromProcess(l.peer_pid, address + off, scratch.data.get(), n);
+      if (st.ok()) Deliver(c.recv, off, scratch.data.get(), n);
+    }
+    pool_.Give(std::move(scratch));
+  }
+  // A sender that cancels the message marks the channel before its buffer
+  // may go: seen here, what was read may be torn, or the read failed
+  // because the buffer had gone.
+  if (l.in.broken() != 0) {
+    st = UnavailableError(Name(peer) + " cancelled the message before it was read whole");
+  }
+  if (!st.ok()) {
+    BreakInbound(l, Name(peer) + "'s shared-memory channel to " + Name(rank_) +
+                        " is unusable (a message read directly from its memory: " + st.message() +
+                        ")");
+    return false;
+  }
+  c.received = c.bytes;
+  return true;
 }
 
 bool ShmTransport::StartMessage(int peer, Link& l, const ShmSlotInfo& first) {

@@ -1,7 +1,9 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// IrecvReduce over shm: results, and that the reduction reads straight from
-// the peer's mapped channel (no staging copy).
+// IrecvReduce over shm: results, and where the reduction reads from:
+// straight from the peer's mapped channel (no staging copy) when the
+// message came through the slots; a slot's worth at a time from this rank's
+// own memory when it was read from the sender's (single copy).
 #include <barrier>
 #include <mutex>
 #include <set>
@@ -30,8 +32,9 @@ void Add(DataType, ReduceOp op, void* dst, const void* src, size_t count) {
   ++g_calls;
 }
 
+// `single_copy`: ShmOptions::single_copy_bytes of both ranks.
 template <typename T>
-void CheckReduce(DataType dtype, size_t count, bool recv_first) {
+void CheckReduce(DataType dtype, size_t count, bool recv_first, size_t single_copy = 0) {
   const std::string job = UniqueJobId("reduce");
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -39,38 +42,43 @@ void CheckReduce(DataType dtype, size_t count, bool recv_first) {
     g_calls = 0;
   }
   std::barrier sync(2);
-  RunRanks(2, job, [&](Transport& t) {
-    if (t.rank() == 0) {
-      std::vector<T> src(count);
-      for (size_t i = 0; i < count; ++i) src[i] = static_cast<T>(i % 1000);
-      if (recv_first) sync.arrive_and_wait();
-      Request s = t.Isend(1, 9, src.data(), count * sizeof(T));
-      if (!recv_first) sync.arrive_and_wait();
-      ASSERT_TRUE(t.Wait(s, Soon()).ok());
-    } else {
-      std::vector<T> dst(count);
-      for (size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(3 * (i % 7));
-      if (!recv_first) sync.arrive_and_wait();
-      Request r =
-          t.IrecvReduce(0, 9, dst.data(), count, ReduceSpec{dtype, ReduceOp::kSum, &Add<T>});
-      if (recv_first) sync.arrive_and_wait();
-      ASSERT_TRUE(t.Wait(r, Soon()).ok());
-      size_t wrong = 0;
-      for (size_t i = 0; i < count; ++i) {
-        if (dst[i] != static_cast<T>(i % 1000 + 3 * (i % 7))) ++wrong;
-      }
-      EXPECT_EQ(wrong, 0u) << DataTypeName(dtype) << " count " << count;
-    }
-  });
+  RunRanks(
+      2, job,
+      [&](Transport& t) {
+        if (t.rank() == 0) {
+          std::vector<T> src(count);
+          for (size_t i = 0; i < count; ++i) src[i] = static_cast<T>(i % 1000);
+          if (recv_first) sync.arrive_and_wait();
+          Request s = t.Isend(1, 9, src.data(), count * sizeof(T));
+          if (!recv_first) sync.arrive_and_wait();
+          ASSERT_TRUE(t.Wait(s, Soon()).ok());
+        } else {
+          std::vector<T> dst(count);
+          for (size_t i = 0; i < count; ++i) dst[i] = static_cast<T>(3 * (i % 7));
+          if (!recv_first) sync.arrive_and_wait();
+          Request r =
+              t.IrecvReduce(0, 9, dst.data(), count, ReduceSpec{dtype, ReduceOp::kSum, &Add<T>});
+          if (recv_first) sync.arrive_and_wait();
+          ASSERT_TRUE(t.Wait(r, Soon()).ok());
+          size_t wrong = 0;
+          for (size_t i = 0; i < count; ++i) {
+            if (dst[i] != static_cast<T>(i % 1000 + 3 * (i % 7))) ++wrong;
+          }
+          EXPECT_EQ(wrong, 0u) << DataTypeName(dtype) << " count " << count;
+        }
+      },
+      [&](int) { return shm_test::Options(single_copy); });
   std::lock_guard<std::mutex> lock(g_mu);
   const size_t slots = (count * sizeof(T) + kShmSlotBytes - 1) / kShmSlotBytes;
   // Posted first or not, the message waits in the ring for its receive (it
   // is set aside only for a receive of another tag), so every slot is
-  // reduced in place, straight from the channel segment rank 0 -> 1.
+  // reduced in place, straight from the channel segment rank 0 -> 1; a
+  // message read directly is reduced from a buffer of this process.
   EXPECT_EQ(g_calls, slots);
   ASSERT_EQ(g_sources.size(), 1u);
-  EXPECT_NE(g_sources.begin()->find("/dev/shm/hora-" + job + "-0-1"), std::string::npos)
-      << *g_sources.begin();
+  const bool direct = single_copy != 0 && count * sizeof(T) >= single_copy;
+  EXPECT_EQ(g_sources.begin()->find("/dev/shm/hora-" + job + "-0-1") != std::string::npos, !direct)
+      << *g_sources.begin() << " (" << count * sizeof(T) << " bytes)";
 }
 
 TEST(ShmReduce, Float32SmallAndManySlotsBothOrders) {
@@ -85,6 +93,15 @@ TEST(ShmReduce, Int64ManySlotsBothOrders) {
   for (bool recv_first : {true, false}) {
     CheckReduce<int64_t>(DataType::kInt64, 3, recv_first);
     CheckReduce<int64_t>(DataType::kInt64, 20 * kShmSlotBytes / 8 + 1, recv_first);
+  }
+}
+
+TEST(ShmReduce, ReadDirectlyAndReducedASlotsWorthAtATime) {
+  for (bool recv_first : {true, false}) {
+    CheckReduce<float>(DataType::kFloat32, 1000, recv_first, 4096);  // below: slots
+    CheckReduce<float>(DataType::kFloat32, 1024, recv_first, 4096);  // exactly the threshold
+    CheckReduce<float>(DataType::kFloat32, 10 * kShmSlotBytes / 4 + 17, recv_first, 4096);
+    CheckReduce<int64_t>(DataType::kInt64, 20 * kShmSlotBytes / 8 + 1, recv_first, 4096);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/cores.h"
+#include "transport/shm/shm_direct.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -26,6 +27,8 @@ std::string Key(const std::string& job_id, const char* what, int rank) {
 struct Creator {
   int pid = 0;
   uint64_t pid_namespace = 0;
+  uint64_t probe_address = 0;  // ShmTransport::direct_probe()'s, and its value
+  uint64_t probe_value = 0;
 
   std::string Tag() const { return ShmCreatorTag(pid, pid_namespace); }
   // "<pid> <namespace>", as the store holds it.
@@ -33,10 +36,12 @@ struct Creator {
   static Creator Parse(const Bytes& text) {
     Creator c;
     const std::string s(text.begin(), text.end());
-    c.pid = std::atoi(s.c_str());
-    if (const size_t sp = s.find(' '); sp != std::string::npos) {
-      c.pid_namespace = std::strtoull(s.c_str() + sp + 1, nullptr, 10);
-    }
+    const char* p = s.c_str();
+    char* end = nullptr;
+    c.pid = static_cast<int>(std::strtol(p, &end, 10));
+    c.pid_namespace = std::strtoull(end, &end, 10);
+    c.probe_address = std::strtoull(end, &end, 10);
+    c.probe_value = std::strtoull(end, &end, 10);
     return c;
   }
 };
@@ -154,9 +159,15 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     names += "\n" + name;
   }
 
+  Bytes readable(static_cast<size_t>(size), 0);  // by peer: this rank can read it directly
+
   // 2. Publish their names (and this process's id, so that peers notice if
   // it dies); map the peers' doorbells and channels to us.
-  const std::string pid = me.Text();
+  // (After the process: where peers read to find whether they may read this
+  // process's memory directly, and the value they should find.)
+  const std::string pid = me.Text() + " " +
+                          std::to_string(reinterpret_cast<uintptr_t>(&t->direct_probe())) + " " +
+                          std::to_string(t->direct_probe());
   HORA_RETURN_IF_ERROR(
       store.Set(Key(job_id, "pid", rank), Bytes(pid.begin(), pid.end())).WithContext(ctx));
   HORA_RETURN_IF_ERROR(
@@ -174,12 +185,18 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     HORA_RETURN_IF_ERROR(MapPeer(*t, job_id, p, them, *value).WithContext(ctx));
     // A pid of another pid namespace means nothing here: such a peer is
     // watched by its heartbeat only.
-    t->WatchPeerProcess(p, them.pid_namespace == me.pid_namespace ? them.pid : 0);
+    const int process = them.pid_namespace == me.pid_namespace ? them.pid : 0;
+    t->WatchPeerProcess(p, process);
+    readable[static_cast<size_t>(p)] =
+        options.single_copy_bytes != 0 &&
+        CanReadProcess(process, them.probe_address, them.probe_value);
   }
 
   // 3. Once every peer mapped this rank's segments, their names can go: from
   // here on nothing is left under /dev/shm whatever happens to the processes.
-  HORA_RETURN_IF_ERROR(store.Set(Key(job_id, "mapped", rank), Bytes{1}).WithContext(ctx));
+  // Its value says which peers this rank can read directly: a peer sends
+  // its large messages direct only to ranks that can.
+  HORA_RETURN_IF_ERROR(store.Set(Key(job_id, "mapped", rank), readable).WithContext(ctx));
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Result<Bytes> value = store.Get(Key(job_id, "mapped", p), Remaining(deadline));
@@ -187,6 +204,9 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
       return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
                                         " to map the shared-memory segments");
     }
+    const bool reads_me =
+        value->size() == static_cast<size_t>(size) && (*value)[static_cast<size_t>(rank)] != 0;
+    t->link(p).direct_min_bytes = reads_me ? options.single_copy_bytes : 0;
   }
   HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
   HORA_RETURN_IF_ERROR(t->own_window_segment().Unlink().WithContext(ctx));

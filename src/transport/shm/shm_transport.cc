@@ -29,6 +29,8 @@ ShmTransport::ShmTransport(int rank, int size, Duration spin, bool yield,
       spin_(spin),
       yield_(yield),
       job_ranks_(std::move(job_ranks)),
+      direct_probe_(static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^
+                    (static_cast<uint64_t>(getpid()) << 40) ^ reinterpret_cast<uintptr_t>(this)),
       links_(static_cast<size_t>(size)) {
   for (int p = 0; p < size; ++p) {
     if (p != rank) links_[static_cast<size_t>(p)] = std::make_unique<Link>();
@@ -127,9 +129,9 @@ void ShmTransport::Cancel(const Request& request) {
     // Only the front send can be partly written; its rest will never come.
     l.out_broken = "rank " + std::to_string(rank_) + " cancelled a message to rank " +
                    std::to_string(peer) + " (tag " + std::to_string(it->tag) + ") after writing " +
-                   std::to_string(it->written) + " of " + std::to_string(it->bytes) +
-                   " bytes; its shared-memory channel to rank " + std::to_string(peer) +
-                   " is unusable";
+                   std::to_string(it->written) + " of " + std::to_string(it->bytes) + " bytes" +
+                   (it->direct_until != 0 ? " (read directly by the peer)" : "") +
+                   "; its shared-memory channel to rank " + std::to_string(peer) + " is unusable";
     l.out.MarkBroken(kShmBrokenCancelled);
     l.bell.Ring();
     request->Complete(cancelled);
@@ -259,6 +261,23 @@ bool ShmTransport::ProgressSends(Link& l) {
   bool moved = false;
   while (!l.sends.empty()) {
     Link::Send& s = l.sends.front();
+    if (!s.started && l.direct_min_bytes != 0 && s.bytes >= l.direct_min_bytes) {
+      // Single copy: the peer reads the bytes from here; the send is done
+      // when it released the slot that said where.
+      if (!l.out.CanWrite()) return moved;
+      const uint64_t address = reinterpret_cast<uintptr_t>(s.data);
+      std::memcpy(l.out.WritePayload(kShmDirectBytes), &address, kShmDirectBytes);
+      l.out.Publish(s.tag, s.bytes, kShmDirectBytes, kShmFirstSlot | kShmDirect);
+      s.started = true;
+      s.direct_until = l.out.published();
+      moved = true;
+      l.bell.Ring();
+    }
+    if (s.direct_until != 0) {
+      if (!l.out.Released(s.direct_until)) return moved;
+      s.written = s.bytes;
+      moved = true;
+    }
     while (!s.started || s.written < s.bytes) {
       if (!l.out.CanWrite()) return moved;
       const size_t n = std::min(kShmSlotBytes, s.bytes - s.written);

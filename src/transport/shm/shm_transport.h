@@ -16,6 +16,11 @@
 //  - A send copies its bytes into the ring slot by slot and completes when
 //    its last byte is in the ring (a message of at most one slot is eager:
 //    Isend itself usually completes it). Messages of a pair stay in order.
+//  - Single copy (ShmOptions::single_copy_bytes): a send at least that large
+//    to a peer that can read this process (probed at the rendezvous)
+//    publishes one slot holding its address instead; the receiver reads the
+//    bytes from this process (shm_direct.h) and releases the slot, which
+//    completes the send. Such a send waits for its receive.
 //  - A receive takes the message at the head of its peer's ring when the tag
 //    matches, copying it out of the slots, or, for IrecvReduce, reducing
 //    straight from the mapped slots into the destination (no staging copy).
@@ -34,14 +39,15 @@
 //
 // Where this differs from the seam (transport.h); the size-mismatch case is
 // the one deviation the seam does not already allow:
-//  - A send completes once its bytes are in the ring, before the receive may
-//    be posted.
+//  - A send through the slots completes once its bytes are in the ring,
+//    before the receive may be posted.
 //  - A size mismatch fails the receive (naming both sizes, the peer and the
 //    tag) and discards the message; the sender cannot learn of it and its
 //    request completes OK.
 //  - Cancelling a receive whose message is half consumed discards the rest
 //    of that message; the channel stays usable. Cancelling a send that is
-//    partly in the ring breaks the channel to that peer for good: the
+//    partly in the ring (or a single-copy send whose slot is published)
+//    breaks the channel to that peer for good: the
 //    receiver fails the receive (and later ones) with an error saying so,
 //    and later sends to that peer fail, rather than delivering corrupt data.
 //  - Destroying a transport completes its pending requests (Aborted) and
@@ -97,15 +103,32 @@ struct ShmOptions {
   // The job's rank of each rank of the group, for messages (empty: the
   // group is the job).
   std::vector<int> job_ranks;
+  // Messages of at least this many bytes travel in a single copy, read by
+  // the receiver from the sender's memory, between the pairs where the
+  // kernel allows it (probed at the rendezvous); 0: never. Sessions pass
+  // ShmSingleCopyBytes(Config::shm_single_copy_bytes, ...).
+  size_t single_copy_bytes = 0;
 };
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id,
                                                       const ShmOptions& options);
+
+// The ShmOptions::single_copy_bytes a session gives a host's `local_ranks`
+// ranks: `configured` where they outnumber the `cores` a rank may run on,
+// 0 elsewhere. There a single copy saves a copy's CPU time; with a core
+// each, the sender's and the receiver's copies through the slots overlap
+// and were faster (docs/dev/performance.md, session 62).
+inline size_t ShmSingleCopyBytes(size_t configured, size_t local_ranks, int cores) {
+  return cores > 0 && local_ranks > static_cast<size_t>(cores) ? configured : 0;
+}
 inline Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                              const std::string& job_id,
                                                              Duration timeout,
                                                              Duration spin = kShmSpin) {
-  return CreateShmTransport(rank, size, store, job_id, ShmOptions{timeout, spin, {}, {}});
+  ShmOptions options;
+  options.timeout = timeout;
+  options.spin = spin;
+  return CreateShmTransport(rank, size, store, job_id, options);
 }
 
 }  // namespace hora

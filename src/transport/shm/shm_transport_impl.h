@@ -44,8 +44,12 @@ class ShmTransport final : public Transport {
     ShmSegment window_segment;  // the peer's windows (shm_window.h)
     int peer_pid = 0;           // the peer's process (0: unknown; equal to ours: a thread)
     net::Fd pidfd;              // the peer's process, where the kernel gives one
-    uint64_t beat_seen = 0;     // its heartbeat as last read (CheckHeartbeats)
-    TimePoint beat_changed{};   // when that changed
+    // Sends to the peer of at least this many bytes go direct (the peer
+    // reads them from this process, shm_direct.h); 0: never (the peer cannot
+    // read this process, or single copy is off on either side).
+    size_t direct_min_bytes = 0;
+    uint64_t beat_seen = 0;    // its heartbeat as last read (CheckHeartbeats)
+    TimePoint beat_changed{};  // when that changed
 
     struct Send {
       Request request;
@@ -54,6 +58,7 @@ class ShmTransport final : public Transport {
       size_t bytes;
       size_t written = 0;
       bool started = false;
+      uint64_t direct_until = 0;  // sent direct: done once the channel released this many slots
     };
     std::deque<Send> sends;  // in posting order; the front one is being written
     std::string out_broken;  // why sends to the peer fail; empty while usable
@@ -120,6 +125,9 @@ class ShmTransport final : public Transport {
   ShmSegment& own_bell_segment() { return own_bell_segment_; }
   void set_own_bell(ShmDoorbell bell) { own_bell_ = bell; }
   ShmSegment& own_window_segment() { return own_window_segment_; }
+  // What a peer reads to find whether it can read this process directly
+  // (CanReadProcess): this value, at its own address.
+  const uint64_t& direct_probe() const { return direct_probe_; }
   // Once every window segment is mapped: makes the windows.
   void OpenWindows();
 
@@ -162,6 +170,9 @@ class ShmTransport final : public Transport {
   bool StartMessage(int peer, Link& link, const ShmSlotInfo& first) HORA_REQUIRES(mu_);
   void FinishMessage(int peer, Link& link) HORA_REQUIRES(mu_);
   void BreakInbound(Link& link, const std::string& why) HORA_REQUIRES(mu_);
+  // Takes the whole of the direct message `l.current` (its slot holds the
+  // sender's address) into its sink; false when the channel broke.
+  bool ReadDirect(int peer, Link& l, const ShmSlotInfo& slot) HORA_REQUIRES(mu_);
   // Copies or reduces `bytes` bytes of a message into `recv` at `offset`.
   static void Deliver(const Link::Recv& recv, size_t offset, const std::byte* src, size_t bytes);
   std::string MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const;
@@ -192,6 +203,7 @@ class ShmTransport final : public Transport {
   const Duration spin_;  // Wait polls this long before it sleeps
   const bool yield_;     // polling, yield the core after every poll (ranks outnumber cores)
   const std::vector<int> job_ranks_;          // see Name
+  const uint64_t direct_probe_;               // see direct_probe()
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
   ShmSegment own_bell_segment_;

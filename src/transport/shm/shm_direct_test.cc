@@ -1,0 +1,217 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Single-copy messages of the shm transport (read by the receiver from the
+// sender's memory, shm_direct.h), ranks as threads: what travels direct,
+// that such a send waits for its receive, the pairs that fall back to the
+// slots, and a sender that cancels or frees its buffer.
+#include <sys/mman.h>
+
+#include <barrier>
+
+#include "support/shm_test_util.h"
+#include "transport/shm/shm_direct.h"
+
+namespace hora {
+namespace {
+
+using shm_test::Options;
+using shm_test::RunRanks;
+using shm_test::Soon;
+using shm_test::UniqueJobId;
+
+std::vector<uint8_t> Filled(size_t bytes, size_t salt) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>((i * 151 + salt * 13) >> 2);
+  return v;
+}
+
+Duration Ms(int ms) { return std::chrono::milliseconds(ms); }
+
+TEST(ShmDirectRead, ReadsThisProcessAndNamesWhyItCannot) {
+  const std::vector<uint8_t> src = Filled(3 * kShmSlotBytes + 5, 1);
+  std::vector<uint8_t> dst(src.size());
+  ASSERT_TRUE(
+      ReadFromProcess(getpid(), reinterpret_cast<uintptr_t>(src.data()), dst.data(), dst.size())
+          .ok());
+  EXPECT_TRUE(dst == src);
+  const uint64_t token = 0x1234567890abcdefULL;
+  EXPECT_TRUE(CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token));
+  EXPECT_FALSE(CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token + 1));
+  EXPECT_FALSE(CanReadProcess(0, reinterpret_cast<uintptr_t>(&token), token));
+  // An address nothing readable is mapped at.
+  void* gone = mmap(nullptr, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(gone, MAP_FAILED);
+  const Status st = ReadFromProcess(getpid(), reinterpret_cast<uintptr_t>(gone), dst.data(), 16);
+  munmap(gone, 4096);
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable);
+  EXPECT_NE(st.message().find("process_vm_readv"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("after 0"), std::string::npos) << st.message();
+}
+
+// Sizes around the threshold, both post orders; at and above it a send is
+// done only once its receive has read it, below it at once (eager slots).
+TEST(ShmDirect, MessagesFromTheThresholdOnWaitForTheirReceive) {
+  constexpr size_t kAt = 64 << 10;
+  const std::vector<size_t> sizes = {kAt - 1, kAt, kAt + 1, 3 * kShmSlotBytes + 7, (16 << 20) + 3};
+  std::barrier sync(2);
+  RunRanks(
+      2, UniqueJobId("direct-sizes"),
+      [&](Transport& t) {
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          for (int recv_first = 0; recv_first < 2; ++recv_first) {
+            const size_t n = sizes[k];
+            const Tag tag = k * 2 + static_cast<Tag>(recv_first);
+            if (t.rank() == 0) {
+              std::vector<uint8_t> out = Filled(n, tag);
+              if (recv_first) sync.arrive_and_wait();
+              Request s = t.Isend(1, tag, out.data(), n);
+              if (!recv_first) {
+                // The receive is not posted yet.
+                const Status early = t.WaitFor(s, Ms(30));
+                if (n >= kAt) {
+                  EXPECT_EQ(early.code(), StatusCode::kTimeout) << n;
+                } else {
+                  EXPECT_TRUE(early.ok()) << n << ": " << early.ToString();
+                }
+                sync.arrive_and_wait();
+              }
+              ASSERT_TRUE(t.Wait(s, Soon()).ok()) << n;
+            } else {
+              std::vector<uint8_t> in(n + 1, 0xee);
+              if (!recv_first) sync.arrive_and_wait();
+              Request r = t.Irecv(0, tag, in.data(), n);
+              if (recv_first) sync.arrive_and_wait();
+              ASSERT_TRUE(t.Wait(r, Soon()).ok()) << n;
+              EXPECT_EQ(in.back(), 0xee) << n;  // nothing past the end
+              in.pop_back();
+              EXPECT_TRUE(in == Filled(n, tag)) << n << " bytes, receive first: " << recv_first;
+            }
+          }
+        }
+      },
+      [](int) { return Options(kAt); });
+}
+
+// A rank with single copy off can be read by its peers but is not read
+// from: what it receives comes through the slots (a 1 MiB send to it is
+// done before any receive), what it sends too.
+TEST(ShmDirect, APeerThatDoesNotReadDirectlyIsSentThroughTheSlots) {
+  std::barrier sync(2);
+  const size_t n = 1 << 20;
+  RunRanks(
+      2, UniqueJobId("direct-off"),
+      [&](Transport& t) {
+        const int peer = 1 - t.rank();
+        std::vector<uint8_t> out = Filled(n, static_cast<size_t>(t.rank())), in(n);
+        Request s = t.Isend(peer, 1, out.data(), n);
+        EXPECT_TRUE(t.WaitFor(s, Ms(2000)).ok()) << "rank " << t.rank();
+        sync.arrive_and_wait();
+        ASSERT_TRUE(t.Wait(t.Irecv(peer, 1, in.data(), n), Soon()).ok());
+        EXPECT_TRUE(in == Filled(n, static_cast<size_t>(peer)));
+      },
+      [](int r) { return Options(r == 0 ? 0 : 4096); });
+}
+
+// A direct message at the head of the ring while a receive of another tag
+// waits is read into a set-aside buffer (so its sender is done), then
+// served from there; one of the wrong size fails its receive only.
+TEST(ShmDirect, SetAsideAndMismatchedLikeAnyMessage) {
+  RunRanks(
+      2, UniqueJobId("direct-aside"),
+      [&](Transport& t) {
+        const size_t big = 5 * kShmSlotBytes + 9;
+        std::vector<uint8_t> a = Filled(big, 1), b = Filled(16, 2), c = Filled(big, 3);
+        if (t.rank() == 0) {
+          Request s[] = {t.Isend(1, 5, a.data(), big), t.Isend(1, 6, b.data(), 16),
+                         t.Isend(1, 7, c.data(), big), t.Isend(1, 8, b.data(), 16)};
+          for (auto& r : s) ASSERT_TRUE(t.Wait(r, Soon()).ok());
+        } else {
+          std::vector<uint8_t> got_a(big), got_b(16), wrong(big - 1);
+          ASSERT_TRUE(t.Wait(t.Irecv(0, 6, got_b.data(), 16), Soon()).ok());
+          EXPECT_TRUE(got_b == b);
+          Request r5 = t.Irecv(0, 5, got_a.data(), big);  // from the set-aside queue
+          ASSERT_TRUE(r5->done());
+          ASSERT_TRUE(t.Wait(r5, Soon()).ok());
+          EXPECT_TRUE(got_a == a);
+          const Status st = t.Wait(t.Irecv(0, 7, wrong.data(), wrong.size()), Soon());
+          EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+          EXPECT_TRUE(std::all_of(wrong.begin(), wrong.end(), [](uint8_t v) { return v == 0; }));
+          got_b.assign(16, 0);
+          ASSERT_TRUE(t.Wait(t.Irecv(0, 8, got_b.data(), 16), Soon()).ok());  // still usable
+          EXPECT_TRUE(got_b == b);
+        }
+      },
+      [](int) { return Options(4096); });
+}
+
+// Cancelling a direct send before it was read: the receiver gets an error
+// saying so, never the bytes, and later sends to that peer fail.
+TEST(ShmDirect, ACancelledSendIsNeverDelivered) {
+  std::barrier sync(2);
+  RunRanks(
+      2, UniqueJobId("direct-cancel"),
+      [&](Transport& t) {
+        const size_t n = 1 << 20;
+        if (t.rank() == 0) {
+          std::vector<uint8_t> out = Filled(n, 4);
+          Request s = t.Isend(1, 1, out.data(), n);
+          EXPECT_EQ(t.WaitFor(s, Ms(20)).code(), StatusCode::kTimeout);
+          t.Cancel(s);
+          EXPECT_EQ(s->status().code(), StatusCode::kAborted);
+          out.assign(n, 0xab);
+          sync.arrive_and_wait();
+          const Status later = t.Wait(t.Isend(1, 2, out.data(), 4), Soon());
+          EXPECT_EQ(later.code(), StatusCode::kUnavailable) << later.ToString();
+        } else {
+          std::vector<uint8_t> in(n, 0);
+          sync.arrive_and_wait();
+          const Status st = t.Wait(t.Irecv(0, 1, in.data(), n), Soon());
+          EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+          EXPECT_NE(st.message().find("cancelled"), std::string::npos) << st.message();
+        }
+      },
+      [](int) { return Options(4096); });
+}
+
+// A sender that frees its buffer before the send is done breaks the
+// contract: the receive fails with the kernel's reason instead of reading
+// garbage or crashing.
+TEST(ShmDirect, AFreedSendBufferFailsTheReceiveWithTheReason) {
+  std::barrier sync(2);
+  RunRanks(
+      2, UniqueJobId("direct-freed"),
+      [&](Transport& t) {
+        const size_t n = 1 << 20;
+        if (t.rank() == 0) {
+          void* buf = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+          ASSERT_NE(buf, MAP_FAILED);
+          Request s = t.Isend(1, 1, buf, n);
+          // Gone, and kept from being mapped again meanwhile.
+          ASSERT_EQ(mmap(buf, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0), buf);
+          sync.arrive_and_wait();
+          sync.arrive_and_wait();                                        // the receiver failed
+          EXPECT_EQ(t.WaitFor(s, Ms(20)).code(), StatusCode::kTimeout);  // never read
+          t.Cancel(s);
+          munmap(buf, n);
+        } else {
+          std::vector<uint8_t> in(n);
+          sync.arrive_and_wait();
+          const Status st = t.Wait(t.Irecv(0, 1, in.data(), n), Soon());
+          EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+          EXPECT_NE(st.message().find("process_vm_readv"), std::string::npos) << st.message();
+          sync.arrive_and_wait();
+        }
+      },
+      [](int) { return Options(4096); });
+}
+
+TEST(ShmDirect, SessionsReadDirectlyOnlyWhereRanksOutnumberCores) {
+  EXPECT_EQ(ShmSingleCopyBytes(256 << 10, 4, 2), size_t{256 << 10});
+  EXPECT_EQ(ShmSingleCopyBytes(256 << 10, 3, 2), size_t{256 << 10});
+  EXPECT_EQ(ShmSingleCopyBytes(256 << 10, 2, 2), 0u);
+  EXPECT_EQ(ShmSingleCopyBytes(256 << 10, 8, 64), 0u);
+  EXPECT_EQ(ShmSingleCopyBytes(0, 8, 2), 0u);  // off
+}
+
+}  // namespace
+}  // namespace hora
