@@ -7,6 +7,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "api/abortable_store.h"
 #include "api/rendezvous.h"
@@ -120,7 +121,13 @@ ProcessWiring Connected(ProcessWiring w) {
 }
 
 size_t SingleCopyBytes(const Config& config, size_t local_ranks) {
-  return ShmSingleCopyBytes(config.shm_single_copy_bytes, local_ranks, AvailableCores());
+  // A rank bound to a core (HORA_BIND_TO=core binds only where the host's
+  // ranks fit its CPUs) sees a mask of one: count the machine's instead.
+  int cores = AvailableCores();
+  if (config.bind_to == "core" && cores == 1) {
+    cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  }
+  return ShmSingleCopyBytes(config.shm_single_copy_bytes, local_ranks, cores);
 }
 
 }  // namespace

@@ -39,20 +39,25 @@ inline ShmOptions Options(size_t single_copy_bytes = 0) {
 
 // Runs fn(transport) on n threads, rank r on thread r, each with its own shm
 // transport of one group (the segments are mapped once per rank), made with
-// `options(r)`.
+// `options(r)`; then, on the same thread once the transport is gone,
+// after(r) where given.
 inline void RunRanks(
     int n, const std::string& job_id, const std::function<void(Transport&)>& fn,
-    const std::function<ShmOptions(int)>& options = [](int) { return Options(); }) {
+    const std::function<ShmOptions(int)>& options = [](int) { return Options(); },
+    const std::function<void(int)>& after = nullptr) {
   MemoryStore store;
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      auto t = CreateShmTransport(r, n, store, job_id, options(r));
-      if (!t.ok()) {
-        ADD_FAILURE() << t.status().ToString();
-        return;
+      {
+        auto t = CreateShmTransport(r, n, store, job_id, options(r));
+        if (t.ok()) {
+          fn(**t);
+        } else {
+          ADD_FAILURE() << t.status().ToString();
+        }
       }
-      fn(**t);
+      if (after) after(r);
     });
   }
   for (auto& t : threads) t.join();

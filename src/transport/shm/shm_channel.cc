@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/shm/shm_channel.h"
 
+#include <cstring>
 #include <new>
 
 namespace hora {
@@ -56,6 +57,66 @@ bool ShmChannel::Released(uint64_t published) {
   if (cached_head_ >= published) return true;
   cached_head_ = header_->head.load(std::memory_order_acquire);
   return cached_head_ >= published;
+}
+
+namespace {
+
+// A direct slot's inline payload: the address, then the claim word.
+std::atomic_ref<uint32_t> Claim(ShmSlotDesc& d) {
+  static_assert(std::atomic_ref<uint32_t>::is_always_lock_free, "claims are shared");
+  return std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(d.inline_payload + 8));
+}
+
+}  // namespace
+
+void ShmChannel::PublishDirect(uint64_t tag, uint64_t message_bytes, uint64_t address) {
+  ShmSlotDesc& d = header_->slots[next_ % kShmSlotCount];
+  std::memcpy(d.inline_payload, &address, sizeof(address));
+  Claim(d).store(kShmClaimOpen, std::memory_order_relaxed);  // published below, with release
+  Publish(tag, message_bytes, kShmDirectBytes, kShmFirstSlot | kShmDirect);
+}
+
+bool ShmChannel::Withdraw(uint64_t published) {
+  uint32_t open = kShmClaimOpen;
+  return Claim(header_->slots[(published - 1) % kShmSlotCount])
+      .compare_exchange_strong(open, kShmClaimWithdrawn, std::memory_order_acq_rel);
+}
+
+bool ShmChannel::DirectFailed(uint64_t published) {
+  return Claim(header_->slots[(published - 1) % kShmSlotCount]).load(std::memory_order_acquire) ==
+         kShmClaimFailed;
+}
+
+bool ShmChannel::DirectDeclined(uint64_t published) {
+  return Claim(header_->slots[(published - 1) % kShmSlotCount]).load(std::memory_order_acquire) ==
+         kShmClaimDeclined;
+}
+
+bool ShmChannel::DeclineDirect() {
+  uint32_t open = kShmClaimOpen;
+  return Claim(header_->slots[next_ % kShmSlotCount])
+      .compare_exchange_strong(open, kShmClaimDeclined, std::memory_order_acq_rel);
+}
+
+void ShmChannel::FailDirect() {
+  Claim(header_->slots[next_ % kShmSlotCount]).store(kShmClaimFailed, std::memory_order_release);
+}
+
+uint32_t ShmChannel::BrokenAfterDirectRead() {
+  Claim(header_->slots[next_ % kShmSlotCount])
+      .exchange(kShmClaimReading, std::memory_order_acq_rel);
+  return broken();
+}
+
+std::optional<uint64_t> ShmChannel::ClaimDirect() {
+  ShmSlotDesc& d = header_->slots[next_ % kShmSlotCount];
+  uint32_t open = kShmClaimOpen;
+  if (!Claim(d).compare_exchange_strong(open, kShmClaimReading, std::memory_order_acq_rel)) {
+    return std::nullopt;
+  }
+  uint64_t address = 0;
+  std::memcpy(&address, d.inline_payload, sizeof(address));
+  return address;
 }
 
 std::byte* ShmChannel::WritePayload(uint32_t bytes) {

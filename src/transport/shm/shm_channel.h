@@ -20,7 +20,9 @@
 // Framing: a message is one or more consecutive slots; the first carries
 // kShmFirstSlot, every slot carries the message's tag and total size, and
 // each slot holds min(kShmSlotBytes, remaining) bytes of payload (a message
-// of 0 bytes takes one empty slot). Because kShmSlotBytes is a multiple of 64,
+// of 0 bytes takes one empty slot); or, read by the receiver from the
+// sender's memory, one slot with kShmFirstSlot | kShmDirect that holds
+// where (kShmDirectBytes, below). Because kShmSlotBytes is a multiple of 64,
 // every slot but the last holds whole elements of any data type, so the
 // receiver can reduce straight out of a slot.
 //
@@ -46,11 +48,22 @@ inline constexpr size_t kShmSlotCount = 8;
 inline constexpr size_t kShmSlotBytes = 256 * 1024;
 inline constexpr uint32_t kShmFirstSlot = 1;
 // A message the receiver reads straight from the sender's memory: its one
-// slot carries the sender's address (kShmDirectBytes inline), and the
-// sender's request completes once the receiver released that slot
-// (shm_transport.h, "single copy").
+// slot carries, inline (kShmDirectBytes), the sender's address and a claim
+// word; the sender's request completes once the receiver released that
+// slot (shm_transport.h, "single copy"). The receiver claims the message
+// before it reads (open -> reading); a sender that gives the message up
+// withdraws it instead (open -> withdrawn), and the receiver then skips
+// it: whichever comes first wins.
 inline constexpr uint32_t kShmDirect = 2;
-inline constexpr uint32_t kShmDirectBytes = sizeof(uint64_t);
+inline constexpr uint32_t kShmDirectBytes = 16;
+inline constexpr uint32_t kShmClaimOpen = 0;
+inline constexpr uint32_t kShmClaimReading = 1;
+inline constexpr uint32_t kShmClaimWithdrawn = 2;
+inline constexpr uint32_t kShmClaimFailed = 3;  // the receiver's read failed; never released
+// The receiver will not read it (it folds it into a receive: that is no
+// faster read than through the slots) and released the slot: the sender
+// sends the same message again through the slots, next.
+inline constexpr uint32_t kShmClaimDeclined = 4;
 // Why a producer marked its channel broken (ShmChannel::broken()).
 inline constexpr uint32_t kShmBrokenCancelled = 1;  // a partly written message was cancelled
 inline constexpr uint32_t kShmBrokenClosed = 2;     // the producer's transport was destroyed
@@ -73,7 +86,7 @@ struct alignas(64) ShmSlotDesc {
   uint64_t tag = 0;
   uint64_t message_bytes = 0;  // size of the whole message
   uint32_t bytes = 0;          // payload bytes in this slot
-  uint32_t flags = 0;          // kShmFirstSlot
+  uint32_t flags = 0;          // kShmFirstSlot, kShmDirect
   alignas(32) std::byte inline_payload[kShmInlineBytes] = {};
 };
 static_assert(sizeof(ShmSlotDesc) == 64, "a slot descriptor is one cache line");
@@ -101,6 +114,18 @@ class ShmChannel {
   // that count, the consumer is done with every one of them.
   uint64_t published() const { return next_; }
   bool Released(uint64_t published);
+  // Producer: publishes a direct message (one slot, open to its claim) of
+  // `message_bytes` at `address` in this process (only when CanWrite()).
+  void PublishDirect(uint64_t tag, uint64_t message_bytes, uint64_t address);
+  // Producer: withdraws the direct message that was the `published`-th slot
+  // (published() after its PublishDirect), not yet released: true where the
+  // consumer had not claimed it (it will skip it), false where it had (it
+  // reads or has read it).
+  bool Withdraw(uint64_t published);
+  // Producer: whether the consumer's read of that message failed (it broke
+  // the channel and will never release the slot), or it declined it.
+  bool DirectFailed(uint64_t published);
+  bool DirectDeclined(uint64_t published);
   // Producer: tells the consumer that nothing more will be published
   // (`reason` is kShmBrokenCancelled or kShmBrokenClosed). Sticky; the first
   // reason stays.
@@ -110,6 +135,20 @@ class ShmChannel {
   std::optional<ShmSlotInfo> Peek();
   // Consumer: payload of the slot Peek() returned (`bytes` as Peek() said).
   const std::byte* ReadPayload(uint32_t bytes) const;
+  // Consumer: claims the direct message Peek() returned and gives the
+  // sender's address, or nothing where its sender withdrew it (then only
+  // Release() it).
+  std::optional<uint64_t> ClaimDirect();
+  // Consumer: tells the sender that reading the claimed message failed.
+  void FailDirect();
+  // Consumer: declines the direct message Peek() returned (then Release()
+  // it; it comes again through the slots), or false where its sender
+  // withdrew it.
+  bool DeclineDirect();
+  // Consumer: broken(), ordered after this thread's reads of the claimed
+  // message's bytes (an acquire-release exchange on its claim in between:
+  // a plain load could be answered before them).
+  uint32_t BrokenAfterDirectRead();
   // Consumer: frees the slot Peek() returned.
   void Release();
   // Consumer: the producer's MarkBroken() reason, or 0. Slots published

@@ -91,6 +91,12 @@ void ShmTransport::MarkLostLocked(Status why) {
   lost_ = std::move(why);
   for (auto& link : links_) {
     if (!link) continue;
+    // A healthy receiver may still read a direct send this rank now fails
+    // (its caller may then free the buffer): it must see the break.
+    if (link->out_segment.mapped() && !LeavesChannelWhole(*link)) {
+      link->out.MarkBroken(kShmBrokenCancelled);
+      link->bell.Ring();
+    }
     for (auto& snd : link->sends) snd.request->Complete(lost_);
     link->sends.clear();
     for (auto& rcv : link->posted) rcv.request->Complete(lost_);

@@ -41,23 +41,46 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
     const ShmSlotInfo d = *slot;
     const bool first = (d.flags & kShmFirstSlot) != 0;
     Link::Current& c = l.current;
+    const bool direct = (d.flags & kShmDirect) != 0;
+    std::optional<uint64_t> address;  // a direct message's, once claimed
     if (c.sink == Sink::kNone) {
       if (!first) {
         BreakInbound(l, from() + " is corrupt (a message does not start with its first slot)");
         return true;
+      }
+      if (direct) {
+        if (d.bytes != kShmDirectBytes) {
+          BreakInbound(l, from() + " is corrupt (a direct message's slot holds " +
+                              std::to_string(d.bytes) + " bytes)");
+          return true;
+        }
+        if (l.posted.empty()) return moved;  // nobody asked yet: leave it in the ring
+        auto it = FindTag(l.posted, d.tag);
+        if (it != l.posted.end() && it->reduce && it->bytes == d.message_bytes) {
+          // Folded in, it is read no faster from the sender (into a buffer
+          // first) than from the slots, and keeps the sender waiting: ask
+          // for it through the slots. (Withdrawn meanwhile: skipped alike.)
+          (void)l.in.DeclineDirect();
+          l.in.Release();
+          l.bell.Ring();
+          moved = true;
+          continue;
+        }
+        address = l.in.ClaimDirect();
+        if (!address) {  // its sender gave it up before it was read: never delivered
+          l.in.Release();
+          l.bell.Ring();
+          moved = true;
+          continue;
+        }
       }
       if (!StartMessage(peer, l, d)) return moved;  // nobody asked yet: leave it in the ring
     } else if (first || d.tag != c.tag || d.message_bytes != c.bytes) {
       BreakInbound(l, from() + " is corrupt (a message was interrupted by another)");
       return true;
     }
-    if ((d.flags & kShmDirect) != 0) {
-      if (d.bytes != kShmDirectBytes) {
-        BreakInbound(l, from() + " is corrupt (a direct message's slot holds " +
-                            std::to_string(d.bytes) + " bytes)");
-        return true;
-      }
-      if (!ReadDirect(peer, l, d)) return true;
+    if (direct) {
+      if (!ReadDirect(peer, l, *address)) return true;
       l.in.Release();
       l.bell.Ring();  // the sender's request completes now
       moved = true;
@@ -84,35 +107,31 @@ bool ShmTransport::ProgressRecvs(int peer, Link& l) {
   return moved;
 }
 
-bool ShmTransport::ReadDirect(int peer, Link& l, const ShmSlotInfo& slot) {
-  uint64_t address = 0;
-  std::memcpy(&address, l.in.ReadPayload(slot.bytes), sizeof(address));
+bool ShmTransport::ReadDirect(int peer, Link& l, uint64_t address) {
   Link::Current& c = l.current;
   Status st;
   if (c.sink == Sink::kUnexpected) {
     st = ReadFromProcess(l.peer_pid, address, c.buffer.data.get(), c.bytes);
   } else if (c.sink == Sink::kRecv && !c.recv.reduce) {
     st = ReadFromProcess(l.peer_pid, address, c.recv.data, c.bytes);
-  } else if (c.sink == Sink::kRecv) {
-    // Folded in a slot's worth at a time, from a buffer that stays in the
-    // caches (offsets are multiples of kShmSlotBytes: elements stay whole).
-    PooledBuffer scratch = pool_.Take(std::min(c.bytes, kShmSlotBytes));
-    for (size_t off = 0; off < c.bytes && st.ok(); off += kShmSlotBytes) {
-      const size_t n = std::min(kShmSlotBytes, c.bytes - off);
-      st = ReadFromProcess(l.peer_pid, address + off, scratch.data.get(), n);
-      if (st.ok()) Deliver(c.recv, off, scratch.data.get(), n);
-    }
-    pool_.Give(std::move(scratch));
+  } else if (c.sink == Sink::kRecv) {  // (never: a receive that folds declines them)
+    st = InternalError("a receive that folds took a direct message");
   }
-  // A sender that cancels the message marks the channel before its buffer
-  // may go: seen here, what was read may be torn, or the read failed
-  // because the buffer had gone.
-  if (l.in.broken() != 0) {
-    st = UnavailableError(Name(peer) + " cancelled the message before it was read whole");
+  // A sender that gives up a message this rank had claimed marks the
+  // channel before its buffer may go: seen here (after the reads), what was
+  // read may be torn, or the read failed because the buffer had gone. A
+  // process that ended meanwhile may have left its pid to another.
+  if (l.in.BrokenAfterDirectRead() != 0) {
+    st = UnavailableError(Name(peer) + " gave the message up (cancelled it, or closed its " +
+                          "session) before it was read whole");
+  } else if (st.ok() && ProcessEnded(l)) {
+    st = UnavailableError(Name(peer) + "'s process ended while the message was read");
   }
   if (!st.ok()) {
+    l.in.FailDirect();  // its sender's request fails now rather than time out
     BreakInbound(l, Name(peer) + "'s shared-memory channel to " + Name(rank_) +
-                        " is unusable (a message read directly from its memory: " + st.message() +
+                        " is unusable (a message of " + std::to_string(c.bytes) + " bytes, tag " +
+                        std::to_string(c.tag) + ", read directly from its memory: " + st.message() +
                         ")");
     return false;
   }

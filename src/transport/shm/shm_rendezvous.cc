@@ -31,7 +31,8 @@ struct Creator {
   uint64_t probe_value = 0;
 
   std::string Tag() const { return ShmCreatorTag(pid, pid_namespace); }
-  // "<pid> <namespace>", as the store holds it.
+  // "<pid> <namespace>"; the store holds it followed by
+  // " <probe address> <probe value>".
   std::string Text() const { return std::to_string(pid) + " " + std::to_string(pid_namespace); }
   static Creator Parse(const Bytes& text) {
     Creator c;

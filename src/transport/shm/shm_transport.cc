@@ -45,8 +45,7 @@ ShmTransport::~ShmTransport() {
     if (!l) continue;
     // Peers waiting for more from this rank fail at once instead of timing out.
     if (l->out_segment.mapped()) {
-      l->out.MarkBroken(l->sends.empty() || !l->sends.front().started ? kShmBrokenClosed
-                                                                      : kShmBrokenCancelled);
+      l->out.MarkBroken(LeavesChannelWhole(*l) ? kShmBrokenClosed : kShmBrokenCancelled);
     }
     if (l->bell_segment.mapped()) l->bell.Ring();
     const std::string closed = "rank " + std::to_string(rank_) + ": shm transport closed while ";
@@ -68,7 +67,7 @@ Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
     return req;
   }
   l.sends.push_back({req, tag, static_cast<const std::byte*>(data), bytes});
-  if (l.sends.size() == 1) ProgressSends(l);  // eager: usually done right here
+  if (l.sends.size() == 1) ProgressSends(peer, l);  // eager: usually done right here
   return req;
 }
 
@@ -126,6 +125,7 @@ void ShmTransport::Cancel(const Request& request) {
       request->Complete(cancelled);
       return;
     }
+    if (it->direct_until != 0 && CancelDirect(l)) return;
     // Only the front send can be partly written; its rest will never come.
     l.out_broken = "rank " + std::to_string(rank_) + " cancelled a message to rank " +
                    std::to_string(peer) + " (tag " + std::to_string(it->tag) + ") after writing " +
@@ -148,6 +148,33 @@ void ShmTransport::Cancel(const Request& request) {
     if (it != l.posted.end()) l.posted.erase(it);
   }
   request->Complete(cancelled);
+}
+
+bool ShmTransport::LeavesChannelWhole(Link& l) {
+  if (l.sends.empty() || !l.sends.front().started) return true;
+  const uint64_t direct = l.sends.front().direct_until;
+  return direct != 0 && (l.out.Released(direct) || l.out.Withdraw(direct));
+}
+
+bool ShmTransport::CancelDirect(Link& l) {
+  Link::Send& s = l.sends.front();  // (only the front send is ever started)
+  Request request = s.request;
+  if (l.out.Withdraw(s.direct_until)) {  // the receiver will skip it
+    l.sends.pop_front();
+    request->Complete(AbortedError("cancelled " + request->Describe()));
+    return true;
+  }
+  // The receiver claimed it: it reads it now (under its own lock, in one
+  // go) or has read it; either ends within the read's time.
+  const TimePoint give_up = Clock::now() + kShmClaimedReadWait;
+  while (!l.out.Released(s.direct_until)) {
+    // (A read that failed, or a reader stopped mid-read.)
+    if (l.out.DirectFailed(s.direct_until) || Clock::now() >= give_up) return false;
+    std::this_thread::yield();
+  }
+  l.sends.pop_front();
+  request->Complete(Status::Ok());  // delivered before the cancel could stop it
+  return true;
 }
 
 Status ShmTransport::Wait(const Request& request, TimePoint deadline) {
@@ -251,32 +278,54 @@ bool ShmTransport::ProgressAllLocked() {
   for (int p = 0; p < size_; ++p) {
     Link* l = links_[static_cast<size_t>(p)].get();
     if (l == nullptr) continue;
-    if (!l->sends.empty()) moved |= ProgressSends(*l);
+    if (!l->sends.empty()) moved |= ProgressSends(p, *l);
     if (l->current.sink != Sink::kNone || !l->posted.empty()) moved |= ProgressRecvs(p, *l);
   }
   return moved;
 }
 
-bool ShmTransport::ProgressSends(Link& l) {
+bool ShmTransport::ProgressSends(int peer, Link& l) {
   bool moved = false;
   while (!l.sends.empty()) {
     Link::Send& s = l.sends.front();
-    if (!s.started && l.direct_min_bytes != 0 && s.bytes >= l.direct_min_bytes) {
+    if (!s.started && !s.declined && l.direct_min_bytes != 0 && s.bytes >= l.direct_min_bytes) {
       // Single copy: the peer reads the bytes from here; the send is done
       // when it released the slot that said where.
       if (!l.out.CanWrite()) return moved;
-      const uint64_t address = reinterpret_cast<uintptr_t>(s.data);
-      std::memcpy(l.out.WritePayload(kShmDirectBytes), &address, kShmDirectBytes);
-      l.out.Publish(s.tag, s.bytes, kShmDirectBytes, kShmFirstSlot | kShmDirect);
+      l.out.PublishDirect(s.tag, s.bytes, reinterpret_cast<uintptr_t>(s.data));
       s.started = true;
       s.direct_until = l.out.published();
       moved = true;
       l.bell.Ring();
     }
     if (s.direct_until != 0) {
-      if (!l.out.Released(s.direct_until)) return moved;
-      s.written = s.bytes;
+      if (!l.out.Released(s.direct_until)) {
+        // A peer that closed its session unread will never read it; one
+        // whose read failed gave up the channel.
+        std::string why;
+        if (l.out.DirectFailed(s.direct_until)) {
+          why = Name(peer) + " could not read this rank's message (" + s.request->Describe() +
+                ") from its memory, and gave up the channel (its error says why)";
+        } else if (l.in.broken() == kShmBrokenClosed && l.out.Withdraw(s.direct_until)) {
+          why = Name(peer) + " closed its session before reading this rank's message (" +
+                s.request->Describe() + ")";
+        } else {
+          return moved;
+        }
+        Request failed = std::move(s.request);
+        l.sends.pop_front();
+        failed->Complete(UnavailableError(why));
+        moved = true;
+        continue;
+      }
       moved = true;
+      if (l.out.DirectDeclined(s.direct_until)) {  // wanted through the slots: from the start
+        s.started = false;
+        s.declined = true;
+        s.direct_until = 0;
+        continue;
+      }
+      s.written = s.bytes;
     }
     while (!s.started || s.written < s.bytes) {
       if (!l.out.CanWrite()) return moved;

@@ -20,7 +20,9 @@
 //    to a peer that can read this process (probed at the rendezvous)
 //    publishes one slot holding its address instead; the receiver reads the
 //    bytes from this process (shm_direct.h) and releases the slot, which
-//    completes the send. Such a send waits for its receive.
+//    completes the send. Such a send waits for its receive. An IrecvReduce
+//    declines it, and the sender sends it again through the slots; a
+//    sender that gives it up unread withdraws it (shm_channel.h).
 //  - A receive takes the message at the head of its peer's ring when the tag
 //    matches, copying it out of the slots, or, for IrecvReduce, reducing
 //    straight from the mapped slots into the destination (no staging copy).
@@ -78,6 +80,9 @@ inline constexpr Duration kShmSpin = std::chrono::microseconds(20);
 inline constexpr Duration kShmMaxSleep = std::chrono::milliseconds(50);
 // How often a waiter that slept checks that its peers' processes still exist.
 inline constexpr Duration kShmLivenessEvery = std::chrono::milliseconds(10);
+// How long cancelling a single-copy send its receiver is reading waits for
+// the read to end before it breaks the channel instead.
+inline constexpr Duration kShmClaimedReadWait = std::chrono::seconds(1);
 
 // Every rank of the group calls this with the same `size`, `job_id` and a
 // Store shared by all of them. Rank r creates its doorbell and its outgoing

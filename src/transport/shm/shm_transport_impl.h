@@ -59,6 +59,7 @@ class ShmTransport final : public Transport {
       size_t written = 0;
       bool started = false;
       uint64_t direct_until = 0;  // sent direct: done once the channel released this many slots
+      bool declined = false;      // the receiver declined it direct: through the slots
     };
     std::deque<Send> sends;  // in posting order; the front one is being written
     std::string out_broken;  // why sends to the peer fail; empty while usable
@@ -163,16 +164,26 @@ class ShmTransport final : public Transport {
   // the others run under it.
   bool ProgressAll(bool wait_for_lock = false) HORA_EXCLUDES(mu_);
   bool ProgressAllLocked() HORA_REQUIRES(mu_);
-  bool ProgressSends(Link& link) HORA_REQUIRES(mu_);
+  bool ProgressSends(int peer, Link& link) HORA_REQUIRES(mu_);
+  // Whether `l`'s front send, if started, can be given up without breaking
+  // the channel: a direct one its receiver finished, or had not claimed
+  // (withdrawn here, so that the receiver skips it). Otherwise the
+  // receiver must be told (MarkBroken) rather than read a buffer that may
+  // go.
+  static bool LeavesChannelWhole(Link& l);
+  // Cancel of the front send, direct and published: withdrawn (Aborted),
+  // or, where the receiver claimed it, done once it released it (OK);
+  // false where that did not happen within kShmClaimedReadWait.
+  bool CancelDirect(Link& l) HORA_REQUIRES(mu_);
   bool ProgressRecvs(int peer, Link& link) HORA_REQUIRES(mu_);
   // Picks where the message whose first slot is `first` goes; false leaves
   // it in the ring (no receive from the peer is posted).
   bool StartMessage(int peer, Link& link, const ShmSlotInfo& first) HORA_REQUIRES(mu_);
   void FinishMessage(int peer, Link& link) HORA_REQUIRES(mu_);
   void BreakInbound(Link& link, const std::string& why) HORA_REQUIRES(mu_);
-  // Takes the whole of the direct message `l.current` (its slot holds the
-  // sender's address) into its sink; false when the channel broke.
-  bool ReadDirect(int peer, Link& l, const ShmSlotInfo& slot) HORA_REQUIRES(mu_);
+  // Takes the whole of the direct message `l.current`, at `address` in the
+  // peer's process, into its sink; false when the channel broke.
+  bool ReadDirect(int peer, Link& l, uint64_t address) HORA_REQUIRES(mu_);
   // Copies or reduces `bytes` bytes of a message into `recv` at `offset`.
   static void Deliver(const Link::Recv& recv, size_t offset, const std::byte* src, size_t bytes);
   std::string MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const;
