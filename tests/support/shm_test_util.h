@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "store/memory_store.h"
+#include "transport/shm/shm_direct.h"
 #include "transport/shm/shm_transport.h"
 
 namespace hora::shm_test {
@@ -26,6 +27,14 @@ inline TimePoint Soon() { return Clock::now() + std::chrono::seconds(60); }
 inline std::string UniqueJobId(const std::string& what) {
   static std::atomic<int> counter{0};
   return "test-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(counter++);
+}
+
+// Whether this process may read its own memory through the kernel (a
+// seccomp filter can forbid process_vm_readv): where not, the shm
+// transport's single copy never happens, and its tests skip.
+inline bool KernelAllowsReads() {
+  const uint64_t token = 0x5eed5eed5eed5eedULL;
+  return CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token);
 }
 
 // Options with a rendezvous timeout of a minute; `single_copy_bytes` as given

@@ -1,9 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Single-copy messages of the shm transport (read by the receiver from the
-// sender's memory, shm_direct.h), ranks as threads: what travels direct,
-// that such a send waits for its receive, the pairs that fall back to the
-// slots, and a sender that cancels or frees its buffer.
+// sender's memory, shm_direct.h), ranks as threads: the pairs that fall
+// back to the slots, set-aside and mismatched messages, and a sender that
+// cancels, closes or frees its buffer. Sizes around the threshold, and
+// that such a send waits for its receive: shm_transport_test.cc.
 #include <sys/mman.h>
 
 #include <barrier>
@@ -27,16 +28,8 @@ std::vector<uint8_t> Filled(size_t bytes, size_t salt) {
 
 Duration Ms(int ms) { return std::chrono::milliseconds(ms); }
 
-// Whether this process may read its own memory through the kernel (a
-// seccomp filter can forbid process_vm_readv); where not, single copy never
-// happens and these tests have nothing to check.
-bool KernelAllowsReads() {
-  const uint64_t token = 0x5eed5eed5eed5eedULL;
-  return CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token);
-}
-
 #define SKIP_WHERE_THE_KERNEL_FORBIDS_READS() \
-  if (!KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here"
+  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here"
 
 TEST(ShmDirectRead, ReadsThisProcessAndNamesWhyItCannot) {
   SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
@@ -58,51 +51,6 @@ TEST(ShmDirectRead, ReadsThisProcessAndNamesWhyItCannot) {
   EXPECT_EQ(st.code(), StatusCode::kUnavailable);
   EXPECT_NE(st.message().find("process_vm_readv"), std::string::npos) << st.message();
   EXPECT_NE(st.message().find("after 0"), std::string::npos) << st.message();
-}
-
-// Sizes around the threshold, both post orders; at and above it a send is
-// done only once its receive has read it, below it at once (eager slots).
-TEST(ShmDirect, MessagesFromTheThresholdOnWaitForTheirReceive) {
-  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
-  constexpr size_t kAt = 64 << 10;
-  const std::vector<size_t> sizes = {kAt - 1, kAt, kAt + 1, 3 * kShmSlotBytes + 7, (16 << 20) + 3};
-  std::barrier sync(2);
-  RunRanks(
-      2, UniqueJobId("direct-sizes"),
-      [&](Transport& t) {
-        for (size_t k = 0; k < sizes.size(); ++k) {
-          for (int recv_first = 0; recv_first < 2; ++recv_first) {
-            const size_t n = sizes[k];
-            const Tag tag = k * 2 + static_cast<Tag>(recv_first);
-            if (t.rank() == 0) {
-              std::vector<uint8_t> out = Filled(n, tag);
-              if (recv_first) sync.arrive_and_wait();
-              Request s = t.Isend(1, tag, out.data(), n);
-              if (!recv_first) {
-                // The receive is not posted yet.
-                const Status early = t.WaitFor(s, Ms(30));
-                if (n >= kAt) {
-                  EXPECT_EQ(early.code(), StatusCode::kTimeout) << n;
-                } else {
-                  EXPECT_TRUE(early.ok()) << n << ": " << early.ToString();
-                }
-                sync.arrive_and_wait();
-              }
-              ASSERT_TRUE(t.Wait(s, Soon()).ok()) << n;
-            } else {
-              std::vector<uint8_t> in(n + 1, 0xee);
-              if (!recv_first) sync.arrive_and_wait();
-              Request r = t.Irecv(0, tag, in.data(), n);
-              if (recv_first) sync.arrive_and_wait();
-              ASSERT_TRUE(t.Wait(r, Soon()).ok()) << n;
-              EXPECT_EQ(in.back(), 0xee) << n;  // nothing past the end
-              in.pop_back();
-              EXPECT_TRUE(in == Filled(n, tag)) << n << " bytes, receive first: " << recv_first;
-            }
-          }
-        }
-      },
-      [](int) { return Options(kAt); });
 }
 
 // A rank with single copy off can be read by its peers but is not read

@@ -9,7 +9,6 @@
 #include <set>
 
 #include "support/shm_test_util.h"
-#include "transport/shm/shm_direct.h"
 
 namespace hora {
 namespace {
@@ -97,10 +96,7 @@ TEST(ShmReduce, Int64ManySlotsBothOrders) {
 }
 
 TEST(ShmReduce, AMessageSentDirectComesThroughTheSlotsToAFold) {
-  const uint64_t token = 0x5eed5eed5eed5eedULL;
-  if (!CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token)) {
-    GTEST_SKIP() << "process_vm_readv is not allowed here";
-  }
+  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
   for (bool recv_first : {true, false}) {
     CheckReduce<float>(DataType::kFloat32, 1000, recv_first, 4096);  // below: slots
     CheckReduce<float>(DataType::kFloat32, 1024, recv_first, 4096);  // exactly the threshold

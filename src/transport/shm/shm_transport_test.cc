@@ -23,33 +23,56 @@ std::vector<uint8_t> Filled(size_t bytes, size_t salt) {
   return v;
 }
 
-TEST(ShmTransport, SmallAndLargeMessagesInBothPostOrders) {
-  const std::vector<size_t> sizes = {0, 1, 7, 64 << 10, (16 << 20) + 3};
+// Each size in both post orders, with single copy from `single_copy` bytes
+// (0: never). A send is done before its receive is posted where it fits the
+// ring and goes through the slots, and only there.
+void CheckSizesInBothPostOrders(const std::vector<size_t>& sizes, size_t single_copy) {
   std::barrier sync(2);
-  RunRanks(2, UniqueJobId("sizes"), [&](Transport& t) {
-    EXPECT_STREQ(t.name(), "shm");
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      for (int recv_first = 0; recv_first < 2; ++recv_first) {
-        const size_t n = sizes[k];
-        const Tag tag = k * 2 + static_cast<Tag>(recv_first);
-        if (t.rank() == 0) {
-          std::vector<uint8_t> out = Filled(n, tag);
-          if (recv_first) sync.arrive_and_wait();
-          Request s = t.Isend(1, tag, out.data(), n);
-          if (!recv_first) sync.arrive_and_wait();
-          ASSERT_TRUE(t.Wait(s, Soon()).ok()) << n;
-        } else {
-          std::vector<uint8_t> in(n + 1, 0xee);
-          if (!recv_first) sync.arrive_and_wait();
-          Request r = t.Irecv(0, tag, in.data(), n);
-          if (recv_first) sync.arrive_and_wait();
-          ASSERT_TRUE(t.Wait(r, Soon()).ok()) << n;
-          in.pop_back();
-          EXPECT_TRUE(in == Filled(n, tag)) << n << " bytes, receive first: " << recv_first;
+  RunRanks(
+      2, UniqueJobId("sizes"),
+      [&](Transport& t) {
+        EXPECT_STREQ(t.name(), "shm");
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          for (int recv_first = 0; recv_first < 2; ++recv_first) {
+            const size_t n = sizes[k];
+            const Tag tag = k * 2 + static_cast<Tag>(recv_first);
+            if (t.rank() == 0) {
+              std::vector<uint8_t> out = Filled(n, tag);
+              if (recv_first) sync.arrive_and_wait();
+              Request s = t.Isend(1, tag, out.data(), n);
+              if (!recv_first) {
+                const bool eager =
+                    (single_copy == 0 || n < single_copy) && n <= kShmSlotCount * kShmSlotBytes;
+                const Status early = t.WaitFor(s, std::chrono::milliseconds(30));
+                EXPECT_EQ(early.ok(), eager) << n << ": " << early.ToString();
+                sync.arrive_and_wait();
+              }
+              ASSERT_TRUE(t.Wait(s, Soon()).ok()) << n;
+            } else {
+              std::vector<uint8_t> in(n + 1, 0xee);
+              if (!recv_first) sync.arrive_and_wait();
+              Request r = t.Irecv(0, tag, in.data(), n);
+              if (recv_first) sync.arrive_and_wait();
+              ASSERT_TRUE(t.Wait(r, Soon()).ok()) << n;
+              EXPECT_EQ(in.back(), 0xee) << n;  // nothing past the end
+              in.pop_back();
+              EXPECT_TRUE(in == Filled(n, tag)) << n << " bytes, receive first: " << recv_first;
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      [&](int) { return shm_test::Options(single_copy); });
+}
+
+TEST(ShmTransport, SmallAndLargeMessagesInBothPostOrders) {
+  CheckSizesInBothPostOrders({0, 1, 7, 64 << 10, (16 << 20) + 3}, 0);
+}
+
+TEST(ShmTransport, MessagesFromTheSingleCopyThresholdOnWaitForTheirReceive) {
+  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
+  constexpr size_t kAt = 64 << 10;
+  CheckSizesInBothPostOrders({0, kAt - 1, kAt, kAt + 1, 3 * kShmSlotBytes + 7, (16 << 20) + 3},
+                             kAt);
 }
 
 TEST(ShmTransport, ReceivesMatchByTagThroughTheUnexpectedQueue) {
