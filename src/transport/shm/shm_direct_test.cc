@@ -170,6 +170,43 @@ TEST(ShmDirect, CancellingASendAlreadyReadCompletesIt) {
       [](int) { return Options(4096); });
 }
 
+void AddFloats(DataType, ReduceOp, void* dst, const void* src, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    static_cast<float*>(dst)[i] += static_cast<const float*>(src)[i];
+}
+
+// A receive that folds declines a direct message; a send cancelled once
+// declined was never delivered (Aborted), and the receive folds the next
+// message of its tag, which comes through the slots.
+TEST(ShmDirect, ADeclinedSendCancelledIsNeverDelivered) {
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
+  std::barrier sync(2);
+  RunRanks(
+      2, UniqueJobId("direct-declined"),
+      [&](Transport& t) {
+        const size_t count = 1 << 18;  // 1 MiB of float32
+        if (t.rank() == 0) {
+          std::vector<float> first(count, 100.0f), second(count, 2.0f);
+          Request s = t.Isend(1, 1, first.data(), count * 4);
+          sync.arrive_and_wait();
+          sync.arrive_and_wait();  // declined
+          t.Cancel(s);
+          EXPECT_EQ(s->status().code(), StatusCode::kAborted) << s->status().ToString();
+          ASSERT_TRUE(t.Wait(t.Isend(1, 1, second.data(), count * 4), Soon()).ok());
+        } else {
+          std::vector<float> acc(count, 1.0f);
+          sync.arrive_and_wait();
+          Request r = t.IrecvReduce(0, 1, acc.data(), count,
+                                    ReduceSpec{DataType::kFloat32, ReduceOp::kSum, &AddFloats});
+          EXPECT_EQ(t.WaitFor(r, Ms(20)).code(), StatusCode::kTimeout);
+          sync.arrive_and_wait();
+          ASSERT_TRUE(t.Wait(r, Soon()).ok());
+          EXPECT_TRUE(std::all_of(acc.begin(), acc.end(), [](float v) { return v == 3.0f; }));
+        }
+      },
+      [](int) { return Options(4096); });
+}
+
 // A sender whose transport goes with a direct send unread: the receiver
 // never gets its bytes, and learns that the sender closed its session.
 TEST(ShmDirect, AClosedSendersUnreadMessageIsNeverDelivered) {

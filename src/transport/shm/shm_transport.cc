@@ -172,8 +172,11 @@ bool ShmTransport::CancelDirect(Link& l) {
     if (l.out.DirectFailed(s.direct_until) || Clock::now() >= give_up) return false;
     std::this_thread::yield();
   }
+  // Declined (to come through the slots) it was never delivered: as if
+  // withdrawn. Otherwise it was delivered before the cancel could stop it.
+  const bool declined = l.out.DirectDeclined(s.direct_until);
   l.sends.pop_front();
-  request->Complete(Status::Ok());  // delivered before the cancel could stop it
+  request->Complete(declined ? AbortedError("cancelled " + request->Describe()) : Status::Ok());
   return true;
 }
 
