@@ -5,6 +5,7 @@
 // the end on whether every host's shares were true.
 #include <algorithm>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "collectives/algorithms.h"
@@ -65,6 +66,18 @@ void WindowAllreduce::Across(std::byte* data, size_t count) {
     }
     if (j + 2 < pieces) out(j + 2);  // (its event was waited for above)
   }
+}
+
+std::string WindowAllreduce::LostAcross() const {
+  // A rank of this host fails when one of another host is lost; this rank's
+  // transport may learn of that loss a moment after the step said so.
+  const TimePoint until = Clock::now() + kLostAcrossGrace;
+  Status lost = across_->comm->transport().LostPeer();
+  while (lost.ok() && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    lost = across_->comm->transport().LostPeer();
+  }
+  return lost.ok() ? "" : " (" + lost.message() + ")";
 }
 
 Status WindowAllreduce::Agree(size_t total) {
@@ -129,8 +142,8 @@ Status WindowAllreduce::Agree(size_t total) {
   if (!verdict_.failed.empty()) {
     return AbortedError(comm_.Where() + ": " + verdict_.failed + " of this host failed " +
                         "during this allreduce, or " + (verdict_.several ? "were" : "was") +
-                        " told that a rank of another host did; results may lack a rank's " +
-                        "data, so it fails on every rank of this host" +
+                        " told that a rank of another host did" + LostAcross() +
+                        "; results may lack a rank's data, so it fails on every rank of this host" +
                         (verdict_.stuck ? " (and the GPU windows are given up: GPU allreduce is "
                                           "staged from now on)"
                                         : ""));

@@ -18,6 +18,10 @@
 
 namespace hora::window_internal {
 
+// How long an allreduce across hosts that a rank of this host failed waits
+// for this rank's transport to learn of a lost peer, to name it.
+inline constexpr Duration kLostAcrossGrace = std::chrono::milliseconds(500);
+
 // Chunks of at most this many bytes take the one-step path.
 inline constexpr size_t kOneStepMaxBytes = DeviceWindow::kScratchBytes;
 
@@ -75,6 +79,9 @@ class WindowAllreduce {
   // The collective's end when a rank failed: this rank's own error, or one
   // naming the failed ranks.
   Status Ended() const;
+  // Across hosts, where a rank of this host failed: " (why)" when this
+  // rank's transport knows of a lost peer within kLostAcrossGrace, else "".
+  std::string LostAcross() const;
 
   // Whether this rank still works on its GPU: its device has not failed
   // and no step said a rank of its host did.
