@@ -115,6 +115,13 @@ class ShmTransport final : public Transport {
     MutexLock lock(mu_);
     return silent_peer_;
   }
+  // Fails every request, and every later one, with `why`: what the liveness
+  // checks do once a peer's process is gone (shm_liveness.cc). For tests,
+  // which run ranks as threads of one process: no peer of theirs can end.
+  void MarkLost(Status why) HORA_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    if (lost_.ok()) MarkLostLocked(std::move(why));
+  }
   SharedWindow* Window(uint32_t context) override {
     return context < windows_.size() ? windows_[context].get() : nullptr;
   }
