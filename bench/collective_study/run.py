@@ -32,7 +32,8 @@ def configurations(quick):
     return out + [(2, "shm", "mpirun.mpich")]
 
 
-def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, timeout):
+def run_one(build, collective, np_, transport, mpirun, sizes, iters, iters_small, peers,
+            timeout):
     """One launch; returns (records, error text or None)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
         path = f.name
@@ -41,9 +42,16 @@ def run_one(build, collective, np_, transport, mpirun, sizes, iters, peers, time
     # later ones (first access to the slot's pages), and a barrier plus the
     # timing allreduce use slots too. Three left half of a 10-iteration
     # sample in that state.
+    # Each rank bound to a core of its own where a core is there for each (np
+    # 2 here; Open MPI's mpirun binds so by default, horarun --mpi does not):
+    # unbound, a socket's wake-up moved the woken rank to its waker's core,
+    # and after a peer that sleeps as it waits (Gloo) both ranks' threads
+    # shared one core for whole sizes (50-140 us for 4 us at np 2 over TCP).
+    # The binding is the process's, so every peer in it runs bound too.
     cmd = [os.path.join(build, "bin", "horarun"), "--mpi", "--mpirun", mpirun, "-np", str(np_),
-           "--timeout", str(timeout), os.path.join(build, "bin", "hora-bench"), collective,
-           "--sizes", sizes, "--step-factor", "4", "--iters", str(iters), "--warmup", "10",
+           "--bind-to", "core", "--timeout", str(timeout), os.path.join(build, "bin", "hora-bench"), collective,
+           "--sizes", sizes, "--step-factor", "4", "--iters", str(iters),
+           "--iters-small", str(iters_small), "--warmup", "10",
            "--check", "--peers", peers, "--json", path]
     env = dict(os.environ, HORA_TRANSPORT=transport, OMP_NUM_THREADS="1")
     if transport == "tcp" and mpirun.endswith("openmpi"):
@@ -116,6 +124,39 @@ def plot(records, out_dir):
     return paths
 
 
+def summary(records):
+    """benchmarks.md's table: per collective and configuration, Hora's median
+    against the best peer's at the smallest size, the one nearest 64 KiB and
+    the largest, and Hora's busbw at the largest."""
+    lines = ["| collective | np, transport, MPI | smallest: Hora / best peer (us) | "
+             "~64 KiB: Hora / best peer (us) | largest: Hora / best peer (us) | "
+             "Hora busbw at largest (GB/s) |", "|---|---|---|---|---|---|"]
+    ok = [r for r in records if "error" not in r]
+    for coll in COLLECTIVES:
+        rs = [r for r in ok if r["collective"] == coll]
+        for cfg in sorted({(r["np"], r["transport"], r["mpi"]) for r in rs}):
+            by_size = {}
+            for r in rs:
+                if (r["np"], r["transport"], r["mpi"]) == cfg:
+                    by_size.setdefault(r["size_bytes"], {})[r["impl"]] = r
+            sizes = sorted(s for s, by in by_size.items()
+                           if "hora" in by and len(by) > 1)
+            if not sizes:
+                continue
+            picks = [sizes[0], min(sizes, key=lambda s: abs(s - 65536)), sizes[-1]]
+            cells = []
+            for size in picks:
+                by = by_size[size]
+                hora = by["hora"]["p50_us"]
+                peer = min((i for i in by if i != "hora"), key=lambda i: by[i]["p50_us"])
+                best = by[peer]["p50_us"]
+                cells.append("%d B: %.1f / %.1f %s (%.2f)" % (size, hora, best, peer, best / hora))
+            busbw = p50_busbw(by_size[sizes[-1]]["hora"])
+            lines.append("| %s | %d, %s, %s | %s | %.2f |" % (coll, cfg[0], cfg[1], cfg[2],
+                                                           " | ".join(cells), busbw))
+    return lines
+
+
 def markdown(records, failures, command, wall_s):
     lines = ["# Collective study", "", "Produced by `%s` in %.0f s." % (command, wall_s), "",
              "Cells: median time in microseconds over the timed iterations (each iteration's "
@@ -123,7 +164,8 @@ def markdown(records, failures, command, wall_s):
              "that median. `ratio` = best peer's time / Hora's time (> 1: Hora faster). "
              "`transport` is Hora's; Gloo and torch.distributed always use TCP, MPI its "
              "shared memory, except that OpenMPI is held to TCP (btl tcp,self) in tcp rows. "
-             "`#wrong` was 0 for every row shown unless marked.", ""]
+             "`#wrong` was 0 for every row shown unless marked.", "", "## Summary", ""]
+    lines += summary(records) + [""]
     for coll in COLLECTIVES:
         rs = [r for r in records if r["collective"] == coll]
         for cfg in sorted({(r["np"], r["transport"], r["mpi"]) for r in rs}):
@@ -165,15 +207,17 @@ def main():
     p.add_argument("--peers", default="mpi,gloo,torch")
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    sizes, iters = ("4:1M", 5) if args.quick else ("4:16M", 10)
+    # Small messages get more iterations (--iters-small, up to 64 KiB): with
+    # 10, a disturbance of a millisecond moved a size's median by 20x here.
+    sizes, iters, iters_small = ("4:1M", 5, 50) if args.quick else ("4:16M", 10, 200)
     command = "/usr/bin/python3 bench/collective_study/run.py" + (" --quick" if args.quick else "")
     t0 = time.time()
     records, failures = [], []
     for np_, transport, mpirun in configurations(args.quick):
         for coll in args.collectives.split(","):
             print("collective study: %s %s" % (coll, label(np_, transport, mpirun)), flush=True)
-            rs, err = run_one(args.build, coll, np_, transport, mpirun, sizes, iters, args.peers,
-                              timeout=900)
+            rs, err = run_one(args.build, coll, np_, transport, mpirun, sizes, iters,
+                              iters_small, args.peers, timeout=900)
             records += rs
             if err:
                 failures.append("%s %s: %s" % (coll, label(np_, transport, mpirun), err))

@@ -19,7 +19,9 @@ def record(impl, size, avg_us, busbw=1.0, **kw):
 
 
 def table_rows(md):
-    return [l for l in md.splitlines() if l.startswith("| ") and not l.startswith("| size")]
+    """The rows of the per-configuration tables (after the summary)."""
+    body = md.split("## allreduce", 1)[1] if "## allreduce" in md else md
+    return [l for l in body.splitlines() if l.startswith("| ") and not l.startswith("| size")]
 
 
 def test_ratio_is_best_peer_time_over_hora_time():
@@ -47,3 +49,21 @@ def test_plots_render(tmp_path):
     assert [os.path.basename(p) for p in paths] == ["collectives_allreduce.png"]
     with open(paths[0], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_summary_picks_smallest_nearest_64k_and_largest():
+    records = [record(i, s, t, busbw=2.0) for i, s, t in (
+        ("hora", 4, 1.0), ("mpi", 4, 2.0), ("gloo_ring", 4, 3.0),
+        ("hora", 16384, 4.0), ("mpi", 16384, 2.0),
+        ("hora", 65536, 10.0), ("gloo_ring", 65536, 5.0), ("mpi", 65536, 40.0),
+        ("hora", 1 << 20, 100.0), ("mpi", 1 << 20, 150.0))]
+    records.append(dict(record("hora", 4, 1.0), np=4))  # no peer at np 4: no row
+    lines = run.summary(records)
+    assert len(lines) == 3
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    assert cells[:2] == ["allreduce", "2, shm, openmpi"]
+    assert cells[2] == "4 B: 1.0 / 2.0 mpi (2.00)"
+    assert cells[3] == "65536 B: 10.0 / 5.0 gloo_ring (0.50)"
+    assert cells[4] == "1048576 B: 100.0 / 150.0 mpi (1.50)"
+    assert cells[5] == "2.00"
+    assert "## Summary" in run.markdown(records, [], "cmd", 1.0)

@@ -10,12 +10,13 @@ namespace hora::bench {
 
 const char kUsage[] =
     "usage: hora-bench allreduce|allgather|broadcast|alltoall|reducescatter\n"
-    "         [--sizes LOW:HIGH] [--step-factor F] [--iters N] [--warmup N]\n"
+    "         [--sizes LOW:HIGH] [--step-factor F] [--iters N] [--iters-small N] [--warmup N]\n"
     "         [--dtype f32|f16|bf16|f64|i8|u8|i16|i32|i64] [--op sum|average|min|max|product]\n"
     "         [--algo NAME] [--inplace] [--root R] [--check] [--peers mpi,gloo,torch,nccl]\n"
     "         [--json FILE] [--python PATH] [--device host|cuda]\n"
     "Run one process per rank under horarun (or horarun --mpi / mpirun for the mpi peer).\n"
-    "--device: also Hora on GPU tensors (\"hora@host\": the host device; \"hora@cuda\").\n";
+    "--device: also Hora on GPU tensors (\"hora@host\": the host device; \"hora@cuda\").\n"
+    "--iters-small: iterations at sizes of at most 64 KiB (default: --iters).\n";
 
 const char* CollectiveName(Collective c) {
   switch (c) {
@@ -85,6 +86,8 @@ Result<Args> ParseArgs(int argc, char** argv) {
       HORA_ASSIGN_OR_RETURN(a.step_factor, PositiveInt(f, v, 2));
     } else if (f == "--iters") {
       HORA_ASSIGN_OR_RETURN(a.iters, PositiveInt(f, v, 1));
+    } else if (f == "--iters-small") {
+      HORA_ASSIGN_OR_RETURN(a.iters_small, PositiveInt(f, v, 1));
     } else if (f == "--warmup") {
       HORA_ASSIGN_OR_RETURN(a.warmup, PositiveInt(f, v, 0));
     } else if (f == "--root") {

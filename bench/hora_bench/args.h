@@ -21,6 +21,9 @@ struct Args {
   uint64_t min_bytes = 4, max_bytes = 64ull << 20;
   int step_factor = 2;  // sizes grow by this factor
   int iters = 20, warmup = 5;
+  // Iterations at sizes of at most kSmallBytes (as OSU's benchmarks: more
+  // for small messages, whose median a moment's disturbance moves); 0: iters.
+  int iters_small = 0;
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   std::string algo;  // Hora's algorithm (HORA_ALLREDUCE_ALGO / HORA_BROADCAST_ALGO), "" = model
@@ -34,6 +37,14 @@ struct Args {
 };
 
 extern const char kUsage[];
+
+// The largest size --iters-small applies to.
+inline constexpr uint64_t kSmallBytes = 64 << 10;
+
+// Timed iterations at `bytes`.
+inline int Iterations(const Args& a, uint64_t bytes) {
+  return bytes <= kSmallBytes && a.iters_small > 0 ? a.iters_small : a.iters;
+}
 
 // Parses argv (argv[1] is the collective). The error names the flag and value.
 Result<Args> ParseArgs(int argc, char** argv);

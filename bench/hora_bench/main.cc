@@ -83,8 +83,9 @@ Record Measure(Session& s, Impl& impl, const Args& a, const Layout& l,
   r.size_bytes = l.size_bytes;
   r.count = l.in_count;
   Status st = impl.Prepare(a, l, b);
+  r.iters = Iterations(a, l.size_bytes);
   std::vector<double> times;
-  for (int it = 0; it < a.warmup + a.iters; ++it) {
+  for (int it = 0; it < a.warmup + r.iters; ++it) {
     std::memcpy(b.in, init.data(), init.size());
     if (st.ok()) impl.BeforeRun();
     Status bar = s.Barrier();

@@ -23,9 +23,12 @@ Times Summarize(std::vector<double> us) {
 }
 
 void PrintHeader(const Args& a, int ranks, const std::string& limit_line) {
-  std::printf("# hora-bench %s: %d ranks, dtype %s, op %s, %s, %d iterations after %d warm-up\n",
+  const std::string small = a.iters_small > 0 && a.iters_small != a.iters
+                                ? " (" + std::to_string(a.iters_small) + " up to 64 KiB)"
+                                : std::string();
+  std::printf("# hora-bench %s: %d ranks, dtype %s, op %s, %s, %d iterations%s after %d warm-up\n",
               CollectiveName(a.collective), ranks, DataTypeName(a.dtype), ReduceOpName(a.op),
-              a.inplace ? "in place" : "out of place", a.iters, a.warmup);
+              a.inplace ? "in place" : "out of place", a.iters, small.c_str(), a.warmup);
   std::printf("# %s\n", limit_line.c_str());
   std::printf("# %12s %12s %-10s %10s %10s %10s %9s %9s %7s\n", "size(B)", "count", "impl",
               "avg(us)", "p50(us)", "p99(us)", "algbw", "busbw", "#wrong");
@@ -90,6 +93,7 @@ Result<std::vector<Record>> RecordsFromJson(const std::string& text) {
       r.count = j.value("count", uint64_t{0});
       r.avg_us = j.value("avg_us", 0.0);
       r.p50_us = j.value("p50_us", 0.0);
+      r.iters = j.value("iters", 0);
       r.p99_us = j.value("p99_us", 0.0);
       r.algbw_gbps = j.value("algbw_gbps", 0.0);
       r.busbw_gbps = j.value("busbw_gbps", 0.0);
@@ -114,6 +118,7 @@ Status WriteJson(const std::string& path, const std::vector<Record>& records) {
                         {"op", r.op},
                         {"algo", r.algo},
                         {"ranks", r.ranks},
+                        {"iters", r.iters},
                         {"inplace", r.inplace},
                         {"avg_us", r.avg_us},
                         {"p50_us", r.p50_us},

@@ -15,6 +15,7 @@ namespace hora::bench {
 struct Record {
   std::string impl, collective, dtype, op, algo;
   int ranks = 0;
+  int iters = 0;  // timed iterations
   bool inplace = false;
   uint64_t size_bytes = 0, count = 0;
   double avg_us = 0, p50_us = 0, p99_us = 0, algbw_gbps = 0, busbw_gbps = 0;

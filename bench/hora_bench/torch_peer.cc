@@ -86,16 +86,17 @@ Result<std::vector<Record>> RunTorchPeer(Session& s, const Args& a,
   if (fd >= 0) close(fd);
   std::ostringstream size_list;
   for (size_t i = 0; i < sizes.size(); ++i) size_list << (i ? "," : "") << sizes[i];
-  std::vector<std::string> argv = {a.python,       ScriptPath(),
-                                   "--collective", CollectiveName(a.collective),
-                                   "--sizes",      size_list.str(),
-                                   "--dtype",      DataTypeName(a.dtype),
-                                   "--op",         ReduceOpName(a.op),
-                                   "--iters",      std::to_string(a.iters),
-                                   "--warmup",     std::to_string(a.warmup),
-                                   "--root",       std::to_string(a.root),
-                                   "--timeout",    std::to_string(timeout_s),
-                                   "--out",        path};
+  std::vector<std::string> argv = {a.python,        ScriptPath(),
+                                   "--collective",  CollectiveName(a.collective),
+                                   "--sizes",       size_list.str(),
+                                   "--dtype",       DataTypeName(a.dtype),
+                                   "--op",          ReduceOpName(a.op),
+                                   "--iters",       std::to_string(a.iters),
+                                   "--iters-small", std::to_string(a.iters_small),
+                                   "--warmup",      std::to_string(a.warmup),
+                                   "--root",        std::to_string(a.root),
+                                   "--timeout",     std::to_string(timeout_s),
+                                   "--out",         path};
   if (a.inplace) argv.push_back("--inplace");
   if (a.check) argv.push_back("--check");
   const std::vector<std::string> env = {

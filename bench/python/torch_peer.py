@@ -22,6 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
+SMALL_BYTES = 64 << 10  # --iters-small applies up to this size (hora-bench's kSmallBytes)
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
           "bfloat16": torch.bfloat16, "int8": torch.int8, "uint8": torch.uint8,
           "int16": torch.int16, "int32": torch.int32, "int64": torch.int64}
@@ -127,7 +128,8 @@ class Case:
 def measure(args, size_bytes, rank, size):
     case = Case(args, size_bytes, rank, size)
     times = []
-    for it in range(args.warmup + args.iters):
+    iters = args.iters_small if args.iters_small > 0 and size_bytes <= SMALL_BYTES else args.iters
+    for it in range(args.warmup + iters):
         case.inp.copy_(case.init)
         dist.barrier()
         t0 = time.perf_counter()
@@ -141,7 +143,7 @@ def measure(args, size_bytes, rank, size):
     times.sort()
     avg = sum(times) / len(times)
     algbw = case.size_bytes / (avg * 1e-6) / 1e9
-    return {"size_bytes": case.size_bytes, "count": case.count, "avg_us": avg,
+    return {"size_bytes": case.size_bytes, "count": case.count, "iters": iters, "avg_us": avg,
             "p50_us": times[len(times) // 2],
             "p99_us": times[min(len(times) - 1, int(-(-len(times) * 0.99 // 1)) - 1)],
             "algbw_gbps": algbw, "busbw_gbps": algbw * case.factor,
@@ -155,6 +157,8 @@ def main():
     p.add_argument("--dtype", default="float32")
     p.add_argument("--op", default="sum")
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--iters-small", type=int, default=0,
+                   help="iterations at sizes of at most 64 KiB (0: --iters), as hora-bench's")
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--root", type=int, default=0)
     p.add_argument("--inplace", action="store_true")

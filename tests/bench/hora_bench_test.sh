@@ -94,11 +94,26 @@ for coll in allreduce broadcast; do
     bad "--device host --peers nccl $coll"; tail "$out/log"; fi
 done
 
-# The torch.distributed peer.
+# Every record's count of timed iterations: --iters-small up to 64 KiB,
+# --iters above.
+check_iters() {  # file small large
+  "$python" - "$@" <<'PY'
+import json, sys
+path, small, large = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+bad = [r for r in json.load(open(path))
+       if r.get("iters") != (small if r["size_bytes"] <= 65536 else large)]
+print("\n".join("%s %s B: %s iterations" % (r["impl"], r["size_bytes"], r.get("iters")) for r in bad))
+sys.exit(1 if bad else 0)
+PY
+}
+
+# The torch.distributed peer, and more iterations for small sizes.
 if "$python" -c "import torch.distributed" 2>/dev/null; then
-  if "$horarun" -np 2 --timeout 200 "$bench" allreduce --sizes 4:64K --step-factor 64 --iters 2 \
-       --check --peers torch --python "$python" --json "$out/t.json" >"$out/log" 2>&1 &&
-     check_json "$out/t.json" allreduce 2 hora,torch 3; then ok; else bad "torch peer"; tail "$out/log"; fi
+  if "$horarun" -np 2 --timeout 200 "$bench" allreduce --sizes 16K:256K --step-factor 4 --iters 2 \
+       --iters-small 3 --check --peers torch --python "$python" --json "$out/t.json" >"$out/log" 2>&1 &&
+     check_json "$out/t.json" allreduce 2 hora,torch 3 && check_iters "$out/t.json" 3 2 &&
+     grep -q "2 iterations (3 up to 64 KiB) after" "$out/log"
+  then ok; else bad "torch peer"; tail "$out/log"; fi
 fi
 
 # The MPI peer, under horarun --mpi.
