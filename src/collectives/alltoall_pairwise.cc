@@ -2,7 +2,8 @@
 //
 // Pairwise-exchange alltoall: in step s (1..n-1) rank r sends its block for
 // rank r+s and receives the block from rank r-s, so every step is a perfect
-// matching and no rank is flooded by many senders at once.
+// matching and no rank is flooded by many senders at once; or, where every
+// peer reads this rank's blocks in place, every exchange at once.
 #include <cstring>
 #include <vector>
 
@@ -33,6 +34,37 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
                            std::to_string(recv_bytes[me]));
   }
   if (send_bytes[me] > 0) std::memcpy(dst + roff[me], src + soff[me], send_bytes[me]);
+
+  // Where every peer reads this rank's blocks in place (shared memory's
+  // single copy), every exchange is posted at once: a send then costs this
+  // rank nothing, and each peer reads its block whenever it gets to it
+  // instead of in lockstep (np 4, 16 MiB: 6.74 -> 5.4 ms). Elsewhere the
+  // pairs: over TCP, sending to every rank at once was slower.
+  Transport& t = comm.transport();
+  bool in_place = n > 2;
+  for (int s = 1; s < n && in_place; ++s) {
+    const auto to = static_cast<size_t>((r + s) % n);
+    in_place = send_bytes[to] == 0 || t.SendsReadInPlace(static_cast<int>(to), send_bytes[to]);
+  }
+  if (in_place) {
+    std::vector<Request> reqs;
+    reqs.reserve(2 * static_cast<size_t>(n - 1));
+    for (int s = 1; s < n; ++s) {
+      const auto from = static_cast<size_t>((r - s + n) % n);
+      reqs.push_back(comm.Irecv(static_cast<int>(from),
+                                Comm::LocalTag(0, static_cast<uint32_t>(s), 0), dst + roff[from],
+                                recv_bytes[from]));
+    }
+    for (int s = 1; s < n; ++s) {
+      const auto to = static_cast<size_t>((r + s) % n);
+      reqs.push_back(comm.Isend(static_cast<int>(to),
+                                Comm::LocalTag(0, static_cast<uint32_t>(s), 0), src + soff[to],
+                                send_bytes[to]));
+    }
+    // (A failure leaves the rest to the scope, which cancels them.)
+    for (const Request& q : reqs) HORA_RETURN_IF_ERROR(comm.Wait(q));
+    return Status::Ok();
+  }
 
   for (int s = 1; s < n; ++s) {
     const auto to = static_cast<size_t>((r + s) % n);

@@ -117,6 +117,16 @@ class Transport {
   // several calls it on the others while it waits on one.
   virtual bool Progress() { return false; }
 
+  // Whether `peer` reads a send of `bytes` to it straight from the sender's
+  // memory (shared memory's single copy): the send holds no copy of its
+  // own and completes once read, so posting many such sends at once costs
+  // the sender nothing. Cheap; from any thread.
+  virtual bool SendsReadInPlace(int peer, size_t bytes) {
+    (void)peer;
+    (void)bytes;
+    return false;
+  }
+
   // Why this group can no longer complete a collective -- a peer lost
   // (its process ended, its connection closed, it fell silent), named --
   // or OK. Waits fail on their own when that happens; a long wait also

@@ -35,6 +35,9 @@ class ForwardingTransport : public Transport {
     return inner_->WaitFor(request, timeout);
   }
   bool Progress() override { return inner_->Progress(); }
+  bool SendsReadInPlace(int peer, size_t bytes) override {
+    return inner_->SendsReadInPlace(peer, bytes);
+  }
   Status LostPeer() override { return inner_->LostPeer(); }
   int SilentPeer() override { return inner_->SilentPeer(); }
   SharedWindow* Window(uint32_t context) override { return inner_->Window(context); }

@@ -2,12 +2,13 @@
 //
 // Hora's collective algorithms over the shm transport, ranks as threads,
 // checked against expectations computed locally (float32 sums of small
-// integers, so results are exact).
+// integers, so results are exact); and alltoall's two ways of posting.
 #include <numeric>
 #include <tuple>
 
 #include "collectives/algorithms.h"
 #include "support/shm_test_util.h"
+#include "transport/combinators/subset/subset_transport.h"
 
 namespace hora {
 namespace {
@@ -114,6 +115,36 @@ INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
                                             ::testing::Values(size_t{0}, size_t{1}, size_t{1000},
                                                               size_t{1} << 20),
                                             ::testing::Values(size_t{0}, size_t{4096})));
+
+// A rank whose peers all read its blocks in place posts an alltoall's
+// exchanges at once, others in pairs. Ranks that disagree get the same
+// result: rank 0's sends are read in place from 4 KiB, the others' from
+// 8 KiB (each rank's own threshold), so blocks of about 5 KB take both
+// ways at once, blocks of 1 MiB only the first. A process set's view asks
+// its parent for its ranks.
+TEST(ShmAlgorithms, AlltoallWhereOnlySomeRanksPostEveryExchangeAtOnce) {
+  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
+  RunRanks(
+      4, UniqueJobId("alltoall-mixed"),
+      [&](Transport& t) {
+        const int r = t.rank();
+        for (int p = 0; p < 4; ++p) {
+          EXPECT_EQ(t.SendsReadInPlace(p, 4096), p != r && r == 0) << "rank " << r << " to " << p;
+          EXPECT_EQ(t.SendsReadInPlace(p, 8192), p != r) << "rank " << r << " to " << p;
+          EXPECT_FALSE(t.SendsReadInPlace(p, 4095)) << "rank " << r << " to " << p;
+        }
+        EXPECT_FALSE(t.SendsReadInPlace(4, 8192)) << "no such rank";
+        SubsetTransport view(t, {0, 2, 3});
+        if (r != 1) {
+          EXPECT_EQ(view.SendsReadInPlace(1, 4096), t.SendsReadInPlace(2, 4096));
+          EXPECT_EQ(view.SendsReadInPlace(2, 8192), t.SendsReadInPlace(3, 8192));
+          EXPECT_FALSE(view.SendsReadInPlace(3, 8192)) << "no such rank";
+        }
+        Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
+        for (size_t count : {size_t{5000}, size_t{1} << 20}) CheckAlltoall(comm, count);
+      },
+      [](int r) { return shm_test::Options(r == 0 ? 4096 : 8192); });
+}
 
 }  // namespace
 }  // namespace hora

@@ -107,6 +107,11 @@ class ShmTransport final : public Transport {
   Status Wait(const Request& request, TimePoint deadline) override;
   Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
+  bool SendsReadInPlace(int peer, size_t bytes) override {
+    if (peer < 0 || peer >= size_ || peer == rank_) return false;
+    const size_t min = link(peer).direct_min_bytes;  // (set once, at the rendezvous)
+    return min != 0 && bytes >= min;
+  }
   Status LostPeer() override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
     return lost_;

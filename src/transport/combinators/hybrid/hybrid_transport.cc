@@ -56,6 +56,10 @@ class HybridTransport final : public Transport {
     *ranks = local_ranks_;
     return shm_.get();
   }
+  bool SendsReadInPlace(int peer, size_t bytes) override {
+    const int l = Local(peer);
+    return l >= 0 && shm_->SendsReadInPlace(l, bytes);
+  }
   Status LostPeer() override {
     Status st = shm_->LostPeer();
     return st.ok() ? tcp_->LostPeer() : st;

@@ -2,8 +2,8 @@
 //
 // HybridTransport's view of a loss: which side lost the group, and the
 // silent peer named by the job's rank (the shared-memory side numbers its
-// peers within the host); and a wait on a TCP request keeps shared memory
-// moving.
+// peers within the host); a wait on a TCP request keeps shared memory
+// moving; and which sends are read in place.
 #include "transport/combinators/hybrid/hybrid_transport.h"
 
 #include <gtest/gtest.h>
@@ -116,6 +116,34 @@ TEST(HybridTransport, NoSilentPeerWhenTheLossWasAnother) {
   EXPECT_EQ(
       Hybrid(UnavailableError("rank 2 ended"), -1, UnavailableError("silent"), 1)->SilentPeer(),
       -1);
+}
+
+// A side whose sends its local rank 2 reads in place from 1 KiB.
+class ReadsInPlace final : public Transport {
+ public:
+  ReadsInPlace(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* name() const override { return "reads-in-place"; }
+  Request Isend(int, Tag, const void*, size_t) override { return nullptr; }
+  Request Irecv(int, Tag, void*, size_t) override { return nullptr; }
+  Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
+  void Cancel(const Request&) override {}
+  bool SendsReadInPlace(int peer, size_t bytes) override { return peer == 2 && bytes >= 1024; }
+
+ private:
+  const int rank_, size_;
+};
+
+// Only a peer of this host, through this host's side, under its own rank
+// there; never one across hosts (the TCP side's answer is not asked).
+TEST(HybridTransport, SendsReadInPlaceOnlyWhereThisHostsSideSaysSo) {
+  auto t = CreateHybridTransport(3, 6, {2, 3, 5}, std::make_unique<ReadsInPlace>(1, 3),
+                                 std::make_unique<ReadsInPlace>(3, 6));
+  EXPECT_TRUE(t->SendsReadInPlace(5, 1024));  // shared-memory rank 2
+  EXPECT_FALSE(t->SendsReadInPlace(5, 1023));
+  EXPECT_FALSE(t->SendsReadInPlace(2, 1 << 20));  // shared-memory rank 0
+  EXPECT_FALSE(t->SendsReadInPlace(4, 1 << 20));  // another host
 }
 
 }  // namespace

@@ -37,6 +37,10 @@ class SubsetTransport final : public Transport {
   }
   bool Progress() override { return parent_.Progress(); }
   Status LostPeer() override { return parent_.LostPeer(); }
+  bool SendsReadInPlace(int peer, size_t bytes) override {
+    if (peer < 0 || peer >= size() || peer == rank_) return false;
+    return parent_.SendsReadInPlace(ranks_[static_cast<size_t>(peer)], bytes);
+  }
 
  private:
   // The parent rank of subset rank `peer`, or -1 with `*error` set.
