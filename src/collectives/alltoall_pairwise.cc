@@ -44,7 +44,7 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
   bool in_place = n > 2;
   for (int s = 1; s < n && in_place; ++s) {
     const auto to = static_cast<size_t>((r + s) % n);
-    in_place = send_bytes[to] == 0 || t.SendsReadInPlace(static_cast<int>(to), send_bytes[to]);
+    in_place = send_bytes[to] == 0 || t.ReadsInPlace(r, static_cast<int>(to), send_bytes[to]);
   }
   if (in_place) {
     std::vector<Request> reqs;

@@ -117,12 +117,14 @@ class Transport {
   // several calls it on the others while it waits on one.
   virtual bool Progress() { return false; }
 
-  // Whether `peer` reads a send of `bytes` to it straight from the sender's
-  // memory (shared memory's single copy): the send holds no copy of its
-  // own and completes once read, so posting many such sends at once costs
-  // the sender nothing. Cheap; from any thread.
-  virtual bool SendsReadInPlace(int peer, size_t bytes) {
-    (void)peer;
+  // Whether rank `to` reads a send of `bytes` from rank `from` straight
+  // from the sender's memory (shared memory's single copy): such a send
+  // holds no copy of its own and completes once read, so posting many at
+  // once costs the sender nothing. The same answer on every rank of the
+  // group, so that all can choose alike. Cheap; from any thread.
+  virtual bool ReadsInPlace(int from, int to, size_t bytes) {
+    (void)from;
+    (void)to;
     (void)bytes;
     return false;
   }

@@ -35,8 +35,8 @@ class ForwardingTransport : public Transport {
     return inner_->WaitFor(request, timeout);
   }
   bool Progress() override { return inner_->Progress(); }
-  bool SendsReadInPlace(int peer, size_t bytes) override {
-    return inner_->SendsReadInPlace(peer, bytes);
+  bool ReadsInPlace(int from, int to, size_t bytes) override {
+    return inner_->ReadsInPlace(from, to, bytes);
   }
   Status LostPeer() override { return inner_->LostPeer(); }
   int SilentPeer() override { return inner_->SilentPeer(); }

@@ -34,10 +34,11 @@ void CheckAllreduce(Comm& comm, size_t count, Status (*algo)(Comm&, const Allred
   EXPECT_EQ(wrong, 0u) << name << " rank " << comm.rank();
 }
 
-void CheckAllgather(Comm& comm, size_t count) {
+// Rank q's block count + q bytes, none for rank `empty`.
+void CheckAllgather(Comm& comm, size_t count, size_t empty = SIZE_MAX) {
   const auto n = static_cast<size_t>(comm.size()), r = static_cast<size_t>(comm.rank());
   std::vector<size_t> sizes(n);
-  for (size_t q = 0; q < n; ++q) sizes[q] = count + q;  // uneven
+  for (size_t q = 0; q < n; ++q) sizes[q] = q == empty ? 0 : count + q;  // uneven
   std::vector<uint8_t> in(sizes[r]), out(std::accumulate(sizes.begin(), sizes.end(), size_t{0}));
   for (size_t i = 0; i < in.size(); ++i) in[i] = Byte(r, 0, i);
   Status st = AllgatherRing(comm, in.data(), out.data(), sizes);
@@ -116,32 +117,39 @@ INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
                                                               size_t{1} << 20),
                                             ::testing::Values(size_t{0}, size_t{4096})));
 
-// A rank whose peers all read its blocks in place posts an alltoall's
-// exchanges at once, others in pairs. Ranks that disagree get the same
-// result: rank 0's sends are read in place from 4 KiB, the others' from
-// 8 KiB (each rank's own threshold), so blocks of about 5 KB take both
-// ways at once, blocks of 1 MiB only the first. A process set's view asks
-// its parent for its ranks.
-TEST(ShmAlgorithms, AlltoallWhereOnlySomeRanksPostEveryExchangeAtOnce) {
+// Rank 0's sends are read in place from 4 KiB, the others' from 8 KiB
+// (each rank's own threshold), and every rank knows every pair's. An
+// alltoall's rank posts its exchanges at once where its peers read all its
+// blocks in place, in pairs otherwise: blocks of about 5 KB take both ways
+// at once (rank 0 at once), and the results match. An allgather takes
+// every block at once only where every rank's is read in place by all
+// (1 MiB blocks, one rank's empty; not 5 KB ones). A process set's view
+// asks its parent about its ranks.
+TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
   if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
   RunRanks(
-      4, UniqueJobId("alltoall-mixed"),
+      4, UniqueJobId("in-place-mixed"),
       [&](Transport& t) {
-        const int r = t.rank();
-        for (int p = 0; p < 4; ++p) {
-          EXPECT_EQ(t.SendsReadInPlace(p, 4096), p != r && r == 0) << "rank " << r << " to " << p;
-          EXPECT_EQ(t.SendsReadInPlace(p, 8192), p != r) << "rank " << r << " to " << p;
-          EXPECT_FALSE(t.SendsReadInPlace(p, 4095)) << "rank " << r << " to " << p;
+        for (int a = 0; a < 4; ++a) {
+          for (int b = 0; b < 4; ++b) {
+            EXPECT_EQ(t.ReadsInPlace(a, b, 4096), a != b && a == 0) << a << " to " << b;
+            EXPECT_EQ(t.ReadsInPlace(a, b, 8192), a != b) << a << " to " << b;
+            EXPECT_FALSE(t.ReadsInPlace(a, b, 4095)) << a << " to " << b;
+          }
+          EXPECT_FALSE(t.ReadsInPlace(a, 4, 8192)) << "no such rank";
+          EXPECT_FALSE(t.ReadsInPlace(-1, a, 8192)) << "no such rank";
         }
-        EXPECT_FALSE(t.SendsReadInPlace(4, 8192)) << "no such rank";
-        SubsetTransport view(t, {0, 2, 3});
-        if (r != 1) {
-          EXPECT_EQ(view.SendsReadInPlace(1, 4096), t.SendsReadInPlace(2, 4096));
-          EXPECT_EQ(view.SendsReadInPlace(2, 8192), t.SendsReadInPlace(3, 8192));
-          EXPECT_FALSE(view.SendsReadInPlace(3, 8192)) << "no such rank";
-        }
+        SubsetTransport view(t, {0, 2, 3});           // (a view on every rank: it only asks)
+        EXPECT_TRUE(view.ReadsInPlace(0, 1, 4096));   // 0 to 2
+        EXPECT_FALSE(view.ReadsInPlace(1, 2, 4096));  // 2 to 3
+        EXPECT_TRUE(view.ReadsInPlace(2, 1, 8192));   // 3 to 2
+        EXPECT_FALSE(view.ReadsInPlace(2, 3, 8192)) << "no such rank";
         Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
-        for (size_t count : {size_t{5000}, size_t{1} << 20}) CheckAlltoall(comm, count);
+        for (size_t count : {size_t{5000}, size_t{1} << 20}) {
+          CheckAlltoall(comm, count);
+          CheckAllgather(comm, count);
+          CheckAllgather(comm, count, /*empty=*/1);
+        }
       },
       [](int r) { return shm_test::Options(r == 0 ? 4096 : 8192); });
 }

@@ -160,7 +160,14 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     names += "\n" + name;
   }
 
-  Bytes readable(static_cast<size_t>(size), 0);  // by peer: this rank can read it directly
+  // By peer: this rank can read it directly; then this rank's threshold
+  // (ShmOptions::single_copy_bytes), 8 bytes, so that every rank knows
+  // every pair's (ShmTransport::direct_min).
+  Bytes readable(static_cast<size_t>(size) + 8, 0);
+  for (size_t i = 0; i < 8; ++i) {
+    readable[static_cast<size_t>(size) + i] =
+        static_cast<uint8_t>(static_cast<uint64_t>(options.single_copy_bytes) >> (8 * i));
+  }
 
   // 2. Publish their names (and this process's id, so that peers notice if
   // it dies); map the peers' doorbells and channels to us.
@@ -198,6 +205,9 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   // Its value says which peers this rank can read directly: a peer sends
   // its large messages direct only to ranks that can.
   HORA_RETURN_IF_ERROR(store.Set(Key(job_id, "mapped", rank), readable).WithContext(ctx));
+  const auto n = static_cast<size_t>(size);
+  std::vector<Bytes> mapped(n);
+  mapped[static_cast<size_t>(rank)] = readable;
   for (int p = 0; p < size; ++p) {
     if (p == rank) continue;
     Result<Bytes> value = store.Get(Key(job_id, "mapped", p), Remaining(deadline));
@@ -205,9 +215,26 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
       return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
                                         " to map the shared-memory segments");
     }
-    const bool reads_me =
-        value->size() == static_cast<size_t>(size) && (*value)[static_cast<size_t>(rank)] != 0;
-    t->link(p).direct_min_bytes = reads_me ? options.single_copy_bytes : 0;
+    if (value->size() != n + 8) {
+      return InternalError(ctx + ": rank " + std::to_string(p) + " published " +
+                           std::to_string(value->size()) + " bytes of readable peers, not " +
+                           std::to_string(n + 8) + " (another version of Hora?)");
+    }
+    mapped[static_cast<size_t>(p)] = std::move(*value);
+  }
+  // Rank a sends to rank b directly from a's threshold on, where b reads a.
+  t->direct_min().assign(n * n, 0);
+  for (size_t a = 0; a < n; ++a) {
+    uint64_t threshold = 0;
+    for (size_t i = 0; i < 8; ++i) threshold |= uint64_t{mapped[a][n + i]} << (8 * i);
+    for (size_t b = 0; b < n; ++b) {
+      if (a != b && mapped[b][a] != 0) t->direct_min()[a * n + b] = static_cast<size_t>(threshold);
+    }
+  }
+  for (int p = 0; p < size; ++p) {
+    if (p != rank)
+      t->link(p).direct_min_bytes =
+          t->direct_min()[static_cast<size_t>(rank) * n + static_cast<size_t>(p)];
   }
   HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
   HORA_RETURN_IF_ERROR(t->own_window_segment().Unlink().WithContext(ctx));

@@ -107,9 +107,9 @@ class ShmTransport final : public Transport {
   Status Wait(const Request& request, TimePoint deadline) override;
   Status WaitFor(const Request& request, Duration timeout) override;
   bool Progress() override { return ProgressAll(); }
-  bool SendsReadInPlace(int peer, size_t bytes) override {
-    if (peer < 0 || peer >= size_ || peer == rank_) return false;
-    const size_t min = link(peer).direct_min_bytes;  // (set once, at the rendezvous)
+  bool ReadsInPlace(int from, int to, size_t bytes) override {
+    if (from < 0 || from >= size_ || to < 0 || to >= size_ || from == to) return false;
+    const size_t min = direct_min_[static_cast<size_t>(from * size_ + to)];
     return min != 0 && bytes >= min;
   }
   Status LostPeer() override HORA_EXCLUDES(mu_) {
@@ -141,6 +141,9 @@ class ShmTransport final : public Transport {
   // What a peer reads to find whether it can read this process directly
   // (CanReadProcess): this value, at its own address.
   const uint64_t& direct_probe() const { return direct_probe_; }
+  // Every pair's Link::direct_min_bytes, rank `from` to rank `to` at
+  // [from * size + to] (ReadsInPlace): set by the rendezvous.
+  std::vector<size_t>& direct_min() { return direct_min_; }
   // Once every window segment is mapped: makes the windows.
   void OpenWindows();
 
@@ -229,6 +232,7 @@ class ShmTransport final : public Transport {
   const uint64_t direct_probe_;               // see direct_probe()
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
+  std::vector<size_t> direct_min_;            // see direct_min()
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
   ShmSegment own_window_segment_;

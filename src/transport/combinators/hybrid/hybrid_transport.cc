@@ -56,9 +56,12 @@ class HybridTransport final : public Transport {
     *ranks = local_ranks_;
     return shm_.get();
   }
-  bool SendsReadInPlace(int peer, size_t bytes) override {
-    const int l = Local(peer);
-    return l >= 0 && shm_->SendsReadInPlace(l, bytes);
+  bool ReadsInPlace(int from, int to, size_t bytes) override {
+    // (Between hosts never; within another host this rank cannot say, and
+    // a question about every pair of the job meets a pair across hosts.)
+    if (from < 0 || from >= size_ || to < 0 || to >= size_) return false;
+    const int f = to_local_[static_cast<size_t>(from)], t = to_local_[static_cast<size_t>(to)];
+    return f >= 0 && t >= 0 && shm_->ReadsInPlace(f, t, bytes);
   }
   Status LostPeer() override {
     Status st = shm_->LostPeer();

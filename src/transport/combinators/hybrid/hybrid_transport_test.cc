@@ -118,10 +118,11 @@ TEST(HybridTransport, NoSilentPeerWhenTheLossWasAnother) {
       -1);
 }
 
-// A side whose sends its local rank 2 reads in place from 1 KiB.
-class ReadsInPlace final : public Transport {
+// A side whose rank 2 reads rank 1's sends in place from 1 KiB, or (`all`)
+// every rank every other's.
+class InPlaceSide final : public Transport {
  public:
-  ReadsInPlace(int rank, int size) : rank_(rank), size_(size) {}
+  InPlaceSide(int rank, int size, bool all) : rank_(rank), size_(size), all_(all) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   const char* name() const override { return "reads-in-place"; }
@@ -129,21 +130,28 @@ class ReadsInPlace final : public Transport {
   Request Irecv(int, Tag, void*, size_t) override { return nullptr; }
   Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
   void Cancel(const Request&) override {}
-  bool SendsReadInPlace(int peer, size_t bytes) override { return peer == 2 && bytes >= 1024; }
+  bool ReadsInPlace(int from, int to, size_t bytes) override {
+    return all_ || (from == 1 && to == 2 && bytes >= 1024);
+  }
 
  private:
   const int rank_, size_;
+  const bool all_;
 };
 
-// Only a peer of this host, through this host's side, under its own rank
-// there; never one across hosts (the TCP side's answer is not asked).
-TEST(HybridTransport, SendsReadInPlaceOnlyWhereThisHostsSideSaysSo) {
-  auto t = CreateHybridTransport(3, 6, {2, 3, 5}, std::make_unique<ReadsInPlace>(1, 3),
-                                 std::make_unique<ReadsInPlace>(3, 6));
-  EXPECT_TRUE(t->SendsReadInPlace(5, 1024));  // shared-memory rank 2
-  EXPECT_FALSE(t->SendsReadInPlace(5, 1023));
-  EXPECT_FALSE(t->SendsReadInPlace(2, 1 << 20));  // shared-memory rank 0
-  EXPECT_FALSE(t->SendsReadInPlace(4, 1 << 20));  // another host
+// Only between ranks of this host, through this host's side, under their
+// ranks there; never across hosts or between ranks of another (the TCP
+// side, which would say yes, is not asked).
+TEST(HybridTransport, ReadsInPlaceOnlyWhereThisHostsSideSaysSo) {
+  auto t = CreateHybridTransport(3, 6, {2, 3, 5}, std::make_unique<InPlaceSide>(1, 3, false),
+                                 std::make_unique<InPlaceSide>(3, 6, true));
+  EXPECT_TRUE(t->ReadsInPlace(3, 5, 1024));  // shared-memory ranks 1 to 2
+  EXPECT_FALSE(t->ReadsInPlace(3, 5, 1023));
+  EXPECT_FALSE(t->ReadsInPlace(5, 3, 1 << 20));
+  EXPECT_FALSE(t->ReadsInPlace(2, 3, 1 << 20));  // shared-memory ranks 0 to 1
+  EXPECT_FALSE(t->ReadsInPlace(3, 4, 1 << 20));  // to another host
+  EXPECT_FALSE(t->ReadsInPlace(0, 1, 1 << 20));  // within another host
+  EXPECT_FALSE(t->ReadsInPlace(3, 6, 1 << 20));  // no such rank
 }
 
 }  // namespace

@@ -37,9 +37,11 @@ class SubsetTransport final : public Transport {
   }
   bool Progress() override { return parent_.Progress(); }
   Status LostPeer() override { return parent_.LostPeer(); }
-  bool SendsReadInPlace(int peer, size_t bytes) override {
-    if (peer < 0 || peer >= size() || peer == rank_) return false;
-    return parent_.SendsReadInPlace(ranks_[static_cast<size_t>(peer)], bytes);
+  bool ReadsInPlace(int from, int to, size_t bytes) override {
+    const int n = size();
+    if (from < 0 || from >= n || to < 0 || to >= n) return false;
+    return parent_.ReadsInPlace(ranks_[static_cast<size_t>(from)], ranks_[static_cast<size_t>(to)],
+                                bytes);
   }
 
  private:
