@@ -87,6 +87,11 @@ bool ShmChannel::DirectFailed(uint64_t published) {
          kShmClaimFailed;
 }
 
+bool ShmChannel::DirectClaimed(uint64_t published) {
+  return Claim(header_->slots[(published - 1) % kShmSlotCount]).load(std::memory_order_acquire) ==
+         kShmClaimReading;
+}
+
 bool ShmChannel::DirectDeclined(uint64_t published) {
   return Claim(header_->slots[(published - 1) % kShmSlotCount]).load(std::memory_order_acquire) ==
          kShmClaimDeclined;

@@ -126,6 +126,9 @@ class ShmChannel {
   // the channel and will never release the slot), or it declined it.
   bool DirectFailed(uint64_t published);
   bool DirectDeclined(uint64_t published);
+  // Producer: whether the consumer claimed that message (it reads it now,
+  // or has read it).
+  bool DirectClaimed(uint64_t published);
   // Producer: tells the consumer that nothing more will be published
   // (`reason` is kShmBrokenCancelled or kShmBrokenClosed). Sticky; the first
   // reason stays.
