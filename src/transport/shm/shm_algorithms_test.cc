@@ -50,13 +50,14 @@ void CheckAllgather(Comm& comm, size_t count, size_t empty = SIZE_MAX) {
   EXPECT_EQ(wrong, 0u) << "allgather rank " << r;
 }
 
-void CheckBroadcast(Comm& comm, size_t bytes) {
-  const int root = comm.size() - 1;
+void CheckBroadcast(Comm& comm, size_t bytes,
+                    Status (*algo)(Comm&, void*, size_t, int) = &BroadcastBinomial, int root = -1) {
+  if (root < 0) root = comm.size() - 1;
   std::vector<uint8_t> data(bytes, 0);
   if (comm.rank() == root) {
     for (size_t i = 0; i < bytes; ++i) data[i] = Byte(9, 9, i);
   }
-  Status st = BroadcastBinomial(comm, data.data(), bytes, root);
+  Status st = algo(comm, data.data(), bytes, root);
   ASSERT_TRUE(st.ok()) << st.ToString();
   size_t wrong = 0;
   for (size_t i = 0; i < bytes; ++i) wrong += data[i] != Byte(9, 9, i);
@@ -121,10 +122,10 @@ INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
 // (each rank's own threshold), and every rank knows every pair's. An
 // alltoall's rank posts its exchanges at once where its peers read all its
 // blocks in place, in pairs otherwise: blocks of about 5 KB take both ways
-// at once (rank 0 at once), and the results match. An allgather takes
-// every block at once only where every rank's is read in place by all
-// (1 MiB blocks, one rank's empty; not 5 KB ones). A process set's view
-// asks its parent about its ranks.
+// at once (rank 0 at once), and the results match. An allgather, and a
+// scatter-allgather broadcast's, take every block at once only where every
+// rank's is read in place by all (1 MiB blocks, one rank's empty; not 5
+// KB ones). A process set's view asks its parent about its ranks.
 TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
   if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
   RunRanks(
@@ -149,6 +150,7 @@ TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
           CheckAlltoall(comm, count);
           CheckAllgather(comm, count);
           CheckAllgather(comm, count, /*empty=*/1);
+          for (int root : {0, 2}) CheckBroadcast(comm, count * 4, &BroadcastScatterAllgather, root);
         }
       },
       [](int r) { return shm_test::Options(r == 0 ? 4096 : 8192); });
