@@ -49,7 +49,8 @@ def run_one(build, collective, np_, transport, mpirun, sizes, iters, iters_small
     # shared one core for whole sizes (50-140 us for 4 us at np 2 over TCP).
     # The binding is the process's, so every peer in it runs bound too.
     cmd = [os.path.join(build, "bin", "horarun"), "--mpi", "--mpirun", mpirun, "-np", str(np_),
-           "--bind-to", "core", "--timeout", str(timeout), os.path.join(build, "bin", "hora-bench"), collective,
+           "--bind-to", "core", "--timeout", str(timeout),
+           os.path.join(build, "bin", "hora-bench"), collective,
            "--sizes", sizes, "--step-factor", "4", "--iters", str(iters),
            "--iters-small", str(iters_small), "--warmup", "10",
            "--check", "--peers", peers, "--json", path]

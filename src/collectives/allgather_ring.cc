@@ -26,7 +26,7 @@ Status AllgatherRing(Comm& comm, const void* in, void* out,
   auto* mine = static_cast<std::byte*>(out) + offset;
   if (bytes_per_rank[r] > 0 && in != mine) std::memmove(mine, in, bytes_per_rank[r]);
   if (BlocksReadInPlace(comm.transport(), bytes_per_rank)) {
-    return AllgatherBlocksAtOnce(comm, out, bytes_per_rank, /*phase=*/0);  // (np 8, 16 MiB: -27%)
+    return AllgatherBlocksAtOnce(comm, out, bytes_per_rank, /*phase=*/0);
   }
   return RingAllgatherInPlace(comm, out, bytes_per_rank, /*phase=*/0);
 }

@@ -38,8 +38,8 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
   // Where every peer reads this rank's blocks in place (shared memory's
   // single copy), every exchange is posted at once: a send then costs this
   // rank nothing, and each peer reads its block whenever it gets to it
-  // instead of in lockstep (np 4, 16 MiB: 6.74 -> 5.4 ms). Elsewhere the
-  // pairs: over TCP, sending to every rank at once was slower.
+  // instead of in lockstep (docs/dev/performance.md, session 63). Elsewhere
+  // the pairs: over TCP, sending to every rank at once was slower.
   Transport& t = comm.transport();
   bool in_place = n > 2;
   for (int s = 1; s < n && in_place; ++s) {

@@ -15,8 +15,10 @@
 namespace hora {
 
 // Whether every rank's block of `bytes[rank]` bytes (none: nothing to
-// read) is read in place by every other rank; the same answer on every
-// rank of the group. False below three ranks (one exchange: the ring's).
+// read) is read in place by every other rank. It asks about every pair, so
+// every rank of the group answers alike (Transport::ReadsInPlace), as the
+// callers need: ranks that took the ring and ranks that took this would
+// not match. False below three ranks (one exchange: the ring's).
 bool BlocksReadInPlace(Transport& transport, std::span<const size_t> bytes);
 
 // In-place allgather of blocks laid out as RingAllgatherInPlace's (block

@@ -120,8 +120,12 @@ class Transport {
   // Whether rank `to` reads a send of `bytes` from rank `from` straight
   // from the sender's memory (shared memory's single copy): such a send
   // holds no copy of its own and completes once read, so posting many at
-  // once costs the sender nothing. The same answer on every rank of the
-  // group, so that all can choose alike. Cheap; from any thread.
+  // once costs the sender nothing. Every rank of a host gives the same
+  // answer about a pair of that host, and every rank says no about a pair
+  // across hosts; about a pair of another host a rank may say no where that
+  // host's ranks say yes. So a question about every pair of the group is
+  // answered alike everywhere; one about some pairs only within a host.
+  // Cheap; from any thread.
   virtual bool ReadsInPlace(int from, int to, size_t bytes) {
     (void)from;
     (void)to;

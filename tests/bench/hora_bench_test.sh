@@ -65,10 +65,24 @@ for np in 2 3; do
   done
 done
 
-# In place, with a forced algorithm.
-if "$horarun" -np 3 "$bench" allreduce --inplace --algo recursive_doubling --sizes 4:64K \
-     --step-factor 16 --iters 2 --check --json "$out/ip.json" >"$out/log" 2>&1 &&
-   check_json "$out/ip.json" allreduce 3 hora 4; then ok; else bad "in place"; tail "$out/log"; fi
+# Every record's count of timed iterations: --iters-small up to 64 KiB,
+# --iters above.
+check_iters() {  # file small large
+  "$python" - "$@" <<'PY'
+import json, sys
+path, small, large = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+bad = [r for r in json.load(open(path))
+       if r.get("iters") != (small if r["size_bytes"] <= 65536 else large)]
+print("\n".join("%s %s B: %s iterations" % (r["impl"], r["size_bytes"], r.get("iters")) for r in bad))
+sys.exit(1 if bad else 0)
+PY
+}
+
+# In place, with a forced algorithm; more iterations for small sizes.
+if "$horarun" -np 3 "$bench" allreduce --inplace --algo recursive_doubling --sizes 4:256K \
+     --step-factor 16 --iters 2 --iters-small 3 --check --json "$out/ip.json" >"$out/log" 2>&1 &&
+   check_json "$out/ip.json" allreduce 3 hora 5 && check_iters "$out/ip.json" 3 2; then ok
+else bad "in place"; tail "$out/log"; fi
 
 # Over TCP (the limit is then a TCP stream while every rank streams to the
 # next at once, beside one stream alone; both measured, so both positive).
@@ -93,19 +107,6 @@ for coll in allreduce broadcast; do
      check_json "$out/nccl-$coll.json" "$coll" 2 hora,hora@host,nccl@host 4; then ok; else
     bad "--device host --peers nccl $coll"; tail "$out/log"; fi
 done
-
-# Every record's count of timed iterations: --iters-small up to 64 KiB,
-# --iters above.
-check_iters() {  # file small large
-  "$python" - "$@" <<'PY'
-import json, sys
-path, small, large = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-bad = [r for r in json.load(open(path))
-       if r.get("iters") != (small if r["size_bytes"] <= 65536 else large)]
-print("\n".join("%s %s B: %s iterations" % (r["impl"], r["size_bytes"], r.get("iters")) for r in bad))
-sys.exit(1 if bad else 0)
-PY
-}
 
 # The torch.distributed peer, and more iterations for small sizes.
 if "$python" -c "import torch.distributed" 2>/dev/null; then

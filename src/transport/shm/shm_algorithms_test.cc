@@ -140,11 +140,13 @@ TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
           EXPECT_FALSE(t.ReadsInPlace(a, 4, 8192)) << "no such rank";
           EXPECT_FALSE(t.ReadsInPlace(-1, a, 8192)) << "no such rank";
         }
-        SubsetTransport view(t, {0, 2, 3});           // (a view on every rank: it only asks)
-        EXPECT_TRUE(view.ReadsInPlace(0, 1, 4096));   // 0 to 2
-        EXPECT_FALSE(view.ReadsInPlace(1, 2, 4096));  // 2 to 3
-        EXPECT_TRUE(view.ReadsInPlace(2, 1, 8192));   // 3 to 2
-        EXPECT_FALSE(view.ReadsInPlace(2, 3, 8192)) << "no such rank";
+        if (t.rank() != 1) {  // (a set's members only)
+          SubsetTransport view(t, {0, 2, 3});
+          EXPECT_TRUE(view.ReadsInPlace(0, 1, 4096));   // 0 to 2
+          EXPECT_FALSE(view.ReadsInPlace(1, 2, 4096));  // 2 to 3
+          EXPECT_TRUE(view.ReadsInPlace(2, 1, 8192));   // 3 to 2
+          EXPECT_FALSE(view.ReadsInPlace(2, 3, 8192)) << "no such rank";
+        }
         Comm comm(t, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
         for (size_t count : {size_t{5000}, size_t{1} << 20}) {
           CheckAlltoall(comm, count);

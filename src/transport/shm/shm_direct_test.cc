@@ -3,16 +3,16 @@
 // Single-copy messages of the shm transport (read by the receiver from the
 // sender's memory, shm_direct.h), ranks as threads: the pairs that fall
 // back to the slots, set-aside and mismatched messages, and a sender that
-// cancels, closes, frees its buffer or loses a peer. Sizes around the threshold, and
-// that such a send waits for its receive: shm_transport_test.cc.
+// cancels, closes or frees its buffer (a lost peer: shm_direct_loss_test.cc).
+// Sizes around the threshold, and that such a send waits for its receive:
+// shm_transport_test.cc.
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <barrier>
-#include <cstring>
 
 #include "support/shm_test_util.h"
 #include "transport/shm/shm_direct.h"
-#include "transport/shm/shm_transport_impl.h"
 
 namespace hora {
 namespace {
@@ -266,80 +266,6 @@ TEST(ShmDirect, AFreedSendBufferFailsTheReceiveWithTheReason) {
           const Status st = t.Wait(t.Irecv(0, 1, in.data(), n), Soon());
           EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
           EXPECT_NE(st.message().find("process_vm_readv"), std::string::npos) << st.message();
-          sync.arrive_and_wait();
-        }
-      },
-      [](int) { return Options(4096); });
-}
-
-// A rank that loses a peer (any peer: the liveness checks' path) while a
-// direct send of its is still unread withdraws it: a healthy receiver that
-// has not learnt of the loss skips it, and never reads the buffer the
-// failed send hands back to its caller.
-TEST(ShmDirect, ALostPeerWithdrawsAnUnreadSend) {
-  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
-  std::barrier sync(2);
-  RunRanks(
-      2, UniqueJobId("direct-lost-unread"),
-      [&](Transport& t) {
-        const size_t n = 1 << 20;
-        if (t.rank() == 0) {
-          std::vector<uint8_t> out(n, 0xab);
-          Request s = t.Isend(1, 1, out.data(), n);
-          EXPECT_EQ(t.WaitFor(s, Ms(20)).code(), StatusCode::kTimeout);  // published
-          static_cast<ShmTransport&>(t).MarkLost(UnavailableError("a peer is gone (test)"));
-          const Status st = t.Wait(s, Soon());
-          EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
-          EXPECT_NE(st.message().find("a peer is gone"), std::string::npos) << st.message();
-          std::fill(out.begin(), out.end(), uint8_t{0xcd});  // the caller reuses it
-          sync.arrive_and_wait();
-          sync.arrive_and_wait();  // the receiver looked
-        } else {
-          sync.arrive_and_wait();
-          std::vector<uint8_t> in(n, 0);
-          Request r = t.Irecv(0, 1, in.data(), n);
-          EXPECT_EQ(t.WaitFor(r, Ms(50)).code(), StatusCode::kTimeout);  // skipped
-          t.Cancel(r);
-          EXPECT_TRUE(t.LostPeer().ok());
-          EXPECT_TRUE(std::all_of(in.begin(), in.end(), [](uint8_t v) { return v == 0; }));
-          sync.arrive_and_wait();
-        }
-      },
-      [](int) { return Options(4096); });
-}
-
-// The same loss while the receiver reads the message (claimed it: a read of
-// 64 MiB takes milliseconds): the sender cannot
-// withdraw it, so it marks the channel before the failed send hands the
-// buffer back; the receiver sees the mark after its read and fails the
-// receive (what it read may be torn) instead of delivering it.
-TEST(ShmDirect, ALostPeerMidReadFailsTheReceive) {
-  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
-  std::barrier sync(2);
-  const size_t n = size_t{64} << 20;  // a read of tens of ms: the loss comes during it
-  std::vector<uint8_t> in(n, 0);
-  RunRanks(
-      2, UniqueJobId("direct-lost-mid-read"),
-      [&](Transport& t) {
-        if (t.rank() == 0) {
-          std::vector<uint8_t> out(n, 0xab);
-          Request s = t.Isend(1, 1, out.data(), n);
-          EXPECT_EQ(t.WaitFor(s, Ms(20)).code(), StatusCode::kTimeout);  // published
-          sync.arrive_and_wait();
-          // The receiver claimed the message: it reads it now. (Its buffer
-          // is not watched: TSan takes process_vm_readv for a plain write.)
-          ShmChannel& out_channel = static_cast<ShmTransport&>(t).link(1).out;
-          while (!out_channel.DirectClaimed(out_channel.published())) std::this_thread::yield();
-          static_cast<ShmTransport&>(t).MarkLost(UnavailableError("a peer is gone (test)"));
-          EXPECT_EQ(t.Wait(s, Soon()).code(), StatusCode::kUnavailable);
-          std::memset(out.data(), 0xcd, n);  // the caller reuses it
-          sync.arrive_and_wait();
-        } else {
-          sync.arrive_and_wait();
-          const Status st = t.Wait(t.Irecv(0, 1, in.data(), n), Soon());
-          EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
-          EXPECT_NE(st.message().find("gave the message up"), std::string::npos) << st.message();
-          EXPECT_TRUE(t.LostPeer().ok());  // its own peers are all well
           sync.arrive_and_wait();
         }
       },

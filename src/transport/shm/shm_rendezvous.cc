@@ -216,26 +216,22 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
                                         " to map the shared-memory segments");
     }
     if (value->size() != n + 8) {
-      return InternalError(ctx + ": rank " + std::to_string(p) + " published " +
+      return MismatchError(ctx + ": rank " + std::to_string(p) + " published " +
                            std::to_string(value->size()) + " bytes of readable peers, not " +
                            std::to_string(n + 8) + " (another version of Hora?)");
     }
     mapped[static_cast<size_t>(p)] = std::move(*value);
   }
   // Rank a sends to rank b directly from a's threshold on, where b reads a.
-  t->direct_min().assign(n * n, 0);
+  std::vector<size_t> direct_min(n * n, 0);
   for (size_t a = 0; a < n; ++a) {
     uint64_t threshold = 0;
     for (size_t i = 0; i < 8; ++i) threshold |= uint64_t{mapped[a][n + i]} << (8 * i);
     for (size_t b = 0; b < n; ++b) {
-      if (a != b && mapped[b][a] != 0) t->direct_min()[a * n + b] = static_cast<size_t>(threshold);
+      if (a != b && mapped[b][a] != 0) direct_min[a * n + b] = static_cast<size_t>(threshold);
     }
   }
-  for (int p = 0; p < size; ++p) {
-    if (p != rank)
-      t->link(p).direct_min_bytes =
-          t->direct_min()[static_cast<size_t>(rank) * n + static_cast<size_t>(p)];
-  }
+  t->SetDirectMin(std::move(direct_min));
   HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
   HORA_RETURN_IF_ERROR(t->own_window_segment().Unlink().WithContext(ctx));
   for (int p = 0; p < size; ++p) {

@@ -141,9 +141,17 @@ class ShmTransport final : public Transport {
   // What a peer reads to find whether it can read this process directly
   // (CanReadProcess): this value, at its own address.
   const uint64_t& direct_probe() const { return direct_probe_; }
-  // Every pair's Link::direct_min_bytes, rank `from` to rank `to` at
-  // [from * size + to] (ReadsInPlace): set by the rendezvous.
-  std::vector<size_t>& direct_min() { return direct_min_; }
+  // Every pair's threshold of single copy (0: never), rank `from` to rank
+  // `to` at [from * size + to] (ReadsInPlace), and this rank's links'
+  // Link::direct_min_bytes from it: once, by the rendezvous, before any
+  // other thread uses the transport (read without a lock from then on).
+  void SetDirectMin(std::vector<size_t> direct_min) {
+    direct_min_ = std::move(direct_min);
+    for (int p = 0; p < size_; ++p) {
+      if (p != rank_)
+        link(p).direct_min_bytes = direct_min_[static_cast<size_t>(rank_ * size_ + p)];
+    }
+  }
   // Once every window segment is mapped: makes the windows.
   void OpenWindows();
 
@@ -232,7 +240,7 @@ class ShmTransport final : public Transport {
   const uint64_t direct_probe_;               // see direct_probe()
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
-  std::vector<size_t> direct_min_;            // see direct_min()
+  std::vector<size_t> direct_min_;            // see SetDirectMin
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
   ShmSegment own_window_segment_;
