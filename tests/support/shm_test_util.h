@@ -37,6 +37,12 @@ inline bool KernelAllowsReads() {
   return CanReadProcess(getpid(), reinterpret_cast<uintptr_t>(&token), token);
 }
 
+// Skips a test of single copy where this process may not read its own
+// memory through the kernel (KernelAllowsReads).
+#define SKIP_WHERE_THE_KERNEL_FORBIDS_READS()                                                    \
+  if (!::hora::shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed " \
+                                                              "here"
+
 // Options with a rendezvous timeout of a minute; `single_copy_bytes` as given
 // (0: every message through the slots).
 inline ShmOptions Options(size_t single_copy_bytes = 0) {

@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(Shm, ShmAlgorithms,
 // rank's is read in place by all (1 MiB blocks, one rank's empty; not 5
 // KB ones). A process set's view asks its parent about its ranks.
 TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
-  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
   RunRanks(
       4, UniqueJobId("in-place-mixed"),
       [&](Transport& t) {

@@ -22,9 +22,6 @@ using shm_test::RunRanks;
 using shm_test::Soon;
 using shm_test::UniqueJobId;
 
-#define SKIP_WHERE_THE_KERNEL_FORBIDS_READS() \
-  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here"
-
 ShmChannel& Out(Transport& t, int peer) { return static_cast<ShmTransport&>(t).link(peer).out; }
 
 void Lose(Transport& t) {

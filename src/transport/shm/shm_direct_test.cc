@@ -30,9 +30,6 @@ std::vector<uint8_t> Filled(size_t bytes, size_t salt) {
 
 Duration Ms(int ms) { return std::chrono::milliseconds(ms); }
 
-#define SKIP_WHERE_THE_KERNEL_FORBIDS_READS() \
-  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here"
-
 TEST(ShmDirectRead, ReadsThisProcessAndNamesWhyItCannot) {
   SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
   const std::vector<uint8_t> src = Filled(3 * kShmSlotBytes + 5, 1);

@@ -96,7 +96,7 @@ TEST(ShmReduce, Int64ManySlotsBothOrders) {
 }
 
 TEST(ShmReduce, AMessageSentDirectComesThroughTheSlotsToAFold) {
-  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
   for (bool recv_first : {true, false}) {
     CheckReduce<float>(DataType::kFloat32, 1000, recv_first, 4096);  // below: slots
     CheckReduce<float>(DataType::kFloat32, 1024, recv_first, 4096);  // exactly the threshold

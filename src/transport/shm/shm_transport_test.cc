@@ -69,7 +69,7 @@ TEST(ShmTransport, SmallAndLargeMessagesInBothPostOrders) {
 }
 
 TEST(ShmTransport, MessagesFromTheSingleCopyThresholdOnWaitForTheirReceive) {
-  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here";
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
   constexpr size_t kAt = 64 << 10;
   CheckSizesInBothPostOrders({0, kAt - 1, kAt, kAt + 1, 3 * kShmSlotBytes + 7, (16 << 20) + 3},
                              kAt);
