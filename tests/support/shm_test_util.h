@@ -38,10 +38,9 @@ inline bool KernelAllowsReads() {
 }
 
 // Skips a test of single copy where this process may not read its own
-// memory through the kernel (KernelAllowsReads).
-#define SKIP_WHERE_THE_KERNEL_FORBIDS_READS()                                                    \
-  if (!::hora::shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed " \
-                                                              "here"
+// memory through the kernel (KernelAllowsReads); inside namespace hora.
+#define SKIP_WHERE_THE_KERNEL_FORBIDS_READS() \
+  if (!shm_test::KernelAllowsReads()) GTEST_SKIP() << "process_vm_readv is not allowed here"
 
 // Options with a rendezvous timeout of a minute; `single_copy_bytes` as given
 // (0: every message through the slots).
