@@ -22,6 +22,8 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
   const auto context = static_cast<uint32_t>(2 * slot);
   data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1);
   control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2);
+  data_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
+  control_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
   backend = CreateHoraBackend(*data_comm, std::move(selector), HierarchyOf(config),
                               job_spans_hosts && id == 0, logger);
 }

@@ -70,10 +70,12 @@ Result<std::unique_ptr<HostTierComms>> HostTierComms::Find(Comm& comm, const Sel
   t->host_ = std::make_unique<Comm>(*t->host_view_, comm.waits(), comm.segment_bytes(), context,
                                     with_window ? host->Window(kHostTierWindow) : nullptr);
   t->host_->SetRankNumbers(local);
+  t->host_->SetBlocksAtOnce(comm.blocks_at_once());
   t->across_view_ = std::make_unique<SubsetTransport>(comm.transport(), across);
   t->across_ =
       std::make_unique<Comm>(*t->across_view_, comm.waits(), comm.segment_bytes(), context);
   t->across_->SetRankNumbers(across);
+  t->across_->SetBlocksAtOnce(comm.blocks_at_once());
   t->tiers_ = HostTiers{t->host_.get(), t->across_.get(), selector, n};
   return t;
 }

@@ -3,7 +3,8 @@
 // Ring allgather with per-rank sizes: each rank places its block in the
 // output, then n-1 steps pass blocks around the ring (block r-s at step s),
 // forwarding each segment as soon as it has arrived. Where every block is
-// read in place (shared memory's single copy), every block at once instead.
+// read in place (shared memory's single copy), or HORA_BLOCKS_AT_ONCE=1,
+// every block at once instead.
 #include <cstring>
 #include <numeric>
 
@@ -25,7 +26,8 @@ Status AllgatherRing(Comm& comm, const void* in, void* out,
       std::accumulate(bytes_per_rank.begin(), bytes_per_rank.begin() + r, size_t{0});
   auto* mine = static_cast<std::byte*>(out) + offset;
   if (bytes_per_rank[r] > 0 && in != mine) std::memmove(mine, in, bytes_per_rank[r]);
-  if (BlocksReadInPlace(comm.transport(), bytes_per_rank)) {
+  if (AllgatherAtOnce(comm, bytes_per_rank)) {
+    scope.SetAlgorithm("at_once");
     return AllgatherBlocksAtOnce(comm, out, bytes_per_rank, /*phase=*/0);
   }
   return RingAllgatherInPlace(comm, out, bytes_per_rank, /*phase=*/0);

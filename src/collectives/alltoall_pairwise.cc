@@ -3,11 +3,13 @@
 // Pairwise-exchange alltoall: in step s (1..n-1) rank r sends its block for
 // rank r+s and receives the block from rank r-s, so every step is a perfect
 // matching and no rank is flooded by many senders at once; or, where every
-// peer reads this rank's blocks in place, every exchange at once.
+// peer reads this rank's blocks in place (or HORA_BLOCKS_AT_ONCE=1), every
+// exchange at once.
 #include <cstring>
 #include <vector>
 
 #include "collectives/algorithms.h"
+#include "collectives/blocks_at_once.h"
 
 namespace hora {
 
@@ -40,13 +42,9 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
   // rank nothing, and each peer reads its block whenever it gets to it
   // instead of in lockstep (docs/dev/performance.md, session 63). Elsewhere
   // the pairs: over TCP, sending to every rank at once was slower.
-  Transport& t = comm.transport();
-  bool in_place = n > 2;
-  for (int s = 1; s < n && in_place; ++s) {
-    const auto to = static_cast<size_t>((r + s) % n);
-    in_place = send_bytes[to] == 0 || t.ReadsInPlace(r, static_cast<int>(to), send_bytes[to]);
-  }
-  if (in_place) {
+  // HORA_BLOCKS_AT_ONCE may say otherwise (AlltoallAtOnce).
+  if (AlltoallAtOnce(comm, send_bytes)) {
+    scope.SetAlgorithm("at_once");
     std::vector<Request> reqs;
     reqs.reserve(2 * static_cast<size_t>(n - 1));
     for (int s = 1; s < n; ++s) {

@@ -17,6 +17,40 @@ bool BlocksReadInPlace(Transport& transport, std::span<const size_t> bytes) {
   return true;
 }
 
+bool AllgatherAtOnce(Comm& comm, std::span<const size_t> bytes) {
+  if (comm.size() <= 2) return false;
+  switch (comm.blocks_at_once()) {
+    case BlocksAtOnce::kOff:
+      return false;
+    case BlocksAtOnce::kOn:
+      return true;
+    case BlocksAtOnce::kAuto:
+      break;
+  }
+  return BlocksReadInPlace(comm.transport(), bytes);
+}
+
+bool AlltoallAtOnce(Comm& comm, std::span<const size_t> send_bytes) {
+  const int n = comm.size();
+  const int r = comm.rank();
+  if (n <= 2) return false;
+  switch (comm.blocks_at_once()) {
+    case BlocksAtOnce::kOff:
+      return false;
+    case BlocksAtOnce::kOn:
+      return true;
+    case BlocksAtOnce::kAuto:
+      break;
+  }
+  Transport& t = comm.transport();
+  for (int s = 1; s < n; ++s) {
+    const int to = (r + s) % n;
+    const size_t bytes = send_bytes[static_cast<size_t>(to)];
+    if (bytes > 0 && !t.ReadsInPlace(r, to, bytes)) return false;
+  }
+  return true;
+}
+
 Status AllgatherBlocksAtOnce(Comm& comm, void* data, std::span<const size_t> bytes, uint32_t phase,
                              int skip) {
   const int n = comm.size();

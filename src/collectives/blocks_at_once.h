@@ -5,7 +5,8 @@
 // memory's single copy, Transport::ReadsInPlace): a send then costs its
 // rank nothing, and no block waits for a neighbour to pass it on, as the
 // ring's segments did (each waited for its reader). Used by allgather and
-// the scatter-allgather broadcast where every block is so read.
+// the scatter-allgather broadcast where every block is so read, or
+// wherever HORA_BLOCKS_AT_ONCE says so (Comm::blocks_at_once).
 #pragma once
 
 #include <span>
@@ -20,6 +21,19 @@ namespace hora {
 // callers need: ranks that took the ring and ranks that took this would
 // not match. False below three ranks (one exchange: the ring's).
 bool BlocksReadInPlace(Transport& transport, std::span<const size_t> bytes);
+
+// Whether an allgather of these blocks (bytes[rank], alike on every rank)
+// posts them at once on `comm`: never below three ranks; otherwise as its
+// HORA_BLOCKS_AT_ONCE says, and where that is auto, where every block is
+// read in place. Every rank answers alike.
+bool AllgatherAtOnce(Comm& comm, std::span<const size_t> bytes);
+
+// Whether this rank of an alltoall posts its exchanges at once: never below
+// three ranks; otherwise as HORA_BLOCKS_AT_ONCE says, and where that is
+// auto, where every peer reads the block this rank sends it
+// (`send_bytes[peer]`) in place. Ranks may answer differently (each
+// exchange's tags are its step's either way).
+bool AlltoallAtOnce(Comm& comm, std::span<const size_t> send_bytes);
 
 // In-place allgather of blocks laid out as RingAllgatherInPlace's (block
 // b: bytes[b] bytes at sum(bytes[0..b)), from rank b), every transfer

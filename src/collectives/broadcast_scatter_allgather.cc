@@ -4,8 +4,9 @@
 // message to rank b, then a ring allgather delivers every block everywhere.
 // Each rank sends and receives about 2(n-1)/n of the message instead of the
 // binomial tree's log2(n) whole copies: for large messages. Where every
-// block is read in place (shared memory's single copy), the allgather
-// posts every block at once (blocks_at_once.h).
+// block is read in place (shared memory's single copy), or
+// HORA_BLOCKS_AT_ONCE=1, the allgather posts every block at once
+// (blocks_at_once.h).
 #include <vector>
 
 #include "collectives/algorithms.h"
@@ -44,7 +45,8 @@ Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root)
                    sizes[static_cast<size_t>(r)]);
     HORA_RETURN_IF_ERROR(comm.Wait(rq));
   }
-  if (BlocksReadInPlace(comm.transport(), sizes)) {
+  if (AllgatherAtOnce(comm, sizes)) {
+    scope.SetAlgorithm("scatter_allgather, at once");
     return AllgatherBlocksAtOnce(comm, data, sizes, /*phase=*/1, /*skip=*/root);
   }
   return RingAllgatherInPlace(comm, data, sizes, /*phase=*/1);

@@ -168,4 +168,6 @@ CollectiveScope::CollectiveScope(Comm& comm, const char* collective, const char*
 
 CollectiveScope::~CollectiveScope() { comm_.End(); }
 
+void CollectiveScope::SetAlgorithm(const char* algorithm) { comm_.algorithm_ = algorithm; }
+
 }  // namespace hora

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/wait_policy.h"
 #include "transport/tag_layout.h"
 #include "transport/transport.h"
@@ -63,6 +64,10 @@ class Comm {
                                                               : k;
   }
   size_t segment_bytes() const { return segment_bytes_; }
+  // HORA_BLOCKS_AT_ONCE for this Comm's allgather, alltoall and
+  // scatter-allgather broadcast (blocks_at_once.h); alike on every rank.
+  BlocksAtOnce blocks_at_once() const { return blocks_at_once_; }
+  void SetBlocksAtOnce(BlocksAtOnce mode) { blocks_at_once_ = mode; }
   const WaitPolicy& waits() const { return waits_; }
 
   // What this Comm's collectives are for, in the user's terms ("allreduce
@@ -131,6 +136,7 @@ class Comm {
   std::function<std::string()> subject_;
   std::vector<int> numbers_;  // SetRankNumbers
   const size_t segment_bytes_;
+  BlocksAtOnce blocks_at_once_ = BlocksAtOnce::kAuto;
   const uint64_t context_bits_;
   SharedWindow* const window_;
   uint64_t sequence_ = 0;
@@ -155,6 +161,10 @@ class CollectiveScope {
   ~CollectiveScope();
   CollectiveScope(const CollectiveScope&) = delete;
   CollectiveScope& operator=(const CollectiveScope&) = delete;
+
+  // The algorithm's name once it is decided inside the scope (a string
+  // literal): what errors and stall reports name from here on.
+  void SetAlgorithm(const char* algorithm);
 
  private:
   Comm& comm_;

@@ -221,6 +221,12 @@ Hierarchy HierarchyOf(const Config& config) {
   return Hierarchy::kAuto;  // (the table accepts nothing else)
 }
 
+BlocksAtOnce BlocksAtOnceOf(const Config& config) {
+  if (config.blocks_at_once == "1") return BlocksAtOnce::kOn;
+  if (config.blocks_at_once == "0") return BlocksAtOnce::kOff;
+  return BlocksAtOnce::kAuto;  // (the table accepts nothing else)
+}
+
 const char* HierarchyName(Hierarchy h) {
   switch (h) {
     case Hierarchy::kOff:

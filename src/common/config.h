@@ -36,6 +36,7 @@ struct Config {
   std::string allreduce_algo;
   std::string hierarchical_allreduce;  // "auto", "1" or "0": see Hierarchy below
   std::string broadcast_algo;
+  std::string blocks_at_once;  // "auto", "1" or "0": see BlocksAtOnce below
   // Ring and chain algorithms cut each block into segments of this size so
   // that transfer and reduction overlap.
   uint64_t ring_segment_bytes;
@@ -105,6 +106,15 @@ enum class Hierarchy : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
 Hierarchy HierarchyOf(const Config& config);
 // As the setting writes it: "0", "1", "auto".
 const char* HierarchyName(Hierarchy h);
+
+// HORA_BLOCKS_AT_ONCE: whether allgather, alltoall and the scatter-
+// allgather broadcast post every block's transfer at once instead of
+// around a ring or in pairs (collectives/blocks_at_once.h): never, always
+// (three ranks or more), or where receivers read the blocks in place
+// (shared memory's single copy).
+enum class BlocksAtOnce : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
+
+BlocksAtOnce BlocksAtOnceOf(const Config& config);
 
 // (kCount: a number of things, such as cache entries; read as kBytes is.)
 enum class SettingType { kDouble, kBytes, kCount, kString, kLogLevel };

@@ -56,6 +56,14 @@ const std::vector<SettingRow>& Rows() {
             "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
        .as_string = &Config::broadcast_algo,
        .agree = true},
+      {.spec = {"HORA_BLOCKS_AT_ONCE", SettingType::kString, "auto",
+                "Allgather, alltoall and the scatter_allgather broadcast: 1: every block's "
+                "transfer posted at once (three ranks or more); 0: around a ring, or in pairs "
+                "(alltoall); auto: at once where receivers read the blocks in place (shared "
+                "memory's single copy)"},
+       .as_string = &Config::blocks_at_once,
+       .choices = "auto|1|0",
+       .agree = true},
       {.spec = {"HORA_RING_SEGMENT_BYTES", SettingType::kBytes, "256K",
                 "Segment size of ring pipelines (transfer of one segment overlaps reduction of "
                 "another)"},

@@ -14,7 +14,10 @@ namespace hora::testing {
 
 class ForwardingTransport : public Transport {
  public:
-  explicit ForwardingTransport(std::unique_ptr<Transport> inner) : inner_(std::move(inner)) {}
+  explicit ForwardingTransport(std::unique_ptr<Transport> inner)
+      : owned_(std::move(inner)), inner_(owned_.get()) {}
+  // Not owning: `inner` outlives this one.
+  explicit ForwardingTransport(Transport& inner) : inner_(&inner) {}
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
   const char* name() const override { return inner_->name(); }
@@ -44,7 +47,8 @@ class ForwardingTransport : public Transport {
   Transport* ThisHost(std::vector<int>* ranks) override { return inner_->ThisHost(ranks); }
 
  private:
-  std::unique_ptr<Transport> inner_;
+  std::unique_ptr<Transport> owned_;
+  Transport* inner_;
 };
 
 }  // namespace hora::testing

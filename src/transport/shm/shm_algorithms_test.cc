@@ -4,9 +4,12 @@
 // checked against expectations computed locally (float32 sums of small
 // integers, so results are exact); and alltoall's two ways of posting.
 #include <numeric>
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "collectives/algorithms.h"
+#include "support/forwarding_transport.h"
 #include "support/shm_test_util.h"
 #include "transport/combinators/subset/subset_transport.h"
 
@@ -156,6 +159,90 @@ TEST(ShmAlgorithms, EachRankKnowsEveryPairsSingleCopyAndAllChooseAlike) {
         }
       },
       [](int r) { return shm_test::Options(r == 0 ? 4096 : 8192); });
+}
+
+// What a rank of a collective posted: the peers it had requests with when
+// it first waited (at once: every peer; a ring's step or an alltoall's
+// pair: two), and the algorithm its errors named (Comm::Where) at its last
+// post.
+class Posts final : public testing::ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  void Start(const Comm& comm) {
+    comm_ = &comm;
+    peers_.clear();
+    peers_at_first_wait_ = 0;
+    waited_ = false;
+  }
+  size_t peers_at_first_wait() const { return peers_at_first_wait_; }
+  const std::string& named() const { return named_; }
+
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
+    Note(peer);
+    return ForwardingTransport::Isend(peer, tag, data, bytes);
+  }
+  Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
+    Note(peer);
+    return ForwardingTransport::Irecv(peer, tag, data, bytes);
+  }
+  Status WaitFor(const Request& request, Duration timeout) override {
+    if (!waited_) peers_at_first_wait_ = peers_.size();
+    waited_ = true;
+    return ForwardingTransport::WaitFor(request, timeout);
+  }
+
+ private:
+  void Note(int peer) {
+    peers_.insert(peer);
+    if (comm_ != nullptr) named_ = comm_->Where();
+  }
+  const Comm* comm_ = nullptr;
+  std::set<int> peers_;
+  size_t peers_at_first_wait_ = 0;
+  bool waited_ = false;
+  std::string named_;
+};
+
+// HORA_BLOCKS_AT_ONCE (Comm::blocks_at_once) decides how allgather,
+// alltoall and the scatter-allgather broadcast post their blocks, with
+// shared memory's single copy off (`single_copy` 0: every block through
+// the slots, read in place by no one) or on; the results match either way.
+void CheckPathTaken(size_t single_copy, BlocksAtOnce mode, bool at_once) {
+  RunRanks(
+      4, UniqueJobId("at-once-setting"),
+      [&](Transport& t) {
+        Posts posts(t);
+        Comm comm(posts, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
+        comm.SetBlocksAtOnce(mode);
+        const std::string rank = "rank " + std::to_string(t.rank()) + ": ";
+        const size_t count = size_t{1} << 20;
+        posts.Start(comm);
+        CheckAllgather(comm, count);
+        EXPECT_EQ(posts.named(), rank + (at_once ? "allgather (at_once)" : "allgather (ring)"));
+        EXPECT_EQ(posts.peers_at_first_wait(), at_once ? 3u : 2u) << "allgather";
+        posts.Start(comm);
+        CheckAlltoall(comm, count);
+        EXPECT_EQ(posts.named(), rank + (at_once ? "alltoall (at_once)" : "alltoall (pairwise)"));
+        EXPECT_EQ(posts.peers_at_first_wait(), at_once ? 3u : 2u) << "alltoall";
+        posts.Start(comm);
+        CheckBroadcast(comm, count * 4, &BroadcastScatterAllgather, 1);
+        EXPECT_EQ(posts.named(), rank + (at_once ? "broadcast (scatter_allgather, at once)"
+                                                 : "broadcast (scatter_allgather)"));
+      },
+      [&](int) { return shm_test::Options(single_copy); });
+}
+
+TEST(ShmAlgorithms, BlocksAtOnceWhereSetOrWhereReadInPlace) {
+  CheckPathTaken(0, BlocksAtOnce::kAuto, false);
+  CheckPathTaken(0, BlocksAtOnce::kOn, true);
+  CheckPathTaken(0, BlocksAtOnce::kOff, false);
+}
+
+TEST(ShmAlgorithms, BlocksReadInPlaceGoAtOnceUnlessSetOff) {
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
+  CheckPathTaken(4096, BlocksAtOnce::kAuto, true);
+  CheckPathTaken(4096, BlocksAtOnce::kOff, false);
+  CheckPathTaken(4096, BlocksAtOnce::kOn, true);
 }
 
 }  // namespace
