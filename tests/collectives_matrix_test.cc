@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Allgather (uneven dim 0), broadcast (every root, both algorithms),
+// Allgather (uneven dim 0), broadcast (every root, every algorithm),
 // reducescatter (even and uneven splits), alltoall (uneven splits, zero
 // splits) and barrier, across world sizes, dtypes and sizes, each checked
 // against a reference built from the other ranks' inputs.
@@ -79,7 +79,7 @@ TEST_P(CollectivesMatrix, AllgatherShapeMismatchNamesEveryRank) {
   for (const auto& s : ok) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
-TEST_P(CollectivesMatrix, BroadcastEveryRootBothAlgorithms) {
+TEST_P(CollectivesMatrix, BroadcastEveryRootEveryAlgorithm) {
   const int n = GetParam();
   for (const BroadcastAlgorithm& algo : kAllBroadcastAlgorithms) {
     ThreadRanks job(n, TestSettings({{"HORA_BROADCAST_ALGO", algo.name}}));

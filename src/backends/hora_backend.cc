@@ -68,7 +68,8 @@ class HoraBackend final : public CollectiveBackend {
   }
 
   Status Broadcast(void* data, size_t bytes, int root) override {
-    return selector_.ChooseBroadcast(comm_.size(), bytes).run(comm_, data, bytes, root);
+    return selector_.ChooseBroadcast(comm_.size(), bytes, SharedUsable(comm_))
+        .run(comm_, data, bytes, root);
   }
 
   Status Reducescatter(const void* in, void* out, std::span<const size_t> counts, DataType dtype,

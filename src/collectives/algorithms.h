@@ -95,6 +95,15 @@ Status AllgatherRing(Comm& comm, const void* in, void* out, std::span<const size
 Status BroadcastBinomial(Comm& comm, void* data, size_t bytes, int root);
 // Scatter from the root, then ring allgather: for large messages.
 Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root);
+// On the Comm's shared window (ranks of one host, SharedUsable): the root
+// copies each chunk (of kBroadcastSharedChunkBytes, at most half a region)
+// into its region once, and every other rank copies it out; one step a
+// chunk. The root's copy of one chunk overlaps the others' copies of the
+// one before: against half a region (1 MiB), at np 4 on 2 cores 4 MiB took
+// 595 us against 699-714 and 16 MiB 2.48 ms against 2.75-2.77; 512 KiB fell
+// between (docs/dev/performance.md, session 64).
+inline constexpr size_t kBroadcastSharedChunkBytes = size_t{256} << 10;
+Status BroadcastShared(Comm& comm, void* data, size_t bytes, int root);
 
 // Reduce-scatter (ring): `in` holds sum(counts) elements on every rank; rank r
 // receives the reduction of block r (counts[r] elements, blocks in rank order)

@@ -222,6 +222,20 @@ inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
        return (n - 1) * m.alpha_s + cost::Share(n) * B * m.beta_s_per_byte + (n - 1) * m.alpha_s +
               cost::Share(n) * B * m.beta_s_per_byte;
      }},
+    // A step a chunk; each chunk copied in by the root and out by every
+    // reader at once, the root's copy of one overlapping the readers' of
+    // the one before (as a send's segments): one hop for every reader at
+    // once, and the first chunk's copy in alone. At two ranks the binomial
+    // tree's one send is cheaper: there it was faster up to 4 MiB
+    // (docs/dev/performance.md, session 64).
+    {"shared_memory", "shm",
+     "the root's copy in a shared window, read in place by every rank; ranks of one host",
+     Needs::kSharedWindow, BroadcastShared,
+     [](const CostModel& m, int, double B) {
+       const double chunk = static_cast<double>(kBroadcastSharedChunkBytes);
+       return std::max(1.0, std::ceil(B / chunk)) * m.alpha_s +
+              (B + std::min(B, chunk)) * m.beta_s_per_byte;
+     }},
 };
 
 // Where no range of a selection applies, the cost model picks among the

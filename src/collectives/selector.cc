@@ -90,8 +90,9 @@ const AllreduceAlgorithm& Selector::ChooseAllreduce(int world_size, size_t bytes
   return Choose(allreduce_, world_size, bytes, shared, model);
 }
 
-const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes) const {
-  return Choose(broadcast_, world_size, bytes, /*shared=*/false, model_);
+const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes,
+                                                    bool shared) const {
+  return Choose(broadcast_, world_size, bytes, shared, model_);
 }
 
 }  // namespace hora

@@ -57,7 +57,8 @@ class Selector {
   // placed on hosts: CostModel::OnHosts).
   const AllreduceAlgorithm& ChooseAllreduce(int world_size, size_t bytes, bool shared,
                                             const CostModel& model) const;
-  const BroadcastAlgorithm& ChooseBroadcast(int world_size, size_t bytes) const;
+  const BroadcastAlgorithm& ChooseBroadcast(int world_size, size_t bytes,
+                                            bool shared = false) const;
   const CostModel& cost_model() const { return model_; }
 
  private:

@@ -17,8 +17,8 @@ Selector Make(std::map<std::string, std::string> env) {
 std::string Allreduce(const Selector& s, int n, size_t bytes, bool shared = false) {
   return s.ChooseAllreduce(n, bytes, shared).name;
 }
-std::string Broadcast(const Selector& s, int n, size_t bytes) {
-  return s.ChooseBroadcast(n, bytes).name;
+std::string Broadcast(const Selector& s, int n, size_t bytes, bool shared = false) {
+  return s.ChooseBroadcast(n, bytes, shared).name;
 }
 
 TEST(Selector, CostModelPicksFewRoundsForSmallAndBandwidthForLarge) {
@@ -67,6 +67,28 @@ TEST(Selector, SharedMemoryWhereAWindowExistsAndOnlyThere) {
   EXPECT_EQ(Allreduce(shm, 8, 2u << 20, true), "shared_memory");
 }
 
+// Broadcast on a window: from three ranks on, at every size (its one hop,
+// every reader at once, beats the tree's log2(n) and the scatter-
+// allgather's 2(n-1) messages); at two, the tree's one send, a step
+// cheaper. Never without a window; an override wins over it.
+TEST(Selector, SharedMemoryBroadcastFromThreeRanksWhereAWindowExists) {
+  Selector s = Make({});
+  for (size_t bytes : {size_t{0}, size_t{8}, size_t{64} << 10, size_t{1} << 20, size_t{64} << 20,
+                       size_t{1} << 31}) {
+    for (int n : {3, 4, 8, 64}) {
+      EXPECT_EQ(Broadcast(s, n, bytes, /*shared=*/true), "shared_memory") << n << " " << bytes;
+      EXPECT_NE(Broadcast(s, n, bytes, /*shared=*/false), "shared_memory") << n << " " << bytes;
+    }
+    EXPECT_EQ(Broadcast(s, 2, bytes, true), "binomial") << bytes;
+  }
+  Selector sag = Make({{"HORA_BROADCAST_ALGO", "sag:1M-"}});
+  EXPECT_EQ(Broadcast(sag, 8, 8, true), "shared_memory");
+  EXPECT_EQ(Broadcast(sag, 8, 1 << 20, true), "scatter_allgather");
+  Selector shm = Make({{"HORA_BROADCAST_ALGO", "shm"}});
+  EXPECT_EQ(Broadcast(shm, 2, 8, true), "shared_memory");
+  EXPECT_EQ(Broadcast(shm, 8, 8, false), "binomial");
+}
+
 TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
   // The default selection, written by a user, selects the same everywhere.
   Selector by_default = Make({});
@@ -77,7 +99,9 @@ TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
       for (bool shared : {false, true}) {
         EXPECT_EQ(Allreduce(by_default, n, bytes, shared), Allreduce(written, n, bytes, shared));
       }
-      EXPECT_EQ(Broadcast(by_default, n, bytes), Broadcast(written, n, bytes));
+      for (bool shared : {false, true}) {
+        EXPECT_EQ(Broadcast(by_default, n, bytes, shared), Broadcast(written, n, bytes, shared));
+      }
     }
   }
   // A user's ranges come before the default's: outside them, a shared

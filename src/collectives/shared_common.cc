@@ -27,6 +27,9 @@ std::string Describe(uint64_t word) {
       return "bit-vector AND of " + std::to_string(bytes) + " bytes" + half;
     case SharedCall::kDeviceWindow:
       return "GPU window setup or teardown (" + std::to_string(bytes) + " bytes)" + half;
+    case SharedCall::kBroadcast:
+      return "broadcast of " + std::to_string(bytes) + " bytes from rank " +
+             std::to_string((word >> kTypeShift) & 0xff) + " (mod 256)" + half;
     case SharedCall::kDeviceAllreduce:
       return "GPU allreduce of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) +
              half;

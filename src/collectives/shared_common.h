@@ -23,6 +23,7 @@ enum class SharedCall : uint8_t {
   kBitwiseAnd = 3,
   kDeviceWindow = 4,     // a GPU window's setup or teardown (device_window.h)
   kDeviceAllreduce = 5,  // allreduce_device_window.h
+  kBroadcast = 6,        // its root (mod 256) where the data type goes
 };
 
 // `bytes` must be below 2^45.

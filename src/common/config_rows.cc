@@ -53,7 +53,8 @@ const std::vector<SettingRow>& Rows() {
        .agree = true},
       {.spec =
            {"HORA_BROADCAST_ALGO", SettingType::kString, "",
-            "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, or size ranges"},
+            "Broadcast algorithm: empty (cost model), binomial, scatter_allgather, shared_memory "
+            "(ranks of one host), or size ranges"},
        .as_string = &Config::broadcast_algo,
        .agree = true},
       {.spec = {"HORA_BLOCKS_AT_ONCE", SettingType::kString, "auto",

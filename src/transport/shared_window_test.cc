@@ -5,7 +5,8 @@
 // after it, words travel with steps, a missing rank times out naming it and
 // leaves the window broken, a closed rank fails the others at once, and the
 // *_shared collectives' first step turns a size disagreement into the same
-// Mismatch on every rank while the window stays usable; the engine's AND
+// Mismatch on every rank while the window stays usable; a broadcast on it
+// from every root, and ranks that disagree on its root; the engine's AND
 // carries an allreduce only where every rank agrees.
 #include <gtest/gtest.h>
 
@@ -247,6 +248,81 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
         if (v != 0 + 1 + 2 + 30 * round) return InternalError("wrong sum " + std::to_string(v));
       }
       HORA_RETURN_IF_ERROR(BarrierShared(comm));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+// A broadcast on the window (BroadcastShared) from every root, of sizes
+// from nothing to many chunks (256 KiB each), odd ones too,
+// each byte checked against the root's; allreduces between them keep the
+// halves alternating as they would in a job.
+TEST_P(SharedWindowTest, BroadcastsFromEveryRootAcrossChunks) {
+  for (int n : {2, 3, 5}) {
+    auto ts = Group(n);
+    auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+      Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+      auto byte = [](int root, size_t i, size_t bytes) {
+        return static_cast<uint8_t>(root * 31 + i * 7 + (i >> 9) + bytes);
+      };
+      for (size_t bytes :
+           {size_t{0}, size_t{1}, size_t{4093}, (size_t{1} << 20) + 7, (size_t{3} << 20) + 1}) {
+        for (int root = 0; root < n; ++root) {
+          std::vector<uint8_t> data(bytes, 0xEE);
+          if (r == root) {
+            for (size_t i = 0; i < bytes; ++i) data[i] = byte(root, i, bytes);
+          }
+          HORA_RETURN_IF_ERROR(BroadcastShared(comm, data.data(), bytes, root));
+          for (size_t i = 0; i < bytes; ++i) {
+            if (data[i] != byte(root, i, bytes)) {
+              return InternalError("broadcast of " + std::to_string(bytes) + " from " +
+                                   std::to_string(root) + ": byte " + std::to_string(i) + " wrong");
+            }
+          }
+          float v = 1.0f;
+          HORA_RETURN_IF_ERROR(AllreduceShared(comm, {&v, &v, 1, DataType::kFloat32, {}}));
+          if (v != static_cast<float>(n)) return InternalError("allreduce between broadcasts");
+        }
+      }
+      return Status::Ok();
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(st[r].ok()) << "np " << n << " rank " << r << ": " << st[r].ToString();
+    }
+  }
+}
+
+// Ranks that name different roots, or sizes, fail alike with a Mismatch
+// naming each rank's call, and the window goes on.
+TEST_P(SharedWindowTest, BroadcastsThatDisagreeFailAlikeAndTheWindowGoesOn) {
+  const int n = 3;
+  auto ts = Group(n);
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+    std::vector<uint8_t> data(100, static_cast<uint8_t>(r));
+    Status roots = BroadcastShared(comm, data.data(), 100, r == 2 ? 1 : 0);
+    if (roots.code() != StatusCode::kMismatch ||
+        roots.message().find("rank 2: broadcast of 100 bytes from rank 1") == std::string::npos ||
+        roots.message().find("rank 0: broadcast of 100 bytes from rank 0") == std::string::npos) {
+      return InternalError("want a Mismatch naming both roots: " + roots.ToString());
+    }
+    Status sizes = BroadcastShared(comm, data.data(), r == 1 ? 99 : 100, 0);
+    if (sizes.code() != StatusCode::kMismatch ||
+        sizes.message().find("rank 1: broadcast of 99 bytes") == std::string::npos) {
+      return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
+    }
+    Status outside = BroadcastShared(comm, data.data(), 100, 3);
+    if (outside.code() != StatusCode::kInvalidArgument ||
+        outside.message().find("root rank 3 is outside the world of 3") == std::string::npos) {
+      return InternalError("want the root named: " + outside.ToString());
+    }
+    for (int round = 1; round <= 3; ++round) {
+      std::fill(data.begin(), data.end(), static_cast<uint8_t>(r + 10 * round));
+      HORA_RETURN_IF_ERROR(BroadcastShared(comm, data.data(), data.size(), 2));
+      for (uint8_t v : data) {
+        if (v != 2 + 10 * round) return InternalError("wrong value " + std::to_string(v));
+      }
     }
     return Status::Ok();
   });
