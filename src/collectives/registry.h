@@ -226,8 +226,8 @@ inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
     // reader at once, the root's copy of one overlapping the readers' of
     // the one before (as a send's segments): one hop for every reader at
     // once, and the first chunk's copy in alone. At two ranks the binomial
-    // tree's one send is cheaper: there it was faster up to 4 MiB
-    // (docs/dev/performance.md, session 64).
+    // tree's one send is cheaper: there it was faster up to 64 KiB and as
+    // fast from 1 MiB (docs/dev/performance.md, session 64).
     {"shared_memory", "shm",
      "the root's copy in a shared window, read in place by every rank; ranks of one host",
      Needs::kSharedWindow, BroadcastShared,
