@@ -127,7 +127,7 @@ def reduce_to_root(n, m, link):
 
 
 def broadcast(n, m, link):
-    """Binomial tree or scatter + allgather (Hora's two broadcasts)."""
+    """Binomial tree or scatter + allgather (Hora's point-to-point broadcasts)."""
     if n <= 1:
         return 0.0
     f = (n - 1) / n

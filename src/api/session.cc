@@ -159,6 +159,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     HORA_RETURN_IF_ERROR(CompareSettingsOver(*impl->backend, impl->comm.rank(), impl->comm.size(),
                                              AgreedSettings(impl->config)));
   }
+  // Only once the ranks agree on it: the comparison above runs allgathers
+  // on this Comm, which ranks that disagreed would post differently.
+  impl->comm.SetBlocksAtOnce(BlocksAtOnceOf(impl->config));
   {
     // The global set's engine starts with the Session, on every rank: a
     // rank busy elsewhere (loading data) still negotiates, so that a rank

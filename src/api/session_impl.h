@@ -54,7 +54,6 @@ struct Session::Impl {
         backend(CreateHoraBackend(comm, sel)),
         selector(sel),
         devices(config.device, ChooseDevice(config.device)) {
-    comm.SetBlocksAtOnce(BlocksAtOnceOf(config));
     std::vector<int> all(static_cast<size_t>(transport->size()));
     for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int>(r);
     sets[0] = std::make_shared<ProcessSetState>(0, std::move(all), 0, *transport, config, sel,

@@ -11,8 +11,10 @@
 #   horarun-shm     horarun --mpi (mpirun starts the ranks, horarun serves the store)
 #   kill            horarun --transport mpi, the last rank SIGKILLs itself:
 #                   the job must end non-zero within the timeout, nothing left
-#   disagree        HORA_TRANSPORT=mpi with HORA_ALLREDUCE_ALGO=ring on rank 0
-#                   only: every rank's Session fails at once, naming it
+#   disagree        HORA_TRANSPORT=mpi with HORA_ALLREDUCE_ALGO=ring and
+#                   HORA_BLOCKS_AT_ONCE=1 on rank 0 only: every rank's Session
+#                   fails at once, naming both (the comparison's own
+#                   allgathers must not take rank 0's setting first)
 # Every rank must print "checks passed" (except in kill mode).
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -68,10 +70,12 @@ case "$mode" in
       # (-x belongs to its app context: each gets its own.)
       HORA_TEST_TAG=$HORA_TEST_TAG HORA_TRANSPORT=mpi timeout 60 "$mpirun" --oversubscribe \
         --bind-to none -np 1 -x HORA_TRANSPORT -x HORA_TEST_TAG -x HORA_ALLREDUCE_ALGO=ring \
+        -x HORA_BLOCKS_AT_ONCE=1 \
         "$worker" : -np $((np - 1)) -x HORA_TRANSPORT -x HORA_TEST_TAG "$worker" >"$out" 2>&1
     else
       HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$mpirun" -genv HORA_TRANSPORT mpi \
-        -genv HORA_TEST_TAG "$HORA_TEST_TAG" -np 1 -env HORA_ALLREDUCE_ALGO ring "$worker" : \
+        -genv HORA_TEST_TAG "$HORA_TEST_TAG" -np 1 -env HORA_ALLREDUCE_ALGO ring \
+        -env HORA_BLOCKS_AT_ONCE 1 "$worker" : \
         -np $((np - 1)) "$worker" >"$out" 2>&1
     fi ;;
   *) fail "unknown mode $mode" ;;
@@ -97,7 +101,10 @@ case "$mode" in
     grep -q "stalling for 300 s" "$out" || fail "the rank did not stall"
     expect_stopped "MPI_Allreduce did not finish within 5 s (HORA_TIMEOUT_S)" 30 ;;
   kill) expect_stopped "killing myself" 25 ;;
-  disagree) expect_stopped "ranks disagree on settings every rank must share: HORA_ALLREDUCE_ALGO is 'ring' on rank 0 and '' on ranks 1, 2" 30 ;;
+  disagree)
+    grep -q "HORA_BLOCKS_AT_ONCE is '1' on rank 0 and 'auto' on ranks 1, 2" "$out" ||
+      fail "the output does not name HORA_BLOCKS_AT_ONCE's values"
+    expect_stopped "ranks disagree on settings every rank must share: HORA_ALLREDUCE_ALGO is 'ring' on rank 0 and '' on ranks 1, 2" 30 ;;
 esac
 [ "$rc" -eq 0 ] || fail "exit code $rc"
 passed=$(grep -c "checks passed" "$out")
