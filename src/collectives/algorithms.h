@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "collectives/comm.h"
@@ -90,7 +91,13 @@ Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm&
 // point at that place in `out`.
 Status AllgatherRing(Comm& comm, const void* in, void* out, std::span<const size_t> bytes_per_rank);
 
-// Broadcast of `bytes` bytes from `root` to everyone, in place.
+// Broadcast of `bytes` bytes from `root` to everyone, in place. Each
+// fails a root outside the Comm with CheckBroadcastRoot's error.
+inline Status CheckBroadcastRoot(const Comm& comm, int root) {
+  if (root >= 0 && root < comm.size()) return Status::Ok();
+  return InvalidArgument("broadcast: root rank " + std::to_string(root) +
+                         " is outside the world of " + std::to_string(comm.size()) + " ranks");
+}
 // Binomial tree: ceil(log2 n) steps of the whole message; for small messages.
 Status BroadcastBinomial(Comm& comm, void* data, size_t bytes, int root);
 // Scatter from the root, then ring allgather: for large messages.

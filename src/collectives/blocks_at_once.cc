@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "collectives/blocks_at_once.h"
 
+#include <optional>
 #include <vector>
 
 namespace hora {
@@ -17,7 +18,12 @@ bool BlocksReadInPlace(Transport& transport, std::span<const size_t> bytes) {
   return true;
 }
 
-bool AllgatherAtOnce(Comm& comm, std::span<const size_t> bytes) {
+namespace {
+
+// What HORA_BLOCKS_AT_ONCE decides alone: never below three ranks, and
+// always or never where it says so; nullopt where it leaves the choice to
+// whether blocks are read in place (auto).
+std::optional<bool> Decided(const Comm& comm) {
   if (comm.size() <= 2) return false;
   switch (comm.blocks_at_once()) {
     case BlocksAtOnce::kOff:
@@ -27,21 +33,20 @@ bool AllgatherAtOnce(Comm& comm, std::span<const size_t> bytes) {
     case BlocksAtOnce::kAuto:
       break;
   }
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool AllgatherAtOnce(Comm& comm, std::span<const size_t> bytes) {
+  if (const std::optional<bool> d = Decided(comm)) return *d;
   return BlocksReadInPlace(comm.transport(), bytes);
 }
 
 bool AlltoallAtOnce(Comm& comm, std::span<const size_t> send_bytes) {
+  if (const std::optional<bool> d = Decided(comm)) return *d;
   const int n = comm.size();
   const int r = comm.rank();
-  if (n <= 2) return false;
-  switch (comm.blocks_at_once()) {
-    case BlocksAtOnce::kOff:
-      return false;
-    case BlocksAtOnce::kOn:
-      return true;
-    case BlocksAtOnce::kAuto:
-      break;
-  }
   Transport& t = comm.transport();
   for (int s = 1; s < n; ++s) {
     const int to = (r + s) % n;

@@ -10,10 +10,7 @@ namespace hora {
 Status BroadcastBinomial(Comm& comm, void* data, size_t bytes, int root) {
   CollectiveScope scope(comm, "broadcast", "binomial");
   const int n = comm.size();
-  if (root < 0 || root >= n) {
-    return InvalidArgument("broadcast: root rank " + std::to_string(root) +
-                           " is outside the world of " + std::to_string(n) + " ranks");
-  }
+  HORA_RETURN_IF_ERROR(CheckBroadcastRoot(comm, root));
   const int vrank = (comm.rank() - root + n) % n;
   auto real = [&](int v) { return (v + root) % n; };
 

@@ -20,10 +20,7 @@ Status BroadcastScatterAllgather(Comm& comm, void* data, size_t bytes, int root)
   CollectiveScope scope(comm, "broadcast", "scatter_allgather");
   const int n = comm.size();
   const int r = comm.rank();
-  if (root < 0 || root >= n) {
-    return InvalidArgument("broadcast: root rank " + std::to_string(root) +
-                           " is outside the world of " + std::to_string(n) + " ranks");
-  }
+  HORA_RETURN_IF_ERROR(CheckBroadcastRoot(comm, root));
   if (n == 1) return Status::Ok();
   const EvenPartition part{bytes, static_cast<size_t>(n)};
   auto* base = static_cast<std::byte*>(data);

@@ -22,10 +22,7 @@ namespace hora {
 Status BroadcastShared(Comm& comm, void* data, size_t bytes, int root) {
   CollectiveScope scope(comm, "broadcast", "shared_memory");
   const int n = comm.size();
-  if (root < 0 || root >= n) {
-    return InvalidArgument("broadcast: root rank " + std::to_string(root) +
-                           " is outside the world of " + std::to_string(n) + " ranks");
-  }
+  HORA_RETURN_IF_ERROR(CheckBroadcastRoot(comm, root));
   if (n == 1) return Status::Ok();
   SharedWindow& w = *comm.window();
   const size_t half_bytes = w.bytes() / 2;
