@@ -4,9 +4,10 @@
 // each chunk of the message into its region, a step, and every other rank
 // copies the chunk out of the root's region. The chunks alternate between
 // the region's halves, so the root writes the next chunk while the others
-// still read this one. Each byte is copied once in and once out per reader, with no
-// syscall and one step a chunk, where the point-to-point broadcasts take
-// log2(n) rounds (binomial) or 2(n-1) messages a rank (scatter-allgather).
+// still read this one. Each byte is copied in once and out once per
+// reader, with no syscall and one step a chunk, where the point-to-point
+// broadcasts take log2(n) rounds (binomial) or 2(n-1) messages a rank
+// (scatter-allgather).
 // The first step's word names the root (modulo 256: ranks whose roots
 // differ by a multiple of 256 are not told apart; the engine agrees on
 // roots before it runs a broadcast) and the size, so ranks that disagree
