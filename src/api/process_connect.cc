@@ -120,14 +120,19 @@ ProcessWiring Connected(ProcessWiring w) {
   return w;
 }
 
-size_t SingleCopyBytes(const Config& config, size_t local_ranks) {
+// The shared-memory options of a host's `local_ranks` ranks.
+ShmOptions HostShmOptions(const Config& config, Duration timeout, Duration spin,
+                          Duration peer_timeout, std::vector<int> job_ranks, size_t local_ranks) {
   // A rank bound to a core (HORA_BIND_TO=core binds only where the host's
   // ranks fit its CPUs) sees a mask of one: count the machine's instead.
   int cores = AvailableCores();
   if (config.bind_to == "core" && cores == 1) {
     cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
-  return ShmSingleCopyBytes(config.shm_single_copy_bytes, local_ranks, cores);
+  ShmOptions o{timeout, spin, peer_timeout, std::move(job_ranks),
+               ShmSingleCopyBytes(config.shm_single_copy_bytes, local_ranks, cores)};
+  o.single_copy_on_request = config.shm_single_copy_bytes != 0;
+  return o;
 }
 
 }  // namespace
@@ -203,11 +208,10 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
                              std::to_string(l.rank) + " sees " + std::to_string(l.local_size) +
                              " of " + std::to_string(l.size) + " ranks on its host");
     }
-    HORA_ASSIGN_OR_RETURN(
-        w.transport,
-        CreateShmTransport(
-            l.rank, l.size, *w.store, id,
-            ShmOptions{timeout, spin, peer_timeout, {}, SingleCopyBytes(config, l.size)}));
+    HORA_ASSIGN_OR_RETURN(w.transport,
+                          CreateShmTransport(l.rank, l.size, *w.store, id,
+                                             HostShmOptions(config, timeout, spin, peer_timeout, {},
+                                                            static_cast<size_t>(l.size))));
     return Connected(std::move(w));
   }
   TcpMeshOptions mesh;
@@ -237,11 +241,11 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   HORA_ASSIGN_OR_RETURN(std::vector<int> local, RanksOnThisHost(*w.store, id, l, host, timeout));
   const int local_rank =
       static_cast<int>(std::find(local.begin(), local.end(), l.rank) - local.begin());
-  HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> shm,
-                        CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
-                                           id + "-g" + std::to_string(local.front()),
-                                           ShmOptions{timeout, spin, peer_timeout, local,
-                                                      SingleCopyBytes(config, local.size())}));
+  HORA_ASSIGN_OR_RETURN(
+      std::unique_ptr<Transport> shm,
+      CreateShmTransport(local_rank, static_cast<int>(local.size()), *w.store,
+                         id + "-g" + std::to_string(local.front()),
+                         HostShmOptions(config, timeout, spin, peer_timeout, local, local.size())));
   w.transport =
       CreateHybridTransport(l.rank, l.size, std::move(local), std::move(shm), std::move(tcp));
   return Connected(std::move(w));

@@ -4,12 +4,14 @@
 // output, then n-1 steps pass blocks around the ring (block r-s at step s),
 // forwarding each segment as soon as it has arrived. Where every block is
 // read in place (shared memory's single copy), or HORA_BLOCKS_AT_ONCE=1,
-// every block at once instead.
+// every block at once instead; two ranks that read each other's large
+// blocks in place exchange them so (pair_in_place.h).
 #include <cstring>
 #include <numeric>
 
 #include "collectives/algorithms.h"
 #include "collectives/blocks_at_once.h"
+#include "collectives/pair_in_place.h"
 #include "collectives/ring_phases.h"
 
 namespace hora {
@@ -25,6 +27,15 @@ Status AllgatherRing(Comm& comm, const void* in, void* out,
   const size_t offset =
       std::accumulate(bytes_per_rank.begin(), bytes_per_rank.begin() + r, size_t{0});
   auto* mine = static_cast<std::byte*>(out) + offset;
+  if (comm.size() == 2 && PairInPlace(comm, bytes_per_rank[r], bytes_per_rank[1 - r])) {
+    // The peer reads `in` while this rank copies it into place; `in` is
+    // either that place or apart from `out`.
+    scope.SetAlgorithm("pair_in_place");
+    const size_t peer_offset = r == 0 ? bytes_per_rank[0] : 0;
+    return ExchangePairInPlace(comm, in, bytes_per_rank[r],
+                               static_cast<std::byte*>(out) + peer_offset, bytes_per_rank[1 - r],
+                               mine, in, bytes_per_rank[r]);
+  }
   if (bytes_per_rank[r] > 0 && in != mine) std::memmove(mine, in, bytes_per_rank[r]);
   if (AllgatherAtOnce(comm, bytes_per_rank)) {
     scope.SetAlgorithm("at_once");

@@ -4,12 +4,14 @@
 // rank r+s and receives the block from rank r-s, so every step is a perfect
 // matching and no rank is flooded by many senders at once; or, where every
 // peer reads this rank's blocks in place (or HORA_BLOCKS_AT_ONCE=1), every
-// exchange at once.
+// exchange at once; two ranks that read each other's large blocks in place
+// exchange them so (pair_in_place.h).
 #include <cstring>
 #include <vector>
 
 #include "collectives/algorithms.h"
 #include "collectives/blocks_at_once.h"
+#include "collectives/pair_in_place.h"
 
 namespace hora {
 
@@ -34,6 +36,12 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
     return InvalidArgument("alltoall: rank " + std::to_string(r) + " sends itself " +
                            std::to_string(send_bytes[me]) + " bytes but expects " +
                            std::to_string(recv_bytes[me]));
+  }
+  if (n == 2 && PairInPlace(comm, send_bytes[1 - me], recv_bytes[1 - me])) {
+    scope.SetAlgorithm("pair_in_place");
+    const size_t p = 1 - me;
+    return ExchangePairInPlace(comm, src + soff[p], send_bytes[p], dst + roff[p], recv_bytes[p],
+                               dst + roff[me], src + soff[me], send_bytes[me]);
   }
   if (send_bytes[me] > 0) std::memcpy(dst + roff[me], src + soff[me], send_bytes[me]);
 

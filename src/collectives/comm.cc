@@ -57,6 +57,12 @@ Request Comm::Isend(int peer, uint64_t local_tag, const void* data, size_t bytes
   return r;
 }
 
+Request Comm::IsendInPlace(int peer, uint64_t local_tag, const void* data, size_t bytes) {
+  Request r = transport_.IsendInPlace(peer, tag_base_ | local_tag, data, bytes);
+  outstanding_.push_back(r);
+  return r;
+}
+
 Request Comm::Irecv(int peer, uint64_t local_tag, void* data, size_t bytes) {
   Request r = transport_.Irecv(peer, tag_base_ | local_tag, data, bytes);
   outstanding_.push_back(r);

@@ -86,6 +86,8 @@ class Comm {
   }
 
   Request Isend(int peer, uint64_t local_tag, const void* data, size_t bytes);
+  // A send the peer may read in place (Transport::IsendInPlace).
+  Request IsendInPlace(int peer, uint64_t local_tag, const void* data, size_t bytes);
   Request Irecv(int peer, uint64_t local_tag, void* data, size_t bytes);
   // Receives `count` elements and folds them into `dst` with `op` (the
   // transport's IrecvReduce, with Hora's kernels). `dst` must not be read or

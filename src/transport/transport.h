@@ -133,6 +133,23 @@ class Transport {
     return false;
   }
 
+  // A send that rank `peer` may read straight from `data` (a single copy)
+  // where this transport can (ReadsOnRequest), whatever its size: for an
+  // algorithm whose sender has other work for its core meanwhile, so that
+  // the peer's read of it overlaps that work. Such a send completes once
+  // read. Elsewhere an Isend.
+  virtual Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) {
+    return Isend(peer, tag, data, bytes);
+  }
+  // Whether rank `to` reads rank `from`'s IsendInPlace straight from its
+  // memory; answered alike about a pair as ReadsInPlace is. Cheap; from any
+  // thread.
+  virtual bool ReadsOnRequest(int from, int to) {
+    (void)from;
+    (void)to;
+    return false;
+  }
+
   // Why this group can no longer complete a collective -- a peer lost
   // (its process ended, its connection closed, it fell silent), named --
   // or OK. Waits fail on their own when that happens; a long wait also

@@ -24,6 +24,9 @@ class ForwardingTransport : public Transport {
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     return inner_->Isend(peer, tag, data, bytes);
   }
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override {
+    return inner_->IsendInPlace(peer, tag, data, bytes);
+  }
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     return inner_->Irecv(peer, tag, data, bytes);
   }
@@ -41,6 +44,7 @@ class ForwardingTransport : public Transport {
   bool ReadsInPlace(int from, int to, size_t bytes) override {
     return inner_->ReadsInPlace(from, to, bytes);
   }
+  bool ReadsOnRequest(int from, int to) override { return inner_->ReadsOnRequest(from, to); }
   Status LostPeer() override { return inner_->LostPeer(); }
   int SilentPeer() override { return inner_->SilentPeer(); }
   SharedWindow* Window(uint32_t context) override { return inner_->Window(context); }

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "collectives/algorithms.h"
+#include "collectives/pair_in_place.h"
 #include "support/forwarding_transport.h"
 #include "support/shm_test_util.h"
 #include "transport/combinators/subset/subset_transport.h"
@@ -173,13 +174,20 @@ class Posts final : public testing::ForwardingTransport {
     peers_.clear();
     peers_at_first_wait_ = 0;
     waited_ = false;
+    in_place_sends_ = 0;
   }
   size_t peers_at_first_wait() const { return peers_at_first_wait_; }
   const std::string& named() const { return named_; }
+  size_t in_place_sends() const { return in_place_sends_; }
 
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     Note(peer);
     return ForwardingTransport::Isend(peer, tag, data, bytes);
+  }
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override {
+    Note(peer);
+    ++in_place_sends_;
+    return ForwardingTransport::IsendInPlace(peer, tag, data, bytes);
   }
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     Note(peer);
@@ -201,6 +209,7 @@ class Posts final : public testing::ForwardingTransport {
   size_t peers_at_first_wait_ = 0;
   bool waited_ = false;
   std::string named_;
+  size_t in_place_sends_ = 0;
 };
 
 // HORA_BLOCKS_AT_ONCE (Comm::blocks_at_once) decides how allgather,
@@ -243,6 +252,64 @@ TEST(ShmAlgorithms, BlocksReadInPlaceGoAtOnceUnlessSetOff) {
   CheckPathTaken(4096, BlocksAtOnce::kAuto, true);
   CheckPathTaken(4096, BlocksAtOnce::kOff, false);
   CheckPathTaken(4096, BlocksAtOnce::kOn, true);
+}
+
+// Two ranks that read each other on request exchange an allgather's or an
+// alltoall's blocks in place once both blocks (each rank's send) are at
+// least kPairInPlaceBytes, and through the slots below (one block short
+// by a byte or two, or empty); in-place allgathers too. The results match
+// every way (blocks of odd sizes: a last segment of a byte or three).
+TEST(ShmAlgorithms, TwoRanksExchangeLargeBlocksInPlace) {
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
+  const size_t t = kPairInPlaceBytes;
+  RunRanks(
+      2, UniqueJobId("pair-in-place"),
+      [&](Transport& tr) {
+        Posts posts(tr);
+        Comm comm(posts, WaitPolicy{std::chrono::seconds(120)}, 256 << 10);
+        const std::string rank = "rank " + std::to_string(tr.rank()) + ": ";
+        auto allgather = [&](size_t count, size_t empty, bool pair) {
+          posts.Start(comm);
+          CheckAllgather(comm, count, empty);  // blocks count and count + 1
+          EXPECT_EQ(posts.named(), rank + (pair ? "allgather (pair_in_place)" : "allgather (ring)"))
+              << count;
+          EXPECT_EQ(posts.in_place_sends() > 0, pair) << count;
+        };
+        allgather(t, SIZE_MAX, true);
+        allgather(3 * t + 2, SIZE_MAX, true);
+        allgather(t - 1, SIZE_MAX, false);
+        allgather(3 * t, /*empty=*/1, false);
+        auto alltoall = [&](size_t count, bool pair) {
+          posts.Start(comm);
+          CheckAlltoall(comm, count);  // rank 0 sends count + 2, rank 1 count + 1
+          EXPECT_EQ(posts.named(),
+                    rank + (pair ? "alltoall (pair_in_place)" : "alltoall (pairwise)"))
+              << count;
+          EXPECT_EQ(posts.in_place_sends() > 0, pair) << count;
+        };
+        alltoall(t - 1, true);
+        alltoall(2 * t + 5, true);
+        alltoall(t - 2, false);
+        // In place: each rank's block already at its place in the output.
+        const size_t r = static_cast<size_t>(tr.rank());
+        const std::vector<size_t> sizes = {t + 3, 2 * t + 1};
+        std::vector<uint8_t> out(sizes[0] + sizes[1], 0);
+        const size_t mine = r == 0 ? 0 : sizes[0];
+        for (size_t i = 0; i < sizes[r]; ++i) out[mine + i] = Byte(r, 5, i);
+        posts.Start(comm);
+        ASSERT_TRUE(AllgatherRing(comm, out.data() + mine, out.data(), sizes).ok());
+        EXPECT_EQ(posts.named(), rank + "allgather (pair_in_place)");
+        size_t wrong = 0;
+        for (size_t q = 0, off = 0; q < 2; off += sizes[q], ++q) {
+          for (size_t i = 0; i < sizes[q]; ++i) wrong += out[off + i] != Byte(q, 5, i);
+        }
+        EXPECT_EQ(wrong, 0u) << "in-place allgather rank " << r;
+      },
+      [&](int) {
+        ShmOptions o = shm_test::Options(0);
+        o.single_copy_on_request = true;
+        return o;
+      });
 }
 
 }  // namespace

@@ -73,6 +73,68 @@ TEST(ShmDirect, APeerThatDoesNotReadDirectlyIsSentThroughTheSlots) {
       [](int r) { return Options(r == 0 ? 0 : 4096); });
 }
 
+ShmOptions OnRequest(size_t single_copy_bytes, bool on_request) {
+  ShmOptions o = Options(single_copy_bytes);
+  o.single_copy_on_request = on_request;
+  return o;
+}
+
+// IsendInPlace goes direct whatever its size where both ranks allow it, even
+// with no threshold (a direct send is not done before its receive); a plain
+// Isend of the same size goes through the slots, done at once.
+TEST(ShmDirect, AnInPlaceSendGoesDirectOnRequestWithoutAThreshold) {
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
+  std::barrier sync(2);
+  RunRanks(
+      2, UniqueJobId("direct-request"),
+      [&](Transport& t) {
+        const int peer = 1 - t.rank();
+        EXPECT_TRUE(t.ReadsOnRequest(0, 1));
+        EXPECT_TRUE(t.ReadsOnRequest(1, 0));
+        EXPECT_FALSE(t.ReadsOnRequest(0, 0));
+        EXPECT_FALSE(t.ReadsInPlace(0, 1, size_t{1} << 30));  // no threshold
+        for (const size_t n : {size_t{1}, size_t{100}, 3 * kShmSlotBytes + 7}) {
+          std::vector<uint8_t> out = Filled(n, static_cast<size_t>(t.rank()) + n), in(n);
+          Request plain = t.Isend(peer, 1, out.data(), n);
+          Request direct = t.IsendInPlace(peer, 2, out.data(), n);
+          EXPECT_TRUE(t.WaitFor(plain, Ms(2000)).ok()) << n;
+          EXPECT_EQ(t.WaitFor(direct, Ms(50)).code(), StatusCode::kTimeout) << n;
+          sync.arrive_and_wait();  // both sends posted, neither direct one read
+          ASSERT_TRUE(t.Wait(t.Irecv(peer, 1, in.data(), n), Soon()).ok());
+          EXPECT_TRUE(in == Filled(n, static_cast<size_t>(peer) + n)) << n;
+          in.assign(n, 0);
+          ASSERT_TRUE(t.Wait(t.Irecv(peer, 2, in.data(), n), Soon()).ok());
+          EXPECT_TRUE(in == Filled(n, static_cast<size_t>(peer) + n)) << n;
+          EXPECT_TRUE(t.Wait(direct, Soon()).ok()) << n;
+          sync.arrive_and_wait();
+        }
+      },
+      [](int) { return OnRequest(0, true); });
+}
+
+// Where either rank does not allow it (HORA_SHM_SINGLE_COPY_BYTES=0), no
+// pair reads on request, and IsendInPlace is a send through the slots.
+TEST(ShmDirect, NoReadsOnRequestWhereEitherRankSaysNo) {
+  SKIP_WHERE_THE_KERNEL_FORBIDS_READS();
+  for (const int refusing : {0, 1}) {
+    std::barrier sync(2);
+    RunRanks(
+        2, UniqueJobId("direct-no-request"),
+        [&](Transport& t) {
+          const int peer = 1 - t.rank();
+          EXPECT_FALSE(t.ReadsOnRequest(0, 1)) << refusing;
+          EXPECT_FALSE(t.ReadsOnRequest(1, 0)) << refusing;
+          const size_t n = 3 * kShmSlotBytes;
+          std::vector<uint8_t> out = Filled(n, static_cast<size_t>(t.rank())), in(n);
+          EXPECT_TRUE(t.WaitFor(t.IsendInPlace(peer, 1, out.data(), n), Ms(2000)).ok());
+          sync.arrive_and_wait();
+          ASSERT_TRUE(t.Wait(t.Irecv(peer, 1, in.data(), n), Soon()).ok());
+          EXPECT_TRUE(in == Filled(n, static_cast<size_t>(peer)));
+        },
+        [&](int r) { return OnRequest(0, r != refusing); });
+  }
+}
+
 // A direct message at the head of the ring while a receive of another tag
 // waits is read into a set-aside buffer (so its sender is done), then
 // served from there; one of the wrong size fails its receive only.

@@ -161,13 +161,17 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   }
 
   // By peer: this rank can read it directly; then this rank's threshold
-  // (ShmOptions::single_copy_bytes), 8 bytes, so that every rank knows
-  // every pair's (ShmTransport::direct_min).
-  Bytes readable(static_cast<size_t>(size) + 8, 0);
+  // (ShmOptions::single_copy_bytes), 8 bytes, and whether it sends in place
+  // on request (ShmOptions::single_copy_on_request), 1 byte, so that every
+  // rank knows every pair's (ShmTransport::SetDirect).
+  const auto n = static_cast<size_t>(size);
+  Bytes readable(n + 9, 0);
   for (size_t i = 0; i < 8; ++i) {
-    readable[static_cast<size_t>(size) + i] =
+    readable[n + i] =
         static_cast<uint8_t>(static_cast<uint64_t>(options.single_copy_bytes) >> (8 * i));
   }
+  readable[n + 8] = options.single_copy_on_request ? 1 : 0;
+  const bool reads_peers = options.single_copy_bytes != 0 || options.single_copy_on_request;
 
   // 2. Publish their names (and this process's id, so that peers notice if
   // it dies); map the peers' doorbells and channels to us.
@@ -196,8 +200,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
     const int process = them.pid_namespace == me.pid_namespace ? them.pid : 0;
     t->WatchPeerProcess(p, process);
     readable[static_cast<size_t>(p)] =
-        options.single_copy_bytes != 0 &&
-        CanReadProcess(process, them.probe_address, them.probe_value);
+        reads_peers && CanReadProcess(process, them.probe_address, them.probe_value);
   }
 
   // 3. Once every peer mapped this rank's segments, their names can go: from
@@ -205,7 +208,6 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   // Its value says which peers this rank can read directly: a peer sends
   // its large messages direct only to ranks that can.
   HORA_RETURN_IF_ERROR(store.Set(Key(job_id, "mapped", rank), readable).WithContext(ctx));
-  const auto n = static_cast<size_t>(size);
   std::vector<Bytes> mapped(n);
   mapped[static_cast<size_t>(rank)] = readable;
   for (int p = 0; p < size; ++p) {
@@ -215,23 +217,27 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
       return value.status().WithContext(ctx + ": waiting for rank " + std::to_string(p) +
                                         " to map the shared-memory segments");
     }
-    if (value->size() != n + 8) {
+    if (value->size() != n + 9) {
       return MismatchError(ctx + ": rank " + std::to_string(p) + " published " +
                            std::to_string(value->size()) + " bytes of readable peers, not " +
-                           std::to_string(n + 8) + " (another version of Hora?)");
+                           std::to_string(n + 9) + " (another version of Hora?)");
     }
     mapped[static_cast<size_t>(p)] = std::move(*value);
   }
-  // Rank a sends to rank b directly from a's threshold on, where b reads a.
+  // Rank a sends to rank b directly from a's threshold on, and on request
+  // where a says so, where b reads a.
   std::vector<size_t> direct_min(n * n, 0);
+  std::vector<uint8_t> on_request(n * n, 0);
   for (size_t a = 0; a < n; ++a) {
     uint64_t threshold = 0;
     for (size_t i = 0; i < 8; ++i) threshold |= uint64_t{mapped[a][n + i]} << (8 * i);
     for (size_t b = 0; b < n; ++b) {
-      if (a != b && mapped[b][a] != 0) direct_min[a * n + b] = static_cast<size_t>(threshold);
+      if (a == b || mapped[b][a] == 0) continue;
+      direct_min[a * n + b] = static_cast<size_t>(threshold);
+      on_request[a * n + b] = mapped[a][n + 8];
     }
   }
-  t->SetDirectMin(std::move(direct_min));
+  t->SetDirect(std::move(direct_min), std::move(on_request));
   HORA_RETURN_IF_ERROR(t->own_bell_segment().Unlink().WithContext(ctx));
   HORA_RETURN_IF_ERROR(t->own_window_segment().Unlink().WithContext(ctx));
   for (int p = 0; p < size; ++p) {

@@ -57,7 +57,7 @@ ShmTransport::~ShmTransport() {
   }
 }
 
-Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
+Request ShmTransport::Send(int peer, Tag tag, const void* data, size_t bytes, bool in_place) {
   auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
   MutexLock lock(mu_);
   if (!ValidPeer(peer, req)) return req;
@@ -66,7 +66,9 @@ Request ShmTransport::Isend(int peer, Tag tag, const void* data, size_t bytes) {
     req->Complete(UnavailableError(l.out_broken));
     return req;
   }
-  l.sends.push_back({req, tag, static_cast<const std::byte*>(data), bytes});
+  Link::Send send{req, tag, static_cast<const std::byte*>(data), bytes};
+  send.in_place = in_place;
+  l.sends.push_back(std::move(send));
   if (l.sends.size() == 1) ProgressSends(peer, l);  // eager: usually done right here
   return req;
 }
@@ -291,7 +293,9 @@ bool ShmTransport::ProgressSends(int peer, Link& l) {
   bool moved = false;
   while (!l.sends.empty()) {
     Link::Send& s = l.sends.front();
-    if (!s.started && !s.declined && l.direct_min_bytes != 0 && s.bytes >= l.direct_min_bytes) {
+    const bool direct = (l.direct_min_bytes != 0 && s.bytes >= l.direct_min_bytes) ||
+                        (s.in_place && l.direct_on_request && s.bytes > 0);
+    if (!s.started && !s.declined && direct) {
       // Single copy: the peer reads the bytes from here; the send is done
       // when it released the slot that said where.
       if (!l.out.CanWrite()) return moved;

@@ -16,9 +16,10 @@
 //  - A send copies its bytes into the ring slot by slot and completes when
 //    its last byte is in the ring (a message of at most one slot is eager:
 //    Isend itself usually completes it). Messages of a pair stay in order.
-//  - Single copy (ShmOptions::single_copy_bytes): a send at least that large
-//    to a peer that can read this process (probed at the rendezvous)
-//    publishes one slot holding its address instead; the receiver reads the
+//  - Single copy (ShmOptions::single_copy_bytes): a send at least that large,
+//    or an IsendInPlace (ShmOptions::single_copy_on_request), to a peer that
+//    can read this process (probed at the rendezvous) publishes one slot
+//    holding its address instead; the receiver reads the
 //    bytes from this process (shm_direct.h) and releases the slot, which
 //    completes the send. Such a send waits for its receive. An IrecvReduce
 //    declines it, and the sender sends it again through the slots; a
@@ -113,6 +114,11 @@ struct ShmOptions {
   // kernel allows it (probed at the rendezvous); 0: never. Sessions pass
   // ShmSingleCopyBytes(Config::shm_single_copy_bytes, ...).
   size_t single_copy_bytes = 0;
+  // Sends that ask for it (Transport::IsendInPlace) travel in a single copy
+  // whatever their size, to the peers that can read this process and say
+  // the same (or have a threshold). Sessions pass true unless
+  // HORA_SHM_SINGLE_COPY_BYTES is 0.
+  bool single_copy_on_request = false;
 };
 Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store& store,
                                                       const std::string& job_id,

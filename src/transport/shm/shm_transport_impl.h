@@ -48,6 +48,9 @@ class ShmTransport final : public Transport {
     // reads them from this process, shm_direct.h); 0: never (the peer cannot
     // read this process, or single copy is off on either side).
     size_t direct_min_bytes = 0;
+    // IsendInPlace to the peer goes direct whatever its size (the peer
+    // reads this process, and single copy is not off on either side).
+    bool direct_on_request = false;
     uint64_t beat_seen = 0;    // its heartbeat as last read (CheckHeartbeats)
     TimePoint beat_changed{};  // when that changed
 
@@ -60,6 +63,7 @@ class ShmTransport final : public Transport {
       bool started = false;
       uint64_t direct_until = 0;  // sent direct: done once the channel released this many slots
       bool declined = false;      // the receiver declined it direct: through the slots
+      bool in_place = false;      // by IsendInPlace
     };
     std::deque<Send> sends;  // in posting order; the front one is being written
     std::string out_broken;  // why sends to the peer fail; empty while usable
@@ -100,7 +104,13 @@ class ShmTransport final : public Transport {
   int size() const override { return size_; }
   const char* name() const override { return "shm"; }
 
-  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override HORA_EXCLUDES(mu_);
+  Request Isend(int peer, Tag tag, const void* data, size_t bytes) override HORA_EXCLUDES(mu_) {
+    return Send(peer, tag, data, bytes, /*in_place=*/false);
+  }
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override
+      HORA_EXCLUDES(mu_) {
+    return Send(peer, tag, data, bytes, /*in_place=*/true);
+  }
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override;
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
   void Cancel(const Request& request) override HORA_EXCLUDES(mu_);
@@ -111,6 +121,10 @@ class ShmTransport final : public Transport {
     if (from < 0 || from >= size_ || to < 0 || to >= size_ || from == to) return false;
     const size_t min = direct_min_[static_cast<size_t>(from * size_ + to)];
     return min != 0 && bytes >= min;
+  }
+  bool ReadsOnRequest(int from, int to) override {
+    if (from < 0 || from >= size_ || to < 0 || to >= size_ || from == to) return false;
+    return on_request_[static_cast<size_t>(from * size_ + to)] != 0;
   }
   Status LostPeer() override HORA_EXCLUDES(mu_) {
     MutexLock lock(mu_);
@@ -142,14 +156,18 @@ class ShmTransport final : public Transport {
   // (CanReadProcess): this value, at its own address.
   const uint64_t& direct_probe() const { return direct_probe_; }
   // Every pair's threshold of single copy (0: never), rank `from` to rank
-  // `to` at [from * size + to] (ReadsInPlace), and this rank's links'
-  // Link::direct_min_bytes from it: once, by the rendezvous, before any
+  // `to` at [from * size + to] (ReadsInPlace), whether its IsendInPlace goes
+  // direct (ReadsOnRequest), and this rank's links' Link::direct_min_bytes
+  // and direct_on_request from them: once, by the rendezvous, before any
   // other thread uses the transport (read without a lock from then on).
-  void SetDirectMin(std::vector<size_t> direct_min) {
+  void SetDirect(std::vector<size_t> direct_min, std::vector<uint8_t> on_request) {
     direct_min_ = std::move(direct_min);
+    on_request_ = std::move(on_request);
     for (int p = 0; p < size_; ++p) {
-      if (p != rank_)
-        link(p).direct_min_bytes = direct_min_[static_cast<size_t>(rank_ * size_ + p)];
+      if (p == rank_) continue;
+      const auto pair = static_cast<size_t>(rank_ * size_ + p);
+      link(p).direct_min_bytes = direct_min_[pair];
+      link(p).direct_on_request = on_request_[pair] != 0;
     }
   }
   // Once every window segment is mapped: makes the windows.
@@ -178,6 +196,7 @@ class ShmTransport final : public Transport {
   void StartHeartbeat(Duration peer_timeout);
 
  private:
+  Request Send(int peer, Tag tag, const void* data, size_t bytes, bool in_place) HORA_EXCLUDES(mu_);
   Request Post(int peer, Tag tag, void* data, size_t bytes, std::optional<ReduceSpec> reduce)
       HORA_EXCLUDES(mu_);
   bool ValidPeer(int peer, const Request& request) HORA_REQUIRES(mu_);
@@ -240,7 +259,8 @@ class ShmTransport final : public Transport {
   const uint64_t direct_probe_;               // see direct_probe()
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank
-  std::vector<size_t> direct_min_;            // see SetDirectMin
+  std::vector<size_t> direct_min_;            // see SetDirect
+  std::vector<uint8_t> on_request_;           // see SetDirect
   ShmSegment own_bell_segment_;
   ShmDoorbell own_bell_;
   ShmSegment own_window_segment_;

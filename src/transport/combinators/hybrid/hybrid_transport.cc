@@ -29,6 +29,10 @@ class HybridTransport final : public Transport {
     if (int l = Local(peer); l >= 0) return Relabel(shm_->Isend(l, tag, data, bytes), peer);
     return tcp_->Isend(peer, tag, data, bytes);
   }
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override {
+    if (int l = Local(peer); l >= 0) return Relabel(shm_->IsendInPlace(l, tag, data, bytes), peer);
+    return tcp_->Isend(peer, tag, data, bytes);
+  }
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override {
     if (int l = Local(peer); l >= 0) return Relabel(shm_->Irecv(l, tag, data, bytes), peer);
     return tcp_->Irecv(peer, tag, data, bytes);
@@ -62,6 +66,11 @@ class HybridTransport final : public Transport {
     if (from < 0 || from >= size_ || to < 0 || to >= size_) return false;
     const int f = to_local_[static_cast<size_t>(from)], t = to_local_[static_cast<size_t>(to)];
     return f >= 0 && t >= 0 && shm_->ReadsInPlace(f, t, bytes);
+  }
+  bool ReadsOnRequest(int from, int to) override {
+    if (from < 0 || from >= size_ || to < 0 || to >= size_) return false;
+    const int f = to_local_[static_cast<size_t>(from)], t = to_local_[static_cast<size_t>(to)];
+    return f >= 0 && t >= 0 && shm_->ReadsOnRequest(f, t);
   }
   Status LostPeer() override {
     Status st = shm_->LostPeer();

@@ -28,6 +28,12 @@ Request SubsetTransport::Isend(int peer, Tag tag, const void* data, size_t bytes
   return p < 0 ? error : parent_.Isend(p, tag, data, bytes);
 }
 
+Request SubsetTransport::IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) {
+  Request error;
+  const int p = ParentRank(peer, &error);
+  return p < 0 ? error : parent_.IsendInPlace(p, tag, data, bytes);
+}
+
 Request SubsetTransport::Irecv(int peer, Tag tag, void* data, size_t bytes) {
   Request error;
   const int p = ParentRank(peer, &error);

@@ -26,6 +26,7 @@ class SubsetTransport final : public Transport {
   const char* name() const override { return parent_.name(); }
 
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override;
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override;
   Request Irecv(int peer, Tag tag, void* data, size_t bytes) override;
   Request IrecvReduce(int peer, Tag tag, void* dst, size_t count, const ReduceSpec& spec) override;
   void Cancel(const Request& request) override { parent_.Cancel(request); }
@@ -42,6 +43,12 @@ class SubsetTransport final : public Transport {
     if (from < 0 || from >= n || to < 0 || to >= n) return false;
     return parent_.ReadsInPlace(ranks_[static_cast<size_t>(from)], ranks_[static_cast<size_t>(to)],
                                 bytes);
+  }
+  bool ReadsOnRequest(int from, int to) override {
+    const int n = size();
+    if (from < 0 || from >= n || to < 0 || to >= n) return false;
+    return parent_.ReadsOnRequest(ranks_[static_cast<size_t>(from)],
+                                  ranks_[static_cast<size_t>(to)]);
   }
 
  private:
