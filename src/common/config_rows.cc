@@ -73,7 +73,9 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_SHM_SINGLE_COPY_BYTES", SettingType::kBytes, "256K",
                 "Shared memory, where a host's ranks outnumber its cores: messages of at least "
                 "this size are read by the receiver straight from the sender's memory (one copy "
-                "instead of two) where the kernel allows it (process_vm_readv); 0: never"},
+                "instead of two) where the kernel allows it (process_vm_readv); two ranks "
+                "exchanging allgather or alltoall blocks of 1 MiB or more read each other's so "
+                "whatever the cores; 0: never"},
        .as_bytes = &Config::shm_single_copy_bytes,
        .zero_ok = true},
       {.spec = {"HORA_COST_ALPHA_US", SettingType::kDouble, "2",
