@@ -36,11 +36,13 @@ Status AllgatherRing(Comm& comm, const void* in, void* out,
                                static_cast<std::byte*>(out) + peer_offset, bytes_per_rank[1 - r],
                                mine, in, bytes_per_rank[r]);
   }
-  if (bytes_per_rank[r] > 0 && in != mine) std::memmove(mine, in, bytes_per_rank[r]);
   if (AllgatherAtOnce(comm, bytes_per_rank)) {
+    // Its readers read `in` while this rank copies it into place.
     scope.SetAlgorithm("at_once");
-    return AllgatherBlocksAtOnce(comm, out, bytes_per_rank, /*phase=*/0);
+    return AllgatherBlocksAtOnce(comm, out, bytes_per_rank, /*phase=*/0, /*skip=*/-1,
+                                 in != mine ? in : nullptr);
   }
+  if (bytes_per_rank[r] > 0 && in != mine) std::memmove(mine, in, bytes_per_rank[r]);
   return RingAllgatherInPlace(comm, out, bytes_per_rank, /*phase=*/0);
 }
 

@@ -43,8 +43,6 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
     return ExchangePairInPlace(comm, src + soff[p], send_bytes[p], dst + roff[p], recv_bytes[p],
                                dst + roff[me], src + soff[me], send_bytes[me]);
   }
-  if (send_bytes[me] > 0) std::memcpy(dst + roff[me], src + soff[me], send_bytes[me]);
-
   // Where every peer reads this rank's blocks in place (shared memory's
   // single copy), every exchange is posted at once: a send then costs this
   // rank nothing, and each peer reads its block whenever it gets to it
@@ -67,11 +65,14 @@ Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send
                                 Comm::LocalTag(0, static_cast<uint32_t>(s), 0), src + soff[to],
                                 send_bytes[to]));
     }
+    // The own block once the peers may read theirs.
+    if (send_bytes[me] > 0) std::memcpy(dst + roff[me], src + soff[me], send_bytes[me]);
     // (A failure leaves the rest to the scope, which cancels them.)
     for (const Request& q : reqs) HORA_RETURN_IF_ERROR(comm.Wait(q));
     return Status::Ok();
   }
 
+  if (send_bytes[me] > 0) std::memcpy(dst + roff[me], src + soff[me], send_bytes[me]);
   for (int s = 1; s < n; ++s) {
     const auto to = static_cast<size_t>((r + s) % n);
     const auto from = static_cast<size_t>((r - s + n) % n);

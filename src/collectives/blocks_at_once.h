@@ -39,8 +39,11 @@ bool AlltoallAtOnce(Comm& comm, std::span<const size_t> send_bytes);
 // b: bytes[b] bytes at sum(bytes[0..b)), from rank b), every transfer
 // posted at once; rank `skip` (a broadcast's root, which has them all)
 // receives nothing, or -1. Inside the caller's CollectiveScope; `phase`
-// keeps its tags apart from the collective's other phases.
+// keeps its tags apart from the collective's other phases. `own`: where
+// this rank's block is, when not yet at its place in `data` (null: it is
+// there): its sends read it there, and it is copied into place once they
+// are posted, so that its readers need not wait for that copy.
 Status AllgatherBlocksAtOnce(Comm& comm, void* data, std::span<const size_t> bytes, uint32_t phase,
-                             int skip = -1);
+                             int skip = -1, const void* own = nullptr);
 
 }  // namespace hora

@@ -54,6 +54,22 @@ void CheckAllgather(Comm& comm, size_t count, size_t empty = SIZE_MAX) {
   EXPECT_EQ(wrong, 0u) << "allgather rank " << r;
 }
 
+// In place: each rank's block (sizes[rank] bytes) already at its place in
+// the output.
+void CheckAllgatherInPlace(Comm& comm, const std::vector<size_t>& sizes) {
+  const auto r = static_cast<size_t>(comm.rank());
+  std::vector<uint8_t> out(std::accumulate(sizes.begin(), sizes.end(), size_t{0}), 0);
+  const size_t mine = std::accumulate(sizes.begin(), sizes.begin() + comm.rank(), size_t{0});
+  for (size_t i = 0; i < sizes[r]; ++i) out[mine + i] = Byte(r, 5, i);
+  Status st = AllgatherRing(comm, out.data() + mine, out.data(), sizes);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  size_t wrong = 0;
+  for (size_t q = 0, off = 0; q < sizes.size(); off += sizes[q], ++q) {
+    for (size_t i = 0; i < sizes[q]; ++i) wrong += out[off + i] != Byte(q, 5, i);
+  }
+  EXPECT_EQ(wrong, 0u) << "in-place allgather rank " << r;
+}
+
 void CheckBroadcast(Comm& comm, size_t bytes,
                     Status (*algo)(Comm&, void*, size_t, int) = &BroadcastBinomial, int root = -1) {
   if (root < 0) root = comm.size() - 1;
@@ -230,6 +246,9 @@ void CheckPathTaken(size_t single_copy, BlocksAtOnce mode, bool at_once) {
         EXPECT_EQ(posts.named(), rank + (at_once ? "allgather (at_once)" : "allgather (ring)"));
         EXPECT_EQ(posts.peers_at_first_wait(), at_once ? 3u : 2u) << "allgather";
         posts.Start(comm);
+        CheckAllgatherInPlace(comm, {count + 1, 0, count, 3 * count + 5});
+        EXPECT_EQ(posts.named(), rank + (at_once ? "allgather (at_once)" : "allgather (ring)"));
+        posts.Start(comm);
         CheckAlltoall(comm, count);
         EXPECT_EQ(posts.named(), rank + (at_once ? "alltoall (at_once)" : "alltoall (pairwise)"));
         EXPECT_EQ(posts.peers_at_first_wait(), at_once ? 3u : 2u) << "alltoall";
@@ -290,20 +309,9 @@ TEST(ShmAlgorithms, TwoRanksExchangeLargeBlocksInPlace) {
         alltoall(t - 1, true);
         alltoall(2 * t + 5, true);
         alltoall(t - 2, false);
-        // In place: each rank's block already at its place in the output.
-        const size_t r = static_cast<size_t>(tr.rank());
-        const std::vector<size_t> sizes = {t + 3, 2 * t + 1};
-        std::vector<uint8_t> out(sizes[0] + sizes[1], 0);
-        const size_t mine = r == 0 ? 0 : sizes[0];
-        for (size_t i = 0; i < sizes[r]; ++i) out[mine + i] = Byte(r, 5, i);
         posts.Start(comm);
-        ASSERT_TRUE(AllgatherRing(comm, out.data() + mine, out.data(), sizes).ok());
+        CheckAllgatherInPlace(comm, {t + 3, 2 * t + 1});
         EXPECT_EQ(posts.named(), rank + "allgather (pair_in_place)");
-        size_t wrong = 0;
-        for (size_t q = 0, off = 0; q < 2; off += sizes[q], ++q) {
-          for (size_t i = 0; i < sizes[q]; ++i) wrong += out[off + i] != Byte(q, 5, i);
-        }
-        EXPECT_EQ(wrong, 0u) << "in-place allgather rank " << r;
       },
       [&](int) {
         ShmOptions o = shm_test::Options(0);
