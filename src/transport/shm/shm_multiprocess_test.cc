@@ -3,8 +3,9 @@
 // The shm transport between real processes: two forked children rendezvous
 // through a tiny file-based Store (below), exchange messages both ways and
 // run a ring and a shared-window allreduce, through the slots and in a
-// single copy (each reading the other's memory). Children report through
-// their exit codes.
+// single copy (each reading the other's memory), and exchange an
+// allgather's and an alltoall's large blocks read in place on request
+// (pair_in_place.h). Children report through their exit codes.
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <iterator>
 
 #include "collectives/algorithms.h"
+#include "collectives/pair_in_place.h"
 #include "support/file_store.h"
 #include "support/shm_test_util.h"
 #include "transport/shm/shm_transport_impl.h"
@@ -37,9 +39,47 @@ bool YamaMayForbidReads() {
 }
 
 // The body of one child process; returns its exit code.
-int Child(int rank, const std::string& dir, const std::string& job, size_t single_copy) {
+// Rank `rank`'s allgather block (`bytes`) and alltoall blocks, checked on
+// the other side; 0, or the exit code of what failed.
+int ExchangeInPlace(Comm& comm, int rank) {
+  const size_t bytes[2] = {kPairInPlaceBytes + 5, 3 * kPairInPlaceBytes + 1};
+  const auto r = static_cast<size_t>(rank);
+  std::vector<uint8_t> mine(bytes[r]), all(bytes[0] + bytes[1]);
+  for (size_t i = 0; i < bytes[r]; ++i) mine[i] = Byte(rank + 2, i);
+  Status st = AllgatherRing(comm, mine.data(), all.data(), bytes);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 11;
+  }
+  for (size_t q = 0, off = 0; q < 2; off += bytes[q], ++q) {
+    for (size_t i = 0; i < bytes[q]; ++i) {
+      if (all[off + i] != Byte(static_cast<int>(q) + 2, i)) return 12;
+    }
+  }
+  // Alltoall: rank r sends bytes[r] to each rank, its own first.
+  const size_t send[2] = {bytes[r], bytes[r]}, recv[2] = {bytes[0], bytes[1]};
+  std::vector<uint8_t> in(2 * bytes[r]), out(bytes[0] + bytes[1]);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = Byte(rank + 4, i);
+  st = AlltoallPairwise(comm, in.data(), send, out.data(), recv);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 13;
+  }
+  // From rank q: its block for this rank, at q's offset r * bytes[q].
+  for (size_t q = 0, off = 0; q < 2; off += bytes[q], ++q) {
+    for (size_t i = 0; i < bytes[q]; ++i) {
+      if (out[off + i] != Byte(static_cast<int>(q) + 4, r * bytes[q] + i)) return 14;
+    }
+  }
+  return 0;
+}
+
+int Child(int rank, const std::string& dir, const std::string& job, size_t single_copy,
+          bool on_request) {
   testing::FileStore store(dir);
-  auto t = CreateShmTransport(rank, 2, store, job, shm_test::Options(single_copy));
+  ShmOptions options = shm_test::Options(single_copy);
+  options.single_copy_on_request = on_request;
+  auto t = CreateShmTransport(rank, 2, store, job, options);
   if (!t.ok()) {
     std::fprintf(stderr, "%s\n", t.status().ToString().c_str());
     return 2;
@@ -47,7 +87,8 @@ int Child(int rank, const std::string& dir, const std::string& job, size_t singl
   Transport& tr = **t;
   const int peer = 1 - rank;
   // Single copy asked for: the probe must have found the peer readable.
-  if (static_cast<ShmTransport&>(tr).link(peer).direct_min_bytes != single_copy) {
+  if (static_cast<ShmTransport&>(tr).link(peer).direct_min_bytes != single_copy ||
+      tr.ReadsOnRequest(rank, peer) != on_request || tr.ReadsOnRequest(peer, rank) != on_request) {
     return kUnreadable;
   }
   const size_t n = (5 << 20) + 3;
@@ -91,10 +132,10 @@ int Child(int rank, const std::string& dir, const std::string& job, size_t singl
       if (data[i] != static_cast<float>(3 * (i % 5))) return 9;
     }
   }
-  return 0;
+  return ExchangeInPlace(comm, rank);
 }
 
-void ForkTwo(size_t single_copy) {
+void ForkTwo(size_t single_copy, bool on_request = false) {
   char tmpl[] = "/tmp/hora-shm-store-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl, job = shm_test::UniqueJobId("fork");
@@ -102,7 +143,7 @@ void ForkTwo(size_t single_copy) {
   for (int r = 0; r < 2; ++r) {
     pids[r] = fork();
     ASSERT_GE(pids[r], 0);
-    if (pids[r] == 0) _exit(Child(r, dir, job, single_copy));
+    if (pids[r] == 0) _exit(Child(r, dir, job, single_copy, on_request));
   }
   const TimePoint deadline = Clock::now() + std::chrono::seconds(240);
   bool skipped = false;
@@ -137,6 +178,7 @@ void ForkTwo(size_t single_copy) {
 TEST(ShmMultiProcess, TwoForkedProcessesExchangeAndAllreduce) { ForkTwo(0); }
 
 TEST(ShmMultiProcess, TwoForkedProcessesReadEachOthersMessagesDirectly) { ForkTwo(64 << 10); }
+TEST(ShmMultiProcess, TwoForkedProcessesReadEachOthersBlocksOnRequest) { ForkTwo(0, true); }
 
 }  // namespace
 }  // namespace hora
