@@ -1,7 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Allgather (uneven dim 0), broadcast (every root, every algorithm),
-// reducescatter (even and uneven splits), alltoall (uneven splits, zero
+// reducescatter (even and uneven splits, every algorithm), alltoall (uneven splits, zero
 // splits) and barrier, across world sizes, dtypes and sizes, each checked
 // against a reference built from the other ranks' inputs.
 #include <gtest/gtest.h>
@@ -104,47 +104,50 @@ TEST_P(CollectivesMatrix, BroadcastEveryRootEveryAlgorithm) {
   }
 }
 
-TEST_P(CollectivesMatrix, ReducescatterEvenAndUneven) {
+TEST_P(CollectivesMatrix, ReducescatterEvenAndUnevenEveryAlgorithm) {
   const int n = GetParam();
-  ThreadRanks job(n, TestSettings());
-  for (DataType dtype :
-       {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kInt8}) {
-    const size_t esize = DataTypeSize(dtype);
-    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-      const Reduction red{op, 1.0, op == ReduceOp::kSum ? 2.0 : 1.0};
-      // dim0 values: 0, fewer rows than ranks, uneven, even, large.
-      for (int64_t dim0 :
-           {int64_t{0}, int64_t{1}, int64_t{n} * 3 + 1, int64_t{n} * 4, int64_t{n} * 4096 + 5}) {
-        const int64_t cols = 2;
-        const size_t count = static_cast<size_t>(dim0 * cols);
-        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n),
-                                             std::vector<uint8_t>(count * esize));
-        std::vector<const void*> ptrs;
-        for (int r = 0; r < n; ++r) {
-          FillInput(dtype, op, in[static_cast<size_t>(r)].data(), count,
-                    static_cast<uint64_t>(dim0) + 7, r);
-          ptrs.push_back(in[static_cast<size_t>(r)].data());
-        }
-        const Expected expected = ReferenceAllreduce(dtype, red, ptrs, count);
-        std::vector<Tensor> out(static_cast<size_t>(n));
-        auto st = job.Run([&](int r, Session& s) {
-          TensorView v(in[static_cast<size_t>(r)].data(), dtype, {dim0, cols});
-          auto res = s.Reducescatter(v, red);
-          if (!res.ok()) return res.status();
-          out[static_cast<size_t>(r)] = std::move(res).value();
-          return Status::Ok();
-        });
-        int64_t row_offset = 0;
-        for (int r = 0; r < n; ++r) {
-          ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
-          const int64_t rows = dim0 / n + (r < dim0 % n ? 1 : 0);
-          ASSERT_EQ(out[static_cast<size_t>(r)].shape(), (std::vector<int64_t>{rows, cols}));
-          const std::string diff =
-              Compare(expected, out[static_cast<size_t>(r)].data(),
-                      static_cast<size_t>(row_offset * cols), static_cast<size_t>(rows * cols));
-          ASSERT_TRUE(diff.empty()) << DataTypeName(dtype) << " " << ReduceOpName(op) << " dim0 "
-                                    << dim0 << " rank " << r << ": " << diff;
-          row_offset += rows;
+  for (const ReducescatterAlgorithm& algo : kAllReducescatterAlgorithms) {
+    ThreadRanks job(n, TestSettings({{"HORA_REDUCESCATTER_ALGO", algo.name}}));
+    for (DataType dtype :
+         {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kInt8}) {
+      const size_t esize = DataTypeSize(dtype);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+        const Reduction red{op, 1.0, op == ReduceOp::kSum ? 2.0 : 1.0};
+        // dim0 values: 0, fewer rows than ranks, uneven, even, large.
+        for (int64_t dim0 :
+             {int64_t{0}, int64_t{1}, int64_t{n} * 3 + 1, int64_t{n} * 4, int64_t{n} * 4096 + 5}) {
+          const int64_t cols = 2;
+          const size_t count = static_cast<size_t>(dim0 * cols);
+          std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n),
+                                               std::vector<uint8_t>(count * esize));
+          std::vector<const void*> ptrs;
+          for (int r = 0; r < n; ++r) {
+            FillInput(dtype, op, in[static_cast<size_t>(r)].data(), count,
+                      static_cast<uint64_t>(dim0) + 7, r);
+            ptrs.push_back(in[static_cast<size_t>(r)].data());
+          }
+          const Expected expected = ReferenceAllreduce(dtype, red, ptrs, count);
+          std::vector<Tensor> out(static_cast<size_t>(n));
+          auto st = job.Run([&](int r, Session& s) {
+            TensorView v(in[static_cast<size_t>(r)].data(), dtype, {dim0, cols});
+            auto res = s.Reducescatter(v, red);
+            if (!res.ok()) return res.status();
+            out[static_cast<size_t>(r)] = std::move(res).value();
+            return Status::Ok();
+          });
+          int64_t row_offset = 0;
+          for (int r = 0; r < n; ++r) {
+            ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+            const int64_t rows = dim0 / n + (r < dim0 % n ? 1 : 0);
+            ASSERT_EQ(out[static_cast<size_t>(r)].shape(), (std::vector<int64_t>{rows, cols}));
+            const std::string diff =
+                Compare(expected, out[static_cast<size_t>(r)].data(),
+                        static_cast<size_t>(row_offset * cols), static_cast<size_t>(rows * cols));
+            ASSERT_TRUE(diff.empty())
+                << algo.name << " " << DataTypeName(dtype) << " " << ReduceOpName(op) << " dim0 "
+                << dim0 << " rank " << r << ": " << diff;
+            row_offset += rows;
+          }
         }
       }
     }

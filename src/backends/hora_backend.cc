@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <unordered_map>
 
@@ -74,7 +75,10 @@ class HoraBackend final : public CollectiveBackend {
 
   Status Reducescatter(const void* in, void* out, std::span<const size_t> counts, DataType dtype,
                        const Reduction& reduction) override {
-    return ReducescatterRing(comm_, in, out, counts, dtype, reduction);
+    const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
+    return selector_
+        .ChooseReducescatter(comm_.size(), total * DataTypeSize(dtype), SharedUsable(comm_))
+        .run(comm_, in, out, counts, dtype, reduction);
   }
 
   Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,

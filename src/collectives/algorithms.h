@@ -117,6 +117,11 @@ Status BroadcastShared(Comm& comm, void* data, size_t bytes, int root);
 // in `out`. Splits may be uneven and may be zero. `in` and `out` must not overlap.
 Status ReducescatterRing(Comm& comm, const void* in, void* out, std::span<const size_t> counts,
                          DataType dtype, const Reduction& reduction);
+// The same on the Comm's shared window (SharedUsable): each rank copies the
+// others' blocks into its region a piece at a time and reduces its own block
+// from its input and their regions straight into `out`.
+Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<const size_t> counts,
+                           DataType dtype, const Reduction& reduction);
 
 // Alltoall with per-rank splits (pairwise exchange, n-1 steps). `in` holds
 // send_bytes[p] bytes for each rank p in rank order; `out` receives

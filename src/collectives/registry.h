@@ -123,6 +123,16 @@ struct BroadcastAlgorithm {
   CostFormula cost;
 };
 
+struct ReducescatterAlgorithm {
+  const char* name;
+  const char* alias;
+  const char* description;
+  Needs needs;
+  Status (*run)(Comm& comm, const void* in, void* out, std::span<const size_t> counts,
+                DataType dtype, const Reduction& reduction);
+  CostFormula cost;  // B: the whole input's bytes
+};
+
 // Pieces of the cost formulas.
 namespace cost {
 
@@ -238,11 +248,37 @@ inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
      }},
 };
 
+// {name, alias, description, needs, run, cost}
+inline constexpr ReducescatterAlgorithm kAllReducescatterAlgorithms[] = {
+    // The input copied whole into a working buffer, n - 1 ring steps of a
+    // block each (reduced as segments arrive: as the ring allreduce's first
+    // half), the rank's block copied out.
+    {"ring", "ring", "n-1 steps around a ring, a block each", Needs::kAnyComm, ReducescatterRing,
+     [](const CostModel& m, int n, double B) {
+       const double b = B / n;
+       return (n - 1) * m.Hop(n, b) + cost::Share(n) * B * m.gamma_s_per_byte +
+              (B + b) * m.beta_s_per_byte;
+     }},
+    // Each rank copies the others' blocks into its region, a piece of each
+    // a step (n pieces fill half a region: 1 MiB of the data window), and
+    // reduces its own from its input and their regions.
+    {"shared_memory", "shm",
+     "the others' blocks copied into a shared window, each rank's own reduced from them in "
+     "place; ranks of one host",
+     Needs::kSharedWindow, ReducescatterShared,
+     [](const CostModel& m, int n, double B) {
+       return std::max(1.0, std::ceil(B / (1 << 20))) * m.alpha_s +
+              cost::Share(n) * B * (m.beta_s_per_byte + m.gamma_s_per_byte);
+     }},
+};
+
 // Where no range of a selection applies, the cost model picks among the
 // rows that can run on the Comm: one of each kind must run on any.
 static_assert(std::ranges::any_of(kAllAllreduceAlgorithms,
                                   [](const auto& a) { return a.needs == Needs::kAnyComm; }));
 static_assert(std::ranges::any_of(kAllBroadcastAlgorithms,
+                                  [](const auto& a) { return a.needs == Needs::kAnyComm; }));
+static_assert(std::ranges::any_of(kAllReducescatterAlgorithms,
                                   [](const auto& a) { return a.needs == Needs::kAnyComm; }));
 
 // The rows of one kind: Algorithms<AllreduceAlgorithm>().
@@ -255,6 +291,10 @@ constexpr std::span<const AllreduceAlgorithm> Algorithms() {
 template <>
 constexpr std::span<const BroadcastAlgorithm> Algorithms() {
   return kAllBroadcastAlgorithms;
+}
+template <>
+constexpr std::span<const ReducescatterAlgorithm> Algorithms() {
+  return kAllReducescatterAlgorithms;
 }
 
 // The row with this name or alias, or null.

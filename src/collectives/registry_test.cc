@@ -34,6 +34,7 @@ void ExpectCompleteRowsWithDistinctNames() {
 TEST(Registry, EveryRowIsCompleteAndNamedOnce) {
   ExpectCompleteRowsWithDistinctNames<AllreduceAlgorithm>();
   ExpectCompleteRowsWithDistinctNames<BroadcastAlgorithm>();
+  ExpectCompleteRowsWithDistinctNames<ReducescatterAlgorithm>();
   EXPECT_EQ(FindAlgorithm<AllreduceAlgorithm>("fastest"), nullptr);
   EXPECT_EQ(FindAlgorithm<BroadcastAlgorithm>("ring"), nullptr);
 }

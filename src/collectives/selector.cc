@@ -44,6 +44,13 @@ Result<Selector> Selector::Create(const Config& config) {
       auto broadcast_default,
       Parse<BroadcastAlgorithm>("the default broadcast selection", kDefaultBroadcastSelection));
   s.broadcast_.insert(s.broadcast_.end(), broadcast_default.begin(), broadcast_default.end());
+  HORA_ASSIGN_OR_RETURN(s.reducescatter_, Parse<ReducescatterAlgorithm>("HORA_REDUCESCATTER_ALGO",
+                                                                        config.reducescatter_algo));
+  HORA_ASSIGN_OR_RETURN(auto reducescatter_default,
+                        Parse<ReducescatterAlgorithm>("the default reducescatter selection",
+                                                      kDefaultReducescatterSelection));
+  s.reducescatter_.insert(s.reducescatter_.end(), reducescatter_default.begin(),
+                          reducescatter_default.end());
   return s.WithAllreduce(config.allreduce_algo);
 }
 
@@ -93,6 +100,11 @@ const AllreduceAlgorithm& Selector::ChooseAllreduce(int world_size, size_t bytes
 const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes,
                                                     bool shared) const {
   return Choose(broadcast_, world_size, bytes, shared, model_);
+}
+
+const ReducescatterAlgorithm& Selector::ChooseReducescatter(int world_size, size_t bytes,
+                                                            bool shared) const {
+  return Choose(reducescatter_, world_size, bytes, shared, model_);
 }
 
 }  // namespace hora

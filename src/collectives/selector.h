@@ -4,7 +4,8 @@
 // whose names, needs and cost formulas are rows of registry.h.
 //
 // A selection is a list of size ranges, each naming an algorithm, in the
-// syntax of HORA_ALLREDUCE_ALGO and HORA_BROADCAST_ALGO: a name alone for
+// syntax of HORA_ALLREDUCE_ALGO, HORA_BROADCAST_ALGO and
+// HORA_REDUCESCATTER_ALGO: a name alone for
 // every size ("ring"), or ranges ("rd:0-64K,ring:64K-": [low, high) in bytes,
 // an open high end means no limit). The selector's list is the user's
 // override followed by the default selection below. For a call of `bytes`
@@ -21,7 +22,10 @@
 // run, so every size goes to the cost model. The same rule makes an override
 // naming shared_memory fall back to the cost model where there is no window,
 // and an override's ranges win over the window where they apply. Broadcast
-// has no default ranges: the cost model picks every size.
+// has no default ranges: the cost model picks every size. Reducescatter's
+// default is shared_memory for every size, as allreduce's: 1.7-4x faster
+// than the ring at every size measured from 2 to 8 ranks
+// (docs/dev/performance.md, session 65).
 //
 // An override naming an unknown algorithm, or a malformed range, is an error
 // at Session creation naming the variable, the value and the accepted names.
@@ -41,6 +45,7 @@ namespace hora {
 // The default selections, in the override syntax (see above).
 inline constexpr std::string_view kDefaultAllreduceSelection = "shared_memory";
 inline constexpr std::string_view kDefaultBroadcastSelection = "";
+inline constexpr std::string_view kDefaultReducescatterSelection = "shared_memory";
 
 class Selector {
  public:
@@ -59,6 +64,9 @@ class Selector {
                                             const CostModel& model) const;
   const BroadcastAlgorithm& ChooseBroadcast(int world_size, size_t bytes,
                                             bool shared = false) const;
+  // `bytes`: the whole input's.
+  const ReducescatterAlgorithm& ChooseReducescatter(int world_size, size_t bytes,
+                                                    bool shared = false) const;
   const CostModel& cost_model() const { return model_; }
 
  private:
@@ -79,6 +87,7 @@ class Selector {
   // The user's override, then the default selection.
   std::vector<Range<AllreduceAlgorithm>> allreduce_;
   std::vector<Range<BroadcastAlgorithm>> broadcast_;
+  std::vector<Range<ReducescatterAlgorithm>> reducescatter_;
 };
 
 }  // namespace hora

@@ -20,6 +20,9 @@ std::string Allreduce(const Selector& s, int n, size_t bytes, bool shared = fals
 std::string Broadcast(const Selector& s, int n, size_t bytes, bool shared = false) {
   return s.ChooseBroadcast(n, bytes, shared).name;
 }
+std::string Reducescatter(const Selector& s, int n, size_t bytes, bool shared = false) {
+  return s.ChooseReducescatter(n, bytes, shared).name;
+}
 
 TEST(Selector, CostModelPicksFewRoundsForSmallAndBandwidthForLarge) {
   Selector s = Make({});
@@ -89,11 +92,34 @@ TEST(Selector, SharedMemoryBroadcastFromThreeRanksWhereAWindowExists) {
   EXPECT_EQ(Broadcast(shm, 8, 8, false), "binomial");
 }
 
+// Reducescatter runs on the window wherever there is one, at every size and
+// world; elsewhere the ring; an override's ranges come first.
+TEST(Selector, SharedMemoryReducescatterWhereAWindowExists) {
+  Selector s = Make({});
+  for (size_t bytes : {size_t{0}, size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
+    for (int n : {2, 3, 8, 64}) {
+      EXPECT_EQ(Reducescatter(s, n, bytes, /*shared=*/true), "shared_memory") << n << " " << bytes;
+      EXPECT_EQ(Reducescatter(s, n, bytes, /*shared=*/false), "ring") << n << " " << bytes;
+    }
+  }
+  Selector ring = Make({{"HORA_REDUCESCATTER_ALGO", "ring:1M-"}});
+  EXPECT_EQ(Reducescatter(ring, 4, 8, true), "shared_memory");
+  EXPECT_EQ(Reducescatter(ring, 4, 1 << 20, true), "ring");
+  auto c = ConfigFromEnv({{"HORA_REDUCESCATTER_ALGO", "tree"}});
+  ASSERT_TRUE(c.ok());
+  auto bad = Selector::Create(*c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ring (ring), shared_memory (shm)"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
   // The default selection, written by a user, selects the same everywhere.
   Selector by_default = Make({});
-  Selector written = Make({{"HORA_ALLREDUCE_ALGO", std::string(kDefaultAllreduceSelection)},
-                           {"HORA_BROADCAST_ALGO", std::string(kDefaultBroadcastSelection)}});
+  Selector written =
+      Make({{"HORA_ALLREDUCE_ALGO", std::string(kDefaultAllreduceSelection)},
+            {"HORA_BROADCAST_ALGO", std::string(kDefaultBroadcastSelection)},
+            {"HORA_REDUCESCATTER_ALGO", std::string(kDefaultReducescatterSelection)}});
   for (int n : {1, 2, 3, 8, 33}) {
     for (size_t bytes : {size_t{0}, size_t{100}, size_t{40} << 10, size_t{64} << 20}) {
       for (bool shared : {false, true}) {
@@ -101,6 +127,8 @@ TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
       }
       for (bool shared : {false, true}) {
         EXPECT_EQ(Broadcast(by_default, n, bytes, shared), Broadcast(written, n, bytes, shared));
+        EXPECT_EQ(Reducescatter(by_default, n, bytes, shared),
+                  Reducescatter(written, n, bytes, shared));
       }
     }
   }

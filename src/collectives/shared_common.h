@@ -24,6 +24,7 @@ enum class SharedCall : uint8_t {
   kDeviceWindow = 4,     // a GPU window's setup or teardown (device_window.h)
   kDeviceAllreduce = 5,  // allreduce_device_window.h
   kBroadcast = 6,        // its root (mod 256) where the data type goes
+  kReducescatter = 7,
 };
 
 // `bytes` must be below 2^45.

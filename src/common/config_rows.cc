@@ -57,6 +57,11 @@ const std::vector<SettingRow>& Rows() {
             "(ranks of one host), or size ranges"},
        .as_string = &Config::broadcast_algo,
        .agree = true},
+      {.spec = {"HORA_REDUCESCATTER_ALGO", SettingType::kString, "",
+                "Reducescatter algorithm: empty (shared_memory where the ranks share a host's "
+                "window, else ring), ring, shared_memory, or size ranges"},
+       .as_string = &Config::reducescatter_algo,
+       .agree = true},
       {.spec = {"HORA_BLOCKS_AT_ONCE", SettingType::kString, "auto",
                 "Allgather, alltoall and the scatter_allgather broadcast: 1: every block's "
                 "transfer posted at once (three ranks or more); 0: around a ring, or in pairs "

@@ -6,12 +6,14 @@
 // leaves the window broken, a closed rank fails the others at once, and the
 // *_shared collectives' first step turns a size disagreement into the same
 // Mismatch on every rank while the window stays usable; a broadcast on it
-// from every root, and ranks that disagree on its root; the engine's AND
+// from every root, and ranks that disagree on its root; reduce-scatters of
+// every split, and ranks that disagree on its size; the engine's AND
 // carries an allreduce only where every rank agrees.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -323,6 +325,84 @@ TEST_P(SharedWindowTest, BroadcastsThatDisagreeFailAlikeAndTheWindowGoesOn) {
       for (uint8_t v : data) {
         if (v != 2 + 10 * round) return InternalError("wrong value " + std::to_string(v));
       }
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+// Reduce-scatter on the window: splits even, uneven, empty and of many
+// rounds (a round's piece of a block at 2 ranks is 512 KiB), with scale
+// factors (where the copy in prescales, the own block too), on 2, 3 and 5
+// ranks; each element checked against its own reduction, then finalized.
+TEST_P(SharedWindowTest, ReducescattersOfEverySplitAcrossRounds) {
+  const std::vector<std::vector<size_t>> cases = {
+      {0, 0, 0, 0, 0}, {1, 0, 7, 3, 0}, {300001, 5, 0, 131072, 262147}, {1, 1, 1, 1, 1}};
+  for (const int n : {2, 3, 5}) {
+    auto ts = Group(n);
+    for (const auto& all : cases) {
+      const std::vector<size_t> counts(all.begin(), all.begin() + n);
+      size_t total = 0;
+      for (size_t c : counts) total += c;
+      for (const Reduction red :
+           {Reduction{ReduceOp::kSum, 1.0, 1.0}, Reduction{ReduceOp::kAverage, 0.5, 4.0},
+            Reduction{ReduceOp::kMax, 1.0, 1.0}}) {
+        auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+          Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+          auto value = [](int k, size_t e) { return static_cast<float>((e * 3 + k * 5) % 13); };
+          std::vector<float> in(total);
+          for (size_t e = 0; e < total; ++e) in[e] = value(r, e);
+          const auto me = static_cast<size_t>(r);
+          std::vector<float> out(counts[me], -1.0f);
+          HORA_RETURN_IF_ERROR(
+              ReducescatterShared(comm, in.data(), out.data(), counts, DataType::kFloat32, red));
+          size_t offset = 0;
+          for (size_t q = 0; q < me; ++q) offset += counts[q];
+          for (size_t e = 0; e < counts[me]; ++e) {
+            float want = 0;
+            for (int k = 0; k < n; ++k) {
+              const float pre = value(k, offset + e) * static_cast<float>(red.prescale_factor);
+              want = red.op == ReduceOp::kMax ? std::max(want, pre) : want + pre;
+            }
+            // (An average multiplies once by postscale / n: within a rounding.)
+            if (red.op == ReduceOp::kAverage) want /= static_cast<float>(n);
+            want *= static_cast<float>(red.postscale_factor);
+            if (std::abs(out[e] - want) > 1e-6f * std::abs(want)) {
+              return InternalError("rank " + std::to_string(r) + " element " + std::to_string(e) +
+                                   ": " + std::to_string(out[e]) + " != " + std::to_string(want));
+            }
+          }
+          return Status::Ok();
+        });
+        for (int r = 0; r < n; ++r) {
+          EXPECT_TRUE(st[r].ok()) << n << " ranks, " << total << " elements, rank " << r << ": "
+                                  << st[r].ToString();
+        }
+      }
+    }
+  }
+}
+
+// Ranks that reduce-scatter different sizes fail alike with a Mismatch
+// naming each rank's call, and the window goes on.
+TEST_P(SharedWindowTest, ReducescattersThatDisagreeFailAlikeAndTheWindowGoesOn) {
+  const int n = 3;
+  auto ts = Group(n);
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+    const std::vector<size_t> counts = {4, 4, static_cast<size_t>(r == 1 ? 5 : 4)};
+    std::vector<int32_t> in(13, r + 1), out(4);
+    Status sizes = ReducescatterShared(comm, in.data(), out.data(), counts, DataType::kInt32, {});
+    if (sizes.code() != StatusCode::kMismatch ||
+        sizes.message().find("rank 1: reducescatter of 52 bytes of int32") == std::string::npos ||
+        sizes.message().find("rank 0: reducescatter of 48 bytes of int32") == std::string::npos) {
+      return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
+    }
+    const std::vector<size_t> even = {4, 4, 4};
+    HORA_RETURN_IF_ERROR(
+        ReducescatterShared(comm, in.data(), out.data(), even, DataType::kInt32, {}));
+    for (int32_t v : out) {
+      if (v != 6) return InternalError("wrong value " + std::to_string(v));
     }
     return Status::Ok();
   });
