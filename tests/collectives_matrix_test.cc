@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Allgather (uneven dim 0), broadcast (every root, every algorithm),
+// Allgather (uneven dim 0, every algorithm), broadcast (every root, every algorithm),
 // reducescatter (even and uneven splits, every algorithm), alltoall (uneven splits, zero
 // splits) and barrier, across world sizes, dtypes and sizes, each checked
 // against a reference built from the other ranks' inputs.
@@ -23,37 +23,40 @@ const DataType kSomeTypes[] = {DataType::kUInt8,    DataType::kInt32,   DataType
                                DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
                                DataType::kInt64,    DataType::kBool};
 
-TEST_P(CollectivesMatrix, AllgatherUnevenRows) {
+TEST_P(CollectivesMatrix, AllgatherUnevenRowsEveryAlgorithm) {
   const int n = GetParam();
-  ThreadRanks job(n, TestSettings());
-  for (DataType dtype : kSomeTypes) {
-    const size_t esize = DataTypeSize(dtype);
-    for (int64_t base_rows : {0, 1, 7, 1031, 65536}) {
-      const int64_t cols = 3;
-      auto rows_of = [&](int r) { return base_rows == 0 ? 0 : base_rows + r % 3; };  // uneven
-      std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
-      for (int r = 0; r < n; ++r)
-        in[static_cast<size_t>(r)] = BytePattern(static_cast<size_t>(rows_of(r) * cols) * esize, r,
-                                                 static_cast<uint64_t>(base_rows));
-      std::vector<uint8_t> expected;
-      for (auto& v : in) expected.insert(expected.end(), v.begin(), v.end());
-      std::vector<Tensor> out(static_cast<size_t>(n));
-      auto st = job.Run([&](int r, Session& s) {
-        TensorView v(in[static_cast<size_t>(r)].data(), dtype, {rows_of(r), cols});
-        auto res = s.Allgather(v);
-        if (!res.ok()) return res.status();
-        out[static_cast<size_t>(r)] = std::move(res).value();
-        return Status::Ok();
-      });
-      int64_t total = 0;
-      for (int r = 0; r < n; ++r) total += rows_of(r);
-      for (int r = 0; r < n; ++r) {
-        ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
-        const Tensor& t = out[static_cast<size_t>(r)];
-        ASSERT_EQ(t.shape(), (std::vector<int64_t>{total, cols})) << DataTypeName(dtype);
-        ASSERT_EQ(t.num_bytes(), expected.size());
-        EXPECT_TRUE(SameBytes(t.data(), expected.data(), expected.size()))
-            << "allgather " << DataTypeName(dtype) << " rows " << base_rows << " rank " << r;
+  for (const char* algo : {"ring", "shared_memory"}) {
+    ThreadRanks job(n, TestSettings({{"HORA_ALLGATHER_ALGO", algo}}));
+    for (DataType dtype : kSomeTypes) {
+      const size_t esize = DataTypeSize(dtype);
+      for (int64_t base_rows : {0, 1, 7, 1031, 65536}) {
+        const int64_t cols = 3;
+        auto rows_of = [&](int r) { return base_rows == 0 ? 0 : base_rows + r % 3; };  // uneven
+        std::vector<std::vector<uint8_t>> in(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r)
+          in[static_cast<size_t>(r)] = BytePattern(static_cast<size_t>(rows_of(r) * cols) * esize,
+                                                   r, static_cast<uint64_t>(base_rows));
+        std::vector<uint8_t> expected;
+        for (auto& v : in) expected.insert(expected.end(), v.begin(), v.end());
+        std::vector<Tensor> out(static_cast<size_t>(n));
+        auto st = job.Run([&](int r, Session& s) {
+          TensorView v(in[static_cast<size_t>(r)].data(), dtype, {rows_of(r), cols});
+          auto res = s.Allgather(v);
+          if (!res.ok()) return res.status();
+          out[static_cast<size_t>(r)] = std::move(res).value();
+          return Status::Ok();
+        });
+        int64_t total = 0;
+        for (int r = 0; r < n; ++r) total += rows_of(r);
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+          const Tensor& t = out[static_cast<size_t>(r)];
+          ASSERT_EQ(t.shape(), (std::vector<int64_t>{total, cols})) << DataTypeName(dtype);
+          ASSERT_EQ(t.num_bytes(), expected.size());
+          EXPECT_TRUE(SameBytes(t.data(), expected.data(), expected.size()))
+              << "allgather " << algo << " " << DataTypeName(dtype) << " rows " << base_rows
+              << " rank " << r;
+        }
       }
     }
   }

@@ -11,6 +11,7 @@
 #include "backends/host_tiers.h"
 #include "collectives/bitwise_and.h"
 #include "collectives/hierarchy_cost.h"
+#include "collectives/pair_in_place.h"
 #include "collectives/shared_common.h"
 #include "common/logging.h"
 
@@ -65,6 +66,12 @@ class HoraBackend final : public CollectiveBackend {
   }
 
   Status Allgatherv(const void* in, void* out, std::span<const size_t> bytes_per_rank) override {
+    const auto r = static_cast<size_t>(comm_.rank());
+    const bool pair = comm_.size() == 2 && bytes_per_rank.size() == 2 &&
+                      PairInPlace(comm_, bytes_per_rank[r], bytes_per_rank[1 - r]);
+    if (selector_.AllgatherOnWindow(SharedUsable(comm_), pair)) {
+      return AllgatherShared(comm_, in, out, bytes_per_rank);
+    }
     return AllgatherRing(comm_, in, out, bytes_per_rank);
   }
 

@@ -90,6 +90,10 @@ Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm&
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may
 // point at that place in `out`.
 Status AllgatherRing(Comm& comm, const void* in, void* out, std::span<const size_t> bytes_per_rank);
+// The same on the Comm's shared window (SharedUsable): each rank copies its
+// block into its region, a piece a step, and the others' out of theirs.
+Status AllgatherShared(Comm& comm, const void* in, void* out,
+                       std::span<const size_t> bytes_per_rank);
 
 // Broadcast of `bytes` bytes from `root` to everyone, in place. Each
 // fails a root outside the Comm with CheckBroadcastRoot's error.

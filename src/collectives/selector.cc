@@ -51,6 +51,7 @@ Result<Selector> Selector::Create(const Config& config) {
                                                       kDefaultReducescatterSelection));
   s.reducescatter_.insert(s.reducescatter_.end(), reducescatter_default.begin(),
                           reducescatter_default.end());
+  if (!config.allgather_algo.empty()) s.allgather_ = config.allgather_algo;
   return s.WithAllreduce(config.allreduce_algo);
 }
 
@@ -100,6 +101,11 @@ const AllreduceAlgorithm& Selector::ChooseAllreduce(int world_size, size_t bytes
 const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes,
                                                     bool shared) const {
   return Choose(broadcast_, world_size, bytes, shared, model_);
+}
+
+bool Selector::AllgatherOnWindow(bool shared, bool pair) const {
+  if (!shared || allgather_ == "ring") return false;
+  return allgather_ == "shared_memory" || !pair;
 }
 
 const ReducescatterAlgorithm& Selector::ChooseReducescatter(int world_size, size_t bytes,

@@ -67,6 +67,12 @@ class Selector {
   // `bytes`: the whole input's.
   const ReducescatterAlgorithm& ChooseReducescatter(int world_size, size_t bytes,
                                                     bool shared = false) const;
+  // Whether an allgather runs on the shared window (AllgatherShared) rather
+  // than AllgatherRing, as HORA_ALLGATHER_ALGO says: `shared`, the Comm has
+  // a usable window; `pair`, two ranks would exchange their blocks in place
+  // (pair_in_place.h), which was faster there. Alike on every rank when its
+  // arguments are.
+  bool AllgatherOnWindow(bool shared, bool pair) const;
   const CostModel& cost_model() const { return model_; }
 
  private:
@@ -88,6 +94,7 @@ class Selector {
   std::vector<Range<AllreduceAlgorithm>> allreduce_;
   std::vector<Range<BroadcastAlgorithm>> broadcast_;
   std::vector<Range<ReducescatterAlgorithm>> reducescatter_;
+  std::string allgather_ = "auto";
 };
 
 }  // namespace hora

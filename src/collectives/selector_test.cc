@@ -113,6 +113,24 @@ TEST(Selector, SharedMemoryReducescatterWhereAWindowExists) {
       << bad.status().message();
 }
 
+// Allgather on the window wherever there is one, but where two ranks
+// exchange large blocks in place; HORA_ALLGATHER_ALGO says otherwise.
+TEST(Selector, AllgatherOnTheWindowButForTwoRanksInPlace) {
+  Selector s = Make({});
+  EXPECT_TRUE(s.AllgatherOnWindow(/*shared=*/true, /*pair=*/false));
+  EXPECT_FALSE(s.AllgatherOnWindow(true, true));
+  EXPECT_FALSE(s.AllgatherOnWindow(false, false));
+  Selector ring = Make({{"HORA_ALLGATHER_ALGO", "ring"}});
+  EXPECT_FALSE(ring.AllgatherOnWindow(true, false));
+  Selector shm = Make({{"HORA_ALLGATHER_ALGO", "shared_memory"}});
+  EXPECT_TRUE(shm.AllgatherOnWindow(true, true));
+  EXPECT_FALSE(shm.AllgatherOnWindow(false, false));
+  auto bad = ConfigFromEnv({{"HORA_ALLGATHER_ALGO", "tree"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auto|ring|shared_memory"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
   // The default selection, written by a user, selects the same everywhere.
   Selector by_default = Make({});

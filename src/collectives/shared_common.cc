@@ -30,6 +30,8 @@ std::string Describe(uint64_t word) {
     case SharedCall::kBroadcast:
       return "broadcast of " + std::to_string(bytes) + " bytes from rank " +
              std::to_string((word >> kTypeShift) & 0xff) + " (mod 256)" + half;
+    case SharedCall::kAllgather:
+      return "allgather of " + std::to_string(bytes) + " bytes" + half;
     case SharedCall::kReducescatter:
       return "reducescatter of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) +
              half;

@@ -25,6 +25,7 @@ enum class SharedCall : uint8_t {
   kDeviceAllreduce = 5,  // allreduce_device_window.h
   kBroadcast = 6,        // its root (mod 256) where the data type goes
   kReducescatter = 7,
+  kAllgather = 8,
 };
 
 // `bytes` must be below 2^45.

@@ -62,6 +62,13 @@ const std::vector<SettingRow>& Rows() {
                 "window, else ring), ring, shared_memory, or size ranges"},
        .as_string = &Config::reducescatter_algo,
        .agree = true},
+      {.spec = {"HORA_ALLGATHER_ALGO", SettingType::kString, "auto",
+                "Allgather algorithm: auto (shared_memory where the ranks share a host's window, "
+                "but two ranks exchanging blocks of 1 MiB or more in place; else ring), ring (or "
+                "at once, or in place, where blocks are read in place), shared_memory"},
+       .as_string = &Config::allgather_algo,
+       .choices = "auto|ring|shared_memory",
+       .agree = true},
       {.spec = {"HORA_BLOCKS_AT_ONCE", SettingType::kString, "auto",
                 "Allgather, alltoall and the scatter_allgather broadcast: 1: every block's "
                 "transfer posted at once (three ranks or more); 0: around a ring, or in pairs "
