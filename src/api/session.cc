@@ -155,6 +155,11 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     impl->sets[0]->backend = std::move(set_backend);
   }
   impl->gpu_routing = std::move(gpu_routing);
+  // (The comparison's allgathers must take the same path on every rank
+  // whatever the settings compared: ranks compare here only over MPI's
+  // transport, whose Comm has no window and no in-place reads, so
+  // HORA_ALLGATHER_ALGO cannot change it; HORA_BLOCKS_AT_ONCE is taken
+  // after it, below.)
   if (compare_over_backend && impl->comm.size() > 1) {
     HORA_RETURN_IF_ERROR(CompareSettingsOver(*impl->backend, impl->comm.rank(), impl->comm.size(),
                                              AgreedSettings(impl->config)));

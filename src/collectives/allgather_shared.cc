@@ -46,7 +46,9 @@ Status AllgatherShared(Comm& comm, const void* in, void* out,
     };
     if (length(r) > 0) std::memcpy(w.local() + half, mine + done, length(r));
     if (first) {
-      HORA_RETURN_IF_ERROR(SharedFirstStep(comm, SharedCall::kAllgather, DataType::kUInt8, total));
+      // (The data type's byte holds the split's hash: bytes have no type.)
+      HORA_RETURN_IF_ERROR(SharedFirstStep(
+          comm, SharedCall::kAllgather, static_cast<DataType>(SplitsHash(bytes_per_rank)), total));
       first = false;
     } else {
       HORA_RETURN_IF_ERROR(comm.WindowStep(0));

@@ -3,13 +3,16 @@
 // Two ranks exchanging a block each (an allgather's or an alltoall's one
 // transfer at two ranks) where each reads the other's block in place
 // (Transport::ReadsOnRequest: shared memory's single copy). Both post their
-// transfers first; each copies its own block into its output while the
-// other reads its block, then reads the other's. Through the slots each
+// transfers first, then each copies its own block into its output (its
+// peer may read the first segment meanwhile: a channel offers one direct
+// message at a time), then reads the other's. Through the slots each
 // rank's core copies its own block, the block it sends (in) and the block
 // it receives (out); here two of those three, the kernel's read being the
-// second. Taken from blocks of 1 MiB on (docs/dev/performance.md, session
-// 65): below that the slots, their copies pipelined across two cores, were
-// faster.
+// second. Posting first was what made a single copy pay here; letting the
+// peer read every segment during the own copy was slower (two large copies
+// at once on two cores). Taken from blocks of 1 MiB on
+// (docs/dev/performance.md, session 65): below that the slots, their
+// copies pipelined across two cores, were faster.
 #pragma once
 
 #include <cstddef>

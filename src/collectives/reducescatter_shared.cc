@@ -25,10 +25,14 @@ namespace hora {
 Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<const size_t> counts,
                            DataType dtype, const Reduction& reduction) {
   // (Half a region holds a 64-byte piece for every rank up to 16,384 ranks
-  // of a host; beyond, the ring.)
+  // of a host, and the first step's word the size up to 2^37 bytes;
+  // beyond, the ring.)
+  const size_t all = std::accumulate(counts.begin(), counts.end(), size_t{0});
   if (comm.window() == nullptr ||
-      comm.window()->bytes() / 2 / 64 < static_cast<size_t>(comm.size()))
+      comm.window()->bytes() / 2 / 64 < static_cast<size_t>(comm.size()) ||
+      all * DataTypeSize(dtype) >= (uint64_t{1} << kSplitSizeBits)) {
     return ReducescatterRing(comm, in, out, counts, dtype, reduction);
+  }
   CollectiveScope scope(comm, "reducescatter", "shared_memory");
   const int n = comm.size();
   const auto r = static_cast<size_t>(comm.rank());
@@ -73,7 +77,9 @@ Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<cons
       }
     }
     if (first) {
-      HORA_RETURN_IF_ERROR(SharedFirstStep(comm, SharedCall::kReducescatter, dtype, total * esize));
+      const uint64_t split = uint64_t{SplitsHash(counts)} << kSplitSizeBits;
+      HORA_RETURN_IF_ERROR(
+          SharedFirstStep(comm, SharedCall::kReducescatter, dtype, split | (total * esize)));
       first = false;
     } else {
       HORA_RETURN_IF_ERROR(comm.WindowStep(0));

@@ -31,10 +31,12 @@ std::string Describe(uint64_t word) {
       return "broadcast of " + std::to_string(bytes) + " bytes from rank " +
              std::to_string((word >> kTypeShift) & 0xff) + " (mod 256)" + half;
     case SharedCall::kAllgather:
-      return "allgather of " + std::to_string(bytes) + " bytes" + half;
+      return "allgather of " + std::to_string(bytes) + " bytes (split " +
+             std::to_string((word >> kTypeShift) & 0xff) + ")" + half;
     case SharedCall::kReducescatter:
-      return "reducescatter of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) +
-             half;
+      return "reducescatter of " + std::to_string(bytes & ((uint64_t{1} << kSplitSizeBits) - 1)) +
+             " bytes of " + DataTypeName(dtype) + " (split " +
+             std::to_string(bytes >> kSplitSizeBits) + ")" + half;
     case SharedCall::kDeviceAllreduce:
       return "GPU allreduce of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) +
              half;
@@ -68,6 +70,17 @@ Status SharedFlagged(const Comm& comm, const SharedWindow& w, StepVerdict* out) 
 uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes) {
   return (static_cast<uint64_t>(call) << kCallShift) |
          (static_cast<uint64_t>(static_cast<uint8_t>(dtype)) << kTypeShift) | (bytes & kBytesMask);
+}
+
+uint8_t SplitsHash(std::span<const size_t> splits) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a over the splits' bytes
+  for (size_t s : splits) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= (static_cast<uint64_t>(s) >> (8 * i)) & 0xff;
+      h *= 1099511628211ULL;
+    }
+  }
+  return static_cast<uint8_t>(h ^ (h >> 8) ^ (h >> 16) ^ (h >> 24));
 }
 
 Status SharedFirstStep(Comm& comm, SharedCall call, DataType dtype, uint64_t bytes) {

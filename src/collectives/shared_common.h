@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "collectives/comm.h"
@@ -30,6 +31,15 @@ enum class SharedCall : uint8_t {
 
 // `bytes` must be below 2^45.
 uint64_t SharedWord(SharedCall call, DataType dtype, uint64_t bytes);
+
+// A collective whose ranks split its data (allgather, reducescatter) names
+// the split in its first step's word too, so that ranks that agree on the
+// total but not on its split fail alike: 8 bits of a hash of `splits`.
+uint8_t SplitsHash(std::span<const size_t> splits);
+// Reducescatter's word carries its data type, so the hash goes in the size
+// field above its low kSplitSizeBits bits (reducescatters of 2^37 bytes or
+// more run on the ring).
+inline constexpr int kSplitSizeBits = 37;
 
 // Takes the collective's first step with SharedWord(call, dtype, bytes) and
 // checks that every rank published the same word. Every collective on a

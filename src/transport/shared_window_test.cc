@@ -437,6 +437,15 @@ TEST_P(SharedWindowTest, AllgathersOfEverySizeAcrossRounds) {
         sizes.message().find("rank 2: allgather of 29 bytes") == std::string::npos) {
       return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
     }
+    // The same total, split otherwise on rank 0 (and a block longer than
+    // the others' would take more rounds: it must fail before any).
+    const std::vector<size_t> swapped = {r == 0 ? 20u : 10u, r == 0 ? 0u : 10u, 10};
+    std::vector<uint8_t> wide(20, static_cast<uint8_t>(r));
+    Status split = AllgatherShared(comm, r == 0 ? wide.data() : in.data(), out.data(), swapped);
+    if (split.code() != StatusCode::kMismatch ||
+        split.message().find("rank 0: allgather of 30 bytes (split") == std::string::npos) {
+      return InternalError("want a Mismatch naming the splits: " + split.ToString());
+    }
     const std::vector<size_t> even = {10, 10, 10};
     HORA_RETURN_IF_ERROR(AllgatherShared(comm, in.data(), out.data(), even));
     for (size_t i = 0; i < out.size(); ++i) {
@@ -461,6 +470,14 @@ TEST_P(SharedWindowTest, ReducescattersThatDisagreeFailAlikeAndTheWindowGoesOn) 
         sizes.message().find("rank 1: reducescatter of 52 bytes of int32") == std::string::npos ||
         sizes.message().find("rank 0: reducescatter of 48 bytes of int32") == std::string::npos) {
       return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
+    }
+    // The same total, split otherwise on rank 2.
+    const std::vector<size_t> swapped = {r == 2 ? 5u : 4u, 4, r == 2 ? 3u : 4u};
+    Status split = ReducescatterShared(comm, in.data(), out.data(), swapped, DataType::kInt32, {});
+    if (split.code() != StatusCode::kMismatch ||
+        split.message().find("rank 2: reducescatter of 48 bytes of int32 (split") ==
+            std::string::npos) {
+      return InternalError("want a Mismatch naming the splits: " + split.ToString());
     }
     const std::vector<size_t> even = {4, 4, 4};
     HORA_RETURN_IF_ERROR(

@@ -46,7 +46,8 @@ class ShmTransport final : public Transport {
     net::Fd pidfd;              // the peer's process, where the kernel gives one
     // Sends to the peer of at least this many bytes go direct (the peer
     // reads them from this process, shm_direct.h); 0: never (the peer cannot
-    // read this process, or single copy is off on either side).
+    // read this process or said HORA_SHM_SINGLE_COPY_BYTES=0, or this rank
+    // has no threshold: its host's ranks do not outnumber its cores).
     size_t direct_min_bytes = 0;
     // IsendInPlace to the peer goes direct whatever its size (the peer
     // reads this process, and single copy is not off on either side).
