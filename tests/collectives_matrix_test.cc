@@ -115,7 +115,10 @@ TEST_P(CollectivesMatrix, ReducescatterEvenAndUnevenEveryAlgorithm) {
          {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kInt8}) {
       const size_t esize = DataTypeSize(dtype);
       for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-        const Reduction red{op, 1.0, op == ReduceOp::kSum ? 2.0 : 1.0};
+        // (A prescale with the average: each rank's block scaled where the
+        // window's reduce-scatter reads it in place too.)
+        const Reduction red{op, op == ReduceOp::kAverage ? 0.5 : 1.0,
+                            op == ReduceOp::kSum ? 2.0 : 1.0};
         // dim0 values: 0, fewer rows than ranks, uneven, even, large.
         for (int64_t dim0 :
              {int64_t{0}, int64_t{1}, int64_t{n} * 3 + 1, int64_t{n} * 4, int64_t{n} * 4096 + 5}) {

@@ -19,6 +19,7 @@
 #include "collectives/algorithms.h"
 #include "collectives/pair_in_place.h"
 #include "support/file_store.h"
+#include "support/forwarding_transport.h"
 #include "support/shm_test_util.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -39,6 +40,17 @@ bool YamaMayForbidReads() {
 }
 
 // The body of one child process; returns its exit code.
+// Counts the sends asked to be read in place.
+class CountsInPlace final : public testing::ForwardingTransport {
+ public:
+  using ForwardingTransport::ForwardingTransport;
+  Request IsendInPlace(int peer, Tag tag, const void* data, size_t bytes) override {
+    ++in_place;
+    return ForwardingTransport::IsendInPlace(peer, tag, data, bytes);
+  }
+  int in_place = 0;
+};
+
 // Rank `rank`'s allgather block (`bytes`) and alltoall blocks, checked on
 // the other side; 0, or the exit code of what failed.
 int ExchangeInPlace(Comm& comm, int rank) {
@@ -132,7 +144,12 @@ int Child(int rank, const std::string& dir, const std::string& job, size_t singl
       if (data[i] != static_cast<float>(3 * (i % 5))) return 9;
     }
   }
-  return ExchangeInPlace(comm, rank);
+  // The exchanges over a transport that counts in-place sends: two ranks
+  // that read each other on request exchange their large blocks so.
+  CountsInPlace counting(tr);
+  Comm counted(counting, WaitPolicy{std::chrono::seconds(60)}, 256 << 10, /*context=*/3);
+  if (const int code = ExchangeInPlace(counted, rank); code != 0) return code;
+  return (counting.in_place > 0) == on_request ? 0 : 15;
 }
 
 void ForkTwo(size_t single_copy, bool on_request = false) {
