@@ -95,6 +95,15 @@ Status AllgatherRing(Comm& comm, const void* in, void* out, std::span<const size
 Status AllgatherShared(Comm& comm, const void* in, void* out,
                        std::span<const size_t> bytes_per_rank);
 
+// OK where a collective was given one split (or size) per rank of `comm`;
+// else its error: "reducescatter: 3 splits given for a world of 4".
+inline Status CheckSplitCount(const Comm& comm, const char* collective, const char* what,
+                              size_t given) {
+  if (given == static_cast<size_t>(comm.size())) return Status::Ok();
+  return InvalidArgument(std::string(collective) + ": " + std::to_string(given) + " " + what +
+                         " given for a world of " + std::to_string(comm.size()));
+}
+
 // Broadcast of `bytes` bytes from `root` to everyone, in place. Each
 // fails a root outside the Comm with CheckBroadcastRoot's error.
 inline Status CheckBroadcastRoot(const Comm& comm, int root) {

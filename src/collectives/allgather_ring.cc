@@ -20,10 +20,7 @@ Status AllgatherRing(Comm& comm, const void* in, void* out,
                      std::span<const size_t> bytes_per_rank) {
   CollectiveScope scope(comm, "allgather", "ring");
   const size_t r = static_cast<size_t>(comm.rank());
-  if (bytes_per_rank.size() != static_cast<size_t>(comm.size())) {
-    return InvalidArgument("allgather: " + std::to_string(bytes_per_rank.size()) +
-                           " sizes given for a world of " + std::to_string(comm.size()));
-  }
+  HORA_RETURN_IF_ERROR(CheckSplitCount(comm, "allgather", "sizes", bytes_per_rank.size()));
   const size_t offset =
       std::accumulate(bytes_per_rank.begin(), bytes_per_rank.begin() + r, size_t{0});
   auto* mine = static_cast<std::byte*>(out) + offset;

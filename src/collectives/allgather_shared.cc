@@ -21,10 +21,7 @@ Status AllgatherShared(Comm& comm, const void* in, void* out,
   CollectiveScope scope(comm, "allgather", "shared_memory");
   const int n = comm.size();
   const auto r = static_cast<size_t>(comm.rank());
-  if (bytes_per_rank.size() != static_cast<size_t>(n)) {
-    return InvalidArgument("allgather: " + std::to_string(bytes_per_rank.size()) +
-                           " sizes given for a world of " + std::to_string(n));
-  }
+  HORA_RETURN_IF_ERROR(CheckSplitCount(comm, "allgather", "sizes", bytes_per_rank.size()));
   std::vector<size_t> offset(static_cast<size_t>(n), 0);
   for (size_t q = 1; q < offset.size(); ++q) offset[q] = offset[q - 1] + bytes_per_rank[q - 1];
   const size_t total = offset.back() + bytes_per_rank.back();

@@ -18,10 +18,7 @@ Status ReducescatterRing(Comm& comm, const void* in, void* out, std::span<const 
   CollectiveScope scope(comm, "reducescatter", "ring");
   const int n = comm.size();
   const size_t r = static_cast<size_t>(comm.rank());
-  if (counts.size() != static_cast<size_t>(n)) {
-    return InvalidArgument("reducescatter: " + std::to_string(counts.size()) +
-                           " splits given for a world of " + std::to_string(n));
-  }
+  HORA_RETURN_IF_ERROR(CheckSplitCount(comm, "reducescatter", "splits", counts.size()));
   const size_t esize = DataTypeSize(dtype);
   const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   const size_t my_offset = std::accumulate(counts.begin(), counts.begin() + r, size_t{0});

@@ -36,10 +36,7 @@ Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<cons
   CollectiveScope scope(comm, "reducescatter", "shared_memory");
   const int n = comm.size();
   const auto r = static_cast<size_t>(comm.rank());
-  if (counts.size() != static_cast<size_t>(n)) {
-    return InvalidArgument("reducescatter: " + std::to_string(counts.size()) +
-                           " splits given for a world of " + std::to_string(n));
-  }
+  HORA_RETURN_IF_ERROR(CheckSplitCount(comm, "reducescatter", "splits", counts.size()));
   const size_t esize = DataTypeSize(dtype);
   const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   std::vector<size_t> offset(static_cast<size_t>(n), 0);
