@@ -38,7 +38,6 @@ Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<cons
   const auto r = static_cast<size_t>(comm.rank());
   HORA_RETURN_IF_ERROR(CheckSplitCount(comm, "reducescatter", "splits", counts.size()));
   const size_t esize = DataTypeSize(dtype);
-  const size_t total = std::accumulate(counts.begin(), counts.end(), size_t{0});
   std::vector<size_t> offset(static_cast<size_t>(n), 0);
   for (size_t q = 1; q < offset.size(); ++q) offset[q] = offset[q - 1] + counts[q - 1];
   const auto* src = static_cast<const std::byte*>(in);
@@ -76,7 +75,7 @@ Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<cons
     if (first) {
       const uint64_t split = uint64_t{SplitsHash(counts)} << kSplitSizeBits;
       HORA_RETURN_IF_ERROR(
-          SharedFirstStep(comm, SharedCall::kReducescatter, dtype, split | (total * esize)));
+          SharedFirstStep(comm, SharedCall::kReducescatter, dtype, split | (all * esize)));
       first = false;
     } else {
       HORA_RETURN_IF_ERROR(comm.WindowStep(0));
