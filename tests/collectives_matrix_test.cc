@@ -2,7 +2,7 @@
 //
 // Allgather (uneven dim 0, every algorithm), broadcast (every root, every algorithm),
 // reducescatter (even and uneven splits, every algorithm), alltoall (uneven splits, zero
-// splits) and barrier, across world sizes, dtypes and sizes, each checked
+// splits, every algorithm) and barrier, across world sizes, dtypes and sizes, each checked
 // against a reference built from the other ranks' inputs.
 #include <gtest/gtest.h>
 
@@ -160,38 +160,42 @@ TEST_P(CollectivesMatrix, ReducescatterEvenAndUnevenEveryAlgorithm) {
   }
 }
 
-TEST_P(CollectivesMatrix, AlltoallUnevenSplits) {
+TEST_P(CollectivesMatrix, AlltoallUnevenSplitsEveryAlgorithm) {
   const int n = GetParam();
-  ThreadRanks job(n, TestSettings());
-  for (DataType dtype : {DataType::kUInt8, DataType::kFloat32, DataType::kInt64}) {
-    const size_t esize = DataTypeSize(dtype);
-    for (int scale : {0, 1, 1000}) {
-      const int64_t cols = 2;
-      // Rank r sends (r + p) % 3 * scale rows to rank p; some splits are zero.
-      auto rows = [&](int from, int to) -> int64_t { return ((from + to) % 3) * scale; };
-      const size_t row_bytes = static_cast<size_t>(cols) * esize;
-      std::vector<std::vector<uint8_t>> in;
-      std::vector<std::vector<int64_t>> splits;
-      MakeAlltoallInputs(n, rows, row_bytes, static_cast<uint64_t>(scale), &in, &splits);
-      std::vector<Tensor> out(static_cast<size_t>(n));
-      std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));
-      auto st = job.Run([&](int r, Session& s) {
-        auto& sp = splits[static_cast<size_t>(r)];
-        const int64_t total = std::accumulate(sp.begin(), sp.end(), int64_t{0});
-        TensorView v(in[static_cast<size_t>(r)].data(), dtype, {total, cols});
-        auto res = s.Alltoall(v, sp, &received[static_cast<size_t>(r)]);
-        if (!res.ok()) return res.status();
-        out[static_cast<size_t>(r)] = std::move(res).value();
-        return Status::Ok();
-      });
-      for (int r = 0; r < n; ++r) {
-        ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
-        const std::vector<uint8_t> expected = AlltoallExpected(n, rows, row_bytes, in, r);
-        for (int p = 0; p < n; ++p)
-          EXPECT_EQ(received[static_cast<size_t>(r)][static_cast<size_t>(p)], rows(p, r));
-        ASSERT_EQ(out[static_cast<size_t>(r)].num_bytes(), expected.size());
-        EXPECT_TRUE(SameBytes(out[static_cast<size_t>(r)].data(), expected.data(), expected.size()))
-            << "alltoall " << DataTypeName(dtype) << " scale " << scale << " rank " << r;
+  for (const char* algo : {"pairwise", "shared_memory"}) {
+    ThreadRanks job(n, TestSettings({{"HORA_ALLTOALL_ALGO", algo}}));
+    for (DataType dtype : {DataType::kUInt8, DataType::kFloat32, DataType::kInt64}) {
+      const size_t esize = DataTypeSize(dtype);
+      for (int scale : {0, 1, 1000}) {
+        const int64_t cols = 2;
+        // Rank r sends (r + p) % 3 * scale rows to rank p; some splits are zero.
+        auto rows = [&](int from, int to) -> int64_t { return ((from + to) % 3) * scale; };
+        const size_t row_bytes = static_cast<size_t>(cols) * esize;
+        std::vector<std::vector<uint8_t>> in;
+        std::vector<std::vector<int64_t>> splits;
+        MakeAlltoallInputs(n, rows, row_bytes, static_cast<uint64_t>(scale), &in, &splits);
+        std::vector<Tensor> out(static_cast<size_t>(n));
+        std::vector<std::vector<int64_t>> received(static_cast<size_t>(n));
+        auto st = job.Run([&](int r, Session& s) {
+          auto& sp = splits[static_cast<size_t>(r)];
+          const int64_t total = std::accumulate(sp.begin(), sp.end(), int64_t{0});
+          TensorView v(in[static_cast<size_t>(r)].data(), dtype, {total, cols});
+          auto res = s.Alltoall(v, sp, &received[static_cast<size_t>(r)]);
+          if (!res.ok()) return res.status();
+          out[static_cast<size_t>(r)] = std::move(res).value();
+          return Status::Ok();
+        });
+        for (int r = 0; r < n; ++r) {
+          ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].ToString();
+          const std::vector<uint8_t> expected = AlltoallExpected(n, rows, row_bytes, in, r);
+          for (int p = 0; p < n; ++p)
+            EXPECT_EQ(received[static_cast<size_t>(r)][static_cast<size_t>(p)], rows(p, r));
+          ASSERT_EQ(out[static_cast<size_t>(r)].num_bytes(), expected.size());
+          EXPECT_TRUE(
+              SameBytes(out[static_cast<size_t>(r)].data(), expected.data(), expected.size()))
+              << "alltoall " << algo << " " << DataTypeName(dtype) << " scale " << scale << " rank "
+              << r;
+        }
       }
     }
   }

@@ -186,24 +186,30 @@ Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
   const size_t n = static_cast<size_t>(n_ranks);
   std::vector<int64_t> send_rows;
   HORA_RETURN_IF_ERROR(AlltoallRows(where, input, splits, n, &send_rows));
-  // Tell every rank how many rows to expect from us.
-  std::vector<int64_t> recv_rows(n);
-  std::vector<size_t> eight(n, sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(send_rows.data(), eight, recv_rows.data(), eight));
+  // Every rank's splits to every rank (n rows of n; an alltoall's backend
+  // may choose its algorithm by them, alike on every rank).
+  std::vector<int64_t> all_rows(n * n);
+  const std::vector<size_t> row_of_splits(n, n * sizeof(int64_t));
+  HORA_RETURN_IF_ERROR(impl.backend->Allgatherv(send_rows.data(), all_rows.data(), row_of_splits));
 
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
-  std::vector<size_t> send_bytes(n), recv_bytes(n);
+  const auto me = static_cast<size_t>(impl.comm.rank());
+  std::vector<size_t> send_bytes(n), recv_bytes(n), all_bytes(n * n);
+  std::vector<int64_t> recv_rows(n);
   int64_t total = 0;
+  for (size_t i = 0; i < n * n; ++i) all_bytes[i] = static_cast<size_t>(all_rows[i]) * row_bytes;
   for (size_t p = 0; p < n; ++p) {
-    send_bytes[p] = static_cast<size_t>(send_rows[p]) * row_bytes;
-    recv_bytes[p] = static_cast<size_t>(recv_rows[p]) * row_bytes;
+    recv_rows[p] = all_rows[p * n + me];
+    send_bytes[p] = all_bytes[me * n + p];
+    recv_bytes[p] = all_bytes[p * n + me];
     total += recv_rows[p];
   }
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = total;
   Status misfit;
   void* out = PlaceOutput(impl, "alltoall", input, output, out_shape, made, &misfit);
-  HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(input.data(), send_bytes, out, recv_bytes));
+  HORA_RETURN_IF_ERROR(
+      impl.backend->AlltoallvAgreed(input.data(), send_bytes, out, recv_bytes, all_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return misfit;
 }

@@ -47,6 +47,13 @@ Result<bool> CollectiveBackend::AndCarrying(Comm& control, std::span<uint64_t> w
   return false;
 }
 
+Status CollectiveBackend::AlltoallvAgreed(const void* in, std::span<const size_t> send_bytes,
+                                          void* out, std::span<const size_t> recv_bytes,
+                                          std::span<const size_t> all_bytes) {
+  (void)all_bytes;
+  return Alltoallv(in, send_bytes, out, recv_bytes);
+}
+
 void CollectiveBackend::FillIdentity(DataType dtype, ReduceOp op, void* data, size_t count) {
   kernels::FillIdentity(dtype, op, data, count);
 }

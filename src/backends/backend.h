@@ -62,6 +62,13 @@ class CollectiveBackend {
                                DataType dtype, const Reduction& reduction) = 0;
   virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                            std::span<const size_t> recv_bytes) = 0;
+  // The same where every rank knows every rank's splits, alike:
+  // `all_bytes[p * n + q]` is what rank p sends rank q (`send_bytes` and
+  // `recv_bytes` this rank's row and column of it). A backend may choose its
+  // algorithm by them; this default runs Alltoallv.
+  virtual Status AlltoallvAgreed(const void* in, std::span<const size_t> send_bytes, void* out,
+                                 std::span<const size_t> recv_bytes,
+                                 std::span<const size_t> all_bytes);
   virtual Status Barrier() = 0;
 
   // Autotuning's new allreduce choice (every rank calls it at the same

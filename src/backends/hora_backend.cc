@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "backends/hora_backend.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -90,6 +91,25 @@ class HoraBackend final : public CollectiveBackend {
 
   Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                    std::span<const size_t> recv_bytes) override {
+    return AlltoallPairwise(comm_, in, send_bytes, out, recv_bytes);
+  }
+
+  Status AlltoallvAgreed(const void* in, std::span<const size_t> send_bytes, void* out,
+                         std::span<const size_t> recv_bytes,
+                         std::span<const size_t> all_bytes) override {
+    const auto n = static_cast<size_t>(comm_.size());
+    if (SharedUsable(comm_) && all_bytes.size() == n * n) {
+      size_t largest = 0;
+      for (size_t p = 0; p < n; ++p) {
+        for (size_t q = 0; q < n; ++q) {
+          if (p != q) largest = std::max(largest, all_bytes[p * n + q]);
+        }
+      }
+      if (selector_.AlltoallOnWindow(comm_.size(), true, largest,
+                                     AlltoallSharedSlotBytes(*comm_.window()))) {
+        return AlltoallShared(comm_, in, out, all_bytes);
+      }
+    }
     return AlltoallPairwise(comm_, in, send_bytes, out, recv_bytes);
   }
 

@@ -142,6 +142,14 @@ Status ReducescatterShared(Comm& comm, const void* in, void* out, std::span<cons
 Status AlltoallPairwise(Comm& comm, const void* in, std::span<const size_t> send_bytes, void* out,
                         std::span<const size_t> recv_bytes);
 
+// The same on the Comm's shared window (SharedUsable), where every rank
+// knows every rank's splits: `all_bytes[p * n + q]` is what rank p sends
+// rank q (alike on every rank). Each round every rank copies up to a slot
+// of each block it sends into its region (AlltoallSharedSlotBytes: half a
+// region over the ranks), one step, and copies the pieces left for it out.
+Status AlltoallShared(Comm& comm, const void* in, void* out, std::span<const size_t> all_bytes);
+size_t AlltoallSharedSlotBytes(const SharedWindow& window);
+
 // Every rank's `mine` arrives at `root`, in rank order (others get nothing).
 Result<std::vector<std::vector<uint8_t>>> GatherBytes(Comm& comm, int root,
                                                       const std::vector<uint8_t>& mine);

@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "collectives/selector.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/size_ranges.h"
@@ -52,6 +53,7 @@ Result<Selector> Selector::Create(const Config& config) {
   s.reducescatter_.insert(s.reducescatter_.end(), reducescatter_default.begin(),
                           reducescatter_default.end());
   if (!config.allgather_algo.empty()) s.allgather_ = config.allgather_algo;
+  if (!config.alltoall_algo.empty()) s.alltoall_ = config.alltoall_algo;
   return s.WithAllreduce(config.allreduce_algo);
 }
 
@@ -106,6 +108,19 @@ const BroadcastAlgorithm& Selector::ChooseBroadcast(int world_size, size_t bytes
 bool Selector::AllgatherOnWindow(bool shared, bool pair) const {
   if (!shared || allgather_ == "ring") return false;
   return allgather_ == "shared_memory" || !pair;
+}
+
+bool Selector::AlltoallOnWindow(int world_size, bool shared, size_t largest_block,
+                                size_t slot) const {
+  if (!shared || alltoall_ == "pairwise") return false;
+  if (alltoall_ == "shared_memory") return true;
+  // One round of blocks below the size a shared-memory pair may read in
+  // place (one copy, where the window copies twice), and at two ranks small
+  // blocks only: each rank on a core of its own, the pairs' slots pipeline a
+  // send's copy in with its copy out, which the window's round does one
+  // after the other (docs/dev/performance.md, session 66).
+  const size_t most = world_size == 2 ? kAlltoallSharedPairBytes : kAlltoallSharedBelowBytes - 1;
+  return largest_block <= std::min(slot, most);
 }
 
 const ReducescatterAlgorithm& Selector::ChooseReducescatter(int world_size, size_t bytes,

@@ -46,6 +46,11 @@ namespace hora {
 inline constexpr std::string_view kDefaultAllreduceSelection = "shared_memory";
 inline constexpr std::string_view kDefaultBroadcastSelection = "";
 inline constexpr std::string_view kDefaultReducescatterSelection = "shared_memory";
+// HORA_ALLTOALL_ALGO=auto: the window takes blocks of one round's slot
+// below kAlltoallSharedBelowBytes (HORA_SHM_SINGLE_COPY_BYTES' default), at
+// two ranks of kAlltoallSharedPairBytes at most.
+inline constexpr size_t kAlltoallSharedBelowBytes = size_t{256} << 10;
+inline constexpr size_t kAlltoallSharedPairBytes = size_t{16} << 10;
 
 class Selector {
  public:
@@ -73,6 +78,15 @@ class Selector {
   // (pair_in_place.h), which was faster there. Alike on every rank when its
   // arguments are.
   bool AllgatherOnWindow(bool shared, bool pair) const;
+  // Whether an alltoall whose every rank knows every rank's splits runs on
+  // the shared window (AlltoallShared) rather than AlltoallPairwise, as
+  // HORA_ALLTOALL_ALGO says: `shared`, the Comm has a usable window;
+  // `largest_block`, the largest block any rank sends another; `slot`,
+  // AlltoallSharedSlotBytes (a round's piece of a block). `auto` takes it
+  // for blocks of one round below kAlltoallSharedBelowBytes (at two ranks,
+  // of kAlltoallSharedPairBytes at most). Alike on every rank when its
+  // arguments are.
+  bool AlltoallOnWindow(int world_size, bool shared, size_t largest_block, size_t slot) const;
   const CostModel& cost_model() const { return model_; }
 
  private:
@@ -95,6 +109,7 @@ class Selector {
   std::vector<Range<BroadcastAlgorithm>> broadcast_;
   std::vector<Range<ReducescatterAlgorithm>> reducescatter_;
   std::string allgather_ = "auto";
+  std::string alltoall_ = "auto";
 };
 
 }  // namespace hora

@@ -131,6 +131,31 @@ TEST(Selector, AllgatherOnTheWindowButForTwoRanksInPlace) {
       << bad.status().message();
 }
 
+// Alltoall on the window where its blocks take one round and are smaller
+// than those read in place (at two ranks, small ones only);
+// HORA_ALLTOALL_ALGO says otherwise.
+TEST(Selector, AlltoallOnTheWindowForBlocksOfOneRound) {
+  Selector s = Make({});
+  const size_t slot = size_t{128} << 10;
+  EXPECT_TRUE(s.AlltoallOnWindow(4, /*shared=*/true, 0, slot));
+  EXPECT_TRUE(s.AlltoallOnWindow(8, true, slot, slot));
+  EXPECT_FALSE(s.AlltoallOnWindow(8, true, slot + 1, slot));
+  EXPECT_TRUE(s.AlltoallOnWindow(4, true, kAlltoallSharedBelowBytes - 1, 2 * slot));
+  EXPECT_FALSE(s.AlltoallOnWindow(4, true, kAlltoallSharedBelowBytes, 2 * slot));
+  EXPECT_FALSE(s.AlltoallOnWindow(4, false, 1, slot));
+  EXPECT_TRUE(s.AlltoallOnWindow(2, true, kAlltoallSharedPairBytes, slot));
+  EXPECT_FALSE(s.AlltoallOnWindow(2, true, kAlltoallSharedPairBytes + 1, slot));
+  Selector pairwise = Make({{"HORA_ALLTOALL_ALGO", "pairwise"}});
+  EXPECT_FALSE(pairwise.AlltoallOnWindow(4, true, 1, slot));
+  Selector shm = Make({{"HORA_ALLTOALL_ALGO", "shared_memory"}});
+  EXPECT_TRUE(shm.AlltoallOnWindow(2, true, size_t{1} << 30, slot));
+  EXPECT_FALSE(shm.AlltoallOnWindow(4, false, 1, slot));
+  auto bad = ConfigFromEnv({{"HORA_ALLTOALL_ALGO", "ring"}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("auto|pairwise|shared_memory"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST(Selector, TheDefaultIsAnOverrideThatUsersCouldWrite) {
   // The default selection, written by a user, selects the same everywhere.
   Selector by_default = Make({});

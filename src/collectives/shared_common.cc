@@ -33,6 +33,9 @@ std::string Describe(uint64_t word) {
     case SharedCall::kAllgather:
       return "allgather of " + std::to_string(bytes) + " bytes (split " +
              std::to_string((word >> kTypeShift) & 0xff) + ")" + half;
+    case SharedCall::kAlltoall:
+      return "alltoall of " + std::to_string(bytes) + " bytes in all (splits " +
+             std::to_string((word >> kTypeShift) & 0xff) + ")" + half;
     case SharedCall::kReducescatter:
       return "reducescatter of " + std::to_string(bytes & ((uint64_t{1} << kSplitSizeBits) - 1)) +
              " bytes of " + DataTypeName(dtype) + " (split " +

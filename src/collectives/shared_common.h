@@ -27,6 +27,7 @@ enum class SharedCall : uint8_t {
   kBroadcast = 6,        // its root (mod 256) where the data type goes
   kReducescatter = 7,
   kAllgather = 8,
+  kAlltoall = 9,  // its data type's byte the splits' hash
 };
 
 // `bytes` must be below 2^45.

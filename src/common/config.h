@@ -38,6 +38,7 @@ struct Config {
   std::string broadcast_algo;
   std::string reducescatter_algo;
   std::string allgather_algo;  // auto, ring or shared_memory
+  std::string alltoall_algo;   // auto, pairwise or shared_memory
   std::string blocks_at_once;  // "auto", "1" or "0": see BlocksAtOnce below
   // Ring and chain algorithms cut each block into segments of this size so
   // that transfer and reduction overlap.

@@ -69,6 +69,13 @@ const std::vector<SettingRow>& Rows() {
        .as_string = &Config::allgather_algo,
        .choices = "auto|ring|shared_memory",
        .agree = true},
+      {.spec = {"HORA_ALLTOALL_ALGO", SettingType::kString, "auto",
+                "Alltoall algorithm: auto (shared_memory where the ranks share a host's window "
+                "and every block fits a round's slot; else pairwise), pairwise (or at once, or "
+                "in place, where blocks are read in place), shared_memory"},
+       .as_string = &Config::alltoall_algo,
+       .choices = "auto|pairwise|shared_memory",
+       .agree = true},
       {.spec = {"HORA_BLOCKS_AT_ONCE", SettingType::kString, "auto",
                 "Allgather, alltoall and the scatter_allgather broadcast: 1: every block's "
                 "transfer posted at once (three ranks or more); 0: around a ring, or in pairs "

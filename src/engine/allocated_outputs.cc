@@ -41,6 +41,10 @@ ShapedPlan PlanShaped(const RequestMeta& m, std::span<const int64_t> rows, int r
         total += from_q;
       }
       plan.shape[0] = total;
+      if (rows.size() == n * n) {
+        plan.all.resize(n * n);
+        for (size_t i = 0; i < n * n; ++i) plan.all[i] = static_cast<size_t>(rows[i]) * row_bytes;
+      }
       break;
     }
     default:
@@ -69,7 +73,7 @@ Status RunWithAllocatedOutput(CollectiveBackend& data, const RequestMeta& m,
       HORA_RETURN_IF_ERROR(data.Reducescatter(input, t.data(), plan.counts, m.dtype, m.reduction));
       break;
     default:
-      HORA_RETURN_IF_ERROR(data.Alltoallv(input, plan.send, t.data(), plan.recv));
+      HORA_RETURN_IF_ERROR(data.AlltoallvAgreed(input, plan.send, t.data(), plan.recv, plan.all));
       out->received_splits = std::move(plan.received_splits);
       break;
   }

@@ -26,6 +26,7 @@ struct ShapedPlan {
   std::vector<int64_t> shape;            // the output's
   std::vector<size_t> send;              // alltoall: bytes to each rank
   std::vector<size_t> recv;              // allgather, alltoall: bytes from each rank
+  std::vector<size_t> all;               // alltoall: bytes every rank sends each, rank-major
   std::vector<size_t> counts;            // reducescatter: elements of each rank's part
   std::vector<int64_t> received_splits;  // alltoall: rows from each rank
   size_t out_bytes = 0;

@@ -1,15 +1,15 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// Reduce-scatter and allgather on a shared window (ReducescatterShared,
-// AllgatherShared), on both transports that offer one, ranks as threads:
-// splits even, uneven, empty and of several rounds, in place and not, each
-// element checked against its own expectation; ranks that disagree on the
-// size, or on its split, fail alike with a Mismatch, and the window goes
-// on.
+// Reduce-scatter, allgather and alltoall on a shared window
+// (ReducescatterShared, AllgatherShared, AlltoallShared), on both transports that offer one, ranks
+// as threads: splits even, uneven, empty and of several rounds, in place and not, each element
+// checked against its own expectation; ranks that disagree on the size, or on its split, fail alike
+// with a Mismatch, and the window goes on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -181,6 +181,89 @@ TEST_P(WindowCollectives, ReducescattersThatDisagreeFailAlikeAndTheWindowGoesOn)
     return Status::Ok();
   });
   for (int r = 0; r < n; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
+}
+
+// Alltoall on the window: blocks empty, uneven, of one slot and of several
+// rounds (a slot is half a region over the ranks), on 2, 3 and 5 ranks;
+// every byte checked. Ranks that disagree on the splits fail alike, and the
+// window goes on.
+TEST_P(WindowCollectives, AlltoallsOfEverySplitAcrossRounds) {
+  for (const int n : {2, 3, 5}) {
+    auto ts = Group(n);
+    const auto un = static_cast<size_t>(n);
+    const size_t slot = (size_t{1} << 20) / un / 64 * 64;
+    // Rank p sends rank q bytes(p, q): zeros, odd sizes, a whole slot and a
+    // block two and a half rounds long.
+    const std::vector<std::function<size_t(size_t, size_t)>> cases = {
+        [](size_t, size_t) { return size_t{0}; },
+        [](size_t p, size_t q) { return (p * 7 + q * 3) % 5; },
+        [&](size_t p, size_t q) { return p == q ? 3 : slot; },
+        [&](size_t p, size_t q) { return p == 1 && q == 0 ? slot * 5 / 2 : (p + 1) * (q + 2); }};
+    for (const auto& bytes : cases) {
+      std::vector<size_t> all(un * un);
+      for (size_t p = 0; p < un; ++p) {
+        for (size_t q = 0; q < un; ++q) all[p * un + q] = bytes(p, q);
+      }
+      auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+        Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+        auto byte = [](size_t p, size_t q, size_t i) {
+          return static_cast<uint8_t>(p * 41 + q * 13 + i * 7 + (i >> 10));
+        };
+        const auto me = static_cast<size_t>(r);
+        size_t sent = 0, received = 0;
+        for (size_t q = 0; q < un; ++q) {
+          sent += all[me * un + q];
+          received += all[q * un + me];
+        }
+        std::vector<uint8_t> in(sent), out(received, 0xEE);
+        for (size_t q = 0, at = 0; q < un; at += all[me * un + q], ++q) {
+          for (size_t i = 0; i < all[me * un + q]; ++i) in[at + i] = byte(me, q, i);
+        }
+        HORA_RETURN_IF_ERROR(AlltoallShared(comm, in.data(), out.data(), all));
+        for (size_t p = 0, at = 0; p < un; at += all[p * un + me], ++p) {
+          for (size_t i = 0; i < all[p * un + me]; ++i) {
+            if (out[at + i] != byte(p, me, i)) {
+              return InternalError("rank " + std::to_string(r) + ": block from " +
+                                   std::to_string(p) + " byte " + std::to_string(i) + " wrong");
+            }
+          }
+        }
+        return Status::Ok();
+      });
+      for (int r = 0; r < n; ++r) {
+        EXPECT_TRUE(st[r].ok()) << n << " ranks, rank " << r << ": " << st[r].ToString();
+      }
+    }
+  }
+  auto ts = Group(3);
+  auto st = OnRanks(ts, [&](int r, Transport& t) -> Status {
+    Comm comm(t, WaitPolicy{seconds(60)}, 256 << 10, 1);
+    std::vector<uint8_t> in(40, static_cast<uint8_t>(r)), out(40);
+    std::vector<size_t> all(9, 4);
+    if (r == 2) all[5] = 5;  // rank 2 thinks rank 1 sends it 5 bytes
+    Status sizes = AlltoallShared(comm, in.data(), out.data(), all);
+    if (sizes.code() != StatusCode::kMismatch ||
+        sizes.message().find("rank 2: alltoall of 37 bytes in all") == std::string::npos ||
+        sizes.message().find("rank 0: alltoall of 36 bytes in all") == std::string::npos) {
+      return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
+    }
+    // The same total, split otherwise on rank 0.
+    std::vector<size_t> swapped(9, 4);
+    if (r == 0) swapped[1] = 5, swapped[2] = 3;
+    Status split = AlltoallShared(comm, in.data(), out.data(), swapped);
+    if (split.code() != StatusCode::kMismatch ||
+        split.message().find("rank 0: alltoall of 36 bytes in all (splits") == std::string::npos) {
+      return InternalError("want a Mismatch naming the splits: " + split.ToString());
+    }
+    const std::vector<size_t> even(9, 4);
+    std::vector<uint8_t> twelve(12, static_cast<uint8_t>(r)), got(12);
+    HORA_RETURN_IF_ERROR(AlltoallShared(comm, twelve.data(), got.data(), even));
+    for (size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != i / 4) return InternalError("wrong byte " + std::to_string(i));
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, WindowCollectives, ::testing::Values("loopback", "shm"),
