@@ -118,7 +118,7 @@ Keepalive Consume(PyObject* capsule, DLManagedTensor* managed) {
 
 }  // namespace
 
-std::optional<Imported> TakeHostTensor(const py::object& capsule) {
+std::optional<Imported> TakeHostTensor(const py::object& capsule, int min_dims) {
   if (!PyCapsule_CheckExact(capsule.ptr()) || !PyCapsule_IsValid(capsule.ptr(), kName)) {
     return std::nullopt;
   }
@@ -127,7 +127,7 @@ std::optional<Imported> TakeHostTensor(const py::object& capsule) {
   const std::optional<DataType> dtype = FromDl(t.dtype);
   if (!dtype || *dtype == DataType::kBool) return std::nullopt;
   if (t.device.device_type != kDLCPU && t.device.device_type != kDLCUDAHost) return std::nullopt;
-  if (!Contiguous(t)) return std::nullopt;
+  if (t.ndim < min_dims || !Contiguous(t)) return std::nullopt;
   Keepalive owner = Consume(capsule.ptr(), managed);
   std::vector<int64_t> shape(t.shape, t.shape + t.ndim);
   void* data = static_cast<char*>(t.data) + t.byte_offset;

@@ -70,10 +70,11 @@ Imported ImportCapsule(const pybind11::object& capsule, const ArgName& what,
                        const StreamFor& stream_for = nullptr);
 
 // The tensor of `capsule`, consumed, if it is a contiguous host tensor of a
-// dtype but bool: the one-call allreduces (allreduce_inplace, allreduce_new)
-// take those. Else nullopt, the capsule left unused: the caller takes the
-// general path, whose checks say what is wrong, if anything.
-std::optional<Imported> TakeHostTensor(const pybind11::object& capsule);
+// dtype but bool, of `min_dims` dimensions or more: the one-call
+// collectives (allreduce_inplace, allreduce_new, allgather_new...) take
+// those. Else nullopt, the capsule left unused: the caller takes the general
+// path, whose checks say what is wrong, if anything.
+std::optional<Imported> TakeHostTensor(const pybind11::object& capsule, int min_dims = 0);
 
 // A new capsule over `handle`'s output tensor (which must exist), on its
 // device (kDLCUDA for a GPU tensor's output).

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,14 @@ class PySession {
     if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
     PyHandle(std::move(h), std::move(name), std::move(keep), orphans_, owner_)
         .WaitHere(std::nullopt, std::nullopt);
+  }
+  // The same, then the handle, for its output.
+  std::unique_ptr<PyHandle> RunForOutput(Handle h, std::string name, std::vector<Keepalive> keep) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
+    auto done = std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
+                                           owner_);
+    done->WaitHere(std::nullopt, std::nullopt);
+    return done;
   }
   // The process that made this Session.
   pid_t owner() const { return owner_; }
@@ -235,6 +244,53 @@ py::object NewOutputLike(PySession& ps, const py::object& like, bool buffer) {
   auto made = std::make_shared<Tensor>(ps.Get().NewOutput(i.view.dtype(), i.view.shape()));
   if (buffer) return py::cast(OutputBuffer{Handle(), made});
   return ExportView(made->view(), made);
+}
+
+// The one-call forms of the collectives whose output Hora makes, as
+// AllreduceNew: a contiguous host tensor of a dtype but bool (with a
+// dimension, where the collective splits or joins dimension 0), waited for
+// here; the output's capsule when done, or None, the capsule unused, for any
+// other tensor (the caller's general path says what is wrong, if anything).
+py::object AllgatherNew(PySession& ps, const std::string& name, const py::object& tensor, int set) {
+  Session& s = ps.Get();
+  std::optional<Imported> i = TakeHostTensor(tensor, 1);
+  if (!i) return py::none();
+  return ps.RunForOutput(s.AllgatherAsync(name, i->view, set), name, {i->owner})->Output();
+}
+
+// Root's tensor into a new one from the Session's pool on every rank.
+py::object BroadcastNew(PySession& ps, const std::string& name, const py::object& tensor, int root,
+                        int set) {
+  Session& s = ps.Get();
+  std::optional<Imported> i = TakeHostTensor(tensor);
+  if (!i) return py::none();
+  auto made = std::make_shared<Tensor>(s.NewOutput(i->view.dtype(), i->view.shape()));
+  if (s.rank() == root && made->num_bytes() > 0) {
+    std::memcpy(made->data(), i->view.data(), made->num_bytes());
+  }
+  ps.Run(s.BroadcastAsync(name, made->view(), root, set), name, {i->owner, made});
+  return ExportView(made->view(), made);
+}
+
+// (output capsule, received splits) or None.
+py::object AlltoallNew(PySession& ps, const std::string& name, const py::object& tensor,
+                       const std::optional<std::vector<int64_t>>& splits, int set) {
+  Session& s = ps.Get();
+  std::optional<Imported> i = TakeHostTensor(tensor, 1);
+  if (!i) return py::none();
+  std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
+  std::unique_ptr<PyHandle> h =
+      ps.RunForOutput(s.AlltoallAsync(name, i->view, sp, set), name, {i->owner});
+  return py::make_tuple(h->Output(), h->ReceivedSplits());
+}
+
+py::object ReducescatterNew(PySession& ps, const std::string& name, const py::object& tensor,
+                            int op, double pre, double post, int set) {
+  Session& s = ps.Get();
+  const Reduction red = MakeReduction(op, pre, post);
+  std::optional<Imported> i = TakeHostTensor(tensor, 1);
+  if (!i) return py::none();
+  return ps.RunForOutput(s.ReducescatterAsync(name, i->view, red, set), name, {i->owner})->Output();
 }
 
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {
@@ -414,6 +470,21 @@ PYBIND11_MODULE(_core, m) {
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)
+      .def("allgather_new", &AllgatherNew, a("name"), a("tensor"), set,
+           "Allgather of a contiguous host tensor of a dtype but bool, with a dimension, waited "
+           "for here: the output's capsule when done (raises its error); None, the capsule "
+           "unused, for any other tensor.")
+      .def("broadcast_new", &BroadcastNew, a("name"), a("tensor"), a("root"), set,
+           "Broadcast of root's contiguous host tensor of a dtype but bool into a new one from "
+           "Hora's pool, waited for here, as allgather_new.")
+      .def("alltoall_new", &AlltoallNew, a("name"), a("tensor"), py::arg("splits") = py::none(),
+           set,
+           "Alltoall of a contiguous host tensor of a dtype but bool, with a dimension, waited "
+           "for here: (output capsule, received splits) when done; None as allgather_new.")
+      .def("reducescatter_new", &ReducescatterNew, a("name"), a("tensor"), py::arg("op") = 1,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
+           "Reducescatter of a contiguous host tensor of a dtype but bool, with a dimension, "
+           "waited for here, as allgather_new.")
       .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"), set)
       .def("broadcast_async", &BroadcastAsync, a("name"), a("tensor"), a("root"), set)
       .def("new_output", &NewOutputLike, a("like"), py::arg("buffer") = false,

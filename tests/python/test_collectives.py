@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import hora.torch as hvd
+from hora.common import basics
 from helpers import DTYPES, assert_equal, reduce_reference, rows_of, value
 
 REST_SHAPES = [(), (3,), (2, 2)]
@@ -223,3 +224,98 @@ def test_outputs_cross_without_a_copy():
     assert t1.shape == (2 * n, 3) and a.size == 6 * n
     t1[0, 0] = 42.0  # one memory: the others see the write
     assert t2[0, 0].item() == 42.0 and a[0] == 42.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_one_call_forms_match_the_general_path(dtype):
+    # allgather, broadcast, alltoall and reducescatter of a plain host tensor
+    # (no grad, the global set, an ASCII name or none) go to the core in one
+    # call that waits there (Session.allgather_new and the like); the async
+    # forms take the general path (a handle). Both give the same, and a
+    # tensor that requires grad takes the autograd path.
+    r, n = hvd.rank(), hvd.size()
+    s = basics.session()
+    x = value(r, (rows_of(r), 3), dtype, seed=5)
+    cap = torch.utils.dlpack.to_dlpack(x)
+    assert s.allgather_new("one.ag.core", cap) is not None  # (the core takes it)
+    got = hvd.allgather(x, name="one.ag")
+    assert torch.equal(got, hvd.synchronize(hvd.allgather_async(x)))
+    assert_equal(got, torch.cat([value(q, (rows_of(q), 3), dtype, seed=5) for q in range(n)]))
+    for root in range(n):
+        y = value(r, (4, 2), dtype, seed=root)
+        got = hvd.broadcast(y, root, name="one.bc.%d" % root)
+        assert torch.equal(y, value(r, (4, 2), dtype, seed=root))  # input untouched
+        assert torch.equal(got, hvd.synchronize(hvd.broadcast_async(y, root)))
+        assert_equal(got, value(root, (4, 2), dtype, seed=root))
+    z = _a2a_input(r, dtype)
+    splits = [_a2a_rows(r, p) for p in range(n)]
+    out, received = hvd.alltoall(z, splits=splits, name="one.a2a")
+    out2, rec2 = hvd.synchronize(hvd.alltoall_async(z, splits=splits))
+    assert torch.equal(out, out2) and torch.equal(received, rec2)
+    assert received.dtype == torch.int32
+    even = value(r, (2 * n, 2), dtype, seed=3)
+    got = hvd.alltoall(even)
+    assert isinstance(got, torch.Tensor)
+    assert torch.equal(got, hvd.synchronize(hvd.alltoall_async(even))[0])
+    if dtype.is_floating_point:
+        pre, post = 0.5, 3.0
+    else:
+        pre, post = 2.0, 1.0
+    vals = [value(q, (2 * n + 1, 3), dtype, seed=7) for q in range(n)]
+    for op in (hvd.Sum, hvd.Average, hvd.Max):
+        got = hvd.reducescatter(vals[r], op=op, prescale_factor=pre, postscale_factor=post,
+                                name="one.rs.%d" % op)
+        general = hvd.synchronize(hvd.reducescatter_async(
+            vals[r], op=op, prescale_factor=pre, postscale_factor=post))
+        assert torch.equal(got, general)
+        start = sum(_scatter_rows(2 * n + 1, q, n) for q in range(r))
+        want = reduce_reference(vals, op, dtype, pre, post)
+        assert_equal(got, want[start:start + _scatter_rows(2 * n + 1, r, n)])
+    if dtype.is_floating_point:
+        w = value(r, (2 * n, 2), dtype, seed=1).requires_grad_()
+        for got in (hvd.allgather(w), hvd.broadcast(w, 0), hvd.alltoall(w),
+                    hvd.reducescatter(w, op=hvd.Sum)):
+            assert got.requires_grad  # (the autograd path)
+
+
+def test_one_call_forms_leave_other_tensors_to_the_general_path():
+    # The core declines (None, the capsule unused) what the general path
+    # handles or refuses with its own message: a scalar where the collective
+    # needs a dimension, a tensor that is not contiguous, bool.
+    r, n = hvd.rank(), hvd.size()
+    s = basics.session()
+    scalar = torch.tensor(float(r + 1))
+    strided = torch.arange(4 * n, dtype=torch.float32).reshape(2, 2 * n).t() + r
+    calls = {
+        "allgather": lambda c: s.allgather_new("declined", c),
+        "alltoall": lambda c: s.alltoall_new("declined", c),
+        "reducescatter": lambda c: s.reducescatter_new("declined", c, hvd.Sum),
+    }
+    for what, call in calls.items():
+        for declined in (scalar, strided):
+            cap = torch.utils.dlpack.to_dlpack(declined)
+            assert call(cap) is None, what
+            assert torch.equal(torch.utils.dlpack.from_dlpack(cap), declined)  # (unused)
+    cap = torch.utils.dlpack.to_dlpack(strided)
+    assert s.broadcast_new("declined", cap, 0) is None
+    # ... which the general path then runs.
+    assert_equal(hvd.allgather(scalar), torch.arange(1, n + 1, dtype=torch.float32))
+    assert_equal(hvd.broadcast(strided, 0), strided - r)
+    want = torch.cat([(strided - r + q)[2 * r:2 * r + 2] for q in range(n)])
+    assert_equal(hvd.alltoall(strided), want)
+    got = hvd.reducescatter(strided, op=hvd.Sum)
+    assert_equal(got, (n * (strided - r) + n * (n - 1) // 2)[2 * r:2 * r + 2])
+    flags = torch.tensor([r % 2 == 0, True])
+    assert hvd.allgather(flags).tolist() == [q % 2 == 0 if i == 0 else True
+                                             for q in range(n) for i in range(2)]
+    assert hvd.broadcast(flags, n - 1).tolist() == [(n - 1) % 2 == 0, True]
+    with pytest.raises(hvd.InvalidArgumentError, match="bool"):
+        hvd.reducescatter(flags)
+    # Errors raised from the one-call forms are the general path's.
+    with pytest.raises(hvd.InvalidArgumentError, match="root_rank"):
+        hvd.broadcast(torch.ones(2), n, name="one.bad.root")
+    with pytest.raises(hvd.InvalidArgumentError, match="splits"):
+        hvd.alltoall(torch.ones(n, 2), splits=[1] * (n + 1), name="one.bad.splits")
+    if n > 1:
+        with pytest.raises(hvd.InvalidArgumentError):
+            hvd.alltoall(torch.ones(n + 1, 2), name="one.uneven")

@@ -119,11 +119,32 @@ class _Allgather(Function):
         return (g.reshape(()) if ctx.scalar else g), None, None, None, None
 
 
+def _one_call(tensor, name, process_set):
+    """The DLPack capsule of ``tensor`` for a collective's one-call form
+    (``Session.allgather_new`` and the like, which wait in the core and
+    return the output): a plain torch tensor that needs no grad, of the
+    global set, an ASCII name or none; else None, and the call takes the
+    autograd path. The core takes the capsule if it holds a contiguous host
+    tensor of a dtype but bool (with a dimension where the collective needs
+    one); otherwise the general path's checks say what is wrong. For a small
+    tensor the Python is most of the call's time."""
+    if (process_set is global_process_set and type(tensor) is torch.Tensor
+            and not tensor.requires_grad
+            and (name is None or (type(name) is str and name.isascii()))):
+        return ro.direct_capsule(tensor)
+    return None
+
+
 def allgather(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's ``tensor`` along dimension 0, in rank order (a new tensor).
 
     Dimension 0 may differ between ranks; the other dimensions and the dtype must agree.
     """
+    cap = _one_call(tensor, name, process_set)
+    if cap is not None:
+        out = basics.session().allgather_new(name or "", cap)
+        if out is not None:
+            return tu.from_dlpack(out)
     process_set_id(process_set)
     return _Allgather.apply(tensor, name, basics.Average, None, process_set)
 
@@ -186,6 +207,12 @@ class _Broadcast(Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
+    cap = _one_call(tensor, name, process_set)
+    if cap is not None:
+        root = co.check_root(root_rank, tu.describe("broadcast", name), process_set)
+        out = basics.session().broadcast_new(name or "", cap, root)
+        if out is not None:
+            return tu.from_dlpack(out)
     process_set_id(process_set)
     return _Broadcast.apply(tensor, root_rank, name, process_set)
 
@@ -213,6 +240,15 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     tensor; with ``splits`` given it returns ``(tensor, received_splits)``,
     ``received_splits`` an int32 tensor of the rows received from each rank.
     """
+    cap = _one_call(tensor, name, process_set)
+    if cap is not None:
+        sp = co.splits_list(splits, tu.describe("alltoall", name), basics.size())
+        done = basics.session().alltoall_new(name or "", cap, sp)
+        if done is not None:
+            out = tu.from_dlpack(done[0])
+            if splits is None:
+                return out
+            return out, torch.tensor(done[1], dtype=torch.int32)
     process_set_id(process_set)
     return _Alltoall.apply(tensor, splits, name, process_set)
 
@@ -242,6 +278,12 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None,
     slice of dimension 0: ``dim0 // size`` rows, the first ``dim0 % size`` ranks
     one more."""
     op = basics.check_op(op)
+    cap = None if compression is not Compression.none else _one_call(tensor, name, process_set)
+    if cap is not None:
+        out = basics.session().reducescatter_new(name or "", cap, op, float(prescale_factor),
+                                                 float(postscale_factor))
+        if out is not None:
+            return tu.from_dlpack(out)
     process_set_id(process_set)
     compressed, cctx = compression.compress(tensor)
     out = _Reducescatter.apply(compressed, name, op, prescale_factor, postscale_factor,

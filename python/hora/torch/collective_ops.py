@@ -53,7 +53,7 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
                   keep=tensors)
 
 
-def _check_root(root_rank, what, process_set):
+def check_root(root_rank, what, process_set):
     try:
         root = operator.index(root_rank)
     except TypeError:
@@ -78,7 +78,7 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensor = tu.check_tensor(tensor, "broadcast", name, inplace=True)
-    root = _check_root(root_rank, tu.describe("broadcast", name), process_set)
+    root = check_root(root_rank, tu.describe("broadcast", name), process_set)
     h = basics.session().broadcast_async(name, tu.capsule(tensor), root, sid)
     return Handle([h], lambda: tensor, keep=(tensor,))
 
@@ -91,7 +91,7 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
     if src.device.type == "cpu" and src.numel() * src.element_size() >= _POOLED_BYTES:
         # A large host output from Hora's pool (memory already faulted in, when a freed
         # output of about its size left it there); only the root's needs its data.
-        root = _check_root(root_rank, tu.describe("broadcast", name), process_set)
+        root = check_root(root_rank, tu.describe("broadcast", name), process_set)
         output = tu.from_capsule(basics.session().new_output(tu.capsule(src.detach())),
                                  tensor.dtype)
         if basics.rank() == root:
@@ -106,7 +106,7 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def _splits_list(splits, what, n):
+def splits_list(splits, what, n):
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
@@ -131,7 +131,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     tensor = tu.check_tensor(tensor, "alltoall", name)
     if tensor.dim() == 0:
         raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
-    sp = _splits_list(splits, what, len(process_set_ranks(process_set)))
+    sp = splits_list(splits, what, len(process_set_ranks(process_set)))
     h = basics.session().alltoall_async(name, tu.capsule(tensor), sp, sid)
 
     def finish():
