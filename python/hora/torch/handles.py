@@ -27,17 +27,22 @@ class Handle:
 
     __slots__ = ("_core", "_finish", "_keep", "_result", "_error", "_done", "_cuda")
 
-    def __init__(self, core_handles, finish, keep=()):
+    def __init__(self, core_handles, finish, keep=(), host=False):
         """``core_handles``: the ``hora._core.Handle`` objects (one, or a group's);
-        ``finish()``: builds the result once they are all done;
-        ``keep``: tensors to hold until then."""
-        self._core = list(core_handles)
+        ``finish()``: builds the result once they are all done (None: the
+        result is ``keep``, an in-place collective's tensor);
+        ``keep``: tensors to hold until then; ``host``: the caller knows them
+        all to be host tensors (else they are looked through for a CUDA one).
+        (A model's gradients have a handle each pending at once: every object
+        the collector tracks counts towards its next pass, which scans them
+        all, so the common in-place call makes two: this and the list.)"""
+        self._core = core_handles
         self._finish = finish
         self._keep = keep
         self._result = None
         self._error = None
         self._done = False
-        self._cuda = _cuda_device(keep)
+        self._cuda = None if host else _cuda_device(keep)
 
     @property
     def name(self):
@@ -77,7 +82,7 @@ class Handle:
                 self._fail(e)
             raise
         try:
-            result = self._finish()
+            result = self._keep if self._finish is None else self._finish()
         except Exception as e:
             self._fail(e)
             raise

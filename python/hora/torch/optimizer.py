@@ -52,6 +52,16 @@ from hora.torch.handles import synchronize as _wait
 from hora.torch.optimizer_adasum import _DistributedAdasumOptimizer
 
 
+class _Slot:
+    """A parameter's state in the optimizer, which its hook holds: a step
+    looks nothing up by the tensor (whose hash is a call into Python)."""
+
+    __slots__ = ("p", "name", "group", "delay")
+
+    def __init__(self, p, name, delay):
+        self.p, self.name, self.group, self.delay = p, name, None, delay
+
+
 def _split(items, n):
     d, r = divmod(len(items), n)
     return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
@@ -91,11 +101,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
         self._requires_update = [p for p in all_params if p.requires_grad]
-        self._delay = {p: backward_passes_per_step for p in self._requires_update}
+        self._slots = [_Slot(p, self._names[p], backward_passes_per_step)
+                       for p in self._requires_update]
         self._groups = self._make_groups(groups)
         self._p_to_group = {p: gi for gi, g in enumerate(self._groups) for p in g}
+        for slot in self._slots:
+            slot.group = self._p_to_group.get(slot.p)
         self._group_ready = [0] * len(self._groups)
-        self._handles = {}  # param -> (handle, ctx), started this step
+        self._handles = {}  # _Slot -> (handle, ctx), started this step
         self._group_handles = {}  # group index -> (handle, ctxs), started this step
         self._grad_accs = []
         self._sparse_dims = {}  # param -> sparse_dim of a gradient densified this step
@@ -113,11 +126,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError("groups must be a non-negative int or a list of lists of "
                                  "parameters")
             return [tuple(g) for g in _split(self._requires_update, groups) if g]
-        seen, out = set(), []
+        seen, out, updated = set(), [], set(self._requires_update)
         for g in groups:
             g = tuple(g)
             for p in g:
-                if p not in self._delay:
+                if p not in updated:
                     raise ValueError("groups: a parameter is not one this optimizer updates")
                 if p in seen:
                     raise ValueError("groups: a parameter appears in more than one group")
@@ -127,24 +140,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return out
 
     def _register_hooks(self):
-        for p in self._requires_update:
-            grad_acc = p.expand_as(p).grad_fn.next_functions[0][0]
-            grad_acc.register_hook(self._make_hook(p))
+        for slot in self._slots:
+            grad_acc = slot.p.expand_as(slot.p).grad_fn.next_functions[0][0]
+            grad_acc.register_hook(self._make_hook(slot))
             self._grad_accs.append(grad_acc)  # the node lives only while referenced
 
-    def _make_hook(self, p):
+    def _make_hook(self, slot):
         def hook(*unused):
-            if self._delay[p] <= 0:
+            if slot.delay <= 0:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step times before "
                     "call to step(). Increase backward_passes_per_step to accumulate gradients "
                     "locally.")
-            self._delay[p] -= 1
-            if self._delay[p] > 0:
+            slot.delay -= 1
+            if slot.delay > 0:
                 return
-            gi = self._p_to_group.get(p)
+            gi = slot.group
             if gi is None:
-                self._handles[p] = self._allreduce_grad_async(p)
+                self._handles[slot] = self._allreduce_grad_async(slot)
             else:
                 self._group_ready[gi] += 1
                 if self._group_ready[gi] == len(self._groups[gi]):
@@ -158,20 +171,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _dense_grad(self, p):
         """p.grad as a dense contiguous tensor (zero when missing)."""
-        if p.grad is None:
-            p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
-        elif p.grad.is_sparse and self.sparse_as_dense:
-            self._sparse_dims[p] = p.grad.sparse_dim()
-            p.grad = p.grad.to_dense()
-        if not p.grad.is_sparse and not p.grad.is_contiguous():
-            p.grad = p.grad.contiguous()
-        return p.grad
+        g = p.grad  # (each read of .grad is a call into torch)
+        if g is None:
+            g = p.grad = torch.zeros_like(p, memory_format=torch.contiguous_format)
+        elif g.is_sparse and self.sparse_as_dense:
+            self._sparse_dims[p] = g.sparse_dim()
+            g = p.grad = g.to_dense()
+        if not g.is_sparse and not g.is_contiguous():
+            g = p.grad = g.contiguous()
+        return g
 
-    def _allreduce_grad_async(self, p):
-        grad, name = self._dense_grad(p), self._names[p]
+    def _allreduce_grad_async(self, slot):
+        grad, name = self._dense_grad(slot.p), slot.name
         if grad.is_sparse:
             return self._sparse_allreduce_async(grad, name), None
-        compressed, ctx = self._compression.compress(grad)
+        if self._compression is Compression.none:
+            compressed, ctx = grad, None
+        else:
+            compressed, ctx = self._compression.compress(grad)
         pre, post = self._scale()
         h = ro.allreduce_async_(compressed, name=name, op=self.op, prescale_factor=pre,
                                 postscale_factor=post, process_set=self._process_set)
@@ -200,20 +217,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._local:
             self._synchronized = True
             return
-        for p in self._requires_update:
-            if p not in self._handles and p not in self._p_to_group:
-                self._handles[p] = self._allreduce_grad_async(p)
+        for slot in self._slots:
+            if slot.group is None and slot not in self._handles:
+                self._handles[slot] = self._allreduce_grad_async(slot)
         for gi in range(len(self._groups)):
             if gi not in self._group_handles:
                 self._group_handles[gi] = self._grouped_allreduce_async(gi)
         error = None
-        for p, (handle, ctx) in self._handles.items():
+        # (Reduced in place with nothing to undo: no compression, no gradient
+        # densified this step.)
+        plain = self._compression is Compression.none and not self._sparse_dims
+        for slot, (handle, ctx) in self._handles.items():
             try:
                 out = _wait(handle)
             except Exception as e:  # wait for the others before raising
                 error = error or e
                 continue
-            self._store(p, out if callable(handle) else self._compression.decompress(out, ctx))
+            if plain and out is slot.p.grad:
+                continue
+            self._store(slot.p,
+                        out if callable(handle) else self._compression.decompress(out, ctx))
         for gi, (handle, ctxs) in self._group_handles.items():
             try:
                 outs = _wait(handle)
@@ -228,7 +251,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             raise error
 
     def _store(self, p, reduced):
-        sparse_dim = self._sparse_dims.pop(p, None)
+        sparse_dim = self._sparse_dims.pop(p, None) if self._sparse_dims else None
         if sparse_dim is not None:  # sparse_as_dense: sparse again, as it came
             reduced = reduced.to_sparse(sparse_dim)
         if reduced is p.grad:
@@ -243,8 +266,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._sparse_dims.clear()
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
-        for p in self._delay:
-            self._delay[p] = self.backward_passes_per_step
+        for slot in self._slots:
+            slot.delay = self.backward_passes_per_step
 
     def set_backward_passes_per_step(self, passes):
         """Changes backward_passes_per_step (takes effect at once)."""

@@ -53,7 +53,7 @@ def check_tensor(tensor, op, name, inplace=False):
     # (The common case first, cheaply: a dense CPU or CUDA tensor of a
     # supported dtype, contiguous. A call costs a few microseconds in all.)
     if (isinstance(tensor, torch.Tensor) and tensor.layout is torch.strided
-            and tensor.dtype in _SUPPORTED and (tensor.is_cuda or tensor.device.type == "cpu")
+            and tensor.dtype in _SUPPORTED and (tensor.is_cpu or tensor.is_cuda)
             and tensor.is_contiguous()):
         return tensor
     what = describe(op, name)
