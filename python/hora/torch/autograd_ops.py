@@ -17,6 +17,11 @@ backward too (as every rank runs the forward). Backward rules (Horovod's):
   multiplied by the forward's prescale and postscale factors, and by the
   process set's size for Sum. These are Horovod's numbers: size() times the
   exact gradient of the sum of all ranks' losses, for Sum and Average alike.
+
+A tensor that needs no grad has no backward to record: a contiguous host
+tensor of the global process set, named in ASCII or not at all, goes to the
+core in one call that waits there (allreduce, allgather, broadcast,
+alltoall, reducescatter), with the same result as the Function's.
 """
 
 import torch
