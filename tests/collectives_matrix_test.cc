@@ -82,6 +82,31 @@ TEST_P(CollectivesMatrix, AllgatherShapeMismatchNamesEveryRank) {
   for (const auto& s : ok) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// Ranks whose alltoall rows differ (dtype, or elements a row) would choose
+// their algorithm by different splits' bytes: every rank fails alike with a
+// Mismatch naming each rank's rows, and the job goes on.
+TEST_P(CollectivesMatrix, AlltoallRowMismatchNamesEveryRank) {
+  const int n = GetParam();
+  if (n < 2) GTEST_SKIP() << "a mismatch needs two ranks";
+  ThreadRanks job(n, TestSettings());
+  std::vector<double> buf(static_cast<size_t>(8 * n));
+  auto st = job.Run([&](int r, Session& s) {
+    TensorView v(buf.data(), r == 1 ? DataType::kFloat64 : DataType::kFloat32,
+                 {n, r == n - 1 && n > 2 ? 3 : 2});
+    return s.Alltoall(v, {}).status();
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& s = st[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), StatusCode::kMismatch) << s.ToString();
+    EXPECT_NE(s.message().find("rank 0 float32 rows of 2 elements"), std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find("rank 1 float64 rows of 2 elements"), std::string::npos)
+        << s.message();
+  }
+  auto ok = job.Run([&](int, Session& s) { return s.Barrier(); });
+  for (const auto& s : ok) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 TEST_P(CollectivesMatrix, BroadcastEveryRootEveryAlgorithm) {
   const int n = GetParam();
   for (const BroadcastAlgorithm& algo : kAllBroadcastAlgorithms) {

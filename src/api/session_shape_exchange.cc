@@ -4,6 +4,7 @@
 // allgather, reducescatter, alltoall. Each first exchanges the small facts
 // it needs (shapes, splits), checks them, then moves the data into the
 // caller's output or, for the forms that return a Tensor, a new one.
+#include <algorithm>
 #include <numeric>
 
 #include "api/session_impl.h"
@@ -60,6 +61,38 @@ Result<std::vector<int64_t>> GatherRows(CollectiveBackend& backend, size_t n,
     }
   }
   return rows;
+}
+
+// Gathers every rank's alltoall splits (`mine`, rows to each rank) with its
+// dtype and elements a row, and checks that all agree on those. Returns the
+// rows every rank sends each, rank-major (n rows of n).
+Result<std::vector<int64_t>> GatherSplits(CollectiveBackend& backend, size_t n,
+                                          const std::string& where, const TensorView& t,
+                                          const std::vector<int64_t>& mine) {
+  const size_t width = n + 2;
+  std::vector<int64_t> row(mine.begin(), mine.end());
+  row.push_back(static_cast<int64_t>(t.dtype()));
+  row.push_back(static_cast<int64_t>(t.row_elements()));
+  std::vector<int64_t> rows(width * n);
+  const std::vector<size_t> each(n, width * sizeof(int64_t));
+  HORA_RETURN_IF_ERROR(backend.Allgatherv(row.data(), rows.data(), each));
+  for (size_t p = 0; p < n; ++p) {
+    if (rows[p * width + n] != row[n] || rows[p * width + n + 1] != row[n + 1]) {
+      std::string msg = where + ": ranks disagree on the rows they exchange:";
+      for (size_t q = 0; q < n; ++q) {
+        msg += " rank " + std::to_string(q) + " " +
+               DataTypeName(static_cast<DataType>(rows[q * width + n])) + " rows of " +
+               std::to_string(rows[q * width + n + 1]) + " elements" + (q + 1 < n ? ";" : "");
+      }
+      return MismatchError(msg);
+    }
+  }
+  std::vector<int64_t> all(n * n);
+  for (size_t p = 0; p < n; ++p) {
+    std::copy_n(rows.begin() + static_cast<std::ptrdiff_t>(p * width), n,
+                all.begin() + static_cast<std::ptrdiff_t>(p * n));
+  }
+  return all;
 }
 
 // Where a collective's result goes. With a caller's `output` that fits
@@ -186,22 +219,29 @@ Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
   const size_t n = static_cast<size_t>(n_ranks);
   std::vector<int64_t> send_rows;
   HORA_RETURN_IF_ERROR(AlltoallRows(where, input, splits, n, &send_rows));
-  // Every rank's splits to every rank (n rows of n; an alltoall's backend
-  // may choose its algorithm by them, alike on every rank).
-  std::vector<int64_t> all_rows(n * n);
-  const std::vector<size_t> row_of_splits(n, n * sizeof(int64_t));
-  HORA_RETURN_IF_ERROR(impl.backend->Allgatherv(send_rows.data(), all_rows.data(), row_of_splits));
-
   const size_t row_bytes = input.row_elements() * DataTypeSize(input.dtype());
   const auto me = static_cast<size_t>(impl.comm.rank());
-  std::vector<size_t> send_bytes(n), recv_bytes(n), all_bytes(n * n);
+  std::vector<size_t> send_bytes(n), recv_bytes(n), all_bytes;
   std::vector<int64_t> recv_rows(n);
+  const bool agreed = impl.backend->WantsAlltoallSplits();
+  if (agreed) {
+    // Every rank's splits to every rank, with its row's dtype and elements
+    // (which must agree: the backend chooses its algorithm by the splits'
+    // bytes, alike on every rank).
+    HORA_ASSIGN_OR_RETURN(const std::vector<int64_t> all_rows,
+                          GatherSplits(*impl.backend, n, where, input, send_rows));
+    all_bytes.resize(n * n);
+    for (size_t i = 0; i < n * n; ++i) all_bytes[i] = static_cast<size_t>(all_rows[i]) * row_bytes;
+    for (size_t p = 0; p < n; ++p) recv_rows[p] = all_rows[p * n + me];
+  } else {
+    // Tell every rank how many rows to expect from us.
+    std::vector<size_t> eight(n, sizeof(int64_t));
+    HORA_RETURN_IF_ERROR(impl.backend->Alltoallv(send_rows.data(), eight, recv_rows.data(), eight));
+  }
   int64_t total = 0;
-  for (size_t i = 0; i < n * n; ++i) all_bytes[i] = static_cast<size_t>(all_rows[i]) * row_bytes;
   for (size_t p = 0; p < n; ++p) {
-    recv_rows[p] = all_rows[p * n + me];
-    send_bytes[p] = all_bytes[me * n + p];
-    recv_bytes[p] = all_bytes[p * n + me];
+    send_bytes[p] = static_cast<size_t>(send_rows[p]) * row_bytes;
+    recv_bytes[p] = static_cast<size_t>(recv_rows[p]) * row_bytes;
     total += recv_rows[p];
   }
   std::vector<int64_t> out_shape = shape;
@@ -209,7 +249,8 @@ Status AlltoallTo(Session::Impl& impl, int n_ranks, const TensorView& input,
   Status misfit;
   void* out = PlaceOutput(impl, "alltoall", input, output, out_shape, made, &misfit);
   HORA_RETURN_IF_ERROR(
-      impl.backend->AlltoallvAgreed(input.data(), send_bytes, out, recv_bytes, all_bytes));
+      agreed ? impl.backend->AlltoallvAgreed(input.data(), send_bytes, out, recv_bytes, all_bytes)
+             : impl.backend->Alltoallv(input.data(), send_bytes, out, recv_bytes));
   if (received_splits != nullptr) *received_splits = recv_rows;
   return misfit;
 }

@@ -62,6 +62,10 @@ class CollectiveBackend {
                                DataType dtype, const Reduction& reduction) = 0;
   virtual Status Alltoallv(const void* in, std::span<const size_t> send_bytes, void* out,
                            std::span<const size_t> recv_bytes) = 0;
+  // Whether AlltoallvAgreed would use every rank's splits (this default:
+  // no), so that a caller gathers them only where they help. Alike on every
+  // rank.
+  virtual bool WantsAlltoallSplits() const { return false; }
   // The same where every rank knows every rank's splits, alike:
   // `all_bytes[p * n + q]` is what rank p sends rank q (`send_bytes` and
   // `recv_bytes` this rank's row and column of it). A backend may choose its

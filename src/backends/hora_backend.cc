@@ -94,6 +94,8 @@ class HoraBackend final : public CollectiveBackend {
     return AlltoallPairwise(comm_, in, send_bytes, out, recv_bytes);
   }
 
+  bool WantsAlltoallSplits() const override { return SharedUsable(comm_); }
+
   Status AlltoallvAgreed(const void* in, std::span<const size_t> send_bytes, void* out,
                          std::span<const size_t> recv_bytes,
                          std::span<const size_t> all_bytes) override {

@@ -48,6 +48,11 @@ Status AlltoallShared(Comm& comm, const void* in, void* out, std::span<const siz
   }
   SharedWindow& w = *comm.window();
   const size_t slot = AlltoallSharedSlotBytes(w);
+  if (slot == 0) {
+    return InvalidArgument("alltoall: the shared window's regions (" + std::to_string(w.bytes()) +
+                           " bytes) are too small for a slot per rank among " + std::to_string(n) +
+                           " ranks");
+  }
   size_t longest = 0, total = 0;
   for (size_t p = 0; p < n; ++p) {
     for (size_t q = 0; q < n; ++q) {

@@ -112,7 +112,7 @@ bool Selector::AllgatherOnWindow(bool shared, bool pair) const {
 
 bool Selector::AlltoallOnWindow(int world_size, bool shared, size_t largest_block,
                                 size_t slot) const {
-  if (!shared || alltoall_ == "pairwise") return false;
+  if (!shared || slot == 0 || alltoall_ == "pairwise") return false;
   if (alltoall_ == "shared_memory") return true;
   // One round of blocks below the size a shared-memory pair may read in
   // place (one copy, where the window copies twice), and at two ranks small

@@ -71,8 +71,9 @@ const std::vector<SettingRow>& Rows() {
        .agree = true},
       {.spec = {"HORA_ALLTOALL_ALGO", SettingType::kString, "auto",
                 "Alltoall algorithm: auto (shared_memory where the ranks share a host's window "
-                "and every block fits a round's slot; else pairwise), pairwise (or at once, or "
-                "in place, where blocks are read in place), shared_memory"},
+                "and every block fits a round's slot and is below 256 KiB, at two ranks 16 KiB "
+                "at most; else pairwise), pairwise (or at once, or in place, where blocks are "
+                "read in place), shared_memory"},
        .as_string = &Config::alltoall_algo,
        .choices = "auto|pairwise|shared_memory",
        .agree = true},

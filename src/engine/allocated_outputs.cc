@@ -41,10 +41,8 @@ ShapedPlan PlanShaped(const RequestMeta& m, std::span<const int64_t> rows, int r
         total += from_q;
       }
       plan.shape[0] = total;
-      if (rows.size() == n * n) {
-        plan.all.resize(n * n);
-        for (size_t i = 0; i < n * n; ++i) plan.all[i] = static_cast<size_t>(rows[i]) * row_bytes;
-      }
+      plan.all.resize(n * n);
+      for (size_t i = 0; i < n * n; ++i) plan.all[i] = static_cast<size_t>(rows[i]) * row_bytes;
       break;
     }
     default:

@@ -55,6 +55,19 @@ def test_local_argument_errors():
         hvd.allreduce(torch.ones(2, dtype=torch.complex64))
     with pytest.raises(hvd.InvalidArgumentError, match="sparse"):
         hvd.allreduce(torch.ones(2, 2).to_sparse())
+    # The same from every form that takes a tensor in place, the common call's
+    # shortcuts included (they leave such tensors to the general checks).
+    for call in (hvd.allreduce_, hvd.allreduce_async_):
+        with pytest.raises(hvd.InvalidArgumentError, match="sparse_allreduce_async"):
+            call(torch.ones(2, 2).to_sparse(), op=hvd.Sum)
+        with pytest.raises(hvd.UnimplementedError, match="GPU|CPU"):
+            call(torch.ones(2, device="meta"), op=hvd.Sum)
+        with pytest.raises(hvd.InvalidArgumentError, match="dtype"):
+            call(torch.ones(2, dtype=torch.complex64), op=hvd.Sum)
+    for call in (hvd.allgather, lambda t: hvd.broadcast(t, 0), hvd.alltoall,
+                 lambda t: hvd.reducescatter(t, op=hvd.Sum)):
+        with pytest.raises(hvd.InvalidArgumentError, match="sparse"):
+            call(torch.ones(2, 2).to_sparse())
     with pytest.raises(ValueError):
         hvd.allreduce(torch.ones(2), op=hvd.Sum, average=True)
     with pytest.raises(ValueError, match="not registered"):

@@ -103,13 +103,16 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing ``tensor`` in place; ``synchronize(handle)`` returns ``tensor``."""
     direct = direct_op(tensor, average, name, op, process_set)
-    if (direct is not None and tensor.dtype is not torch.bool and tensor.is_cpu
-            and tensor.is_contiguous()):
+    if (direct is not None and tensor.layout is torch.strided and tensor.dtype is not torch.bool
+            and tensor.is_cpu and tensor.is_contiguous()):
         # The common call (DistributedOptimizer's, a gradient a call): fewer
         # checks in Python, as the one-call forms; the core checks the rest.
-        h = basics.session().allreduce_async(name or "", to_dlpack(tensor), None, direct,
-                                             float(prescale_factor), float(postscale_factor), 0)
-        return Handle([h], None, keep=tensor, host=True)
+        cap = direct_capsule(tensor)
+        if cap is not None:
+            h = basics.session().allreduce_async(name or "", cap, None, direct,
+                                                 float(prescale_factor), float(postscale_factor),
+                                                 0)
+            return Handle([h], None, keep=tensor, host=True)
     op = basics.check_op(op, average)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
