@@ -13,15 +13,13 @@ as allreduce_ ran before), out of place (`hvd.allreduce(x)`, direct, and
 `all_reduce`, which is initialised over TCP on a port rank 0 picks.
 """
 
-import argparse
 import socket
-import statistics
-import time
 
 import torch
 import torch.distributed as dist
 
 import hora.torch as hvd
+from latency import parser, timed  # (beside this script)
 
 
 def free_port():
@@ -30,23 +28,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def timed(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return statistics.mean(out), statistics.median(out)
-
-
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = parser(__doc__, iters=2000, warmup=200, rounds=3)
     p.add_argument("--bytes", type=int, default=4)
-    p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     torch.set_num_threads(1)
     hvd.init()

@@ -16,32 +16,14 @@ handle without autograd). The allreduce's are there for comparison
 (bench/python/allreduce_latency.py has more of it).
 """
 
-import argparse
-import statistics
-import time
-
 import torch
 
 import hora.torch as hvd
-
-
-def timed(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return statistics.mean(out), statistics.median(out)
+from latency import parser, timed  # (beside this script)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=4)
-    p.add_argument("--iters", type=int, default=2000)
-    p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--rounds", type=int, default=3)
+    p = parser(__doc__, iters=2000, warmup=200, rounds=3, rows=4)
     args = p.parse_args()
     torch.set_num_threads(1)
     hvd.init()

@@ -8,32 +8,14 @@ microseconds of --iters calls on a float32 array of --rows rows a rank
 (reducescatter: --rows for each rank), after --warmup calls.
 """
 
-import argparse
-import statistics
-import time
-
 import jax.numpy as jnp
 
 import hora.jax as hvd
-
-
-def timed(fn, iters, warmup):
-    for _ in range(warmup):
-        fn()
-    out = []
-    for _ in range(iters):
-        t0 = time.perf_counter()
-        fn()
-        out.append((time.perf_counter() - t0) * 1e6)
-    return statistics.mean(out), statistics.median(out)
+from latency import parser, timed  # (beside this script)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--rows", type=int, default=4)
-    p.add_argument("--iters", type=int, default=1000)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--rounds", type=int, default=2)
+    p = parser(__doc__, iters=1000, warmup=100, rounds=2, rows=4)
     args = p.parse_args()
     hvd.init()
     n = hvd.size()
