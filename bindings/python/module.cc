@@ -29,87 +29,13 @@
 #include "errors.h"
 #include "hora/build_info.h"
 #include "hora/hora.h"
+#include "one_call.h"
 #include "py_handle.h"
+#include "py_session.h"
 
 namespace hora::python {
 namespace py = pybind11;
 namespace {
-
-Reduction MakeReduction(int op, double prescale, double postscale) {
-  if (op < 0 || op > static_cast<int>(ReduceOp::kAdasum)) {
-    ThrowInvalid("unknown reduction op " + std::to_string(op) +
-                 " (Sum=0, Average=1, Min=2, Max=3, Product=4, Adasum=5)");
-  }
-  return {static_cast<ReduceOp>(op), prescale, postscale};
-}
-
-class PySession {
- public:
-  explicit PySession(const std::optional<std::map<std::string, std::string>>& settings) {
-    SessionOptions opts;
-    if (settings) opts.settings = *settings;
-    Result<std::unique_ptr<Session>> s = [&] {
-      py::gil_scoped_release release;
-      return Session::Create(opts);
-    }();
-    ThrowIfError(s.status());
-    session_ = std::move(*s);
-  }
-  ~PySession() {
-    py::gil_scoped_release release;
-    session_.reset();
-  }
-
-  Session& Get() {
-    if (!session_) ThrowIfError(AbortedError("hora was shut down; call init() again"));
-    orphans_->Sweep();
-    return *session_;
-  }
-  const Session& Get() const { return const_cast<PySession*>(this)->Get(); }
-
-  void Shutdown() {
-    {
-      py::gil_scoped_release release;
-      session_.reset();  // fails every unfinished handle
-    }
-    orphans_->Sweep();
-  }
-
-  // A call the engine refused as it was submitted (a name already in flight,
-  // bad arguments) raises here, from the submitting call, as Horovod's do
-  // (ValueError: InvalidArgumentError is one); errors found later, with the
-  // other ranks, come from the handle's wait.
-  std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep,
-                                 std::shared_ptr<Tensor> made = nullptr) {
-    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
-    return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
-                                      owner_, std::move(made));
-  }
-  // Waits for `h` here, as a handle's wait() without a timeout would (its
-  // tensors kept until it is done, even if the wait is interrupted).
-  // (`h` was made by this process just now, and the Session fails a call
-  // in a child forked after init(): no need to ask whose process this is.)
-  void Run(Handle h, std::string name, std::vector<Keepalive> keep) {
-    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
-    PyHandle(std::move(h), std::move(name), std::move(keep), orphans_, owner_)
-        .WaitHere(std::nullopt, std::nullopt);
-  }
-  // The same, then the handle, for its output.
-  std::unique_ptr<PyHandle> RunForOutput(Handle h, std::string name, std::vector<Keepalive> keep) {
-    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
-    auto done = std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
-                                           owner_);
-    done->WaitHere(std::nullopt, std::nullopt);
-    return done;
-  }
-  // The process that made this Session.
-  pid_t owner() const { return owner_; }
-
- private:
-  std::unique_ptr<Session> session_;
-  std::shared_ptr<Orphans> orphans_ = std::make_shared<Orphans>();
-  const pid_t owner_ = getpid();
-};
 
 using HandlePtr = std::unique_ptr<PyHandle>;
 
@@ -121,36 +47,6 @@ std::string What(const char* op, const std::string& name, const char* which) {
 // stream, so that its producer's work comes first.
 Imported Import(PySession& ps, const py::object& obj, const ArgName& what) {
   return ImportCapsule(obj, what, StreamsOf(ps.Get()));
-}
-
-// In place, and waited for here (the GIL released): hora.torch's
-// allreduce_ of a host tensor, without a handle object for Python to make
-// and wait on (for a small tensor those are a good part of the call).
-// False, the capsule unused, unless it holds a contiguous host tensor of a
-// dtype but bool (TakeHostTensor): the caller takes its general path (the
-// checks of the common case cost less here than in Python).
-bool AllreduceInPlace(PySession& ps, const std::string& name, const py::object& tensor, int op,
-                      double pre, double post, int set) {
-  Session& s = ps.Get();
-  const Reduction red = MakeReduction(op, pre, post);
-  std::optional<Imported> i = TakeHostTensor(tensor);
-  if (!i) return false;
-  ps.Run(s.AllreduceAsync(name, i->view, i->view, red, set), name, {i->owner});
-  return true;
-}
-
-// Into a new output from the Session's pool (NewOutput), waited for here:
-// hora.torch's allreduce of a host tensor. Returns the output's capsule;
-// None, as AllreduceInPlace's false.
-py::object AllreduceNew(PySession& ps, const std::string& name, const py::object& tensor, int op,
-                        double pre, double post, int set) {
-  Session& s = ps.Get();
-  const Reduction red = MakeReduction(op, pre, post);
-  std::optional<Imported> i = TakeHostTensor(tensor);
-  if (!i) return py::none();
-  auto made = std::make_shared<Tensor>(s.NewOutput(i->view.dtype(), i->view.shape()));
-  ps.Run(s.AllreduceAsync(name, i->view, made->view(), red, set), name, {i->owner, made});
-  return ExportView(made->view(), made);
 }
 
 HandlePtr AllreduceAsync(PySession& ps, const std::string& name, const py::object& in,
@@ -244,53 +140,6 @@ py::object NewOutputLike(PySession& ps, const py::object& like, bool buffer) {
   auto made = std::make_shared<Tensor>(ps.Get().NewOutput(i.view.dtype(), i.view.shape()));
   if (buffer) return py::cast(OutputBuffer{Handle(), made});
   return ExportView(made->view(), made);
-}
-
-// The one-call forms of the collectives whose output Hora makes, as
-// AllreduceNew: a contiguous host tensor of a dtype but bool (with a
-// dimension, where the collective splits or joins dimension 0), waited for
-// here; the output's capsule when done, or None, the capsule unused, for any
-// other tensor (the caller's general path says what is wrong, if anything).
-py::object AllgatherNew(PySession& ps, const std::string& name, const py::object& tensor, int set) {
-  Session& s = ps.Get();
-  std::optional<Imported> i = TakeHostTensor(tensor, 1);
-  if (!i) return py::none();
-  return ps.RunForOutput(s.AllgatherAsync(name, i->view, set), name, {i->owner})->Output();
-}
-
-// Root's tensor into a new one from the Session's pool on every rank.
-py::object BroadcastNew(PySession& ps, const std::string& name, const py::object& tensor, int root,
-                        int set) {
-  Session& s = ps.Get();
-  std::optional<Imported> i = TakeHostTensor(tensor);
-  if (!i) return py::none();
-  auto made = std::make_shared<Tensor>(s.NewOutput(i->view.dtype(), i->view.shape()));
-  if (s.rank() == root && made->num_bytes() > 0) {
-    std::memcpy(made->data(), i->view.data(), made->num_bytes());
-  }
-  ps.Run(s.BroadcastAsync(name, made->view(), root, set), name, {i->owner, made});
-  return ExportView(made->view(), made);
-}
-
-// (output capsule, received splits) or None.
-py::object AlltoallNew(PySession& ps, const std::string& name, const py::object& tensor,
-                       const std::optional<std::vector<int64_t>>& splits, int set) {
-  Session& s = ps.Get();
-  std::optional<Imported> i = TakeHostTensor(tensor, 1);
-  if (!i) return py::none();
-  std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
-  std::unique_ptr<PyHandle> h =
-      ps.RunForOutput(s.AlltoallAsync(name, i->view, sp, set), name, {i->owner});
-  return py::make_tuple(h->Output(), h->ReceivedSplits());
-}
-
-py::object ReducescatterNew(PySession& ps, const std::string& name, const py::object& tensor,
-                            int op, double pre, double post, int set) {
-  Session& s = ps.Get();
-  const Reduction red = MakeReduction(op, pre, post);
-  std::optional<Imported> i = TakeHostTensor(tensor, 1);
-  if (!i) return py::none();
-  return ps.RunForOutput(s.ReducescatterAsync(name, i->view, red, set), name, {i->owner})->Output();
 }
 
 HandlePtr AllgatherAsync(PySession& ps, const std::string& name, const py::object& in, int set) {

@@ -1,0 +1,101 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// The Session as hora._core holds it (PySession): made and shut down with
+// the GIL released, its calls' handles wrapped for Python (PyHandle), and
+// the one-call forms waited for here (Run, RunForOutput).
+#pragma once
+
+#include <pybind11/pybind11.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "errors.h"
+#include "hora/hora.h"
+#include "py_handle.h"
+
+namespace hora::python {
+namespace py = pybind11;
+
+inline Reduction MakeReduction(int op, double prescale, double postscale) {
+  if (op < 0 || op > static_cast<int>(ReduceOp::kAdasum)) {
+    ThrowInvalid("unknown reduction op " + std::to_string(op) +
+                 " (Sum=0, Average=1, Min=2, Max=3, Product=4, Adasum=5)");
+  }
+  return {static_cast<ReduceOp>(op), prescale, postscale};
+}
+
+class PySession {
+ public:
+  explicit PySession(const std::optional<std::map<std::string, std::string>>& settings) {
+    SessionOptions opts;
+    if (settings) opts.settings = *settings;
+    Result<std::unique_ptr<Session>> s = [&] {
+      py::gil_scoped_release release;
+      return Session::Create(opts);
+    }();
+    ThrowIfError(s.status());
+    session_ = std::move(*s);
+  }
+  ~PySession() {
+    py::gil_scoped_release release;
+    session_.reset();
+  }
+
+  Session& Get() {
+    if (!session_) ThrowIfError(AbortedError("hora was shut down; call init() again"));
+    orphans_->Sweep();
+    return *session_;
+  }
+  const Session& Get() const { return const_cast<PySession*>(this)->Get(); }
+
+  void Shutdown() {
+    {
+      py::gil_scoped_release release;
+      session_.reset();  // fails every unfinished handle
+    }
+    orphans_->Sweep();
+  }
+
+  // A call the engine refused as it was submitted (a name already in flight,
+  // bad arguments) raises here, from the submitting call, as Horovod's do
+  // (ValueError: InvalidArgumentError is one); errors found later, with the
+  // other ranks, come from the handle's wait.
+  std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep,
+                                 std::shared_ptr<Tensor> made = nullptr) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
+    return std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
+                                      owner_, std::move(made));
+  }
+  // Waits for `h` here, as a handle's wait() without a timeout would (its
+  // tensors kept until it is done, even if the wait is interrupted).
+  // (`h` was made by this process just now, and the Session fails a call
+  // in a child forked after init(): no need to ask whose process this is.)
+  void Run(Handle h, std::string name, std::vector<Keepalive> keep) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
+    PyHandle(std::move(h), std::move(name), std::move(keep), orphans_, owner_)
+        .WaitHere(std::nullopt, std::nullopt);
+  }
+  // The same, then the handle, for its output.
+  std::unique_ptr<PyHandle> RunForOutput(Handle h, std::string name, std::vector<Keepalive> keep) {
+    if (h.Poll() && h.status().code() == StatusCode::kInvalidArgument) ThrowIfError(h.status());
+    auto done = std::make_unique<PyHandle>(std::move(h), std::move(name), std::move(keep), orphans_,
+                                           owner_);
+    done->WaitHere(std::nullopt, std::nullopt);
+    return done;
+  }
+  // The process that made this Session.
+  pid_t owner() const { return owner_; }
+
+ private:
+  std::unique_ptr<Session> session_;
+  std::shared_ptr<Orphans> orphans_ = std::make_shared<Orphans>();
+  const pid_t owner_ = getpid();
+};
+
+}  // namespace hora::python
