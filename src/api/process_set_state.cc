@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "api/process_set_windows.h"
 #include "backends/hora_backend.h"
 
 namespace hora {
@@ -20,8 +21,22 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
   }
   const WaitPolicy waits = WaitPolicy::FromConfig(config, logger);
   const auto context = static_cast<uint32_t>(2 * slot);
-  data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1);
-  control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2);
+  if (view != nullptr && ranks.size() > 1) {
+    // (Exchanged on the control context before its Comm exists: every
+    // message of the exchange is received before it returns, and the
+    // Comm's own tags start anew.)
+    Result<std::unique_ptr<GroupWindows>> w = OpenProcessSetWindows(
+        transport, *view, ranks, static_cast<uint64_t>(id), context + 2, waits, logger);
+    if (w.ok()) {
+      windows = std::move(*w);
+    } else if (logger != nullptr) {
+      logger->Warning(Label() + ": no shared-memory windows: " + w.status().ToString());
+    }
+  }
+  data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1,
+                                     windows ? windows->Window(1) : nullptr);
+  control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2,
+                                        windows ? windows->Window(2) : nullptr);
   data_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
   control_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
   backend = CreateHoraBackend(*data_comm, std::move(selector), HierarchyOf(config),

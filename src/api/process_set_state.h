@@ -4,7 +4,8 @@
 // member, the engine that runs its collectives. Set 0 is every rank (the
 // global set). Each set's engine has comms in tag contexts of its own (data
 // 2k+1, control 2k+2 for context slot k), so sets run at once over one
-// transport, and a cache of its own.
+// transport, and a cache of its own; on one host, a set of two ranks or
+// more has shared windows of its own, made by its members as it is added.
 #pragma once
 
 #include <cstdint>
@@ -62,6 +63,9 @@ struct ProcessSetState {
   // Members only. `view` is null for the global set (its comms use the
   // session's transport itself).
   std::unique_ptr<SubsetTransport> view;
+  // A set other than the global one, where the transport has windows: its
+  // own (api/process_set_windows.h); null otherwise.
+  std::unique_ptr<GroupWindows> windows;
   std::unique_ptr<Comm> data_comm;
   std::unique_ptr<Comm> control_comm;
   std::unique_ptr<CollectiveBackend> backend;

@@ -3,8 +3,8 @@
 // Process sets, ranks as threads: sets added collectively, collectives on
 // disjoint and overlapping sets running at once with the global set (each
 // set with its own engine and cache), results checked against sums computed
-// here; errors that name the lists, the set and the rank; ids and context
-// slots reused after removal.
+// here, on the sets' own shared windows; errors that name the lists, the
+// set and the rank; ids and context slots reused after removal.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -115,6 +115,65 @@ TEST(ProcessSets, ParitySetsRunAtOnceWithTheGlobalSet) {
                                       std::to_string(c.tensors) + " tensors"));
       if (odd_id > 0) HORA_RETURN_IF_ERROR(s.RemoveProcessSet(odd_id));
       return s.RemoveProcessSet(even_id);
+    }));
+  }
+}
+
+// A set of two ranks or more has shared windows of its own: a cached
+// step's allreduce rides with its negotiation's step (which only a set with
+// windows does), and allreduces from one element to several rounds of the
+// window match the sums computed here; a set of one rank has none.
+TEST(ProcessSets, ASetOfRanksRunsOnSharedWindowsOfItsOwn) {
+  for (int n : {3, 4}) {
+    SCOPED_TRACE("world " + std::to_string(n));
+    ThreadRanks ranks(n, TestSettings());
+    ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+      std::vector<int> rest, first = {0};
+      for (int r = 1; r < n; ++r) rest.push_back(r);
+      HORA_ASSIGN_OR_RETURN(int many, s.AddProcessSet(rest));
+      HORA_ASSIGN_OR_RETURN(int one, s.AddProcessSet(first));
+      const int set = rank == 0 ? one : many;
+      const std::vector<int>& mine = rank == 0 ? first : rest;
+      const int steps = 4;
+      for (int step = 0; step < steps; ++step) {
+        std::vector<double> a(3), b(5);
+        for (size_t i = 0; i < a.size(); ++i) a[i] = Value(rank, step, static_cast<int>(i));
+        for (size_t i = 0; i < b.size(); ++i) b[i] = -Value(rank, step, static_cast<int>(i));
+        std::vector<TensorView> views = {TensorView::Flat(a.data(), DataType::kFloat64, 3),
+                                         TensorView::Flat(b.data(), DataType::kFloat64, 5)};
+        for (Handle& h : s.GroupedAllreduceAsync("g", views, views, {ReduceOp::kSum}, set))
+          HORA_RETURN_IF_ERROR(h.Wait(kWait));
+        for (size_t i = 0; i < b.size(); ++i) {
+          double want = 0;
+          for (int p : mine) want -= Value(p, step, static_cast<int>(i));
+          HORA_RETURN_IF_ERROR(Expect(
+              b[i] == want,
+              "grouped allreduce step " + std::to_string(step) + ": " + std::to_string(b[i])));
+        }
+      }
+      const uint64_t carried = s.engine_counters(set).carried_batches;
+      HORA_RETURN_IF_ERROR(Expect(carried == (mine.size() > 1 ? steps - 1u : 0u),
+                                  "a set of " + std::to_string(mine.size()) + " carried " +
+                                      std::to_string(carried) + " steps"));
+      for (size_t count : {size_t{1}, size_t{4099}, size_t{600001}}) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i)
+          v[i] = static_cast<float>(rank + static_cast<int>(i % 3));
+        Handle h = s.AllreduceAsync(
+            "big" + std::to_string(count), TensorView::Flat(v.data(), DataType::kFloat32, count),
+            TensorView::Flat(v.data(), DataType::kFloat32, count), {ReduceOp::kSum}, set);
+        HORA_RETURN_IF_ERROR(h.Wait(kWait));
+        for (size_t i = 0; i < count; ++i) {
+          float want = 0;
+          for (int p : mine) want += static_cast<float>(p + static_cast<int>(i % 3));
+          if (v[i] != want) {
+            return InternalError(std::to_string(count) + " elements: [" + std::to_string(i) +
+                                 "] = " + std::to_string(v[i]));
+          }
+        }
+      }
+      HORA_RETURN_IF_ERROR(s.RemoveProcessSet(one));
+      return s.RemoveProcessSet(many);
     }));
   }
 }

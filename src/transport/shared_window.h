@@ -42,14 +42,18 @@
 //
 // Which windows exist: one per tag context of the global group's Comms
 // (Comm's layout: 0 the Session's own calls, 1 its engine's data, 2 its
-// engine's control), of SharedWindowBytes(context) bytes; process sets and
-// transports spanning hosts have none and use the point-to-point algorithms.
+// engine's control), of SharedWindowBytes(context) bytes. A process set on
+// a transport with windows gets its own pair, for its engine's data and
+// control (GroupWindows below, made by its members together). Transports
+// spanning hosts have none and use the point-to-point algorithms.
 //
 // Thread-safety: one thread at a time per window (a Comm's collectives).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 
 #include "common/clock.h"
@@ -138,6 +142,32 @@ class SharedWindow {
   const int size_;
   uint64_t halves_ = 0;
   Status broken_;
+};
+
+// The windows of some of a transport's ranks (a process set): a data and a
+// control window (contexts 1 and 2's sizes, SharedWindowBytes), in which
+// rank i is the group's i-th rank. Made by every member in the same order
+// (api/process_set_windows.cc): each prepares its side
+// (Transport::PrepareGroupWindows), the members exchange their tokens, each
+// opens the others' sides with them, and once every member has, each seals
+// its own (its memory loses its name: nothing is left behind, whatever
+// happens to the processes). Owned by the group's user; the transport
+// outlives them.
+class GroupWindows {
+ public:
+  virtual ~GroupWindows() = default;
+  // 1: the data window; 2: the control window; null otherwise.
+  virtual SharedWindow* Window(uint32_t context) = 0;
+  virtual Status Seal() = 0;
+};
+
+class PendingGroupWindows {
+ public:
+  virtual ~PendingGroupWindows() = default;
+  // What the other members need to reach this rank's side (not empty).
+  virtual const std::string& token() const = 0;
+  // `tokens[i]`: the group's i-th rank's token (this rank's included).
+  virtual Result<std::unique_ptr<GroupWindows>> Open(std::span<const std::string> tokens) = 0;
 };
 
 }  // namespace hora

@@ -41,6 +41,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -168,6 +170,19 @@ class Transport {
   virtual SharedWindow* Window(uint32_t context) {
     (void)context;
     return nullptr;
+  }
+
+  // This rank's side of the windows of the group of `ranks` (this
+  // transport's ranks, sorted, this rank's among them; shared_window.h,
+  // GroupWindows), which every member asks for with the same `key`
+  // (unique among the transport's groups, never reused); null where the
+  // transport has no windows (alike on every rank). An error (no memory
+  // for it) is this rank's alone: the members must agree to go without.
+  virtual Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(
+      std::span<const int> ranks, uint64_t key) {
+    (void)ranks;
+    (void)key;
+    return std::unique_ptr<PendingGroupWindows>();
   }
 
   // Where this transport spans hosts and reaches the ranks of this one

@@ -23,6 +23,7 @@ few=(--iters 5 --warmup 1 --rounds 1)
 run allreduce_latency.py 5 "${few[@]}"
 run collectives_latency.py 15 "${few[@]}"
 run optimizer_overhead.py 2 "${few[@]}" --layers 3
+run process_set_latency.py 7 "${few[@]}"
 if "$python" -c "import tensorflow" 2>/dev/null; then run tensorflow_latency.py 10 "${few[@]}"; fi
 if "$python" -c "import jax" 2>/dev/null; then run jax_latency.py 4 "${few[@]}"; fi
 [ $failed -eq 0 ] && echo "python benchmarks: all ran"

@@ -49,6 +49,10 @@ class ForwardingTransport : public Transport {
   int SilentPeer() override { return inner_->SilentPeer(); }
   SharedWindow* Window(uint32_t context) override { return inner_->Window(context); }
   Transport* ThisHost(std::vector<int>* ranks) override { return inner_->ThisHost(ranks); }
+  Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(std::span<const int> ranks,
+                                                                   uint64_t key) override {
+    return inner_->PrepareGroupWindows(ranks, key);
+  }
 
  private:
   std::unique_ptr<Transport> owned_;

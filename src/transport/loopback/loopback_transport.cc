@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "common/units.h"
+#include "transport/loopback/loopback_group_windows.h"
 
 namespace hora {
 namespace {
@@ -95,6 +96,11 @@ class LoopbackTransport final : public Transport {
     return w.get();
   }
 
+  Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(std::span<const int> ranks,
+                                                                   uint64_t key) override {
+    return PrepareLoopbackGroupWindows(hub_, rank_, generation_, ranks, key);
+  }
+
   void Cancel(const Request& request) override {
     if (request->done()) return;
     // A pending send waits in the peer's mailbox; a pending receive in ours.
@@ -170,12 +176,14 @@ LoopbackHub::LoopbackHub(int size)
   }
 }
 
-std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, int generation) {
+std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, int generation,
+                                                              uint64_t group, int group_size) {
   MutexLock lock(windows_mu_);
-  std::weak_ptr<LoopbackWindowGroup>& slot = windows_[{context, generation}];
+  std::weak_ptr<LoopbackWindowGroup>& slot = windows_[{group, context, generation}];
   std::shared_ptr<LoopbackWindowGroup> g = slot.lock();
   if (!g) {
-    g = std::make_shared<LoopbackWindowGroup>(size(), SharedWindowBytes(context));
+    g = std::make_shared<LoopbackWindowGroup>(group == kAllRanks ? size() : group_size,
+                                              SharedWindowBytes(context));
     slot = g;
   }
   return g;

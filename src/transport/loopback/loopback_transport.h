@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "common/mutex.h"
@@ -52,8 +53,12 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   // the others' fails its window steps (Timeout, or "closed") and its
   // collectives then run the point-to-point algorithms.
   // The window of `context` (< kSharedWindowContexts) for `generation`,
-  // made by the first rank that asks for it.
-  std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation)
+  // made by the first rank that asks for it: the hub's ranks' (`group`
+  // kAllRanks), or those of a group of `size` of them (a process set,
+  // GroupWindows; `group` its key).
+  static constexpr uint64_t kAllRanks = ~uint64_t{0};
+  std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation,
+                                                   uint64_t group = kAllRanks, int size = 0)
       HORA_EXCLUDES(windows_mu_);
   // How many of rank k's transports have closed.
   int closed(int k) const {
@@ -79,7 +84,8 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   std::atomic<bool> any_lost_{false};
   Mutex windows_mu_;
   std::vector<int> connections_ HORA_GUARDED_BY(windows_mu_);  // per rank
-  std::map<std::pair<uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_
+  // By (group, context, generation).
+  std::map<std::tuple<uint64_t, uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_
       HORA_GUARDED_BY(windows_mu_);
 };
 

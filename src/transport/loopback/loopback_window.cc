@@ -26,12 +26,13 @@ LoopbackWindowGroup::LoopbackWindowGroup(int size, size_t bytes_per_rank)
 
 LoopbackWindow::LoopbackWindow(int rank, int size, uint32_t context,
                                std::shared_ptr<LoopbackWindowGroup> group, const LoopbackHub& hub,
-                               int generation)
+                               int generation, std::vector<int> members)
     : SharedWindow(rank, size),
       context_(context),
       group_(std::move(group)),
       hub_(hub),
-      generation_(generation) {}
+      generation_(generation),
+      members_(std::move(members)) {}
 
 bool LoopbackWindow::PeerAhead() const {
   for (int k = 0; k < size(); ++k) {
@@ -68,7 +69,7 @@ std::string LoopbackWindow::Missing() const {
   for (int k = 0; k < size(); ++k) {
     if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step_)
       continue;
-    missing += (missing.empty() ? "" : ", ") + std::to_string(k);
+    missing += (missing.empty() ? "" : ", ") + std::to_string(Member(k));
     ++count;
   }
   return (count == 1 ? "rank " : "ranks ") + missing;
@@ -84,8 +85,8 @@ Status LoopbackWindow::WaitStep(TimePoint deadline) {
     for (int k = first_; k < size(); ++k) {
       if (group_->lines[static_cast<size_t>(k)].step.load(std::memory_order_acquire) >= step_)
         continue;
-      if (hub_.closed(k) >= generation_) {
-        return UnavailableError("rank " + std::to_string(k) +
+      if (hub_.closed(Member(k)) >= generation_) {
+        return UnavailableError("rank " + std::to_string(Member(k)) +
                                 " closed its transport (its session ended)");
       }
     }

@@ -42,9 +42,10 @@ struct LoopbackWindowGroup {
 class LoopbackWindow final : public SharedWindow {
  public:
   // `hub` (which outlives the window) says which ranks' transports of
-  // `generation` closed.
+  // `generation` closed. `members`: the hub's ranks of a group's window
+  // (rank k of the window is the hub's members[k]); empty: all of them.
   LoopbackWindow(int rank, int size, uint32_t context, std::shared_ptr<LoopbackWindowGroup> group,
-                 const LoopbackHub& hub, int generation);
+                 const LoopbackHub& hub, int generation, std::vector<int> members = {});
 
   size_t bytes() const override { return group_->bytes; }
   std::byte* local() override { return group_->regions[static_cast<size_t>(rank())]; }
@@ -65,10 +66,13 @@ class LoopbackWindow final : public SharedWindow {
   std::shared_ptr<LoopbackWindowGroup> group_;
   const LoopbackHub& hub_;
   const int generation_;
+  const std::vector<int> members_;
   uint64_t step_ = 0;
   int first_ = 0;  // ranks before it have reached step_
   // Whether every rank has reached step_ (ranks before first_ have).
   bool Arrived(std::memory_order order = std::memory_order_acquire);
+  // The hub's rank of window rank k.
+  int Member(int k) const { return members_.empty() ? k : members_[static_cast<size_t>(k)]; }
 };
 
 }  // namespace hora

@@ -243,6 +243,7 @@ Result<std::unique_ptr<Transport>> CreateShmTransport(int rank, int size, Store&
   for (int p = 0; p < size; ++p) {
     if (p != rank) HORA_RETURN_IF_ERROR(t->link(p).out_segment.Unlink().WithContext(ctx));
   }
+  t->SetNaming(job_id, me.Tag());
   t->OpenWindows();
   t->StartHeartbeat(options.peer_timeout);
   return std::unique_ptr<Transport>(std::move(t));

@@ -28,8 +28,8 @@ bool AllDigits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>"
-// and "win-<rank>", after "s<session>-" (the process's n-th Session of the
+// True for the suffixes the transport uses: "<src>-<dst>", "bell-<rank>",
+// "win-<rank>" and "set<key>-win-<rank>", after "s<session>-" (the process's n-th Session of the
 // job) and "g<first rank>-" (a host's group in a job spanning hosts), each
 // optional, and before "-p<pid>" (the creating process), optional.
 bool IsTransportSuffix(std::string s) {
@@ -38,6 +38,11 @@ bool IsTransportSuffix(std::string s) {
       const size_t dash = s.find('-');
       if (dash != std::string::npos && AllDigits(s.substr(1, dash - 1))) s = s.substr(dash + 1);
     }
+  }
+  // A process set's windows: "set<key>-win-<rank>".
+  if (const size_t dash = s.find('-');
+      s.rfind("set", 0) == 0 && dash != std::string::npos && AllDigits(s.substr(3, dash - 3))) {
+    s = s.substr(dash + 1);
   }
   if (const size_t n = s.rfind("-n"); n != std::string::npos && AllDigits(s.substr(n + 2))) {
     s = s.substr(0, n);

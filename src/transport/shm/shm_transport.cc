@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "transport/shm/shm_group_windows.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
 
@@ -249,10 +250,21 @@ void ShmTransport::OpenWindows() {
   }
 }
 
-void ShmTransport::RingPeers() {
-  for (auto& l : links_) {
-    if (l) l->bell.Ring();
+void ShmTransport::RingPeers(std::span<const int> ranks) {
+  if (ranks.empty()) {
+    for (auto& l : links_) {
+      if (l) l->bell.Ring();
+    }
+    return;
   }
+  for (const int k : ranks) {
+    if (k != rank_) link(k).bell.Ring();
+  }
+}
+
+Result<std::unique_ptr<PendingGroupWindows>> ShmTransport::PrepareGroupWindows(
+    std::span<const int> ranks, uint64_t key) {
+  return PrepareShmGroupWindows(*this, ranks, key);
 }
 
 bool ShmTransport::ValidPeer(int peer, const Request& request) {

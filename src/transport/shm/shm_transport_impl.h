@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -178,8 +179,20 @@ class ShmTransport final : public Transport {
   ShmDoorbell& own_bell() { return own_bell_; }
   Duration spin() const { return spin_; }
   bool yield() const { return yield_; }
-  // Rings every peer's doorbell.
-  void RingPeers();
+  // Rings the doorbells of `ranks` (this rank's own aside), or, where empty,
+  // of every peer.
+  void RingPeers(std::span<const int> ranks = {});
+  // Names of segments made after the rendezvous (a process set's windows,
+  // shm_group_windows.h): the job id the rendezvous had, and the tag of
+  // this process (ShmCreatorTag). Set once, by the rendezvous.
+  void SetNaming(std::string job_id, std::string creator_tag) {
+    job_id_ = std::move(job_id);
+    creator_tag_ = std::move(creator_tag);
+  }
+  const std::string& job_id() const { return job_id_; }
+  const std::string& creator_tag() const { return creator_tag_; }
+  Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(std::span<const int> ranks,
+                                                                   uint64_t key) override;
   // "rank 5": group rank `k` as the job numbers it, for messages.
   std::string Name(int k) const {
     return "rank " + std::to_string(job_ranks_.empty() ? k : job_ranks_[static_cast<size_t>(k)]);
@@ -257,6 +270,8 @@ class ShmTransport final : public Transport {
   const Duration spin_;  // Wait polls this long before it sleeps
   const bool yield_;     // polling, yield the core after every poll (ranks outnumber cores)
   const std::vector<int> job_ranks_;          // see Name
+  std::string job_id_;                        // see SetNaming
+  std::string creator_tag_;                   // see SetNaming
   const uint64_t direct_probe_;               // see direct_probe()
   std::atomic<int64_t> last_liveness_ns_{0};  // steady clock, last CheckPeersAlive from Wait
   std::vector<std::unique_ptr<Link>> links_;  // by peer; null for this rank

@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/shm/shm_window.h"
 
+#include <algorithm>
 #include <atomic>
 #include <new>
 #include <thread>
@@ -26,25 +27,34 @@ struct alignas(64) Header {
 static_assert(sizeof(ShmWindowLine) == 64, "a step line is one cache line");
 static_assert((1 + kSharedWindowContexts) * 64 <= kDataOffset, "step lines overlap the regions");
 
-size_t RegionOffset(uint32_t context) {
+size_t RegionOffset(uint32_t context, uint32_t first) {
   size_t offset = kDataOffset;
-  for (uint32_t c = 0; c < context; ++c) offset += SharedWindowBytes(c);
+  for (uint32_t c = first; c < context; ++c) offset += SharedWindowBytes(c);
   return offset;
+}
+
+// The group a window's rank belongs to, and its place in it.
+int WindowRank(const ShmTransport& t, const std::vector<int>& members) {
+  if (members.empty()) return t.rank();
+  const auto it = std::find(members.begin(), members.end(), t.rank());
+  return it == members.end() ? -1 : static_cast<int>(it - members.begin());
 }
 
 }  // namespace
 
-size_t ShmWindowSegment::SegmentBytes() { return RegionOffset(kSharedWindowContexts); }
-
-void ShmWindowSegment::Initialize(void* segment) {
-  auto* h = new (segment) Header();
-  h->bytes = SegmentBytes();
-  for (uint32_t c = 0; c < kSharedWindowContexts; ++c) new (Line(segment, c)) ShmWindowLine();
+size_t ShmWindowSegment::SegmentBytes(uint32_t first) {
+  return RegionOffset(kSharedWindowContexts, first);
 }
 
-Status ShmWindowSegment::Check(const void* segment, const std::string& name) {
+void ShmWindowSegment::Initialize(void* segment, uint32_t first) {
+  auto* h = new (segment) Header();
+  h->bytes = SegmentBytes(first);
+  for (uint32_t c = first; c < kSharedWindowContexts; ++c) new (Line(segment, c)) ShmWindowLine();
+}
+
+Status ShmWindowSegment::Check(const void* segment, const std::string& name, uint32_t first) {
   const auto* h = static_cast<const Header*>(segment);
-  if (h->magic != kMagic || h->version != kVersion || h->bytes != SegmentBytes()) {
+  if (h->magic != kMagic || h->version != kVersion || h->bytes != SegmentBytes(first)) {
     return UnavailableError("shared-memory segment " + name +
                             " is not a window segment of this Hora version");
   }
@@ -71,18 +81,21 @@ ShmWindowLine* ShmWindowSegment::Line(void* segment, uint32_t context) {
   return reinterpret_cast<ShmWindowLine*>(static_cast<std::byte*>(segment) + 64 * (1 + context));
 }
 
-std::byte* ShmWindowSegment::Region(void* segment, uint32_t context) {
-  return static_cast<std::byte*>(segment) + RegionOffset(context);
+std::byte* ShmWindowSegment::Region(void* segment, uint32_t context, uint32_t first) {
+  return static_cast<std::byte*>(segment) + RegionOffset(context, first);
 }
 
-ShmWindow::ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments)
-    : SharedWindow(transport.rank(), transport.size()),
+ShmWindow::ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments,
+                     std::vector<int> members, uint32_t first)
+    : SharedWindow(WindowRank(transport, members),
+                   members.empty() ? transport.size() : static_cast<int>(members.size())),
       transport_(transport),
+      members_(std::move(members)),
       context_(context),
       bytes_(SharedWindowBytes(context)) {
   for (void* s : segments) {
     lines_.push_back(ShmWindowSegment::Line(s, context));
-    regions_.push_back(ShmWindowSegment::Region(s, context));
+    regions_.push_back(ShmWindowSegment::Region(s, context, first));
   }
 }
 
@@ -92,7 +105,7 @@ std::string ShmWindow::Missing() const {
   for (int k = 0; k < size(); ++k) {
     if (lines_[static_cast<size_t>(k)]->step.load(std::memory_order_acquire) >= step_) continue;
     // (Named as the job numbers its ranks: "rank 5".)
-    list += (list.empty() ? "" : ", ") + transport_.Name(k).substr(5);
+    list += (list.empty() ? "" : ", ") + transport_.Name(Member(static_cast<size_t>(k))).substr(5);
     ++count;
   }
   return (count == 1 ? "rank " : "ranks ") + list;
@@ -115,7 +128,7 @@ void ShmWindow::Publish(uint64_t word) {
   // arrival). The store and the first look are seq_cst: of the last two
   // ranks to arrive, at least one sees the other, and rings.
   mine.step.store(step, std::memory_order_seq_cst);
-  if (Arrived(std::memory_order_seq_cst)) transport_.RingPeers();
+  if (Arrived(std::memory_order_seq_cst)) transport_.RingPeers(members_);
 }
 
 bool ShmWindow::Arrived(std::memory_order order) {
@@ -165,7 +178,7 @@ Status ShmWindow::WaitStep(TimePoint deadline) {
     if (Arrived()) return Status::Ok();
     for (size_t k = first_; k < lines_.size(); ++k) {
       if (lines_[k]->step.load(std::memory_order_acquire) >= step_) continue;
-      Status gone = transport_.PeerGone(static_cast<int>(k));
+      Status gone = transport_.PeerGone(Member(k));
       if (!gone.ok()) return gone;  // (it names the rank: the step adds nothing a user needs)
     }
     spin_until = Clock::now() + transport_.spin();

@@ -32,15 +32,19 @@ struct alignas(64) ShmWindowLine {
   std::atomic<uint64_t> word[2] = {};  // relaxed; ordered by `step`
 };
 
+// A segment holds the windows of contexts `first` to kSharedWindowContexts
+// - 1: a transport's, all of them (first 0); a process set's (GroupWindows),
+// its data's and its control's (first 1), "/hora-<job_id>-set<key>-win-
+// <rank>-<creator>".
 class ShmWindowSegment {
  public:
-  static size_t SegmentBytes();
+  static size_t SegmentBytes(uint32_t first = 0);
   // Lays out empty windows in a freshly created (zeroed) segment.
-  static void Initialize(void* segment);
+  static void Initialize(void* segment, uint32_t first = 0);
   // Checks magic, version and size; `name` is for messages.
-  static Status Check(const void* segment, const std::string& name);
+  static Status Check(const void* segment, const std::string& name, uint32_t first = 0);
   static ShmWindowLine* Line(void* segment, uint32_t context);
-  static std::byte* Region(void* segment, uint32_t context);
+  static std::byte* Region(void* segment, uint32_t context, uint32_t first = 0);
   // The owner's transport is gone (set by its destructor; read by peers).
   static void MarkClosed(void* segment);
   static bool Closed(const void* segment);
@@ -52,10 +56,13 @@ class ShmWindowSegment {
 
 class ShmWindow final : public SharedWindow {
  public:
-  // `segments[k]`: rank k's window segment as mapped here. `transport`
-  // (whose windows these are) gives the doorbells, the poll settings and
-  // the peers' liveness; it outlives the window.
-  ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments);
+  // `segments[k]`: rank k's window segment as mapped here (its windows
+  // from context `first` on). `transport` (whose windows these are) gives
+  // the doorbells, the poll settings and the peers' liveness; it outlives
+  // the window. `members`: the transport's ranks of a group's window (rank
+  // k of the window is the transport's members[k]); empty: all of them.
+  ShmWindow(ShmTransport& transport, uint32_t context, const std::vector<void*>& segments,
+            std::vector<int> members = {}, uint32_t first = 0);
 
   size_t bytes() const override { return bytes_; }
   std::byte* local() override { return regions_[static_cast<size_t>(rank())]; }
@@ -74,8 +81,11 @@ class ShmWindow final : public SharedWindow {
  private:
   // Whether every rank has reached step_ (ranks before first_ have).
   bool Arrived(std::memory_order order = std::memory_order_acquire);
+  // The transport's rank of window rank k.
+  int Member(size_t k) const { return members_.empty() ? static_cast<int>(k) : members_[k]; }
 
   ShmTransport& transport_;
+  const std::vector<int> members_;
   const uint32_t context_;
   const size_t bytes_;
   std::vector<ShmWindowLine*> lines_;
