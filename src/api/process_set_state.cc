@@ -27,11 +27,11 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
     // Comm's own tags start anew.)
     Result<std::unique_ptr<GroupWindows>> w = OpenProcessSetWindows(
         transport, *view, ranks, static_cast<uint64_t>(id), context + 2, waits, logger);
-    if (w.ok()) {
-      windows = std::move(*w);
-    } else if (logger != nullptr) {
-      logger->Warning(Label() + ": no shared-memory windows: " + w.status().ToString());
+    if (!w.ok()) {  // a member lost or late: the set is not made (AddProcessSet fails)
+      failed = w.status();
+      return;
     }
+    windows = std::move(*w);
   }
   data_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 1,
                                      windows ? windows->Window(1) : nullptr);

@@ -4,8 +4,9 @@
 // member, the engine that runs its collectives. Set 0 is every rank (the
 // global set). Each set's engine has comms in tag contexts of its own (data
 // 2k+1, control 2k+2 for context slot k), so sets run at once over one
-// transport, and a cache of its own; on one host, a set of two ranks or
-// more has shared windows of its own, made by its members as it is added.
+// transport, and a cache of its own; within a host (on a transport with
+// windows), a set of two ranks or more has shared windows of its own, made
+// by its members as it is added.
 #pragma once
 
 #include <cstdint>
@@ -59,6 +60,10 @@ struct ProcessSetState {
   const std::vector<int> ranks;
   const int slot;
   int rank = -1;  // this rank's place in the set (-1: not a member)
+  // Why a member could not make the set with the others (the exchange of
+  // its windows failed: a member lost, or late past the timeout); then it
+  // has no comms, and the set must not be used.
+  Status failed;
 
   // Members only. `view` is null for the global set (its comms use the
   // session's transport itself).

@@ -21,7 +21,7 @@ Result<std::vector<std::string>> Exchange(Comm& comm, const std::string* mine) {
   const auto n = static_cast<size_t>(comm.size());
   std::vector<char> in(kEntryBytes, 0);
   std::vector<char> out(kEntryBytes * n, 0);
-  if (mine != nullptr && mine->size() + 2 <= kEntryBytes) {
+  if (mine != nullptr) {  // (it fits: the caller checked)
     in[0] = 1;
     std::memcpy(in.data() + 1, mine->data(), mine->size());
   }
@@ -62,9 +62,12 @@ Result<std::unique_ptr<GroupWindows>> OpenProcessSetWindows(Transport& transport
   if (pending.ok() && *pending == nullptr) return std::unique_ptr<GroupWindows>();
   if (!pending.ok()) warn("cannot make " + what + ": " + pending.status().ToString());
   Comm comm(view, waits, kSegmentBytes, context);
+  comm.SetRankNumbers(std::vector<int>(ranks.begin(), ranks.end()));
   const std::string token = pending.ok() ? (*pending)->token() : std::string();
+  const bool fits = token.size() + 2 <= kEntryBytes;
+  if (pending.ok() && !fits) warn("cannot offer " + what + ": its name is too long: " + token);
   HORA_ASSIGN_OR_RETURN(std::vector<std::string> tokens,
-                        Exchange(comm, pending.ok() ? &token : nullptr));
+                        Exchange(comm, pending.ok() && fits ? &token : nullptr));
   std::unique_ptr<GroupWindows> windows;
   bool prepared = true;
   for (const std::string& t : tokens) prepared = prepared && !t.empty();

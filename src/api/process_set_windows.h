@@ -25,7 +25,9 @@ namespace hora {
 
 // `transport`: the job's; `view`: the set's members as a group of their
 // own (`ranks`, the job's ranks, sorted). Null where the set has no
-// windows; an error where the exchange itself failed (a member lost).
+// windows; an error where the exchange itself failed (a member lost, or
+// late past the timeout), which may happen on some members only: the set
+// cannot be used then (the caller fails to add it).
 Result<std::unique_ptr<GroupWindows>> OpenProcessSetWindows(Transport& transport, Transport& view,
                                                             std::span<const int> ranks,
                                                             uint64_t key, uint32_t context,

@@ -56,7 +56,7 @@ class FailingTransport final : public ForwardingTransport {
 };
 
 struct Outcome {
-  std::vector<bool> windows;  // by rank
+  std::vector<int> windows;  // by rank: 1 where it got them (one int each: threads write them)
   std::string log;
   int sends = 0;  // messages, all ranks
 };
@@ -71,14 +71,14 @@ Outcome Make(Fail fail) {
     ts.push_back(std::make_unique<FailingTransport>(std::move(inner[static_cast<size_t>(r)]), f));
   }
   const std::vector<int> ranks = {0, 1, 2};
-  Outcome out{std::vector<bool>(n), ""};
+  Outcome out{std::vector<int>(n), ""};
   ::testing::internal::CaptureStderr();
   auto st = testing::OnRanks(ts, [&](int r, Transport& t) -> Status {
     const Logger logger(LogLevel::kWarning, r);
     SubsetTransport view(t, ranks);
     HORA_ASSIGN_OR_RETURN(std::unique_ptr<GroupWindows> w,
                           OpenProcessSetWindows(t, view, ranks, 4, 6, WaitPolicy{}, &logger));
-    out.windows[static_cast<size_t>(r)] = w != nullptr && w->Window(1) != nullptr;
+    out.windows[static_cast<size_t>(r)] = w != nullptr && w->Window(1) != nullptr ? 1 : 0;
     return Status::Ok();
   });
   out.log = ::testing::internal::GetCapturedStderr();
@@ -91,7 +91,7 @@ Outcome Make(Fail fail) {
 
 TEST(ProcessSetWindows, EveryMemberGetsThem) {
   const Outcome o = Make(Fail::kNothing);
-  EXPECT_EQ(o.windows, std::vector<bool>({true, true, true}));
+  EXPECT_EQ(o.windows, std::vector<int>({1, 1, 1}));
   EXPECT_EQ(o.log, "");
   EXPECT_GT(o.sends, 0);
 }
@@ -99,7 +99,7 @@ TEST(ProcessSetWindows, EveryMemberGetsThem) {
 TEST(ProcessSetWindows, AMemberThatCannotMakeItsSideLeavesEveryoneWithoutAndNamed) {
   for (Fail f : {Fail::kPrepare, Fail::kOpen}) {
     const Outcome o = Make(f);
-    EXPECT_EQ(o.windows, std::vector<bool>({false, false, false}));
+    EXPECT_EQ(o.windows, std::vector<int>({0, 0, 0}));
     EXPECT_NE(o.log.find(f == Fail::kPrepare ? "/dev/shm is full" : "no room for a mapping"),
               std::string::npos)
         << o.log;
@@ -114,9 +114,26 @@ TEST(ProcessSetWindows, AMemberThatCannotMakeItsSideLeavesEveryoneWithoutAndName
   }
 }
 
+TEST(ProcessSetWindows, AMemberThatNeverComesFailsTheOthersAtTheTimeoutNamed) {
+  const int n = 3;
+  auto ts = testing::LoopbackGroup(n);
+  const std::vector<int> ranks = {0, 1, 2};
+  WaitPolicy waits;
+  waits.timeout = std::chrono::milliseconds(300);
+  auto st = testing::OnRanks(ts, [&](int r, Transport& t) -> Status {
+    if (r == 2) return Status::Ok();  // never makes its side
+    SubsetTransport view(t, ranks);
+    return OpenProcessSetWindows(t, view, ranks, 4, 6, waits, nullptr).status();
+  });
+  // (Rank 0 waits for rank 2 itself; rank 1, in the ring, for what rank 0
+  // passes on from it.)
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(st[r].code(), StatusCode::kTimeout) << st[r].ToString();
+  EXPECT_NE(st[0].message().find("waiting for rank 2"), std::string::npos) << st[0].ToString();
+}
+
 TEST(ProcessSetWindows, ATransportWithoutWindowsExchangesNothing) {
   const Outcome o = Make(Fail::kNoWindows);
-  EXPECT_EQ(o.windows, std::vector<bool>({false, false, false}));
+  EXPECT_EQ(o.windows, std::vector<int>({0, 0, 0}));
   EXPECT_EQ(o.log, "");
   EXPECT_EQ(o.sends, 0);
 }

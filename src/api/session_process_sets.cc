@@ -66,7 +66,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
     }
   }
   std::vector<int> set_ranks(agreed.begin(), agreed.end());
-  std::shared_ptr<ProcessSetState> state;
+  int slot = 0, id = 0;
   {
     MutexLock lock(impl_->engine_mu);
     std::set<int> slots;
@@ -77,15 +77,21 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
       }
       slots.insert(set->slot);
     }
-    int slot = 0;
     while (slots.count(slot)) ++slot;
     if (slot >= ProcessSetState::kMaxSlots) {
       return InvalidArgument(where + ": " + std::to_string(impl_->sets.size()) +
                              " process sets exist, the most there can be at once; remove one");
     }
-    const int id = impl_->next_set_id++;
-    state = std::make_shared<ProcessSetState>(id, std::move(set_ranks), slot, *impl_->transport,
-                                              impl_->config, impl_->selector, &impl_->logger);
+    id = impl_->next_set_id++;
+  }
+  // (Made outside the lock: its members exchange what its windows need,
+  // and the engine calls of other threads take the lock meanwhile. Sets
+  // are added by one thread at a time, as every collective call is.)
+  auto state = std::make_shared<ProcessSetState>(id, std::move(set_ranks), slot, *impl_->transport,
+                                                 impl_->config, impl_->selector, &impl_->logger);
+  if (!state->failed.ok()) return state->failed.WithContext(where);
+  {
+    MutexLock lock(impl_->engine_mu);
     impl_->sets[id] = state;
     // Members start the set's engine now: an engine stops with a last cycle
     // among its members, so every member must have one.

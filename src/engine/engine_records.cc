@@ -48,7 +48,10 @@ void Engine::Finish(const std::string& name, Status st) {
 }
 
 void Engine::Finish(const std::vector<TensorRecord*>& done, Status st) {
-  if (!st.ok() && !label_.empty()) st = st.WithContext(label_);
+  // (A failed negotiation's message names the set already: the control
+  // Comm's subject holds the label.)
+  if (!st.ok() && !label_.empty() && st.message().find(label_) == std::string::npos)
+    st = st.WithContext(label_);
   if (tuner_ && !tuner_->done() && st.ok()) Score(done, Clock::now());  // (while it tunes)
   std::vector<Completion>& completions = finishing_.completions;
   std::vector<TensorRecord*>& records = finishing_.records;

@@ -60,6 +60,19 @@ class HybridTransport final : public Transport {
     *ranks = local_ranks_;
     return shm_.get();
   }
+  // A group within this host: its windows on shared memory, whose ranks
+  // are this host's; a group spanning hosts has none (every member finds a
+  // member off its host).
+  Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(std::span<const int> ranks,
+                                                                   uint64_t key) override {
+    std::vector<int> local;
+    for (const int r : ranks) {
+      const int l = r >= 0 && r < size_ ? to_local_[static_cast<size_t>(r)] : -1;
+      if (l < 0) return std::unique_ptr<PendingGroupWindows>();
+      local.push_back(l);
+    }
+    return shm_->PrepareGroupWindows(local, key);
+  }
   bool ReadsInPlace(int from, int to, size_t bytes) override {
     // (Between hosts never; within another host this rank cannot say, and
     // a question about every pair of the job meets a pair across hosts.)

@@ -3,7 +3,8 @@
 // HybridTransport's view of a loss: which side lost the group, and the
 // silent peer named by the job's rank (the shared-memory side numbers its
 // peers within the host); a wait on a TCP request keeps shared memory
-// moving; and which sends are read in place.
+// moving; which sends are read in place; and which groups get windows
+// (those within this host, from its side, under their ranks there).
 #include "transport/combinators/hybrid/hybrid_transport.h"
 
 #include <gtest/gtest.h>
@@ -152,6 +153,42 @@ TEST(HybridTransport, ReadsInPlaceOnlyWhereThisHostsSideSaysSo) {
   EXPECT_FALSE(t->ReadsInPlace(3, 4, 1 << 20));  // to another host
   EXPECT_FALSE(t->ReadsInPlace(0, 1, 1 << 20));  // within another host
   EXPECT_FALSE(t->ReadsInPlace(3, 6, 1 << 20));  // no such rank
+}
+
+// A side that records the groups it is asked windows for (and has none).
+class GroupsSide final : public Transport {
+ public:
+  int rank() const override { return 1; }
+  int size() const override { return 3; }
+  const char* name() const override { return "groups"; }
+  Request Isend(int, Tag, const void*, size_t) override { return nullptr; }
+  Request Irecv(int, Tag, void*, size_t) override { return nullptr; }
+  Request IrecvReduce(int, Tag, void*, size_t, const ReduceSpec&) override { return nullptr; }
+  void Cancel(const Request&) override {}
+  Result<std::unique_ptr<PendingGroupWindows>> PrepareGroupWindows(std::span<const int> ranks,
+                                                                   uint64_t key) override {
+    asked->emplace_back(ranks.begin(), ranks.end());
+    asked->back().push_back(static_cast<int>(key));
+    return std::unique_ptr<PendingGroupWindows>();
+  }
+  std::vector<std::vector<int>>* asked = nullptr;
+};
+
+TEST(HybridTransport, AGroupWithinThisHostGetsItsSidesWindowsAndOtherGroupsNone) {
+  std::vector<std::vector<int>> asked;
+  auto shm = std::make_unique<GroupsSide>();
+  shm->asked = &asked;
+  auto t = CreateHybridTransport(3, 6, {2, 3, 5}, std::move(shm),
+                                 std::make_unique<LossOnly>(3, 6, Status::Ok(), -1));
+  const std::vector<int> host = {2, 3, 5}, pair = {3, 5}, across = {1, 3}, bad = {3, 6};
+  for (const auto* g : {&host, &pair, &across, &bad}) {
+    auto p = t->PrepareGroupWindows(*g, 7);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_EQ(*p, nullptr);
+  }
+  // Job ranks 2, 3, 5 are this host's 0, 1, 2 (the key last); groups
+  // spanning hosts, or naming no rank of the job, are not asked about.
+  EXPECT_EQ(asked, (std::vector<std::vector<int>>{{0, 1, 2, 7}, {1, 2, 7}}));
 }
 
 }  // namespace
