@@ -101,7 +101,8 @@ def test_allreduce_inplace_and_async(dtype):
 def test_allreduce_direct_every_shape_op_and_scale(dtype):
     # allreduce_ and allreduce take their direct path (one call into the
     # core, which waits) for a contiguous host tensor without grad, the
-    # global set, no average= (nor compression) and an ASCII name or none;
+    # global set (or a registered one: test_process_sets.py), no average=
+    # (nor compression) and an ASCII name or none;
     # the general one (a handle) otherwise. Both give the reference, and each
     # other's results.
     pre, post = (2.0, 1.0) if not dtype.is_floating_point else (0.5, 3.0)
@@ -110,7 +111,7 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
             vals = all_values(shape, dtype, seed=si)
             want = reduce_reference(vals, op, dtype, pre, post)
             direct = vals[hvd.rank()].clone()
-            assert ro.direct_op(direct, None, "n", op, hvd.global_process_set) == op
+            assert ro.direct_op(direct, None, "n", op, hvd.global_process_set) == (op, 0)
             assert hvd.allreduce_(direct, op=op, prescale_factor=pre, postscale_factor=post,
                                   name="ip.%s.%d.%d" % (dtype, si, op)) is direct
             assert_equal(direct, want)
@@ -128,7 +129,7 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
     vals = all_values((5,), dtype, seed=9)
     t = vals[hvd.rank()].clone()
     gps = hvd.global_process_set
-    assert ro.direct_op(t, None, None, None, gps) == hvd.Average
+    assert ro.direct_op(t, None, None, None, gps) == (hvd.Average, 0)
     # What takes the general path: refused here...
     assert ro.direct_op(t, False, None, None, gps) is None
     assert ro.direct_op(t, None, "naïve", hvd.Sum, gps) is None
@@ -141,7 +142,7 @@ def test_allreduce_direct_every_shape_op_and_scale(dtype):
     s = basics.session()
     strided = torch.arange(8, dtype=torch.float64).reshape(4, 2).t()
     for refused in (strided, strided.to(dtype), t.bool()):
-        assert ro.direct_op(refused, None, None, hvd.Sum, gps) == hvd.Sum
+        assert ro.direct_op(refused, None, None, hvd.Sum, gps) == (hvd.Sum, 0)
         before = refused.clone()
         for call in (s.allreduce_inplace, s.allreduce_new):
             cap = ro.direct_capsule(refused)
@@ -170,7 +171,7 @@ def test_allreduce_direct_small_integer_dtypes():
         lo = 0 if dtype == torch.uint8 else -3
         vals = all_values((6,), dtype, lo=lo)
         t = vals[hvd.rank()].clone()
-        assert ro.direct_op(t, None, None, hvd.Sum, hvd.global_process_set) == hvd.Sum
+        assert ro.direct_op(t, None, None, hvd.Sum, hvd.global_process_set) == (hvd.Sum, 0)
         hvd.allreduce_(t, op=hvd.Sum)
         assert_equal(t, reduce_reference(vals, hvd.Sum, dtype))
         assert_equal(hvd.allreduce(vals[hvd.rank()], op=hvd.Max),

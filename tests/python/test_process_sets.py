@@ -63,6 +63,47 @@ def test_collectives_in_a_set(parity_sets):
 
 
 @needs_two
+def test_one_call_forms_in_a_set(parity_sets):
+    # A plain host tensor's collectives on a registered set go to the core in
+    # one call, as the global set's (hora.torch.reduce_ops.direct_op); the
+    # async forms take the general path (a handle). Both give the same.
+    from hora.torch import reduce_ops as ro
+    ps, r = parity_sets, hvd.rank()
+    members, k = ps.ranks, ps.size()
+    x = torch.full((3,), float(r + 1))
+    assert ro.direct_op(x, None, "n", hvd.Sum, ps) == (hvd.Sum, ps.process_set_id)
+    assert ro.direct_op(x, None, "n", hvd.Sum, hvd.ProcessSet([0])) is None  # not registered
+    y = x.clone()
+    assert hvd.allreduce_(y, op=hvd.Sum, name="ps.one.ip", process_set=ps) is y
+    general = hvd.synchronize(hvd.allreduce_async(x, op=hvd.Sum, process_set=ps))
+    assert torch.equal(y, general)
+    assert y.tolist() == [float(sum(p + 1 for p in members))] * 3
+    assert torch.equal(hvd.allreduce(x, op=hvd.Max, name="ps.one.op", process_set=ps),
+                       torch.full((3,), float(members[-1] + 1)))
+    g = torch.full((r + 1, 2), float(r))
+    assert torch.equal(hvd.allgather(g, name="ps.one.ag", process_set=ps),
+                       hvd.synchronize(hvd.allgather_async(g, process_set=ps)))
+    root = members[0]
+    b = torch.full((4,), float(r))
+    assert hvd.broadcast(b, root, name="ps.one.bc", process_set=ps).tolist() == [float(root)] * 4
+    splits = [q + 1 for q in range(k)]
+    z = torch.arange(sum(splits), dtype=torch.float64) + 100 * r
+    out, received = hvd.alltoall(z, splits=splits, name="ps.one.a2a", process_set=ps)
+    out2, rec2 = hvd.synchronize(hvd.alltoall_async(z, splits=splits, process_set=ps))
+    assert torch.equal(out, out2) and torch.equal(received, rec2)
+    assert received.tolist() == [ps.rank() + 1] * k
+    even = torch.arange(2 * k, dtype=torch.float32) + r
+    assert torch.equal(hvd.alltoall(even, process_set=ps),
+                       hvd.synchronize(hvd.alltoall_async(even, process_set=ps))[0])
+    with pytest.raises(HoraError, match="splits .* must have %d non-negative entries" % k):
+        hvd.alltoall(z, splits=splits + [0], process_set=ps)
+    v = torch.ones(2 * k + 1, 2) * (r + 1)
+    got = hvd.reducescatter(v, op=hvd.Sum, name="ps.one.rs", process_set=ps)
+    assert torch.equal(got, hvd.synchronize(hvd.reducescatter_async(v, op=hvd.Sum,
+                                                                    process_set=ps)))
+
+
+@needs_two
 def test_autograd_in_a_set(parity_sets):
     ps = parity_sets
     x = torch.full((4,), float(hvd.rank() + 1), requires_grad=True)

@@ -81,10 +81,11 @@ def _with_gradient(f, *xs):
 def _call(fn, tensors, touts, shapes):
     """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
     at once when eager, as a py_function when building a graph."""
+    if tf.executing_eagerly():  # (NumPy arrays among them go as they are)
+        arrays = [t if isinstance(t, np.ndarray) else tf.convert_to_tensor(t).numpy()
+                  for t in tensors]
+        return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(fn(arrays), touts)]
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    if tf.executing_eagerly():
-        return [tf.convert_to_tensor(o, dtype=d) for o, d in
-                zip(fn([t.numpy() for t in tensors]), touts)]
     # In a tf.function, stateful ops run in program order. A TF1 graph runs
     # independent ops in any order, which could differ between ranks: there
     # each collective waits for the one built before it.
@@ -249,9 +250,14 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     tensor = tf.convert_to_tensor(tensor)
     n = _set_size(process_set)
     even = splits is None
-    if even:
+    if even and tf.executing_eagerly() and tensor.shape.rank:
+        # (An eager tensor's shape is known: TF ops building the splits
+        # took 0.2 ms, half the call.)
+        splits = np.full([n], tensor.shape[0] // n, np.int32)
+    elif even:
         splits = tf.fill([n], tf.shape(tensor)[0] // n)
-    splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    if not isinstance(splits, np.ndarray):
+        splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
 
     def a2a(x):
         shape = tf.TensorShape([None]).concatenate(x.shape[1:])

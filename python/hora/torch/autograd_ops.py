@@ -19,9 +19,10 @@ backward too (as every rank runs the forward). Backward rules (Horovod's):
   exact gradient of the sum of all ranks' losses, for Sum and Average alike.
 
 A tensor that needs no grad has no backward to record: a contiguous host
-tensor of the global process set, named in ASCII or not at all, goes to the
-core in one call that waits there (allreduce, allgather, broadcast,
-alltoall, reducescatter), with the same result as the Function's.
+tensor of the global process set or a registered one, named in ASCII or not
+at all, goes to the core in one call that waits there (allreduce,
+allgather, broadcast, alltoall, reducescatter), with the same result as the
+Function's.
 """
 
 import torch
@@ -61,7 +62,8 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     if direct is not None:  # (one call into the core; its output from Hora's pool)
         cap = ro.direct_capsule(tensor)
         out = None if cap is None else basics.session().allreduce_new(
-            name or "", cap, direct, float(prescale_factor), float(postscale_factor))
+            name or "", cap, direct[0], float(prescale_factor), float(postscale_factor),
+            direct[1])
         if out is not None:
             return tu.from_dlpack(out)
     op = basics.check_op(op, average)
@@ -125,19 +127,21 @@ class _Allgather(Function):
 
 
 def _one_call(tensor, name, process_set):
-    """The DLPack capsule of ``tensor`` for a collective's one-call form
+    """``(capsule, set id)`` of ``tensor`` for a collective's one-call form
     (``Session.allgather_new`` and the like, which wait in the core and
     return the output): a plain torch tensor that needs no grad, of the
-    global set, an ASCII name or none; else None, and the call takes the
-    autograd path. The core takes the capsule if it holds a contiguous host
-    tensor of a dtype but bool (with a dimension where the collective needs
-    one); otherwise the general path's checks say what is wrong. For a small
-    tensor the Python is most of the call's time."""
-    if (process_set is global_process_set and type(tensor) is torch.Tensor
-            and not tensor.requires_grad
+    global set or a registered one, an ASCII name or none; else ``(None,
+    None)``, and the call takes the autograd path. The core takes the
+    capsule if it holds a contiguous host tensor of a dtype but bool (with a
+    dimension where the collective needs one); otherwise the general path's
+    checks say what is wrong. For a small tensor the Python is most of the
+    call's time."""
+    if (type(tensor) is torch.Tensor and not tensor.requires_grad
             and (name is None or (type(name) is str and name.isascii()))):
-        return ro.direct_capsule(tensor)
-    return None
+        sid = 0 if process_set is global_process_set else ro.one_call_set(process_set)
+        if sid is not None:
+            return ro.direct_capsule(tensor), sid
+    return None, None
 
 
 def allgather(tensor, name=None, process_set=global_process_set):
@@ -145,9 +149,9 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
     Dimension 0 may differ between ranks; the other dimensions and the dtype must agree.
     """
-    cap = _one_call(tensor, name, process_set)
+    cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
-        out = basics.session().allgather_new(name or "", cap)
+        out = basics.session().allgather_new(name or "", cap, sid)
         if out is not None:
             return tu.from_dlpack(out)
     process_set_id(process_set)
@@ -212,10 +216,10 @@ class _Broadcast(Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
-    cap = _one_call(tensor, name, process_set)
+    cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
         root = co.check_root(root_rank, tu.describe("broadcast", name), process_set)
-        out = basics.session().broadcast_new(name or "", cap, root)
+        out = basics.session().broadcast_new(name or "", cap, root, sid)
         if out is not None:
             return tu.from_dlpack(out)
     process_set_id(process_set)
@@ -245,10 +249,11 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     tensor; with ``splits`` given it returns ``(tensor, received_splits)``,
     ``received_splits`` an int32 tensor of the rows received from each rank.
     """
-    cap = _one_call(tensor, name, process_set)
+    cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
-        sp = co.splits_list(splits, tu.describe("alltoall", name), basics.size())
-        done = basics.session().alltoall_new(name or "", cap, sp)
+        sp = co.splits_list(splits, tu.describe("alltoall", name),
+                            basics.size() if sid == 0 else len(process_set.ranks))
+        done = basics.session().alltoall_new(name or "", cap, sp, sid)
         if done is not None:
             out = tu.from_dlpack(done[0])
             if splits is None:
@@ -283,10 +288,11 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None,
     slice of dimension 0: ``dim0 // size`` rows, the first ``dim0 % size`` ranks
     one more."""
     op = basics.check_op(op)
-    cap = None if compression is not Compression.none else _one_call(tensor, name, process_set)
+    cap, sid = (None, None) if compression is not Compression.none else _one_call(
+        tensor, name, process_set)
     if cap is not None:
         out = basics.session().reducescatter_new(name or "", cap, op, float(prescale_factor),
-                                                 float(postscale_factor))
+                                                 float(postscale_factor), sid)
         if out is not None:
             return tu.from_dlpack(out)
     process_set_id(process_set)

@@ -30,7 +30,7 @@ from torch.utils.dlpack import to_dlpack
 
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError, UnimplementedError
-from hora.common.process_sets import global_process_set, process_set_id
+from hora.common.process_sets import ProcessSet, global_process_set, process_set_id
 from hora.torch import collective_ops as co
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
@@ -109,9 +109,9 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
         # checks in Python, as the one-call forms; the core checks the rest.
         cap = direct_capsule(tensor)
         if cap is not None:
-            h = basics.session().allreduce_async(name or "", cap, None, direct,
+            h = basics.session().allreduce_async(name or "", cap, None, direct[0],
                                                  float(prescale_factor), float(postscale_factor),
-                                                 0)
+                                                 direct[1])
             return Handle([h], None, keep=tensor, host=True)
     op = basics.check_op(op, average)
     sid = process_set_id(process_set)
@@ -125,20 +125,35 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
 _DIRECT_OPS = frozenset((basics.Sum, basics.Average, basics.Min, basics.Max, basics.Product))
 
 
+def one_call_set(process_set):
+    """The core's id of ``process_set`` where a one-call form may take it: 0
+    for the global set, a registered set's id; else None (the general path
+    then says what is wrong: a set never added, or removed)."""
+    if process_set is global_process_set or process_set is None:
+        return 0
+    if type(process_set) is ProcessSet:
+        return process_set.process_set_id
+    return None
+
+
 def direct_op(tensor, average, name, op, process_set):
-    """The op code for an allreduce that may go to the core in one call
-    (``Session.allreduce_inplace``/``allreduce_new``, which wait there): a
-    plain torch tensor that needs no grad, of the global set, an ASCII name or
-    none, no ``average=``; else None. The core takes it if it is a contiguous
-    host tensor of a dtype but bool (cheaper checked there, on its DLPack
-    capsule: ``direct_capsule``); otherwise, as here, the call takes the
-    general path (a handle), whose checks say what is wrong. For a small
-    tensor the Python is most of the call's time."""
-    if (average is None and process_set is global_process_set and type(tensor) is torch.Tensor
+    """``(op code, set id)`` for an allreduce that may go to the core in one
+    call (``Session.allreduce_inplace``/``allreduce_new``, which wait there):
+    a plain torch tensor that needs no grad, of the global set or a
+    registered one, an ASCII name or none, no ``average=``; else None. The
+    core takes it if it is a contiguous host tensor of a dtype but bool
+    (cheaper checked there, on its DLPack capsule: ``direct_capsule``), and
+    fails it as the general path would on a rank outside its set;
+    otherwise, as here, the call takes the general path (a handle), whose
+    checks say what is wrong. For a small tensor the Python is most of the
+    call's time."""
+    if (average is None and type(tensor) is torch.Tensor
             and (op is None or (type(op) is int and op in _DIRECT_OPS))
             and (name is None or (type(name) is str and name.isascii()))
             and not tensor.requires_grad):
-        return basics.Average if op is None else op
+        sid = 0 if process_set is global_process_set else one_call_set(process_set)
+        if sid is not None:
+            return (basics.Average if op is None else op), sid
     return None
 
 
@@ -159,7 +174,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
     if direct is not None:
         cap = direct_capsule(tensor)
         if cap is not None and basics.session().allreduce_inplace(
-                name or "", cap, direct, float(prescale_factor), float(postscale_factor)):
+                name or "", cap, direct[0], float(prescale_factor), float(postscale_factor),
+                direct[1]):
             return tensor
     return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
                                         postscale_factor, process_set))
