@@ -1002,7 +1002,8 @@ TEST_P(DeviceTensors, ACppProducerHandsItsWorkToHorasStream) {
 }
 
 // A process set's collectives run on a GPU stream of the set's own, with an
-// NCCL communicator of its own on the nccl path:
+// NCCL communicator of its own on the nccl path, and on device windows of
+// its own on the window path (a set of two ranks or more):
 //  - that stream waits for Hora's stream, so a C++ producer ordered before
 //    Hora's stream (a write 100 ms late, on the host device) is seen by a
 //    set's allreduce as by the global set's;
@@ -1071,6 +1072,12 @@ TEST_P(DeviceTensors, AProcessSetRunsOnAStreamOfItsOwn) {
   if (ByNccl()) {
     EXPECT_GT(job.session(0).engine_counters(set).nccl_batches, 0u)
         << "the process set's allreduces did not run through NCCL";
+  }
+  // A set of two ranks or more has host windows of its own, and so device
+  // windows where the job's allreduces take them.
+  if (OnWindow() && n > 2) {
+    EXPECT_GT(job.session(0).engine_counters(set).window_batches, 0u)
+        << "no allreduce of the process set ran on its device window";
   }
 }
 
