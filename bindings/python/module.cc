@@ -294,6 +294,7 @@ PYBIND11_MODULE(_core, m) {
 
   const auto a = [](const char* n) { return py::arg(n); };
   const auto set = py::arg("process_set") = 0;  // a process set's id; 0: every rank
+  const auto buffer = py::arg("buffer") = false;  // a one-call output as a writeable buffer
   py::class_<PySession>(m, "Session",
                         "One rank of a job. Reads the rank layout from the launcher's "
                         "environment (horarun, mpirun, srun, torchrun); alone, a job of one.")
@@ -312,14 +313,14 @@ PYBIND11_MODULE(_core, m) {
            "Allreduce in place of a contiguous host tensor of a dtype but bool, waited for here: "
            "True when done (raises its error); False, the capsule unused, for any other tensor.")
       .def("allreduce_new", &AllreduceNew, a("name"), a("tensor"), py::arg("op") = 1,
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set, buffer,
            "Allreduce of a contiguous host tensor of a dtype but bool into a new one from "
-           "Hora's pool: its capsule when done (raises its error); None, the capsule unused, for "
-           "any other tensor.")
+           "Hora's pool: its capsule (buffer=True: a writeable buffer over it) when done (raises "
+           "its error); None, the capsule unused, for any other tensor.")
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)
-      .def("allgather_new", &AllgatherNew, a("name"), a("tensor"), set,
+      .def("allgather_new", &AllgatherNew, a("name"), a("tensor"), set, buffer,
            "Allgather of a contiguous host tensor of a dtype but bool, with a dimension, waited "
            "for here: the output's capsule when done (raises its error); None, the capsule "
            "unused, for any other tensor.")
@@ -327,11 +328,11 @@ PYBIND11_MODULE(_core, m) {
            "Broadcast of root's contiguous host tensor of a dtype but bool into a new one from "
            "Hora's pool, waited for here, as allgather_new.")
       .def("alltoall_new", &AlltoallNew, a("name"), a("tensor"), py::arg("splits") = py::none(),
-           set,
+           set, buffer,
            "Alltoall of a contiguous host tensor of a dtype but bool, with a dimension, waited "
            "for here: (output capsule, received splits) when done; None as allgather_new.")
       .def("reducescatter_new", &ReducescatterNew, a("name"), a("tensor"), py::arg("op") = 1,
-           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
+           py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set, buffer,
            "Reducescatter of a contiguous host tensor of a dtype but bool, with a dimension, "
            "waited for here, as allgather_new.")
       .def("grouped_allgather_async", &GroupedAllgatherAsync, a("group"), a("inputs"), set)

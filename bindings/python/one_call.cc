@@ -16,6 +16,22 @@
 #include "dlpack_convert.h"
 
 namespace hora::python {
+namespace {
+
+// A one-call form's output, made here: its capsule, or a writeable buffer
+// over it (`buffer`: for NumPy, whose from_dlpack arrays are read-only).
+py::object Made(const std::shared_ptr<Tensor>& made, bool buffer) {
+  if (buffer) return py::cast(OutputBuffer{Handle(), made});
+  return ExportView(made->view(), made);
+}
+
+// The same for an output the collective made.
+py::object Done(const PyHandle& h, bool buffer) {
+  if (buffer) return py::cast(h.OutputAsBuffer());
+  return h.Output();
+}
+
+}  // namespace
 
 // In place, and waited for here (the GIL released): hora.torch's
 // allreduce_ of a host tensor, without a handle object for Python to make
@@ -37,14 +53,14 @@ bool AllreduceInPlace(PySession& ps, const std::string& name, const py::object& 
 // hora.torch's allreduce of a host tensor. Returns the output's capsule;
 // None, as AllreduceInPlace's false.
 py::object AllreduceNew(PySession& ps, const std::string& name, const py::object& tensor, int op,
-                        double pre, double post, int set) {
+                        double pre, double post, int set, bool buffer) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
   std::optional<Imported> i = TakeHostTensor(tensor);
   if (!i) return py::none();
   auto made = std::make_shared<Tensor>(s.NewOutput(i->view.dtype(), i->view.shape()));
   ps.Run(s.AllreduceAsync(name, i->view, made->view(), red, set), name, {i->owner, made});
-  return ExportView(made->view(), made);
+  return Made(made, buffer);
 }
 
 // The one-call forms of the collectives whose output Hora makes, as
@@ -52,11 +68,12 @@ py::object AllreduceNew(PySession& ps, const std::string& name, const py::object
 // dimension, where the collective splits or joins dimension 0), waited for
 // here; the output's capsule when done, or None, the capsule unused, for any
 // other tensor (the caller's general path says what is wrong, if anything).
-py::object AllgatherNew(PySession& ps, const std::string& name, const py::object& tensor, int set) {
+py::object AllgatherNew(PySession& ps, const std::string& name, const py::object& tensor, int set,
+                        bool buffer) {
   Session& s = ps.Get();
   std::optional<Imported> i = TakeHostTensor(tensor, 1);
   if (!i) return py::none();
-  return ps.RunForOutput(s.AllgatherAsync(name, i->view, set), name, {i->owner})->Output();
+  return Done(*ps.RunForOutput(s.AllgatherAsync(name, i->view, set), name, {i->owner}), buffer);
 }
 
 // Root's tensor into a new one from the Session's pool on every rank.
@@ -75,23 +92,24 @@ py::object BroadcastNew(PySession& ps, const std::string& name, const py::object
 
 // (output capsule, received splits) or None.
 py::object AlltoallNew(PySession& ps, const std::string& name, const py::object& tensor,
-                       const std::optional<std::vector<int64_t>>& splits, int set) {
+                       const std::optional<std::vector<int64_t>>& splits, int set, bool buffer) {
   Session& s = ps.Get();
   std::optional<Imported> i = TakeHostTensor(tensor, 1);
   if (!i) return py::none();
   std::vector<int64_t> sp = splits.value_or(std::vector<int64_t>{});
   std::unique_ptr<PyHandle> h =
       ps.RunForOutput(s.AlltoallAsync(name, i->view, sp, set), name, {i->owner});
-  return py::make_tuple(h->Output(), h->ReceivedSplits());
+  return py::make_tuple(Done(*h, buffer), h->ReceivedSplits());
 }
 
 py::object ReducescatterNew(PySession& ps, const std::string& name, const py::object& tensor,
-                            int op, double pre, double post, int set) {
+                            int op, double pre, double post, int set, bool buffer) {
   Session& s = ps.Get();
   const Reduction red = MakeReduction(op, pre, post);
   std::optional<Imported> i = TakeHostTensor(tensor, 1);
   if (!i) return py::none();
-  return ps.RunForOutput(s.ReducescatterAsync(name, i->view, red, set), name, {i->owner})->Output();
+  return Done(*ps.RunForOutput(s.ReducescatterAsync(name, i->view, red, set), name, {i->owner}),
+              buffer);
 }
 
 }  // namespace hora::python

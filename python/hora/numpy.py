@@ -15,8 +15,9 @@ from. Supported dtypes: uint8, int8, int16, int32, int64, float16, float32,
 float64 and bool (NumPy has no bfloat16).
 
 Costs: an input that is not a C-contiguous, writeable array is copied once
-(NumPy exports only writeable arrays through DLPack); outputs are never
-copied (allreduce, allgather, alltoall and reducescatter return arrays over
+(NumPy exports only writeable arrays through DLPack); a single array's
+allreduce, allgather, alltoall or reducescatter is one call into the core,
+which waits there; outputs are never copied (allreduce, allgather, alltoall and reducescatter return arrays over
 the memory Hora allocated, which comes from a pool of memory already faulted
 in and goes back to it when the array is freed: HORA_OUTPUT_POOL_BYTES).
 """
@@ -100,10 +101,32 @@ def _list(arrays, what):
     return list(arrays)
 
 
+# Ops a single allreduce takes in one call into the core (_one_call).
+_ONE_CALL_OPS = frozenset((Sum, Average, Min, Max, basics.Product))
+
+
+def _one_call(done, dtype):
+    """A one-call form's result (``Session.allreduce_new(..., buffer=True)`` and
+    the like, which wait in the core: no handle for Python to make and wait
+    on, most of a small call's time) as an array of ``dtype``; None where
+    the core declined the array (it then takes the general path)."""
+    return None if done is None else _over(done, dtype)
+
+
 def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Reduces ``array`` across ranks (Average by default); returns a new array."""
-    return grouped_allreduce([array], op, name, prescale_factor, postscale_factor,
+    sid = process_set_id(process_set)
+    op, name = basics.check_op(op), _name(name)
+    a = _prepare(array, "allreduce", name)
+    if op in _ONE_CALL_OPS:
+        wire_op = _wire_op(a, op, prescale_factor, postscale_factor, _what("allreduce", name))
+        out = _one_call(_session().allreduce_new(
+            name, _wire(a).__dlpack__(), wire_op, float(prescale_factor),
+            float(postscale_factor), sid, True), a.dtype)
+        if out is not None:
+            return out
+    return grouped_allreduce([a], op, name, prescale_factor, postscale_factor,
                              process_set)[0]
 
 
@@ -138,7 +161,12 @@ def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale
 
 def allgather(array, name=None, process_set=global_process_set):
     """Concatenates every rank's array along axis 0, in rank order (axis 0 may differ)."""
-    return grouped_allgather([array], name, process_set)[0]
+    sid = process_set_id(process_set)
+    name = _name(name)
+    a = _prepare(array, "allgather", name)
+    a = a.reshape(1) if a.ndim == 0 else a
+    out = _one_call(_session().allgather_new(name, _wire(a).__dlpack__(), sid, True), a.dtype)
+    return out if out is not None else grouped_allgather([a], name, process_set)[0]
 
 
 def grouped_allgather(arrays, name=None, process_set=global_process_set):
@@ -205,6 +233,10 @@ def alltoall(array, splits=None, name=None, process_set=global_process_set):
         raise InvalidArgumentError("%s: alltoall needs at least one dimension"
                                    % _what("alltoall", name))
     sp = None if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
+    done = _session().alltoall_new(name, _wire(a).__dlpack__(), sp, sid, True)
+    if done is not None:
+        out = _over(done[0], a.dtype)
+        return out if splits is None else (out, np.asarray(done[1], dtype=np.int32))
     h = _session().alltoall_async(name, _wire(a).__dlpack__(), sp, sid)
     h.wait()
     out = _output(h, a.dtype)
@@ -217,7 +249,16 @@ def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_fact
                   process_set=global_process_set):
     """Reduces across ranks and returns this rank's slice of axis 0 (``dim0 // size``
     rows, the first ``dim0 % size`` ranks one more)."""
-    return grouped_reducescatter([array], op, name, prescale_factor, postscale_factor,
+    sid = process_set_id(process_set)
+    op, name = basics.check_op(op), _name(name)
+    a = _prepare(array, "reducescatter", name)
+    if op in _ONE_CALL_OPS and a.dtype != np.bool_:
+        out = _one_call(_session().reducescatter_new(
+            name, a.__dlpack__(), op, float(prescale_factor), float(postscale_factor), sid, True),
+            a.dtype)
+        if out is not None:
+            return out
+    return grouped_reducescatter([a], op, name, prescale_factor, postscale_factor,
                                  process_set)[0]
 
 

@@ -110,6 +110,9 @@ struct Session::Impl {
   // Also guards each set's engine start and its name counters (unnamed,
   // unnamed_groups), which the analysis cannot see through the set.
   Mutex engine_mu;
+  // One AddProcessSet or RemoveProcessSet at a time on this rank (they
+  // exchange with the other ranks outside engine_mu).
+  Mutex set_changes_mu;
   std::map<int, std::shared_ptr<ProcessSetState>> sets HORA_GUARDED_BY(engine_mu);
   // sets[0], the global set: it lives as long as the Session, and has its
   // engine from Session::Create on. A named call on it looks nothing up

@@ -45,6 +45,7 @@ std::string Disagreement(const std::vector<std::vector<int32_t>>& lists) {
 }  // namespace
 
 Result<int> Session::AddProcessSet(std::span<const int> ranks) {
+  MutexLock changing(impl_->set_changes_mu);
   const std::string where = impl_->Where("add_process_set");
   std::vector<int32_t> mine(ranks.begin(), ranks.end());
   std::sort(mine.begin(), mine.end());
@@ -84,12 +85,20 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
     }
     id = impl_->next_set_id++;
   }
-  // (Made outside the lock: its members exchange what its windows need,
-  // and the engine calls of other threads take the lock meanwhile. Sets
-  // are added by one thread at a time, as every collective call is.)
+  // (Made outside the engine lock: its members exchange what its windows
+  // need, and the engine calls of other threads take the lock meanwhile.)
   auto state = std::make_shared<ProcessSetState>(id, std::move(set_ranks), slot, *impl_->transport,
                                                  impl_->config, impl_->selector, &impl_->logger);
+  // Every rank learns whether every member made it (an exchange may fail on
+  // some members only), so that all keep the set, and its slot, or none.
+  int32_t made = state->failed.ok() ? 1 : 0;
+  const TensorView flag = TensorView::Flat(&made, DataType::kInt32, 1);
+  HORA_RETURN_IF_ERROR(Allreduce(flag, flag, {ReduceOp::kMin}));
   if (!state->failed.ok()) return state->failed.WithContext(where);
+  if (made == 0) {
+    return UnavailableError(where + ": a member of " + state->Label() +
+                            " could not make it with the others (it says why)");
+  }
   {
     MutexLock lock(impl_->engine_mu);
     impl_->sets[id] = state;
@@ -102,6 +111,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
 }
 
 Status Session::RemoveProcessSet(int id) {
+  MutexLock changing(impl_->set_changes_mu);
   const std::string where = impl_->Where("remove_process_set");
   HORA_ASSIGN_OR_RETURN(auto lists, GatherLists(*this, {static_cast<int32_t>(id)}));
   const std::string disagree = Disagreement(lists);

@@ -22,6 +22,7 @@ run() {  # script want_lines args... (NP=n: n ranks, default 2)
 }
 few=(--iters 5 --warmup 1 --rounds 1)
 run allreduce_latency.py 5 "${few[@]}"
+run numpy_latency.py 6 "${few[@]}"
 run collectives_latency.py 15 "${few[@]}"
 run optimizer_overhead.py 2 "${few[@]}" --layers 3
 NP=3 run process_set_latency.py 7 "${few[@]}"  # a set of two: on its windows

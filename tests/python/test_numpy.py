@@ -154,3 +154,45 @@ def test_numpy_bool_reducescatter_is_a_clear_error():
         hnp.reducescatter(np.ones(hnp.size(), dtype=np.bool_), name="rsb")
     # The job goes on.
     np.testing.assert_array_equal(hnp.allreduce(np.ones(2), op=hnp.Sum), np.full(2, hnp.size()))
+
+
+@pytest.mark.skipif(hnp.size() < 2, reason="a set of every rank is the global set")
+def test_numpy_one_call_forms_match_the_grouped_forms_and_take_sets():
+    # A single array's collective is one call into the core (buffer=True: a
+    # writeable buffer over the output); the grouped forms take handles.
+    # Both give the same, in the global set and in a registered one.
+    from hora.common.basics import session
+    r, n = hnp.rank(), hnp.size()
+    x = np.arange(6, dtype=np.float32).reshape(2, 3) + r
+    buf = session().allreduce_new("np.one.core", x.__dlpack__(), hnp.Sum, 1.0, 1.0, 0, True)
+    np.testing.assert_array_equal(np.frombuffer(buf, dtype=np.float32).reshape(2, 3),
+                                  hnp.grouped_allreduce([x], op=hnp.Sum)[0])
+    evens = hnp.add_process_set([q for q in range(n) if q % 2 == 0])
+    try:
+        for ps in (hnp.global_process_set, evens):
+            if not ps.included():
+                with pytest.raises(hnp.HoraError, match="rank %d is not in process set" % r):
+                    hnp.allreduce(x, op=hnp.Sum, process_set=ps)
+                continue
+            k, ranks = ps.size(), ps.ranks or list(range(n))
+            for op in (hnp.Sum, hnp.Max, hnp.Min):
+                np.testing.assert_array_equal(
+                    hnp.allreduce(x, op=op, process_set=ps),
+                    hnp.grouped_allreduce([x], op=op, process_set=ps)[0])
+            np.testing.assert_array_equal(hnp.allgather(x, process_set=ps),
+                                          hnp.grouped_allgather([x], process_set=ps)[0])
+            root = ranks[-1]
+            np.testing.assert_array_equal(hnp.broadcast(x, root, process_set=ps),
+                                          np.arange(6, dtype=np.float32).reshape(2, 3) + root)
+            even = np.arange(2 * k, dtype=np.int64) + 10 * r
+            out, received = hnp.alltoall(even, splits=[2] * k, process_set=ps)
+            assert out.flags.writeable and received.tolist() == [2] * k
+            np.testing.assert_array_equal(
+                out, np.concatenate([np.arange(2 * ps.rank(), 2 * ps.rank() + 2) + 10 * q
+                                     for q in ranks]))
+            v = np.ones((2 * k, 2), dtype=np.float64) * (r + 1)
+            np.testing.assert_array_equal(
+                hnp.reducescatter(v, op=hnp.Sum, process_set=ps),
+                hnp.grouped_reducescatter([v], op=hnp.Sum, process_set=ps)[0])
+    finally:
+        hnp.remove_process_set(evens)

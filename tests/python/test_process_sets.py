@@ -66,7 +66,7 @@ def test_collectives_in_a_set(parity_sets):
 def test_one_call_forms_in_a_set(parity_sets):
     # A plain host tensor's collectives on a registered set go to the core in
     # one call, as the global set's (hora.torch.reduce_ops.direct_op); the
-    # async forms take the general path (a handle). Both give the same.
+    # async forms make a handle. Both give the same.
     from hora.torch import reduce_ops as ro
     ps, r = parity_sets, hvd.rank()
     members, k = ps.ranks, ps.size()
