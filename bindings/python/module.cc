@@ -293,7 +293,7 @@ PYBIND11_MODULE(_core, m) {
       .def("received_splits", &PyHandle::ReceivedSplits, "Alltoall: rows received from each rank.");
 
   const auto a = [](const char* n) { return py::arg(n); };
-  const auto set = py::arg("process_set") = 0;  // a process set's id; 0: every rank
+  const auto set = py::arg("process_set") = 0;    // a process set's id; 0: every rank
   const auto buffer = py::arg("buffer") = false;  // a one-call output as a writeable buffer
   py::class_<PySession>(m, "Session",
                         "One rank of a job. Reads the rank layout from the launcher's "
