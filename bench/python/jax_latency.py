@@ -11,7 +11,7 @@ microseconds of --iters calls on a float32 array of --rows rows a rank
 import jax.numpy as jnp
 
 import hora.jax as hvd
-from latency import parser, timed  # (beside this script)
+from latency import parser, run_rounds  # (beside this script)
 
 
 def main():
@@ -30,11 +30,7 @@ def main():
     if hvd.rank() == 0:
         print("np %d, %d float32 rows a rank, %d iters after %d warm-up, avg / p50 in us"
               % (n, args.rows, args.iters, args.warmup))
-    for r in range(args.rounds):
-        for label, call in calls:
-            avg, p50 = timed(call, args.iters, args.warmup)
-            if hvd.rank() == 0:
-                print("round %d  %-14s avg %8.1f  p50 %8.1f" % (r + 1, label, avg, p50))
+    run_rounds(calls, args, hvd.rank() == 0)
 
 
 if __name__ == "__main__":

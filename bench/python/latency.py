@@ -28,3 +28,17 @@ def parser(doc, iters, warmup, rounds, rows=None):
     p.add_argument("--warmup", type=int, default=warmup)
     p.add_argument("--rounds", type=int, default=rounds)
     return p
+
+
+def run_rounds(calls, args, printing):
+    """Times each of ``calls`` (``(label, fn)``, or ``(label, fn, iters)`` for a
+    count of its own) for ``args.iters`` calls after ``args.warmup``, in
+    ``args.rounds`` rounds; where ``printing``, prints one line per (call,
+    round): "round R  label  avg A  p50 P" (microseconds)."""
+    width = max(len(c[0]) for c in calls)
+    for r in range(args.rounds):
+        for call in calls:
+            label, fn = call[0], call[1]
+            avg, p50 = timed(fn, call[2] if len(call) > 2 else args.iters, args.warmup)
+            if printing:
+                print("round %d  %-*s avg %8.1f  p50 %8.1f" % (r + 1, width, label, avg, p50))

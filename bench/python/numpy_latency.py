@@ -15,7 +15,7 @@ the grouped forms make a handle and wait on it.
 import numpy as np
 
 import hora.numpy as hnp
-from latency import parser, timed  # (beside this script)
+from latency import parser, run_rounds  # (beside this script)
 
 
 def main():
@@ -33,11 +33,7 @@ def main():
     if hnp.rank() == 0:
         print("np %d, %d float32 rows a rank, %d iters after %d warm-up, avg / p50 in us"
               % (n, args.rows, args.iters, args.warmup))
-    for r in range(args.rounds):
-        for label, fn in calls:
-            avg, p50 = timed(fn, args.iters, args.warmup)
-            if hnp.rank() == 0:
-                print("round %d  %-24s avg %8.1f  p50 %8.1f" % (r + 1, label, avg, p50))
+    run_rounds(calls, args, hnp.rank() == 0)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ alternating runs.
 import torch
 
 import hora.torch as hvd
-from latency import parser, timed  # (beside this script)
+from latency import parser, run_rounds  # (beside this script)
 
 
 def main():
@@ -42,11 +42,7 @@ def main():
     if hvd.rank() == 0:
         print("np %d, a process set of ranks 0-%d, avg / p50 in us" % (hvd.size(), k - 1))
     if ps.included():
-        for r in range(args.rounds):
-            for label, fn, iters in calls:
-                avg, p50 = timed(fn, iters, args.warmup)
-                if hvd.rank() == 0:
-                    print("round %d  %-26s avg %8.1f  p50 %8.1f" % (r + 1, label, avg, p50))
+        run_rounds(calls, args, hvd.rank() == 0)
     hvd.barrier()
 
 
