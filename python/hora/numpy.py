@@ -17,8 +17,8 @@ float64 and bool (NumPy has no bfloat16).
 Costs: an input that is not a C-contiguous, writeable array is copied once
 (NumPy exports only writeable arrays through DLPack); a single array's
 allreduce, allgather, alltoall or reducescatter is one call into the core,
-which waits there; outputs are never copied (allreduce, allgather, alltoall and reducescatter return arrays over
-the memory Hora allocated, which comes from a pool of memory already faulted
+which waits there; outputs are never copied (allreduce, allgather,
+alltoall and reducescatter return arrays over the memory Hora allocated, which comes from a pool of memory already faulted
 in and goes back to it when the array is freed: HORA_OUTPUT_POOL_BYTES).
 """
 
