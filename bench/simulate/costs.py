@@ -31,7 +31,13 @@ does:
     across the hosts (inter, the cheapest of ring / rd / hd over one rank a
     host), all L places at once, so L flows share each host's link; a ring
     allgather within the host (intra). Each host's link carries 2(H-1)/H m
-    with a ring across, where a flat ring carries 2(n-1)/n m.
+    with a ring across, where a flat ring carries 2(n-1)/n m;
+  - hierarchical with one rank a host crossing (HORA_HIERARCHICAL_ALLREDUCE=
+    one; `hierarchical_one`): the same reduce-scatter, a gather of the
+    blocks to the host's first rank (intra), its allreduce of the whole
+    message across the hosts alone on the link (inter, unshared), and a
+    broadcast within the host (a scatter and a ring allgather, intra). The
+    same bytes over each link, as one flow.
 
 `choose` is the cost-model choice: the cheapest algorithm for each message.
 Nothing here runs anything; simulate.py and validate.py call it.
@@ -225,6 +231,21 @@ def hierarchical(n, m, topo, across=None):
     link = topo.inter.shared(local)
     algos = FLAT.values() if across is None else [FLAT[across]]
     return within + min(a(topo.hosts(n), m / local, link) for a in algos)
+
+
+def hierarchical_one(n, m, topo, across=None):
+    """Hierarchical allreduce with one rank a host crossing (see the top):
+    `across` as for `hierarchical`."""
+    local = min(topo.per_host, n)
+    f = (local - 1) / local
+    intra = topo.intra
+    # the reduce-scatter and the broadcast's allgather: local - 1 ring steps
+    # each of m / local; the gather and the broadcast's scatter: local - 1
+    # messages each, f * m in all
+    within = (2 * (local - 1) * intra.alpha + 2 * f * m * intra.beta + f * m * intra.gamma
+              + 2 * ((local - 1) * intra.alpha + f * m * intra.beta))
+    algos = FLAT.values() if across is None else [FLAT[across]]
+    return within + min(a(topo.hosts(n), m, topo.inter) for a in algos)
 
 
 def choose(n, m, topo, algorithms=ALGORITHMS):

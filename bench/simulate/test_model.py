@@ -72,6 +72,15 @@ def test_topology_rounds_within_a_host_use_the_intra_link():
     slow = Topology(Link(0, 0, 0), Link(0, B, 0), per_host=4)
     assert close(costs.hierarchical(8, big, slow, across="ring"), big * B)
     assert close(costs.allreduce("ring", 8, big, slow), 2 * 7 / 8 * big * B)
+    # one rank a host crossing: the same reduce-scatter and allgather, a
+    # gather and a scatter of 3/4 M in 3 messages each within the host, and
+    # 2 ring steps of M/2 across, the link unshared, half of M reduced
+    gather = 3 * intra.alpha + 0.75 * M * intra.beta
+    one_across = 2 * (A + M / 2 * B) + 0.5 * M * G
+    assert close(costs.hierarchical_one(8, M, topo, across="ring"),
+                 within + 2 * gather + one_across)
+    # link-bound: the same bytes over each link as every rank crossing
+    assert close(costs.hierarchical_one(8, big, slow, across="ring"), big * B)
     # everything on one host: the intra link only
     assert close(costs.allreduce("ring", 4, M, topo), costs.ring(4, M, intra))
 

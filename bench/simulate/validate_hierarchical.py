@@ -13,7 +13,9 @@ engine is the path HORA_HIERARCHICAL_ALLREDUCE takes), p50 of the steps:
 - flat ring: HORA_HIERARCHICAL_ALLREDUCE=0, HORA_ALLREDUCE_ALGO=ring;
   predicted by costs.allreduce("ring") on the two-link topology;
 - hierarchical: HORA_HIERARCHICAL_ALLREDUCE=1 with the ring across hosts;
-  predicted by costs.hierarchical(..., across="ring").
+  predicted by costs.hierarchical(..., across="ring");
+- one rank a host: HORA_HIERARCHICAL_ALLREDUCE=one with the ring across
+  hosts; predicted by costs.hierarchical_one(..., across="ring").
 
 Neither was fitted to these runs: calibrate.py fits one rank a host and
 shared memory alone. Reports each point's relative error (predicted -
@@ -35,7 +37,9 @@ import params as params_mod
 TARGET = 0.20
 CASES = (("flat ring", {"HORA_HIERARCHICAL_ALLREDUCE": "0", "HORA_ALLREDUCE_ALGO": "ring"}),
          ("hierarchical, ring across",
-          {"HORA_HIERARCHICAL_ALLREDUCE": "1", "HORA_ALLREDUCE_ALGO": "ring"}))
+          {"HORA_HIERARCHICAL_ALLREDUCE": "1", "HORA_ALLREDUCE_ALGO": "ring"}),
+         ("one rank a host, ring across",
+          {"HORA_HIERARCHICAL_ALLREDUCE": "one", "HORA_ALLREDUCE_ALGO": "ring"}))
 
 
 def parse_size(s):
@@ -58,6 +62,8 @@ def engine_p50_us(np_, nbytes, steps, hosts, env, timeout):
 def predict_s(label, n, m, topo):
     if label == "flat ring":
         return costs.allreduce("ring", n, m, topo)
+    if label.startswith("one rank"):
+        return costs.hierarchical_one(n, m, topo, across="ring")
     return costs.hierarchical(n, m, topo, across="ring")
 
 

@@ -9,7 +9,11 @@
 //    float64 and int32, sum, average with pre- and postscale, min, max,
 //    product, in place and not;
 //  - the bytes a rank sends to other hosts are its block's share
-//    (2(H-1)/H of count/L elements), not the flat algorithms';
+//    (2(H-1)/H of count/L elements), not the flat algorithms'; with one
+//    rank a host crossing (HORA_HIERARCHICAL_ALLREDUCE=one), that rank's
+//    share of the whole message, and none from the others;
+//  - auto takes one rank a host where the cost model says so (links that
+//    lose bandwidth when shared);
 //  - where the tiers cannot be had (one host, hosts of different sizes,
 //    one rank per host), the result is the same, by the flat algorithms,
 //    and hosts of different sizes are named in one warning.
@@ -55,9 +59,11 @@ class Counting final : public testing::ForwardingTransport {
   std::atomic<uint64_t>* sent_;
 };
 
-// `algo`: HORA_ALLREDUCE_ALGO (empty: the cost model).
-Selector MakeSelector(const std::string& algo) {
-  auto c = ConfigFromEnv({{"HORA_ALLREDUCE_ALGO", algo}});
+// `algo`: HORA_ALLREDUCE_ALGO (empty: the cost model); `shared`:
+// HORA_COST_NET_SHARED_EFFICIENCY.
+Selector MakeSelector(const std::string& algo, const std::string& shared = "1") {
+  auto c =
+      ConfigFromEnv({{"HORA_ALLREDUCE_ALGO", algo}, {"HORA_COST_NET_SHARED_EFFICIENCY", shared}});
   EXPECT_TRUE(c.ok()) << c.status().ToString();
   auto s = Selector::Create(*c);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -71,10 +77,11 @@ Selector MakeSelector(const std::string& algo) {
 std::vector<Status> OnHosts(const std::vector<int>& per_host, Hierarchy hierarchy,
                             const std::function<Status(int, CollectiveBackend&)>& fn,
                             std::vector<std::atomic<uint64_t>>* across,
-                            const std::string& algo = "", const Logger* logger = nullptr) {
+                            const std::string& algo = "", const Logger* logger = nullptr,
+                            const std::string& shared = "1") {
   int n = 0;
   for (int l : per_host) n += l;
-  const Selector selector = MakeSelector(algo);
+  const Selector selector = MakeSelector(algo, shared);
   auto network = LoopbackHub::Create(n);
   std::vector<std::unique_ptr<Transport>> transports;
   int g = 0;
@@ -186,9 +193,10 @@ TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
   const std::vector<int> hosts = GetParam();
   int n = 0;
   for (int l : hosts) n += l;
-  // Always, and by the cost model (flat for the small sizes, hierarchical
-  // for the large: AutoIsFlatForFewBytesAndHierarchicalForMany).
-  for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kAuto}) {
+  // Always (every rank crossing, and one rank a host), and by the cost
+  // model (flat for the small sizes, hierarchical for the large:
+  // AutoFollowsTheCostModelSizeBySize).
+  for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kOne, Hierarchy::kAuto}) {
     std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
     ExpectOk(OnHosts(
         hosts, h, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across));
@@ -200,7 +208,8 @@ TEST_P(HierarchicalAllreduce, GivesTheJobsReductionOnEveryRank) {
 // bytes are not counted: the choice for `count` is the backend's first); the
 // most any rank sent.
 uint64_t MostSentAcross(const std::vector<int>& hosts, Hierarchy h, size_t count,
-                        const std::string& algo) {
+                        const std::string& algo, const std::string& shared = "1",
+                        std::vector<uint64_t>* each = nullptr) {
   const size_t n = hosts.size() * static_cast<size_t>(hosts[0]);
   std::vector<std::atomic<uint64_t>> across(n);
   std::vector<uint64_t> before(n);
@@ -213,9 +222,12 @@ uint64_t MostSentAcross(const std::vector<int>& hosts, Hierarchy h, size_t count
         return RunOne<float>(r, static_cast<int>(n), b, count, {ReduceOp::kSum, 1.0, 1.0}, true,
                              DataType::kFloat32);
       },
-      &across, algo));
+      &across, algo, nullptr, shared));
   uint64_t most = 0;
-  for (size_t r = 0; r < n; ++r) most = std::max(most, across[r] - before[r]);
+  for (size_t r = 0; r < n; ++r) {
+    most = std::max(most, across[r] - before[r]);
+    if (each != nullptr) each->push_back(across[r] - before[r]);
+  }
   return most;
 }
 
@@ -240,6 +252,43 @@ TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
       // next host's first rank.
       EXPECT_GT(most, share) << "flat: the most a rank sent to other hosts";
     }
+  }
+}
+
+TEST_P(HierarchicalAllreduce, OneRankAHostCrossesWithTheWholeMessage) {
+  const std::vector<int> hosts = GetParam();
+  const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]);
+  constexpr size_t kCount = 1 << 18;  // float32: 1 MiB
+  // A ring of h ranks over the whole message: 2(h-1)/h of it, in h pieces.
+  const uint64_t share = 2 * (h - 1) * ((kCount * 4 + h - 1) / h);
+  std::vector<uint64_t> each;
+  MostSentAcross(hosts, Hierarchy::kOne, kCount, "ring", "1", &each);
+  for (size_t r = 0; r < each.size(); ++r) {
+    if (r % l == 0) {  // the host's first rank
+      EXPECT_GT(each[r], share / 2) << "rank " << r;
+      EXPECT_LE(each[r], share) << "rank " << r;
+    } else {
+      EXPECT_EQ(each[r], 0u) << "rank " << r << " sent to other hosts";
+    }
+  }
+}
+
+TEST_P(HierarchicalAllreduce, AutoTakesOneRankAHostWhereTheCostModelSays) {
+  const std::vector<int> hosts = GetParam();
+  const int h = static_cast<int>(hosts.size()), l = hosts[0];
+  constexpr size_t kCount = 1 << 16;  // float32: 256 KiB
+  std::vector<uint64_t> one, every, automatic;
+  MostSentAcross(hosts, Hierarchy::kOne, kCount, "ring", "1", &one);
+  MostSentAcross(hosts, Hierarchy::kOn, kCount, "ring", "1", &every);
+  ASSERT_NE(one, every) << "the bytes each rank sent across tell them apart";
+  // Links that lose half their bandwidth when shared, and that lose none.
+  for (const char* shared : {"0.5", "1"}) {
+    const HierarchyPrediction p = PredictHierarchy(MakeSelector("ring", shared), h, l, kCount * 4);
+    ASSERT_TRUE(p.hierarchical_faster()) << shared;
+    automatic.clear();
+    MostSentAcross(hosts, Hierarchy::kAuto, kCount, "ring", shared, &automatic);
+    EXPECT_EQ(automatic, p.one_faster() ? one : every) << "efficiency " << shared;
+    EXPECT_EQ(p.one_faster(), std::string(shared) == "0.5") << "efficiency " << shared;
   }
 }
 

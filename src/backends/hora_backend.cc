@@ -36,6 +36,7 @@ class HoraBackend final : public CollectiveBackend {
     const size_t bytes = args.count * DataTypeSize(args.dtype);
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
     const Choice& c = Choose(bytes, tiers);
+    if (c.one) return AllreduceHierarchicalOne(*tiers->host, *tiers->across, *c.across, args);
     if (c.hierarchical) return AllreduceHierarchical(*tiers->host, *tiers->across, *c.across, args);
     return c.flat->run(comm_, args);
   }
@@ -130,6 +131,7 @@ class HoraBackend final : public CollectiveBackend {
  private:
   struct Choice {
     bool hierarchical = false;
+    bool one = false;                            // hierarchical, one rank a host crossing
     const AllreduceAlgorithm* flat = nullptr;    // where not hierarchical
     const AllreduceAlgorithm* across = nullptr;  // where hierarchical: across hosts
   };
@@ -149,12 +151,10 @@ class HoraBackend final : public CollectiveBackend {
       Forget();  // (a choice made before is not one with tiers)
       // Asked for and not given: say why, once, from the first rank (every
       // rank finds the same).
-      if (!why_not.empty() && hierarchy_ == Hierarchy::kOn && logger_ != nullptr &&
+      if (!why_not.empty() && hierarchy_ != Hierarchy::kAuto && logger_ != nullptr &&
           comm_.rank() == 0)
-        logger_->Warning(
-            "hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE=1) but "
-            "allreduces run flat: " +
-            why_not);
+        logger_->Warning(std::string("hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE=") +
+                         HierarchyName(hierarchy_) + ") but allreduces run flat: " + why_not);
     }
     return tier_comms_ ? &tier_comms_->tiers() : nullptr;
   }
@@ -177,17 +177,23 @@ class HoraBackend final : public CollectiveBackend {
       const int per_host = tiers->host->size();
       const int hosts = tiers->across->size();
       const HierarchyPrediction p = PredictHierarchy(selector_, hosts, per_host, bytes);
-      c.hierarchical = hierarchy_ == Hierarchy::kOn || p.hierarchical_faster();
+      const bool automatic = hierarchy_ == Hierarchy::kAuto;
+      c.hierarchical = !automatic || p.hierarchical_faster();  // (kOff has no tiers)
+      c.one = hierarchy_ == Hierarchy::kOne || (automatic && c.hierarchical && p.one_faster());
       c.flat = p.flat;
-      c.across = p.across;
-      if (hierarchy_ == Hierarchy::kAuto && logger_ != nullptr && comm_.rank() == 0 &&
+      c.across = c.one ? p.across_one : p.across;
+      if (automatic && logger_ != nullptr && comm_.rank() == 0 &&
           logger_->Enabled(LogLevel::kDebug)) {
-        char text[200];
+        char text[300];
         std::snprintf(text, sizeof text,
                       "allreduce of %zu bytes on %d hosts x %d: %s (cost model: flat %s %.1f us, "
-                      "hierarchical with %s across %.1f us)",
-                      bytes, hosts, per_host, c.hierarchical ? "hierarchical" : "flat",
-                      p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6);
+                      "hierarchical with %s across %.1f us, with one rank a host and %s across "
+                      "%.1f us)",
+                      bytes, hosts, per_host,
+                      c.one ? "hierarchical, one rank a host across"
+                            : (c.hierarchical ? "hierarchical" : "flat"),
+                      p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6,
+                      p.across_one->name, p.one_s * 1e6);
         logger_->Debug(text);
       }
     }

@@ -86,6 +86,17 @@ Status AllreducePartsShared(Comm& comm, std::span<const AllreducePart> parts, Da
 struct AllreduceAlgorithm;
 Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm& across_algorithm,
                              const AllreduceArgs& args);
+// The same with one rank a host crossing: after the reduce-scatter, local
+// rank 0 gathers the host's blocks, allreduces the whole message across
+// hosts with the other hosts' local ranks 0 (its `across`; the other
+// places' go unused), and broadcasts it within the host. The same bytes
+// over each link as a single transfer instead of L at once, for links that
+// lose bandwidth when shared (HORA_COST_NET_SHARED_EFFICIENCY), at the
+// price of a gather and a broadcast within the host and of one rank
+// reducing the whole message.
+Status AllreduceHierarchicalOne(Comm& host, Comm& across,
+                                const AllreduceAlgorithm& across_algorithm,
+                                const AllreduceArgs& args);
 // Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may
 // point at that place in `out`.

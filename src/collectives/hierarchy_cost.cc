@@ -21,8 +21,16 @@ HierarchyPrediction PredictHierarchy(const Selector& selector, int hosts, int pe
   p.across = &selector.ChooseAllreduce(hosts, block, /*shared=*/false, across);
   // Reduce-scatter and allgather: per_host - 1 ring steps each, as a ring
   // allreduce within the host has.
-  p.hierarchical_s = cost::Ring(within, per_host, static_cast<double>(bytes)) +
-                     across.Predict(*p.across, hosts, block);
+  const double within_s = cost::Ring(within, per_host, static_cast<double>(bytes));
+  p.hierarchical_s = within_s + across.Predict(*p.across, hosts, block);
+  // One rank a host: the gather to it and the broadcast's scatter each move
+  // (L-1)/L of the message within the host, in L-1 messages.
+  const CostModel alone = AcrossHostsModel(selector, 1);
+  p.across_one = &selector.ChooseAllreduce(hosts, bytes, /*shared=*/false, alone);
+  const double others = static_cast<double>(per_host - 1);
+  const double gather_s = others * within.alpha_s +
+                          others / per_host * static_cast<double>(bytes) * within.beta_s_per_byte;
+  p.one_s = within_s + 2 * gather_s + alone.Predict(*p.across_one, hosts, bytes);
   return p;
 }
 

@@ -11,9 +11,13 @@
 // Hierarchical (AllreduceHierarchical): a ring reduce-scatter and a ring
 // allgather within the host, and between them the selector's choice for
 // the block (1/per_host of the message) across the hosts, all of a host's
-// places crossing its link at once.
+// places crossing its link at once. With one rank a host crossing
+// (AllreduceHierarchicalOne): the same reduce-scatter, a gather to the
+// host's first rank, its choice for the whole message across the hosts
+// alone on the link, and a broadcast within the host.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include "collectives/registry.h"
@@ -26,8 +30,12 @@ struct HierarchyPrediction {
   double flat_s = 0;
   const AllreduceAlgorithm* across = nullptr;  // the hierarchy's algorithm across hosts
   double hierarchical_s = 0;
+  const AllreduceAlgorithm* across_one = nullptr;  // the same, one rank a host crossing
+  double one_s = 0;
 
-  bool hierarchical_faster() const { return hierarchical_s < flat_s; }
+  bool hierarchical_faster() const { return std::min(hierarchical_s, one_s) < flat_s; }
+  // Of the two hierarchies, one rank a host crossing (not every rank).
+  bool one_faster() const { return one_s < hierarchical_s; }
 };
 
 // The cost model hierarchical allreduce's exchange across hosts is chosen

@@ -2,7 +2,8 @@
 //
 // The cost model's flat against hierarchical prediction
 // (hierarchy_cost.h), against sums worked by hand from the alpha-beta-gamma
-// formulas, and where it turns from flat to hierarchical.
+// formulas, where it turns from flat to hierarchical, and where one rank a
+// host crossing beats every rank crossing.
 #include "collectives/hierarchy_cost.h"
 
 #include <gtest/gtest.h>
@@ -15,12 +16,14 @@ namespace {
 
 // Round costs: 1 us and 1 GB/s within a host, 10 us and 0.1 GB/s between
 // hosts, reduction at 10 GB/s.
-Selector MakeSelector(const std::string& algo) {
+// `shared`: HORA_COST_NET_SHARED_EFFICIENCY.
+Selector MakeSelector(const std::string& algo, const std::string& shared = "1") {
   std::map<std::string, std::string> env = {{"HORA_COST_ALPHA_US", "1"},
                                             {"HORA_COST_BANDWIDTH_GBPS", "1"},
                                             {"HORA_COST_REDUCE_GBPS", "10"},
                                             {"HORA_COST_NET_ALPHA_US", "10"},
                                             {"HORA_COST_NET_BANDWIDTH_GBPS", "0.1"},
+                                            {"HORA_COST_NET_SHARED_EFFICIENCY", shared},
                                             {"HORA_ALLREDUCE_ALGO", algo}};
   auto c = ConfigFromEnv(env);
   EXPECT_TRUE(c.ok()) << c.status().ToString();
@@ -44,6 +47,36 @@ TEST(HierarchyCost, WorkedExampleTwoHostsOfTwoRingEverywhere) {
   const double across = 2 * (10e-6 + 250 * 1e-8 * 2) + 250 * 1e-10;
   EXPECT_NEAR(p.hierarchical_s, within + across, 1e-12);
   EXPECT_TRUE(p.hierarchical_faster());
+  // One rank a host: the same reduce-scatter and allgather's cost, a
+  // gather and a scatter of 500 B each within the host, and a ring of 2
+  // hosts over the whole 1000 B alone on the link (all of it reduced there).
+  ASSERT_NE(p.across_one, nullptr);
+  EXPECT_EQ(std::string(p.across_one->name), "ring");
+  const double gather = 1e-6 + 500 * 1e-9;
+  const double alone = 2 * (10e-6 + 500 * 1e-8) + 500 * 1e-10;
+  EXPECT_NEAR(p.one_s, within + 2 * gather + alone, 1e-12);
+  EXPECT_FALSE(p.one_faster()) << "a link that loses nothing shared: every rank crosses";
+}
+
+TEST(HierarchyCost, OneRankAHostWhereSharedLinksLoseBandwidthAndMessagesAreLarge) {
+  for (auto [hosts, per_host] : {std::pair{2, 2}, std::pair{4, 2}, std::pair{2, 4}}) {
+    for (size_t bytes : {size_t{8}, size_t{64} << 10, size_t{64} << 20}) {
+      // Links that lose nothing: every rank crossing is never slower.
+      const HierarchyPrediction whole = PredictHierarchy(MakeSelector(""), hosts, per_host, bytes);
+      EXPECT_FALSE(whole.one_faster()) << hosts << "x" << per_host << ", " << bytes << " B";
+      // A link shared by several transfers giving them 80% of its
+      // bandwidth: the crossings of 64 KiB and 64 MiB take 1/0.8 as long
+      // with every rank crossing, more than the gather and broadcast within
+      // the host (on links ten times faster) cost; 8 B is not worth those
+      // two steps.
+      const HierarchyPrediction lossy =
+          PredictHierarchy(MakeSelector("", "0.8"), hosts, per_host, bytes);
+      EXPECT_EQ(lossy.one_faster(), bytes > 8)
+          << hosts << "x" << per_host << ", " << bytes << " B: one " << lossy.one_s << " s, every "
+          << lossy.hierarchical_s << " s";
+      EXPECT_EQ(lossy.one_s, whole.one_s) << "one transfer a link shares it with none";
+    }
+  }
 }
 
 TEST(HierarchyCost, FlatForFewBytesHierarchicalForMany) {

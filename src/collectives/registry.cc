@@ -29,7 +29,7 @@ int CrossingFlows(int n, int per_host, int mask) {
 double CostModel::Exchange(int n, int mask, double bytes) const {
   const int flows = SpansHosts(n) ? cost::CrossingFlows(n, per_host, mask) : 0;
   if (flows == 0) return alpha_s + bytes * beta_s_per_byte;
-  return net_alpha_s + bytes * net_beta_s_per_byte * flows * link_sharers;
+  return net_alpha_s + bytes * LinkBeta(flows * link_sharers);
 }
 
 }  // namespace hora

@@ -37,6 +37,9 @@ struct CostModel {
   double gamma_s_per_byte;         // per byte reduced
   double net_alpha_s = 0;          // per message between hosts
   double net_beta_s_per_byte = 0;  // per byte over a host's link
+  // The share of a link's bandwidth that several transfers crossing it at
+  // once get together (HORA_COST_NET_SHARED_EFFICIENCY).
+  double net_shared_efficiency = 1;
   // Where the Comm's ranks are: 0, all on one host; else this many on each
   // host, host after host (as horarun numbers them; other placements are
   // costed as if so).
@@ -51,6 +54,7 @@ struct CostModel {
     CostModel m{c.cost_alpha_us * 1e-6, 1.0 / (c.cost_bandwidth_gbps * 1e9),
                 1.0 / (c.cost_reduce_gbps * 1e9), c.cost_net_alpha_us * 1e-6,
                 1.0 / (c.cost_net_bandwidth_gbps * 1e9)};
+    m.net_shared_efficiency = c.cost_net_shared_efficiency;
     m.segment_bytes = static_cast<double>(std::max<uint64_t>(c.ring_segment_bytes, 1));
     return m;
   }
@@ -70,8 +74,14 @@ struct CostModel {
   // where the ring spans hosts, its slowest hop crosses from one host to the
   // next (one rank a host does).
   double Hop(int n, double bytes) const {
-    return SpansHosts(n) ? net_alpha_s + bytes * net_beta_s_per_byte * link_sharers
+    return SpansHosts(n) ? net_alpha_s + bytes * LinkBeta(link_sharers)
                          : alpha_s + bytes * beta_s_per_byte;
+  }
+
+  // Seconds per byte of each of `transfers` crossing a host's link at once.
+  double LinkBeta(int transfers) const {
+    return transfers <= 1 ? net_beta_s_per_byte
+                          : net_beta_s_per_byte * transfers / net_shared_efficiency;
   }
 
   // One round of recursive doubling or halving on n ranks (partners `mask`

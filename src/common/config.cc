@@ -218,6 +218,7 @@ std::string FormatConfig(const Config& config) {
 Hierarchy HierarchyOf(const Config& config) {
   if (config.hierarchical_allreduce == "1") return Hierarchy::kOn;
   if (config.hierarchical_allreduce == "0") return Hierarchy::kOff;
+  if (config.hierarchical_allreduce == "one") return Hierarchy::kOne;
   return Hierarchy::kAuto;  // (the table accepts nothing else)
 }
 
@@ -235,6 +236,8 @@ const char* HierarchyName(Hierarchy h) {
       return "1";
     case Hierarchy::kAuto:
       return "auto";
+    case Hierarchy::kOne:
+      return "one";
   }
   return "?";
 }

@@ -34,7 +34,7 @@ struct Config {
   // Algorithm overrides: "" (cost model decides), a name, or ranges of message
   // sizes to names ("rd:0-64K,ring:64K-"). Parsed and validated by the selector.
   std::string allreduce_algo;
-  std::string hierarchical_allreduce;  // "auto", "1" or "0": see Hierarchy below
+  std::string hierarchical_allreduce;  // "auto", "1", "one" or "0": see Hierarchy below
   std::string broadcast_algo;
   std::string reducescatter_algo;
   std::string allgather_algo;  // auto, ring or shared_memory
@@ -47,11 +47,12 @@ struct Config {
   // read from the sender's memory (transport/shm/shm_direct.h); 0: never.
   uint64_t shm_single_copy_bytes;
   // Cost model parameters (alpha-beta-gamma) used by the selector.
-  double cost_alpha_us;            // latency of one message within a host
-  double cost_bandwidth_gbps;      // point-to-point bandwidth within a host, GB/s
-  double cost_reduce_gbps;         // reduction throughput, GB/s of input
-  double cost_net_alpha_us;        // latency of one message between hosts
-  double cost_net_bandwidth_gbps;  // bandwidth of a host's network link, GB/s
+  double cost_alpha_us;               // latency of one message within a host
+  double cost_bandwidth_gbps;         // point-to-point bandwidth within a host, GB/s
+  double cost_reduce_gbps;            // reduction throughput, GB/s of input
+  double cost_net_alpha_us;           // latency of one message between hosts
+  double cost_net_bandwidth_gbps;     // bandwidth of a host's network link, GB/s
+  double cost_net_shared_efficiency;  // of a link several transfers cross at once (0, 1]
   // Engine (src/engine/): idle negotiation period, response cache entries,
   // fusion buffer size, stall report and stall failure times (0 = off; the
   // stall report also applies to every wait for a live rank).
@@ -102,12 +103,13 @@ struct Config {
 
 // HORA_HIERARCHICAL_ALLREDUCE: where a job spans hosts with as many ranks
 // on each, whether host tensors' allreduce reduces within hosts first
-// (backends/host_tiers.h): never, always, or where the cost model predicts
-// it faster, size by size.
-enum class Hierarchy : uint8_t { kOff = 0, kOn = 1, kAuto = 2 };
+// (backends/host_tiers.h): never, always (every rank of a host crossing
+// with its block: kOn; one rank a host with the whole message: kOne), or
+// as the cost model predicts fastest, size by size.
+enum class Hierarchy : uint8_t { kOff = 0, kOn = 1, kAuto = 2, kOne = 3 };
 
 Hierarchy HierarchyOf(const Config& config);
-// As the setting writes it: "0", "1", "auto".
+// As the setting writes it: "0", "1", "auto", "one".
 const char* HierarchyName(Hierarchy h);
 
 // HORA_BLOCKS_AT_ONCE: whether allgather, alltoall and the scatter-

@@ -46,10 +46,12 @@ const std::vector<SettingRow>& Rows() {
        .agree = true},
       {.spec = {"HORA_HIERARCHICAL_ALLREDUCE", SettingType::kString, "auto",
                 "Where a job spans hosts with as many ranks on each (two or more): 1: host "
-                "tensors' allreduce reduces within each host, across hosts, then gathers within "
-                "it; 0: flat; auto: hierarchical where the cost model predicts it faster"},
+                "tensors' allreduce reduces within each host, across hosts (every rank of a "
+                "host with its block), then gathers within it; one: the same with one rank a "
+                "host crossing with the whole message; 0: flat; auto: whichever of the three the "
+                "cost model predicts fastest"},
        .as_string = &Config::hierarchical_allreduce,
-       .choices = "auto|1|0",
+       .choices = "auto|1|one|0",
        .agree = true},
       {.spec =
            {"HORA_BROADCAST_ALGO", SettingType::kString, "",
@@ -117,6 +119,12 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_COST_NET_BANDWIDTH_GBPS", SettingType::kDouble, "1.25",
                 "Cost model: bandwidth of a host's network link in GB/s (1.25: 10 Gb/s)"},
        .as_double = &Config::cost_net_bandwidth_gbps,
+       .agree = true},
+      {.spec = {"HORA_COST_NET_SHARED_EFFICIENCY", SettingType::kDouble, "1",
+                "Cost model: the share of a host link's bandwidth that several transfers "
+                "crossing it at once get together (1: all of it)"},
+       .as_double = &Config::cost_net_shared_efficiency,
+       .max = 1,
        .agree = true},
       {.spec =
            {"HORA_CYCLE_TIME_MS", SettingType::kDouble, "1",

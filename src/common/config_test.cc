@@ -59,12 +59,13 @@ TEST(Config, WaitSpinIsANumberAndZeroTurnsItOff) {
             "HORA_WAIT_SPIN_US='-3' is invalid: expected a number, 0 or greater");
 }
 
-TEST(Config, HierarchicalAllreduceIsAutoOnOrOff) {
+TEST(Config, HierarchicalAllreduceIsAutoOnOneOrOff) {
   auto d = ConfigFromEnv({});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(HierarchyOf(*d), Hierarchy::kAuto);
-  for (auto [value, want] : {std::pair{"1", Hierarchy::kOn}, std::pair{"0", Hierarchy::kOff},
-                             std::pair{"auto", Hierarchy::kAuto}}) {
+  for (auto [value, want] :
+       {std::pair{"1", Hierarchy::kOn}, std::pair{"0", Hierarchy::kOff},
+        std::pair{"auto", Hierarchy::kAuto}, std::pair{"one", Hierarchy::kOne}}) {
     auto c = ConfigFromEnv({{"HORA_HIERARCHICAL_ALLREDUCE", value}});
     ASSERT_TRUE(c.ok()) << value;
     EXPECT_EQ(HierarchyOf(*c), want);
@@ -73,7 +74,7 @@ TEST(Config, HierarchicalAllreduceIsAutoOnOrOff) {
   auto bad = ConfigFromEnv({{"HORA_HIERARCHICAL_ALLREDUCE", "yes"}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().message(),
-            "HORA_HIERARCHICAL_ALLREDUCE='yes' is invalid: expected one of 'auto|1|0'");
+            "HORA_HIERARCHICAL_ALLREDUCE='yes' is invalid: expected one of 'auto|1|one|0'");
 }
 
 // Durations are bounded (HORA_TIMEOUT_S=1e12 once overflowed the clock to

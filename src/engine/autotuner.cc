@@ -44,7 +44,7 @@ TuningSpace TuningSpace::Around(const Tunables& start, bool point_to_point, bool
   }
   s.hierarchy.push_back(start.hierarchy);
   if (several_hosts) {
-    for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOn, Hierarchy::kOff})
+    for (Hierarchy h : {Hierarchy::kAuto, Hierarchy::kOn, Hierarchy::kOne, Hierarchy::kOff})
       AddValue(s.hierarchy, h);
   }
   return s;

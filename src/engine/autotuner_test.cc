@@ -250,13 +250,15 @@ TEST(Tunables, EncodeDecodeRoundTripsAndRefusesShortBytes) {
   for (size_t n = 0; n < b.size(); ++n) {
     EXPECT_FALSE(Tunables::Decode(std::vector<uint8_t>(b.begin(), b.begin() + n))) << n;
   }
-  // A hierarchy that is none of the three (its byte follows three 8-byte fields).
+  // A hierarchy that is none of the four (its byte follows three 8-byte fields).
   std::vector<uint8_t> bad = b;
-  bad[24] = 3;
+  bad[24] = 4;
   EXPECT_FALSE(Tunables::Decode(bad));
-  bad[24] = static_cast<uint8_t>(Hierarchy::kOn);
-  t.hierarchy = Hierarchy::kOn;
-  EXPECT_EQ(Tunables::Decode(bad), t);
+  for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kOne, Hierarchy::kOff}) {
+    bad[24] = static_cast<uint8_t>(h);
+    t.hierarchy = h;
+    EXPECT_EQ(Tunables::Decode(bad), t);
+  }
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ std::optional<Tunables> Tunables::Decode(const std::vector<uint8_t>& in) {
       !Take(in, at, &t.cache_capacity) || !Take(in, at, &hierarchy) || !Take(in, at, &algo_bytes) ||
       in.size() - at != algo_bytes)
     return std::nullopt;
-  if (hierarchy > static_cast<uint8_t>(Hierarchy::kAuto)) return std::nullopt;
+  if (hierarchy > static_cast<uint8_t>(Hierarchy::kOne)) return std::nullopt;
   t.hierarchy = static_cast<Hierarchy>(hierarchy);
   t.allreduce_algo.assign(reinterpret_cast<const char*>(in.data() + at), algo_bytes);
   return t;
