@@ -9,7 +9,7 @@ examples/torch_synthetic_benchmark.py (resnet18 on random images,
 hora.torch's DistributedOptimizer) under /usr/bin/python3; its score is
 the step time at the mean images/s a worker it prints.
 1. Grid: the settings that move a job across hosts, each run once for
-   --steps steps: HORA_HIERARCHICAL_ALLREDUCE auto/1/0 x HORA_ALLREDUCE_ALGO
+   --steps steps: HORA_HIERARCHICAL_ALLREDUCE auto/1/one/0 x HORA_ALLREDUCE_ALGO
    the cost model's / the ring above 16 KiB (the tuner's first algorithm
    range) x fusion threshold 4 / 64 MiB (cycle time 1 ms, cache on).
 2. Tuned: one job of 300 steps with HORA_AUTOTUNE=1 (1 warm-up sample, 10
@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-HIERARCHY = ("auto", "1", "0")
+HIERARCHY = ("auto", "1", "one", "0")
 ALGOS = ("", "rd:0-16K,ring:16K-")
 FUSION_MIB = (4, 64)
 

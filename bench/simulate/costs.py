@@ -36,8 +36,10 @@ does:
     one; `hierarchical_one`): the same reduce-scatter, a gather of the
     blocks to the host's first rank (intra), its allreduce of the whole
     message across the hosts alone on the link (inter, unshared), and a
-    broadcast within the host (a scatter and a ring allgather, intra). The
-    same bytes over each link, as one flow.
+    broadcast within the host (intra: the cheaper of a binomial tree and a
+    scatter with a ring allgather, as Hora's selector chooses). The same
+    bytes over each link, as one flow. `choose` leaves it out: these links
+    lose nothing when shared, and there it never beats `hierarchical`.
 
 `choose` is the cost-model choice: the cheapest algorithm for each message.
 Nothing here runs anything; simulate.py and validate.py call it.
@@ -239,13 +241,15 @@ def hierarchical_one(n, m, topo, across=None):
     local = min(topo.per_host, n)
     f = (local - 1) / local
     intra = topo.intra
-    # the reduce-scatter and the broadcast's allgather: local - 1 ring steps
-    # each of m / local; the gather and the broadcast's scatter: local - 1
-    # messages each, f * m in all
-    within = (2 * (local - 1) * intra.alpha + 2 * f * m * intra.beta + f * m * intra.gamma
-              + 2 * ((local - 1) * intra.alpha + f * m * intra.beta))
+    # the reduce-scatter: local - 1 ring steps of m / local; the gather:
+    # local - 1 messages, f * m in all
+    reduce_scatter = (local - 1) * intra.alpha + f * m * intra.beta + f * m * intra.gamma
+    gather = (local - 1) * intra.alpha + f * m * intra.beta
+    binomial = math.ceil(math.log2(local)) * (intra.alpha + m * intra.beta) if local > 1 else 0.0
+    scatter_allgather = 2 * ((local - 1) * intra.alpha + f * m * intra.beta)
     algos = FLAT.values() if across is None else [FLAT[across]]
-    return within + min(a(topo.hosts(n), m, topo.inter) for a in algos)
+    return (reduce_scatter + gather + min(binomial, scatter_allgather)
+            + min(a(topo.hosts(n), m, topo.inter) for a in algos))
 
 
 def choose(n, m, topo, algorithms=ALGORITHMS):

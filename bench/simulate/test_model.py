@@ -72,13 +72,16 @@ def test_topology_rounds_within_a_host_use_the_intra_link():
     slow = Topology(Link(0, 0, 0), Link(0, B, 0), per_host=4)
     assert close(costs.hierarchical(8, big, slow, across="ring"), big * B)
     assert close(costs.allreduce("ring", 8, big, slow), 2 * 7 / 8 * big * B)
-    # one rank a host crossing: the same reduce-scatter and allgather, a
-    # gather and a scatter of 3/4 M in 3 messages each within the host, and
-    # 2 ring steps of M/2 across, the link unshared, half of M reduced
+    # one rank a host crossing: the same reduce-scatter (3 steps of M/4), a
+    # gather of 3/4 M in 3 messages, 2 ring steps of M/2 across, the link
+    # unshared, half of M reduced, and the cheaper broadcast of M among 4:
+    # two binomial rounds of M, or a scatter and a ring allgather of 3/4 M
+    reduce_scatter = 3 * intra.alpha + 0.75 * M * intra.beta + 0.75 * M * G
     gather = 3 * intra.alpha + 0.75 * M * intra.beta
     one_across = 2 * (A + M / 2 * B) + 0.5 * M * G
+    broadcast = min(2 * (intra.alpha + M * intra.beta), 2 * gather)
     assert close(costs.hierarchical_one(8, M, topo, across="ring"),
-                 within + 2 * gather + one_across)
+                 reduce_scatter + gather + one_across + broadcast)
     # link-bound: the same bytes over each link as every rank crossing
     assert close(costs.hierarchical_one(8, big, slow, across="ring"), big * B)
     # everything on one host: the intra link only

@@ -258,17 +258,20 @@ TEST_P(HierarchicalAllreduce, SendsAcrossHostsOnlyTheBlocksShare) {
 TEST_P(HierarchicalAllreduce, OneRankAHostCrossesWithTheWholeMessage) {
   const std::vector<int> hosts = GetParam();
   const size_t h = hosts.size(), l = static_cast<size_t>(hosts[0]);
-  constexpr size_t kCount = 1 << 18;  // float32: 1 MiB
-  // A ring of h ranks over the whole message: 2(h-1)/h of it, in h pieces.
-  const uint64_t share = 2 * (h - 1) * ((kCount * 4 + h - 1) / h);
-  std::vector<uint64_t> each;
-  MostSentAcross(hosts, Hierarchy::kOne, kCount, "ring", "1", &each);
-  for (size_t r = 0; r < each.size(); ++r) {
-    if (r % l == 0) {  // the host's first rank
-      EXPECT_GT(each[r], share / 2) << "rank " << r;
-      EXPECT_LE(each[r], share) << "rank " << r;
-    } else {
-      EXPECT_EQ(each[r], 0u) << "rank " << r << " sent to other hosts";
+  for (size_t count : {size_t{1} << 18, size_t{1001}}) {  // float32: 1 MiB, and odd
+    // The host's first ranks send what the ranks of a flat ring over h
+    // hosts of one rank send, rank for rank; the others send nothing.
+    std::vector<uint64_t> ring, each;
+    MostSentAcross(std::vector<int>(h, 1), Hierarchy::kOff, count, "ring", "1", &ring);
+    MostSentAcross(hosts, Hierarchy::kOne, count, "ring", "1", &each);
+    ASSERT_EQ(each.size(), h * l);
+    for (size_t r = 0; r < each.size(); ++r) {
+      if (r % l == 0) {  // the host's first rank
+        EXPECT_EQ(each[r], ring[r / l]) << "rank " << r << ", " << count << " floats";
+        EXPECT_GT(each[r], 0u);
+      } else {
+        EXPECT_EQ(each[r], 0u) << "rank " << r << " sent to other hosts, " << count << " floats";
+      }
     }
   }
 }
@@ -321,8 +324,7 @@ TEST_P(HierarchicalAllreduce, AutoFollowsTheCostModelSizeBySize) {
 // each call sends across hosts what a backend doing only that size sends,
 // so each size keeps its own choice (flat or hierarchical, and the
 // algorithms) however the sizes interleave.
-TEST_P(HierarchicalAllreduce, SizesTakingTurnsKeepTheirOwnChoices) {
-  const std::vector<int> hosts = GetParam();
+void SizesTakingTurns(const std::vector<int>& hosts, const std::string& shared) {
   const size_t n = hosts.size() * static_cast<size_t>(hosts[0]);
   const std::vector<size_t> counts = {16, 1 << 16, 16, 1001, 1 << 16, 1001, 16};
   std::vector<std::atomic<uint64_t>> across(n);
@@ -341,13 +343,22 @@ TEST_P(HierarchicalAllreduce, SizesTakingTurnsKeepTheirOwnChoices) {
         }
         return Status::Ok();
       },
-      &across));
+      &across, "", nullptr, shared));
   for (size_t i = 0; i < counts.size(); ++i) {
-    uint64_t most = 0;
-    for (size_t r = 0; r < n; ++r) most = std::max(most, sent[r][i]);
-    EXPECT_EQ(most, MostSentAcross(hosts, Hierarchy::kAuto, counts[i], ""))
-        << "call " << i << ", " << counts[i] << " floats";
+    std::vector<uint64_t> alone;
+    MostSentAcross(hosts, Hierarchy::kAuto, counts[i], "", shared, &alone);
+    for (size_t r = 0; r < n; ++r) {
+      EXPECT_EQ(sent[r][i], alone[r]) << "rank " << r << ", call " << i << ", " << counts[i]
+                                      << " floats, efficiency " << shared;
+    }
   }
+}
+
+TEST_P(HierarchicalAllreduce, SizesTakingTurnsKeepTheirOwnChoices) {
+  // (Links that lose nothing shared, and half: where the large sizes take
+  // one rank a host and the small ones not, the other places' Comms across
+  // hosts sit out some calls and not others.)
+  for (const char* shared : {"1", "0.5"}) SizesTakingTurns(GetParam(), shared);
 }
 
 INSTANTIATE_TEST_SUITE_P(Hosts, HierarchicalAllreduce,
@@ -364,17 +375,21 @@ TEST(HierarchicalAllreduceFallback, WithoutTiersTheFlatAlgorithmsGiveTheSameResu
     int n = 0;
     for (int l : hosts) n += l;
     const bool unequal = hosts.size() > 1 && hosts[0] != hosts[1];
-    for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kAuto}) {
+    for (Hierarchy h : {Hierarchy::kOn, Hierarchy::kOne, Hierarchy::kAuto}) {
       std::vector<std::atomic<uint64_t>> across(static_cast<size_t>(n));
       ::testing::internal::CaptureStderr();
       ExpectOk(OnHosts(
           hosts, h, [&](int r, CollectiveBackend& b) { return AllCases(r, n, b); }, &across, "",
           &logger));
       const std::string said = ::testing::internal::GetCapturedStderr();
-      // Hosts of unequal sizes: asked for (1) and not given, said once. One
-      // host, a rank a host, or auto: nothing said.
+      // Hosts of unequal sizes: asked for (1 or one) and not given, said
+      // once, naming the setting. One host, a rank a host, or auto: nothing
+      // said.
       const std::string why = "allreduces run flat: the hosts have different numbers of ranks";
-      if (unequal && h == Hierarchy::kOn) {
+      if (unequal && h != Hierarchy::kAuto) {
+        EXPECT_NE(said.find(std::string("(HORA_HIERARCHICAL_ALLREDUCE=") + HierarchyName(h) + ")"),
+                  std::string::npos)
+            << said;
         EXPECT_NE(said.find(why), std::string::npos) << said;
         EXPECT_EQ(said.find(why), said.rfind(why)) << said;
       } else {

@@ -36,8 +36,15 @@ class HoraBackend final : public CollectiveBackend {
     const size_t bytes = args.count * DataTypeSize(args.dtype);
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
     const Choice& c = Choose(bytes, tiers);
-    if (c.one) return AllreduceHierarchicalOne(*tiers->host, *tiers->across, *c.across, args);
-    if (c.hierarchical) return AllreduceHierarchical(*tiers->host, *tiers->across, *c.across, args);
+    switch (c.route) {
+      case Route::kEveryRank:
+        return AllreduceHierarchical(*tiers->host, *tiers->across, *c.across, args);
+      case Route::kOneRank:
+        return AllreduceHierarchicalOne(*tiers->host, *tiers->across, *c.across, *c.broadcast,
+                                        args);
+      case Route::kFlat:
+        break;
+    }
     return c.flat->run(comm_, args);
   }
 
@@ -48,7 +55,7 @@ class HoraBackend final : public CollectiveBackend {
     HORA_ASSIGN_OR_RETURN(const HostTiers* tiers, Tiers());
     if (reduction.op != ReduceOp::kAdasum) {
       const Choice& c = Choose(count * DataTypeSize(dtype), tiers);
-      if (!c.hierarchical && c.flat->run_parts != nullptr)
+      if (c.route == Route::kFlat && c.flat->run_parts != nullptr)
         return c.flat->run_parts(comm_, parts, dtype, reduction);
     }
     return CollectiveBackend::AllreduceParts(parts, dtype, reduction, fusion);
@@ -129,11 +136,14 @@ class HoraBackend final : public CollectiveBackend {
   }
 
  private:
+  // Flat, or hierarchical with every rank of a host crossing between hosts
+  // (AllreduceHierarchical), or one (AllreduceHierarchicalOne).
+  enum class Route : uint8_t { kFlat, kEveryRank, kOneRank };
   struct Choice {
-    bool hierarchical = false;
-    bool one = false;                            // hierarchical, one rank a host crossing
-    const AllreduceAlgorithm* flat = nullptr;    // where not hierarchical
-    const AllreduceAlgorithm* across = nullptr;  // where hierarchical: across hosts
+    Route route = Route::kFlat;
+    const AllreduceAlgorithm* flat = nullptr;       // where flat
+    const AllreduceAlgorithm* across = nullptr;     // where hierarchical: across hosts
+    const BroadcastAlgorithm* broadcast = nullptr;  // kOneRank: within the host
   };
 
   // The host tiers hierarchical allreduce runs on: null where it is off or
@@ -178,10 +188,13 @@ class HoraBackend final : public CollectiveBackend {
       const int hosts = tiers->across->size();
       const HierarchyPrediction p = PredictHierarchy(selector_, hosts, per_host, bytes);
       const bool automatic = hierarchy_ == Hierarchy::kAuto;
-      c.hierarchical = !automatic || p.hierarchical_faster();  // (kOff has no tiers)
-      c.one = hierarchy_ == Hierarchy::kOne || (automatic && c.hierarchical && p.one_faster());
+      if (hierarchy_ == Hierarchy::kOne || (automatic && p.hierarchical_faster() && p.one_faster()))
+        c.route = Route::kOneRank;
+      else if (!automatic || p.hierarchical_faster())  // (kOff has no tiers)
+        c.route = Route::kEveryRank;
       c.flat = p.flat;
-      c.across = c.one ? p.across_one : p.across;
+      c.across = c.route == Route::kOneRank ? p.across_one : p.across;
+      c.broadcast = p.broadcast_one;
       if (automatic && logger_ != nullptr && comm_.rank() == 0 &&
           logger_->Enabled(LogLevel::kDebug)) {
         char text[300];
@@ -190,8 +203,9 @@ class HoraBackend final : public CollectiveBackend {
                       "hierarchical with %s across %.1f us, with one rank a host and %s across "
                       "%.1f us)",
                       bytes, hosts, per_host,
-                      c.one ? "hierarchical, one rank a host across"
-                            : (c.hierarchical ? "hierarchical" : "flat"),
+                      c.route == Route::kOneRank
+                          ? "hierarchical, one rank a host across"
+                          : (c.route == Route::kEveryRank ? "hierarchical" : "flat"),
                       p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6,
                       p.across_one->name, p.one_s * 1e6);
         logger_->Debug(text);

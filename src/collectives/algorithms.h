@@ -89,14 +89,16 @@ Status AllreduceHierarchical(Comm& host, Comm& across, const AllreduceAlgorithm&
 // The same with one rank a host crossing: after the reduce-scatter, local
 // rank 0 gathers the host's blocks, allreduces the whole message across
 // hosts with the other hosts' local ranks 0 (its `across`; the other
-// places' go unused), and broadcasts it within the host. The same bytes
-// over each link as a single transfer instead of L at once, for links that
-// lose bandwidth when shared (HORA_COST_NET_SHARED_EFFICIENCY), at the
-// price of a gather and a broadcast within the host and of one rank
-// reducing the whole message.
+// places' go unused) and finalizes it, and `broadcast` (the backend's
+// choice for the host) gives it to the host's ranks. The same bytes over
+// each link as a single transfer instead of L at once, for links that lose
+// bandwidth when shared (HORA_COST_NET_SHARED_EFFICIENCY), at the price of
+// a gather and a broadcast within the host and of one rank reducing the
+// whole message; the host's other ranks wait in the broadcast meanwhile.
+struct BroadcastAlgorithm;
 Status AllreduceHierarchicalOne(Comm& host, Comm& across,
                                 const AllreduceAlgorithm& across_algorithm,
-                                const AllreduceArgs& args);
+                                const BroadcastAlgorithm& broadcast, const AllreduceArgs& args);
 // Allgather with per-rank sizes (ring). Rank r's `in` (bytes_per_rank[r] bytes)
 // lands in `out` at offset sum(bytes_per_rank[0..r)) on every rank. `in` may
 // point at that place in `out`.

@@ -21,16 +21,22 @@ HierarchyPrediction PredictHierarchy(const Selector& selector, int hosts, int pe
   p.across = &selector.ChooseAllreduce(hosts, block, /*shared=*/false, across);
   // Reduce-scatter and allgather: per_host - 1 ring steps each, as a ring
   // allreduce within the host has.
-  const double within_s = cost::Ring(within, per_host, static_cast<double>(bytes));
-  p.hierarchical_s = within_s + across.Predict(*p.across, hosts, block);
-  // One rank a host: the gather to it and the broadcast's scatter each move
-  // (L-1)/L of the message within the host, in L-1 messages.
+  const auto B = static_cast<double>(bytes);
+  const double ring_s = cost::Ring(within, per_host, B);
+  p.hierarchical_s = ring_s + across.Predict(*p.across, hosts, block);
+  // One rank a host: the same reduce-scatter (the ring's cost without its
+  // allgather's L-1 steps), the gather to it ((L-1)/L of the message in L-1
+  // messages), the whole message across hosts with no other transfer on
+  // the link, and the selector's broadcast within the host (its Comm has
+  // no window).
   const CostModel alone = AcrossHostsModel(selector, 1);
   p.across_one = &selector.ChooseAllreduce(hosts, bytes, /*shared=*/false, alone);
+  p.broadcast_one = &selector.ChooseBroadcast(per_host, bytes, /*shared=*/false);
   const double others = static_cast<double>(per_host - 1);
-  const double gather_s = others * within.alpha_s +
-                          others / per_host * static_cast<double>(bytes) * within.beta_s_per_byte;
-  p.one_s = within_s + 2 * gather_s + alone.Predict(*p.across_one, hosts, bytes);
+  const double reduce_scatter_s = ring_s - others * within.Hop(per_host, B / per_host);
+  const double gather_s = others * within.alpha_s + others / per_host * B * within.beta_s_per_byte;
+  p.one_s = reduce_scatter_s + gather_s + alone.Predict(*p.across_one, hosts, bytes) +
+            within.Predict(*p.broadcast_one, per_host, bytes);
   return p;
 }
 

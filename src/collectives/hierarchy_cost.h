@@ -12,9 +12,10 @@
 // allgather within the host, and between them the selector's choice for
 // the block (1/per_host of the message) across the hosts, all of a host's
 // places crossing its link at once. With one rank a host crossing
-// (AllreduceHierarchicalOne): the same reduce-scatter, a gather to the
-// host's first rank, its choice for the whole message across the hosts
-// alone on the link, and a broadcast within the host.
+// (AllreduceHierarchicalOne): the ring reduce-scatter, a gather to the
+// host's first rank, the selector's choice for the whole message across
+// the hosts alone on the link, and the selector's broadcast within the
+// host.
 #pragma once
 
 #include <algorithm>
@@ -30,7 +31,8 @@ struct HierarchyPrediction {
   double flat_s = 0;
   const AllreduceAlgorithm* across = nullptr;  // the hierarchy's algorithm across hosts
   double hierarchical_s = 0;
-  const AllreduceAlgorithm* across_one = nullptr;  // the same, one rank a host crossing
+  const AllreduceAlgorithm* across_one = nullptr;     // the same, one rank a host crossing
+  const BroadcastAlgorithm* broadcast_one = nullptr;  // its broadcast within the host
   double one_s = 0;
 
   bool hierarchical_faster() const { return std::min(hierarchical_s, one_s) < flat_s; }

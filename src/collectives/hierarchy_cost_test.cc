@@ -47,14 +47,20 @@ TEST(HierarchyCost, WorkedExampleTwoHostsOfTwoRingEverywhere) {
   const double across = 2 * (10e-6 + 250 * 1e-8 * 2) + 250 * 1e-10;
   EXPECT_NEAR(p.hierarchical_s, within + across, 1e-12);
   EXPECT_TRUE(p.hierarchical_faster());
-  // One rank a host: the same reduce-scatter and allgather's cost, a
-  // gather and a scatter of 500 B each within the host, and a ring of 2
-  // hosts over the whole 1000 B alone on the link (all of it reduced there).
+  // One rank a host: the ring reduce-scatter (one step of 500 B, half the
+  // bytes reduced: the hierarchy's within-host cost without its
+  // allgather's step), a gather of 500 B, a ring of 2 hosts over the whole
+  // 1000 B alone on the link (half of it reduced there), and the broadcast
+  // of 1000 B within the host (the binomial tree: one step).
   ASSERT_NE(p.across_one, nullptr);
+  ASSERT_NE(p.broadcast_one, nullptr);
   EXPECT_EQ(std::string(p.across_one->name), "ring");
+  EXPECT_EQ(std::string(p.broadcast_one->name), "binomial");
+  const double reduce_scatter = (1e-6 + 500 * 1e-9) + 500 * 1e-10;
   const double gather = 1e-6 + 500 * 1e-9;
   const double alone = 2 * (10e-6 + 500 * 1e-8) + 500 * 1e-10;
-  EXPECT_NEAR(p.one_s, within + 2 * gather + alone, 1e-12);
+  const double broadcast = 1e-6 + 1000 * 1e-9;
+  EXPECT_NEAR(p.one_s, reduce_scatter + gather + alone + broadcast, 1e-12);
   EXPECT_FALSE(p.one_faster()) << "a link that loses nothing shared: every rank crosses";
 }
 

@@ -77,6 +77,23 @@ TEST(Config, HierarchicalAllreduceIsAutoOnOneOrOff) {
             "HORA_HIERARCHICAL_ALLREDUCE='yes' is invalid: expected one of 'auto|1|one|0'");
 }
 
+TEST(Config, SharedLinkEfficiencyIsAShareOfTheLink) {
+  auto d = ConfigFromEnv({});
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cost_net_shared_efficiency, 1.0);
+  auto c = ConfigFromEnv({{"HORA_COST_NET_SHARED_EFFICIENCY", "0.9"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->cost_net_shared_efficiency, 0.9);
+  for (const char* bad : {"0", "1.5", "-0.5"}) {
+    auto b = ConfigFromEnv({{"HORA_COST_NET_SHARED_EFFICIENCY", bad}});
+    EXPECT_FALSE(b.ok()) << bad;
+    if (!b.ok()) {
+      EXPECT_NE(b.status().message().find("HORA_COST_NET_SHARED_EFFICIENCY"), std::string::npos)
+          << b.status().ToString();
+    }
+  }
+}
+
 // Durations are bounded (HORA_TIMEOUT_S=1e12 once overflowed the clock to
 // "timed out after -9.22337e+09 s"), and the clock saturates anyway.
 TEST(Config, DurationsAreBounded) {

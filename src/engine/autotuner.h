@@ -62,7 +62,8 @@ struct TuningSpace {
   // cycle times of 0.5 to 10 ms, the response cache on and off (if on at
   // the start), the point where recursive doubling gives way to the ring
   // (only where `point_to_point`: ranks that do not all share memory), and
-  // hierarchical allreduce by the cost model, on and off (only where
+  // hierarchical allreduce by the cost model, on (every rank of a host
+  // crossing), on with one rank a host, and off (only where
   // `several_hosts`).
   static TuningSpace Around(const Tunables& start, bool point_to_point, bool several_hosts);
 };
