@@ -14,6 +14,7 @@
 #include "api/settings_agreement.h"
 #include "common/cores.h"
 #include "launch/elastic_place.h"
+#include "net/congestion.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
 #include "store/tcp_store_server.h"
@@ -202,6 +203,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     if (name == "HORA_TRANSPORT") value = transport;  // (as chosen: "" is a choice)
   }
   HORA_RETURN_IF_ERROR(CompareSettings(*w.store, "hora/" + id, l.rank, l.size, agreed, timeout));
+  if (!config.tcp_congestion.empty()) {
+    HORA_RETURN_IF_ERROR(net::CheckCongestionControl(config.tcp_congestion));
+  }
   if (transport == "shm") {
     if (l.local_size != l.size) {
       return InvalidArgument("HORA_TRANSPORT=shm needs every rank on one host, but rank " +
@@ -225,6 +229,7 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   mesh.yield = l.local_size > AvailableCores();
   mesh.peer_timeout = peer_timeout;
   mesh.logger = &logger;
+  mesh.congestion = config.tcp_congestion;
   if (l.local_size == l.size && config.iface.empty()) mesh.iface = "127.0.0.1";
   HORA_ASSIGN_OR_RETURN(std::unique_ptr<Transport> tcp, CreateTcpTransport(*w.store, mesh));
   if (transport == "tcp") {

@@ -97,7 +97,8 @@ struct Config {
   std::string job_id;         // names shared-memory segments and store keys
   std::string worker_id;      // elastic jobs: this worker (empty: not elastic)
   double elastic_timeout_s = 600;
-  std::string iface;     // network interface or address for TCP
+  std::string iface;           // network interface or address for TCP
+  std::string tcp_congestion;  // of connections between hosts ("": the system's)
   std::string launcher;  // horarun's identity, which a rank watches (launch/launcher_identity.h)
 };
 

@@ -334,6 +334,11 @@ const std::vector<SettingRow>& Rows() {
                 "Network interface name or address that TCP connections use (empty: the default "
                 "route)"},
        .as_string = &Config::iface},
+      {.spec = {"HORA_TCP_CONGESTION", SettingType::kString, "",
+                "TCP congestion control of connections between hosts, such as cubic, reno or bbr "
+                "(empty: the system's; connections within a host use reno)"},
+       .as_string = &Config::tcp_congestion,
+       .agree = true},
       {.spec = {"HORA_LAUNCHER", SettingType::kString, "",
                 "The launcher that started this rank (set by horarun): once it is gone, the rank "
                 "ends itself (SIGTERM, then SIGKILL 5 s later)"},

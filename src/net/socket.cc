@@ -78,13 +78,7 @@ bool AddressBytes(const sockaddr_storage& ss, in6_addr* out) {
 void ConfigureStream(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  sockaddr_storage local{}, peer{};
-  socklen_t local_len = sizeof local, peer_len = sizeof peer;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
-      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0 ||
-      !WithinHost(local, peer)) {
-    return;
-  }
+  if (!StreamWithinHost(fd)) return;
   // (Reno is built in and allowed to every user; should it fail, the
   // system's choice stays.)
   static constexpr char kReno[] = "reno";
@@ -150,6 +144,14 @@ bool WithinHost(const sockaddr_storage& local, const sockaddr_storage& peer) {
   if (IN6_IS_ADDR_LOOPBACK(&theirs)) return true;
   if (IN6_IS_ADDR_V4MAPPED(&theirs) && theirs.s6_addr[12] == 127) return true;  // 127.0.0.0/8
   return std::memcmp(&mine, &theirs, sizeof mine) == 0;
+}
+
+bool StreamWithinHost(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  return getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
+         getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0 &&
+         WithinHost(local, peer);
 }
 
 void Fd::Reset(int fd) {

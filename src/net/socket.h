@@ -103,6 +103,10 @@ Result<Fd> Connect(const HostPort& addr, Duration timeout);
 // at np 2 (docs/dev/performance.md, session 59).
 bool WithinHost(const sockaddr_storage& local, const sockaddr_storage& peer);
 
+// WithinHost of the connected stream `fd`'s two ends (false where either
+// cannot be read).
+bool StreamWithinHost(int fd);
+
 // Sends all `n` bytes, or fails: Timeout at `deadline`, Unavailable when the
 // peer closed or reset the connection. Never raises SIGPIPE.
 Status SendAll(int fd, const void* data, size_t n, TimePoint deadline);

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "net/auth.h"
+#include "net/congestion.h"
 
 namespace hora {
 namespace {
@@ -40,6 +41,24 @@ Result<net::Fd> ConnectUnlessAbandoned(Store& store, const net::HostPort& hp, Ti
     if (fd.ok() || until >= deadline || fd.status().code() != StatusCode::kUnavailable) return fd;
     HORA_RETURN_IF_ERROR(store.Abandoned());
   }
+}
+
+// Gives each connection to another host the congestion control the options
+// name, and says how many at debug level.
+Status UseCongestionBetweenHosts(const TcpMeshOptions& o, const std::vector<net::Fd>& peers) {
+  int between = 0;
+  for (size_t peer = 0; peer < peers.size(); ++peer) {
+    if (!peers[peer].valid() || net::StreamWithinHost(peers[peer].get())) continue;
+    HORA_RETURN_IF_ERROR(net::SetCongestionControl(peers[peer].get(), o.congestion)
+                             .WithContext("rank " + std::to_string(o.rank) +
+                                          "'s connection to rank " + std::to_string(peer)));
+    ++between;
+  }
+  if (o.logger != nullptr && o.logger->Enabled(LogLevel::kDebug)) {
+    o.logger->Debug("rank " + std::to_string(o.rank) + ": " + std::to_string(between) +
+                    " connections to other hosts use " + o.congestion + " congestion control");
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -81,6 +100,7 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
   const TimePoint deadline = DeadlineAfter(Clock::now(), o.timeout);
   std::vector<net::Fd> peers(static_cast<size_t>(o.size));
   if (o.size == 1) return peers;
+  if (!o.congestion.empty()) HORA_RETURN_IF_ERROR(net::CheckCongestionControl(o.congestion));
   HORA_ASSIGN_OR_RETURN(std::string ip, AdvertisedAddress(o.iface));
   HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(ip, 0, std::max(o.size, 128)));
   HORA_ASSIGN_OR_RETURN(uint16_t port, net::LocalPort(listener));
@@ -105,6 +125,7 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
   }
   // Accept every higher rank.
   HORA_RETURN_IF_ERROR(AcceptHigherRanks(store, listener, o, deadline, &peers));
+  if (!o.congestion.empty()) HORA_RETURN_IF_ERROR(UseCongestionBetweenHosts(o, peers));
   return peers;
 }
 

@@ -37,6 +37,9 @@ struct TcpMeshOptions {
   // The transport's liveness (tcp_transport.h): a peer from which nothing,
   // not even a heartbeat, came for this long is lost (zero: never).
   Duration peer_timeout{};
+  // The congestion control of the connections to other hosts (HORA_TCP_CONGESTION;
+  // "": the system's). Connections within the host keep Reno (net::WithinHost).
+  std::string congestion{};
   // Where a refused connection (failed authentication) is reported, at
   // warning level, while the mesh connects; nullptr: nowhere.
   const Logger* logger = nullptr;

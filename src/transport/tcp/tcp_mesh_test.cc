@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 
+#include "net/congestion.h"
 #include "net/socket.h"
 #include "support/forwarding_store.h"
 
@@ -63,6 +65,33 @@ TEST(TcpMesh, ConnectingEndsWhenTheWorldIsAbandoned) {
   auto fds = ConnectTcpMesh(store, Options(1));
   EXPECT_EQ(fds.status().code(), StatusCode::kUnavailable) << fds.status().ToString();
   EXPECT_NE(fds.status().message().find("worker w/1 of world 2 ended"), std::string::npos)
+      << fds.status().message();
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+}
+
+TEST(TcpMesh, TheCongestionSettingLeavesConnectionsWithinTheHostOnReno) {
+  // (Connections to other hosts take it: mp_netns_hosts2x2_engine_congestion.)
+  Abandonable store;
+  TcpMeshOptions o0 = Options(0), o1 = Options(1);
+  o0.congestion = o1.congestion = "cubic";
+  Result<std::vector<net::Fd>> fds1 = UnavailableError("not run");
+  std::thread rank1([&] { fds1 = ConnectTcpMesh(store, o1); });
+  auto fds0 = ConnectTcpMesh(store, o0);
+  rank1.join();
+  ASSERT_TRUE(fds0.ok()) << fds0.status().ToString();
+  ASSERT_TRUE(fds1.ok()) << fds1.status().ToString();
+  EXPECT_EQ(net::CongestionControlOf((*fds0)[1].get()), "reno");
+  EXPECT_EQ(net::CongestionControlOf((*fds1)[0].get()), "reno");
+}
+
+TEST(TcpMesh, AnUnknownCongestionControlFailsBeforeConnecting) {
+  Abandonable store;  // (rank 1 never comes: the check comes first)
+  TcpMeshOptions o = Options(0);
+  o.congestion = "nosuch";
+  const TimePoint start = Clock::now();
+  auto fds = ConnectTcpMesh(store, o);
+  EXPECT_EQ(fds.status().code(), StatusCode::kInvalidArgument) << fds.status().ToString();
+  EXPECT_NE(fds.status().message().find("HORA_TCP_CONGESTION=nosuch"), std::string::npos)
       << fds.status().message();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
 }

@@ -1,0 +1,91 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// HORA_TCP_CONGESTION's checks against this host's kernel, and the setting
+// of a connection read back.
+#include "net/congestion.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "net/socket.h"
+
+namespace hora::net {
+namespace {
+
+using std::chrono::seconds;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The names this host offers a process like this one (root: every one available).
+std::vector<std::string> Offered() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
+  std::vector<std::string> names;
+  for (std::string name; in >> name;) names.push_back(name);
+  return names;
+}
+
+TEST(CongestionControl, RenoIsAccepted) {
+  // (Reno is built into every kernel and allowed to every user.)
+  Status st = CheckCongestionControl("reno");
+  EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+TEST(CongestionControl, AnUnknownNameIsRefusedNamingWhatTheHostOffers) {
+  Status st = CheckCongestionControl("nosuch");
+  ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_TRUE(Contains(st.message(), "HORA_TCP_CONGESTION=nosuch")) << st.message();
+  EXPECT_TRUE(Contains(st.message(), "this host's kernel has no congestion control of that name"))
+      << st.message();
+  EXPECT_TRUE(Contains(st.message(), "this host allows: ")) << st.message();
+  EXPECT_TRUE(Contains(st.message(), "reno")) << st.message();
+}
+
+TEST(CongestionControl, NamesTooLongOrEmptyAreRefused) {
+  for (const std::string& name :
+       {std::string(), std::string(16, 'c'), "cubic" + std::string(11, 'x')}) {
+    Status st = CheckCongestionControl(name);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(Contains(st.message(), "1 to 15 characters")) << st.message();
+  }
+}
+
+TEST(CongestionControl, AConnectionTakesTheNameAndReadsItBack) {
+  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
+  ASSERT_TRUE(listener.ok());
+  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
+  ASSERT_TRUE(client.ok());
+  Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
+  ASSERT_TRUE(server.ok());
+  ASSERT_EQ(CongestionControlOf(client->get()), "reno");  // (within the host: socket.h)
+  int changed = 0;
+  for (const std::string& name : Offered()) {
+    if (name == "reno") continue;
+    Status st = SetCongestionControl(client->get(), name);
+    ASSERT_TRUE(st.ok()) << name << ": " << st.ToString();
+    EXPECT_EQ(CongestionControlOf(client->get()), name);
+    EXPECT_EQ(CongestionControlOf(server->get()), "reno");  // (each end its own)
+    ++changed;
+  }
+  ASSERT_GT(changed, 0) << "this host offers reno alone: nothing to change to";
+  ASSERT_TRUE(SetCongestionControl(client->get(), "reno").ok());
+  EXPECT_EQ(CongestionControlOf(client->get()), "reno");
+  Status st = SetCongestionControl(client->get(), "nosuch");
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(CongestionControlOf(client->get()), "reno");  // (unchanged)
+}
+
+TEST(CongestionControl, AStreamWithinTheHostIsSeenAsSuch) {
+  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
+  ASSERT_TRUE(listener.ok());
+  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
+  ASSERT_TRUE(client.ok());
+  EXPECT_TRUE(StreamWithinHost(client->get()));
+  Fd unconnected(socket(AF_INET, SOCK_STREAM, 0));
+  EXPECT_FALSE(StreamWithinHost(unconnected.get()));  // (no peer to read)
+}
+
+}  // namespace
+}  // namespace hora::net
