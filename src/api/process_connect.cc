@@ -202,9 +202,20 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   for (auto& [name, value] : agreed) {
     if (name == "HORA_TRANSPORT") value = transport;  // (as chosen: "" is a choice)
   }
+  // Whether this host's kernel takes HORA_TCP_CONGESTION, whatever the
+  // transport (a typo fails on one host as on several), compared with the
+  // settings: where some hosts refuse it every rank fails at once, naming
+  // them, instead of waiting for connections that never come.
+  const Status congestion = config.tcp_congestion.empty()
+                                ? Status::Ok()
+                                : net::CheckCongestionControl(config.tcp_congestion);
+  agreed.emplace_back("HORA_TCP_CONGESTION on this host",
+                      congestion.ok() ? "usable" : congestion.message());
   HORA_RETURN_IF_ERROR(CompareSettings(*w.store, "hora/" + id, l.rank, l.size, agreed, timeout));
-  if (!config.tcp_congestion.empty()) {
-    HORA_RETURN_IF_ERROR(net::CheckCongestionControl(config.tcp_congestion));
+  if (!congestion.ok()) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    return congestion.WithContext("rank " + std::to_string(l.rank) + " on " + name);
   }
   if (transport == "shm") {
     if (l.local_size != l.size) {

@@ -335,8 +335,8 @@ const std::vector<SettingRow>& Rows() {
                 "route)"},
        .as_string = &Config::iface},
       {.spec = {"HORA_TCP_CONGESTION", SettingType::kString, "",
-                "TCP congestion control of connections between hosts, such as cubic, reno or bbr "
-                "(empty: the system's; connections within a host use reno)"},
+                "TCP congestion control of the TCP transport's connections between hosts, such as "
+                "cubic, reno or bbr (empty: the system's; connections within a host use reno)"},
        .as_string = &Config::tcp_congestion,
        .agree = true},
       {.spec = {"HORA_LAUNCHER", SettingType::kString, "",

@@ -26,8 +26,10 @@ std::string ReadSysctl(const char* file) {
   return line;
 }
 
+std::string Setting(const std::string& name) { return "HORA_TCP_CONGESTION='" + name + "'"; }
+
 Status Refused(const std::string& name, const std::string& why) {
-  std::string text = "HORA_TCP_CONGESTION=" + name + ": " + why;
+  std::string text = Setting(name) + ": " + why;
   const std::string allowed = ReadSysctl("tcp_allowed_congestion_control");
   const std::string available = ReadSysctl("tcp_available_congestion_control");
   if (!allowed.empty()) text += "; this host allows: " + allowed;
@@ -44,8 +46,12 @@ Status SetOn(int fd, const std::string& name) {
   if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(),
                  static_cast<socklen_t>(name.size())) != 0) {
     const int err = errno;
-    if (err == ENOENT)
-      return Refused(name, "this host's kernel has no congestion control of that name");
+    if (err == ENOENT) {
+      return Refused(name,
+                     "this host's kernel has no congestion control of that name (or its "
+                     "module, tcp_" +
+                         name + ", is not loaded)");
+    }
     if (err == EPERM) {
       return Refused(name, "this process may not use it (net.ipv4.tcp_allowed_congestion_control)");
     }
@@ -60,8 +66,7 @@ Status CheckCongestionControl(const std::string& name) {
   Fd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe.valid()) probe.Reset(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (!probe.valid()) {
-    return UnavailableError(std::string("HORA_TCP_CONGESTION: no socket to try it on: ") +
-                            std::strerror(errno));
+    return UnavailableError(Setting(name) + ": no socket to try it on: " + std::strerror(errno));
   }
   return SetOn(probe.get(), name);
 }
@@ -69,7 +74,9 @@ Status CheckCongestionControl(const std::string& name) {
 Status SetCongestionControl(int fd, const std::string& name) {
   HORA_RETURN_IF_ERROR(SetOn(fd, name));
   const std::string now = CongestionControlOf(fd);
-  if (now != name) return Refused(name, "the connection reads back '" + now + "'");
+  if (now != name) {
+    return InvalidArgument(Setting(name) + ": set, but the connection reads back '" + now + "'");
+  }
   return Status::Ok();
 }
 

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "net/socket.h"
 
@@ -19,11 +21,14 @@ bool Contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
-// The names this host offers a process like this one (root: every one available).
-std::vector<std::string> Offered() {
+// The names this host lets this process use: those available that pass
+// the check (without CAP_NET_ADMIN, only the allowed ones do).
+std::vector<std::string> Usable() {
   std::ifstream in("/proc/sys/net/ipv4/tcp_available_congestion_control");
   std::vector<std::string> names;
-  for (std::string name; in >> name;) names.push_back(name);
+  for (std::string name; in >> name;) {
+    if (CheckCongestionControl(name).ok()) names.push_back(name);
+  }
   return names;
 }
 
@@ -36,7 +41,7 @@ TEST(CongestionControl, RenoIsAccepted) {
 TEST(CongestionControl, AnUnknownNameIsRefusedNamingWhatTheHostOffers) {
   Status st = CheckCongestionControl("nosuch");
   ASSERT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_TRUE(Contains(st.message(), "HORA_TCP_CONGESTION=nosuch")) << st.message();
+  EXPECT_TRUE(Contains(st.message(), "HORA_TCP_CONGESTION='nosuch'")) << st.message();
   EXPECT_TRUE(Contains(st.message(), "this host's kernel has no congestion control of that name"))
       << st.message();
   EXPECT_TRUE(Contains(st.message(), "this host allows: ")) << st.message();
@@ -61,7 +66,7 @@ TEST(CongestionControl, AConnectionTakesTheNameAndReadsItBack) {
   ASSERT_TRUE(server.ok());
   ASSERT_EQ(CongestionControlOf(client->get()), "reno");  // (within the host: socket.h)
   int changed = 0;
-  for (const std::string& name : Offered()) {
+  for (const std::string& name : Usable()) {
     if (name == "reno") continue;
     Status st = SetCongestionControl(client->get(), name);
     ASSERT_TRUE(st.ok()) << name << ": " << st.ToString();
@@ -69,7 +74,7 @@ TEST(CongestionControl, AConnectionTakesTheNameAndReadsItBack) {
     EXPECT_EQ(CongestionControlOf(server->get()), "reno");  // (each end its own)
     ++changed;
   }
-  ASSERT_GT(changed, 0) << "this host offers reno alone: nothing to change to";
+  if (changed == 0) GTEST_SKIP() << "this process may use reno alone: nothing to change to";
   ASSERT_TRUE(SetCongestionControl(client->get(), "reno").ok());
   EXPECT_EQ(CongestionControlOf(client->get()), "reno");
   Status st = SetCongestionControl(client->get(), "nosuch");

@@ -103,8 +103,8 @@ Result<Fd> Connect(const HostPort& addr, Duration timeout);
 // at np 2 (docs/dev/performance.md, session 59).
 bool WithinHost(const sockaddr_storage& local, const sockaddr_storage& peer);
 
-// WithinHost of the connected stream `fd`'s two ends (false where either
-// cannot be read).
+// WithinHost of the connected stream `fd`'s two ends; false where either
+// cannot be read (a connection whose peer is gone counts as leaving the host).
 bool StreamWithinHost(int fd);
 
 // Sends all `n` bytes, or fails: Timeout at `deadline`, Unavailable when the

@@ -8,6 +8,7 @@
 
 #include <cstring>
 
+#include "net/congestion.h"
 #include "support/net_test_util.h"
 
 #include <thread>
@@ -149,13 +150,6 @@ TEST(SocketListen, AcceptTimesOutAndPeerAddressIsReadable) {
   EXPECT_TRUE(Contains(peer, "127.0.0.1:")) << peer;
 }
 
-std::string Congestion(int fd) {
-  char name[32] = {};
-  socklen_t len = sizeof name;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len) != 0) return "?";
-  return std::string(name, strnlen(name, len));
-}
-
 TEST(SocketConnect, AConnectionWithinTheHostUsesReno) {
   // (This machine's default is BBR, which paces loopback traffic.)
   Result<Fd> listener = Listen("127.0.0.1", 0, 4);
@@ -164,8 +158,8 @@ TEST(SocketConnect, AConnectionWithinTheHostUsesReno) {
   ASSERT_TRUE(client.ok());
   Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
   ASSERT_TRUE(server.ok());
-  EXPECT_EQ(Congestion(client->get()), "reno");
-  EXPECT_EQ(Congestion(server->get()), "reno");
+  EXPECT_EQ(CongestionControlOf(client->get()), "reno");
+  EXPECT_EQ(CongestionControlOf(server->get()), "reno");
 }
 
 sockaddr_storage Address(const char* text) {

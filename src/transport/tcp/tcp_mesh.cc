@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include "net/auth.h"
 #include "net/congestion.h"
@@ -44,19 +45,24 @@ Result<net::Fd> ConnectUnlessAbandoned(Store& store, const net::HostPort& hp, Ti
 }
 
 // Gives each connection to another host the congestion control the options
-// name, and says how many at debug level.
+// name, and says at debug level how many connections read back which.
 Status UseCongestionBetweenHosts(const TcpMeshOptions& o, const std::vector<net::Fd>& peers) {
   int between = 0;
+  std::set<std::string> read_back;
   for (size_t peer = 0; peer < peers.size(); ++peer) {
     if (!peers[peer].valid() || net::StreamWithinHost(peers[peer].get())) continue;
     HORA_RETURN_IF_ERROR(net::SetCongestionControl(peers[peer].get(), o.congestion)
                              .WithContext("rank " + std::to_string(o.rank) +
                                           "'s connection to rank " + std::to_string(peer)));
+    read_back.insert(net::CongestionControlOf(peers[peer].get()));
     ++between;
   }
   if (o.logger != nullptr && o.logger->Enabled(LogLevel::kDebug)) {
+    std::string names;
+    for (const std::string& n : read_back) names += (names.empty() ? "" : ", ") + n;
     o.logger->Debug("rank " + std::to_string(o.rank) + ": " + std::to_string(between) +
-                    " connections to other hosts use " + o.congestion + " congestion control");
+                    " connections to other hosts use " + (names.empty() ? "no" : names) +
+                    " congestion control (read back)");
   }
   return Status::Ok();
 }
@@ -100,6 +106,8 @@ Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& 
   const TimePoint deadline = DeadlineAfter(Clock::now(), o.timeout);
   std::vector<net::Fd> peers(static_cast<size_t>(o.size));
   if (o.size == 1) return peers;
+  // (ConnectProcess checked it already, with the other ranks; this is for
+  // the mesh's other callers, before any rank waits on this one.)
   if (!o.congestion.empty()) HORA_RETURN_IF_ERROR(net::CheckCongestionControl(o.congestion));
   HORA_ASSIGN_OR_RETURN(std::string ip, AdvertisedAddress(o.iface));
   HORA_ASSIGN_OR_RETURN(net::Fd listener, net::Listen(ip, 0, std::max(o.size, 128)));

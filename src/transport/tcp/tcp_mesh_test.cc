@@ -73,6 +73,9 @@ TEST(TcpMesh, TheCongestionSettingLeavesConnectionsWithinTheHostOnReno) {
   // (Connections to other hosts take it: mp_netns_hosts2x2_engine_congestion.)
   Abandonable store;
   TcpMeshOptions o0 = Options(0), o1 = Options(1);
+  // (Any name this process may use but reno; Linux kernels build cubic in
+  // and allow it.)
+  if (!net::CheckCongestionControl("cubic").ok()) GTEST_SKIP() << "cubic is not usable here";
   o0.congestion = o1.congestion = "cubic";
   Result<std::vector<net::Fd>> fds1 = UnavailableError("not run");
   std::thread rank1([&] { fds1 = ConnectTcpMesh(store, o1); });
@@ -91,7 +94,7 @@ TEST(TcpMesh, AnUnknownCongestionControlFailsBeforeConnecting) {
   const TimePoint start = Clock::now();
   auto fds = ConnectTcpMesh(store, o);
   EXPECT_EQ(fds.status().code(), StatusCode::kInvalidArgument) << fds.status().ToString();
-  EXPECT_NE(fds.status().message().find("HORA_TCP_CONGESTION=nosuch"), std::string::npos)
+  EXPECT_NE(fds.status().message().find("HORA_TCP_CONGESTION='nosuch'"), std::string::npos)
       << fds.status().message();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
 }
