@@ -17,6 +17,32 @@
 #include "store/tcp_store_server.h"
 
 namespace hora {
+namespace {
+
+// A hierarchy asked for in a job spanning hosts where none can run: it
+// reduces within a host on the shared memory of Hora's default transport.
+// Said once, by rank 0.
+void WarnIfNoHierarchy(const Config& config, const RankLayout& layout, const Logger& logger) {
+  const std::string& h = config.hierarchical_allreduce;
+  if ((h != "1" && h != "one") || layout.rank != 0 || layout.local_size < 2 ||
+      layout.local_size == layout.size) {
+    return;
+  }
+  std::string why;
+  if (config.backend != "hora") {
+    why = "the MPI library runs them (HORA_BACKEND=" + config.backend + ")";
+  } else if (config.transport == "tcp" || config.transport == "mpi") {
+    why = "it reduces within a host on shared memory, which HORA_TRANSPORT=" + config.transport +
+          " does not give (leave HORA_TRANSPORT unset)";
+  } else {
+    return;
+  }
+  logger.Warning("hierarchical allreduce is on (HORA_HIERARCHICAL_ALLREDUCE=" + h +
+                 ") but allreduces run flat: " + why);
+}
+
+}  // namespace
+
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& red) {
   // (A NaN would also differ from itself when ranks compare their calls.)
@@ -129,6 +155,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     }
   }
   impl->layout = layout;
+  WarnIfNoHierarchy(impl->config, layout, impl->logger);
   if (!options.world)
     impl->launcher_watch = LauncherWatch::Start(impl->config.launcher, impl->logger);
   if (impl->mpi == nullptr && (impl->config.transport == "mpi" || impl->config.backend != "hora")) {

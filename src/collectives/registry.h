@@ -228,6 +228,10 @@ inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
      }},
 };
 
+// The shared-memory broadcast's first chunk, copied in by the root before
+// any reader copies it out, as a share of a send of it (below).
+inline constexpr double kFirstChunkAlone = 0.45;
+
 // {name, alias, description, needs, run, cost}
 inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
     {"binomial", "tree", "binomial tree; log2(n) rounds of the whole message", Needs::kAnyComm,
@@ -245,16 +249,19 @@ inline constexpr BroadcastAlgorithm kAllBroadcastAlgorithms[] = {
     // A step a chunk; each chunk copied in by the root and out by every
     // reader at once, the root's copy of one overlapping the readers' of
     // the one before (as a send's segments): one hop for every reader at
-    // once, and the first chunk's copy in alone. At two ranks the binomial
-    // tree's one send is cheaper: there it was faster up to 64 KiB and as
-    // fast from 1 MiB (docs/dev/performance.md, session 64).
+    // once, and the first chunk's copy in alone, a single copy where a
+    // send's beta counts two overlapping: 0.45 of a send of it, as measured
+    // against the tree's one send at two ranks (64 KiB: 11.2-11.3 us
+    // against 7.4-8.1). There the tree stays cheaper: it was faster up to
+    // 64 KiB and as fast from 1 MiB (docs/dev/performance.md, sessions 64
+    // and 69); from three ranks the window was faster at every size.
     {"shared_memory", "shm",
      "the root's copy in a shared window, read in place by every rank; ranks of one host",
      Needs::kSharedWindow, BroadcastShared,
      [](const CostModel& m, int, double B) {
        const double chunk = static_cast<double>(kBroadcastSharedChunkBytes);
        return std::max(1.0, std::ceil(B / chunk)) * m.alpha_s +
-              (B + std::min(B, chunk)) * m.beta_s_per_byte;
+              (B + kFirstChunkAlone * std::min(B, chunk)) * m.beta_s_per_byte;
      }},
 };
 

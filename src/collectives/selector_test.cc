@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace hora {
 namespace {
 
@@ -76,9 +78,12 @@ TEST(Selector, SharedMemoryWhereAWindowExistsAndOnlyThere) {
 // cheaper. Never without a window; an override wins over it.
 TEST(Selector, SharedMemoryBroadcastFromThreeRanksWhereAWindowExists) {
   Selector s = Make({});
-  for (size_t bytes : {size_t{0}, size_t{8}, size_t{64} << 10, size_t{1} << 20, size_t{64} << 20,
-                       size_t{1} << 31}) {
-    for (int n : {3, 4, 8, 64}) {
+  // Every size from 0 to 2 GiB in steps of an eighth (the chunk's edges
+  // included), on every world from 3 to 9 and some beyond.
+  std::vector<size_t> sizes = {0, 1, 8, 255u << 10, 256u << 10, 257u << 10, 512u << 10};
+  for (double b = 16; b <= double(size_t{1} << 31); b *= 1.125) sizes.push_back(size_t(b));
+  for (size_t bytes : sizes) {
+    for (int n : {3, 4, 5, 6, 7, 8, 9, 16, 64}) {
       EXPECT_EQ(Broadcast(s, n, bytes, /*shared=*/true), "shared_memory") << n << " " << bytes;
       EXPECT_NE(Broadcast(s, n, bytes, /*shared=*/false), "shared_memory") << n << " " << bytes;
     }
