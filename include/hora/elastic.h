@@ -60,8 +60,9 @@ class ElasticState {
 // Sync, until it returns. When it fails because the job's world broke (a
 // peer lost or shut down: kUnavailable, kAborted, kTimeout), every rank
 // restores its last commit, the Session is made again (horarun's elastic
-// mode places the survivors in a new world: ranks may change), the state
-// is synced from the new rank 0, Reset is called, and train runs again. A
+// mode places the survivors in a new world: ranks may change), Reset is
+// called (on the restored state), the state is synced from the new rank 0,
+// and train runs again. A
 // failure during Sync counts as one in train. Returned as they are: train's
 // success and its other errors (a mismatch is a bug a new world would
 // repeat), and a Session that cannot be made (after 5 tries for a world

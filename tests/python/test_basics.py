@@ -51,6 +51,10 @@ def test_init_is_idempotent_and_names_exist():
                            check=True).stdout
     assert type(hvd.cuda_built()) is bool
     assert hvd.cuda_built() == ("[X] CUDA" in built), built
+    # Every framework module this package holds is listed as available.
+    for line in ("[X] PyTorch (hora.torch)", "[X] TensorFlow and Keras (hora.tensorflow, hora.keras)",
+                 "[X] JAX (hora.jax)", "[X] NumPy (hora.numpy)", "[X] Ray (hora.ray)"):
+        assert line in built, built
     assert hora.cuda_built() is hvd.cuda_built() and hora.nccl_built() == hvd.nccl_built()
     assert type(hvd.nccl_built()) is int
     assert (hvd.nccl_built() > 0) == ("[X] NCCL" in built), built

@@ -43,12 +43,15 @@ std::string CheckBuildText() {
   const bool has_mpi = !mpi.empty();
   const std::string mpi_name = has_mpi ? "MPI (" + mpi + ")" : "MPI";
   return std::string("Hora ") + HORA_VERSION + ":\n\nAvailable Frameworks:\n" +
-         Line(kPython, "PyTorch (hora.torch)") + Line(kPython, "NumPy (hora.numpy)") +
-         Line(false, "TensorFlow") + Line(false, "MXNet") + "\nAvailable Controllers:\n" +
+         Line(kPython, "PyTorch (hora.torch)") +
+         Line(kPython, "TensorFlow and Keras (hora.tensorflow, hora.keras)") +
+         Line(kPython, "JAX (hora.jax)") + Line(kPython, "NumPy (hora.numpy)") +
+         Line(false, "MXNet") + "\nAvailable Controllers:\n" +
          Line(true, "horarun (Hora's own start, --gloo)") + Line(has_mpi, mpi_name) +
-         "\nAvailable Tensor Operations:\n" + Line(true, "Hora (shared memory, TCP)") +
-         Line(has_mpi, mpi_name) + Line(NcclBuiltVersion() != 0, NcclText()) + Line(false, "Gloo") +
-         Line(false, "DDL") + Line(false, "CCL") + "\nAvailable Devices:\n" + Line(true, "CPU") +
+         Line(kPython, "Ray (hora.ray)") + "\nAvailable Tensor Operations:\n" +
+         Line(true, "Hora (shared memory, TCP)") + Line(has_mpi, mpi_name) +
+         Line(NcclBuiltVersion() != 0, NcclText()) + Line(false, "Gloo") + Line(false, "DDL") +
+         Line(false, "CCL") + "\nAvailable Devices:\n" + Line(true, "CPU") +
          Line(CudaBuilt(), "CUDA: " + CudaBuildText());
 }
 

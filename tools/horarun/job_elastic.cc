@@ -218,8 +218,8 @@ void Job::Discover(Clock::time_point now) {
       if (e.store_on_loopback && !IsLocalHost(h.host)) {
         std::fprintf(stderr,
                      "horarun: elastic: no worker on %s: the job's store listens on 127.0.0.1 "
-                     "only, as the discovery script's first answer named only this host (give "
-                     "--bind ADDR for hosts that come later)\n",
+                     "only, as the job's first workers were all placed on this host (give "
+                     "--bind ADDR for other hosts)\n",
                      h.host.c_str());
         break;
       }
