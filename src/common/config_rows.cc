@@ -163,7 +163,7 @@ const std::vector<SettingRow>& Rows() {
       {.spec = {"HORA_AUTOTUNE", SettingType::kCount, "0",
                 "1: the first rank tunes the fusion threshold, cycle time, response cache, "
                 "allreduce algorithm cut-off and hierarchical allreduce while the job trains, "
-                "then keeps the best it scored (docs/tuning.md); 0: off"},
+                "then keeps the best it scored (docs/guide/tuning.md); 0: off"},
        .as_bytes = &Config::autotune,
        .zero_ok = true},
       {.spec = {"HORA_AUTOTUNE_LOG", SettingType::kString, "",

@@ -10,8 +10,8 @@
 // tensor name to come a second time (names seen once, such as a first
 // broadcast of the parameters, are passed over) is the step's mark, and a
 // step ends each time it comes again. A sample is `steps_per_sample` steps,
-// after one step left out (the switch to the sample's settings lands
-// within it). Its score is the bytes finished over those steps by the time
+// after the step in which the switch to the sample's settings lands and
+// one more step, left out. Its score is the bytes finished over those steps by the time
 // they took.
 //
 // The search: coordinate descent with a confirmation. After

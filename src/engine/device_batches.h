@@ -1,6 +1,6 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
-// The engine's seam to the GPU (docs/dev/design.md §3): whatever runs the
+// The engine's seam to the GPU (docs/dev/design.md §9): whatever runs the
 // batches of GPU tensors. The engine runs a host batch on its
 // CollectiveBackend (run_batch.h) and hands a GPU batch here, one call
 // (Run); it knows nothing of how: staging through pinned memory, device
