@@ -11,15 +11,12 @@
 #include <vector>
 
 #include "net/socket.h"
+#include "support/net_test_util.h"
 
 namespace hora::net {
 namespace {
 
-using std::chrono::seconds;
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using testing::Contains;
 
 // The names this host lets this process use: those available that pass
 // the check (without CAP_NET_ADMIN, only the allowed ones do).
@@ -58,36 +55,28 @@ TEST(CongestionControl, NamesTooLongOrEmptyAreRefused) {
 }
 
 TEST(CongestionControl, AConnectionTakesTheNameAndReadsItBack) {
-  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
-  ASSERT_TRUE(listener.ok());
-  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
-  ASSERT_TRUE(client.ok());
-  Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
-  ASSERT_TRUE(server.ok());
-  ASSERT_EQ(CongestionControlOf(client->get()), "reno");  // (within the host: socket.h)
+  auto [client, server] = testing::TcpPair();
+  ASSERT_EQ(CongestionControlOf(client.get()), "reno");  // (within the host: socket.h)
   int changed = 0;
   for (const std::string& name : Usable()) {
     if (name == "reno") continue;
-    Status st = SetCongestionControl(client->get(), name);
+    Status st = SetCongestionControl(client.get(), name);
     ASSERT_TRUE(st.ok()) << name << ": " << st.ToString();
-    EXPECT_EQ(CongestionControlOf(client->get()), name);
-    EXPECT_EQ(CongestionControlOf(server->get()), "reno");  // (each end its own)
+    EXPECT_EQ(CongestionControlOf(client.get()), name);
+    EXPECT_EQ(CongestionControlOf(server.get()), "reno");  // (each end its own)
     ++changed;
   }
   if (changed == 0) GTEST_SKIP() << "this process may use reno alone: nothing to change to";
-  ASSERT_TRUE(SetCongestionControl(client->get(), "reno").ok());
-  EXPECT_EQ(CongestionControlOf(client->get()), "reno");
-  Status st = SetCongestionControl(client->get(), "nosuch");
+  ASSERT_TRUE(SetCongestionControl(client.get(), "reno").ok());
+  EXPECT_EQ(CongestionControlOf(client.get()), "reno");
+  Status st = SetCongestionControl(client.get(), "nosuch");
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_EQ(CongestionControlOf(client->get()), "reno");  // (unchanged)
+  EXPECT_EQ(CongestionControlOf(client.get()), "reno");  // (unchanged)
 }
 
 TEST(CongestionControl, AStreamWithinTheHostIsSeenAsSuch) {
-  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
-  ASSERT_TRUE(listener.ok());
-  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
-  ASSERT_TRUE(client.ok());
-  EXPECT_TRUE(StreamWithinHost(client->get()));
+  auto [client, server] = testing::TcpPair();
+  EXPECT_TRUE(StreamWithinHost(client.get()));
   Fd unconnected(socket(AF_INET, SOCK_STREAM, 0));
   EXPECT_FALSE(StreamWithinHost(unconnected.get()));  // (no peer to read)
 }

@@ -152,14 +152,9 @@ TEST(SocketListen, AcceptTimesOutAndPeerAddressIsReadable) {
 
 TEST(SocketConnect, AConnectionWithinTheHostUsesReno) {
   // (This machine's default is BBR, which paces loopback traffic.)
-  Result<Fd> listener = Listen("127.0.0.1", 0, 4);
-  ASSERT_TRUE(listener.ok());
-  Result<Fd> client = Connect({"127.0.0.1", *LocalPort(*listener)}, seconds(5));
-  ASSERT_TRUE(client.ok());
-  Result<Fd> server = Accept(listener->get(), Clock::now() + seconds(5));
-  ASSERT_TRUE(server.ok());
-  EXPECT_EQ(CongestionControlOf(client->get()), "reno");
-  EXPECT_EQ(CongestionControlOf(server->get()), "reno");
+  auto [client, server] = TcpPair();
+  EXPECT_EQ(CongestionControlOf(client.get()), "reno");
+  EXPECT_EQ(CongestionControlOf(server.get()), "reno");
 }
 
 sockaddr_storage Address(const char* text) {
