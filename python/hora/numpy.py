@@ -1,18 +1,21 @@
 """Hora's collectives on NumPy arrays: ``import hora.numpy as hvd``.
 
 This is also the framework-neutral layer under ``hora.tensorflow``,
-``hora.jax`` and ``hora.keras``: they hand NumPy views of their arrays here.
+``hora.jax`` and ``hora.keras``: they hand NumPy arrays of theirs here.
 
 Blocking, out-of-place forms (the input is never modified; results are new,
 writeable arrays): ``allreduce, grouped_allreduce, allgather,
 grouped_allgather, broadcast, alltoall, reducescatter,
 grouped_reducescatter``, plus ``init, shutdown, rank, size...``, ``barrier``,
 ``join``, ``broadcast_object`` and ``allgather_object``. Every collective
-takes ``process_set=`` (``hora.common.process_sets``). Names, ops and
+but ``join`` takes ``process_set=`` (``hora.common.process_sets``). Names, ops and
 matching across ranks follow :mod:`hora.torch.reduce_ops`: an operation
 matches the same name on the other ranks, whatever framework they call it
 from. Supported dtypes: uint8, int8, int16, int32, int64, float16, float32,
-float64 and bool (NumPy has no bfloat16).
+float64 and bool (NumPy has no bfloat16). Bool arrays take allgather,
+broadcast, alltoall, and allreduce with Sum, Min, Max or Product (Sum and
+Max a logical or, Min and Product a logical and) and no scale factors; not
+the default Average, and not reducescatter.
 
 Costs: an input that is not a C-contiguous, writeable array is copied once
 (NumPy exports only writeable arrays through DLPack); a single array's
@@ -245,13 +248,21 @@ def alltoall(array, splits=None, name=None, process_set=global_process_set):
     return out, np.asarray(h.received_splits(), dtype=np.int32)
 
 
+def _with_rows(a, name):
+    """``a``, refused where it has no axis 0 to scatter (as hora.torch's)."""
+    if a.ndim == 0:
+        raise InvalidArgumentError("%s: reducescatter needs at least one dimension (got a "
+                                   "scalar)" % _what("reducescatter", name))
+    return a
+
+
 def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
                   process_set=global_process_set):
     """Reduces across ranks and returns this rank's slice of axis 0 (``dim0 // size``
     rows, the first ``dim0 % size`` ranks one more)."""
     sid = process_set_id(process_set)
     op, name = basics.check_op(op), _name(name)
-    a = _prepare(array, "reducescatter", name)
+    a = _with_rows(_prepare(array, "reducescatter", name), name)
     if op in _ONE_CALL_OPS and a.dtype != np.bool_:
         out = _one_call(_session().reducescatter_new(
             name, a.__dlpack__(), op, float(prescale_factor), float(postscale_factor), sid, True),
@@ -267,7 +278,7 @@ def grouped_reducescatter(arrays, op=None, name=None, prescale_factor=1.0,
     """Reduce-scatters a list of arrays as one group; returns the list of slices."""
     sid = process_set_id(process_set)
     op, name = basics.check_op(op), _name(name)
-    ins = [_prepare(a, "reducescatter", name)
+    ins = [_with_rows(_prepare(a, "reducescatter", name), name)
            for a in _list(arrays, "grouped_reducescatter")]
     if any(a.dtype == np.bool_ for a in ins):
         raise InvalidArgumentError("%s: bool arrays are not supported"

@@ -138,3 +138,12 @@ def test_optimizer_outside_a_process_set_keeps_local_gradients():
         np.testing.assert_allclose(updates["w"], [-(r + 1.0)] * 2)
     finally:
         hj.remove_process_set(ps)
+
+
+def test_errors_name_the_operation():
+    # A scalar has no axis 0 to scatter (as hora.torch's), eagerly and in jit.
+    for f in (hj.reducescatter, jax.jit(hj.reducescatter)):
+        with pytest.raises(hj.InvalidArgumentError, match="at least one dimension"):
+            f(jnp.float32(1.0))
+    # The job goes on.
+    assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == hj.size()

@@ -152,6 +152,11 @@ def _addr(a):
 def test_numpy_bool_reducescatter_is_a_clear_error():
     with pytest.raises(hnp.HoraError, match="reducescatter 'rsb': bool arrays are not supported"):
         hnp.reducescatter(np.ones(hnp.size(), dtype=np.bool_), name="rsb")
+    # A scalar has no axis 0 to scatter (as hora.torch's), one array or a group.
+    for call in (lambda: hnp.reducescatter(np.float32(1.0), name="rs0"),
+                 lambda: hnp.grouped_reducescatter([np.ones(2), np.float32(1.0)], name="rs0")):
+        with pytest.raises(hnp.HoraError, match="reducescatter 'rs0': .*at least one dimension"):
+            call()
     # The job goes on.
     np.testing.assert_array_equal(hnp.allreduce(np.ones(2), op=hnp.Sum), np.full(2, hnp.size()))
 

@@ -149,9 +149,13 @@ def test_errors():
                 with pytest.raises(HoraError, match="root_rank 1 is not in"):
                     hvd.broadcast(torch.ones(1), root_rank=1, process_set=ps)
     finally:
-        hvd.remove_process_set(ps)
+        assert hvd.remove_process_set(ps) is True
     with pytest.raises(ValueError, match="not registered"):
         hvd.allreduce(torch.ones(1), process_set=ps)
+    # As Horovod's: removing the global set, or a set not (or no longer)
+    # added, does nothing and says False.
+    assert hvd.remove_process_set(hvd.global_process_set) is False
+    assert hvd.remove_process_set(ps) is False
     # The job goes on.
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="ps.after").tolist() == [float(n)]
 

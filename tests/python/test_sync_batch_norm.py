@@ -64,3 +64,7 @@ def test_sync_batch_norm_float32_and_input_check():
     assert y.dtype == torch.float32 and y.shape == x.shape
     with pytest.raises(ValueError, match="2D"):
         sbn(torch.randn(4))
+    # torch's factory arguments, as BatchNorm's.
+    sbn64 = hvd.SyncBatchNorm(4, device="cpu", dtype=torch.float64)
+    assert sbn64.weight.dtype == torch.float64 and sbn64.running_mean.dtype == torch.float64
+    assert sbn64(x.double()).dtype == torch.float64

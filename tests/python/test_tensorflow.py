@@ -199,6 +199,13 @@ def test_errors_name_the_operation():
         htf.allreduce(tf.constant([1.0], tf.bfloat16), name="bf")
     with pytest.raises(htf.InvalidArgumentError, match="root_rank 99"):
         htf.broadcast(tf.constant([1.0]), 99, name="far")
+    with pytest.raises(htf.InvalidArgumentError, match="at least one dimension"):
+        htf.reducescatter(tf.constant(1.0), name="rs0")
+    # groups= is refused when the tape is wrapped, not at its first gradient().
+    with tf.GradientTape() as tape:
+        pass
+    with pytest.raises(ValueError, match="groups="):
+        htf.DistributedGradientTape(tape, groups=[[tf.Variable(1.0)]])
     # The job goes on.
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == hvd.size()
 

@@ -61,8 +61,9 @@ def _check_type(process_set):
 
 
 def process_set_id(process_set):
-    """The engine id of ``process_set`` (0 for None or the global set); raises
-    ``ValueError`` for a set that was never added or has been removed."""
+    """The engine id of ``process_set`` (0 for None or the global set, and for a
+    set of every rank of the job, added or not); raises ``ValueError`` for
+    another set that was never added or has been removed."""
     if process_set is None:
         return 0
     _check_type(process_set)
@@ -99,10 +100,11 @@ basics._process_set_adder = add_process_set  # (for init(process_sets=...))
 
 def remove_process_set(process_set):
     """Removes a process set added before; collective over every rank of the job.
-    Returns True (Horovod's form)."""
+    Returns True; as Horovod's, False (and nothing done) for the global set or
+    one not added (or removed already)."""
     _check_type(process_set)
-    if process_set.ranks is None:
-        raise ValueError("the global process set cannot be removed")
+    if process_set.ranks is None or process_set.process_set_id is None:
+        return False
     basics.session().remove_process_set(process_set_id(process_set))
     process_set.process_set_id = None
     return True

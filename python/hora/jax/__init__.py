@@ -15,9 +15,11 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
 * ``allreduce, grouped_allreduce`` (a list or any pytree, reduced as one
   fused group), ``allgather, broadcast, alltoall, reducescatter``,
   ``barrier, join``, ``broadcast_parameters``, ``broadcast_object,
-  allgather_object``; every collective takes ``process_set=``;
-* gradients (``jax.grad`` through them) as ``hora.tensorflow`` defines them
-  for allreduce (the allreduce of the cotangent, same op and scale factors);
+  allgather_object``; every collective but ``join`` takes ``process_set=``;
+  dtypes as ``hora.numpy``'s (bfloat16 arrays are refused);
+* gradients through ``allreduce`` and ``grouped_allreduce`` (``jax.grad``), as
+  ``hora.tensorflow`` defines them (the allreduce of the cotangent, same op
+  and scale factors); the other collectives are not differentiable;
 * ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``.
 
 Inside ``jax.jit`` each collective is an ordered ``jax.experimental.io_callback``:

@@ -131,6 +131,10 @@ def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1
     rows, the first ``dim0 % size`` ranks one more)."""
     op = basics.check_op(op)
     x = _array(x)
+    if x.ndim == 0:
+        raise basics.InvalidArgumentError(
+            "reducescatter%s: reducescatter needs at least one dimension (got a scalar)"
+            % (" '%s'" % name if name else " (unnamed)"))
     n = _set_size(process_set)
     me = process_set_ranks(process_set).index(basics.rank())
     rows = x.shape[0] // n + (me < x.shape[0] % n)

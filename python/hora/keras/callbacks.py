@@ -7,8 +7,9 @@
   is replaced by its average over the ranks (before callbacks after it, such
   as checkpoints and early stopping, read it);
 * ``LearningRateWarmupCallback(initial_lr, warmup_epochs=5, ...)``: the rate
-  rises from ``initial_lr / size`` to ``initial_lr`` over the first epochs,
-  batch by batch (Goyal et al.'s gradual warmup, as Horovod's);
+  rises from about ``initial_lr / size`` to ``initial_lr`` over the first
+  epochs, batch by batch, reaching it at the warmup's last batch (Goyal et
+  al.'s gradual warmup, as Horovod's);
 * ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0,
   end_epoch=None, staircase=True, ...)``: ``initial_lr * multiplier(epoch)``
   (or ``* multiplier`` when it is a number) between the two epochs, per epoch
@@ -80,6 +81,7 @@ class _LearningRateCallback(keras.callbacks.Callback):
         self.steps_per_epoch = steps_per_epoch
         self.verbose = verbose
         self.current_epoch = 0
+        self.steps = None  # an epoch's batches, once known (per-batch rates)
 
     def factor(self, epoch):
         raise NotImplementedError
@@ -106,6 +108,7 @@ class _LearningRateCallback(keras.callbacks.Callback):
         if not steps:
             raise ValueError("%s: steps_per_epoch is needed (Keras did not say how many "
                              "steps an epoch has)" % type(self).__name__)
+        self.steps = steps
         self._set(self.current_epoch + float(batch) / steps)
 
 
@@ -126,9 +129,11 @@ class LearningRateScheduleCallback(_LearningRateCallback):
 
 
 class LearningRateWarmupCallback(_LearningRateCallback):
-    """The rate rises batch by batch from ``initial_lr / size`` to ``initial_lr``
-    over ``warmup_epochs`` epochs: ``initial_lr * (epoch * (size - 1) /
-    warmup_epochs + 1) / size``, epoch fractional."""
+    """The rate rises batch by batch to ``initial_lr`` over ``warmup_epochs``
+    epochs: ``initial_lr * (e * (size - 1) / warmup_epochs + 1) / size``, where
+    ``e`` is the epoch, fractional, at the batch's end (as Horovod's: the first
+    batch takes a little more than ``initial_lr / size``, the warmup's last
+    batch ``initial_lr``, which stays after it)."""
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
@@ -138,6 +143,7 @@ class LearningRateWarmupCallback(_LearningRateCallback):
 
     def factor(self, epoch):
         n = basics.size()
+        epoch += 1.0 / self.steps  # (at the batch's end: whole epochs at each epoch's end)
         return (epoch * (n - 1) / self.warmup_epochs + 1) / n
 
     def on_epoch_end(self, epoch, logs=None):

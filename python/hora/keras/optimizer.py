@@ -68,7 +68,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          gradient_predivide_factor=1.0, average_aggregated_gradients=False,
                          num_groups=0, groups=None, process_set=global_process_set):
     """``optimizer`` (a Keras 3 optimizer) whose gradients are reduced across ranks
-    (``op``, Average by default) before each update."""
+    (``op``, Average by default) before each update. ``groups=`` is refused (use
+    ``num_groups``), and so is ``backward_passes_per_step`` other than 1 (give the
+    Keras optimizer ``gradient_accumulation_steps`` instead): ``ValueError``."""
     del name, device_dense, device_sparse, average_aggregated_gradients
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError("hora.keras.DistributedOptimizer: expected a keras.optimizers.Optimizer, "

@@ -86,8 +86,13 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
     """A tape whose ``gradient()`` returns the gradients averaged (``op``) across ranks.
 
     Wrap the tape after recording: ``tape = hvd.DistributedGradientTape(tape)``.
+    ``groups=`` (lists of variables) is refused with ``ValueError``; ``num_groups``
+    splits the gradients into that many fused groups.
     """
     del device_dense, device_sparse, scale_local_gradients
+    if groups is not None:
+        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
+                         "use num_groups")
     cls = type(gradtape.__class__.__name__, (gradtape.__class__,),
                dict(_DistributedGradientTape.__dict__))
     tape = cls.__new__(cls)

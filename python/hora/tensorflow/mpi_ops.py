@@ -1,14 +1,14 @@
 """Hora's collectives on TensorFlow tensors, with Horovod's names and gradients.
 
 Every operation works in eager mode and inside ``tf.function``: eagerly it
-hands NumPy views of the tensors to :mod:`hora.numpy` (the core takes them
+hands NumPy arrays of the tensors to :mod:`hora.numpy` (the core takes them
 through DLPack); in a graph it is a ``tf.py_function`` around the same call,
 which runs when the graph runs (not inside XLA: ``jit_compile=True`` is not
 supported). Names and matching across ranks are those of ``hora.numpy``, so a
 named TensorFlow allreduce meets the same name from a torch, NumPy or JAX rank.
 
 Costs: an input's values are copied once to reach the core (TensorFlow's
-NumPy view is read-only) and the result once into a new tensor.
+``numpy()`` returns a copy) and the result once into a new tensor.
 
 Gradients, as Horovod's TensorFlow ops define them: allreduce's is the
 allreduce of the gradient with the same op and scale factors; allgather's

@@ -18,8 +18,11 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          num_groups=0, groups=None, process_set=global_process_set):
     """Wraps an optimizer so that its gradients are averaged across ranks.
 
-    A Keras optimizer (Keras 3) is handed to ``hora.keras.DistributedOptimizer``;
-    a ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces."""
+    A Keras optimizer (Keras 3) is handed to ``hora.keras.DistributedOptimizer``
+    (which refuses ``groups=`` and ``backward_passes_per_step`` other than 1);
+    a ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces
+    (``groups=`` and ``backward_passes_per_step`` other than 1 refused with
+    ``ValueError``)."""
     del name, use_locking, device_dense, device_sparse, average_aggregated_gradients
     import keras
 
@@ -33,6 +36,9 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                  num_groups=num_groups, process_set=process_set)
     if backward_passes_per_step != 1:
         raise ValueError("backward_passes_per_step is supported for Keras optimizers only")
+    if groups is not None:
+        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
+                         "use num_groups")
     args = dict(op=basics.check_op(op), compression=compression, sparse_as_dense=sparse_as_dense,
                 gradient_predivide_factor=gradient_predivide_factor, num_groups=num_groups,
                 groups=groups, process_set=process_set)

@@ -280,7 +280,8 @@ def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     """Horovod's reduction of a sparse (COO) tensor: every rank's indices and
-    values are allgathered (collectives "<name>.indices" and "<name>.values"),
+    values are allgathered (collectives "<name>.indices" and "<name>.values";
+    unnamed where ``name`` is None),
     which sums them once coalesced; Average then divides the values by the
     process set's size. Returns a callable (Horovod's form): call it, or pass
     it to ``synchronize``, to get the result, an uncoalesced sparse tensor of

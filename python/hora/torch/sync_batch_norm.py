@@ -23,11 +23,13 @@ from hora.torch.autograd_ops import allgather_sum_grad
 
 
 class SyncBatchNorm(_BatchNorm):
-    """Drop-in for ``torch.nn.BatchNorm{1,2,3}d`` (input of shape (N, C, ...))."""
+    """Drop-in for ``torch.nn.BatchNorm{1,2,3}d`` (input of shape (N, C, ...)),
+    ``device=`` and ``dtype=`` for its parameters and buffers included."""
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats)
+                 track_running_stats=True, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats,
+                         device=device, dtype=dtype)
 
     def _check_input_dim(self, input):
         if input.dim() < 2:

@@ -93,15 +93,18 @@ def check_learning_rate_callbacks():
     model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
     warm = hvd.callbacks.LearningRateWarmupCallback(0.8, warmup_epochs=4, steps_per_epoch=10)
     warm.set_model(model)
-    for epoch, batch in [(0, 0), (1, 5), (3, 9)]:
+    # Horovod's schedule: the epoch, fractional, at the batch's end.
+    for epoch, batch in [(0, 0), (1, 5), (3, 8)]:
         warm.on_epoch_begin(epoch)
         warm.on_train_batch_begin(batch)
-        e = epoch + batch / 10.0
+        e = epoch + (batch + 1) / 10.0
         want = 0.8 / n * (1 + e * (n - 1) / 4)
         assert abs(_lr(model) - want) < 1e-6, (epoch, batch, _lr(model), want)
+    warm.on_train_batch_begin(9)  # the warmup's last batch: the whole rate
+    assert abs(_lr(model) - 0.8) < 1e-6, _lr(model)
     warm.on_epoch_begin(4)
     warm.on_train_batch_begin(0)  # past the warmup: left as it was
-    assert abs(_lr(model) - 0.8 / n * (1 + 3.9 * (n - 1) / 4)) < 1e-6
+    assert abs(_lr(model) - 0.8) < 1e-6, _lr(model)
     sched = hvd.callbacks.LearningRateScheduleCallback(0.8, lambda e: 0.5 ** e, start_epoch=2,
                                                        end_epoch=4)
     sched.set_model(model)
