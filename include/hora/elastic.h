@@ -67,7 +67,8 @@ class ElasticState {
 // success and its other errors (a mismatch is a bug a new world would
 // repeat), and a Session that cannot be made (after 5 tries for a world
 // that lost a member before it connected), such as the launcher's end of
-// the job. `last`, when given, receives the last Session.
+// the job. `last`, when given, receives the last Session where train's
+// result is returned (not where a world cannot be made or Restore fails).
 Status RunElastic(const SessionOptions& options, ElasticState& state,
                   const std::function<Status(Session&, ElasticState&)>& train,
                   std::unique_ptr<Session>* last = nullptr);

@@ -2,9 +2,10 @@
 //
 // Handle: the result of a collective submitted to a Session's engine
 // (Session::AllreduceAsync and friends). It completes exactly once, from the
-// engine's thread, with OK or an error that names the tensor, the ranks and
-// the values involved (a mismatch between ranks fails the tensor on every
-// rank; the job and its other tensors go on).
+// engine's thread or a thread waiting on a handle (which runs the engine's
+// cycles itself), or at once in the caller when the call fails its checks, with OK or an error that
+// names the tensor, the ranks and the values involved (a mismatch between ranks fails the tensor on
+// every rank; the job and its other tensors go on).
 //
 //   hora::Handle h = session->AllreduceAsync("grad.fc1", view, view, {hora::ReduceOp::kAverage});
 //   ... more work ...
@@ -32,7 +33,8 @@ class Handle {
   // True once the collective finished (successfully or not), GPU tensors'
   // results copied back included. Never blocks.
   bool Poll() const;
-  // Waits at most `timeout` for completion, GPU tensors' copies included
+  // Waits about `timeout` (one engine cycle more at most) for completion,
+  // GPU tensors' copies included
   // (failed or not). Returns the collective's status, or a Timeout error if
   // it is still running (the handle stays valid).
   Status Wait(std::chrono::nanoseconds timeout) const;

@@ -3,6 +3,7 @@
 // The whole public C++ API of Hora.
 #pragma once
 
+#include "hora/build_info.h"
 #include "hora/elastic.h"
 #include "hora/session.h"
 #include "hora/status.h"

@@ -70,9 +70,10 @@ class Session {
   int rank() const;
   int size() const;
   // Place on the host: rank among the ranks of this host and their number;
-  // the host's index among hosts and the number of hosts (Horovod's
-  // local_rank, local_size, cross_rank, cross_size). Ranks as threads are
-  // one host.
+  // the host's index among the hosts that have a rank with this local rank,
+  // and their number (Horovod's local_rank, local_size, cross_rank,
+  // cross_size: with hosts of 2 and 1 ranks, local rank 1's cross_size is 1).
+  // Ranks as threads are one host.
   int local_rank() const;
   int local_size() const;
   int cross_rank() const;
@@ -114,7 +115,8 @@ class Session {
   // agree (a disagreement is a Mismatch error naming each rank's shape).
   Result<Tensor> Allgather(const TensorView& input);
   // The same into the caller's `output`: same dtype, as many elements as the
-  // gathered rows hold (any shape, as for Allreduce). Reusing one output
+  // gathered rows hold (any shape), not overlapping `input` (refused with
+  // InvalidArgument; the same for Reducescatter and Alltoall). Reusing one output
   // across calls saves the allocation and its first-touch page faults. An
   // output that does not fit is left unwritten and this rank returns
   // InvalidArgument naming both; it still takes part (into a temporary), so
@@ -151,9 +153,9 @@ class Session {
   // root) get an error on every rank naming the tensor and each rank's values,
   // and other tensors go on. Names must be unique among unfinished
   // collectives; an empty name is generated ("allreduce.noname.N", the same on
-  // every rank for the N-th unnamed call). The first call starts the engine
-  // (every rank must make one). Buffers stay the caller's: valid and
-  // untouched until the handle is done.
+  // every rank for the N-th unnamed call). The global set's engine starts
+  // with the Session, a process set's with AddProcessSet. Buffers stay the
+  // caller's: valid and untouched until the handle is done.
   //
   // `process_set` (last argument of each) runs the call over the ranks of a
   // process set (see AddProcessSet); 0, the default, is every rank. Only
@@ -195,8 +197,8 @@ class Session {
   // This rank is out of data (uneven data across ranks). Until every rank
   // has joined, it takes part in the other ranks' allreduces with identity
   // values (0 for sum and average, 1 for product, +-inf or the dtype's
-  // limits for min and max), and averages are taken over the ranks that
-  // have not joined. Other collectives submitted meanwhile fail with an
+  // limits for min and max), and averages divide by every rank of the set,
+  // joined ones included (as Horovod's). Other collectives submitted meanwhile fail with an
   // error naming the joined ranks. Completes when every rank has joined;
   // output() is then an int32 scalar: the last rank to join. Global set only.
   Handle JoinAsync();
@@ -205,11 +207,12 @@ class Session {
   // Creates a set of `ranks` (session ranks, any order, no repeats) and
   // returns its id (> 0). Every rank of the session calls it, members or
   // not, with the same ranks, in the same order as its other process-set
-  // calls; ranks that disagree all get an error naming each rank's list.
+  // calls; ranks that disagree all get an error naming rank 0's list and
+  // each rank whose list differs, with it.
   // The set has an engine of its own (own cache, own thread), so work on
   // different sets runs at once. Messages from a set's engine name ranks by
   // their place in the set, after a "process set N (ranks ...)" prefix.
-  // At most 31 sets (the global one included) exist at once.
+  // At most 30 sets (the global one included: 29 added) exist at once.
   Result<int> AddProcessSet(std::span<const int> ranks);
   // Removes set `id` (collective like AddProcessSet). Its unfinished work
   // fails; no call on the set may race with the removal.

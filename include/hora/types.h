@@ -22,9 +22,11 @@
 // sum of 49 over 49 ranks is 0. Hora's is exact.)
 //
 // Scale factors: prescale_factor multiplies every input element before it is
-// reduced; postscale_factor multiplies the result (after the division for
-// kAverage). Floating types compute the product in float64 (f64) or float32
-// (f16, bf16, f32). Integer types compute it in float64 and round toward
+// reduced; postscale_factor multiplies the result. Floating types finish
+// kAverage and postscale_factor in one multiply by postscale_factor /
+// world_size, the factor rounded once to float32 for f16, bf16 and f32 (it
+// can differ from a true division in the last bit), the product computed in
+// float64 (f64) or float32 (f16, bf16, f32). Integer types compute it in float64 and round toward
 // zero, as Horovod does (an int32 7 with prescale 0.5 is 3, -7 is -3),
 // saturating at the type's range (where Horovod's result is undefined).
 // bool accepts no scale factor other than 1.

@@ -41,13 +41,16 @@ std::vector<FlagSpec> Job() {
        }},
       {"Job", "--config-file", "FILE", "config_file",
        "horovodrun's YAML settings (controller, params, autotune, timeline, stall_check, "
-       "library_options, logging); flags given here win over it",
+       "library_options, logging); flags given here win over its values, but its stall_check "
+       "enabled: false turns stall checks off whatever the time flags say, and its controller "
+       "gloo beside --mpirun is refused",
        [](Options& o, const std::string&, const std::string& v) -> Status {
          o.config_file = v;
          return Status::Ok();
        }},
       {"Job", "--output-filename", "DIR", "output_dir",
-       "also write each rank's output to DIR/rank.<rank>/stdout and stderr",
+       "also write each rank's output to DIR/rank.<rank>/stdout and stderr (the rank "
+       "zero-padded to the width of np - 1; not with --mpi or --host-discovery-script)",
        [](Options& o, const std::string& f, const std::string& v) -> Status {
          if (v.empty()) return Bad(f, v, "is not a directory name");
          o.output_dir = v;

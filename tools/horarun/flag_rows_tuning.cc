@@ -172,9 +172,9 @@ std::vector<FlagSpec> Tuning() {
          return Status::Ok();
        }},
       {"Elastic", "--host-discovery-script", "SCRIPT", "host_discovery_script",
-       "elastic mode: hosts from SCRIPT (run now and every second), one \"host\" or "
-       "\"host:slots\" per line of its output; workers start on new slots and stop on "
-       "slots gone",
+       "elastic mode: hosts from SCRIPT (run now and every second), one \"host\" (with "
+       "--slots-per-host) or \"host:slots\" per line of its output; workers start on new slots "
+       "and stop on slots gone",
        [](Options& o, const std::string&, const std::string& v) -> Status {
          o.discovery_script = v;
          return Status::Ok();
@@ -188,7 +188,8 @@ std::vector<FlagSpec> Tuning() {
          return Status::Ok();
        }},
       {"Elastic", "--elastic-timeout", "SECONDS", "elastic_timeout",
-       "elastic mode: how long fewer than --min-np workers may remain, and how long the others "
+       "elastic mode: how long fewer than --min-np workers may remain while the discovery "
+       "script may bring more (without one the job ends at once), and how long the others "
        "wait for a worker that does not come back to init() (default 600)",
        [](Options& o, const std::string& f, const std::string& v) -> Status {
          HORA_ASSIGN_OR_RETURN(o.elastic_timeout_s, PositiveSeconds(f, v));

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "config_file.h"
 #include "flags.h"
@@ -22,7 +23,8 @@ const char kIntro[] =
     "Starts N copies of command with the rank layout, the rendezvous address and\n"
     "the job secret in their environment (HORA_RANK, HORA_SIZE, HORA_LOCAL_RANK,\n"
     "HORA_LOCAL_SIZE, HORA_CROSS_RANK, HORA_CROSS_SIZE, HORA_STORE_ADDR, HORA_SECRET;\n"
-    "the layout also as HOROVOD_*). Takes horovodrun's flags: each tunable becomes\n"
+    "the layout also as HOROVOD_*; an elastic worker gets HORA_WORKER_ID instead\n"
+    "and its layout from the rendezvous). Takes horovodrun's flags: each tunable becomes\n"
     "the HORA_* setting every rank gets (horarun --print-config lists them), and a\n"
     "flag Hora cannot honour yet is refused, saying why.\n"
     "Output lines are prefixed with [rank]. When a rank fails, the others are\n"
@@ -149,6 +151,18 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   for (; i < args.size(); ++i) o.command.push_back(args[i]);
   if (o.help || o.version || o.check_build) return o;
   if (!o.config_file.empty()) HORA_RETURN_IF_ERROR(ApplyConfigFile(o, given, read_file));
+  if (o.mpi) {
+    // mpirun starts the ranks and stops them: horarun's own ways are unused.
+    for (const auto& [dest, flag] :
+         {std::pair{"rsh", "--rsh"}, std::pair{"ssh_port", "-p"}, std::pair{"ssh_identity", "-i"},
+          std::pair{"stop_grace", "--stop-grace"}}) {
+      if (given.count(dest) != 0) {
+        return InvalidArgument(std::string(flag) +
+                               " is not used with --mpi: mpirun starts and stops the ranks "
+                               "(give it mpirun's own options through --mpirun)");
+      }
+    }
+  }
   HORA_RETURN_IF_ERROR(Resolve(o));
   if (o.print_config) return o;
 
