@@ -113,3 +113,29 @@ def test_distributed_optimizer_adasum():
     with pytest.raises(AssertionError):
         with dopt.skip_synchronize():
             pass
+
+
+def test_broadcast_optimizer_state_of_an_adasum_optimizer_runs_no_collective_step():
+    # Ranks without state yet take one local step to make it (as Horovod's);
+    # the Adasum optimizer's own step() is a collective, which the root, with
+    # state already, would not join: it must not be the step taken.
+    if not _power_of_two():
+        return  # (an Adasum optimizer refuses to reduce here; nothing to broadcast)
+    r = hvd.rank()
+    torch.manual_seed(1)
+    model = nn.Linear(3, 2).double()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    dopt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters(),
+                                    op=hvd.Adasum)
+    if r == 0:  # the root alone has state (a local step of the wrapped optimizer)
+        for p in model.parameters():
+            p.grad = torch.full_like(p, 0.5)
+        dopt._local_step()
+        for p in model.parameters():
+            p.grad = None
+    hvd.broadcast_optimizer_state(dopt, root_rank=0)
+    steps = [float(dopt.state[p]["step"]) for p in model.parameters()]
+    assert steps == [1.0, 1.0], steps
+    root = hvd.broadcast_object([dopt.state[p]["exp_avg"] for p in model.parameters()], 0)
+    for p, want in zip(model.parameters(), root):
+        torch.testing.assert_close(dopt.state[p]["exp_avg"], want)

@@ -176,17 +176,22 @@ def local_size():
 
 
 def cross_rank():
-    """The index of this rank's host among the hosts of the job."""
+    """The index of this rank's host among the hosts that have a rank with this
+    rank's local rank (Horovod's: every host where all hold as many ranks)."""
     return session().cross_rank
 
 
 def cross_size():
-    """The number of hosts in the job."""
+    """The number of hosts that have a rank with this rank's local rank
+    (Horovod's: the number of hosts where all hold as many ranks)."""
     return session().cross_size
 
 
 def is_homogeneous():
-    """True when every host runs the same number of ranks."""
+    """True when every host runs the same number of ranks, as far as this rank's
+    own layout tells (``size() == local_size() * cross_size()``): where hosts hold
+    different numbers, a rank whose local rank only some hosts have can still
+    see True."""
     return session().size == session().local_size * session().cross_size
 
 

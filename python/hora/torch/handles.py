@@ -1,12 +1,14 @@
 """Handles of asynchronous collectives: ``poll(handle)`` and ``synchronize(handle)``.
 
-Every ``*_async`` function returns a :class:`Handle`. It keeps references to
+Every ``*_async`` function but ``sparse_allreduce_async`` (a callable, as
+Horovod's) returns a :class:`Handle`. It keeps references to
 the tensors the collective reads and writes until it is synchronized (the
 core keeps their memory alive as well), so dropping the user's references
 early is safe. ``synchronize(handle)`` waits and returns the collective's
-result (the output tensor; a list for grouped collectives; ``(output,
-received_splits)`` for alltoall); calling it again returns the same result,
-or raises the same error.
+result (the output tensor; a list for grouped allreduce and reducescatter, a
+tuple for grouped allgather; ``(output, received_splits)`` for alltoall);
+calling it again returns the same result, or raises the same error (Horovod's
+returns None the second time).
 
 CUDA tensors complete as in Horovod's async completion: ``synchronize``
 returns once the collective is done, and the results' last copies to the GPU

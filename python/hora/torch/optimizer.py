@@ -296,12 +296,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """The wrapped optimizer's step, without any collective."""
         return super(self.__class__, self).step(closure)
 
-    def zero_grad(self, set_to_none=False):
+    def zero_grad(self, set_to_none=None):
         if self._handles or self._group_handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(); this is "
                                  "prohibited as it races with the allreduces in flight")
-        return super(self.__class__, self).zero_grad(set_to_none)
+        # (None: torch's own default, as Horovod's zero_grad() takes it.)
+        parent = super(self.__class__, self)
+        return parent.zero_grad() if set_to_none is None else parent.zero_grad(set_to_none)
 
     def load_state_dict(self, *args, **kwargs):
         self._reset()

@@ -134,9 +134,16 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             raise error
         return loss
 
-    def zero_grad(self, set_to_none=False):
+    def _local_step(self, closure=None):
+        """The wrapped optimizer's step, without any collective (for
+        ``broadcast_optimizer_state``'s first state, as Horovod's)."""
+        return super(self.__class__, self).step(closure)
+
+    def zero_grad(self, set_to_none=None):
         if self._handles:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step(); this is prohibited as it races with "
                                  "the reductions in flight")
-        return super(self.__class__, self).zero_grad(set_to_none)
+        # (None: torch's own default, as Horovod's zero_grad() takes it.)
+        parent = super(self.__class__, self)
+        return parent.zero_grad() if set_to_none is None else parent.zero_grad(set_to_none)

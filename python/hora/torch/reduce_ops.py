@@ -12,9 +12,12 @@ Common contract (Horovod's):
   Adasum); ``average=`` is Horovod's deprecated boolean.
 * ``prescale_factor`` multiplies each input before the reduction,
   ``postscale_factor`` the result (after the division of Average).
-  Integer Average rounds toward zero.
+  Integer Average is the exact sum divided by the set's size, rounded toward
+  zero, then scaled (Horovod's multiplies the sum by ``postscale / n`` in
+  float64, which can come out one short).
 * ``name``: collectives are matched across ranks by name; ``None`` generates
-  one, the same on every rank for its N-th unnamed call of that kind. Every
+  one, the same on every rank for its N-th unnamed call of that kind (the
+  grouped kinds share one count; ``join`` starts the counts again). Every
   rank must submit the same names with the same dtype, shape, op and scale
   factors; a disagreement fails that collective on every rank with a
   MismatchError naming each rank's values.
