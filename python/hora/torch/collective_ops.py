@@ -7,11 +7,13 @@ follow the contract of :mod:`hora.torch.reduce_ops`.
 
 * allgather: concatenates every rank's tensor along dimension 0, in rank
   order. Dimension 0 may differ between ranks; dtype and the other dimensions
-  must agree. A 0-dim tensor is gathered as a 1-element vector.
+  must agree. A 0-dim tensor is gathered as a 1-element vector (where
+  Horovod's fails).
 * broadcast: every rank receives root's tensor (same dtype and shape everywhere).
 * alltoall: rank r sends ``splits[p]`` rows (dimension 0) to each rank p and
-  receives, in rank order, the rows every rank sent it. ``splits=None`` splits
-  dimension 0 evenly (it must then divide by size()).
+  receives, in rank order, the rows every rank sent it. ``splits`` must add up
+  to dimension 0 exactly (Horovod's takes a sum below it). ``splits=None``
+  splits dimension 0 evenly (it must then divide by size()).
 """
 
 import operator

@@ -6,7 +6,8 @@
 * ``broadcast_optimizer_state(optimizer, root_rank, model=None)``: every
   rank's optimizer gets root's ``state_dict()`` (state and hyper-parameters).
 * ``broadcast_object(obj, root_rank)`` / ``allgather_object(obj)``: any
-  picklable object, sent as a uint8 tensor after its size.
+  object ``torch.save`` pickles (Horovod's uses cloudpickle, which also takes
+  lambdas and local functions), sent as a uint8 tensor after its size.
 
 Objects are unpickled only from peers of this job (the core authenticates
 every connection with the job secret).

@@ -315,8 +315,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          backward_passes_per_step=1, op=basics.Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set):
-    """Returns a distributed version of ``optimizer`` (same class, same parameter
-    groups and hyper-parameters; its state is not copied). See the module doc."""
+    """Returns a distributed version of ``optimizer`` (a subclass of its class,
+    of the same name, with the same parameter groups and hyper-parameters; its
+    state is not copied). See the module doc. Refused with ValueError, where
+    Horovod's goes on: an ``op`` other than Average, Sum or Adasum, and a
+    ``groups`` list holding a parameter that needs no gradient."""
     process_set_id(process_set)
     op = basics.check_op(op)
     if op not in (basics.Average, basics.Sum, basics.Adasum):

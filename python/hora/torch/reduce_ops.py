@@ -286,8 +286,10 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
     values are allgathered (collectives "<name>.indices" and "<name>.values";
     unnamed where ``name`` is None),
     which sums them once coalesced; Average then divides the values by the
-    process set's size. Returns a callable (Horovod's form): call it, or pass
-    it to ``synchronize``, to get the result, an uncoalesced sparse tensor of
+    process set's size. ``tensor`` is coalesced before it is sent. Only Sum and
+    Average are taken (others raise InvalidArgumentError; Horovod's would
+    concatenate). Returns a callable (Horovod's form): call it, or pass it to
+    ``synchronize``, to get the result, an uncoalesced sparse tensor of
     ``tensor``'s size."""
 
     op = basics.check_op(op)
