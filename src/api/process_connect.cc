@@ -206,11 +206,15 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   // transport (a typo fails on one host as on several), compared with the
   // settings: where some hosts refuse it every rank fails at once, naming
   // them, instead of waiting for connections that never come.
+  // (An elastic worker whose host refuses it fails alone, as any worker
+  // that cannot start: the others form a world without it.)
   const Status congestion = config.tcp_congestion.empty()
                                 ? Status::Ok()
                                 : net::CheckCongestionControl(config.tcp_congestion);
-  agreed.emplace_back("HORA_TCP_CONGESTION on this host",
-                      congestion.ok() ? "usable" : congestion.message());
+  if (config.worker_id.empty()) {
+    agreed.emplace_back("HORA_TCP_CONGESTION on this host",
+                        congestion.ok() ? "usable" : congestion.message());
+  }
   HORA_RETURN_IF_ERROR(CompareSettings(*w.store, "hora/" + id, l.rank, l.size, agreed, timeout));
   if (!congestion.ok()) {
     char name[256] = {};

@@ -80,8 +80,11 @@ std::string SettingsDisagreement(const std::vector<NamedValues>& by_rank) {
 namespace {
 
 std::string Disagreement(const std::string& differ) {
+  // (Entries named "... on this host" are facts of the host, not settings.)
+  const bool host = differ.find(" on this host is ") != std::string::npos;
   return "ranks disagree on settings every rank must share: " + differ +
-         " (give every rank the same environment)";
+         (host ? " (give every rank the same environment, and every host what it needs)"
+               : " (give every rank the same environment)");
 }
 
 }  // namespace

@@ -71,6 +71,24 @@ TEST(SettingsAgreement, EveryRankNamesEachSettingAndValue) {
   }
 }
 
+// A fact of each host compared with the settings (whether its kernel takes
+// HORA_TCP_CONGESTION): the verdict names the ranks on each side, and says
+// the hosts need it too.
+TEST(SettingsAgreement, AHostFactThatDiffersNamesItsRanks) {
+  std::vector<NamedValues> all(3, Settings({{"HORA_TCP_CONGESTION", "cubic"}}));
+  for (size_t r = 0; r < all.size(); ++r) {
+    all[r].emplace_back("HORA_TCP_CONGESTION on this host", r == 2 ? "refused: no" : "usable");
+  }
+  for (const Status& st : Compare(all, std::chrono::seconds(10))) {
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("HORA_TCP_CONGESTION on this host is 'usable' on ranks 0, 1 "
+                                "and 'refused: no' on rank 2"),
+              std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("and every host what it needs"), std::string::npos) << st.message();
+  }
+}
+
 // How GPU tensors are routed (NCCL or not, from which size, the staging
 // chunk) is the Session's, not each request's: ranks that differ fail here,
 // before any GPU batch could go two ways.

@@ -348,3 +348,20 @@ def test_compiled_model_equivalent_to_one_worker(backend):
         for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, **TOL, msg=lambda m: "%s step %d %s: %s"
                                        % (backend, step, name, m))
+
+
+def test_zero_grad_takes_torchs_default_as_the_plain_optimizer():
+    # Horovod's zero_grad() calls torch's with its default: set_to_none is
+    # True from torch 2.0, False before.
+    def after_zero_grad(distributed):
+        model = torch.nn.Linear(2, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        if distributed:
+            opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        model(torch.ones(1, 2)).sum().backward()
+        if distributed:
+            opt.step()
+        opt.zero_grad()
+        return [p.grad is None for p in model.parameters()]
+
+    assert after_zero_grad(True) == after_zero_grad(False)

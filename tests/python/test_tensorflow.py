@@ -206,6 +206,12 @@ def test_errors_name_the_operation():
         pass
     with pytest.raises(ValueError, match="groups="):
         htf.DistributedGradientTape(tape, groups=[[tf.Variable(1.0)]])
+    # An int is a number of groups, as Horovod's.
+    v = tf.Variable([1.0, 2.0])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(v * v)
+    g = htf.DistributedGradientTape(tape, groups=2).gradient(loss, [v])
+    np.testing.assert_allclose(g[0].numpy(), [2.0, 4.0])
     # The job goes on.
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == hvd.size()
 

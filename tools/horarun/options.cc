@@ -7,6 +7,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
 #include "config_file.h"
@@ -151,19 +152,25 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
   for (; i < args.size(); ++i) o.command.push_back(args[i]);
   if (o.help || o.version || o.check_build) return o;
   if (!o.config_file.empty()) HORA_RETURN_IF_ERROR(ApplyConfigFile(o, given, read_file));
+  HORA_RETURN_IF_ERROR(Resolve(o));
   if (o.mpi) {
-    // mpirun starts the ranks and stops them: horarun's own ways are unused.
-    for (const auto& [dest, flag] :
-         {std::pair{"rsh", "--rsh"}, std::pair{"ssh_port", "-p"}, std::pair{"ssh_identity", "-i"},
-          std::pair{"stop_grace", "--stop-grace"}}) {
+    // mpirun starts the ranks and stops them: horarun's own ways are unused,
+    // and horarun does not hand these to mpirun yet.
+    for (const auto& [dest, flag, instead] :
+         {std::tuple{"rsh", "--rsh", "OMPI_MCA_plm_rsh_agent"},
+          std::tuple{"ssh_port", "--ssh-port (-p)", "~/.ssh/config or OMPI_MCA_plm_rsh_args"},
+          std::tuple{"ssh_identity", "--ssh-identity-file (-i)",
+                     "~/.ssh/config or OMPI_MCA_plm_rsh_args"},
+          std::tuple{"stop_grace", "--stop-grace", "mpirun's own handling of signals"}}) {
       if (given.count(dest) != 0) {
         return InvalidArgument(std::string(flag) +
-                               " is not used with --mpi: mpirun starts and stops the ranks "
-                               "(give it mpirun's own options through --mpirun)");
+                               " is not passed to mpirun yet, and mpirun starts and stops the "
+                               "ranks here (--mpi, --mpirun, --transport mpi or the config "
+                               "file's controller: mpi): use " +
+                               instead + " instead");
       }
     }
   }
-  HORA_RETURN_IF_ERROR(Resolve(o));
   if (o.print_config) return o;
 
   if (!o.host_list.empty() && !o.hostfile.empty()) {

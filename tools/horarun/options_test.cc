@@ -200,10 +200,13 @@ TEST(Options, BadValuesAndRefusedFlagsAreClearErrors) {
       {{"-np", "2", "--gloo", "--transport", "mpi"}, "--gloo starts the ranks with horarun"},
       {{"-np", "2", "--rsh", "rsh", "-p", "22"},
        "--ssh-port and --ssh-identity-file are ssh's options, but --rsh 'rsh' is not ssh"},
-      {{"-np", "2", "--mpi", "--rsh", "rsh"}, "--rsh is not used with --mpi"},
-      {{"-np", "2", "--mpi", "-p", "2222"}, "-p is not used with --mpi"},
-      {{"-np", "2", "--mpi", "-i", "/k/id"}, "-i is not used with --mpi"},
-      {{"-np", "2", "--mpi", "--stop-grace", "3"}, "--stop-grace is not used with --mpi"},
+      {{"-np", "2", "--mpi", "--rsh", "rsh"}, "--rsh is not passed to mpirun yet"},
+      {{"-np", "2", "--mpi", "-p", "2222"}, "--ssh-port (-p) is not passed to mpirun yet"},
+      {{"-np", "2", "--mpi", "-i", "/k/id"}, "--ssh-identity-file (-i) is not passed"},
+      {{"-np", "2", "--transport", "mpi", "--stop-grace", "3"},
+       "--stop-grace is not passed to mpirun yet"},
+      {{"-np", "2", "--mpirun", "mpirun.mpich", "--stop-grace", "3"},
+       "--stop-grace is not passed to mpirun yet"},
       {{"-np", "2", "-x", "1A"}, "-x '1A' does not start with a variable name"},
       {{"-np", "2", "--verbose=yes"}, "--verbose takes no value"},
       {{"-np", "2", "--frobnicate"}, "unknown option '--frobnicate'"},
@@ -279,6 +282,11 @@ TEST(Options, ConfigFileGivesFlagsThatTheCommandLineOverrides) {
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_TRUE(o->mpi);
   EXPECT_EQ(o->settings.at("HORA_STALL_WARNING_S"), "0");
+  // MPI from the file: horarun's own start flags are refused as with --mpi.
+  auto refused = Parse({"-np", "1", "--rsh", "rsh", "--config-file", "m.yaml"});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("--rsh is not passed to mpirun yet"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(Options, ConfigFileErrorsNameTheLine) {

@@ -100,8 +100,9 @@ basics._process_set_adder = add_process_set  # (for init(process_sets=...))
 
 def remove_process_set(process_set):
     """Removes a process set added before; collective over every rank of the job.
-    Returns True; as Horovod's, False (and nothing done) for the global set or
-    one not added (or removed already)."""
+    Returns True; False (and nothing done) for the global set, as Horovod's,
+    and for a set not added or removed already (where Horovod's fails an
+    assertion)."""
     _check_type(process_set)
     if process_set.ranks is None or process_set.process_set_id is None:
         return False

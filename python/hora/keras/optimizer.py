@@ -68,9 +68,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          gradient_predivide_factor=1.0, average_aggregated_gradients=False,
                          num_groups=0, groups=None, process_set=global_process_set):
     """``optimizer`` (a Keras 3 optimizer) whose gradients are reduced across ranks
-    (``op``, Average by default) before each update. ``groups=`` is refused (use
-    ``num_groups``), and so is ``backward_passes_per_step`` other than 1 (give the
-    Keras optimizer ``gradient_accumulation_steps`` instead): ``ValueError``."""
+    (``op``, Average by default) before each update. ``groups=`` lists of
+    variables are refused (an int, or ``num_groups``, splits the gradients into
+    that many groups), and so is ``backward_passes_per_step`` other than 1 (give
+    the Keras optimizer ``gradient_accumulation_steps`` instead): ``ValueError``."""
     del name, device_dense, device_sparse, average_aggregated_gradients
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError("hora.keras.DistributedOptimizer: expected a keras.optimizers.Optimizer, "
@@ -80,8 +81,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          "gradient_accumulation_steps=%d instead (each step's gradients are "
                          "then averaged across ranks before they are accumulated)"
                          % (backward_passes_per_step, backward_passes_per_step))
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
     if groups is not None:
-        raise ValueError("groups= is not supported by hora.keras; use num_groups")
+        raise ValueError("groups= lists of variables are not supported by hora.keras; use "
+                         "num_groups")
     op = basics.check_op(op)
     if gradient_predivide_factor != 1.0 and op != basics.Average:
         raise ValueError("gradient_predivide_factor needs op=Average")

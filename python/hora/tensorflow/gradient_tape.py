@@ -86,10 +86,13 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
     """A tape whose ``gradient()`` returns the gradients averaged (``op``) across ranks.
 
     Wrap the tape after recording: ``tape = hvd.DistributedGradientTape(tape)``.
-    ``groups=`` (lists of variables) is refused with ``ValueError``; ``num_groups``
-    splits the gradients into that many fused groups.
+    ``groups=`` lists of variables are refused with ``ValueError``; ``num_groups``
+    (or ``groups=`` an int, as Horovod's) splits the gradients into that many
+    fused groups.
     """
     del device_dense, device_sparse, scale_local_gradients
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
     if groups is not None:
         raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
                          "use num_groups")

@@ -21,8 +21,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     A Keras optimizer (Keras 3) is handed to ``hora.keras.DistributedOptimizer``
     (which refuses ``groups=`` and ``backward_passes_per_step`` other than 1);
     a ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces
-    (``groups=`` and ``backward_passes_per_step`` other than 1 refused with
-    ``ValueError``)."""
+    (``groups=`` lists of variables and ``backward_passes_per_step`` other than
+    1 refused with ``ValueError``; ``groups=`` an int is ``num_groups``)."""
     del name, use_locking, device_dense, device_sparse, average_aggregated_gradients
     import keras
 
@@ -36,6 +36,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                  num_groups=num_groups, process_set=process_set)
     if backward_passes_per_step != 1:
         raise ValueError("backward_passes_per_step is supported for Keras optimizers only")
+    if isinstance(groups, int) and not isinstance(groups, bool):
+        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
     if groups is not None:
         raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
                          "use num_groups")

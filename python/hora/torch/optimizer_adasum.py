@@ -17,7 +17,9 @@ Contract (Horovod's):
   apply; gradient groups, ``sparse_as_dense`` and
   ``gradient_predivide_factor`` do not.
 * Every parameter that requires grad gets a zero ``.grad`` at construction,
-  so one that receives no gradient still takes part.
+  so one that receives no gradient still takes part (as does one whose
+  ``.grad`` ``zero_grad()`` set to None: ``zero_grad()`` takes torch's
+  default for ``set_to_none``, as the plain optimizer does).
 * ``synchronize()`` does nothing (``step()`` does the work);
   ``skip_synchronize()`` raises AssertionError; ``zero_grad()`` between
   backward and ``step()`` raises AssertionError.
