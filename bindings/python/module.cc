@@ -306,6 +306,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("local_size", [](PySession& s) { return s.Get().local_size(); })
       .def_property_readonly("cross_rank", [](PySession& s) { return s.Get().cross_rank(); })
       .def_property_readonly("cross_size", [](PySession& s) { return s.Get().cross_size(); })
+      .def_property_readonly("is_homogeneous",
+                             [](PySession& s) { return s.Get().is_homogeneous(); })
       .def("allreduce_async", &AllreduceAsync, a("name"), a("input"), a("output"),
            py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 1,

@@ -69,15 +69,18 @@ class Session {
 
   int rank() const;
   int size() const;
-  // Place on the host: rank among the ranks of this host and their number;
-  // the host's index among the hosts that have a rank with this local rank,
-  // and their number (Horovod's local_rank, local_size, cross_rank,
-  // cross_size: with hosts of 2 and 1 ranks, local rank 1's cross_size is 1).
-  // Ranks as threads are one host.
+  // Place on the host: rank among the ranks of this host and their number
+  // (from the launcher); the host's index among the hosts that have a rank
+  // with this local rank, in rank order, and their number, gathered from
+  // every rank when the Session starts (Horovod's local_rank, local_size,
+  // cross_rank, cross_size: with hosts of 2 and 1 ranks, local rank 1's
+  // cross_size is 1). Ranks as threads are one host.
   int local_rank() const;
   int local_size() const;
   int cross_rank() const;
   int cross_size() const;
+  // Every host runs the same number of ranks (Horovod's is_homogeneous).
+  bool is_homogeneous() const;
 
   // GPU tensors (a TensorView on cuda:N; docs/guide/gpu.md) go to every collective
   // below. Their memory must stay valid until the collective is done, as a

@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "api/layout_exchange.h"
 #include "api/process_connect.h"
 #include "api/session_impl.h"
 #include "api/settings_agreement.h"
@@ -194,6 +195,10 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   // Only once the ranks agree on it: the comparison above runs allgathers
   // on this Comm, which ranks that disagreed would post differently.
   impl->comm.SetBlocksAtOnce(BlocksAtOnceOf(impl->config));
+  // (Ranks as threads are one host, as their layout says.)
+  if (!options.world && impl->comm.size() > 1) {
+    HORA_RETURN_IF_ERROR(ExchangeLayout(*impl->backend, &impl->layout));
+  }
   {
     // The global set's engine starts with the Session, on every rank: a
     // rank busy elsewhere (loading data) still negotiates, so that a rank
@@ -249,6 +254,7 @@ int Session::local_rank() const { return impl_->layout.local_rank; }
 int Session::local_size() const { return impl_->layout.local_size; }
 int Session::cross_rank() const { return impl_->layout.cross_rank; }
 int Session::cross_size() const { return impl_->layout.cross_size; }
+bool Session::is_homogeneous() const { return impl_->layout.homogeneous; }
 
 Result<uint64_t> Session::GpuStream(int device) {
   const Status st = impl_->devices.Get(device).status();

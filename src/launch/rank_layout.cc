@@ -160,11 +160,25 @@ Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& e
                              " is not below the cross size " + std::to_string(l.cross_size) +
                              " (from " + l.source + " variables)");
     }
+    l.homogeneous = l.size == l.local_size * l.cross_size;
     return l;
   }
   RankLayout single;
   single.source = "default";
   return single;
+}
+
+void CompleteLayout(std::span<const LocalPlace> places, RankLayout* l) {
+  l->cross_rank = 0;
+  l->cross_size = 0;
+  l->homogeneous = true;
+  for (size_t r = 0; r < places.size(); ++r) {
+    const LocalPlace& p = places[r];
+    if (p.local_size != l->local_size) l->homogeneous = false;
+    if (p.local_rank != l->local_rank) continue;
+    if (r < static_cast<size_t>(l->rank)) ++l->cross_rank;
+    ++l->cross_size;
+  }
 }
 
 }  // namespace hora

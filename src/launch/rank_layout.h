@@ -14,8 +14,10 @@
 // (cross rank = rank / local size when every host runs local size ranks).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,9 @@ struct RankLayout {
   int cross_rank = 0;
   int cross_size = 1;
   std::string source;  // "horarun", "openmpi", "mpich", "slurm", "torchrun", "default"
+  // Every host runs the same number of ranks (CompleteLayout; from the
+  // launcher's variables alone, as far as this rank's own values tell).
+  bool homogeneous = true;
 };
 
 // `env` holds the process environment (all variables, not just HORA_*).
@@ -38,6 +43,21 @@ struct RankLayout {
 // Inconsistent values (rank >= size, a non-number) are an InvalidArgument
 // error naming the variables and values.
 Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env);
+
+// A rank's place on its host, as its launcher gave it.
+struct LocalPlace {
+  int32_t local_rank = 0;
+  int32_t local_size = 1;
+};
+
+// Completes `l` from every rank's place (`places`, indexed by rank; l's own
+// rank among them), as Horovod derives them once the job is up, whatever
+// the launcher gave: the cross rank is l's index among the ranks with its
+// local rank, in rank order, and the cross size their number; the job is
+// homogeneous when every rank's local size is the same. (A launcher gives
+// no cross values, like mpirun, or derives them assuming even hosts with
+// consecutive ranks, which uneven hosts or ranks placed round-robin break.)
+void CompleteLayout(std::span<const LocalPlace> places, RankLayout* l);
 
 // The task count of node `node_id` in Slurm's SLURM_TASKS_PER_NODE, a list
 // like "2(x3),1" (three nodes with 2 tasks, then one with 1). Without a node

@@ -3,9 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace hora {
 namespace {
@@ -147,6 +150,103 @@ TEST(RankLayout, SlurmTasksPerNodeLists) {
   auto uneven = SlurmTasksOnNode("2,1", std::nullopt);
   ASSERT_FALSE(uneven.ok());
   EXPECT_NE(uneven.status().message().find("SLURM_NODEID"), std::string::npos);
+}
+
+// CompleteLayout against the hosts themselves: every way of placing up to
+// 7 ranks on hosts (each rank's host a label, in first-use order). The
+// reference counts hosts, not ranks: the hosts with a j-th rank, ordered by
+// that rank's number; the cross rank is this host's index among them.
+TEST(RankLayout, CompleteLayoutMatchesEveryPlacementOfRanksOnHosts) {
+  int placements = 0;
+  for (int n = 1; n <= 7; ++n) {
+    std::vector<int> host(static_cast<size_t>(n), 0);
+    std::function<void(int, int)> place = [&](int r, int hosts) {
+      if (r < n) {
+        for (int h = 0; h <= hosts; ++h) {
+          host[static_cast<size_t>(r)] = h;
+          place(r + 1, std::max(hosts, h + 1));
+        }
+        return;
+      }
+      ++placements;
+      std::vector<std::vector<int>> members(static_cast<size_t>(hosts));
+      for (int q = 0; q < n; ++q)
+        members[static_cast<size_t>(host[static_cast<size_t>(q)])].push_back(q);
+      std::vector<LocalPlace> places(static_cast<size_t>(n));
+      for (const auto& m : members) {
+        for (size_t i = 0; i < m.size(); ++i)
+          places[static_cast<size_t>(m[i])] = {static_cast<int32_t>(i),
+                                               static_cast<int32_t>(m.size())};
+      }
+      bool even = true;
+      for (const auto& m : members) even = even && m.size() == members[0].size();
+      for (int q = 0; q < n; ++q) {
+        const auto& mine = members[static_cast<size_t>(host[static_cast<size_t>(q)])];
+        const auto j = static_cast<size_t>(std::find(mine.begin(), mine.end(), q) - mine.begin());
+        std::vector<int> jth;  // the j-th rank of every host that has one
+        for (const auto& m : members) {
+          if (m.size() > j) jth.push_back(m[j]);
+        }
+        std::sort(jth.begin(), jth.end());
+        RankLayout l;
+        l.rank = q;
+        l.size = n;
+        l.local_rank = places[static_cast<size_t>(q)].local_rank;
+        l.local_size = places[static_cast<size_t>(q)].local_size;
+        l.cross_rank = 99;  // (whatever a launcher guessed)
+        l.cross_size = 99;
+        l.homogeneous = !even;
+        CompleteLayout(places, &l);
+        std::string where = "rank " + std::to_string(q) + " of hosts";
+        for (int h : host) where += " " + std::to_string(h);
+        ASSERT_EQ(l.cross_rank, std::find(jth.begin(), jth.end(), q) - jth.begin()) << where;
+        ASSERT_EQ(l.cross_size, static_cast<int>(jth.size())) << where;
+        ASSERT_EQ(l.homogeneous, even) << where;
+        ASSERT_EQ(l.local_rank, static_cast<int>(j)) << where;  // (left as given)
+      }
+    };
+    place(0, 0);
+  }
+  EXPECT_EQ(placements, 1 + 2 + 5 + 15 + 52 + 203 + 877);  // Bell numbers: every placement
+}
+
+// The launcher's guess and the completed layout, where they part: two
+// hosts with ranks placed round-robin (mpirun --map-by node), and hosts of
+// 2 and 1 ranks, under Open MPI's variables (which give no cross values).
+TEST(RankLayout, CompleteLayoutMendsWhatOpenMpiVariablesCannotTell) {
+  auto from_env = [](int rank, int size, int local_rank, int local_size) {
+    auto l = RankLayoutFromEnv({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                                {"OMPI_COMM_WORLD_SIZE", std::to_string(size)},
+                                {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(local_rank)},
+                                {"OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(local_size)}});
+    EXPECT_TRUE(l.ok()) << l.status().ToString();
+    return *l;
+  };
+  // Round-robin: ranks 0 and 2 on host A, 1 and 3 on host B.
+  const std::vector<LocalPlace> rr = {{0, 2}, {0, 2}, {1, 2}, {1, 2}};
+  RankLayout r1 = from_env(1, 4, 0, 2);
+  EXPECT_EQ(r1.cross_rank, 0);  // the guess: rank / local size
+  CompleteLayout(rr, &r1);
+  EXPECT_EQ(r1.cross_rank, 1);
+  EXPECT_EQ(r1.cross_size, 2);
+  EXPECT_TRUE(r1.homogeneous);
+  RankLayout r2 = from_env(2, 4, 1, 2);
+  CompleteLayout(rr, &r2);
+  EXPECT_EQ(r2.cross_rank, 0);
+  // Hosts of 2 and 1: ranks 0 and 1 on A, 2 on B.
+  const std::vector<LocalPlace> uneven = {{0, 2}, {1, 2}, {0, 1}};
+  RankLayout b = from_env(2, 3, 0, 1);
+  EXPECT_TRUE(b.homogeneous);  // the guess: 3 == 1 * 3
+  EXPECT_EQ(b.cross_size, 3);
+  CompleteLayout(uneven, &b);
+  EXPECT_FALSE(b.homogeneous);
+  EXPECT_EQ(b.cross_rank, 1);
+  EXPECT_EQ(b.cross_size, 2);
+  RankLayout a1 = from_env(1, 3, 1, 2);
+  CompleteLayout(uneven, &a1);
+  EXPECT_EQ(a1.cross_rank, 0);
+  EXPECT_EQ(a1.cross_size, 1);
+  EXPECT_FALSE(a1.homogeneous);
 }
 
 }  // namespace

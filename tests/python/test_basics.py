@@ -35,6 +35,62 @@ def test_layout_matches_launcher_and_is_consistent():
     assert hvd.is_homogeneous()
 
 
+_LAYOUT_PROBE = """
+import json
+import hora.torch as hvd
+hvd.init()
+print("LAYOUT " + json.dumps([hvd.rank(), hvd.local_rank(), hvd.local_size(),
+                              hvd.cross_rank(), hvd.cross_size(), hvd.is_homogeneous()]))
+hvd.shutdown()
+"""
+
+
+def _layouts_under_openmpi_variables(places):
+    """Starts one process a rank, each given only Open MPI's variables for
+    its place (local rank, local size): no cross values, as mpirun gives."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    drop = ("HORA_", "HOROVOD_", "OMPI_", "PMI_", "PMIX_", "SLURM_", "MPI_LOCAL")
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(drop) and k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK",
+                                                    "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                                    "MASTER_PORT")}
+    base.update(PYTHONPATH=package_parent(), HORA_TRANSPORT="tcp", HORA_TIMEOUT_S="60",
+                HORA_STORE_ADDR="127.0.0.1:%d" % port, HORA_SECRET="layout-%d" % port)
+    procs = []
+    for r, (local_rank, local_size) in enumerate(places):
+        env = dict(base, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_SIZE=str(len(places)),
+                   OMPI_COMM_WORLD_LOCAL_RANK=str(local_rank),
+                   OMPI_COMM_WORLD_LOCAL_SIZE=str(local_size))
+        procs.append(subprocess.Popen([sys.executable, "-c", _LAYOUT_PROBE], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    got = []
+    for p in procs:
+        out, _ = p.communicate(timeout=120)
+        assert p.returncode == 0, out
+        line = [l for l in out.splitlines() if l.startswith("LAYOUT ")]
+        assert len(line) == 1, out
+        got.append(tuple(json.loads(line[0][len("LAYOUT "):])))
+    return got
+
+
+def test_cross_ranks_are_gathered_where_the_launcher_gives_none():
+    # Horovod's values (its cross communicator splits by local rank, in rank
+    # order), where guessing from this rank's own variables (rank / local
+    # size) goes wrong: ranks placed round-robin on two hosts (ranks 0 and 2
+    # on one, 1 and 3 on the other), and hosts of 2 and 1 ranks.
+    if hvd.rank() != 0:
+        return  # (one sub-job is enough; rank 0 runs it)
+    # (rank, local_rank, local_size, cross_rank, cross_size, is_homogeneous)
+    assert _layouts_under_openmpi_variables([(0, 2), (0, 2), (1, 2), (1, 2)]) == [
+        (0, 0, 2, 0, 2, True), (1, 0, 2, 1, 2, True), (2, 1, 2, 0, 2, True),
+        (3, 1, 2, 1, 2, True)]
+    assert _layouts_under_openmpi_variables([(0, 2), (1, 2), (0, 1)]) == [
+        (0, 0, 2, 0, 2, False), (1, 1, 2, 0, 1, False), (2, 0, 1, 1, 2, False)]
+
+
 def test_init_is_idempotent_and_names_exist():
     hvd.init()
     hvd.init(None, None)  # Horovod's positional order: comm, process_sets

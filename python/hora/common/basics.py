@@ -177,22 +177,20 @@ def local_size():
 
 def cross_rank():
     """The index of this rank's host among the hosts that have a rank with this
-    rank's local rank (Horovod's: every host where all hold as many ranks)."""
+    rank's local rank, in rank order (gathered from every rank at ``init()``)."""
     return session().cross_rank
 
 
 def cross_size():
-    """The number of hosts that have a rank with this rank's local rank
-    (Horovod's: the number of hosts where all hold as many ranks)."""
+    """The number of hosts that have a rank with this rank's local rank (every
+    host, where each runs as many ranks)."""
     return session().cross_size
 
 
 def is_homogeneous():
-    """True when every host runs the same number of ranks, as far as this rank's
-    own layout tells (``size() == local_size() * cross_size()``): where hosts hold
-    different numbers, a rank whose local rank only some hosts have can still
-    see True."""
-    return session().size == session().local_size * session().cross_size
+    """True when every host runs the same number of ranks (every rank's
+    ``local_size()``, gathered at ``init()``, is the same)."""
+    return session().is_homogeneous
 
 
 def start_timeline(file_path, mark_cycles=False):

@@ -1,0 +1,22 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+#include "api/layout_exchange.h"
+
+#include <string>
+#include <vector>
+
+namespace hora {
+
+Status ExchangeLayout(CollectiveBackend& backend, RankLayout* layout) {
+  const auto n = static_cast<size_t>(layout->size);
+  const LocalPlace mine{layout->local_rank, layout->local_size};
+  std::vector<LocalPlace> all(n);
+  const std::vector<size_t> bytes(n, sizeof(LocalPlace));
+  HORA_RETURN_IF_ERROR(
+      backend.Allgatherv(&mine, all.data(), bytes)
+          .WithContext("rank " + std::to_string(layout->rank) +
+                       ": gathering every rank's local rank and size (for the cross ranks)"));
+  CompleteLayout(all, layout);
+  return Status::Ok();
+}
+
+}  // namespace hora

@@ -1,0 +1,18 @@
+// Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
+//
+// Every rank's place on its host, gathered once the job is up, so that the
+// cross ranks and whether hosts are even come out as Horovod's, whatever
+// the launcher gave (launch/rank_layout.h, CompleteLayout).
+#pragma once
+
+#include "backends/backend.h"
+#include "hora/status.h"
+#include "launch/rank_layout.h"
+
+namespace hora {
+
+// Collective over `backend` (the job's): every rank's local rank and size,
+// then `layout` completed from them.
+Status ExchangeLayout(CollectiveBackend& backend, RankLayout* layout);
+
+}  // namespace hora
