@@ -322,8 +322,10 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Returns the list of every rank's ``obj`` in rank order (pickled)."""
-    name = type(obj).__name__ if name is None else str(name)
+    """Returns the list of every rank's ``obj`` in rank order (pickled). Unnamed,
+    its collectives are named "allgather_object" (not by ``type(obj)``,
+    which differs where ranks pass objects of different types)."""
+    name = "allgather_object" if name is None else str(name)
     payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
     sizes = allgather(np.array([payload.size], dtype=np.int64), name + ".size", process_set)
     data = allgather(payload, name + ".data", process_set)

@@ -68,6 +68,18 @@ stop_check() {  # name, signal, expected rc, np
     pkill -KILL -f "$marker"
   fi
 }
+# horarun's stdout closed early (`horarun ... | head -1`): the lines are
+# dropped, the ranks run to their end and horarun exits 0 (it died by
+# SIGPIPE before, and every rank with it).
+pipe_dir=$(mktemp -d)
+"$horarun" -np 2 sh -c "seq 1 50000; touch $pipe_dir/done.\$HORA_RANK" | head -1 >/dev/null
+pipe_rc=${PIPESTATUS[0]}
+if [ "$pipe_rc" -eq 0 ] && [ -e "$pipe_dir/done.0" ] && [ -e "$pipe_dir/done.1" ]; then
+  pass=$((pass + 1))
+else
+  failed=$((failed + 1)); echo "FAIL stdout-closed: rc=$pipe_rc, ranks done: $(ls "$pipe_dir")"
+fi
+rm -rf "$pipe_dir"
 stop_check sigterm TERM 143 3
 stop_check sigint INT 130 2
 echo "$pass passed, $failed failed"

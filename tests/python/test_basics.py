@@ -220,6 +220,40 @@ def test_horovod_settings_through_horarun_are_said_taken():
     assert "ignored" not in out and "WARNING" not in out, out
 
 
+def test_an_uncaught_exception_fails_the_others_despite_a_lingering_thread():
+    # Rank 1's main thread raises while a thread of its own (not a daemon)
+    # keeps its process alive: Python waits for that thread before atexit,
+    # so the exception hook shuts Hora down, and rank 0, waiting for rank 1
+    # in an allreduce, fails at once naming it. (No collectives here: rank 0.)
+    if hvd.rank() != 0:
+        return
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
+    env.update({"PYTHONPATH": package_parent()})
+    code = """if True:
+        import threading, time, torch
+        import hora.torch as hvd
+        hvd.init()
+        if hvd.rank() == 1:
+            threading.Thread(target=time.sleep, args=(300,)).start()
+            raise ValueError("rank 1 gives up")
+        start = time.monotonic()
+        try:
+            hvd.allreduce(torch.ones(3), name="waits_for_rank_1")
+        except Exception as e:
+            print("rank 0 failed after %.0f s: %s" % (time.monotonic() - start, e))
+            raise SystemExit(3)
+    """
+    start = time.monotonic()
+    res = subprocess.run([horarun_path(), "-np", "2", sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=240)
+    out = res.stdout + res.stderr
+    assert res.returncode != 0, out
+    assert "rank 1 gives up" in out, out
+    assert "rank 0 failed after" in out and "rank 1 shut its Session down" in out, out
+    assert time.monotonic() - start < 120, out  # (not the thread's 300 s)
+
+
 def test_horarun_exports_horovods_layout_variables():
     if os.environ.get("HORA_RANK") is None:
         pytest.skip("not under horarun (skipped on every rank alike)")

@@ -108,6 +108,10 @@ def test_broadcast_object_and_allgather_object():
     assert [o["rank"] for o in every] == list(range(n))
     assert [len(o["payload"]) for o in every] == [q * 100 for q in range(n)]
     assert hvd.allgather_object(r * "x", name="strings") == [q * "x" for q in range(n)]
+    # Objects of different types on different ranks (None on odd ranks): one
+    # unnamed call everywhere (Horovod's names by type would never meet).
+    mixed = [{"rank": q} if q % 2 == 0 else None for q in range(n)]
+    assert hvd.allgather_object(mixed[r]) == mixed
 
 
 def test_broadcast_optimizer_state_sets_up_an_empty_state():

@@ -192,6 +192,8 @@ def test_broadcast_variables_and_objects():
     assert vs[0].numpy().tolist() == [0.0, 0.0] and int(vs[1].numpy()) == 0
     assert htf.broadcast_object({"r": r}, root_rank=0) == {"r": 0}
     assert htf.allgather_object(r) == list(range(hvd.size()))
+    mixed = [q if q % 2 == 0 else None for q in range(hvd.size())]
+    assert htf.allgather_object(mixed[r]) == mixed  # (types differ: one unnamed call)
 
 
 def test_errors_name_the_operation():

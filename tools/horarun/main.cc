@@ -34,6 +34,14 @@
 
 namespace {
 
+// SIGPIPE's handler: none of its own. horarun's stdout or stderr may be a
+// pipe whose reader is gone (`horarun ... | head`, a log shipper
+// restarting); the write then fails with EPIPE, the line is dropped and the
+// job goes on, instead of horarun dying by the signal and taking every
+// rank with it. (A handler, not SIG_IGN: exec resets a handled signal, so
+// the ranks and every program horarun starts get the default back.)
+void IgnorePipeSignal(int) {}
+
 // Random hex digits for the job secret and id (net/auth.h); exits on failure.
 std::string RandomHex(size_t bytes) {
   auto hex = hora::net::RandomHex(bytes);
@@ -51,6 +59,10 @@ int main(int argc, char** argv) {
   // The signals horarun handles are blocked before any thread starts (the
   // rendezvous server's), so that they reach the thread that waits for them
   // and are never taken, and lost, by another.
+  struct sigaction on_pipe = {};
+  on_pipe.sa_handler = IgnorePipeSignal;
+  sigemptyset(&on_pipe.sa_mask);
+  sigaction(SIGPIPE, &on_pipe, nullptr);
   const sigset_t job_signals = horarun::JobSignals();
   pthread_sigmask(SIG_BLOCK, &job_signals, nullptr);
   std::vector<std::string> args(argv + 1, argv + argc);

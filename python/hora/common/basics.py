@@ -92,19 +92,31 @@ def init(comm=None, process_sets=None, settings=None):
             _process_set_adder(ps)
 
 
-def _report_uncaught(exc_type, exc, tb):
-    """sys.excepthook while initialized: an exception that ends this rank is
-    told to horarun (its last line) before the rank tears down, so that
+def report_failure(exc_type, exc):
+    """Tells horarun that an exception ends this rank (its last line), so that
     horarun names this rank as the job's first failure rather than a peer
-    that failed because this one went; then the previous hook prints it."""
+    that failed because this one went. Best effort; a no-op when not
+    initialized (or in a forked child)."""
     s = _session
     if s is not None and os.getpid() == _init_pid:
         try:
-            line = traceback.format_exception_only(exc_type, exc)[-1].strip()
-            s.report_failure(line)
-        except Exception:  # (best effort: the exception itself matters more)
+            s.report_failure(traceback.format_exception_only(exc_type, exc)[-1].strip())
+        except Exception:  # (the exception itself matters more)
             pass
-    _previous_excepthook(exc_type, exc, tb)
+
+
+def _report_uncaught(exc_type, exc, tb):
+    """sys.excepthook while initialized: an exception that ends this rank is
+    reported (report_failure), the previous hook prints it, and Hora shuts
+    down here, so that the other ranks fail at once naming this one even
+    where a thread that is not a daemon keeps the process alive (Python
+    waits for such threads before atexit would shut Hora down)."""
+    report_failure(exc_type, exc)
+    try:
+        _previous_excepthook(exc_type, exc, tb)
+    finally:
+        if os.getpid() == _init_pid:
+            shutdown()
 
 
 def _export_elastic_layout(s):

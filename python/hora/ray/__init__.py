@@ -26,7 +26,11 @@ inside the function finds the others. ``run`` calls a function on every
 worker; ``execute`` calls it with the worker's executable (``start(
 executable_cls=...)``); ``run_remote`` returns Ray's object refs;
 ``execute_single`` runs on rank 0 only. A worker's failure raises Ray's
-error from ``run``; ``shutdown()`` ends the actors. With ``use_gpu`` each
+error from ``run``: an exception in a worker's function shuts Hora down in
+that worker, so that the others fail at once naming its rank where they
+wait for it, and ``run`` and ``execute`` then shut it down in every worker
+before raising, so that the next function's ``init()`` starts a new job
+(``run_remote``'s caller does that itself); ``shutdown()`` ends the actors. With ``use_gpu`` each
 actor sees the GPUs Ray gives it (``CUDA_VISIBLE_DEVICES``): pick device 0
 there, not ``local_rank()``.
 """
@@ -71,10 +75,31 @@ class _Worker:
         self.executable = cls(*(args or ()), **(kwargs or {}))
 
     def run(self, fn, args, kwargs):
-        return fn(*(args or ()), **(kwargs or {}))
+        return self._call(fn, *(args or ()), **(kwargs or {}))
 
     def execute(self, fn):
-        return fn(self.executable)
+        return self._call(fn, self.executable)
+
+    def end_session(self):
+        from hora.common import basics
+
+        basics.shutdown()
+
+    @staticmethod
+    def _call(fn, *args, **kwargs):
+        # An exception ends this rank's part: Ray keeps the actor (and its
+        # Session) alive, so Hora is shut down here, as an uncaught exception
+        # does in a process, and the other ranks fail at once naming this
+        # one instead of waiting for it in their next collective. (The next
+        # function's init() starts a new Session.)
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as e:
+            from hora.common import basics
+
+            basics.report_failure(type(e), e)
+            basics.shutdown()
+            raise
 
 
 class RayExecutor:
@@ -179,18 +204,27 @@ class RayExecutor:
         self._started("run_remote")
         return [w.run.remote(fn, args, kwargs) for w in self.workers]
 
-    def run(self, fn, args=None, kwargs=None):
-        """``fn(*args, **kwargs)`` on every worker; the results in rank order."""
+    def _get_all(self, refs):
+        """The workers' results; where one raised, Hora is shut down in every
+        worker (the others' Sessions lost a rank) before the error goes on, so
+        that the next function's ``init()`` starts a new job on every worker."""
         import ray
 
-        return ray.get(self.run_remote(fn, args, kwargs))
+        try:
+            return ray.get(refs)
+        except BaseException:
+            ends = [w.end_session.remote() for w in self.workers]
+            ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
+            raise
+
+    def run(self, fn, args=None, kwargs=None):
+        """``fn(*args, **kwargs)`` on every worker; the results in rank order."""
+        return self._get_all(self.run_remote(fn, args, kwargs))
 
     def execute(self, fn):
         """``fn(executable)`` on every worker; the results in rank order."""
-        import ray
-
         self._started("execute")
-        return ray.get([w.execute.remote(fn) for w in self.workers])
+        return self._get_all([w.execute.remote(fn) for w in self.workers])
 
     def execute_single(self, fn):
         """``fn(executable)`` on rank 0 only."""

@@ -41,8 +41,9 @@ Differences from Horovod, by design or not yet done:
   ``splits`` is given, as current Horovod does;
 * joined ranks count as identity values for Min, Max and Product (Horovod:
   zeros); Average divides by size() in both;
-* ``broadcast_object`` without a name is named "broadcast_object" (Horovod:
-  ``type(obj).__name__``, which differs on ranks that pass None).
+* ``broadcast_object`` and ``allgather_object`` without a name are named
+  "broadcast_object" and "allgather_object" (Horovod: ``type(obj).__name__``,
+  which differs on ranks that pass None).
 """
 
 # The job, the ops and the collectives: Horovod's horovod.torch.mpi_ops

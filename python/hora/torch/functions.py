@@ -160,13 +160,14 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's ``obj``, in rank order (pickled).
 
-    Two collectives, "<name>.size" and "<name>.data"; ``name`` defaults to
-    ``type(obj).__name__``, as in Horovod (so every rank names the call alike
-    even after a call that failed on one rank).
+    Two collectives, "<name>.size" and "<name>.data"; without ``name`` they
+    are named "allgather_object" (Horovod names them by ``type(obj)``, which
+    differs where ranks pass objects of different types, say None on some:
+    their calls would never meet).
     """
     process_set_id(process_set)
     if name is None:
-        name = type(obj).__name__
+        name = "allgather_object"
     payload = _dumps(obj)
     sizes = synchronize(co.allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
                                            name + ".size", process_set))

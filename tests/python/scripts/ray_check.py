@@ -1,6 +1,7 @@
 """hora.ray.RayExecutor on a local Ray cluster on loopback that this script
 starts and stops: workers as actors, Hora's rendezvous through them, results
-in rank order, executables, a worker's error raised in the driver.
+in rank order, executables, a worker's error raised in the driver (and its
+peers failing at once, naming it, where they wait for it).
 
     python ray_check.py NUM_WORKERS
 """
@@ -43,6 +44,16 @@ def fail_on_rank_1():
     return hvd.rank()
 
 
+def fail_then_collective():
+    import hora.numpy as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise ValueError("rank 1 refuses")
+    hvd.allreduce(np.ones(3), name="after_the_refusal")
+    return "rank %d went on without rank 1" % hvd.rank()
+
+
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     ray.init(num_cpus=n, _node_ip_address="127.0.0.1", include_dashboard=False,
@@ -52,9 +63,9 @@ def main():
         executor = RayExecutor(RayExecutor.create_settings(timeout_s=60), num_workers=n)
         executor.start(executable_cls=Counter, executable_args=[10])
         results = executor.run(train, args=[2.0])
-        want = (np.arange(3) * 2.0 * sum(range(1, n + 1))).tolist()
+        want_sum = (np.arange(3) * 2.0 * sum(range(1, n + 1))).tolist()
         assert [r[0] for r in results] == list(range(n)), results
-        assert all(r[1] == n and r[3] == want for r in results), results
+        assert all(r[1] == n and r[3] == want_sum for r in results), results
         assert sorted(r[2] for r in results) == list(range(n)), results  # one host
         assert executor.execute(lambda c: c.bump()) == [11 * n] * n
         assert executor.execute_single(lambda c: c.count) == 11
@@ -65,6 +76,21 @@ def main():
             raise AssertionError("a worker's exception did not reach the driver")
         except ray.exceptions.RayTaskError as e:
             assert "rank 1 refuses" in str(e), e
+        # Rank 1 raises where the others wait for it in an allreduce: they
+        # fail at once naming it (its Session is shut down with the
+        # exception), and the workers take the next function afresh.
+        refs = executor.run_remote(fail_then_collective)
+        done, pending = ray.wait(refs, num_returns=n, timeout=60)
+        assert not pending, "ranks still waiting 60 s after rank 1 raised: %s" % pending
+        for rank, ref in enumerate(refs):
+            try:
+                raise AssertionError("rank %d returned %r" % (rank, ray.get(ref)))
+            except ray.exceptions.RayTaskError as e:
+                want = "rank 1 refuses" if rank == 1 else "rank 1 shut its Session down"
+                assert want in str(e), (rank, str(e)[-2000:])
+        ray.get([w.end_session.remote() for w in executor.workers])  # (run_remote's caller's)
+        results = executor.run(train, args=[2.0])
+        assert all(r[1] == n and r[3] == want_sum for r in results), results
         executor.shutdown()
         # Placed as hosts: one host of n workers (Ray's placement group).
         executor = RayExecutor(num_hosts=1, num_workers_per_host=n)
