@@ -138,6 +138,8 @@ elif [ "$mode" != below ]; then
   ok=$(grep -c "elastic ok: .* of 2, sizes \[3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2\], resets \[2\]" "$out")
   [ "$ok" -eq 2 ] || fail "$ok of 2 survivors finished with every step committed once"
   grep -q "world 2 formed with 2 worker(s)" "$out" || fail "horarun did not say it re-formed the world"
+  said=$(grep -c "WARNING: elastic: .*Error: .*; restoring the last commit and re-forming the world" "$out")
+  [ "$said" -ge 2 ] || fail "$said of 2 survivors said which failure made them reset"
 else
   [ "$rc" -ne 0 ] || fail "horarun exited 0 below --min-np"
   ended=$(grep -c "AbortedError: elastic worker localhost/[0-9] (its init() number 2): the job ended: only 2 worker(s) left, fewer than --min-np 3" "$out")

@@ -115,6 +115,26 @@ def test_distributed_optimizer_adasum():
             pass
 
 
+def test_a_failed_adasum_step_leaves_the_parameters_as_they_were():
+    # Each parameter holds this rank's delta while it is reduced; where the
+    # reduction fails (here: rank 1's layer is wider, a mismatch every rank
+    # sees), step() raises with every parameter back at its value before.
+    if not _power_of_two() or hvd.size() < 2:
+        return  # (an Adasum optimizer refuses to reduce here, before any delta)
+    r = hvd.rank()
+    torch.manual_seed(2)
+    model = nn.Linear(4, 2 + (r % 2)).double()
+    start = [p.detach().clone() for p in model.parameters()]
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                    named_parameters=model.named_parameters(), op=hvd.Adasum)
+    model(torch.ones(3, 4, dtype=torch.float64)).sum().backward()
+    with pytest.raises(hvd.MismatchError,
+                       match=r"rank 0 float64\[2\] adasum; rank 1 float64\[3\]"):
+        dopt.step()
+    for p, s in zip(model.parameters(), start):
+        torch.testing.assert_close(p.detach(), s, rtol=0, atol=0)
+
+
 def test_broadcast_optimizer_state_of_an_adasum_optimizer_runs_no_collective_step():
     # Ranks without state yet take one local step to make it (as Horovod's);
     # the Adasum optimizer's own step() is a collective, which the root, with

@@ -24,6 +24,7 @@ import enum
 import functools
 import os
 import queue
+import sys
 import threading
 
 from hora.common import basics
@@ -190,6 +191,19 @@ def notify_hosts_updated(timestamp, update_res):
         state.on_hosts_updated(timestamp, update_res)
 
 
+def _say_why_reset(error):
+    """One line on stderr for each failure the loop recovers from, so that a
+    failure that comes back after every reset (a tensor always late past
+    HORA_TIMEOUT_S) shows in the log instead of looping unseen."""
+    try:
+        who = "rank %d" % basics.rank()
+    except Exception:  # (no Session any more)
+        who = "a worker"
+    sys.stderr.write("[hora %s] WARNING: elastic: %s: %s; restoring the last commit and "
+                     "re-forming the world\n" % (who, type(error).__name__, error))
+    sys.stderr.flush()
+
+
 def run_fn(func, reset):
     """The loop of ``@hvd.elastic.run`` around ``func(state, ...)``, with
     ``reset()`` re-forming the world (shutdown, then init).
@@ -228,7 +242,8 @@ def run_fn(func, reset):
                     return func(state, *args, **kwargs)
                 except _NOT_RETRIED:
                     raise
-                except HorovodInternalError:
+                except HorovodInternalError as e:
+                    _say_why_reset(e)
                     state.restore()
                     skip_sync = False
                 except HostsUpdatedInterrupt as e:

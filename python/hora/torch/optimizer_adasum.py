@@ -99,8 +99,13 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._step_one(p)
             p.sub_(start)  # p holds this rank's delta now
             compressed, ctx = self._compression.compress(p.data)
-        h = ro.allreduce_async_(compressed, name="allreduce." + self._parameter_names[p],
-                                op=basics.Adasum)
+        try:
+            h = ro.allreduce_async_(compressed, name="allreduce." + self._parameter_names[p],
+                                    op=basics.Adasum)
+        except BaseException:
+            with torch.no_grad():
+                p.copy_(start)  # (as before the step: nothing is lost)
+            raise
         return h, (compressed, ctx)
 
     def synchronize(self):
@@ -123,6 +128,8 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                 _wait(handle)
             except Exception as e:  # wait for the others before raising
                 error = error or e
+                with torch.no_grad():  # p held its delta: back to its value before the step
+                    p.copy_(self._starting_models[p])
                 continue
             with torch.no_grad():
                 delta = self._compression.decompress(compressed, ctx)
