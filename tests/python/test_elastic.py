@@ -208,3 +208,20 @@ def test_a_mismatch_is_not_retried():
     with pytest.raises(hvd.MismatchError):
         train(state)
     assert runs == [1]
+
+
+def test_a_reset_keeps_the_settings_init_was_given():
+    # @hvd.elastic.run's reset (shutdown, init) makes the new world's Session
+    # with the settings the script gave init(), not the environment's alone.
+    from hora.torch import elastic
+
+    hvd.shutdown()
+    hvd.init(settings={"HORA_CYCLE_TIME_MS": "3"})
+    try:
+        assert basics._setting("HORA_CYCLE_TIME_MS") == "3"
+        elastic._reset()
+        assert basics._setting("HORA_CYCLE_TIME_MS") == "3", basics.session().describe_config()
+    finally:
+        hvd.shutdown()
+        hvd.init()
+    assert basics._setting("HORA_CYCLE_TIME_MS") != "3"

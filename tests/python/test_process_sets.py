@@ -177,3 +177,26 @@ def test_init_registers_the_sets_it_is_given():
     finally:
         hvd.remove_process_set(odds)
         hvd.remove_process_set(evens)
+
+
+def test_shutdown_unregisters_the_sets_of_its_session():
+    # A set added in a Session is unregistered by shutdown(): a new Session
+    # starts without it (its id would name nothing there, or another set),
+    # and the same object can be added again.
+    n = hvd.size()
+    everyone_but_last = hvd.add_process_set(list(range(max(n - 1, 1))))
+    assert everyone_but_last.process_set_id is not None
+    hvd.shutdown()
+    assert everyone_but_last.process_set_id is None
+    hvd.init()
+    if n > 1:
+        with pytest.raises(ValueError, match="is not registered"):
+            hvd.allreduce(torch.ones(2), process_set=everyone_but_last)
+    hvd.add_process_set(everyone_but_last)
+    try:
+        if everyone_but_last.included():
+            out = hvd.allreduce(torch.full((2,), float(hvd.rank())), op=hvd.Sum,
+                                process_set=everyone_but_last)
+            assert out.tolist() == [float(sum(everyone_but_last.ranks))] * 2
+    finally:
+        hvd.remove_process_set(everyone_but_last)

@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import traceback
+import weakref
 
 from hora import _core
 from hora.common.exceptions import (InvalidArgumentError, NotInitializedError,
@@ -44,6 +45,8 @@ _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "P
 
 _lock = threading.RLock()
 _session = None
+_settings = None  # init()'s settings, for an elastic reset's init()
+_added_sets = []  # weak references to the ProcessSets this Session added
 _atexit_registered = False
 _init_pid = None  # the process that made _session (a fork's child is not it)
 _previous_excepthook = None
@@ -64,7 +67,7 @@ def init(comm=None, process_sets=None, settings=None):
         settings: optional dict of ``HORA_*`` settings (name -> value); they are
             layered over the environment (these win). Values are converted to str.
     """
-    global _session, _atexit_registered, _init_pid, _previous_excepthook
+    global _session, _atexit_registered, _init_pid, _previous_excepthook, _settings
     if comm is not None:
         raise UnimplementedError("hora.init(comm=...) is not supported; hora always "
                                  "uses every rank of the job (launch fewer ranks instead)")
@@ -76,6 +79,7 @@ def init(comm=None, process_sets=None, settings=None):
             return
         conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
         _session = _core.Session(conf)
+        _settings = conf
         _init_pid = os.getpid()
         if os.environ.get("HORA_WORKER_ID"):
             _export_elastic_layout(_session)
@@ -132,12 +136,30 @@ def _export_elastic_layout(s):
 
 
 def shutdown():
-    """Stops Hora in this process. Safe to call when not initialized."""
+    """Stops Hora in this process. Safe to call when not initialized. The
+    process sets added in this Session are unregistered (a later ``init()``
+    starts without them; add them again there)."""
     global _session
     with _lock:
         s, _session = _session, None
+        added, _added_sets[:] = list(_added_sets), []
     if s is not None:
         s.shutdown()
+    for ref in added:
+        ps = ref()
+        if ps is not None and ps.ranks is not None:
+            ps.process_set_id = None
+
+
+def note_added_set(process_set):
+    """Remembers a ProcessSet added in this Session (unregistered by shutdown())."""
+    with _lock:
+        _added_sets.append(weakref.ref(process_set))
+
+
+def settings():
+    """The settings the last ``init()`` was given (None: none)."""
+    return None if _settings is None else dict(_settings)
 
 
 def utf8_name(name):

@@ -92,6 +92,7 @@ def add_process_set(process_set):
     if process_set.process_set_id is not None:
         raise ValueError("%r was added already" % (process_set,))
     process_set.process_set_id = basics.session().add_process_set(process_set.ranks)
+    basics.note_added_set(process_set)
     return process_set
 
 

@@ -45,8 +45,11 @@ from hora.torch.elastic.state import (  # noqa: F401
 
 
 def _reset():
+    # (The new world's Session takes the settings init() was given; process
+    # sets are not carried over: their ranks were the old world's.)
+    settings = basics.settings()
     basics.shutdown()
-    basics.init()
+    basics.init(settings=settings)
 
 
 def run(func):
