@@ -313,12 +313,27 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     authenticated ranks only)."""
     name = "broadcast_object" if name is None else str(name)
     is_root = rank() == root_rank
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if is_root else None
-    n = broadcast(np.array([payload.size if is_root else 0], dtype=np.int64), root_rank,
-                  name + ".size", process_set)
+    payload, error = None, None
+    if is_root:
+        try:
+            payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+        except Exception as e:  # (the others learn it from the size: -1)
+            error = e
+    n = broadcast(np.array([payload.size if payload is not None else -1], dtype=np.int64),
+                  root_rank, name + ".size", process_set)
+    if error is not None:
+        raise error
+    if int(n[0]) < 0:
+        raise InvalidArgumentError(_unpicklable("broadcast_object", name, [root_rank]))
     data = broadcast(payload if is_root else np.empty(int(n[0]), dtype=np.uint8), root_rank,
                      name + ".data", process_set)
     return obj if is_root else pickle.loads(data.tobytes())
+
+
+def _unpicklable(what, name, ranks):
+    """The error of the ranks whose object pickled, where some did not."""
+    return ("%s '%s': rank(s) %s could not pickle their object (the error is raised there); "
+            "nothing was sent" % (what, name, ", ".join(str(r) for r in ranks)))
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
@@ -326,8 +341,18 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     its collectives are named "allgather_object" (not by ``type(obj)``,
     which differs where ranks pass objects of different types)."""
     name = "allgather_object" if name is None else str(name)
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
-    sizes = allgather(np.array([payload.size], dtype=np.int64), name + ".size", process_set)
+    payload, error = None, None
+    try:
+        payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
+    except Exception as e:  # (the others learn it from the size: -1)
+        error = e
+    sizes = allgather(np.array([payload.size if payload is not None else -1], dtype=np.int64),
+                      name + ".size", process_set)
+    if error is not None:
+        raise error
+    failed = [r for r, n in zip(process_set_ranks(process_set), sizes.tolist()) if n < 0]
+    if failed:
+        raise InvalidArgumentError(_unpicklable("allgather_object", name, failed))
     data = allgather(payload, name + ".data", process_set)
     out, offset = [], 0
     for n in sizes.tolist():

@@ -114,6 +114,33 @@ def test_broadcast_object_and_allgather_object():
     assert hvd.allgather_object(mixed[r]) == mixed
 
 
+def test_an_object_that_does_not_pickle_fails_every_rank_naming_whose():
+    # The rank whose object does not pickle raises its own error; the others
+    # raise one naming it, instead of waiting for data that never comes.
+    import threading
+
+    r, n = hvd.rank(), hvd.size()
+    lock = threading.Lock()
+    if r == 0:
+        with pytest.raises(TypeError, match="pickle"):
+            hvd.broadcast_object(lock, root_rank=0)
+    else:
+        with pytest.raises(hvd.InvalidArgumentError,
+                           match=r"broadcast_object 'broadcast_object': rank\(s\) 0 could not"):
+            hvd.broadcast_object(None, root_rank=0)
+    last = n - 1
+    if r == last:
+        with pytest.raises(TypeError, match="pickle"):
+            hvd.allgather_object(lock, name="locks")
+    else:
+        with pytest.raises(hvd.InvalidArgumentError,
+                           match=r"allgather_object 'locks': rank\(s\) %d could not" % last):
+            hvd.allgather_object(r, name="locks")
+    # Nothing was sent: the next calls line up.
+    assert hvd.broadcast_object("after %d" % r, root_rank=last) == "after %d" % last
+    assert hvd.allgather_object(r) == list(range(n))
+
+
 def test_broadcast_optimizer_state_sets_up_an_empty_state():
     # Horovod's set-up: zero gradients and one local step before the broadcast,
     # so a parameter that never had a gradient gets its state too.

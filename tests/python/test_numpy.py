@@ -201,3 +201,24 @@ def test_numpy_one_call_forms_match_the_grouped_forms_and_take_sets():
                 hnp.grouped_reducescatter([v], op=hnp.Sum, process_set=ps)[0])
     finally:
         hnp.remove_process_set(evens)
+
+
+def test_numpy_objects_mixed_types_and_one_that_does_not_pickle():
+    import threading
+
+    r, n = hvd.rank(), hvd.size()
+    mixed = [{"rank": q} if q % 2 == 0 else None for q in range(n)]
+    assert hnp.allgather_object(mixed[r]) == mixed  # (one unnamed call, whatever the types)
+    assert hnp.broadcast_object({"r": r}, root_rank=n - 1) == {"r": n - 1}
+    lock = threading.Lock()
+    if r == 0:
+        with pytest.raises(TypeError, match="pickle"):
+            hnp.broadcast_object(lock, root_rank=0)
+        with pytest.raises(TypeError, match="pickle"):
+            hnp.allgather_object(lock)
+    else:
+        with pytest.raises(hnp.InvalidArgumentError, match=r"rank\(s\) 0 could not pickle"):
+            hnp.broadcast_object(None, root_rank=0)
+        with pytest.raises(hnp.InvalidArgumentError, match=r"rank\(s\) 0 could not pickle"):
+            hnp.allgather_object(r)
+    assert hnp.allgather_object(r) == list(range(n))

@@ -20,7 +20,9 @@ import pickle
 import torch
 
 from hora.common import basics
+from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id
+from hora.common.process_sets import process_set_ranks as _ranks_of
 from hora.torch import collective_ops as co
 from hora.torch.handles import synchronize
 
@@ -148,13 +150,29 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     if name is None:
         name = "broadcast_object"
     is_root = basics.rank() == root_rank
-    payload = _dumps(obj) if is_root else None
-    size = torch.tensor([payload.numel() if is_root else 0], dtype=torch.int64)
+    payload, error = None, None
+    if is_root:
+        try:
+            payload = _dumps(obj)
+        except Exception as e:  # (the others learn it from the size: -1)
+            error = e
+    size = torch.tensor([payload.numel() if payload is not None else -1], dtype=torch.int64)
     co.broadcast_(size, root_rank, name + ".size", process_set)
+    if error is not None:
+        raise error
+    n = int(size.item())
+    if n < 0:
+        raise InvalidArgumentError(_unpicklable("broadcast_object", name, [root_rank]))
     if not is_root:
-        payload = torch.empty(int(size.item()), dtype=torch.uint8)
+        payload = torch.empty(n, dtype=torch.uint8)
     co.broadcast_(payload, root_rank, name + ".data", process_set)
     return obj if is_root else _loads(payload)
+
+
+def _unpicklable(what, name, ranks):
+    """The error of the ranks whose object pickled, where some did not."""
+    return ("%s '%s': rank(s) %s could not pickle their object (the error is raised there); "
+            "nothing was sent" % (what, name, ", ".join(str(r) for r in ranks)))
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
@@ -168,9 +186,18 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     process_set_id(process_set)
     if name is None:
         name = "allgather_object"
-    payload = _dumps(obj)
-    sizes = synchronize(co.allgather_async(torch.tensor([payload.numel()], dtype=torch.int64),
-                                           name + ".size", process_set))
+    payload, error = None, None
+    try:
+        payload = _dumps(obj)
+    except Exception as e:  # (the others learn it from the size: -1)
+        error = e
+    size = torch.tensor([payload.numel() if payload is not None else -1], dtype=torch.int64)
+    sizes = synchronize(co.allgather_async(size, name + ".size", process_set))
+    if error is not None:
+        raise error
+    failed = [r for r, n in zip(_ranks_of(process_set), sizes.tolist()) if n < 0]
+    if failed:
+        raise InvalidArgumentError(_unpicklable("allgather_object", name, failed))
     data = synchronize(co.allgather_async(payload, name + ".data", process_set))
     out, offset = [], 0
     for n in sizes.tolist():
