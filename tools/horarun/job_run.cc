@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <utility>
 
 #include "death_watch.h"
@@ -378,7 +379,19 @@ void Job::Run() {
     }
     // (Elastic mode: the store is read for workers' arrivals at every wake,
     // at least every 20 ms.)
-    if (poll(pfds.data(), pfds.size(), driver_ ? 20 : 200) < 0 && errno != EINTR) return;
+    if (poll(pfds.data(), pfds.size(), driver_ ? 20 : 200) < 0 && errno != EINTR) {
+      // (ENOMEM, say: horarun can no longer watch its ranks. It stops them,
+      // saying why, rather than leaving with 0 and the ranks to PDEATHSIG.)
+      if (!stopping_) {
+        std::fprintf(stderr,
+                     "horarun: cannot wait for the ranks' output any more (poll: "
+                     "%s); stopping every rank\n",
+                     std::strerror(errno));
+        BeginStop(1, true);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      continue;
+    }
     // Deaths before output: a rank's output can wait, the order of deaths
     // must be read while the kernel still has it.
     HandleSignals();

@@ -147,6 +147,10 @@ class RayExecutor:
                                                 strategy="STRICT_SPREAD")
         ready = self._placement_group.ready()
         if not ray.wait([ready], timeout=self.settings.placement_group_timeout_s)[0]:
+            # (Not left pending: it would take the cluster's resources once
+            # they free up.)
+            ray.util.remove_placement_group(self._placement_group)
+            self._placement_group = None
             raise TimeoutError("RayExecutor.start: Ray could not place %d hosts of %s within "
                                "%d s" % (self.num_hosts, bundle,
                                          self.settings.placement_group_timeout_s))

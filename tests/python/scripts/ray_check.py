@@ -93,6 +93,19 @@ def main():
         assert all(r[1] == n and r[3] == want_sum for r in results), results
         executor.shutdown()
         # Placed as hosts: one host of n workers (Ray's placement group).
+        # Two hosts asked of a cluster of one: start() gives up after the
+        # placement timeout, naming what it asked, and leaves no placement
+        # group pending (it would take the cluster's CPUs once free).
+        executor = RayExecutor(RayExecutor.create_settings(placement_group_timeout_s=2),
+                               num_hosts=2, num_workers_per_host=1)
+        try:
+            executor.start()
+            raise AssertionError("two hosts were placed on a cluster of one")
+        except TimeoutError as e:
+            assert "could not place 2 hosts" in str(e), e
+        pending = [g for g in ray.util.placement_group_table().values()
+                   if g["state"] not in ("REMOVED",)]
+        assert not pending, pending
         executor = RayExecutor(num_hosts=1, num_workers_per_host=n)
         executor.start()
         results = executor.run(train, args=[1.0])
