@@ -186,7 +186,12 @@ TEST(Engine, OpMismatchNamesBothOps) {
     TensorView v = TensorView::Flat(x.data(), DataType::kFloat32, 4);
     Handle h = rank == 0 ? s.AllreduceAsync("t", v, v) : s.BroadcastAsync("t", v, 0);
     Status st = h.Wait(kWait);
-    if (st.code() != StatusCode::kMismatch || st.message().find("broadcast") == std::string::npos)
+    // Both ops, each with its rank ("allreduce 't': ranks disagree: rank 0
+    // float32[4] sum; rank 1 broadcast float32[4] root 0").
+    const std::string& m = st.message();
+    if (st.code() != StatusCode::kMismatch || m.find("allreduce 't'") == std::string::npos ||
+        m.find("rank 0 float32[4] sum") == std::string::npos ||
+        m.find("rank 1 broadcast float32[4] root 0") == std::string::npos)
       return InternalError(st.ToString());
     return Status::Ok();
   });

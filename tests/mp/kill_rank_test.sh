@@ -22,6 +22,10 @@ grep -q "rank $((np - 1)) (pid .*) was killed by signal 9" "$out" || fail "horar
 survivors=$(grep -c "failed as expected:.*rank $((np - 1))" "$out")
 [ "$survivors" -eq $((np - 1)) ] || fail "$survivors of $((np - 1)) surviving ranks reported an error naming rank $((np - 1))"
 [ "$elapsed" -lt 20 ] || fail "took ${elapsed}s, not within the 20 s timeout"
+# (A worker asked to run on the device windows, HORATEST_EXPECT_WINDOW=1,
+# says where none of its allreduces did.)
+! grep -q "no allreduce ran on the device windows" "$out" ||
+  fail "a survivor's allreduces did not run on the device windows (HORATEST_EXPECT_WINDOW)"
 sleep 0.5
 left=$(tagged_processes)
 [ -z "$left" ] || fail "processes left running: $left"

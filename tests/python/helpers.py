@@ -1,16 +1,34 @@
 """Shared helpers: every rank can compute every rank's input from a formula."""
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 
 import hora
 import hora.run
 import hora.torch as hvd
+
+
+def framework(name, minversion=None):
+    """Imports a framework the project environment pins (requirements/
+    frameworks.in): where it fails to import, the tests fail. Only where
+    HORATEST_OPTIONAL_FRAMEWORKS=1 (CTest's leg on Debian's python, which
+    has none) are its tests skipped, on every rank alike."""
+    if os.environ.get("HORATEST_OPTIONAL_FRAMEWORKS") == "1":
+        return pytest.importorskip(name, minversion=minversion)
+    module = importlib.import_module(name)
+    if minversion is not None:
+        have = tuple(int(x) for x in module.__version__.split(".")[:2] if x.isdigit())
+        want = tuple(int(x) for x in minversion.split("."))
+        assert have >= want, "%s %s, but these tests need %s" % (name, module.__version__,
+                                                                 minversion)
+    return module
 
 
 

@@ -31,15 +31,14 @@ for np in 2 3; do
   expect_ok "horarun -np $np" "$np" "$out"
 done
 
-if command -v mpirun.openmpi > /dev/null; then
-  out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
-    mpirun.openmpi -np 2 --oversubscribe -x PYTHONPATH -x OMP_NUM_THREADS "$python" "$script" 2>&1) || true
-  expect_ok "mpirun.openmpi -np 2" 2 "$out"
-fi
-if command -v mpirun.mpich > /dev/null; then
-  out=$(timeout 300 mpirun.mpich -np 2 "$python" "$script" 2>&1) || true
-  expect_ok "mpirun.mpich -np 2" 2 "$out"
-fi
+for m in mpirun.openmpi mpirun.mpich; do
+  command -v "$m" > /dev/null || fail "$m is not installed (scripts/setup-deps installs it)"
+done
+out=$(OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 timeout 300 \
+  mpirun.openmpi -np 2 --oversubscribe -x PYTHONPATH -x OMP_NUM_THREADS "$python" "$script" 2>&1) || true
+expect_ok "mpirun.openmpi -np 2" 2 "$out"
+out=$(timeout 300 mpirun.mpich -np 2 "$python" "$script" 2>&1) || true
+expect_ok "mpirun.mpich -np 2" 2 "$out"
 
 # srun's variables for 2 tasks on this node; HOME private to the test.
 pids=()

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-jax = pytest.importorskip("jax")  # (Debian's python has none: skipped on every rank)
+from helpers import framework  # noqa: E402
+
+jax = framework("jax")
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402

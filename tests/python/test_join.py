@@ -47,13 +47,20 @@ def _unnamed(op, t):
     return hvd.reducescatter(t, op=hvd.Sum)
 
 
-def _expected(op, t):
-    n = hvd.size()
+def _input(q, n):
+    """Rank q's tensor for the last call: 2n values, different on each rank."""
+    return torch.arange(2 * n, dtype=torch.float32) + 100 * q
+
+
+def _expected(op, r, n):
+    """What rank r receives from the ranks' _input()s."""
     if op == "allgather":
-        return torch.cat([t] * n)
-    if op in ("broadcast", "alltoall"):
-        return t
-    return t[: t.numel() // n] * n
+        return torch.cat([_input(q, n) for q in range(n)])
+    if op == "broadcast":
+        return _input(0, n)
+    if op == "alltoall":  # (2 rows from each rank: its rows 2r, 2r + 1)
+        return torch.cat([_input(q, n)[2 * r:2 * r + 2] for q in range(n)])
+    return sum(_input(q, n) for q in range(n))[2 * r:2 * r + 2]  # reducescatter, Sum
 
 
 @pytest.mark.parametrize("op", ["allgather", "broadcast", "alltoall", "reducescatter"])
@@ -81,4 +88,4 @@ def test_unnamed_collectives_beside_each_rank_joined_in_turn(op):
                     _unnamed(op, t)
             finally:
                 hvd.join()
-    assert torch.equal(_unnamed(op, t), _expected(op, t))
+    assert torch.equal(_unnamed(op, _input(r, n)), _expected(op, r, n))

@@ -6,7 +6,9 @@ import sys
 
 import pytest
 
-pytest.importorskip("keras", minversion="3")  # (Debian's python has none: skipped on every rank)
+from helpers import framework  # noqa: E402
+
+framework("keras", minversion="3")
 if os.environ.get("KERAS_BACKEND", "tensorflow") != "tensorflow":
     pytest.skip("KERAS_BACKEND is not tensorflow (skipped on every rank alike)",
                 allow_module_level=True)

@@ -102,21 +102,27 @@ def test_groups_explicit_lists():
 
 
 def test_no_named_parameters_sum_predivide():
-    # op=Sum with lr/size is the same step as Average.
-    dist, ref = _model(), _model()
+    # op=Sum with lr/size, and Average with a predivide factor, each take the
+    # step of one worker on the whole batch (computed here, alone).
+    dist, pre_model, one = _model(), _model(), _model()
     dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1 / hvd.size()),
                                     op=hvd.Sum)
-    pre = hvd.DistributedOptimizer(torch.optim.SGD(ref.parameters(), lr=0.1),
-                                   named_parameters=ref.named_parameters(),
+    pre = hvd.DistributedOptimizer(torch.optim.SGD(pre_model.parameters(), lr=0.1),
+                                   named_parameters=pre_model.named_parameters(),
                                    gradient_predivide_factor=2.0)
+    one_opt = torch.optim.SGD(one.parameters(), lr=0.1)
     for step in range(2):
         x, y = _batch(step)
-        for opt, model in ((dopt, dist), (pre, ref)):
+        for opt, model in ((dopt, dist), (pre, pre_model)):
             opt.zero_grad()
             F.cross_entropy(model(_mine(x)), _mine(y)).backward()
             opt.step()
-    for p, q in zip(dist.parameters(), ref.parameters()):
-        torch.testing.assert_close(p, q, **TOL)
+        one_opt.zero_grad()
+        F.cross_entropy(one(x), y).backward()
+        one_opt.step()
+    for model in (dist, pre_model):
+        for p, q in zip(model.parameters(), one.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
 
 
 @pytest.mark.parametrize("kind", ["sgd", "adam"])

@@ -7,7 +7,9 @@ import pytest
 import torch
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-tf = pytest.importorskip("tensorflow")  # (Debian's python has none: skipped on every rank)
+from helpers import framework  # noqa: E402
+
+tf = framework("tensorflow")
 
 import hora.tensorflow as htf  # noqa: E402
 import hora.torch as hvd  # noqa: E402

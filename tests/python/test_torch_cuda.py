@@ -42,12 +42,15 @@ def test_inplace_grouped_and_async():
     hs = [hvd.allreduce_async_(t, op=hvd.Sum, name="cuda.async.%d" % i) for i, t in enumerate(ts)]
     for h in hs:
         hvd.synchronize(h)
-    for i, t in enumerate(ts):
-        want = reduce_reference(all_values((i * 37 + 1,), torch.float32, seed=i), hvd.Sum,
-                                torch.float32)
+    sums = [reduce_reference(all_values((i * 37 + 1,), torch.float32, seed=i), hvd.Sum,
+                             torch.float32) for i in range(len(ts))]
+    for t, want in zip(ts, sums):
         torch.testing.assert_close(t.cpu(), want)
+    # Every rank holds the sums now: their Average is the sums again.
     outs = hvd.grouped_allreduce([t.clone() for t in ts], op=hvd.Average, name="cuda.group")
     assert all(o.device == d for o in outs)
+    for o, want in zip(outs, sums):
+        torch.testing.assert_close(o.cpu(), want)
 
 
 def test_a_tensor_still_being_computed_is_read_after_its_kernels():
