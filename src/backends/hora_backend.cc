@@ -195,19 +195,19 @@ class HoraBackend final : public CollectiveBackend {
       c.flat = p.flat;
       c.across = c.route == Route::kOneRank ? p.across_one : p.across;
       c.broadcast = p.broadcast_one;
-      if (automatic && logger_ != nullptr && comm_.rank() == 0 &&
-          logger_->Enabled(LogLevel::kDebug)) {
-        char text[300];
+      if (logger_ != nullptr && comm_.rank() == 0 && logger_->Enabled(LogLevel::kDebug)) {
+        char text[360];
         std::snprintf(text, sizeof text,
-                      "allreduce of %zu bytes on %d hosts x %d: %s (cost model: flat %s %.1f us, "
-                      "hierarchical with %s across %.1f us, with one rank a host and %s across "
-                      "%.1f us)",
+                      "allreduce of %zu bytes on %d hosts x %d: %s (%s%s; cost model: flat %s "
+                      "%.1f us, hierarchical with %s across %.1f us, with one rank a host and %s "
+                      "across %.1f us)",
                       bytes, hosts, per_host,
                       c.route == Route::kOneRank
                           ? "hierarchical, one rank a host across"
                           : (c.route == Route::kEveryRank ? "hierarchical" : "flat"),
-                      p.flat->name, p.flat_s * 1e6, p.across->name, p.hierarchical_s * 1e6,
-                      p.across_one->name, p.one_s * 1e6);
+                      automatic ? "chosen" : "HORA_HIERARCHICAL_ALLREDUCE=",
+                      automatic ? "" : HierarchyName(hierarchy_), p.flat->name, p.flat_s * 1e6,
+                      p.across->name, p.hierarchical_s * 1e6, p.across_one->name, p.one_s * 1e6);
         logger_->Debug(text);
       }
     }

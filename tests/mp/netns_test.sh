@@ -7,6 +7,7 @@
 # starts them with `ip netns exec` and serves the rendezvous on the bridge.
 # Every collective is checked by hora-mp-worker over TCP between the hosts.
 # Exits 77 (reported by CTest as skipped) where namespaces cannot be made.
+# With HORATEST_EXPECT_LINE set, the job's output must hold that text.
 set -u
 horarun="$1"; worker="$2"; hosts="${3:-3}"; per_host="${4:-1}"; transport="${5:-tcp}"
 slots=()
@@ -43,8 +44,15 @@ for i in $(seq 1 "$hosts"); do
 done
 transport_flag=()
 [ "$transport" = auto ] || transport_flag=(--transport "$transport")
+out=$(mktemp)
 "$horarun" -np "$np" -H "$list" --rsh "ip netns exec" --bind 10.231.0.254 "${transport_flag[@]}" \
-  --timeout 60 "$worker"
-rc=$?
+  --timeout 60 "$worker" 2>&1 | tee "$out"
+rc=${PIPESTATUS[0]}
+# HORATEST_EXPECT_LINE: text the job's output must hold (a route taken).
+if [ "$rc" -eq 0 ] && [ -n "${HORATEST_EXPECT_LINE:-}" ] && ! grep -qF -- "$HORATEST_EXPECT_LINE" "$out"; then
+  echo "FAIL: no line with '$HORATEST_EXPECT_LINE' in the job's output"
+  rc=1
+fi
+rm -f "$out"
 [ "$rc" -eq 0 ] && echo "1 passed, 0 failed" || echo "0 passed, 1 failed"
 exit "$rc"
