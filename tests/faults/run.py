@@ -157,7 +157,9 @@ def trial(i, args, rng):
             helper = threading.Thread(target=stranger, args=(store, kind, stop), daemon=True)
             helper.start()
     elif kind not in ("early_exit", "shutdown"):
-        verdict["notes"] += "job did not start; "
+        # (No fault was injected: a trial that proves nothing fails.)
+        verdict["wrong"] = True
+        verdict["notes"] += "job did not start: no fault injected; "
     bound = 120 if kind in BENIGN else PEER_TIMEOUT_S + 60
     try:
         rc = job.proc.wait(timeout=bound)
