@@ -109,6 +109,7 @@ for coll in allreduce broadcast; do
 done
 
 # The torch.distributed peer, and more iterations for small sizes.
+"$python" -c "import torch.distributed" 2>/dev/null || bad "$python has no torch.distributed"
 if "$python" -c "import torch.distributed" 2>/dev/null; then
   if "$horarun" -np 2 --timeout 200 "$bench" allreduce --sizes 16K:256K --step-factor 4 --iters 2 \
        --iters-small 3 --check --peers torch --python "$python" --json "$out/t.json" >"$out/log" 2>&1 &&
@@ -118,6 +119,7 @@ if "$python" -c "import torch.distributed" 2>/dev/null; then
 fi
 
 # The MPI peer, under horarun --mpi.
+command -v mpirun >/dev/null || bad "no mpirun (scripts/setup-deps installs it)"
 if command -v mpirun >/dev/null; then
   if "$horarun" --mpi -np 2 --timeout 120 "$bench" allgather --sizes 4:64K --step-factor 64 \
        --iters 2 --check --peers mpi --json "$out/m.json" >"$out/log" 2>&1 &&
