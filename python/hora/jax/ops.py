@@ -23,10 +23,11 @@ def _traced(leaves):
     return any(isinstance(x, jax.core.Tracer) for x in leaves)
 
 
-def _host(fn, leaves, out_specs):
+def _host(fn, leaves, out_specs, what=None):
     """``fn`` (NumPy arrays -> NumPy arrays) on ``leaves``: at once when they are
     concrete, as an ordered io_callback when traced (``out_specs``: the
-    results' ShapeDtypeStructs, static)."""
+    results' ShapeDtypeStructs, static; ``what``: the collective, for the
+    error where a result does not come in that shape)."""
     if not _traced(leaves):
         # A jitted step's callbacks may still be running: wait for them, so that
         # this call comes after theirs on every rank (unnamed calls are numbered).
@@ -34,10 +35,23 @@ def _host(fn, leaves, out_specs):
         return [jnp.asarray(o) for o in fn([np.asarray(x) for x in leaves])]
 
     def callback(*xs):
-        return tuple(np.asarray(o, dtype=s.dtype).reshape(s.shape)
-                     for o, s in zip(fn([np.asarray(x) for x in xs]), out_specs))
+        outs = []
+        for o, s in zip(fn([np.asarray(x) for x in xs]), out_specs):
+            o = np.asarray(o, dtype=s.dtype)
+            if o.shape != tuple(s.shape):
+                raise basics.InvalidArgumentError(
+                    "rank %d: %s inside jax.jit: the result came with shape %s, but jit fixed "
+                    "it at %s from this rank's input; inside jit every rank must give as many "
+                    "rows (call it outside jit where they differ)"
+                    % (basics.rank(), what or "a collective", o.shape, tuple(s.shape)))
+            outs.append(o)
+        return tuple(outs)
 
     return list(io_callback(callback, tuple(out_specs), *leaves, ordered=True))
+
+
+def _what(op, name):
+    return "%s %s" % (op, "'%s'" % name if name else "(unnamed)")
 
 
 def _spec(x, shape=None):
@@ -100,7 +114,7 @@ def allgather(x, name=None, process_set=global_process_set):
     x1 = x.reshape(1) if x.ndim == 0 else x
     shape = (x1.shape[0] * _set_size(process_set),) + x1.shape[1:]
     return _host(lambda a: [hnp.allgather(a[0], name, process_set)], [x1],
-                 [_spec(x1, shape)])[0]
+                 [_spec(x1, shape)], _what("allgather", name))[0]
 
 
 def broadcast(x, root_rank, name=None, process_set=global_process_set):
@@ -116,7 +130,7 @@ def alltoall(x, splits=None, name=None, process_set=global_process_set):
     x = _array(x)
     if splits is None:
         return _host(lambda a: [hnp.alltoall(a[0], None, name, process_set)], [x],
-                     [_spec(x)])[0]
+                     [_spec(x)], _what("alltoall", name))[0]
     if _traced([x]):
         raise basics.UnimplementedError(
             "hora.jax.alltoall with splits inside jax.jit: the output's shape would depend "
@@ -140,7 +154,7 @@ def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1
     rows = x.shape[0] // n + (me < x.shape[0] % n)
     return _host(lambda a: [hnp.reducescatter(a[0], op, name, prescale_factor, postscale_factor,
                                               process_set)],
-                 [x], [_spec(x, (rows,) + x.shape[1:])])[0]
+                 [x], [_spec(x, (rows,) + x.shape[1:])], _what("reducescatter", name))[0]
 
 
 def barrier(process_set=global_process_set):
