@@ -24,7 +24,7 @@ import numpy as np
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.process_sets import global_process_set
+from hora.common.process_sets import global_process_set, process_set_ranks
 from hora.keras.optimizer import broadcast_global_variables
 
 
@@ -50,7 +50,9 @@ class BroadcastGlobalVariablesCallback(keras.callbacks.Callback):
 
 
 class MetricAverageCallback(keras.callbacks.Callback):
-    """At each epoch's end, every metric in ``logs`` becomes its average over the ranks."""
+    """At each epoch's end, every metric in ``logs`` becomes its average over the
+    ranks. Ranks that logged different metrics (validation on one rank only)
+    all get an ``InvalidArgumentError`` listing each rank's."""
 
     def __init__(self, device="", process_set=global_process_set):
         super().__init__()
@@ -58,9 +60,18 @@ class MetricAverageCallback(keras.callbacks.Callback):
         self.process_set = process_set
 
     def on_epoch_end(self, epoch, logs=None):
-        if not logs:
+        names = sorted(logs or {})
+        every = hnp.allgather_object(names, "MetricAverageCallback.%d.names" % epoch,
+                                     process_set=self.process_set)
+        if any(e != names for e in every):
+            ranks = process_set_ranks(self.process_set)
+            raise basics.InvalidArgumentError(
+                "MetricAverageCallback at the end of epoch %d: the ranks logged different "
+                "metrics, which cannot be averaged: %s"
+                % (epoch, "; ".join("rank %d: %s" % (q, ", ".join(e) or "none")
+                                    for q, e in zip(ranks, every))))
+        if not names:
             return
-        names = sorted(logs)
         values = np.array([float(logs[k]) for k in names], dtype=np.float64)
         averaged = hnp.allreduce(values, basics.Average, "MetricAverageCallback.%d" % epoch,
                                  process_set=self.process_set)

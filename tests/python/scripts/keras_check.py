@@ -81,6 +81,17 @@ def check_metric_average():
     hvd.callbacks.MetricAverageCallback().on_epoch_end(0, logs)
     assert abs(logs["loss"] - (n - 1) / 2.0) < 1e-12, logs
     assert abs(logs["acc"] - (10.0 * (n - 1) / 2.0 + 1)) < 1e-12, logs
+    if n > 1:
+        # Validation logged on rank 0 alone: every rank fails, naming each
+        # rank's metrics (not a wait, nor averages of different metrics).
+        logs = {"loss": 1.0, "val_loss": 2.0} if r == 0 else {"loss": 1.0}
+        try:
+            hvd.callbacks.MetricAverageCallback().on_epoch_end(1, logs)
+            raise AssertionError("different metrics were averaged")
+        except hvd.InvalidArgumentError as e:
+            assert "rank 0: loss, val_loss; rank 1: loss" in str(e), e
+        # No metrics anywhere: nothing to do, on every rank alike.
+        hvd.callbacks.MetricAverageCallback().on_epoch_end(2, {})
 
 
 def _lr(model):
