@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <set>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 namespace hora::horarun {
 
@@ -70,8 +72,8 @@ Result<std::vector<HostSlots>> ParseDiscoveredHosts(const std::string& output, i
   return hosts;
 }
 
-Result<std::string> RunDiscoveryScript(const std::string& script,
-                                       std::chrono::milliseconds timeout) {
+Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::milliseconds timeout,
+                                       const std::atomic<bool>* cancel) {
   if (access(script.c_str(), X_OK) != 0) {
     return UnavailableError("the host discovery script '" + script +
                             "' cannot start: " + std::strerror(errno));
@@ -81,6 +83,9 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
     return UnavailableError("the host discovery script '" + script +
                             "': pipe: " + std::strerror(errno));
   }
+  // (Not horarun's stdin, which it forwards to the ranks: a script reading
+  // it would wait out its timeout every time.)
+  const int null_in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   // (Its own process group, so that a timeout ends what it started too;
   // the child calls only async-signal-safe functions before exec.)
   char* argv[] = {const_cast<char*>(script.c_str()), nullptr};
@@ -88,6 +93,7 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
   if (pid == 0) {
     setpgid(0, 0);
     dup2(out[1], STDOUT_FILENO);
+    if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -96,6 +102,7 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
   }
   const int rc = pid < 0 ? errno : 0;
   close(out[1]);
+  if (null_in >= 0) close(null_in);
   if (rc != 0) {
     close(out[0]);
     return UnavailableError("the host discovery script '" + script +
@@ -111,13 +118,18 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
   };
   std::string why_killed;  // (empty: it ended by itself)
   // Its output, until end of file: one deadline covers reading and its exit.
+  auto cancelled = [&] { return cancel != nullptr && cancel->load(); };
   for (;;) {
     if (left_ms() <= 0) {
       why_killed = "gave no whole answer within";
       break;
     }
+    if (cancelled()) {
+      why_killed = "was stopped with horarun";
+      break;
+    }
     pollfd p{out[0], POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(left_ms()));
+    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms(), 100)));
     if (n <= 0) continue;  // (EINTR, or the deadline: looked at above)
     char buf[4096];
     const ssize_t got = read(out[0], buf, sizeof buf);
@@ -136,7 +148,7 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
   for (;;) {  // (its exit, bounded by the same deadline)
     const pid_t done = waitpid(pid, &status, WNOHANG);
     if (done == pid || (done < 0 && errno != EINTR)) break;
-    if (!why_killed.empty() || left_ms() <= 0) {
+    if (!why_killed.empty() || left_ms() <= 0 || cancelled()) {
       if (why_killed.empty()) why_killed = "did not end within";
       kill(-pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -146,6 +158,7 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   const std::string name = "the host discovery script '" + script + "' ";
+  if (cancelled()) return AbortedError(name + "was stopped with horarun");
   if (!why_killed.empty()) {
     const std::string within =
         why_killed.back() == 'n'
@@ -160,6 +173,37 @@ Result<std::string> RunDiscoveryScript(const std::string& script,
                                   : "was killed by signal " + std::to_string(WTERMSIG(status))));
   }
   return text;
+}
+
+BackgroundDiscovery::BackgroundDiscovery(std::string script, std::chrono::milliseconds timeout)
+    : script_(std::move(script)), timeout_(timeout) {}
+
+BackgroundDiscovery::~BackgroundDiscovery() {
+  cancel_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool BackgroundDiscovery::Start() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_ || result_.has_value()) return false;
+    running_ = true;
+  }
+  if (thread_.joinable()) thread_.join();  // (the last run's, ended)
+  thread_ = std::thread([this] {
+    Result<std::string> r = RunDiscoveryScript(script_, timeout_, &cancel_);
+    std::lock_guard<std::mutex> lock(mu_);
+    result_ = std::move(r);
+    running_ = false;
+  });
+  return true;
+}
+
+std::optional<Result<std::string>> BackgroundDiscovery::Take() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Result<std::string>> r = std::move(result_);
+  result_.reset();
+  return r;
 }
 
 }  // namespace hora::horarun

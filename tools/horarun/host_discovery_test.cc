@@ -4,8 +4,11 @@
 #include "host_discovery.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
+#include <optional>
+#include <thread>
 
 #include <cstdio>
 #include <fstream>
@@ -93,6 +96,46 @@ TEST_F(Script, OneThatHangsIsKilledAtItsTimeout) {
         << out.status().message();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << body;
   }
+}
+
+TEST_F(Script, ItsStdinIsNotHorarunsAndItIsNotWaitedFor) {
+  // A script that reads stdin reads end of file (horarun's stdin goes to
+  // the ranks), at once.
+  auto out = RunDiscoveryScript(Write("read x\necho \"a:${x:-1}\"\n"), std::chrono::seconds(10));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "a:1\n");
+}
+
+TEST_F(Script, InTheBackgroundOneRunAtATimeAndItsResultOnce) {
+  const std::string marker = dir_ + "/go";
+  // Waits (up to 20 s) for the marker, then answers.
+  BackgroundDiscovery d(
+      Write("for i in $(seq 200); do [ -e " + marker + " ] && break; sleep 0.1; done\necho a:2\n"),
+      std::chrono::seconds(30));
+  EXPECT_TRUE(d.Start());
+  EXPECT_FALSE(d.Start());             // (running)
+  EXPECT_FALSE(d.Take().has_value());  // (no result yet: the caller is not held)
+  std::ofstream(marker) << "";
+  std::optional<Result<std::string>> r;
+  for (int i = 0; i < 200 && !r; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r = d.Take();
+  }
+  ASSERT_TRUE(r.has_value());
+  ASSERT_TRUE(r->ok()) << r->status().ToString();
+  EXPECT_EQ(**r, "a:2\n");
+  EXPECT_FALSE(d.Take().has_value());  // (once)
+  EXPECT_TRUE(d.Start());              // the next run
+}
+
+TEST_F(Script, ARunInProgressEndsWithItsRunner) {
+  const auto start = std::chrono::steady_clock::now();
+  {
+    BackgroundDiscovery d(Write("sleep 30\n"), std::chrono::seconds(60));
+    EXPECT_TRUE(d.Start());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }  // killed, not waited for
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 }  // namespace

@@ -43,9 +43,17 @@ void Job::PollDriver(Clock::time_point now) {
       r.stop_kill_at = Clock::time_point::max();
     }
   }
-  if (!spec_.elastic->discovery_script.empty() && now >= discover_at_) {
-    Discover(now);
-    discover_at_ = Clock::now() + std::chrono::seconds(1);
+  if (!spec_.elastic->discovery_script.empty()) {
+    // (On a thread of its own: the loop forwards output and sees deaths
+    // and signals meanwhile. A run a second after the last one started.)
+    if (!discovery_) {
+      discovery_ = std::make_unique<BackgroundDiscovery>(spec_.elastic->discovery_script,
+                                                         std::chrono::seconds(10));
+    }
+    if (now >= discover_at_ && discovery_->Start()) discover_at_ = now + std::chrono::seconds(1);
+    if (std::optional<Result<std::string>> output = discovery_->Take()) {
+      Discover(now, std::move(*output));
+    }
   }
   if (now >= frozen_check_at_) {
     TakeOutFrozen(now);
@@ -158,10 +166,9 @@ void Job::HostFailed(const std::string& host, Clock::time_point now) {
                host.c_str(), s, n);
 }
 
-void Job::Discover(Clock::time_point now) {
+void Job::Discover(Clock::time_point now, Result<std::string> output) {
   if (done_) return;  // (a worker finished the work: no new ones)
   const JobSpec::Elastic& e = *spec_.elastic;
-  auto output = RunDiscoveryScript(e.discovery_script, std::chrono::seconds(10));
   auto found = output.ok() ? ParseDiscoveredHosts(*output, e.slots_per_host)
                            : Result<std::vector<HostSlots>>(output.status());
   if (found.ok() && found->empty()) {

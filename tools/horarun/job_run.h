@@ -18,6 +18,7 @@
 
 #include "death_watch.h"
 #include "elastic_driver.h"
+#include "host_discovery.h"
 #include "job.h"
 #include "launch/failure_report.h"
 #include "output.h"
@@ -102,7 +103,7 @@ class Job {
   // Elastic mode (job_elastic.cc): the driver's round, and what it decided
   // done; and, every second with a discovery script, its hosts.
   void PollDriver(Clock::time_point now);
-  void Discover(Clock::time_point now);
+  void Discover(Clock::time_point now, Result<std::string> output);
   // Stops worker `r` (left out of the job): SIGTERM, SIGKILL after the
   // grace period.
   void StopWorker(Rank& r, Clock::time_point now);
@@ -142,7 +143,8 @@ class Job {
   Clock::time_point frozen_check_at_{};  // TakeOutFrozen's next look
   // Host discovery: when to run the script next.
   Clock::time_point discover_at_{};
-  std::string discovery_error_;  // the script's last failure, said once
+  std::unique_ptr<BackgroundDiscovery> discovery_;  // (elastic, with a script)
+  std::string discovery_error_;                     // the script's last failure, said once
   // Hosts left out, until when (max(): for good), and their failures.
   std::map<std::string, Clock::time_point> left_out_;
   std::map<std::string, int> failures_;
