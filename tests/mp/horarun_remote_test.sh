@@ -133,6 +133,26 @@ else
   fail "slow remote shell: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
 fi
 
+# 6b. The same slow remote shell with a small environment, which its pipe
+#    takes whole at once: written is not read, and horarun still stops
+#    within the start timeout, naming the slow rank and host (the shell
+#    says when it has read its input; that line is not in the output).
+start=$(date +%s)
+out=$(HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
+  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
+  --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up"; sleep 30' 2>&1)
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+left=$(tagged_processes)
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
+   grep -qF "[2]: rank 2 up" <<<"$out" && ! grep -q "remote shell started" <<<"$out" &&
+   grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
+  ok
+else
+  fail "slow remote shell, small environment: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
+fi
+
 # 7. A user's variables named like the remote script's own (n, v, p, rc)
 #    reach the remote rank unchanged.
 out=$(n="user n" v="user v" p="user p" rc="user rc" "$horarun" -np 2 "${hosts[@]}" \

@@ -66,6 +66,7 @@ static std::string RemoteScript(const std::string& cwd, const std::vector<std::s
              "__hora_n=${__hora_l#? }; __hora_v=${__hora_n#*=}; __hora_n=${__hora_n%%=*}; "
              "case $__hora_l in e*) __hora_v=$(printf -- \"${__hora_v}x\"); "
              "__hora_v=${__hora_v%x};; esac; export \"$__hora_n=$__hora_v\"; done; "
+             "printf '\\033[0mhorarun: remote shell started\\n' >&2; "  // (kRemoteStartedLine)
              "cd ") +
          ShellQuote(cwd) +
          " || exit 1; __hora_p=; __hora_g=; __hora_stopped=; "

@@ -118,6 +118,12 @@ std::vector<std::string> RemoteCommand(const std::vector<std::string>& rsh, cons
 // then an empty line. No command line shows any of it.
 std::string RemoteInput(const std::string& secret, const std::map<std::string, std::string>& env);
 
+// The line a remote rank's shell writes to its stderr once it has read its
+// input (RemoteCommand): horarun takes it out of the rank's output and
+// counts the rank as started (one that has not by the start timeout stops
+// the job, naming its host: its pipe may hold the input unread).
+inline constexpr const char* kRemoteStartedLine = "\033[0mhorarun: remote shell started";
+
 // `script` run by sh on `host` through `rsh` (ssh: one quoted string for the
 // remote login shell; a local wrapper: sh -c script).
 std::vector<std::string> RshCommand(const std::vector<std::string>& rsh, const std::string& host,

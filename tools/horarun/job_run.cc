@@ -18,6 +18,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -84,7 +85,6 @@ void Job::Launch() {
   }
   char cwd_buf[4096];
   cwd_ = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
-  input_deadline_ = Clock::now() + Seconds(spec_.start_timeout_s);
   for (int i = 0; i < size && !stopping_; ++i) {
     if (!StartRank(spec_.placements[static_cast<size_t>(i)])) BeginStop(1, true);
   }
@@ -136,6 +136,9 @@ bool Job::StartRank(const Placement& placement) {
   r.stdin_fd = p->stdin_fd;
   if (launch.input) {
     r.input = std::move(*launch.input);
+    r.input_size = r.input.size();
+    r.awaiting_start = true;
+    r.start_deadline = Clock::now() + Seconds(spec_.start_timeout_s);
     FeedRank(r);  // what the pipe takes now; Run feeds the rest
   }
   return true;
@@ -158,21 +161,54 @@ void Job::FeedRank(Rank& r) {
 
 // A remote shell that has not read its rank's input by the start deadline
 // (a host that does not answer, a shell that does not read stdin) stops the
-// job, naming it.
+// job, naming it. Read, not written: the input may sit unread in the pipe
+// (and the ssh's buffers); the shell says it read it (kRemoteStartedLine).
 void Job::CheckInputs(Clock::time_point now) {
-  if (now < input_deadline_) return;
   for (auto& r : ranks_) {
-    if (r.input.empty() || r.stdin_fd < 0) continue;  // taken, or the rank is gone
+    if (!r.awaiting_start || now < r.start_deadline) continue;
+    r.awaiting_start = false;
+    if (!r.running || stopping_) continue;  // (its end says why)
+    const size_t sent = r.input.empty() ? r.input_size : r.input_done;
     std::fprintf(stderr,
-                 "horarun: rank %d on %s did not take its job secret and environment (%zu of %zu "
-                 "bytes taken) within the start timeout (HORA_START_TIMEOUT_S=%g s): is %s "
-                 "reachable, and does its remote shell pass stdin on?\n",
-                 r.placement.rank, r.placement.host.c_str(), r.input_done, r.input.size(),
-                 spec_.start_timeout_s, r.placement.host.c_str());
+                 "horarun: rank %d on %s did not take its job secret and environment within the "
+                 "start timeout (HORA_START_TIMEOUT_S=%g s): its remote shell has not said it read "
+                 "them (%zu of %zu bytes went into its stdin): is %s reachable, and does its "
+                 "remote shell pass stdin on?\n",
+                 r.placement.rank, r.placement.host.c_str(), spec_.start_timeout_s, sent,
+                 r.input_size, r.placement.host.c_str());
     r.input = std::string();
     r.input_done = 0;
     BeginStop(1, true);
   }
+}
+
+void Job::Forward(Rank& r, int s, const char* data, size_t n) {
+  if (n == 0) return;
+  r.forward[s]->Feed(data, n);
+  if (r.files[s] >= 0) WriteFully(r.files[s], data, n);
+}
+
+void Job::ScanForStart(Rank& r, const char* data, size_t n) {
+  r.start_scan.append(data, n);
+  const std::string_view marker = kRemoteStartedLine;
+  size_t at = 0;  // the first byte not yet forwarded
+  for (;;) {
+    const size_t end = r.start_scan.find('\n', at);
+    if (end == std::string::npos) break;
+    if (std::string_view(r.start_scan).substr(at, end - at) == marker) {
+      Forward(r, 1, r.start_scan.data(), at);  // what came before it (ssh's notices)
+      Forward(r, 1, r.start_scan.data() + end + 1, r.start_scan.size() - end - 1);
+      r.awaiting_start = false;
+      r.start_scan = std::string();
+      return;
+    }
+    at = end + 1;
+  }
+  // Whole lines that were not it go on; a piece of a line waits for its end
+  // (unless it is already longer than the line looked for).
+  if (r.start_scan.size() - at > marker.size()) at = r.start_scan.size();
+  Forward(r, 1, r.start_scan.data(), at);
+  r.start_scan.erase(0, at);
 }
 
 void Job::BeginStop(int code, bool at_once) {
@@ -329,6 +365,10 @@ std::optional<FailureReport> Job::FirstFailure() {
 }
 
 void Job::CloseOutput(Rank& r, int s) {
+  if (s == 1 && !r.start_scan.empty()) {  // (a shell that ended before its start line)
+    Forward(r, 1, r.start_scan.data(), r.start_scan.size());
+    r.start_scan = std::string();
+  }
   r.forward[s]->Flush();
   close(r.fds[s]);
   r.fds[s] = -1;
@@ -406,9 +446,10 @@ void Job::Run() {
       }
       char buf[65536];
       const ssize_t n = read(r->fds[s], buf, sizeof buf);
-      if (n > 0) {
-        r->forward[s]->Feed(buf, static_cast<size_t>(n));
-        if (r->files[s] >= 0) WriteFully(r->files[s], buf, static_cast<size_t>(n));
+      if (n > 0 && s == 1 && r->awaiting_start) {
+        ScanForStart(*r, buf, static_cast<size_t>(n));
+      } else if (n > 0) {
+        Forward(*r, s, buf, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
         CloseOutput(*r, s);
       }

@@ -52,6 +52,12 @@ struct Rank {
   // the remote shell reads it; cleared once written (or given up).
   std::string input;
   size_t input_done = 0;
+  size_t input_size = 0;  // (all of it, for the message)
+  // Remote ranks: until their shell's kRemoteStartedLine comes on stderr
+  // (the bytes before it held up to whole lines), by start_deadline.
+  bool awaiting_start = false;
+  Clock::time_point start_deadline = Clock::time_point::max();
+  std::string start_scan;
   // Elastic mode: stopped by horarun (left out of the job), and when it
   // gets SIGKILL if it has not ended by then.
   bool stopped = false;
@@ -97,6 +103,10 @@ class Job {
   void CloseOutput(Rank& r, int s);
   void FeedRank(Rank& r);
   void CheckInputs(Clock::time_point now);
+  // A rank's output (s: 0 stdout, 1 stderr) to the terminal and its files,
+  // a remote rank's start line taken out (ScanForStart).
+  void Forward(Rank& r, int s, const char* data, size_t n);
+  void ScanForStart(Rank& r, const char* data, size_t n);
   // Starts a rank (elastic mode: a worker) at `placement`; false if it
   // could not start (said on stderr).
   bool StartRank(const Placement& placement);
@@ -119,7 +129,6 @@ class Job {
   const sigset_t& blocked_;
   RankWatcher& watcher_;
   // Remote ranks must have taken their input by then (the start timeout).
-  Clock::time_point input_deadline_ = Clock::time_point::max();
   DeathWatch deaths_;
   std::deque<Rank> ranks_;  // (elastic mode adds workers while the loop holds pointers)
   std::string cwd_;
