@@ -135,6 +135,20 @@ class _CountingState(hvd.elastic.TorchState):
         super().sync()
 
 
+def test_a_worker_without_optimizer_state_syncs_to_rank_0s_weights():
+    # A worker that just joined has no optimizer state; its sync takes a
+    # local step to make one, which weight decay turns into a change of its
+    # weights: they must still be rank 0's after the sync.
+    model = _model(seed=30 + hvd.rank())
+    opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9, weight_decay=0.5)
+    if hvd.rank() == 0:
+        _train_step(model, opt, 0)  # (state: momentum buffers)
+    state = hvd.elastic.TorchState(model, opt, epoch=0)
+    state.sync()
+    assert _same_everywhere(_flat(model))
+    assert len(opt.state_dict()["state"]) == len(list(model.parameters()))
+
+
 def test_run_rolls_back_to_the_last_commit_resets_and_finishes():
     # 8 steps, each committed; every rank fails after step 5's update (before
     # its commit). The run must redo step 5 from step 4's commit and end with

@@ -132,7 +132,13 @@ class TorchState(ObjectState):
         super().restore()
 
     def sync(self):
-        for handler in self._handlers.values():
+        # The optimizers first: a worker whose optimizer has no state yet
+        # (one that just joined) takes a local step to make it (as Horovod's
+        # broadcast_optimizer_state), which weight decay turns into a change
+        # of its weights; the model's sync after it gives them rank 0's.
+        handlers = sorted(self._handlers.values(),
+                          key=lambda h: not isinstance(h, OptimizerStateHandler))
+        for handler in handlers:
             handler.sync()
         super().sync()
 
