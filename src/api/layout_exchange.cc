@@ -6,8 +6,10 @@
 
 namespace hora {
 
-Status ExchangeLayout(CollectiveBackend& backend, RankLayout* layout) {
-  const auto n = static_cast<size_t>(layout->size);
+Status ExchangeLayout(CollectiveBackend& backend, int rank, int size, RankLayout* layout) {
+  layout->rank = rank;
+  layout->size = size;
+  const auto n = static_cast<size_t>(size);
   const LocalPlace mine{layout->local_rank, layout->local_size};
   std::vector<LocalPlace> all(n);
   const std::vector<size_t> bytes(n, sizeof(LocalPlace));

@@ -11,8 +11,10 @@
 
 namespace hora {
 
-// Collective over `backend` (the job's): every rank's local rank and size,
-// then `layout` completed from them.
-Status ExchangeLayout(CollectiveBackend& backend, RankLayout* layout);
+// Collective over `backend` (the job's, of `size` ranks, this one `rank`):
+// every rank's local rank and size, then `layout` completed from them (its
+// rank and size set to the backend's, which a launcher's variables Hora
+// does not read may leave at 0 of 1).
+Status ExchangeLayout(CollectiveBackend& backend, int rank, int size, RankLayout* layout);
 
 }  // namespace hora

@@ -197,7 +197,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   impl->comm.SetBlocksAtOnce(BlocksAtOnceOf(impl->config));
   // (Ranks as threads are one host, as their layout says.)
   if (!options.world && impl->comm.size() > 1) {
-    HORA_RETURN_IF_ERROR(ExchangeLayout(*impl->backend, &impl->layout));
+    HORA_RETURN_IF_ERROR(
+        ExchangeLayout(*impl->backend, impl->comm.rank(), impl->comm.size(), &impl->layout));
   }
   {
     // The global set's engine starts with the Session, on every rank: a

@@ -254,6 +254,30 @@ def test_an_uncaught_exception_fails_the_others_despite_a_lingering_thread():
     assert time.monotonic() - start < 120, out  # (not the thread's 300 s)
 
 
+def test_an_error_at_an_interactive_prompt_leaves_hora_up():
+    # At a prompt the exception hook sees every error typed: it must not
+    # shut Hora down there (it does when the error ends the program).
+    res = run_alone("""
+        import sys
+        import hora.torch as hvd
+        hvd.init()
+        sys.ps1 = ">>> "  # (as the interactive interpreter sets it)
+        try:
+            raise NameError("a typo")
+        except NameError as e:
+            sys.excepthook(type(e), e, e.__traceback__)
+        assert hvd.is_initialized()
+        del sys.ps1
+        try:
+            raise ValueError("the end")
+        except ValueError as e:
+            sys.excepthook(type(e), e, e.__traceback__)
+        assert not hvd.is_initialized()
+        print("OK")
+    """)
+    assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+
+
 def test_horarun_exports_horovods_layout_variables():
     if os.environ.get("HORA_RANK") is None:
         pytest.skip("not under horarun (skipped on every rank alike)")

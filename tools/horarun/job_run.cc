@@ -160,25 +160,43 @@ void Job::FeedRank(Rank& r) {
 }
 
 // A remote shell that has not read its rank's input by the start deadline
-// (a host that does not answer, a shell that does not read stdin) stops the
-// job, naming it. Read, not written: the input may sit unread in the pipe
-// (and the ssh's buffers); the shell says it read it (kRemoteStartedLine).
+// (a host that does not answer, an ssh that hangs, a shell that does not
+// read stdin) stops the job, naming it, where its input is not all in its
+// stdin yet; where it is (the pipe may hold it unread) horarun cannot tell
+// a remote command that hides the shell's start line, and warns instead.
+// An elastic worker is stopped alone, its host failed.
 void Job::CheckInputs(Clock::time_point now) {
   for (auto& r : ranks_) {
     if (!r.awaiting_start || now < r.start_deadline) continue;
-    r.awaiting_start = false;
-    if (!r.running || stopping_) continue;  // (its end says why)
-    const size_t sent = r.input.empty() ? r.input_size : r.input_done;
+    EndStartScan(r);
+    if (!r.running || r.stopped || stopping_) continue;  // (its end says why)
+    const bool all_sent = r.input.empty();
+    const size_t sent = all_sent ? r.input_size : r.input_done;
+    char what[160];
+    std::snprintf(what, sizeof what, "(%zu of %zu bytes went into its stdin)", sent, r.input_size);
+    if (all_sent) {
+      std::fprintf(stderr,
+                   "horarun: warning: rank %d on %s has not started within the start timeout "
+                   "(HORA_START_TIMEOUT_S=%g s): its remote shell has not said it read its job "
+                   "secret and environment %s; is %s reachable?\n",
+                   r.placement.rank, r.placement.host.c_str(), spec_.start_timeout_s, what,
+                   r.placement.host.c_str());
+      continue;
+    }
     std::fprintf(stderr,
                  "horarun: rank %d on %s did not take its job secret and environment within the "
-                 "start timeout (HORA_START_TIMEOUT_S=%g s): its remote shell has not said it read "
-                 "them (%zu of %zu bytes went into its stdin): is %s reachable, and does its "
-                 "remote shell pass stdin on?\n",
-                 r.placement.rank, r.placement.host.c_str(), spec_.start_timeout_s, sent,
-                 r.input_size, r.placement.host.c_str());
+                 "start timeout (HORA_START_TIMEOUT_S=%g s) %s: is %s reachable, and does its "
+                 "remote shell pass stdin on?%s\n",
+                 r.placement.rank, r.placement.host.c_str(), spec_.start_timeout_s, what,
+                 r.placement.host.c_str(), driver_ ? " (this worker is stopped)" : "");
     r.input = std::string();
     r.input_done = 0;
-    BeginStop(1, true);
+    if (driver_) {
+      StopWorker(r, now);
+      HostFailed(r.placement.host, now);
+    } else {
+      BeginStop(1, true);
+    }
   }
 }
 
@@ -188,27 +206,40 @@ void Job::Forward(Rank& r, int s, const char* data, size_t n) {
   if (r.files[s] >= 0) WriteFully(r.files[s], data, n);
 }
 
-void Job::ScanForStart(Rank& r, const char* data, size_t n) {
-  r.start_scan.append(data, n);
+void Job::ScanForStart(Rank& r, int s, const char* data, size_t n) {
+  std::string& scan = r.start_scan[s];
+  scan.append(data, n);
   const std::string_view marker = kRemoteStartedLine;
   size_t at = 0;  // the first byte not yet forwarded
   for (;;) {
-    const size_t end = r.start_scan.find('\n', at);
+    const size_t end = scan.find('\n', at);
     if (end == std::string::npos) break;
-    if (std::string_view(r.start_scan).substr(at, end - at) == marker) {
-      Forward(r, 1, r.start_scan.data(), at);  // what came before it (ssh's notices)
-      Forward(r, 1, r.start_scan.data() + end + 1, r.start_scan.size() - end - 1);
+    std::string_view line = std::string_view(scan).substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // (a terminal's)
+    // (The line's end: a remote command may put a label before it.)
+    if (line.size() >= marker.size() && line.substr(line.size() - marker.size()) == marker) {
+      Forward(r, s, scan.data(), at);  // what came before it (ssh's notices)
+      Forward(r, s, scan.data() + end + 1, scan.size() - end - 1);
+      scan = std::string();
       r.awaiting_start = false;
-      r.start_scan = std::string();
+      EndStartScan(r);  // (the other stream's piece of a line)
       return;
     }
     at = end + 1;
   }
   // Whole lines that were not it go on; a piece of a line waits for its end
-  // (unless it is already longer than the line looked for).
-  if (r.start_scan.size() - at > marker.size()) at = r.start_scan.size();
-  Forward(r, 1, r.start_scan.data(), at);
-  r.start_scan.erase(0, at);
+  // (unless it is already longer than a labelled start line would be).
+  if (scan.size() - at > marker.size() + 256) at = scan.size();
+  Forward(r, s, scan.data(), at);
+  scan.erase(0, at);
+}
+
+void Job::EndStartScan(Rank& r) {
+  r.awaiting_start = false;
+  for (int s = 0; s < 2; ++s) {
+    Forward(r, s, r.start_scan[s].data(), r.start_scan[s].size());
+    r.start_scan[s] = std::string();
+  }
 }
 
 void Job::BeginStop(int code, bool at_once) {
@@ -365,9 +396,9 @@ std::optional<FailureReport> Job::FirstFailure() {
 }
 
 void Job::CloseOutput(Rank& r, int s) {
-  if (s == 1 && !r.start_scan.empty()) {  // (a shell that ended before its start line)
-    Forward(r, 1, r.start_scan.data(), r.start_scan.size());
-    r.start_scan = std::string();
+  if (!r.start_scan[s].empty()) {  // (a shell that ended before its start line)
+    Forward(r, s, r.start_scan[s].data(), r.start_scan[s].size());
+    r.start_scan[s] = std::string();
   }
   r.forward[s]->Flush();
   close(r.fds[s]);
@@ -430,6 +461,7 @@ void Job::Run() {
         BeginStop(1, true);
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      HandleSignals();  // (deaths and signals still: the loop ends once the ranks have)
       continue;
     }
     // Deaths before output: a rank's output can wait, the order of deaths
@@ -446,8 +478,8 @@ void Job::Run() {
       }
       char buf[65536];
       const ssize_t n = read(r->fds[s], buf, sizeof buf);
-      if (n > 0 && s == 1 && r->awaiting_start) {
-        ScanForStart(*r, buf, static_cast<size_t>(n));
+      if (n > 0 && r->awaiting_start) {
+        ScanForStart(*r, s, buf, static_cast<size_t>(n));
       } else if (n > 0) {
         Forward(*r, s, buf, static_cast<size_t>(n));
       } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {

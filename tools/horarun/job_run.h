@@ -53,11 +53,12 @@ struct Rank {
   std::string input;
   size_t input_done = 0;
   size_t input_size = 0;  // (all of it, for the message)
-  // Remote ranks: until their shell's kRemoteStartedLine comes on stderr
-  // (the bytes before it held up to whole lines), by start_deadline.
+  // Remote ranks: until their shell's kRemoteStartedLine comes (on stderr,
+  // or stdout where a remote command merges them; the bytes of each held
+  // up to whole lines meanwhile), by start_deadline.
   bool awaiting_start = false;
   Clock::time_point start_deadline = Clock::time_point::max();
-  std::string start_scan;
+  std::string start_scan[2];
   // Elastic mode: stopped by horarun (left out of the job), and when it
   // gets SIGKILL if it has not ended by then.
   bool stopped = false;
@@ -106,7 +107,8 @@ class Job {
   // A rank's output (s: 0 stdout, 1 stderr) to the terminal and its files,
   // a remote rank's start line taken out (ScanForStart).
   void Forward(Rank& r, int s, const char* data, size_t n);
-  void ScanForStart(Rank& r, const char* data, size_t n);
+  void ScanForStart(Rank& r, int s, const char* data, size_t n);
+  void EndStartScan(Rank& r);  // what the scan held, on
   // Starts a rank (elastic mode: a worker) at `placement`; false if it
   // could not start (said on stderr).
   bool StartRank(const Placement& placement);

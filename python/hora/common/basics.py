@@ -115,11 +115,13 @@ def _report_uncaught(exc_type, exc, tb):
     down here, so that the other ranks fail at once naming this one even
     where a thread that is not a daemon keeps the process alive (Python
     waits for such threads before atexit would shut Hora down)."""
-    report_failure(exc_type, exc)
+    interactive = hasattr(sys, "ps1") or sys.flags.interactive
+    if not interactive:  # (at a prompt an error ends nothing)
+        report_failure(exc_type, exc)
     try:
         _previous_excepthook(exc_type, exc, tb)
     finally:
-        if os.getpid() == _init_pid:
+        if os.getpid() == _init_pid and not interactive:
             shutdown()
 
 

@@ -216,6 +216,11 @@ class RayExecutor:
 
         try:
             return ray.get(refs)
+        except KeyboardInterrupt:
+            # (Queued behind what still runs: not waited for, the user wants out.)
+            for w in self.workers:
+                w.end_session.remote()
+            raise
         except BaseException:
             ends = [w.end_session.remote() for w in self.workers]
             ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
@@ -235,7 +240,8 @@ class RayExecutor:
         import ray
 
         self._started("execute_single")
-        return ray.get(self.workers[0].execute.remote(fn))
+        # (An exception there ends rank 0's Session: the others' go too.)
+        return self._get_all([self.workers[0].execute.remote(fn)])[0]
 
     def shutdown(self):
         """Ends the workers (and their Hora sessions with them)."""

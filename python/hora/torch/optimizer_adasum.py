@@ -104,7 +104,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                                     op=basics.Adasum)
         except BaseException:
             with torch.no_grad():
-                p.copy_(start)  # (as before the step: nothing is lost)
+                p.copy_(start)  # (its value before the step)
             raise
         return h, (compressed, ctx)
 
@@ -128,7 +128,9 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
                 _wait(handle)
             except Exception as e:  # wait for the others before raising
                 error = error or e
-                with torch.no_grad():  # p held its delta: back to its value before the step
+                # p held its delta: back to its value before the step (the
+                # wrapped optimizer's own state, momentum say, has taken it).
+                with torch.no_grad():
                     p.copy_(self._starting_models[p])
                 continue
             with torch.no_grad():
