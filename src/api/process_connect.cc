@@ -153,7 +153,10 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
   (void)RemoveDeadShmSegments();
   HORA_ASSIGN_OR_RETURN(Rendezvous rv, JoinRendezvous(config, env, l, logger));
   w.server = std::move(rv.server);
-  w.store = std::move(rv.store);
+  // (The keys this rank sets are this Session's, read while it connects:
+  // deleted once every rank has; counters, which number the Sessions, stay.)
+  w.rendezvous_keys = std::make_shared<KeyRecordingStore>(std::move(rv.store));
+  w.store = w.rendezvous_keys;
   w.secret_file = std::move(rv.secret_file);
   w.mpi = rv.mpi;
   const std::string& store_addr = rv.store_addr;

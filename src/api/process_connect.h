@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "api/key_recording_store.h"
 #include "common/config.h"
 #include "common/environment.h"
 #include "common/logging.h"
@@ -29,6 +30,9 @@ struct ProcessWiring {
   RankLayout layout;
   std::unique_ptr<TcpStoreServer> server;  // rank 0 under a foreign launcher
   std::shared_ptr<Store> store;
+  // The same store, remembering the rendezvous keys this rank set (deleted
+  // once every rank has connected: Session::Create).
+  std::shared_ptr<KeyRecordingStore> rendezvous_keys;
   std::unique_ptr<Transport> transport;
   // Rank 0's secret file (srun, torchrun), removed once the transport is up.
   std::unique_ptr<JobSecretFile> secret_file;

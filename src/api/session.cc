@@ -98,7 +98,8 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   // Ranks that meet in no store compare the settings that must agree over
   // the backend (ConnectProcess compares them in the store).
   bool compare_over_backend = false;
-  if (options.world) {  // ranks as threads
+  std::shared_ptr<KeyRecordingStore> rendezvous_keys;  // (ranks as processes, with a store)
+  if (options.world) {                                 // ranks as threads
     const int size = options.world->size();
     if (options.rank < 0 || options.rank >= size) {
       return InvalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +
@@ -145,6 +146,7 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     } else {
       Logger logger(config.log_level, layout.rank);
       HORA_ASSIGN_OR_RETURN(ProcessWiring wiring, ConnectProcess(config, whole, logger));
+      rendezvous_keys = wiring.rendezvous_keys;
       layout = wiring.layout;  // (an elastic worker's, from the store)
       impl = std::make_unique<Impl>(std::move(config), std::move(wiring.store),
                                     std::move(wiring.transport), std::move(selector),
@@ -199,6 +201,14 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   if (!options.world && impl->comm.size() > 1) {
     HORA_RETURN_IF_ERROR(
         ExchangeLayout(*impl->backend, impl->comm.rank(), impl->comm.size(), &impl->layout));
+  }
+  // Every rank took part in that: all have connected, and read the
+  // rendezvous keys they needed. Each deletes those it set (a store
+  // outliving Sessions, horarun's, would hold every Session's otherwise).
+  if (rendezvous_keys) {
+    const size_t n = rendezvous_keys->DeleteRecorded();
+    impl->logger.Debug("rank " + std::to_string(impl->comm.rank()) + ": deleted the " +
+                       std::to_string(n) + " rendezvous keys it set");
   }
   {
     // The global set's engine starts with the Session, on every rank: a

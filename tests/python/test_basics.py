@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -276,6 +277,27 @@ def test_an_error_at_an_interactive_prompt_leaves_hora_up():
         print("OK")
     """)
     assert res.returncode == 0 and "OK" in res.stdout, res.stdout + res.stderr
+
+
+def test_each_session_deletes_its_rendezvous_keys():
+    # horarun's store outlives the Sessions of its job (every init(), every
+    # elastic reset): each rank deletes the keys it set once every rank has
+    # connected, and says how many it found there (only keys still in the
+    # store count), Session after Session, on both transports.
+    if hvd.rank() != 0:
+        return
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
+    env.update({"PYTHONPATH": package_parent(), "HORA_LOG_LEVEL": "debug"})
+    code = "import hora.torch as hvd\nfor _ in range(2):\n    hvd.init(); hvd.shutdown()\n"
+    for transport in ("shm", "tcp"):
+        res = subprocess.run([horarun_path(), "-np", "2", "--transport", transport,
+                              sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=120)
+        out = res.stdout + res.stderr
+        assert res.returncode == 0, out
+        counts = [int(m) for m in re.findall(r"rank [01]: deleted the (\d+) rendezvous keys", out)]
+        assert len(counts) == 4 and min(counts) >= 3, (transport, out)
 
 
 def test_horarun_exports_horovods_layout_variables():
