@@ -203,21 +203,24 @@ int Join(PySession& ps) {
 }
 
 int AddProcessSet(PySession& ps, const std::vector<int>& ranks) {
-  Session& s = ps.Get();
+  std::shared_ptr<Session> s = ps.Share();
   Result<int> id = [&] {
     py::gil_scoped_release release;
-    return s.AddProcessSet(ranks);
+    Result<int> r = s->AddProcessSet(ranks);
+    s.reset();  // (without the GIL: it may be the last owner)
+    return r;
   }();
   ThrowIfError(id.status());
   return *id;
 }
 
 void RemoveProcessSet(PySession& ps, int id) {
-  Session& s = ps.Get();
+  std::shared_ptr<Session> s = ps.Share();
   Status st;
   {
     py::gil_scoped_release release;
-    st = s.RemoveProcessSet(id);
+    st = s->RemoveProcessSet(id);
+    s.reset();  // (without the GIL: it may be the last owner)
   }
   ThrowIfError(st);
 }

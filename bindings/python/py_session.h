@@ -53,6 +53,14 @@ class PySession {
     return *session_;
   }
   const Session& Get() const { return const_cast<PySession*>(this)->Get(); }
+  // For a call that blocks with the GIL released: the Session stays alive
+  // through it even if another thread calls shutdown() meanwhile (an
+  // exception ending the main thread does); the caller drops it without
+  // the GIL, where it may be the last owner.
+  std::shared_ptr<Session> Share() {
+    Get();
+    return session_;
+  }
 
   void Shutdown() {
     {
@@ -93,7 +101,7 @@ class PySession {
   pid_t owner() const { return owner_; }
 
  private:
-  std::unique_ptr<Session> session_;
+  std::shared_ptr<Session> session_;
   std::shared_ptr<Orphans> orphans_ = std::make_shared<Orphans>();
   const pid_t owner_ = getpid();
 };
