@@ -367,9 +367,10 @@ PYBIND11_MODULE(_core, m) {
       .def(
           "report_failure",
           [](PySession& s, const std::string& what) {
-            Session& session = s.Get();  // (with the GIL: it may release tensors)
+            std::shared_ptr<Session> session = s.Share();  // (with the GIL)
             py::gil_scoped_release release;
-            session.ReportFailure(what);
+            session->ReportFailure(what);
+            session.reset();  // (without the GIL: it may be the last owner)
           },
           a("what"),
           "Tells horarun this rank is failing (an exception's last line) before it tears down.")

@@ -63,9 +63,13 @@ class PySession {
   }
 
   void Shutdown() {
+    // Taken out with the GIL held (another thread's Get() or Share() reads
+    // session_ under it), dropped without it.
+    std::shared_ptr<Session> dying;
+    dying.swap(session_);
     {
       py::gil_scoped_release release;
-      session_.reset();  // fails every unfinished handle
+      dying.reset();  // fails every unfinished handle (where it was the last owner)
     }
     orphans_->Sweep();
   }

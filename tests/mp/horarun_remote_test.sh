@@ -134,29 +134,55 @@ else
 fi
 
 # 6b. The same slow remote shell with a small environment, which its pipe
-#    takes whole at once: written is not read, and horarun cannot tell a
-#    hung shell from a remote command that hides its start line, so it
-#    warns within the start timeout, naming the rank and host (the shell's
-#    start line, which it takes out of the output, has not come), and the
-#    job goes on (stopped here by SIGTERM, leaving nothing).
+#    takes whole at once: written is not read (the bytes still in the pipe
+#    tell), and horarun stops within the start timeout all the same,
+#    naming the slow rank and host.
+start=$(date +%s)
+out=$(HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
+  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
+  --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up"; sleep 30' 2>&1)
+rc=$?
+elapsed=$(( $(date +%s) - start ))
+for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+left=$(tagged_processes)
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
+   grep -qF "[2]: rank 2 up" <<<"$out" && ! grep -q "remote shell started" <<<"$out" &&
+   grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
+  ok
+else
+  fail "slow remote shell, small environment: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
+fi
+
+# 6d. A remote command that takes the input but never starts the shell
+#    (an ssh that connected, then hung): horarun cannot tell it from one
+#    that hides the start line, so it warns within the start timeout,
+#    naming the rank and host, and the job goes on (stopped here by
+#    SIGTERM, leaving nothing).
+cat >"$dir/swallow-rsh" <<'EOS'
+#!/bin/sh
+case "$1" in hora-hung-host) cat >/dev/null; exit 0 ;; esac
+shift
+exec "$@"
+EOS
+chmod +x "$dir/swallow-rsh"
 log6=$(mktemp)
 set -m
 HORA_TEST_TAG=$HORA_TEST_TAG "$horarun" -np 3 \
-  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
+  -H localhost:1,hora-hung-host:1,hora-fast-host:1 --rsh "$dir/swallow-rsh" --bind 127.0.0.1 \
   --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up"; sleep 30' >"$log6" 2>&1 &
 hp=$!
 set +m
-want="horarun: warning: rank 1 on hora-slow-host has not started within the start timeout"
+want="horarun: warning: rank 1 on hora-hung-host has not started within the start timeout"
 for _ in $(seq 150); do grep -qF "$want" "$log6" && break; sleep 0.1; done
 kill -TERM "$hp"; wait "$hp"; rc=$?
 for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
 left=$(tagged_processes)
 out=$(cat "$log6"); rm -f "$log6"
 if [ "$rc" -eq 143 ] && [ -z "$left" ] && grep -qF "$want" <<<"$out" &&
-   grep -qF "[2]: rank 2 up" <<<"$out" && ! grep -q "remote shell started" <<<"$out"; then
+   grep -qF "[2]: rank 2 up" <<<"$out"; then
   ok
 else
-  fail "slow remote shell, small environment: rc=$rc (want 143 after the warning), left running: $left, output: $(head -c 2000 <<<"$out")"
+  fail "remote command that swallows its input: rc=$rc (want 143 after the warning), left running: $left, output: $(head -c 2000 <<<"$out")"
 fi
 
 # 6c. A remote command that merges stderr into stdout and labels each

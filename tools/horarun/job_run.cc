@@ -8,6 +8,7 @@
 // first), then the output and the input.
 #include <poll.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -161,28 +162,37 @@ void Job::FeedRank(Rank& r) {
 
 // A remote shell that has not read its rank's input by the start deadline
 // (a host that does not answer, an ssh that hangs, a shell that does not
-// read stdin) stops the job, naming it, where its input is not all in its
-// stdin yet; where it is (the pipe may hold it unread) horarun cannot tell
-// a remote command that hides the shell's start line, and warns instead.
-// An elastic worker is stopped alone, its host failed.
+// read stdin) stops the job, naming it, where some of that input is still
+// unwritten or unread in its stdin's pipe; where the remote command took
+// it all (an ssh that connected and then hung, or a remote command that
+// hides the shell's start line: horarun cannot tell them apart) horarun
+// warns, naming it, and keeps looking for the line. An elastic worker is
+// stopped alone, its host failed.
 void Job::CheckInputs(Clock::time_point now) {
   for (auto& r : ranks_) {
     if (!r.awaiting_start || now < r.start_deadline) continue;
-    EndStartScan(r);
-    if (!r.running || r.stopped || stopping_) continue;  // (its end says why)
-    const bool all_sent = r.input.empty();
-    const size_t sent = all_sent ? r.input_size : r.input_done;
+    r.start_deadline = Clock::time_point::max();  // (said once)
+    if (!r.running || r.stopped || stopping_) {   // (its end says why)
+      EndStartScan(r);
+      continue;
+    }
+    int in_pipe = 0;  // (FIONREAD on a pipe's write end: the bytes not read yet)
+    if (r.stdin_fd >= 0 && ioctl(r.stdin_fd, FIONREAD, &in_pipe) != 0) in_pipe = 0;
+    const size_t written = r.input.empty() ? r.input_size : r.input_done;
+    const size_t taken = written - std::min(written, static_cast<size_t>(in_pipe));
     char what[160];
-    std::snprintf(what, sizeof what, "(%zu of %zu bytes went into its stdin)", sent, r.input_size);
-    if (all_sent) {
+    std::snprintf(what, sizeof what, "(%zu of %zu bytes taken from its stdin)", taken,
+                  r.input_size);
+    if (taken == r.input_size) {
       std::fprintf(stderr,
                    "horarun: warning: rank %d on %s has not started within the start timeout "
-                   "(HORA_START_TIMEOUT_S=%g s): its remote shell has not said it read its job "
-                   "secret and environment %s; is %s reachable?\n",
+                   "(HORA_START_TIMEOUT_S=%g s): its remote command took its job secret and "
+                   "environment %s, but its shell has not said it read them; is %s up?\n",
                    r.placement.rank, r.placement.host.c_str(), spec_.start_timeout_s, what,
                    r.placement.host.c_str());
       continue;
     }
+    EndStartScan(r);
     std::fprintf(stderr,
                  "horarun: rank %d on %s did not take its job secret and environment within the "
                  "start timeout (HORA_START_TIMEOUT_S=%g s) %s: is %s reachable, and does its "
