@@ -271,6 +271,14 @@ std::vector<std::vector<size_t>> Negotiator::PlanFusion(
     metas.push_back(&r.params);
     index.push_back(i);
   }
+  // (Steady training: everything in one batch, in order, which is what
+  // PlanBatches would make of it; asked in one pass without allocating.)
+  uint64_t bytes = 0;
+  if (!metas.empty() && FusesIntoOneBatch(metas, fusion_threshold_, group_fusion_, &bytes)) {
+    std::vector<std::vector<size_t>> one;
+    one.push_back(std::move(index));
+    return one;
+  }
   std::vector<std::vector<size_t>> plan = PlanBatches(metas, fusion_threshold_, group_fusion_);
   for (auto& batch : plan) {
     for (size_t& i : batch) i = index[i];
