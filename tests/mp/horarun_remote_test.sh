@@ -116,42 +116,31 @@ shift
 exec "\$@"
 EOS
 chmod +x "$dir/slow-rsh"
-big=$(head -c 100000 /dev/zero | tr '\0' x)
-start=$(date +%s)
-out=$(BIG="$big" HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
-  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
-  --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up ${#BIG}"; sleep 30' 2>&1)
-rc=$?
-elapsed=$(( $(date +%s) - start ))
-for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
-left=$(tagged_processes)
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
-   grep -qF "[2]: rank 2 up 100000" <<<"$out" &&
-   grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
-  ok
-else
-  fail "slow remote shell: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
-fi
-
+# (BIG: the environment's extra bytes; what the fast rank says.)
+slow_start() {
+  local what="$1" big="$2" start rc elapsed left out
+  start=$(date +%s)
+  out=$(BIG="$big" HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
+    -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
+    --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up ${#BIG}"; sleep 30' 2>&1)
+  rc=$?
+  elapsed=$(( $(date +%s) - start ))
+  for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
+  left=$(tagged_processes)
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
+     grep -qF "[2]: rank 2 up ${#big}" <<<"$out" && ! grep -q "remote shell started" <<<"$out" &&
+     grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
+    ok
+  else
+    fail "$what: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
+  fi
+}
+slow_start "slow remote shell" "$(head -c 100000 /dev/zero | tr '\0' x)"
 # 6b. The same slow remote shell with a small environment, which its pipe
 #    takes whole at once: written is not read (the bytes still in the pipe
 #    tell), and horarun stops within the start timeout all the same,
 #    naming the slow rank and host.
-start=$(date +%s)
-out=$(HORA_TEST_TAG=$HORA_TEST_TAG timeout 60 "$horarun" -np 3 \
-  -H localhost:1,hora-slow-host:1,hora-fast-host:1 --rsh "$dir/slow-rsh" --bind 127.0.0.1 \
-  --stop-grace 2 --start-timeout 4 sh -c 'echo "rank $HORA_RANK up"; sleep 30' 2>&1)
-rc=$?
-elapsed=$(( $(date +%s) - start ))
-for _ in $(seq 100); do [ -z "$(tagged_processes)" ] && break; sleep 0.1; done
-left=$(tagged_processes)
-if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ "$elapsed" -lt 15 ] && [ -z "$left" ] &&
-   grep -qF "[2]: rank 2 up" <<<"$out" && ! grep -q "remote shell started" <<<"$out" &&
-   grep -qF "rank 1 on hora-slow-host did not take its job secret and environment" <<<"$out"; then
-  ok
-else
-  fail "slow remote shell, small environment: rc=$rc after ${elapsed}s (want non-zero within 15 s), left running: $left, output: $(head -c 2000 <<<"$out")"
-fi
+slow_start "slow remote shell, small environment" ""
 
 # 6d. A remote command that takes the input but never starts the shell
 #    (an ssh that connected, then hung): horarun cannot tell it from one
