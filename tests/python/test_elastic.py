@@ -147,6 +147,26 @@ def test_a_worker_without_optimizer_state_syncs_to_rank_0s_weights():
     state.sync()
     assert _same_everywhere(_flat(model))
     assert len(opt.state_dict()["state"]) == len(list(model.parameters()))
+    # The same with a handler of one's own for optimizers (the registry's).
+    from hora.torch.elastic import state as state_module
+
+    class MyOptimizerHandler(state_module.OptimizerStateHandler.__base__):
+        def sync(self):
+            hvd.broadcast_optimizer_state(self.value, root_rank=0)
+
+    saved = state_module.get_handler_registry()
+    state_module.set_handler_registry([(torch.optim.Optimizer, MyOptimizerHandler)] + saved)
+    try:
+        model = _model(seed=40 + hvd.rank())
+        opt = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9, weight_decay=0.5)
+        if hvd.rank() == 0:
+            _train_step(model, opt, 0)
+        state = hvd.elastic.TorchState(model, opt, epoch=0)
+        assert isinstance(state._handlers["optimizer"], MyOptimizerHandler)
+        state.sync()
+        assert _same_everywhere(_flat(model))
+    finally:
+        state_module.set_handler_registry(saved)
 
 
 def test_run_rolls_back_to_the_last_commit_resets_and_finishes():

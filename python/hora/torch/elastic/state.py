@@ -136,8 +136,10 @@ class TorchState(ObjectState):
         # (one that just joined) takes a local step to make it (as Horovod's
         # broadcast_optimizer_state), which weight decay turns into a change
         # of its weights; the model's sync after it gives them rank 0's.
+        # (By what each handles: a handler of one's own for optimizers,
+        # installed with set_handler_registry, goes first too.)
         handlers = sorted(self._handlers.values(),
-                          key=lambda h: not isinstance(h, OptimizerStateHandler))
+                          key=lambda h: not isinstance(h.value, torch.optim.Optimizer))
         for handler in handlers:
             handler.sync()
         super().sync()
