@@ -58,6 +58,9 @@ Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time
                        {p.rank, static_cast<int>(d.assign.size()), p.local_rank, p.local_size,
                         p.cross_rank, p.cross_size, "horarun (elastic)"}};
     HORA_RETURN_IF_ERROR(Answer(a.id, a.arrival, FormatElasticPlace(place)));
+    // Its previous arrival's answer, read before it came again: not kept
+    // (horarun's store would hold one a worker a reset otherwise).
+    if (a.arrival > 1) (void)store_.Delete(ElasticAssignmentKey(job_, a.id, a.arrival - 1));
   }
   for (const std::string& id : d.stop) {
     // (Its next init(), should it come, fails at once.)

@@ -188,8 +188,12 @@ TEST(ElasticDriver, APollWhileNobodyArrivesIsOneStoreRequest) {
   poll(500, 1, 0);          // not read yet
   poll(1000, 129, 64);      // every key a second on: the world forms (64 answers)
   arrive(/*count=*/true);   // (the next init() of each, counted)
-  poll(1020, 129, 64);      // read at once: the next world
+  // Read at once: the next world, each worker's answer to its first
+  // arrival deleted (64 requests more), the new one there.
+  poll(1020, 129 + 64, 64);
   poll(1040, 1, 0);
+  EXPECT_FALSE(store.inner.Get(ElasticAssignmentKey("job", "h/7", 1), Duration::zero()).ok());
+  EXPECT_TRUE(store.inner.Get(ElasticAssignmentKey("job", "h/7", 2), Duration::zero()).ok());
 }
 
 // A member of the latest world that ends marks that world broken in the
