@@ -66,7 +66,8 @@ struct Config {
   double wait_spin_us;
   uint64_t cache_capacity;
   uint64_t fusion_threshold_bytes;
-  uint64_t output_pool_bytes;  // idle host memory kept for out-of-place outputs
+  uint64_t output_pool_bytes;      // idle host memory kept for out-of-place outputs
+  uint64_t gradient_bucket_bytes;  // hora.torch's DistributedOptimizer (Python only)
   // Autotuning (engine/autotuner.h): on (nonzero) or off, its CSV log ("":
   // none), samples left out first, steps a sample.
   uint64_t autotune;

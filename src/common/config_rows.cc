@@ -160,6 +160,13 @@ const std::vector<SettingRow>& Rows() {
                 "next, already faulted in: at most this much kept unused (0: none)"},
        .as_bytes = &Config::output_pool_bytes,
        .zero_ok = true},
+      {.spec = {"HORA_GRADIENT_BUCKET_BYTES", SettingType::kBytes, "32K",
+                "DistributedOptimizer (hora.torch): gradients of at most this size are copied "
+                "into buckets of up to 1 MiB, each reduced by one allreduce (0: every gradient "
+                "by its own)"},
+       .as_bytes = &Config::gradient_bucket_bytes,
+       .zero_ok = true,
+       .agree = true},
       {.spec = {"HORA_AUTOTUNE", SettingType::kCount, "0",
                 "1: the first rank tunes the fusion threshold, cycle time, response cache, "
                 "allreduce algorithm cut-off and hierarchical allreduce while the job trains, "

@@ -3,6 +3,9 @@ with batch N*b (computed locally on the concatenation of every rank's batch).
 
 Models are float64, so the only differences are summation order: the
 tolerance is 1e-9 (absolute and relative) on every parameter after 3 steps.
+Every test runs three ways: small gradients in buckets as by default (the
+test model's are all small: one bucket), every gradient alone, and small
+buckets beside gradients alone (grad_buckets' limits lowered).
 """
 
 import pytest
@@ -11,10 +14,42 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import hora.torch as hvd
+import hora.torch.grad_buckets as grad_buckets
+import hora.torch.optimizer as hora_optimizer
 from helpers import run_alone
 
 TOL = dict(rtol=1e-9, atol=1e-9)
 B = 4  # rows per rank per backward pass
+
+
+def pytest_generate_tests(metafunc):
+    # (Tests marked bucketing_once set their own limits, or reduce no
+    # gradient of a DistributedOptimizer in this process: once is enough.)
+    once = metafunc.definition.get_closest_marker("bucketing_once") is not None
+    metafunc.parametrize("bucketing", ["buckets"] if once else
+                         ["buckets", "alone", "small_buckets"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def bucketing(request, monkeypatch):
+    """The bucket limits each test runs with (see the module doc): in
+    "small_buckets", the test model's biases share a bucket and its weights
+    go alone."""
+    if request.param == "alone":
+        monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 0)
+    elif request.param == "small_buckets":
+        monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 200)
+        monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 100)
+    return request.param
+
+
+def _started(dopt):
+    """The names of the allreduces started this step, and of the gradients
+    each reduces (a bucket's members)."""
+    out = {h.name: [s.name] for s, (h, _) in dopt._handles.items()}
+    for b in dopt._started_buckets:
+        out[b.handle.name] = [s.name for s in b.slots]
+    return out
 
 
 def _model():
@@ -225,13 +260,17 @@ def test_allreduces_start_during_backward():
                                     named_parameters=dist.named_parameters())
     x, y = _batch(3)
     F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
-    # The hooks started every gradient's allreduce; step() only waits for them.
-    assert len(dopt._handles) == len(list(dist.parameters()))
-    assert all(h.name.startswith("allreduce.") for h, _ in dopt._handles.values())
+    # The hooks started every gradient's allreduce, or its bucket's; step()
+    # only waits for them.
+    started = _started(dopt)
+    assert sorted(n for names in started.values() for n in names) == sorted(
+        "allreduce." + n for n, _ in dist.named_parameters())
+    assert all(n.startswith("allreduce.") for n in started)
     dopt.step()
-    assert not dopt._handles
+    assert not dopt._handles and not dopt._started_buckets
 
 
+@pytest.mark.bucketing_once
 def test_unnamed_parameters_do_not_collide_with_unnamed_calls():
     # The core names unnamed calls "allreduce.noname.<N>" from N = 0 in a fresh
     # process; the optimizer's unnamed parameters must not hold those names.
@@ -273,6 +312,7 @@ def test_sparse_adam(sparse_as_dense):
         torch.testing.assert_close(dist.weight, ref.weight, **TOL)
 
 
+@pytest.mark.bucketing_once
 @pytest.mark.parametrize("op", [hvd.Sum, hvd.Average])
 def test_sparse_allreduce_async(op):
     r, n = hvd.rank(), hvd.size()
@@ -293,6 +333,7 @@ def test_sparse_allreduce_async(op):
         hvd.sparse_allreduce_async(torch.ones(2), name="dense", op=op)
 
 
+@pytest.mark.bucketing_once
 def test_parameter_names_as_horovod():
     m = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 1))
     opt = torch.optim.SGD([{"params": m[0].parameters()}, {"params": m[1].parameters()}], lr=0.1)
@@ -347,7 +388,8 @@ def test_compiled_model_equivalent_to_one_worker(backend):
         ropt.zero_grad()
         x, y = _batch(step)
         F.cross_entropy(compiled(_mine(x)), _mine(y)).backward()
-        assert len(dopt._handles) == len(list(dist.parameters())), step
+        assert sum(len(names) for names in _started(dopt).values()) == len(
+            list(dist.parameters())), step
         F.cross_entropy(ref(x), y).backward()
         dopt.step()
         ropt.step()
@@ -371,3 +413,134 @@ def test_zero_grad_takes_torchs_default_as_the_plain_optimizer():
         return [p.grad is None for p in model.parameters()]
 
     assert after_zero_grad(True) == after_zero_grad(False)
+
+
+def _counted(dopt, model, x, y):
+    """One step; the allreduces it started (names -> members) and how many
+    tensors the engine completed for it."""
+    before = hvd.engine_counters()["tensors"]
+    dopt.zero_grad()
+    F.cross_entropy(model(_mine(x)), _mine(y)).backward()
+    started = _started(dopt)
+    dopt.step()
+    return started, hvd.engine_counters()["tensors"] - before
+
+
+@pytest.mark.bucketing_once
+def test_small_gradients_share_a_bucket(monkeypatch):
+    # Gradients of at most the limit go in buckets by name; the weight above it
+    # alone; one engine tensor a bucket. The results: one worker's step.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 1 << 20)
+    torch.manual_seed(0)
+    dist = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1100), nn.Tanh(),
+                         nn.Linear(1100, 3)).double()
+    ref = nn.Sequential(nn.Linear(5, 8), nn.Tanh(), nn.Linear(8, 1100), nn.Tanh(),
+                        nn.Linear(1100, 3)).double()
+    ref.load_state_dict(dist.state_dict())
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(2):
+        x, y = _batch(step)
+        started, tensors = _counted(dopt, dist, x, y)
+        # 4.weight is 3 x 1100 doubles (26,400 bytes): in; 2.weight 8 x 1100 out.
+        assert started == {
+            "allreduce.bucket.0.bias+4": ["allreduce.0.bias", "allreduce.0.weight",
+                                          "allreduce.2.bias", "allreduce.4.bias",
+                                          "allreduce.4.weight"],
+            "allreduce.2.weight": ["allreduce.2.weight"]}, started
+        assert tensors == 2, tensors
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.bucketing_once
+def test_buckets_follow_names_not_the_optimizers_order(monkeypatch):
+    # Odd ranks list the parameters in reverse: the buckets hold the same
+    # gradients in the same places on every rank (by name), so the step is
+    # still one worker's. Two buckets (capacity 400 bytes), dtypes apart.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 400)
+    dist, ref = _model(), _model()
+    extra_d = nn.Parameter(torch.arange(3, dtype=torch.float32))  # float32: a bucket apart
+    extra_r = nn.Parameter(torch.arange(3, dtype=torch.float32))
+    named = list(dist.named_parameters()) + [("extra", extra_d)]
+    if hvd.rank() % 2:
+        named.reverse()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in named], lr=0.1),
+                                    named_parameters=named)
+    ropt = torch.optim.SGD(list(ref.parameters()) + [extra_r], lr=0.1)
+    for step in range(2):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        (F.cross_entropy(dist(_mine(x)), _mine(y)) + extra_d.pow(2).sum() * (hvd.rank() + 1)).backward()
+        assert sorted(b.name for b in dopt._started_buckets) == [
+            "allreduce.bucket.0.bias+1", "allreduce.bucket.2.bias+1"], _started(dopt)
+        dopt.step()
+        ropt.zero_grad()
+        (F.cross_entropy(ref(x), y)
+         + extra_r.pow(2).sum() * sum(r + 1 for r in range(hvd.size())) / hvd.size()).backward()
+        ropt.step()
+        for p, q in zip(list(dist.parameters()) + [extra_d], list(ref.parameters()) + [extra_r]):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.bucketing_once
+@pytest.mark.parametrize("sparse_as_dense", [False, True])
+def test_sparse_gradient_in_a_bucket(monkeypatch, sparse_as_dense):
+    # A small embedding's sparse gradient shares a bucket's plan with dense
+    # ones: without sparse_as_dense it goes to its own sparse allreduce, with
+    # it into the bucket and back to sparse. Either way one worker's step.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 1 << 20)
+
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Embedding(10, 3, sparse=True), nn.Linear(3, 2)).double()
+
+    dist, ref = model(), model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.5),
+                                    named_parameters=dist.named_parameters(),
+                                    sparse_as_dense=sparse_as_dense)
+    assert [b.name for b in dopt._buckets] == ["allreduce.bucket.0.weight+2"]
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.5)
+    for step in range(2):
+        idx = (torch.arange(hvd.size() * B) * (step + 1)) % 7
+        dopt.zero_grad()
+        dist(_mine(idx)).pow(2).mean().backward()
+        dopt.step()
+        assert dist[0].weight.grad.is_sparse
+        ropt.zero_grad()
+        ref(idx).pow(2).mean().backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.bucketing_once
+def test_bucket_follows_the_model_to_another_dtype(monkeypatch):
+    # The model turned float32 after the optimizer was made: the bucket's
+    # memory is made again in the gradients' dtype.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 1 << 20)
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step, dtype in ((0, torch.float64), (1, torch.float32)):
+        dist.to(dtype)
+        ref.to(dtype)
+        x, y = _batch(step)
+        dopt.zero_grad()
+        F.cross_entropy(dist(_mine(x.to(dtype))), _mine(y)).backward()
+        dopt.step()
+        assert dopt._buckets[0].flat.dtype == dtype
+        ropt.zero_grad()
+        F.cross_entropy(ref(x.to(dtype)), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)

@@ -10,6 +10,10 @@ names), waits for every allreduce, then runs the wrapped optimizer's step.
 
 Contract:
 
+* Small gradients (``HORA_GRADIENT_BUCKET_BYTES``, 32 KiB by default) are
+  copied into buckets of up to 1 MiB and reduced one allreduce a bucket
+  (:mod:`hora.torch.grad_buckets`); so are not those in ``groups``, nor any
+  with a ``compression`` other than none.
 * Collective names: "allreduce.<name>", the name from ``named_parameters``
   or, without it, Horovod's "allreduce.noname.<group>.<index>" by position in
   the parameter groups; ``_parameter_names`` maps each parameter to that
@@ -46,6 +50,7 @@ import torch
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
+from hora.torch import grad_buckets
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -56,10 +61,19 @@ class _Slot:
     """A parameter's state in the optimizer, which its hook holds: a step
     looks nothing up by the tensor (whose hash is a call into Python)."""
 
-    __slots__ = ("p", "name", "group", "delay")
+    __slots__ = ("p", "name", "group", "bucket", "delay")
 
     def __init__(self, p, name, delay):
-        self.p, self.name, self.group, self.delay = p, name, None, delay
+        self.p, self.name, self.group, self.bucket, self.delay = p, name, None, None, delay
+
+
+# A bucket whose members went to their own allreduces (see _start_bucket).
+_MEMBERS_ALONE = object()
+
+
+def _bucket_limit():
+    value = basics._setting("HORA_GRADIENT_BUCKET_BYTES")
+    return 32 << 10 if value is None else int(value)
 
 
 def _split(items, n):
@@ -108,6 +122,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for slot in self._slots:
             slot.group = self._p_to_group.get(slot.p)
         self._group_ready = [0] * len(self._groups)
+        self._buckets = (grad_buckets.plan(self._slots, _bucket_limit())
+                         if compression is Compression.none else [])
+        self._started_buckets = []  # this step's, in the order they started
         self._handles = {}  # _Slot -> (handle, ctx), started this step
         self._group_handles = {}  # group index -> (handle, ctxs), started this step
         self._grad_accs = []
@@ -155,6 +172,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             slot.delay -= 1
             if slot.delay > 0:
                 return
+            b = slot.bucket
+            if b is not None:
+                b.ready += 1
+                if b.ready == len(b.slots):
+                    self._start_bucket(b)
+                return
             gi = slot.group
             if gi is None:
                 self._handles[slot] = self._allreduce_grad_async(slot)
@@ -194,6 +217,41 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                 postscale_factor=post, process_set=self._process_set)
         return h, ctx
 
+    def _start_bucket(self, b):
+        """Copies the bucket's gradients into it and starts its allreduce. A
+        sparse gradient (without sparse_as_dense) goes to its own; so does
+        every member where their gradients' dtypes or devices differ."""
+        self._started_buckets.append(b)
+        grads = [self._dense_grad(s.p) for s in b.slots]
+        dense = [g for g in grads if not g.is_sparse]
+        if not dense or any(g.dtype != dense[0].dtype or g.device != dense[0].device
+                            for g in dense):
+            b.handle = _MEMBERS_ALONE
+            for s in b.slots:
+                self._handles[s] = self._allreduce_grad_async(s)
+            return
+        flat, views = b.place(dense[0])
+        if len(dense) < len(grads):
+            views = [v for v, g in zip(views, grads) if not g.is_sparse]
+            for s, g in zip(b.slots, grads):
+                if g.is_sparse:
+                    self._handles[s] = self._sparse_allreduce_async(g, s.name), None
+        grad_buckets.copy_all(views, dense)
+        b.grads, b.into = dense, views
+        pre, post = self._scale()
+        b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
+                                       postscale_factor=post, process_set=self._process_set)
+
+    def _finish_bucket(self, b):
+        """Waits for the bucket's allreduce and copies the results back."""
+        _wait(b.handle)
+        grad_buckets.copy_all(b.grads, b.into)
+        if self._sparse_dims:  # sparse_as_dense: sparse again, as they came
+            for s in b.slots:
+                dim = self._sparse_dims.pop(s.p, None)
+                if dim is not None:
+                    s.p.grad = s.p.grad.to_sparse(dim)
+
     def _grouped_allreduce_async(self, gi):
         grads = [self._dense_grad(p) for p in self._groups[gi]]
         if any(g.is_sparse for g in grads):
@@ -217,8 +275,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._local:
             self._synchronized = True
             return
+        for b in self._buckets:
+            if b.handle is None:
+                self._start_bucket(b)
         for slot in self._slots:
-            if slot.group is None and slot not in self._handles:
+            if slot.group is None and slot.bucket is None and slot not in self._handles:
                 self._handles[slot] = self._allreduce_grad_async(slot)
         for gi in range(len(self._groups)):
             if gi not in self._group_handles:
@@ -227,6 +288,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # (Reduced in place with nothing to undo: no compression, no gradient
         # densified this step.)
         plain = self._compression is Compression.none and not self._sparse_dims
+        for b in self._started_buckets:
+            if b.handle is _MEMBERS_ALONE:
+                continue
+            try:
+                self._finish_bucket(b)
+            except Exception as e:  # wait for the others before raising
+                error = error or e
         for slot, (handle, ctx) in self._handles.items():
             try:
                 out = _wait(handle)
@@ -266,6 +334,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._sparse_dims.clear()
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
+        for b in self._started_buckets:
+            b.handle = b.grads = b.into = None
+        for b in self._buckets:
+            b.ready = 0
+        self._started_buckets.clear()
         for slot in self._slots:
             slot.delay = self.backward_passes_per_step
 
@@ -297,7 +370,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=None):
-        if self._handles or self._group_handles:
+        if self._handles or self._group_handles or self._started_buckets:
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(); this is "
                                  "prohibited as it races with the allreduces in flight")

@@ -1,0 +1,92 @@
+"""DistributedOptimizer's buckets: small gradients reduced together.
+
+A gradient's own allreduce costs its hook's call into the core, a handle and
+the engine's record of it: several microseconds, more than the bytes of a
+bias or a norm's weight take. The optimizer copies every gradient of at most
+``HORA_GRADIENT_BUCKET_BYTES`` (default 32 KiB; 0: none) into a bucket of up
+to 1 MiB and reduces each bucket with one allreduce once the last of its
+gradients is ready; ``synchronize()`` copies the results back.
+
+A bucket's members are the gradients of one dtype and device, taken in the
+order of their names: every rank with the same parameters has the same
+buckets, whatever order its optimizer lists them in (gradients are matched
+across ranks by name, as each one's own allreduce is).
+"""
+
+import torch
+
+BUCKET_CAPACITY = 1 << 20  # bytes a bucket holds at most (one member may hold more)
+
+# One call copies a list of tensors (torch 2.1 and later); else one each.
+_foreach_copy = getattr(torch, "_foreach_copy_", None)
+
+
+def copy_all(dst, src):
+    """dst[i].copy_(src[i]) for every i."""
+    if not dst:
+        return
+    if _foreach_copy is not None:
+        _foreach_copy(dst, src)
+    else:
+        for d, s in zip(dst, src):
+            d.copy_(s)
+
+
+class Bucket:
+    """Gradients reduced as one flat tensor. ``slots`` are the members (the
+    optimizer's ``_Slot``); ``ready`` counts those whose hook has fired this
+    step; ``handle`` is the bucket's allreduce in flight, ``grads`` the
+    gradients copied into it then and ``into`` their places in ``flat``."""
+
+    __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "grads", "into")
+
+    def __init__(self, slots):
+        self.slots = slots
+        # "allreduce.bucket.<first member's parameter>+<members after it>"
+        first = slots[0].name
+        self.name = "allreduce.bucket.%s+%d" % (first[first.startswith("allreduce.") * 10:],
+                                                len(slots) - 1)
+        self.numel = sum(s.p.numel() for s in slots)
+        self.flat, self.views = None, None
+        self.ready, self.handle, self.grads, self.into = 0, None, None, None
+
+    def place(self, like):
+        """The flat tensor and the members' views into it, as ``like`` (a
+        member's gradient) in dtype and device; made again where those changed
+        (the model moved)."""
+        if self.flat is None or self.flat.dtype != like.dtype or self.flat.device != like.device:
+            self.flat = torch.empty(self.numel, dtype=like.dtype, device=like.device)
+            self.views, at = [], 0
+            for s in self.slots:
+                n = s.p.numel()
+                self.views.append(self.flat[at:at + n].view(s.p.shape))
+                at += n
+        return self.flat, self.views
+
+
+def plan(slots, limit):
+    """The buckets of ``slots`` whose parameters hold at most ``limit`` bytes
+    (dense, of a floating dtype); sets each member's ``bucket``. Buckets of
+    one member are not made (its own allreduce is the same work)."""
+    if limit <= 0:
+        return []
+    small = sorted((s for s in slots
+                    if s.group is None and s.p.layout is torch.strided
+                    and s.p.dtype.is_floating_point
+                    and s.p.numel() * s.p.element_size() <= limit), key=lambda s: s.name)
+    open_, done = {}, []  # (dtype, device) -> [members, bytes]
+    for s in small:
+        key = (s.p.dtype, s.p.device)
+        size = s.p.numel() * s.p.element_size()
+        members = open_.setdefault(key, [[], 0])
+        if members[0] and members[1] + size > BUCKET_CAPACITY:
+            done.append(members[0])
+            members = open_[key] = [[], 0]
+        members[0].append(s)
+        members[1] += size
+    done.extend(m for m, _ in open_.values())
+    buckets = [Bucket(m) for m in done if len(m) > 1]
+    for b in buckets:
+        for s in b.slots:
+            s.bucket = b
+    return buckets
