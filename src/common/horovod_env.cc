@@ -84,9 +84,12 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
     } else if (translated.empty()) {
       out.taken.push_back(name + "=" + value + " needs nothing in Hora");
-    } else if (out.hora.count(alias->hora) == 0) {
+    } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
       out.hora[alias->hora] = translated;
       out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+    } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
+      out.ignored.push_back(name + "=" + value + " is ignored: another HOROVOD_ variable set " +
+                            alias->hora + "=" + first->second);
     }
   }
   return out;

@@ -66,5 +66,17 @@ TEST(HorovodEnv, StallCheckDisableTurnsTheReportOff) {
   EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");
 }
 
+TEST(HorovodEnv, TheSecondNameOfOneSettingIsSaidIgnored) {
+  // Both set HORA_STALL_WARNING_S: the first by name is taken, the other is
+  // named (it was dropped without a word).
+  const HorovodSettings h = ReadHorovodSettings(
+      {{"HOROVOD_STALL_CHECK_DISABLE", "1"}, {"HOROVOD_STALL_CHECK_TIME_SECONDS", "30"}}, {});
+  EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");
+  EXPECT_TRUE(Ignored(h,
+                      "HOROVOD_STALL_CHECK_TIME_SECONDS=30 is ignored: another HOROVOD_ variable "
+                      "set HORA_STALL_WARNING_S=0"));
+  EXPECT_EQ(h.ignored.size(), 1u);
+}
+
 }  // namespace
 }  // namespace hora
