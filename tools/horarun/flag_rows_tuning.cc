@@ -11,7 +11,7 @@ namespace {
 
 constexpr const char* kBayes =
     "Hora's autotuning is not Bayesian: it scores each tunable's values in turn and stops by "
-    "itself (docs/tuning.md); --autotune-warmup-samples and --autotune-steps-per-sample "
+    "itself (docs/guide/tuning.md); --autotune-warmup-samples and --autotune-steps-per-sample "
     "shape it";
 constexpr const char* kHierarchical =
     "Hora has no hierarchical allgather or torus allreduce yet (its algorithms: "
@@ -96,6 +96,8 @@ std::vector<FlagSpec> Tuning() {
        nullptr, kBayes},
       {"Tuning", "--autotune-gaussian-process-noise", "X", "autotune_gaussian_process_noise", "",
        nullptr, kBayes},
+      {"Tuning", "--no-mpi-threads-disable", nullptr, "mpi_threads_disable",
+       "accepted: Hora asks MPI for MPI_THREAD_MULTIPLE where it uses MPI", NoValue},
       {"Tuning", "--mpi-threads-disable", nullptr, "mpi_threads_disable", "", nullptr,
        "Hora has no equivalent of HOROVOD_MPI_THREADS_DISABLE"},
       {"Tuning", "--num-nccl-streams", "N", "num_nccl_streams", "", nullptr,
@@ -112,6 +114,8 @@ std::vector<FlagSpec> Tuning() {
          if (v.empty()) return Bad(f, v, "is not a file name");
          return SetSetting(o, f, v, "HORA_TIMELINE", v);
        }},
+      {"Diagnostics", "--no-timeline-mark-cycles", nullptr, "timeline_mark_cycles",
+       "accepted: Hora's timeline marks no engine cycles", NoValue},
       {"Diagnostics", "--timeline-mark-cycles", nullptr, "timeline_mark_cycles", "", nullptr,
        "Hora's timeline does not mark engine cycles yet"},
       {"Diagnostics", "--no-stall-check", nullptr, "stall_check",

@@ -121,6 +121,16 @@ TEST(Options, HorovodrunsLaunchFlags) {
   }
 }
 
+TEST(Options, HorovodrunsNegationsOfWhatHoraLacksAreAccepted) {
+  // (Each asks for Horovod's default, which is what Hora does.)
+  for (const char* flag : {"--no-timeline-mark-cycles", "--no-mpi-threads-disable",
+                           "--no-hierarchical-allgather", "--no-torus-allreduce"}) {
+    auto o = Parse({"-np", "2", flag, "./a"});
+    ASSERT_TRUE(o.ok()) << flag << ": " << o.status().ToString();
+    EXPECT_TRUE(o->settings.empty()) << flag;
+  }
+}
+
 TEST(Options, ElasticBoundsDefaultToNp) {
   auto o = Parse({"-np", "3", "--min-np", "2", "--elastic-timeout", "7.5", "--reset-limit", "4"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();
