@@ -31,11 +31,15 @@
 #            does it), while that world connects: the other member stops
 #            waiting for it, forms world 3 alone and finishes (it trained
 #            no step at size 2), within seconds, leaving nothing.
+#   slow_remote  -np 3 --min-np 2, the third worker on another host whose
+#            remote shell never reads its input (a hung ssh): horarun stops
+#            that worker alone at the start timeout, naming it and its
+#            host, and the two others train at size 2 to the end.
 #   exit0    -np 3 --min-np 2, the worker leaves with exit code 0 at step 5
 #            (Horovod's rule: its success ends the job): the others' init()
 #            fails, and horarun says why and exits non-zero, not 0.
 # Usage: elastic_kill_test.sh HORARUN PYTHON SCRIPT survive|survive0|frozen|frozen_remote|
-#        below|second|second_below|second_connecting|exit0 [TRANSPORT]
+#        below|second|second_below|second_connecting|slow_remote|exit0 [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
 horarun="$1"; python="$2"; script="$3"; mode="$4"; transport="${5:-}"
@@ -59,6 +63,11 @@ case "$mode" in
     flags+=(--min-np 2 --max-np 3 --elastic-timeout 600 -H localhost:2,hora-remote-test-host:1
             --rsh "$dir/rsh" --bind 127.0.0.1 --stop-grace 5)
     how=STOP ;;
+  slow_remote)
+    printf '#!/bin/sh\ncase "$1" in hora-slow-host) sleep 30 ;; esac\nshift\nexec "$@"\n' >"$dir/rsh"
+    chmod +x "$dir/rsh"
+    flags+=(--min-np 2 --max-np 3 -H localhost:2,hora-slow-host:1 --rsh "$dir/rsh"
+            --bind 127.0.0.1 --start-timeout 4 --stop-grace 2) ;;
   below) flags+=(--min-np 3 --max-np 3 --elastic-timeout 3) ;;
   exit0) flags+=(--min-np 2 --max-np 3); how=exit0 ;;
   second|second_connecting) flags+=(--min-np 1 --max-np 3) ;;
@@ -107,7 +116,7 @@ if [ "$mode" = exit0 ]; then
   grep -q "horarun: elastic: worker localhost/$victim ended with 0 (its work completed) while worker localhost/[01] had not finished; the job fails" "$out" ||
     fail "horarun did not say why the job failed"
   grep -q "completed its work" "$out" || fail "the others did not say why they ended"
-elif [ "$mode" = frozen_remote ]; then
+elif [ "$mode" = frozen_remote ] || [ "$mode" = slow_remote ]; then
   :  # (a worker horarun stopped is not reported as failed)
 elif ! grep -q "worker localhost/$victim (pid .*) was killed by signal 9" "$out"; then
   fail "horarun did not report the killed worker"
@@ -128,6 +137,13 @@ elif [ "$mode" = second_connecting ]; then
   ok=$(grep -c "elastic ok: .* of 1, sizes \[3, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1\], resets" "$out")
   [ "$ok" -eq 1 ] || fail "the survivor did not finish alone, with no step at size 2, every step committed once"
   [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the survivor waited for the worker lost while connecting"
+elif [ "$mode" = slow_remote ]; then
+  [ "$rc" -eq 0 ] || fail "horarun exited $rc"
+  grep -q "horarun: rank 2 on hora-slow-host did not take its job secret and environment within the start timeout .*(this worker is stopped)" "$out" ||
+    fail "horarun did not stop the worker whose remote shell hung, naming it"
+  ok=$(grep -c "elastic ok: .* of 2, sizes \[2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2\], resets" "$out")
+  [ "$ok" -eq 2 ] || fail "$ok of 2 workers trained at size 2 to the end"
+  [ "$elapsed" -lt 60 ] || fail "took ${elapsed}s: the others waited for the hung worker"
 elif [ "$mode" = second_below ]; then
   [ "$rc" -ne 0 ] || fail "horarun exited 0 below --min-np"
   grep -q "only 1 worker(s) left, fewer than --min-np 2, and no new worker can come" "$out" ||
