@@ -92,9 +92,11 @@ def _wire_op(a, op, prescale, postscale, what):
     """bool travels as uint8: logical OR (Sum, Max) as Max, AND (Min, Product) as Min."""
     if a.dtype != np.bool_:
         return op
-    if op == Average or prescale != 1.0 or postscale != 1.0:
-        raise InvalidArgumentError("%s: bool arrays accept Sum, Min, Max and Product without "
-                                   "scale factors" % what)
+    if op not in (Sum, Min, Max, basics.Product):
+        raise InvalidArgumentError("%s: bool arrays accept Sum, Min, Max and Product, not %s"
+                                   % (what, basics.op_name(op)))
+    if prescale != 1.0 or postscale != 1.0:
+        raise InvalidArgumentError("%s: bool arrays take no scale factors" % what)
     return Max if op in (Sum, Max) else Min
 
 

@@ -222,3 +222,18 @@ def test_numpy_objects_mixed_types_and_one_that_does_not_pickle():
         with pytest.raises(hnp.InvalidArgumentError, match=r"rank\(s\) 0 could not pickle"):
             hnp.allgather_object(r)
     assert hnp.allgather_object(r) == list(range(n))
+
+
+def test_numpy_bool_allreduce_refuses_what_has_no_logical_meaning():
+    # Adasum was taken as AND (Min) and returned a result; Average and scale
+    # factors were refused. Each is refused on every rank, and the job goes on.
+    b = np.array([True, False, hnp.rank() == 0, True])
+    for op in (hnp.Adasum, hnp.Average):
+        with pytest.raises(hnp.HoraError, match="allreduce 'bad_bool': bool arrays accept "
+                           "Sum, Min, Max and Product, not %s" % ("Adasum" if op == hnp.Adasum
+                                                                 else "Average")):
+            hnp.allreduce(b, name="bad_bool", op=op)
+    with pytest.raises(hnp.HoraError, match="bool arrays take no scale factors"):
+        hnp.allreduce(b, name="bad_bool", op=hnp.Sum, prescale_factor=2.0)
+    got = hnp.allreduce(b, name="good_bool", op=hnp.Min)
+    assert got.tolist() == [True, False, hnp.size() == 1, True]
