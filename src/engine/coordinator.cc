@@ -218,22 +218,28 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
   }
   std::sort(ready.begin(), ready.end());
   std::sort(stalled.begin(), stalled.end());
+  // A group with a member that failed (its ranks' groups may differ in
+  // size: some members then never come) goes out as it is, at once: group
+  // -> the first error.
+  std::unordered_map<std::string, std::string> failed;
   for (const auto& [order, name] : ready) {
     auto it = table_.find(name);
     Response r = Decide(name, it->second);
     Erase(it);
-    if (r.params.group.empty()) {
+    if (r.params.group.empty() || failed.contains(r.params.group)) {
       out.push_back(std::move(r));
       continue;
     }
     const std::string group = r.params.group;
     auto& members = held_[group];
+    if (!r.error.empty()) failed.emplace(group, r.error);
     members.push_back(std::move(r));
-    if (members.size() >= members.front().params.group_size) {
+    if (failed.contains(group) || members.size() >= members.front().params.group_size) {
       for (Response& m : members) out.push_back(std::move(m));
       held_.erase(group);
     }
   }
+  if (!failed.empty()) FailMembersLeft(failed, &out);
   for (const auto& [order, name] : stalled) {
     auto it = table_.find(name);
     Response r;
@@ -243,6 +249,33 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
     r.error = std::string(fail_setting_) + ": " + Report(name, it->second, now);
     out.push_back(std::move(r));
     Erase(it);
+  }
+}
+
+void Coordinator::FailMembersLeft(const std::unordered_map<std::string, std::string>& failed,
+                                  std::vector<Response>* out) {
+  for (auto it = table_.begin(); it != table_.end();) {
+    const RequestMeta* meta = nullptr;
+    for (const auto& m : it->second.by_rank) {
+      if (m && meta == nullptr) meta = &*m;
+    }
+    const auto f = meta == nullptr ? failed.end() : failed.find(meta->group);
+    if (f == failed.end()) {
+      ++it;
+      continue;
+    }
+    std::vector<int> missing;
+    for (int p = 0; p < size_; ++p) {
+      if (!it->second.by_rank[static_cast<size_t>(p)]) missing.push_back(p);
+    }
+    Response r;
+    r.params = *meta;
+    r.error = "'" + it->first + "', a member of group '" + f->first + "' that " + Ranks(missing) +
+              " did not submit, fails with its group: " + f->second;
+    out->push_back(std::move(r));
+    auto next = std::next(it);
+    Erase(it);
+    it = next;
   }
 }
 

@@ -82,6 +82,10 @@ class Coordinator {
   // An allreduce: what runs while ranks have joined.
   static bool RunsWhileJoined(const Entry& e);
   Response Decide(const std::string& name, Entry& e) const;
+  // Fails the entries left of each group in `failed` (group -> the error of
+  // a member that failed): those some ranks never submit (TakeResponses).
+  void FailMembersLeft(const std::unordered_map<std::string, std::string>& failed,
+                       std::vector<Response>* out);
   // Removes a decided entry, keeping its by_rank list for the next new one.
   void Erase(std::unordered_map<std::string, Entry>::iterator it);
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,44 @@ TEST(Coordinator, OnlyAllreduceRunsWhileRanksAreJoined) {
   c.TakeResponses(now, &out);
   EXPECT_TRUE(out.empty());  // waits for ranks 1 and 2 again
   EXPECT_EQ(c.waiting(), 1u);
+}
+
+// Ranks whose groups differ in size: the members every rank submitted fail
+// (their group sizes differ), and so do those some ranks never submit,
+// at once, in the same round; nothing is left waiting.
+TEST(Coordinator, GroupsOfDifferentSizesFailWhole) {
+  Coordinator c(2, Duration::zero(), Duration::zero());
+  const TimePoint now = Clock::now();
+  auto member = [](int i, uint32_t of) {
+    RequestMeta m = Allreduce("g." + std::to_string(i), 4);
+    m.group = "g";
+    m.group_size = of;
+    return m;
+  };
+  c.Add(0, {member(0, 3), member(1, 3), member(2, 3)}, now);
+  c.Add(1, {member(0, 1)}, now);
+  std::vector<Response> out;
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].params.name, "g.0");
+  EXPECT_NE(out[0].error.find("in group 'g' of 3"), std::string::npos) << out[0].error;
+  EXPECT_NE(out[0].error.find("in group 'g' of 1"), std::string::npos) << out[0].error;
+  std::vector<std::string> left = {out[1].params.name, out[2].params.name};
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"g.1", "g.2"}));
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_NE(out[i].error.find("a member of group 'g' that rank 1 did not submit, fails with its "
+                                "group: "),
+              std::string::npos)
+        << out[i].error;
+  }
+  EXPECT_EQ(c.waiting(), 0u);
+  // The next group of that name runs.
+  c.Add(0, {member(0, 1)}, now);
+  c.Add(1, {member(0, 1)}, now);
+  c.TakeResponses(now, &out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].error.empty()) << out[0].error;
 }
 
 }  // namespace

@@ -27,6 +27,20 @@ def test_shape_mismatch_fails_everywhere_then_next_works():
                        torch.full((2,), float(hvd.size())))
 
 
+def test_groups_of_different_sizes_fail_everywhere_then_next_works():
+    # Rank 0 groups three tensors, the others one: every rank's group fails
+    # at once naming both sizes (the members only rank 0 submits waited
+    # forever before, with stall reports naming them alone).
+    if hvd.size() == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    n = 3 if hvd.rank() == 0 else 1
+    with pytest.raises(hvd.MismatchError, match="in group 'mismatch.group' of 3.*"
+                       "in group 'mismatch.group' of 1"):
+        hvd.grouped_allreduce([torch.ones(2)] * n, name="mismatch.group")
+    got = hvd.grouped_allreduce([torch.ones(2), torch.ones(1)], name="after.group", op=hvd.Sum)
+    assert [t.tolist() for t in got] == [[float(hvd.size())] * 2, [float(hvd.size())]]
+
+
 def test_dtype_and_trailing_dim_mismatch():
     if hvd.size() == 1:
         pytest.skip("needs two ranks (skipped on every rank alike)")
