@@ -109,6 +109,24 @@ TEST(Failure, InvalidArgumentsAreClearErrors) {
     EXPECT_NE(e5.status().message().find("splits add up to 2 rows but dimension 0"),
               std::string::npos)
         << e5.status().message();
+    // Enum values out of range (a cast from an int): refused, not run (a
+    // bad dtype crashed the process, a bad op returned an untouched output).
+    const auto bad_dtype = static_cast<DataType>(42);
+    Status e6 = s.Allreduce(TensorView::Flat(a.data(), bad_dtype, 4),
+                            TensorView::Flat(a.data(), bad_dtype, 4));
+    EXPECT_NE(e6.message().find("unknown dtype 42"), std::string::npos) << e6.message();
+    Status e7 = s.AllreduceAsync("bad_dtype", TensorView::Flat(a.data(), bad_dtype, 4),
+                                 TensorView::Flat(a.data(), bad_dtype, 4))
+                    .Wait(std::chrono::seconds(30));
+    EXPECT_NE(e7.message().find("unknown dtype 42"), std::string::npos) << e7.message();
+    const Reduction bad_op{static_cast<ReduceOp>(42)};
+    Status e8 = s.Allreduce(TensorView::Flat(a.data(), DataType::kFloat32, 4),
+                            TensorView::Flat(a.data(), DataType::kFloat32, 4), bad_op);
+    EXPECT_NE(e8.message().find("unknown reduce op 42"), std::string::npos) << e8.message();
+    Status e9 = s.AllreduceAsync("bad_op", TensorView::Flat(a.data(), DataType::kFloat32, 4),
+                                 TensorView::Flat(a.data(), DataType::kFloat32, 4), bad_op)
+                    .Wait(std::chrono::seconds(30));
+    EXPECT_NE(e9.message().find("unknown reduce op 42"), std::string::npos) << e9.message();
     return s.Barrier();  // and the session still works
   });
   for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();

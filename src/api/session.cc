@@ -46,6 +46,11 @@ void WarnIfNoHierarchy(const Config& config, const RankLayout& layout, const Log
 
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
                       const Reduction& red) {
+  if (static_cast<int>(red.op) > static_cast<int>(ReduceOp::kAdasum)) {
+    return InvalidArgument(impl.Where(op) + ": unknown reduce op " +
+                           std::to_string(static_cast<int>(red.op)) +
+                           " (a ReduceOp value out of range)");
+  }
   // (A NaN would also differ from itself when ranks compare their calls.)
   for (const auto& [factor, name] : {std::pair{red.prescale_factor, "prescale_factor"},
                                      std::pair{red.postscale_factor, "postscale_factor"}}) {

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "common/output_memory.h"
 
@@ -27,6 +28,11 @@ size_t TensorView::row_elements() const {
 }
 
 Status TensorView::Validate() const {
+  // (Before anything names the dtype: an unknown one has no name.)
+  if (static_cast<size_t>(dtype_) >= std::size(kAllDataTypes)) {
+    return InvalidArgument("unknown dtype " + std::to_string(static_cast<int>(dtype_)) +
+                           " (a DataType value out of range)");
+  }
   for (size_t i = 0; i < shape_.size(); ++i) {
     if (shape_[i] < 0) {
       return InvalidArgument("dimension " + std::to_string(i) + " is negative (" + Describe() +
