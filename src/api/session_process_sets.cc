@@ -130,6 +130,8 @@ Status Session::RemoveProcessSet(int id) {
     gone = std::move(it->second);
     impl_->sets.erase(it);
   }
+  if (gone->engine)
+    gone->engine->SetStopReason(gone->Label() + " was removed (remove_process_set)");
   impl_->logger.Info("removing " + gone->Label());
   return Status::Ok();  // `gone` stops the set's engine (with its members) here
 }

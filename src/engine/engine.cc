@@ -144,6 +144,11 @@ bool Engine::DeferredWakeDueLocked() const {
   return unwaited_ && sleeps_until_ > first_queued_ + CycleTime();
 }
 
+void Engine::SetStopReason(std::string why) {
+  MutexLock lock(mu_);
+  stop_reason_ = std::move(why);
+}
+
 void Engine::SetTimeline(std::shared_ptr<Timeline> timeline) {
   MutexLock lock(mu_);
   timeline_ = std::move(timeline);
@@ -197,9 +202,14 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
         logger_.Warning("engine: " + closed.ToString());
       }
     }
-    FailAll(AbortedError("rank " + std::to_string(rank_) +
-                         ": the engine stopped: " + negotiator_.StoppingRanks(stopping) +
-                         " (shutdown(), or the end of its process)"));
+    const std::string who = negotiator_.StoppingRanks(stopping);  // (every rank asks)
+    std::string why;
+    {
+      MutexLock lock(mu_);
+      why = stop_reason_;
+    }
+    FailAll(AbortedError("rank " + std::to_string(rank_) + ": the engine stopped: " +
+                         (why.empty() ? who + " (shutdown(), or the end of its process)" : why)));
     return false;
   }
   return true;

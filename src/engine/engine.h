@@ -76,6 +76,9 @@ class Engine final : public Driver {
 
   // Records spans into `timeline` from the next cycle on (null: stop).
   void SetTimeline(std::shared_ptr<Timeline> timeline);
+  // Why this engine will stop, for the collectives it fails then ("process
+  // set 1 (ranks 0, 1) was removed"); unset: its Session was shut down.
+  void SetStopReason(std::string why);
 
  private:
   // A one-rank engine's lone GPU allreduce or broadcast, which it runs at
@@ -159,8 +162,9 @@ class Engine final : public Driver {
   // cycle_mu_); the engine's thread reads it.
   std::atomic<int64_t> cycle_time_ticks_;
 
-  mutable Mutex mu_;                           // guards the submission side below
-  bool handoff_ HORA_GUARDED_BY(mu_) = false;  // a driver left work for the engine's thread
+  mutable Mutex mu_;                              // guards the submission side below
+  std::string stop_reason_ HORA_GUARDED_BY(mu_);  // SetStopReason
+  bool handoff_ HORA_GUARDED_BY(mu_) = false;     // a driver left work for the engine's thread
   std::condition_variable cv_;
   std::vector<TensorRecord*> queue_ HORA_GUARDED_BY(mu_);  // submitted tensors, not yet taken
   // queue_ is not empty: set with queue_ under mu_, read without mu_ by the

@@ -160,6 +160,24 @@ def test_errors():
     assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="ps.after").tolist() == [float(n)]
 
 
+@pytest.mark.skipif(hvd.size() < 3, reason="needs a set of two that is not the global set")
+def test_a_collective_in_flight_in_a_removed_set_fails_naming_the_removal():
+    # Rank 0 starts an allreduce in {0, 1} that rank 1 never joins; the set
+    # is removed: rank 0's fails saying so (it said the Sessions were shut
+    # down).
+    ps = hvd.add_process_set([0, 1])
+    h = (hvd.allreduce_async(torch.ones(2), name="removed.inflight", process_set=ps)
+         if hvd.rank() == 0 else None)
+    sid = ps.process_set_id
+    assert hvd.remove_process_set(ps) is True
+    if h is not None:
+        with pytest.raises(HoraError, match="process set %d \\(ranks 0, 1\\) was removed "
+                           "\\(remove_process_set\\)" % sid):
+            hvd.synchronize(h)
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="removed.after").tolist() == [
+        float(hvd.size())]
+
+
 @needs_two
 def test_init_registers_the_sets_it_is_given():
     # Horovod's init(process_sets=[...]): registered on every rank before

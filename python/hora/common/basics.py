@@ -183,11 +183,15 @@ def is_initialized():
     return _session is not None
 
 
-def session(hint="hora.torch.init()"):
-    """The default Session; raises NotInitializedError before ``init()``."""
+def session(hint=None):
+    """The default Session; raises NotInitializedError before ``init()`` and
+    after ``shutdown()`` (``hint``: the init() to name, where the caller
+    knows the framework)."""
     s = _session
     if s is None:
-        raise NotInitializedError("hora has not been initialized; call %s" % hint)
+        raise NotInitializedError(
+            "hora has not been initialized, or was shut down; call %s first"
+            % (hint or "init() (hvd.init() of the hora module in use)"))
     return s
 
 
