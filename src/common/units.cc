@@ -64,4 +64,9 @@ std::string FormatBytes(uint64_t bytes) {
   return buf;
 }
 
+std::string ExactBytes(uint64_t bytes) {
+  const std::string exact = std::to_string(bytes) + " bytes";
+  return bytes < 1024 ? exact : FormatBytes(bytes) + " (" + exact + ")";
+}
+
 }  // namespace hora

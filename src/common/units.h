@@ -17,5 +17,7 @@ std::optional<uint64_t> ParseBytes(std::string_view text);
 
 // "512 B", "64 KiB", "1.5 MiB".
 std::string FormatBytes(uint64_t bytes);
+// "12 bytes"; "4 MiB (4194304 bytes)" where FormatBytes rounds.
+std::string ExactBytes(uint64_t bytes);
 
 }  // namespace hora

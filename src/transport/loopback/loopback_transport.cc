@@ -16,8 +16,7 @@ namespace {
 void Deliver(const LoopbackHub::Pending& send, const LoopbackHub::Pending& recv, int dst) {
   if (send.bytes != recv.bytes) {
     Status st = InvalidArgument("message size mismatch: rank " + std::to_string(send.src) +
-                                " sent " + FormatBytes(send.bytes) + " (" +
-                                std::to_string(send.bytes) + " bytes) but rank " +
+                                " sent " + ExactBytes(send.bytes) + " but rank " +
                                 std::to_string(dst) + " expected " + std::to_string(recv.bytes) +
                                 " bytes (tag " + std::to_string(send.tag) + ")");
     send.request->Complete(st);

@@ -83,7 +83,7 @@ TEST(Loopback, SizeMismatchFailsBothSidesNamingSizes) {
   Status rs = r->Wait(Soon()), ss = s->Wait(Soon());
   EXPECT_FALSE(rs.ok());
   EXPECT_FALSE(ss.ok());
-  EXPECT_NE(rs.message().find("rank 0 sent 16 B"), std::string::npos) << rs.message();
+  EXPECT_NE(rs.message().find("rank 0 sent 16 bytes"), std::string::npos) << rs.message();
   EXPECT_NE(rs.message().find("rank 1 expected 8 bytes"), std::string::npos) << rs.message();
 }
 

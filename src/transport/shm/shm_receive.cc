@@ -208,9 +208,9 @@ void ShmTransport::Deliver(const Link::Recv& recv, size_t offset, const std::byt
 }
 
 std::string ShmTransport::MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const {
-  return "message size mismatch: rank " + std::to_string(peer) + " sent " + FormatBytes(sent) +
-         " (" + std::to_string(sent) + " bytes) but rank " + std::to_string(rank_) + " expected " +
-         std::to_string(expected) + " bytes (tag " + std::to_string(tag) + ")";
+  return "message size mismatch: rank " + std::to_string(peer) + " sent " + ExactBytes(sent) +
+         " but rank " + std::to_string(rank_) + " expected " + std::to_string(expected) +
+         " bytes (tag " + std::to_string(tag) + ")";
 }
 
 }  // namespace hora

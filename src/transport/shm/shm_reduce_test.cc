@@ -115,7 +115,7 @@ TEST(ShmReduce, SizeMismatchLeavesTheDestinationAlone) {
                                 ReduceSpec{DataType::kInt64, ReduceOp::kSum, &Add<int64_t>});
       Status st = t.Wait(r, Soon());
       EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(st.message().find("rank 0 sent 24 B"), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find("rank 0 sent 24 bytes"), std::string::npos) << st.message();
       EXPECT_EQ(v, std::vector<int64_t>(4, 5));
     }
   });
