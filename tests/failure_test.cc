@@ -132,6 +132,48 @@ TEST(Failure, InvalidArgumentsAreClearErrors) {
   for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// A call one rank refuses (its own checks fail) while the others' are
+// fine: every rank's fails once all have submitted it, the refusing rank's
+// with its own error, the others' naming it; named, unnamed and grouped.
+// Later calls line up (an unnamed one is not shifted by one). Before, the
+// others waited for good (named) or got the next call's data (unnamed).
+TEST(Failure, ACallOneRankRefusesFailsOnEveryRankAndLaterCallsLineUp) {
+  ThreadRanks job(2, TestSettings());
+  auto st = job.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> in(4, static_cast<float>(rank + 1)), out(rank == 1 ? 5 : 4);
+    const TensorView input = TensorView::Flat(in.data(), DataType::kFloat32, 4);
+    const TensorView output = TensorView::Flat(out.data(), DataType::kFloat32, out.size());
+    const auto wait = std::chrono::seconds(30);
+    for (const std::string name : {"refused", ""}) {
+      Status e = s.AllreduceAsync(name, input, output).Wait(wait);
+      if (rank == 1) {
+        EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.ToString();
+        EXPECT_NE(e.message().find("does not match input"), std::string::npos) << e.message();
+      } else {
+        EXPECT_EQ(e.code(), StatusCode::kMismatch) << e.ToString();
+        EXPECT_NE(e.message().find("rank 1: allreduce"), std::string::npos) << e.message();
+        EXPECT_NE(e.message().find("does not match input"), std::string::npos) << e.message();
+      }
+    }
+    std::vector<float> bad(rank == 1 ? 3 : 4);
+    const std::vector<TensorView> ins = {input, input};
+    const std::vector<TensorView> outs = {
+        input, TensorView::Flat(bad.data(), DataType::kFloat32, bad.size())};
+    for (const Handle& h : s.GroupedAllreduceAsync("refused_group", ins, outs)) {
+      Status e = h.Wait(wait);
+      EXPECT_EQ(e.code(), rank == 1 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
+          << e.ToString();
+    }
+    // The next unnamed call meets its peer's (sum 1 + 2), not a shifted one.
+    std::vector<float> next(4, static_cast<float>(rank + 1));
+    const TensorView v = TensorView::Flat(next.data(), DataType::kFloat32, 4);
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v, {ReduceOp::kSum}).Wait(wait));
+    EXPECT_EQ(next, std::vector<float>(4, 3.0f));
+    return s.Barrier();
+  });
+  for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
 TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
   auto world = ThreadWorld::Create(1);
   struct Case {

@@ -14,6 +14,7 @@ namespace hora {
 
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op) {
   EngineCall call;
+  call.op = op;
   call.cacheable = !name.empty();
   if (!name.empty()) call.given = &name;
   // (Before the lock: a forked child may hold a copy of it held.)

@@ -20,9 +20,22 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
 
+Submission RefusalOf(OpType op, const Status& error, const std::string* name,
+                     const RequestMeta& group_of) {
+  Submission r;
+  r.name_of = name;
+  r.meta.op = op;
+  r.meta.cacheable = false;  // (never cached: its record goes once it failed)
+  r.meta.group = group_of.group;
+  r.meta.group_size = group_of.group_size;
+  r.meta.refused = error.message();
+  r.meta.refused_code = error.code();
+  return r;
+}
+
 Handle EngineCall::Submit(Status st, Submission&& s) const {
-  if (st.ok()) st = status;
-  if (!st.ok()) return FailedHandle(name(), st);
+  if (!status.ok()) return FailedHandle(name(), status);
+  if (!st.ok()) return GetEngine().Submit(RefusalOf(op, st, &name(), s.meta));
   // (Where the caller's checks filled it in, it is this name already.)
   if (s.meta.name.empty() && s.name_of == nullptr) s.name_of = &name();
   s.meta.cacheable = s.meta.cacheable && cacheable;
@@ -49,11 +62,20 @@ std::vector<Handle> SubmitGroup(
     members[i].meta.group = g;
     members[i].meta.group_size = static_cast<uint32_t>(count);
   }
-  if (!st.ok()) {
+  if (!st.ok() && !call.status.ok()) {
     std::vector<Handle> failed;
     for (size_t i = 0; i < count; ++i)
       failed.push_back(FailedHandle(g + "." + std::to_string(i), st));
     return failed;
+  }
+  if (!st.ok()) {  // every member refused (see EngineCall::Submit)
+    RequestMeta group_of;
+    group_of.group = g;
+    group_of.group_size = static_cast<uint32_t>(count);
+    for (size_t i = 0; i < count; ++i) {
+      names[i] = g + "." + std::to_string(i);
+      members[i] = RefusalOf(call.op, st, &names[i], group_of);
+    }
   }
   if (members.empty()) return {};
   return call.GetEngine().SubmitGroup(std::move(members));

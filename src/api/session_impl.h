@@ -162,10 +162,14 @@ struct EngineCall {
   const std::string* given = nullptr;
   std::string made;
   bool cacheable = true;
+  OpType op = OpType::kAllreduce;
   Status status;
   // Submits `s` (cacheable filled in here, and the name where `s` has none:
-  // callers that set it use this call's name) or, after an error (`status`
-  // or `st`), returns a failed handle.
+  // callers that set it use this call's name). After an error of the
+  // caller's checks (`st`), submits the refusal instead (RefusalOf): the
+  // call fails on every rank once each has submitted it, naming this rank's
+  // error. After an error of the call's own (`status`: no such set, not a
+  // member, a forked child), returns a failed handle.
   Handle Submit(Status st, Submission&& s) const;
   Engine& GetEngine() const { return *engine; }
 };
@@ -173,6 +177,10 @@ struct EngineCall {
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& name, OpType op)
     HORA_EXCLUDES(impl.engine_mu);
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, std::string&& name, OpType op) = delete;
+// What a rank submits for a call it refused with `error` (see
+// EngineCall::Submit): the call's name, kind and group, no data.
+Submission RefusalOf(OpType op, const Status& error, const std::string* name,
+                     const RequestMeta& group_of);
 // Starts `set`'s engine unless it runs: on every member at once, with the
 // set.
 void StartEngine(Session::Impl& impl, ProcessSetState& set) HORA_REQUIRES(impl.engine_mu);

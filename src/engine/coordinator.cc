@@ -92,6 +92,21 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
       have_params = true;
     }
   }
+  // A rank that refused the call (its own checks failed) decides it: every
+  // rank fails it with that rank's reason.
+  std::vector<int> refusing;
+  for (int p = 0; p < size_; ++p) {
+    const auto& m = e.by_rank[static_cast<size_t>(p)];
+    if (m && !m->refused.empty()) {
+      if (refusing.empty()) r.params = *m;
+      refusing.push_back(p);
+    }
+  }
+  if (!refusing.empty()) {
+    r.error = r.params.refused;
+    if (refusing.size() > 1) r.error += " (refused by " + Ranks(refusing) + ")";
+    return r;
+  }
   const char* op = OpTypeName(r.params.op);
   if (!joined.empty() && r.params.op != OpType::kAllreduce) {
     r.error = std::string(op) + " '" + name + "': rank" + (joined.size() > 1 ? "s " : " ") +

@@ -70,9 +70,14 @@ void Engine::Execute(const CycleOutcome& outcome) {
       continue;
     }
     if (!r.error.empty()) {
+      const RequestMeta& m = mine[i]->meta;
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
+      // (A call this rank refused fails with its own error, as it would have
+      // alone; the others' with the refusal, which names its rank.)
       Finish(std::vector<TensorRecord*>{mine[i]},
-             r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0
+             !m.refused.empty()          ? Status(m.refused_code, m.refused)
+             : !r.params.refused.empty() ? MismatchError(r.error)
+             : r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0
                  ? TimeoutError(what)
                  : MismatchError(what));
       mine[i] = nullptr;

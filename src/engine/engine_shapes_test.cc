@@ -171,21 +171,29 @@ TEST(EngineShapesErrors, AllgatherTrailingDimensionMismatchNamesEveryRank) {
   }));
 }
 
-TEST(EngineShapesErrors, BadSplitsFailAtOnce) {
+// Bad splits on rank 0 only: rank 0's call fails with its error, rank 1's
+// (fine) with it too, naming rank 0 (EngineCall::Submit's refusal).
+TEST(EngineShapesErrors, BadSplitsFailOnEveryRank) {
   ThreadRanks ranks(2, TestSettings());
-  Session& s = ranks.session(0);
-  std::vector<int32_t> x(6);
-  TensorView v(x.data(), DataType::kInt32, {6});
-  const int64_t three[] = {1, 2, 3};
-  Handle h = s.AlltoallAsync("s", v, three);
-  ASSERT_TRUE(h.Poll());
-  EXPECT_NE(h.status().message().find("3 splits given for 2 ranks"), std::string::npos)
-      << h.status().ToString();
-  const int64_t short_sum[] = {1, 2};
-  Handle g = s.AlltoallAsync("t", v, short_sum);
-  ASSERT_TRUE(g.Poll());
-  EXPECT_NE(g.status().message().find("splits add up to 3 rows"), std::string::npos)
-      << g.status().ToString();
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<int32_t> x(6);
+    TensorView v(x.data(), DataType::kInt32, {6});
+    const int64_t three[] = {1, 2, 3}, short_sum[] = {1, 2}, good[] = {3, 3};
+    const std::span<const int64_t> bad[] = {three, short_sum};
+    const char* said[] = {"3 splits given for 2 ranks", "splits add up to 3 rows"};
+    for (int i = 0; i < 2; ++i) {
+      Status e = s.AlltoallAsync("s" + std::to_string(i), v,
+                                 rank == 0 ? bad[i] : std::span<const int64_t>(good))
+                     .Wait(kWait);
+      EXPECT_EQ(e.code(), rank == 0 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
+          << e.ToString();
+      EXPECT_NE(e.message().find(said[i]), std::string::npos) << e.ToString();
+      if (rank == 1) {
+        EXPECT_NE(e.message().find("rank 0"), std::string::npos) << e.ToString();
+      }
+    }
+    return Status::Ok();
+  }));
 }
 
 TEST(EngineShapesGroups, GroupedAllgatherAndReducescatter) {

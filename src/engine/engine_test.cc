@@ -471,20 +471,26 @@ TEST(Engine, GroupRunsOnlyWhenWholeEverywhere) {
   ExpectAllOk(st);
 }
 
-TEST(Engine, BadInputFailsTheHandleAtOnce) {
+// Bad input on every rank: each rank's handle fails with its own error
+// once every rank has submitted the call (a call one rank alone refuses:
+// Failure.ACallOneRankRefusesFailsOnEveryRankAndLaterCallsLineUp).
+TEST(Engine, BadInputFailsTheHandleWithTheRanksOwnError) {
   ThreadRanks ranks(2, TestSettings());
-  Session& s = ranks.session(0);
-  std::vector<float> x(4);
-  std::vector<double> y(4);
-  Handle h = s.AllreduceAsync("m", TensorView::Flat(x.data(), DataType::kFloat32, 4),
-                              TensorView::Flat(y.data(), DataType::kFloat64, 4));
-  ASSERT_TRUE(h.Poll());
-  EXPECT_NE(h.status().message().find("allreduce 'm': output"), std::string::npos)
-      << h.status().ToString();
-  Handle b = s.BroadcastAsync("r", TensorView::Flat(x.data(), DataType::kFloat32, 4), 5);
-  ASSERT_TRUE(b.Poll());
-  EXPECT_NE(b.status().message().find("root rank 5 is outside [0, 2)"), std::string::npos)
-      << b.status().ToString();
+  ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> x(4);
+    std::vector<double> y(4);
+    Status e = s.AllreduceAsync("m", TensorView::Flat(x.data(), DataType::kFloat32, 4),
+                                TensorView::Flat(y.data(), DataType::kFloat64, 4))
+                   .Wait(kWait);
+    EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.ToString();
+    EXPECT_NE(e.message().find("rank " + std::to_string(rank) + ": allreduce 'm': output"),
+              std::string::npos)
+        << e.ToString();
+    Status b =
+        s.BroadcastAsync("r", TensorView::Flat(x.data(), DataType::kFloat32, 4), 5).Wait(kWait);
+    EXPECT_NE(b.message().find("root rank 5 is outside [0, 2)"), std::string::npos) << b.ToString();
+    return Status::Ok();
+  }));
 }
 
 }  // namespace

@@ -89,6 +89,7 @@ void PutMeta(Writer& w, const RequestMeta& m) {
   w.PutString(m.group);
   w.Put<uint32_t>(m.group_size);
   PutInts(w, m.splits);
+  w.PutString(m.refused);
 }
 
 bool GetMeta(Reader& r, RequestMeta* m) {
@@ -115,7 +116,8 @@ bool GetMeta(Reader& r, RequestMeta* m) {
   for (auto& d : m->shape) {
     if (!r.Get(&d) || d < 0) return false;
   }
-  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits);
+  return r.GetString(&m->group, kMaxName) && r.Get(&m->group_size) && GetInts(r, &m->splits) &&
+         r.GetString(&m->refused, kMaxError);
 }
 
 // Decodes into `out`, whose elements (and their strings' and vectors'
@@ -186,25 +188,28 @@ const char* OpTypeName(OpType op) {
 bool RequestMeta::SameParams(const RequestMeta& o) const {
   if (op == OpType::kAllgather || op == OpType::kAlltoall) {
     return op == o.op && dtype == o.dtype && device == o.device && group == o.group &&
-           group_size == o.group_size && shape.size() == o.shape.size() &&
+           group_size == o.group_size && refused == o.refused && shape.size() == o.shape.size() &&
            std::equal(shape.begin() + (shape.empty() ? 0 : 1), shape.end(),
                       o.shape.begin() + (o.shape.empty() ? 0 : 1));
   }
   return op == o.op && dtype == o.dtype && shape == o.shape && root == o.root &&
          device == o.device && group == o.group && group_size == o.group_size &&
-         reduction.op == o.reduction.op &&
+         refused == o.refused && reduction.op == o.reduction.op &&
          reduction.prescale_factor == o.reduction.prescale_factor &&
          reduction.postscale_factor == o.reduction.postscale_factor;
 }
 
 bool RequestMeta::TakeAllButNameAndShape(RequestMeta&& o) {
   // A field added to RequestMeta is compared and taken here too.
-  static_assert(sizeof(RequestMeta) == 160, "a new field: take it in TakeAllButNameAndShape");
+  static_assert(sizeof(RequestMeta) == 200, "a new field: take it in TakeAllButNameAndShape");
   if (op == o.op && dtype == o.dtype && reduction == o.reduction && root == o.root &&
       device == o.device && cacheable == o.cacheable && group == o.group &&
-      group_size == o.group_size && splits == o.splits) {
+      group_size == o.group_size && splits == o.splits && refused == o.refused &&
+      refused_code == o.refused_code) {
     return true;
   }
+  refused = std::move(o.refused);
+  refused_code = o.refused_code;
   op = o.op;
   dtype = o.dtype;
   reduction = o.reduction;

@@ -53,6 +53,12 @@ struct RequestMeta {
   uint32_t group_size = 0;
   // Alltoall: rows of dimension 0 sent to each rank, in rank order.
   std::vector<int64_t> splits;
+  // A call its rank refused (its own checks failed: a bad output, split,
+  // root...): the rank's error, sent so that every rank fails the
+  // collective naming it, and unnamed calls stay in step; empty: not
+  // refused. refused_code is that error's code, on its own rank only.
+  std::string refused;
+  StatusCode refused_code = StatusCode::kOk;
 
   // Everything ranks must agree on agrees: all but the name and cacheable;
   // for allgather and alltoall also but dimension 0 and the splits. (what ranks must agree on, and

@@ -237,3 +237,20 @@ def test_numpy_bool_allreduce_refuses_what_has_no_logical_meaning():
         hnp.allreduce(b, name="bad_bool", op=hnp.Sum, prescale_factor=2.0)
     got = hnp.allreduce(b, name="good_bool", op=hnp.Min)
     assert got.tolist() == [True, False, hnp.size() == 1, True]
+
+
+def test_a_call_one_rank_refuses_fails_on_every_rank_and_the_next_lines_up():
+    # Bad splits on rank 1 only: rank 1's call fails with its error, every
+    # other rank's naming rank 1's (they waited for good before), named or
+    # not; the next unnamed call meets its peers' (it was shifted by one).
+    r, n = hnp.rank(), hnp.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = np.arange(4 * n, dtype=np.float32)
+    for name in ("refused.splits", None):
+        with pytest.raises(hnp.HoraError, match="rank 1: alltoall '%s': splits add up to %d rows"
+                           % (name or "alltoall.noname.[0-9]+", n)) as info:
+            hnp.alltoall(x, splits=[1] * n if r == 1 else [4] * n, name=name)
+        assert isinstance(info.value, hnp.InvalidArgumentError if r == 1 else hnp.MismatchError)
+    got = hnp.alltoall(np.full(n, float(r), dtype=np.float32))
+    assert got.tolist() == [float(q) for q in range(n)]
