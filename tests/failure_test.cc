@@ -174,6 +174,28 @@ TEST(Failure, ACallOneRankRefusesFailsOnEveryRankAndLaterCallsLineUp) {
   for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
+// A second Session for a rank of a ThreadWorld while its first lives is
+// refused (it made a second endpoint for the rank, and the process hung);
+// once the first is gone, the rank may have another.
+TEST(Failure, ASecondSessionForOneRankOfAThreadWorldIsRefused) {
+  auto world = ThreadWorld::Create(1);
+  SessionOptions options;
+  options.world = world;
+  options.rank = 0;
+  options.read_environment = false;
+  auto first = Session::Create(options);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto second = Session::Create(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("rank 0 has a Session in this ThreadWorld already"),
+            std::string::npos)
+      << second.status().ToString();
+  first->reset();
+  auto again = Session::Create(options);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE((*again)->Barrier().ok());
+}
+
 TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
   auto world = ThreadWorld::Create(1);
   struct Case {

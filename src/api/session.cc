@@ -111,7 +111,13 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                              std::to_string(size) + ")");
     }
     ThreadWorld::Impl& world = options.world->impl();
-    impl = std::make_unique<Impl>(std::move(config), world.store, world.hub->Connect(options.rank),
+    std::unique_ptr<Transport> transport = world.hub->ConnectIfFree(options.rank);
+    if (transport == nullptr) {
+      return InvalidArgument("rank " + std::to_string(options.rank) +
+                             " has a Session in this ThreadWorld already (one at a time a rank: "
+                             "destroy it first)");
+    }
+    impl = std::make_unique<Impl>(std::move(config), world.store, std::move(transport),
                                   std::move(selector));
     layout = {options.rank, size, options.rank, size, 0, 1, "threads"};
     // (Ranks as threads are made one after another by one program, with

@@ -234,6 +234,19 @@ std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
   return std::shared_ptr<LoopbackHub>(new LoopbackHub(size));
 }
 
+std::unique_ptr<Transport> LoopbackHub::ConnectIfFree(int rank) {
+  int generation = 0;
+  {
+    MutexLock lock(windows_mu_);
+    int& connects = connections_.at(static_cast<size_t>(rank));
+    if (connects > closed_[static_cast<size_t>(rank)].load(std::memory_order_acquire)) {
+      return nullptr;
+    }
+    generation = ++connects;
+  }
+  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation);
+}
+
 std::unique_ptr<Transport> LoopbackHub::Connect(int rank) {
   int generation = 0;
   {

@@ -28,6 +28,9 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
 
   // The transport endpoint of `rank`. One per rank; it keeps the hub alive.
   std::unique_ptr<Transport> Connect(int rank) HORA_EXCLUDES(windows_mu_);
+  // The same, or null while `rank` has an endpoint not yet closed (a second
+  // Session for one rank of a ThreadWorld).
+  std::unique_ptr<Transport> ConnectIfFree(int rank) HORA_EXCLUDES(windows_mu_);
 
   // Internal to the loopback transport.
   struct Pending {
