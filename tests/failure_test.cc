@@ -164,6 +164,14 @@ TEST(Failure, ACallOneRankRefusesFailsOnEveryRankAndLaterCallsLineUp) {
       EXPECT_EQ(e.code(), rank == 1 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
           << e.ToString();
     }
+    // An unnamed group whose inputs and outputs differ in count on rank 1.
+    const std::span<const TensorView> outs_given(outs.data(), rank == 1 ? 1 : 2);
+    for (const Handle& h : s.GroupedAllreduceAsync("", ins, outs_given)) {
+      Status e = h.Wait(wait);
+      EXPECT_EQ(e.code(), rank == 1 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
+          << e.ToString();
+      EXPECT_NE(e.message().find("2 inputs but 1 outputs"), std::string::npos) << e.ToString();
+    }
     // The next unnamed call meets its peer's (sum 1 + 2), not a shifted one.
     std::vector<float> next(4, static_cast<float>(rank + 1));
     const TensorView v = TensorView::Flat(next.data(), DataType::kFloat32, 4);
@@ -194,6 +202,32 @@ TEST(Failure, ASecondSessionForOneRankOfAThreadWorldIsRefused) {
   auto again = Session::Create(options);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE((*again)->Barrier().ok());
+}
+
+// A blocking allreduce whose output one rank gives wrong: that rank takes
+// part into memory of its own and returns its error; the others' complete
+// with the right sums, and the next calls line up (each was shifted by one
+// before: an audit found every later result wrong).
+TEST(Failure, ABlockingAllreduceWithABadOutputOnOneRankKeepsTheRanksInStep) {
+  ThreadRanks job(2, TestSettings());
+  auto st = job.Run([&](int rank, Session& s) -> Status {
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> in(4, static_cast<float>(100 * step + 10 * rank));
+      std::vector<int32_t> wrong(4);
+      const TensorView v = TensorView::Flat(in.data(), DataType::kFloat32, 4);
+      Status e = step == 1 && rank == 1
+                     ? s.Allreduce(v, TensorView::Flat(wrong.data(), DataType::kInt32, 4))
+                     : s.Allreduce(v, v);
+      if (step == 1 && rank == 1) {
+        EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.ToString();
+        continue;
+      }
+      HORA_RETURN_IF_ERROR(e);
+      EXPECT_EQ(in, std::vector<float>(4, static_cast<float>(200 * step + 10))) << step;
+    }
+    return s.Barrier();
+  });
+  for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
 }
 
 TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {

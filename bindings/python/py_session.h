@@ -75,7 +75,9 @@ class PySession {
   }
 
   // A call the engine refused as it was submitted (a name already in flight,
-  // bad arguments) raises here, from the submitting call, as Horovod's do
+  // a process set this rank is not in; bad arguments only where the call
+  // was done by then: a refusal otherwise waits for the other ranks, see
+  // EngineCall::Submit) raises here, from the submitting call, as Horovod's do
   // (ValueError: InvalidArgumentError is one); errors found later, with the
   // other ranks, come from the handle's wait.
   std::unique_ptr<PyHandle> Wrap(Handle h, std::string name, std::vector<Keepalive> keep,

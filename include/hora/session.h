@@ -13,7 +13,14 @@
 // HORA_PEER_TIMEOUT_S) fails the others' collectives at once with an error
 // naming it; one that is alive but has not arrived is waited for, the wait
 // reported every HORA_STALL_WARNING_S, and fails only once HORA_TIMEOUT_S
-// has passed, where a user sets it (docs/faults.md).
+// has passed, where a user sets it (docs/faults.md). A blocking call that
+// fails this rank's own checks returns their error without taking part
+// (the others' calls then meet this rank's next one: do not go on), except
+// where it can take part all the same: an allreduce or an allgather,
+// reducescatter or alltoall into a given output whose only fault is that
+// output runs into memory of its own, so the others' complete. The *Async
+// calls (the engine) instead fail the call on every rank, naming this
+// rank's error.
 //
 // Thread-safety: one thread at a time may call a given Session's collectives.
 // Different Sessions are independent.

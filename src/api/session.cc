@@ -300,12 +300,23 @@ Status Session::Allreduce(const TensorView& input, const TensorView& output,
     return AllreduceAsync("", input, output, reduction).Wait(kWaitAsLongAsItTakes);
   }
   HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "input", input));
-  HORA_RETURN_IF_ERROR(CheckTensor(*impl_, "allreduce", "output", output));
-  if (input.dtype() != output.dtype() || input.num_elements() != output.num_elements()) {
-    return InvalidArgument(impl_->Where("allreduce") + ": output " + output.Describe() +
-                           " does not match input " + input.Describe());
-  }
   HORA_RETURN_IF_ERROR(CheckReduction(*impl_, "allreduce", input.dtype(), reduction));
+  Status bad_output = CheckTensor(*impl_, "allreduce", "output", output);
+  if (bad_output.ok() &&
+      (input.dtype() != output.dtype() || input.num_elements() != output.num_elements())) {
+    bad_output = InvalidArgument(impl_->Where("allreduce") + ": output " + output.Describe() +
+                                 " does not match input " + input.Describe());
+  }
+  if (!bad_output.ok()) {
+    // The input is fine: this rank still takes part, into memory of its
+    // own, so that the others' call completes and their next ones line up
+    // with this rank's (they would meet this rank's next call otherwise).
+    Tensor scratch = Tensor::Uninitialized(input.dtype(), input.shape());
+    AllreduceArgs args{input.data(), scratch.data(), input.num_elements(), input.dtype(),
+                       reduction};
+    HORA_RETURN_IF_ERROR(impl_->backend->Allreduce(args));
+    return bad_output;
+  }
   AllreduceArgs args{input.data(), output.data(), input.num_elements(), input.dtype(), reduction};
   return impl_->backend->Allreduce(args);
 }

@@ -20,12 +20,14 @@ std::string Where(const Session::Impl& impl, OpType op, const std::string& name)
   return impl.Where(OpTypeName(op)) + " '" + name + "'";
 }
 
-Submission RefusalOf(OpType op, const Status& error, const std::string* name,
+Submission RefusalOf(OpType op, const Status& error, const std::string* name, bool cacheable,
                      const RequestMeta& group_of) {
+  // (A refusal matches no cached entry, and a failed decision is never
+  // cached: `cacheable` only says whether its name was the caller's.)
   Submission r;
   r.name_of = name;
   r.meta.op = op;
-  r.meta.cacheable = false;  // (never cached: its record goes once it failed)
+  r.meta.cacheable = cacheable;
   r.meta.group = group_of.group;
   r.meta.group_size = group_of.group_size;
   r.meta.refused = error.message();
@@ -35,7 +37,7 @@ Submission RefusalOf(OpType op, const Status& error, const std::string* name,
 
 Handle EngineCall::Submit(Status st, Submission&& s) const {
   if (!status.ok()) return FailedHandle(name(), status);
-  if (!st.ok()) return GetEngine().Submit(RefusalOf(op, st, &name(), s.meta));
+  if (!st.ok()) return GetEngine().Submit(RefusalOf(op, st, &name(), cacheable, s.meta));
   // (Where the caller's checks filled it in, it is this name already.)
   if (s.meta.name.empty() && s.name_of == nullptr) s.name_of = &name();
   s.meta.cacheable = s.meta.cacheable && cacheable;
@@ -74,7 +76,7 @@ std::vector<Handle> SubmitGroup(
     group_of.group_size = static_cast<uint32_t>(count);
     for (size_t i = 0; i < count; ++i) {
       names[i] = g + "." + std::to_string(i);
-      members[i] = RefusalOf(call.op, st, &names[i], group_of);
+      members[i] = RefusalOf(call.op, st, &names[i], call.cacheable, group_of);
     }
   }
   if (members.empty()) return {};
@@ -126,14 +128,13 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
                                                    std::span<const TensorView> inputs,
                                                    std::span<const TensorView> outputs,
                                                    const Reduction& reduction, int process_set) {
-  if (inputs.size() != outputs.size()) {
+  if (inputs.size() != outputs.size()) {  // (refused on every member: SubmitGroup)
     const Status st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + group +
                                       "': " + std::to_string(inputs.size()) + " inputs but " +
                                       std::to_string(outputs.size()) + " outputs");
-    std::vector<Handle> failed;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      failed.push_back(FailedHandle(group + "." + std::to_string(i), st));
-    return failed;
+    return SubmitGroup(*impl_, process_set, OpType::kAllreduce, "grouped_allreduce", group,
+                       std::max(inputs.size(), outputs.size()),
+                       [&](size_t, const std::string&, bool, Submission*) { return st; });
   }
   return SubmitGroup(
       *impl_, process_set, OpType::kAllreduce, "grouped_allreduce", group, inputs.size(),

@@ -179,7 +179,7 @@ EngineCall BeginEngineCall(Session::Impl& impl, int set_id, const std::string& n
 EngineCall BeginEngineCall(Session::Impl& impl, int set_id, std::string&& name, OpType op) = delete;
 // What a rank submits for a call it refused with `error` (see
 // EngineCall::Submit): the call's name, kind and group, no data.
-Submission RefusalOf(OpType op, const Status& error, const std::string* name,
+Submission RefusalOf(OpType op, const Status& error, const std::string* name, bool cacheable,
                      const RequestMeta& group_of);
 // Starts `set`'s engine unless it runs: on every member at once, with the
 // set.

@@ -162,7 +162,7 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
   for (int p = 0; p < size_; ++p) {
     const auto& m = e.by_rank[static_cast<size_t>(p)];
     (m || joined_[static_cast<size_t>(p)] ? have : missing).push_back(p);
-    if (m) any = *m;
+    if (m && (any.name.empty() || m->refused.empty())) any = *m;
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
@@ -257,9 +257,10 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
   if (!failed.empty()) FailMembersLeft(failed, &out);
   for (const auto& [order, name] : stalled) {
     auto it = table_.find(name);
+    if (it == table_.end()) continue;  // (a member FailMembersLeft failed)
     Response r;
     for (const auto& m : it->second.by_rank) {
-      if (m) r.params = *m;
+      if (m && (r.params.name.empty() || m->refused.empty())) r.params = *m;  // (not a refusal)
     }
     r.error = std::string(fail_setting_) + ": " + Report(name, it->second, now);
     out.push_back(std::move(r));
@@ -281,7 +282,8 @@ void Coordinator::FailMembersLeft(const std::unordered_map<std::string, std::str
     }
     std::vector<int> missing;
     for (int p = 0; p < size_; ++p) {
-      if (!it->second.by_rank[static_cast<size_t>(p)]) missing.push_back(p);
+      const auto k = static_cast<size_t>(p);
+      if (!it->second.by_rank[k] && !joined_[k]) missing.push_back(p);
     }
     Response r;
     r.params = *meta;

@@ -74,12 +74,12 @@ void Engine::Execute(const CycleOutcome& outcome) {
       const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
       // (A call this rank refused fails with its own error, as it would have
       // alone; the others' with the refusal, which names its rank.)
+      const bool timed_out = r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0;
       Finish(std::vector<TensorRecord*>{mine[i]},
              !m.refused.empty()          ? Status(m.refused_code, m.refused)
+             : timed_out                 ? TimeoutError(what)
              : !r.params.refused.empty() ? MismatchError(r.error)
-             : r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0
-                 ? TimeoutError(what)
-                 : MismatchError(what));
+                                         : MismatchError(what));
       mine[i] = nullptr;
       continue;
     }

@@ -7,7 +7,7 @@
 namespace hora {
 namespace {
 
-constexpr uint8_t kVersion = 5;  // 5: no GPU routing in requests
+constexpr uint8_t kVersion = 6;  // 6: a request's refusal (5: no GPU routing in requests)
 constexpr uint32_t kMaxName = kMaxNameBytes;
 constexpr uint32_t kMaxDims = 64;
 constexpr uint32_t kMaxError = 1 << 20;
