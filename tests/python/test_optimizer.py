@@ -544,3 +544,44 @@ def test_bucket_follows_the_model_to_another_dtype(monkeypatch):
         ropt.step()
         for p, q in zip(dist.parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_a_gradient_replaced_before_the_step_gets_the_reduced_one():
+    # p.grad = p.grad * 2 between backward and step(): the allreduce started
+    # in backward, and the reduced gradient lands in the tensor p.grad holds
+    # at the step, as Horovod's set_ puts it there (buckets copied it into
+    # the tensor they had taken in: each rank stepped on its own doubled
+    # gradient, and the ranks drifted apart).
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(2):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        for p in dist.parameters():
+            p.grad = p.grad * 2.0
+        dopt.step()
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+def test_zero_grad_after_a_backward_is_refused_while_a_bucket_waits():
+    # One layer unused: its bucket has not started when backward ends, and
+    # zero_grad() must still refuse (it let it pass, and the next backward
+    # failed inside autograd).
+    torch.manual_seed(0)
+    used, unused = nn.Linear(3, 2).double(), nn.Linear(3, 2).double()
+    params = list(used.parameters()) + list(unused.parameters())
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(params, lr=0.1), named_parameters=[
+        ("used.w", used.weight), ("used.b", used.bias), ("unused.w", unused.weight),
+        ("unused.b", unused.bias)])
+    used(torch.ones(1, 3, dtype=torch.float64)).sum().backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        dopt.zero_grad()
+    dopt.step()
+    dopt.zero_grad()

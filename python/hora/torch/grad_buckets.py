@@ -35,10 +35,11 @@ def copy_all(dst, src):
 class Bucket:
     """Gradients reduced as one flat tensor. ``slots`` are the members (the
     optimizer's ``_Slot``); ``ready`` counts those whose hook has fired this
-    step; ``handle`` is the bucket's allreduce in flight, ``grads`` the
-    gradients copied into it then and ``into`` their places in ``flat``."""
+    step; ``handle`` is the bucket's allreduce in flight, ``copied`` the
+    members whose gradients were copied into it then (a sparse one goes
+    alone) and ``into`` their places in ``flat``."""
 
-    __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "grads", "into")
+    __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "copied", "into")
 
     def __init__(self, slots):
         self.slots = slots
@@ -48,7 +49,7 @@ class Bucket:
                                                 len(slots) - 1)
         self.numel = sum(s.p.numel() for s in slots)
         self.flat, self.views = None, None
-        self.ready, self.handle, self.grads, self.into = 0, None, None, None
+        self.ready, self.handle, self.copied, self.into = 0, None, None, None
 
     def place(self, like):
         """The flat tensor and the members' views into it, as ``like`` (a

@@ -231,21 +231,31 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._handles[s] = self._allreduce_grad_async(s)
             return
         flat, views = b.place(dense[0])
+        members = b.slots
         if len(dense) < len(grads):
             views = [v for v, g in zip(views, grads) if not g.is_sparse]
+            members = [s for s, g in zip(b.slots, grads) if not g.is_sparse]
             for s, g in zip(b.slots, grads):
                 if g.is_sparse:
                     self._handles[s] = self._sparse_allreduce_async(g, s.name), None
         grad_buckets.copy_all(views, dense)
-        b.grads, b.into = dense, views
+        b.copied, b.into = members, views
         pre, post = self._scale()
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
 
     def _finish_bucket(self, b):
-        """Waits for the bucket's allreduce and copies the results back."""
+        """Waits for the bucket's allreduce and copies the results into the
+        gradients the parameters hold now (code may have replaced one since
+        the bucket started: p.grad = p.grad * 2)."""
         _wait(b.handle)
-        grad_buckets.copy_all(b.grads, b.into)
+        grads = [s.p.grad for s in b.copied]
+        if any(g is None for g in grads):  # (set to None meanwhile)
+            for s, g, v in zip(b.copied, grads, b.into):
+                if g is None:
+                    s.p.grad = v.clone()
+            grads = [s.p.grad for s in b.copied]
+        grad_buckets.copy_all(grads, b.into)
         if self._sparse_dims:  # sparse_as_dense: sparse again, as they came
             for s in b.slots:
                 dim = self._sparse_dims.pop(s.p, None)
@@ -335,7 +345,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
         for b in self._started_buckets:
-            b.handle = b.grads = b.into = None
+            b.handle = b.copied = b.into = None
         for b in self._buckets:
             b.ready = 0
         self._started_buckets.clear()
@@ -370,7 +380,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=None):
-        if self._handles or self._group_handles or self._started_buckets:
+        if (self._handles or self._group_handles or self._started_buckets
+                or any(b.ready for b in self._buckets)):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(); this is "
                                  "prohibited as it races with the allreduces in flight")
