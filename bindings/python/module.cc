@@ -263,12 +263,12 @@ PYBIND11_MODULE(_core, m) {
         "True when this build of Hora has CUDA (its GPU kernels and device).");
   m.def("nccl_built", &hora::NcclBuiltVersion,
         "NCCL_VERSION_CODE of the nccl.h this build has NCCL's backend from, else 0.");
-  m.attr("Sum") = static_cast<int>(ReduceOp::kSum);
-  m.attr("Average") = static_cast<int>(ReduceOp::kAverage);
-  m.attr("Min") = static_cast<int>(ReduceOp::kMin);
-  m.attr("Max") = static_cast<int>(ReduceOp::kMax);
-  m.attr("Product") = static_cast<int>(ReduceOp::kProduct);
-  m.attr("Adasum") = static_cast<int>(ReduceOp::kAdasum);
+  m.attr("Sum") = HorovodCode(ReduceOp::kSum);
+  m.attr("Average") = HorovodCode(ReduceOp::kAverage);
+  m.attr("Min") = HorovodCode(ReduceOp::kMin);
+  m.attr("Max") = HorovodCode(ReduceOp::kMax);
+  m.attr("Product") = HorovodCode(ReduceOp::kProduct);
+  m.attr("Adasum") = HorovodCode(ReduceOp::kAdasum);
 
   py::class_<OutputBuffer>(m, "OutputBuffer", py::buffer_protocol(),
                            "A collective's output as a writeable byte buffer (shares memory).")
@@ -312,18 +312,18 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("is_homogeneous",
                              [](PySession& s) { return s.Get().is_homogeneous(); })
       .def("allreduce_async", &AllreduceAsync, a("name"), a("input"), a("output"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
-      .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 1,
+           py::arg("op") = 0, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+      .def("allreduce_inplace", &AllreduceInPlace, a("name"), a("tensor"), py::arg("op") = 0,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set,
            "Allreduce in place of a contiguous host tensor of a dtype but bool, waited for here: "
            "True when done (raises its error); False, the capsule unused, for any other tensor.")
-      .def("allreduce_new", &AllreduceNew, a("name"), a("tensor"), py::arg("op") = 1,
+      .def("allreduce_new", &AllreduceNew, a("name"), a("tensor"), py::arg("op") = 0,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set, buffer,
            "Allreduce of a contiguous host tensor of a dtype but bool into a new one from "
            "Hora's pool: its capsule (buffer=True: a writeable buffer over it) when done (raises "
            "its error); None, the capsule unused, for any other tensor.")
       .def("grouped_allreduce_async", &GroupedAllreduceAsync, a("group"), a("inputs"), a("outputs"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+           py::arg("op") = 0, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("allgather_async", &AllgatherAsync, a("name"), a("input"), set)
       .def("allgather_new", &AllgatherNew, a("name"), a("tensor"), set, buffer,
            "Allgather of a contiguous host tensor of a dtype but bool, with a dimension, waited "
@@ -336,7 +336,7 @@ PYBIND11_MODULE(_core, m) {
            set, buffer,
            "Alltoall of a contiguous host tensor of a dtype but bool, with a dimension, waited "
            "for here: (output capsule, received splits) when done; None as allgather_new.")
-      .def("reducescatter_new", &ReducescatterNew, a("name"), a("tensor"), py::arg("op") = 1,
+      .def("reducescatter_new", &ReducescatterNew, a("name"), a("tensor"), py::arg("op") = 0,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set, buffer,
            "Reducescatter of a contiguous host tensor of a dtype but bool, with a dimension, "
            "waited for here, as allgather_new.")
@@ -348,10 +348,10 @@ PYBIND11_MODULE(_core, m) {
            "buffer; its memory goes back to the pool when it is freed.")
       .def("alltoall_async", &AlltoallAsync, a("name"), a("input"), py::arg("splits") = py::none(),
            set)
-      .def("reducescatter_async", &ReducescatterAsync, a("name"), a("input"), py::arg("op") = 1,
+      .def("reducescatter_async", &ReducescatterAsync, a("name"), a("input"), py::arg("op") = 0,
            py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("grouped_reducescatter_async", &GroupedReducescatterAsync, a("group"), a("inputs"),
-           py::arg("op") = 1, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
+           py::arg("op") = 0, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("barrier", &Barrier, set)
       .def("add_process_set", &AddProcessSet, a("ranks"),
            "Collective over every rank: creates a process set of `ranks`; returns its id.")

@@ -22,12 +22,23 @@
 namespace hora::python {
 namespace py = pybind11;
 
-inline Reduction MakeReduction(int op, double prescale, double postscale) {
-  if (op < 0 || op > static_cast<int>(ReduceOp::kAdasum)) {
-    ThrowInvalid("unknown reduction op " + std::to_string(op) +
-                 " (Sum=0, Average=1, Min=2, Max=3, Product=4, Adasum=5)");
+// Python's op codes are Horovod's (hvd.Average is 0, as in horovod.torch):
+// ReduceOp by code.
+inline constexpr ReduceOp kOpsByHorovodCode[] = {ReduceOp::kAverage, ReduceOp::kSum,
+                                                 ReduceOp::kAdasum,  ReduceOp::kMin,
+                                                 ReduceOp::kMax,     ReduceOp::kProduct};
+inline int HorovodCode(ReduceOp op) {
+  for (int c = 0; c < 6; ++c) {
+    if (kOpsByHorovodCode[c] == op) return c;
   }
-  return {static_cast<ReduceOp>(op), prescale, postscale};
+  return -1;
+}
+inline Reduction MakeReduction(int op, double prescale, double postscale) {
+  if (op < 0 || op >= 6) {
+    ThrowInvalid("unknown reduction op " + std::to_string(op) +
+                 " (Average=0, Sum=1, Adasum=2, Min=3, Max=4, Product=5, as Horovod's)");
+  }
+  return {kOpsByHorovodCode[op], prescale, postscale};
 }
 
 class PySession {
