@@ -346,3 +346,14 @@ def test_pending_in_place_handles_stay_light_for_the_collector():
         assert hvd.synchronize(h) is ts[i]
         assert_equal(ts[i], torch.full((3,), float(i * hvd.size())))
     assert tracked < 3 * len(ts), tracked  # (the list of handles too; eight each before)
+
+
+def test_op_codes_are_horovods():
+    # Horovod's ReduceOp codes (message.h): a script that passes the int, or
+    # keeps one, means the same op. (Hora's were Sum 0, Average 1.)
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+    n, r = hvd.size(), hvd.rank()
+    x = torch.tensor([float(r), 1.0])
+    assert hvd.allreduce(x, op=0, name="op.code.0").tolist() == [(n - 1) / 2, 1.0]
+    assert hvd.allreduce(x, op=1, name="op.code.1").tolist() == [n * (n - 1) / 2, float(n)]
+    assert hvd.allreduce(x, op=4, name="op.code.4").tolist() == [float(n - 1), 1.0]
