@@ -202,6 +202,14 @@ TEST(Failure, ASecondSessionForOneRankOfAThreadWorldIsRefused) {
   auto again = Session::Create(options);
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_TRUE((*again)->Barrier().ok());
+  // A world of no rank (it was taken as a world of one).
+  for (int size : {0, -3}) {
+    options.world = ThreadWorld::Create(size);
+    auto none = Session::Create(options);
+    ASSERT_FALSE(none.ok()) << size;
+    EXPECT_NE(none.status().message().find("a world needs one rank or more"), std::string::npos)
+        << none.status().ToString();
+  }
 }
 
 // A blocking allreduce whose output one rank gives wrong: that rank takes

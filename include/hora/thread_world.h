@@ -12,6 +12,7 @@ namespace hora {
 
 class ThreadWorld {
  public:
+  // (A size below 1 makes a world every Session::Create refuses.)
   static std::shared_ptr<ThreadWorld> Create(int size);
   ~ThreadWorld();
 

@@ -105,6 +105,10 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   bool compare_over_backend = false;
   std::shared_ptr<KeyRecordingStore> rendezvous_keys;  // (ranks as processes, with a store)
   if (options.world) {                                 // ranks as threads
+    if (options.world->impl().asked < 1) {
+      return InvalidArgument("ThreadWorld::Create(" + std::to_string(options.world->impl().asked) +
+                             "): a world needs one rank or more");
+    }
     const int size = options.world->size();
     if (options.rank < 0 || options.rank >= size) {
       return InvalidArgument("rank " + std::to_string(options.rank) + " is outside [0, " +

@@ -8,6 +8,7 @@ ThreadWorld::~ThreadWorld() = default;
 
 std::shared_ptr<ThreadWorld> ThreadWorld::Create(int size) {
   auto impl = std::make_unique<Impl>();
+  impl->asked = size;
   impl->store = std::make_shared<MemoryStore>();
   impl->hub = LoopbackHub::Create(size < 1 ? 1 : size);
   return std::shared_ptr<ThreadWorld>(new ThreadWorld(std::move(impl)));

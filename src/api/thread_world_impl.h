@@ -10,6 +10,7 @@
 namespace hora {
 
 struct ThreadWorld::Impl {
+  int asked = 0;  // the size Create was given (a world of 0 or fewer: refused by Session::Create)
   std::shared_ptr<MemoryStore> store;
   std::shared_ptr<LoopbackHub> hub;
 };
