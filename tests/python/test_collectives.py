@@ -319,3 +319,24 @@ def test_one_call_forms_leave_other_tensors_to_the_general_path():
     if n > 1:
         with pytest.raises(hvd.InvalidArgumentError):
             hvd.alltoall(torch.ones(n + 1, 2), name="one.uneven")
+
+
+def test_alltoall_splits_wrong_on_one_rank_fail_on_every_rank():
+    # Splits computed from a rank's data (a mixture of experts' routing) and
+    # wrong on rank 1 only: every rank's call fails, rank 1's with its own
+    # error, the others' naming it (they waited for rank 1 before), and the
+    # next unnamed alltoall meets its peers'.
+    r, n = hvd.rank(), hvd.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = torch.arange(2 * n, dtype=torch.float32)
+    bad = {1: [2] * (n + 1), 2: [-2] + [2] * (n - 1)}
+    for name in ("a2a.bad.count", None):
+        for kind, splits in bad.items():
+            with pytest.raises(hvd.HoraError, match="rank 1: alltoall") as info:
+                hvd.alltoall(x, splits=splits if r == 1 else [2] * n,
+                             name=None if name is None else "%s.%d" % (name, kind))
+            assert isinstance(info.value, hvd.InvalidArgumentError if r == 1
+                              else hvd.MismatchError), info.value
+    got = hvd.alltoall(torch.full((n,), float(r)))
+    assert got.tolist() == [float(q) for q in range(n)]

@@ -109,18 +109,20 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 
 def splits_list(splits, what, n):
+    """``splits`` as a list of ints. Their count (``n``, one per rank) and
+    signs are the core's to check: splits computed from a rank's data may
+    be wrong on one rank only, and the core then fails the call on every
+    rank, naming that rank's (a check here would fail it alone, and the
+    others would wait for it)."""
+    del n
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
         splits = splits.tolist()
     try:
-        out = [int(s) for s in splits]
+        return [int(s) for s in splits]
     except (TypeError, ValueError):
         raise TypeError("%s: splits must be a sequence of ints or an int tensor" % what) from None
-    if len(out) != n or any(s < 0 for s in out):
-        raise InvalidArgumentError("%s: splits %s must have %d non-negative entries, one per rank"
-                                   % (what, out, n))
-    return out
 
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
