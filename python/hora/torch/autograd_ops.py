@@ -251,8 +251,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """
     cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
-        sp = co.splits_list(splits, tu.describe("alltoall", name),
-                            basics.size() if sid == 0 else len(process_set.ranks))
+        sp = co.splits_list(splits, tu.describe("alltoall", name))
         done = basics.session().alltoall_new(name or "", cap, sp, sid)
         if done is not None:
             out = tu.from_dlpack(done[0])

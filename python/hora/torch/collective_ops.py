@@ -22,7 +22,7 @@ import torch
 
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError
-from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
+from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
@@ -108,13 +108,12 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
-def splits_list(splits, what, n):
-    """``splits`` as a list of ints. Their count (``n``, one per rank) and
-    signs are the core's to check: splits computed from a rank's data may
-    be wrong on one rank only, and the core then fails the call on every
-    rank, naming that rank's (a check here would fail it alone, and the
-    others would wait for it)."""
-    del n
+def splits_list(splits, what):
+    """``splits`` as a list of ints. Their count (one per rank) and signs
+    are the core's to check: splits computed from a rank's data may be wrong
+    on one rank only, and the core then fails the call on every rank, naming
+    that rank's (a check here would fail it alone, and the others would wait
+    for it)."""
     if splits is None:
         return None
     if isinstance(splits, torch.Tensor):
@@ -135,7 +134,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     tensor = tu.check_tensor(tensor, "alltoall", name)
     if tensor.dim() == 0:
         raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
-    sp = splits_list(splits, what, len(process_set_ranks(process_set)))
+    sp = splits_list(splits, what)
     h = basics.session().alltoall_async(name, tu.capsule(tensor), sp, sid)
 
     def finish():
