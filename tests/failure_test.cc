@@ -171,12 +171,88 @@ TEST(Failure, ACallOneRankRefusesFailsOnEveryRankAndLaterCallsLineUp) {
       EXPECT_EQ(e.code(), rank == 1 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
           << e.ToString();
       EXPECT_NE(e.message().find("2 inputs but 1 outputs"), std::string::npos) << e.ToString();
+      EXPECT_NE(e.message().find("grouped allreduce 'grouped_allreduce.noname.0': "),
+                std::string::npos)
+          << e.ToString();
     }
     // The next unnamed call meets its peer's (sum 1 + 2), not a shifted one.
     std::vector<float> next(4, static_cast<float>(rank + 1));
     const TensorView v = TensorView::Flat(next.data(), DataType::kFloat32, 4);
     HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v, {ReduceOp::kSum}).Wait(wait));
     EXPECT_EQ(next, std::vector<float>(4, 3.0f));
+    return s.Barrier();
+  });
+  for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// A call a framework binding refused before handing it over
+// (Session::RefuseAsync, for each kind) fails on every rank: the refusing
+// rank's with its error, the others' with a MismatchError naming it;
+// unnamed calls and groups take the names the calls would have, so later
+// calls line up. A kind the Session does not know, or an OK status, is
+// refused on this rank alone, at once.
+TEST(Failure, ACallABindingRefusedFailsOnEveryRankAndLaterCallsLineUp) {
+  ThreadRanks job(2, TestSettings());
+  auto st = job.Run([&](int rank, Session& s) -> Status {
+    const auto wait = std::chrono::seconds(30);
+    std::vector<float> data(4, static_cast<float>(rank + 1));
+    const TensorView v = TensorView::Flat(data.data(), DataType::kFloat32, 4);
+    const Status why = InvalidArgument("allreduce 'x': dtype complex64 is not supported");
+    auto check = [&](const std::vector<Handle>& hs, const std::string& kind, size_t count) {
+      EXPECT_EQ(hs.size(), count) << kind;
+      for (const Handle& h : hs) {
+        const Status e = h.Wait(wait);
+        EXPECT_EQ(e.code(), rank == 1 ? StatusCode::kInvalidArgument : StatusCode::kMismatch)
+            << kind << ": " << e.ToString();
+        EXPECT_NE(e.message().find("rank 1: allreduce 'x': dtype complex64"), std::string::npos)
+            << kind << ": " << e.ToString();
+      }
+    };
+    for (const std::string name : {"refused", ""}) {
+      auto refuse = [&](std::string_view kind, size_t n = 0) {
+        return s.RefuseAsync(kind, name, why, n);
+      };
+      check(rank == 1 ? refuse("allreduce") : std::vector<Handle>{s.AllreduceAsync(name, v, v)},
+            "allreduce", 1);
+      // (Each fails, and a failed call is not cached: the name may come again.)
+      check(rank == 1 ? refuse("broadcast") : std::vector<Handle>{s.BroadcastAsync(name, v, 0)},
+            "broadcast", 1);
+      check(rank == 1 ? refuse("allgather") : std::vector<Handle>{s.AllgatherAsync(name, v)},
+            "allgather", 1);
+      check(
+          rank == 1 ? refuse("reducescatter") : std::vector<Handle>{s.ReducescatterAsync(name, v)},
+          "reducescatter", 1);
+      check(rank == 1 ? refuse("alltoall") : std::vector<Handle>{s.AlltoallAsync(name, v)},
+            "alltoall", 1);
+      const std::vector<TensorView> group = {v, v, v};
+      check(
+          rank == 1 ? refuse("grouped_allreduce", 3) : s.GroupedAllreduceAsync(name, group, group),
+          "grouped_allreduce", 3);
+      check(rank == 1 ? refuse("grouped_allgather", 3) : s.GroupedAllgatherAsync(name, group),
+            "grouped_allgather", 3);
+      check(
+          rank == 1 ? refuse("grouped_reducescatter", 3) : s.GroupedReducescatterAsync(name, group),
+          "grouped_reducescatter", 3);
+    }
+    // Refused here alone, at once: no such kind, no error.
+    for (const auto& [kind, error] :
+         {std::pair<std::string_view, Status>{"allredux", why}, {"allreduce", Status::Ok()}}) {
+      const std::vector<Handle> hs = s.RefuseAsync(kind, "local", error);
+      EXPECT_EQ(hs.size(), 1u);
+      const Status e = hs[0].Wait(std::chrono::seconds(0));
+      EXPECT_EQ(e.code(), StatusCode::kInvalidArgument) << e.ToString();
+      EXPECT_NE(e.message().find(error.ok() ? "a refusal needs an error"
+                                            : "no collective is called 'allredux'"),
+                std::string::npos)
+          << e.ToString();
+    }
+    // The next unnamed calls meet their peer's (sum 1 + 2), not shifted ones.
+    HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v, {ReduceOp::kSum}).Wait(wait));
+    EXPECT_EQ(data, std::vector<float>(4, 3.0f));
+    const std::vector<TensorView> group = {v, v};
+    for (const Handle& h : s.GroupedAllreduceAsync("", group, group, {ReduceOp::kMax}))
+      HORA_RETURN_IF_ERROR(h.Wait(wait));
+    EXPECT_EQ(data, std::vector<float>(4, 3.0f));
     return s.Barrier();
   });
   for (const Status& s : st) EXPECT_TRUE(s.ok()) << s.ToString();

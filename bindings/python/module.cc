@@ -194,6 +194,14 @@ void Barrier(PySession& ps, int set) {
   h.Wait(std::nullopt, std::nullopt);
 }
 
+// A call this rank's Python checks refused (Session::RefuseAsync): it
+// fails on every rank, the others naming this rank's `message`; this rank
+// raises its own error, so its handles are not kept.
+void Refuse(PySession& ps, const std::string& collective, const std::string& name,
+            const std::string& message, size_t group_size, int set) {
+  ps.Get().RefuseAsync(collective, name, InvalidArgument(message), group_size, set);
+}
+
 int Join(PySession& ps) {
   PyHandle h(ps.Get().JoinAsync(), "join", {}, nullptr, ps.owner());
   h.Wait(std::nullopt, std::nullopt);
@@ -353,6 +361,11 @@ PYBIND11_MODULE(_core, m) {
       .def("grouped_reducescatter_async", &GroupedReducescatterAsync, a("group"), a("inputs"),
            py::arg("op") = 0, py::arg("prescale") = 1.0, py::arg("postscale") = 1.0, set)
       .def("barrier", &Barrier, set)
+      .def("refuse", &Refuse, a("collective"), a("name"), a("message"), py::arg("group_size") = 0,
+           set,
+           "Submits a collective this rank refused before calling the core (its own checks "
+           "failed: `message`), so that it fails on every rank rather than leaving the others "
+           "waiting; returns at once.")
       .def("add_process_set", &AddProcessSet, a("ranks"),
            "Collective over every rank: creates a process set of `ranks`; returns its id.")
       .def("remove_process_set", &RemoveProcessSet, a("process_set_id"),

@@ -39,6 +39,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hora/handle.h"
@@ -204,6 +205,19 @@ class Session {
                                                 const Reduction& reduction = {},
                                                 int process_set = 0);
   Handle BarrierAsync(int process_set = 0);
+  // A collective this rank's caller refused before handing it over (a
+  // framework binding's own checks failed here: a dtype it does not take, a
+  // root out of range): submits it as refused, so that it fails on every
+  // rank once each has called it (this rank's handles with `error`, the
+  // others' with a MismatchError quoting it, prefixed "rank R: ") instead
+  // of leaving the others waiting for this rank. `collective` is the kind
+  // the caller would have submitted: "allreduce", "broadcast", "allgather",
+  // "reducescatter", "alltoall", or "grouped_allreduce",
+  // "grouped_allgather", "grouped_reducescatter" with `group_size` members
+  // named "<name>.<i>" (none for 0, as an empty group). `name` as in the
+  // calls above (empty: the same generated name they would take).
+  std::vector<Handle> RefuseAsync(std::string_view collective, const std::string& name,
+                                  const Status& error, size_t group_size = 0, int process_set = 0);
   // This rank is out of data (uneven data across ranks). Until every rank
   // has joined, it takes part in the other ranks' allreduces with identity
   // values (0 for sum and average, 1 for product, +-inf or the dtype's

@@ -129,12 +129,16 @@ std::vector<Handle> Session::GroupedAllreduceAsync(const std::string& group,
                                                    std::span<const TensorView> outputs,
                                                    const Reduction& reduction, int process_set) {
   if (inputs.size() != outputs.size()) {  // (refused on every member: SubmitGroup)
-    const Status st = InvalidArgument(impl_->Where("grouped allreduce") + " '" + group +
-                                      "': " + std::to_string(inputs.size()) + " inputs but " +
-                                      std::to_string(outputs.size()) + " outputs");
     return SubmitGroup(*impl_, process_set, OpType::kAllreduce, "grouped_allreduce", group,
                        std::max(inputs.size(), outputs.size()),
-                       [&](size_t, const std::string&, bool, Submission*) { return st; });
+                       [&](size_t, const std::string& member, bool, Submission*) {
+                         // (The group's name: the caller's, or the one made for it.)
+                         const std::string g = member.substr(0, member.rfind('.'));
+                         return InvalidArgument(impl_->Where("grouped allreduce") + " '" + g +
+                                                "': " + std::to_string(inputs.size()) +
+                                                " inputs but " + std::to_string(outputs.size()) +
+                                                " outputs");
+                       });
   }
   return SubmitGroup(
       *impl_, process_set, OpType::kAllreduce, "grouped_allreduce", group, inputs.size(),
@@ -180,6 +184,44 @@ Handle Session::BroadcastAsync(const std::string& name, const TensorView& tensor
   s.input = tensor.data();
   s.output = tensor.data();
   return call.Submit(Status::Ok(), std::move(s));
+}
+
+std::vector<Handle> Session::RefuseAsync(std::string_view collective, const std::string& name,
+                                         const Status& error, size_t group_size, int process_set) {
+  struct Kind {
+    std::string_view name;
+    OpType op;
+    bool grouped;
+  };
+  static constexpr Kind kKinds[] = {
+      {"allreduce", OpType::kAllreduce, false},
+      {"broadcast", OpType::kBroadcast, false},
+      {"allgather", OpType::kAllgather, false},
+      {"reducescatter", OpType::kReducescatter, false},
+      {"alltoall", OpType::kAlltoall, false},
+      {"grouped_allreduce", OpType::kAllreduce, true},
+      {"grouped_allgather", OpType::kAllgather, true},
+      {"grouped_reducescatter", OpType::kReducescatter, true},
+  };
+  const Kind* kind = nullptr;
+  for (const Kind& k : kKinds) {
+    if (k.name == collective) kind = &k;
+  }
+  if (kind == nullptr || error.ok()) {
+    const std::string what = kind == nullptr
+                                 ? "no collective is called '" + std::string(collective) + "'"
+                                 : "a refusal needs an error";
+    return {
+        FailedHandle(name, InvalidArgument(impl_->Where("refusal") + " '" + name + "': " + what))};
+  }
+  // (The others quote the message: it says which rank refused.)
+  const Status refused(error.code(), "rank " + std::to_string(rank()) + ": " + error.message());
+  if (kind->grouped) {
+    return SubmitGroup(*impl_, process_set, kind->op, std::string(kind->name), name, group_size,
+                       [&](size_t, const std::string&, bool, Submission*) { return refused; });
+  }
+  const EngineCall call = BeginEngineCall(*impl_, process_set, name, kind->op);
+  return {call.Submit(refused, {})};
 }
 
 Handle Session::BarrierAsync(int process_set) {
