@@ -47,8 +47,11 @@ def _session():
     return basics.session("hora.numpy.init()")
 
 
-def _name(name):
+def call_name(name):
+    """The name a call of this module hands the core ("" for None: the core
+    then makes one, the same on every rank)."""
     return "" if name is None else basics.utf8_name(str(name))
+
 
 
 def _what(op, name):
@@ -100,6 +103,18 @@ def _wire_op(a, op, prescale, postscale, what):
     return Max if op in (Sum, Max) else Min
 
 
+def _refusing(collective, name, sid, error, count=1):
+    """``error``, raised by this rank's checks of a call, after handing the
+    call to the core as refused (basics.refuse): it fails on every rank,
+    naming this one's error, instead of leaving the others waiting. A list
+    of ``count`` arrays goes as the calls below make it: one array as a
+    single call, more as a group."""
+    if count == 1 and collective.startswith("grouped_"):
+        collective = collective[len("grouped_"):]
+    basics.refuse(collective, name, sid, error, count)
+    return error
+
+
 def _list(arrays, what):
     if not isinstance(arrays, (list, tuple)):
         raise TypeError("%s: expected a list of arrays, got %s" % (what, type(arrays).__name__))
@@ -122,10 +137,14 @@ def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1
               process_set=global_process_set):
     """Reduces ``array`` across ranks (Average by default); returns a new array."""
     sid = process_set_id(process_set)
-    op, name = basics.check_op(op), _name(name)
-    a = _prepare(array, "allreduce", name)
-    if op in _ONE_CALL_OPS:
+    name = call_name(name)
+    try:
+        op = basics.check_op(op)
+        a = _prepare(array, "allreduce", name)
         wire_op = _wire_op(a, op, prescale_factor, postscale_factor, _what("allreduce", name))
+    except Exception as e:
+        raise _refusing("allreduce", name, sid, e)
+    if op in _ONE_CALL_OPS:
         out = _one_call(_session().allreduce_new(
             name, _wire(a).__dlpack__(), wire_op, float(prescale_factor),
             float(postscale_factor), sid, True), a.dtype)
@@ -140,16 +159,20 @@ def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale
     """Reduces a list of arrays as one group (released together, fused); returns
     the list of results."""
     sid = process_set_id(process_set)
-    op, name = basics.check_op(op), _name(name)
-    what = _what("allreduce" if len(_list(arrays, "grouped_allreduce")) == 1
-                 else "grouped allreduce", name)
-    ins = [_prepare(a, "allreduce", name) for a in _list(arrays, "grouped_allreduce")]
+    name = call_name(name)
+    arrays = _list(arrays, "grouped_allreduce")
+    what = _what("allreduce" if len(arrays) == 1 else "grouped allreduce", name)
+    try:
+        op = basics.check_op(op)
+        ins = [_prepare(a, "allreduce", name) for a in arrays]
+        wire_ops = {_wire_op(a, op, prescale_factor, postscale_factor, what) for a in ins}
+        if len(wire_ops) > 1:
+            raise InvalidArgumentError("%s: bool arrays can be grouped with other dtypes only "
+                                       "for Min or Max" % what)
+    except Exception as e:
+        raise _refusing("grouped_allreduce", name, sid, e, len(arrays))
     if not ins:
         return []
-    wire_ops = {_wire_op(a, op, prescale_factor, postscale_factor, what) for a in ins}
-    if len(wire_ops) > 1:
-        raise InvalidArgumentError("%s: bool arrays can be grouped with other dtypes only for "
-                                   "Min or Max" % what)
     # output=True: each output is memory from Hora's pool, faulted in already when a freed
     # output of about its size left it there (HORA_OUTPUT_POOL_BYTES).
     if len(ins) == 1:
@@ -167,8 +190,11 @@ def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale
 def allgather(array, name=None, process_set=global_process_set):
     """Concatenates every rank's array along axis 0, in rank order (axis 0 may differ)."""
     sid = process_set_id(process_set)
-    name = _name(name)
-    a = _prepare(array, "allgather", name)
+    name = call_name(name)
+    try:
+        a = _prepare(array, "allgather", name)
+    except Exception as e:
+        raise _refusing("allgather", name, sid, e)
     a = a.reshape(1) if a.ndim == 0 else a
     out = _one_call(_session().allgather_new(name, _wire(a).__dlpack__(), sid, True), a.dtype)
     return out if out is not None else grouped_allgather([a], name, process_set)[0]
@@ -177,8 +203,12 @@ def allgather(array, name=None, process_set=global_process_set):
 def grouped_allgather(arrays, name=None, process_set=global_process_set):
     """Allgathers a list of arrays as one group; returns the list of results."""
     sid = process_set_id(process_set)
-    name = _name(name)
-    ins = [_prepare(a, "allgather", name) for a in _list(arrays, "grouped_allgather")]
+    name = call_name(name)
+    arrays = _list(arrays, "grouped_allgather")
+    try:
+        ins = [_prepare(a, "allgather", name) for a in arrays]
+    except Exception as e:
+        raise _refusing("grouped_allgather", name, sid, e, len(arrays))
     ins = [a.reshape(1) if a.ndim == 0 else a for a in ins]
     if not ins:
         return []
@@ -207,10 +237,13 @@ def _root(root_rank, what, process_set):
 def broadcast(array, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``array`` on every rank (a new array)."""
     sid = process_set_id(process_set)
-    name = _name(name)
-    root = _root(root_rank, _what("broadcast", name), process_set)
-    src = np.asarray(array)
-    out = _prepare(src, "broadcast", name)
+    name = call_name(name)
+    try:
+        root = _root(root_rank, _what("broadcast", name), process_set)
+        src = np.asarray(array)
+        out = _prepare(src, "broadcast", name)
+    except Exception as e:
+        raise _refusing("broadcast", name, sid, e)
     if out.nbytes >= _POOLED_BYTES:
         # A large output from Hora's pool (memory already faulted in, when a freed output
         # of about its size left it there); only the root's needs its data.
@@ -232,12 +265,15 @@ def alltoall(array, splits=None, name=None, process_set=global_process_set):
     ``(array, received_splits)`` like ``hora.torch.alltoall``.
     """
     sid = process_set_id(process_set)
-    name = _name(name)
-    a = _prepare(array, "alltoall", name)
-    if a.ndim == 0:
-        raise InvalidArgumentError("%s: alltoall needs at least one dimension"
-                                   % _what("alltoall", name))
-    sp = None if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
+    name = call_name(name)
+    try:
+        a = _prepare(array, "alltoall", name)
+        if a.ndim == 0:
+            raise InvalidArgumentError("%s: alltoall needs at least one dimension"
+                                       % _what("alltoall", name))
+        sp = None if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
+    except Exception as e:
+        raise _refusing("alltoall", name, sid, e)
     done = _session().alltoall_new(name, _wire(a).__dlpack__(), sp, sid, True)
     if done is not None:
         out = _over(done[0], a.dtype)
@@ -263,9 +299,16 @@ def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_fact
     """Reduces across ranks and returns this rank's slice of axis 0 (``dim0 // size``
     rows, the first ``dim0 % size`` ranks one more)."""
     sid = process_set_id(process_set)
-    op, name = basics.check_op(op), _name(name)
-    a = _with_rows(_prepare(array, "reducescatter", name), name)
-    if op in _ONE_CALL_OPS and a.dtype != np.bool_:
+    name = call_name(name)
+    try:
+        op = basics.check_op(op)
+        a = _with_rows(_prepare(array, "reducescatter", name), name)
+        if a.dtype == np.bool_:
+            raise InvalidArgumentError("%s: bool arrays are not supported"
+                                       % _what("reducescatter", name))
+    except Exception as e:
+        raise _refusing("reducescatter", name, sid, e)
+    if op in _ONE_CALL_OPS:
         out = _one_call(_session().reducescatter_new(
             name, a.__dlpack__(), op, float(prescale_factor), float(postscale_factor), sid, True),
             a.dtype)
@@ -279,12 +322,16 @@ def grouped_reducescatter(arrays, op=None, name=None, prescale_factor=1.0,
                           postscale_factor=1.0, process_set=global_process_set):
     """Reduce-scatters a list of arrays as one group; returns the list of slices."""
     sid = process_set_id(process_set)
-    op, name = basics.check_op(op), _name(name)
-    ins = [_with_rows(_prepare(a, "reducescatter", name), name)
-           for a in _list(arrays, "grouped_reducescatter")]
-    if any(a.dtype == np.bool_ for a in ins):
-        raise InvalidArgumentError("%s: bool arrays are not supported"
-                                   % _what("reducescatter", name))
+    name = call_name(name)
+    arrays = _list(arrays, "grouped_reducescatter")
+    try:
+        op = basics.check_op(op)
+        ins = [_with_rows(_prepare(a, "reducescatter", name), name) for a in arrays]
+        if any(a.dtype == np.bool_ for a in ins):
+            raise InvalidArgumentError("%s: bool arrays are not supported"
+                                       % _what("reducescatter", name))
+    except Exception as e:
+        raise _refusing("grouped_reducescatter", name, sid, e, len(arrays))
     if not ins:
         return []
     if len(ins) == 1:

@@ -340,3 +340,72 @@ def test_alltoall_splits_wrong_on_one_rank_fail_on_every_rank():
                               else hvd.MismatchError), info.value
     got = hvd.alltoall(torch.full((n,), float(r)))
     assert got.tolist() == [float(q) for q in range(n)]
+
+
+def _one_rank_bad_torch(r, n):
+    """(label, call(name), what every rank's error says): rank 1's input is
+    one hora.torch's own checks refuse; the others' is good."""
+    bad = r == 1
+
+    def f32():
+        return torch.arange(2 * n, dtype=torch.float32)
+
+    def c64():
+        return f32().to(torch.complex64)
+
+    def strided():
+        return torch.zeros(2 * n, 2)[:, 0]
+
+    flags = f32() > 1
+    return [
+        ("allreduce", lambda nm: hvd.allreduce(c64() if bad else f32(), name=nm),
+         "dtype torch.complex64 is not supported"),
+        ("allreduce_", lambda nm: hvd.allreduce_(strided() if bad else f32(), name=nm),
+         "in-place operations need a contiguous tensor"),
+        ("allreduce of bool", lambda nm: hvd.allreduce(flags if bad else f32(), name=nm),
+         "bool tensors accept Sum, Min, Max and Product"),
+        ("grouped_allreduce", lambda nm: hvd.grouped_allreduce(
+            [f32(), c64() if bad else f32()], name=nm), "dtype torch.complex64 is not supported"),
+        ("grouped_allreduce_", lambda nm: hvd.grouped_allreduce_(
+            [f32(), strided() if bad else f32(), f32()], name=nm),
+         "in-place operations need a contiguous tensor"),
+        ("allgather", lambda nm: hvd.allgather(c64() if bad else f32(), name=nm),
+         "dtype torch.complex64 is not supported"),
+        ("grouped_allgather", lambda nm: hvd.grouped_allgather(
+            [c64() if bad else f32(), f32()], name=nm), "dtype torch.complex64 is not supported"),
+        ("broadcast", lambda nm: hvd.broadcast(f32(), n if bad else 0, name=nm),
+         "root_rank %d is not a rank of this job" % n),
+        ("broadcast_", lambda nm: hvd.broadcast_(f32(), -1 if bad else 0, name=nm),
+         "root_rank -1 is not a rank of this job"),
+        ("alltoall", lambda nm: hvd.alltoall(torch.tensor(1.0) if bad else f32(), name=nm),
+         "alltoall needs at least one dimension"),
+        ("reducescatter", lambda nm: hvd.reducescatter(flags if bad else f32(), name=nm),
+         "bool tensors are not supported by reducescatter"),
+        ("grouped_reducescatter", lambda nm: hvd.grouped_reducescatter(
+            [f32(), torch.tensor(1.0) if bad else f32()], name=nm),
+         "reducescatter needs at least one dimension"),
+    ]
+
+
+def test_an_input_hora_torch_refuses_on_one_rank_fails_on_every_rank():
+    # What hora.torch's own checks refuse (a dtype, a layout, a root, a
+    # scalar where rows are due) on rank 1 only: every rank's call fails,
+    # rank 1's with its own error, the others' with a MismatchError naming
+    # rank 1's (they waited for good before), named or not; the next unnamed
+    # calls line up.
+    r, n = hvd.rank(), hvd.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    for label, call, says in _one_rank_bad_torch(r, n):
+        for name in ("refused." + label.replace(" ", "_"), None):
+            with pytest.raises((hvd.HoraError, ValueError, TypeError)) as info:
+                call(name)
+            message = str(info.value)
+            assert says in message, (label, message)
+            if r != 1:
+                assert isinstance(info.value, hvd.MismatchError), (label, message)
+                assert message.startswith("rank 1: "), (label, message)
+    got = hvd.allreduce(torch.full((3,), float(r)), op=hvd.Sum)
+    assert got.tolist() == [float(n * (n - 1) // 2)] * 3
+    got = hvd.grouped_allgather([torch.full((1,), r, dtype=torch.int32)] * 2)
+    assert [g.tolist() for g in got] == [list(range(n))] * 2

@@ -151,6 +151,21 @@ def test_errors_name_the_operation():
     assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == hj.size()
 
 
+def test_an_input_refused_on_one_rank_fails_on_every_rank():
+    # A scalar where reducescatter needs rows, on rank 1 only: every rank's
+    # call fails, the others naming rank 1's error (they waited for it
+    # before); the next unnamed call lines up.
+    r, n = hj.rank(), hj.size()
+    if n < 2:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = jnp.float32(1.0) if r == 1 else jnp.ones(2 * n)
+    for name in ("rs.scalar.one", None):
+        with pytest.raises(hj.HoraError, match="at least one dimension") as info:
+            hj.reducescatter(x, name=name)
+        assert isinstance(info.value, hj.MismatchError if r != 1 else hj.InvalidArgumentError)
+    assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == n
+
+
 def test_uneven_rows_inside_jit_are_an_error_naming_the_collective():
     # Inside jit the result's shape is fixed from this rank's input; ranks
     # with different row counts (1 and 3 in turn: no rank's guess is right)

@@ -254,3 +254,57 @@ def test_a_call_one_rank_refuses_fails_on_every_rank_and_the_next_lines_up():
         assert isinstance(info.value, hnp.InvalidArgumentError if r == 1 else hnp.MismatchError)
     got = hnp.alltoall(np.full(n, float(r), dtype=np.float32))
     assert got.tolist() == [float(q) for q in range(n)]
+
+
+def _one_rank_bad_numpy(r, n):
+    """(label, call(name), what every rank's error says): rank 1's input is
+    one the module's own checks refuse; the others' is good."""
+    bad = r == 1
+    f32 = np.arange(2 * n, dtype=np.float32)
+    c64 = f32.astype(np.complex64)
+    return [
+        ("allreduce", lambda nm: hnp.allreduce(c64 if bad else f32, name=nm),
+         "dtype complex64 is not supported"),
+        ("grouped_allreduce", lambda nm: hnp.grouped_allreduce(
+            [f32, c64 if bad else f32, f32], name=nm), "dtype complex64 is not supported"),
+        ("grouped_allreduce of one", lambda nm: hnp.grouped_allreduce(
+            [c64 if bad else f32], name=nm), "dtype complex64 is not supported"),
+        ("allreduce of bool", lambda nm: hnp.allreduce(f32 > 1 if bad else f32, name=nm),
+         "bool arrays accept Sum, Min, Max and Product, not Average"),
+        ("allgather", lambda nm: hnp.allgather(np.array(["a"]) if bad else f32, name=nm),
+         "dtype <U1 is not supported"),
+        ("grouped_allgather", lambda nm: hnp.grouped_allgather(
+            [f32, np.array(["a"]) if bad else f32], name=nm), "dtype <U1 is not supported"),
+        ("broadcast", lambda nm: hnp.broadcast(f32, n if bad else 0, name=nm),
+         "root_rank %d is not a rank of this job" % n),
+        ("alltoall", lambda nm: hnp.alltoall(np.float32(1) if bad else f32, name=nm),
+         "alltoall needs at least one dimension"),
+        ("reducescatter", lambda nm: hnp.reducescatter(f32 > 1 if bad else f32, name=nm),
+         "bool arrays are not supported"),
+        ("grouped_reducescatter", lambda nm: hnp.grouped_reducescatter(
+            [f32, np.float32(1) if bad else f32], name=nm),
+         "reducescatter needs at least one dimension"),
+    ]
+
+
+def test_an_input_the_module_refuses_on_one_rank_fails_on_every_rank():
+    # What hora.numpy's own checks refuse (a dtype, a root, a scalar where
+    # rows are due) on rank 1 only: every rank's call fails, rank 1's with
+    # its own error, the others' with a MismatchError naming rank 1's (they
+    # waited for good before), named or not; the next unnamed call lines up.
+    r, n = hnp.rank(), hnp.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    for label, call, says in _one_rank_bad_numpy(r, n):
+        for name in ("refused." + label.replace(" ", "_"), None):
+            with pytest.raises((hnp.HoraError, ValueError, TypeError)) as info:
+                call(name)
+            message = str(info.value)
+            assert says in message, (label, message)
+            if r != 1:
+                assert isinstance(info.value, hnp.MismatchError), (label, message)
+                assert message.startswith("rank 1: "), (label, message)
+    got = hnp.allreduce(np.full(3, float(r), dtype=np.float32), op=hnp.Sum)
+    assert got.tolist() == [float(n * (n - 1) // 2)] * 3
+    got = hnp.grouped_allgather([np.full(1, r, dtype=np.int32)] * 2)
+    assert [g.tolist() for g in got] == [list(range(n))] * 2

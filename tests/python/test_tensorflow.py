@@ -220,6 +220,24 @@ def test_errors_name_the_operation():
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == hvd.size()
 
 
+def test_an_input_refused_on_one_rank_fails_on_every_rank():
+    # A dtype hora takes on no rank but rank 1's (bfloat16), eagerly and in a
+    # tf.function: every rank's call fails, the others naming rank 1's error
+    # (they waited for it before); the job goes on.
+    r, n = hvd.rank(), hvd.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = tf.constant([1.0, 2.0], tf.bfloat16 if r == 1 else tf.float32)
+    for mode, name in (("eager", "bf.one"), ("eager", None), ("function", "bf.one.f")):
+        with pytest.raises((htf.HoraError, tf.errors.OpError)) as info:
+            _run(mode, lambda t: htf.allreduce(t, name=name), x)
+        message = str(info.value)
+        assert "dtype bfloat16 is not supported" in message, (mode, message)
+        if r != 1:
+            assert "rank 1: allreduce" in message, (mode, message)
+    assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == n
+
+
 def test_compat_v1_distributed_optimizer_and_keras_delegation():
     r, n = hvd.rank(), hvd.size()
     w = tf.Variable([1.0, 2.0])

@@ -195,6 +195,24 @@ def session(hint=None):
     return s
 
 
+def refuse(collective, name, process_set_id, error, group_size=0):
+    """Hands the core a collective this rank's own checks refused with
+    ``error`` (which the caller raises next), so that the call fails on every
+    rank, the others with a MismatchError quoting ``error`` and naming this
+    rank, instead of leaving them waiting for it (a dtype, shape or root can
+    differ on one rank only). ``collective``: the kind the call would have
+    submitted ("allreduce", "grouped_allreduce" with ``group_size``
+    members...); ``name``: its name ("" for a generated one). Nothing is
+    submitted where no Session runs (the caller's error says why)."""
+    s = _session
+    if s is None:
+        return
+    try:
+        s.refuse(collective, name, str(error), group_size, process_set_id)
+    except Exception:  # noqa: BLE001 (the caller's own error is the one to raise)
+        pass
+
+
 def rank():
     """This process's rank in the job, in [0, size())."""
     return session().rank

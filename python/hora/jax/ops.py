@@ -10,7 +10,7 @@ from jax.experimental import io_callback
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.process_sets import global_process_set, process_set_ranks
+from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
 
 
 def _array(x):
@@ -145,10 +145,12 @@ def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1
     rows, the first ``dim0 % size`` ranks one more)."""
     op = basics.check_op(op)
     x = _array(x)
-    if x.ndim == 0:
-        raise basics.InvalidArgumentError(
+    if x.ndim == 0:  # (refused on every rank: the others may have rows)
+        error = basics.InvalidArgumentError(
             "reducescatter%s: reducescatter needs at least one dimension (got a scalar)"
             % (" '%s'" % name if name else " (unnamed)"))
+        basics.refuse("reducescatter", hnp.call_name(name), process_set_id(process_set), error)
+        raise error
     n = _set_size(process_set)
     me = process_set_ranks(process_set).index(basics.rank())
     rows = x.shape[0] // n + (me < x.shape[0] % n)

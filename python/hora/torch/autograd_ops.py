@@ -217,8 +217,8 @@ class _Broadcast(Function):
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
     cap, sid = _one_call(tensor, name, process_set)
-    if cap is not None:
-        root = co.check_root(root_rank, tu.describe("broadcast", name), process_set)
+    root = None if cap is None else co.valid_root(root_rank, process_set)
+    if root is not None:  # (else the general path refuses it, on every rank)
         out = basics.session().broadcast_new(name or "", cap, root, sid)
         if out is not None:
             return tu.from_dlpack(out)

@@ -36,7 +36,10 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather; ``synchronize(handle)`` returns the concatenation (a new tensor)."""
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensor = _allgather_prepare(tensor, name, "allgather")
+    try:
+        tensor = _allgather_prepare(tensor, name, "allgather")
+    except Exception as e:
+        raise refusing("allgather", name, sid, e)
     h = basics.session().allgather_async(name, tu.capsule(tensor), sid)
     return Handle([h], lambda: tu.from_capsule(h.output(), tensor.dtype), keep=(tensor,))
 
@@ -45,14 +48,25 @@ def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; ``synchronize`` returns the tuple."""
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensors = [_allgather_prepare(t, name, "grouped allgather")
-               for t in tu.check_list(tensors, "grouped_allgather")]
+    tensors = tu.check_list(tensors, "grouped_allgather")
+    try:
+        tensors = [_allgather_prepare(t, name, "grouped allgather") for t in tensors]
+    except Exception as e:
+        raise refusing("grouped_allgather", name, sid, e, len(tensors))
     if not tensors:
         return Handle([], lambda: ())
     hs = basics.session().grouped_allgather_async(name, [tu.capsule(t) for t in tensors], sid)
     return Handle(hs, lambda: tuple(tu.from_capsule(h.output(), t.dtype)
                                  for h, t in zip(hs, tensors)),
                   keep=tensors)
+
+
+def refusing(collective, name, sid, error, group_size=0):
+    """``error``, raised by this rank's checks of a call, after handing the
+    call to the core as refused: it fails on every rank, naming this one's
+    error, instead of leaving the others waiting (basics.refuse)."""
+    basics.refuse(collective, name, sid, error, group_size)
+    return error
 
 
 def check_root(root_rank, what, process_set):
@@ -70,6 +84,14 @@ def check_root(root_rank, what, process_set):
     return root
 
 
+def valid_root(root_rank, process_set):
+    """``root_rank`` as an int where it is a rank of ``process_set``, else None."""
+    try:
+        return check_root(root_rank, "broadcast", process_set)
+    except InvalidArgumentError:
+        return None
+
+
 # Outputs of this size or more come from Hora's pool (OutputPool::kMinPooledBytes).
 _POOLED_BYTES = 64 << 10
 
@@ -79,21 +101,27 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     ``synchronize(handle)`` returns ``tensor``."""
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensor = tu.check_tensor(tensor, "broadcast", name, inplace=True)
-    root = check_root(root_rank, tu.describe("broadcast", name), process_set)
+    try:
+        tensor = tu.check_tensor(tensor, "broadcast", name, inplace=True)
+        root = check_root(root_rank, tu.describe("broadcast", name), process_set)
+    except Exception as e:
+        raise refusing("broadcast", name, sid, e)
     h = basics.session().broadcast_async(name, tu.capsule(tensor), root, sid)
     return Handle([h], lambda: tensor, keep=(tensor,))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast into a new tensor (``tensor`` is not modified)."""
-    process_set_id(process_set)
+    sid = process_set_id(process_set)
     name = tu.check_name(name)
-    src = tu.check_tensor(tensor, "broadcast", name)  # (contiguous)
+    try:
+        src = tu.check_tensor(tensor, "broadcast", name)  # (contiguous)
+        root = check_root(root_rank, tu.describe("broadcast", name), process_set)
+    except Exception as e:
+        raise refusing("broadcast", name, sid, e)
     if src.device.type == "cpu" and src.numel() * src.element_size() >= _POOLED_BYTES:
         # A large host output from Hora's pool (memory already faulted in, when a freed
         # output of about its size left it there); only the root's needs its data.
-        root = check_root(root_rank, tu.describe("broadcast", name), process_set)
         output = tu.from_capsule(basics.session().new_output(tu.capsule(src.detach())),
                                  tensor.dtype)
         if basics.rank() == root:
@@ -131,10 +159,13 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     what = tu.describe("alltoall", name)
-    tensor = tu.check_tensor(tensor, "alltoall", name)
-    if tensor.dim() == 0:
-        raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
-    sp = splits_list(splits, what)
+    try:
+        tensor = tu.check_tensor(tensor, "alltoall", name)
+        if tensor.dim() == 0:
+            raise InvalidArgumentError("%s: alltoall needs at least one dimension" % what)
+        sp = splits_list(splits, what)
+    except Exception as e:
+        raise refusing("alltoall", name, sid, e)
     h = basics.session().alltoall_async(name, tu.capsule(tensor), sp, sid)
 
     def finish():

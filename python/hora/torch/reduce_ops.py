@@ -49,25 +49,31 @@ def _check_adasum(op, process_set, kind, name):
                                  "set has %d" % (tu.describe(kind, name), n))
 
 
-def _allreduce(inputs, outputs, name, op, prescale, postscale, grouped, sid, ps):
-    """Submits one allreduce (or one group); returns a Handle whose result is
-    the output tensor (or the list of them)."""
-    kind = "grouped allreduce" if grouped else "allreduce"
+def _reduction(tensors, op, average, prescale, postscale, kind, name, ps):
+    """The checked reduction of ``tensors``: (op on the wire, prescale, postscale)."""
+    op = basics.check_op(op, average)
     _check_adasum(op, ps, kind, name)
+    return (tu.wire_op({t.dtype for t in tensors}, op, prescale, postscale, kind, name),
+            float(prescale), float(postscale))
+
+
+def _allreduce(inputs, outputs, name, reduction, grouped, sid):
+    """Submits one allreduce (or one group) of checked tensors and
+    ``reduction`` (``_reduction``); returns a Handle whose result is the
+    output tensor (or the list of them)."""
     s = basics.session()
-    wire = tu.wire_op({t.dtype for t in inputs}, op, prescale, postscale, kind, name)
+    wire, prescale, postscale = reduction
     if grouped:
         if not inputs:
             return Handle([], lambda: [])
         # In place (the same list): one capsule per tensor, and None for outputs.
         out_caps = None if outputs is inputs else [tu.capsule(t) for t in outputs]
         hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in inputs], out_caps, wire,
-                                       float(prescale), float(postscale), sid)
+                                       prescale, postscale, sid)
         return Handle(hs, lambda: list(outputs), keep=(inputs, outputs))
     # The same tensor in and out: one capsule, and the core reduces in place.
     out_cap = None if outputs[0] is inputs[0] else tu.capsule(outputs[0])
-    h = s.allreduce_async(name, tu.capsule(inputs[0]), out_cap, wire, float(prescale),
-                          float(postscale), sid)
+    h = s.allreduce_async(name, tu.capsule(inputs[0]), out_cap, wire, prescale, postscale, sid)
     return Handle([h], lambda: outputs[0], keep=(inputs, outputs))
 
 
@@ -77,27 +83,26 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
     ``synchronize(handle)`` returns the reduced tensor (same shape and dtype).
     """
-    op = basics.check_op(op, average)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensor = tu.check_tensor(tensor, "allreduce", name)
+    try:
+        tensor = tu.check_tensor(tensor, "allreduce", name)
+        reduction = _reduction([tensor], op, average, prescale_factor, postscale_factor,
+                               "allreduce", name, process_set)
+    except Exception as e:
+        raise co.refusing("allreduce", name, sid, e)
     if not tensor.is_cuda:
-        return _allreduce_into_new(tensor, name, op, prescale_factor, postscale_factor, sid,
-                                   process_set)
+        return _allreduce_into_new(tensor, name, reduction, sid)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce([tensor], [output], name, op, prescale_factor, postscale_factor, False, sid,
-                      process_set)
+    return _allreduce([tensor], [output], name, reduction, False, sid)
 
 
-def _allreduce_into_new(tensor, name, op, prescale, postscale, sid, ps):
+def _allreduce_into_new(tensor, name, reduction, sid):
     """An allreduce of a host tensor into a new output that the core takes from its pool of
     memory already faulted in (HORA_OUTPUT_POOL_BYTES), and gets back when the output is
     freed: a large output would otherwise fault every page on each call."""
-    _check_adasum(op, ps, "allreduce", name)
     s = basics.session()
-    wire = tu.wire_op({tensor.dtype}, op, prescale, postscale, "allreduce", name)
-    h = s.allreduce_async(name, tu.capsule(tensor), True, wire, float(prescale), float(postscale),
-                          sid)
+    h = s.allreduce_async(name, tu.capsule(tensor), True, *reduction, sid)
     dtype = tensor.dtype
     return Handle([h], lambda: tu.from_capsule(h.output(), dtype), keep=(tensor,))
 
@@ -116,12 +121,15 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                                                  float(prescale_factor), float(postscale_factor),
                                                  direct[1])
             return Handle([h], None, keep=tensor, host=True)
-    op = basics.check_op(op, average)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensor = tu.check_tensor(tensor, "allreduce", name, inplace=True)
-    return _allreduce([tensor], [tensor], name, op, prescale_factor, postscale_factor, False, sid,
-                      process_set)
+    try:
+        tensor = tu.check_tensor(tensor, "allreduce", name, inplace=True)
+        reduction = _reduction([tensor], op, average, prescale_factor, postscale_factor,
+                               "allreduce", name, process_set)
+    except Exception as e:
+        raise co.refusing("allreduce", name, sid, e)
+    return _allreduce([tensor], [tensor], name, reduction, False, sid)
 
 
 # The common call of allreduce_ and allreduce: Horovod's ops but Adasum.
@@ -188,27 +196,25 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing a list of tensors as one group (they run together, only when
     every member is ready on every rank). ``synchronize`` returns the list of results."""
-    op = basics.check_op(op, average)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensors = [tu.check_tensor(t, "grouped allreduce", name)
-               for t in tu.check_list(tensors, "grouped_allreduce")]
+    tensors = tu.check_list(tensors, "grouped_allreduce")
+    try:
+        tensors = [tu.check_tensor(t, "grouped allreduce", name) for t in tensors]
+        reduction = _reduction(tensors, op, average, prescale_factor, postscale_factor,
+                               "grouped allreduce", name, process_set)
+    except Exception as e:
+        raise co.refusing("grouped_allreduce", name, sid, e, len(tensors))
     if tensors and not any(t.is_cuda for t in tensors):
-        return _grouped_allreduce_into_new(tensors, name, op, prescale_factor, postscale_factor,
-                                           sid, process_set)
+        return _grouped_allreduce_into_new(tensors, name, reduction, sid)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
-    return _allreduce(tensors, outputs, name, op, prescale_factor, postscale_factor, True, sid,
-                      process_set)
+    return _allreduce(tensors, outputs, name, reduction, True, sid)
 
 
-def _grouped_allreduce_into_new(tensors, name, op, prescale, postscale, sid, ps):
+def _grouped_allreduce_into_new(tensors, name, reduction, sid):
     """``_allreduce_into_new`` for a group of host tensors."""
-    _check_adasum(op, ps, "grouped allreduce", name)
     s = basics.session()
-    wire = tu.wire_op({t.dtype for t in tensors}, op, prescale, postscale,
-                      "grouped allreduce", name)
-    hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in tensors], True, wire,
-                                   float(prescale), float(postscale), sid)
+    hs = s.grouped_allreduce_async(name, [tu.capsule(t) for t in tensors], True, *reduction, sid)
     dtypes = [t.dtype for t in tensors]
     return Handle(hs, lambda: [tu.from_capsule(h.output(), d) for h, d in zip(hs, dtypes)],
                   keep=(tensors,))
@@ -217,13 +223,16 @@ def _grouped_allreduce_into_new(tensors, name, op, prescale, postscale, sid, ps)
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """In-place ``grouped_allreduce_async``; ``synchronize`` returns ``tensors``."""
-    op = basics.check_op(op, average)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True)
-               for t in tu.check_list(tensors, "grouped_allreduce_")]
-    return _allreduce(tensors, tensors, name, op, prescale_factor, postscale_factor, True, sid,
-                      process_set)
+    tensors = tu.check_list(tensors, "grouped_allreduce_")
+    try:
+        tensors = [tu.check_tensor(t, "grouped allreduce", name, inplace=True) for t in tensors]
+        reduction = _reduction(tensors, op, average, prescale_factor, postscale_factor,
+                               "grouped allreduce", name, process_set)
+    except Exception as e:
+        raise co.refusing("grouped_allreduce", name, sid, e, len(tensors))
+    return _allreduce(tensors, tensors, name, reduction, True, sid)
 
 
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
@@ -233,25 +242,32 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
                                                 postscale_factor, process_set))
 
 
-def _reducescatter(tensors, name, op, prescale, postscale, grouped, sid):
+def _check_reducescatter(tensors, name, op, prescale, postscale, grouped):
+    """The checked tensors and (op, prescale, postscale) of a reducescatter."""
     kind = "grouped reducescatter" if grouped else "reducescatter"
-    s = basics.session()
+    tensors = [tu.check_tensor(t, kind, name) for t in tensors]
     if any(t.dtype == torch.bool for t in tensors):
         raise InvalidArgumentError("%s: bool tensors are not supported by reducescatter"
-                                      % tu.describe(kind, name))
+                                   % tu.describe(kind, name))
     for t in tensors:
         if t.dim() == 0:
             raise InvalidArgumentError("%s: reducescatter needs at least one dimension "
-                                          "(got a scalar)" % tu.describe(kind, name))
+                                       "(got a scalar)" % tu.describe(kind, name))
+    return tensors, (basics.check_op(op), float(prescale), float(postscale))
+
+
+def _reducescatter(tensors, name, reduction, grouped, sid):
+    s = basics.session()
+    op, prescale, postscale = reduction
     caps = [tu.capsule(t) for t in tensors]
     dtypes = [t.dtype for t in tensors]
     if grouped:
         if not tensors:
             return Handle([], lambda: [])
-        hs = s.grouped_reducescatter_async(name, caps, op, float(prescale), float(postscale), sid)
+        hs = s.grouped_reducescatter_async(name, caps, op, prescale, postscale, sid)
         return Handle(hs, lambda: [tu.from_capsule(h.output(), d) for h, d in zip(hs, dtypes)],
                       keep=tensors)
-    h = s.reducescatter_async(name, caps[0], op, float(prescale), float(postscale), sid)
+    h = s.reducescatter_async(name, caps[0], op, prescale, postscale, sid)
     return Handle([h], lambda: tu.from_capsule(h.output(), dtypes[0]), keep=tensors)
 
 
@@ -263,22 +279,28 @@ def reducescatter_async(tensor, name=None, op=None, process_set=global_process_s
     ``dim0 // size`` rows, the first ``dim0 % size`` ranks one row more.
     ``synchronize(handle)`` returns that slice (a new tensor).
     """
-    op = basics.check_op(op)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensor = tu.check_tensor(tensor, "reducescatter", name)
-    return _reducescatter([tensor], name, op, prescale_factor, postscale_factor, False, sid)
+    try:
+        tensors, reduction = _check_reducescatter([tensor], name, op, prescale_factor,
+                                                  postscale_factor, False)
+    except Exception as e:
+        raise co.refusing("reducescatter", name, sid, e)
+    return _reducescatter(tensors, name, reduction, False, sid)
 
 
 def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """``reducescatter_async`` of a list of tensors as one group; returns the list of slices."""
-    op = basics.check_op(op)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
-    tensors = [tu.check_tensor(t, "grouped reducescatter", name)
-               for t in tu.check_list(tensors, "grouped_reducescatter")]
-    return _reducescatter(tensors, name, op, prescale_factor, postscale_factor, True, sid)
+    tensors = tu.check_list(tensors, "grouped_reducescatter")
+    try:
+        tensors, reduction = _check_reducescatter(tensors, name, op, prescale_factor,
+                                                  postscale_factor, True)
+    except Exception as e:
+        raise co.refusing("grouped_reducescatter", name, sid, e, len(tensors))
+    return _reducescatter(tensors, name, reduction, True, sid)
 
 
 def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
