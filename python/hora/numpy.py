@@ -53,7 +53,6 @@ def call_name(name):
     return "" if name is None else basics.utf8_name(str(name))
 
 
-
 def _what(op, name):
     return "%s '%s'" % (op, name) if name else "%s (unnamed)" % op
 

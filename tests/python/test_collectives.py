@@ -362,6 +362,8 @@ def _one_rank_bad_torch(r, n):
          "dtype torch.complex64 is not supported"),
         ("allreduce_", lambda nm: hvd.allreduce_(strided() if bad else f32(), name=nm),
          "in-place operations need a contiguous tensor"),
+        ("allreduce_async_", lambda nm: hvd.synchronize(hvd.allreduce_async_(
+            c64() if bad else f32(), name=nm)), "dtype torch.complex64 is not supported"),
         ("allreduce of bool", lambda nm: hvd.allreduce(flags if bad else f32(), name=nm),
          "bool tensors accept Sum, Min, Max and Product"),
         ("grouped_allreduce", lambda nm: hvd.grouped_allreduce(
@@ -379,6 +381,9 @@ def _one_rank_bad_torch(r, n):
          "root_rank -1 is not a rank of this job"),
         ("alltoall", lambda nm: hvd.alltoall(torch.tensor(1.0) if bad else f32(), name=nm),
          "alltoall needs at least one dimension"),
+        ("alltoall splits", lambda nm: hvd.alltoall(
+            f32(), splits=[float("nan")] * n if bad else [2] * n, name=nm),
+         "splits must be a sequence of ints"),
         ("reducescatter", lambda nm: hvd.reducescatter(flags if bad else f32(), name=nm),
          "bool tensors are not supported by reducescatter"),
         ("grouped_reducescatter", lambda nm: hvd.grouped_reducescatter(

@@ -143,10 +143,12 @@ def test_optimizer_outside_a_process_set_keeps_local_gradients():
 
 
 def test_errors_name_the_operation():
-    # A scalar has no axis 0 to scatter (as hora.torch's), eagerly and in jit.
-    for f in (hj.reducescatter, jax.jit(hj.reducescatter)):
-        with pytest.raises(hj.InvalidArgumentError, match="at least one dimension"):
-            f(jnp.float32(1.0))
+    # A scalar has no axis 0 to scatter (as hora.torch's), eagerly and in
+    # jit (there when the step runs, as jit's callbacks raise).
+    with pytest.raises(hj.InvalidArgumentError, match="at least one dimension"):
+        hj.reducescatter(jnp.float32(1.0))
+    with pytest.raises(Exception, match="at least one dimension"):
+        jax.block_until_ready(jax.jit(hj.reducescatter)(jnp.float32(1.0)))
     # The job goes on.
     assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == hj.size()
 
@@ -163,6 +165,12 @@ def test_an_input_refused_on_one_rank_fails_on_every_rank():
         with pytest.raises(hj.HoraError, match="at least one dimension") as info:
             hj.reducescatter(x, name=name)
         assert isinstance(info.value, hj.MismatchError if r != 1 else hj.InvalidArgumentError)
+    # Inside jit, after a collective of the same step: it fails when the
+    # step runs, on every rank (rank 1's was refused while tracing before,
+    # and the others' allreduce met rank 1's next one).
+    step = jax.jit(lambda a, b: (hj.allreduce(a, op=hj.Sum), hj.reducescatter(b)))
+    with pytest.raises(Exception, match="at least one dimension"):
+        jax.block_until_ready(step(jnp.full(1, 100.0 * (r + 1)), x))
     assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == n
 
 

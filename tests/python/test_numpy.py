@@ -1,5 +1,7 @@
 """hora.numpy against locally computed references."""
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
@@ -304,6 +306,9 @@ def test_an_input_the_module_refuses_on_one_rank_fails_on_every_rank():
             if r != 1:
                 assert isinstance(info.value, hnp.MismatchError), (label, message)
                 assert message.startswith("rank 1: "), (label, message)
+    # An empty group reaches the core on no rank, refused or not.
+    with pytest.raises(ValueError) if r == 1 else contextlib.nullcontext():
+        assert hnp.grouped_allreduce([], op="Sum" if r == 1 else hnp.Sum) == []
     got = hnp.allreduce(np.full(3, float(r), dtype=np.float32), op=hnp.Sum)
     assert got.tolist() == [float(n * (n - 1) // 2)] * 3
     got = hnp.grouped_allgather([np.full(1, r, dtype=np.int32)] * 2)

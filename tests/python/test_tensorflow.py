@@ -235,6 +235,12 @@ def test_an_input_refused_on_one_rank_fails_on_every_rank():
         assert "dtype bfloat16 is not supported" in message, (mode, message)
         if r != 1:
             assert "rank 1: allreduce" in message, (mode, message)
+    # A scalar where alltoall needs rows, on rank 1 only.
+    y = tf.constant(1.0) if r == 1 else tf.range(2.0 * n)
+    for name in ("a2a.scalar.one", None):
+        with pytest.raises(htf.HoraError, match="at least one dimension") as info:
+            htf.alltoall(y, name=name)
+        assert isinstance(info.value, htf.MismatchError if r != 1 else htf.InvalidArgumentError)
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == n
 
 

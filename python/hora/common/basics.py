@@ -205,8 +205,8 @@ def refuse(collective, name, process_set_id, error, group_size=0):
     members...); ``name``: its name ("" for a generated one). Nothing is
     submitted where no Session runs (the caller's error says why)."""
     s = _session
-    if s is None:
-        return
+    if s is None or (collective.startswith("grouped_") and group_size == 0):
+        return  # (an empty group reaches the core on no rank)
     try:
         s.refuse(collective, name, str(error), group_size, process_set_id)
     except Exception:  # noqa: BLE001 (the caller's own error is the one to raise)

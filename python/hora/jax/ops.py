@@ -10,7 +10,7 @@ from jax.experimental import io_callback
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.process_sets import global_process_set, process_set_id, process_set_ranks
+from hora.common.process_sets import global_process_set, process_set_ranks
 
 
 def _array(x):
@@ -145,18 +145,15 @@ def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1
     rows, the first ``dim0 % size`` ranks one more)."""
     op = basics.check_op(op)
     x = _array(x)
-    if x.ndim == 0:  # (refused on every rank: the others may have rows)
-        error = basics.InvalidArgumentError(
-            "reducescatter%s: reducescatter needs at least one dimension (got a scalar)"
-            % (" '%s'" % name if name else " (unnamed)"))
-        basics.refuse("reducescatter", hnp.call_name(name), process_set_id(process_set), error)
-        raise error
     n = _set_size(process_set)
     me = process_set_ranks(process_set).index(basics.rank())
-    rows = x.shape[0] // n + (me < x.shape[0] % n)
+    # A scalar has no rows: hora.numpy refuses it on every rank (inside jit
+    # when the step runs, as the others' calls do), and its shape here is
+    # never used.
+    shape = (x.shape[0] // n + (me < x.shape[0] % n),) + x.shape[1:] if x.ndim else (0,)
     return _host(lambda a: [hnp.reducescatter(a[0], op, name, prescale_factor, postscale_factor,
                                               process_set)],
-                 [x], [_spec(x, (rows,) + x.shape[1:])], _what("reducescatter", name))[0]
+                 [x], [_spec(x, shape)], _what("reducescatter", name))[0]
 
 
 def barrier(process_set=global_process_set):

@@ -250,7 +250,10 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     tensor = tf.convert_to_tensor(tensor)
     n = _set_size(process_set)
     even = splits is None
-    if even and tf.executing_eagerly() and tensor.shape.rank:
+    if even and tensor.shape.rank == 0:
+        # (No rows to split: hora.numpy refuses it, on every rank.)
+        splits = np.zeros([n], np.int32)
+    elif even and tf.executing_eagerly() and tensor.shape.rank:
         # (An eager tensor's shape is known: TF ops building the splits
         # took 0.2 ms, half the call.)
         splits = np.full([n], tensor.shape[0] // n, np.int32)

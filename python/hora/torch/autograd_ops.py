@@ -251,7 +251,10 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """
     cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
-        sp = co.splits_list(splits, tu.describe("alltoall", name))
+        try:
+            sp = co.splits_list(splits, tu.describe("alltoall", name))
+        except Exception as e:
+            raise co.refusing("alltoall", name or "", sid, e)
         done = basics.session().alltoall_new(name or "", cap, sp, sid)
         if done is not None:
             out = tu.from_dlpack(done[0])

@@ -111,7 +111,7 @@ def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing ``tensor`` in place; ``synchronize(handle)`` returns ``tensor``."""
     direct = direct_op(tensor, average, name, op, process_set)
-    if (direct is not None and tensor.layout is torch.strided and tensor.dtype is not torch.bool
+    if (direct is not None and tensor.layout is torch.strided and tensor.dtype in tu.WIRE_DTYPES
             and tensor.is_cpu and tensor.is_contiguous()):
         # The common call (DistributedOptimizer's, a gradient a call): fewer
         # checks in Python, as the one-call forms; the core checks the rest.

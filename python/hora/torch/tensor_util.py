@@ -28,6 +28,8 @@ SUPPORTED_DTYPES = (
     torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.bool,
 )
 _SUPPORTED = frozenset(SUPPORTED_DTYPES)
+# What travels as itself (bool goes as uint8).
+WIRE_DTYPES = _SUPPORTED - {torch.bool}
 
 
 def describe(op, name):
