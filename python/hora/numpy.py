@@ -102,14 +102,11 @@ def _wire_op(a, op, prescale, postscale, what):
     return Max if op in (Sum, Max) else Min
 
 
-def _refusing(collective, name, sid, error, count=1):
+def _refusing(collective, name, sid, error, count=0):
     """``error``, raised by this rank's checks of a call, after handing the
     call to the core as refused (basics.refuse): it fails on every rank,
-    naming this one's error, instead of leaving the others waiting. A list
-    of ``count`` arrays goes as the calls below make it: one array as a
-    single call, more as a group."""
-    if count == 1 and collective.startswith("grouped_"):
-        collective = collective[len("grouped_"):]
+    naming this one's error, instead of leaving the others waiting. A
+    grouped call (``collective`` "grouped_..."), of ``count`` arrays."""
     basics.refuse(collective, name, sid, error, count)
     return error
 
@@ -149,18 +146,25 @@ def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1
             float(postscale_factor), sid, True), a.dtype)
         if out is not None:
             return out
-    return grouped_allreduce([a], op, name, prescale_factor, postscale_factor,
-                             process_set)[0]
+    return _allreduce_list([a], op, name, prescale_factor, postscale_factor, process_set,
+                           False)[0]
 
 
 def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """Reduces a list of arrays as one group (released together, fused); returns
-    the list of results."""
+    the list of results. Members are named "<name>.<i>" (a group of one
+    too, as hora.torch's)."""
+    return _allreduce_list(arrays, op, name, prescale_factor, postscale_factor, process_set,
+                           True)
+
+
+def _allreduce_list(arrays, op, name, prescale_factor, postscale_factor, process_set, grouped):
+    """The allreduce of ``arrays``: one group (``grouped``), or one array alone."""
     sid = process_set_id(process_set)
     name = call_name(name)
     arrays = _list(arrays, "grouped_allreduce")
-    what = _what("allreduce" if len(arrays) == 1 else "grouped allreduce", name)
+    what = _what("grouped allreduce" if grouped else "allreduce", name)
     try:
         op = basics.check_op(op)
         ins = [_prepare(a, "allreduce", name) for a in arrays]
@@ -169,12 +173,13 @@ def grouped_allreduce(arrays, op=None, name=None, prescale_factor=1.0, postscale
             raise InvalidArgumentError("%s: bool arrays can be grouped with other dtypes only "
                                        "for Min or Max" % what)
     except Exception as e:
-        raise _refusing("grouped_allreduce", name, sid, e, len(arrays))
+        raise _refusing("grouped_allreduce" if grouped else "allreduce", name, sid, e,
+                        len(arrays))
     if not ins:
         return []
     # output=True: each output is memory from Hora's pool, faulted in already when a freed
     # output of about its size left it there (HORA_OUTPUT_POOL_BYTES).
-    if len(ins) == 1:
+    if not grouped:
         hs = [_session().allreduce_async(name, _wire(ins[0]).__dlpack__(), True, wire_ops.pop(),
                                          float(prescale_factor), float(postscale_factor), sid)]
     else:
@@ -196,22 +201,29 @@ def allgather(array, name=None, process_set=global_process_set):
         raise _refusing("allgather", name, sid, e)
     a = a.reshape(1) if a.ndim == 0 else a
     out = _one_call(_session().allgather_new(name, _wire(a).__dlpack__(), sid, True), a.dtype)
-    return out if out is not None else grouped_allgather([a], name, process_set)[0]
+    return out if out is not None else _allgather_list([a], name, process_set, False)[0]
 
 
 def grouped_allgather(arrays, name=None, process_set=global_process_set):
-    """Allgathers a list of arrays as one group; returns the list of results."""
+    """Allgathers a list of arrays as one group; returns the list of results
+    (members named as grouped_allreduce's)."""
+    return _allgather_list(arrays, name, process_set, True)
+
+
+def _allgather_list(arrays, name, process_set, grouped):
+    """The allgather of ``arrays``: one group (``grouped``), or one array alone."""
     sid = process_set_id(process_set)
     name = call_name(name)
     arrays = _list(arrays, "grouped_allgather")
     try:
         ins = [_prepare(a, "allgather", name) for a in arrays]
     except Exception as e:
-        raise _refusing("grouped_allgather", name, sid, e, len(arrays))
+        raise _refusing("grouped_allgather" if grouped else "allgather", name, sid, e,
+                        len(arrays))
     ins = [a.reshape(1) if a.ndim == 0 else a for a in ins]
     if not ins:
         return []
-    if len(ins) == 1:
+    if not grouped:
         hs = [_session().allgather_async(name, _wire(ins[0]).__dlpack__(), sid)]
     else:
         hs = _session().grouped_allgather_async(name, [_wire(a).__dlpack__() for a in ins], sid)
@@ -313,13 +325,21 @@ def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_fact
             a.dtype)
         if out is not None:
             return out
-    return grouped_reducescatter([a], op, name, prescale_factor, postscale_factor,
-                                 process_set)[0]
+    return _reducescatter_list([a], op, name, prescale_factor, postscale_factor, process_set,
+                               False)[0]
 
 
 def grouped_reducescatter(arrays, op=None, name=None, prescale_factor=1.0,
                           postscale_factor=1.0, process_set=global_process_set):
-    """Reduce-scatters a list of arrays as one group; returns the list of slices."""
+    """Reduce-scatters a list of arrays as one group; returns the list of slices
+    (members named as grouped_allreduce's)."""
+    return _reducescatter_list(arrays, op, name, prescale_factor, postscale_factor, process_set,
+                               True)
+
+
+def _reducescatter_list(arrays, op, name, prescale_factor, postscale_factor, process_set,
+                        grouped):
+    """The reducescatter of ``arrays``: one group (``grouped``), or one array alone."""
     sid = process_set_id(process_set)
     name = call_name(name)
     arrays = _list(arrays, "grouped_reducescatter")
@@ -330,10 +350,11 @@ def grouped_reducescatter(arrays, op=None, name=None, prescale_factor=1.0,
             raise InvalidArgumentError("%s: bool arrays are not supported"
                                        % _what("reducescatter", name))
     except Exception as e:
-        raise _refusing("grouped_reducescatter", name, sid, e, len(arrays))
+        raise _refusing("grouped_reducescatter" if grouped else "reducescatter", name, sid, e,
+                        len(arrays))
     if not ins:
         return []
-    if len(ins) == 1:
+    if not grouped:
         hs = [_session().reducescatter_async(name, ins[0].__dlpack__(), op,
                                              float(prescale_factor), float(postscale_factor),
                                              sid)]

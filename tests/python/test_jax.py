@@ -174,6 +174,17 @@ def test_an_input_refused_on_one_rank_fails_on_every_rank():
     assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == n
 
 
+def test_a_group_of_one_against_a_longer_group_fails_on_every_rank():
+    # It went as a lone allreduce, and every rank waited for good.
+    r, n = hj.rank(), hj.size()
+    if n < 2:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = jnp.ones(2)
+    with pytest.raises(hj.MismatchError, match="group"):
+        hj.grouped_allreduce({"w": x} if r == 1 else {"w": x, "b": x}, op=hj.Sum)
+    assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == n
+
+
 def test_uneven_rows_inside_jit_are_an_error_naming_the_collective():
     # Inside jit the result's shape is fixed from this rank's input; ranks
     # with different row counts (1 and 3 in turn: no rank's guess is right)

@@ -313,3 +313,28 @@ def test_an_input_the_module_refuses_on_one_rank_fails_on_every_rank():
     assert got.tolist() == [float(n * (n - 1) // 2)] * 3
     got = hnp.grouped_allgather([np.full(1, r, dtype=np.int32)] * 2)
     assert [g.tolist() for g in got] == [list(range(n))] * 2
+
+
+def test_a_group_of_one_is_a_group():
+    # A group of one array against a longer group on another rank fails on
+    # every rank naming both sizes (it went as a lone call, and every rank
+    # waited for good); a group of one matches hora.torch's group of one.
+    r, n = hnp.rank(), hnp.size()
+    x = np.full(2, float(r + 1), dtype=np.float32)
+    if n > 1:
+        for call in (lambda xs: hnp.grouped_allreduce(xs, op=hnp.Sum),
+                     lambda xs: hnp.grouped_allgather(xs),
+                     lambda xs: hnp.grouped_reducescatter(xs, op=hnp.Sum)):
+            with pytest.raises(hnp.MismatchError, match="group"):
+                call([x] if r == 1 else [x, x])
+    got = hnp.grouped_allreduce([x], op=hnp.Sum, name="one.member")
+    want = hvd.grouped_allreduce([torch.from_numpy(x.copy())], op=hvd.Sum,
+                                 name="one.member.torch")
+    assert got[0].tolist() == want[0].tolist() == [n * (n + 1) / 2] * 2
+    # hora.numpy's group of one meets hora.torch's under one name.
+    if r % 2 == 0:
+        got = hnp.grouped_allreduce([x], op=hnp.Sum, name="one.mixed")[0]
+    else:
+        got = hvd.grouped_allreduce([torch.from_numpy(x.copy())], op=hvd.Sum,
+                                    name="one.mixed")[0].numpy()
+    assert got.tolist() == [n * (n + 1) / 2] * 2

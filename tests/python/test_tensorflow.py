@@ -244,6 +244,47 @@ def test_an_input_refused_on_one_rank_fails_on_every_rank():
     assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == n
 
 
+def test_a_group_of_one_against_a_longer_group_fails_on_every_rank():
+    # It went as a lone allreduce, and every rank waited for good: as a
+    # DistributedGradientTape whose gradient of one variable is None on one
+    # rank only.
+    r, n = hvd.rank(), hvd.size()
+    if n == 1:
+        pytest.skip("needs two ranks (skipped on every rank alike)")
+    x = tf.constant([1.0, 2.0])
+    with pytest.raises(htf.MismatchError, match="group"):
+        htf.grouped_allreduce([x] if r == 1 else [x, x], op=htf.Sum)
+    w, b = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(w * w) + (0.0 if r == 1 else tf.reduce_sum(b))
+    with pytest.raises(htf.MismatchError, match="group"):
+        htf.DistributedGradientTape(tape).gradient(loss, [w, b])
+    assert htf.allreduce(tf.constant([1.0]), op=htf.Sum).numpy()[0] == n
+    # A lone allreduce meets hora.torch's under its name; a group of one
+    # meets hora.torch's group of one.
+    got = htf.allreduce(x, op=htf.Sum, name="tf.lone") if r % 2 == 0 else \
+        hvd.allreduce(torch.tensor([1.0, 2.0]), op=hvd.Sum, name="tf.lone")
+    np.testing.assert_allclose(np.asarray(got), [n, 2.0 * n])
+    got = htf.grouped_allreduce([x], op=htf.Sum, name="tf.one")[0] if r % 2 == 0 else \
+        hvd.grouped_allreduce([torch.tensor([1.0, 2.0])], op=hvd.Sum, name="tf.one")[0]
+    np.testing.assert_allclose(np.asarray(got), [n, 2.0 * n])
+
+
+def test_allgather_of_an_input_of_unknown_rank_keeps_its_rank():
+    # Its static shape was fixed at one dimension: reduce_sum over axis 1
+    # failed while tracing.
+    n = hvd.size()
+
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float32)])
+    def rows(t):
+        y = htf.allgather(t, name="unknown.rank")
+        return tf.reduce_sum(y, axis=1), tf.rank(y)
+
+    sums, r = rows(tf.ones((2, 3)))
+    assert int(r) == 2
+    np.testing.assert_allclose(sums.numpy(), [3.0] * (2 * n))
+
+
 def test_compat_v1_distributed_optimizer_and_keras_delegation():
     r, n = hvd.rank(), hvd.size()
     w = tf.Variable([1.0, 2.0])

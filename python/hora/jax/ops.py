@@ -58,24 +58,28 @@ def _spec(x, shape=None):
     return jax.ShapeDtypeStruct(x.shape if shape is None else shape, x.dtype)
 
 
-def _reduce(leaves, op, name, prescale, postscale, process_set):
-    return _host(lambda arrays: hnp.grouped_allreduce(arrays, op, name, prescale, postscale,
-                                                      process_set),
-                 leaves, [_spec(x) for x in leaves])
+def _reduce(leaves, op, name, prescale, postscale, process_set, grouped=True):
+    """The allreduce of ``leaves``: one group (``grouped``), or one array alone."""
+    def on_arrays(arrays):
+        if grouped:
+            return hnp.grouped_allreduce(arrays, op, name, prescale, postscale, process_set)
+        return [hnp.allreduce(arrays[0], op, name, prescale, postscale, process_set)]
+
+    return _host(on_arrays, leaves, [_spec(x) for x in leaves])
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5))
-def _grouped(leaves, op, name, prescale, postscale, process_set):
-    return _reduce(leaves, op, name, prescale, postscale, process_set)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5, 6))
+def _grouped(leaves, op, name, prescale, postscale, process_set, grouped):
+    return _reduce(leaves, op, name, prescale, postscale, process_set, grouped)
 
 
-def _grouped_fwd(leaves, op, name, prescale, postscale, process_set):
-    return _reduce(leaves, op, name, prescale, postscale, process_set), None
+def _grouped_fwd(leaves, op, name, prescale, postscale, process_set, grouped):
+    return _reduce(leaves, op, name, prescale, postscale, process_set, grouped), None
 
 
-def _grouped_bwd(op, name, prescale, postscale, process_set, _res, cotangents):
+def _grouped_bwd(op, name, prescale, postscale, process_set, grouped, _res, cotangents):
     del name
-    return (_grouped(list(cotangents), op, None, prescale, postscale, process_set),)
+    return (_grouped(list(cotangents), op, None, prescale, postscale, process_set, grouped),)
 
 
 _grouped.defvjp(_grouped_fwd, _grouped_bwd)
@@ -84,13 +88,18 @@ _grouped.defvjp(_grouped_fwd, _grouped_bwd)
 def grouped_allreduce(tree, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=global_process_set):
     """Reduces every leaf of ``tree`` (a list, dict or any pytree of arrays) across
-    ranks as one fused group (Average by default); returns the same structure."""
+    ranks as one fused group (Average by default); returns the same structure.
+    Members are named "<name>.<i>" in the order of the tree's leaves."""
+    return _allreduce_tree(tree, op, name, prescale_factor, postscale_factor, process_set, True)
+
+
+def _allreduce_tree(tree, op, name, prescale_factor, postscale_factor, process_set, grouped):
     op = basics.check_op(op)
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     if not leaves:
         return tree
     leaves = [_array(x) for x in leaves]
-    args = (op, name, float(prescale_factor), float(postscale_factor), process_set)
+    args = (op, name, float(prescale_factor), float(postscale_factor), process_set, grouped)
     # Concrete arrays cannot be differentiated: skip custom_vjp's machinery (it costs
     # hundreds of microseconds a call).
     out = _grouped(leaves, *args) if _traced(leaves) else _reduce(leaves, *args)
@@ -100,7 +109,8 @@ def grouped_allreduce(tree, op=None, name=None, prescale_factor=1.0, postscale_f
 def allreduce(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
     """Reduces ``x`` across ranks (Average by default); returns a new array."""
-    return grouped_allreduce([x], op, name, prescale_factor, postscale_factor, process_set)[0]
+    return _allreduce_tree([x], op, name, prescale_factor, postscale_factor, process_set,
+                           False)[0]
 
 
 def _set_size(process_set):
@@ -146,7 +156,9 @@ def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1
     op = basics.check_op(op)
     x = _array(x)
     n = _set_size(process_set)
-    me = process_set_ranks(process_set).index(basics.rank())
+    ranks = process_set_ranks(process_set)
+    # (On a rank outside the set, hora.numpy says so.)
+    me = ranks.index(basics.rank()) if basics.rank() in ranks else 0
     # A scalar has no rows: hora.numpy refuses it on every rank (inside jit
     # when the step runs, as the others' calls do), and its shape here is
     # never used.

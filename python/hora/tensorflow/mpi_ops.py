@@ -135,11 +135,8 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="",
     op = basics.check_op(op, average)
     if isinstance(tensor, tf.IndexedSlices):
         return _sparse_allreduce(tensor, op, name, process_set)
-    compressed, ctx = compression.compress(tf.convert_to_tensor(tensor))
-    out = grouped_allreduce([compressed], op=op, prescale_factor=prescale_factor,
-                            postscale_factor=postscale_factor, name=name,
-                            process_set=process_set)[0]
-    return compression.decompress(out, ctx)
+    return _allreduce_list([tensor], op, compression, prescale_factor, postscale_factor, name,
+                           process_set, False)[0]
 
 
 @_plain
@@ -147,20 +144,31 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=Compression.none, op=None, prescale_factor=1.0,
                       postscale_factor=1.0, name=None, process_set=global_process_set):
     """Reduces a list of tensors as one group (released together, fused); returns
-    the list of results."""
+    the list of results (members named "<name>.<i>", a group of one too)."""
     del device_dense, device_sparse
-    op = basics.check_op(op, average)
     if not isinstance(tensors, (list, tuple)):
         raise TypeError("grouped_allreduce: expected a list of tensors, got %s"
                         % type(tensors).__name__)
+    return _allreduce_list(tensors, basics.check_op(op, average), compression, prescale_factor,
+                           postscale_factor, name, process_set, True)
+
+
+def _allreduce_list(tensors, op, compression, prescale_factor, postscale_factor, name,
+                    process_set, grouped):
+    """The allreduce of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
     pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
 
+    def on_arrays(arrays):
+        if grouped:
+            return hnp.grouped_allreduce(arrays, op, name, prescale_factor, postscale_factor,
+                                         process_set)
+        return [hnp.allreduce(arrays[0], op, name, prescale_factor, postscale_factor,
+                              process_set)]
+
     def reduce(*xs):
-        ys = _call(lambda arrays: hnp.grouped_allreduce(
-            arrays, op, name, prescale_factor, postscale_factor, process_set),
-            xs, [x.dtype for x in xs], [x.shape for x in xs])
+        ys = _call(on_arrays, xs, [x.dtype for x in xs], [x.shape for x in xs])
 
         def grad(*dys):
             return grouped_allreduce(list(dys), op=op, prescale_factor=prescale_factor,
@@ -178,21 +186,38 @@ def allgather(tensor, name=None, ignore_name_scope=False, process_set=global_pro
     """Concatenates every rank's tensor along dimension 0, in rank order (dimension 0
     may differ between ranks)."""
     del ignore_name_scope
-    return grouped_allgather([tensor], name=name, process_set=process_set)[0]
+    return _allgather_list([tensor], name, process_set, False)[0]
 
 
 @_plain
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
-    """Allgathers a list of tensors as one group; returns the list of results."""
+    """Allgathers a list of tensors as one group; returns the list of results
+    (members named as grouped_allreduce's)."""
+    return _allgather_list(tensors, name, process_set, True)
+
+
+def _allgather_shape(x):
+    """The static shape of ``x``'s allgather: dimension 0 unknown (the ranks'
+    rows add up), the rest ``x``'s; a scalar is gathered as a vector; an
+    unknown rank stays unknown."""
+    if x.shape.rank is None:
+        return tf.TensorShape(None)
+    return tf.TensorShape([None]).concatenate(x.shape[1:] if x.shape.rank else [])
+
+
+def _allgather_list(tensors, name, process_set, grouped):
+    """The allgather of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
     tensors = [tf.convert_to_tensor(t) for t in tensors]
 
+    def on_arrays(arrays):
+        if grouped:
+            return hnp.grouped_allgather(arrays, name, process_set)
+        return [hnp.allgather(arrays[0], name, process_set)]
+
     def gather(*xs):
-        shapes = [tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank
-                  else tf.TensorShape([None]) for x in xs]
-        ys = _call(lambda arrays: hnp.grouped_allgather(arrays, name, process_set), xs,
-                   [x.dtype for x in xs], shapes)
+        ys = _call(on_arrays, xs, [x.dtype for x in xs], [_allgather_shape(x) for x in xs])
 
         def grad(*dys):
             summed = grouped_allreduce(list(dys), op=Average, process_set=process_set)
@@ -285,26 +310,38 @@ def reducescatter(tensor, op=Average, name=None, compression=Compression.none,
     """Reduces ``tensor`` across ranks and returns this rank's slice of dimension 0
     (``dim0 // size`` rows, the first ``dim0 % size`` ranks one more)."""
     del ignore_name_scope
-    return grouped_reducescatter([tensor], op=op, name=name, compression=compression,
-                                 prescale_factor=prescale_factor,
-                                 postscale_factor=postscale_factor, process_set=process_set)[0]
+    return _reducescatter_list([tensor], basics.check_op(op), name, compression,
+                               prescale_factor, postscale_factor, process_set, False)[0]
 
 
 @_plain
 def grouped_reducescatter(tensors, op=Average, name=None, compression=Compression.none,
                           prescale_factor=1.0, postscale_factor=1.0,
                           process_set=global_process_set):
-    """Reduce-scatters a list of tensors as one group; returns the list of slices."""
-    op = basics.check_op(op)
+    """Reduce-scatters a list of tensors as one group; returns the list of slices
+    (members named as grouped_allreduce's)."""
+    return _reducescatter_list(tensors, basics.check_op(op), name, compression,
+                               prescale_factor, postscale_factor, process_set, True)
+
+
+def _reducescatter_list(tensors, op, name, compression, prescale_factor, postscale_factor,
+                        process_set, grouped):
+    """The reducescatter of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
     pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
 
+    def on_arrays(arrays):
+        if grouped:
+            return hnp.grouped_reducescatter(arrays, op, name, prescale_factor,
+                                             postscale_factor, process_set)
+        return [hnp.reducescatter(arrays[0], op, name, prescale_factor, postscale_factor,
+                                  process_set)]
+
     def scatter(*xs):
-        shapes = [tf.TensorShape([None]).concatenate(x.shape[1:]) for x in xs]
-        ys = _call(lambda arrays: hnp.grouped_reducescatter(
-            arrays, op, name, prescale_factor, postscale_factor, process_set),
-            xs, [x.dtype for x in xs], shapes)
+        shapes = [tf.TensorShape([None]).concatenate(x.shape[1:]) if x.shape.rank
+                  else tf.TensorShape(None) for x in xs]
+        ys = _call(on_arrays, xs, [x.dtype for x in xs], shapes)
 
         def grad(*dys):
             # Horovod's: Sum's gradient is size() times the allgather of the
