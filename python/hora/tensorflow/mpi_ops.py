@@ -18,8 +18,12 @@ alltoall's is the alltoall back with the received splits; reducescatter's
 is the allgather of the gradient (times the set's size for Sum, times the
 scale factors).
 
-A TF1 graph (``tf.compat.v1`` sessions) runs each collective after the one
-built before it, so that every rank runs them in the same order.
+A TF1 graph (``tf.compat.v1`` sessions) runs independent ops in any order,
+which may differ between ranks: there an unnamed collective is named after
+its op in the graph (the same on every rank that built the same graph, as
+Horovod's ops are), its control-flow bodies included; eagerly and in a
+``tf.function``, whose ops run in program order, unnamed collectives are
+numbered as ``hora.numpy``'s.
 """
 
 import numpy as np
@@ -68,6 +72,37 @@ except ImportError:  # pragma: no cover - another TensorFlow: always the gradien
     def _tape_active():
         return True
 
+try:  # (not a public API: what graph a collective is built in)
+    from tensorflow.python.framework.func_graph import FuncGraph as _FuncGraph
+    from tensorflow.python.ops.control_flow_v2_func_graphs import (
+        ControlFlowFuncGraph as _ControlFlowGraph)
+except ImportError:  # pragma: no cover - another TensorFlow
+    _FuncGraph = _ControlFlowGraph = None
+
+
+def _tf1_graph():
+    """The TF1 graph being built, also from a ``tf.cond`` or ``tf.while_loop``
+    body in it (their own graphs name ops apart); None eagerly and in a
+    ``tf.function``."""
+    if tf.executing_eagerly():
+        return None
+    g = tf.compat.v1.get_default_graph()
+    if _FuncGraph is None:
+        return None if tf.inside_function() else g
+    while isinstance(g, _ControlFlowGraph):
+        g = g.outer_graph
+    return None if isinstance(g, _FuncGraph) else g
+
+
+def _graph_name(name, kind):
+    """``name``; in a TF1 graph, for None, a name new to the graph
+    ("hora_allreduce_3"): ranks that built the same graph make the same
+    names, whatever order the session runs the collectives in."""
+    if name is not None:
+        return name
+    g = _tf1_graph()
+    return None if g is None else g.unique_name("hora_" + kind, mark_as_used=True)
+
 
 def _with_gradient(f, *xs):
     """``tf.custom_gradient(f)(*xs)``; eagerly with no gradient tape or forward
@@ -86,16 +121,9 @@ def _call(fn, tensors, touts, shapes):
                   for t in tensors]
         return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(fn(arrays), touts)]
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    # In a tf.function, stateful ops run in program order. A TF1 graph runs
-    # independent ops in any order, which could differ between ranks: there
-    # each collective waits for the one built before it.
-    graph = tf.compat.v1.get_default_graph()
-    last = None if tf.inside_function() else getattr(graph, "_hora_last_collective", None)
-    with tf.control_dependencies([last] if last is not None else []):
-        outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors,
-                              Tout=list(touts))
-    if not tf.inside_function():
-        graph._hora_last_collective = outs[0].op
+    # (In a tf.function, stateful ops run in program order; in a TF1 graph,
+    # in any order, and its collectives have names: _graph_name.)
+    outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors, Tout=list(touts))
     for o, s in zip(outs, shapes):
         o.set_shape(s)
     return outs
@@ -158,6 +186,7 @@ def _allreduce_list(tensors, op, compression, prescale_factor, postscale_factor,
     """The allreduce of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
+    name = _graph_name(name, "grouped_allreduce" if grouped else "allreduce")
     pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
 
     def on_arrays(arrays):
@@ -209,6 +238,7 @@ def _allgather_list(tensors, name, process_set, grouped):
     """The allgather of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
+    name = _graph_name(name, "grouped_allgather" if grouped else "allgather")
     tensors = [tf.convert_to_tensor(t) for t in tensors]
 
     def on_arrays(arrays):
@@ -242,6 +272,7 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
               process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor)."""
     del ignore_name_scope
+    name = _graph_name(name, "broadcast")
 
     def bcast(x):
         y = _call(lambda arrays: [hnp.broadcast(arrays[0], root_rank, name, process_set)],
@@ -272,6 +303,7 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     in rank order, and with ``splits`` given ``(received, received_splits)``
     (Horovod's form; an even split when ``splits`` is None)."""
     del ignore_name_scope
+    name = _graph_name(name, "alltoall")
     tensor = tf.convert_to_tensor(tensor)
     n = _set_size(process_set)
     even = splits is None
@@ -329,6 +361,7 @@ def _reducescatter_list(tensors, op, name, compression, prescale_factor, postsca
     """The reducescatter of ``tensors``: one group (``grouped``), or one tensor alone."""
     if not tensors:
         return []
+    name = _graph_name(name, "grouped_reducescatter" if grouped else "reducescatter")
     pairs = [compression.compress(tf.convert_to_tensor(t)) for t in tensors]
 
     def on_arrays(arrays):
