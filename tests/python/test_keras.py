@@ -19,3 +19,17 @@ import keras_check  # noqa: E402
 @pytest.mark.parametrize("check", keras_check.CHECKS, ids=lambda c: c.__name__)
 def test_keras_on_tensorflow(check):
     check()
+
+
+def test_horovods_tensorflow_keras_name():
+    # import horovod.tensorflow.keras as hvd, Horovod's most common Keras line.
+    import hora.keras
+    import hora.tensorflow.keras as hvd
+    from hora.tensorflow.keras import callbacks
+
+    assert hvd.DistributedOptimizer is hora.keras.DistributedOptimizer
+    assert hvd.load_model is hora.keras.load_model and hvd.allreduce is hora.keras.allreduce
+    assert callbacks.MetricAverageCallback is hora.keras.callbacks.MetricAverageCallback
+    assert hvd.callbacks.BroadcastGlobalVariablesCallback is \
+        hora.keras.callbacks.BroadcastGlobalVariablesCallback
+    assert hvd.size() == hora.keras.size()

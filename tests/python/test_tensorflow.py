@@ -12,6 +12,7 @@ from helpers import framework  # noqa: E402
 tf = framework("tensorflow")
 
 import hora.tensorflow as htf  # noqa: E402
+from hora.common import basics  # noqa: E402
 import hora.torch as hvd  # noqa: E402
 from helpers import all_values, reduce_reference, rows_of, value  # noqa: E402
 
@@ -361,6 +362,31 @@ def test_tf1_graph_runs_only_the_collectives_fetched():
             # Each step subtracts 0.1 times the ranks' mean of (r + 1) * [1, 2].
             step = 0.1 * (n + 1) / 2.0
             np.testing.assert_allclose(sess.run(w), [1.0 - 2 * step, -4 * step], rtol=1e-6)
+
+
+def test_horovods_tf1_names():
+    # broadcast_global_variables (a TF1 graph's op; eagerly a ValueError, as
+    # Horovod's), local_size_op, process_set_included_op, the timeline.
+    r, n = hvd.rank(), hvd.size()
+    with tf.Graph().as_default():
+        v = tf.compat.v1.Variable([float(r), 1.0 + r])
+        op = htf.broadcast_global_variables(n - 1)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run(op)
+            assert sess.run(v).tolist() == [float(n - 1), float(n)]
+    with pytest.raises(ValueError, match="broadcast_variables"):
+        htf.broadcast_global_variables(0)
+    assert int(htf.local_size_op()) == hvd.local_size()
+    assert int(htf.process_set_included_op(0)) == 1
+    ps = htf.add_process_set([0])
+    try:
+        assert int(htf.process_set_included_op(ps.process_set_id)) == int(r == 0)
+    finally:
+        htf.remove_process_set(ps)
+    with pytest.raises(htf.InvalidArgumentError, match="no process set 99"):
+        htf.process_set_included_op(99)
+    assert htf.start_timeline is basics.start_timeline and htf.is_homogeneous() in (True, False)
 
 
 def test_tape_outside_a_process_set_keeps_local_gradients():

@@ -19,14 +19,39 @@ variables through NumPy, so they are the same on every backend.
   ``MetricAverageCallback``, ``LearningRateWarmupCallback``,
   ``LearningRateScheduleCallback`` (:mod:`.callbacks`);
 * ``broadcast_global_variables``, ``broadcast_object``, ``allgather_object``,
-  the job (``init, rank, size``...) and the ops (``Average, Sum``...).
+  ``load_model`` (a saved model's optimizer made distributed again), the
+  job (``init, rank, size``...) and the ops (``Average, Sum``...);
+* Horovod's collectives on values: ``allreduce, allgather, broadcast,
+  reducescatter, barrier, join`` (:mod:`.collectives`).
+
+``import hora.tensorflow.keras as hvd`` (Horovod's
+``horovod.tensorflow.keras``) is this module.
+
+Not yet: ``PartialDistributedOptimizer``, ``hvd.elastic`` for Keras.
 """
 
 from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
+from hora.common.basics import (  # noqa: F401
+    is_homogeneous,
+    mpi_built,
+    mpi_enabled,
+    nccl_built,
+    start_timeline,
+    stop_timeline,
+)
 from hora.keras import callbacks  # noqa: F401
+from hora.keras.collectives import (  # noqa: F401
+    allgather,
+    allreduce,
+    barrier,
+    broadcast,
+    join,
+    reducescatter,
+)
 from hora.keras.optimizer import (  # noqa: F401
     Compression,
     DistributedOptimizer,
     broadcast_global_variables,
+    load_model,
 )
 from hora.numpy import allgather_object, broadcast_object  # noqa: F401

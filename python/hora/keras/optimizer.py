@@ -99,9 +99,29 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     def apply(self, grads, trainable_variables=None):
         return base.apply(self, _reduce(list(grads), *args), trainable_variables)
 
-    cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True})
+    # (Saved as the class it wraps: keras.models.load_model gives that back,
+    # and hora.keras.load_model distributes it again.)
+    cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True,
+                                        "__module__": base.__module__,
+                                        "__qualname__": base.__qualname__})
     optimizer.__class__ = cls
     return optimizer
+
+
+def load_model(filepath, custom_optimizers=None, custom_objects=None,
+               compression=Compression.none):
+    """``keras.models.load_model(filepath)`` whose optimizer, if it has one, is
+    made a ``DistributedOptimizer`` (Horovod's ``hvd.load_model``): a model
+    saved with one is saved with the optimizer it wraps. ``custom_optimizers``:
+    optimizer classes of the user's own, found by their names."""
+    objects = dict(custom_objects or {})
+    for cls in custom_optimizers or []:
+        objects.setdefault(cls.__name__, cls)
+    model = keras.models.load_model(filepath, custom_objects=objects or None)
+    if isinstance(getattr(model, "optimizer", None), keras.optimizers.Optimizer) and \
+            not getattr(model.optimizer, "_hora_distributed", False):
+        DistributedOptimizer(model.optimizer, compression=compression)
+    return model
 
 
 def broadcast_global_variables(model, root_rank=0, process_set=global_process_set):

@@ -18,12 +18,16 @@
   grouped_allgather, broadcast, alltoall, reducescatter,
   grouped_reducescatter, barrier, join``; process sets;
 * ``DistributedGradientTape, DistributedOptimizer, broadcast_variables,
-  BroadcastGlobalVariablesHook`` (:mod:`.gradient_tape`); Keras:
-  :mod:`hora.keras`;
-* ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s).
+  BroadcastGlobalVariablesHook, broadcast_global_variables``
+  (:mod:`.gradient_tape`); Keras: :mod:`hora.keras`, also as
+  ``hora.tensorflow.keras``;
+* ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s);
+  ``size_op, rank_op, local_rank_op, local_size_op,
+  process_set_included_op``; ``start_timeline, stop_timeline``.
 
-Not yet: bfloat16 tensors, GPU tensors (they are copied to the host), and
-XLA (``jit_compile=True``).
+Not yet: bfloat16 tensors, GPU tensors (they are copied to the host), XLA
+(``jit_compile=True``), ``hvd.elastic``, ``PartialDistributedGradientTape``,
+``SyncBatchNormalization``, ``broadcast_object_fn``.
 """
 
 from hora.common.exceptions import *  # noqa: F401,F403
@@ -33,6 +37,7 @@ from hora.tensorflow.gradient_tape import (  # noqa: F401
     BroadcastGlobalVariablesHook,
     DistributedGradientTape,
     allreduce_gradients,
+    broadcast_global_variables,
     broadcast_variables,
 )
 from hora.tensorflow.mpi_ops import *  # noqa: F401,F403
@@ -49,6 +54,8 @@ from hora.tensorflow.mpi_ops import (  # noqa: F401
     grouped_reducescatter,
     join,
     local_rank_op,
+    local_size_op,
+    process_set_included_op,
     rank_op,
     reducescatter,
     size_op,

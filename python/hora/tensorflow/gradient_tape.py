@@ -118,6 +118,20 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     return variables
 
 
+def broadcast_global_variables(root_rank, process_set=global_process_set):
+    """Horovod's TF1 form: an op that assigns root's value to every global
+    variable of the graph (``tf.compat.v1.global_variables()``, one
+    broadcast each, named by position). Eagerly there are no global
+    variables: ``broadcast_variables(model.variables, root_rank)`` instead
+    (ValueError, as Horovod's)."""
+    if tf.executing_eagerly():
+        raise ValueError("broadcast_global_variables is for tf.compat.v1 graphs; eagerly, "
+                         "use hvd.broadcast_variables(model.variables, root_rank)")
+    return tf.group(*[v.assign(mpi_ops.broadcast(v, root_rank, name="broadcast_global.%d" % i,
+                                                 process_set=process_set))
+                      for i, v in enumerate(tf.compat.v1.global_variables())])
+
+
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
     """A ``tf.compat.v1`` session hook that broadcasts the global variables from
     ``root_rank`` once the session is created (Horovod's hook)."""
@@ -130,12 +144,7 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
         self._assigns = None
 
     def begin(self):
-        # (Each broadcast is chained after the one before: the same order on every rank.)
-        variables = tf.compat.v1.global_variables()
-        self._assigns = [v.assign(mpi_ops.broadcast(v, self.root_rank,
-                                                    name="broadcast_global.%d" % i,
-                                                    process_set=self.process_set))
-                         for i, v in enumerate(variables)]
+        self._assigns = broadcast_global_variables(self.root_rank, self.process_set)
 
     def after_create_session(self, session, coord):
         del coord

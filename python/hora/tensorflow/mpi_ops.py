@@ -38,10 +38,15 @@ from hora.common.basics import (  # noqa: F401
     Min,
     Product,
     Sum,
+    ccl_built,
     cross_rank,
     cross_size,
     cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     init,
+    is_homogeneous,
     is_initialized,
     local_rank,
     local_size,
@@ -50,8 +55,11 @@ from hora.common.basics import (  # noqa: F401
     mpi_threads_supported,
     nccl_built,
     rank,
+    rocm_built,
     shutdown,
     size,
+    start_timeline,
+    stop_timeline,
 )
 from hora.common.process_sets import (  # noqa: F401
     ProcessSet,
@@ -435,3 +443,24 @@ def local_rank_op(name=None):
     """This rank's index on its host as a scalar int32 tensor (Horovod's op)."""
     del name
     return tf.constant(local_rank(), tf.int32)
+
+
+@_plain
+def local_size_op(name=None):
+    """The number of ranks on this host as a scalar int32 tensor (Horovod's op)."""
+    del name
+    return tf.constant(local_size(), tf.int32)
+
+
+@_plain
+def process_set_included_op(process_set_id=0, name=None):
+    """1 where this rank is in process set ``process_set_id``, else 0, as a
+    scalar int32 tensor (Horovod's op); an unknown set is an
+    InvalidArgumentError naming it."""
+    del name
+    sets = basics.session().process_sets()
+    if process_set_id not in sets:
+        raise basics.InvalidArgumentError("process_set_included_op: there is no process set %r "
+                                          "(never added, or removed)" % (process_set_id,))
+    ranks = sets[process_set_id]
+    return tf.constant(int(process_set_id == 0 or rank() in ranks), tf.int32)

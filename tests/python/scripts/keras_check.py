@@ -8,6 +8,7 @@ test_keras.py imports it and runs the same checks on the TensorFlow backend.
 
 import os
 import sys
+import tempfile
 
 import numpy as np
 
@@ -127,8 +128,51 @@ def check_learning_rate_callbacks():
     assert abs(_lr(model) - 0.1) < 1e-7
 
 
+def check_collectives_on_values():
+    # Horovod's hvd.allreduce and the others on values: a tensor of the
+    # backend back, against sums computed here.
+    r, n = hvd.rank(), hvd.size()
+
+    def arr(t):
+        return keras.ops.convert_to_numpy(t).tolist()
+
+    assert arr(hvd.allreduce(np.array([r + 1.0], "float32"), op=hvd.Sum,
+                             name="k.sum")) == [n * (n + 1) / 2]
+    assert arr(hvd.allreduce(keras.ops.convert_to_tensor([2.0 * r]))) == [float(n - 1)]
+    assert arr(hvd.allgather(np.full((r + 1, 2), r, "int32"))) == [
+        [q, q] for q in range(n) for _ in range(q + 1)]
+    assert arr(hvd.broadcast(np.array([r], "int64"), n - 1, name="k.bcast")) == [n - 1]
+    rows = np.arange(2 * n, dtype="float32") * (r + 1)
+    total = np.arange(2 * n, dtype="float32") * (n * (n + 1) / 2)
+    assert arr(hvd.reducescatter(rows, op=hvd.Sum)) == total[2 * r:2 * r + 2].tolist()
+    hvd.barrier()
+
+
+def check_load_model():
+    # A model saved with DistributedOptimizer loads (Keras could not find the
+    # optimizer's class before), as the optimizer it wraps; hvd.load_model
+    # makes that distributed again: ranks fitting different data keep equal
+    # weights.
+    r = hvd.rank()
+    model = _model()
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.Adam(0.01)), loss="mse")
+    x = np.ones((B, 5), "float32")
+    model.fit(x, np.ones((B, 1), "float32"), batch_size=B, verbose=0)
+    path = os.path.join(tempfile.mkdtemp(), "model.keras")
+    model.save(path)
+    plain = keras.models.load_model(path)
+    assert type(plain.optimizer).__name__ == "Adam"
+    assert not getattr(plain.optimizer, "_hora_distributed", False)
+    loaded = hvd.load_model(path)
+    assert getattr(loaded.optimizer, "_hora_distributed", False)
+    loaded.fit(x * (r + 1), np.full((B, 1), r, "float32"), batch_size=B, verbose=0)
+    mine = [w.tolist() for w in _weights(loaded)]
+    assert all(w == mine for w in hvd.allgather_object(mine))
+    assert mine != [w.tolist() for w in _weights(model)]  # (it trained)
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
-          check_learning_rate_callbacks]
+          check_learning_rate_callbacks, check_collectives_on_values, check_load_model]
 
 if __name__ == "__main__":
     hvd.init()
