@@ -185,6 +185,20 @@ def test_a_group_of_one_against_a_longer_group_fails_on_every_rank():
     assert float(hj.allreduce(jnp.ones(1), op=hj.Sum)[0]) == n
 
 
+def test_reducescatter_outside_its_process_set_says_so():
+    # It raised "1 is not in list" on a rank outside the set.
+    r = hj.rank()
+    ps = hj.add_process_set([0])
+    try:
+        if r == 0:
+            assert hj.reducescatter(jnp.ones(2), process_set=ps).tolist() == [1.0, 1.0]
+        else:
+            with pytest.raises(hj.InvalidArgumentError, match="is not in process set"):
+                hj.reducescatter(jnp.ones(2), process_set=ps)
+    finally:
+        hj.remove_process_set(ps)
+
+
 def test_uneven_rows_inside_jit_are_an_error_naming_the_collective():
     # Inside jit the result's shape is fixed from this rank's input; ranks
     # with different row counts (1 and 3 in turn: no rank's guess is right)
