@@ -75,6 +75,27 @@ def test_broadcast_optimizer_state():
         assert opt.param_groups[0]["lr"] == root_sd["param_groups"][0]["lr"]
 
 
+def test_broadcast_optimizer_state_keeps_the_param_group_dicts():
+    # A scheduler made on the optimizer a DistributedOptimizer wraps holds
+    # its param_group dicts: load_state_dict made new ones on the ranks but
+    # root, so the scheduler changed the lr there alone (ranks at 0.0125 and
+    # 0.1 after 3 steps). Root's options go into the dicts in place now.
+    model = _model(seed=3)
+    inner = torch.optim.SGD(model.parameters(), lr=0.1 * (hvd.rank() + 1))
+    sched = torch.optim.lr_scheduler.StepLR(inner, step_size=1, gamma=0.5)
+    dopt = hvd.DistributedOptimizer(inner, named_parameters=model.named_parameters())
+    groups = list(dopt.param_groups)
+    hvd.broadcast_optimizer_state(dopt, root_rank=0)
+    assert all(a is b for a, b in zip(dopt.param_groups, groups))
+    assert dopt.param_groups[0] is inner.param_groups[0]
+    for _ in range(3):
+        dopt.zero_grad()
+        model(torch.ones(2, 4)).sum().backward()
+        dopt.step()
+        sched.step()
+    assert hvd.allgather_object(dopt.param_groups[0]["lr"]) == [0.1 / 8] * hvd.size()
+
+
 def test_broadcast_optimizer_state_into_empty_and_distributed():
     model = _model(seed=2)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)

@@ -585,3 +585,56 @@ def test_zero_grad_after_a_backward_is_refused_while_a_bucket_waits():
         dopt.zero_grad()
     dopt.step()
     dopt.zero_grad()
+
+
+@pytest.mark.bucketing_once
+def test_gradients_edited_after_backward_are_the_reduced_ones():
+    # The model's gradients all share a bucket. They hold the reduced values
+    # when backward() returns, so an edit before step() (GradScaler's
+    # unscale_, clipping) applies to them: the bucket's results were copied
+    # over it at synchronize() (GradScaler's plain loop took steps 1024x too
+    # large).
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(3):
+        dopt.zero_grad()
+        ropt.zero_grad()
+        x, y = _batch(step)
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        F.cross_entropy(ref(x), y).backward()
+        assert dopt._started_buckets and all(b.done for b in dopt._started_buckets)
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+            p.grad.mul_(0.5)
+            q.grad.mul_(0.5)
+        torch.nn.utils.clip_grad_norm_(dist.parameters(), 0.05)
+        torch.nn.utils.clip_grad_norm_(ref.parameters(), 0.05)
+        dopt.step()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.bucketing_once
+def test_a_job_of_one_registers_no_hooks():
+    # As Horovod's: a GAN's two backward passes into one model's gradients,
+    # or two backward() calls before one step(), are no error alone.
+    out = run_alone("""
+        import torch
+        import hora.torch as hvd
+        hvd.init()
+        m = torch.nn.Linear(3, 1, bias=False)
+        torch.nn.init.zeros_(m.weight)
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.25),
+                                       named_parameters=m.named_parameters())
+        for _ in range(2):
+            m(torch.ones(1, 3)).sum().backward()
+            m(torch.ones(1, 3)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+        print("weight", m.weight.tolist())
+        """)
+    assert out.returncode == 0, out.stderr
+    assert "weight [[-1.0, -1.0, -1.0]]" in out.stdout, out.stdout

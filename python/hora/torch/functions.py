@@ -119,7 +119,14 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     state = broadcast_object(state, root_rank, name="broadcast_optimizer_state",
                              process_set=process_set)
     if basics.rank() != root_rank:
+        # load_state_dict makes new param_group dicts: root's options go into
+        # the ones this optimizer had, which others hold (a scheduler made on
+        # the optimizer it wraps), as Horovod's writes them in place.
+        groups = list(optimizer.param_groups)
         optimizer.load_state_dict(state)
+        for old, new in zip(groups, optimizer.param_groups):
+            old.update(new)
+        optimizer.param_groups = groups
 
 
 def _dumps(obj):

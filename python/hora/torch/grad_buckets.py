@@ -5,7 +5,11 @@ the engine's record of it: several microseconds, more than the bytes of a
 bias or a norm's weight take. The optimizer copies every gradient of at most
 ``HORA_GRADIENT_BUCKET_BYTES`` (default 32 KiB; 0: none) into a bucket of up
 to 1 MiB and reduces each bucket with one allreduce once the last of its
-gradients is ready; ``synchronize()`` copies the results back.
+gradients is ready; the end of that backward pass waits for it and copies
+the results back (``synchronize()`` does, for a bucket it starts), so that
+code between ``backward()`` and ``step()`` (GradScaler's ``unscale_``,
+clipping) works on the reduced gradients, as it does in practice on a
+gradient reduced alone, whose allreduce writes in place and is done by then.
 
 A bucket's members are the gradients of one dtype and device, taken in the
 order of their names: every rank with the same parameters has the same
@@ -37,9 +41,12 @@ class Bucket:
     optimizer's ``_Slot``); ``ready`` counts those whose hook has fired this
     step; ``handle`` is the bucket's allreduce in flight, ``copied`` the
     members whose gradients were copied into it then (a sparse one goes
-    alone) and ``into`` their places in ``flat``."""
+    alone) and ``into`` their places in ``flat``; ``done`` once the results
+    are in the gradients, ``written`` (those gradients), ``error`` the
+    allreduce's, for ``synchronize()`` to raise."""
 
-    __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "copied", "into")
+    __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "copied", "into",
+                 "done", "written", "error")
 
     def __init__(self, slots):
         self.slots = slots
@@ -50,6 +57,7 @@ class Bucket:
         self.numel = sum(s.p.numel() for s in slots)
         self.flat, self.views = None, None
         self.ready, self.handle, self.copied, self.into = 0, None, None, None
+        self.done, self.written, self.error = False, None, None
 
     def place(self, like):
         """The flat tensor and the members' views into it, as ``like`` (a

@@ -39,13 +39,20 @@ Contract:
 * ``process_set``: on ranks outside it the optimizer is a plain local one
   (no hooks, no collectives), as in Horovod.
 * ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
-  user touch reduced gradients (e.g. clip them) before the step.
+  user touch reduced gradients (e.g. clip them) before the step. A bucket's
+  results are in the gradients when the backward pass that completed it
+  returns.
+* In a job of one rank (not elastic) no hooks are registered, as in
+  Horovod: ``step()`` reduces every gradient (a GAN's two backward passes
+  into one model's gradients, say, are then no error).
 """
 
 import contextlib
+import os
 import warnings
 
 import torch
+from torch.autograd import Variable
 
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
@@ -132,7 +139,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         self._should_synchronize = True
         self._local = process_set is not None and not process_set.included()
-        if not self._local:
+        self._finish_queued = False  # this backward pass finishes its buckets at its end
+        if not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID")):
             self._register_hooks()
 
     def _make_groups(self, groups):
@@ -177,6 +185,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 b.ready += 1
                 if b.ready == len(b.slots):
                     self._start_bucket(b)
+                    if not self._finish_queued:
+                        self._finish_queued = True
+                        Variable._execution_engine.queue_callback(self._finish_started_buckets)
                 return
             gi = slot.group
             if gi is None:
@@ -244,6 +255,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
 
+    def _finish_started_buckets(self):
+        """At the end of a backward pass: the buckets started so far have
+        their results in the gradients (an error waits for synchronize())."""
+        self._finish_queued = False
+        for b in self._started_buckets:
+            if b.handle is _MEMBERS_ALONE or b.done:
+                continue
+            try:
+                self._finish_bucket(b)
+            except Exception as e:  # (raised by synchronize(), as the others')
+                b.error = e
+            b.done = True
+
     def _finish_bucket(self, b):
         """Waits for the bucket's allreduce and copies the results into the
         gradients the parameters hold now (code may have replaced one since
@@ -261,6 +285,23 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 dim = self._sparse_dims.pop(s.p, None)
                 if dim is not None:
                     s.p.grad = s.p.grad.to_sparse(dim)
+        b.written = [s.p.grad for s in b.copied]
+
+    def _refresh_replaced(self, b):
+        """At synchronize(), for a bucket finished at the end of backward: a
+        member whose ``p.grad`` was replaced since (``p.grad = p.grad * 2``)
+        gets the reduced gradient, as Horovod's ``set_`` puts it there (and
+        as a gradient reduced alone gets it); one edited in place keeps the
+        edit (GradScaler's ``unscale_``, clipping)."""
+        for s, before, v in zip(b.copied, b.written, b.into):
+            g = s.p.grad
+            if g is before:
+                continue
+            if g is None or g.is_sparse or before.is_sparse:
+                reduced = v.clone()
+                s.p.grad = reduced.to_sparse(before.sparse_dim()) if before.is_sparse else reduced
+            else:
+                g.copy_(v)
 
     def _grouped_allreduce_async(self, gi):
         grads = [self._dense_grad(p) for p in self._groups[gi]]
@@ -300,6 +341,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         plain = self._compression is Compression.none and not self._sparse_dims
         for b in self._started_buckets:
             if b.handle is _MEMBERS_ALONE:
+                continue
+            if b.done:
+                error = error or b.error
+                if b.error is None:
+                    self._refresh_replaced(b)
                 continue
             try:
                 self._finish_bucket(b)
@@ -345,7 +391,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
         for b in self._started_buckets:
-            b.handle = b.copied = b.into = None
+            b.handle = b.copied = b.into = b.written = b.error = None
+            b.done = False
         for b in self._buckets:
             b.ready = 0
         self._started_buckets.clear()
