@@ -336,32 +336,60 @@ def test_tf1_graph_collectives_in_control_flow_match_on_every_rank():
                                                      [3.0] * n]
 
 
-def test_tf1_graph_runs_only_the_collectives_fetched():
-    # Each collective waited for the one built before it: fetching b ran a
-    # again, and a's input with it (a dataset's next element was skipped),
-    # and Horovod's pattern (a placeholder model, DistributedOptimizer,
-    # BroadcastGlobalVariablesHook) failed for an unfed placeholder.
+def test_tf1_graph_many_collectives_and_horovods_hook_pattern():
+    # Each collective's op holds a session thread while it waits: sixteen
+    # independent ones in one run (ranks taking them in different orders,
+    # every thread taken) waited for good without the chain. Horovod's
+    # pattern (a placeholder model, DistributedOptimizer,
+    # BroadcastGlobalVariablesHook) failed for an unfed placeholder while
+    # the hook's broadcasts were chained after the train step's allreduce;
+    # they are one op of their own now, also for many variables.
     r, n = hvd.rank(), hvd.size()
     with tf.Graph().as_default():
-        data = tf.compat.v1.data.make_one_shot_iterator(
-            tf.data.Dataset.range(100).map(lambda i: tf.cast(i, tf.float32))).get_next()
-        a = htf.allreduce(data, op=htf.Sum, name="tf1.a")
-        b = htf.allreduce(tf.constant(1.0), op=htf.Sum, name="tf1.b")
+        outs = [htf.allreduce(tf.constant([float(k + r)]), op=htf.Sum) for k in range(16)]
         with tf.compat.v1.Session() as sess:
-            assert [sess.run(a), sess.run(b), sess.run(b), sess.run(a)] == [0.0, n, n, n]
+            for _ in range(3):
+                got = sess.run(outs)
+                assert [g.tolist() for g in got] == [[k * n + n * (n - 1) / 2] for k in range(16)]
     with tf.Graph().as_default():
-        w = tf.compat.v1.get_variable("w", initializer=tf.constant([float(r + 1), 5.0 * r]))
+        ws = [tf.compat.v1.get_variable("w%d" % k, initializer=tf.constant([float(r + k), 5.0 * r]))
+              for k in range(8)]
         x = tf.compat.v1.placeholder(tf.float32, [2])
+        loss = tf.add_n([tf.reduce_sum(w * x) for w in ws])
         train = htf.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1)) \
-            .minimize(tf.reduce_sum(w * x))
+            .minimize(loss)
         hook = htf.BroadcastGlobalVariablesHook(0)
         with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]) as sess:
-            assert sess.run(w).tolist() == [1.0, 0.0]
+            assert [sess.run(w).tolist() for w in ws] == [[float(k), 0.0] for k in range(8)]
             for _ in range(2):
                 sess.run(train, feed_dict={x: np.array([1.0, 2.0]) * (r + 1)})
             # Each step subtracts 0.1 times the ranks' mean of (r + 1) * [1, 2].
             step = 0.1 * (n + 1) / 2.0
-            np.testing.assert_allclose(sess.run(w), [1.0 - 2 * step, -4 * step], rtol=1e-6)
+            for k, w in enumerate(ws):
+                np.testing.assert_allclose(sess.run(w), [k - 2 * step, -4 * step], rtol=1e-6)
+
+
+def test_a_lone_collectives_gradient_meets_torchs():
+    # TensorFlow's gradient of a lone allreduce (and reducescatter) is a
+    # lone call, as hora.torch's backward is: a TF rank's tape meets a torch
+    # rank's backward (it went as a group of one and waited for good). (One
+    # collective a backward pass: the frameworks order a pass's own
+    # gradients differently, and each waits for its peers.)
+    r, n = hvd.rank(), hvd.size()
+    x = [1.0, 2.0] * n
+    for kind in ("allreduce", "reducescatter"):
+        if r % 2 == 0:
+            v = tf.Variable(x)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(getattr(htf, kind)(v * 1.0, op=htf.Sum, name="x." + kind))
+            g = tape.gradient(loss, v).numpy().tolist()
+        else:
+            v = torch.tensor(x, requires_grad=True)
+            getattr(hvd, kind)(v * 1.0, op=hvd.Sum, name="x." + kind).sum().backward()
+            g = v.grad.tolist()
+        # Sum's gradient: n (allreduce's; reducescatter's, the set's size
+        # times the allgather of ones).
+        assert g == [float(n)] * (2 * n), kind
 
 
 def test_horovods_tf1_names():
@@ -375,7 +403,7 @@ def test_horovods_tf1_names():
             sess.run(tf.compat.v1.global_variables_initializer())
             sess.run(op)
             assert sess.run(v).tolist() == [float(n - 1), float(n)]
-    with pytest.raises(ValueError, match="broadcast_variables"):
+    with pytest.raises(RuntimeError, match="broadcast_variables"):
         htf.broadcast_global_variables(0)
     assert int(htf.local_size_op()) == hvd.local_size()
     assert int(htf.process_set_included_op(0)) == 1

@@ -31,11 +31,19 @@ Not yet: ``PartialDistributedOptimizer``, ``hvd.elastic`` for Keras.
 """
 
 from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
+from hora.common import __all__ as _common
 from hora.common.basics import (  # noqa: F401
+    ccl_built,
+    cuda_built,
+    ddl_built,
+    gloo_built,
+    gloo_enabled,
     is_homogeneous,
     mpi_built,
     mpi_enabled,
+    mpi_threads_supported,
     nccl_built,
+    rocm_built,
     start_timeline,
     stop_timeline,
 )
@@ -55,3 +63,12 @@ from hora.keras.optimizer import (  # noqa: F401
     load_model,
 )
 from hora.numpy import allgather_object, broadcast_object  # noqa: F401
+
+# (What `from hora.keras import *` gives, hora.tensorflow.keras's: not the
+# submodules but callbacks.)
+__all__ = sorted(set(_common) | {
+    "ccl_built", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled", "is_homogeneous",
+    "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rocm_built",
+    "start_timeline", "stop_timeline", "callbacks", "allgather", "allreduce", "barrier",
+    "broadcast", "join", "reducescatter", "Compression", "DistributedOptimizer",
+    "broadcast_global_variables", "load_model", "allgather_object", "broadcast_object"})

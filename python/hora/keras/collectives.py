@@ -16,7 +16,8 @@ from hora.common.process_sets import global_process_set
 
 
 def _array(value):
-    return keras.ops.convert_to_numpy(value)
+    # (Through a tensor: a Python float is Keras's float type, float32.)
+    return keras.ops.convert_to_numpy(keras.ops.convert_to_tensor(value))
 
 
 def _tensor(array):

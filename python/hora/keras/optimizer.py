@@ -103,9 +103,33 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     # and hora.keras.load_model distributes it again.)
     cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True,
                                         "__module__": base.__module__,
-                                        "__qualname__": base.__qualname__})
+                                        "__qualname__": base.__qualname__,
+                                        "__reduce__": _not_copied, "__reduce_ex__": _not_copied,
+                                        "__deepcopy__": _not_copied})
+    _register_as(cls, base)
     optimizer.__class__ = cls
     return optimizer
+
+
+def _not_copied(self, *unused):
+    """A copy would be the plain optimizer (Keras copies through its
+    config): refused, saying what to do instead."""
+    raise TypeError("a hora.keras DistributedOptimizer is not copied or pickled (the copy "
+                    "would reduce nothing): save the model (model.save) and load it with "
+                    "hora.keras.load_model, or wrap a copy of the plain optimizer")
+
+
+def _register_as(cls, base):
+    """Keras names ``cls`` as it names ``base`` where that is registered
+    (``keras.saving.register_keras_serializable``: "package>Name"), so that
+    a saved model finds the class again."""
+    name = keras.saving.get_registered_name(base)
+    if name != base.__name__:
+        try:
+            from keras.src.saving.object_registration import GLOBAL_CUSTOM_NAMES
+        except ImportError:  # pragma: no cover - another Keras: Keras's own name then
+            return
+        GLOBAL_CUSTOM_NAMES[cls] = name
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,

@@ -121,15 +121,14 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
 def broadcast_global_variables(root_rank, process_set=global_process_set):
     """Horovod's TF1 form: an op that assigns root's value to every global
     variable of the graph (``tf.compat.v1.global_variables()``, one
-    broadcast each, named by position). Eagerly there are no global
-    variables: ``broadcast_variables(model.variables, root_rank)`` instead
-    (ValueError, as Horovod's)."""
+    broadcast each, named by position, all in one op). Eagerly there are no
+    global variables: ``broadcast_variables(model.variables, root_rank)``
+    instead (RuntimeError, as Horovod's)."""
     if tf.executing_eagerly():
-        raise ValueError("broadcast_global_variables is for tf.compat.v1 graphs; eagerly, "
-                         "use hvd.broadcast_variables(model.variables, root_rank)")
-    return tf.group(*[v.assign(mpi_ops.broadcast(v, root_rank, name="broadcast_global.%d" % i,
-                                                 process_set=process_set))
-                      for i, v in enumerate(tf.compat.v1.global_variables())])
+        raise RuntimeError("broadcast_global_variables is for tf.compat.v1 graphs; eagerly, "
+                           "use hvd.broadcast_variables(model.variables, root_rank)")
+    return mpi_ops.broadcast_in_one_op(tf.compat.v1.global_variables(), root_rank,
+                                       "broadcast_global", process_set)
 
 
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):

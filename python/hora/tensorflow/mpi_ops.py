@@ -19,11 +19,16 @@ is the allgather of the gradient (times the set's size for Sum, times the
 scale factors).
 
 A TF1 graph (``tf.compat.v1`` sessions) runs independent ops in any order,
-which may differ between ranks: there an unnamed collective is named after
-its op in the graph (the same on every rank that built the same graph, as
-Horovod's ops are), its control-flow bodies included; eagerly and in a
-``tf.function``, whose ops run in program order, unnamed collectives are
-numbered as ``hora.numpy``'s.
+which may differ between ranks, and each collective holds one of the
+session's threads while it waits for the other ranks: ranks waiting in
+different collectives with every thread taken would wait for good. So
+there each collective built outside ``tf.cond``/``tf.while_loop`` runs
+after the one built before it (fetching it runs those too), and an unnamed
+collective takes a name new to the graph ("hora_allreduce_3", the same on
+every rank that built the same graph), so that one inside a ``tf.cond`` or
+``tf.while_loop`` body, which the chain cannot reach, meets its peers by
+name. Eagerly and in a ``tf.function``, whose ops run in program order,
+unnamed collectives are numbered as ``hora.numpy``'s.
 """
 
 import numpy as np
@@ -105,7 +110,8 @@ def _tf1_graph():
 def _graph_name(name, kind):
     """``name``; in a TF1 graph, for None, a name new to the graph
     ("hora_allreduce_3"): ranks that built the same graph make the same
-    names, whatever order the session runs the collectives in."""
+    names, whatever order the session runs the collectives in (see the
+    module doc)."""
     if name is not None:
         return name
     g = _tf1_graph()
@@ -121,17 +127,26 @@ def _with_gradient(f, *xs):
     return f(*xs)[0]
 
 
-def _call(fn, tensors, touts, shapes):
+def _call(fn, tensors, touts, shapes, chain=True):
     """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
-    at once when eager, as a py_function when building a graph."""
+    at once when eager, as a py_function when building a graph (in a TF1
+    graph, after the collective built before it unless ``chain`` is False)."""
     if tf.executing_eagerly():  # (NumPy arrays among them go as they are)
         arrays = [t if isinstance(t, np.ndarray) else tf.convert_to_tensor(t).numpy()
                   for t in tensors]
         return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(fn(arrays), touts)]
     tensors = [tf.convert_to_tensor(t) for t in tensors]
-    # (In a tf.function, stateful ops run in program order; in a TF1 graph,
-    # in any order, and its collectives have names: _graph_name.)
-    outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors, Tout=list(touts))
+    # In a tf.function, stateful ops run in program order. In a TF1 graph
+    # each collective outside control flow waits for the one built before
+    # it (see the module doc; a control-flow body's cannot: another frame).
+    graph = tf.compat.v1.get_default_graph()
+    chained = chain and _tf1_graph() is graph and graph._get_control_flow_context() is None
+    last = getattr(graph, "_hora_last_collective", None) if chained else None
+    with tf.control_dependencies([last] if last is not None else []):
+        outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors,
+                              Tout=list(touts))
+    if chained:
+        graph._hora_last_collective = outs[0].op
     for o, s in zip(outs, shapes):
         o.set_shape(s)
     return outs
@@ -208,9 +223,9 @@ def _allreduce_list(tensors, op, compression, prescale_factor, postscale_factor,
         ys = _call(on_arrays, xs, [x.dtype for x in xs], [x.shape for x in xs])
 
         def grad(*dys):
-            return grouped_allreduce(list(dys), op=op, prescale_factor=prescale_factor,
-                                     postscale_factor=postscale_factor,
-                                     process_set=process_set)
+            # (A lone call's gradient is a lone call, as torch's and JAX's are.)
+            return _allreduce_list(list(dys), op, Compression.none, prescale_factor,
+                                   postscale_factor, None, process_set, grouped)
 
         return ys, grad
 
@@ -258,12 +273,16 @@ def _allgather_list(tensors, name, process_set, grouped):
         ys = _call(on_arrays, xs, [x.dtype for x in xs], [_allgather_shape(x) for x in xs])
 
         def grad(*dys):
-            summed = grouped_allreduce(list(dys), op=Average, process_set=process_set)
+            # (A lone call's gradient takes lone calls, as torch's does: the
+            # allreduce, then every rank's rows as int64.)
+            summed = _allreduce_list(list(dys), Average, Compression.none, 1.0, 1.0, None,
+                                     process_set, grouped)
             rows = tf.stack([tf.shape(tf.reshape(x, [-1]) if x.shape.rank == 0 else x)[0]
                              for x in xs])
-            every = tf.reshape(allgather(tf.reshape(rows, [1, -1]), process_set=process_set),
+            sent = tf.cast(rows, tf.int64) if not grouped else tf.reshape(rows, [1, -1])
+            every = tf.reshape(allgather(sent, process_set=process_set),
                                [_set_size(process_set), len(xs)])
-            offsets = tf.reduce_sum(every[:_set_rank(process_set)], axis=0)
+            offsets = tf.cast(tf.reduce_sum(every[:_set_rank(process_set)], axis=0), rows.dtype)
             out = []
             for i, (g, x) in enumerate(zip(summed, xs)):
                 mine = g[offsets[i]:offsets[i] + rows[i]]
@@ -293,6 +312,27 @@ def broadcast(tensor, root_rank, name=None, ignore_name_scope=False,
         return y, grad
 
     return _with_gradient(bcast, tf.convert_to_tensor(tensor))
+
+
+def broadcast_in_one_op(variables, root_rank, name, process_set=global_process_set):
+    """A TF1 graph's op that assigns root's value to each of ``variables``,
+    broadcasts "<name>.<i>" one after another inside it, and waits for no
+    other collective: one op a variable would each take a session thread
+    while it waits (the session's few threads taken, ranks waiting in
+    different broadcasts would wait for good), and a chain would make the op
+    run every collective built before it (a model's train step)."""
+    variables = list(variables)
+    if not variables:
+        return tf.no_op()
+
+    def send(arrays):
+        return [hnp.broadcast(a, root_rank, "%s.%d" % (name, i), process_set)
+                for i, a in enumerate(arrays)]
+
+    values = _call(send, [tf.convert_to_tensor(v) for v in variables],
+                   [v.dtype.base_dtype for v in variables], [v.shape for v in variables],
+                   chain=False)
+    return tf.group(*[v.assign(x) for v, x in zip(variables, values)])
 
 
 @_plain
@@ -389,7 +429,7 @@ def _reducescatter_list(tensors, op, name, compression, prescale_factor, postsca
             # gradient, Average's the allgather itself; the scale factors apply.
             scale = (_set_size(process_set) if op == Sum else 1.0) * prescale_factor * \
                 postscale_factor
-            gs = grouped_allgather(list(dys), process_set=process_set)
+            gs = _allgather_list(list(dys), None, process_set, grouped)
             return [g * tf.cast(scale, g.dtype) if scale != 1.0 else g for g in gs]
 
         return ys, grad

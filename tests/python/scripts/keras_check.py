@@ -6,6 +6,7 @@ computed locally. Run under horarun (every rank runs every check):
 test_keras.py imports it and runs the same checks on the TensorFlow backend.
 """
 
+import copy
 import os
 import sys
 import tempfile
@@ -169,6 +170,27 @@ def check_load_model():
     mine = [w.tolist() for w in _weights(loaded)]
     assert all(w == mine for w in hvd.allgather_object(mine))
     assert mine != [w.tolist() for w in _weights(model)]  # (it trained)
+    # A registered optimizer of the user's own is found by its registered
+    # name ("package>Name"), as the class it wraps.
+    model = _model()
+    model.compile(optimizer=hvd.DistributedOptimizer(RegisteredSGD(0.01)), loss="mse")
+    model.fit(x, np.ones((B, 1), "float32"), batch_size=B, verbose=0)
+    path = os.path.join(tempfile.mkdtemp(), "registered.keras")
+    model.save(path)
+    assert type(keras.models.load_model(path).optimizer) is RegisteredSGD
+    assert getattr(hvd.load_model(path).optimizer, "_hora_distributed", False)
+    # A copy would reduce nothing (Keras copies through the config): refused.
+    try:
+        copy.deepcopy(model.optimizer)
+    except TypeError as e:
+        assert "hora.keras.load_model" in str(e), e
+    else:
+        raise AssertionError("a DistributedOptimizer was copied")
+
+
+@keras.saving.register_keras_serializable(package="hora_check")
+class RegisteredSGD(keras.optimizers.SGD):
+    pass
 
 
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
