@@ -18,17 +18,8 @@ alltoall's is the alltoall back with the received splits; reducescatter's
 is the allgather of the gradient (times the set's size for Sum, times the
 scale factors).
 
-A TF1 graph (``tf.compat.v1`` sessions) runs independent ops in any order,
-which may differ between ranks, and each collective holds one of the
-session's threads while it waits for the other ranks: ranks waiting in
-different collectives with every thread taken would wait for good. So
-there each collective built outside ``tf.cond``/``tf.while_loop`` runs
-after the one built before it (fetching it runs those too), and an unnamed
-collective takes a name new to the graph ("hora_allreduce_3", the same on
-every rank that built the same graph), so that one inside a ``tf.cond`` or
-``tf.while_loop`` body, which the chain cannot reach, meets its peers by
-name. Eagerly and in a ``tf.function``, whose ops run in program order,
-unnamed collectives are numbered as ``hora.numpy``'s.
+In a TF1 graph (``tf.compat.v1`` sessions) collectives are ordered and
+named as :mod:`hora.tensorflow.graph_calls` says.
 """
 
 import numpy as np
@@ -74,82 +65,10 @@ from hora.common.process_sets import (  # noqa: F401
     remove_process_set,
 )
 from hora.tensorflow.compression import Compression
-
-# Hora's functions are graph-safe as written: autograph (tf.function's rewrite
-# of Python control flow) is kept out of them.
-_plain = tf.autograph.experimental.do_not_convert
-
-try:  # (TensorFlow's own fast paths ask the same; not a public API)
-    from tensorflow.python.eager.record import could_possibly_record as _tape_active
-except ImportError:  # pragma: no cover - another TensorFlow: always the gradient's path
-    def _tape_active():
-        return True
-
-try:  # (not a public API: what graph a collective is built in)
-    from tensorflow.python.framework.func_graph import FuncGraph as _FuncGraph
-    from tensorflow.python.ops.control_flow_v2_func_graphs import (
-        ControlFlowFuncGraph as _ControlFlowGraph)
-except ImportError:  # pragma: no cover - another TensorFlow
-    _FuncGraph = _ControlFlowGraph = None
-
-
-def _tf1_graph():
-    """The TF1 graph being built, also from a ``tf.cond`` or ``tf.while_loop``
-    body in it (their own graphs name ops apart); None eagerly and in a
-    ``tf.function``."""
-    if tf.executing_eagerly():
-        return None
-    g = tf.compat.v1.get_default_graph()
-    if _FuncGraph is None:
-        return None if tf.inside_function() else g
-    while isinstance(g, _ControlFlowGraph):
-        g = g.outer_graph
-    return None if isinstance(g, _FuncGraph) else g
-
-
-def _graph_name(name, kind):
-    """``name``; in a TF1 graph, for None, a name new to the graph
-    ("hora_allreduce_3"): ranks that built the same graph make the same
-    names, whatever order the session runs the collectives in (see the
-    module doc)."""
-    if name is not None:
-        return name
-    g = _tf1_graph()
-    return None if g is None else g.unique_name("hora_" + kind, mark_as_used=True)
-
-
-def _with_gradient(f, *xs):
-    """``tf.custom_gradient(f)(*xs)``; eagerly with no gradient tape or forward
-    accumulator active (nothing could record it), ``f``'s value alone: the
-    decorator costs over 0.1 ms a call."""
-    if not tf.executing_eagerly() or _tape_active():
-        return tf.custom_gradient(f)(*xs)
-    return f(*xs)[0]
-
-
-def _call(fn, tensors, touts, shapes, chain=True):
-    """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
-    at once when eager, as a py_function when building a graph (in a TF1
-    graph, after the collective built before it unless ``chain`` is False)."""
-    if tf.executing_eagerly():  # (NumPy arrays among them go as they are)
-        arrays = [t if isinstance(t, np.ndarray) else tf.convert_to_tensor(t).numpy()
-                  for t in tensors]
-        return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(fn(arrays), touts)]
-    tensors = [tf.convert_to_tensor(t) for t in tensors]
-    # In a tf.function, stateful ops run in program order. In a TF1 graph
-    # each collective outside control flow waits for the one built before
-    # it (see the module doc; a control-flow body's cannot: another frame).
-    graph = tf.compat.v1.get_default_graph()
-    chained = chain and _tf1_graph() is graph and graph._get_control_flow_context() is None
-    last = getattr(graph, "_hora_last_collective", None) if chained else None
-    with tf.control_dependencies([last] if last is not None else []):
-        outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors,
-                              Tout=list(touts))
-    if chained:
-        graph._hora_last_collective = outs[0].op
-    for o, s in zip(outs, shapes):
-        o.set_shape(s)
-    return outs
+from hora.tensorflow.graph_calls import call as _call
+from hora.tensorflow.graph_calls import graph_name as _graph_name
+from hora.tensorflow.graph_calls import plain as _plain
+from hora.tensorflow.graph_calls import with_gradient as _with_gradient
 
 
 def _set_size(process_set):
