@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <thread>
 
 #include "collectives/selector.h"
 #include "support/thread_ranks.h"
@@ -287,31 +286,6 @@ TEST(Failure, ASecondSessionForOneRankOfAThreadWorldIsRefused) {
     EXPECT_NE(none.status().message().find("a world needs one rank or more"), std::string::npos)
         << none.status().ToString();
   }
-}
-
-// A Session of a ThreadWorld whose peers never made theirs ends (its
-// destructor waited for them in the engine's last cycle, for good and
-// silently), and a collective it waited in fails naming the absent rank.
-TEST(Failure, AThreadWorldSessionWhosePeersNeverCameEnds) {
-  auto world = ThreadWorld::Create(3);
-  SessionOptions options;
-  options.world = world;
-  options.rank = 0;
-  options.read_environment = false;
-  auto s = Session::Create(options);
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
-  float x = 1.0f;
-  const TensorView v = TensorView::Flat(&x, DataType::kFloat32, 1);
-  Handle pending = (*s)->AllreduceAsync("waits", v, v);
-  const auto start = steady_clock::now();
-  std::thread end([&] { s->reset(); });
-  end.join();
-  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(20));
-  const Status st = pending.Wait(std::chrono::seconds(20));
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("rank 1 of this ThreadWorld made no Session before rank 0 ended"),
-            std::string::npos)
-      << st.ToString();
 }
 
 // A blocking allreduce whose output one rank gives wrong: that rank takes

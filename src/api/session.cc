@@ -124,7 +124,6 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
     impl = std::make_unique<Impl>(std::move(config), world.store, std::move(transport),
                                   std::move(selector));
     layout = {options.rank, size, options.rank, size, 0, 1, "threads"};
-    impl->world = options.world;
     // (Ranks as threads are made one after another by one program, with
     // its settings: they compare none, which would wait for the next.)
   } else {  // ranks as processes: the layout comes from the launcher
@@ -262,9 +261,6 @@ Session::~Session() {
     (void)impl_.release();
     return;
   }
-  // (Peers in a ThreadWorld that never made their Sessions: what waits for
-  // them, the engines' last cycle among every rank, fails instead.)
-  if (impl_->world) impl_->world->impl().hub->LoseAbsent(impl_->comm.rank());
   ReportSilentPeer(*impl_);
 }
 

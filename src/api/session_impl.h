@@ -84,7 +84,6 @@ struct Session::Impl {
   // the rendezvous under an MPI launcher); MPI is then initialised.
   MpiBootstrap* mpi = nullptr;
   std::shared_ptr<Store> store;
-  std::shared_ptr<ThreadWorld> world;  // ranks as threads: theirs
   // An elastic worker: horarun's host-update counts its world reflects
   // (added, removed; Session::ElasticHostUpdates).
   std::pair<int64_t, int64_t> hosts_known{0, 0};

@@ -188,30 +188,13 @@ std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, 
   return g;
 }
 
-void LoopbackHub::LoseAbsent(int rank) {
-  int absent = -1;
-  {
-    MutexLock lock(windows_mu_);
-    const int generation = connections_.at(static_cast<size_t>(rank));
-    for (size_t k = 0; k < connections_.size() && absent < 0; ++k) {
-      if (connections_[k] < generation) absent = static_cast<int>(k);
-    }
-  }
-  if (absent < 0) return;
-  LoseWith(absent, "rank " + std::to_string(absent) +
-                       " of this ThreadWorld made no Session before rank " + std::to_string(rank) +
-                       " ended its own");
-}
-
-void LoopbackHub::LoseWith(int rank, const std::string& why) {
+void LoopbackHub::Lose(int rank) {
   Status lost;
   {
     MutexLock lock(lost_mu_);
     if (!lost_.ok()) return;
-    lost_ = UnavailableError(!why.empty() ? why
-                                          : "rank " + std::to_string(rank) +
-                                                " was lost (a test's stand-in for its process "
-                                                "ending)");
+    lost_ = UnavailableError("rank " + std::to_string(rank) + " was lost (a test's stand-in for " +
+                             "its process ending)");
     lost = lost_;
     any_lost_.store(true, std::memory_order_release);
   }

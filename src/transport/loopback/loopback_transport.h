@@ -11,7 +11,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -75,17 +74,8 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   // takes it: from now on every rank's LostPeer() names `rank`, and every
   // message pending or posted after fails with that (the lost rank's own
   // included: its thread goes on, but meets nobody).
-  void Lose(int rank) HORA_EXCLUDES(lost_mu_) { LoseWith(rank, ""); }
-  // `rank`'s Session ends: a rank that has connected fewer times than it
-  // (made no Session of this generation) is lost as Lose's, so that what
-  // waits for it fails instead of waiting for good (the ending Session's
-  // last cycle among every rank: its destructor hung). A ThreadWorld whose
-  // ranks' Sessions are made one after another by one thread has every
-  // rank's before any ends.
-  void LoseAbsent(int rank) HORA_EXCLUDES(windows_mu_, lost_mu_);
+  void Lose(int rank) HORA_EXCLUDES(lost_mu_);
   Status lost() const HORA_EXCLUDES(lost_mu_);
-  // Lose, saying `why` (empty: a test's stand-in for a process ending).
-  void LoseWith(int rank, const std::string& why) HORA_EXCLUDES(lost_mu_);
   bool any_lost() const { return any_lost_.load(std::memory_order_acquire); }
 
  private:
