@@ -94,10 +94,26 @@ TEST(Timeline, AFullDiskEndsItWithAFileThatParses) {
     auto t = Timeline::Open(path, 0, 0, Logger(LogLevel::kWarning, 0));
     ASSERT_TRUE(t.ok()) << t.status().ToString();
     const TimePoint now = Clock::now();
-    for (int i = 0; i < 400; ++i) {
-      (*t)->Span("tensor." + std::to_string(i), "allreduce", now, now);
-      if (i % 20 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // Pieces of 20 spans, each written before the next comes (the writer
+    // thread's pace is the machine's: on a busy one, sleeps between the
+    // pieces let it take all 400 in one write, which fails whole), until
+    // the file holds some; then the rest at once, past the limit.
+    auto file_bytes = [&] {
+      std::ifstream in(path, std::ios::ate);
+      return in ? static_cast<long>(in.tellg()) : 0L;
+    };
+    int i = 0;
+    while (i < 400 && file_bytes() < 3000) {
+      const long before_piece = file_bytes();
+      for (const int end = i + 20; i < end; ++i) {
+        (*t)->Span("tensor." + std::to_string(i), "allreduce", now, now);
+      }
+      const auto give_up = Clock::now() + std::chrono::seconds(5);
+      while (file_bytes() == before_piece && Clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
     }
+    for (; i < 400; ++i) (*t)->Span("tensor." + std::to_string(i), "allreduce", now, now);
   }
   const std::string err = ::testing::internal::GetCapturedStderr();
   setrlimit(RLIMIT_FSIZE, &before);
