@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace hora::tag_layout {
 
@@ -25,5 +26,18 @@ inline constexpr uint64_t kPhaseMask = 0xf;
 inline constexpr int kStepShift = 18;
 inline constexpr uint64_t kStepMask = 0x3ffff;
 inline constexpr uint64_t kSegmentMask = 0x3ffff;
+
+// A tag as people read it in an error: "call 5, phase 1, step 3, segment 0
+// of context 2" (the fields above; the call counts the group's collectives,
+// so two ranks that disagree on one message show where they stand), or
+// "control message" for a transport's own (phase 15).
+inline std::string Describe(uint64_t tag) {
+  const uint64_t phase = (tag >> kPhaseShift) & kPhaseMask;
+  if (phase == kPhaseMask) return "control message";
+  return "call " + std::to_string((tag >> kSequenceShift) & kSequenceMask) + ", phase " +
+         std::to_string(phase) + ", step " + std::to_string((tag >> kStepShift) & kStepMask) +
+         ", segment " + std::to_string(tag & kSegmentMask) + " of context " +
+         std::to_string(tag >> kContextShift);
+}
 
 }  // namespace hora::tag_layout

@@ -7,6 +7,7 @@
 
 #include "common/units.h"
 #include "transport/loopback/loopback_group_windows.h"
+#include "transport/tag_layout.h"
 
 namespace hora {
 namespace {
@@ -15,10 +16,10 @@ namespace {
 // without any lock.
 void Deliver(const LoopbackHub::Pending& send, const LoopbackHub::Pending& recv, int dst) {
   if (send.bytes != recv.bytes) {
-    Status st = InvalidArgument("message size mismatch: rank " + std::to_string(send.src) +
-                                " sent " + ExactBytes(send.bytes) + " but rank " +
-                                std::to_string(dst) + " expected " + std::to_string(recv.bytes) +
-                                " bytes (tag " + std::to_string(send.tag) + ")");
+    Status st =
+        InvalidArgument("message size mismatch: rank " + std::to_string(send.src) + " sent " +
+                        ExactBytes(send.bytes) + " but rank " + std::to_string(dst) + " expected " +
+                        ExactBytes(recv.bytes) + " (" + tag_layout::Describe(send.tag) + ")");
     send.request->Complete(st);
     recv.request->Complete(st);
     return;

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "transport/loopback/loopback_transport.h"
 
+#include "transport/tag_layout.h"
+
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -78,13 +80,20 @@ TEST(Loopback, SizeMismatchFailsBothSidesNamingSizes) {
   auto a = hub->Connect(0);
   auto b = hub->Connect(1);
   char buf[16] = {};
-  Request s = a->Isend(1, 1, buf, 16);
-  Request r = b->Irecv(0, 1, buf, 8);
+  // The tag as collectives lay it out (tag_layout.h), read back in the error.
+  using namespace tag_layout;
+  const Tag tag = (uint64_t{4} << kContextShift) | (uint64_t{5} << kSequenceShift) |
+                  (uint64_t{1} << kPhaseShift) | (uint64_t{3} << kStepShift) | 2;
+  Request s = a->Isend(1, tag, buf, 16);
+  Request r = b->Irecv(0, tag, buf, 8);
   Status rs = r->Wait(Soon()), ss = s->Wait(Soon());
   EXPECT_FALSE(rs.ok());
   EXPECT_FALSE(ss.ok());
   EXPECT_NE(rs.message().find("rank 0 sent 16 bytes"), std::string::npos) << rs.message();
-  EXPECT_NE(rs.message().find("rank 1 expected 8 bytes"), std::string::npos) << rs.message();
+  EXPECT_NE(rs.message().find("rank 1 expected 8 bytes (call 5, phase 1, step 3, segment 2 of "
+                              "context 4)"),
+            std::string::npos)
+      << rs.message();
 }
 
 TEST(Loopback, WaitIsBoundedAndCancelReleasesTheBuffer) {

@@ -11,6 +11,7 @@
 #include "transport/shm/shm_direct.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
+#include "transport/tag_layout.h"
 
 namespace hora {
 namespace {
@@ -130,9 +131,9 @@ bool ShmTransport::ReadDirect(int peer, Link& l, uint64_t address) {
   if (!st.ok()) {
     l.in.FailDirect();  // its sender's request fails now rather than time out
     BreakInbound(l, Name(peer) + "'s shared-memory channel to " + Name(rank_) +
-                        " is unusable (a message of " + std::to_string(c.bytes) + " bytes, tag " +
-                        std::to_string(c.tag) + ", read directly from its memory: " + st.message() +
-                        ")");
+                        " is unusable (a message of " + ExactBytes(c.bytes) + ", " +
+                        tag_layout::Describe(c.tag) +
+                        ", read directly from its memory: " + st.message() + ")");
     return false;
   }
   c.received = c.bytes;
@@ -209,8 +210,8 @@ void ShmTransport::Deliver(const Link::Recv& recv, size_t offset, const std::byt
 
 std::string ShmTransport::MismatchMessage(int peer, Tag tag, size_t sent, size_t expected) const {
   return "message size mismatch: rank " + std::to_string(peer) + " sent " + ExactBytes(sent) +
-         " but rank " + std::to_string(rank_) + " expected " + std::to_string(expected) +
-         " bytes (tag " + std::to_string(tag) + ")";
+         " but rank " + std::to_string(rank_) + " expected " + ExactBytes(expected) + " (" +
+         tag_layout::Describe(tag) + ")";
 }
 
 }  // namespace hora

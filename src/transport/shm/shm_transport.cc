@@ -10,6 +10,7 @@
 #include "transport/shm/shm_group_windows.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/shm/shm_transport_impl.h"
+#include "transport/tag_layout.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -131,8 +132,9 @@ void ShmTransport::Cancel(const Request& request) {
     if (it->direct_until != 0 && CancelDirect(l)) return;
     // Only the front send can be partly written; its rest will never come.
     l.out_broken = "rank " + std::to_string(rank_) + " cancelled a message to rank " +
-                   std::to_string(peer) + " (tag " + std::to_string(it->tag) + ") after writing " +
-                   std::to_string(it->written) + " of " + std::to_string(it->bytes) + " bytes" +
+                   std::to_string(peer) + " (" + tag_layout::Describe(it->tag) +
+                   ") after writing " + std::to_string(it->written) + " of " +
+                   std::to_string(it->bytes) + " bytes" +
                    (it->direct_until != 0 ? " (read directly by the peer)" : "") +
                    "; its shared-memory channel to rank " + std::to_string(peer) + " is unusable";
     l.out.MarkBroken(kShmBrokenCancelled);

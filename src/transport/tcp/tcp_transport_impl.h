@@ -22,7 +22,9 @@
 
 #include "common/mutex.h"
 #include "common/thread_name.h"
+#include "common/units.h"
 #include "transport/buffer_pool.h"
+#include "transport/tag_layout.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace hora::tcp_internal {
@@ -376,9 +378,8 @@ class TcpTransport final : public Transport {
 
   static Status SizeMismatch(const RecvOp& op, size_t got) {
     return InvalidArgument("message size mismatch: rank " + std::to_string(op.request->peer()) +
-                           " sent " + std::to_string(got) + " bytes but " +
-                           std::to_string(op.bytes) + " bytes were expected (tag " +
-                           std::to_string(op.tag) + ")");
+                           " sent " + ExactBytes(got) + " but " + ExactBytes(op.bytes) +
+                           " were expected (" + tag_layout::Describe(op.tag) + ")");
   }
 
   bool Usable(int peer, const Request& req) HORA_REQUIRES(mu_) {

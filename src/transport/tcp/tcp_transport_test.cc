@@ -334,7 +334,9 @@ TEST(TcpTransport, SizeMismatchNamesBothSizes) {
   Request r = t[1]->Irecv(0, 3, buf, 32);
   Status st = t[1]->Wait(r, Soon());
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("sent 64 bytes but 32 bytes were expected"), std::string::npos)
+  EXPECT_NE(st.message().find("sent 64 bytes but 32 bytes were expected (call 0, phase 0, "
+                              "step 0, segment 3 of context 0)"),
+            std::string::npos)
       << st.message();
   // The stream stays usable.
   int v = 9, w = 0;
