@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <thread>
 
 #include "collectives/selector.h"
 #include "support/thread_ranks.h"
@@ -346,6 +347,63 @@ TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
     EXPECT_NE(s.status().message().find(c.name), std::string::npos) << s.status().message();
     EXPECT_NE(s.status().message().find(c.expect), std::string::npos) << s.status().message();
   }
+}
+
+// A rank of a ThreadWorld that never makes its Session is taken for one that
+// never came, after HORA_START_TIMEOUT_S from the rank waiting for it (as a
+// process that never came fails the rendezvous): what waits for it fails
+// naming it, and the waiting rank's Session then ends. Before, it waited
+// with stall warnings for good, its destructor too.
+TEST(Failure, AThreadWorldRankThatMakesNoSessionFailsItsPeersAfterTheStartTimeout) {
+  auto world = ThreadWorld::Create(3);
+  SessionOptions options;
+  options.world = world;
+  options.rank = 0;
+  options.read_environment = false;
+  options.settings = {{"HORA_START_TIMEOUT_S", "1"}};
+  auto s = Session::Create(options);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  float x = 1.0f;
+  const TensorView v = TensorView::Flat(&x, DataType::kFloat32, 1);
+  Handle pending = (*s)->AllreduceAsync("waits", v, v);
+  const Status st = pending.Wait(std::chrono::seconds(20));
+  EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+  EXPECT_NE(st.message().find("rank 1 of this ThreadWorld made no Session within 1 s "
+                              "(HORA_START_TIMEOUT_S) of rank 0's"),
+            std::string::npos)
+      << st.ToString();
+  const auto start = steady_clock::now();
+  s->reset();
+  EXPECT_LT(steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A rank that comes within the bound is waited for: the others' waits do
+// not fail meanwhile (the bound counts from each rank's own start).
+TEST(Failure, AThreadWorldRankThatComesLateWithinTheStartTimeoutIsWaitedFor) {
+  auto world = ThreadWorld::Create(2);
+  auto make = [&](int rank) {
+    SessionOptions options;
+    options.world = world;
+    options.rank = rank;
+    options.read_environment = false;
+    options.settings = {{"HORA_START_TIMEOUT_S", "30"}};
+    return Session::Create(options);
+  };
+  auto s0 = make(0);
+  ASSERT_TRUE(s0.ok()) << s0.status().ToString();
+  float x0 = 1.0f, x1 = 2.0f;
+  Handle h0 = (*s0)->AllreduceAsync("late", TensorView::Flat(&x0, DataType::kFloat32, 1),
+                                    TensorView::Flat(&x0, DataType::kFloat32, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(h0.Poll());
+  auto s1 = make(1);
+  ASSERT_TRUE(s1.ok()) << s1.status().ToString();
+  Handle h1 = (*s1)->AllreduceAsync("late", TensorView::Flat(&x1, DataType::kFloat32, 1),
+                                    TensorView::Flat(&x1, DataType::kFloat32, 1));
+  EXPECT_TRUE(h0.Wait(std::chrono::seconds(20)).ok());
+  EXPECT_TRUE(h1.Wait(std::chrono::seconds(20)).ok());
+  EXPECT_EQ(x0, 3.0f);
+  EXPECT_EQ(x1, 3.0f);
 }
 
 }  // namespace

@@ -115,7 +115,11 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                              std::to_string(size) + ")");
     }
     ThreadWorld::Impl& world = options.world->impl();
-    std::unique_ptr<Transport> transport = world.hub->ConnectIfFree(options.rank);
+    // (A rank of the world that makes no Session within the start's bound
+    // fails what this one waits for, naming it, as a process that never
+    // came fails the rendezvous.)
+    std::unique_ptr<Transport> transport =
+        world.hub->ConnectIfFree(options.rank, SecondsToDuration(config.start_timeout_s));
     if (transport == nullptr) {
       return InvalidArgument("rank " + std::to_string(options.rank) +
                              " has a Session in this ThreadWorld already (one at a time a rank: "

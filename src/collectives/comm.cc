@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/units.h"
 #include "kernels/reduce.h"
 
 namespace hora {
@@ -13,14 +14,6 @@ namespace {
 // A long wait looks up at least this often: to report it, to fail it at the
 // timeout.
 constexpr Duration kLongestSlice = std::chrono::seconds(1);
-
-// "0.3", "61": seconds as a report says them.
-std::string Seconds(Duration d) {
-  const double s = DurationToSeconds(d);
-  char secs[32];
-  std::snprintf(secs, sizeof secs, s < 10 ? "%.2g" : "%.0f", s);
-  return secs;
-}
 
 }  // namespace
 
@@ -132,11 +125,11 @@ Status Comm::WaitLong(const std::function<Status(TimePoint)>& wait,
     if (Status lost = transport_.LostPeer(); !lost.ok()) return Contextualize(lost);
     const TimePoint now = Clock::now();
     if (now >= end) {
-      return TimeoutError(head() + ": timed out after " + Seconds(waits_.timeout) +
+      return TimeoutError(head() + ": timed out after " + FormatSeconds(waits_.timeout) +
                           " s (HORA_TIMEOUT_S) waiting for " + waiting_for());
     }
     if (now >= next_report) {
-      waits_.logger->Warning("stall: " + head() + " has waited " + Seconds(now - start) +
+      waits_.logger->Warning("stall: " + head() + " has waited " + FormatSeconds(now - start) +
                              " s for " + waiting_for());
       next_report = DeadlineAfter(next_report, waits_.report_every);
     }

@@ -69,4 +69,11 @@ std::string ExactBytes(uint64_t bytes) {
   return bytes < 1024 ? exact : FormatBytes(bytes) + " (" + exact + ")";
 }
 
+std::string FormatSeconds(Duration d) {
+  const double s = DurationToSeconds(d);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, s < 10 ? "%.2g" : "%.0f", s);
+  return secs;
+}
+
 }  // namespace hora

@@ -1,13 +1,16 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 //
 // Parsing and printing byte sizes: "4", "64K", "1M", "2G" (binary units,
-// K = 1024). Used by the config table and the algorithm override strings.
+// K = 1024), used by the config table and the algorithm override strings;
+// printing durations for reports.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+
+#include "common/clock.h"
 
 namespace hora {
 
@@ -19,5 +22,8 @@ std::optional<uint64_t> ParseBytes(std::string_view text);
 std::string FormatBytes(uint64_t bytes);
 // "12 bytes"; "4 MiB (4194304 bytes)" where FormatBytes rounds.
 std::string ExactBytes(uint64_t bytes);
+
+// "0.3", "61": seconds as a report says them (two digits below 10 s).
+std::string FormatSeconds(Duration d);
 
 }  // namespace hora

@@ -38,14 +38,34 @@ void Deliver(const LoopbackHub::Pending& send, const LoopbackHub::Pending& recv,
 
 class LoopbackTransport final : public Transport {
  public:
-  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank, int generation)
-      : hub_(std::move(hub)), rank_(rank), generation_(generation) {}
+  LoopbackTransport(std::shared_ptr<LoopbackHub> hub, int rank, int generation,
+                    Duration absent_after)
+      : hub_(std::move(hub)),
+        rank_(rank),
+        generation_(generation),
+        absent_after_(absent_after),
+        absent_at_(absent_after > Duration::zero() ? DeadlineAfter(Clock::now(), absent_after)
+                                                   : TimePoint::max()),
+        all_came_(absent_after <= Duration::zero()) {}
   ~LoopbackTransport() override { hub_->Close(rank_); }
 
   int rank() const override { return rank_; }
   int size() const override { return hub_->size(); }
   const char* name() const override { return "loopback"; }
-  Status LostPeer() override { return hub_->lost(); }
+  Status LostPeer() override {
+    Status lost = hub_->lost();
+    if (!lost.ok() || all_came_.load(std::memory_order_acquire)) return lost;
+    const int absent = hub_->FirstAbsent(generation_);
+    if (absent < 0) {
+      all_came_.store(true, std::memory_order_release);
+      return lost;
+    }
+    if (Clock::now() < absent_at_) return lost;
+    return UnavailableError("rank " + std::to_string(absent) +
+                            " of this ThreadWorld made no Session within " +
+                            FormatSeconds(absent_after_) + " s (HORA_START_TIMEOUT_S) of rank " +
+                            std::to_string(rank_) + "'s");
+  }
 
   Request Isend(int peer, Tag tag, const void* data, size_t bytes) override {
     auto req = std::make_shared<RequestState>(/*is_send=*/true, peer, bytes);
@@ -161,7 +181,10 @@ class LoopbackTransport final : public Transport {
   std::shared_ptr<LoopbackHub> hub_;
   int rank_;
   int generation_;
-  Mutex windows_mu_;  // the engine's thread and the caller's may ask at once
+  const Duration absent_after_;
+  const TimePoint absent_at_;
+  std::atomic<bool> all_came_;  // every rank connected to this generation (or no bound)
+  Mutex windows_mu_;            // the engine's thread and the caller's may ask at once
   std::unique_ptr<LoopbackWindow> windows_[kSharedWindowContexts] HORA_GUARDED_BY(windows_mu_);
 };
 
@@ -169,11 +192,21 @@ class LoopbackTransport final : public Transport {
 
 LoopbackHub::LoopbackHub(int size)
     : closed_(new std::atomic<int>[static_cast<size_t>(size)]),
-      connections_(static_cast<size_t>(size), 0) {
+      connections_(new std::atomic<int>[static_cast<size_t>(size)]) {
   for (int i = 0; i < size; ++i) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
     closed_[static_cast<size_t>(i)].store(0);
+    connections_[static_cast<size_t>(i)].store(0);
   }
+}
+
+int LoopbackHub::FirstAbsent(int generation) const {
+  for (int k = 0; k < size(); ++k) {
+    if (connections_[static_cast<size_t>(k)].load(std::memory_order_acquire) < generation) {
+      return k;
+    }
+  }
+  return -1;
 }
 
 std::shared_ptr<LoopbackWindowGroup> LoopbackHub::WindowGroup(uint32_t context, int generation,
@@ -235,26 +268,29 @@ std::shared_ptr<LoopbackHub> LoopbackHub::Create(int size) {
   return std::shared_ptr<LoopbackHub>(new LoopbackHub(size));
 }
 
-std::unique_ptr<Transport> LoopbackHub::ConnectIfFree(int rank) {
+std::unique_ptr<Transport> LoopbackHub::ConnectIfFree(int rank, Duration absent_after) {
   int generation = 0;
   {
     MutexLock lock(windows_mu_);
-    int& connects = connections_.at(static_cast<size_t>(rank));
-    if (connects > closed_[static_cast<size_t>(rank)].load(std::memory_order_acquire)) {
+    std::atomic<int>& connects = connections_[static_cast<size_t>(rank)];
+    if (connects.load(std::memory_order_relaxed) >
+        closed_[static_cast<size_t>(rank)].load(std::memory_order_acquire)) {
       return nullptr;
     }
-    generation = ++connects;
+    generation = connects.fetch_add(1, std::memory_order_acq_rel) + 1;
   }
-  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation);
+  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation, absent_after);
 }
 
 std::unique_ptr<Transport> LoopbackHub::Connect(int rank) {
   int generation = 0;
   {
     MutexLock lock(windows_mu_);
-    generation = ++connections_.at(static_cast<size_t>(rank));
+    generation =
+        connections_[static_cast<size_t>(rank)].fetch_add(1, std::memory_order_acq_rel) + 1;
   }
-  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation);
+  return std::make_unique<LoopbackTransport>(shared_from_this(), rank, generation,
+                                             Duration::zero());
 }
 
 }  // namespace hora

@@ -29,8 +29,12 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   // The transport endpoint of `rank`. One per rank; it keeps the hub alive.
   std::unique_ptr<Transport> Connect(int rank) HORA_EXCLUDES(windows_mu_);
   // The same, or null while `rank` has an endpoint not yet closed (a second
-  // Session for one rank of a ThreadWorld).
-  std::unique_ptr<Transport> ConnectIfFree(int rank) HORA_EXCLUDES(windows_mu_);
+  // Session for one rank of a ThreadWorld). A rank that has not connected as
+  // often as this one `absent_after` after it did (a ThreadWorld rank that
+  // made no Session) is lost to this endpoint alone: its LostPeer() names it
+  // from then on, so that what this rank waits in fails (zero: never).
+  std::unique_ptr<Transport> ConnectIfFree(int rank, Duration absent_after = Duration::zero())
+      HORA_EXCLUDES(windows_mu_);
 
   // Internal to the loopback transport.
   struct Pending {
@@ -63,6 +67,8 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   std::shared_ptr<LoopbackWindowGroup> WindowGroup(uint32_t context, int generation,
                                                    uint64_t group = kAllRanks, int size = 0)
       HORA_EXCLUDES(windows_mu_);
+  // A rank that has connected fewer than `generation` times, or -1.
+  int FirstAbsent(int generation) const;
   // How many of rank k's transports have closed.
   int closed(int k) const {
     return closed_[static_cast<size_t>(k)].load(std::memory_order_acquire);
@@ -86,7 +92,8 @@ class LoopbackHub : public std::enable_shared_from_this<LoopbackHub> {
   Status lost_ HORA_GUARDED_BY(lost_mu_);  // Lose's
   std::atomic<bool> any_lost_{false};
   Mutex windows_mu_;
-  std::vector<int> connections_ HORA_GUARDED_BY(windows_mu_);  // per rank
+  // Per rank; changed under windows_mu_, read by FirstAbsent without it.
+  std::unique_ptr<std::atomic<int>[]> connections_;
   // By (group, context, generation).
   std::map<std::tuple<uint64_t, uint32_t, int>, std::weak_ptr<LoopbackWindowGroup>> windows_
       HORA_GUARDED_BY(windows_mu_);
