@@ -450,7 +450,55 @@ def test_small_gradients_share_a_bucket(monkeypatch):
                                           "allreduce.2.bias", "allreduce.4.bias",
                                           "allreduce.4.weight"],
             "allreduce.2.weight": ["allreduce.2.weight"]}, started
-        assert tensors == 2, tensors
+        # (The first step also gathers the bucket's layout digest: one more.)
+        assert tensors == (3 if step == 0 else 2), tensors
+        assert all(b.layout_agreed and b.layout_check is None for b in dopt._buckets)
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.bucketing_once
+def test_a_bucket_whose_members_differ_in_shape_across_ranks_fails_every_rank(monkeypatch):
+    # Odd ranks hold "a" transposed: the bucket's size agrees, its layout
+    # does not. Every rank's step raises (the gradients stay unmixed), on
+    # every step; a model alike everywhere then trains, its collectives in
+    # step with the others'.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    odd = hvd.rank() % 2 == 1
+
+    class Skewed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = nn.Parameter(torch.ones((3, 2) if odd else (2, 3)))
+            self.b = nn.Parameter(torch.ones(5))
+
+    m = Skewed()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(m.parameters(), lr=0.1),
+                                   named_parameters=m.named_parameters())
+    others = [r for r in range(hvd.size()) if r % 2 != hvd.rank() % 2]
+    for _ in range(2):
+        opt.zero_grad()
+        (m.a.sum() * (hvd.rank() + 1) + m.b.sum()).backward()
+        with pytest.raises(ValueError) as raised:
+            opt.step()
+        said = str(raised.value)
+        assert "'allreduce.bucket.a+1' have other names or shapes on rank" in said, said
+        assert ", ".join(str(r) for r in others) + " than on rank %d, which has a %s, b [5]" % (
+            hvd.rank(), "[3, 2]" if odd else "[2, 3]") in said, said
+        torch.testing.assert_close(m.a.grad, torch.full_like(m.a, hvd.rank() + 1.0))
+        torch.testing.assert_close(m.a, torch.ones_like(m.a))  # no step taken
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(2):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        dopt.step()
         ropt.zero_grad()
         F.cross_entropy(ref(x), y).backward()
         ropt.step()

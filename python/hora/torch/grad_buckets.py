@@ -14,8 +14,15 @@ gradient reduced alone, whose allreduce writes in place and is done by then.
 A bucket's members are the gradients of one dtype and device, taken in the
 order of their names: every rank with the same parameters has the same
 buckets, whatever order its optimizer lists them in (gradients are matched
-across ranks by name, as each one's own allreduce is).
+across ranks by name, as each one's own allreduce is). The engine compares
+a bucket's size across ranks, not its members' shapes: the first step a
+bucket takes also gathers a digest of its members' names and shapes from
+every rank (``Bucket.layout_digest``), so that a parameter whose shape
+differs on a rank at the same size (a transposed weight) fails that step
+on every rank instead of mixing the gradients up.
 """
+
+import zlib
 
 import torch
 
@@ -46,7 +53,7 @@ class Bucket:
     allreduce's, for ``synchronize()`` to raise."""
 
     __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "copied", "into",
-                 "done", "written", "error")
+                 "done", "written", "error", "layout_agreed", "layout_check")
 
     def __init__(self, slots):
         self.slots = slots
@@ -58,6 +65,19 @@ class Bucket:
         self.flat, self.views = None, None
         self.ready, self.handle, self.copied, self.into = 0, None, None, None
         self.done, self.written, self.error = False, None, None
+        # Whether every rank's members were seen to have the same names and
+        # shapes; the allgather of their digests while that is being asked.
+        self.layout_agreed, self.layout_check = False, None
+
+    def layout(self):
+        """The members as this rank has them: "fc.bias [10], fc.weight [10, 20]"."""
+        return ", ".join("%s %s" % (s.name[s.name.startswith("allreduce.") * 10:],
+                                    list(s.p.shape)) for s in self.slots)
+
+    def layout_digest(self):
+        """A digest of the members' names and shapes, alike in every process."""
+        return zlib.crc32(";".join("%s%s" % (s.name, tuple(s.p.shape))
+                                   for s in self.slots).encode())
 
     def place(self, like):
         """The flat tensor and the members' views into it, as ``like`` (a

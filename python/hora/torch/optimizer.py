@@ -57,6 +57,7 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
+from hora.torch import collective_ops as co
 from hora.torch import grad_buckets
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
@@ -254,6 +255,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         pre, post = self._scale()
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
+        if not b.layout_agreed and b.layout_check is None:
+            b.layout_check = co.allgather_async(
+                torch.tensor([b.layout_digest()], dtype=torch.int64),
+                name=b.name + ".layout", process_set=self._process_set)
 
     def _finish_started_buckets(self):
         """At the end of a backward pass: the buckets started so far have
@@ -271,8 +276,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _finish_bucket(self, b):
         """Waits for the bucket's allreduce and copies the results into the
         gradients the parameters hold now (code may have replaced one since
-        the bucket started: p.grad = p.grad * 2)."""
-        _wait(b.handle)
+        the bucket started: p.grad = p.grad * 2). A bucket whose members'
+        shapes differ across ranks raises that instead (on every rank)."""
+        try:
+            _wait(b.handle)
+        finally:
+            if b.layout_check is not None:  # (waited for also when the allreduce failed)
+                self._check_layout(b)
         grads = [s.p.grad for s in b.copied]
         if any(g is None for g in grads):  # (set to None meanwhile)
             for s, g, v in zip(b.copied, grads, b.into):
@@ -286,6 +296,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if dim is not None:
                     s.p.grad = s.p.grad.to_sparse(dim)
         b.written = [s.p.grad for s in b.copied]
+
+    def _check_layout(self, b):
+        """Raises where the bucket's members' names or shapes differ across
+        ranks (asked until every rank agrees once)."""
+        check, b.layout_check = b.layout_check, None
+        digests = _wait(check).tolist()
+        if all(d == digests[0] for d in digests):
+            b.layout_agreed = True
+            return
+        ranks = self._process_set.ranks or list(range(len(digests)))
+        mine = b.layout_digest()
+        others = [str(r) for r, d in zip(ranks, digests) if d != mine]
+        raise ValueError(
+            "DistributedOptimizer: the gradients reduced together as %r have other names or "
+            "shapes on rank%s %s than on rank %d, which has %s (every rank must train the same "
+            "model; with HORA_GRADIENT_BUCKET_BYTES=0 each gradient is reduced alone and the "
+            "one that differs is named)"
+            % (b.name, "s" if len(others) > 1 else "", ", ".join(others), basics.rank(),
+               b.layout()))
 
     def _refresh_replaced(self, b):
         """At synchronize(), for a bucket finished at the end of backward: a
@@ -370,9 +399,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, o, c in zip(self._groups[gi], outs, ctxs):
                 self._store(p, self._compression.decompress(o, c))
         self._reset()
-        self._synchronized = True
-        if error is not None:
+        if error is not None:  # (not synchronized: the next step() reduces again)
             raise error
+        self._synchronized = True
 
     def _store(self, p, reduced):
         sparse_dim = self._sparse_dims.pop(p, None) if self._sparse_dims else None
