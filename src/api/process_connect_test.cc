@@ -66,6 +66,12 @@ TEST(ProcessWiring, MissingAddressOrSecretIsNamed) {
                                "HORA_STORE_ADDR=host:port", "HORA_SECRET"}) {
     EXPECT_NE(no_addr.message().find(launcher), std::string::npos) << launcher;
   }
+  // HORA_RANK and HORA_SIZE (horarun's, or set by hand) are named as such.
+  const Status by_hand = Connect({{"HORA_RANK", "0"}, {"HORA_SIZE", "2"}, {"HORA_SECRET", "s"}});
+  EXPECT_NE(by_hand.message().find("rank 0 of 2 (layout from HORA_RANK and HORA_SIZE): no "
+                                   "rendezvous address"),
+            std::string::npos)
+      << by_hand.message();
   env.erase("HORA_SECRET");
   env["HORA_STORE_ADDR"] = "127.0.0.1:1";
   Status no_secret = Connect(env);

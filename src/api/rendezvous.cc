@@ -151,10 +151,11 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
   // secret file, the store's connection.
   const TimePoint deadline = DeadlineAfter(Clock::now(), SecondsToDuration(config.start_timeout_s));
   // (An elastic worker learns its rank from horarun's store, once joined.)
-  const std::string me = !config.worker_id.empty()
-                             ? "elastic worker " + config.worker_id
-                             : "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) +
-                                   " (layout from " + l.source + ")";
+  const std::string me =
+      !config.worker_id.empty()
+          ? "elastic worker " + config.worker_id
+          : "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) + " (layout from " +
+                (l.source == "horarun" ? "HORA_RANK and HORA_SIZE" : l.source) + ")";
   Rendezvous rv;
   rv.store_addr = config.store_addr;
   rv.secret = config.secret;

@@ -338,8 +338,8 @@ const std::vector<SettingRow>& Rows() {
        .as_double = &Config::elastic_timeout_s,
        .max = kMaxSeconds},
       {.spec = {"HORA_IFACE", SettingType::kString, "",
-                "Network interface name or address that TCP connections use (empty: the default "
-                "route)"},
+                "Network interface name or address that TCP connections use (empty: the host's "
+                "first non-loopback address, IPv4 first)"},
        .as_string = &Config::iface},
       {.spec = {"HORA_TCP_CONGESTION", SettingType::kString, "",
                 "TCP congestion control of the TCP transport's connections between hosts, such as "
