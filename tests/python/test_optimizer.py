@@ -460,6 +460,56 @@ def test_small_gradients_share_a_bucket(monkeypatch):
             torch.testing.assert_close(p, q, **TOL)
 
 
+@pytest.mark.parametrize("named", [True, False])
+def test_parameters_added_by_add_param_group_are_reduced(named):
+    # The optimizer starts with the first layer; the second joins by
+    # add_param_group (a layer unfrozen for fine-tuning) with an lr of its
+    # own. From then on its gradients are averaged too: every step is one
+    # worker's on the whole batch. (Horovod reduced only the parameters the
+    # optimizer held at construction: the joined layer trained apart.)
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(
+        torch.optim.SGD(dist[0].parameters(), lr=0.1),
+        named_parameters=dist.named_parameters() if named else None)
+    ropt = torch.optim.SGD(ref[0].parameters(), lr=0.1)
+    for step in range(3):
+        if step == 1:
+            dopt.add_param_group({"params": list(dist[2].parameters()), "lr": 0.05})
+            ropt.add_param_group({"params": list(ref[2].parameters()), "lr": 0.05})
+        x, y = _batch(step)
+        dist.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        dopt.step()
+        ref.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+    assert [s.name for s in dopt._slots][2:] == (
+        ["allreduce.2.weight", "allreduce.2.bias"] if named
+        else ["allreduce.allreduce.noname.1.0", "allreduce.allreduce.noname.1.1"])
+
+
+def test_add_param_group_of_parameters_named_parameters_lacks_is_refused():
+    dist = _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist[0].parameters(), lr=0.1),
+                                    named_parameters=dist[0].named_parameters())
+    with pytest.raises(ValueError, match="named_parameters given to DistributedOptimizer does "
+                                         r"not hold the new group's parameters at positions \[0, 1\]"):
+        dopt.add_param_group({"params": list(dist[2].parameters())})
+    assert len(dopt.param_groups) == 1 and len(dopt._slots) == 2
+
+
+def test_a_group_added_without_an_lr_takes_the_wrapped_optimizers():
+    # (Made from the groups alone, the wrapper had SGD's class defaults:
+    # lr 1e-3 on torch 2, none on torch 1.13, which raised.)
+    dist = _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist[0].parameters(), lr=0.1, momentum=0.9),
+                                    named_parameters=dist.named_parameters())
+    dopt.add_param_group({"params": [dist[2].weight]})
+    assert (dopt.param_groups[1]["lr"], dopt.param_groups[1]["momentum"]) == (0.1, 0.9)
+
+
 @pytest.mark.bucketing_once
 def test_a_bucket_whose_members_differ_in_shape_across_ranks_fails_every_rank(monkeypatch):
     # Odd ranks hold "a" transposed: the bucket's size agrees, its layout

@@ -113,7 +113,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 raise ValueError("named_parameters was given but the optimizer's parameters at "
                                  "positions %s are not in it" % unnamed)
             self._parameter_names = {p: n for n, p in named}
+            self._named = True
         else:
+            self._named = False
             self._parameter_names = {p: "allreduce.noname.%d.%d" % (gi, pi)
                                      for gi, g in enumerate(self.param_groups)
                                      for pi, p in enumerate(g["params"])}
@@ -141,8 +143,43 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._local = process_set is not None and not process_set.included()
         self._finish_queued = False  # this backward pass finishes its buckets at its end
-        if not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID")):
+        self._hooked = not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID"))
+        if self._hooked:
             self._register_hooks()
+
+    def add_param_group(self, param_group):
+        """The wrapped optimizer's, and the new group's parameters' gradients
+        are reduced as the others' are (each alone), from the next backward
+        pass on. Named as at construction: by ``named_parameters`` (which
+        must hold them), else ``allreduce.noname.<group>.<index>``. (Horovod
+        reduces only the parameters the optimizer held at construction.)"""
+        parent = super(self.__class__, self)
+        parent.add_param_group(param_group)
+        if "_slots" not in self.__dict__:  # (the constructor's own groups)
+            return
+        gi = len(self.param_groups) - 1
+        group = self.param_groups[gi]["params"]
+        if self._named:
+            unnamed = [i for i, p in enumerate(group) if p not in self._parameter_names]
+            if unnamed:
+                self.param_groups.pop()
+                raise ValueError("add_param_group: named_parameters given to "
+                                 "DistributedOptimizer does not hold the new group's parameters "
+                                 "at positions %s" % unnamed)
+        else:
+            for pi, p in enumerate(group):
+                self._parameter_names.setdefault(p, "allreduce.noname.%d.%d" % (gi, pi))
+        known = set(self._requires_update)
+        for p in group:
+            if not p.requires_grad or p in known:
+                continue
+            self._names.setdefault(p, "allreduce." + self._parameter_names[p])
+            slot = _Slot(p, self._names[p], self.backward_passes_per_step)
+            self._requires_update.append(p)
+            self._slots.append(slot)
+            known.add(p)
+            if self._hooked:
+                self._hook(slot)
 
     def _make_groups(self, groups):
         if groups is None or (isinstance(groups, int) and groups == 0):
@@ -167,9 +204,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _register_hooks(self):
         for slot in self._slots:
-            grad_acc = slot.p.expand_as(slot.p).grad_fn.next_functions[0][0]
-            grad_acc.register_hook(self._make_hook(slot))
-            self._grad_accs.append(grad_acc)  # the node lives only while referenced
+            self._hook(slot)
+
+    def _hook(self, slot):
+        grad_acc = slot.p.expand_as(slot.p).grad_fn.next_functions[0][0]
+        grad_acc.register_hook(self._make_hook(slot))
+        self._grad_accs.append(grad_acc)  # the node lives only while referenced
 
     def _make_hook(self, slot):
         def hook(*unused):
@@ -495,13 +535,22 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                                      "set only (as Horovod's)")
         cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                    dict(_DistributedAdasumOptimizer.__dict__))
-        return cls(optimizer.param_groups, named_parameters, compression,
-                   backward_passes_per_step)
+        return _with_defaults(cls(optimizer.param_groups, named_parameters, compression,
+                                  backward_passes_per_step), optimizer)
     if num_groups:
         if groups is not None:
             raise ValueError("give groups or num_groups (deprecated), not both")
         groups = num_groups
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
-    return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
-               op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
+    return _with_defaults(cls(optimizer.param_groups, named_parameters, compression,
+                              backward_passes_per_step, op, gradient_predivide_factor, groups,
+                              sparse_as_dense, process_set), optimizer)
+
+
+def _with_defaults(distributed, optimizer):
+    """``distributed`` with ``optimizer``'s defaults: made from the groups
+    alone, it had its class's (torch's SGD: lr 1e-3, or none), and a group
+    added later (``add_param_group`` without an lr) took those."""
+    distributed.defaults = dict(optimizer.defaults)
+    return distributed
