@@ -115,6 +115,33 @@ def test_broadcast_optimizer_state_into_empty_and_distributed():
         assert all(torch.equal(a, b) for a, b in zip(other, every[0]))
 
 
+@pytest.mark.parametrize("root_has_state", [True, False])
+def test_the_set_up_step_leaves_the_parameters_as_roots(root_has_state):
+    # Weight decay moves parameters even at zero gradients. A run resumed
+    # from root's checkpoint: root's optimizer has a state, the others' none;
+    # their set-up step moved their parameters after broadcast_parameters
+    # had made them root's, and the ranks trained apart for good (Horovod's
+    # too). They are put back now. Where root set up too, every rank's step
+    # moved them alike, as Horovod's did.
+    model = _model(seed=4)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.5)
+    if hvd.rank() == 0 and root_has_state:
+        model(torch.randn(3, 4)).sum().backward()
+        opt.step()
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    before = [p.detach().clone() for p in model.parameters()]
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    after = [p.detach().clone() for p in model.parameters()]
+    every = hvd.allgather_object(after)
+    for other in every:
+        assert all(torch.equal(a, b) for a, b in zip(other, every[0]))
+    if root_has_state:
+        assert all(torch.equal(a, b) for a, b in zip(after, before))
+    else:  # one step of decay: p - lr * wd * p
+        for a, b in zip(after, before):
+            torch.testing.assert_close(a, b * (1 - 0.1 * 0.5))
+
+
 def test_broadcast_object_and_allgather_object():
     r, n = hvd.rank(), hvd.size()
     obj = {"rank": r, "payload": list(range(r * 100)), "t": torch.arange(r + 1)}

@@ -72,10 +72,14 @@ def _sparse_params(model):
     return out
 
 
-def _initialize_state(optimizer, model):
+def _initialize_state(optimizer, model, keep):
     """Horovod's set-up of an empty optimizer state: zero gradients (sparse where
     the optimizer or the model makes them sparse) and one local step, so that
-    every parameter has its state entries before the broadcast."""
+    every parameter has its state entries before the broadcast. With ``keep``,
+    returns the parameters as they were before that step (copies on the CPU),
+    to be put back (see broadcast_optimizer_state)."""
+    kept = [(p, p.detach().to("cpu", copy=True))
+            for g in optimizer.param_groups for p in g["params"]] if keep else None
     sparse = _sparse_params(model)
     all_sparse = isinstance(optimizer, torch.optim.SparseAdam)
     for group in optimizer.param_groups:
@@ -96,6 +100,7 @@ def _initialize_state(optimizer, model):
     # A DistributedOptimizer's own step would allreduce: take the wrapped one's.
     step = getattr(optimizer, "_local_step", optimizer.step)
     step()
+    return kept
 
 
 def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=global_process_set):
@@ -106,19 +111,28 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
 
     As in Horovod, an optimizer with no state yet (before its first step) is
     first given one: every gradient is set to zero and one local step taken
-    (so zero-gradient effects, such as weight decay, apply). ``model``: the
-    model, whose sparse embeddings get sparse zero gradients for that step.
-    ``torch.optim.LBFGS`` is refused (its state cannot be broadcast)."""
+    (so zero-gradient effects, such as weight decay, apply). Where root's
+    optimizer had a state of its own (a run resumed from root's checkpoint),
+    a rank that took that set-up step gets its parameters back as they were
+    before it (Horovod's left them moved by it, apart from root's).
+    ``model``: the model, whose sparse embeddings get sparse zero gradients
+    for that step. ``torch.optim.LBFGS`` is refused (its state cannot be
+    broadcast)."""
     process_set_id(process_set)
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("broadcast_optimizer_state: torch.optim.LBFGS is not supported "
                          "(its state holds closures' history, not per-parameter tensors)")
-    if not optimizer.state_dict()["state"]:
-        _initialize_state(optimizer, model)
-    state = optimizer.state_dict() if basics.rank() == root_rank else None
-    state = broadcast_object(state, root_rank, name="broadcast_optimizer_state",
-                             process_set=process_set)
-    if basics.rank() != root_rank:
+    root = basics.rank() == root_rank
+    set_up = not optimizer.state_dict()["state"]
+    kept = _initialize_state(optimizer, model, keep=not root) if set_up else None
+    payload = (optimizer.state_dict(), set_up) if root else None
+    state, root_set_up = broadcast_object(payload, root_rank, name="broadcast_optimizer_state",
+                                          process_set=process_set)
+    if kept is not None and not root_set_up:
+        with torch.no_grad():
+            for p, before in kept:
+                p.copy_(before)
+    if not root:
         # load_state_dict makes new param_group dicts: root's options go into
         # the ones this optimizer had, which others hold (a scheduler made on
         # the optimizer it wraps), as Horovod's writes them in place.
