@@ -23,7 +23,8 @@ std::string LogLevel(const std::string& v) {
   return l == "fatal" ? "error" : l;  // Horovod's levels: trace ... error, fatal
 }
 
-// HOROVOD_STALL_CHECK_DISABLE=1 turns the stall report off.
+// HOROVOD_STALL_CHECK_DISABLE=1 turns Horovod's stall inspector off: the
+// report and the shutdown (two rows below).
 std::string StallCheckDisable(const std::string& v) { return v == "1" ? "0" : ""; }
 
 // HOROVOD_TIMELINE=DYNAMIC only allows start_timeline(), which Hora always does.
@@ -42,6 +43,7 @@ constexpr Alias kAliases[] = {
     {"HOROVOD_STALL_CHECK_TIME_SECONDS", "HORA_STALL_WARNING_S", Same},
     {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "HORA_STALL_SHUTDOWN_S", Same},
     {"HOROVOD_STALL_CHECK_DISABLE", "HORA_STALL_WARNING_S", StallCheckDisable},
+    {"HOROVOD_STALL_CHECK_DISABLE", "HORA_STALL_SHUTDOWN_S", StallCheckDisable},
     {"HOROVOD_LOG_LEVEL", "HORA_LOG_LEVEL", LogLevel},
     {"HOROVOD_DISABLE_GROUP_FUSION", "HORA_DISABLE_GROUP_FUSION", Same},
     {"HOROVOD_GLOO_IFACE", "HORA_IFACE", Same},
@@ -65,31 +67,35 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
                      [&](const char* l) { return name == l; }) != std::end(kLayout)) {
       continue;
     }
-    const Alias* alias = nullptr;
-    for (const Alias& a : kAliases) {
-      if (name == a.horovod) alias = &a;
+    bool known = false, said_nothing = false;
+    for (const Alias& a : kAliases) {  // (a Horovod name may set several)
+      if (name != a.horovod) continue;
+      known = true;
+      const Alias* alias = &a;
+      const std::string translated = alias->translate(value);
+      const auto set = hora.find(alias->hora);
+      if (set != hora.end() && !translated.empty() && set->second == translated) {
+        // Already translated (horarun does so before it starts the ranks).
+        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" +
+                            translated);
+      } else if (set != hora.end()) {
+        out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
+      } else if (translated.empty()) {
+        if (!said_nothing) out.taken.push_back(name + "=" + value + " needs nothing in Hora");
+        said_nothing = true;
+      } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
+        out.hora[alias->hora] = translated;
+        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" +
+                            translated);
+      } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
+        out.ignored.push_back(name + "=" + value + " is ignored: another HOROVOD_ variable set " +
+                              alias->hora + "=" + first->second);
+      }
     }
-    if (alias == nullptr) {
+    if (!known) {
       out.ignored.push_back(name +
                             " is ignored: Hora has no equivalent (horarun --print-config "
                             "lists Hora's settings)");
-      continue;
-    }
-    const std::string translated = alias->translate(value);
-    const auto set = hora.find(alias->hora);
-    if (set != hora.end() && !translated.empty() && set->second == translated) {
-      // Already translated (horarun does so before it starts the ranks).
-      out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
-    } else if (set != hora.end()) {
-      out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
-    } else if (translated.empty()) {
-      out.taken.push_back(name + "=" + value + " needs nothing in Hora");
-    } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
-      out.hora[alias->hora] = translated;
-      out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
-    } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
-      out.ignored.push_back(name + "=" + value + " is ignored: another HOROVOD_ variable set " +
-                            alias->hora + "=" + first->second);
     }
   }
   return out;

@@ -61,9 +61,22 @@ TEST(HorovodEnv, ASettingHorarunTranslatedIsSaidTakenNotIgnored) {
   EXPECT_TRUE(Ignored(h, "HOROVOD_CACHE_CAPACITY=64 is ignored: HORA_CACHE_CAPACITY is set"));
 }
 
-TEST(HorovodEnv, StallCheckDisableTurnsTheReportOff) {
-  const HorovodSettings h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "1"}}, {});
+// Horovod's flag turns its whole stall inspector off: the report and the
+// shutdown (the shutdown stayed on, and a rank slow by more than
+// HOROVOD_STALL_SHUTDOWN_TIME_SECONDS was stopped), as horarun's
+// --no-stall-check does; 0 needs nothing, said once.
+TEST(HorovodEnv, StallCheckDisableTurnsTheReportAndTheShutdownOff) {
+  HorovodSettings h = ReadHorovodSettings(
+      {{"HOROVOD_STALL_CHECK_DISABLE", "1"}, {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "5"}}, {});
   EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");
+  EXPECT_EQ(h.hora.at("HORA_STALL_SHUTDOWN_S"), "0");
+  EXPECT_TRUE(Taken(h, "HOROVOD_STALL_CHECK_DISABLE=1 is taken as HORA_STALL_SHUTDOWN_S=0"));
+  EXPECT_TRUE(Ignored(h,
+                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 is ignored: another HOROVOD_ "
+                      "variable set HORA_STALL_SHUTDOWN_S=0"));
+  h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "0"}}, {});
+  EXPECT_TRUE(h.hora.empty());
+  EXPECT_EQ(h.taken, std::vector<std::string>{"HOROVOD_STALL_CHECK_DISABLE=0 needs nothing in Hora"});
 }
 
 TEST(HorovodEnv, TheSecondNameOfOneSettingIsSaidIgnored) {

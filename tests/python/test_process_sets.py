@@ -197,6 +197,16 @@ def test_init_registers_the_sets_it_is_given():
         hvd.remove_process_set(evens)
 
 
+def test_init_takes_dynamic_in_any_case():
+    # Horovod's init(process_sets="dynamic") compares without case.
+    hvd.shutdown()
+    with pytest.raises(ValueError, match="expected a list of process sets or 'dynamic'"):
+        hvd.init(process_sets="static")
+    hvd.init(process_sets="DYNAMIC")
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="dynamic.any.case").tolist() == [
+        float(hvd.size())]
+
+
 def test_shutdown_unregisters_the_sets_of_its_session():
     # A set added in a Session is unregistered by shutdown(): a new Session
     # starts without it (its id would name nothing there, or another set),

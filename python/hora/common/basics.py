@@ -71,7 +71,7 @@ def init(comm=None, process_sets=None, settings=None):
     if comm is not None:
         raise UnimplementedError("hora.init(comm=...) is not supported; hora always "
                                  "uses every rank of the job (launch fewer ranks instead)")
-    if isinstance(process_sets, str) and process_sets != "dynamic":
+    if isinstance(process_sets, str) and process_sets.lower() != "dynamic":  # (Horovod's: any case)
         raise ValueError("init(process_sets=%r): expected a list of process sets or 'dynamic'"
                          % (process_sets,))
     with _lock:

@@ -4,10 +4,12 @@
   rank's tensors, in place (a ``state_dict()``, ``named_parameters()`` or a
   list of tensors or (name, tensor) pairs).
 * ``broadcast_optimizer_state(optimizer, root_rank, model=None)``: every
-  rank's optimizer gets root's ``state_dict()`` (state and hyper-parameters).
+  rank's optimizer gets root's ``state_dict()`` (state and hyper-parameters;
+  an optimizer with no state, plain SGD on torch 2, is left as it is).
 * ``broadcast_object(obj, root_rank)`` / ``allgather_object(obj)``: any
-  object ``torch.save`` pickles (Horovod's uses cloudpickle, which also takes
-  lambdas and local functions), sent as a uint8 tensor after its size.
+  object ``torch.save`` pickles, through cloudpickle where it is installed
+  (as Horovod's, which requires it: lambdas and local functions go too),
+  sent as a uint8 tensor after its size.
 
 Objects are unpickled only from peers of this job (the core authenticates
 every connection with the job secret).
@@ -19,11 +21,17 @@ import pickle
 
 import torch
 
+try:
+    import cloudpickle as _cloudpickle
+except ImportError:  # (optional: without it, what plain pickle takes)
+    _cloudpickle = None
+
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.process_sets import process_set_ranks as _ranks_of
 from hora.torch import collective_ops as co
+from hora.torch import tensor_util as tu
 from hora.torch.handles import synchronize
 
 
@@ -43,18 +51,28 @@ def broadcast_parameters(params, root_rank, process_set=global_process_set):
             items = [p if isinstance(p, tuple) else (None, p) for p in params]
         except TypeError:
             raise ValueError("invalid params of type: %s" % type(params).__name__) from None
-    handles = []
+    # Every entry is looked at before any is sent: one that is no tensor
+    # leaves nothing in flight (a retry met its own broadcasts).
+    items = [(name, p) for name, p in items if p is not None]
     for name, p in items:
-        if p is None:
-            continue
         if not isinstance(p, torch.Tensor):
             raise ValueError("broadcast_parameters: %r is a %s, not a tensor"
                              % (name, type(p).__name__))
-        target = p.detach()
-        tmp = target if target.is_contiguous() else target.contiguous()
-        h = co.broadcast_async_(tmp, root_rank, None if name is None else "broadcast.%s" % name,
-                                process_set)
-        handles.append((h, target, tmp))
+    handles = []
+    try:
+        for name, p in items:
+            target = p.detach()
+            tmp = target if target.is_contiguous() else target.contiguous()
+            h = co.broadcast_async_(tmp, root_rank,
+                                    None if name is None else "broadcast.%s" % name, process_set)
+            handles.append((h, target, tmp))
+    except Exception:  # (those sent finish first: nothing is left in flight)
+        for h, _, _ in handles:
+            try:
+                synchronize(h)
+            except Exception:
+                pass
+        raise
     for h, target, tmp in handles:
         synchronize(h)
         if tmp is not target:
@@ -91,7 +109,7 @@ def _initialize_state(optimizer, model, keep):
                 # dimension 0): an empty one trips torch's SparseAdam. On the
                 # parameter's device: torch refuses a gradient on another.
                 rows = min(1, p.shape[0])
-                p.grad = torch.sparse_coo_tensor(
+                p.grad = tu.sparse_coo(
                     torch.zeros((1, rows), dtype=torch.int64, device=p.device),
                     torch.zeros((rows,) + tuple(p.shape[1:]), dtype=p.dtype, device=p.device),
                     p.shape)
@@ -115,8 +133,10 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     optimizer had a state of its own (a run resumed from root's checkpoint),
     a rank that took that set-up step gets its parameters back as they were
     before it (Horovod's left them moved by it, apart from root's).
-    ``model``: the model, whose sparse embeddings get sparse zero gradients
-    for that step. ``torch.optim.LBFGS`` is refused (its state cannot be
+    An optimizer that has no state even then (plain SGD) is left as it is,
+    its hyper-parameters included (Horovod's returns there too). ``model``:
+    the model, whose sparse embeddings get sparse zero gradients for that
+    step. ``torch.optim.LBFGS`` is refused (its state cannot be
     broadcast)."""
     process_set_id(process_set)
     if isinstance(optimizer, torch.optim.LBFGS):
@@ -125,6 +145,8 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
     root = basics.rank() == root_rank
     set_up = not optimizer.state_dict()["state"]
     kept = _initialize_state(optimizer, model, keep=not root) if set_up else None
+    if set_up and not optimizer.state_dict()["state"]:
+        return  # (a stateless optimizer, plain SGD: nothing to send, as Horovod's)
     payload = (optimizer.state_dict(), set_up) if root else None
     state, root_set_up = broadcast_object(payload, root_rank, name="broadcast_optimizer_state",
                                           process_set=process_set)
@@ -144,8 +166,11 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, process_set=glob
 
 
 def _dumps(obj):
+    # cloudpickle where installed (Horovod's, which requires it): lambdas and
+    # local functions go too; plain pickle reads what it writes.
     buf = io.BytesIO()
-    torch.save(obj, buf, pickle_protocol=pickle.HIGHEST_PROTOCOL)
+    torch.save(obj, buf, pickle_module=_cloudpickle or pickle,
+               pickle_protocol=pickle.HIGHEST_PROTOCOL)
     return torch.frombuffer(bytearray(buf.getvalue()), dtype=torch.uint8)
 
 

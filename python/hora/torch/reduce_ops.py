@@ -335,6 +335,6 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
         indices = synchronize(hi)
         if op == basics.Average:
             values = values / size
-        return torch.sparse_coo_tensor(indices.t(), values, tensor.size())
+        return tu.sparse_coo(indices.t(), values, tensor.size())
 
     return result

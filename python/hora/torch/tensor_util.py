@@ -125,3 +125,12 @@ def check_list(tensors, what):
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("%s: expected a list of tensors, got %s" % (what, type(tensors).__name__))
     return list(tensors)
+
+
+def sparse_coo(indices, values, size):
+    """A sparse COO tensor, unchecked (saying so keeps torch 2 from warning at
+    every call that its checks are off; torch 1.13 has no such argument)."""
+    try:
+        return torch.sparse_coo_tensor(indices, values, size, check_invariants=False)
+    except TypeError:
+        return torch.sparse_coo_tensor(indices, values, size)
