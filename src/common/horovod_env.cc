@@ -76,8 +76,7 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       const auto set = hora.find(alias->hora);
       if (set != hora.end() && !translated.empty() && set->second == translated) {
         // Already translated (horarun does so before it starts the ranks).
-        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" +
-                            translated);
+        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
       } else if (set != hora.end()) {
         out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
       } else if (translated.empty()) {
@@ -85,8 +84,7 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
         said_nothing = true;
       } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
         out.hora[alias->hora] = translated;
-        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" +
-                            translated);
+        out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
       } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
         out.ignored.push_back(name + "=" + value + " is ignored: another HOROVOD_ variable set " +
                               alias->hora + "=" + first->second);

@@ -76,7 +76,8 @@ TEST(HorovodEnv, StallCheckDisableTurnsTheReportAndTheShutdownOff) {
                       "variable set HORA_STALL_SHUTDOWN_S=0"));
   h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "0"}}, {});
   EXPECT_TRUE(h.hora.empty());
-  EXPECT_EQ(h.taken, std::vector<std::string>{"HOROVOD_STALL_CHECK_DISABLE=0 needs nothing in Hora"});
+  EXPECT_EQ(h.taken,
+            std::vector<std::string>{"HOROVOD_STALL_CHECK_DISABLE=0 needs nothing in Hora"});
 }
 
 TEST(HorovodEnv, TheSecondNameOfOneSettingIsSaidIgnored) {

@@ -3,7 +3,8 @@
 # processes its local ranks started along; what a rank leaves running in the
 # background ends with it, also after a success; a rank's line of 100 MiB
 # is forwarded intact in bounded memory; the rank that failed first is named
-# (and gives horarun's exit code) even when its peers die right after it.
+# (and gives horarun's exit code) even when its peers die right after it; a
+# rank left stopped is named.
 # Conditions are polled for with generous bounds, not slept for; every case
 # kills what its job left behind, so that nothing outlives the test.
 set -u
@@ -154,6 +155,21 @@ if wait_for none_left; then ok; else fail "first failure: left running: $(tagged
 "${horarun_tagged[@]}" -np 3 true; rc=$?
 left=$(tagged_processes)
 if [ "$rc" -eq 0 ] && [ -z "$left" ]; then ok; else fail "normal end: rc=$rc, left running: $left"; fi
+
+# 6. A rank stopped (SIGSTOP) after the others ended with 0: horarun, which
+#    waits for it, says so within seconds, naming it (it waited without a
+#    word before); SIGTERM to horarun then ends the job, the stopped rank
+#    included.
+"${horarun_tagged[@]}" -np 2 sh -c 'if [ "$HORA_RANK" = 1 ]; then kill -STOP $$; fi' \
+  >"$dir/stopped.out" 2>&1 &
+hp=$!
+said() { grep -q "horarun: rank 1 (pid [0-9]* on localhost) has been stopped for [0-9]* s (SIGSTOP, or a debugger); ranks that ended: 0; horarun waits" "$dir/stopped.out"; }
+if wait_for said; then ok; else fail "stopped rank: not said: $(cat "$dir/stopped.out")"; fi
+kill -TERM "$hp"
+wait "$hp"; rc=$?
+if [ "$rc" -eq 143 ] && wait_for none_left; then ok; else
+  fail "stopped rank: rc=$rc after SIGTERM, left running: $(tagged_processes)"
+fi
 
 echo "$pass passed, $failed failed"
 [ "$failed" -eq 0 ]

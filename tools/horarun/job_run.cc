@@ -23,6 +23,7 @@
 
 #include "death_watch.h"
 #include "elastic_driver.h"
+#include "hosts.h"
 #include "job.h"
 #include "job_run.h"
 #include "output.h"
@@ -193,6 +194,35 @@ void Job::EndGroups(Clock::time_point now) {
   }
 }
 
+void Job::ReportStopped(Clock::time_point now) {
+  // Looking reads /proc: once a second. Stopped for 5 s before it is said,
+  // then once a minute while it stays so.
+  if (driver_ || stopping_ || now < stopped_check_at_) return;
+  stopped_check_at_ = now + std::chrono::seconds(1);
+  std::string ended;
+  for (const auto& r : ranks_) {
+    if (!r.running && r.pid > 0)
+      ended += (ended.empty() ? "" : ", ") + std::to_string(r.placement.rank);
+  }
+  for (const auto& r : ranks_) {
+    if (!r.running || !IsLocalHost(r.placement.host) || !GroupHasStoppedMember(r.pid)) {
+      stopped_since_.erase(r.pid);
+      continue;
+    }
+    const auto it = stopped_since_.try_emplace(r.pid, now, now + std::chrono::seconds(5)).first;
+    if (now < it->second.second) continue;
+    it->second.second = now + std::chrono::seconds(60);
+    const long held =
+        std::chrono::duration_cast<std::chrono::seconds>(now - it->second.first).count();
+    std::fprintf(stderr,
+                 "horarun: rank %d (pid %d on %s) has been stopped for %ld s (SIGSTOP, or a "
+                 "debugger)%s; horarun waits for it to end (kill -CONT -%d lets it go on; "
+                 "Ctrl-C stops the job)\n",
+                 r.placement.rank, r.pid, r.placement.host.c_str(), held,
+                 ended.empty() ? "" : ("; ranks that ended: " + ended).c_str(), r.pid);
+  }
+}
+
 void Job::EndGroup(Rank& r) {
   r.group_live = false;
   watcher_.Forget(r.pid);
@@ -313,6 +343,7 @@ void Job::Run() {
     CheckInputs(now);
     Escalate(now);
     EndGroups(now);
+    ReportStopped(now);
     bool any_live = false, any_open = false;
     std::vector<pollfd> pfds = {{sigfd_, POLLIN, 0}, {deaths_.fd(), POLLIN, 0}};
     std::vector<std::pair<Rank*, int>> owners;

@@ -125,6 +125,11 @@ class Job {
   // Takes out the workers a round waits for that are stopped (SIGSTOP) or
   // that a peer found silent.
   void TakeOutFrozen(Clock::time_point now);
+  // A fixed job: says so when a local rank's process stays stopped (SIGSTOP,
+  // a debugger), which horarun would otherwise wait for without a word
+  // once the others ended with 0 (they fail on a stopped peer, but may
+  // catch that and end well).
+  void ReportStopped(Clock::time_point now);
 
   const JobSpec& spec_;
   const int sigfd_;
@@ -152,6 +157,10 @@ class Job {
   bool failed_after_done_ = false;  // a worker failed after that
   int last_failure_ = 0;
   Clock::time_point frozen_check_at_{};  // TakeOutFrozen's next look
+  // ReportStopped: its next look, and per rank (by pid) since when it has
+  // been seen stopped and when it may be said again.
+  Clock::time_point stopped_check_at_{};
+  std::map<pid_t, std::pair<Clock::time_point, Clock::time_point>> stopped_since_;
   // Host discovery: when to run the script next.
   Clock::time_point discover_at_{};
   std::unique_ptr<BackgroundDiscovery> discovery_;  // (elastic, with a script)
