@@ -2,11 +2,13 @@
 #include "hosts.h"
 
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
+#include <cstring>
 #include <set>
 #include <utility>
 
@@ -207,7 +209,30 @@ bool IsLocalHost(const std::string& host) {
   if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
   char name[256] = {};
   if (gethostname(name, sizeof name - 1) == 0 && host == name) return true;
-  return false;
+  return IsLocalAddress(host);
+}
+
+bool IsLocalAddress(const std::string& host) {
+  // (Numeric only: no name is looked up, which could wait on DNS.)
+  in_addr v4{};
+  in6_addr v6{};
+  const bool is_v4 = inet_pton(AF_INET, host.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6) return false;
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return false;
+  bool local = false;
+  for (const ifaddrs* a = all; a != nullptr && !local; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET) {
+      local = reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6) {
+      local = std::memcmp(&reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr, &v6,
+                          sizeof v6) == 0;
+    }
+  }
+  freeifaddrs(all);
+  return local;
 }
 
 }  // namespace hora::horarun

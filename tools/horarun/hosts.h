@@ -41,7 +41,11 @@ struct Placement {
 // the hosts have fewer slots than np, naming both numbers.
 Result<std::vector<Placement>> PlaceRanks(int np, const std::vector<HostSlots>& hosts);
 
-// True for names that mean this machine (localhost, 127.x, ::1, this host's name).
+// True for names that mean this machine (localhost, 127.x, ::1, this host's
+// name, an address of one of its interfaces: a hostfile that lists the
+// launching host by its address runs those ranks here, not over ssh).
 bool IsLocalHost(const std::string& host);
+// True for a numeric address of one of this machine's interfaces.
+bool IsLocalAddress(const std::string& host);
 
 }  // namespace hora::horarun

@@ -1,6 +1,10 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "hosts.h"
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+
 #include <gtest/gtest.h>
 
 #include <string>
@@ -118,6 +122,31 @@ TEST(Hosts, LocalHostNames) {
   EXPECT_TRUE(IsLocalHost("localhost"));
   EXPECT_TRUE(IsLocalHost("127.0.0.1"));
   EXPECT_FALSE(IsLocalHost("node-that-is-not-here"));
+  EXPECT_FALSE(IsLocalHost("198.51.100.77"));  // (TEST-NET-2: no machine's)
+}
+
+// An address of one of this machine's interfaces is this machine (it was
+// taken for a remote host, reached over ssh).
+TEST(Hosts, AnAddressOfThisMachinesInterfacesIsLocal) {
+  ifaddrs* all = nullptr;
+  ASSERT_EQ(getifaddrs(&all), 0);
+  int seen = 0;
+  for (const ifaddrs* a = all; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr) continue;
+    const int family = a->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw =
+        family == AF_INET
+            ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr)
+            : static_cast<const void*>(
+                  &reinterpret_cast<const sockaddr_in6*>(a->ifa_addr)->sin6_addr);
+    ASSERT_NE(inet_ntop(family, raw, text, sizeof text), nullptr);
+    EXPECT_TRUE(IsLocalHost(text)) << text;
+    ++seen;
+  }
+  freeifaddrs(all);
+  EXPECT_GT(seen, 0);
 }
 
 }  // namespace
