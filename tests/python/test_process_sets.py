@@ -197,6 +197,18 @@ def test_init_registers_the_sets_it_is_given():
         hvd.remove_process_set(evens)
 
 
+def test_rank_in_a_set_this_rank_is_not_in_is_refused():
+    # Horovod's ProcessSet.rank() raises ValueError there (Hora gave -1).
+    others = [r for r in range(hvd.size()) if r != hvd.rank()]
+    if not others:
+        pytest.skip("needs two ranks")
+    ps = hvd.ProcessSet(others)
+    assert not ps.included()
+    with pytest.raises(ValueError, match="rank %d is not one of its ranks" % hvd.rank()):
+        ps.rank()
+    assert hvd.ProcessSet([hvd.rank()]).rank() == 0
+
+
 def test_init_takes_dynamic_in_any_case():
     # Horovod's init(process_sets="dynamic") compares without case.
     hvd.shutdown()

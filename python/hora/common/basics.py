@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import traceback
+import warnings
 import weakref
 
 from hora import _core
@@ -252,8 +253,11 @@ def is_homogeneous():
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Starts a Chrome-trace timeline (``{rank}`` in the path: one file per rank)."""
-    del mark_cycles  # Horovod's option; Hora's timeline has no cycle marks
+    """Starts a Chrome-trace timeline (``{rank}`` in the path: one file per rank).
+    ``mark_cycles=True`` (Horovod's cycle marks) is not done: a warning says so."""
+    if mark_cycles:
+        warnings.warn("start_timeline(mark_cycles=True): Hora's timeline has no cycle marks; "
+                      "the timeline starts without them", stacklevel=2)
     session().start_timeline(str(file_path))
 
 

@@ -29,11 +29,14 @@ class ProcessSet:
         return basics.size() if self.ranks is None else len(self.ranks)
 
     def rank(self):
-        """This process's rank within the set (-1 when not included)."""
+        """This process's rank within the set; ``ValueError`` where it is not
+        one of the set's (as Horovod's: ``included()`` asks)."""
         if self.ranks is None:
             return basics.rank()
         r = basics.rank()
-        return self.ranks.index(r) if r in self.ranks else -1
+        if r not in self.ranks:
+            raise ValueError("%r: rank %d is not one of its ranks (included() tells)" % (self, r))
+        return self.ranks.index(r)
 
     def included(self):
         """True when this process belongs to the set."""
