@@ -26,6 +26,11 @@ import zlib
 
 import torch
 
+from hora.common import basics
+from hora.torch import collective_ops as co
+from hora.torch import reduce_ops as ro
+from hora.torch.handles import synchronize as _wait
+
 BUCKET_CAPACITY = 1 << 20  # bytes a bucket holds at most (one member may hold more)
 
 # One call copies a list of tensors (torch 2.1 and later); else one each.
@@ -119,3 +124,120 @@ def plan(slots, limit):
         for s in b.slots:
             s.bucket = b
     return buckets
+
+
+# A bucket whose members went to their own allreduces (see _start_bucket).
+MEMBERS_ALONE = object()
+
+
+class BucketSteps:
+    """DistributedOptimizer's steps of a bucket: started once its last
+    gradient is ready, finished at the end of that backward pass (or at
+    ``synchronize()``). A base of the distributed optimizer's class, which
+    holds the state these use (``_started_buckets``, ``_handles``,
+    ``_sparse_dims``, ``_process_set``, ``op``) and the helpers
+    (``_dense_grad``, ``_allreduce_grad_async``, ``_sparse_allreduce_async``,
+    ``_scale``)."""
+
+    def _start_bucket(self, b):
+        """Copies the bucket's gradients into it and starts its allreduce. A
+        sparse gradient (without sparse_as_dense) goes to its own; so does
+        every member where their gradients' dtypes or devices differ."""
+        self._started_buckets.append(b)
+        grads = [self._dense_grad(s.p) for s in b.slots]
+        dense = [g for g in grads if not g.is_sparse]
+        if not dense or any(g.dtype != dense[0].dtype or g.device != dense[0].device
+                            for g in dense):
+            b.handle = MEMBERS_ALONE
+            for s in b.slots:
+                self._handles[s] = self._allreduce_grad_async(s)
+            return
+        flat, views = b.place(dense[0])
+        members = b.slots
+        if len(dense) < len(grads):
+            views = [v for v, g in zip(views, grads) if not g.is_sparse]
+            members = [s for s, g in zip(b.slots, grads) if not g.is_sparse]
+            for s, g in zip(b.slots, grads):
+                if g.is_sparse:
+                    self._handles[s] = self._sparse_allreduce_async(g, s.name), None
+        copy_all(views, dense)
+        b.copied, b.into = members, views
+        pre, post = self._scale()
+        b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
+                                       postscale_factor=post, process_set=self._process_set)
+        if not b.layout_agreed and b.layout_check is None:
+            b.layout_check = co.allgather_async(
+                torch.tensor([b.layout_digest()], dtype=torch.int64),
+                name=b.name + ".layout", process_set=self._process_set)
+
+    def _finish_started_buckets(self):
+        """At the end of a backward pass: the buckets started so far have
+        their results in the gradients (an error waits for synchronize())."""
+        self._finish_queued = False
+        for b in self._started_buckets:
+            if b.handle is MEMBERS_ALONE or b.done:
+                continue
+            try:
+                self._finish_bucket(b)
+            except Exception as e:  # (raised by synchronize(), as the others')
+                b.error = e
+            b.done = True
+
+    def _finish_bucket(self, b):
+        """Waits for the bucket's allreduce and copies the results into the
+        gradients the parameters hold now (code may have replaced one since
+        the bucket started: p.grad = p.grad * 2). A bucket whose members'
+        shapes differ across ranks raises that instead (on every rank)."""
+        try:
+            _wait(b.handle)
+        finally:
+            if b.layout_check is not None:  # (waited for also when the allreduce failed)
+                self._check_layout(b)
+        grads = [s.p.grad for s in b.copied]
+        if any(g is None for g in grads):  # (set to None meanwhile)
+            for s, g, v in zip(b.copied, grads, b.into):
+                if g is None:
+                    s.p.grad = v.clone()
+            grads = [s.p.grad for s in b.copied]
+        copy_all(grads, b.into)
+        if self._sparse_dims:  # sparse_as_dense: sparse again, as they came
+            for s in b.slots:
+                dim = self._sparse_dims.pop(s.p, None)
+                if dim is not None:
+                    s.p.grad = s.p.grad.to_sparse(dim)
+        b.written = [s.p.grad for s in b.copied]
+
+    def _check_layout(self, b):
+        """Raises where the bucket's members' names or shapes differ across
+        ranks (asked until every rank agrees once)."""
+        check, b.layout_check = b.layout_check, None
+        digests = _wait(check).tolist()
+        if all(d == digests[0] for d in digests):
+            b.layout_agreed = True
+            return
+        ranks = self._process_set.ranks or list(range(len(digests)))
+        mine = b.layout_digest()
+        others = [str(r) for r, d in zip(ranks, digests) if d != mine]
+        raise ValueError(
+            "DistributedOptimizer: the gradients reduced together as %r have other names or "
+            "shapes on rank%s %s than on rank %d, which has %s (every rank must train the same "
+            "model; with HORA_GRADIENT_BUCKET_BYTES=0 each gradient is reduced alone and the "
+            "one that differs is named)"
+            % (b.name, "s" if len(others) > 1 else "", ", ".join(others), basics.rank(),
+               b.layout()))
+
+    def _refresh_replaced(self, b):
+        """At synchronize(), for a bucket finished at the end of backward: a
+        member whose ``p.grad`` was replaced since (``p.grad = p.grad * 2``)
+        gets the reduced gradient, as Horovod's ``set_`` puts it there (and
+        as a gradient reduced alone gets it); one edited in place keeps the
+        edit (GradScaler's ``unscale_``, clipping)."""
+        for s, before, v in zip(b.copied, b.written, b.into):
+            g = s.p.grad
+            if g is before:
+                continue
+            if g is None or g.is_sparse or before.is_sparse:
+                reduced = v.clone()
+                s.p.grad = reduced.to_sparse(before.sparse_dim()) if before.is_sparse else reduced
+            else:
+                g.copy_(v)

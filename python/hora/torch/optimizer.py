@@ -57,7 +57,6 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import collective_ops as co
 from hora.torch import grad_buckets
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
@@ -73,10 +72,6 @@ class _Slot:
 
     def __init__(self, p, name, delay):
         self.p, self.name, self.group, self.bucket, self.delay = p, name, None, None, delay
-
-
-# A bucket whose members went to their own allreduces (see _start_bucket).
-_MEMBERS_ALONE = object()
 
 
 def _bucket_limit():
@@ -269,109 +264,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                 postscale_factor=post, process_set=self._process_set)
         return h, ctx
 
-    def _start_bucket(self, b):
-        """Copies the bucket's gradients into it and starts its allreduce. A
-        sparse gradient (without sparse_as_dense) goes to its own; so does
-        every member where their gradients' dtypes or devices differ."""
-        self._started_buckets.append(b)
-        grads = [self._dense_grad(s.p) for s in b.slots]
-        dense = [g for g in grads if not g.is_sparse]
-        if not dense or any(g.dtype != dense[0].dtype or g.device != dense[0].device
-                            for g in dense):
-            b.handle = _MEMBERS_ALONE
-            for s in b.slots:
-                self._handles[s] = self._allreduce_grad_async(s)
-            return
-        flat, views = b.place(dense[0])
-        members = b.slots
-        if len(dense) < len(grads):
-            views = [v for v, g in zip(views, grads) if not g.is_sparse]
-            members = [s for s, g in zip(b.slots, grads) if not g.is_sparse]
-            for s, g in zip(b.slots, grads):
-                if g.is_sparse:
-                    self._handles[s] = self._sparse_allreduce_async(g, s.name), None
-        grad_buckets.copy_all(views, dense)
-        b.copied, b.into = members, views
-        pre, post = self._scale()
-        b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
-                                       postscale_factor=post, process_set=self._process_set)
-        if not b.layout_agreed and b.layout_check is None:
-            b.layout_check = co.allgather_async(
-                torch.tensor([b.layout_digest()], dtype=torch.int64),
-                name=b.name + ".layout", process_set=self._process_set)
-
-    def _finish_started_buckets(self):
-        """At the end of a backward pass: the buckets started so far have
-        their results in the gradients (an error waits for synchronize())."""
-        self._finish_queued = False
-        for b in self._started_buckets:
-            if b.handle is _MEMBERS_ALONE or b.done:
-                continue
-            try:
-                self._finish_bucket(b)
-            except Exception as e:  # (raised by synchronize(), as the others')
-                b.error = e
-            b.done = True
-
-    def _finish_bucket(self, b):
-        """Waits for the bucket's allreduce and copies the results into the
-        gradients the parameters hold now (code may have replaced one since
-        the bucket started: p.grad = p.grad * 2). A bucket whose members'
-        shapes differ across ranks raises that instead (on every rank)."""
-        try:
-            _wait(b.handle)
-        finally:
-            if b.layout_check is not None:  # (waited for also when the allreduce failed)
-                self._check_layout(b)
-        grads = [s.p.grad for s in b.copied]
-        if any(g is None for g in grads):  # (set to None meanwhile)
-            for s, g, v in zip(b.copied, grads, b.into):
-                if g is None:
-                    s.p.grad = v.clone()
-            grads = [s.p.grad for s in b.copied]
-        grad_buckets.copy_all(grads, b.into)
-        if self._sparse_dims:  # sparse_as_dense: sparse again, as they came
-            for s in b.slots:
-                dim = self._sparse_dims.pop(s.p, None)
-                if dim is not None:
-                    s.p.grad = s.p.grad.to_sparse(dim)
-        b.written = [s.p.grad for s in b.copied]
-
-    def _check_layout(self, b):
-        """Raises where the bucket's members' names or shapes differ across
-        ranks (asked until every rank agrees once)."""
-        check, b.layout_check = b.layout_check, None
-        digests = _wait(check).tolist()
-        if all(d == digests[0] for d in digests):
-            b.layout_agreed = True
-            return
-        ranks = self._process_set.ranks or list(range(len(digests)))
-        mine = b.layout_digest()
-        others = [str(r) for r, d in zip(ranks, digests) if d != mine]
-        raise ValueError(
-            "DistributedOptimizer: the gradients reduced together as %r have other names or "
-            "shapes on rank%s %s than on rank %d, which has %s (every rank must train the same "
-            "model; with HORA_GRADIENT_BUCKET_BYTES=0 each gradient is reduced alone and the "
-            "one that differs is named)"
-            % (b.name, "s" if len(others) > 1 else "", ", ".join(others), basics.rank(),
-               b.layout()))
-
-    def _refresh_replaced(self, b):
-        """At synchronize(), for a bucket finished at the end of backward: a
-        member whose ``p.grad`` was replaced since (``p.grad = p.grad * 2``)
-        gets the reduced gradient, as Horovod's ``set_`` puts it there (and
-        as a gradient reduced alone gets it); one edited in place keeps the
-        edit (GradScaler's ``unscale_``, clipping)."""
-        for s, before, v in zip(b.copied, b.written, b.into):
-            g = s.p.grad
-            if g is before:
-                continue
-            if g is None or g.is_sparse or before.is_sparse:
-                reduced = v.clone()
-                s.p.grad = reduced.to_sparse(before.sparse_dim()) if before.is_sparse else reduced
-            else:
-                g.copy_(v)
-
     def _grouped_allreduce_async(self, gi):
         grads = [self._dense_grad(p) for p in self._groups[gi]]
         if any(g.is_sparse for g in grads):
@@ -409,7 +301,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # densified this step.)
         plain = self._compression is Compression.none and not self._sparse_dims
         for b in self._started_buckets:
-            if b.handle is _MEMBERS_ALONE:
+            if b.handle is grad_buckets.MEMBERS_ALONE:
                 continue
             if b.done:
                 error = error or b.error
@@ -541,7 +433,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if groups is not None:
             raise ValueError("give groups or num_groups (deprecated), not both")
         groups = num_groups
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__, grad_buckets.BucketSteps),
                dict(_DistributedOptimizer.__dict__))
     return _with_defaults(cls(optimizer.param_groups, named_parameters, compression,
                               backward_passes_per_step, op, gradient_predivide_factor, groups,
