@@ -198,18 +198,22 @@ TEST(TcpTransport, AQuietPeerStillDeliversWhatNoWaiterReads) {
 // thread's (the wait gives it back before it sleeps; at the latest a tick
 // would), and a large receive posted gives a quiet peer back at once.
 TEST(TcpTransport, SleepingWaitsAndLargeReceivesLeaveAPeerWatched) {
-  auto t = Mesh(2, "s3cret", "127.0.0.1", false, std::chrono::microseconds(200));
+  // A spin of 10 ms: the replies 80 ms late outlast it (looked at 40 ms
+  // in), and a reply 50 us late comes within it also under a sanitizer on
+  // busy cores, where a thread may wait a few ms for its turn (with 200 us,
+  // none of 50 came within it in one ASan run of CI).
+  auto t = Mesh(2, "s3cret", "127.0.0.1", false, std::chrono::milliseconds(10));
   ASSERT_TRUE(t[0] && t[1]);
   auto* rank1 = dynamic_cast<tcp_internal::TcpTransport*>(t[1].get());
   ASSERT_NE(rank1, nullptr);
-  for (uint64_t i = 0; i < 3; ++i) {  // the reply 30 ms late: the wait sleeps
+  for (uint64_t i = 0; i < 3; ++i) {  // the reply 80 ms late: the wait sleeps
     uint64_t ping = i, got = ~uint64_t{0};
     Request pr = t[1]->Irecv(0, 200 + i, &got, sizeof got);
     int quiet_while_asleep = -1;
     std::thread later([&] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
       quiet_while_asleep = rank1->QuietPeers();
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      std::this_thread::sleep_for(std::chrono::milliseconds(40));
       EXPECT_TRUE(t[0]->Isend(1, 200 + i, &ping, sizeof ping)->Wait(Soon()).ok());
     });
     const Status st = t[1]->Wait(pr, Soon());
@@ -222,7 +226,7 @@ TEST(TcpTransport, SleepingWaitsAndLargeReceivesLeaveAPeerWatched) {
   EXPECT_GE(turns, 1u);  // (each wait made it quiet while it spun)
   // A wait that ends within its spin leaves the peer quiet ...
   bool quiet = false;
-  for (uint64_t attempt = 0; attempt < 50 && !quiet; ++attempt) {
+  for (uint64_t attempt = 0; attempt < 200 && !quiet; ++attempt) {
     uint64_t ping = attempt, got = 0;
     Request pr = t[1]->Irecv(0, 300 + attempt, &got, sizeof got);
     Request ps = t[0]->Isend(1, 300 + attempt, &ping, sizeof ping);
