@@ -27,6 +27,7 @@ import zlib
 import torch
 
 from hora.common import basics
+from hora.common.process_sets import process_set_ranks
 from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
 from hora.torch.handles import synchronize as _wait
@@ -215,7 +216,7 @@ class BucketSteps:
         if all(d == digests[0] for d in digests):
             b.layout_agreed = True
             return
-        ranks = self._process_set.ranks or list(range(len(digests)))
+        ranks = process_set_ranks(self._process_set)  # (None: every rank)
         mine = b.layout_digest()
         others = [str(r) for r, d in zip(ranks, digests) if d != mine]
         raise ValueError(
