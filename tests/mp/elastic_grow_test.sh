@@ -60,6 +60,12 @@ if [ "$mode" = grow ]; then
   grep -q "host localhost has a free slot; started worker localhost/2" "$out" ||
     fail "horarun started no worker on the new slot"
   grep -q "world 2 formed with 3 worker(s)" "$out" || fail "horarun formed no world of 3"
+  # Horovod's variables at the start: the place each would have if all came.
+  for w in "0: RANK=0 SIZE=2 LOCAL_RANK=0 LOCAL_SIZE=2" "1: RANK=1 SIZE=2 LOCAL_RANK=1" \
+      "2: RANK=2 SIZE=3 LOCAL_RANK=2 LOCAL_SIZE=3 CROSS_RANK=0"; do
+    grep -q "elastic spawned as localhost/$w" "$out" ||
+      fail "worker localhost/${w%%:*} was not started with HOROVOD_* as $w"
+  done
   ok=$(grep -c "elastic ok: worker localhost/[0-2] rank [0-2] of 3, sizes \[2, .*, 3\], resets \[\(3\)\?\]" "$out")
   [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
   members=$(grep -c "elastic ok: worker localhost/[01] .*resets \[3\]" "$out")
@@ -78,6 +84,8 @@ elif [ "$mode" = respawn ]; then
     fail "horarun did not leave the host out for its cooldown"
   grep -q "host localhost has a free slot; started worker localhost/3" "$out" ||
     fail "horarun started no worker on the freed slot"
+  grep -q "elastic spawned as localhost/3: RANK=2 SIZE=3 LOCAL_RANK=2 LOCAL_SIZE=3" "$out" ||
+    fail "the worker on the freed slot was not started with HOROVOD_RANK=2 of 3"
   ok=$(grep -c "elastic ok: worker localhost/[013] rank [0-2] of 3, sizes \[3, .*, 2, .*, 3\], resets \[\(2, 3\)\?\]" "$out")
   [ "$ok" -eq 3 ] || fail "$ok of 3 workers finished in the world of 3 with every step committed once"
 else

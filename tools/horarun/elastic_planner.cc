@@ -44,6 +44,20 @@ void ElasticPlanner::Ended(const std::string& id, Clock::time_point now) {
   CountChanged(now);
 }
 
+std::map<std::string, Placement> ElasticPlanner::Prospect(
+    const std::vector<std::pair<std::string, std::string>>& newcomers,
+    Clock::time_point now) const {
+  ElasticPlanner next = *this;  // (Form's own order, on a copy)
+  for (const auto& [id, host] : newcomers) next.Started(id, host, now);
+  std::vector<std::string> members;
+  for (const auto& [id, w] : next.workers_) {
+    if (w.live) members.push_back(id);
+  }
+  std::map<std::string, Placement> out;
+  for (const Assignment& a : next.Form(std::move(members)).assign) out[a.id] = a.placement;
+  return out;
+}
+
 int ElasticPlanner::live() const {
   int n = 0;
   for (const auto& [id, w] : workers_) n += w.live ? 1 : 0;

@@ -103,6 +103,15 @@ class ElasticPlanner {
   // While a round waits (some live worker has arrived for a new world): the
   // live workers it waits for.
   std::vector<std::string> Late() const;
+  // Where each worker would be placed (and the world's size: the map's)
+  // if `newcomers` (id, host) started now, after every live worker, and
+  // all of them came to init(): what horarun exports to a worker it
+  // starts (HOROVOD_RANK, HOROVOD_LOCAL_RANK, ...), as Horovod's elastic
+  // driver does at spawn. The world formed later may differ (a worker
+  // that fails first, one more host).
+  std::map<std::string, Placement> Prospect(
+      const std::vector<std::pair<std::string, std::string>>& newcomers,
+      Clock::time_point now) const;
   bool ended() const { return ended_; }
 
  private:

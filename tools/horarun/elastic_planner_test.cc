@@ -127,6 +127,35 @@ TEST(ElasticPlanner, NewWorkersComeAfterTheSurvivorsOfTheirHost) {
   EXPECT_EQ(PlaceOf(d, "w2").host, "c");
 }
 
+// What horarun exports at spawn: the placement each worker would get if
+// every live one came, newcomers after the survivors of their host; the
+// planner itself is unchanged.
+TEST(ElasticPlanner, AProspectIsTheNextWorldIfEveryoneCame) {
+  ElasticPlanner p(Bounds(1, 8));
+  const Clock::time_point t{};
+  const auto first = p.Prospect({{"w0", "a"}, {"w1", "b"}, {"w2", "a"}}, t);
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first.at("w0").rank, 0);
+  EXPECT_EQ(first.at("w2").rank, 1) << "host a's ranks first";
+  EXPECT_EQ(first.at("w2").local_rank, 1);
+  EXPECT_EQ(first.at("w2").local_size, 2);
+  EXPECT_EQ(first.at("w1").rank, 2);
+  EXPECT_EQ(first.at("w1").cross_rank, 1);
+  EXPECT_EQ(first.at("w1").cross_size, 2);
+  EXPECT_EQ(p.live(), 0) << "a prospect starts nobody";
+
+  StartAll(p, {"a", "b"}, t);  // w0 a:0, w1 b:1
+  p.Ended("w0", t);
+  const auto next = p.Prospect({{"w9", "a"}, {"w8", "c"}}, t);
+  ASSERT_EQ(next.size(), 3u) << "w1, and the two newcomers";
+  EXPECT_EQ(next.at("w1").rank, 0) << "the survivor's host first";
+  EXPECT_EQ(next.at("w9").rank, 1);
+  EXPECT_EQ(next.at("w9").local_rank, 0);
+  EXPECT_EQ(next.at("w8").rank, 2);
+  EXPECT_EQ(p.live(), 1);
+  EXPECT_EQ(p.generation(), 1);
+}
+
 // New workers (a host the discovery script added) wait in init() while the
 // members train on: nobody is stopped for being late, however long that
 // takes. The members come at their next commit, and the world grows.

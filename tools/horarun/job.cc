@@ -146,9 +146,13 @@ std::map<std::string, std::string> RankEnvironment(const Placement& p, int size)
   return out;
 }
 
-RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd) {
+RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd,
+                          const std::optional<ProspectivePlace>& prospect) {
   std::map<std::string, std::string> env = spec.env;
   if (spec.elastic) {
+    if (prospect) {
+      for (const auto& [k, v] : RankEnvironment(prospect->placement, prospect->size)) env[k] = v;
+    }
     env["HORA_WORKER_ID"] = WorkerId(p);
     // (Its host as horarun names it, which the planner's local ranks follow.)
     env["HORA_HOSTNAME"] = p.host;

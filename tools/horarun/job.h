@@ -101,7 +101,16 @@ struct RankLaunch {
   std::vector<std::string> envs;  // "NAME=value"
   std::optional<std::string> input;
 };
-RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd);
+// An elastic worker's place in the world it would join if every live worker
+// came (ElasticPlanner::Prospect), exported at its start as horovodrun's
+// elastic driver does (HOROVOD_RANK, HOROVOD_LOCAL_RANK, ...: scripts that
+// pick a device before init()); init() rewrites them with the world's.
+struct ProspectivePlace {
+  Placement placement;
+  int size = 0;
+};
+RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::string& cwd,
+                          const std::optional<ProspectivePlace>& prospect = std::nullopt);
 
 // The command line that starts `argv` on a remote host through `rsh` (e.g.
 // ssh with its options, or "ip netns exec" for test hosts), in `cwd`. The

@@ -217,6 +217,7 @@ void Job::Discover(Clock::time_point now, Result<std::string> output) {
   }
   // Free slots: workers there, up to --max-np live, but not on hosts left
   // out after a failure.
+  std::vector<Placement> starting;
   for (const HostSlots& h : *found) {
     auto out = left_out_.find(h.host);
     if (out != left_out_.end() && now < out->second) continue;
@@ -232,16 +233,22 @@ void Job::Discover(Clock::time_point now, Result<std::string> output) {
       }
       Placement p;
       p.host = h.host;
-      p.rank = static_cast<int>(ranks_.size());  // (its id's index: never used before)
-      if (!StartRank(p)) {
-        std::fprintf(stderr, "horarun: elastic: worker %s did not start\n", WorkerId(p).c_str());
-        break;
-      }
-      std::fprintf(stderr, "horarun: elastic: host %s has a free slot; started worker %s\n",
-                   h.host.c_str(), WorkerId(p).c_str());
+      // (Its id's index: never used before.)
+      p.rank = static_cast<int>(ranks_.size() + starting.size());
+      starting.push_back(p);
       ++live;
-      added = true;
     }
+  }
+  const auto prospects = Prospects(starting, now);
+  for (size_t i = 0; i < starting.size(); ++i) {
+    const Placement& p = starting[i];
+    if (!StartRank(p, prospects[i])) {
+      std::fprintf(stderr, "horarun: elastic: worker %s did not start\n", WorkerId(p).c_str());
+      break;  // (the next one's id would be this one's)
+    }
+    std::fprintf(stderr, "horarun: elastic: host %s has a free slot; started worker %s\n",
+                 p.host.c_str(), WorkerId(p).c_str());
+    added = true;
   }
   // The members learn of it at their next commit (check_host_updates).
   const std::string job = JobId();

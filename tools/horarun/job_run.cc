@@ -85,17 +85,33 @@ void Job::Launch() {
   }
   char cwd_buf[4096];
   cwd_ = getcwd(cwd_buf, sizeof cwd_buf) ? cwd_buf : ".";
+  const auto prospects = Prospects(spec_.placements, Clock::now());
   for (int i = 0; i < size && !stopping_; ++i) {
-    if (!StartRank(spec_.placements[static_cast<size_t>(i)])) BeginStop(1, true);
+    const auto k = static_cast<size_t>(i);
+    if (!StartRank(spec_.placements[k], prospects[k])) BeginStop(1, true);
   }
 }
 
-bool Job::StartRank(const Placement& placement) {
+std::vector<std::optional<ProspectivePlace>> Job::Prospects(const std::vector<Placement>& starting,
+                                                            Clock::time_point now) const {
+  std::vector<std::optional<ProspectivePlace>> out(starting.size());
+  if (!driver_) return out;
+  std::vector<std::pair<std::string, std::string>> newcomers;
+  for (const Placement& p : starting) newcomers.emplace_back(WorkerId(p), p.host);
+  const std::map<std::string, Placement> next = driver_->planner().Prospect(newcomers, now);
+  for (size_t i = 0; i < starting.size(); ++i) {
+    auto it = next.find(newcomers[i].first);
+    if (it != next.end()) out[i] = ProspectivePlace{it->second, static_cast<int>(next.size())};
+  }
+  return out;
+}
+
+bool Job::StartRank(const Placement& placement, const std::optional<ProspectivePlace>& prospect) {
   const int i = static_cast<int>(ranks_.size());
   ranks_.emplace_back();  // (a deque: the other ranks stay where they are)
   Rank& r = ranks_.back();
   r.placement = placement;
-  const RankLaunch launch = PlanRankLaunch(spec_, r.placement, cwd_);
+  const RankLaunch launch = PlanRankLaunch(spec_, r.placement, cwd_, prospect);
   for (int s = 0; s < 2; ++s) {
     r.forward[s] = std::make_unique<LineForwarder>(i, s == 0 ? STDOUT_FILENO : STDERR_FILENO,
                                                    spec_.prefix_output);

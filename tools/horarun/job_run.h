@@ -110,8 +110,14 @@ class Job {
   void ScanForStart(Rank& r, int s, const char* data, size_t n);
   void EndStartScan(Rank& r);  // what the scan held, on
   // Starts a rank (elastic mode: a worker) at `placement`; false if it
-  // could not start (said on stderr).
-  bool StartRank(const Placement& placement);
+  // could not start (said on stderr). An elastic worker gets the place
+  // it would have if every live worker came (Prospects).
+  bool StartRank(const Placement& placement,
+                 const std::optional<ProspectivePlace>& prospect = std::nullopt);
+  // Elastic mode: the places of `starting` (their ids' placements) in the
+  // world every live worker and they would form.
+  std::vector<std::optional<ProspectivePlace>> Prospects(const std::vector<Placement>& starting,
+                                                         Clock::time_point now) const;
   // Elastic mode (job_elastic.cc): the driver's round, and what it decided
   // done; and, every second with a discovery script, its hosts.
   void PollDriver(Clock::time_point now);

@@ -2,9 +2,9 @@
 #include "job.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -85,6 +85,28 @@ TEST(Job, RemoteShellKeepsVariablesNamedLikeItsOwn) {
   const RankLaunch launch = PlanRankLaunch(spec, spec.placements[0], "/");
   ASSERT_TRUE(launch.input.has_value());
   EXPECT_EQ(RunAsARemoteHost(launch, want.size()), want);
+}
+
+// An elastic worker starts with its id and, given one, the place it would
+// have if every live worker came (Horovod's variables at spawn).
+TEST(Job, AnElasticWorkerStartsWithItsProspectivePlace) {
+  JobSpec spec;
+  spec.elastic.emplace();
+  spec.command = {"true"};
+  const Placement id{7, "localhost", 0, 0, 0, 0};  // (its id: localhost/7)
+  auto has = [](const RankLaunch& l, const std::string& kv) {
+    return std::find(l.envs.begin(), l.envs.end(), kv) != l.envs.end();
+  };
+  const RankLaunch bare = PlanRankLaunch(spec, id, "/");
+  EXPECT_TRUE(has(bare, "HORA_WORKER_ID=localhost/7"));
+  EXPECT_FALSE(has(bare, "HOROVOD_RANK=7")) << "an id is no rank";
+  const RankLaunch placed =
+      PlanRankLaunch(spec, id, "/", ProspectivePlace{{2, "localhost", 1, 2, 0, 1}, 3});
+  for (const char* kv : {"HORA_WORKER_ID=localhost/7", "HOROVOD_RANK=2", "HORA_RANK=2",
+                         "HOROVOD_SIZE=3", "HOROVOD_LOCAL_RANK=1", "HOROVOD_LOCAL_SIZE=2",
+                         "HOROVOD_CROSS_RANK=0", "HOROVOD_CROSS_SIZE=1"}) {
+    EXPECT_TRUE(has(placed, kv)) << kv;
+  }
 }
 
 }  // namespace

@@ -72,6 +72,13 @@ def main():
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--step-sleep", type=float, default=0.02)
     args = parser.parse_args()
+    # What horarun exported at the start, before init() (scripts pick a
+    # device by HOROVOD_LOCAL_RANK here).
+    print("elastic spawned as %s: %s" % (
+        os.environ.get("HORA_WORKER_ID"),
+        " ".join("%s=%s" % (k, os.environ.get("HOROVOD_" + k))
+                 for k in ("RANK", "SIZE", "LOCAL_RANK", "LOCAL_SIZE", "CROSS_RANK"))),
+        flush=True)
     hvd.init()
     print("elastic started pid %d" % os.getpid(), flush=True)
     first_rank = hvd.rank()
