@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "support/thread_ranks.h"
 
@@ -264,6 +265,28 @@ TEST(ProcessSets, BadCallsFailClearlyOnEveryRank) {
     HORA_RETURN_IF_ERROR(s.AllreduceAsync("v", t, t, {ReduceOp::kSum}).Wait(kWait));
     return Expect(v == 3.0f, "global sum " + std::to_string(v));
   }));
+}
+
+// A rank that is late to add_process_set (or never comes) is reported as
+// such: the stall report names the call, not the allgather inside it.
+TEST(ProcessSets, AStallInAddProcessSetNamesIt) {
+  ThreadRanks ranks(3, TestSettings({{"HORA_STALL_WARNING_S", "0.3"},
+                                     {"HORA_TIMEOUT_S", "0"},
+                                     {"HORA_LOG_LEVEL", "warning"}}));
+  ::testing::internal::CaptureStderr();
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    if (rank == 2) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    HORA_ASSIGN_OR_RETURN(const int id, s.AddProcessSet(std::vector<int>{0, 1}));
+    if (rank == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    return s.RemoveProcessSet(id);
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ExpectAllOk(st);
+  EXPECT_NE(err.find("stall: rank 0: add_process_set([0, 1]) has waited"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("stall: rank 1: remove_process_set(1) has waited"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("for rank 2 (allgather, "), std::string::npos) << err;
 }
 
 // 29 sets besides the global one fit at once; the next is refused; after a

@@ -13,6 +13,22 @@ namespace {
 
 std::string ListText(std::span<const int32_t> ranks) { return "[" + RankListText(ranks) + "]"; }
 
+// While it lives, the Session's own Comm names its waits (stall reports,
+// timeouts) as `call`: the allgathers below are add_process_set's, which a
+// rank that never calls it leaves waiting, not the user's allgather.
+class CallSubject {
+ public:
+  CallSubject(Comm& comm, std::string call) : comm_(comm) {
+    comm_.SetSubject([call = std::move(call)] { return call; });
+  }
+  ~CallSubject() { comm_.SetSubject(nullptr); }
+  CallSubject(const CallSubject&) = delete;
+  CallSubject& operator=(const CallSubject&) = delete;
+
+ private:
+  Comm& comm_;
+};
+
 // Every rank's list of int32 values, in rank order: each rank gives `mine`.
 Result<std::vector<std::vector<int32_t>>> GatherLists(Session& session, std::vector<int32_t> mine) {
   int64_t count = static_cast<int64_t>(mine.size());
@@ -50,6 +66,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
   std::vector<int32_t> mine(ranks.begin(), ranks.end());
   std::sort(mine.begin(), mine.end());
   // Every rank sends its list, even a bad one, so that all reach one verdict.
+  CallSubject subject(impl_->comm, "add_process_set(" + ListText(mine) + ")");
   HORA_ASSIGN_OR_RETURN(auto lists, GatherLists(*this, mine));
   const std::string disagree = Disagreement(lists);
   if (!disagree.empty()) {
@@ -113,6 +130,7 @@ Result<int> Session::AddProcessSet(std::span<const int> ranks) {
 Status Session::RemoveProcessSet(int id) {
   MutexLock changing(impl_->set_changes_mu);
   const std::string where = impl_->Where("remove_process_set");
+  CallSubject subject(impl_->comm, "remove_process_set(" + std::to_string(id) + ")");
   HORA_ASSIGN_OR_RETURN(auto lists, GatherLists(*this, {static_cast<int32_t>(id)}));
   const std::string disagree = Disagreement(lists);
   if (!disagree.empty()) {
