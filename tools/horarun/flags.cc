@@ -35,6 +35,32 @@ const FlagSpec* FindFlag(std::string_view name) {
   return nullptr;
 }
 
+Result<FlagMatch> MatchFlag(std::string_view name) {
+  if (const FlagSpec* exact = FindFlag(name)) return FlagMatch{exact, std::string(name)};
+  FlagMatch found;
+  std::vector<std::string> candidates;  // the first long name of each row that matches
+  if (name.size() <= 2 || name.substr(0, 2) != "--") return found;
+  for (const FlagSpec& f : Table()) {
+    std::string_view names = f.names;
+    for (size_t p = 0; p <= names.size();) {
+      size_t q = names.find('|', p);
+      if (q == std::string_view::npos) q = names.size();
+      const std::string_view n = names.substr(p, q - p);
+      p = q + 1;
+      if (n.substr(0, 2) != "--" || n.substr(0, name.size()) != name) continue;
+      if (found.spec != &f) candidates.emplace_back(n);
+      found = {&f, std::string(n)};
+      break;  // (one row counts once)
+    }
+  }
+  if (candidates.size() > 1) {
+    std::string list;
+    for (const std::string& c : candidates) list += (list.empty() ? "" : ", ") + c;
+    return InvalidArgument("ambiguous option '" + std::string(name) + "': it could be " + list);
+  }
+  return found;
+}
+
 Status ApplyFlag(const FlagSpec& spec, Options& o, const std::string& flag,
                  const std::string& value) {
   if (spec.unsupported != nullptr) return InvalidArgument(flag + ": " + spec.unsupported);

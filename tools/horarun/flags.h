@@ -36,6 +36,17 @@ const std::vector<FlagSpec>& Flags();
 // The row of `name` (one spelling, as typed), or nullptr.
 const FlagSpec* FindFlag(std::string_view name);
 
+// The row of `name` as typed on the command line, and its full spelling:
+// an exact name, or, as horovodrun's argparse allows, the prefix of one
+// long option's names only (--fusion-threshold for --fusion-threshold-mb).
+// A prefix of several rows' names is an error naming them; no match, a
+// nullptr row.
+struct FlagMatch {
+  const FlagSpec* spec = nullptr;
+  std::string name;
+};
+Result<FlagMatch> MatchFlag(std::string_view name);
+
 // Applies `spec` given as `flag` with `value` ("" for flags without one):
 // the unsupported reason as an error, else spec.apply.
 Status ApplyFlag(const FlagSpec& spec, Options& o, const std::string& flag,

@@ -128,10 +128,12 @@ Result<Options> ParseOptions(const std::vector<std::string>& args,
       value = a.substr(a.find('=') + 1);
       inline_value = true;
     }
-    const FlagSpec* spec = FindFlag(flag);
+    HORA_ASSIGN_OR_RETURN(const FlagMatch match, MatchFlag(flag));
+    const FlagSpec* spec = match.spec;
     if (spec == nullptr) {
       return InvalidArgument("unknown option '" + a + "' (see horarun --help)");
     }
+    flag = match.name;  // (a prefix's errors name the whole flag)
     if (spec->unsupported != nullptr) return ApplyFlag(*spec, o, flag, value);
     if (spec->metavar != nullptr && !inline_value) {
       if (i + 1 >= args.size()) return InvalidArgument(flag + " needs a value");

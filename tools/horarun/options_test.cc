@@ -121,6 +121,28 @@ TEST(Options, HorovodrunsLaunchFlags) {
   }
 }
 
+// As horovodrun's argparse: a long option may be shortened to a prefix of
+// one option's names; a prefix of several is an error naming them.
+TEST(Options, AnUnambiguousPrefixNamesALongOption) {
+  auto o = Parse({"-np", "2", "--fusion-threshold", "32", "--cycle-time=2.5", "--network-interface",
+                  "ib0", "--start-timeo", "7"});
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->settings.at("HORA_FUSION_THRESHOLD_BYTES"), "33554432");
+  EXPECT_EQ(o->settings.at("HORA_CYCLE_TIME_MS"), "2.5");
+  EXPECT_EQ(o->settings.at("HORA_IFACE"), "ib0");
+  EXPECT_EQ(o->settings.at("HORA_START_TIMEOUT_S"), "7.000000");
+  const std::string ambiguous = ErrorOf({"-np", "2", "--cy", "1", "--c", "8"});
+  EXPECT_EQ(ambiguous,
+            "ambiguous option '--c': it could be --config-file, --check-build, --cycle-time-ms, "
+            "--cache-capacity")
+      << ambiguous;
+  EXPECT_EQ(ParseOptions({"-np", "2", "--fusion-thr"}, &FakeFile).status().message(),
+            "--fusion-threshold-mb needs a value")
+      << "errors name the whole flag";
+  EXPECT_EQ(ErrorOf({"-np", "2", "-fusion", "1"}).rfind("unknown option '-fusion'", 0), 0u)
+      << "short options are not abbreviated";
+}
+
 TEST(Options, HorovodrunsNegationsOfWhatHoraLacksAreAccepted) {
   // (Each asks for Horovod's default, which is what Hora does.)
   for (const char* flag : {"--no-timeline-mark-cycles", "--no-mpi-threads-disable",
