@@ -28,6 +28,12 @@ check tunables 0 "[1]: 33554432 2.5 7 $dir/tl.json debug 9 30 lo lo,lo2" \
   --timeline-filename "$dir/tl.json" --log-level DEBUG --stall-check-warning-time-seconds 9 \
   --stall-check-shutdown-time-seconds=30 --network-interface lo --network-interfaces lo2 \
   --no-hierarchical-allreduce --disable-cache --gloo sh -c "$show"
+# A prefix of one flag is that flag (argparse's abbreviations).
+check prefix 0 "[0]: 4" "$horarun" -np 1 --cycle-time 4 sh -c 'echo $HORA_CYCLE_TIME_MS'
+# An interface this host lacks is named before a rank starts, even where
+# the ranks (all here) would not use it.
+check no-such-nic 2 "horarun: --network-interface: HORA_IFACE='hora-nope0': no such interface with an address (this host has lo" \
+  "$horarun" -np 2 --network-interface hora-nope0 true
 check no-stall-check 0 "[0]: 0 0" "$horarun" -np 1 --no-stall-check --stall-check-warning-time-seconds 9 \
   sh -c 'echo $HORA_STALL_WARNING_S $HORA_STALL_SHUTDOWN_S'
 check flags-win-over-env 0 "[0]: 4" env HORA_CYCLE_TIME_MS=8 "$horarun" -np 1 --cycle-time-ms 4 sh -c 'echo $HORA_CYCLE_TIME_MS'

@@ -155,6 +155,18 @@ int main(int argc, char** argv) {
     all_local = all_local && horarun::IsLocalHost(p.host);
     any_local = any_local || horarun::IsLocalHost(p.host);
   }
+  // Ranks on this host must find the interface their TCP connections use,
+  // whatever their transport turns out to be (a typo in a one-host job
+  // would go unseen until the job spans hosts).
+  if (any_local && env.count("HORA_IFACE") && !env["HORA_IFACE"].empty()) {
+    auto addr = AdvertisedAddress(env["HORA_IFACE"]);
+    if (!addr.ok()) {
+      std::fprintf(stderr, "horarun: %s%s\n",
+                   opts.nics.empty() ? "" : "--network-interface: ",
+                   addr.status().message().c_str());
+      return 2;
+    }
+  }
   // Ranks on this host must be able to start the program.
   if (any_local) {
     auto path = whole_env.find("PATH");

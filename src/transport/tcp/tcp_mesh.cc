@@ -80,9 +80,13 @@ Result<std::string> AdvertisedAddress(const std::string& iface) {
   if (getifaddrs(&list) != 0)
     return UnavailableError(std::string("getifaddrs: ") + std::strerror(errno));
   std::string found, loopback;
+  std::vector<std::string> names;  // the interfaces that have an address (for the error)
   for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
     if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
+    if (std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
+      names.emplace_back(i->ifa_name);
+    }
     if (!iface.empty() && iface != i->ifa_name) continue;
     if (i->ifa_addr->sa_family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
@@ -99,7 +103,10 @@ Result<std::string> AdvertisedAddress(const std::string& iface) {
   freeifaddrs(list);
   if (!found.empty()) return found;
   if (!loopback.empty()) return loopback;
-  return InvalidArgument("HORA_IFACE='" + iface + "': no such interface with an address");
+  std::string have;
+  for (const std::string& n : names) have += (have.empty() ? "" : ", ") + n;
+  return InvalidArgument("HORA_IFACE='" + iface + "': no such interface with an address (" +
+                         (have.empty() ? "this host has none" : "this host has " + have) + ")");
 }
 
 Result<std::vector<net::Fd>> ConnectTcpMesh(Store& store, const TcpMeshOptions& o) {

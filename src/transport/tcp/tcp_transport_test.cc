@@ -85,6 +85,8 @@ TEST(TcpTransport, MeshOnANamedInterface) {
   EXPECT_NE(none.status().message().find("HORA_IFACE='hora-no-such-if0': no such interface"),
             std::string::npos)
       << none.status().message();
+  EXPECT_NE(none.status().message().find("(this host has lo"), std::string::npos)
+      << "the interfaces there are: " << none.status().message();
 }
 
 TEST(TcpTransport, MessagesOfEverySizeInBothPostOrders) {
