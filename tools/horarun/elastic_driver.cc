@@ -27,6 +27,11 @@ void ElasticDriver::Ended(const std::string& id, ElasticPlanner::Clock::time_poi
   planner_.Ended(id, now);
 }
 
+void ElasticDriver::Leaves(const std::string& id, ElasticPlanner::Clock::time_point now) {
+  arrived_.erase(id);
+  planner_.Ended(id, now);
+}
+
 Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::string& text) {
   answered_[id] = arrival;
   return store_.Set(ElasticAssignmentKey(job_, id, arrival), Bytes(text.begin(), text.end()));

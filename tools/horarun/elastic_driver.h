@@ -26,6 +26,9 @@ class ElasticDriver {
   void Started(const std::string& id, const std::string& host,
                ElasticPlanner::Clock::time_point now);
   void Ended(const std::string& id, ElasticPlanner::Clock::time_point now);
+  // Worker `id` is out of the next world, its process alive: unlike Ended,
+  // its world (connecting or not) is not broken, since it takes part.
+  void Leaves(const std::string& id, ElasticPlanner::Clock::time_point now);
 
   // One round: arrivals in, decisions out (also written to the store).
   // Once the job ends (the planner's end, or Finish), no more worlds are

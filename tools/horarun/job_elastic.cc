@@ -102,6 +102,16 @@ void Job::PollDriver(Clock::time_point now) {
     std::fprintf(stderr, "horarun: elastic: world %lld formed with %zu worker(s)\n",
                  static_cast<long long>(d->generation), d->assign.size());
   }
+  if (!d->assign.empty()) {
+    // The others have left the last world: so has a leaving worker (at the
+    // same commit, or the same failure), which now waits in init().
+    for (auto& r : ranks_) {
+      if (!r.running || r.stopped || !r.leaving) continue;
+      std::fprintf(stderr, "horarun: elastic: worker %s left with its slot; stopping it\n",
+                   WorkerId(r.placement).c_str());
+      StopWorker(r, now);
+    }
+  }
   if (d->notice) std::fprintf(stderr, "horarun: elastic: %s\n", d->notice->c_str());
   if (d->end) {
     std::fprintf(stderr, "horarun: elastic: %s; stopping the job\n", d->end->c_str());
@@ -193,23 +203,27 @@ void Job::Discover(Clock::time_point now, Result<std::string> output) {
   std::map<std::string, std::vector<Rank*>> on;
   int live = 0;
   for (Rank& r : ranks_) {
-    if (r.running && !r.stopped) {
+    if (r.running && !r.stopped && !r.leaving) {
       on[r.placement.host].push_back(&r);
       ++live;
     }
   }
   bool removed = false, added = false;
-  // Slots gone: their newest workers stop (the others then reset without
-  // them).
+  // Slots gone: their newest workers leave, as in Horovod: out of the next
+  // world, but training on with this one up to the commit where every
+  // member hears of it (HostsUpdatedInterrupt: nothing is rolled back);
+  // stopped once the others have formed the next world (PollDriver). One
+  // that fails meanwhile is lost as any other.
   for (auto& [host, workers] : on) {
     auto it = slots.find(host);
     const size_t keep = it == slots.end() ? 0 : static_cast<size_t>(it->second);
     while (workers.size() > keep) {
       Rank& r = *workers.back();
-      std::fprintf(stderr, "horarun: elastic: host %s %s; stopping worker %s\n", host.c_str(),
-                   keep == 0 ? "is gone" : "has fewer slots", WorkerId(r.placement).c_str());
-      StopWorker(r, now);
-      driver_->Ended(WorkerId(r.placement), now);
+      std::fprintf(stderr, "horarun: elastic: host %s %s; worker %s leaves at the next commit\n",
+                   host.c_str(), keep == 0 ? "is gone" : "has fewer slots",
+                   WorkerId(r.placement).c_str());
+      r.leaving = true;
+      driver_->Leaves(WorkerId(r.placement), now);
       workers.pop_back();
       --live;
       removed = true;

@@ -64,6 +64,10 @@ struct Rank {
   bool stopped = false;
   Clock::time_point stop_kill_at = Clock::time_point::max();
   bool frozen_killed = false;  // taken out as stopped or silent while a round waited for it
+  // Elastic mode: its slot is gone (the discovery script's). Out of the
+  // planner's count, it trains on with its world up to the commit where
+  // every member hears of it; stopped once the next world has formed.
+  bool leaving = false;
   int files[2] = {-1, -1};     // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };

@@ -91,6 +91,11 @@ def main():
     state = hvd.elastic.TorchState(model, opt, step=0, committed=(), sizes=())
     resets = []
     state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+    # Rollbacks to the last commit (a lost worker's), as against resets
+    # where hosts changed (HostsUpdatedInterrupt: nothing rolled back).
+    restores = []
+    restore = state.restore
+    state.restore = lambda: (restores.append(1), restore())
 
     @hvd.elastic.run
     def train(state):
@@ -132,8 +137,9 @@ def main():
     ref = replay(state.sizes)
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p, q)
-    print("elastic ok: worker %s rank %d of %d, sizes %s, resets %s"
-          % (os.environ.get("HORA_WORKER_ID"), hvd.rank(), hvd.size(), list(state.sizes), resets),
+    print("elastic ok: worker %s rank %d of %d, sizes %s, resets %s, restores %d"
+          % (os.environ.get("HORA_WORKER_ID"), hvd.rank(), hvd.size(), list(state.sizes), resets,
+             len(restores)),
           flush=True)
 
 
