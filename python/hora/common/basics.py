@@ -30,8 +30,8 @@ import warnings
 import weakref
 
 from hora import _core
-from hora.common.exceptions import (InvalidArgumentError, NotInitializedError,
-                                    UnimplementedError)
+from hora.common.exceptions import (HoraError, InvalidArgumentError,  # noqa: F401
+                                    NotInitializedError, UnimplementedError)
 
 # Reduction op codes, as _core numbers them (not Horovod's numbers: use names).
 Sum = _core.Sum
@@ -51,6 +51,10 @@ _added_sets = []  # weak references to the ProcessSets this Session added
 _atexit_registered = False
 _init_pid = None  # the process that made _session (a fork's child is not it)
 _previous_excepthook = None
+# The last Hora error raised inside a framework's callback (a TensorFlow
+# graph's py_function, a JAX io_callback), which the framework re-raises as
+# an error of its own: elastic training's loop looks it up (run_fn).
+_callback_error = None
 # process_sets.add_process_set, for init(process_sets=...): set by that
 # module (above this one) as it is imported.
 _process_set_adder = None
@@ -158,6 +162,21 @@ def note_added_set(process_set):
     """Remembers a ProcessSet added in this Session (unregistered by shutdown())."""
     with _lock:
         _added_sets.append(weakref.ref(process_set))
+
+
+def note_callback_error(error):
+    """Remembers ``error``, a Hora error that a framework's callback raised
+    (TensorFlow and JAX re-raise it as an error of their own type)."""
+    global _callback_error
+    _callback_error = error
+
+
+def take_callback_error():
+    """The Hora error noted last by ``note_callback_error`` (None: none since
+    the last take), forgotten here."""
+    global _callback_error
+    error, _callback_error = _callback_error, None
+    return error
 
 
 def settings():

@@ -29,6 +29,7 @@ import threading
 
 from hora.common import basics
 from hora.common.exceptions import (
+    HoraError,
     HoraTimeoutError,
     HorovodInternalError,
     HostsUpdatedInterrupt,
@@ -229,6 +230,22 @@ def run_fn(func, reset):
                 if attempt + 1 == _RESET_ATTEMPTS:
                     raise
 
+    def attempt(state, skip_sync, args, kwargs):
+        # A Hora error that a framework re-raised as its own (a TensorFlow
+        # graph's, a jitted JAX step's) is handled as the Hora error it was.
+        basics.take_callback_error()
+        try:
+            if not skip_sync:
+                state.sync()
+            return func(state, *args, **kwargs)
+        except (HoraError, HostsUpdatedInterrupt):
+            raise
+        except Exception as e:
+            hora_error = basics.take_callback_error()
+            if hora_error is None or str(hora_error) not in str(e):
+                raise
+            raise hora_error from e
+
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         with _listeners_lock:
@@ -237,9 +254,7 @@ def run_fn(func, reset):
             skip_sync = False
             while True:
                 try:
-                    if not skip_sync:
-                        state.sync()
-                    return func(state, *args, **kwargs)
+                    return attempt(state, skip_sync, args, kwargs)
                 except _NOT_RETRIED:
                     raise
                 except HorovodInternalError as e:

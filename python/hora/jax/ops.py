@@ -35,8 +35,15 @@ def _host(fn, leaves, out_specs, what=None):
         return [jnp.asarray(o) for o in fn([np.asarray(x) for x in leaves])]
 
     def callback(*xs):
+        try:
+            return checked(fn([np.asarray(x) for x in xs]))
+        except basics.HoraError as e:  # (JAX re-raises it as its own: elastic maps it back)
+            basics.note_callback_error(e)
+            raise
+
+    def checked(results):
         outs = []
-        for o, s in zip(fn([np.asarray(x) for x in xs]), out_specs):
+        for o, s in zip(results, out_specs):
             o = np.asarray(o, dtype=s.dtype)
             if o.shape != tuple(s.shape):
                 raise basics.InvalidArgumentError(

@@ -27,7 +27,11 @@ variables through NumPy, so they are the same on every backend.
 ``import hora.tensorflow.keras as hvd`` (Horovod's
 ``horovod.tensorflow.keras``) is this module.
 
-Not yet: ``PartialDistributedOptimizer``, ``hvd.elastic`` for Keras.
+* ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``KerasState``,
+  ``CommitStateCallback``, ``UpdateBatchStateCallback``,
+  ``UpdateEpochStateCallback``: :mod:`.elastic`).
+
+Not yet: ``PartialDistributedOptimizer``.
 """
 
 from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
@@ -47,7 +51,7 @@ from hora.common.basics import (  # noqa: F401
     start_timeline,
     stop_timeline,
 )
-from hora.keras import callbacks  # noqa: F401
+from hora.keras import callbacks, elastic  # noqa: F401
 from hora.keras.collectives import (  # noqa: F401
     allgather,
     allreduce,
@@ -71,4 +75,5 @@ __all__ = sorted(set(_common) | {
     "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rocm_built",
     "start_timeline", "stop_timeline", "callbacks", "allgather", "allreduce", "barrier",
     "broadcast", "join", "reducescatter", "Compression", "DistributedOptimizer",
-    "broadcast_global_variables", "load_model", "allgather_object", "broadcast_object"})
+    "broadcast_global_variables", "load_model", "allgather_object", "broadcast_object",
+    "elastic"})

@@ -25,8 +25,11 @@
   ``size_op, rank_op, local_rank_op, local_size_op,
   process_set_included_op``; ``start_timeline, stop_timeline``.
 
+* ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``TensorFlowKerasState``,
+  ``TensorFlowState``: :mod:`.elastic`).
+
 Not yet: bfloat16 tensors, GPU tensors (they are copied to the host), XLA
-(``jit_compile=True``), ``hvd.elastic``, ``PartialDistributedGradientTape``,
+(``jit_compile=True``), ``PartialDistributedGradientTape``,
 ``SyncBatchNormalization``, ``broadcast_object_fn``.
 """
 
@@ -60,3 +63,13 @@ from hora.tensorflow.mpi_ops import (  # noqa: F401
     reducescatter,
     size_op,
 )
+
+
+def __getattr__(name):
+    # ``hvd.elastic`` (Horovod's ``horovod.tensorflow.elastic``), imported at
+    # its first use: it brings Keras in.
+    if name == "elastic":
+        import importlib
+
+        return importlib.import_module("hora.tensorflow.elastic")
+    raise AttributeError("module 'hora.tensorflow' has no attribute %r" % (name,))

@@ -17,6 +17,8 @@ unnamed collectives are numbered as ``hora.numpy``'s.
 import numpy as np
 import tensorflow as tf
 
+from hora.common import basics
+
 # Hora's functions are graph-safe as written: autograph (tf.function's rewrite
 # of Python control flow) is kept out of them.
 plain = tf.autograph.experimental.do_not_convert
@@ -69,6 +71,17 @@ def with_gradient(f, *xs):
     return f(*xs)[0]
 
 
+def _noting_errors(fn, arrays):
+    """``fn(arrays)``; a Hora error it raises is noted first (TensorFlow
+    re-raises it from the graph as ``tf.errors.UnknownError``, which elastic
+    training's loop maps back: ``basics.take_callback_error``)."""
+    try:
+        return fn(arrays)
+    except basics.HoraError as e:
+        basics.note_callback_error(e)
+        raise
+
+
 def call(fn, tensors, touts, shapes, chain=True):
     """``fn`` (a list of NumPy arrays -> a list of NumPy arrays) on ``tensors``:
     at once when eager, as a py_function when building a graph (in a TF1
@@ -85,7 +98,7 @@ def call(fn, tensors, touts, shapes, chain=True):
     chained = chain and tf1_graph() is graph and graph._get_control_flow_context() is None
     last = getattr(graph, "_hora_last_collective", None) if chained else None
     with tf.control_dependencies([last] if last is not None else []):
-        outs = tf.py_function(lambda *ts: fn([t.numpy() for t in ts]), tensors,
+        outs = tf.py_function(lambda *ts: _noting_errors(fn, [t.numpy() for t in ts]), tensors,
                               Tout=list(touts))
     if chained:
         graph._hora_last_collective = outs[0].op

@@ -193,8 +193,55 @@ class RegisteredSGD(keras.optimizers.SGD):
     pass
 
 
+def check_elastic_state_and_callbacks():
+    # KerasState: sync gives every rank rank 0's weights (each starts apart)
+    # and optimizer; restore rolls back weights and optimizer to the commit.
+    r = hvd.rank()
+    model = _model(seed=300 + r)
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=0.9)),
+                  loss="mse")
+    state = hvd.elastic.KerasState(model, epoch=0, batch=0, tag="rank %d" % r)
+    assert model.optimizer.built, "the state builds the optimizer, to roll its slots back"
+    state.sync()
+    for a, b in zip(_weights(model), _weights(_model(seed=300))):
+        np.testing.assert_allclose(a, b, rtol=0, atol=0)
+    assert state.tag == "rank 0", state.tag
+    rng = np.random.default_rng(11 + r)
+    x = rng.standard_normal((3 * B, 5)).astype(np.float32)
+    y = rng.standard_normal((3 * B, 1)).astype(np.float32)
+    model.fit(x[:B], y[:B], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    state.commit()
+    committed = _weights(model)
+    committed_opt = [keras.ops.convert_to_numpy(v.value) for v in model.optimizer.variables]
+    model.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0)
+    assert not np.allclose(_weights(model)[0], committed[0])
+    state.restore()
+    for a, b in zip(_weights(model), committed):
+        np.testing.assert_allclose(a, b, rtol=0, atol=0)
+    for v, b in zip(model.optimizer.variables, committed_opt):
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(v.value), b, rtol=0, atol=0)
+    # The callbacks: epochs and batches counted, commits every 2 batches
+    # (the count runs on across epochs) and at each epoch's end.
+    commits = []
+    commit = state.commit
+    state.commit = lambda: (commits.append((state.epoch, state.batch)), commit())
+    model.fit(x, y, batch_size=B, epochs=2, shuffle=False, verbose=0, callbacks=[
+        hvd.elastic.UpdateEpochStateCallback(state),
+        hvd.elastic.UpdateBatchStateCallback(state),
+        hvd.elastic.CommitStateCallback(state, batches_per_commit=2)])
+    assert commits == [(0, 1), (1, 0), (1, 0), (1, 2), (2, 0)], commits
+    assert (state.epoch, state.batch) == (2, 0)
+    try:
+        hvd.elastic.CommitStateCallback(state, batches_per_commit=0)
+    except ValueError as e:
+        assert "batches_per_commit=0" in str(e), e
+    else:
+        raise AssertionError("batches_per_commit=0 was taken")
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
-          check_learning_rate_callbacks, check_collectives_on_values, check_load_model]
+          check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
+          check_elastic_state_and_callbacks]
 
 if __name__ == "__main__":
     hvd.init()
