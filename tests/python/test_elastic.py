@@ -227,6 +227,64 @@ def test_a_host_change_interrupts_at_commit_on_every_rank():
         assert seen == [0, 1] and state.syncs == syncs, (update, seen, state.syncs)
 
 
+def test_a_rank_that_must_sync_makes_every_rank_sync():
+    # A worker that joined a world the others re-formed after a removal
+    # only: it must sync, they need not; all sync (else its sync would meet
+    # their first collective).
+    state = _CountingState(None, None, step=0)
+
+    @hvd.elastic.run
+    def train(state):
+        if state.step == 0:
+            state.step = 1
+            state.save()
+            raise hvd.HostsUpdatedInterrupt(hvd.rank() != 0)  # rank 0 "joined"
+        return hvd.allreduce(torch.ones(2), name="elastic.after_join")
+
+    assert torch.equal(train(state), torch.ones(2))
+    assert state.syncs == 2, state.syncs
+
+
+def test_a_hora_error_a_framework_re_raised_is_handled_as_itself():
+    # A compiled step (tf.function, jax.jit) re-raises Hora's error as its
+    # own type: the loop takes it for the Hora error it carries.
+    state = _CountingState(None, None, step=0)
+    raised = []
+
+    @hvd.elastic.run
+    def train(state):
+        seen = state.step
+        state.step = 1
+        if not raised:
+            raised.append(1)
+            lost = hvd.UnavailableError("rank 9 (pid 1) is gone (simulated)")
+            basics.note_callback_error(lost)
+            raise RuntimeError("Graph execution error: UnavailableError: %s" % lost)
+        return seen
+
+    assert train(state) == 0, "rolled back to the last commit (step 0)"
+    assert state.syncs == 2
+
+    @hvd.elastic.run
+    def not_hora(state):
+        basics.note_callback_error(hvd.UnavailableError("an old error"))
+        raise RuntimeError("a bug of the script's own")
+
+    with pytest.raises(RuntimeError, match="a bug of the script's own"):
+        not_hora(_CountingState(None, None, step=0))
+
+
+def test_a_reset_reshards_the_sampler_without_a_sync():
+    # Hosts only removed: no sync, yet the sampler shards over the new world.
+    dataset = list(range(40))
+    sampler = hvd.elastic.ElasticSampler(dataset, shuffle=False)
+    state = hvd.elastic.TorchState(sampler=sampler)
+    sampler.num_replicas, sampler.rank = 99, 98  # the last world's (simulated)
+    state.on_reset()
+    assert (sampler.num_replicas, sampler.rank) == (hvd.size(), hvd.rank())
+    assert list(sampler) == dataset[hvd.rank()::hvd.size()][:len(sampler)]
+
+
 def test_a_mismatch_is_not_retried():
     # Ranks that call a collective differently have a bug a reset would repeat.
     state = _CountingState(None, None)

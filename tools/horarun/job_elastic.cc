@@ -219,11 +219,18 @@ void Job::Discover(Clock::time_point now, Result<std::string> output) {
     const size_t keep = it == slots.end() ? 0 : static_cast<size_t>(it->second);
     while (workers.size() > keep) {
       Rank& r = *workers.back();
-      std::fprintf(stderr, "horarun: elastic: host %s %s; worker %s leaves at the next commit\n",
-                   host.c_str(), keep == 0 ? "is gone" : "has fewer slots",
-                   WorkerId(r.placement).c_str());
-      r.leaving = true;
-      driver_->Leaves(WorkerId(r.placement), now);
+      const std::string id = WorkerId(r.placement);
+      if (driver_->planner().InLatestGeneration(id)) {
+        std::fprintf(stderr, "horarun: elastic: host %s %s; worker %s leaves at the next commit\n",
+                     host.c_str(), keep == 0 ? "is gone" : "has fewer slots", id.c_str());
+        r.leaving = true;
+        driver_->Leaves(id, now);
+      } else {  // (no world to finish: waiting for its first, or left out)
+        std::fprintf(stderr, "horarun: elastic: host %s %s; stopping worker %s (in no world)\n",
+                     host.c_str(), keep == 0 ? "is gone" : "has fewer slots", id.c_str());
+        StopWorker(r, now);
+        driver_->Ended(id, now);
+      }
       workers.pop_back();
       --live;
       removed = true;

@@ -155,15 +155,15 @@ int main(int argc, char** argv) {
     all_local = all_local && horarun::IsLocalHost(p.host);
     any_local = any_local || horarun::IsLocalHost(p.host);
   }
-  // Ranks on this host must find the interface their TCP connections use,
-  // whatever their transport turns out to be (a typo in a one-host job
-  // would go unseen until the job spans hosts).
-  if (any_local && env.count("HORA_IFACE") && !env["HORA_IFACE"].empty()) {
-    auto addr = AdvertisedAddress(env["HORA_IFACE"]);
+  // Ranks on this host must find the interface --network-interface names
+  // for their TCP connections, whatever their transport turns out to be (a
+  // typo in a one-host job would go unseen until the job spans hosts). (A
+  // HORA_IFACE from the environment, exported for a whole cluster, is
+  // looked up only where it is used.)
+  if (any_local && !opts.nics.empty()) {
+    auto addr = AdvertisedAddress(opts.nics.front());
     if (!addr.ok()) {
-      std::fprintf(stderr, "horarun: %s%s\n",
-                   opts.nics.empty() ? "" : "--network-interface: ",
-                   addr.status().message().c_str());
+      std::fprintf(stderr, "horarun: --network-interface: %s\n", addr.status().message().c_str());
       return 2;
     }
   }

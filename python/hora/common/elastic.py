@@ -205,6 +205,20 @@ def _say_why_reset(error):
     sys.stderr.flush()
 
 
+def _anyone_syncs(mine):
+    """Whether any rank of the world syncs now (a collective: every rank
+    asks). The survivors of a removal skip the sync, but a worker that
+    joined the same world (started on a slot while they reset) must have
+    it: then all sync, or the others' first collective would meet its
+    sync."""
+    import numpy as np
+
+    import hora.numpy as hnp
+
+    flag = np.array([1 if mine else 0], dtype=np.int32)
+    return bool(hnp.allreduce(flag, op=basics.Max, name="elastic.sync_wanted")[0])
+
+
 def run_fn(func, reset):
     """The loop of ``@hvd.elastic.run`` around ``func(state, ...)``, with
     ``reset()`` re-forming the world (shutdown, then init).
@@ -235,7 +249,7 @@ def run_fn(func, reset):
         # graph's, a jitted JAX step's) is handled as the Hora error it was.
         basics.take_callback_error()
         try:
-            if not skip_sync:
+            if _anyone_syncs(not skip_sync):
                 state.sync()
             return func(state, *args, **kwargs)
         except (HoraError, HostsUpdatedInterrupt):

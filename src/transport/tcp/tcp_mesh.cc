@@ -84,14 +84,14 @@ Result<std::string> AdvertisedAddress(const std::string& iface) {
   for (ifaddrs* i = list; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || !(i->ifa_flags & IFF_UP)) continue;
     if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
-    if (std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
-      names.emplace_back(i->ifa_name);
-    }
-    if (!iface.empty() && iface != i->ifa_name) continue;
     if (i->ifa_addr->sa_family == AF_INET6 &&
         IN6_IS_ADDR_LINKLOCAL(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr)) {
       continue;  // link-local addresses need a scope id: skip them
     }
+    if (std::find(names.begin(), names.end(), i->ifa_name) == names.end()) {
+      names.emplace_back(i->ifa_name);
+    }
+    if (!iface.empty() && iface != i->ifa_name) continue;
     const std::string addr = AddressOf(i->ifa_addr);
     if (i->ifa_flags & IFF_LOOPBACK) {
       if (loopback.empty() || i->ifa_addr->sa_family == AF_INET) loopback = addr;

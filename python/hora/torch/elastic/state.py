@@ -131,6 +131,16 @@ class TorchState(ObjectState):
             handler.restore()
         super().restore()
 
+    def reset(self):
+        # After every reset: a world formed without a sync (hosts only
+        # removed) has samplers still sharded for the last one; each
+        # reshards what is left of its epoch over this world (after a sync
+        # load_state_dict has done it already: the same shards).
+        for handler in self._handlers.values():
+            if isinstance(handler.value, ElasticSampler):
+                handler.value.reset()
+        super().reset()
+
     def sync(self):
         # The optimizers first: a worker whose optimizer has no state yet
         # (one that just joined) takes a local step to make it (as Horovod's
