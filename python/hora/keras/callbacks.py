@@ -112,6 +112,10 @@ class _LearningRateCallback(keras.callbacks.Callback):
             if self.verbose and basics.rank() == 0:
                 print("Epoch %d: learning rate %g" % (epoch + 1, lr))
 
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:  # (Horovod's: history.history["lr"])
+            logs["lr"] = float(keras.ops.convert_to_numpy(self.model.optimizer.learning_rate))
+
     def on_train_batch_begin(self, batch, logs=None):
         if self.staircase or not self._active(self.current_epoch):
             return
@@ -124,9 +128,11 @@ class _LearningRateCallback(keras.callbacks.Callback):
 
 
 class LearningRateScheduleCallback(_LearningRateCallback):
-    """``initial_lr * multiplier(epoch)`` (or ``* multiplier``, a number) from
-    ``start_epoch`` to before ``end_epoch``; per epoch when ``staircase``, else per
-    batch (``steps_per_epoch`` from Keras unless given)."""
+    """``initial_lr * multiplier(epoch)``, or for a number ``initial_lr *
+    multiplier ** (epoch - start_epoch)`` (exponential decay, as Horovod's),
+    from ``start_epoch`` to before ``end_epoch``; per epoch when
+    ``staircase``, else per batch (``steps_per_epoch`` from Keras unless
+    given). Each epoch's rate goes to its logs as ``lr``."""
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None, verbose=0):
@@ -136,7 +142,9 @@ class LearningRateScheduleCallback(_LearningRateCallback):
         self.multiplier = multiplier
 
     def factor(self, epoch):
-        return self.multiplier(epoch) if callable(self.multiplier) else float(self.multiplier)
+        if callable(self.multiplier):
+            return self.multiplier(epoch)
+        return float(self.multiplier) ** (epoch - self.start_epoch)
 
 
 class LearningRateWarmupCallback(_LearningRateCallback):
@@ -158,6 +166,7 @@ class LearningRateWarmupCallback(_LearningRateCallback):
         return (epoch * (n - 1) / self.warmup_epochs + 1) / n
 
     def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(epoch, logs)
         if epoch == self.warmup_epochs - 1 and self.verbose and basics.rank() == 0:
             print("Epoch %d: finished gradual learning rate warmup to %g"
                   % (epoch + 1, self.initial_lr))

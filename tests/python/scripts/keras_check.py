@@ -127,6 +127,13 @@ def check_learning_rate_callbacks():
     assert abs(_lr(model) - 0.1) < 1e-7
     sched.on_epoch_begin(4)  # after end_epoch: unchanged
     assert abs(_lr(model) - 0.1) < 1e-7
+    # A number: exponential decay from start_epoch (Horovod's), and each
+    # epoch's rate in the history as "lr".
+    model.compile(optimizer=keras.optimizers.SGD(1.0), loss="mse")
+    const = hvd.callbacks.LearningRateScheduleCallback(1.0, multiplier=0.5, start_epoch=1)
+    x = np.ones((8, 5), np.float32)
+    h = model.fit(x, x[:, :1], batch_size=4, epochs=4, verbose=0, callbacks=[const])
+    np.testing.assert_allclose(h.history["lr"], [1.0, 1.0, 0.5, 0.25], rtol=1e-6)
 
 
 def check_collectives_on_values():
