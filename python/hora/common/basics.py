@@ -109,9 +109,19 @@ def report_failure(exc_type, exc):
     s = _session
     if s is not None and os.getpid() == _init_pid:
         try:
-            s.report_failure(traceback.format_exception_only(exc_type, exc)[-1].strip())
+            s.report_failure(_last_line(exc_type, exc))
         except Exception:  # (the exception itself matters more)
             pass
+
+
+def _last_line(exc_type, exc):
+    """The exception's last line as Python prints it ("hora.MismatchError:
+    ..."), without the notes added to it (JAX's "For simplicity, JAX has
+    removed its internal frames ..." would stand in for the error)."""
+    te = traceback.TracebackException(exc_type, exc, None)
+    if getattr(te, "__notes__", None):
+        te.__notes__ = None
+    return list(te.format_exception_only())[-1].strip()
 
 
 def _report_uncaught(exc_type, exc, tb):
