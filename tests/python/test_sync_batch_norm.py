@@ -13,6 +13,10 @@ import hora.torch as hvd
 
 TOL = dict(rtol=1e-10, atol=1e-10)
 
+# (A warning from Hora's own code at training time is a defect: torch's
+# "Converting a tensor with requires_grad=True to a scalar" was one.)
+pytestmark = pytest.mark.filterwarnings("error::UserWarning")
+
 
 def _rows():
     return [2 + q for q in range(hvd.size())]

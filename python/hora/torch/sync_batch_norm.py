@@ -67,7 +67,7 @@ class SyncBatchNorm(_BatchNorm):
         every = allgather_sum_grad(stats, rows_per_rank=1)
         counts = every[:, :1]
         total = counts.sum()
-        if float(total) == 0:
+        if float(total.detach()) == 0:
             raise ValueError("SyncBatchNorm: every rank's batch is empty")
         means, m2s = every[:, 1:1 + c], every[:, 1 + c:]
         g_mean = (counts * means).sum(0) / total
