@@ -62,6 +62,49 @@ def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num
     return out
 
 
+def _agreed_finite(finite, process_set):
+    """``finite`` (this rank's: are its gradients finite?) made the same on
+    every rank of ``process_set``: true only where every rank's is."""
+    x = keras.ops.reshape(keras.ops.cast(finite, "float32"), (1,))
+    kw = dict(op=basics.Min, name="keras.loss_scale.finite", process_set=process_set)
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        from hora.tensorflow import allreduce
+    elif backend == "jax":
+        from hora.jax import allreduce
+    elif backend == "torch":
+        from hora.torch import allreduce
+    else:
+        return bool(hnp.allreduce(np.asarray(x), **kw)[0] > 0.5)
+    return allreduce(x, **kw)[0] > 0.5
+
+
+def _agree_on_loss_scale_steps():
+    """Keras's LossScaleOptimizer (compile() wraps the optimizer in one under
+    the mixed_float16 policy) skips a step where this rank's scaled
+    gradients overflow, before its inner optimizer, where Hora reduces them,
+    is called: a rank that skipped would leave the others waiting in their
+    reduction. Around a Hora-distributed inner optimizer, the ranks agree:
+    the step is taken where every rank's gradients are finite, else skipped
+    everywhere (Horovod reduced before the check: the same outcome)."""
+    lso = keras.optimizers.LossScaleOptimizer
+    if getattr(lso, "_hora_agrees", False):
+        return
+    own = lso.check_finite
+
+    def check_finite(self, grads):
+        finite = own(self, grads)
+        inner = getattr(self, "inner_optimizer", None)
+        process_set = getattr(inner, "_hora_process_set", None)
+        if not getattr(inner, "_hora_distributed", False) or (
+                process_set is not None and not process_set.included()):
+            return finite
+        return _agreed_finite(finite, process_set)
+
+    lso.check_finite = check_finite
+    lso._hora_agrees = True
+
+
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
                          compression=Compression.none, sparse_as_dense=False,
                          backward_passes_per_step=1, op=basics.Average,
@@ -101,7 +144,9 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
 
     # (Saved as the class it wraps: keras.models.load_model gives that back,
     # and hora.keras.load_model distributes it again.)
+    _agree_on_loss_scale_steps()
     cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True,
+                                        "_hora_process_set": process_set,
                                         "__module__": base.__module__,
                                         "__qualname__": base.__qualname__,
                                         "__reduce__": _not_copied, "__reduce_ex__": _not_copied,

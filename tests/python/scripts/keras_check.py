@@ -246,9 +246,34 @@ def check_elastic_state_and_callbacks():
         raise AssertionError("batches_per_commit=0 was taken")
 
 
+def check_mixed_precision_steps_agree():
+    # mixed_float16: compile() wraps the optimizer in a LossScaleOptimizer,
+    # which skips a step whose scaled gradients overflow. Rank 1's data
+    # overflow at the first loss scales, rank 0's do not: every rank must
+    # skip those steps alike (a rank that skipped alone left the others
+    # waiting in the gradients' allreduce), and end with the same weights.
+    r = hvd.rank()
+    keras.mixed_precision.set_dtype_policy("mixed_float16")
+    try:
+        keras.utils.set_random_seed(5)
+        model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8),
+                                  keras.layers.Dense(1, dtype="float32")])
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(1e-4)), loss="mse")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer), model.optimizer
+    x = np.random.default_rng(r).standard_normal((16, 4)).astype(np.float32)
+    x *= 300.0 if r == 1 else 0.01
+    model.fit(x, x.sum(axis=1, keepdims=True), batch_size=4, epochs=2, shuffle=False, verbose=0)
+    mine = np.concatenate([w.reshape(-1) for w in _weights(model)]).astype(np.float64)
+    every = np.asarray(hvd.allgather(mine[None, :]))
+    assert all(np.array_equal(every[q], every[0]) for q in range(hvd.size())), every
+    assert np.all(np.isfinite(mine)), mine
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
-          check_elastic_state_and_callbacks]
+          check_elastic_state_and_callbacks, check_mixed_precision_steps_agree]
 
 if __name__ == "__main__":
     hvd.init()
