@@ -69,7 +69,7 @@ def _agreed_finite(finite, process_set):
     kw = dict(op=basics.Min, name="keras.loss_scale.finite", process_set=process_set)
     backend = keras.backend.backend()
     if backend == "tensorflow":
-        from hora.tensorflow import allreduce
+        from hora.tensorflow.mpi_ops import allreduce
     elif backend == "jax":
         from hora.jax import allreduce
     elif backend == "torch":
