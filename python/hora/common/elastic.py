@@ -286,4 +286,21 @@ def run_fn(func, reset):
     return wrapper
 
 
-__all__ = ["State", "ObjectState", "HostUpdateResult", "run_fn", "notify_hosts_updated"]
+def reset_world():
+    """The reset of ``@hvd.elastic.run``: shutdown, then init with the
+    settings init() was given (process sets are not carried over: their
+    ranks were the old world's)."""
+    settings = basics.settings()
+    basics.shutdown()
+    basics.init(settings=settings)
+
+
+def run(func):
+    """Horovod's ``@hvd.elastic.run``: ``func(state, *args, **kwargs)``
+    restarted from the last commit after a failure of the job's collectives,
+    and in the next world after hosts changed (see ``run_fn``)."""
+    return run_fn(func, reset_world)
+
+
+__all__ = ["State", "ObjectState", "HostUpdateResult", "run_fn", "run", "reset_world",
+           "notify_hosts_updated"]

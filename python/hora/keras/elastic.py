@@ -44,7 +44,7 @@ import numpy as np
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.elastic import ObjectState, State, run_fn
+from hora.common.elastic import ObjectState, State, run  # noqa: F401
 from hora.common.exceptions import (  # noqa: F401
     HoraInternalError,
     HorovodInternalError,
@@ -52,19 +52,6 @@ from hora.common.exceptions import (  # noqa: F401
 )
 
 
-def _reset():
-    # (The new world's Session takes the settings init() was given.)
-    settings = basics.settings()
-    basics.shutdown()
-    basics.init(settings=settings)
-
-
-def run(func):
-    """Horovod's ``@hvd.elastic.run``: ``func(state, *args, **kwargs)``
-    restarted from the last commit after a failure of the job's collectives,
-    and in the next world after hosts changed (see
-    ``hora.common.elastic.run_fn``)."""
-    return run_fn(func, _reset)
 
 
 def _copies(variables):

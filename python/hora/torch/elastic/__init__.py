@@ -25,8 +25,7 @@ waits for every rank of the launch (``HORA_START_TIMEOUT_S``) and fails
 naming who is missing.
 """
 
-from hora.common import basics
-from hora.common.elastic import ObjectState, State, run_fn
+from hora.common.elastic import ObjectState, State, reset_world, run  # noqa: F401
 from hora.common.exceptions import (  # noqa: F401
     HoraInternalError,
     HorovodInternalError,
@@ -44,19 +43,7 @@ from hora.torch.elastic.state import (  # noqa: F401
 )
 
 
-def _reset():
-    # (The new world's Session takes the settings init() was given; process
-    # sets are not carried over: their ranks were the old world's.)
-    settings = basics.settings()
-    basics.shutdown()
-    basics.init(settings=settings)
-
-
-def run(func):
-    """Horovod's ``@hvd.elastic.run``: ``func(state, *args, **kwargs)``
-    restarted from the last commit after a failure of the job's collectives
-    (see ``hora.common.elastic.run_fn``)."""
-    return run_fn(func, _reset)
+_reset = reset_world  # (tests and scripts that reset by hand)
 
 
 __all__ = ["run", "State", "ObjectState", "TorchState", "ElasticSampler",
