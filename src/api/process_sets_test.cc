@@ -284,8 +284,7 @@ TEST(ProcessSets, AStallInAddProcessSetNamesIt) {
   ExpectAllOk(st);
   EXPECT_NE(err.find("stall: rank 0: add_process_set([0, 1]) has waited"), std::string::npos)
       << err;
-  EXPECT_NE(err.find("stall: rank 1: remove_process_set(1) has waited"), std::string::npos)
-      << err;
+  EXPECT_NE(err.find("stall: rank 1: remove_process_set(1) has waited"), std::string::npos) << err;
   EXPECT_NE(err.find("for rank 2 (allgather, "), std::string::npos) << err;
 }
 

@@ -68,7 +68,7 @@ struct Rank {
   // planner's count, it trains on with its world up to the commit where
   // every member hears of it; stopped once the next world has formed.
   bool leaving = false;
-  int files[2] = {-1, -1};     // --output-filename: copies of stdout, stderr
+  int files[2] = {-1, -1};  // --output-filename: copies of stdout, stderr
   std::unique_ptr<LineForwarder> forward[2];
 };
 
