@@ -8,7 +8,10 @@ runs ``func(state, ...)``; when a collective fails across the job
 (``HorovodInternalError``) every rank restores its last commit, resets
 (``reset()``: Hora is shut down and initialized again), syncs from the new
 rank 0 and calls ``func`` again; when the hosts changed
-(``HostsUpdatedInterrupt``) it resets without restoring.
+(``HostsUpdatedInterrupt``) it resets without restoring, and syncs only
+where some rank asks for it (a worker that joined the new world). A Hora
+error that a framework re-raised as its own (from a ``tf.function`` or a
+jitted JAX step) is handled as the Hora error it carries.
 
 The state, the loop and the host-update check work as Horovod's. The
 reset's ``init()`` gets its new world from ``horarun``'s elastic mode
