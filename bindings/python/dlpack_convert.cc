@@ -184,6 +184,29 @@ Imported ImportCapsule(const py::object& obj, const ArgName& what, const StreamF
   return {TensorView(data, *dtype, std::move(shape), device), std::move(owner)};
 }
 
+py::capsule AsBfloat16(const py::object& capsule) {
+  if (!PyCapsule_CheckExact(capsule.ptr()) || !PyCapsule_IsValid(capsule.ptr(), kName)) {
+    ThrowInvalid("as_bfloat16: expected an unused DLPack capsule");
+  }
+  auto* managed = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), kName));
+  const DLDataType t = managed->dl_tensor.dtype;
+  if (t.bits != 16 || t.lanes != 1 || (t.code != kDLUInt && t.code != kDLInt)) {
+    ThrowInvalid("as_bfloat16: expected 16-bit integer elements (" + Describe(managed->dl_tensor) +
+                 ")");
+  }
+  // The tensor passes to the new capsule: the old one is used up, so its
+  // destructor leaves the tensor alone.
+  PyObject* cap = PyCapsule_New(managed, kName, CapsuleDestructor);
+  if (cap == nullptr) throw py::error_already_set();
+  if (PyCapsule_SetName(capsule.ptr(), kUsedName) != 0) {
+    PyCapsule_SetName(cap, kUsedName);  // (the old capsule still owns it)
+    Py_DECREF(cap);
+    throw py::error_already_set();
+  }
+  managed->dl_tensor.dtype = {kDLBfloat, 16, 1};
+  return py::reinterpret_steal<py::capsule>(cap);
+}
+
 py::capsule ExportOutput(const Handle& handle) {
   const Tensor* out = handle.output();
   if (out == nullptr) {

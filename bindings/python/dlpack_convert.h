@@ -76,6 +76,12 @@ Imported ImportCapsule(const pybind11::object& capsule, const ArgName& what,
 // path, whose checks say what is wrong, if anything.
 std::optional<Imported> TakeHostTensor(const pybind11::object& capsule, int min_dims = 0);
 
+// `capsule`'s tensor, of 16-bit integers, as bfloat16 in a new capsule
+// (`capsule` is used up): NumPy cannot export ml_dtypes' bfloat16 arrays,
+// so hora.numpy exports their bits as uint16 and says what they are here.
+// Throws InvalidArgumentError for a used capsule or other elements.
+pybind11::capsule AsBfloat16(const pybind11::object& capsule);
+
 // A new capsule over `handle`'s output tensor (which must exist), on its
 // device (kDLCUDA for a GPU tensor's output).
 pybind11::capsule ExportOutput(const Handle& handle);

@@ -271,6 +271,8 @@ PYBIND11_MODULE(_core, m) {
         "True when this build of Hora has CUDA (its GPU kernels and device).");
   m.def("nccl_built", &hora::NcclBuiltVersion,
         "NCCL_VERSION_CODE of the nccl.h this build has NCCL's backend from, else 0.");
+  m.def("as_bfloat16", &AsBfloat16, py::arg("capsule"),
+        "A DLPack capsule of 16-bit integers re-described as bfloat16 (the old one is used up).");
   m.attr("Sum") = HorovodCode(ReduceOp::kSum);
   m.attr("Average") = HorovodCode(ReduceOp::kAverage);
   m.attr("Min") = HorovodCode(ReduceOp::kMin);

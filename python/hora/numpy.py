@@ -12,7 +12,9 @@ but ``join`` takes ``process_set=`` (``hora.common.process_sets``). Names, ops a
 matching across ranks follow :mod:`hora.torch.reduce_ops`: an operation
 matches the same name on the other ranks, whatever framework they call it
 from. Supported dtypes: uint8, int8, int16, int32, int64, float16, float32,
-float64 and bool (NumPy has no bfloat16). Bool arrays take allgather,
+float64, bool, and bfloat16 as ``ml_dtypes`` defines it (JAX's and
+TensorFlow's NumPy arrays of bfloat16: reduced in float32 arithmetic,
+rounded to bfloat16 as ``hora.torch``'s). Bool arrays take allgather,
 broadcast, alltoall, and allreduce with Sum, Min, Max or Product (Sum and
 Max a logical or, Min and Product a logical and) and no scale factors; not
 the default Average, and not reducescatter.
@@ -30,6 +32,7 @@ import pickle
 import numpy as np
 
 from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
+from hora import _core
 from hora.common import basics
 from hora.common.basics import Average, Max, Min, Sum, rank
 from hora.common.exceptions import InvalidArgumentError
@@ -37,6 +40,12 @@ from hora.common.process_sets import global_process_set, process_set_id, process
 
 _SUPPORTED = tuple(np.dtype(d) for d in (
     np.uint8, np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.float64, np.bool_))
+
+
+def _is_bfloat16(dtype):
+    """ml_dtypes' bfloat16 (JAX's and TensorFlow's arrays of it), known by its
+    name, so that hora.numpy needs no ml_dtypes of its own."""
+    return dtype.name == "bfloat16" and dtype.itemsize == 2 and dtype.kind == "V"
 
 
 # Outputs of this size or more come from Hora's pool (OutputPool::kMinPooledBytes).
@@ -60,8 +69,8 @@ def _what(op, name):
 def _prepare(array, op, name):
     """A contiguous, writeable array of a supported dtype, as the core will see it."""
     a = np.asarray(array)
-    if a.dtype not in _SUPPORTED:
-        raise InvalidArgumentError("%s: dtype %s is not supported (supported: %s)"
+    if a.dtype not in _SUPPORTED and not _is_bfloat16(a.dtype):
+        raise InvalidArgumentError("%s: dtype %s is not supported (supported: %s, bfloat16)"
                                    % (_what(op, name), a.dtype,
                                       ", ".join(str(d) for d in _SUPPORTED)))
     if not a.flags.c_contiguous or not a.flags.writeable:
@@ -69,8 +78,14 @@ def _prepare(array, op, name):
     return a
 
 
-def _wire(a):
-    return a.view(np.uint8) if a.dtype == np.bool_ else a
+def _capsule(a):
+    """``a``'s DLPack capsule for the core: bool travels as uint8, bfloat16
+    (which NumPy cannot export) as its bits, re-described by the core."""
+    if a.dtype == np.bool_:
+        return a.view(np.uint8).__dlpack__()
+    if _is_bfloat16(a.dtype):
+        return _core.as_bfloat16(a.view(np.uint16).__dlpack__())
+    return a.__dlpack__()
 
 
 def _output(handle, dtype):
@@ -142,7 +157,7 @@ def allreduce(array, op=None, name=None, prescale_factor=1.0, postscale_factor=1
         raise _refusing("allreduce", name, sid, e)
     if op in _ONE_CALL_OPS:
         out = _one_call(_session().allreduce_new(
-            name, _wire(a).__dlpack__(), wire_op, float(prescale_factor),
+            name, _capsule(a), wire_op, float(prescale_factor),
             float(postscale_factor), sid, True), a.dtype)
         if out is not None:
             return out
@@ -180,11 +195,11 @@ def _allreduce_list(arrays, op, name, prescale_factor, postscale_factor, process
     # output=True: each output is memory from Hora's pool, faulted in already when a freed
     # output of about its size left it there (HORA_OUTPUT_POOL_BYTES).
     if not grouped:
-        hs = [_session().allreduce_async(name, _wire(ins[0]).__dlpack__(), True, wire_ops.pop(),
+        hs = [_session().allreduce_async(name, _capsule(ins[0]), True, wire_ops.pop(),
                                          float(prescale_factor), float(postscale_factor), sid)]
     else:
         hs = _session().grouped_allreduce_async(
-            name, [_wire(a).__dlpack__() for a in ins], True, wire_ops.pop(),
+            name, [_capsule(a) for a in ins], True, wire_ops.pop(),
             float(prescale_factor), float(postscale_factor), sid)
     for h in hs:
         h.wait()
@@ -200,7 +215,7 @@ def allgather(array, name=None, process_set=global_process_set):
     except Exception as e:
         raise _refusing("allgather", name, sid, e)
     a = a.reshape(1) if a.ndim == 0 else a
-    out = _one_call(_session().allgather_new(name, _wire(a).__dlpack__(), sid, True), a.dtype)
+    out = _one_call(_session().allgather_new(name, _capsule(a), sid, True), a.dtype)
     return out if out is not None else _allgather_list([a], name, process_set, False)[0]
 
 
@@ -224,9 +239,9 @@ def _allgather_list(arrays, name, process_set, grouped):
     if not ins:
         return []
     if not grouped:
-        hs = [_session().allgather_async(name, _wire(ins[0]).__dlpack__(), sid)]
+        hs = [_session().allgather_async(name, _capsule(ins[0]), sid)]
     else:
-        hs = _session().grouped_allgather_async(name, [_wire(a).__dlpack__() for a in ins], sid)
+        hs = _session().grouped_allgather_async(name, [_capsule(a) for a in ins], sid)
     for h in hs:
         h.wait()
     return [_output(h, a.dtype) for h, a in zip(hs, ins)]
@@ -258,13 +273,13 @@ def broadcast(array, root_rank, name=None, process_set=global_process_set):
     if out.nbytes >= _POOLED_BYTES:
         # A large output from Hora's pool (memory already faulted in, when a freed output
         # of about its size left it there); only the root's needs its data.
-        pooled = _over(_session().new_output(_wire(out).__dlpack__(), True), out.dtype)
+        pooled = _over(_session().new_output(_capsule(out), True), out.dtype)
         if rank() == root:
             pooled[...] = out
         out = pooled
     elif out is src:  # (not copied by _prepare: copy, the input is not modified)
         out = out.copy()
-    h = _session().broadcast_async(name, _wire(out).__dlpack__(), root, sid)
+    h = _session().broadcast_async(name, _capsule(out), root, sid)
     h.wait()
     return out
 
@@ -285,11 +300,11 @@ def alltoall(array, splits=None, name=None, process_set=global_process_set):
         sp = None if splits is None else [int(s) for s in np.asarray(splits).reshape(-1)]
     except Exception as e:
         raise _refusing("alltoall", name, sid, e)
-    done = _session().alltoall_new(name, _wire(a).__dlpack__(), sp, sid, True)
+    done = _session().alltoall_new(name, _capsule(a), sp, sid, True)
     if done is not None:
         out = _over(done[0], a.dtype)
         return out if splits is None else (out, np.asarray(done[1], dtype=np.int32))
-    h = _session().alltoall_async(name, _wire(a).__dlpack__(), sp, sid)
+    h = _session().alltoall_async(name, _capsule(a), sp, sid)
     h.wait()
     out = _output(h, a.dtype)
     if splits is None:
@@ -321,7 +336,7 @@ def reducescatter(array, op=None, name=None, prescale_factor=1.0, postscale_fact
         raise _refusing("reducescatter", name, sid, e)
     if op in _ONE_CALL_OPS:
         out = _one_call(_session().reducescatter_new(
-            name, a.__dlpack__(), op, float(prescale_factor), float(postscale_factor), sid, True),
+            name, _capsule(a), op, float(prescale_factor), float(postscale_factor), sid, True),
             a.dtype)
         if out is not None:
             return out
@@ -355,11 +370,11 @@ def _reducescatter_list(arrays, op, name, prescale_factor, postscale_factor, pro
     if not ins:
         return []
     if not grouped:
-        hs = [_session().reducescatter_async(name, ins[0].__dlpack__(), op,
+        hs = [_session().reducescatter_async(name, _capsule(ins[0]), op,
                                              float(prescale_factor), float(postscale_factor),
                                              sid)]
     else:
-        hs = _session().grouped_reducescatter_async(name, [a.__dlpack__() for a in ins], op,
+        hs = _session().grouped_reducescatter_async(name, [_capsule(a) for a in ins], op,
                                                     float(prescale_factor),
                                                     float(postscale_factor), sid)
     for h in hs:

@@ -15,8 +15,9 @@ import hora.jax as hj  # noqa: E402
 import hora.torch as hvd  # noqa: E402
 from helpers import all_values, reduce_reference, rows_of, value  # noqa: E402
 
-DTYPES = [(jnp.float16, torch.float16), (jnp.float32, torch.float32),
-          (jnp.float64, torch.float64), (jnp.int32, torch.int32), (jnp.int64, torch.int64)]
+DTYPES = [(jnp.float16, torch.float16), (jnp.bfloat16, torch.bfloat16),
+          (jnp.float32, torch.float32), (jnp.float64, torch.float64), (jnp.int32, torch.int32),
+          (jnp.int64, torch.int64)]
 OPS = [hj.Sum, hj.Average, hj.Min, hj.Max, hj.Product]
 MODES = ["eager", "jit"]
 
@@ -25,23 +26,30 @@ def _run(mode, fn, *args):
     return fn(*args) if mode == "eager" else jax.jit(fn)(*args)
 
 
+def _f64(t):
+    """``t`` in NumPy, through float64 (exact for these values; torch's
+    bfloat16 has no NumPy form)."""
+    return t.to(torch.float64).numpy()
+
+
 def _j(t, dtype):
-    return jnp.asarray(t.numpy(), dtype=dtype)
+    return jnp.asarray(_f64(t) if t.dtype == torch.bfloat16 else t.numpy(), dtype=dtype)
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("jdt,pdt", DTYPES, ids=lambda d: getattr(d, "__name__", str(d)))
 def test_allreduce_every_op(mode, jdt, pdt):
     r = hvd.rank()
+    tol = 2e-2 if pdt == torch.bfloat16 else 2e-3
     for shape in [(), (0,), (1,), (7,), (3, 5)]:
         for op in OPS:
             vals = all_values(shape, pdt)
             got = _run(mode, lambda x: hj.allreduce(x, op=op, name="jar.%s.%s" % (shape, op)),
                        _j(vals[r], jdt))
-            want = reduce_reference(vals, op, pdt).numpy()
+            want = _f64(reduce_reference(vals, op, pdt))
             assert got.dtype == jnp.dtype(jdt) and got.shape == shape
-            np.testing.assert_allclose(np.asarray(got, np.float64), want.astype(np.float64),
-                                       rtol=2e-3, atol=2e-3, err_msg="%s %s" % (shape, op))
+            np.testing.assert_allclose(np.asarray(got, np.float64), want,
+                                       rtol=tol, atol=tol, err_msg="%s %s" % (shape, op))
 
 
 @pytest.mark.parametrize("mode", MODES)

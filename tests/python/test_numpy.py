@@ -11,20 +11,29 @@ import hora.torch as hvd
 from hora.common.basics import engine_counters
 from helpers import all_values, reduce_reference, rows_of, value
 
-NP_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64]
+NP_DTYPES = [np.float16, np.float32, np.float64, np.int32, np.int64, "bfloat16"]
 TORCH_OF = {np.float16: torch.float16, np.float32: torch.float32, np.float64: torch.float64,
-            np.int32: torch.int32, np.int64: torch.int64}
+            np.int32: torch.int32, np.int64: torch.int64, "bfloat16": torch.bfloat16}
+
+
+def _bfloat16():
+    """ml_dtypes' bfloat16 (JAX's and TensorFlow's NumPy arrays of it)."""
+    return pytest.importorskip("ml_dtypes", reason="bfloat16 arrays need ml_dtypes").bfloat16
 
 
 def _np(t):
+    if t.dtype == torch.bfloat16:  # (torch has no NumPy bfloat16: through float64, exact)
+        return t.to(torch.float64).numpy().astype(_bfloat16())
     return t.numpy()
 
 
-@pytest.mark.parametrize("dtype", NP_DTYPES, ids=lambda d: d.__name__)
+@pytest.mark.parametrize("dtype", NP_DTYPES, ids=lambda d: getattr(d, "__name__", d))
 def test_numpy_collectives(dtype):
     r, n = hnp.rank(), hnp.size()
     assert (r, n) == (hvd.rank(), hvd.size())  # one default session for both
     td = TORCH_OF[dtype]
+    tol = 2e-2 if td == torch.bfloat16 else 2e-3
+    dtype = _bfloat16() if dtype == "bfloat16" else dtype
     for shape in [(), (0,), (7,), (3, 4)]:
         for op in (hnp.Sum, hnp.Average, hnp.Min, hnp.Max, hnp.Product):
             vals = all_values(shape, td)
@@ -32,7 +41,7 @@ def test_numpy_collectives(dtype):
             want = _np(reduce_reference(vals, op, td))
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                       rtol=2e-3, atol=2e-3)
+                                       rtol=tol, atol=tol)
     x = _np(value(r, (rows_of(r), 2), td))
     got = hnp.allgather(x)
     want = np.concatenate([_np(value(q, (rows_of(q), 2), td)) for q in range(n)])
@@ -50,6 +59,41 @@ def test_numpy_collectives(dtype):
     vals = all_values((2 * n, 3), td)
     rs = hnp.reducescatter(_np(vals[r]), op=hnp.Sum)
     np.testing.assert_array_equal(rs, _np(reduce_reference(vals, hvd.Sum, td))[2 * r:2 * r + 2])
+
+
+def test_numpy_bfloat16_large_grouped_scaled_and_as_the_core_sees_it():
+    # bfloat16 arrays (ml_dtypes', as JAX's and TensorFlow's) reduce as
+    # bfloat16 (float32 arithmetic, rounded), not as their uint16 bits: large
+    # ones (pooled outputs, the broadcast's pooled buffer), read-only and
+    # non-contiguous ones, grouped with float32, with scale factors.
+    bf16 = _bfloat16()
+    r, n = hnp.rank(), hnp.size()
+    big = (np.arange(1 << 17) % 7 - 3).astype(bf16) * (r + 1)  # 256 KiB
+    want = ((np.arange(1 << 17) % 7 - 3) * (n * (n + 1) // 2)).astype(bf16)
+    got = hnp.allreduce(big, op=hnp.Sum, name="bf.big")
+    assert got.dtype == bf16 and got.flags.writeable
+    np.testing.assert_array_equal(got, want)
+    b = hnp.broadcast(big, n - 1, name="bf.bcast")
+    np.testing.assert_array_equal(b, big / (r + 1) * n)
+    ro = np.full((3, 4), 1.5, dtype=bf16)
+    ro.flags.writeable = False
+    np.testing.assert_array_equal(hnp.allreduce(ro.T, op=hnp.Sum, name="bf.ro"),
+                                  np.full((4, 3), 1.5 * n, dtype=bf16))
+    g = hnp.grouped_allreduce([np.full(5, r + 1, dtype=bf16), np.full(2, r, dtype=np.float32)],
+                              op=hnp.Sum, prescale_factor=0.5, postscale_factor=4.0,
+                              name="bf.group")
+    assert [a.dtype for a in g] == [bf16, np.float32]
+    np.testing.assert_array_equal(g[0], np.full(5, n * (n + 1), dtype=bf16))
+    np.testing.assert_array_equal(g[1], np.full(2, n * (n - 1), dtype=np.float32))
+    # The core's view of the bits: a capsule re-described once, then used up.
+    from hora import _core
+    cap = np.zeros(2, dtype=np.uint16).__dlpack__()
+    bcap = _core.as_bfloat16(cap)
+    with pytest.raises(hnp.InvalidArgumentError, match="unused DLPack capsule"):
+        _core.as_bfloat16(cap)
+    with pytest.raises(hnp.InvalidArgumentError, match="16-bit integer"):
+        _core.as_bfloat16(np.zeros(2, dtype=np.float32).__dlpack__())
+    del bcap  # (its deleter frees NumPy's export)
 
 
 def test_numpy_bool_readonly_and_noncontiguous():

@@ -16,7 +16,7 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
   fused group), ``allgather, broadcast, alltoall, reducescatter``,
   ``barrier, join``, ``broadcast_parameters``, ``broadcast_object,
   allgather_object``; every collective but ``join`` takes ``process_set=``;
-  dtypes as ``hora.numpy``'s (bfloat16 arrays are refused);
+  dtypes as ``hora.numpy``'s (bfloat16 included);
 * gradients through ``allreduce`` and ``grouped_allreduce`` (``jax.grad``), as
   ``hora.tensorflow`` defines them (the allreduce of the cotangent, same op
   and scale factors); the other collectives are not differentiable;

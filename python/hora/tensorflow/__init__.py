@@ -28,7 +28,8 @@
 * ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``TensorFlowKerasState``,
   ``TensorFlowState``: :mod:`.elastic`).
 
-Not yet: bfloat16 tensors, GPU tensors (they are copied to the host), XLA
+Every dtype ``hora.numpy`` takes, bfloat16 included. Not yet: GPU tensors
+(they are copied to the host), XLA
 (``jit_compile=True``), ``PartialDistributedGradientTape``,
 ``SyncBatchNormalization``, ``broadcast_object_fn``.
 """

@@ -271,9 +271,38 @@ def check_mixed_precision_steps_agree():
     assert np.all(np.isfinite(mine)), mine
 
 
+def check_bfloat16_weights():
+    # A model of bfloat16 weights (the "bfloat16" dtype policy): its gradients
+    # reduce as bfloat16. Every rank ends with the same weights, within
+    # bfloat16's rounding of one worker's training on all the data.
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2 * B * n, 5)).astype(np.float32)
+    y = rng.standard_normal((2 * B * n, 1)).astype(np.float32)
+    mine = np.concatenate([np.arange(k * B * n + r * B, k * B * n + (r + 1) * B)
+                           for k in range(2)])
+    keras.mixed_precision.set_dtype_policy("bfloat16")
+    try:
+        dist, ref = _model(), _model()
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    dist.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    dist.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    ref.fit(x, y, batch_size=B * n, epochs=1, shuffle=False, verbose=0)
+    got = _weights(dist)
+    assert all(str(w.dtype) == "bfloat16" for w in got), [w.dtype for w in got]
+    flat = np.concatenate([w.astype(np.float32).reshape(-1) for w in got])
+    every = np.asarray(hvd.allgather(flat[None, :]))
+    assert all(np.array_equal(every[q], every[0]) for q in range(n)), every
+    for a, b in zip(got, _weights(ref)):
+        np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), atol=3e-2)
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
-          check_elastic_state_and_callbacks, check_mixed_precision_steps_agree]
+          check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
+          check_bfloat16_weights]
 
 if __name__ == "__main__":
     hvd.init()
