@@ -22,7 +22,9 @@ variables through NumPy, so they are the same on every backend.
   ``load_model`` (a saved model's optimizer made distributed again), the
   job (``init, rank, size``...) and the ops (``Average, Sum``...);
 * Horovod's collectives on values: ``allreduce, allgather, broadcast,
-  reducescatter, barrier, join`` (:mod:`.collectives`).
+  reducescatter, barrier, join`` (:mod:`.collectives`);
+* ``SyncBatchNormalization``, batch statistics across ranks
+  (:mod:`.sync_batch_norm`; also ``hora.tensorflow.SyncBatchNormalization``).
 
 ``import hora.tensorflow.keras as hvd`` (Horovod's
 ``horovod.tensorflow.keras``) is this module.
@@ -66,6 +68,7 @@ from hora.keras.optimizer import (  # noqa: F401
     broadcast_global_variables,
     load_model,
 )
+from hora.keras.sync_batch_norm import SyncBatchNormalization  # noqa: F401
 from hora.numpy import allgather_object, broadcast_object  # noqa: F401
 
 # (What `from hora.keras import *` gives, hora.tensorflow.keras's: not the
@@ -76,4 +79,4 @@ __all__ = sorted(set(_common) | {
     "start_timeline", "stop_timeline", "callbacks", "allgather", "allreduce", "barrier",
     "broadcast", "join", "reducescatter", "Compression", "DistributedOptimizer",
     "broadcast_global_variables", "load_model", "allgather_object", "broadcast_object",
-    "elastic"})
+    "elastic", "SyncBatchNormalization"})

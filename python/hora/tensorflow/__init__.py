@@ -27,11 +27,13 @@
 
 * ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``TensorFlowKerasState``,
   ``TensorFlowState``: :mod:`.elastic`).
+* ``SyncBatchNormalization``: a Keras layer whose batch statistics are every
+  rank's (:mod:`hora.keras.sync_batch_norm`).
 
 Every dtype ``hora.numpy`` takes, bfloat16 included. Not yet: GPU tensors
 (they are copied to the host), XLA
 (``jit_compile=True``), ``PartialDistributedGradientTape``,
-``SyncBatchNormalization``, ``broadcast_object_fn``.
+``broadcast_object_fn``.
 """
 
 from hora.common.exceptions import *  # noqa: F401,F403
@@ -67,10 +69,13 @@ from hora.tensorflow.mpi_ops import (  # noqa: F401
 
 
 def __getattr__(name):
-    # ``hvd.elastic`` (Horovod's ``horovod.tensorflow.elastic``), imported at
-    # its first use: it brings Keras in.
-    if name == "elastic":
-        import importlib
+    # ``hvd.elastic`` (Horovod's ``horovod.tensorflow.elastic``) and
+    # ``hvd.SyncBatchNormalization``, imported at their first use: they bring
+    # Keras in.
+    import importlib
 
+    if name == "elastic":
         return importlib.import_module("hora.tensorflow.elastic")
+    if name == "SyncBatchNormalization":  # (Keras's layer, from hora.keras)
+        return importlib.import_module("hora.keras.sync_batch_norm").SyncBatchNormalization
     raise AttributeError("module 'hora.tensorflow' has no attribute %r" % (name,))

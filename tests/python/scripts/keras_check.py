@@ -299,10 +299,56 @@ def check_bfloat16_weights():
         np.testing.assert_allclose(a.astype(np.float32), b.astype(np.float32), atol=3e-2)
 
 
+def _bn_model(layer, seed=3):
+    keras.utils.set_random_seed(seed)
+    return keras.Sequential([keras.Input((5,)), keras.layers.Dense(6), layer(momentum=0.5),
+                             keras.layers.Dense(1)])
+
+
+def check_sync_batch_norm():
+    # SyncBatchNormalization: each rank's rows normalized by every rank's
+    # rows' statistics, and training (gradients through the statistics,
+    # moving statistics) equal to one worker's BatchNormalization on all
+    # the rows. Ranks hold different row counts in the forward check.
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(21)
+    rows = [3 + q for q in range(n)]
+    every = rng.standard_normal((sum(rows), 4)).astype(np.float32) * 3 + 1
+    start = sum(rows[:r])
+    sync = hvd.SyncBatchNormalization(axis=-1)
+    got = keras.ops.convert_to_numpy(sync(every[start:start + rows[r]], training=True))
+    want = keras.ops.convert_to_numpy(keras.layers.BatchNormalization()(every, training=True))
+    np.testing.assert_allclose(got, want[start:start + rows[r]], rtol=1e-4, atol=1e-4)
+
+    steps = 3
+    x = rng.standard_normal((steps * B * n, 5)).astype(np.float32)
+    y = rng.standard_normal((steps * B * n, 1)).astype(np.float32)
+    mine = np.concatenate([np.arange(k * B * n + r * B, k * B * n + (r + 1) * B)
+                           for k in range(steps)])
+    dist = _bn_model(hvd.SyncBatchNormalization)
+    dist.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), loss="mse")
+    dist.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    ref = _bn_model(keras.layers.BatchNormalization)
+    ref.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    ref.fit(x, y, batch_size=B * n, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(_weights(dist), _weights(ref)):  # (moving statistics included)
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    if r == 0:  # inference uses the moving statistics: no collective to wait for
+        dist.predict(x[:2], verbose=0)
+    config = dist.layers[1].get_config()
+    assert type(dist.layers[1]).from_config(config).get_config() == config
+    try:
+        hvd.SyncBatchNormalization(fused=True)
+        raise AssertionError("fused=True was taken")
+    except ValueError as e:
+        assert "fused" in str(e), e
+    hvd.barrier()
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
           check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
-          check_bfloat16_weights]
+          check_bfloat16_weights, check_sync_batch_norm]
 
 if __name__ == "__main__":
     hvd.init()
