@@ -214,11 +214,13 @@ def test_errors_name_the_operation():
         htf.broadcast(tf.constant([1.0]), 99, name="far")
     with pytest.raises(htf.InvalidArgumentError, match="at least one dimension"):
         htf.reducescatter(tf.constant(1.0), name="rs0")
-    # groups= is refused when the tape is wrapped, not at its first gradient().
+    # A groups= that is neither a number nor lists is refused when the tape
+    # is wrapped, not at its first gradient().
     with tf.GradientTape() as tape:
         pass
-    with pytest.raises(ValueError, match="groups="):
-        htf.DistributedGradientTape(tape, groups=[[tf.Variable(1.0)]])
+    for wrong in (0, [tf.Variable(1.0)], "2"):
+        with pytest.raises(ValueError, match="groups="):
+            htf.DistributedGradientTape(tape, groups=wrong)
     # An int is a number of groups, as Horovod's.
     v = tf.Variable([1.0, 2.0])
     with tf.GradientTape() as tape:

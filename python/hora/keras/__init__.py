@@ -14,7 +14,7 @@ compiled ``tf.function`` too), JAX (by :mod:`hora.jax`, inside the jitted
 step) and PyTorch (by :mod:`hora.torch`). The callbacks read and assign
 variables through NumPy, so they are the same on every backend.
 
-* ``DistributedOptimizer`` (:mod:`.optimizer`);
+* ``DistributedOptimizer``, ``PartialDistributedOptimizer`` (:mod:`.optimizer`);
 * ``callbacks``: ``BroadcastGlobalVariablesCallback``,
   ``MetricAverageCallback``, ``LearningRateWarmupCallback``,
   ``LearningRateScheduleCallback`` (:mod:`.callbacks`);
@@ -32,8 +32,6 @@ variables through NumPy, so they are the same on every backend.
 * ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``KerasState``,
   ``CommitStateCallback``, ``UpdateBatchStateCallback``,
   ``UpdateEpochStateCallback``: :mod:`.elastic`).
-
-Not yet: ``PartialDistributedOptimizer``.
 """
 
 from hora.common import *  # noqa: F401,F403  (the job, ops, process sets, errors)
@@ -65,6 +63,7 @@ from hora.keras.collectives import (  # noqa: F401
 from hora.keras.optimizer import (  # noqa: F401
     Compression,
     DistributedOptimizer,
+    PartialDistributedOptimizer,
     broadcast_global_variables,
     load_model,
 )
@@ -78,5 +77,5 @@ __all__ = sorted(set(_common) | {
     "mpi_built", "mpi_enabled", "mpi_threads_supported", "nccl_built", "rocm_built",
     "start_timeline", "stop_timeline", "callbacks", "allgather", "allreduce", "barrier",
     "broadcast", "join", "reducescatter", "Compression", "DistributedOptimizer",
-    "broadcast_global_variables", "load_model", "allgather_object", "broadcast_object",
-    "elastic", "SyncBatchNormalization"})
+    "PartialDistributedOptimizer", "broadcast_global_variables", "load_model",
+    "allgather_object", "broadcast_object", "elastic", "SyncBatchNormalization"})

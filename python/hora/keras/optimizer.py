@@ -10,7 +10,7 @@ import keras
 import numpy as np
 
 import hora.numpy as hnp
-from hora.common import basics
+from hora.common import basics, gradient_groups
 from hora.common.process_sets import global_process_set, process_set_ranks
 
 
@@ -22,9 +22,12 @@ class Compression:
     fp16 = "fp16"
 
 
-def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num_groups):
-    """``grads`` (a list; None entries stay None) reduced with the backend's module;
-    on a rank outside ``process_set``, as they are (Horovod's rule)."""
+def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as_dense,
+            num_groups, lists, local):
+    """``grads`` (a list; None entries stay None; ``variables`` theirs) reduced with
+    the backend's module, in the groups of ``num_groups`` or ``lists``
+    (gradient_groups.split), but for those of ``local``'s variables; on a rank
+    outside ``process_set``, as they are (Horovod's rule)."""
     if process_set is not None and not process_set.included():
         return grads
     backend = keras.backend.backend()
@@ -37,28 +40,37 @@ def _reduce(grads, op, predivide, process_set, compression, sparse_as_dense, num
         return allreduce_gradients(grads, op=op, compression=wire,
                                    sparse_as_dense=sparse_as_dense,
                                    gradient_predivide_factor=predivide, num_groups=num_groups,
-                                   process_set=process_set, name="keras.gradients")
+                                   groups=lists, process_set=process_set,
+                                   name="keras.gradients", variables=variables, local=local)
     pre = post = 1.0
     if predivide != 1.0:
         op, pre = basics.Sum, 1.0 / predivide
         post = predivide / len(process_set_ranks(process_set))
-    dense = [i for i, g in enumerate(grads) if g is not None]
-    ins = [grads[i] for i in dense]
-    kw = dict(op=op, name="keras.gradients", prescale_factor=pre, postscale_factor=post,
-              process_set=process_set)
-    if not ins:
-        reduced = []
-    elif backend == "jax":
+    out = list(grads)
+    entries = []
+    for i, (g, v) in enumerate(zip(grads, variables)):
+        if g is None:
+            continue
+        if v in local:
+            n = len(process_set_ranks(process_set))
+            out[i] = g / n if local.scale and n > 1 else g
+        else:
+            entries.append((i, v))
+    if backend == "jax":
         from hora.jax import grouped_allreduce
-        reduced = grouped_allreduce(ins, **kw)
     elif backend == "torch":
         from hora.torch import grouped_allreduce
-        reduced = grouped_allreduce(ins, **kw)
     else:
-        reduced = hnp.grouped_allreduce([np.asarray(g) for g in ins], **kw)
-    out = list(grads)
-    for i, r in zip(dense, reduced):
-        out[i] = r
+        def grouped_allreduce(ins, **kw):
+            return hnp.grouped_allreduce([np.asarray(g) for g in ins], **kw)
+    groups = gradient_groups.split(entries, 1 if lists is None else 0, lists)
+    for k, members in enumerate(groups):
+        name = "keras.gradients" if len(groups) == 1 else "keras.gradients.g%d" % k
+        reduced = grouped_allreduce([grads[i] for i in members], op=op, name=name,
+                                    prescale_factor=pre, postscale_factor=post,
+                                    process_set=process_set)
+        for i, r in zip(members, reduced):
+            out[i] = r
     return out
 
 
@@ -109,12 +121,18 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          compression=Compression.none, sparse_as_dense=False,
                          backward_passes_per_step=1, op=basics.Average,
                          gradient_predivide_factor=1.0, average_aggregated_gradients=False,
-                         num_groups=0, groups=None, process_set=global_process_set):
+                         num_groups=0, groups=None, process_set=global_process_set,
+                         scale_local_gradients=True):
     """``optimizer`` (a Keras 3 optimizer) whose gradients are reduced across ranks
-    (``op``, Average by default) before each update. ``groups=`` lists of
-    variables are refused (an int, or ``num_groups``, splits the gradients into
-    that many groups), and so is ``backward_passes_per_step`` other than 1 (give
-    the Keras optimizer ``gradient_accumulation_steps`` instead): ``ValueError``."""
+    (``op``, Average by default) before each update. ``groups=`` a number of
+    groups (or ``num_groups``) splits the gradients into that many fused groups
+    on the TensorFlow backend; ``groups=`` lists of variables make each list's
+    gradients one group (every other gradient a group of its own), as
+    Horovod's. ``optimizer.register_local_var(v)`` leaves ``v``'s gradient
+    unreduced (divided by the process set's size with
+    ``scale_local_gradients``). ``backward_passes_per_step`` other than 1 is
+    refused (give the Keras optimizer ``gradient_accumulation_steps``
+    instead): ``ValueError``."""
     del name, device_dense, device_sparse, average_aggregated_gradients
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise TypeError("hora.keras.DistributedOptimizer: expected a keras.optimizers.Optimizer, "
@@ -124,28 +142,35 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          "gradient_accumulation_steps=%d instead (each step's gradients are "
                          "then averaged across ranks before they are accumulated)"
                          % (backward_passes_per_step, backward_passes_per_step))
-    if isinstance(groups, int) and not isinstance(groups, bool):
-        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
-    if groups is not None:
-        raise ValueError("groups= lists of variables are not supported by hora.keras; use "
-                         "num_groups")
+    more, lists = gradient_groups.check_groups(groups, "hora.keras.DistributedOptimizer")
+    num_groups = more or num_groups  # (Horovod's: an int is num_groups)
     op = basics.check_op(op)
     if gradient_predivide_factor != 1.0 and op != basics.Average:
         raise ValueError("gradient_predivide_factor needs op=Average")
     if getattr(optimizer, "_hora_distributed", False):
         raise ValueError("hora.keras.DistributedOptimizer: %s is distributed already"
                          % type(optimizer).__name__)
+    local = gradient_groups.LocalVariables(scale_local_gradients)
     args = (op, gradient_predivide_factor, process_set, compression, sparse_as_dense,
-            num_groups)
+            num_groups, lists, local)
     base = optimizer.__class__
 
     def apply(self, grads, trainable_variables=None):
-        return base.apply(self, _reduce(list(grads), *args), trainable_variables)
+        grads = list(grads)
+        variables = trainable_variables if trainable_variables is not None else \
+            getattr(self, "_trainable_variables", None)
+        variables = list(variables) if variables is not None else [None] * len(grads)
+        return base.apply(self, _reduce(grads, variables, *args), trainable_variables)
+
+    def register_local_var(self, var):
+        """``var``'s gradient stays on this rank (not reduced; Horovod's)."""
+        local.add(var)
 
     # (Saved as the class it wraps: keras.models.load_model gives that back,
     # and hora.keras.load_model distributes it again.)
     _agree_on_loss_scale_steps()
-    cls = type(base.__name__, (base,), {"apply": apply, "_hora_distributed": True,
+    cls = type(base.__name__, (base,), {"apply": apply, "register_local_var": register_local_var,
+                                        "_hora_local": local, "_hora_distributed": True,
                                         "_hora_process_set": process_set,
                                         "__module__": base.__module__,
                                         "__qualname__": base.__qualname__,
@@ -154,6 +179,28 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     _register_as(cls, base)
     optimizer.__class__ = cls
     return optimizer
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                backward_passes_per_step=1, op=basics.Average,
+                                gradient_predivide_factor=1.0,
+                                average_aggregated_gradients=False, groups=None,
+                                process_set=global_process_set, local_layers=None,
+                                scale_local_gradients=True):
+    """``DistributedOptimizer`` but for the trainable variables of
+    ``local_layers`` (a Keras layer or a collection of them), whose gradients
+    stay on this rank (Horovod's): not reduced, divided by the process set's
+    size with ``scale_local_gradients``."""
+    layers = gradient_groups.local_layers_checked(local_layers, "PartialDistributedOptimizer")
+    opt = DistributedOptimizer(optimizer, name, device_dense, device_sparse, compression,
+                               sparse_as_dense, backward_passes_per_step, op,
+                               gradient_predivide_factor, average_aggregated_gradients,
+                               groups=groups, process_set=process_set,
+                               scale_local_gradients=scale_local_gradients)
+    for layer in layers:
+        opt._hora_local.add_layer(layer)
+    return opt
 
 
 def _not_copied(self, *unused):

@@ -17,8 +17,9 @@
   (:mod:`.mpi_ops`): ``allreduce, grouped_allreduce, allgather,
   grouped_allgather, broadcast, alltoall, reducescatter,
   grouped_reducescatter, barrier, join``; process sets;
-* ``DistributedGradientTape, DistributedOptimizer, broadcast_variables,
-  BroadcastGlobalVariablesHook, broadcast_global_variables``
+* ``DistributedGradientTape, PartialDistributedGradientTape,
+  DistributedOptimizer, broadcast_variables, BroadcastGlobalVariablesHook,
+  broadcast_global_variables``
   (:mod:`.gradient_tape`); Keras: :mod:`hora.keras`, also as
   ``hora.tensorflow.keras``;
 * ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s);
@@ -32,8 +33,7 @@
 
 Every dtype ``hora.numpy`` takes, bfloat16 included. Not yet: GPU tensors
 (they are copied to the host), XLA
-(``jit_compile=True``), ``PartialDistributedGradientTape``,
-``broadcast_object_fn``.
+(``jit_compile=True``), ``broadcast_object_fn``.
 """
 
 from hora.common.exceptions import *  # noqa: F401,F403
@@ -42,6 +42,7 @@ from hora.tensorflow.compression import Compression  # noqa: F401
 from hora.tensorflow.gradient_tape import (  # noqa: F401
     BroadcastGlobalVariablesHook,
     DistributedGradientTape,
+    PartialDistributedGradientTape,
     allreduce_gradients,
     broadcast_global_variables,
     broadcast_variables,

@@ -1,17 +1,23 @@
 """Averaging TensorFlow gradients across ranks: ``allreduce_gradients``,
-``DistributedGradientTape``, ``broadcast_variables`` and
-``BroadcastGlobalVariablesHook`` (``DistributedOptimizer``: optimizer.py).
+``DistributedGradientTape``, ``PartialDistributedGradientTape``,
+``broadcast_variables`` and ``BroadcastGlobalVariablesHook``
+(``DistributedOptimizer``: optimizer.py).
 
 The gradients of one ``gradient()`` call are reduced as one group per
-``num_groups`` share (one fused allreduce by default); ``None`` gradients stay
-``None``; ``tf.IndexedSlices`` are gathered unless ``sparse_as_dense``.
+``num_groups`` share (one fused allreduce by default), or in the groups of
+Horovod's ``groups=`` lists of variables (each list one group, every other
+gradient a group of its own); ``None`` gradients stay ``None``;
+``tf.IndexedSlices`` are gathered unless ``sparse_as_dense``.
 ``gradient_predivide_factor`` f: gradients are multiplied by 1/f before the
-sum and by f/size after it (Horovod's split of the average).
+sum and by f/size after it (Horovod's split of the average). The gradients
+of local variables (``register_local_source``, ``local_layers``) are not
+reduced; with ``scale_local_gradients`` (the default) they are divided by the
+process set's size, as Horovod's.
 """
 
 import tensorflow as tf
 
-from hora.common import basics
+from hora.common import basics, gradient_groups
 from hora.common.process_sets import global_process_set, process_set_ranks
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.compression import Compression
@@ -29,20 +35,42 @@ def _scales(op, predivide, process_set):
     return basics.Sum, 1.0 / predivide, predivide / len(process_set_ranks(process_set))
 
 
+def _divided(g, n):
+    """A local gradient divided by ``n`` (IndexedSlices: its values)."""
+    if n == 1:
+        return g
+    if isinstance(g, tf.IndexedSlices):
+        return tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype), g.indices, g.dense_shape)
+    return g / tf.cast(n, g.dtype)
+
+
 @_plain
 def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
                         sparse_as_dense=False, gradient_predivide_factor=1.0, num_groups=0,
-                        groups=None, process_set=global_process_set, name="gradients"):
+                        groups=None, process_set=global_process_set, name="gradients",
+                        variables=None, local=None):
     """The list ``grads`` reduced across ranks (``None`` entries stay ``None``). On a
-    rank outside ``process_set`` they are returned as they are (Horovod's rule)."""
+    rank outside ``process_set`` they are returned as they are (Horovod's rule).
+    ``variables``: each gradient's variable, which ``groups=`` lists and
+    ``local`` (a ``gradient_groups.LocalVariables``: gradients left unreduced)
+    need."""
     if process_set is not None and not process_set.included():
         return list(grads)
+    more, lists = gradient_groups.check_groups(groups, "allreduce_gradients")
+    variables = [None] * len(grads) if variables is None else list(variables)
+    if lists is not None and any(v is None for v in variables):
+        raise ValueError("allreduce_gradients: groups= lists of variables need variables=, "
+                         "the variable of each gradient")
     sparse_op = op
     op, pre, post = _scales(op, gradient_predivide_factor, process_set)
     out = list(grads)
-    dense = []
-    for i, g in enumerate(grads):
+    dense, values = [], {}
+    for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
+            continue
+        if local is not None and v is not None and v in local:
+            if local.scale:
+                out[i] = _divided(g, len(process_set_ranks(process_set)))
             continue
         if isinstance(g, tf.IndexedSlices):
             if not sparse_as_dense:
@@ -50,19 +78,14 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
                                            process_set=process_set)
                 continue
             g = tf.convert_to_tensor(g)
-        dense.append((i, g))
-    if groups is not None:
-        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
-                         "use num_groups")
-    n = max(1, min(int(num_groups or 1), len(dense) or 1))
-    for k in range(n):
-        share = dense[k::n] if n > 1 else dense
-        if not share:
-            continue
-        reduced = mpi_ops.grouped_allreduce([g for _, g in share], op=op, compression=compression,
-                                            prescale_factor=pre, postscale_factor=post,
-                                            name="%s.%d" % (name, k), process_set=process_set)
-        for (i, _), r in zip(share, reduced):
+        dense.append((i, v))
+        values[i] = g
+    for k, members in enumerate(gradient_groups.split(dense, num_groups or more, lists)):
+        reduced = mpi_ops.grouped_allreduce([values[i] for i in members], op=op,
+                                            compression=compression, prescale_factor=pre,
+                                            postscale_factor=post, name="%s.%d" % (name, k),
+                                            process_set=process_set)
+        for i, r in zip(members, reduced):
             out[i] = r
     return out
 
@@ -73,8 +96,14 @@ class _DistributedGradientTape(tf.GradientTape):
         # (This body is copied into a subclass of the user's tape's class.)
         grads = super(type(self), self).gradient(target, sources, output_gradients, **kwargs)
         flat = tf.nest.flatten(grads)
-        reduced = allreduce_gradients(flat, **self._hora_args)
+        reduced = allreduce_gradients(flat, variables=tf.nest.flatten(sources),
+                                      local=self._hora_local, **self._hora_args)
         return tf.nest.pack_sequence_as(grads, reduced)
+
+    def register_local_source(self, source):
+        """``source``'s gradient stays on this rank: not reduced (divided by the
+        process set's size where the tape scales local gradients)."""
+        self._hora_local.add(source)
 
 
 @_plain
@@ -86,16 +115,17 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
     """A tape whose ``gradient()`` returns the gradients averaged (``op``) across ranks.
 
     Wrap the tape after recording: ``tape = hvd.DistributedGradientTape(tape)``.
-    ``groups=`` lists of variables are refused with ``ValueError``; ``num_groups``
-    (or ``groups=`` an int, as Horovod's) splits the gradients into that many
-    fused groups.
+    ``num_groups`` (or ``groups=`` an int, as Horovod's) splits the gradients
+    into that many fused groups; ``groups=`` a list of lists of variables
+    makes each list's gradients one group (every other gradient a group of
+    its own). ``tape.register_local_source(v)`` leaves ``v``'s gradient
+    unreduced (divided by the process set's size with
+    ``scale_local_gradients``).
     """
-    del device_dense, device_sparse, scale_local_gradients
-    if isinstance(groups, int) and not isinstance(groups, bool):
-        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
-    if groups is not None:
-        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
-                         "use num_groups")
+    del device_dense, device_sparse
+    more, _ = gradient_groups.check_groups(groups, "DistributedGradientTape")
+    if more:
+        num_groups, groups = more, None  # (Horovod's: an int is num_groups)
     cls = type(gradtape.__class__.__name__, (gradtape.__class__,),
                dict(_DistributedGradientTape.__dict__))
     tape = cls.__new__(cls)
@@ -104,6 +134,26 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                            sparse_as_dense=sparse_as_dense,
                            gradient_predivide_factor=gradient_predivide_factor,
                            num_groups=num_groups, groups=groups, process_set=process_set)
+    tape._hora_local = gradient_groups.LocalVariables(scale_local_gradients)
+    return tape
+
+
+@_plain
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=basics.Average, gradient_predivide_factor=1.0,
+                                   num_groups=0, groups=None, process_set=global_process_set,
+                                   local_layers=None, scale_local_gradients=True):
+    """``DistributedGradientTape`` whose gradients of the trainable variables of
+    ``local_layers`` (a Keras layer or a collection of them) stay on this
+    rank (Horovod's): not reduced, divided by the process set's size with
+    ``scale_local_gradients``."""
+    layers = gradient_groups.local_layers_checked(local_layers, "PartialDistributedGradientTape")
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    for layer in layers:
+        tape._hora_local.add_layer(layer)
     return tape
 
 

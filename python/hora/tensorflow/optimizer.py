@@ -4,7 +4,7 @@
 ``hora.keras.DistributedOptimizer``. (Apart from gradient_tape.py, which
 ``hora.keras`` uses: no import cycle.)"""
 
-from hora.common import basics
+from hora.common import basics, gradient_groups
 from hora.common.process_sets import global_process_set
 from hora.tensorflow.compression import Compression
 from hora.tensorflow.gradient_tape import _plain, allreduce_gradients
@@ -15,14 +15,16 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                          device_sparse="", compression=Compression.none, sparse_as_dense=False,
                          backward_passes_per_step=1, op=basics.Average,
                          gradient_predivide_factor=1.0, average_aggregated_gradients=False,
-                         num_groups=0, groups=None, process_set=global_process_set):
+                         num_groups=0, groups=None, process_set=global_process_set,
+                         scale_local_gradients=True):
     """Wraps an optimizer so that its gradients are averaged across ranks.
 
     A Keras optimizer (Keras 3) is handed to ``hora.keras.DistributedOptimizer``
-    (which refuses ``groups=`` and ``backward_passes_per_step`` other than 1);
-    a ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces
-    (``groups=`` lists of variables and ``backward_passes_per_step`` other than
-    1 refused with ``ValueError``; ``groups=`` an int is ``num_groups``)."""
+    (which refuses ``backward_passes_per_step`` other than 1); a
+    ``tf.compat.v1.train.Optimizer`` gets a ``compute_gradients`` that reduces
+    (``backward_passes_per_step`` other than 1 refused with ``ValueError``;
+    ``groups=`` a number of groups or lists of variables, as Horovod's;
+    ``register_local_var(v)`` leaves ``v``'s gradient unreduced)."""
     del name, use_locking, device_dense, device_sparse, average_aggregated_gradients
     import keras
 
@@ -33,25 +35,31 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                  sparse_as_dense=sparse_as_dense,
                                  backward_passes_per_step=backward_passes_per_step, op=op,
                                  gradient_predivide_factor=gradient_predivide_factor,
-                                 num_groups=num_groups, process_set=process_set)
+                                 num_groups=num_groups, process_set=process_set,
+                                 scale_local_gradients=scale_local_gradients)
     if backward_passes_per_step != 1:
         raise ValueError("backward_passes_per_step is supported for Keras optimizers only")
-    if isinstance(groups, int) and not isinstance(groups, bool):
-        num_groups, groups = groups, None  # (Horovod's: an int is num_groups)
-    if groups is not None:
-        raise ValueError("groups= lists of variables are not supported by hora.tensorflow yet; "
-                         "use num_groups")
+    more, _ = gradient_groups.check_groups(groups, "DistributedOptimizer")
+    if more:
+        num_groups, groups = more, None  # (Horovod's: an int is num_groups)
+    local = gradient_groups.LocalVariables(scale_local_gradients)
     args = dict(op=basics.check_op(op), compression=compression, sparse_as_dense=sparse_as_dense,
                 gradient_predivide_factor=gradient_predivide_factor, num_groups=num_groups,
-                groups=groups, process_set=process_set)
+                groups=groups, process_set=process_set, local=local)
     base = optimizer.__class__
 
     def compute_gradients(self, *a, **kw):
         pairs = base.compute_gradients(self, *a, **kw)
-        reduced = allreduce_gradients([g for g, _ in pairs], **args)
+        reduced = allreduce_gradients([g for g, _ in pairs], variables=[v for _, v in pairs],
+                                      **args)
         return list(zip(reduced, [v for _, v in pairs]))
 
-    cls = type(base.__name__, (base,), {"compute_gradients": compute_gradients})
+    def register_local_var(self, var):
+        """``var``'s gradient stays on this rank (not reduced)."""
+        local.add(var)
+
+    cls = type(base.__name__, (base,), {"compute_gradients": compute_gradients,
+                                        "register_local_var": register_local_var})
     opt = cls.__new__(cls)
     opt.__dict__.update(optimizer.__dict__)
     return opt

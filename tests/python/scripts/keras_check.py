@@ -345,10 +345,52 @@ def check_sync_batch_norm():
     hvd.barrier()
 
 
+def check_partial_optimizer_and_groups():
+    # PartialDistributedOptimizer: one step on each rank's rows. The shared
+    # layers take the average of the ranks' gradients, as one worker's step
+    # on every row does; the local layer takes this rank's own gradient
+    # divided by the number of ranks, as a step at lr / n on its rows does.
+    # groups= lists: the same step as one worker's, whatever the grouping.
+    r, n = hvd.rank(), hvd.size()
+    rng = np.random.default_rng(31)
+    x = rng.standard_normal((B * n, 5)).astype(np.float32)
+    y = rng.standard_normal((B * n, 1)).astype(np.float32)
+    mine = slice(r * B, (r + 1) * B)
+    lr = 0.2
+    dist = _model(seed=4)
+    local = dist.layers[-1]
+    dist.compile(optimizer=hvd.PartialDistributedOptimizer(keras.optimizers.SGD(lr),
+                                                           local_layers=[local]), loss="mse")
+    dist.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    every = _model(seed=4)
+    every.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
+    every.fit(x, y, batch_size=B * n, epochs=1, shuffle=False, verbose=0)
+    alone = _model(seed=4)
+    alone.compile(optimizer=keras.optimizers.SGD(lr / n), loss="mse")
+    alone.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    for layer, want_every, want_alone in zip(dist.layers, every.layers, alone.layers):
+        want = want_alone if layer is local else want_every
+        for a, b in zip(_weights(layer), _weights(want)):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=layer.name)
+    try:
+        hvd.PartialDistributedOptimizer(keras.optimizers.SGD(lr), local_layers=["dense"])
+        raise AssertionError("a string was taken as a local layer")
+    except ValueError as e:
+        assert "local_layers must be Keras layers, got str" in str(e), e
+
+    grouped = _model(seed=4)
+    kernel0, bias1 = grouped.layers[0].kernel, grouped.layers[1].bias
+    grouped.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(lr),
+                                                       groups=[[bias1, kernel0]]), loss="mse")
+    grouped.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(_weights(grouped), _weights(every)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
           check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
-          check_bfloat16_weights, check_sync_batch_norm]
+          check_bfloat16_weights, check_sync_batch_norm, check_partial_optimizer_and_groups]
 
 if __name__ == "__main__":
     hvd.init()
