@@ -404,7 +404,8 @@ def test_a_lone_collectives_gradient_meets_torchs():
 
 def test_horovods_tf1_names():
     # broadcast_global_variables (a TF1 graph's op; eagerly a ValueError, as
-    # Horovod's), local_size_op, process_set_included_op, the timeline.
+    # Horovod's), broadcast_object_fn, local_size_op, process_set_included_op,
+    # the timeline.
     r, n = hvd.rank(), hvd.size()
     with tf.Graph().as_default():
         v = tf.compat.v1.Variable([float(r), 1.0 + r])
@@ -413,6 +414,10 @@ def test_horovods_tf1_names():
             sess.run(tf.compat.v1.global_variables_initializer())
             sess.run(op)
             assert sess.run(v).tolist() == [float(n - 1), float(n)]
+            bcast = htf.broadcast_object_fn(root_rank=n - 1, session=sess)
+            assert bcast({"from": r}) == {"from": n - 1}
+            assert bcast([r] * r) == [n - 1] * (n - 1)  # (sizes differ by rank)
+    assert htf.broadcast_object_fn(name="eager")(("x", r)) == ("x", 0)
     with pytest.raises(RuntimeError, match="broadcast_variables"):
         htf.broadcast_global_variables(0)
     assert int(htf.local_size_op()) == hvd.local_size()

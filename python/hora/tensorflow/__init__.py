@@ -22,7 +22,8 @@
   broadcast_global_variables``
   (:mod:`.gradient_tape`); Keras: :mod:`hora.keras`, also as
   ``hora.tensorflow.keras``;
-* ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s);
+* ``broadcast_object, allgather_object`` (pickled, as ``hora.numpy``'s),
+  ``broadcast_object_fn`` (Horovod's TF1 form: a function that broadcasts);
   ``size_op, rank_op, local_rank_op, local_size_op,
   process_set_included_op``; ``start_timeline, stop_timeline``.
 
@@ -33,7 +34,7 @@
 
 Every dtype ``hora.numpy`` takes, bfloat16 included. Not yet: GPU tensors
 (they are copied to the host), XLA
-(``jit_compile=True``), ``broadcast_object_fn``.
+(``jit_compile=True``).
 """
 
 from hora.common.exceptions import *  # noqa: F401,F403
@@ -56,6 +57,7 @@ from hora.tensorflow.mpi_ops import (  # noqa: F401
     barrier,
     broadcast,
     broadcast_,
+    broadcast_object_fn,
     grouped_allgather,
     grouped_allreduce,
     grouped_reducescatter,

@@ -423,3 +423,17 @@ def process_set_included_op(process_set_id=0, name=None):
                                           "(never added, or removed)" % (process_set_id,))
     ranks = sets[process_set_id]
     return tf.constant(int(process_set_id == 0 or rank() in ranks), tf.int32)
+
+
+def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):
+    """Horovod's TF1 form: a function ``f(obj)`` that returns root's ``obj`` on
+    every rank (pickled, as ``broadcast_object``), its collectives named
+    ``name`` (default "broadcast_object_fn"). It runs outside any graph, so
+    ``session`` is taken and not needed, and it works eagerly too."""
+    del session
+    name = "broadcast_object_fn" if name is None else str(name)
+
+    def broadcast_obj(obj):
+        return hnp.broadcast_object(obj, root_rank, name, process_set)
+
+    return broadcast_obj
