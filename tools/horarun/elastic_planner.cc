@@ -81,11 +81,19 @@ void ElasticPlanner::CountChanged(Clock::time_point now) {
   }
 }
 
+std::optional<ElasticPlanner::Clock::time_point> ElasticPlanner::WaitingSince() const {
+  if (!below_since_) return std::nullopt;
+  if (live() == 0) return below_since_;
+  if (!round_since_) return std::nullopt;  // (the members train on)
+  return std::max(*below_since_, *round_since_);
+}
+
 ElasticPlanner::Clock::time_point ElasticPlanner::NextDeadline() const {
   Clock::time_point next = Clock::time_point::max();
   if (ended_) return next;
-  if (below_since_) next = std::min(next, *below_since_ + settings_.timeout);
-  if (below_since_ && noticed_at_) next = std::min(next, *noticed_at_ + kNoticeEvery);
+  const std::optional<Clock::time_point> since = WaitingSince();
+  if (since) next = std::min(next, *since + settings_.timeout);
+  if (since && noticed_at_) next = std::min(next, *noticed_at_ + kNoticeEvery);
   bool late = false;
   for (const auto& [id, w] : workers_) late = late || (w.live && !Waiting(w));
   if (round_since_ && late) next = std::min(next, *round_since_ + settings_.timeout);
@@ -102,20 +110,21 @@ ElasticPlanner::Decision ElasticPlanner::Decide(Clock::time_point now) {
             ", and no new worker can come (no --host-discovery-script)";
     return d;
   }
-  if (below_since_ && now - *below_since_ >= settings_.timeout) {
+  const std::optional<Clock::time_point> since = WaitingSince();
+  if (since && now - *since >= settings_.timeout) {
     ended_ = true;
     d.end = "only " + std::to_string(live()) + " worker(s) left, fewer than --min-np " +
-            std::to_string(settings_.min_np) + ", for " + SecondsText(now - *below_since_) +
+            std::to_string(settings_.min_np) + ", for " + SecondsText(now - *since) +
             " (--elastic-timeout " + SecondsText(settings_.timeout) + ")";
     return d;
   }
-  if (!below_since_) {
+  if (!since) {
     noticed_at_.reset();
   } else if (!noticed_at_ || now - *noticed_at_ >= kNoticeEvery) {
     noticed_at_ = now;
     d.notice = "waiting for workers: " + std::to_string(live()) + " of --min-np " +
                std::to_string(settings_.min_np) + ", up to " +
-               SecondsText(settings_.timeout - (now - *below_since_)) + " more (--elastic-timeout)";
+               SecondsText(settings_.timeout - (now - *since)) + " more (--elastic-timeout)";
   }
   std::vector<std::string> waiting, late;
   for (const auto& [id, w] : workers_) {

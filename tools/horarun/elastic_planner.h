@@ -20,9 +20,10 @@
 //   round begins when a member of the last generation arrives (or anyone,
 //   before the first): new workers alone wait for the members, unhurried.
 // - Fewer than min_np live workers: the end at once when no new worker can
-//   come (no discovery script), else after `timeout` without enough, said
-//   at once and every minute meanwhile (Decision::notice), naming the
-//   counts. So is a reset past `reset_limit` (Horovod's: K allows K
+//   come (no discovery script), else after `timeout` without enough, counted
+//   from when a member comes to init() for a new world (not while the
+//   members train on), said then and every minute meanwhile
+//   (Decision::notice), naming the counts. So is a reset past `reset_limit` (Horovod's: K allows K
 //   resets; the first generation is none).
 //
 // Not thread-safe: horarun's run loop owns it.
@@ -127,6 +128,12 @@ class ElasticPlanner {
   bool Waiting(const Worker& w) const { return w.live && w.arrived > w.consumed; }
   // Notes when the live count fell below min_np (or rose again).
   void CountChanged(Clock::time_point now);
+  // Below min_np, since when the job has waited for workers (what
+  // --elastic-timeout bounds): from the first worker come to init() for a
+  // new world, not while the members train on (workers of a host the
+  // discovery script removed leave at the next commit; the others train
+  // with them until then); at once where no worker is live.
+  std::optional<Clock::time_point> WaitingSince() const;
   Decision Form(std::vector<std::string> members);
 
   const Settings settings_;

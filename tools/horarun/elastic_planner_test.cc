@@ -255,6 +255,7 @@ TEST(ElasticPlanner, BelowMinNpSaysWhatItWaitsForEveryMinute) {
   StartAll(p, {"a", "a", "a"}, t);
   EXPECT_FALSE(p.Decide(t).notice.has_value());
   p.Ended("w2", t);
+  p.Arrived("w0", 2, t);
   const auto first = p.Decide(t);
   ASSERT_TRUE(first.notice.has_value());
   EXPECT_EQ(*first.notice,
@@ -270,6 +271,38 @@ TEST(ElasticPlanner, BelowMinNpSaysWhatItWaitsForEveryMinute) {
   // Enough again: nothing more to say.
   p.Started("w3", "b", t + std::chrono::seconds(70));
   EXPECT_FALSE(p.Decide(t + std::chrono::seconds(130)).notice.has_value());
+}
+
+// Below min_np after a host is removed, its workers leave at the next
+// commit and the others train on with them until then: the timeout counts
+// from when a member comes to init() for the next world, and nothing is
+// said before. With no worker live it counts at once.
+TEST(ElasticPlanner, BelowMinNpTheTimeoutCountsFromTheMembersArrival) {
+  ElasticPlanner p(Bounds(2, 3));
+  Clock::time_point t{};
+  StartAll(p, {"a", "b"}, t);
+  p.Ended("w1", t);  // (host b removed: w1 leaves; w0 trains on)
+  EXPECT_EQ(p.NextDeadline(), Clock::time_point::max());
+  const auto training = p.Decide(t + 2 * kTimeout);
+  EXPECT_FALSE(training.end.has_value());
+  EXPECT_FALSE(training.notice.has_value());
+  const auto arrival = t + 2 * kTimeout + std::chrono::seconds(5);
+  p.Arrived("w0", 2, arrival);  // the commit: w0 waits for a world
+  const auto said = p.Decide(arrival);
+  ASSERT_TRUE(said.notice.has_value());
+  EXPECT_NE(said.notice->find("up to 30 s more"), std::string::npos) << *said.notice;
+  EXPECT_EQ(p.NextDeadline(), arrival + kTimeout);
+  EXPECT_FALSE(p.Decide(arrival + kTimeout - std::chrono::seconds(1)).end.has_value());
+  const auto end = p.Decide(arrival + kTimeout);
+  ASSERT_TRUE(end.end.has_value());
+  EXPECT_NE(end.end->find("for 30 s"), std::string::npos) << *end.end;
+
+  ElasticPlanner q(Bounds(2, 3));
+  StartAll(q, {"a", "b"}, t);
+  q.Ended("w0", t);
+  q.Ended("w1", t);
+  EXPECT_EQ(q.NextDeadline(), t + kTimeout);
+  EXPECT_TRUE(q.Decide(t + kTimeout).end.has_value());
 }
 
 // With no discovery script no worker can come: below min_np the job ends at
