@@ -68,6 +68,27 @@ def test_groups_lists_make_each_list_one_fused_group(mode, monkeypatch):
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
 
 
+def test_groups_lists_in_another_order_and_a_repeated_source():
+    # A list's order may differ by rank (one built from a set): the groups,
+    # and so which gradients meet, do not. A source given twice is reduced
+    # at both places.
+    r, n = htf.rank(), htf.size()
+    vs = _variables()
+    group = [vs[2], vs[0]] if r % 2 else [vs[0], vs[2]]
+    with tf.GradientTape() as tape:
+        loss = _loss(vs, r)
+    got = htf.DistributedGradientTape(tape, groups=[group]).gradient(loss, vs)
+    for g, want in zip(got, _mean_over_ranks(vs, n)):
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-12)
+    with tf.GradientTape() as tape:
+        loss = _loss(vs, r)
+    got = htf.DistributedGradientTape(tape, groups=[[vs[1]]]).gradient(
+        loss, [vs[1], vs[1], vs[3]])
+    want = _mean_over_ranks(vs, n)
+    for g, w in zip(got, [want[1], want[1], want[3]]):
+        np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("scale", [True, False])
 def test_partial_tape_leaves_local_layers_gradients_on_their_rank(mode, scale):

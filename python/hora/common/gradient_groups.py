@@ -29,17 +29,31 @@ def split(entries, num_groups=0, lists=None):
     gradients to reduce, as lists of indices. With ``lists`` (Horovod's
     ``groups=`` lists), the gradients of each list's variables are one group
     and every other gradient a group of its own; else ``num_groups`` shares
-    (one group of all by default)."""
+    (one group of all by default). Each group's indices ascend and groups
+    come in the order of their first: a list's order, which may differ by
+    rank (one built from a set), pairs no gradient with another variable's.
+    A variable given twice (a repeated source) is in its group twice."""
     if lists is not None:
-        where = {id(v): i for i, v in entries}
+        where = {}
+        for i, v in entries:
+            where.setdefault(id(v), []).append(i)
         out = []
         for group in lists:
-            members = [where.pop(id(v)) for v in group if id(v) in where]
+            members = sorted(i for v in group for i in where.pop(id(v), []))
             if members:
                 out.append(members)
-        return out + [[i] for i, v in entries if id(v) in where]
+        out += [[i] for ids in where.values() for i in ids]
+        return sorted(out)
     n = max(1, min(int(num_groups or 1), len(entries) or 1))
     return [[i for i, _ in entries[k::n]] for k in range(n) if entries[k::n]]
+
+
+def group_name(name, members):
+    """A group's collective name: by its first gradient's position, so that
+    a rank whose gradients differ (a None gradient) meets no other group
+    under its name (a stall report names what is missing) rather than
+    another variable's."""
+    return "%s.%d" % (name, members[0])
 
 
 def local_layers_checked(local_layers, what):
@@ -78,7 +92,10 @@ class LocalVariables:
         (a layer built after it is added counts too)."""
         self._layers.append(layer)
 
-    def __contains__(self, variable):
-        if id(variable) in self._ids:
-            return True
-        return any(w is variable for layer in self._layers for w in layer.trainable_weights)
+    def ids(self):
+        """The ids of the local variables now (the layers' included): one
+        look per reduction."""
+        out = set(self._ids)
+        for layer in self._layers:
+            out.update(id(w) for w in layer.trainable_weights)
+        return out

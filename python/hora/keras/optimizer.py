@@ -2,8 +2,9 @@
 
 The wrapped optimizer's ``apply`` (which ``apply_gradients``, ``model.fit``'s
 train step and the JAX backend's ``stateless_apply`` all go through) first
-reduces the gradients across ranks, as one fused group, with the backend's
-own Hora module, so it runs inside the compiled train step as well.
+reduces the gradients across ranks with the backend's own Hora module, so
+it runs inside the compiled train step as well: as one fused group by
+default, in ``groups=`` groups where given, and not the local variables'.
 """
 
 import keras
@@ -48,10 +49,11 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
         post = predivide / len(process_set_ranks(process_set))
     out = list(grads)
     entries = []
+    local_ids = local.ids()
     for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
             continue
-        if v in local:
+        if v is not None and id(v) in local_ids:
             n = len(process_set_ranks(process_set))
             out[i] = g / n if local.scale and n > 1 else g
         else:
@@ -63,9 +65,9 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
     else:
         def grouped_allreduce(ins, **kw):
             return hnp.grouped_allreduce([np.asarray(g) for g in ins], **kw)
-    groups = gradient_groups.split(entries, 1 if lists is None else 0, lists)
-    for k, members in enumerate(groups):
-        name = "keras.gradients" if len(groups) == 1 else "keras.gradients.g%d" % k
+    for members in gradient_groups.split(entries, 1 if lists is None else 0, lists):
+        name = "keras.gradients" if lists is None else \
+            gradient_groups.group_name("keras.gradients.g", members)
         reduced = grouped_allreduce([grads[i] for i in members], op=op, name=name,
                                     prescale_factor=pre, postscale_factor=post,
                                     process_set=process_set)

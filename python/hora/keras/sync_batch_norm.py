@@ -2,13 +2,14 @@
 statistics are every rank's batch together (Horovod's
 ``hvd.SyncBatchNormalization``), on any Keras backend.
 
-In training, each rank's per-channel sum, sum of squares and row count are
-summed across ranks with the backend's differentiable allreduce
+In training, the mean and variance are those of every rank's rows together,
+from two sums across ranks with the backend's differentiable allreduce
 (:mod:`hora.tensorflow`, :mod:`hora.jax` or :mod:`hora.torch`, unnamed, so
-calls line up by order as Horovod's do), and the mean and variance are those
-of the ranks' rows together: ranks weigh by their rows, as
-``hora.torch.SyncBatchNorm`` (Horovod's TensorFlow layer weighs each rank
-alike; the two agree where batches are equal). Gradients flow through the
+calls line up by order as Horovod's do): of the rows and their count, then
+of the rows' squared distances from that mean (not E[x^2] - E[x]^2, which
+cancels in float32 where the mean is large against the spread). Ranks weigh
+by their rows, as ``hora.torch.SyncBatchNorm`` (Horovod's TensorFlow layer
+weighs each rank alike; the two agree where batches are equal). Gradients flow through the
 statistics to every rank's inputs. Inference uses the moving statistics and
 communicates nothing. With one rank it is ``BatchNormalization``. Saved
 models load it by its registered name (``hora>SyncBatchNormalization``).
@@ -52,26 +53,31 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         super().__init__(**kwargs)
 
     def _moments(self, inputs, mask):
-        mean, variance = super()._moments(inputs, mask)
         if basics.size() == 1:
-            return mean, variance
+            return super()._moments(inputs, mask)
         ops = keras.ops
+        axes = self._reduction_axes
         if mask is None:
+            kept = None
             shape = ops.shape(inputs)
-            count = ops.cast(1, mean.dtype)
-            for a in self._reduction_axes:
-                count = count * ops.cast(shape[a], mean.dtype)
-            count = ops.ones_like(mean) * count
-        else:  # (as Keras's masked moments weigh rows)
-            weights = ops.broadcast_to(ops.expand_dims(ops.cast(mask, mean.dtype), -1),
-                                       ops.shape(inputs))
-            count = ops.reshape(ops.sum(weights, self._reduction_axes), ops.shape(mean))
-        # A rank with no rows adds nothing (its own moments are NaN).
-        present = count > 0
-        mean = ops.where(present, mean, 0)
-        variance = ops.where(present, variance, 0)
-        total = _sum_across_ranks(ops.stack([count * mean,
-                                             count * (variance + ops.square(mean)), count]))
-        rows = ops.maximum(total[2], 1)
-        group_mean = total[0] / rows
-        return group_mean, ops.maximum(total[1] / rows - ops.square(group_mean), 0)
+            count = ops.cast(1, inputs.dtype)
+            for a in axes:
+                count = count * ops.cast(shape[a], inputs.dtype)
+            total = ops.sum(inputs, axes, keepdims=True)
+            count = ops.ones_like(total) * count
+        else:  # (the rows Keras's masked moments count: a mask is read as bool)
+            kept = ops.broadcast_to(ops.expand_dims(ops.cast(mask, "bool"), -1),
+                                    ops.shape(inputs))
+            total = ops.sum(ops.where(kept, inputs, 0), axes, keepdims=True)
+            count = ops.sum(ops.cast(kept, inputs.dtype), axes, keepdims=True)
+        # Two passes over every rank's rows: their mean, then their spread
+        # about it (a rank with no rows adds nothing to either).
+        first = _sum_across_ranks(ops.stack([total, count]))
+        rows = ops.maximum(first[1], 1)
+        mean = first[0] / rows
+        squares = ops.square(inputs - mean)
+        if kept is not None:
+            squares = ops.where(kept, squares, 0)
+        variance = _sum_across_ranks(ops.sum(squares, axes, keepdims=True)) / rows
+        shape = ops.shape(self.moving_mean)
+        return ops.reshape(mean, shape), ops.reshape(variance, shape)

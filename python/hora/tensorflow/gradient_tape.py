@@ -65,10 +65,11 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
     op, pre, post = _scales(op, gradient_predivide_factor, process_set)
     out = list(grads)
     dense, values = [], {}
+    local_ids = local.ids() if local is not None else set()
     for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
             continue
-        if local is not None and v is not None and v in local:
+        if v is not None and id(v) in local_ids:
             if local.scale:
                 out[i] = _divided(g, len(process_set_ranks(process_set)))
             continue
@@ -80,10 +81,11 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
             g = tf.convert_to_tensor(g)
         dense.append((i, v))
         values[i] = g
-    for k, members in enumerate(gradient_groups.split(dense, num_groups or more, lists)):
+    for members in gradient_groups.split(dense, num_groups or more, lists):
         reduced = mpi_ops.grouped_allreduce([values[i] for i in members], op=op,
                                             compression=compression, prescale_factor=pre,
-                                            postscale_factor=post, name="%s.%d" % (name, k),
+                                            postscale_factor=post,
+                                            name=gradient_groups.group_name(name, members),
                                             process_set=process_set)
         for i, r in zip(members, reduced):
             out[i] = r

@@ -313,12 +313,21 @@ def check_sync_batch_norm():
     r, n = hvd.rank(), hvd.size()
     rng = np.random.default_rng(21)
     rows = [3 + q for q in range(n)]
-    every = rng.standard_normal((sum(rows), 4)).astype(np.float32) * 3 + 1
     start = sum(rows[:r])
-    sync = hvd.SyncBatchNormalization(axis=-1)
-    got = keras.ops.convert_to_numpy(sync(every[start:start + rows[r]], training=True))
-    want = keras.ops.convert_to_numpy(keras.layers.BatchNormalization()(every, training=True))
-    np.testing.assert_allclose(got, want[start:start + rows[r]], rtol=1e-4, atol=1e-4)
+    for offset in (1.0, 3000.0):  # (a mean large against the spread: no cancellation)
+        every = (rng.standard_normal((sum(rows), 4)) * 3 + offset).astype(np.float32)
+        kept = rng.random(sum(rows)) < 0.7
+        kept[np.cumsum([0] + rows[:-1])] = True  # (a row counted on every rank)
+        for mask in (None, kept):
+            sync = hvd.SyncBatchNormalization(axis=-1)
+            mine = every[start:start + rows[r]]
+            got = sync(mine, training=True,
+                       mask=None if mask is None else mask[start:start + rows[r]])
+            counted = every.astype(np.float64)[mask if mask is not None else slice(None)]
+            want = (mine - counted.mean(0)) / np.sqrt(counted.var(0) + sync.epsilon)
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(got), want, rtol=1e-4,
+                                       atol=2e-4, err_msg="offset %s, mask %s"
+                                       % (offset, mask is not None))
 
     steps = 3
     x = rng.standard_normal((steps * B * n, 5)).astype(np.float32)
@@ -380,9 +389,30 @@ def check_partial_optimizer_and_groups():
 
     grouped = _model(seed=4)
     kernel0, bias1 = grouped.layers[0].kernel, grouped.layers[1].bias
+    # (The list's order differs by rank: the groups do not.)
+    group = [bias1, kernel0] if r % 2 else [kernel0, bias1]
     grouped.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(lr),
-                                                       groups=[[bias1, kernel0]]), loss="mse")
-    grouped.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+                                                       groups=[group]), loss="mse")
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        import hora.tensorflow.mpi_ops as module
+    elif backend == "jax":
+        import hora.jax as module
+    else:
+        import hora.torch as module
+    sizes, own = [], module.grouped_allreduce
+
+    def counting(tensors, *args, **kwargs):
+        sizes.append(len(tensors))
+        return own(tensors, *args, **kwargs)
+
+    module.grouped_allreduce = counting
+    try:
+        grouped.fit(x[mine], y[mine], batch_size=B, epochs=1, shuffle=False, verbose=0)
+    finally:
+        module.grouped_allreduce = own
+    # kernel0 and bias1 one group, kernel1 and bias0 each alone (traced once or run once).
+    assert sizes and sizes == [2, 1, 1] * (len(sizes) // 3), sizes
     for a, b in zip(_weights(grouped), _weights(every)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
