@@ -148,3 +148,15 @@ def test_compat_v1_optimizer_groups_and_register_local_var():
     for (g, v), w, v0 in zip(pairs, want, vs):
         assert v is v0
         np.testing.assert_allclose(g.numpy(), w, rtol=1e-12)
+
+
+def test_a_collective_xla_would_compile_is_a_clear_error():
+    # XLA cannot compile a py_function: refused while tracing, saying what to
+    # do (the job goes on); SyncBatchNormalization tells Keras's "auto" so.
+    # (Raised inside the user's function, which autograph converts: it reaches
+    # the caller as autograph's StagingError with this message.)
+    x = tf.constant([1.0])
+    with pytest.raises(Exception, match=r"cannot be compiled by XLA.*jit_compile=False"):
+        tf.function(lambda t: htf.allreduce(t, name="xla"), jit_compile=True)(x)
+    assert htf.allreduce(x, op=htf.Sum).numpy()[0] == htf.size()
+    assert htf.SyncBatchNormalization().supports_jit is False

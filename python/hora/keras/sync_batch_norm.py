@@ -51,6 +51,10 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
             raise ValueError("SyncBatchNormalization: synchronized=True is Keras's tf.distribute "
                              "synchronization; this layer synchronizes through Hora already")
         super().__init__(**kwargs)
+        # (XLA cannot compile hora.tensorflow's collectives: Keras's
+        # jit_compile="auto" leaves a model with this layer uncompiled.)
+        if keras.backend.backend() == "tensorflow":
+            self.supports_jit = False
 
     def _moments(self, inputs, mask):
         if basics.size() == 1:

@@ -29,6 +29,12 @@ except ImportError:  # pragma: no cover - another TensorFlow: always the gradien
     def _tape_active():
         return True
 
+try:  # (not a public API: whether XLA compiles the graph being built)
+    from tensorflow.python.ops.control_flow_util import GraphOrParentsInXlaContext as _in_xla
+except ImportError:  # pragma: no cover - another TensorFlow: XLA's own error then
+    def _in_xla(graph):
+        return False
+
 try:  # (not a public API: what graph a collective is built in)
     from tensorflow.python.framework.func_graph import FuncGraph as _FuncGraph
     from tensorflow.python.ops.control_flow_v2_func_graphs import (
@@ -90,11 +96,16 @@ def call(fn, tensors, touts, shapes, chain=True):
         arrays = [t if isinstance(t, np.ndarray) else tf.convert_to_tensor(t).numpy()
                   for t in tensors]
         return [tf.convert_to_tensor(o, dtype=d) for o, d in zip(fn(arrays), touts)]
+    graph = tf.compat.v1.get_default_graph()
+    if _in_xla(graph):
+        raise basics.InvalidArgumentError(
+            "hora.tensorflow's collectives cannot be compiled by XLA (tf.function("
+            "jit_compile=True), or Keras's jit_compile, which the TensorFlow backend turns on "
+            "where a GPU is): pass jit_compile=False (model.compile(..., jit_compile=False))")
     tensors = [tf.convert_to_tensor(t) for t in tensors]
     # In a tf.function, stateful ops run in program order. In a TF1 graph
     # each collective outside control flow waits for the one built before
     # it (see the module doc; a control-flow body's cannot: another frame).
-    graph = tf.compat.v1.get_default_graph()
     chained = chain and tf1_graph() is graph and graph._get_control_flow_context() is None
     last = getattr(graph, "_hora_last_collective", None) if chained else None
     with tf.control_dependencies([last] if last is not None else []):
