@@ -15,8 +15,12 @@
   (or ``* multiplier`` when it is a number) between the two epochs, per epoch
   (staircase) or per batch.
 
-``momentum_correction`` is accepted for Horovod's signature and not applied:
-Keras 3 compiles an optimizer's momentum into its train step.
+With ``momentum_correction`` (the default, as Horovod's), where the rate
+changes from ``old`` to ``new`` the optimizer's momentum buffers (SGD's,
+RMSprop's, which hold rate-scaled steps) are scaled by ``new / old`` (Goyal
+et al.'s correction). Horovod scales the momentum for that one batch
+instead, which Keras 3 cannot take (it compiles the momentum into its step);
+the update is the same (for SGD without Nesterov).
 """
 
 import keras
@@ -79,12 +83,32 @@ class MetricAverageCallback(keras.callbacks.Callback):
             logs[k] = float(v)
 
 
+def _scale_momentum(model, ratio):
+    """Multiplies the momentum buffers of ``model``'s optimizer (SGD's
+    ``momentums``, RMSprop's ``_momentums``; none: nothing) by ``ratio``."""
+    inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # (LossScaleOptimizer)
+    if not float(getattr(inner, "momentum", 0) or 0):
+        return
+    buffers = getattr(inner, "momentums", None) or getattr(inner, "_momentums", None)
+    if not buffers:
+        return  # (not built yet: nothing to scale)
+    # (JAX: fit may hold the step's state apart from the variables, and lets
+    # a callback put it back first; it takes the variables again after.)
+    sync = getattr(model, "jax_state_sync", None)
+    if sync is not None:
+        sync()
+    for v in buffers:
+        v.assign(v.value * keras.ops.cast(ratio, v.dtype))
+
+
 class _LearningRateCallback(keras.callbacks.Callback):
     """Sets the optimizer's rate to ``initial_lr * self.factor(epoch)`` (epoch
     fractional within the epoch when ``staircase`` is False)."""
 
-    def __init__(self, initial_lr, start_epoch, end_epoch, staircase, steps_per_epoch, verbose):
+    def __init__(self, initial_lr, start_epoch, end_epoch, staircase, steps_per_epoch, verbose,
+                 momentum_correction=True):
         super().__init__()
+        self.momentum_correction = momentum_correction
         self.initial_lr = float(initial_lr)
         self.start_epoch = start_epoch
         self.end_epoch = end_epoch
@@ -102,7 +126,12 @@ class _LearningRateCallback(keras.callbacks.Callback):
 
     def _set(self, epoch):
         lr = self.initial_lr * self.factor(epoch)
-        self.model.optimizer.learning_rate = lr
+        optimizer = self.model.optimizer
+        if self.momentum_correction:
+            old = float(keras.ops.convert_to_numpy(optimizer.learning_rate))
+            if old > 0 and lr != old:
+                _scale_momentum(self.model, lr / old)
+        optimizer.learning_rate = lr
         return lr
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -136,9 +165,8 @@ class LearningRateScheduleCallback(_LearningRateCallback):
 
     def __init__(self, initial_lr, multiplier, start_epoch=0, end_epoch=None, staircase=True,
                  momentum_correction=True, steps_per_epoch=None, verbose=0):
-        del momentum_correction
         super().__init__(initial_lr, start_epoch, end_epoch, staircase, steps_per_epoch,
-                         verbose)
+                         verbose, momentum_correction)
         self.multiplier = multiplier
 
     def factor(self, epoch):
@@ -156,8 +184,8 @@ class LearningRateWarmupCallback(_LearningRateCallback):
 
     def __init__(self, initial_lr, warmup_epochs=5, momentum_correction=True,
                  steps_per_epoch=None, verbose=0):
-        del momentum_correction
-        super().__init__(initial_lr, 0, warmup_epochs, False, steps_per_epoch, verbose)
+        super().__init__(initial_lr, 0, warmup_epochs, False, steps_per_epoch, verbose,
+                         momentum_correction)
         self.warmup_epochs = warmup_epochs
 
     def factor(self, epoch):

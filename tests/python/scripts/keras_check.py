@@ -136,6 +136,36 @@ def check_learning_rate_callbacks():
     np.testing.assert_allclose(h.history["lr"], [1.0, 1.0, 0.5, 0.25], rtol=1e-6)
 
 
+def check_momentum_correction():
+    # SGD with momentum 0.5, a constant gradient of 1 and a per-batch rate
+    # (1 + the fractional epoch): with momentum_correction the velocity is
+    # scaled by new / old rate at each change (Horovod's momentum * new / old
+    # for that batch: the same update); without, it is not. The weight after
+    # fit against that recurrence, computed here.
+    steps, epochs, m = 4, 2, 0.5
+    rates = [1.0 + e + b / steps for e in range(epochs) for b in range(steps)]
+    x = np.ones((steps, 1), np.float32)
+    for correction in (True, False):
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(
+            1, use_bias=False, kernel_initializer="zeros")])
+        model.compile(optimizer=keras.optimizers.SGD(1.0, momentum=m),
+                      loss=lambda y, p: keras.ops.mean(p))
+        cb = hvd.callbacks.LearningRateScheduleCallback(
+            1.0, multiplier=lambda e: 1.0 + e, staircase=False, steps_per_epoch=steps,
+            momentum_correction=correction)
+        model.fit(x, x, batch_size=1, epochs=epochs, shuffle=False, verbose=0, callbacks=[cb])
+        w = v = 0.0
+        previous = 1.0
+        for lr in rates:
+            if correction:
+                v *= lr / previous
+            v = m * v - lr
+            w += v
+            previous = lr
+        got = float(keras.ops.convert_to_numpy(model.weights[0])[0, 0])
+        assert abs(got - w) < 1e-4 * abs(w), (correction, got, w)
+
+
 def check_collectives_on_values():
     # Horovod's hvd.allreduce and the others on values: a tensor of the
     # backend back, against sums computed here.
@@ -418,7 +448,8 @@ def check_partial_optimizer_and_groups():
 
 
 CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
-          check_learning_rate_callbacks, check_collectives_on_values, check_load_model,
+          check_learning_rate_callbacks, check_momentum_correction, check_collectives_on_values,
+          check_load_model,
           check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
           check_bfloat16_weights, check_sync_batch_norm, check_partial_optimizer_and_groups]
 
