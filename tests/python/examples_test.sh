@@ -2,8 +2,9 @@
 # Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #
 # The examples as users run them under horarun:
-# - examples/torch_digits.py at 1, 2, 3 and 4 workers: each reaches 95% test
-#   accuracy, and 2 to 4 workers are within one point of 1 worker;
+# - examples/torch_digits.py at 1, 2 and 4 workers: each reaches 95% test
+#   accuracy, and 2 and 4 workers are within one point of 1 worker (odd
+#   world sizes: the suites at np 3, for CI's time);
 # - examples/torch_synthetic_benchmark.py, a short resnet18 run at 2 workers
 #   (Hora, and float16 on the wire): it prints images/s per worker and in
 #   total with a confidence interval;
@@ -22,7 +23,7 @@ failed=0
 fail() { echo "FAIL: $*"; failed=1; }
 
 declare -A acc
-for np in 1 2 3 4; do
+for np in 1 2 4; do
   out=$("$horarun" -np "$np" --timeout 120 "$python" "$src/examples/torch_digits.py" 2>&1)
   rc=$?
   a=$(sed -n 's/^\[0\]: final test accuracy \([0-9.]*\).*/\1/p' <<<"$out")
@@ -31,7 +32,7 @@ for np in 1 2 3 4; do
   acc[$np]=$a
   awk -v a="$a" 'BEGIN { exit !(a >= 0.95) }' || fail "digits at np $np: accuracy $a < 0.95"
 done
-for np in 2 3 4; do
+for np in 2 4; do
   if [ -n "${acc[1]:-}" ] && [ -n "${acc[$np]:-}" ]; then
     awk -v a="${acc[$np]}" -v b="${acc[1]}" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 0.01 + 1e-9) }' ||
       fail "digits: $np workers reach ${acc[$np]}, more than one point from 1 worker's ${acc[1]}"
