@@ -115,7 +115,17 @@ def _agree_on_loss_scale_steps():
             return finite
         return _agreed_finite(finite, process_set)
 
+    def register_local_var(self, var):
+        """(``model.optimizer`` under mixed_float16: the Hora-distributed
+        optimizer it wraps registers ``var``.)"""
+        inner = getattr(self, "inner_optimizer", None)
+        if not getattr(inner, "_hora_distributed", False):
+            raise AttributeError("register_local_var: this LossScaleOptimizer wraps no "
+                                 "hora.keras DistributedOptimizer")
+        inner.register_local_var(var)
+
     lso.check_finite = check_finite
+    lso.register_local_var = register_local_var
     lso._hora_agrees = True
 
 

@@ -292,6 +292,11 @@ def check_mixed_precision_steps_agree():
         keras.mixed_precision.set_dtype_policy("float32")
     model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(1e-4)), loss="mse")
     assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer), model.optimizer
+    # (Local variables registered through model.optimizer reach the optimizer
+    # it wraps; this one takes no part in the model.)
+    spare = keras.Variable(np.zeros(2, np.float32))
+    model.optimizer.register_local_var(spare)
+    assert id(spare) in model.optimizer.inner_optimizer._hora_local.ids()
     x = np.random.default_rng(r).standard_normal((16, 4)).astype(np.float32)
     x *= 300.0 if r == 1 else 0.01
     model.fit(x, x.sum(axis=1, keepdims=True), batch_size=4, epochs=2, shuffle=False, verbose=0)
