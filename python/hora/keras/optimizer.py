@@ -50,11 +50,11 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
     out = list(grads)
     entries = []
     local_ids = local.ids()
+    n = len(process_set_ranks(process_set))
     for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
             continue
         if v is not None and id(v) in local_ids:
-            n = len(process_set_ranks(process_set))
             out[i] = g / n if local.scale and n > 1 else g
         else:
             entries.append((i, v))
