@@ -179,8 +179,9 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     // (horarun answers within two of its timeouts: one for a worker that
     // never comes, one for too few workers; a margin for its polling.)
     const Duration elastic = SecondsToDuration(config.elastic_timeout_s);
-    // (Read before arriving: horarun starts and stops workers before it
-    // counts an update, so the world formed after this arrival has them.)
+    // (Read before arriving, for a horarun that does not say them with the
+    // place: it starts and stops workers before it counts an update, so the
+    // world formed after this arrival has them.)
     HORA_ASSIGN_OR_RETURN(w.hosts_added_known, w.store->Add(ElasticHostsAddedKey(job), 0));
     HORA_ASSIGN_OR_RETURN(w.hosts_removed_known, w.store->Add(ElasticHostsRemovedKey(job), 0));
     HORA_ASSIGN_OR_RETURN(
@@ -188,6 +189,13 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
         AwaitElasticPlace(*w.store, job, config.worker_id, 2 * elastic + std::chrono::seconds(10)));
     w.layout = place.layout;
     w.elastic_generation = place.generation;
+    if (place.hosts_added >= 0) {
+      // (What horarun had counted as it formed this world: an update
+      // counted after the reads above, of a worker already in or out of it,
+      // needs no second reset.)
+      w.hosts_added_known = place.hosts_added;
+      w.hosts_removed_known = place.hosts_removed;
+    }
     id = job + "-g" + std::to_string(place.generation);
     // A member that ends while this world connects ends every wait for it.
     w.store = std::make_shared<AbortableStore>(std::move(w.store),

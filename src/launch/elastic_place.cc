@@ -40,6 +40,9 @@ std::string FormatElasticPlace(const ElasticPlace& p) {
   std::ostringstream out;
   out << p.generation << ' ' << l.rank << ' ' << l.size << ' ' << l.local_rank << ' '
       << l.local_size << ' ' << l.cross_rank << ' ' << l.cross_size;
+  if (p.hosts_added >= 0 && p.hosts_removed >= 0) {
+    out << ' ' << p.hosts_added << ' ' << p.hosts_removed;
+  }
   return out.str();
 }
 
@@ -51,11 +54,17 @@ Result<ElasticPlace> ParseElasticAssignment(const std::string& text) {
   ElasticPlace p;
   RankLayout& l = p.layout;
   std::string rest;
-  if (!(in >> p.generation >> l.rank >> l.size >> l.local_rank >> l.local_size >> l.cross_rank >>
-        l.cross_size) ||
-      (in >> rest) || p.generation < 1 || l.size < 1 || l.rank < 0 || l.rank >= l.size ||
-      l.local_size < 1 || l.local_rank < 0 || l.local_rank >= l.local_size || l.cross_size < 1 ||
-      l.cross_rank < 0 || l.cross_rank >= l.cross_size) {
+  bool counts_ok = true;
+  const bool read = static_cast<bool>(in >> p.generation >> l.rank >> l.size >> l.local_rank >>
+                                      l.local_size >> l.cross_rank >> l.cross_size);
+  if (read && !(in >> std::ws).eof()) {
+    // (The host-update counts, both or neither.)
+    counts_ok = static_cast<bool>(in >> p.hosts_added >> p.hosts_removed) && p.hosts_added >= 0 &&
+                p.hosts_removed >= 0;
+  }
+  if (!read || !counts_ok || (in >> rest) || p.generation < 1 || l.size < 1 || l.rank < 0 ||
+      l.rank >= l.size || l.local_size < 1 || l.local_rank < 0 || l.local_rank >= l.local_size ||
+      l.cross_size < 1 || l.cross_rank < 0 || l.cross_rank >= l.cross_size) {
     return InvalidArgument("an elastic assignment that is not one: '" + text + "'");
   }
   l.source = "horarun (elastic)";

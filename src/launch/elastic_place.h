@@ -5,7 +5,8 @@
 // the text of an assignment. A worker's n-th init() adds 1 to its arrival
 // key and waits for its assignment key for n, whose value is
 // "<generation> <rank> <size> <local_rank> <local_size> <cross_rank>
-// <cross_size>", or "end <why>" when the job ends instead.
+// <cross_size> [<hosts_added> <hosts_removed>]", or "end <why>" when the
+// job ends instead.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,10 @@ namespace hora {
 struct ElasticPlace {
   int64_t generation = 0;
   RankLayout layout;
+  // The host-update counters (ElasticHostsAddedKey, ElasticHostsRemovedKey)
+  // as horarun formed this world: its members reset for later updates
+  // only. -1: not said (the worker reads them before it arrives).
+  int64_t hosts_added = -1, hosts_removed = -1;
 };
 
 std::string ElasticArrivalKey(const std::string& job, const std::string& worker);

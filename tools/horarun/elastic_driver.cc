@@ -32,6 +32,16 @@ void ElasticDriver::Leaves(const std::string& id, ElasticPlanner::Clock::time_po
   planner_.Ended(id, now);
 }
 
+Status ElasticDriver::CountHostUpdates(bool added, bool removed) {
+  if (added) {
+    HORA_ASSIGN_OR_RETURN(hosts_added_, store_.Add(ElasticHostsAddedKey(job_), 1));
+  }
+  if (removed) {
+    HORA_ASSIGN_OR_RETURN(hosts_removed_, store_.Add(ElasticHostsRemovedKey(job_), 1));
+  }
+  return Status::Ok();
+}
+
 Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::string& text) {
   answered_[id] = arrival;
   return store_.Set(ElasticAssignmentKey(job_, id, arrival), Bytes(text.begin(), text.end()));
@@ -59,9 +69,13 @@ Result<ElasticPlanner::Decision> ElasticDriver::Poll(ElasticPlanner::Clock::time
   if (end_.empty()) d = planner_.Decide(now);
   for (const ElasticPlanner::Assignment& a : d.assign) {
     const Placement& p = a.placement;
+    // (The counts as the planner decided: every worker started before is
+    // in this world or left out of it, every one stopped is out.)
     ElasticPlace place{d.generation,
                        {p.rank, static_cast<int>(d.assign.size()), p.local_rank, p.local_size,
-                        p.cross_rank, p.cross_size, "horarun (elastic)"}};
+                        p.cross_rank, p.cross_size, "horarun (elastic)"},
+                       hosts_added_,
+                       hosts_removed_};
     HORA_RETURN_IF_ERROR(Answer(a.id, a.arrival, FormatElasticPlace(place)));
     // Its previous arrival's answer, read before it came again: not kept
     // (horarun's store would hold one a worker a reset otherwise).

@@ -29,6 +29,13 @@ class ElasticDriver {
   // Worker `id` is out of the next world, its process alive: unlike Ended,
   // its world (connecting or not) is not broken, since it takes part.
   void Leaves(const std::string& id, ElasticPlanner::Clock::time_point now);
+  // Host discovery started workers (`added`) or took slots away
+  // (`removed`) since the last call, after telling Started/Ended/Leaves:
+  // adds 1 to each counter the members read at their commits
+  // (ElasticHostsAddedKey, ElasticHostsRemovedKey). Each world formed after
+  // is told the counts it was formed after, so that only a later update
+  // resets it.
+  Status CountHostUpdates(bool added, bool removed);
 
   // One round: arrivals in, decisions out (also written to the store).
   // Once the job ends (the planner's end, or Finish), no more worlds are
@@ -52,6 +59,7 @@ class ElasticDriver {
   std::map<std::string, int64_t> arrived_;         // live workers: arrivals read
   std::map<std::string, int64_t> answered_;        // their last arrival answered
   std::string end_;                                // once the job ends: why
+  int64_t hosts_added_ = 0, hosts_removed_ = 0;    // the counters as last counted
   Status broken_status_;  // the last write of a broken key (Poll reports a failure)
 };
 

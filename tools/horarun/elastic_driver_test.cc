@@ -73,8 +73,28 @@ class ElasticJob {
   // has started the worker there.
   void HostsAdded() {
     std::lock_guard<std::mutex> lock(mu_);
-    auto n = store_->Add(ElasticHostsAddedKey(kJob), 1);
-    EXPECT_TRUE(n.ok()) << n.status().ToString();
+    const Status st = driver_->CountHostUpdates(true, false);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  // What horarun does when a slot of worker `id`, in no world, is gone: it
+  // stops the worker, then counts the update.
+  void SlotGone(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    driver_->Ended(id, Clock::now());
+    const Status st = driver_->CountHostUpdates(false, true);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  // Until worker `id` has come to init() `n` times.
+  void AwaitArrival(const std::string& id, int64_t n) {
+    for (;;) {
+      Result<int64_t> seen = [&] {
+        std::lock_guard<std::mutex> lock(mu_);
+        return store_->Add(ElasticArrivalKey(kJob, id), 0);
+      }();
+      ASSERT_TRUE(seen.ok()) << seen.status().ToString();
+      if (*seen >= n) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
   }
   Result<std::unique_ptr<Session>> Init(const std::string& id) const {
     return Session::Create(Options(id));
@@ -453,6 +473,43 @@ TEST(ElasticWorlds, ACommitTakesInAWorkerAddedToTheJob) {
   EXPECT_EQ(trainers[0].resets, std::vector<int>{3});
   EXPECT_EQ(trainers[1].resets, std::vector<int>{3});
   EXPECT_TRUE(trainers[2].resets.empty());
+}
+
+// A slot gone while a world forms, counted after a member read the
+// counters in init() but before the world formed without its worker: the
+// world knows it (its place says the counts it was formed after), and
+// nobody resets for it at a commit (a second reset before).
+TEST(ElasticWorlds, AnUpdateCountedBeforeTheWorldFormedCausesNoReset) {
+  ElasticJob job(TwoToThree());
+  for (const char* id : {"w0", "w1", "w2"}) job.Started(id);
+  Trainer trainers[2];
+  Status results[2];
+  auto work = [&](int k) {
+    Trainer& t = trainers[k];
+    results[k] = RunElastic(job.Options("w" + std::to_string(k)), t,
+                            [&](Session& s, ElasticState& st) -> Status {
+                              while (t.step < 6) {
+                                HORA_RETURN_IF_ERROR(t.AddMeanGradient(s));
+                                t.sizes.push_back(s.size());
+                                ++t.step;
+                                HORA_RETURN_IF_ERROR(st.Commit(s));
+                              }
+                              return Status::Ok();
+                            });
+  };
+  std::thread first([&] { work(0); });
+  job.AwaitArrival("w0", 1);  // (w0 has read the counters: 0 and 0)
+  job.SlotGone("w2");
+  std::thread second([&] { work(1); });
+  first.join();
+  second.join();
+  const std::vector<int32_t> want_sizes(6, 2);
+  for (int k : {0, 1}) {
+    ASSERT_TRUE(results[k].ok()) << "w" << k << ": " << results[k].ToString();
+    EXPECT_EQ(trainers[k].sizes, want_sizes) << "w" << k;
+    EXPECT_EQ(trainers[k].w, Replay(want_sizes)) << "w" << k;
+    EXPECT_TRUE(trainers[k].resets.empty()) << "w" << k << " reset for an update its world had";
+  }
 }
 
 }  // namespace

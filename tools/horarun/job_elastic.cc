@@ -272,15 +272,9 @@ void Job::Discover(Clock::time_point now, Result<std::string> output) {
     added = true;
   }
   // The members learn of it at their next commit (check_host_updates).
-  const std::string job = JobId();
-  for (const auto& [happened, key] : {std::pair{added, ElasticHostsAddedKey(job)},
-                                      std::pair{removed, ElasticHostsRemovedKey(job)}}) {
-    if (!happened) continue;
-    Result<int64_t> n = store_->Add(key, 1);
-    if (!n.ok()) {
-      std::fprintf(stderr, "horarun: elastic: cannot tell the workers of the new hosts: %s\n",
-                   n.status().ToString().c_str());
-    }
+  if (Status told = driver_->CountHostUpdates(added, removed); !told.ok()) {
+    std::fprintf(stderr, "horarun: elastic: cannot tell the workers of the new hosts: %s\n",
+                 told.ToString().c_str());
   }
 }
 
