@@ -432,6 +432,65 @@ def test_horovods_tf1_names():
     assert htf.start_timeline is basics.start_timeline and htf.is_homogeneous() in (True, False)
 
 
+def test_size_and_rank_ops_read_the_world_as_the_graph_runs(monkeypatch):
+    # Horovod's size_op and the others give the value when the graph runs,
+    # not when it was built: a step traced before an elastic reset reads
+    # the new world. Here the world "changes" under a traced function.
+    from hora.tensorflow import mpi_ops
+    r, n = hvd.rank(), hvd.size()
+    ops = tf.function(lambda: tf.stack([htf.size_op(), htf.rank_op(), htf.local_size_op(),
+                                        htf.local_rank_op(), htf.size_op(0)]))
+    assert ops().numpy().tolist() == [n, r, hvd.local_size(), hvd.local_rank(), n]
+    traced = ops.experimental_get_tracing_count()
+    for fn, value in (("size", 7), ("rank", 5), ("local_size", 4), ("local_rank", 3)):
+        monkeypatch.setattr(mpi_ops, fn, lambda value=value: value)
+    assert ops().numpy().tolist() == [7, 5, 4, 3, 7]
+    assert ops.experimental_get_tracing_count() == traced
+    # Eagerly tensors too (Horovod's are ops), and in a TF1 graph.
+    assert isinstance(htf.size_op(), tf.Tensor) and int(htf.rank_op()) == 5
+    monkeypatch.undo()
+    with tf.Graph().as_default():
+        size = htf.size_op()
+        with tf.compat.v1.Session() as sess:
+            assert sess.run(size) == n
+    with pytest.raises(htf.InvalidArgumentError, match="size_op: there is no process set 99"):
+        htf.size_op(99)
+    # Under XLA, which runs no py_function: the value at tracing.
+    xla = tf.function(lambda: htf.size_op() + 0, jit_compile=True)
+    assert int(xla()) == n
+
+
+def test_a_traced_steps_scale_factors_follow_the_world(monkeypatch):
+    # gradient_predivide_factor and the local gradients' division by the
+    # set's size inside a step traced once: the size is the one as the step
+    # runs (the engine's Average; a local gradient's divisor read then). The
+    # "world" seen from Python is 3 ranks larger while the step is traced
+    # and first run, then back.
+    from hora.tensorflow import mpi_ops
+    r, n = hvd.rank(), hvd.size()
+    shared, mine = tf.Variable([1.0, 2.0]), tf.Variable([3.0])
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(shared * (r + 1.0)) + tf.reduce_sum(mine * (r + 1.0))
+        tape = htf.DistributedGradientTape(tape, gradient_predivide_factor=4.0)
+        tape.register_local_source(mine)
+        return tape.gradient(loss, [shared, mine])
+
+    real = mpi_ops.process_set_ranks
+    monkeypatch.setattr(mpi_ops, "process_set_ranks", lambda ps: list(real(ps)) + [-1] * 3)
+    mean = (n + 1) / 2.0
+    g_shared, g_mine = step()
+    np.testing.assert_allclose(g_shared.numpy(), [mean, mean], rtol=1e-6)
+    np.testing.assert_allclose(g_mine.numpy(), [(r + 1.0) / (n + 3)], rtol=1e-6)
+    monkeypatch.undo()
+    g_shared, g_mine = step()
+    np.testing.assert_allclose(g_shared.numpy(), [mean, mean], rtol=1e-6)
+    np.testing.assert_allclose(g_mine.numpy(), [(r + 1.0) / n], rtol=1e-6)
+    assert step.experimental_get_tracing_count() == 1
+
+
 def test_tape_outside_a_process_set_keeps_local_gradients():
     r = hvd.rank()
     ps = htf.add_process_set([0])

@@ -124,6 +124,18 @@ def _set_size(process_set):
     return len(process_set_ranks(process_set))
 
 
+def set_size_now(process_set, like):
+    """``process_set``'s size: an int where ``like`` (a pytree) is concrete;
+    where it is traced (inside ``jax.jit``), an int32 scalar read by a
+    callback each time the step runs, so that a step traced before an
+    elastic reset divides by the new world's size (JAX reuses a trace for
+    the same function, whatever the world)."""
+    if not _traced(jax.tree_util.tree_leaves(like)):
+        return _set_size(process_set)
+    return io_callback(lambda: np.int32(_set_size(process_set)),
+                       jax.ShapeDtypeStruct((), np.int32), ordered=True)
+
+
 def allgather(x, name=None, process_set=global_process_set):
     """Every rank's ``x`` concatenated along axis 0 in rank order. Eagerly the row
     counts may differ; inside jit every rank must have ``x``'s shape."""

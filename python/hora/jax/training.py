@@ -7,7 +7,7 @@ import numpy as np
 
 import hora.numpy as hnp
 from hora.common import basics
-from hora.common.process_sets import global_process_set, process_set_ranks
+from hora.common.process_sets import global_process_set
 from hora.jax.ops import grouped_allreduce
 
 
@@ -28,7 +28,8 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
     ranks (one fused group per step; Average by default), then applies ``tx``.
 
     ``gradient_predivide_factor`` f: gradients are multiplied by 1/f before the sum
-    and by f/size after it (Horovod's split of the average)."""
+    and by f/size after it (Horovod's split of the average; the size as each step
+    runs)."""
     import optax
 
     op = basics.check_op(op)
@@ -36,8 +37,9 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
     if gradient_predivide_factor != 1.0:
         if op != basics.Average:
             raise ValueError("gradient_predivide_factor needs op=Average")
-        n = len(process_set_ranks(process_set))
-        op, pre, post = basics.Sum, 1.0 / gradient_predivide_factor, gradient_predivide_factor / n
+        # (Average's division by the set's size is the engine's, at each step:
+        # none fixed here, nor when a jitted step was traced.)
+        pre, post = 1.0 / gradient_predivide_factor, gradient_predivide_factor
 
     def update(grads, state, params=None, **extra_args):
         if process_set is None or process_set.included():  # (outside the set: this rank's own, as Horovod)

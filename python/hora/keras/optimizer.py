@@ -23,6 +23,23 @@ class Compression:
     fp16 = "fp16"
 
 
+def _size_now(backend, process_set, grads):
+    """The set's size as the step runs: inside a compiled JAX step a value
+    read each time it runs (JAX reuses a trace made before an elastic
+    reset), else an int."""
+    if backend == "jax":
+        from hora.jax.ops import set_size_now
+
+        return set_size_now(process_set, [g for g in grads if g is not None])
+    return len(process_set_ranks(process_set))
+
+
+def _divided(g, n):
+    if isinstance(n, int):
+        return g / n if n > 1 else g
+    return g / keras.ops.cast(n, g.dtype)
+
+
 def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as_dense,
             num_groups, lists, local):
     """``grads`` (a list; None entries stay None; ``variables`` theirs) reduced with
@@ -45,17 +62,20 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
                                    name="keras.gradients", variables=variables, local=local)
     pre = post = 1.0
     if predivide != 1.0:
-        op, pre = basics.Sum, 1.0 / predivide
-        post = predivide / len(process_set_ranks(process_set))
+        # (Average's division by the set's size is the engine's, as the step
+        # runs: no size fixed when the step was traced.)
+        pre, post = 1.0 / predivide, predivide
     out = list(grads)
     entries = []
     local_ids = local.ids()
-    n = len(process_set_ranks(process_set))
+    n = None  # (the set's size as the step runs, read once: local gradients only)
     for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
             continue
         if v is not None and id(v) in local_ids:
-            out[i] = g / n if local.scale and n > 1 else g
+            if local.scale:
+                n = _size_now(backend, process_set, grads) if n is None else n
+                out[i] = _divided(g, n)
         else:
             entries.append((i, v))
     if backend == "jax":

@@ -18,7 +18,7 @@ process set's size, as Horovod's.
 import tensorflow as tf
 
 from hora.common import basics, gradient_groups
-from hora.common.process_sets import global_process_set, process_set_ranks
+from hora.common.process_sets import global_process_set
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.compression import Compression
 
@@ -27,17 +27,22 @@ from hora.tensorflow.compression import Compression
 _plain = tf.autograph.experimental.do_not_convert
 
 
-def _scales(op, predivide, process_set):
+def _scales(op, predivide):
+    """The op and scale factors of ``gradient_predivide_factor`` (Horovod's:
+    each gradient divided by it before the sum, the sum multiplied by it over
+    the set's size). Average's division is the engine's, by the set's size as
+    the step runs: a step traced before an elastic reset stays right."""
     if predivide == 1.0:
         return op, 1.0, 1.0
     if op != basics.Average:
         raise ValueError("gradient_predivide_factor needs op=Average, got %s" % basics.op_name(op))
-    return basics.Sum, 1.0 / predivide, predivide / len(process_set_ranks(process_set))
+    return basics.Average, 1.0 / predivide, predivide
 
 
 def _divided(g, n):
-    """A local gradient divided by ``n`` (IndexedSlices: its values)."""
-    if n == 1:
+    """A local gradient divided by ``n`` (an int, or an int32 tensor in a graph;
+    IndexedSlices: its values)."""
+    if isinstance(n, int) and n == 1:
         return g
     if isinstance(g, tf.IndexedSlices):
         return tf.IndexedSlices(g.values / tf.cast(n, g.values.dtype), g.indices, g.dense_shape)
@@ -62,16 +67,18 @@ def allreduce_gradients(grads, op=basics.Average, compression=Compression.none,
         raise ValueError("allreduce_gradients: groups= lists of variables need variables=, "
                          "the variable of each gradient")
     sparse_op = op
-    op, pre, post = _scales(op, gradient_predivide_factor, process_set)
+    op, pre, post = _scales(op, gradient_predivide_factor)
     out = list(grads)
     dense, values = [], {}
     local_ids = local.ids() if local is not None else set()
+    n = None  # (the set's size as the step runs, read once: local gradients only)
     for i, (g, v) in enumerate(zip(grads, variables)):
         if g is None:
             continue
         if v is not None and id(v) in local_ids:
             if local.scale:
-                out[i] = _divided(g, len(process_set_ranks(process_set)))
+                n = mpi_ops.set_size_now(process_set) if n is None else n
+                out[i] = _divided(g, n)
             continue
         if isinstance(g, tf.IndexedSlices):
             if not sparse_as_dense:

@@ -43,6 +43,11 @@ except ImportError:  # pragma: no cover - another TensorFlow
     _FuncGraph = _ControlFlowGraph = None
 
 
+def in_xla():
+    """Whether the graph being built is compiled by XLA (False eagerly)."""
+    return not tf.executing_eagerly() and _in_xla(tf.compat.v1.get_default_graph())
+
+
 def tf1_graph():
     """The TF1 graph being built, also from a ``tf.cond`` or ``tf.while_loop``
     body in it (their own graphs name ops apart); None eagerly and in a

@@ -67,6 +67,7 @@ from hora.common.process_sets import (  # noqa: F401
 from hora.tensorflow.compression import Compression
 from hora.tensorflow.graph_calls import call as _call
 from hora.tensorflow.graph_calls import graph_name as _graph_name
+from hora.tensorflow.graph_calls import in_xla as _in_xla
 from hora.tensorflow.graph_calls import plain as _plain
 from hora.tensorflow.graph_calls import with_gradient as _with_gradient
 
@@ -79,6 +80,25 @@ def _set_rank(process_set):
     return process_set_ranks(process_set).index(rank())
 
 
+def _value_now(fn):
+    """``fn()`` (an int) as an int32 scalar tensor: eagerly at once; in a
+    graph each time it runs (a py_function, ordered with no collective), so
+    that a function traced before an elastic reset reads the new world's
+    value; under XLA, which runs no py_function, the value at tracing."""
+    if tf.executing_eagerly() or _in_xla():
+        return tf.constant(fn(), tf.int32)
+    return _call(lambda arrays: [np.int32(fn())], [tf.constant(0)], [tf.int32],
+                 [tf.TensorShape([])], chain=False)[0]
+
+
+def set_size_now(process_set):
+    """``process_set``'s size: an int eagerly; in a graph an int32 scalar
+    tensor read each time the graph runs (see ``_value_now``)."""
+    if tf.executing_eagerly():
+        return _set_size(process_set)
+    return _value_now(lambda: _set_size(process_set))
+
+
 def _sparse_allreduce(slices, op, name, process_set):
     """An IndexedSlices gradient: every rank's values and indices gathered (Horovod's
     way; Average divides the values by the set's size)."""
@@ -87,7 +107,7 @@ def _sparse_allreduce(slices, op, name, process_set):
     indices = allgather(slices.indices, None if name is None else name + ".indices",
                         process_set=process_set)
     if op == Average:
-        values = values / _set_size(process_set)
+        values = values / tf.cast(set_size_now(process_set), values.dtype)
     elif op != Sum:
         raise ValueError("allreduce of IndexedSlices takes Sum or Average, not %s"
                          % basics.op_name(op))
@@ -384,45 +404,61 @@ def join():
 
 @_plain
 def size_op(process_set_id=0, name=None):
-    """The job's (or a process set's) size as a scalar int32 tensor (Horovod's op)."""
+    """The job's (or a process set's) size as a scalar int32 tensor (Horovod's op):
+    in a graph, the size when the graph runs (after an elastic reset, the new
+    world's), not when it was built."""
     del name
-    sets = basics.session().process_sets()
-    return tf.constant(len(sets[process_set_id]) if process_set_id else size(), tf.int32)
+    _known_set(process_set_id, "size_op")
+    return _value_now(lambda: len(basics.session().process_sets()[process_set_id])
+                      if process_set_id else size())
 
 
 @_plain
 def rank_op(name=None):
-    """This rank as a scalar int32 tensor (Horovod's op)."""
+    """This rank as a scalar int32 tensor (Horovod's op; in a graph, as it runs)."""
     del name
-    return tf.constant(rank(), tf.int32)
+    return _value_now(lambda: rank())
 
 
 @_plain
 def local_rank_op(name=None):
-    """This rank's index on its host as a scalar int32 tensor (Horovod's op)."""
+    """This rank's index on its host as a scalar int32 tensor (Horovod's op; in
+    a graph, as it runs)."""
     del name
-    return tf.constant(local_rank(), tf.int32)
+    return _value_now(lambda: local_rank())
 
 
 @_plain
 def local_size_op(name=None):
-    """The number of ranks on this host as a scalar int32 tensor (Horovod's op)."""
+    """The number of ranks on this host as a scalar int32 tensor (Horovod's op;
+    in a graph, as it runs)."""
     del name
-    return tf.constant(local_size(), tf.int32)
+    return _value_now(lambda: local_size())
+
+
+def _known_set(process_set_id, what):
+    if process_set_id not in basics.session().process_sets():
+        raise basics.InvalidArgumentError("%s: there is no process set %r (never added, or "
+                                          "removed)" % (what, process_set_id))
 
 
 @_plain
 def process_set_included_op(process_set_id=0, name=None):
     """1 where this rank is in process set ``process_set_id``, else 0, as a
-    scalar int32 tensor (Horovod's op); an unknown set is an
-    InvalidArgumentError naming it."""
+    scalar int32 tensor (Horovod's op; in a graph, as it runs); an unknown
+    set is an InvalidArgumentError naming it."""
     del name
-    sets = basics.session().process_sets()
-    if process_set_id not in sets:
-        raise basics.InvalidArgumentError("process_set_included_op: there is no process set %r "
-                                          "(never added, or removed)" % (process_set_id,))
-    ranks = sets[process_set_id]
-    return tf.constant(int(process_set_id == 0 or rank() in ranks), tf.int32)
+    _known_set(process_set_id, "process_set_included_op")
+
+    def included():
+        sets = basics.session().process_sets()
+        if process_set_id not in sets:
+            raise basics.InvalidArgumentError("process_set_included_op: there is no process "
+                                              "set %r (removed since the graph was built)"
+                                              % (process_set_id,))
+        return int(process_set_id == 0 or rank() in sets[process_set_id])
+
+    return _value_now(included)
 
 
 def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global_process_set):

@@ -4,7 +4,11 @@ by tests/mp/elastic_kill_test.sh as elastic_train.py is: the worker of rank
 others roll back to the last commit, re-form and finish.
 
 Each epoch is one step: a batch fixed by (rank, world size), gradients
-averaged by hora's DistributedOptimizer inside the compiled step, SGD.
+averaged by hora's DistributedOptimizer inside the compiled step (with
+gradient_predivide_factor 2), SGD; the bias is a local variable
+(register_local_var), its gradient this rank's own divided by the world's
+size, so each rank's bias is its own until a reset syncs rank 0's. A step
+traced before the world shrank must divide by the new size.
 KerasState keeps the model, the optimizer, the epoch (UpdateEpochState-
 Callback), and the list of committed steps and their world sizes; every
 step must have been committed once, and the final weights must equal a
@@ -36,18 +40,24 @@ def weights_0():
     return [g.standard_normal((4, 1)).astype("float32") * 0.5, np.zeros(1, "float32")]
 
 
-def replay(sizes):
-    """SGD on the mean squared error, gradients averaged over the ranks."""
-    w, b = [x.astype("float64") for x in weights_0()]
-    for size in sizes:
-        gw, gb = np.zeros_like(w), np.zeros_like(b)
+def replay(sizes, rank):
+    """SGD on the mean squared error: the weights' gradients averaged over the
+    ranks, each rank's bias by its own gradient over the size; a change of
+    size (a reset) gives every rank rank 0's bias. Rank ``rank``'s weights."""
+    w, b0 = [x.astype("float64") for x in weights_0()]
+    b = [b0] * max(sizes)
+    for k, size in enumerate(sizes):
+        if k and size != sizes[k - 1]:
+            b = [b[0]] * max(sizes)
+        gw = np.zeros_like(w)
+        new_b = list(b)
         for r in range(size):
             x, y = [a.astype("float64") for a in batch(r, size)]
-            err = x @ w + b - y
+            err = x @ w + b[r] - y
             gw += 2 * x.T @ err / len(x) / size
-            gb += 2 * err.mean(axis=0) / size
-        w, b = w - LR * gw, b - LR * gb
-    return [w, b]
+            new_b[r] = b[r] - LR * 2 * err.mean(axis=0) / size
+        w, b = w - LR * gw, new_b
+    return [w, b[rank]]
 
 
 class Record(keras.callbacks.Callback):
@@ -83,7 +93,8 @@ def main():
     first_rank = hvd.rank()
     model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
     model.set_weights(weights_0())
-    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(LR))
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(LR), gradient_predivide_factor=2.0)
+    opt.register_local_var(model.layers[0].bias)
     model.compile(optimizer=opt, loss="mse")
     state = hvd.elastic.KerasState(model, epoch=0, batch=0, committed=(), sizes=())
     resets = []
@@ -102,7 +113,7 @@ def main():
     train(state)
     assert state.committed == tuple(range(args.steps)), state.committed
     assert state.epoch == args.steps and state.batch == 0, (state.epoch, state.batch)
-    for got, want in zip(model.get_weights(), replay(state.sizes)):
+    for got, want in zip(model.get_weights(), replay(state.sizes, hvd.rank())):
         assert np.allclose(got, want, rtol=1e-4, atol=1e-5), (got, want)
     print("elastic ok: worker %s rank %d of %d, sizes %s, resets %s"
           % (os.environ.get("HORA_WORKER_ID"), hvd.rank(), hvd.size(), list(state.sizes), resets),
