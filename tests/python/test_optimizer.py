@@ -737,3 +737,154 @@ def test_a_job_of_one_registers_no_hooks():
         """)
     assert out.returncode == 0, out.stderr
     assert "weight [[-1.0, -1.0, -1.0]]" in out.stdout, out.stdout
+
+
+def _layers():
+    torch.manual_seed(1)
+    return nn.ModuleList(nn.Linear(3, 3) for _ in range(4)).double()
+
+
+def _uses(rank, step):
+    """The layers rank ``rank`` uses at ``step``: all but one, which one
+    depending on the rank (LayerDrop, experts a rank did not route to)."""
+    return [i for i in range(4) if i != (rank + step) % 4]
+
+
+def _loss(layers, x, used):
+    return sum(layers[i](x).pow(2).mean() for i in used)
+
+
+def _step_as_horovods(ref, step, ranks):
+    """One SGD step on ``ref`` with Horovod's gradients: each parameter's
+    averaged over the ranks, zero where a rank did not use it."""
+    grads = [torch.zeros_like(p) for p in ref.parameters()]
+    for r in ranks:
+        ref.zero_grad()
+        x = _batch(step)[0][r * B:(r + 1) * B, :3]
+        _loss(ref, x, _uses(r, step)).backward()
+        for g, p in zip(grads, ref.parameters()):
+            if p.grad is not None:
+                g += p.grad / len(ranks)
+    with torch.no_grad():
+        for g, p in zip(grads, ref.parameters()):
+            p -= 0.1 * g
+
+
+@pytest.mark.bucketing_once
+def test_ranks_that_use_different_parameters_step_together(monkeypatch):
+    # Each rank leaves another layer unused: the bucket of that layer starts
+    # on the other ranks in backward() and on this one at its step(), with
+    # zeros. No backward waits for a bucket then (one that waited would
+    # wait for good: each rank for a bucket another starts at its step());
+    # the step is Horovod's.
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 100)  # (a layer a bucket)
+    dist, ref = _layers(), _layers()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    assert len(dopt._buckets) == 4
+    ranks = list(range(hvd.size()))
+    for step in range(3):
+        dopt.zero_grad()
+        x = _mine(_batch(step)[0])[:, :3]
+        _loss(dist, x, _uses(hvd.rank(), step)).backward()
+        assert not any(b.done for b in dopt._buckets)  # (none finished in backward)
+        dopt.step()
+        _step_as_horovods(ref, step, ranks)
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+    # Every layer used: the backward pass finishes its buckets at its end.
+    dopt.zero_grad()
+    _loss(dist, _mine(_batch(9)[0])[:, :3], range(4)).backward()
+    assert all(b.done for b in dopt._buckets)
+    dopt.step()
+
+
+@pytest.mark.bucketing_once
+def test_a_backward_that_waits_for_a_bucket_another_rank_holds_back_stops(monkeypatch):
+    # Rank 0 uses every layer, the others leave one unused and run a
+    # collective before their step(): rank 0's backward, which started every
+    # bucket, waits for one they start only at step(). It stops waiting
+    # after BACKWARD_WAIT_S, says so once, and from then on its buckets
+    # finish at step(); the steps are Horovod's.
+    import warnings
+    monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
+    monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 100)
+    monkeypatch.setattr(grad_buckets, "BACKWARD_WAIT_S", 0.5)
+    dist, ref = _layers(), _layers()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    r, n = hvd.rank(), hvd.size()
+    for step in range(2):
+        dopt.zero_grad()
+        x = _mine(_batch(step)[0])[:, :3]
+        used = list(range(4)) if r == 0 else _uses(r, step)
+        with warnings.catch_warnings(record=True) as said:
+            warnings.simplefilter("always")
+            loss = _loss(dist, x, used)
+            loss.backward()
+        waited = [str(w.message) for w in said if "waited 0.5 s" in str(w.message)]
+        assert len(waited) == (1 if r == 0 and step == 0 else 0), waited
+        if waited:
+            assert "at the end of backward()" in waited[0] and "synchronize()" in waited[0]
+        hvd.allreduce(loss.detach(), name="loss.%d" % step)
+        dopt.step()
+        grads = [torch.zeros_like(p) for p in ref.parameters()]
+        for k in range(n):
+            ref.zero_grad()
+            xk = _batch(step)[0][k * B:(k + 1) * B, :3]
+            _loss(ref, xk, list(range(4)) if k == 0 else _uses(k, step)).backward()
+            for g, p in zip(grads, ref.parameters()):
+                if p.grad is not None:
+                    g += p.grad / n
+        with torch.no_grad():
+            for g, p in zip(grads, ref.parameters()):
+                p -= 0.1 * g
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+    assert dopt._wait_in_backward is (r != 0)
+
+
+def test_zero_grad_while_gradients_accumulate_is_refused():
+    # backward_passes_per_step=2: a zero_grad() between the two passes would
+    # drop the first one's gradient; Horovod's raises, and so does this.
+    dist = _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters(),
+                                    backward_passes_per_step=2)
+    x, y = _batch(0)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    with pytest.raises(AssertionError, match="zero_grad"):
+        dopt.zero_grad()
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    dopt.step()
+    dopt.zero_grad()
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_layer_unfrozen_after_the_optimizer_was_made_is_reduced(named):
+    # Fine-tuning: the first layer frozen when the optimizer is made, unfrozen
+    # after a step. From then its gradients are reduced as the others' (they
+    # were not in Horovod's: each rank trained it apart); one worker's steps.
+    dist, ref = _model(), _model()
+    for m in (dist, ref):
+        m[0].requires_grad_(False)
+    dopt = hvd.DistributedOptimizer(
+        torch.optim.SGD(dist.parameters(), lr=0.1, momentum=0.9),
+        named_parameters=dist.named_parameters() if named else None)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    for step in range(4):
+        if step == 1:
+            for m in (dist, ref):
+                m[0].requires_grad_(True)
+        x, y = _batch(step)
+        dopt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        dopt.step()
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "step %d %s: %s"
+                                       % (step, name, m))
+    assert not dopt._frozen

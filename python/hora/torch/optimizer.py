@@ -41,7 +41,14 @@ Contract:
 * ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
   user touch reduced gradients (e.g. clip them) before the step. A bucket's
   results are in the gradients when the backward pass that completed it
-  returns.
+  returns, where that pass started every bucket (no parameter left unused);
+  else at ``synchronize()`` (parameters used by some ranks only: the others
+  reduce zeros for them at their ``step()``, as Horovod's).
+* ``zero_grad()`` before ``step()`` or ``synchronize()`` once a backward pass
+  ran (an accumulation in progress too) raises AssertionError, as Horovod's.
+* A parameter that needed no gradient when the optimizer was made (a frozen
+  backbone) is reduced, alone, from the step where it needs one (Horovod's
+  never reduces it: each rank would train it apart).
 * In a job of one rank (not elastic) no hooks are registered, as in
   Horovod: ``step()`` reduces every gradient (a GAN's two backward passes
   into one model's gradients, say, are then no error).
@@ -120,6 +127,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.gradient_predivide_factor = gradient_predivide_factor
         self.sparse_as_dense = sparse_as_dense
         self._requires_update = [p for p in all_params if p.requires_grad]
+        # (Frozen when the optimizer was made: reduced once they need a gradient.)
+        self._frozen = [p for p in all_params if not p.requires_grad]
         self._slots = [_Slot(p, self._names[p], backward_passes_per_step)
                        for p in self._requires_update]
         self._groups = self._make_groups(groups)
@@ -138,6 +147,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._local = process_set is not None and not process_set.included()
         self._finish_queued = False  # this backward pass finishes its buckets at its end
+        self._wait_in_backward = True  # (until one such wait lasts BACKWARD_WAIT_S)
         self._hooked = not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID"))
         if self._hooked:
             self._register_hooks()
@@ -166,15 +176,34 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._parameter_names.setdefault(p, "allreduce.noname.%d.%d" % (gi, pi))
         known = set(self._requires_update)
         for p in group:
-            if not p.requires_grad or p in known:
+            if p in known:
                 continue
-            self._names.setdefault(p, "allreduce." + self._parameter_names[p])
-            slot = _Slot(p, self._names[p], self.backward_passes_per_step)
-            self._requires_update.append(p)
-            self._slots.append(slot)
             known.add(p)
-            if self._hooked:
-                self._hook(slot)
+            if p.requires_grad:
+                self._add_slot(p)
+            else:
+                self._frozen.append(p)
+
+    def _add_slot(self, p):
+        """``p``'s gradient reduced alone from the next backward pass on."""
+        self._names.setdefault(p, "allreduce." + self._parameter_names[p])
+        slot = _Slot(p, self._names[p], self.backward_passes_per_step)
+        self._requires_update.append(p)
+        self._slots.append(slot)
+        if self._hooked:
+            self._hook(slot)
+
+    def _take_thawed(self):
+        """Parameters frozen (``requires_grad=False``) when the optimizer was
+        made, or their group added, that need a gradient now (a backbone
+        unfrozen for fine-tuning): reduced, each alone, from now on, this
+        step's gradient too. (Horovod's never reduces them: each rank trains
+        them on its own, apart.)"""
+        if not any(p.requires_grad for p in self._frozen):
+            return
+        for p in [p for p in self._frozen if p.requires_grad]:
+            self._add_slot(p)
+        self._frozen = [p for p in self._frozen if not p.requires_grad]
 
     def _make_groups(self, groups):
         if groups is None or (isinstance(groups, int) and groups == 0):
@@ -287,6 +316,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._local:
             self._synchronized = True
             return
+        if self._frozen:
+            self._take_thawed()
         for b in self._buckets:
             if b.handle is None:
                 self._start_bucket(b)
@@ -388,8 +419,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, set_to_none=None):
+        passes = self.backward_passes_per_step
         if (self._handles or self._group_handles or self._started_buckets
-                or any(b.ready for b in self._buckets)):
+                or any(b.ready for b in self._buckets)
+                or any(s.delay != passes for s in self._slots)):
             raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
                                  "before optimizer.step() or optimizer.synchronize(); this is "
                                  "prohibited as it races with the allreduces in flight")
