@@ -800,6 +800,41 @@ def test_ranks_that_use_different_parameters_step_together(monkeypatch):
     dopt.step()
 
 
+def test_gradscalers_step_without_synchronize_unscales_reduced_gradients():
+    # torch's own AMP pattern, scaler.step(optimizer) with no synchronize():
+    # GradScaler unscales the gradients before the optimizer's step reduces
+    # them. A backward pass that started every allreduce waits for them at
+    # its end, so it unscales reduced gradients, and the step is one
+    # worker's (a gradient reduced alone was still in flight before; with
+    # the scale 1024 its rank trained apart).
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    # (torch 1.13 has no GradScaler for CPU: what its step does, by hand.)
+    cpu_scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    scaler = cpu_scaler("cpu", init_scale=1024.0) if cpu_scaler is not None else None
+    for step in range(3):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        loss = F.cross_entropy(dist(_mine(x)), _mine(y))
+        (scaler.scale(loss) if scaler is not None else loss * 1024.0).backward()
+        assert all(h.poll() for h, _ in dopt._handles.values())
+        if scaler is not None:
+            scaler.step(dopt)
+            scaler.update()
+        else:
+            for p in dist.parameters():
+                p.grad.div_(1024.0)
+            dopt.step()
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "step %d %s: %s"
+                                       % (step, name, m))
+
+
 @pytest.mark.bucketing_once
 def test_a_backward_that_waits_for_a_bucket_another_rank_holds_back_stops(monkeypatch):
     # Rank 0 uses every layer, the others leave one unused and run a
@@ -810,7 +845,7 @@ def test_a_backward_that_waits_for_a_bucket_another_rank_holds_back_stops(monkey
     import warnings
     monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
     monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 100)
-    monkeypatch.setattr(grad_buckets, "BACKWARD_WAIT_S", 0.5)
+    monkeypatch.setattr(hora_optimizer, "BACKWARD_WAIT_S", 0.5)
     dist, ref = _layers(), _layers()
     dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
                                     named_parameters=dist.named_parameters())

@@ -5,20 +5,9 @@ the engine's record of it: several microseconds, more than the bytes of a
 bias or a norm's weight take. The optimizer copies every gradient of at most
 ``HORA_GRADIENT_BUCKET_BYTES`` (default 32 KiB; 0: none) into a bucket of up
 to 1 MiB and reduces each bucket with one allreduce once the last of its
-gradients is ready. A backward pass that started every bucket (a whole
-step's backward, every parameter used) waits for them at its end and copies
-the results back, so that code between ``backward()`` and ``step()``
-(GradScaler's ``unscale_``, clipping) works on the reduced gradients, as it
-does in practice on a gradient reduced alone, whose allreduce writes in
-place and is done by then. Where a bucket has not started (a parameter this
-rank did not use, or a step's backward split over several passes), the
-buckets finish at ``synchronize()``, as Horovod's gradients all do: another
-rank may have started the buckets this one did not and be waiting for this
-one's, which start at its ``step()`` (unused gradients as zeros), so a wait
-at the end of backward would wait for good. Should such a wait still last
-``BACKWARD_WAIT_S`` (a rank that used every parameter, another that did not
-and runs a collective before its ``step()``), it stops, says so once, and
-this optimizer's buckets finish at ``synchronize()`` from then on.
+gradients is ready. Where a backward pass started every allreduce, the
+buckets' results are in the gradients when it returns (the optimizer's
+``_backward_done``); else at ``synchronize()``.
 
 A bucket's members are the gradients of one dtype and device, taken in the
 order of their names: every rank with the same parameters has the same
@@ -32,7 +21,6 @@ on every rank instead of mixing the gradients up.
 """
 
 import time
-import warnings
 import zlib
 
 import torch
@@ -45,8 +33,6 @@ from hora.torch import reduce_ops as ro
 from hora.torch.handles import synchronize as _wait
 
 BUCKET_CAPACITY = 1 << 20  # bytes a bucket holds at most (one member may hold more)
-# The longest a backward pass waits at its end for its buckets (see the doc).
-BACKWARD_WAIT_S = 10.0
 
 # One call copies a list of tensors (torch 2.1 and later); else one each.
 _foreach_copy = getattr(torch, "_foreach_copy_", None)
@@ -145,19 +131,15 @@ def plan(slots, limit):
 MEMBERS_ALONE = object()
 
 
-def _done_by(b, deadline):
-    """Whether the bucket's allreduce (and its layout check) finished by
-    ``deadline`` (time.monotonic()); a failure counts as finished."""
-    for h in (b.handle, b.layout_check):
-        if h is None:
-            continue
-        try:
-            _wait(h, max(0.0, deadline - time.monotonic()))
-        except HoraTimeoutError:
-            if not h.poll():
-                return False
-        except Exception:  # (finished with an error: _finish_bucket raises it)
-            pass
+def done_by(handle, deadline):
+    """Whether ``handle``'s collective finished by ``deadline``
+    (time.monotonic()); a failure counts as finished (its wait raises it)."""
+    try:
+        _wait(handle, max(0.0, deadline - time.monotonic()))
+    except HoraTimeoutError:
+        return handle.poll()
+    except Exception:  # (finished with an error: the step's wait raises it)
+        pass
     return True
 
 
@@ -166,7 +148,7 @@ class BucketSteps:
     gradient is ready, finished at the end of that backward pass (or at
     ``synchronize()``). A base of the distributed optimizer's class, which
     holds the state these use (``_started_buckets``, ``_handles``,
-    ``_sparse_dims``, ``_process_set``, ``op``, ``_wait_in_backward``) and the helpers
+    ``_sparse_dims``, ``_process_set``, ``op``) and the helpers
     (``_dense_grad``, ``_allreduce_grad_async``, ``_sparse_allreduce_async``,
     ``_scale``)."""
 
@@ -201,33 +183,24 @@ class BucketSteps:
                 torch.tensor([b.layout_digest()], dtype=torch.int64),
                 name=b.name + ".layout", process_set=self._process_set)
 
-    def _finish_started_buckets(self):
-        """At the end of a backward pass that started every bucket: they have
-        their results in the gradients (an error waits for synchronize()).
-        Otherwise they finish at synchronize() (see the module doc)."""
-        self._finish_queued = False
-        if not self._wait_in_backward or any(b.handle is None for b in self._buckets):
-            return
-        deadline = time.monotonic() + BACKWARD_WAIT_S
+    def _finish_started_buckets(self, deadline):
+        """At the end of a backward pass (see the optimizer's
+        ``_backward_done``): the buckets started have their results in the
+        gradients (an error waits for synchronize()). Returns the name of one
+        not finished by ``deadline`` (time.monotonic()), leaving it and the
+        rest to synchronize(), or None."""
         for b in self._started_buckets:
             if b.handle is MEMBERS_ALONE or b.done:
                 continue
-            if not _done_by(b, deadline):
-                self._wait_in_backward = False
-                warnings.warn(
-                    "DistributedOptimizer: rank %d waited %g s at the end of backward() for the "
-                    "gradients reduced together as %r, which another rank has not started (a "
-                    "parameter it did not use, reduced at its step()); from now on this "
-                    "optimizer's buckets finish at step() or synchronize(), as Horovod's "
-                    "gradients do: code that reads gradients between backward() and step() "
-                    "should call optimizer.synchronize() first"
-                    % (basics.rank(), BACKWARD_WAIT_S, b.name))
-                return
+            for h in (b.handle, b.layout_check):
+                if h is not None and not done_by(h, deadline):
+                    return b.name
             try:
                 self._finish_bucket(b)
             except Exception as e:  # (raised by synchronize(), as the others')
                 b.error = e
             b.done = True
+        return None
 
     def _finish_bucket(self, b):
         """Waits for the bucket's allreduce and copies the results into the

@@ -41,9 +41,11 @@ Contract:
 * ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
   user touch reduced gradients (e.g. clip them) before the step. A bucket's
   results are in the gradients when the backward pass that completed it
-  returns, where that pass started every bucket (no parameter left unused);
-  else at ``synchronize()`` (parameters used by some ranks only: the others
-  reduce zeros for them at their ``step()``, as Horovod's).
+  returns, and so are every allreduce's, where that pass started them all
+  (every parameter used): GradScaler's ``scaler.step(optimizer)`` without
+  ``synchronize()`` unscales reduced gradients. Else they finish at
+  ``synchronize()`` (parameters used by some ranks only: the others reduce
+  zeros for them at their ``step()``, as Horovod's).
 * ``zero_grad()`` before ``step()`` or ``synchronize()`` once a backward pass
   ran (an accumulation in progress too) raises AssertionError, as Horovod's.
 * A parameter that needed no gradient when the optimizer was made (a frozen
@@ -56,6 +58,7 @@ Contract:
 
 import contextlib
 import os
+import time
 import warnings
 
 import torch
@@ -69,6 +72,9 @@ from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
 from hora.torch.optimizer_adasum import _DistributedAdasumOptimizer
+
+# The longest a backward pass waits at its end for its allreduces (_backward_done).
+BACKWARD_WAIT_S = 10.0
 
 
 class _Slot:
@@ -147,7 +153,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._local = process_set is not None and not process_set.included()
         self._finish_queued = False  # this backward pass finishes its buckets at its end
-        self._wait_in_backward = True  # (until one such wait lasts BACKWARD_WAIT_S)
+        self._wait_in_backward = True  # (until a wait lasts BACKWARD_WAIT_S: _backward_done)
         self._hooked = not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID"))
         if self._hooked:
             self._register_hooks()
@@ -245,14 +251,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             slot.delay -= 1
             if slot.delay > 0:
                 return
+            if not self._finish_queued:
+                self._finish_queued = True
+                Variable._execution_engine.queue_callback(self._backward_done)
             b = slot.bucket
             if b is not None:
                 b.ready += 1
                 if b.ready == len(b.slots):
                     self._start_bucket(b)
-                    if not self._finish_queued:
-                        self._finish_queued = True
-                        Variable._execution_engine.queue_callback(self._finish_started_buckets)
                 return
             gi = slot.group
             if gi is None:
@@ -262,6 +268,47 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 if self._group_ready[gi] == len(self._groups[gi]):
                     self._group_handles[gi] = self._grouped_allreduce_async(gi)
         return hook
+
+    def _backward_done(self):
+        """The end of a backward pass. Where it started every allreduce (every
+        parameter used; the last of ``backward_passes_per_step``), it waits
+        for them, so that code before ``step()`` (GradScaler's ``unscale_``,
+        clipping) reads reduced gradients. Else they finish at
+        ``synchronize()``, as Horovod's all do: another rank may have started
+        the allreduces this one did not and be waiting for this one's, which
+        start at its ``step()`` (unused gradients as zeros), so a wait here
+        would wait for good. Should a wait still last ``BACKWARD_WAIT_S`` (a
+        rank that used every parameter, another that did not and runs a
+        collective before its ``step()``), it stops, says so once, and this
+        optimizer's allreduces finish at ``synchronize()`` from then on."""
+        self._finish_queued = False
+        if not self._wait_in_backward or not self._all_started():
+            return
+        deadline = time.monotonic() + BACKWARD_WAIT_S
+        late = self._finish_started_buckets(deadline)
+        pending = [h for h, _ in self._handles.values()] + \
+            [h for h, _ in self._group_handles.values()]
+        for h in pending if late is None else []:
+            if not callable(h) and not grad_buckets.done_by(h, deadline):  # (sparse: a closure)
+                late = h.name
+                break
+        if late is not None:
+            self._wait_in_backward = False
+            warnings.warn(
+                "DistributedOptimizer: rank %d waited %g s at the end of backward() for %r, "
+                "which another rank has not started (a parameter it did not use, reduced at its "
+                "step()); from now on this optimizer's allreduces finish at step() or "
+                "synchronize(), as Horovod's do: code that reads gradients between backward() "
+                "and step() should call optimizer.synchronize() first"
+                % (basics.rank(), BACKWARD_WAIT_S, late))
+
+    def _all_started(self):
+        if any(b.handle is None for b in self._buckets):
+            return False
+        if len(self._group_handles) != len(self._groups):
+            return False
+        return all(s in self._handles for s in self._slots
+                   if s.group is None and s.bucket is None)
 
     def _scale(self):
         if self.op == basics.Average:
