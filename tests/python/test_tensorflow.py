@@ -402,6 +402,59 @@ def test_a_lone_collectives_gradient_meets_torchs():
         assert g == [float(n)] * (2 * n), kind
 
 
+def test_tensorflow_state_eagerly():
+    # save/restore/sync of variables and plain values; sync gives rank 0's
+    # to every rank, restore the last commit's.
+    from hora.tensorflow import elastic
+    r = hvd.rank()
+    v, w = tf.Variable([float(r), 1.0 + r]), tf.Variable(10 * r)
+    state = elastic.TensorFlowState([v, w], epoch=r)
+    state.sync()
+    assert v.numpy().tolist() == [0.0, 1.0] and int(w.numpy()) == 0 and state.epoch == 0
+    v.assign([5.0, 5.0 + r])
+    state.epoch = 3
+    state.commit()
+    v.assign([9.0, 9.0])
+    w.assign(7)
+    state.epoch = 4
+    state.restore()
+    assert v.numpy().tolist() == [5.0, 5.0 + r] and int(w.numpy()) == 0 and state.epoch == 3
+    with pytest.raises(ValueError, match="variables=None"):
+        elastic.TensorFlowState()
+
+
+def test_tensorflow_state_in_a_tf1_session():
+    # Horovod's TF1 form: the graph's global variables by default, read and
+    # assigned through the session (given, or the default one).
+    from hora.tensorflow import elastic
+    r = hvd.rank()
+    with tf.Graph().as_default():
+        v = tf.compat.v1.Variable([float(r), 1.0 + r])
+        w = tf.compat.v1.Variable(10 * r, dtype=tf.int64)
+        bump = v.assign_add([1.0, 1.0])
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            state = elastic.TensorFlowState(session=sess, batch=r)
+            assert state.variables == [v, w]
+            state.sync()
+            assert sess.run(v).tolist() == [0.0, 1.0] and sess.run(w) == 0 and state.batch == 0
+            sess.run(bump)
+            state.commit()
+            sess.run([bump, w.assign(5)])
+            state.restore()
+            assert sess.run(v).tolist() == [1.0, 2.0] and sess.run(w) == 0
+        # Without session=, the default session when each is done; none: said.
+        with tf.compat.v1.Session() as sess2:
+            sess2.run(tf.compat.v1.global_variables_initializer())
+            with sess2.as_default():
+                state2 = elastic.TensorFlowState([v])
+                sess2.run(v.assign([3.0 + r, 4.0]))
+                state2.sync()
+                assert sess2.run(v).tolist() == [3.0, 4.0]
+        with pytest.raises(ValueError, match="pass session="):
+            state2.restore()
+
+
 def test_horovods_tf1_names():
     # broadcast_global_variables (a TF1 graph's op; eagerly a ValueError, as
     # Horovod's), broadcast_object_fn, local_size_op, process_set_included_op,

@@ -7,10 +7,11 @@
 * ``TensorFlowKerasState(model, optimizer=None, backend=None, **extra)``:
   a Keras model and its optimizer (``hora.keras.elastic.KerasState``;
   ``backend`` is accepted and unused, as Keras 3 has one).
-* ``TensorFlowState(variables, **extra)``: a list of ``tf.Variable``, kept
-  as copies at each ``commit()``, assigned back by ``restore()`` and from
-  rank 0 by ``sync()``. A ``tf.compat.v1`` session's variables
-  (``session=``) are not supported yet.
+* ``TensorFlowState(variables=None, session=None, **extra)``: a list of
+  ``tf.Variable``, kept as copies at each ``commit()``, assigned back by
+  ``restore()`` and from rank 0 by ``sync()``; in a ``tf.compat.v1`` graph
+  read and assigned through ``session`` (the default session where none is
+  given), the graph's global variables where ``variables`` is None.
 * ``State``, ``ObjectState`` (``hora.common.elastic``).
 """
 
@@ -36,37 +37,69 @@ class TensorFlowKerasState(KerasState):
 
 
 class TensorFlowState(ObjectState):
-    """TensorFlow variables and plain values as one elastic state
-    (Horovod's ``TensorFlowState``, eager TensorFlow 2)."""
+    """TensorFlow variables and plain values as one elastic state (Horovod's
+    ``TensorFlowState``). Eagerly, ``variables`` (a list of ``tf.Variable``)
+    are read and assigned directly (``session`` is not used). In a
+    ``tf.compat.v1`` graph they are read and assigned through ``session`` (by
+    default the default session when each is done), and ``variables`` default
+    to the graph's global variables, as Horovod's."""
 
     def __init__(self, variables=None, session=None, **kwargs):
-        if session is not None:
-            raise NotImplementedError(
-                "TensorFlowState(session=...): a tf.compat.v1 session's variables are not "
-                "supported yet; give the variables of an eager program")
+        self._graph_mode = not tf.executing_eagerly()
+        if variables is None and self._graph_mode:
+            variables = tf.compat.v1.global_variables()
         if variables is None:
             raise ValueError("TensorFlowState(variables=None): give the tf.Variable objects "
                              "to keep (a TensorFlow 2 program has no global collection)")
         self.variables = list(variables)
+        self.session = session
+        self._assign = None
+        if self._graph_mode and self.variables:
+            # (Built once, now: a graph a MonitoredSession finalizes takes no op later.)
+            with self.variables[0].graph.as_default():
+                holders = [tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape)
+                           for v in self.variables]
+                self._assign = (holders, tf.group(*[v.assign(h) for v, h in
+                                                    zip(self.variables, holders)]))
         self._saved_variables = []
         super().__init__(bcast_object=hnp.broadcast_object, get_rank=basics.rank, **kwargs)
         self._save_variables()
 
+    def _session(self):
+        session = self.session or tf.compat.v1.get_default_session()
+        if session is None:
+            raise ValueError("TensorFlowState: the variables of a tf.compat.v1 graph are read "
+                             "through a session: pass session=, or use the state inside "
+                             "`with session.as_default():`")
+        return session
+
+    def _values(self):
+        if not self._graph_mode:
+            return [tf.identity(v).numpy() for v in self.variables]
+        return list(self._session().run(self.variables)) if self.variables else []
+
+    def _assign_values(self, values):
+        if not self._graph_mode:
+            for v, value in zip(self.variables, values):
+                v.assign(value)
+        elif self.variables:
+            holders, op = self._assign
+            self._session().run(op, feed_dict=dict(zip(holders, values)))
+
     def _save_variables(self):
-        self._saved_variables = [tf.identity(v).numpy() for v in self.variables]
+        self._saved_variables = self._values()
 
     def save(self):
         self._save_variables()
         super().save()
 
     def restore(self):
-        for v, value in zip(self.variables, self._saved_variables):
-            v.assign(value)
+        self._assign_values(self._saved_variables)
         super().restore()
 
     def sync(self):
-        for i, v in enumerate(self.variables):
-            v.assign(hnp.broadcast(v.numpy(), 0, "elastic.tensorflow_state.%d" % i))
+        self._assign_values([hnp.broadcast(value, 0, "elastic.tensorflow_state.%d" % i)
+                             for i, value in enumerate(self._values())])
         self._save_variables()
         super().sync()
 
