@@ -241,8 +241,6 @@ def test_misuse_is_reported():
                                     named_parameters=dist.named_parameters())
     x, y = _batch(0)
     F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
-    with pytest.raises(AssertionError, match="zero_grad"):
-        dopt.zero_grad()
     with pytest.raises((AssertionError, RuntimeError), match="backward_passes_per_step"):
         F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
     dopt.synchronize()  # completes what the first backward started, on every rank
@@ -878,6 +876,104 @@ def test_a_backward_that_waits_for_a_bucket_another_rank_holds_back_stops(monkey
         for p, q in zip(dist.parameters(), ref.parameters()):
             torch.testing.assert_close(p, q, **TOL)
     assert dopt._wait_in_backward is (r != 0)
+
+
+@pytest.mark.parametrize("case", ["unused", "fp16", "inf"])
+def test_gradscalers_loop_reduces_before_it_unscales(case):
+    # torch's AMP loop with no synchronize(), where the backward pass cannot
+    # finish every allreduce: a parameter no rank uses (its allreduce starts
+    # at step()), fp16 compression (results reach p.grad at synchronize()),
+    # and a first step whose gradients overflow (skipped on every rank).
+    # GradScaler's unscale_ synchronizes first (hora/torch/grad_scaler.py):
+    # one worker's steps, and the skipped step skipped everywhere.
+    cpu_scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if cpu_scaler is None:
+        pytest.skip("torch %s has no GradScaler for CPU tensors" % torch.__version__)
+    dist, ref = _model(), _model()
+    unused = nn.Parameter(torch.ones(3, dtype=torch.float64))
+    named = list(dist.named_parameters()) + [("unused", unused)]
+    dopt = hvd.DistributedOptimizer(
+        torch.optim.SGD([p for _, p in named], lr=0.1, momentum=0.9), named_parameters=named,
+        compression=hvd.Compression.fp16 if case == "fp16" else hvd.Compression.none)
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    scaler = cpu_scaler("cpu", init_scale=1024.0)
+    tol = dict(rtol=1e-3, atol=1e-3) if case == "fp16" else TOL
+    for step in range(3):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        blow = float("inf") if case == "inf" and step == 0 else 1.0
+        scaler.scale(F.cross_entropy(dist(_mine(x)), _mine(y)) * blow).backward()
+        scaler.step(dopt)
+        scaler.update()
+        if blow == 1.0:
+            ropt.zero_grad()
+            F.cross_entropy(ref(x), y).backward()
+            ropt.step()
+        else:
+            assert scaler.get_scale() == 512.0  # (skipped, here as on every rank)
+        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **tol, msg=lambda m: "step %d %s: %s"
+                                       % (step, name, m))
+    assert torch.equal(unused.detach(), torch.ones(3, dtype=torch.float64))
+
+
+def test_zero_grad_after_a_backward_whose_allreduces_are_done_drops_them():
+    # A step GradScaler skips (an inf in the reduced gradients, on every
+    # rank) calls no step(): the next zero_grad() drops the finished
+    # allreduces' results, as torch drops gradients, and training goes on
+    # (Horovod's raised there: nothing is in flight to race with).
+    dist, ref = _model(), _model()
+    dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                    named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    x, y = _batch(0)
+    F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+    dopt.zero_grad()
+    assert not dopt._handles and not dopt._started_buckets
+    for step in range(1, 3):
+        x, y = _batch(step)
+        dopt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        dopt.step()
+        ropt.zero_grad()
+        F.cross_entropy(ref(x), y).backward()
+        ropt.step()
+        for p, q in zip(dist.parameters(), ref.parameters()):
+            torch.testing.assert_close(p, q, **TOL)
+
+
+@pytest.mark.parametrize("case", ["unused", "fp16"])
+def test_a_gradient_changed_while_its_allreduce_is_in_flight_is_refused(case):
+    # The AMP loop without synchronize() where the backward pass cannot wait
+    # for every allreduce: a parameter no rank uses (its allreduce starts at
+    # step()), or compression (the result reaches p.grad at synchronize()).
+    # Unscaling by hand races with the allreduces in flight: step() raises on
+    # every rank, naming the gradients, and takes no step; Horovod's pattern
+    # then works.
+    dist = _model()
+    unused = nn.Parameter(torch.ones(3, dtype=torch.float64))
+    named = list(dist.named_parameters()) + ([("unused", unused)] if case == "unused" else [])
+    dopt = hvd.DistributedOptimizer(
+        torch.optim.SGD([p for _, p in named], lr=0.1), named_parameters=named,
+        compression=hvd.Compression.fp16 if case == "fp16" else hvd.Compression.none)
+    x, y = _batch(0)
+    before = [p.detach().clone() for p in dist.parameters()]
+    (F.cross_entropy(dist(_mine(x)), _mine(y)) * 1024.0).backward()
+    for p in dist.parameters():
+        p.grad.div_(1024.0)
+    if case == "fp16" or dopt._handles or any(b.handle is not None for b in dopt._buckets):
+        with pytest.raises(RuntimeError, match="changed in place while"):
+            dopt.step()
+        assert all(torch.equal(p, b) for p, b in zip(dist.parameters(), before))
+    else:  # (every gradient in the one bucket, unused among them: none started)
+        dopt.step()
+    dopt.zero_grad()
+    (F.cross_entropy(dist(_mine(x)), _mine(y)) * 1024.0).backward()
+    dopt.synchronize()
+    for p in dist.parameters():
+        p.grad.div_(1024.0)
+    with dopt.skip_synchronize():
+        dopt.step()
 
 
 def test_zero_grad_while_gradients_accumulate_is_refused():

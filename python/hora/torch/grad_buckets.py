@@ -148,9 +148,9 @@ class BucketSteps:
     gradient is ready, finished at the end of that backward pass (or at
     ``synchronize()``). A base of the distributed optimizer's class, which
     holds the state these use (``_started_buckets``, ``_handles``,
-    ``_sparse_dims``, ``_process_set``, ``op``) and the helpers
+    ``_sparse_dims``, ``_process_set``, ``op``, ``_flight``) and the helpers
     (``_dense_grad``, ``_allreduce_grad_async``, ``_sparse_allreduce_async``,
-    ``_scale``)."""
+    ``_scale``, ``_watch``)."""
 
     def _start_bucket(self, b):
         """Copies the bucket's gradients into it and starts its allreduce. A
@@ -175,6 +175,8 @@ class BucketSteps:
                     self._handles[s] = self._sparse_allreduce_async(g, s.name), None
         copy_all(views, dense)
         b.copied, b.into = members, views
+        for m in members:
+            self._watch(m.p, m.p.grad, m.name)
         pre, post = self._scale()
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
@@ -200,6 +202,8 @@ class BucketSteps:
             except Exception as e:  # (raised by synchronize(), as the others')
                 b.error = e
             b.done = True
+            for m in b.copied:
+                self._flight.pop(m.p, None)
         return None
 
     def _finish_bucket(self, b):

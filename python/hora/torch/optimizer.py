@@ -39,15 +39,25 @@ Contract:
 * ``process_set``: on ranks outside it the optimizer is a plain local one
   (no hooks, no collectives), as in Horovod.
 * ``synchronize()`` then ``with opt.skip_synchronize(): opt.step()`` lets the
-  user touch reduced gradients (e.g. clip them) before the step. A bucket's
-  results are in the gradients when the backward pass that completed it
-  returns, and so are every allreduce's, where that pass started them all
-  (every parameter used): GradScaler's ``scaler.step(optimizer)`` without
-  ``synchronize()`` unscales reduced gradients. Else they finish at
-  ``synchronize()`` (parameters used by some ranks only: the others reduce
-  zeros for them at their ``step()``, as Horovod's).
-* ``zero_grad()`` before ``step()`` or ``synchronize()`` once a backward pass
-  ran (an accumulation in progress too) raises AssertionError, as Horovod's.
+  user touch reduced gradients (e.g. clip them) before the step. Where a
+  backward pass started every allreduce (every parameter that needs a
+  gradient used, none compressed), the reduced gradients are in place when
+  it returns; else the allreduces finish at ``synchronize()`` (parameters
+  used by some ranks only: the others reduce zeros for them at their
+  ``step()``, as Horovod's). A gradient changed in place by torch ops
+  (clipping, ``div_``) while its allreduce was in flight makes ``step()``
+  raise RuntimeError on every rank, naming it, and take no step.
+* GradScaler: torch's own loop, ``scaler.scale(loss).backward();
+  scaler.step(opt); scaler.update()``, works as it does on one worker:
+  GradScaler's ``unscale_`` calls ``synchronize()`` first
+  (:mod:`hora.torch.grad_scaler`); Horovod's loop (``synchronize()``,
+  ``scaler.unscale_(opt)``, ``with opt.skip_synchronize(): scaler.step(opt)``)
+  works too.
+* ``zero_grad()`` once a backward pass ran and before ``step()`` or
+  ``synchronize()`` raises AssertionError, as Horovod's, unless that pass
+  started every allreduce and all are done (a step GradScaler skipped: their
+  results are dropped, as torch drops gradients); an accumulation half way
+  (``backward_passes_per_step``) always raises.
 * A parameter that needed no gradient when the optimizer was made (a frozen
   backbone) is reduced, alone, from the step where it needs one (Horovod's
   never reduces it: each rank would train it apart).
@@ -67,7 +77,7 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import grad_buckets
+from hora.torch import grad_buckets, grad_scaler
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -154,6 +164,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._local = process_set is not None and not process_set.included()
         self._finish_queued = False  # this backward pass finishes its buckets at its end
         self._wait_in_backward = True  # (until a wait lasts BACKWARD_WAIT_S: _backward_done)
+        self._scaler_synchronized = False  # (GradScaler's unscale_ called synchronize())
+        # Gradients whose allreduce is in flight, as they were when it started:
+        # param -> (tensor, its _version then, name); see synchronize().
+        self._flight = {}
         self._hooked = not self._local and (basics.size() > 1 or os.environ.get("HORA_WORKER_ID"))
         if self._hooked:
             self._register_hooks()
@@ -253,6 +267,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 return
             if not self._finish_queued:
                 self._finish_queued = True
+                # (New gradients: a synchronize() before them, say of a step
+                # GradScaler skipped, is not theirs.)
+                self._synchronized = self._scaler_synchronized = False
                 Variable._execution_engine.queue_callback(self._backward_done)
             b = slot.bucket
             if b is not None:
@@ -292,7 +309,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if not callable(h) and not grad_buckets.done_by(h, deadline):  # (sparse: a closure)
                 late = h.name
                 break
-        if late is not None:
+        if late is None:
+            # Reduced in place and done: a change to these gradients from now
+            # on is the user's to make (a compressed one's result reaches
+            # p.grad only at synchronize(): still watched).
+            for slot, (h, ctx) in self._handles.items():
+                if ctx is None and not callable(h):
+                    self._flight.pop(slot.p, None)
+            for gi, (h, ctxs) in self._group_handles.items():
+                if all(c is None for c in ctxs):
+                    for p in self._groups[gi]:
+                        self._flight.pop(p, None)
+        else:
             self._wait_in_backward = False
             warnings.warn(
                 "DistributedOptimizer: rank %d waited %g s at the end of backward() for %r, "
@@ -303,12 +331,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 % (basics.rank(), BACKWARD_WAIT_S, late))
 
     def _all_started(self):
-        if any(b.handle is None for b in self._buckets):
-            return False
-        if len(self._group_handles) != len(self._groups):
-            return False
-        return all(s in self._handles for s in self._slots
+        """Whether every allreduce of a parameter that needs a gradient now
+        has started (one frozen since the optimizer was made does not count:
+        its allreduce starts at synchronize() on every rank that froze it)."""
+        for b in self._buckets:
+            if b.handle is None and any(m.p.requires_grad for m in b.slots):
+                return False
+        for gi, group in enumerate(self._groups):
+            if gi not in self._group_handles and any(p.requires_grad for p in group):
+                return False
+        return all(s in self._handles or not s.p.requires_grad for s in self._slots
                    if s.group is None and s.bucket is None)
+
+    def _watch(self, p, g, name):
+        """``p``'s gradient ``g`` goes into an allreduce now (see synchronize())."""
+        if not g.is_sparse:
+            self._flight[p] = (g, g._version, name)
 
     def _scale(self):
         if self.op == basics.Average:
@@ -329,6 +367,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _allreduce_grad_async(self, slot):
         grad, name = self._dense_grad(slot.p), slot.name
+        self._watch(slot.p, grad, name)
         if grad.is_sparse:
             return self._sparse_allreduce_async(grad, name), None
         if self._compression is Compression.none:
@@ -342,6 +381,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _grouped_allreduce_async(self, gi):
         grads = [self._dense_grad(p) for p in self._groups[gi]]
+        for p, g in zip(self._groups[gi], grads):
+            self._watch(p, g, self._names[p])
         if any(g.is_sparse for g in grads):
             raise ValueError("groups cannot hold parameters with sparse gradients unless "
                              "sparse_as_dense=True")
@@ -365,6 +406,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             return
         if self._frozen:
             self._take_thawed()
+        # A gradient changed in place while its allreduce was in flight (code
+        # between backward() and step() that did not call synchronize()
+        # first): the change would be overwritten by the result, or mixed
+        # into the sum, and the ranks train apart. Raised once every
+        # allreduce is done.
+        raced = [name for t, v, name in self._flight.values() if t._version != v]
+        self._flight.clear()
         for b in self._buckets:
             if b.handle is None:
                 self._start_bucket(b)
@@ -409,6 +457,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             for p, o, c in zip(self._groups[gi], outs, ctxs):
                 self._store(p, self._compression.decompress(o, c))
         self._reset()
+        if error is None and raced:
+            error = RuntimeError(
+                "DistributedOptimizer: the gradient%s of %s changed in place while %s allreduce "
+                "was in flight (GradScaler's unscale_ or clipping before step()?), so the "
+                "change is lost or mixed into the sum and the ranks would train apart; the "
+                "step is not taken. Call optimizer.synchronize() before changing gradients, "
+                "then optimizer.step() inside `with optimizer.skip_synchronize():`"
+                % ("s" if len(raced) > 1 else "", ", ".join(
+                    repr(n[n.startswith("allreduce.") * 10:]) for n in sorted(raced)[:5])
+                   + (" and %d more" % (len(raced) - 5) if len(raced) > 5 else ""),
+                   "their" if len(raced) > 1 else "its"))
         if error is not None:  # (not synchronized: the next step() reduces again)
             raise error
         self._synchronized = True
@@ -425,6 +484,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             p.grad.copy_(reduced)
 
     def _reset(self):
+        self._flight.clear()
         self._handles.clear()
         self._sparse_dims.clear()
         self._group_handles.clear()
@@ -454,12 +514,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         if self._should_synchronize:
-            if self._synchronized:
-                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
-                              "after optimizer.synchronize(); the gradients are reduced twice")
-            self.synchronize()
-        self._synchronized = False
+            if self._scaler_synchronized:
+                pass  # (GradScaler's unscale_ synchronized: hora/torch/grad_scaler.py)
+            else:
+                if self._synchronized:
+                    warnings.warn("optimizer.step() called without "
+                                  "optimizer.skip_synchronize() after optimizer.synchronize(); "
+                                  "the gradients are reduced twice")
+                self.synchronize()
+        self._synchronized = self._scaler_synchronized = False
         return super(self.__class__, self).step(closure)
+
+    def _hora_before_unscale(self):
+        """GradScaler is about to unscale this optimizer's gradients (or look
+        for infs in them): where a backward pass left some not yet reduced,
+        they are reduced first (hora/torch/grad_scaler.py)."""
+        if self._local or not self._pending():
+            return
+        self.synchronize()
+        self._scaler_synchronized = True
+
+    def _pending(self):
+        """Whether a backward pass since the last synchronize() left anything
+        to reduce (an allreduce started, or a gradient ready)."""
+        return bool(self._handles or self._group_handles or self._started_buckets
+                    or any(b.ready for b in self._buckets)
+                    or any(s.delay != self.backward_passes_per_step for s in self._slots))
 
     def _local_step(self, closure=None):
         """The wrapped optimizer's step, without any collective."""
@@ -467,15 +547,32 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none=None):
         passes = self.backward_passes_per_step
-        if (self._handles or self._group_handles or self._started_buckets
-                or any(b.ready for b in self._buckets)
-                or any(s.delay != passes for s in self._slots)):
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(); this is "
-                                 "prohibited as it races with the allreduces in flight")
+        if self._handles or self._group_handles or self._started_buckets or any(
+                b.ready for b in self._buckets) or any(s.delay != passes for s in self._slots):
+            # After a backward pass that started every allreduce, all done
+            # now: a step skipped on purpose (GradScaler found an inf in the
+            # reduced gradients, alike on every rank), whose results are
+            # dropped as torch drops gradients. Else Horovod's error: it
+            # would race with allreduces in flight, drop accumulated passes,
+            # or leave a rank's allreduce to meet another step's.
+            if not (self._all_started() and self._all_done()):
+                raise AssertionError("optimizer.zero_grad() was called after loss.backward() "
+                                     "but before optimizer.step() or optimizer.synchronize(); "
+                                     "this is prohibited as it races with the allreduces in "
+                                     "flight")
+            self._reset()
         # (None: torch's own default, as Horovod's zero_grad() takes it.)
         parent = super(self.__class__, self)
         return parent.zero_grad() if set_to_none is None else parent.zero_grad(set_to_none)
+
+    def _all_done(self):
+        """Whether every allreduce started this step has finished (a sparse
+        gradient's, which cannot be asked, counts as not)."""
+        handles = [h for h, _ in self._handles.values()] + \
+            [h for h, _ in self._group_handles.values()] + \
+            [b.handle for b in self._started_buckets
+             if b.handle is not grad_buckets.MEMBERS_ALONE and not b.done]
+        return all(not callable(h) and h.poll() for h in handles)
 
     def load_state_dict(self, *args, **kwargs):
         self._reset()
@@ -493,6 +590,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     Horovod's goes on: an ``op`` other than Average, Sum or Adasum, and a
     ``groups`` list holding a parameter that needs no gradient."""
     process_set_id(process_set)
+    grad_scaler.install()
     op = basics.check_op(op)
     if op not in (basics.Average, basics.Sum, basics.Adasum):
         raise ValueError("DistributedOptimizer supports op=Average, Sum or Adasum, got %s"
