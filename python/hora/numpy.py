@@ -53,7 +53,9 @@ _POOLED_BYTES = 64 << 10
 
 
 def _session():
-    return basics.session("hora.numpy.init()")
+    # (The TensorFlow, JAX and Keras modules call through here: the error
+    # names the init() of whichever module is in use.)
+    return basics.session()
 
 
 def call_name(name):

@@ -71,6 +71,25 @@ def test_pytree_grouped_allreduce_and_grad(mode):
 
 
 @pytest.mark.parametrize("mode", MODES)
+def test_grad_through_a_group_with_an_integer_member(mode):
+    # A token-weighted loss: the loss sums and the token counts (int32) in one
+    # group. The count's cotangent is JAX's float0: nothing to reduce (it was
+    # sent to the core, which refused it). d/dw_r of the sum over ranks of
+    # total / count = n * tokens_r / sum(tokens) (the cotangent summed).
+    r, n = hvd.rank(), hvd.size()
+    tokens = jnp.int32(3 + r)
+
+    def loss(w):
+        total, count = hj.grouped_allreduce((jnp.sum(w) * tokens, tokens), op=hj.Sum,
+                                            name="tokens.%s" % mode)
+        return total / count
+
+    g = _run(mode, jax.grad(loss), jnp.ones(2))
+    want = n * (3 + r) / sum(3 + q for q in range(n))
+    np.testing.assert_allclose(np.asarray(g), np.full(2, want), rtol=1e-6)
+
+
+@pytest.mark.parametrize("mode", MODES)
 def test_allgather_broadcast_alltoall_reducescatter(mode):
     r, n = hvd.rank(), hvd.size()
     x = value(r, (2, 3), torch.float32)

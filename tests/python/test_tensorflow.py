@@ -453,6 +453,22 @@ def test_tensorflow_state_in_a_tf1_session():
                 assert sess2.run(v).tolist() == [3.0, 4.0]
         with pytest.raises(ValueError, match="pass session="):
             state2.restore()
+    # Made inside a MonitoredTrainingSession, whose graph is finalized: no op
+    # is added (assignments go through the variables' initializers).
+    with tf.Graph().as_default():
+        v = tf.compat.v1.Variable([float(r), 5.0])
+        bump = v.assign_add([1.0, 1.0])
+        with tf.compat.v1.train.MonitoredTrainingSession() as mon:
+            state = elastic.TensorFlowState([v], session=mon)
+            state.restore()  # (nothing read yet: left as it is)
+            assert mon.run(v).tolist() == [float(r), 5.0]
+            state.sync()
+            assert mon.run(v).tolist() == [0.0, 5.0]
+            mon.run(bump)
+            state.commit()
+            mon.run(bump)
+            state.restore()
+            assert mon.run(v).tolist() == [1.0, 6.0]
 
 
 def test_horovods_tf1_names():

@@ -1,6 +1,7 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "elastic_driver.h"
 
+#include <tuple>
 #include <utility>
 
 #include "launch/elastic_place.h"
@@ -33,13 +34,22 @@ void ElasticDriver::Leaves(const std::string& id, ElasticPlanner::Clock::time_po
 }
 
 Status ElasticDriver::CountHostUpdates(bool added, bool removed) {
-  if (added) {
-    HORA_ASSIGN_OR_RETURN(hosts_added_, store_.Add(ElasticHostsAddedKey(job_), 1));
+  Status first;
+  for (const auto& [happened, key, count] :
+       {std::tuple{added, ElasticHostsAddedKey(job_), &hosts_added_},
+        std::tuple{removed, ElasticHostsRemovedKey(job_), &hosts_removed_}}) {
+    if (!happened) continue;
+    Result<int64_t> n = store_.Add(key, 1);
+    if (!n.ok()) {
+      // (It may have been counted all the same: the places say what the
+      // store holds, as the members will read it.)
+      if (Result<int64_t> now = store_.Add(key, 0); now.ok()) *count = *now;
+      if (first.ok()) first = n.status();
+      continue;
+    }
+    *count = *n;
   }
-  if (removed) {
-    HORA_ASSIGN_OR_RETURN(hosts_removed_, store_.Add(ElasticHostsRemovedKey(job_), 1));
-  }
-  return Status::Ok();
+  return first;
 }
 
 Status ElasticDriver::Answer(const std::string& id, int64_t arrival, const std::string& text) {

@@ -86,7 +86,17 @@ def _grouped_fwd(leaves, op, name, prescale, postscale, process_set, grouped):
 
 def _grouped_bwd(op, name, prescale, postscale, process_set, grouped, _res, cotangents):
     del name
-    return (_grouped(list(cotangents), op, None, prescale, postscale, process_set, grouped),)
+    cotangents = list(cotangents)
+    # An integer or bool input's cotangent is JAX's float0 (no values): it
+    # stays as it is, and only the others are reduced (alike on every rank:
+    # the same program gives the same dtypes).
+    real = [i for i, c in enumerate(cotangents) if c.dtype != jax.dtypes.float0]
+    if real:
+        reduced = _grouped([cotangents[i] for i in real], op, None, prescale, postscale,
+                           process_set, grouped)
+        for i, c in zip(real, reduced):
+            cotangents[i] = c
+    return (cotangents,)
 
 
 _grouped.defvjp(_grouped_fwd, _grouped_bwd)

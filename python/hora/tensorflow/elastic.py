@@ -42,7 +42,13 @@ class TensorFlowState(ObjectState):
     are read and assigned directly (``session`` is not used). In a
     ``tf.compat.v1`` graph they are read and assigned through ``session`` (by
     default the default session when each is done), and ``variables`` default
-    to the graph's global variables, as Horovod's."""
+    to the graph's global variables, as Horovod's. There the state adds no op
+    to the graph (it may be made inside a ``MonitoredTrainingSession``, whose
+    graph is finalized: it assigns through each variable's initializer, its
+    initial value fed) and reads the variables first at ``sync()`` or
+    ``commit()`` (the elastic ``run`` syncs first), once a session has
+    initialized them. Each read and assignment is a ``session.run``: a
+    ``MonitoredSession`` runs its hooks for it."""
 
     def __init__(self, variables=None, session=None, **kwargs):
         self._graph_mode = not tf.executing_eagerly()
@@ -53,17 +59,10 @@ class TensorFlowState(ObjectState):
                              "to keep (a TensorFlow 2 program has no global collection)")
         self.variables = list(variables)
         self.session = session
-        self._assign = None
-        if self._graph_mode and self.variables:
-            # (Built once, now: a graph a MonitoredSession finalizes takes no op later.)
-            with self.variables[0].graph.as_default():
-                holders = [tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape)
-                           for v in self.variables]
-                self._assign = (holders, tf.group(*[v.assign(h) for v, h in
-                                                    zip(self.variables, holders)]))
-        self._saved_variables = []
+        self._saved_variables = None  # (none read yet: restore() leaves the variables)
         super().__init__(bcast_object=hnp.broadcast_object, get_rank=basics.rank, **kwargs)
-        self._save_variables()
+        if not self._graph_mode:
+            self._save_variables()
 
     def _session(self):
         session = self.session or tf.compat.v1.get_default_session()
@@ -83,8 +82,12 @@ class TensorFlowState(ObjectState):
             for v, value in zip(self.variables, values):
                 v.assign(value)
         elif self.variables:
-            holders, op = self._assign
-            self._session().run(op, feed_dict=dict(zip(holders, values)))
+            # Each variable's initializer with the value fed for its initial
+            # value: an assignment that adds no op to the graph (a
+            # MonitoredSession's is finalized).
+            inits = [v.initializer for v in self.variables]
+            self._session().run(inits, feed_dict={i.inputs[1]: value
+                                                  for i, value in zip(inits, values)})
 
     def _save_variables(self):
         self._saved_variables = self._values()
@@ -94,7 +97,8 @@ class TensorFlowState(ObjectState):
         super().save()
 
     def restore(self):
-        self._assign_values(self._saved_variables)
+        if self._saved_variables is not None:
+            self._assign_values(self._saved_variables)
         super().restore()
 
     def sync(self):

@@ -219,9 +219,12 @@ def _allgather_list(tensors, name, process_set, grouped):
             rows = tf.stack([tf.shape(tf.reshape(x, [-1]) if x.shape.rank == 0 else x)[0]
                              for x in xs])
             sent = tf.cast(rows, tf.int64) if not grouped else tf.reshape(rows, [1, -1])
-            every = tf.reshape(allgather(sent, process_set=process_set),
-                               [_set_size(process_set), len(xs)])
-            offsets = tf.cast(tf.reduce_sum(every[:_set_rank(process_set)], axis=0), rows.dtype)
+            # (Sizes and ranks as the graph runs: a function traced before an
+            # elastic reset runs in the new world.)
+            every = tf.reshape(allgather(sent, process_set=process_set), [-1, len(xs)])
+            mine = _set_rank(process_set) if tf.executing_eagerly() else \
+                _value_now(lambda: _set_rank(process_set))
+            offsets = tf.cast(tf.reduce_sum(every[:mine], axis=0), rows.dtype)
             out = []
             for i, (g, x) in enumerate(zip(summed, xs)):
                 mine = g[offsets[i]:offsets[i] + rows[i]]
@@ -366,9 +369,11 @@ def _reducescatter_list(tensors, op, name, compression, prescale_factor, postsca
         def grad(*dys):
             # Horovod's: Sum's gradient is size() times the allgather of the
             # gradient, Average's the allgather itself; the scale factors apply.
-            scale = (_set_size(process_set) if op == Sum else 1.0) * prescale_factor * \
-                postscale_factor
+            scale = prescale_factor * postscale_factor
             gs = _allgather_list(list(dys), None, process_set, grouped)
+            if op == Sum:  # (the set's size as the graph runs)
+                n = set_size_now(process_set)
+                gs = [g * tf.cast(n, g.dtype) for g in gs]
             return [g * tf.cast(scale, g.dtype) if scale != 1.0 else g for g in gs]
 
         return ys, grad
