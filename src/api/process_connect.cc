@@ -14,6 +14,7 @@
 #include "api/settings_agreement.h"
 #include "common/cores.h"
 #include "launch/elastic_place.h"
+#include "launch/failure_report.h"
 #include "net/congestion.h"
 #include "net/socket.h"
 #include "store/tcp_store_client.h"
@@ -201,6 +202,11 @@ Result<ProcessWiring> ConnectProcess(const Config& config,
     w.store = std::make_shared<AbortableStore>(std::move(w.store),
                                                ElasticBrokenKey(job, place.generation));
   } else {
+    if (!config.job_id.empty()) {
+      // horarun's job: a rank that ends before every rank connected ends
+      // every wait for it, naming it (launch/failure_report.h).
+      w.store = std::make_shared<AbortableStore>(std::move(w.store), RankEndedKey(job));
+    }
     HORA_ASSIGN_OR_RETURN(int64_t session, AgreeOnSession(*w.store, job, l.rank, timeout));
     id = job + "-s" + std::to_string(session);
   }

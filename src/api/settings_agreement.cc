@@ -174,10 +174,14 @@ Status CompareSettings(Store& store, const std::string& prefix, int rank, int si
     Result<Bytes> theirs = store.Get(key + std::to_string(r), left);
     if (!theirs.ok()) {
       code = theirs.status().code();
-      failure = "rank " + std::to_string(r) +
-                " never gave the settings every rank must share (is it set up for another "
-                "transport, HORA_TRANSPORT=mpi, or backend?): " +
-                theirs.status().message();
+      // (Unavailable: the wait was ended, a rank's end named; else it timed
+      // out, and the likeliest cause is a rank set up otherwise.)
+      failure = code == StatusCode::kUnavailable
+                    ? theirs.status().message()
+                    : "rank " + std::to_string(r) +
+                          " never gave the settings every rank must share (is it set up for "
+                          "another transport, HORA_TRANSPORT=mpi, or backend?): " +
+                          theirs.status().message();
       break;
     }
     all[static_cast<size_t>(r)] = Decode(*theirs);

@@ -5,6 +5,8 @@ namespace hora {
 
 std::string FailureCountKey(const std::string& job) { return "hora/" + job + "/failures"; }
 
+std::string RankEndedKey(const std::string& job) { return "hora/" + job + "/rank_ended"; }
+
 std::string FailureKey(const std::string& job, int64_t n) {
   return "hora/" + job + "/failure/" + std::to_string(n);
 }

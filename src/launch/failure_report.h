@@ -23,6 +23,12 @@ struct FailureReport {
 std::string FailureCountKey(const std::string& job);
 std::string FailureKey(const std::string& job, int64_t n);
 
+// Set by horarun when a rank of a job that is not elastic ends (its value
+// says which and how: "rank 1 (pid 42 on host) exited with code 0"): a rank
+// still connecting stops waiting for it (api/abortable_store.h), where it
+// would wait for the start timeout and then blame the settings.
+std::string RankEndedKey(const std::string& job);
+
 std::string FormatFailure(const FailureReport& report);
 // nullopt for a value that is not one.
 std::optional<FailureReport> ParseFailure(const std::string& value);

@@ -38,3 +38,39 @@ def test_horarun_names_the_rank_that_raised_not_its_victim():
         assert res.returncode != 0, out
         said = [line for line in out.splitlines() if "failed first" in line]
         assert said == ["horarun: rank 1 failed first: ValueError: bad batch 7 on rank 1"], out
+
+
+EARLY_EXIT = r"""
+import os, sys, time
+if os.environ["HORA_RANK"] == "1":
+    sys.exit(0)  # (a rank that leaves before init(): a script's early return)
+import hora.numpy as hvd
+start = time.monotonic()
+try:
+    hvd.init()
+except hvd.HoraError as e:
+    print("init failed after %.1f s: %s" % (time.monotonic() - start, e))
+    sys.exit(3)
+"""
+
+
+def test_a_rank_that_exits_before_init_ends_the_others_wait():
+    # horarun tells the ranks still connecting (the job's store) that rank 1
+    # exited: they fail at once naming it, instead of waiting out the start
+    # timeout (120 s) and blaming its settings.
+    if hvd.rank() != 0:
+        return
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
+    env["PYTHONPATH"] = package_parent()
+    res = subprocess.run([horarun_path(), "-np", "3", sys.executable, "-c", EARLY_EXIT],
+                         env=env, capture_output=True, text=True, timeout=60)
+    out = res.stdout + res.stderr
+    assert res.returncode == 3, out
+    failed = [line for line in out.splitlines() if "init failed after" in line]
+    assert len(failed) == 2, out
+    for line in failed:
+        seconds = float(line.split("init failed after ")[1].split(" s")[0])
+        assert seconds < 30, line
+        assert "rank 1 (pid " in line and "exited with code 0, while this rank was " \
+            "connecting to it" in line, line

@@ -310,6 +310,14 @@ void Job::Died(Rank& r, int status) {
     }
     return;
   }
+  if (!termed_ && !rank_ended_told_ && store_ && !JobId().empty()) {
+    // (Ranks still connecting would wait for it: they stop, naming it.)
+    rank_ended_told_ = true;
+    const std::string why = "rank " + std::to_string(r.placement.rank) + " (pid " +
+                            std::to_string(r.pid) + " on " + r.placement.host + ") " +
+                            DescribeExit(status) + ", while this rank was connecting to it";
+    (void)store_->Set(RankEndedKey(JobId()), Bytes(why.begin(), why.end()));
+  }
   if (code != 0 && !termed_) {  // not one we stopped ourselves
     if (!stopping_) {
       // The rank that failed first by its own account: this one may only

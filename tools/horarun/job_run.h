@@ -155,6 +155,7 @@ class Job {
   // SIGTERM, and SIGKILL after the grace period (kill_at_). A signal to
   // horarun skips the first step.
   bool stopping_ = false, termed_ = false;
+  bool rank_ended_told_ = false;  // RankEndedKey set (launch/failure_report.h)
   Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
   // Elastic mode: the job's store (horarun's own server) and the driver
   // that places workers in generations; done_ once a worker ended with 0
