@@ -560,6 +560,44 @@ def test_a_traced_steps_scale_factors_follow_the_world(monkeypatch):
     assert step.experimental_get_tracing_count() == 1
 
 
+def test_allgather_and_reducescatter_gradients_read_the_world_as_they_run(monkeypatch):
+    # Traced once, run after the world seen from Python "changed": the
+    # allgather gradient's rows are this rank's as it runs, reducescatter's
+    # Sum gradient is scaled by the size as it runs.
+    from hora.tensorflow import mpi_ops
+    r, n = hvd.rank(), hvd.size()
+    x = tf.Variable(tf.fill([2], float(r + 1)))
+
+    @tf.function
+    def gather_grad():
+        with tf.GradientTape() as tape:
+            y = htf.allgather(x * 1.0, name="g.grad")
+            loss = tf.reduce_sum(y * tf.range(2 * n, dtype=tf.float32))
+        return tape.gradient(loss, x)
+
+    # d/dx_r: the Average over ranks of the gradient (range(2n)), rows 2r, 2r+1.
+    np.testing.assert_allclose(gather_grad().numpy(), [2.0 * r, 2.0 * r + 1])
+    other = (r + 1) % n
+    monkeypatch.setattr(mpi_ops, "_set_rank", lambda ps: other)
+    np.testing.assert_allclose(gather_grad().numpy(), [2.0 * other, 2.0 * other + 1])
+    monkeypatch.undo()
+    assert gather_grad.experimental_get_tracing_count() == 1
+
+    v = tf.Variable(tf.ones([2 * n]))
+
+    @tf.function
+    def scatter_grad():
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(htf.reducescatter(v * 1.0, op=htf.Sum, name="rs.grad"))
+        return tape.gradient(loss, v)
+
+    np.testing.assert_allclose(scatter_grad().numpy(), np.full(2 * n, float(n)))
+    real = mpi_ops.process_set_ranks
+    monkeypatch.setattr(mpi_ops, "process_set_ranks", lambda ps: list(real(ps)) + [-1] * 3)
+    np.testing.assert_allclose(scatter_grad().numpy(), np.full(2 * n, float(n + 3)))
+    assert scatter_grad.experimental_get_tracing_count() == 1
+
+
 def test_tape_outside_a_process_set_keeps_local_gradients():
     r = hvd.rank()
     ps = htf.add_process_set([0])
