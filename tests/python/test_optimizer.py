@@ -69,6 +69,18 @@ def _mine(t):
     return t[hvd.rank() * B:(hvd.rank() + 1) * B]
 
 
+def _reference_step(ref, ropt, x, y):
+    """One worker's step on the whole batch."""
+    ropt.zero_grad()
+    F.cross_entropy(ref(x), y).backward()
+    ropt.step()
+
+
+def _assert_same(dist, ref, step, tol=TOL):
+    for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, **tol, msg=lambda m: "step %d %s: %s" % (step, name, m))
+
+
 def _make_opt(kind, params, eps=1e-8):
     if kind == "adam":
         return torch.optim.Adam(params, lr=0.01, eps=eps)
@@ -451,11 +463,8 @@ def test_small_gradients_share_a_bucket(monkeypatch):
         # (The first step also gathers the bucket's layout digest: one more.)
         assert tensors == (3 if step == 0 else 2), tensors
         assert all(b.layout_agreed and b.layout_check is None for b in dopt._buckets)
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for p, q in zip(dist.parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL)
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
 
 
 @pytest.mark.parametrize("named", [True, False])
@@ -548,11 +557,8 @@ def test_a_bucket_whose_members_differ_in_shape_across_ranks_fails_every_rank(mo
         dopt.zero_grad()
         F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
         dopt.step()
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for p, q in zip(dist.parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL)
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
 
 
 @pytest.mark.bucketing_once
@@ -660,11 +666,8 @@ def test_a_gradient_replaced_before_the_step_gets_the_reduced_one():
         for p in dist.parameters():
             p.grad = p.grad * 2.0
         dopt.step()
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for p, q in zip(dist.parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL)
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
 
 
 def test_zero_grad_after_a_backward_is_refused_while_a_bucket_waits():
@@ -825,12 +828,8 @@ def test_gradscalers_step_without_synchronize_unscales_reduced_gradients():
             for p in dist.parameters():
                 p.grad.div_(1024.0)
             dopt.step()
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "step %d %s: %s"
-                                       % (step, name, m))
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
 
 
 @pytest.mark.bucketing_once
@@ -935,11 +934,8 @@ def test_zero_grad_after_a_backward_whose_allreduces_are_done_drops_them():
         dopt.zero_grad()
         F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
         dopt.step()
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for p, q in zip(dist.parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL)
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
 
 
 @pytest.mark.parametrize("case", ["unused", "fp16"])
@@ -1012,10 +1008,6 @@ def test_a_layer_unfrozen_after_the_optimizer_was_made_is_reduced(named):
         dopt.zero_grad()
         F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
         dopt.step()
-        ropt.zero_grad()
-        F.cross_entropy(ref(x), y).backward()
-        ropt.step()
-        for (name, p), q in zip(dist.named_parameters(), ref.parameters()):
-            torch.testing.assert_close(p, q, **TOL, msg=lambda m: "step %d %s: %s"
-                                       % (step, name, m))
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
     assert not dopt._frozen
