@@ -161,8 +161,14 @@ bool GetResponse(Reader& r, Response* out) {
 }  // namespace
 
 std::string UserName(const RequestMeta& m) {
-  if (!m.cacheable) return OpTypeName(m.op);  // (only generated names are not)
-  return std::string(OpTypeName(m.op)) + " '" + m.name + "'";
+  if (m.cacheable) return std::string(OpTypeName(m.op)) + " '" + m.name + "'";
+  // (Only generated names are not cacheable: "allreduce.noname.3", this
+  // rank's fourth unnamed allreduce, tells the user which call it is; a
+  // barrier's or a join's tells nothing.)
+  if (m.op == OpType::kBarrier || m.op == OpType::kJoin || m.name.empty()) {
+    return OpTypeName(m.op);
+  }
+  return std::string(OpTypeName(m.op)) + " '" + m.name + "' (unnamed)";
 }
 
 const char* OpTypeName(OpType op) {

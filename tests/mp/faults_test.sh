@@ -31,6 +31,20 @@ out=$(HORA_STALL_WARNING_S=1 timeout 60 "$horarun" -np 2 "$python" "$dir/cached.
 if [ $rc -eq 0 ] && grep -q "stall: allreduce 'x' has waited [0-9]* s for rank 1 (submitted by rank 0)" <<<"$out" &&
    [ "$(grep -c 'sum 2.0' <<<"$out")" -eq 2 ]; then ok; else bad "cached stall report (rc $rc)" "$out"; fi
 
+# 1b. The same for an unnamed call: the report names it by the name Hora
+# gave it (this rank's first unnamed allreduce), not by its kind alone.
+cat >"$dir/unnamed.py" <<'EOF'
+import time, numpy as np, hora.numpy as hvd
+hvd.init()
+if hvd.rank() == 1:
+    time.sleep(3)
+print("sum", hvd.allreduce(np.ones(4, np.float32), op=hvd.Sum)[0], flush=True)
+EOF
+out=$(HORA_STALL_WARNING_S=1 timeout 60 "$horarun" -np 2 "$python" "$dir/unnamed.py" 2>&1); rc=$?
+if [ $rc -eq 0 ] &&
+   grep -q "stall: allreduce 'allreduce.noname.0' (unnamed) has waited [0-9]* s for rank 1 (submitted by rank 0)" <<<"$out" &&
+   [ "$(grep -c 'sum 2.0' <<<"$out")" -eq 2 ]; then ok; else bad "unnamed stall report (rc $rc)" "$out"; fi
+
 # 2. Rank 0 is busy 5 s before its first collective (loading data): with
 # the defaults nothing times out; the wait is reported in the user's terms.
 cat >"$dir/busy.py" <<'EOF'
