@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import hora.torch as hvd
+import hora.torch.backward_end as backward_end
 import hora.torch.grad_buckets as grad_buckets
 import hora.torch.optimizer as hora_optimizer
 from helpers import run_alone
@@ -842,7 +843,7 @@ def test_a_backward_that_waits_for_a_bucket_another_rank_holds_back_stops(monkey
     import warnings
     monkeypatch.setattr(hora_optimizer, "_bucket_limit", lambda: 32 << 10)
     monkeypatch.setattr(grad_buckets, "BUCKET_CAPACITY", 100)
-    monkeypatch.setattr(hora_optimizer, "BACKWARD_WAIT_S", 0.5)
+    monkeypatch.setattr(backward_end, "BACKWARD_WAIT_S", 0.5)
     dist, ref = _layers(), _layers()
     dopt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
                                     named_parameters=dist.named_parameters())

@@ -6,8 +6,8 @@ bias or a norm's weight take. The optimizer copies every gradient of at most
 ``HORA_GRADIENT_BUCKET_BYTES`` (default 32 KiB; 0: none) into a bucket of up
 to 1 MiB and reduces each bucket with one allreduce once the last of its
 gradients is ready. Where a backward pass started every allreduce, the
-buckets' results are in the gradients when it returns (the optimizer's
-``_backward_done``); else at ``synchronize()``.
+buckets' results are in the gradients when it returns
+(:mod:`hora.torch.backward_end`); else at ``synchronize()``.
 
 A bucket's members are the gradients of one dtype and device, taken in the
 order of their names: every rank with the same parameters has the same
@@ -186,8 +186,8 @@ class BucketSteps:
                 name=b.name + ".layout", process_set=self._process_set)
 
     def _finish_started_buckets(self, deadline):
-        """At the end of a backward pass (see the optimizer's
-        ``_backward_done``): the buckets started have their results in the
+        """At the end of a backward pass (see
+        ``backward_end.BackwardEnd``): the buckets started have their results in the
         gradients (an error waits for synchronize()). Returns the name of one
         not finished by ``deadline`` (time.monotonic()), leaving it and the
         rest to synchronize(), or None."""

@@ -68,7 +68,6 @@ Contract:
 
 import contextlib
 import os
-import time
 import warnings
 
 import torch
@@ -77,14 +76,12 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import grad_buckets, grad_scaler
+from hora.torch import backward_end, grad_buckets, grad_scaler
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
 from hora.torch.optimizer_adasum import _DistributedAdasumOptimizer
 
-# The longest a backward pass waits at its end for its allreduces (_backward_done).
-BACKWARD_WAIT_S = 10.0
 
 
 class _Slot:
@@ -163,7 +160,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._local = process_set is not None and not process_set.included()
         self._finish_queued = False  # this backward pass finishes its buckets at its end
-        self._wait_in_backward = True  # (until a wait lasts BACKWARD_WAIT_S: _backward_done)
+        self._wait_in_backward = True  # (backward_end.BackwardEnd)
         self._scaler_synchronized = False  # (GradScaler's unscale_ called synchronize())
         # Gradients whose allreduce is in flight, as they were when it started:
         # param -> (tensor, its _version then, name); see synchronize().
@@ -286,72 +283,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     self._group_handles[gi] = self._grouped_allreduce_async(gi)
         return hook
 
-    def _backward_done(self):
-        """The end of a backward pass. Where it started every allreduce (every
-        parameter used; the last of ``backward_passes_per_step``), it waits
-        for them, so that code before ``step()`` (GradScaler's ``unscale_``,
-        clipping) reads reduced gradients. Else they finish at
-        ``synchronize()``, as Horovod's all do: another rank may have started
-        the allreduces this one did not and be waiting for this one's, which
-        start at its ``step()`` (unused gradients as zeros), so a wait here
-        would wait for good. Should a wait still last ``BACKWARD_WAIT_S`` (a
-        rank that used every parameter, another that did not and runs a
-        collective before its ``step()``), it stops, says so once, and this
-        optimizer's allreduces finish at ``synchronize()`` from then on."""
-        self._finish_queued = False
-        if not self._wait_in_backward or not self._all_started():
-            return
-        deadline = time.monotonic() + BACKWARD_WAIT_S
-        late = self._finish_started_buckets(deadline)
-        pending = [h for h, _ in self._handles.values()] + \
-            [h for h, _ in self._group_handles.values()]
-        # (The last started first: the engine mostly finishes them in order,
-        # so the others are then done, and a poll is cheaper than a wait.)
-        for h in reversed(pending) if late is None else []:
-            if callable(h) or h.poll():  # (sparse: a closure, not waited for here)
-                continue
-            if not grad_buckets.done_by(h, deadline):
-                late = h.name
-                break
-        if late is None:
-            # Reduced in place and done: a change to these gradients from now
-            # on is the user's to make (a compressed one's result reaches
-            # p.grad only at synchronize(): still watched).
-            for slot, (h, ctx) in self._handles.items():
-                if ctx is None and not callable(h):
-                    self._flight.pop(slot.p, None)
-            for gi, (h, ctxs) in self._group_handles.items():
-                if all(c is None for c in ctxs):
-                    for p in self._groups[gi]:
-                        self._flight.pop(p, None)
-        else:
-            self._wait_in_backward = False
-            warnings.warn(
-                "DistributedOptimizer: rank %d waited %g s at the end of backward() for %r, "
-                "which another rank has not started (a parameter it did not use, reduced at its "
-                "step()); from now on this optimizer's allreduces finish at step() or "
-                "synchronize(), as Horovod's do: code that reads gradients between backward() "
-                "and step() should call optimizer.synchronize() first"
-                % (basics.rank(), BACKWARD_WAIT_S, late))
-
-    def _all_started(self):
-        """Whether every allreduce of a parameter that needs a gradient now
-        has started (one frozen since the optimizer was made does not count:
-        its allreduce starts at synchronize() on every rank that froze it)."""
-        for b in self._buckets:
-            if b.handle is None and any(m.p.requires_grad for m in b.slots):
-                return False
-        for gi, group in enumerate(self._groups):
-            if gi not in self._group_handles and any(p.requires_grad for p in group):
-                return False
-        return all(s in self._handles or not s.p.requires_grad for s in self._slots
-                   if s.group is None and s.bucket is None)
-
-    def _watch(self, p, g, name):
-        """``p``'s gradient ``g`` goes into an allreduce now (see synchronize())."""
-        if not g.is_sparse:
-            self._flight[p] = (g, g._version, name)
-
     def _scale(self):
         if self.op == basics.Average:
             return 1.0 / self.gradient_predivide_factor, self.gradient_predivide_factor
@@ -462,16 +393,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._store(p, self._compression.decompress(o, c))
         self._reset()
         if error is None and raced:
-            error = RuntimeError(
-                "DistributedOptimizer: the gradient%s of %s changed in place while %s allreduce "
-                "was in flight (GradScaler's unscale_ or clipping before step()?), so the "
-                "change is lost or mixed into the sum and the ranks would train apart; the "
-                "step is not taken. Call optimizer.synchronize() before changing gradients, "
-                "then optimizer.step() inside `with optimizer.skip_synchronize():`"
-                % ("s" if len(raced) > 1 else "", ", ".join(
-                    repr(n[n.startswith("allreduce.") * 10:]) for n in sorted(raced)[:5])
-                   + (" and %d more" % (len(raced) - 5) if len(raced) > 5 else ""),
-                   "their" if len(raced) > 1 else "its"))
+            error = backward_end.changed_in_flight(raced)
         if error is not None:  # (not synchronized: the next step() reduces again)
             raise error
         self._synchronized = True
@@ -529,22 +451,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = self._scaler_synchronized = False
         return super(self.__class__, self).step(closure)
 
-    def _hora_before_unscale(self):
-        """GradScaler is about to unscale this optimizer's gradients (or look
-        for infs in them): where a backward pass left some not yet reduced,
-        they are reduced first (hora/torch/grad_scaler.py)."""
-        if self._local or not self._pending():
-            return
-        self.synchronize()
-        self._scaler_synchronized = True
-
-    def _pending(self):
-        """Whether a backward pass since the last synchronize() left anything
-        to reduce (an allreduce started, or a gradient ready)."""
-        return bool(self._handles or self._group_handles or self._started_buckets
-                    or any(b.ready for b in self._buckets)
-                    or any(s.delay != self.backward_passes_per_step for s in self._slots))
-
     def _local_step(self, closure=None):
         """The wrapped optimizer's step, without any collective."""
         return super(self.__class__, self).step(closure)
@@ -568,15 +474,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # (None: torch's own default, as Horovod's zero_grad() takes it.)
         parent = super(self.__class__, self)
         return parent.zero_grad() if set_to_none is None else parent.zero_grad(set_to_none)
-
-    def _all_done(self):
-        """Whether every allreduce started this step has finished (a sparse
-        gradient's, which cannot be asked, counts as not)."""
-        handles = [h for h, _ in self._handles.values()] + \
-            [h for h, _ in self._group_handles.values()] + \
-            [b.handle for b in self._started_buckets
-             if b.handle is not grad_buckets.MEMBERS_ALONE and not b.done]
-        return all(not callable(h) and h.poll() for h in handles)
 
     def load_state_dict(self, *args, **kwargs):
         self._reset()
@@ -615,7 +512,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         if groups is not None:
             raise ValueError("give groups or num_groups (deprecated), not both")
         groups = num_groups
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__, grad_buckets.BucketSteps),
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__, grad_buckets.BucketSteps,
+                                              backward_end.BackwardEnd),
                dict(_DistributedOptimizer.__dict__))
     return _with_defaults(cls(optimizer.param_groups, named_parameters, compression,
                               backward_passes_per_step, op, gradient_predivide_factor, groups,
