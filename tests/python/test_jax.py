@@ -70,6 +70,14 @@ def test_pytree_grouped_allreduce_and_grad(mode):
     np.testing.assert_allclose(g, np.full(4, sum(q + 1.0 for q in range(n))))
 
 
+def test_broadcast_parameters_inside_jit_is_refused_in_the_users_terms():
+    with pytest.raises(ValueError, match=r"broadcast_parameters: params\['w'\] is traced "
+                                         r"\(inside jax.jit"):
+        jax.jit(lambda p: hj.broadcast_parameters(p, 0))({"w": jnp.ones(2)})
+    got = hj.broadcast_parameters({"w": jnp.full(2, float(hvd.rank()))}, 0)
+    np.testing.assert_array_equal(got["w"], [0.0, 0.0])  # (and the job goes on)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_grad_through_a_group_with_an_integer_member(mode):
     # A token-weighted loss: the loss sums and the token counts (int32) in one

@@ -15,6 +15,14 @@ def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
     """Root's ``params`` (any pytree of arrays) on every rank: one broadcast per leaf,
     named by its path in the tree. Returns a new pytree (call it eagerly)."""
     paths, treedef = jax.tree_util.tree_flatten_with_path(params)
+    traced = [jax.tree_util.keystr(path) for path, leaf in paths
+              if isinstance(leaf, jax.core.Tracer)]
+    if traced:
+        # (Every rank runs the same function: every rank is told.)
+        raise basics.InvalidArgumentError(
+            "broadcast_parameters: %s is traced (inside jax.jit, grad or vmap): it sends "
+            "concrete arrays; call it outside the traced function, once before training"
+            % ("params" + traced[0] if traced[0] else "params"))
     out = []
     for path, leaf in paths:
         name = "broadcast_parameters" + jax.tree_util.keystr(path)
