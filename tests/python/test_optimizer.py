@@ -946,8 +946,11 @@ def test_a_gradient_changed_while_its_allreduce_is_in_flight_is_refused(case):
     # step()), or compression (the result reaches p.grad at synchronize()).
     # Unscaling by hand races with the allreduces in flight: step() raises on
     # every rank, naming the gradients, and takes no step; Horovod's pattern
-    # then works.
-    dist = _model()
+    # then works. (Where none had started, nothing raced: the step is one
+    # worker's.)
+    dist, ref = _model(), _model()
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    tol = dict(rtol=1e-3, atol=1e-3) if case == "fp16" else TOL
     unused = nn.Parameter(torch.ones(3, dtype=torch.float64))
     named = list(dist.named_parameters()) + ([("unused", unused)] if case == "unused" else [])
     dopt = hvd.DistributedOptimizer(
@@ -959,11 +962,14 @@ def test_a_gradient_changed_while_its_allreduce_is_in_flight_is_refused(case):
     for p in dist.parameters():
         p.grad.div_(1024.0)
     if case == "fp16" or dopt._handles or any(b.handle is not None for b in dopt._buckets):
-        with pytest.raises(RuntimeError, match="changed in place while"):
+        with pytest.raises(RuntimeError, match="rank %d: DistributedOptimizer: the gradients? "
+                                               "of .* changed in place while" % hvd.rank()):
             dopt.step()
         assert all(torch.equal(p, b) for p, b in zip(dist.parameters(), before))
     else:  # (every gradient in the one bucket, unused among them: none started)
         dopt.step()
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, 0)
     dopt.zero_grad()
     (F.cross_entropy(dist(_mine(x)), _mine(y)) * 1024.0).backward()
     dopt.synchronize()
@@ -971,6 +977,8 @@ def test_a_gradient_changed_while_its_allreduce_is_in_flight_is_refused(case):
         p.grad.div_(1024.0)
     with dopt.skip_synchronize():
         dopt.step()
+    _reference_step(ref, ropt, x, y)
+    _assert_same(dist, ref, 1, tol)
 
 
 def test_zero_grad_while_gradients_accumulate_is_refused():

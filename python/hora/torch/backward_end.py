@@ -28,12 +28,12 @@ def changed_in_flight(raced):
     """The error for gradients (their names, ``raced``) changed in place while
     their allreduces were in flight."""
     return RuntimeError(
-        "DistributedOptimizer: the gradient%s of %s changed in place while %s allreduce "
+        "rank %d: DistributedOptimizer: the gradient%s of %s changed in place while %s allreduce "
         "was in flight (clipping or scaling before step(), without synchronize()?), so the "
         "change is lost or mixed into the sum and the ranks would train apart; the "
         "step is not taken. Call optimizer.synchronize() before changing gradients, "
         "then optimizer.step() inside `with optimizer.skip_synchronize():`"
-        % ("s" if len(raced) > 1 else "", ", ".join(
+        % (basics.rank(), "s" if len(raced) > 1 else "", ", ".join(
             repr(n[n.startswith("allreduce.") * 10:]) for n in sorted(raced)[:5])
            + (" and %d more" % (len(raced) - 5) if len(raced) > 5 else ""),
            "their" if len(raced) > 1 else "its"))
