@@ -234,6 +234,28 @@ def test_reducescatter_outside_its_process_set_says_so():
         hj.remove_process_set(ps)
 
 
+def test_a_reset_drops_the_traces_of_the_old_world(monkeypatch):
+    # Inside jit an allgather's shape is fixed by the world it was traced in,
+    # and JAX keeps the trace: a step traced before an elastic reset would
+    # expect the old world's rows. The reset drops JAX's traces. Here the
+    # world seen from Python is 3 ranks larger while the step is traced; the
+    # reset's shutdown and init are left out (the world stays the same).
+    from hora.common import basics, elastic
+    from hora.jax import ops
+    r, n = hj.rank(), hj.size()
+    step = jax.jit(lambda x: hj.allgather(x * 2.0, name="reset.traces"))
+    x = jnp.full(2, float(r))
+    real = ops.process_set_ranks
+    monkeypatch.setattr(ops, "process_set_ranks", lambda ps: list(real(ps)) + [-1] * 3)
+    step.lower(x)  # (traced for n + 3 ranks)
+    monkeypatch.undo()
+    monkeypatch.setattr(basics, "shutdown", lambda: None)
+    monkeypatch.setattr(basics, "init", lambda settings=None: None)
+    elastic.reset_world()
+    monkeypatch.undo()
+    np.testing.assert_array_equal(step(x), np.repeat(2.0 * np.arange(n), 2))
+
+
 def test_uneven_rows_inside_jit_are_an_error_naming_the_collective():
     # Inside jit the result's shape is fixed from this rank's input; ranks
     # with different row counts (1 and 3 in turn: no rank's guess is right)

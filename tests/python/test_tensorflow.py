@@ -598,6 +598,35 @@ def test_allgather_and_reducescatter_gradients_read_the_world_as_they_run(monkey
     assert scatter_grad.experimental_get_tracing_count() == 1
 
 
+def test_an_even_alltoall_splits_for_the_world_as_it_runs(monkeypatch):
+    # alltoall without splits, traced while the world seen from Python is 3
+    # ranks larger, run in the real one: the even split is the real world's
+    # (a step traced before an elastic reset runs in the new world).
+    from hora.tensorflow import mpi_ops
+    r, n = hvd.rank(), hvd.size()
+    x = tf.Variable(tf.reshape(tf.range(2 * n, dtype=tf.float32) + 100.0 * r, [2 * n, 1]))
+
+    @tf.function
+    def exchange():
+        with tf.GradientTape() as tape:
+            y = htf.alltoall(x * 1.0, name="a2a.even.world")
+            loss = tf.reduce_sum(y * tf.reshape(tf.range(2 * n, dtype=tf.float32), [-1, 1]))
+        return y, tape.gradient(loss, x)
+
+    real = mpi_ops.process_set_ranks
+    monkeypatch.setattr(mpi_ops, "process_set_ranks", lambda ps: list(real(ps)) + [-1] * 3)
+    exchange.get_concrete_function()
+    monkeypatch.undo()
+    y, g = exchange()
+    assert exchange.experimental_get_tracing_count() == 1
+    # Rows 2r and 2r+1 of every rank q, in rank order.
+    want = [[100.0 * q + 2 * r + k] for q in range(n) for k in (0, 1)]
+    np.testing.assert_array_equal(y.numpy(), want)
+    # The gradient goes back: rank p weighted the rows it got from this rank
+    # (its rows 2r, 2r+1) by 2r and 2r+1, and this rank's rows 2p, 2p+1 came there.
+    np.testing.assert_array_equal(g.numpy(), [[2.0 * r + k] for _ in range(n) for k in (0, 1)])
+
+
 def test_tape_outside_a_process_set_keeps_local_gradients():
     r = hvd.rank()
     ps = htf.add_process_set([0])

@@ -289,13 +289,27 @@ def run_fn(func, reset):
     return wrapper
 
 
+# Functions called after each reset of the world (``after_reset``).
+_after_reset = []
+
+
+def after_reset(fn):
+    """Has ``reset_world`` call ``fn()`` (no arguments) once the new world is
+    formed, before the state is synced: hora.jax drops JAX's traces there,
+    whose shapes and sizes were the old world's."""
+    if fn not in _after_reset:
+        _after_reset.append(fn)
+
+
 def reset_world():
     """The reset of ``@hvd.elastic.run``: shutdown, then init with the
     settings init() was given (process sets are not carried over: their
-    ranks were the old world's)."""
+    ranks were the old world's), then the ``after_reset`` functions."""
     settings = basics.settings()
     basics.shutdown()
     basics.init(settings=settings)
+    for fn in list(_after_reset):
+        fn()
 
 
 def run(func):

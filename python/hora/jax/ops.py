@@ -9,8 +9,14 @@ import numpy as np
 from jax.experimental import io_callback
 
 import hora.numpy as hnp
-from hora.common import basics
+from hora.common import basics, elastic
 from hora.common.process_sets import global_process_set, process_set_ranks
+
+# A jitted function keeps its trace, whose shapes (an allgather's rows, a
+# reducescatter's slice) and sizes were the world's when it was traced: an
+# elastic reset drops every trace, so that steps are traced again in the
+# new world.
+elastic.after_reset(jax.clear_caches)
 
 
 def _array(x):

@@ -295,25 +295,36 @@ def alltoall(tensor, splits=None, name=None, ignore_name_scope=False,
     del ignore_name_scope
     name = _graph_name(name, "alltoall")
     tensor = tf.convert_to_tensor(tensor)
-    n = _set_size(process_set)
     even = splits is None
+    eager = tf.executing_eagerly()
     if even and tensor.shape.rank == 0:
         # (No rows to split: hora.numpy refuses it, on every rank.)
-        splits = np.zeros([n], np.int32)
-    elif even and tf.executing_eagerly() and tensor.shape.rank:
+        splits = np.zeros([_set_size(process_set)], np.int32)
+    elif even and eager and tensor.shape.rank:
         # (An eager tensor's shape is known: TF ops building the splits
         # took 0.2 ms, half the call.)
+        n = _set_size(process_set)
         splits = np.full([n], tensor.shape[0] // n, np.int32)
     elif even:
-        splits = tf.fill([n], tf.shape(tensor)[0] // n)
+        # In a graph, an even split of the set as the graph runs (a function
+        # traced before an elastic reset splits for the new world): made
+        # inside the call, from an empty placeholder.
+        splits = np.zeros([0], np.int32)
     if not isinstance(splits, np.ndarray):
         splits = tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    # (The received splits' length is the set's size: known when eager.)
+    recv_shape = tf.TensorShape([_set_size(process_set) if eager else None])
+
+    def on_arrays(arrays):
+        x, s = arrays
+        if even:
+            n = _set_size(process_set)
+            s = np.full([n], x.shape[0] // n if x.ndim else 0, np.int32)
+        return list(hnp.alltoall(x, s, name, process_set))
 
     def a2a(x):
         shape = tf.TensorShape([None]).concatenate(x.shape[1:])
-        y, recv = _call(lambda arrays: list(hnp.alltoall(arrays[0], arrays[1], name,
-                                                         process_set)),
-                        [x, splits], [x.dtype, tf.int32], [shape, tf.TensorShape([n])])
+        y, recv = _call(on_arrays, [x, splits], [x.dtype, tf.int32], [shape, recv_shape])
 
         def grad(dy, _unused=None):
             back, _ = alltoall(dy, splits=recv, process_set=process_set)
