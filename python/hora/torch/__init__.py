@@ -62,3 +62,6 @@ from hora.torch.handles import Handle  # noqa: F401
 from hora.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hora.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from hora.torch import elastic, mpi_ops  # noqa: F401,E402  (Horovod's module paths)
+from hora.torch import compiled_ops as _compiled_ops  # noqa: E402
+
+_compiled_ops.define()  # (the operators torch.compile records: hora.torch.compiled_ops)

@@ -31,6 +31,7 @@ from torch.autograd import Function
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import collective_ops as co
+from hora.torch import traced
 from hora.torch import reduce_ops as ro
 from hora.torch import tensor_util as tu
 from hora.torch.compression import Compression
@@ -57,6 +58,9 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     ``compression`` (e.g. ``Compression.fp16``) changes the dtype on the wire
     only. See :mod:`hora.torch.reduce_ops` for the common contract.
     """
+    if traced.compiling():  # (torch.compile records an operator)
+        return traced.allreduce(tensor, basics.check_op(op, average), name, compression,
+                              prescale_factor, postscale_factor, process_set)
     direct = None if compression is not Compression.none else ro.direct_op(
         tensor, average, name, op, process_set)
     if direct is not None:  # (one call into the core; its output from Hora's pool)
@@ -97,6 +101,9 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
         raise TypeError("grouped_allreduce: expected a list of tensors")
     if not tensors:
         return []
+    if traced.compiling():
+        return traced.grouped_allreduce(list(tensors), op, name, compression, prescale_factor,
+                                      postscale_factor, process_set)
     pairs = [compression.compress(t) for t in tensors]
     outs = _GroupedAllreduce.apply(name, op, prescale_factor, postscale_factor, process_set,
                                    *[c for c, _ in pairs])
@@ -149,6 +156,8 @@ def allgather(tensor, name=None, process_set=global_process_set):
 
     Dimension 0 may differ between ranks; the other dimensions and the dtype must agree.
     """
+    if traced.compiling():
+        return traced.allgather(tensor, name, process_set)
     cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
         out = basics.session().allgather_new(name or "", cap, sid)
@@ -216,6 +225,8 @@ class _Broadcast(Function):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """Returns root's ``tensor`` on every rank (a new tensor; ``tensor`` is not modified)."""
+    if traced.compiling():
+        return traced.broadcast(tensor, root_rank, name, process_set)
     cap, sid = _one_call(tensor, name, process_set)
     root = None if cap is None else co.valid_root(root_rank, process_set)
     if root is not None:  # (else the general path refuses it, on every rank)
@@ -249,6 +260,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     tensor; with ``splits`` given it returns ``(tensor, received_splits)``,
     ``received_splits`` an int32 tensor of the rows received from each rank.
     """
+    if traced.compiling():
+        return traced.alltoall(tensor, splits, name, process_set)
     cap, sid = _one_call(tensor, name, process_set)
     if cap is not None:
         try:
@@ -290,6 +303,9 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=None,
     slice of dimension 0: ``dim0 // size`` rows, the first ``dim0 % size`` ranks
     one more."""
     op = basics.check_op(op)
+    if traced.compiling():
+        return traced.reducescatter(tensor, op, name, compression, prescale_factor,
+                                  postscale_factor, process_set)
     cap, sid = (None, None) if compression is not Compression.none else _one_call(
         tensor, name, process_set)
     if cap is not None:

@@ -23,6 +23,7 @@ import torch
 from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id
+from hora.torch import traced
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
@@ -133,6 +134,8 @@ def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set
 
 def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     """Broadcasts root's ``tensor`` in place on every rank; returns ``tensor``."""
+    if traced.compiling():  # (torch.compile records an operator)
+        return traced.broadcast_(tensor, root_rank, name, process_set)
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 

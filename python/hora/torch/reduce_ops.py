@@ -35,6 +35,7 @@ from hora.common import basics
 from hora.common.exceptions import InvalidArgumentError, UnimplementedError
 from hora.common.process_sets import ProcessSet, global_process_set, process_set_id
 from hora.torch import collective_ops as co
+from hora.torch import traced
 from hora.torch import tensor_util as tu
 from hora.torch.handles import Handle, synchronize
 
@@ -181,6 +182,9 @@ def direct_capsule(tensor):
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces ``tensor`` in place across ranks and returns it."""
+    if traced.compiling():  # (torch.compile records an operator)
+        return traced.allreduce_(tensor, basics.check_op(op, average), name, prescale_factor,
+                               postscale_factor, process_set)
     direct = direct_op(tensor, average, name, op, process_set)
     if direct is not None:
         cap = direct_capsule(tensor)

@@ -1,0 +1,249 @@
+"""hora.torch's synchronous collectives as PyTorch operators, for torch.compile.
+
+While torch.compile traces a function (``torch.compiler.is_compiling()``),
+``allreduce``, ``allreduce_``, ``grouped_allreduce``, ``allgather``,
+``broadcast``, ``broadcast_``, ``alltoall`` and ``reducescatter`` record an
+operator of the "hora" library (``torch.ops.hora.allreduce`` and the others)
+in the graph instead of calling the core from Python, which Dynamo cannot
+trace (a graph break, and an error under ``fullgraph=True``). Each operator
+runs the eager function when the graph runs, so its numbers, names and errors
+are the eager call's. Its fake form gives the output's shape: an allgather's,
+alltoall's and reducescatter's first dimension is known only when it runs (a
+dynamic size in the graph). Its backward is the eager function's rule
+(:mod:`hora.torch.autograd_ops`), itself made of these operators.
+
+Eagerly nothing changes (the check costs about 0.1 us a call). It needs
+``torch.library.custom_op`` (torch 2.4 and later); with an older torch
+``AVAILABLE`` is False and torch.compile breaks the graph at a collective, as
+it does at the asynchronous calls (``*_async`` and their handles) and the
+grouped allgather and reducescatter, which are not operators.
+"""
+
+from typing import List, Optional, Tuple
+
+import torch
+
+from hora.common import basics
+from hora.common.process_sets import ProcessSet, global_process_set
+from hora.torch import autograd_ops as ao
+from hora.torch import collective_ops as co
+from hora.torch import reduce_ops as ro
+from hora.torch.handles import synchronize
+from hora.torch.traced import AVAILABLE
+
+
+def _set(sid):
+    """The process set of id ``sid`` (the operators take ids)."""
+    if sid == 0:
+        return global_process_set
+    sets = basics.session().process_sets()
+    if sid not in sets:
+        raise ValueError("process set %d was removed after the function was compiled" % sid)
+    ps = ProcessSet(sets[sid])
+    ps.process_set_id = sid
+    return ps
+
+
+def _new(out, tensor):
+    """``out``, or a copy where it shares ``tensor``'s memory (an operator's
+    output may not alias its input)."""
+    if out.numel() and out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
+        return out.clone()
+    return out
+
+
+def _dynamic_rows(tensor):
+    """``tensor``'s shape with dimension 0 known only when the graph runs (a
+    scalar's gathered rows too)."""
+    return (torch.library.get_ctx().new_dynamic_size(),) + tuple(tensor.shape[1:])
+
+
+def define():
+    """Defines the operators (eager bodies, fake forms, backward rules), once:
+    hora.torch's ``__init__`` calls it after its modules are loaded."""
+    if not AVAILABLE or hasattr(torch.ops.hora, "allreduce"):
+        return
+    from torch.library import custom_op
+
+    ops = torch.ops.hora
+
+    @custom_op("hora::allreduce", mutates_args=())
+    def allreduce_op(tensor: torch.Tensor, name: Optional[str], op: int, prescale: float,
+                     postscale: float, process_set: int) -> torch.Tensor:
+        return _new(ao.allreduce(tensor.detach(), name=name, op=op, prescale_factor=prescale,
+                                 postscale_factor=postscale, process_set=_set(process_set)),
+                    tensor)
+
+    allreduce_op.register_fake(lambda tensor, *rest: torch.empty_like(tensor))
+
+    def allreduce_setup(ctx, inputs, output):
+        ctx.args = inputs[2:]
+
+    def allreduce_backward(ctx, grad):
+        return (ops.allreduce(grad, None, *ctx.args),) + (None,) * 5
+
+    allreduce_op.register_autograd(allreduce_backward, setup_context=allreduce_setup)
+
+    @custom_op("hora::allreduce_", mutates_args=("tensor",))
+    def allreduce_inplace_op(tensor: torch.Tensor, name: Optional[str], op: int,
+                             prescale: float, postscale: float, process_set: int) -> None:
+        ro.allreduce_(tensor, name=name, op=op, prescale_factor=prescale,
+                      postscale_factor=postscale, process_set=_set(process_set))
+
+    allreduce_inplace_op.register_fake(lambda *args: None)
+
+    @custom_op("hora::grouped_allreduce", mutates_args=())
+    def grouped_allreduce_op(tensors: List[torch.Tensor], name: Optional[str], op: int,
+                             prescale: float, postscale: float,
+                             process_set: int) -> List[torch.Tensor]:
+        outs = ao.grouped_allreduce([t.detach() for t in tensors], name=name, op=op,
+                                    prescale_factor=prescale, postscale_factor=postscale,
+                                    process_set=_set(process_set))
+        return [_new(o, t) for o, t in zip(outs, tensors)]
+
+    grouped_allreduce_op.register_fake(
+        lambda tensors, *rest: [torch.empty_like(t) for t in tensors])
+
+    def grouped_backward(ctx, grads):
+        return (ops.grouped_allreduce(list(grads), None, *ctx.args),) + (None,) * 5
+
+    grouped_allreduce_op.register_autograd(grouped_backward, setup_context=allreduce_setup)
+
+    @custom_op("hora::allgather", mutates_args=())
+    def allgather_op(tensor: torch.Tensor, name: Optional[str],
+                     process_set: int) -> torch.Tensor:
+        return ao.allgather(tensor.detach(), name=name, process_set=_set(process_set))
+
+    allgather_op.register_fake(lambda tensor, *rest: tensor.new_empty(_dynamic_rows(tensor)))
+
+    @custom_op("hora::allgather_backward", mutates_args=())
+    def allgather_backward_op(grad: torch.Tensor, rows: int, scalar: bool,
+                              process_set: int) -> torch.Tensor:
+        # (allgather's rule: the Average allreduce, this rank's rows of it.)
+        ps = _set(process_set)
+        reduced = ao.allreduce(grad.detach(), op=basics.Average, process_set=ps)
+        every = ao.allgather(torch.tensor([rows], dtype=torch.int64), process_set=ps)
+        mine = reduced.narrow(0, int(every[:ps.rank()].sum()), rows).clone()
+        return mine.reshape(()) if scalar else mine
+
+    @allgather_backward_op.register_fake
+    def _(grad, rows, scalar, process_set):
+        return grad.new_empty(() if scalar else (rows,) + tuple(grad.shape[1:]))
+
+    def allgather_setup(ctx, inputs, output):
+        tensor, _, ctx.process_set = inputs
+        ctx.scalar = tensor.dim() == 0
+        ctx.rows = 1 if ctx.scalar else tensor.shape[0]
+
+    allgather_op.register_autograd(
+        lambda ctx, grad: (ops.allgather_backward(grad, ctx.rows, ctx.scalar, ctx.process_set),
+                           None, None),
+        setup_context=allgather_setup)
+
+    @custom_op("hora::broadcast", mutates_args=())
+    def broadcast_op(tensor: torch.Tensor, root_rank: int, name: Optional[str],
+                     process_set: int) -> torch.Tensor:
+        return _new(ao.broadcast(tensor.detach(), root_rank, name=name,
+                                 process_set=_set(process_set)), tensor)
+
+    broadcast_op.register_fake(lambda tensor, *rest: torch.empty_like(tensor))
+
+    @custom_op("hora::broadcast_backward", mutates_args=())
+    def broadcast_backward_op(grad: torch.Tensor, root_rank: int,
+                              process_set: int) -> torch.Tensor:
+        # (broadcast's rule: the Average allreduce on the root, zeros elsewhere.)
+        reduced = ao.allreduce(grad.detach(), op=basics.Average, process_set=_set(process_set))
+        return _new(reduced, grad) if basics.rank() == root_rank else torch.zeros_like(grad)
+
+    broadcast_backward_op.register_fake(lambda grad, *rest: torch.empty_like(grad))
+
+    def broadcast_setup(ctx, inputs, output):
+        _, ctx.root_rank, _, ctx.process_set = inputs
+
+    broadcast_op.register_autograd(
+        lambda ctx, grad: (ops.broadcast_backward(grad, ctx.root_rank, ctx.process_set),
+                           None, None, None),
+        setup_context=broadcast_setup)
+
+    @custom_op("hora::broadcast_", mutates_args=("tensor",))
+    def broadcast_inplace_op(tensor: torch.Tensor, root_rank: int, name: Optional[str],
+                             process_set: int) -> None:
+        co.broadcast_(tensor, root_rank, name=name, process_set=_set(process_set))
+
+    broadcast_inplace_op.register_fake(lambda *args: None)
+
+    @custom_op("hora::alltoall", mutates_args=())
+    def alltoall_op(tensor: torch.Tensor, splits: Optional[torch.Tensor], name: Optional[str],
+                    process_set: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        out, received = _alltoall_now(tensor.detach(), splits, name, process_set)
+        return _new(out, tensor), received
+
+    @alltoall_op.register_fake
+    def _(tensor, splits, name, process_set):
+        ctx = torch.library.get_ctx()
+        return (tensor.new_empty(_dynamic_rows(tensor)),
+                torch.empty((ctx.new_dynamic_size(),), dtype=torch.int32))
+
+    @custom_op("hora::alltoall_backward", mutates_args=())
+    def alltoall_backward_op(grad: torch.Tensor, received: torch.Tensor, rows: int,
+                             process_set: int) -> torch.Tensor:
+        # (alltoall's rule: the gradient travels back with the received splits.)
+        return _alltoall_now(grad.detach(), received, None, process_set)[0]
+
+    @alltoall_backward_op.register_fake
+    def _(grad, received, rows, process_set):
+        return grad.new_empty((rows,) + tuple(grad.shape[1:]))
+
+    def alltoall_setup(ctx, inputs, output):
+        ctx.rows, ctx.process_set = _rows(inputs[0]), inputs[3]
+        ctx.save_for_backward(output[1])
+        ctx.mark_non_differentiable(output[1])
+
+    def alltoall_backward(ctx, grad, _unused):
+        (received,) = ctx.saved_tensors
+        return (ops.alltoall_backward(grad, received, ctx.rows, ctx.process_set),
+                None, None, None)
+
+    alltoall_op.register_autograd(alltoall_backward, setup_context=alltoall_setup)
+
+    @custom_op("hora::reducescatter", mutates_args=())
+    def reducescatter_op(tensor: torch.Tensor, name: Optional[str], op: int, prescale: float,
+                         postscale: float, process_set: int) -> torch.Tensor:
+        return ao.reducescatter(tensor.detach(), name=name, op=op, prescale_factor=prescale,
+                                postscale_factor=postscale, process_set=_set(process_set))
+
+    reducescatter_op.register_fake(
+        lambda tensor, *rest: tensor.new_empty(_dynamic_rows(tensor)))
+
+    @custom_op("hora::reducescatter_backward", mutates_args=())
+    def reducescatter_backward_op(grad: torch.Tensor, rows: int, op: int, prescale: float,
+                                  postscale: float, process_set: int) -> torch.Tensor:
+        # (reducescatter's rule: the allgather, times the scale factors and,
+        # for Sum, the set's size.)
+        ps = _set(process_set)
+        scale = ao._reducescatter_grad_scale(op, prescale, postscale, ps)
+        g = ao.allgather(grad.detach(), process_set=ps)
+        return g * scale if scale != 1.0 else g
+
+    @reducescatter_backward_op.register_fake
+    def _(grad, rows, *rest):
+        return grad.new_empty((rows,) + tuple(grad.shape[1:]))
+
+    def reducescatter_setup(ctx, inputs, output):
+        ctx.args = (_rows(inputs[0]),) + tuple(inputs[2:])
+
+    reducescatter_op.register_autograd(
+        lambda ctx, grad: (ops.reducescatter_backward(grad, *ctx.args),) + (None,) * 5,
+        setup_context=reducescatter_setup)
+
+
+def _rows(tensor):
+    """``tensor``'s dimension 0 (0 for a scalar, which the eager call refuses)."""
+    return tensor.shape[0] if tensor.dim() else 0
+
+
+def _alltoall_now(tensor, splits, name, process_set):
+    """The eager alltoall's output and received splits (int32), with or
+    without ``splits``."""
+    out, received = synchronize(co.alltoall_async(tensor, splits, name, _set(process_set)))
+    return out, received.to(torch.int32)

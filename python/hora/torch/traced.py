@@ -1,0 +1,71 @@
+"""What hora.torch's synchronous collectives do while torch.compile traces
+them: record Hora's operators (:mod:`hora.torch.compiled_ops` defines them)
+instead of calling the core from Python, which Dynamo cannot trace.
+
+``compiling()`` is the public functions' check (about 0.1 us eagerly); the
+functions here take the arguments those functions already checked.
+"""
+
+import torch
+
+from hora.common.process_sets import process_set_id
+
+AVAILABLE = (hasattr(getattr(torch, "library", None), "custom_op")
+             and hasattr(getattr(torch, "compiler", None), "is_compiling"))
+
+
+if AVAILABLE:
+    # Whether torch.compile is tracing the caller: torch's own function
+    # (which Dynamo reads as True), not a wrapper: a call less, eagerly.
+    compiling = torch.compiler.is_compiling
+else:
+    def compiling():
+        """False: torch older than 2.4 has no operators for Dynamo to record."""
+        return False
+
+
+def allreduce(tensor, op, name, compression, prescale, postscale, process_set):
+    compressed, cctx = compression.compress(tensor)
+    out = torch.ops.hora.allreduce(compressed, name, op, float(prescale), float(postscale),
+                                   process_set_id(process_set))
+    return compression.decompress(out, cctx)
+
+
+def allreduce_(tensor, op, name, prescale, postscale, process_set):
+    torch.ops.hora.allreduce_(tensor, name, op, float(prescale), float(postscale),
+                              process_set_id(process_set))
+    return tensor
+
+
+def grouped_allreduce(tensors, op, name, compression, prescale, postscale, process_set):
+    pairs = [compression.compress(t) for t in tensors]
+    outs = torch.ops.hora.grouped_allreduce([c for c, _ in pairs], name, op, float(prescale),
+                                            float(postscale), process_set_id(process_set))
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
+
+
+def allgather(tensor, name, process_set):
+    return torch.ops.hora.allgather(tensor, name, process_set_id(process_set))
+
+
+def broadcast(tensor, root_rank, name, process_set):
+    return torch.ops.hora.broadcast(tensor, int(root_rank), name, process_set_id(process_set))
+
+
+def broadcast_(tensor, root_rank, name, process_set):
+    torch.ops.hora.broadcast_(tensor, int(root_rank), name, process_set_id(process_set))
+    return tensor
+
+
+def alltoall(tensor, splits, name, process_set):
+    if splits is not None and not isinstance(splits, torch.Tensor):
+        splits = torch.tensor(list(splits), dtype=torch.int32)
+    out, received = torch.ops.hora.alltoall(tensor, splits, name, process_set_id(process_set))
+    return out if splits is None else (out, received)
+
+
+def reducescatter(tensor, op, name, compression, prescale, postscale, process_set):
+    compressed, cctx = compression.compress(tensor)
+    out = torch.ops.hora.reducescatter(compressed, name, op, float(prescale), float(postscale),
+                                       process_set_id(process_set))
+    return compression.decompress(out, cctx)

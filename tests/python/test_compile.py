@@ -1,0 +1,147 @@
+"""torch.compile over hora.torch's collectives (hora.torch.compiled_ops).
+
+With fullgraph=True (an error at any graph break), the collectives must be
+recorded as Hora's operators, give the references' values, carry the eager
+rules' gradients, and raise Hora's errors. Needs torch >= 2.4
+(torch.library.custom_op): skipped on Debian's torch 1.13, which has no
+torch.compile.
+"""
+
+import pytest
+import torch
+
+import hora.torch as hvd
+from hora.torch import compiled_ops
+from helpers import all_values, reduce_reference, rows_of, value
+
+pytestmark = pytest.mark.skipif(not compiled_ops.AVAILABLE,
+                                reason="torch.compile's operators need torch >= 2.4")
+
+
+def _recording(seen):
+    """A torch.compile backend that notes the graph's operators, then runs it."""
+    def backend(gm, example_inputs):
+        seen.update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+    return backend
+
+
+def test_collectives_in_one_graph_equal_the_references():
+    r, n = hvd.rank(), hvd.size()
+    seen = set()
+
+    def step(x, rows, uneven, tail):
+        s = hvd.allreduce(x, op=hvd.Sum, name="c.sum")
+        a = hvd.allreduce(x, name="c.avg", prescale_factor=2.0, postscale_factor=0.5)
+        m = hvd.allreduce(x, op=hvd.Min, name="c.min")
+        g = hvd.allgather(rows, name="c.gather")
+        b = hvd.broadcast(x, root_rank=n - 1, name="c.bcast")
+        even = hvd.alltoall(tail[:2 * n], name="c.a2a.even")
+        got, received = hvd.alltoall(uneven, splits=[1] * n, name="c.a2a.splits")
+        scattered = hvd.reducescatter(tail, op=hvd.Sum, name="c.rs")
+        grouped = hvd.grouped_allreduce([x, x * 2], op=hvd.Sum, name="c.group")
+        inplace = hvd.allreduce_(x.clone(), op=hvd.Max, name="c.max_")
+        rooted = hvd.broadcast_(x.clone(), root_rank=0, name="c.bcast_")
+        return s, a, m, g, b, even, got, received, scattered, grouped, inplace, rooted
+
+    x = value(r, [5], torch.float32)
+    rows = value(r, [rows_of(r), 3], torch.float32, seed=1)
+    uneven = value(r, [n, 2], torch.float32, seed=2)
+    tail = value(r, [2 * n + 1, 2], torch.float32, seed=3)
+    compiled = torch.compile(step, fullgraph=True, backend=_recording(seen))
+    s, a, m, g, b, even, got, received, scattered, grouped, inplace, rooted = compiled(
+        x, rows, uneven, tail)
+
+    xs = all_values([5], torch.float32)
+    torch.testing.assert_close(s, reduce_reference(xs, hvd.Sum, torch.float32))
+    torch.testing.assert_close(a, sum(xs) / n)
+    torch.testing.assert_close(m, torch.stack(xs).min(0).values)
+    torch.testing.assert_close(g, torch.cat([value(q, [rows_of(q), 3], torch.float32, seed=1)
+                                            for q in range(n)]))
+    torch.testing.assert_close(b, xs[n - 1])
+    tails = [value(q, [2 * n + 1, 2], torch.float32, seed=3) for q in range(n)]
+    # An even split of 2n rows: 2 to each rank.
+    torch.testing.assert_close(even, torch.cat([t[2 * r:2 * r + 2] for t in tails]))
+    torch.testing.assert_close(got, torch.stack([value(q, [n, 2], torch.float32, seed=2)[r]
+                                                 for q in range(n)]))
+    assert received.tolist() == [1] * n and received.dtype == torch.int32
+    # This rank's slice of the sum: 2n+1 rows, rank 0 one more.
+    start = 2 * r + min(r, 1)
+    torch.testing.assert_close(scattered, sum(tails)[start:start + 2 + (r < 1)])
+    torch.testing.assert_close(grouped[0], sum(xs))
+    torch.testing.assert_close(grouped[1], 2 * sum(xs))
+    torch.testing.assert_close(inplace, torch.stack(xs).max(0).values)
+    torch.testing.assert_close(rooted, xs[0])
+    recorded = {t.split(".")[1] for t in seen if t.startswith("hora.")}
+    assert recorded == {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
+                        "grouped_allreduce", "allreduce_", "broadcast_"}, seen
+
+
+def test_gradients_through_a_compiled_function_equal_the_eager_ones():
+    # The eager rules (Horovod's) are checked against references in
+    # test_autograd.py; compiled, the same rules run as operators.
+    r, n = hvd.rank(), hvd.size()
+
+    def loss(w, x):
+        y = hvd.allreduce(x * w, op=hvd.Sum, name="g.sum")
+        g = hvd.allgather(w[: r + 1] * x[: r + 1], name="g.gather")
+        b = hvd.broadcast(w * 3, root_rank=n - 1, name="g.bcast")
+        a = hvd.alltoall(torch.cat([w, w]).reshape(2 * n, -1) * (r + 1), name="g.a2a")
+        s = hvd.reducescatter(torch.cat([w, w, w]) * x.sum(), op=hvd.Sum, name="g.rs")
+        grouped = hvd.grouped_allreduce([w * 2, w * x], name="g.group")
+        weights = torch.arange(1.0, g.shape[0] + 1)
+        return ((y * y).sum() + (g * weights).sum() + b.sum() + (a * a).sum() + s.sum()
+                + (grouped[0] * grouped[1]).sum())
+
+    x = value(r, [2 * n], torch.float32, seed=4)
+    grads = []
+    for fn in (loss, torch.compile(loss, fullgraph=True, backend="aot_eager")):
+        w = (value(r, [2 * n], torch.float32, seed=5) / 4).requires_grad_()
+        out = fn(w, x)
+        out.backward()
+        grads.append((out.detach(), w.grad))
+    torch.testing.assert_close(grads[1][0], grads[0][0])
+    torch.testing.assert_close(grads[1][1], grads[0][1])
+    assert grads[0][1].abs().sum() > 0
+
+
+def test_an_error_inside_a_compiled_function_is_horas_and_the_job_goes_on():
+    r = hvd.rank()
+    f = torch.compile(lambda t: hvd.allreduce(t, name="c.bad") * 2, fullgraph=True,
+                      backend="aot_eager")
+    with pytest.raises(hvd.MismatchError, match=r"allreduce 'c.bad'.*float32\[3\]"):
+        f(torch.ones(3 + r))
+    torch.testing.assert_close(f(torch.ones(3)), torch.full((3,), 2.0))
+
+
+def test_a_process_set_inside_a_compiled_function():
+    r, n = hvd.rank(), hvd.size()
+    members = [0, n - 1] if n > 2 else [1]  # (not every rank: that is the global set)
+    ps = hvd.add_process_set(members)
+    try:
+        if ps.included():
+            f = torch.compile(lambda t: hvd.allreduce(t, op=hvd.Sum, process_set=ps,
+                                                      name="c.set"),
+                              fullgraph=True, backend="aot_eager")
+            want = reduce_reference([value(q, [4], torch.float32) for q in members], hvd.Sum,
+                                    torch.float32)
+            torch.testing.assert_close(f(value(r, [4], torch.float32)), want)
+    finally:
+        hvd.remove_process_set(ps)
+
+
+def test_inductor_compiles_a_step_with_collectives():
+    # The default backend (Inductor: the operators as extern kernels around
+    # generated code), a dimension 0 known only as the graph runs included.
+    r, n = hvd.rank(), hvd.size()
+
+    def step(x):
+        total = hvd.allreduce(x.sin(), op=hvd.Sum, name="i.sum")
+        every = hvd.allgather(x[: r + 1].cos(), name="i.gather")
+        return total * 2, every.reshape(-1, 1).mean(0)
+
+    x = value(r, [n + 1], torch.float32)
+    total, mean = torch.compile(step, fullgraph=True)(x)
+    torch.testing.assert_close(total, 2 * sum(v.sin() for v in all_values([n + 1], torch.float32)))
+    rows = torch.cat([value(q, [n + 1], torch.float32)[: q + 1].cos() for q in range(n)])
+    torch.testing.assert_close(mean, rows.mean().reshape(1))
