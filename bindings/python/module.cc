@@ -381,14 +381,15 @@ PYBIND11_MODULE(_core, m) {
       .def("shutdown", &PySession::Shutdown)
       .def(
           "report_failure",
-          [](PySession& s, const std::string& what) {
+          [](PySession& s, const std::string& what, bool caused_by_peer) {
             std::shared_ptr<Session> session = s.Share();  // (with the GIL)
             py::gil_scoped_release release;
-            session->ReportFailure(what);
+            session->ReportFailure(what, caused_by_peer);
             session.reset();  // (without the GIL: it may be the last owner)
           },
-          a("what"),
-          "Tells horarun this rank is failing (an exception's last line) before it tears down.")
+          a("what"), py::arg("caused_by_peer") = false,
+          "Tells horarun this rank is failing (an exception's last line) before it tears down; "
+          "caused_by_peer: because a peer was lost or ended.")
       .def("start_timeline",
            [](PySession& s, const std::string& path) { ThrowIfError(s.Get().StartTimeline(path)); })
       .def("stop_timeline", [](PySession& s) { ThrowIfError(s.Get().StopTimeline()); })

@@ -94,7 +94,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
   HorovodSettings horovod;
   if (options.read_environment) horovod = ReadHorovodSettings(ReadWholeEnvironment(), env);
   for (const auto& [k, v] : horovod.hora) env.emplace(k, v);
-  HORA_ASSIGN_OR_RETURN(Config config, ConfigFromEnv(env));
+  Result<Config> read = ConfigFromEnv(env);
+  if (!read.ok()) return InHorovodsNames(read.status(), horovod);
+  Config config = std::move(*read);
   HORA_ASSIGN_OR_RETURN(Selector selector, Selector::Create(config));
   HORA_ASSIGN_OR_RETURN(GpuRouting gpu_routing, GpuRouting::FromConfig(config));
 
@@ -241,7 +243,13 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                     impl->transport->name());
   auto session = std::unique_ptr<Session>(new Session(std::move(impl)));
   if (!session->impl_->config.timeline.empty()) {
-    HORA_RETURN_IF_ERROR(session->StartTimeline(session->impl_->config.timeline));
+    const Status timeline = session->StartTimeline(session->impl_->config.timeline);
+    if (!timeline.ok()) {
+      // The others, connected, fail as this Session ends ("rank 0 shut its
+      // Session down"): horarun names this rank's own failure first.
+      session->ReportFailure(timeline.ToString());
+      return timeline;
+    }
   }
   if (session->rank() == 0) {  // (once per job: every rank reads the same environment)
     std::string taken;

@@ -8,10 +8,10 @@
 
 namespace hora {
 
-void Session::ReportFailure(const std::string& what) {
+void Session::ReportFailure(const std::string& what, bool caused_by_peer) {
   const Config& c = impl_->config;
   if (c.job_id.empty() || impl_->store == nullptr || impl_->fork_witness.InChild()) return;
-  FailureReport report{"rank " + std::to_string(rank()), what};
+  FailureReport report{"rank " + std::to_string(rank()), what, caused_by_peer};
   if (!c.worker_id.empty()) report.who = "worker " + c.worker_id + " (" + report.who + ")";
   const Result<int64_t> n = impl_->store->Add(FailureCountKey(c.job_id), 1);
   if (!n.ok()) return;  // (horarun gone: nobody to tell)

@@ -179,8 +179,9 @@ Status CompareSettings(Store& store, const std::string& prefix, int rank, int si
       failure = code == StatusCode::kUnavailable
                     ? theirs.status().message()
                     : "rank " + std::to_string(r) +
-                          " never gave the settings every rank must share (is it set up for "
-                          "another transport, HORA_TRANSPORT=mpi, or backend?): " +
+                          " never came to compare the settings every rank must share (was it "
+                          "started, and can it reach the store? is it set up for another "
+                          "transport, HORA_TRANSPORT=mpi, or backend?): " +
                           theirs.status().message();
       break;
     }

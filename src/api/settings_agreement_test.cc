@@ -181,8 +181,8 @@ TEST(SettingsAgreement, ARankThatNeverComesFailsEveryRankThatDid) {
   t1.join();
   ASSERT_FALSE(zero.ok());
   ASSERT_FALSE(one.ok());
-  EXPECT_NE(zero.message().find("rank 2 never gave"), std::string::npos) << zero.message();
-  EXPECT_NE(one.message().find("rank 2 never gave"), std::string::npos) << one.message();
+  EXPECT_NE(zero.message().find("rank 2 never came"), std::string::npos) << zero.message();
+  EXPECT_NE(one.message().find("rank 2 never came"), std::string::npos) << one.message();
   // (A world that never formed, which a new one mends: not a disagreement.)
   EXPECT_EQ(zero.code(), StatusCode::kTimeout) << zero.ToString();
   EXPECT_EQ(one.code(), StatusCode::kTimeout) << one.ToString();

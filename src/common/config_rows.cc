@@ -132,8 +132,10 @@ const std::vector<SettingRow>& Rows() {
             "one "
             "waits for it); looks that find nothing to do come further apart, up to 16 times this; "
             "submitted work wakes it at once, or, where threads waiting on handles run the cycles, "
-            "after this long (the first time, at its next look)"},
-       .as_double = &Config::cycle_time_ms},
+            "after this long (the first time, at its next look); 0, Horovod's value for no wait, "
+            "is taken as the shortest, 0.1"},
+       .as_double = &Config::cycle_time_ms,
+       .zero_ok = true},
       {.spec = {"HORA_WAIT_SPIN_US", SettingType::kDouble, "50",
                 "How long a waiting thread polls before it sleeps, in microseconds (handles, the "
                 "engine's "

@@ -67,6 +67,21 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
                      [&](const char* l) { return name == l; }) != std::end(kLayout)) {
       continue;
     }
+    // The other HOROVOD_* variable of the same HORA_* setting that gave it
+    // `value` (horarun took HOROVOD_STALL_CHECK_DISABLE=1 as
+    // HORA_STALL_WARNING_S=0 before this rank started), or "".
+    auto set_by = [&](const Alias& mine, const std::string& value) -> std::string {
+      for (const Alias& other : kAliases) {
+        if (std::string(other.hora) != mine.hora || std::string(other.horovod) == mine.horovod) {
+          continue;
+        }
+        const auto it = env.find(other.horovod);
+        if (it != env.end() && other.translate(it->second) == value) {
+          return std::string(other.horovod) + "=" + it->second;
+        }
+      }
+      return "";
+    };
     bool known = false, said_nothing = false;
     for (const Alias& a : kAliases) {  // (a Horovod name may set several)
       if (name != a.horovod) continue;
@@ -77,17 +92,23 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       if (set != hora.end() && !translated.empty() && set->second == translated) {
         // Already translated (horarun does so before it starts the ranks).
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+        out.from.emplace(alias->hora, name);
       } else if (set != hora.end()) {
-        out.ignored.push_back(name + "=" + value + " is ignored: " + alias->hora + " is set");
+        const std::string by = set_by(*alias, set->second);
+        out.ignored.push_back(name + "=" + value + " is ignored: " +
+                              (by.empty() ? std::string(alias->hora) + " is set"
+                                          : by + " set " + alias->hora + "=" + set->second));
       } else if (translated.empty()) {
         if (!said_nothing) out.taken.push_back(name + "=" + value + " needs nothing in Hora");
         said_nothing = true;
       } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
         out.hora[alias->hora] = translated;
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
+        out.from[alias->hora] = name;
       } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
-        out.ignored.push_back(name + "=" + value + " is ignored: another HOROVOD_ variable set " +
-                              alias->hora + "=" + first->second);
+        const std::string& winner = out.from[alias->hora];
+        out.ignored.push_back(name + "=" + value + " is ignored: " + winner + "=" + env.at(winner) +
+                              " set " + alias->hora + "=" + first->second);
       }
     }
     if (!known) {
@@ -97,6 +118,19 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
     }
   }
   return out;
+}
+
+Status InHorovodsNames(const Status& st, const HorovodSettings& horovod) {
+  if (st.ok()) return st;
+  for (const auto& [hora, name] : horovod.from) {
+    const std::string& m = st.message();
+    if (m.rfind(hora + "='", 0) != 0) continue;
+    const size_t end = m.find('\'', hora.size() + 2);
+    if (end == std::string::npos) continue;
+    return Status(st.code(), name + m.substr(hora.size(), end + 1 - hora.size()) + " (taken as " +
+                                 hora + ")" + m.substr(end + 1));
+  }
+  return st;
 }
 
 }  // namespace hora

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "hora/status.h"
+
 namespace hora {
 
 struct HorovodSettings {
@@ -21,6 +23,9 @@ struct HorovodSettings {
   std::vector<std::string> taken;
   // What was not, each a warning: "HOROVOD_AUTOTUNE is ignored: ...".
   std::vector<std::string> ignored;
+  // HORA_* name -> the HOROVOD_* variable it was taken from (also where
+  // horarun took it before the rank started), for errors in the user's names.
+  std::map<std::string, std::string> from;
 };
 
 // From `env` (any variables: those named HOROVOD_* are read); `hora` holds
@@ -28,5 +33,11 @@ struct HorovodSettings {
 // with a notice).
 HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& env,
                                     const std::map<std::string, std::string>& hora);
+
+// `st` (a settings error), naming the HOROVOD_* variable a HORA_* setting
+// it names was taken from: "HOROVOD_CYCLE_TIME='x' (taken as
+// HORA_CYCLE_TIME_MS) is invalid: ..." for "HORA_CYCLE_TIME_MS='x' is
+// invalid: ...".
+Status InHorovodsNames(const Status& st, const HorovodSettings& horovod);
 
 }  // namespace hora

@@ -72,8 +72,17 @@ TEST(HorovodEnv, StallCheckDisableTurnsTheReportAndTheShutdownOff) {
   EXPECT_EQ(h.hora.at("HORA_STALL_SHUTDOWN_S"), "0");
   EXPECT_TRUE(Taken(h, "HOROVOD_STALL_CHECK_DISABLE=1 is taken as HORA_STALL_SHUTDOWN_S=0"));
   EXPECT_TRUE(Ignored(h,
-                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 is ignored: another HOROVOD_ "
-                      "variable set HORA_STALL_SHUTDOWN_S=0"));
+                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS=5 is ignored: "
+                      "HOROVOD_STALL_CHECK_DISABLE=1 set HORA_STALL_SHUTDOWN_S=0"));
+  // In a rank horarun started (it took them before): the same words, not
+  // "HORA_STALL_SHUTDOWN_S is set", which the user never set.
+  h = ReadHorovodSettings(
+      {{"HOROVOD_STALL_CHECK_DISABLE", "1"}, {"HOROVOD_STALL_CHECK_TIME_SECONDS", "33"}},
+      {{"HORA_STALL_WARNING_S", "0"}, {"HORA_STALL_SHUTDOWN_S", "0"}});
+  EXPECT_TRUE(Ignored(h,
+                      "HOROVOD_STALL_CHECK_TIME_SECONDS=33 is ignored: "
+                      "HOROVOD_STALL_CHECK_DISABLE=1 set HORA_STALL_WARNING_S=0"))
+      << h.ignored.size();
   h = ReadHorovodSettings({{"HOROVOD_STALL_CHECK_DISABLE", "0"}}, {});
   EXPECT_TRUE(h.hora.empty());
   EXPECT_EQ(h.taken,
@@ -87,9 +96,31 @@ TEST(HorovodEnv, TheSecondNameOfOneSettingIsSaidIgnored) {
       {{"HOROVOD_STALL_CHECK_DISABLE", "1"}, {"HOROVOD_STALL_CHECK_TIME_SECONDS", "30"}}, {});
   EXPECT_EQ(h.hora.at("HORA_STALL_WARNING_S"), "0");
   EXPECT_TRUE(Ignored(h,
-                      "HOROVOD_STALL_CHECK_TIME_SECONDS=30 is ignored: another HOROVOD_ variable "
-                      "set HORA_STALL_WARNING_S=0"));
+                      "HOROVOD_STALL_CHECK_TIME_SECONDS=30 is ignored: "
+                      "HOROVOD_STALL_CHECK_DISABLE=1 set HORA_STALL_WARNING_S=0"));
   EXPECT_EQ(h.ignored.size(), 1u);
+}
+
+// A value that does not parse is named by the variable the user set.
+TEST(HorovodEnv, ABadValueIsNamedByTheHorovodVariable) {
+  for (const bool horarun_took_it : {false, true}) {
+    std::map<std::string, std::string> hora;
+    if (horarun_took_it) hora["HORA_FUSION_THRESHOLD_BYTES"] = "abc";
+    const HorovodSettings h = ReadHorovodSettings({{"HOROVOD_FUSION_THRESHOLD", "abc"}}, hora);
+    for (const auto& [k, v] : h.hora) hora.emplace(k, v);
+    const Result<Config> config = ConfigFromEnv(hora);
+    ASSERT_FALSE(config.ok());
+    const std::string said = InHorovodsNames(config.status(), h).message();
+    EXPECT_EQ(said.rfind("HOROVOD_FUSION_THRESHOLD='abc' (taken as HORA_FUSION_THRESHOLD_BYTES) "
+                         "is invalid: expected a byte count",
+                         0),
+              0u)
+        << said;
+  }
+  // A HORA_* setting the user set is named as it is.
+  const HorovodSettings none = ReadHorovodSettings({}, {});
+  const Status st = InvalidArgument("HORA_CYCLE_TIME_MS='x' is invalid: expected a number");
+  EXPECT_EQ(InHorovodsNames(st, none).message(), st.message());
 }
 
 }  // namespace

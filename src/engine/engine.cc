@@ -48,8 +48,8 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       spin_(SecondsToDuration(config.wait_spin_us * 1e-6)),
       // The engine's own poll never outlasts a cycle: it must not keep the
       // others waiting for its negotiation longer than an idle wait would.
-      idle_spin_(std::min(spin_, SecondsToDuration(config.cycle_time_ms * 1e-3))),
-      cycle_time_ticks_(SecondsToDuration(config.cycle_time_ms * 1e-3).count()),
+      idle_spin_(std::min(spin_, CycleTimeOf(config.cycle_time_ms))),
+      cycle_time_ticks_(CycleTimeOf(config.cycle_time_ms).count()),
       records_(std::max<size_t>(kKeptRecords, config.cache_capacity)),
       last_cycle_end_(Clock::now().time_since_epoch().count()),
       device_(std::move(device)),

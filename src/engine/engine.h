@@ -13,6 +13,7 @@
 // Thread-safety: Submit(), Drive() and stats() from any thread.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,7 @@
 
 #include "backends/backend.h"
 #include "backends/control_plane.h"
+#include "common/clock.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/mutex.h"
@@ -41,6 +43,11 @@
 #include "timeline/timeline.h"
 
 namespace hora {
+
+// The cycle time for HORA_CYCLE_TIME_MS=ms: 0 (Horovod's value under XLA,
+// no wait between its cycles) is taken as the shortest, 0.1 ms, not a loop
+// that would take a core from the training.
+inline Duration CycleTimeOf(double ms) { return SecondsToDuration(std::max(ms, 0.1) * 1e-3); }
 
 class Engine final : public Driver {
  public:

@@ -25,8 +25,7 @@ std::string Describe(const Tunables& t) {
 }  // namespace
 
 void Engine::Retune(const Tunables& t) {
-  cycle_time_ticks_.store(SecondsToDuration(t.cycle_time_ms * 1e-3).count(),
-                          std::memory_order_relaxed);
+  cycle_time_ticks_.store(CycleTimeOf(t.cycle_time_ms).count(), std::memory_order_relaxed);
   if (Status st = data_.Retune(t.allreduce_algo, t.hierarchy); !st.ok()) {
     logger_.Warning("autotuning: " + st.ToString());
   }

@@ -1,6 +1,8 @@
 // Copyright (c) Hora authors. Licensed under the Apache License, Version 2.0.
 #include "engine/idle_backoff.h"
 
+#include "engine/engine.h"
+
 #include <gtest/gtest.h>
 
 namespace hora {
@@ -84,6 +86,13 @@ TEST(IdleBackoff, AWaitingRankIsJoinedAtTheSecondLookWithNoCycleBetween) {
   EXPECT_FALSE(third.JoinDue(now, true, 100));
   EXPECT_FALSE(third.JoinDue(now, false, 100));
   EXPECT_FALSE(third.JoinDue(now, true, 100));
+}
+
+// HORA_CYCLE_TIME_MS=0 (Horovod's no wait) is the shortest cycle, not a
+// busy loop; other values are as given.
+TEST(CycleTime, ZeroIsTheShortest) {
+  EXPECT_EQ(CycleTimeOf(0), std::chrono::microseconds(100));
+  EXPECT_EQ(CycleTimeOf(2.5), std::chrono::microseconds(2500));
 }
 
 }  // namespace

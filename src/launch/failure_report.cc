@@ -11,12 +11,18 @@ std::string FailureKey(const std::string& job, int64_t n) {
   return "hora/" + job + "/failure/" + std::to_string(n);
 }
 
-std::string FormatFailure(const FailureReport& report) { return report.who + "\n" + report.what; }
+std::string FormatFailure(const FailureReport& report) {
+  return report.who + (report.caused_by_peer ? "\npeer\n" : "\nown\n") + report.what;
+}
 
 std::optional<FailureReport> ParseFailure(const std::string& value) {
   const size_t nl = value.find('\n');
   if (nl == std::string::npos || nl == 0) return std::nullopt;
-  return FailureReport{value.substr(0, nl), value.substr(nl + 1)};
+  const size_t nl2 = value.find('\n', nl + 1);
+  if (nl2 == std::string::npos) return std::nullopt;
+  const std::string kind = value.substr(nl + 1, nl2 - nl - 1);
+  if (kind != "own" && kind != "peer") return std::nullopt;
+  return FailureReport{value.substr(0, nl), value.substr(nl2 + 1), kind == "peer"};
 }
 
 }  // namespace hora

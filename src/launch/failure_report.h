@@ -17,6 +17,10 @@ namespace hora {
 struct FailureReport {
   std::string who;   // "rank 1", or "worker host/2 (rank 1)"
   std::string what;  // "ValueError: bad batch"
+  // The rank failed because a peer was lost or ended (its connection lost,
+  // the peer's Session shut down): not the job's first failure, whenever
+  // its report came.
+  bool caused_by_peer = false;
 };
 
 // The counter each report adds 1 to, and report n's key (n from 1).
@@ -29,6 +33,7 @@ std::string FailureKey(const std::string& job, int64_t n);
 // would wait for the start timeout and then blame the settings.
 std::string RankEndedKey(const std::string& job);
 
+// "who\nown\nwhat" or "who\npeer\nwhat".
 std::string FormatFailure(const FailureReport& report);
 // nullopt for a value that is not one.
 std::optional<FailureReport> ParseFailure(const std::string& value);

@@ -40,6 +40,60 @@ def test_horarun_names_the_rank_that_raised_not_its_victim():
         assert said == ["horarun: rank 1 failed first: ValueError: bad batch 7 on rank 1"], out
 
 
+KILLED = r"""
+import os, signal, time, numpy as np, hora.numpy as hvd
+hvd.init()
+hvd.allreduce(np.ones(2, np.float32), name="warm")
+if hvd.rank() == 1:
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGKILL)  # (reports nothing)
+while True:  # rank 0 loses its connection to rank 1, and raises
+    hvd.allreduce(np.ones(2, np.float32), name="loop")
+"""
+
+
+def _job(args, code, extra_env=None):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
+    env["PYTHONPATH"] = package_parent()
+    env.update(extra_env or {})
+    res = subprocess.run([horarun_path()] + args + [sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    return res.returncode, res.stdout + res.stderr
+
+
+def test_a_rank_that_lost_its_peer_is_not_named_first():
+    # Over TCP the survivor sees the lost connection (and reports it) before
+    # horarun sees rank 1 end: a failure caused by a peer is never the first.
+    if hvd.rank() != 0:
+        return
+    for transport in ("tcp", "shm"):
+        code, out = _job(["-np", "2", "--transport", transport], KILLED)
+        assert code == 128 + 9, out
+        assert "failed first" not in out, out
+        assert "horarun: rank 1 (pid " in out and "was killed by signal 9" in out, out
+
+
+TIMELINE_CODE = r"""
+import numpy as np, hora.numpy as hvd
+hvd.init()
+hvd.allreduce(np.ones(2, np.float32), name="after")
+"""
+
+
+def test_init_that_fails_on_one_rank_after_the_others_connected_names_it():
+    # Rank 0 alone writes the timeline: its init() fails after every rank
+    # connected, and the others fail because its Session ended.
+    if hvd.rank() != 0:
+        return
+    code, out = _job(["-np", "2"], TIMELINE_CODE,
+                     {"HORA_TIMELINE": "/nonexistent/hora-test/t.json"})
+    assert code != 0, out
+    said = [line for line in out.splitlines() if "failed first" in line]
+    assert len(said) == 1 and said[0].startswith(
+        "horarun: rank 0 failed first: InvalidArgument: HORA_TIMELINE="), out
+
+
 EARLY_EXIT = r"""
 import os, sys, time
 if os.environ["HORA_RANK"] == "1":
@@ -67,6 +121,8 @@ def test_a_rank_that_exits_before_init_ends_the_others_wait():
                          env=env, capture_output=True, text=True, timeout=60)
     out = res.stdout + res.stderr
     assert res.returncode == 3, out
+    # horarun's own words name it too, not only the ranks' errors.
+    assert "had ended (exit code 0) while the others still ran" in out, out
     failed = [line for line in out.splitlines() if "init failed after" in line]
     assert len(failed) == 2, out
     for line in failed:

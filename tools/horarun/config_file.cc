@@ -65,7 +65,8 @@ std::string KeysOf(std::string_view section) {
 
 }  // namespace
 
-Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const std::string& path) {
+Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const std::string& path,
+                                                    std::vector<std::string>* ignored) {
   std::vector<ConfigFileFlag> out;
   auto where = [&](const YamlNode& node, const std::string& name) {
     return path + ":" + std::to_string(node.line) + " (" + name + ")";
@@ -80,9 +81,10 @@ Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const 
       continue;
     }
     if (KeysOf(section).empty()) {
-      return InvalidArgument(where(node, section) +
-                             ": unknown key (horovodrun's are controller, params, autotune, "
-                             "timeline, stall_check, library_options, logging)");
+      ignored->push_back(where(node, section) +
+                         ": unknown key, ignored (horovodrun's are controller, params, autotune, "
+                         "timeline, stall_check, library_options, logging)");
+      continue;
     }
     if (node.kind != YamlNode::Kind::kMap) {
       return InvalidArgument(where(node, section) + ": expected a mapping of " + KeysOf(section));
@@ -96,8 +98,9 @@ Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const 
         if (section == k.section && name == k.key) key = &k;
       }
       if (key == nullptr) {
-        return InvalidArgument(where(value, full) + ": unknown key (" + section + " has " +
-                               KeysOf(section) + ")");
+        ignored->push_back(where(value, full) + ": unknown key, ignored (" + section + " has " +
+                           KeysOf(section) + ")");
+        continue;
       }
       if (value.kind == YamlNode::Kind::kNull) continue;
       if (value.kind != YamlNode::Kind::kScalar) {

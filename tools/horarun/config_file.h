@@ -8,7 +8,9 @@
 // except that a setting given on the command line wins, wherever it stands.
 // As in horovodrun, the autotune section's other keys count only when
 // autotune.enabled is true; a null value counts as not given. An unknown
-// key, or a value of the wrong kind, is an error naming the file and line.
+// key is ignored, as horovodrun ignores it, with a notice naming the file
+// and line (a misspelt key is not taken silently); a value of the wrong kind
+// is an error naming them.
 #pragma once
 
 #include <string>
@@ -25,7 +27,9 @@ struct ConfigFileFlag {
   std::string where;  // "c.yaml:3 (params.cycle_time_ms)", for errors
 };
 
-// The flags `root` (the parsed file at `path`) stands for, in file order.
-Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const std::string& path);
+// The flags `root` (the parsed file at `path`) stands for, in file order;
+// a notice for each unknown key is added to `ignored`.
+Result<std::vector<ConfigFileFlag>> ConfigFileFlags(const YamlNode& root, const std::string& path,
+                                                    std::vector<std::string>* ignored);
 
 }  // namespace hora::horarun

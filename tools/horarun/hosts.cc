@@ -6,9 +6,11 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -157,13 +159,27 @@ Result<std::vector<HostSlots>> ParseHostfile(std::string_view contents, const st
       continue;
     }
     HORA_ASSIGN_OR_RETURN(std::string host, ParseHost(line.substr(0, space), where, true));
-    std::string_view rest = Trim(line.substr(space));
-    if (rest.substr(0, 6) != "slots=") {
-      return InvalidArgument(where + ": expected 'slots=N' after the host, got '" +
-                             std::string(rest) + "'");
+    // "slots=N", also "slots = N" (horovodrun's reading), and Open MPI's
+    // "max_slots=M" beside it (nothing for horarun: it starts -np ranks).
+    std::string rest;
+    for (char c : Trim(line.substr(space))) rest += c == '\t' ? ' ' : c;
+    for (size_t eq; (eq = rest.find(" =")) != std::string::npos;) rest.erase(eq, 1);
+    for (size_t eq; (eq = rest.find("= ")) != std::string::npos;) rest.erase(eq + 1, 1);
+    std::optional<int> slots;
+    for (std::string_view fields = rest; !fields.empty();) {
+      const size_t end = std::min(fields.find(' '), fields.size());
+      const std::string_view field = fields.substr(0, end);
+      fields = Trim(fields.substr(end));
+      if (field.substr(0, 6) == "slots=" && !slots) {
+        HORA_ASSIGN_OR_RETURN(slots, ParseSlots(field.substr(6), where));
+      } else if (field.substr(0, 10) != "max_slots=" || !slots) {
+        return InvalidArgument(where +
+                               ": expected 'slots=N' after the host (and Open MPI's "
+                               "max_slots=M after it), got '" +
+                               rest + "'");
+      }
     }
-    HORA_ASSIGN_OR_RETURN(int slots, ParseSlots(rest.substr(6), where));
-    hosts.push_back({std::move(host), slots});
+    hosts.push_back({std::move(host), *slots});
   }
   HORA_RETURN_IF_ERROR(CheckUnique(hosts, path));
   return hosts;

@@ -90,6 +90,17 @@ TEST(Hosts, ParsesHostfiles) {
   EXPECT_NE(bad.status().message().find("hosts.txt:2"), std::string::npos)
       << bad.status().message();
   EXPECT_FALSE(ParseHostfile("# nothing\n", "empty.txt").ok());
+  // horovodrun reads "slots = 2" too; Open MPI's hostfiles add max_slots.
+  h = ParseHostfile("a slots = 2\nb\tslots= 3 max_slots=8\nc slots =1\n", "spaced.txt");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  ASSERT_EQ(h->size(), 3u);
+  EXPECT_EQ((*h)[0].slots, 2);
+  EXPECT_EQ((*h)[1].slots, 3);
+  EXPECT_EQ((*h)[2].slots, 1);
+  for (const char* text :
+       {"a max_slots=8 slots=2\n", "a slots=2 slots=3\n", "a slots=\n", "a slots=2 cores=4\n"}) {
+    EXPECT_FALSE(ParseHostfile(text, "bad.txt").ok()) << text;
+  }
 }
 
 TEST(Hosts, PlacesRanksInOrderWithHorovodCrossRanks) {

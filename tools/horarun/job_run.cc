@@ -318,6 +318,10 @@ void Job::Died(Rank& r, int status) {
                             DescribeExit(status) + ", while this rank was connecting to it";
     (void)store_->Set(RankEndedKey(JobId()), Bytes(why.begin(), why.end()));
   }
+  if (code == 0 && !termed_ && !stopping_ && ended_well_.empty()) {
+    ended_well_ = "rank " + std::to_string(r.placement.rank) + " (pid " + std::to_string(r.pid) +
+                  " on " + r.placement.host + ")";
+  }
   if (code != 0 && !termed_) {  // not one we stopped ourselves
     if (!stopping_) {
       // The rank that failed first by its own account: this one may only
@@ -325,6 +329,10 @@ void Job::Died(Rank& r, int status) {
       if (std::optional<FailureReport> first = FirstFailure()) {
         std::fprintf(stderr, "horarun: %s failed first: %s\n", first->who.c_str(),
                      first->what.c_str());
+      } else if (!ended_well_.empty()) {
+        // (A script that returned early on one rank: the others waited for it.)
+        std::fprintf(stderr, "horarun: %s had ended (exit code 0) while the others still ran\n",
+                     ended_well_.c_str());
       }
     }
     std::fprintf(stderr, "horarun: rank %d (pid %d on %s) %s%s\n", r.placement.rank, r.pid,
@@ -344,10 +352,17 @@ std::optional<FailureReport> Job::FirstFailure() {
   if (!store_ || job.empty()) return std::nullopt;
   const Result<int64_t> n = store_->Add(FailureCountKey(job), 0);
   if (!n.ok() || *n < 1) return std::nullopt;
-  // (Counted just before it is written: a moment for the write.)
-  const Result<Bytes> v = store_->Get(FailureKey(job, 1), std::chrono::milliseconds(500));
-  if (!v.ok()) return std::nullopt;
-  return ParseFailure(std::string(v->begin(), v->end()));
+  // The first rank's own failure; a failure caused by a peer (its
+  // connection lost: a rank killed by a signal, which reports nothing) is
+  // never the first, whenever it came.
+  for (int64_t i = 1; i <= *n; ++i) {
+    // (Counted just before it is written: a moment for the write.)
+    const Result<Bytes> v = store_->Get(FailureKey(job, i), std::chrono::milliseconds(500));
+    if (!v.ok()) continue;
+    std::optional<FailureReport> report = ParseFailure(std::string(v->begin(), v->end()));
+    if (report && !report->caused_by_peer) return report;
+  }
+  return std::nullopt;
 }
 
 void Job::CloseOutput(Rank& r, int s) {

@@ -156,6 +156,9 @@ class Job {
   // horarun skips the first step.
   bool stopping_ = false, termed_ = false;
   bool rank_ended_told_ = false;  // RankEndedKey set (launch/failure_report.h)
+  // The first rank that ended with 0 while others still ran ("rank 1 (pid
+  // 42 on host)"): said when a rank then fails (it may have waited for it).
+  std::string ended_well_;
   Clock::time_point term_at_{}, kill_at_ = Clock::time_point::max();
   // Elastic mode: the job's store (horarun's own server) and the driver
   // that places workers in generations; done_ once a worker ended with 0

@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const horarun::Options& opts = *parsed;
+  for (const std::string& notice : opts.notices)
+    std::fprintf(stderr, "horarun: %s\n", notice.c_str());
   if (opts.help) {
     std::fputs(horarun::Usage().c_str(), stdout);
     return 0;
@@ -89,15 +91,18 @@ int main(int argc, char** argv) {
   auto env = ReadProcessEnvironment();
   // A Horovod user's HOROVOD_* settings, under the HORA_* ones: the ranks
   // read them the same way (rank 0 says how); horarun checks them here first.
-  for (const auto& [k, v] : ReadHorovodSettings(whole_env, env).hora) {
-    env.emplace(k, v);
-  }
+  HorovodSettings horovod = ReadHorovodSettings(whole_env, env);
+  for (const auto& [k, v] : horovod.hora) env.emplace(k, v);
   // The flags' and the config file's settings win over the environment's.
-  for (const auto& [k, v] : opts.settings) env[k] = v;
+  for (const auto& [k, v] : opts.settings) {
+    env[k] = v;
+    horovod.from.erase(k);
+  }
   if (opts.print_config) {
     auto config = ConfigFromEnv(env);
     if (!config.ok()) {
-      std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
+      std::fprintf(stderr, "horarun: %s\n",
+                   InHorovodsNames(config.status(), horovod).message().c_str());
       return 2;
     }
     std::fputs((horarun::BuildComment() + FormatConfig(*config)).c_str(), stdout);
@@ -106,7 +111,8 @@ int main(int argc, char** argv) {
   // Validate the job's settings before anything starts.
   auto config = ConfigFromEnv(env);
   if (!config.ok()) {
-    std::fprintf(stderr, "horarun: %s\n", config.status().message().c_str());
+    std::fprintf(stderr, "horarun: %s\n",
+                 InHorovodsNames(config.status(), horovod).message().c_str());
     return 2;
   }
   std::optional<horarun::MpiFlavour> flavour;
@@ -300,7 +306,13 @@ int main(int argc, char** argv) {
         remote.push_back(p.host);
       }
     }
-    const int failed = horarun::RemoveRemoteShmSegments(opts.rsh, remote, job_id, 30.0);
+    // (A host that never answered, ssh hung, takes the whole bound: said first.)
+    constexpr int kCleanupS = 10;
+    std::fprintf(stderr,
+                 "horarun: removing what the job left in shared memory on %zu other host(s) "
+                 "through the remote shell (at most %d s)\n",
+                 remote.size(), kCleanupS);
+    const int failed = horarun::RemoveRemoteShmSegments(opts.rsh, remote, job_id, kCleanupS);
     if (failed > 0) {
       std::fprintf(stderr,
                    "horarun: could not confirm the removal of job %s's shared memory on %d "

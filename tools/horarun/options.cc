@@ -54,7 +54,7 @@ Status ApplyConfigFile(Options& o, const std::set<std::string>& given,
     return InvalidArgument("--config-file '" + o.config_file + "': " + text.status().message());
   }
   HORA_ASSIGN_OR_RETURN(YamlNode root, ParseYaml(*text, o.config_file));
-  HORA_ASSIGN_OR_RETURN(auto flags, ConfigFileFlags(root, o.config_file));
+  HORA_ASSIGN_OR_RETURN(auto flags, ConfigFileFlags(root, o.config_file, &o.notices));
   for (const ConfigFileFlag& f : flags) {
     const FlagSpec* spec = FindFlag(f.flag);
     if (spec == nullptr)

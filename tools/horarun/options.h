@@ -18,6 +18,8 @@
 namespace hora::horarun {
 
 struct Options {
+  // What horarun says before it starts (a config file's unknown keys).
+  std::vector<std::string> notices;
   int np = 0;
   std::vector<HostSlots> hosts;  // localhost:np when neither -H nor --hostfile
   std::string transport;         // "" = Hora chooses per pair

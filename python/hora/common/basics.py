@@ -30,8 +30,9 @@ import warnings
 import weakref
 
 from hora import _core
-from hora.common.exceptions import (HoraError, InvalidArgumentError,  # noqa: F401
-                                    NotInitializedError, UnimplementedError)
+from hora.common.exceptions import (AbortedError, HoraError,  # noqa: F401
+                                    InvalidArgumentError, NotInitializedError,
+                                    UnavailableError, UnimplementedError)
 
 # Reduction op codes, as _core numbers them (not Horovod's numbers: use names).
 Sum = _core.Sum
@@ -108,8 +109,11 @@ def report_failure(exc_type, exc):
     initialized (or in a forked child)."""
     s = _session
     if s is not None and os.getpid() == _init_pid:
+        # (A connection lost, a peer's Session shut down: this rank fails
+        # because another went; horarun names that one, not this.)
+        caused_by_peer = isinstance(exc, (UnavailableError, AbortedError))
         try:
-            s.report_failure(_last_line(exc_type, exc))
+            s.report_failure(_last_line(exc_type, exc), caused_by_peer)
         except Exception:  # (the exception itself matters more)
             pass
 
