@@ -16,11 +16,27 @@ from hora.common.process_sets import global_process_set, process_set_ranks
 
 
 class Compression:
-    """Horovod's ``hvd.Compression`` names; ``fp16`` casts floating gradients to
-    float16 for the wire on the TensorFlow backend (elsewhere they travel as they are)."""
+    """Horovod's ``hvd.Compression`` names; ``fp16`` casts floating gradients
+    (but float16's) to float16 for the wire, on every backend, and back."""
 
     none = "none"
     fp16 = "fp16"
+
+
+# The floating dtypes fp16 compression casts (Horovod's: every floating one).
+_CAST_TO_FP16 = ("float32", "float64", "bfloat16")
+
+
+def _wire_fp16(compression):
+    """Whether ``compression`` is fp16 (this module's name, or a framework
+    module's compressor class); ValueError for what is neither it nor none."""
+    name = compression if isinstance(compression, str) else getattr(compression, "__name__", "")
+    if name in (Compression.fp16, "FP16Compressor"):
+        return True
+    if name in (Compression.none, "NoneCompressor"):
+        return False
+    raise ValueError("DistributedOptimizer: compression must be hvd.Compression.none or "
+                     "hvd.Compression.fp16, got %r" % (compression,))
 
 
 def _size_now(backend, process_set, grads):
@@ -49,11 +65,11 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
     if process_set is not None and not process_set.included():
         return grads
     backend = keras.backend.backend()
+    fp16 = _wire_fp16(compression)
     if backend == "tensorflow":
         from hora.tensorflow.compression import Compression as TFCompression
         from hora.tensorflow.gradient_tape import allreduce_gradients
 
-        fp16 = compression in (Compression.fp16, TFCompression.fp16)
         wire = TFCompression.fp16 if fp16 else TFCompression.none
         return allreduce_gradients(grads, op=op, compression=wire,
                                    sparse_as_dense=sparse_as_dense,
@@ -88,11 +104,15 @@ def _reduce(grads, variables, op, predivide, process_set, compression, sparse_as
     for members in gradient_groups.split(entries, 1 if lists is None else 0, lists):
         name = "keras.gradients" if lists is None else \
             gradient_groups.group_name("keras.gradients.g", members)
-        reduced = grouped_allreduce([grads[i] for i in members], op=op, name=name,
-                                    prescale_factor=pre, postscale_factor=post,
-                                    process_set=process_set)
-        for i, r in zip(members, reduced):
-            out[i] = r
+        ins = [grads[i] for i in members]
+        dtypes = [keras.backend.standardize_dtype(g.dtype) for g in ins]
+        if fp16:  # (the wire's dtype; each comes back in its own)
+            ins = [keras.ops.cast(g, "float16") if d in _CAST_TO_FP16 else g
+                   for g, d in zip(ins, dtypes)]
+        reduced = grouped_allreduce(ins, op=op, name=name, prescale_factor=pre,
+                                    postscale_factor=post, process_set=process_set)
+        for i, r, d in zip(members, reduced, dtypes):
+            out[i] = keras.ops.cast(r, d) if fp16 and d in _CAST_TO_FP16 else r
     return out
 
 
@@ -177,6 +197,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     more, lists = gradient_groups.check_groups(groups, "hora.keras.DistributedOptimizer")
     num_groups = more or num_groups  # (Horovod's: an int is num_groups)
     op = basics.check_op(op)
+    _wire_fp16(compression)  # (refused here, not at the first step)
     if gradient_predivide_factor != 1.0 and op != basics.Average:
         raise ValueError("gradient_predivide_factor needs op=Average")
     if getattr(optimizer, "_hora_distributed", False):

@@ -452,7 +452,32 @@ def check_partial_optimizer_and_groups():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
-CHECKS = [check_fit_equals_one_worker, check_broadcast_callback, check_metric_average,
+def check_fp16_compression():
+    # One SGD step (lr 1) on a kernel at zero, loss mean(x * w): the gradient
+    # is 1.0001 (r + 1) on rank r. fp16 on the wire rounds it to r + 1 before
+    # the average ((n + 1) / 2, exact); without compression it stays.
+    r, n = hvd.rank(), hvd.size()
+    x = np.full((B, 1), 1.0001 * (r + 1), np.float32)
+    got = {}
+    for compression in (hvd.Compression.none, hvd.Compression.fp16):
+        model = keras.Sequential([keras.Input((1,)),
+                                  keras.layers.Dense(1, use_bias=False,
+                                                     kernel_initializer="zeros")])
+        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), compression=compression)
+        model.compile(optimizer=opt, loss=lambda y, p: keras.ops.mean(p))
+        model.fit(x, np.zeros((B, 1), np.float32), batch_size=B, epochs=1, verbose=0)
+        got[compression] = float(_weights(model)[0][0, 0])
+    mean = (n + 1) / 2.0
+    assert got[hvd.Compression.fp16] == -mean, got
+    np.testing.assert_allclose(got[hvd.Compression.none], -1.0001 * mean, rtol=1e-6)
+    try:
+        hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), compression="int8")
+        raise AssertionError("an unknown compression was taken")
+    except ValueError as e:
+        assert "compression must be hvd.Compression.none or hvd.Compression.fp16" in str(e), e
+
+
+CHECKS = [check_fit_equals_one_worker, check_fp16_compression, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_momentum_correction, check_collectives_on_values,
           check_load_model,
           check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
