@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import hora.torch as hvd
+from hora.torch import compiled_ops
 
 TOL = dict(rtol=1e-10, atol=1e-10)
 
@@ -22,8 +23,13 @@ def _rows():
     return [2 + q for q in range(hvd.size())]
 
 
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("shape", [(3,), (3, 5), (3, 2, 4)], ids=["2d", "3d", "4d"])
-def test_sync_batch_norm_matches_full_batch(shape):
+def test_sync_batch_norm_matches_full_batch(shape, compiled):
+    # Compiled: torch.compile(fullgraph=True) records Hora's operators
+    # (hora.torch.compiled_ops), the batch check included.
+    if compiled and not compiled_ops.AVAILABLE:
+        pytest.skip("torch.compile's operators need torch >= 2.4")
     rows, r = _rows(), hvd.rank()
     start = sum(rows[:r])
     g = torch.Generator().manual_seed(11)
@@ -41,8 +47,9 @@ def test_sync_batch_norm_matches_full_batch(shape):
 
     x = x_all[start:start + rows[r]].clone().requires_grad_()
     xr = x_all.clone().requires_grad_()
+    run = torch.compile(sbn, fullgraph=True, backend="aot_eager") if compiled else sbn
     for _ in range(2):  # twice: running statistics accumulate
-        y = sbn(x)
+        y = run(x)
         yr = ref(xr)
     torch.testing.assert_close(y, yr[start:start + rows[r]], **TOL)
     torch.testing.assert_close(sbn.running_mean, ref.running_mean, **TOL)
@@ -72,3 +79,14 @@ def test_sync_batch_norm_float32_and_input_check():
     sbn64 = hvd.SyncBatchNorm(4, device="cpu", dtype=torch.float64)
     assert sbn64.weight.dtype == torch.float64 and sbn64.running_mean.dtype == torch.float64
     assert sbn64(x.double()).dtype == torch.float64
+
+
+def test_every_rank_empty_fails_also_when_compiled():
+    for compiled in (False, True):
+        if compiled and not compiled_ops.AVAILABLE:
+            continue
+        sbn = hvd.SyncBatchNorm(2)
+        run = torch.compile(sbn, fullgraph=True, backend="aot_eager") if compiled else sbn
+        with pytest.raises(ValueError, match="every rank's batch is empty"):
+            run(torch.zeros(0, 2))
+

@@ -171,6 +171,8 @@ def allgather_sum_grad(tensor, rows_per_rank=None):
     """Internal (SyncBatchNorm): an allgather whose backward sums the gradients
     (the exact gradient of the sum of all ranks' losses). ``rows_per_rank``:
     every rank's dimension 0 when known to be equal (saves a collective)."""
+    if traced.compiling():
+        return traced.allgather(tensor, None, None, basics.Sum, rows_per_rank or 0)
     return _Allgather.apply(tensor, None, basics.Sum, rows_per_rank, None)
 
 

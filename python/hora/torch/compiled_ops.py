@@ -11,6 +11,8 @@ are the eager call's. Its fake form gives the output's shape: an allgather's,
 alltoall's and reducescatter's first dimension is known only when it runs (a
 dynamic size in the graph). Its backward is the eager function's rule
 (:mod:`hora.torch.autograd_ops`), itself made of these operators.
+``SyncBatchNorm`` records them too (its allgather, whose gradient is the Sum
+allreduce, and its check that some rank has a batch, as the graph runs).
 
 Eagerly nothing changes (the check costs about 0.1 us a call). It needs
 ``torch.library.custom_op`` (torch 2.4 and later); with an older torch
@@ -110,35 +112,51 @@ def define():
     grouped_allreduce_op.register_autograd(grouped_backward, setup_context=allreduce_setup)
 
     @custom_op("hora::allgather", mutates_args=())
-    def allgather_op(tensor: torch.Tensor, name: Optional[str],
-                     process_set: int) -> torch.Tensor:
+    def allgather_op(tensor: torch.Tensor, name: Optional[str], process_set: int, grad_op: int,
+                     rows_per_rank: int) -> torch.Tensor:
         return ao.allgather(tensor.detach(), name=name, process_set=_set(process_set))
 
     allgather_op.register_fake(lambda tensor, *rest: tensor.new_empty(_dynamic_rows(tensor)))
 
     @custom_op("hora::allgather_backward", mutates_args=())
-    def allgather_backward_op(grad: torch.Tensor, rows: int, scalar: bool,
-                              process_set: int) -> torch.Tensor:
-        # (allgather's rule: the Average allreduce, this rank's rows of it.)
+    def allgather_backward_op(grad: torch.Tensor, rows: int, scalar: bool, process_set: int,
+                              grad_op: int, rows_per_rank: int) -> torch.Tensor:
+        # (allgather's rule: the allreduce (Average; Sum for SyncBatchNorm's),
+        # this rank's rows of it.)
         ps = _set(process_set)
-        reduced = ao.allreduce(grad.detach(), op=basics.Average, process_set=ps)
-        every = ao.allgather(torch.tensor([rows], dtype=torch.int64), process_set=ps)
-        mine = reduced.narrow(0, int(every[:ps.rank()].sum()), rows).clone()
+        reduced = ao.allreduce(grad.detach(), op=grad_op, process_set=ps)
+        if rows_per_rank:
+            offset = ps.rank() * rows_per_rank
+        else:
+            every = ao.allgather(torch.tensor([rows], dtype=torch.int64), process_set=ps)
+            offset = int(every[:ps.rank()].sum())
+        mine = reduced.narrow(0, offset, rows).clone()
         return mine.reshape(()) if scalar else mine
 
     @allgather_backward_op.register_fake
-    def _(grad, rows, scalar, process_set):
+    def _(grad, rows, scalar, *rest):
         return grad.new_empty(() if scalar else (rows,) + tuple(grad.shape[1:]))
 
     def allgather_setup(ctx, inputs, output):
-        tensor, _, ctx.process_set = inputs
+        tensor, _, ctx.process_set, ctx.grad_op, ctx.rows_per_rank = inputs
         ctx.scalar = tensor.dim() == 0
         ctx.rows = 1 if ctx.scalar else tensor.shape[0]
 
     allgather_op.register_autograd(
-        lambda ctx, grad: (ops.allgather_backward(grad, ctx.rows, ctx.scalar, ctx.process_set),
-                           None, None),
+        lambda ctx, grad: (ops.allgather_backward(grad, ctx.rows, ctx.scalar, ctx.process_set,
+                                                  ctx.grad_op, ctx.rows_per_rank),
+                           None, None, None, None),
         setup_context=allgather_setup)
+
+    @custom_op("hora::nonempty_batch", mutates_args=())
+    def nonempty_batch_op(total: torch.Tensor) -> torch.Tensor:
+        # (SyncBatchNorm's check, as the graph runs: the count is data.)
+        if float(total) == 0:
+            raise ValueError("SyncBatchNorm: every rank's batch is empty")
+        return total.clone()
+
+    nonempty_batch_op.register_fake(lambda total: torch.empty_like(total))
+    nonempty_batch_op.register_autograd(lambda ctx, grad: grad)
 
     @custom_op("hora::broadcast", mutates_args=())
     def broadcast_op(tensor: torch.Tensor, root_rank: int, name: Optional[str],

@@ -11,7 +11,9 @@ Horovod's SyncBatchNorm. In eval mode (with running stats) it is a plain
 BatchNorm. Works on CPU tensors of any floating dtype (float16/bfloat16 are
 computed in float32), and on CUDA tensors through Hora's GPU path (tested
 only where a GPU is: tests/python/test_torch_cuda.py). Every rank must call
-it in training mode together.
+it in training mode together. Inside torch.compile it is Hora's operators
+(hora.torch.compiled_ops), with no graph break (but for ``momentum=None``,
+whose factor is read from the batch count).
 """
 
 import torch
@@ -19,6 +21,7 @@ import torch.nn.functional as F
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from hora.common import basics
+from hora.torch import traced
 from hora.torch.autograd_ops import allgather_sum_grad
 
 
@@ -67,7 +70,9 @@ class SyncBatchNorm(_BatchNorm):
         every = allgather_sum_grad(stats, rows_per_rank=1)
         counts = every[:, :1]
         total = counts.sum()
-        if float(total.detach()) == 0:
+        if traced.compiling():  # (the count is data there: checked as the graph runs)
+            total = traced.nonempty_batch(total)
+        elif float(total.detach()) == 0:
             raise ValueError("SyncBatchNorm: every rank's batch is empty")
         means, m2s = every[:, 1:1 + c], every[:, 1 + c:]
         g_mean = (counts * means).sum(0) / total
@@ -75,7 +80,7 @@ class SyncBatchNorm(_BatchNorm):
         var = g_m2 / total
         if self.training and self.track_running_stats:
             with torch.no_grad():
-                unbiased = g_m2 / max(float(total) - 1.0, 1.0)
+                unbiased = g_m2 / torch.clamp(total - 1.0, min=1.0)
                 self.running_mean.mul_(1 - factor).add_(factor * g_mean.to(self.running_mean))
                 self.running_var.mul_(1 - factor).add_(factor * unbiased.to(self.running_var))
         y = (x - g_mean.view(shape)) * torch.rsqrt(var + self.eps).view(shape)

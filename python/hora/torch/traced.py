@@ -8,6 +8,7 @@ functions here take the arguments those functions already checked.
 
 import torch
 
+from hora.common import basics
 from hora.common.process_sets import process_set_id
 
 AVAILABLE = (hasattr(getattr(torch, "library", None), "custom_op")
@@ -44,8 +45,17 @@ def grouped_allreduce(tensors, op, name, compression, prescale, postscale, proce
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
-def allgather(tensor, name, process_set):
-    return torch.ops.hora.allgather(tensor, name, process_set_id(process_set))
+def allgather(tensor, name, process_set, grad_op=None, rows_per_rank=0):
+    """(``grad_op``: the gradient's allreduce, Average unless given;
+    ``rows_per_rank``: every rank's dimension 0 where known equal, else 0.)"""
+    return torch.ops.hora.allgather(tensor, name, process_set_id(process_set),
+                                    basics.Average if grad_op is None else grad_op,
+                                    rows_per_rank)
+
+
+def nonempty_batch(total):
+    """SyncBatchNorm's every-rank sample count, checked as the graph runs."""
+    return torch.ops.hora.nonempty_batch(total)
 
 
 def broadcast(tensor, root_rank, name, process_set):
