@@ -284,8 +284,9 @@ class Session {
   // Tells horarun that this rank is failing, with `what` (an exception's last
   // line), before the rank tears down, so that horarun names the rank whose
   // own failure came first rather than a peer that failed because of it;
-  // `caused_by_peer`: this failure is such a consequence (a lost connection,
-  // a peer's Session shut down), never named first. Best effort: nothing
+  // `caused_by_peer`: the failure is of the kind a peer causes (a lost
+  // connection, a peer's Session shut down), and is reported as such, never
+  // named first, where this Session saw a peer go. Best effort: nothing
   // without horarun's store (HORA_JOB_ID), or in a process forked from this
   // Session's.
   void ReportFailure(const std::string& what, bool caused_by_peer = false);

@@ -8,10 +8,27 @@
 
 namespace hora {
 
+namespace {
+
+// Whether this Session saw a peer go: its transport lost one, or an engine
+// stopped because another rank shut its Session down.
+bool PeerWent(Session::Impl& impl) {
+  if (impl.transport != nullptr && !impl.transport->LostPeer().ok()) return true;
+  MutexLock lock(impl.engine_mu);
+  for (const auto& [id, set] : impl.sets) {
+    if (set->engine && set->engine->StoppedByPeer()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void Session::ReportFailure(const std::string& what, bool caused_by_peer) {
   const Config& c = impl_->config;
   if (c.job_id.empty() || impl_->store == nullptr || impl_->fork_witness.InChild()) return;
-  FailureReport report{"rank " + std::to_string(rank()), what, caused_by_peer};
+  // (An error of a peer's kind, a device's out-of-memory say, is this
+  // rank's own unless a peer did go.)
+  FailureReport report{"rank " + std::to_string(rank()), what, caused_by_peer && PeerWent(*impl_)};
   if (!c.worker_id.empty()) report.who = "worker " + c.worker_id + " (" + report.who + ")";
   const Result<int64_t> n = impl_->store->Add(FailureCountKey(c.job_id), 1);
   if (!n.ok()) return;  // (horarun gone: nobody to tell)

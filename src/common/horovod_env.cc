@@ -92,7 +92,7 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       if (set != hora.end() && !translated.empty() && set->second == translated) {
         // Already translated (horarun does so before it starts the ranks).
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
-        out.from.emplace(alias->hora, name);
+        out.from.emplace(alias->hora, HorovodOrigin{name, value});
       } else if (set != hora.end()) {
         const std::string by = set_by(*alias, set->second);
         out.ignored.push_back(name + "=" + value + " is ignored: " +
@@ -104,11 +104,11 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
         out.hora[alias->hora] = translated;
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
-        out.from[alias->hora] = name;
+        out.from[alias->hora] = HorovodOrigin{name, value};
       } else {  // (two Horovod names of one Hora setting: the first, by name, wins)
-        const std::string& winner = out.from[alias->hora];
-        out.ignored.push_back(name + "=" + value + " is ignored: " + winner + "=" + env.at(winner) +
-                              " set " + alias->hora + "=" + first->second);
+        const HorovodOrigin& winner = out.from[alias->hora];
+        out.ignored.push_back(name + "=" + value + " is ignored: " + winner.name + "=" +
+                              winner.value + " set " + alias->hora + "=" + first->second);
       }
     }
     if (!known) {
@@ -122,13 +122,13 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
 
 Status InHorovodsNames(const Status& st, const HorovodSettings& horovod) {
   if (st.ok()) return st;
-  for (const auto& [hora, name] : horovod.from) {
-    const std::string& m = st.message();
-    if (m.rfind(hora + "='", 0) != 0) continue;
-    const size_t end = m.find('\'', hora.size() + 2);
-    if (end == std::string::npos) continue;
-    return Status(st.code(), name + m.substr(hora.size(), end + 1 - hora.size()) + " (taken as " +
-                                 hora + ")" + m.substr(end + 1));
+  const std::string& m = st.message();
+  for (const auto& [hora, origin] : horovod.from) {
+    // "HORA_X='<value, quotes and all>' is invalid: ..."
+    const size_t end = m.find("' is invalid");
+    if (m.rfind(hora + "='", 0) != 0 || end == std::string::npos) continue;
+    return Status(st.code(), origin.name + "='" + origin.value + "' (taken as " +
+                                 m.substr(0, end + 1) + ")" + m.substr(end + 1));
   }
   return st;
 }

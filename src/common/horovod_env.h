@@ -16,6 +16,12 @@
 
 namespace hora {
 
+// A HOROVOD_* variable as the user set it.
+struct HorovodOrigin {
+  std::string name;   // "HOROVOD_CYCLE_TIME"
+  std::string value;  // as set, before translation
+};
+
 struct HorovodSettings {
   std::map<std::string, std::string> hora;  // HORA_* name -> value, to layer under the HORA_* env
   // What was taken, for one info line: "HOROVOD_CYCLE_TIME=5 is taken as
@@ -25,7 +31,7 @@ struct HorovodSettings {
   std::vector<std::string> ignored;
   // HORA_* name -> the HOROVOD_* variable it was taken from (also where
   // horarun took it before the rank started), for errors in the user's names.
-  std::map<std::string, std::string> from;
+  std::map<std::string, HorovodOrigin> from;
 };
 
 // From `env` (any variables: those named HOROVOD_* are read); `hora` holds
@@ -35,8 +41,8 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
                                     const std::map<std::string, std::string>& hora);
 
 // `st` (a settings error), naming the HOROVOD_* variable a HORA_* setting
-// it names was taken from: "HOROVOD_CYCLE_TIME='x' (taken as
-// HORA_CYCLE_TIME_MS) is invalid: ..." for "HORA_CYCLE_TIME_MS='x' is
+// it names was taken from: "HOROVOD_LOG_LEVEL='Loud' (taken as
+// HORA_LOG_LEVEL='loud') is invalid: ..." for "HORA_LOG_LEVEL='loud' is
 // invalid: ...".
 Status InHorovodsNames(const Status& st, const HorovodSettings& horovod);
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
 #include "common/config.h"
 
@@ -111,11 +112,24 @@ TEST(HorovodEnv, ABadValueIsNamedByTheHorovodVariable) {
     const Result<Config> config = ConfigFromEnv(hora);
     ASSERT_FALSE(config.ok());
     const std::string said = InHorovodsNames(config.status(), h).message();
-    EXPECT_EQ(said.rfind("HOROVOD_FUSION_THRESHOLD='abc' (taken as HORA_FUSION_THRESHOLD_BYTES) "
-                         "is invalid: expected a byte count",
+    EXPECT_EQ(said.rfind("HOROVOD_FUSION_THRESHOLD='abc' (taken as "
+                         "HORA_FUSION_THRESHOLD_BYTES='abc') is invalid: expected a byte count",
                          0),
               0u)
         << said;
+  }
+  // The user's value as set (a quote in it too), beside the one taken.
+  for (const auto& [name, value, want] : std::vector<std::array<std::string, 3>>{
+           {"HOROVOD_CYCLE_TIME", "1'5",
+            "HOROVOD_CYCLE_TIME='1'5' (taken as HORA_CYCLE_TIME_MS='1'5') is invalid: "},
+           {"HOROVOD_LOG_LEVEL", "Loud",
+            "HOROVOD_LOG_LEVEL='Loud' (taken as HORA_LOG_LEVEL='loud') is invalid: "}}) {
+    const HorovodSettings h = ReadHorovodSettings({{name, value}}, {});
+    std::map<std::string, std::string> env = h.hora;
+    const Result<Config> config = ConfigFromEnv(env);
+    ASSERT_FALSE(config.ok()) << name;
+    const std::string said = InHorovodsNames(config.status(), h).message();
+    EXPECT_EQ(said.rfind(want, 0), 0u) << said;
   }
   // A HORA_* setting the user set is named as it is.
   const HorovodSettings none = ReadHorovodSettings({}, {});

@@ -207,12 +207,18 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     {
       MutexLock lock(mu_);
       why = stop_reason_;
+      stopped_by_peer_ = !stopping;
     }
     FailAll(AbortedError("rank " + std::to_string(rank_) + ": the engine stopped: " +
                          (why.empty() ? who + " (shutdown(), or the end of its process)" : why)));
     return false;
   }
   return true;
+}
+
+bool Engine::StoppedByPeer() const {
+  MutexLock lock(mu_);
+  return stopped_by_peer_;
 }
 
 void Engine::FailAll(const Status& st) {

@@ -77,6 +77,9 @@ class Engine final : public Driver {
   std::vector<Handle> SubmitGroup(std::vector<Submission> members);
 
   EngineStats stats() const;
+  // Whether the engine stopped because another rank shut its Session down
+  // (not this rank).
+  bool StoppedByPeer() const;
 
   // Driver: runs cycles on the calling thread (see the file comment).
   bool Drive(const DoneFlag& done, TimePoint until) override;
@@ -210,6 +213,7 @@ class Engine final : public Driver {
   std::vector<TensorRecord*> found_ HORA_GUARDED_BY(mu_);  // (Queue's, kept for its capacity)
   bool stop_requested_ HORA_GUARDED_BY(mu_) = false;
   Status stopped_ HORA_GUARDED_BY(mu_);  // why the engine no longer runs (ok while it does)
+  bool stopped_by_peer_ HORA_GUARDED_BY(mu_) = false;
   EngineStats stats_ HORA_GUARDED_BY(mu_);
 
   // Whoever runs a cycle (the engine's thread or a driver) holds cycle_mu_.

@@ -19,9 +19,11 @@ std::optional<FailureReport> ParseFailure(const std::string& value) {
   const size_t nl = value.find('\n');
   if (nl == std::string::npos || nl == 0) return std::nullopt;
   const size_t nl2 = value.find('\n', nl + 1);
-  if (nl2 == std::string::npos) return std::nullopt;
-  const std::string kind = value.substr(nl + 1, nl2 - nl - 1);
-  if (kind != "own" && kind != "peer") return std::nullopt;
+  const std::string kind =
+      nl2 == std::string::npos ? std::string() : value.substr(nl + 1, nl2 - nl - 1);
+  if (kind != "own" && kind != "peer") {  // (an older Hora's "who\nwhat": its own)
+    return FailureReport{value.substr(0, nl), value.substr(nl + 1), false};
+  }
   return FailureReport{value.substr(0, nl), value.substr(nl2 + 1), kind == "peer"};
 }
 

@@ -33,7 +33,8 @@ std::string FailureKey(const std::string& job, int64_t n);
 // would wait for the start timeout and then blame the settings.
 std::string RankEndedKey(const std::string& job);
 
-// "who\nown\nwhat" or "who\npeer\nwhat".
+// "who\nown\nwhat" or "who\npeer\nwhat" (an older Hora's "who\nwhat" reads
+// as its own).
 std::string FormatFailure(const FailureReport& report);
 // nullopt for a value that is not one.
 std::optional<FailureReport> ParseFailure(const std::string& value);

@@ -114,6 +114,40 @@ def test_an_error_inside_a_compiled_function_is_horas_and_the_job_goes_on():
     torch.testing.assert_close(f(torch.ones(3)), torch.full((3,), 2.0))
 
 
+def test_a_result_one_rank_does_not_use_is_still_reduced_there():
+    # The operators are ordered effects: a collective whose result this
+    # rank drops is not dead code (the others would wait for it), and
+    # collectives keep their order.
+    r = hvd.rank()
+
+    def step(x):
+        total = hvd.allreduce(x, op=hvd.Sum, name="c.unused")
+        hvd.allreduce(x * 0, name="c.barrier")  # (a barrier: no rank uses it)
+        return total if r == 0 else x + 1
+
+    for backend in ("aot_eager", "inductor"):
+        out = torch.compile(step, fullgraph=True, backend=backend)(torch.ones(2))
+        want = torch.full((2,), float(hvd.size())) if r == 0 else torch.full((2,), 2.0)
+        torch.testing.assert_close(out, want)
+        torch._dynamo.reset()
+
+
+def test_a_strided_input_and_a_removed_set():
+    # An input's strides are not the output's (contiguous, as eagerly); a
+    # set removed before the call is refused as eagerly, in the user's terms.
+    n = hvd.size()
+    x = torch.arange(6.0).reshape(2, 3).t()  # (3, 2), not contiguous
+    out = torch.compile(lambda t: hvd.allreduce(t, op=hvd.Sum, name="c.strided") + 1,
+                        fullgraph=True)(x)
+    torch.testing.assert_close(out, x * n + 1)
+    ps = hvd.add_process_set([0] if n == 2 else [0, n - 1])
+    hvd.remove_process_set(ps)
+    f = torch.compile(lambda t: hvd.allreduce(t, process_set=ps, name="c.gone"), fullgraph=True,
+                      backend="aot_eager")
+    with pytest.raises(ValueError, match="not registered"):
+        f(torch.ones(2))
+
+
 def test_a_process_set_inside_a_compiled_function():
     r, n = hvd.rank(), hvd.size()
     members = [0, n - 1] if n > 2 else [1]  # (not every rank: that is the global set)

@@ -74,6 +74,28 @@ def test_a_rank_that_lost_its_peer_is_not_named_first():
         assert "horarun: rank 1 (pid " in out and "was killed by signal 9" in out, out
 
 
+OWN_UNAVAILABLE = r"""
+import time, numpy as np, hora.numpy as hvd
+hvd.init()
+hvd.allreduce(np.ones(2, np.float32), name="warm")
+if hvd.rank() == 1:
+    time.sleep(0.2)
+    # (A peer's kind of error, with no peer gone: a device out of memory.)
+    raise hvd.UnavailableError("device out of memory on rank 1")
+hvd.allreduce(np.ones(2, np.float32), name="never")
+"""
+
+
+def test_an_error_of_a_peers_kind_with_no_peer_gone_is_named_first():
+    if hvd.rank() != 0:
+        return
+    code, out = _job(["-np", "2"], OWN_UNAVAILABLE)
+    assert code != 0, out
+    said = [line for line in out.splitlines() if "failed first" in line]
+    assert len(said) == 1 and said[0].startswith("horarun: rank 1 failed first: ") and \
+        "device out of memory on rank 1" in said[0], out
+
+
 TIMELINE_CODE = r"""
 import numpy as np, hora.numpy as hvd
 hvd.init()
@@ -122,7 +144,7 @@ def test_a_rank_that_exits_before_init_ends_the_others_wait():
     out = res.stdout + res.stderr
     assert res.returncode == 3, out
     # horarun's own words name it too, not only the ranks' errors.
-    assert "had ended (exit code 0) while the others still ran" in out, out
+    assert "had ended with exit code 0 while the others still ran" in out, out
     failed = [line for line in out.splitlines() if "init failed after" in line]
     assert len(failed) == 2, out
     for line in failed:

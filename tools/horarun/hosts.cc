@@ -165,19 +165,26 @@ Result<std::vector<HostSlots>> ParseHostfile(std::string_view contents, const st
     for (char c : Trim(line.substr(space))) rest += c == '\t' ? ' ' : c;
     for (size_t eq; (eq = rest.find(" =")) != std::string::npos;) rest.erase(eq, 1);
     for (size_t eq; (eq = rest.find("= ")) != std::string::npos;) rest.erase(eq + 1, 1);
-    std::optional<int> slots;
+    std::optional<int> slots, max_slots;
     for (std::string_view fields = rest; !fields.empty();) {
       const size_t end = std::min(fields.find(' '), fields.size());
       const std::string_view field = fields.substr(0, end);
       fields = Trim(fields.substr(end));
       if (field.substr(0, 6) == "slots=" && !slots) {
         HORA_ASSIGN_OR_RETURN(slots, ParseSlots(field.substr(6), where));
-      } else if (field.substr(0, 10) != "max_slots=" || !slots) {
+      } else if (field.substr(0, 10) == "max_slots=" && !max_slots) {
+        HORA_ASSIGN_OR_RETURN(max_slots, ParseSlots(field.substr(10), where));
+      } else {
         return InvalidArgument(where +
                                ": expected 'slots=N' after the host (and Open MPI's "
-                               "max_slots=M after it), got '" +
+                               "max_slots=M), got '" +
                                rest + "'");
       }
+    }
+    if (!slots) return InvalidArgument(where + ": no 'slots=N' after the host");
+    if (max_slots && *max_slots < *slots) {
+      return InvalidArgument(where + ": max_slots=" + std::to_string(*max_slots) +
+                             " is below slots=" + std::to_string(*slots));
     }
     hosts.push_back({std::move(host), *slots});
   }

@@ -97,8 +97,12 @@ TEST(Hosts, ParsesHostfiles) {
   EXPECT_EQ((*h)[0].slots, 2);
   EXPECT_EQ((*h)[1].slots, 3);
   EXPECT_EQ((*h)[2].slots, 1);
+  h = ParseHostfile("a max_slots=8 slots=2\n", "either-order.txt");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ((*h)[0].slots, 2);
   for (const char* text :
-       {"a max_slots=8 slots=2\n", "a slots=2 slots=3\n", "a slots=\n", "a slots=2 cores=4\n"}) {
+       {"a slots=2 slots=3\n", "a slots=\n", "a slots=2 cores=4\n", "a max_slots=4\n",
+        "a slots=2 max_slots=abc\n", "a slots=2 max_slots=\n", "a slots=4 max_slots=2\n"}) {
     EXPECT_FALSE(ParseHostfile(text, "bad.txt").ok()) << text;
   }
 }

@@ -331,7 +331,9 @@ void Job::Died(Rank& r, int status) {
                      first->what.c_str());
       } else if (!ended_well_.empty()) {
         // (A script that returned early on one rank: the others waited for it.)
-        std::fprintf(stderr, "horarun: %s had ended (exit code 0) while the others still ran\n",
+        std::fprintf(stderr,
+                     "horarun: note: %s had ended with exit code 0 while the others still ran "
+                     "(where they waited for it, that is why they failed)\n",
                      ended_well_.c_str());
       }
     }

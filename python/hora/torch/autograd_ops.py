@@ -96,7 +96,8 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one group; returns the list of results."""
     op = basics.check_op(op, average)
-    process_set_id(process_set)
+    if not traced.compiling():  # (compiled, the operator refuses a set as it runs)
+        process_set_id(process_set)
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
         raise TypeError("grouped_allreduce: expected a list of tensors")
     if not tensors:

@@ -7,7 +7,10 @@ operator of the "hora" library (``torch.ops.hora.allreduce`` and the others)
 in the graph instead of calling the core from Python, which Dynamo cannot
 trace (a graph break, and an error under ``fullgraph=True``). Each operator
 runs the eager function when the graph runs, so its numbers, names and errors
-are the eager call's. Its fake form gives the output's shape: an allgather's,
+are the eager call's. They are ordered effects: never dropped as dead code
+where a rank does not use a result (the others would wait for it), never
+moved past one another. Its fake form gives the output's shape (contiguous,
+as eagerly): an allgather's,
 alltoall's and reducescatter's first dimension is known only when it runs (a
 dynamic size in the graph). Its backward is the eager function's rule
 (:mod:`hora.torch.autograd_ops`), itself made of these operators.
@@ -35,23 +38,31 @@ from hora.torch.traced import AVAILABLE
 
 
 def _set(sid):
-    """The process set of id ``sid`` (the operators take ids)."""
+    """The process set of id ``sid`` (the operators take ids; -1: a set that
+    was not registered when the function was traced)."""
     if sid == 0:
         return global_process_set
     sets = basics.session().process_sets()
     if sid not in sets:
-        raise ValueError("process set %d was removed after the function was compiled" % sid)
+        raise ValueError("the process set given is not registered (never added, or removed): "
+                         "call add_process_set(...) on every rank first")
     ps = ProcessSet(sets[sid])
     ps.process_set_id = sid
     return ps
 
 
 def _new(out, tensor):
-    """``out``, or a copy where it shares ``tensor``'s memory (an operator's
-    output may not alias its input)."""
+    """``out``, contiguous (as the fake forms say: an input's strides are not
+    the output's), and a copy where it shares ``tensor``'s memory (an
+    operator's output may not alias its input)."""
     if out.numel() and out.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr():
-        return out.clone()
-    return out
+        return out.clone(memory_format=torch.contiguous_format)
+    return out.contiguous()
+
+
+def _like(tensor):
+    """A fake output of ``tensor``'s shape and dtype, contiguous."""
+    return tensor.new_empty(tensor.shape)
 
 
 def _dynamic_rows(tensor):
@@ -76,7 +87,7 @@ def define():
                                  postscale_factor=postscale, process_set=_set(process_set)),
                     tensor)
 
-    allreduce_op.register_fake(lambda tensor, *rest: torch.empty_like(tensor))
+    allreduce_op.register_fake(lambda tensor, *rest: _like(tensor))
 
     def allreduce_setup(ctx, inputs, output):
         ctx.args = inputs[2:]
@@ -104,7 +115,7 @@ def define():
         return [_new(o, t) for o, t in zip(outs, tensors)]
 
     grouped_allreduce_op.register_fake(
-        lambda tensors, *rest: [torch.empty_like(t) for t in tensors])
+        lambda tensors, *rest: [_like(t) for t in tensors])
 
     def grouped_backward(ctx, grads):
         return (ops.grouped_allreduce(list(grads), None, *ctx.args),) + (None,) * 5
@@ -155,7 +166,7 @@ def define():
             raise ValueError("SyncBatchNorm: every rank's batch is empty")
         return total.clone()
 
-    nonempty_batch_op.register_fake(lambda total: torch.empty_like(total))
+    nonempty_batch_op.register_fake(lambda total: _like(total))
     nonempty_batch_op.register_autograd(lambda ctx, grad: grad)
 
     @custom_op("hora::broadcast", mutates_args=())
@@ -164,16 +175,16 @@ def define():
         return _new(ao.broadcast(tensor.detach(), root_rank, name=name,
                                  process_set=_set(process_set)), tensor)
 
-    broadcast_op.register_fake(lambda tensor, *rest: torch.empty_like(tensor))
+    broadcast_op.register_fake(lambda tensor, *rest: _like(tensor))
 
     @custom_op("hora::broadcast_backward", mutates_args=())
     def broadcast_backward_op(grad: torch.Tensor, root_rank: int,
                               process_set: int) -> torch.Tensor:
         # (broadcast's rule: the Average allreduce on the root, zeros elsewhere.)
         reduced = ao.allreduce(grad.detach(), op=basics.Average, process_set=_set(process_set))
-        return _new(reduced, grad) if basics.rank() == root_rank else torch.zeros_like(grad)
+        return _new(reduced, grad) if basics.rank() == root_rank else grad.new_zeros(grad.shape)
 
-    broadcast_backward_op.register_fake(lambda grad, *rest: torch.empty_like(grad))
+    broadcast_backward_op.register_fake(lambda grad, *rest: _like(grad))
 
     def broadcast_setup(ctx, inputs, output):
         _, ctx.root_rank, _, ctx.process_set = inputs
@@ -253,6 +264,15 @@ def define():
     reducescatter_op.register_autograd(
         lambda ctx, grad: (ops.reducescatter_backward(grad, *ctx.args),) + (None,) * 5,
         setup_context=reducescatter_setup)
+
+    # Collectives are effects, in program order: never dropped where a rank
+    # does not use the result (the others would wait for it), nor moved
+    # past one another.
+    from torch._library.effects import EffectType
+    for op in (allreduce_op, allreduce_inplace_op, grouped_allreduce_op, allgather_op,
+               allgather_backward_op, broadcast_op, broadcast_backward_op, broadcast_inplace_op,
+               alltoall_op, alltoall_backward_op, reducescatter_op, reducescatter_backward_op):
+        op.register_effect(EffectType.ORDERED)
 
 
 def _rows(tensor):

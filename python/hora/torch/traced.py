@@ -9,10 +9,24 @@ functions here take the arguments those functions already checked.
 import torch
 
 from hora.common import basics
-from hora.common.process_sets import process_set_id
+from hora.common.process_sets import ProcessSet, process_set_id
 
-AVAILABLE = (hasattr(getattr(torch, "library", None), "custom_op")
-             and hasattr(getattr(torch, "compiler", None), "is_compiling"))
+def _available():
+    """torch.library.custom_op, and a way to mark an operator's effect as
+    ordered (else a collective whose result one rank does not use would be
+    dropped there as dead code, and the others would wait for it)."""
+    if not (hasattr(getattr(torch, "library", None), "custom_op")
+            and hasattr(getattr(torch, "compiler", None), "is_compiling")):
+        return False
+    try:
+        from torch._library.custom_ops import CustomOpDef
+        from torch._library.effects import EffectType
+    except ImportError:
+        return False
+    return hasattr(CustomOpDef, "register_effect") and hasattr(EffectType, "ORDERED")
+
+
+AVAILABLE = _available()
 
 
 if AVAILABLE:
@@ -25,30 +39,43 @@ else:
         return False
 
 
+def _sid(process_set):
+    """``process_set``'s id, as ``process_set_id`` gives it, but -1 for a set
+    that is not registered: the operator refuses it as it runs (an error
+    raised while Dynamo traces would reach the user as Dynamo's)."""
+    if process_set is None:
+        return 0
+    if not isinstance(process_set, ProcessSet):
+        return process_set_id(process_set)  # (TypeError, as eagerly)
+    if process_set.process_set_id is not None:
+        return process_set.process_set_id
+    return 0 if process_set.ranks == list(range(basics.size())) else -1
+
+
 def allreduce(tensor, op, name, compression, prescale, postscale, process_set):
     compressed, cctx = compression.compress(tensor)
     out = torch.ops.hora.allreduce(compressed, name, op, float(prescale), float(postscale),
-                                   process_set_id(process_set))
+                                   _sid(process_set))
     return compression.decompress(out, cctx)
 
 
 def allreduce_(tensor, op, name, prescale, postscale, process_set):
     torch.ops.hora.allreduce_(tensor, name, op, float(prescale), float(postscale),
-                              process_set_id(process_set))
+                              _sid(process_set))
     return tensor
 
 
 def grouped_allreduce(tensors, op, name, compression, prescale, postscale, process_set):
     pairs = [compression.compress(t) for t in tensors]
     outs = torch.ops.hora.grouped_allreduce([c for c, _ in pairs], name, op, float(prescale),
-                                            float(postscale), process_set_id(process_set))
+                                            float(postscale), _sid(process_set))
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
 def allgather(tensor, name, process_set, grad_op=None, rows_per_rank=0):
     """(``grad_op``: the gradient's allreduce, Average unless given;
     ``rows_per_rank``: every rank's dimension 0 where known equal, else 0.)"""
-    return torch.ops.hora.allgather(tensor, name, process_set_id(process_set),
+    return torch.ops.hora.allgather(tensor, name, _sid(process_set),
                                     basics.Average if grad_op is None else grad_op,
                                     rows_per_rank)
 
@@ -59,23 +86,23 @@ def nonempty_batch(total):
 
 
 def broadcast(tensor, root_rank, name, process_set):
-    return torch.ops.hora.broadcast(tensor, int(root_rank), name, process_set_id(process_set))
+    return torch.ops.hora.broadcast(tensor, int(root_rank), name, _sid(process_set))
 
 
 def broadcast_(tensor, root_rank, name, process_set):
-    torch.ops.hora.broadcast_(tensor, int(root_rank), name, process_set_id(process_set))
+    torch.ops.hora.broadcast_(tensor, int(root_rank), name, _sid(process_set))
     return tensor
 
 
 def alltoall(tensor, splits, name, process_set):
     if splits is not None and not isinstance(splits, torch.Tensor):
         splits = torch.tensor(list(splits), dtype=torch.int32)
-    out, received = torch.ops.hora.alltoall(tensor, splits, name, process_set_id(process_set))
+    out, received = torch.ops.hora.alltoall(tensor, splits, name, _sid(process_set))
     return out if splits is None else (out, received)
 
 
 def reducescatter(tensor, op, name, compression, prescale, postscale, process_set):
     compressed, cctx = compression.compress(tensor)
     out = torch.ops.hora.reducescatter(compressed, name, op, float(prescale), float(postscale),
-                                       process_set_id(process_set))
+                                       _sid(process_set))
     return compression.decompress(out, cctx)
