@@ -73,8 +73,8 @@ def test_collectives_in_one_graph_equal_the_references():
     torch.testing.assert_close(inplace, torch.stack(xs).max(0).values)
     torch.testing.assert_close(rooted, xs[0])
     recorded = {t.split(".")[1] for t in seen if t.startswith("hora.")}
-    assert recorded == {"allreduce", "allgather", "broadcast", "alltoall", "reducescatter",
-                        "grouped_allreduce", "allreduce_", "broadcast_"}, seen
+    assert recorded == {"allreduce", "allgather", "broadcast", "alltoall", "alltoall_splits",
+                        "reducescatter", "grouped_allreduce", "allreduce_", "broadcast_"}, seen
 
 
 def test_gradients_through_a_compiled_function_equal_the_eager_ones():
@@ -179,3 +179,21 @@ def test_inductor_compiles_a_step_with_collectives():
     torch.testing.assert_close(total, 2 * sum(v.sin() for v in all_values([n + 1], torch.float32)))
     rows = torch.cat([value(q, [n + 1], torch.float32)[: q + 1].cos() for q in range(n)])
     torch.testing.assert_close(mean, rows.mean().reshape(1))
+
+    # alltoall with uneven splits (rank q sends p + q + 1 rows to rank p),
+    # its received splits, and its gradient (each row's own: 2 x).
+    def splits_of(q):
+        return [p + q + 1 for p in range(n)]
+
+    def exchange(t):
+        out, received = hvd.alltoall(t, splits=splits_of(r), name="i.a2a")
+        return (out * out).sum(), out, received
+
+    inp = value(r, [sum(splits_of(r)), 2], torch.float32).requires_grad_()
+    loss, out, received = torch.compile(exchange, fullgraph=True)(inp)
+    loss.backward()
+    assert received.tolist() == [splits_of(q)[r] for q in range(n)]
+    want = torch.cat([value(q, [sum(splits_of(q)), 2], torch.float32)[
+        sum(splits_of(q)[:r]):sum(splits_of(q)[:r + 1])] for q in range(n)])
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(inp.grad, 2 * inp.detach())

@@ -97,8 +97,9 @@ def broadcast_(tensor, root_rank, name, process_set):
 def alltoall(tensor, splits, name, process_set):
     if splits is not None and not isinstance(splits, torch.Tensor):
         splits = torch.tensor(list(splits), dtype=torch.int32)
-    out, received = torch.ops.hora.alltoall(tensor, splits, name, _sid(process_set))
-    return out if splits is None else (out, received)
+    sid = _sid(process_set)
+    out = torch.ops.hora.alltoall(tensor, splits, name, sid)
+    return out if splits is None else (out, torch.ops.hora.alltoall_splits(splits, sid))
 
 
 def reducescatter(tensor, op, name, compression, prescale, postscale, process_set):
