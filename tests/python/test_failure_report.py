@@ -25,17 +25,22 @@ hvd.allreduce(np.ones(2, np.float32), name="never")  # rank 0 waits: rank 1 is g
 """
 
 
-def test_horarun_names_the_rank_that_raised_not_its_victim():
-    if hvd.rank() != 0:
-        return
+def _job(args, code, extra_env=None):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
     env["PYTHONPATH"] = package_parent()
+    env.update(extra_env or {})
+    res = subprocess.run([horarun_path()] + args + [sys.executable, "-c", code], env=env,
+                         capture_output=True, text=True, timeout=60)
+    return res.returncode, res.stdout + res.stderr
+
+
+def test_horarun_names_the_rank_that_raised_not_its_victim():
+    if hvd.rank() != 0:
+        return
     for _ in range(2):
-        res = subprocess.run([horarun_path(), "-np", "2", sys.executable, "-c", CODE], env=env,
-                             capture_output=True, text=True, timeout=60)
-        out = res.stdout + res.stderr
-        assert res.returncode != 0, out
+        code, out = _job(["-np", "2"], CODE)
+        assert code != 0, out
         said = [line for line in out.splitlines() if "failed first" in line]
         assert said == ["horarun: rank 1 failed first: ValueError: bad batch 7 on rank 1"], out
 
@@ -50,16 +55,6 @@ if hvd.rank() == 1:
 while True:  # rank 0 loses its connection to rank 1, and raises
     hvd.allreduce(np.ones(2, np.float32), name="loop")
 """
-
-
-def _job(args, code, extra_env=None):
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("HORA_") and not k.startswith("HOROVOD_")}
-    env["PYTHONPATH"] = package_parent()
-    env.update(extra_env or {})
-    res = subprocess.run([horarun_path()] + args + [sys.executable, "-c", code], env=env,
-                         capture_output=True, text=True, timeout=60)
-    return res.returncode, res.stdout + res.stderr
 
 
 def test_a_rank_that_lost_its_peer_is_not_named_first():

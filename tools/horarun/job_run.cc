@@ -344,29 +344,6 @@ void Job::Died(Rank& r, int status) {
   }
 }
 
-std::string Job::JobId() const {
-  const auto job = spec_.env.find("HORA_JOB_ID");
-  return job == spec_.env.end() ? std::string() : job->second;
-}
-
-std::optional<FailureReport> Job::FirstFailure() {
-  const std::string job = JobId();
-  if (!store_ || job.empty()) return std::nullopt;
-  const Result<int64_t> n = store_->Add(FailureCountKey(job), 0);
-  if (!n.ok() || *n < 1) return std::nullopt;
-  // The first rank's own failure; a failure caused by a peer (its
-  // connection lost: a rank killed by a signal, which reports nothing) is
-  // never the first, whenever it came.
-  for (int64_t i = 1; i <= *n; ++i) {
-    // (Counted just before it is written: a moment for the write.)
-    const Result<Bytes> v = store_->Get(FailureKey(job, i), std::chrono::milliseconds(500));
-    if (!v.ok()) continue;
-    std::optional<FailureReport> report = ParseFailure(std::string(v->begin(), v->end()));
-    if (report && !report->caused_by_peer) return report;
-  }
-  return std::nullopt;
-}
-
 void Job::CloseOutput(Rank& r, int s) {
   if (!r.start_scan[s].empty()) {  // (a shell that ended before its start line)
     Forward(r, s, r.start_scan[s].data(), r.start_scan[s].size());
