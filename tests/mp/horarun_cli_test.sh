@@ -45,7 +45,7 @@ check start-timeout-env 0 "[0]: 7.000000" "$horarun" -np 1 --start-timeout 7 sh 
 check horovod-layout 0 "[1]: 1 2 1 2 0 1 localhost" "$horarun" -np 2 sh -c 'echo $HOROVOD_RANK $HOROVOD_SIZE $HOROVOD_LOCAL_RANK $HOROVOD_LOCAL_SIZE $HOROVOD_CROSS_RANK $HOROVOD_CROSS_SIZE $HOROVOD_HOSTNAME'
 check horovod-setting 0 "HORA_CYCLE_TIME_MS=5 " env HOROVOD_CYCLE_TIME=5 "$horarun" --print-config
 check horovod-setting-loses 0 "HORA_CYCLE_TIME_MS=2 " env HOROVOD_CYCLE_TIME=5 HORA_CYCLE_TIME_MS=2 "$horarun" --print-config
-check bad-horovod-setting 2 "HORA_FUSION_THRESHOLD_BYTES='lots' is invalid" env HOROVOD_FUSION_THRESHOLD=lots "$horarun" -np 1 true
+check bad-horovod-setting 2 "HOROVOD_FUSION_THRESHOLD='lots' (taken as HORA_FUSION_THRESHOLD_BYTES='lots') is invalid" env HOROVOD_FUSION_THRESHOLD=lots "$horarun" -np 1 true
 check big-env-timeout 2 "HORA_TIMEOUT_S='1e12' is invalid" env HORA_TIMEOUT_S=1e12 "$horarun" -np 1 true
 check secret-hidden 0 "HORA_SECRET=(set)" env HORA_SECRET=hunter2 "$horarun" --print-config
 # A signal to horarun stops every rank and leaves no process behind; horarun
