@@ -73,7 +73,7 @@ def test_collectives_in_one_graph_equal_the_references():
     torch.testing.assert_close(inplace, torch.stack(xs).max(0).values)
     torch.testing.assert_close(rooted, xs[0])
     recorded = {t.split(".")[1] for t in seen if t.startswith("hora.")}
-    assert recorded == {"allreduce", "allgather", "broadcast", "alltoall", "alltoall_splits",
+    assert recorded == {"allreduce", "allgather", "broadcast", "alltoall", "keep",
                         "reducescatter", "grouped_allreduce", "allreduce_", "broadcast_"}, seen
 
 
@@ -118,17 +118,21 @@ def test_a_result_one_rank_does_not_use_is_still_reduced_there():
     # The operators are ordered effects: a collective whose result this
     # rank drops is not dead code (the others would wait for it), and
     # collectives keep their order.
-    r = hvd.rank()
+    r, n = hvd.rank(), hvd.size()
 
     def step(x):
         total = hvd.allreduce(x, op=hvd.Sum, name="c.unused")
         hvd.allreduce(x * 0, name="c.barrier")  # (a barrier: no rank uses it)
-        return total if r == 0 else x + 1
+        # (Rank 0 splits evenly, the others say so: the same collective.)
+        rows = hvd.alltoall(x, name="c.a2a.unused") if r == 0 else \
+            hvd.alltoall(x, splits=[2] * n, name="c.a2a.unused")[0]
+        return (total, rows) if r == 0 else (x + 1, x)
 
     for backend in ("aot_eager", "inductor"):
-        out = torch.compile(step, fullgraph=True, backend=backend)(torch.ones(2))
-        want = torch.full((2,), float(hvd.size())) if r == 0 else torch.full((2,), 2.0)
-        torch.testing.assert_close(out, want)
+        total, rows = torch.compile(step, fullgraph=True, backend=backend)(torch.ones(2 * n))
+        want = torch.full((2 * n,), float(n) if r == 0 else 2.0)
+        torch.testing.assert_close(total, want)
+        torch.testing.assert_close(rows, torch.ones(2 * n))
         torch._dynamo.reset()
 
 

@@ -13,7 +13,10 @@ moved past one another. Its fake form gives the output's shape (contiguous,
 as eagerly): an allgather's,
 alltoall's and reducescatter's first dimension is known only when it runs (a
 dynamic size in the graph). Its backward is the eager function's rule
-(:mod:`hora.torch.autograd_ops`), itself made of these operators.
+(:mod:`hora.torch.autograd_ops`), itself made of these operators; alltoall
+is not an effect itself (Inductor mistakes an effectful operator with two
+outputs of sizes known only as it runs): ``hora::keep``, an effect, holds
+its rows in the graph.
 ``SyncBatchNorm`` records them too (its allgather, whose gradient is the Sum
 allreduce, and its check that some rank has a batch, as the graph runs).
 
@@ -201,49 +204,47 @@ def define():
 
     broadcast_inplace_op.register_fake(lambda *args: None)
 
-    # (One output an operator: Inductor mistakes an effectful operator's
-    # second output of a size known only as it runs. The received splits
-    # are an operator of their own, the counts exchanged.)
+    # (Inductor mistakes an effectful operator's first output, of a size
+    # known only as it runs, where it has a second: alltoall is not an
+    # effect itself; hora::keep, an effect, holds its rows in the graph.)
     @custom_op("hora::alltoall", mutates_args=())
     def alltoall_op(tensor: torch.Tensor, splits: Optional[torch.Tensor], name: Optional[str],
-                    process_set: int) -> torch.Tensor:
-        return _new(_alltoall_now(tensor.detach(), splits, name, process_set)[0], tensor)
+                    process_set: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        out, received = _alltoall_now(tensor.detach(), splits, name, process_set)
+        return _new(out, tensor), received
 
-    alltoall_op.register_fake(lambda tensor, *rest: tensor.new_empty(_dynamic_rows(tensor)))
+    @alltoall_op.register_fake
+    def _(tensor, splits, name, process_set):
+        ctx = torch.library.get_ctx()
+        return (tensor.new_empty(_dynamic_rows(tensor)),
+                torch.empty((ctx.new_dynamic_size(),), dtype=torch.int32))
 
-    @custom_op("hora::alltoall_splits", mutates_args=())
-    def alltoall_splits_op(splits: torch.Tensor, process_set: int) -> torch.Tensor:
-        # (What each rank sends this one: every rank's splits[me].)
-        counts = splits.detach().to(torch.int32).reshape(-1).contiguous()
-        return _alltoall_now(counts, [1] * counts.numel(), None, process_set)[0]
+    @custom_op("hora::keep", mutates_args=())
+    def keep_op(tensor: torch.Tensor) -> torch.Tensor:
+        # (Nothing to do: an effect whose input is a collective's output.)
+        return tensor.new_empty(0)
 
-    alltoall_splits_op.register_fake(
-        lambda splits, process_set: torch.empty((torch.library.get_ctx().new_dynamic_size(),),
-                                                dtype=torch.int32))
+    keep_op.register_fake(lambda tensor: tensor.new_empty(0))
 
     @custom_op("hora::alltoall_backward", mutates_args=())
-    def alltoall_backward_op(grad: torch.Tensor, splits: Optional[torch.Tensor], rows: int,
+    def alltoall_backward_op(grad: torch.Tensor, received: torch.Tensor, rows: int,
                              process_set: int) -> torch.Tensor:
-        # (alltoall's rule: the gradient travels back with the splits this
-        # rank received, from what every rank sent: its splits, or rows / n.)
-        n = _set(process_set).size()
-        sent = splits if splits is not None else torch.full((n,), rows // max(n, 1))
-        received = alltoall_splits_op(sent, process_set)
+        # (alltoall's rule: the gradient travels back with the received splits.)
         return _new(_alltoall_now(grad.detach(), received, None, process_set)[0], grad)
 
     @alltoall_backward_op.register_fake
-    def _(grad, splits, rows, process_set):
+    def _(grad, received, rows, process_set):
         return grad.new_empty((rows,) + tuple(grad.shape[1:]))
 
     def alltoall_setup(ctx, inputs, output):
         ctx.rows, ctx.process_set = _rows(inputs[0]), inputs[3]
-        ctx.given = inputs[1] is not None
-        ctx.save_for_backward(inputs[1] if ctx.given else inputs[0].new_empty(0))
+        ctx.save_for_backward(output[1])
+        ctx.mark_non_differentiable(output[1])
 
-    def alltoall_backward(ctx, grad):
-        (splits,) = ctx.saved_tensors
-        return (ops.alltoall_backward(grad, splits if ctx.given else None, ctx.rows,
-                                      ctx.process_set), None, None, None)
+    def alltoall_backward(ctx, grad, _unused):
+        (received,) = ctx.saved_tensors
+        return (ops.alltoall_backward(grad, received, ctx.rows, ctx.process_set),
+                None, None, None)
 
     alltoall_op.register_autograd(alltoall_backward, setup_context=alltoall_setup)
 
@@ -283,8 +284,7 @@ def define():
     from torch._library.effects import EffectType
     for op in (allreduce_op, allreduce_inplace_op, grouped_allreduce_op, allgather_op,
                allgather_backward_op, broadcast_op, broadcast_backward_op, broadcast_inplace_op,
-               alltoall_op, alltoall_splits_op, alltoall_backward_op, reducescatter_op,
-               reducescatter_backward_op):
+               keep_op, alltoall_backward_op, reducescatter_op, reducescatter_backward_op):
         op.register_effect(EffectType.ORDERED)
 
 

@@ -97,9 +97,9 @@ def broadcast_(tensor, root_rank, name, process_set):
 def alltoall(tensor, splits, name, process_set):
     if splits is not None and not isinstance(splits, torch.Tensor):
         splits = torch.tensor(list(splits), dtype=torch.int32)
-    sid = _sid(process_set)
-    out = torch.ops.hora.alltoall(tensor, splits, name, sid)
-    return out if splits is None else (out, torch.ops.hora.alltoall_splits(splits, sid))
+    out, received = torch.ops.hora.alltoall(tensor, splits, name, _sid(process_set))
+    torch.ops.hora.keep(out)  # (kept where this rank does not use the rows)
+    return out if splits is None else (out, received)
 
 
 def reducescatter(tensor, op, name, compression, prescale, postscale, process_set):
