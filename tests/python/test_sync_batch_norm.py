@@ -23,9 +23,10 @@ def _rows():
     return [2 + q for q in range(hvd.size())]
 
 
+@pytest.mark.parametrize("momentum", [0.3, None], ids=["momentum", "cumulative"])
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("shape", [(3,), (3, 5), (3, 2, 4)], ids=["2d", "3d", "4d"])
-def test_sync_batch_norm_matches_full_batch(shape, compiled):
+def test_sync_batch_norm_matches_full_batch(shape, compiled, momentum):
     # Compiled: torch.compile(fullgraph=True) records Hora's operators
     # (hora.torch.compiled_ops), the batch check included.
     if compiled and not compiled_ops.AVAILABLE:
@@ -37,9 +38,9 @@ def test_sync_batch_norm_matches_full_batch(shape, compiled):
     w_all = torch.randn(x_all.shape, generator=g, dtype=torch.float64)
     c = shape[0]
 
-    sbn = hvd.SyncBatchNorm(c, momentum=0.3).double()
+    sbn = hvd.SyncBatchNorm(c, momentum=momentum).double()
     ref = {1: torch.nn.BatchNorm1d, 2: torch.nn.BatchNorm1d, 3: torch.nn.BatchNorm2d}[len(shape)](
-        c, momentum=0.3).double()
+        c, momentum=momentum).double()
     with torch.no_grad():
         for m in (sbn, ref):
             m.weight.copy_(torch.linspace(0.5, 1.5, c, dtype=torch.float64))
@@ -48,13 +49,13 @@ def test_sync_batch_norm_matches_full_batch(shape, compiled):
     x = x_all[start:start + rows[r]].clone().requires_grad_()
     xr = x_all.clone().requires_grad_()
     run = torch.compile(sbn, fullgraph=True, backend="aot_eager") if compiled else sbn
-    for _ in range(2):  # twice: running statistics accumulate
+    for _ in range(3):  # statistics accumulate (momentum=None: 1, 1/2, 1/3)
         y = run(x)
         yr = ref(xr)
     torch.testing.assert_close(y, yr[start:start + rows[r]], **TOL)
     torch.testing.assert_close(sbn.running_mean, ref.running_mean, **TOL)
     torch.testing.assert_close(sbn.running_var, ref.running_var, **TOL)
-    assert int(sbn.num_batches_tracked) == int(ref.num_batches_tracked) == 2
+    assert int(sbn.num_batches_tracked) == int(ref.num_batches_tracked) == 3
 
     (y * w_all[start:start + rows[r]]).sum().backward()
     (yr * w_all).sum().backward()

@@ -12,8 +12,7 @@ BatchNorm. Works on CPU tensors of any floating dtype (float16/bfloat16 are
 computed in float32), and on CUDA tensors through Hora's GPU path (tested
 only where a GPU is: tests/python/test_torch_cuda.py). Every rank must call
 it in training mode together. Inside torch.compile it is Hora's operators
-(hora.torch.compiled_ops), with no graph break (but for ``momentum=None``,
-whose factor is read from the batch count).
+(hora.torch.compiled_ops), with no graph break (``momentum=None`` too).
 """
 
 import torch
@@ -44,12 +43,20 @@ class SyncBatchNorm(_BatchNorm):
         if self.training and self.track_running_stats:
             self.num_batches_tracked.add_(1)
             if self.momentum is None:  # cumulative moving average
-                factor = 1.0 / float(self.num_batches_tracked)
+                factor = self._cumulative_factor()
         use_batch_stats = self.training or not self.track_running_stats
         if not use_batch_stats or basics.size() == 1:
             return F.batch_norm(input, self.running_mean, self.running_var, self.weight,
                                 self.bias, use_batch_stats, factor, self.eps)
         return self._sync_forward(input, factor)
+
+    def _cumulative_factor(self):
+        """1 / batches tracked; a tensor while torch.compile traces (the
+        count is data there; torch 2.15 traces ``float`` of it, but a tensor
+        needs no such support)."""
+        if traced.compiling():
+            return torch.reciprocal(self.num_batches_tracked.to(torch.float64))
+        return 1.0 / float(self.num_batches_tracked)
 
     def _sync_forward(self, input, factor):
         c = input.shape[1]
