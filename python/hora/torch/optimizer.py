@@ -76,7 +76,7 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import backward_end, grad_buckets, grad_scaler
+from hora.torch import backward_end, grad_buckets, grad_scaler, param_names
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -99,11 +99,6 @@ def _bucket_limit():
     return 32 << 10 if value is None else int(value)
 
 
-def _split(items, n):
-    d, r = divmod(len(items), n)
-    return [items[i * d + min(i, r):(i + 1) * d + min(i + 1, r)] for i in range(n)]
-
-
 class _DistributedOptimizer(torch.optim.Optimizer):
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
                  op=basics.Average, gradient_predivide_factor=1.0, groups=None,
@@ -112,28 +107,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._compression = compression
         self._process_set = process_set
         all_params = [p for g in self.param_groups for p in g["params"]]
-        if named_parameters is not None:
-            named = list(named_parameters)
-            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
-                raise ValueError("named_parameters should be a sequence of (name, parameter) "
-                                 "tuples, usually from model.named_parameters()")
-            names = [n for n, _ in named]
-            dups = sorted({n for n in names if names.count(n) > 1})
-            if dups:
-                raise ValueError("parameter names in named_parameters must be unique; "
-                                 "duplicates: %s" % ", ".join(dups))
-            named_ids = {id(p) for _, p in named}
-            unnamed = [i for i, p in enumerate(all_params) if id(p) not in named_ids]
-            if unnamed:
-                raise ValueError("named_parameters was given but the optimizer's parameters at "
-                                 "positions %s are not in it" % unnamed)
-            self._parameter_names = {p: n for n, p in named}
-            self._named = True
-        else:
-            self._named = False
-            self._parameter_names = {p: "allreduce.noname.%d.%d" % (gi, pi)
-                                     for gi, g in enumerate(self.param_groups)
-                                     for pi, p in enumerate(g["params"])}
+        self._parameter_names, self._named = param_names.parameter_names(self.param_groups,
+                                                                          named_parameters)
         self._names = {p: "allreduce." + n for p, n in self._parameter_names.items()}
         self.backward_passes_per_step = backward_passes_per_step
         self.op = op
@@ -144,7 +119,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._frozen = [p for p in all_params if not p.requires_grad]
         self._slots = [_Slot(p, self._names[p], backward_passes_per_step)
                        for p in self._requires_update]
-        self._groups = self._make_groups(groups)
+        self._groups = param_names.plan_groups(groups, self._requires_update)
         self._p_to_group = {p: gi for gi, g in enumerate(self._groups) for p in g}
         for slot in self._slots:
             slot.group = self._p_to_group.get(slot.p)
@@ -190,7 +165,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  "at positions %s" % unnamed)
         else:
             for pi, p in enumerate(group):
-                self._parameter_names.setdefault(p, "allreduce.noname.%d.%d" % (gi, pi))
+                self._parameter_names.setdefault(p, param_names.noname(gi, pi))
         known = set(self._requires_update)
         for p in group:
             if p in known:
@@ -221,27 +196,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         for p in [p for p in self._frozen if p.requires_grad]:
             self._add_slot(p)
         self._frozen = [p for p in self._frozen if not p.requires_grad]
-
-    def _make_groups(self, groups):
-        if groups is None or (isinstance(groups, int) and groups == 0):
-            return []
-        if isinstance(groups, int):
-            if groups < 0:
-                raise ValueError("groups must be a non-negative int or a list of lists of "
-                                 "parameters")
-            return [tuple(g) for g in _split(self._requires_update, groups) if g]
-        seen, out, updated = set(), [], set(self._requires_update)
-        for g in groups:
-            g = tuple(g)
-            for p in g:
-                if p not in updated:
-                    raise ValueError("groups: a parameter is not one this optimizer updates")
-                if p in seen:
-                    raise ValueError("groups: a parameter appears in more than one group")
-                seen.add(p)
-            if g:
-                out.append(g)
-        return out
 
     def _register_hooks(self):
         for slot in self._slots:
