@@ -201,3 +201,96 @@ def test_inductor_compiles_a_step_with_collectives():
         sum(splits_of(q)[:r]):sum(splits_of(q)[:r + 1])] for q in range(n)])
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(inp.grad, 2 * inp.detach())
+
+
+def test_async_calls_and_grouped_forms_equal_the_references():
+    # Compiled, an *_async call is its operator, done where the graph
+    # reaches it; its handle (hvd.Done) gives the result to poll and
+    # synchronize, inside the graph or, returned, outside it.
+    r, n = hvd.rank(), hvd.size()
+    seen = set()
+
+    def step(x, rows, tail):
+        hs = [hvd.allreduce_async(x, op=hvd.Sum, name="a.sum"),
+              hvd.allreduce_async_(x.clone(), op=hvd.Max, name="a.max_"),
+              hvd.allgather_async(rows, name="a.gather"),
+              hvd.broadcast_async(x, root_rank=n - 1, name="a.bcast"),
+              hvd.broadcast_async_(x.clone(), root_rank=0, name="a.bcast_"),
+              hvd.alltoall_async(tail[:2 * n], name="a.a2a"),
+              hvd.reducescatter_async(tail, op=hvd.Sum, name="a.rs"),
+              hvd.grouped_allreduce_async([x, x * 2], op=hvd.Sum, name="a.group"),
+              hvd.grouped_allreduce_async_([x.clone(), x * 3], op=hvd.Sum, name="a.group_"),
+              hvd.grouped_allgather_async([rows, x], name="a.ggather"),
+              hvd.grouped_reducescatter_async([tail, tail * 2], op=hvd.Sum, name="a.grs")]
+        assert all(hvd.poll(h) for h in hs)
+        out = [hvd.synchronize(h) for h in hs]
+        out.append(hvd.grouped_allgather([rows, x], name="s.ggather"))
+        out.append(hvd.grouped_reducescatter([tail, tail * 2], op=hvd.Sum, name="s.grs"))
+        out.append(hvd.grouped_allreduce_([x.clone(), x * 5], op=hvd.Sum, name="s.group_"))
+        out.append(hvd.grouped_allreduce_([], name="s.empty"))
+        return out, hvd.allreduce_async(x * 2, op=hvd.Sum, name="a.returned")
+
+    x = value(r, [5], torch.float32)
+    rows = value(r, [rows_of(r), 3], torch.float32, seed=1)
+    tail = value(r, [2 * n + 1, 2], torch.float32, seed=3)
+    xs = all_values([5], torch.float32)
+    gathered = torch.cat([value(q, [rows_of(q), 3], torch.float32, seed=1) for q in range(n)])
+    tails = sum(value(q, [2 * n + 1, 2], torch.float32, seed=3) for q in range(n))
+    start = 2 * r + min(r, 1)
+    mine = tails[start:start + 2 + (r < 1)]
+    even = torch.cat([value(q, [2 * n + 1, 2], torch.float32, seed=3)[2 * r:2 * r + 2]
+                      for q in range(n)])
+    want = [sum(xs), torch.stack(xs).max(0).values, gathered, xs[n - 1], xs[0],
+            (even, torch.full((n,), 2, dtype=torch.int32)), mine, [sum(xs), 2 * sum(xs)],
+            [sum(xs), 3 * sum(xs)], (gathered, torch.cat(xs)), [mine, 2 * mine],
+            (gathered, torch.cat(xs)), [mine, 2 * mine], [sum(xs), 5 * sum(xs)], []]
+    for backend in (_recording(seen), "inductor"):
+        out, handle = torch.compile(step, fullgraph=True, backend=backend)(x, rows, tail)
+        torch.testing.assert_close(out, want)
+        assert isinstance(handle, hvd.Done) and hvd.poll(handle)
+        torch.testing.assert_close(hvd.synchronize(handle), 2 * sum(xs))
+    recorded = {t.split(".")[1] for t in seen if t.startswith("hora.")}
+    assert recorded == {"allreduce", "allreduce_", "allgather", "broadcast", "broadcast_",
+                        "alltoall", "keep", "reducescatter", "grouped_allreduce",
+                        "grouped_allreduce_", "grouped_allgather",
+                        "grouped_reducescatter"}, seen
+
+
+def test_collectives_of_rank_dependent_sizes_keep_their_order():
+    # Ranks whose shapes differ compile different graphs; the operators
+    # whose sizes are known only as they run (alltoall, the grouped
+    # allgather and reducescatter) must still run in program order on every
+    # rank (Inductor ran o.grs2 before o.grs on one rank here, and the ranks
+    # waited for each other). Gradients equal the eager rules'.
+    r, n = hvd.rank(), hvd.size()
+
+    def grouped(w, x):
+        ga = hvd.grouped_allgather([w[: r + 1] * x[: r + 1], w.sum() * 2], name="o.ggather")
+        rs = hvd.grouped_reducescatter([torch.cat([w, w, w]).reshape(-1, 2) * x.sum(),
+                                        w.reshape(-1, 2) * 3], op=hvd.Sum, name="o.grs")
+        rs2 = hvd.grouped_reducescatter([w.reshape(-1, 2) * 3], op=hvd.Average,
+                                        prescale_factor=2.0, name="o.grs2")
+        weights = torch.arange(1.0, ga[0].shape[0] + 1)
+        return ((ga[0] * weights).sum() + (ga[1] * ga[1]).sum() + (rs[0] * rs[0]).sum()
+                + rs[1].sum() + (rs2[0] ** 2).sum())
+
+    def exchanged(w, x):
+        a, _ = hvd.alltoall(torch.cat([w, w[: r + 1]]), splits=[1] * (n - 1) + [n + r + 2],
+                            name="o.a2a")
+        a2 = hvd.alltoall(w.reshape(n, -1) * x[0], name="o.a2a.even")
+        return (a * a).sum() + (a2 ** 3).sum()
+
+    x = torch.arange(2.0 * n) + r
+    for loss in (grouped, exchanged):
+        results = []
+        for backend in (None, "aot_eager", "inductor"):
+            fn = loss if backend is None else torch.compile(loss, fullgraph=True,
+                                                            backend=backend)
+            w = (torch.arange(2.0 * n) / 4 + r).requires_grad_()
+            out = fn(w, x)
+            out.backward()
+            results.append((out.detach(), w.grad))
+        for out, grad in results[1:]:
+            torch.testing.assert_close(out, results[0][0])
+            torch.testing.assert_close(grad, results[0][1])
+        assert results[0][1].abs().sum() > 0

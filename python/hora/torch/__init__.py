@@ -58,7 +58,7 @@ from hora.torch.functions import (  # noqa: F401
     broadcast_optimizer_state,
     broadcast_parameters,
 )
-from hora.torch.handles import Handle  # noqa: F401
+from hora.torch.handles import Done, Handle  # noqa: F401
 from hora.torch.optimizer import DistributedOptimizer  # noqa: F401
 from hora.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from hora.torch import elastic, mpi_ops  # noqa: F401,E402  (Horovod's module paths)

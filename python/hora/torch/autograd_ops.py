@@ -205,10 +205,13 @@ class _GroupedAllgather(Function):
 def grouped_allgather(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; returns the tuple of results
     (differentiable, like ``allgather``)."""
-    process_set_id(process_set)
+    if not traced.compiling():  # (compiled, the operator refuses a set as it runs)
+        process_set_id(process_set)
     tensors = tu.check_list(tensors, "grouped_allgather")
     if not tensors:
         return ()
+    if traced.compiling():
+        return traced.grouped_allgather(tensors, name, process_set)
     return _GroupedAllgather.apply(name, process_set, *tensors)
 
 
@@ -345,10 +348,14 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=N
     """``reducescatter`` of a list of tensors as one group; returns the list of slices
     (differentiable, like ``reducescatter``)."""
     op = basics.check_op(op)
-    process_set_id(process_set)
+    if not traced.compiling():  # (compiled, the operator refuses a set as it runs)
+        process_set_id(process_set)
     tensors = tu.check_list(tensors, "grouped_reducescatter")
     if not tensors:
         return []
+    if traced.compiling():
+        return traced.grouped_reducescatter(tensors, op, name, compression, prescale_factor,
+                                            postscale_factor, process_set)
     pairs = [compression.compress(t) for t in tensors]
     outs = _GroupedReducescatter.apply(name, op, prescale_factor, postscale_factor, process_set,
                                        *[c for c, _ in pairs])

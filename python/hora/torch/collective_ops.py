@@ -25,7 +25,7 @@ from hora.common.exceptions import InvalidArgumentError
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.torch import traced
 from hora.torch import tensor_util as tu
-from hora.torch.handles import Handle, synchronize
+from hora.torch.handles import Done, Handle, synchronize
 
 
 def _allgather_prepare(tensor, name, kind):
@@ -35,6 +35,8 @@ def _allgather_prepare(tensor, name, kind):
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather; ``synchronize(handle)`` returns the concatenation (a new tensor)."""
+    if traced.compiling():  # (an operator of the graph; as eagerly, no gradient)
+        return Done(traced.allgather(tensor.detach(), name, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     try:
@@ -47,6 +49,10 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
 
 def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
     """Allgathers a list of tensors as one group; ``synchronize`` returns the tuple."""
+    if traced.compiling():
+        tensors = tu.check_list(tensors, "grouped_allgather")
+        return Done(traced.grouped_allgather([t.detach() for t in tensors], name, process_set)
+                    if tensors else (), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = tu.check_list(tensors, "grouped_allgather")
@@ -100,6 +106,8 @@ _POOLED_BYTES = 64 << 10
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts broadcasting root's ``tensor`` into ``tensor`` on every rank (in place);
     ``synchronize(handle)`` returns ``tensor``."""
+    if traced.compiling():
+        return Done(broadcast_(tensor, root_rank, name, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     try:
@@ -113,6 +121,8 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast into a new tensor (``tensor`` is not modified)."""
+    if traced.compiling():
+        return Done(traced.broadcast(tensor.detach(), root_rank, name, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     try:
@@ -159,6 +169,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     """Starts an alltoall. ``synchronize(handle)`` returns ``(output, received_splits)``:
     the rows received from every rank in rank order, and an int32 tensor of how
     many came from each rank (Horovod's form)."""
+    if traced.compiling():
+        return Done(traced.alltoall(tensor.detach(), splits, name, process_set, pair=True), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     what = tu.describe("alltoall", name)

@@ -1,30 +1,35 @@
-"""hora.torch's synchronous collectives as PyTorch operators, for torch.compile.
+"""hora.torch's collectives as PyTorch operators, for torch.compile.
 
 While torch.compile traces a function (``torch.compiler.is_compiling()``),
-``allreduce``, ``allreduce_``, ``grouped_allreduce``, ``allgather``,
-``broadcast``, ``broadcast_``, ``alltoall`` and ``reducescatter`` record an
+``allreduce``, ``allreduce_``, ``grouped_allreduce``, ``grouped_allreduce_``,
+``allgather``, ``grouped_allgather``, ``broadcast``, ``broadcast_``,
+``alltoall``, ``reducescatter`` and ``grouped_reducescatter`` record an
 operator of the "hora" library (``torch.ops.hora.allreduce`` and the others)
 in the graph instead of calling the core from Python, which Dynamo cannot
-trace (a graph break, and an error under ``fullgraph=True``). Each operator
+trace (a graph break, and an error under ``fullgraph=True``). The ``*_async``
+forms record the same operators and return a :class:`hora.torch.Done`
+handle: the collective runs where the graph reaches it, and ``poll`` and
+``synchronize`` give its result (no gradient, as eagerly). Each operator
 runs the eager function when the graph runs, so its numbers, names and errors
 are the eager call's. They are ordered effects: never dropped as dead code
 where a rank does not use a result (the others would wait for it), never
 moved past one another. Its fake form gives the output's shape (contiguous,
-as eagerly): an allgather's,
-alltoall's and reducescatter's first dimension is known only when it runs (a
-dynamic size in the graph). Its backward is the eager function's rule
-(:mod:`hora.torch.autograd_ops`), itself made of these operators; alltoall
-is not an effect itself (Inductor mistakes an effectful operator with two
-outputs of sizes known only as it runs): ``hora::keep``, an effect, holds
-its rows in the graph.
+as eagerly): an allgather's, alltoall's and reducescatter's first dimension
+is known only when it runs (a dynamic size in the graph). Its backward is
+the eager function's rule (:mod:`hora.torch.autograd_ops`), itself made of
+these operators. alltoall and the grouped allgather and reducescatter are
+not effects themselves (Inductor mistakes an effectful operator with two
+outputs of sizes known only as it runs): ``hora::keep``, an effect, gives
+each its place among the others (a ticket it takes) and holds its outputs in
+the graph (see :mod:`hora.torch.traced`).
 ``SyncBatchNorm`` records them too (its allgather, whose gradient is the Sum
 allreduce, and its check that some rank has a batch, as the graph runs).
 
 Eagerly nothing changes (the check costs about 0.1 us a call). It needs
 ``torch.library.custom_op`` (torch 2.4 and later); with an older torch
-``AVAILABLE`` is False and torch.compile breaks the graph at a collective, as
-it does at the asynchronous calls (``*_async`` and their handles) and the
-grouped allgather and reducescatter, which are not operators.
+``AVAILABLE`` is False and torch.compile breaks the graph at a collective,
+as it does at ``barrier``, ``join`` and the object collectives, which are
+not operators.
 """
 
 from typing import List, Optional, Tuple
@@ -125,6 +130,15 @@ def define():
 
     grouped_allreduce_op.register_autograd(grouped_backward, setup_context=allreduce_setup)
 
+    @custom_op("hora::grouped_allreduce_", mutates_args=("tensors",))
+    def grouped_allreduce_inplace_op(tensors: List[torch.Tensor], name: Optional[str], op: int,
+                                     prescale: float, postscale: float,
+                                     process_set: int) -> None:
+        ro.grouped_allreduce_(tensors, name=name, op=op, prescale_factor=prescale,
+                              postscale_factor=postscale, process_set=_set(process_set))
+
+    grouped_allreduce_inplace_op.register_fake(lambda *args: None)
+
     @custom_op("hora::allgather", mutates_args=())
     def allgather_op(tensor: torch.Tensor, name: Optional[str], process_set: int, grad_op: int,
                      rows_per_rank: int) -> torch.Tensor:
@@ -161,6 +175,47 @@ def define():
                                                   ctx.grad_op, ctx.rows_per_rank),
                            None, None, None, None),
         setup_context=allgather_setup)
+
+    @custom_op("hora::grouped_allgather", mutates_args=())
+    def grouped_allgather_op(tensors: List[torch.Tensor], name: Optional[str], process_set: int,
+                             after: torch.Tensor) -> List[torch.Tensor]:
+        return list(ao.grouped_allgather([t.detach() for t in tensors], name=name,
+                                         process_set=_set(process_set)))
+
+    grouped_allgather_op.register_fake(
+        lambda tensors, *rest: [t.new_empty(_dynamic_rows(t)) for t in tensors])
+
+    @custom_op("hora::grouped_allgather_backward", mutates_args=())
+    def grouped_allgather_backward_op(grads: List[torch.Tensor], rows: List[int],
+                                      scalars: List[bool],
+                                      process_set: int) -> List[torch.Tensor]:
+        # (grouped allgather's rule: the grouped Average allreduce, this
+        # rank's rows of each, at the offsets every rank's rows give.)
+        ps = _set(process_set)
+        reduced = ao.grouped_allreduce([g.detach() for g in grads], op=basics.Average,
+                                       process_set=ps)
+        every = ao.allgather(torch.tensor([rows], dtype=torch.int64), process_set=ps)
+        out = []
+        for i, g in enumerate(reduced):
+            mine = g.narrow(0, int(every[:ps.rank(), i].sum()), rows[i]).clone()
+            out.append(mine.reshape(()) if scalars[i] else mine)
+        return out
+
+    @grouped_allgather_backward_op.register_fake
+    def _(grads, rows, scalars, process_set):
+        return [g.new_empty(() if scalar else (n,) + tuple(g.shape[1:]))
+                for g, n, scalar in zip(grads, rows, scalars)]
+
+    def grouped_allgather_setup(ctx, inputs, output):
+        tensors, _, ctx.process_set, _ = inputs
+        ctx.scalars = [t.dim() == 0 for t in tensors]
+        ctx.rows = [1 if t.dim() == 0 else t.shape[0] for t in tensors]
+
+    grouped_allgather_op.register_autograd(
+        lambda ctx, grads: (ops.grouped_allgather_backward(list(grads), ctx.rows, ctx.scalars,
+                                                           ctx.process_set),
+                            None, None, None),
+        setup_context=grouped_allgather_setup)
 
     @custom_op("hora::nonempty_batch", mutates_args=())
     def nonempty_batch_op(total: torch.Tensor) -> torch.Tensor:
@@ -206,22 +261,24 @@ def define():
 
     # (Inductor mistakes an effectful operator's first output, of a size
     # known only as it runs, where it has a second: alltoall is not an
-    # effect itself; hora::keep, an effect, holds its rows in the graph.)
+    # effect itself; it takes a ticket from hora::keep before it, and
+    # hora::keep after it holds its rows in the graph: traced._ticket.)
     @custom_op("hora::alltoall", mutates_args=())
     def alltoall_op(tensor: torch.Tensor, splits: Optional[torch.Tensor], name: Optional[str],
-                    process_set: int) -> Tuple[torch.Tensor, torch.Tensor]:
+                    process_set: int, after: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         out, received = _alltoall_now(tensor.detach(), splits, name, process_set)
         return _new(out, tensor), received
 
     @alltoall_op.register_fake
-    def _(tensor, splits, name, process_set):
+    def _(tensor, splits, name, process_set, after):
         ctx = torch.library.get_ctx()
         return (tensor.new_empty(_dynamic_rows(tensor)),
                 torch.empty((ctx.new_dynamic_size(),), dtype=torch.int32))
 
     @custom_op("hora::keep", mutates_args=())
     def keep_op(tensor: torch.Tensor) -> torch.Tensor:
-        # (Nothing to do: an effect whose input is a collective's output.)
+        # (Nothing to do: an effect, whose input is kept in the graph and
+        # whose output is a ticket: see traced._ticket.)
         return tensor.new_empty(0)
 
     keep_op.register_fake(lambda tensor: tensor.new_empty(0))
@@ -244,7 +301,7 @@ def define():
     def alltoall_backward(ctx, grad, _unused):
         (received,) = ctx.saved_tensors
         return (ops.alltoall_backward(grad, received, ctx.rows, ctx.process_set),
-                None, None, None)
+                None, None, None, None)
 
     alltoall_op.register_autograd(alltoall_backward, setup_context=alltoall_setup)
 
@@ -278,13 +335,51 @@ def define():
         lambda ctx, grad: (ops.reducescatter_backward(grad, *ctx.args),) + (None,) * 5,
         setup_context=reducescatter_setup)
 
+    @custom_op("hora::grouped_reducescatter", mutates_args=())
+    def grouped_reducescatter_op(tensors: List[torch.Tensor], name: Optional[str], op: int,
+                                 prescale: float, postscale: float, process_set: int,
+                                 after: torch.Tensor) -> List[torch.Tensor]:
+        return ao.grouped_reducescatter([t.detach() for t in tensors], name=name, op=op,
+                                        prescale_factor=prescale, postscale_factor=postscale,
+                                        process_set=_set(process_set))
+
+    grouped_reducescatter_op.register_fake(
+        lambda tensors, *rest: [t.new_empty(_dynamic_rows(t)) for t in tensors])
+
+    @custom_op("hora::grouped_reducescatter_backward", mutates_args=())
+    def grouped_reducescatter_backward_op(grads: List[torch.Tensor], rows: List[int], op: int,
+                                          prescale: float, postscale: float,
+                                          process_set: int) -> List[torch.Tensor]:
+        # (grouped reducescatter's rule: the grouped allgather, times the
+        # scale factors and, for Sum, the set's size.)
+        ps = _set(process_set)
+        scale = ao._reducescatter_grad_scale(op, prescale, postscale, ps)
+        gs = ao.grouped_allgather([g.detach() for g in grads], process_set=ps)
+        return [g * scale if scale != 1.0 else g for g in gs]
+
+    @grouped_reducescatter_backward_op.register_fake
+    def _(grads, rows, *rest):
+        return [g.new_empty((n,) + tuple(g.shape[1:])) for g, n in zip(grads, rows)]
+
+    def grouped_reducescatter_setup(ctx, inputs, output):
+        ctx.args = ([_rows(t) for t in inputs[0]],) + tuple(inputs[2:6])
+
+    grouped_reducescatter_op.register_autograd(
+        lambda ctx, grads: ((ops.grouped_reducescatter_backward(list(grads), *ctx.args),)
+                            + (None,) * 6),
+        setup_context=grouped_reducescatter_setup)
+
     # Collectives are effects, in program order: never dropped where a rank
     # does not use the result (the others would wait for it), nor moved
     # past one another.
     from torch._library.effects import EffectType
-    for op in (allreduce_op, allreduce_inplace_op, grouped_allreduce_op, allgather_op,
-               allgather_backward_op, broadcast_op, broadcast_backward_op, broadcast_inplace_op,
-               keep_op, alltoall_backward_op, reducescatter_op, reducescatter_backward_op):
+    # (The grouped allgather and reducescatter, of sizes known only as they
+    # run, are placed as alltoall is, by hora::keep.)
+    for op in (allreduce_op, allreduce_inplace_op, grouped_allreduce_op,
+               grouped_allreduce_inplace_op, allgather_op, allgather_backward_op,
+               grouped_allgather_backward_op, broadcast_op, broadcast_backward_op,
+               broadcast_inplace_op, keep_op, alltoall_backward_op, reducescatter_op,
+               reducescatter_backward_op, grouped_reducescatter_backward_op):
         op.register_effect(EffectType.ORDERED)
 
 

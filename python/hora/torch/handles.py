@@ -1,7 +1,8 @@
 """Handles of asynchronous collectives: ``poll(handle)`` and ``synchronize(handle)``.
 
 Every ``*_async`` function but ``sparse_allreduce_async`` (a callable, as
-Horovod's) returns a :class:`Handle`. It keeps references to
+Horovod's) returns a :class:`Handle` (a :class:`Done` while torch.compile
+traces it). It keeps references to
 the tensors the collective reads and writes until it is synchronized (the
 core keeps their memory alive as well), so dropping the user's references
 early is safe. ``synchronize(handle)`` waits and returns the collective's
@@ -100,6 +101,24 @@ class Handle:
         state = "done" if self._done else "pending"
         return "<hora Handle %r (%d collective%s, %s)>" % (
             self.name, len(self._core), "" if len(self._core) == 1 else "s", state)
+
+
+class Done:
+    """The handle of an asynchronous call that torch.compile traced: the
+    collective is an operator of the graph (hora.torch.compiled_ops), done
+    where the graph reaches it; ``wait`` returns its result."""
+
+    __slots__ = ("_result", "name")
+
+    def __init__(self, result, name=None):
+        self._result = result
+        self.name = name or ""
+
+    def poll(self):
+        return True
+
+    def wait(self, timeout=None):
+        return self._result
 
 
 def _cuda_device(keep):

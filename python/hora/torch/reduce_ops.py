@@ -37,7 +37,8 @@ from hora.common.process_sets import ProcessSet, global_process_set, process_set
 from hora.torch import collective_ops as co
 from hora.torch import traced
 from hora.torch import tensor_util as tu
-from hora.torch.handles import Handle, synchronize
+from hora.torch.compression import Compression
+from hora.torch.handles import Done, Handle, synchronize
 
 
 def _check_adasum(op, process_set, kind, name):
@@ -84,6 +85,10 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 
     ``synchronize(handle)`` returns the reduced tensor (same shape and dtype).
     """
+    if traced.compiling():  # (an operator of the graph; as eagerly, no gradient)
+        return Done(traced.allreduce(tensor.detach(), basics.check_op(op, average), name,
+                                     Compression.none, prescale_factor, postscale_factor,
+                                     process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     try:
@@ -111,6 +116,9 @@ def _allreduce_into_new(tensor, name, reduction, sid):
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing ``tensor`` in place; ``synchronize(handle)`` returns ``tensor``."""
+    if traced.compiling():
+        return Done(allreduce_(tensor, average, name, op, prescale_factor, postscale_factor,
+                               process_set), name)
     direct = direct_op(tensor, average, name, op, process_set)
     if (direct is not None and tensor.layout is torch.strided and tensor.dtype in tu.WIRE_DTYPES
             and tensor.is_cpu and tensor.is_contiguous()):
@@ -200,6 +208,11 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=global_process_set):
     """Starts reducing a list of tensors as one group (they run together, only when
     every member is ready on every rank). ``synchronize`` returns the list of results."""
+    if traced.compiling():
+        tensors = [t.detach() for t in tu.check_list(tensors, "grouped_allreduce")]
+        return Done(tensors and traced.grouped_allreduce(
+            tensors, basics.check_op(op, average), name, Compression.none, prescale_factor,
+            postscale_factor, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = tu.check_list(tensors, "grouped_allreduce")
@@ -227,6 +240,9 @@ def _grouped_allreduce_into_new(tensors, name, reduction, sid):
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
     """In-place ``grouped_allreduce_async``; ``synchronize`` returns ``tensors``."""
+    if traced.compiling():
+        return Done(grouped_allreduce_(tensors, average, name, op, prescale_factor,
+                                       postscale_factor, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = tu.check_list(tensors, "grouped_allreduce_")
@@ -242,6 +258,11 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
 def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                        postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors in place, as one group; returns the list."""
+    if traced.compiling():  # (torch.compile records an operator)
+        tensors = tu.check_list(tensors, "grouped_allreduce_")
+        return tensors and traced.grouped_allreduce_(tensors, basics.check_op(op, average), name,
+                                                     prescale_factor, postscale_factor,
+                                                     process_set)
     return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
                                                 postscale_factor, process_set))
 
@@ -283,6 +304,10 @@ def reducescatter_async(tensor, name=None, op=None, process_set=global_process_s
     ``dim0 // size`` rows, the first ``dim0 % size`` ranks one row more.
     ``synchronize(handle)`` returns that slice (a new tensor).
     """
+    if traced.compiling():
+        return Done(traced.reducescatter(tensor.detach(), basics.check_op(op), name,
+                                         Compression.none, prescale_factor, postscale_factor,
+                                         process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     try:
@@ -296,6 +321,11 @@ def reducescatter_async(tensor, name=None, op=None, process_set=global_process_s
 def grouped_reducescatter_async(tensors, name=None, op=None, process_set=global_process_set,
                                 prescale_factor=1.0, postscale_factor=1.0):
     """``reducescatter_async`` of a list of tensors as one group; returns the list of slices."""
+    if traced.compiling():
+        tensors = [t.detach() for t in tu.check_list(tensors, "grouped_reducescatter")]
+        return Done(tensors and traced.grouped_reducescatter(
+            tensors, basics.check_op(op), name, Compression.none, prescale_factor,
+            postscale_factor, process_set), name)
     sid = process_set_id(process_set)
     name = tu.check_name(name)
     tensors = tu.check_list(tensors, "grouped_reducescatter")

@@ -72,12 +72,41 @@ def grouped_allreduce(tensors, op, name, compression, prescale, postscale, proce
     return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
 
 
+def grouped_allreduce_(tensors, op, name, prescale, postscale, process_set):
+    torch.ops.hora.grouped_allreduce_(list(tensors), name, op, float(prescale), float(postscale),
+                                      _sid(process_set))
+    return list(tensors)
+
+
 def allgather(tensor, name, process_set, grad_op=None, rows_per_rank=0):
     """(``grad_op``: the gradient's allreduce, Average unless given;
     ``rows_per_rank``: every rank's dimension 0 where known equal, else 0.)"""
     return torch.ops.hora.allgather(tensor, name, _sid(process_set),
                                     basics.Average if grad_op is None else grad_op,
                                     rows_per_rank)
+
+
+def grouped_allgather(tensors, name, process_set):
+    outs = torch.ops.hora.grouped_allgather(list(tensors), name, _sid(process_set),
+                                            _ticket(tensors[0]))
+    _keep(outs)
+    return tuple(outs)
+
+
+# An operator whose outputs' sizes are known only as it runs (alltoall, the
+# grouped allgather and reducescatter) is not an effect itself (see
+# compiled_ops); these give it its place among the effects, on every rank
+# alike (Inductor orders the rest by data only, and ranks whose shapes
+# differ compile different graphs): it takes a ticket, the output of an
+# effect before it, and its outputs are kept by an effect after it.
+
+def _ticket(tensor):
+    return torch.ops.hora.keep(tensor.detach())
+
+
+def _keep(outs):
+    for out in outs:
+        torch.ops.hora.keep(out.detach())
 
 
 def nonempty_batch(total):
@@ -94,12 +123,16 @@ def broadcast_(tensor, root_rank, name, process_set):
     return tensor
 
 
-def alltoall(tensor, splits, name, process_set):
-    if splits is not None and not isinstance(splits, torch.Tensor):
+def alltoall(tensor, splits, name, process_set, pair=False):
+    """The rows received, and with ``splits`` given (or ``pair``: the
+    asynchronous form's result) the received splits too."""
+    given = splits is not None
+    if given and not isinstance(splits, torch.Tensor):
         splits = torch.tensor(list(splits), dtype=torch.int32)
-    out, received = torch.ops.hora.alltoall(tensor, splits, name, _sid(process_set))
-    torch.ops.hora.keep(out)  # (kept where this rank does not use the rows)
-    return out if splits is None else (out, received)
+    out, received = torch.ops.hora.alltoall(tensor, splits, name, _sid(process_set),
+                                            _ticket(tensor))
+    _keep((out,))
+    return (out, received) if given or pair else out
 
 
 def reducescatter(tensor, op, name, compression, prescale, postscale, process_set):
@@ -107,3 +140,12 @@ def reducescatter(tensor, op, name, compression, prescale, postscale, process_se
     out = torch.ops.hora.reducescatter(compressed, name, op, float(prescale), float(postscale),
                                        _sid(process_set))
     return compression.decompress(out, cctx)
+
+
+def grouped_reducescatter(tensors, op, name, compression, prescale, postscale, process_set):
+    pairs = [compression.compress(t) for t in tensors]
+    outs = torch.ops.hora.grouped_reducescatter([c for c, _ in pairs], name, op, float(prescale),
+                                                float(postscale), _sid(process_set),
+                                                _ticket(pairs[0][0]))
+    _keep(outs)
+    return [compression.decompress(o, c) for o, (_, c) in zip(outs, pairs)]
