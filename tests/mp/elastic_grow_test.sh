@@ -19,6 +19,8 @@
 #           and that one trains from the start and finishes.
 # Each worker checks that every step was committed once and that its model
 # equals a replay of the committed steps; its lines carry its current rank.
+# grow and respawn average the gradients with DistributedOptimizer (a new
+# worker's buckets are checked anew by every rank: they hung there once).
 # Usage: elastic_grow_test.sh HORARUN PYTHON SCRIPT grow|shrink|respawn|alone [TRANSPORT]
 set -u
 . "$(dirname "$0")/lib.sh"
@@ -29,9 +31,9 @@ trap 'rm -rf "$dir"' EXIT
 fail() { cat "$out"; echo "FAIL: $*"; exit 1; }
 extra=()
 case "$mode" in
-  grow) before=2; after=3 ;;
+  grow) before=2; after=3; extra=(--distributed-optimizer) ;;
   shrink) before=3; after=2 ;;
-  respawn) before=3; after=3; extra=(--kill-at 5 --kill-rank 2 --steps 60) ;;
+  respawn) before=3; after=3; extra=(--kill-at 5 --kill-rank 2 --steps 60 --distributed-optimizer) ;;
   alone) before=1; after=1; extra=(--kill-at 5 --kill-rank 0) ;;
 esac
 echo "localhost:$before" > "$dir/hosts"

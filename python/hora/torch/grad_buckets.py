@@ -71,9 +71,11 @@ class Bucket:
         self.flat, self.views = None, None
         self.ready, self.handle, self.copied, self.into = 0, None, None, None
         self.done, self.written, self.error = False, None, None
-        # Whether every rank's members were seen to have the same names and
-        # shapes; the allgather of their digests while that is being asked.
-        self.layout_agreed, self.layout_check = False, None
+        # The Session in which every rank's members were seen to have the
+        # same names and shapes (an elastic reset makes a new one, whose
+        # world may hold a new worker: asked again there); the allgather of
+        # their digests while that is being asked.
+        self.layout_agreed, self.layout_check = None, None
 
     def layout(self):
         """The members as this rank has them: "fc.bias [10], fc.weight [10, 20]"."""
@@ -180,7 +182,7 @@ class BucketSteps:
         pre, post = self._scale()
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
-        if not b.layout_agreed and b.layout_check is None:
+        if b.layout_agreed is not basics.session() and b.layout_check is None:
             b.layout_check = co.allgather_async(
                 torch.tensor([b.layout_digest()], dtype=torch.int64),
                 name=b.name + ".layout", process_set=self._process_set)
@@ -236,7 +238,7 @@ class BucketSteps:
         check, b.layout_check = b.layout_check, None
         digests = _wait(check).tolist()
         if all(d == digests[0] for d in digests):
-            b.layout_agreed = True
+            b.layout_agreed = basics.session()
             return
         ranks = process_set_ranks(self._process_set)  # (None: every rank)
         mine = b.layout_digest()

@@ -12,6 +12,9 @@ must have been committed exactly once.
                     pass (not a worker started later).
     --steps N       steps to train (12).
     --step-sleep S  seconds between steps (0.02), for a longer run.
+    --distributed-optimizer
+                    the gradients averaged by hvd.DistributedOptimizer (its
+                    hooks and buckets) instead of one allreduce each.
 
 Each worker prints "elastic started pid P" once it has a world, "elastic
 first commit T" (time.time()) at its first commit, and "elastic resumed T"
@@ -71,6 +74,7 @@ def main():
     parser.add_argument("--second-kill-delay", type=float, default=0.3)
     parser.add_argument("--steps", type=int, default=12)
     parser.add_argument("--step-sleep", type=float, default=0.02)
+    parser.add_argument("--distributed-optimizer", action="store_true")
     args = parser.parse_args()
     # What horarun exported at the start, before init() (scripts pick a
     # device by HOROVOD_LOCAL_RANK here).
@@ -88,6 +92,8 @@ def main():
     first_launch = not worker or int(worker.rsplit("/", 1)[1]) < hvd.size()
     model = model_0()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    if args.distributed_optimizer:
+        opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
     state = hvd.elastic.TorchState(model, opt, step=0, committed=(), sizes=())
     resets = []
     state.register_reset_callbacks([lambda: resets.append(hvd.size())])
@@ -112,8 +118,9 @@ def main():
                 if args.kill_how == "exit0":
                     os._exit(0)
                 os.kill(os.getpid(), getattr(signal, "SIG" + args.kill_how))
-            for p, gi in zip(state.model.parameters(), g):
-                p.grad = hvd.allreduce(gi, name="grad.%d" % len(p.shape), op=hvd.Average)
+            if not args.distributed_optimizer:  # (else its hooks started them)
+                for p, gi in zip(state.model.parameters(), g):
+                    p.grad = hvd.allreduce(gi, name="grad.%d" % len(p.shape), op=hvd.Average)
             state.optimizer.step()
             state.committed = state.committed + (step,)
             state.sizes = state.sizes + (hvd.size(),)
