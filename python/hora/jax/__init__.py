@@ -13,18 +13,25 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
         return optax.apply_updates(params, updates), state
 
 * ``allreduce, grouped_allreduce`` (a list or any pytree, reduced as one
-  fused group), ``allgather, broadcast, alltoall, reducescatter``,
+  fused group), ``allgather, grouped_allgather, broadcast, alltoall,
+  reducescatter, grouped_reducescatter`` (lists of arrays, one group each),
   ``barrier, join``, ``broadcast_parameters``, ``broadcast_object,
   allgather_object``; every collective but ``join`` takes ``process_set=``;
   dtypes as ``hora.numpy``'s (bfloat16 included);
-* gradients through ``allreduce`` and ``grouped_allreduce`` (``jax.grad``), as
-  ``hora.tensorflow`` defines them (the allreduce of the cotangent, same op
-  and scale factors); the other collectives are not differentiable;
+* gradients (``jax.grad``, ``jax.vjp``) as ``hora.tensorflow`` and
+  ``hora.torch`` define them: allreduce's is the allreduce of the cotangent
+  (same op and scale factors); allgather's the Average allreduce of the
+  cotangent, this rank's rows; broadcast's that allreduce on the root, zeros
+  elsewhere; alltoall's (even splits) the alltoall of the cotangent;
+  reducescatter's the allgather of the cotangent times the scale factors
+  (and the set's size for Sum). Forward-mode (``jax.jvp``, ``jacfwd``) and
+  ``jax.vmap`` are refused by JAX (its callbacks have neither);
 * ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``.
 
-Inside ``jax.jit`` each collective is an ordered ``jax.experimental.io_callback``:
-it runs once per step, in program order on every rank (so the ranks' calls
-match), on the host. Shapes must be static there: ``allgather`` assumes every
+Inside ``jax.jit`` (and any JAX trace) each collective is an ordered
+``jax.experimental.io_callback``: it runs once per step, in program order on
+every rank (so the ranks' calls match), on the host, also on an array the
+step closed over. Shapes must be static there: ``allgather`` assumes every
 rank has the same number of rows, ``alltoall`` splits evenly. Eagerly, any
 shapes work. Costs: each call copies its input to the host once (on CPU, a
 copy of the array) and its result into a new ``jax.Array``; inside jit, the
@@ -38,7 +45,9 @@ from hora.jax.ops import (  # noqa: F401
     alltoall,
     barrier,
     broadcast,
+    grouped_allgather,
     grouped_allreduce,
+    grouped_reducescatter,
     join,
     reducescatter,
 )

@@ -11,64 +11,14 @@ from jax.experimental import io_callback
 import hora.numpy as hnp
 from hora.common import basics, elastic
 from hora.common.process_sets import global_process_set, process_set_ranks
+from hora.jax.host import array as _array
+from hora.jax.host import differentiable, run, spec, traced, tracing, what
 
 # A jitted function keeps its trace, whose shapes (an allgather's rows, a
 # reducescatter's slice) and sizes were the world's when it was traced: an
 # elastic reset drops every trace, so that steps are traced again in the
 # new world.
 elastic.after_reset(jax.clear_caches)
-
-
-def _array(x):
-    """``x`` as a JAX array: itself when it is one (``jnp.asarray`` of an array
-    still costs microseconds), else converted."""
-    return x if isinstance(x, jax.Array) else jnp.asarray(x)
-
-
-def _traced(leaves):
-    return any(isinstance(x, jax.core.Tracer) for x in leaves)
-
-
-def _host(fn, leaves, out_specs, what=None):
-    """``fn`` (NumPy arrays -> NumPy arrays) on ``leaves``: at once when they are
-    concrete, as an ordered io_callback when traced (``out_specs``: the
-    results' ShapeDtypeStructs, static; ``what``: the collective, for the
-    error where a result does not come in that shape)."""
-    if not _traced(leaves):
-        # A jitted step's callbacks may still be running: wait for them, so that
-        # this call comes after theirs on every rank (unnamed calls are numbered).
-        jax.effects_barrier()
-        return [jnp.asarray(o) for o in fn([np.asarray(x) for x in leaves])]
-
-    def callback(*xs):
-        try:
-            return checked(fn([np.asarray(x) for x in xs]))
-        except basics.HoraError as e:  # (JAX re-raises it as its own: elastic maps it back)
-            basics.note_callback_error(e)
-            raise
-
-    def checked(results):
-        outs = []
-        for o, s in zip(results, out_specs):
-            o = np.asarray(o, dtype=s.dtype)
-            if o.shape != tuple(s.shape):
-                raise basics.InvalidArgumentError(
-                    "rank %d: %s inside jax.jit: the result came with shape %s, but jit fixed "
-                    "it at %s from this rank's input; inside jit every rank must give as many "
-                    "rows (call it outside jit where they differ)"
-                    % (basics.rank(), what or "a collective", o.shape, tuple(s.shape)))
-            outs.append(o)
-        return tuple(outs)
-
-    return list(io_callback(callback, tuple(out_specs), *leaves, ordered=True))
-
-
-def _what(op, name):
-    return "%s %s" % (op, "'%s'" % name if name else "(unnamed)")
-
-
-def _spec(x, shape=None):
-    return jax.ShapeDtypeStruct(x.shape if shape is None else shape, x.dtype)
 
 
 def _reduce(leaves, op, name, prescale, postscale, process_set, grouped=True):
@@ -78,7 +28,7 @@ def _reduce(leaves, op, name, prescale, postscale, process_set, grouped=True):
             return hnp.grouped_allreduce(arrays, op, name, prescale, postscale, process_set)
         return [hnp.allreduce(arrays[0], op, name, prescale, postscale, process_set)]
 
-    return _host(on_arrays, leaves, [_spec(x) for x in leaves])
+    return run(on_arrays, leaves, [spec(x) for x in leaves])
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2, 3, 4, 5, 6))
@@ -125,19 +75,41 @@ def _allreduce_tree(tree, op, name, prescale_factor, postscale_factor, process_s
     args = (op, name, float(prescale_factor), float(postscale_factor), process_set, grouped)
     # Concrete arrays cannot be differentiated: skip custom_vjp's machinery (it costs
     # hundreds of microseconds a call).
-    out = _grouped(leaves, *args) if _traced(leaves) else _reduce(leaves, *args)
+    out = _grouped(leaves, *args) if traced(leaves) else _reduce(leaves, *args)
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def allreduce(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
               process_set=global_process_set):
-    """Reduces ``x`` across ranks (Average by default); returns a new array."""
-    return _allreduce_tree([x], op, name, prescale_factor, postscale_factor, process_set,
-                           False)[0]
+    """Reduces ``x`` (an array, or what ``jnp.asarray`` takes) across ranks
+    (Average by default); returns a new array. For a pytree of arrays:
+    ``grouped_allreduce``."""
+    return _allreduce_tree([_one_array(x, "allreduce")], op, name, prescale_factor,
+                           postscale_factor, process_set, False)[0]
+
+
+def _one_array(x, collective):
+    """``x`` as one array; a TypeError naming the collective for a pytree of
+    several arrays (a dict), before any rank sends anything."""
+    if isinstance(x, (jax.Array, np.ndarray)):
+        return x
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError) as e:
+        raise TypeError("hora.jax.%s takes one array (or what jnp.asarray takes), got %s "
+                        "(%s); for a pytree of arrays use grouped_%s"
+                        % (collective, type(x).__name__, e, collective)) from None
 
 
 def _set_size(process_set):
     return len(process_set_ranks(process_set))
+
+
+def _set_rank(process_set):
+    """This rank's index in ``process_set`` (0 outside it: hora.numpy then
+    says so on every rank as the collective runs)."""
+    ranks = process_set_ranks(process_set)
+    return ranks.index(basics.rank()) if basics.rank() in ranks else 0
 
 
 def set_size_now(process_set, like):
@@ -146,40 +118,96 @@ def set_size_now(process_set, like):
     callback each time the step runs, so that a step traced before an
     elastic reset divides by the new world's size (JAX reuses a trace for
     the same function, whatever the world)."""
-    if not _traced(jax.tree_util.tree_leaves(like)):
+    if not traced(jax.tree_util.tree_leaves(like)) and not tracing():
         return _set_size(process_set)
     return io_callback(lambda: np.int32(_set_size(process_set)),
                        jax.ShapeDtypeStruct((), np.int32), ordered=True)
 
 
+def _gathered_shape(x, n):
+    return (x.shape[0] * n,) + x.shape[1:]
+
+
+def _average(gs, process_set):
+    """The Average allreduce of the cotangents ``gs``, one group (itself
+    differentiable)."""
+    return _allreduce_tree(list(gs), basics.Average, None, 1.0, 1.0, process_set, True)
+
+
 def allgather(x, name=None, process_set=global_process_set):
     """Every rank's ``x`` concatenated along axis 0 in rank order. Eagerly the row
-    counts may differ; inside jit every rank must have ``x``'s shape."""
-    x = _array(x)
-    x1 = x.reshape(1) if x.ndim == 0 else x
-    shape = (x1.shape[0] * _set_size(process_set),) + x1.shape[1:]
-    return _host(lambda a: [hnp.allgather(a[0], name, process_set)], [x1],
-                 [_spec(x1, shape)], _what("allgather", name))[0]
+    counts may differ; inside jit every rank must have ``x``'s shape. Its
+    gradient: the Average allreduce of the cotangent, this rank's rows."""
+    return grouped_allgather([x], name, process_set, _single=True)[0]
+
+
+def grouped_allgather(xs, name=None, process_set=global_process_set, _single=False):
+    """``allgather`` of a list of arrays as one group; returns the list."""
+    if not _single:
+        xs = _list(xs, "grouped_allgather")
+    # (A scalar is gathered as one row each, as hora.numpy gathers it.)
+    rows = [x.reshape(1) if x.ndim == 0 else x for x in (_array(x) for x in xs)]
+    if not rows:
+        return []
+    n = _set_size(process_set)
+    collective = what("allgather" if _single else "grouped allgather", name)
+
+    def forward(leaves):
+        if _single:
+            def fn(a):
+                return [hnp.allgather(a[0], name, process_set)]
+        else:
+            def fn(a):
+                return hnp.grouped_allgather(a, name, process_set)
+        return run(fn, leaves, [spec(x, _gathered_shape(x, n)) for x in leaves], collective)
+
+    def backward(real, gs):
+        me = _set_rank(process_set)
+        return [g[me * rows[i].shape[0]:(me + 1) * rows[i].shape[0]]
+                for i, g in zip(real, _average(gs, process_set))]
+
+    return differentiable(forward, backward, rows)
+
+
+def _list(xs, collective):
+    if isinstance(xs, (jax.Array, np.ndarray)) or not isinstance(xs, (list, tuple)):
+        raise TypeError("hora.jax.%s: expected a list of arrays, got %s"
+                        % (collective, type(xs).__name__))
+    return list(xs)
 
 
 def broadcast(x, root_rank, name=None, process_set=global_process_set):
-    """Root's ``x`` on every rank (a new array)."""
+    """Root's ``x`` on every rank (a new array). Its gradient: the Average
+    allreduce of the cotangent on the root, zeros elsewhere."""
     x = _array(x)
-    return _host(lambda a: [hnp.broadcast(a[0], root_rank, name, process_set)], [x],
-                 [_spec(x)])[0]
+
+    def forward(leaves):
+        return run(lambda a: [hnp.broadcast(a[0], root_rank, name, process_set)], leaves,
+                   [spec(leaves[0])])
+
+    def backward(real, gs):
+        reduced = _average(gs, process_set)[0]
+        return [reduced if basics.rank() == root_rank else jnp.zeros_like(gs[0])]
+
+    return differentiable(forward, backward, [x])[0]
 
 
 def alltoall(x, splits=None, name=None, process_set=global_process_set):
     """Sends ``splits[p]`` rows to each rank p; returns the rows received (and, with
-    ``splits`` given, the received splits). Inside jit: even splits only."""
+    ``splits`` given, the received splits). Inside jit: even splits only. Its
+    gradient (even splits): the alltoall of the cotangent."""
     x = _array(x)
     if splits is None:
-        return _host(lambda a: [hnp.alltoall(a[0], None, name, process_set)], [x],
-                     [_spec(x)], _what("alltoall", name))[0]
-    if _traced([x]):
+        def forward(leaves):
+            return run(lambda a: [hnp.alltoall(a[0], None, name, process_set)], leaves,
+                       [spec(leaves[0])], what("alltoall", name))
+
+        return differentiable(forward, lambda real, gs: forward(gs), [x])[0]
+    if traced([x]) or tracing():
         raise basics.UnimplementedError(
-            "hora.jax.alltoall with splits inside jax.jit: the output's shape would depend "
-            "on the other ranks; call it outside jit, or with splits=None")
+            "hora.jax.alltoall with splits inside jax.jit or under a JAX transformation "
+            "(grad, vmap): the output's shape would depend on the other ranks; call it "
+            "eagerly on concrete arrays, or with splits=None")
     out, recv = hnp.alltoall(np.asarray(x), np.asarray(splits), name, process_set)
     return jnp.asarray(out), jnp.asarray(recv)
 
@@ -187,20 +215,52 @@ def alltoall(x, splits=None, name=None, process_set=global_process_set):
 def reducescatter(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
                   process_set=global_process_set):
     """Reduces across ranks; returns this rank's slice of axis 0 (``dim0 // size``
-    rows, the first ``dim0 % size`` ranks one more)."""
+    rows, the first ``dim0 % size`` ranks one more). Its gradient: the
+    allgather of the cotangent, times the scale factors (and the set's size
+    for Sum)."""
+    return _reducescatter([x], op, name, prescale_factor, postscale_factor, process_set,
+                          True)[0]
+
+
+def grouped_reducescatter(xs, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,
+                          process_set=global_process_set):
+    """``reducescatter`` of a list of arrays as one group; returns the list."""
+    return _reducescatter(_list(xs, "grouped_reducescatter"), op, name, prescale_factor,
+                          postscale_factor, process_set, False)
+
+
+def _reducescatter(xs, op, name, prescale, postscale, process_set, single):
     op = basics.check_op(op)
-    x = _array(x)
-    n = _set_size(process_set)
-    ranks = process_set_ranks(process_set)
-    # (On a rank outside the set, hora.numpy says so.)
-    me = ranks.index(basics.rank()) if basics.rank() in ranks else 0
+    xs = [_array(x) for x in xs]
+    if not xs:
+        return []
+    n, me = _set_size(process_set), _set_rank(process_set)
     # A scalar has no rows: hora.numpy refuses it on every rank (inside jit
     # when the step runs, as the others' calls do), and its shape here is
     # never used.
-    shape = (x.shape[0] // n + (me < x.shape[0] % n),) + x.shape[1:] if x.ndim else (0,)
-    return _host(lambda a: [hnp.reducescatter(a[0], op, name, prescale_factor, postscale_factor,
-                                              process_set)],
-                 [x], [_spec(x, shape)], _what("reducescatter", name))[0]
+    shapes = [(x.shape[0] // n + (me < x.shape[0] % n),) + x.shape[1:] if x.ndim else (0,)
+              for x in xs]
+    collective = what("reducescatter" if single else "grouped reducescatter", name)
+
+    def forward(leaves):
+        if single:
+            def fn(a):
+                return [hnp.reducescatter(a[0], op, name, prescale, postscale, process_set)]
+        else:
+            def fn(a):
+                return hnp.grouped_reducescatter(a, op, name, prescale, postscale,
+                                                 process_set)
+        return run(fn, leaves, [spec(x, shape) for x, shape in zip(leaves, shapes)],
+                   collective)
+
+    def backward(real, gs):
+        scale = (n if op == basics.Sum else 1.0) * prescale * postscale
+        gathered = run(lambda a: hnp.grouped_allgather(a, None, process_set), gs,
+                       [spec(g, xs[i].shape) for i, g in zip(real, gs)],
+                       what("reducescatter's gradient allgather", name))
+        return [g * scale if scale != 1.0 else g for g in gathered]
+
+    return differentiable(forward, backward, xs)
 
 
 def barrier(process_set=global_process_set):
