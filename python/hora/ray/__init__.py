@@ -20,9 +20,10 @@ Each worker is a Ray actor (``cpus_per_worker`` CPUs, ``gpus_per_worker``
 GPUs when ``use_gpu``). ``start()`` places them (``num_workers``, or
 ``num_hosts`` x ``num_workers_per_host``), numbers them host by host, and
 gives each the variables a launcher gives a rank (``HORA_RANK``,
-``HORA_SIZE``, the local and cross layout, the rendezvous address on rank 0's
-node with a port free there, and a fresh job secret), so that ``init()``
-inside the function finds the others. ``run`` calls a function on every
+``HORA_SIZE``, the local and cross layout, each also as horovodrun's
+``HOROVOD_*``, the rendezvous address on rank 0's node with a port free
+there, and a fresh job secret), so that ``init()`` inside the function
+finds the others. ``run`` calls a function on every
 worker; ``execute`` calls it with the worker's executable (``start(
 executable_cls=...)``); ``run_remote`` returns Ray's object refs;
 ``execute_single`` runs on rank 0 only. A worker's failure raises Ray's
@@ -30,9 +31,18 @@ error from ``run``: an exception in a worker's function shuts Hora down in
 that worker, so that the others fail at once naming its rank where they
 wait for it, and ``run`` and ``execute`` then shut it down in every worker
 before raising, so that the next function's ``init()`` starts a new job
-(``run_remote``'s caller does that itself); ``shutdown()`` ends the actors. With ``use_gpu`` each
+(``run_remote``'s caller does that itself). A worker that died (Ray's
+``RayActorError``: killed, out of memory) ends the others at once too, which
+would wait for it (in ``init()`` or a collective) until their timeouts:
+``start()`` makes new ones. ``shutdown()`` ends Hora in every worker, then
+the actors. With ``use_gpu`` each
 actor sees the GPUs Ray gives it (``CUDA_VISIBLE_DEVICES``): pick device 0
 there, not ``local_rank()``.
+
+Elastic training under Ray (Horovod's ``ElasticRayExecutor``, or
+``RayExecutor`` with ``min_workers``/``max_workers``) is not supported:
+those are refused with a NotImplementedError saying so; elastic jobs run
+under ``horarun`` (docs/guide/elastic.md).
 """
 
 import secrets
@@ -102,6 +112,22 @@ class _Worker:
             raise
 
 
+_NO_ELASTIC = ("%s: elastic training under Ray is not supported by Hora; run an elastic job "
+               "with horarun (--min-np, --max-np, --host-discovery-script: "
+               "docs/guide/elastic.md), or give RayExecutor a fixed num_workers")
+
+
+class ElasticRayExecutor:
+    """Horovod's elastic executor for Ray: not supported (see the module)."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError(_NO_ELASTIC % "ElasticRayExecutor")
+
+    @classmethod
+    def create_settings(cls, *args, **kwargs):
+        raise NotImplementedError(_NO_ELASTIC % "ElasticRayExecutor.create_settings")
+
+
 class RayExecutor:
     """Starts ``num_workers`` Hora workers as Ray actors and runs functions on them."""
 
@@ -114,7 +140,10 @@ class RayExecutor:
     def __init__(self, settings=None, num_workers=None, num_hosts=None,
                  num_workers_per_host=1, cpus_per_worker=1, use_gpu=False, gpus_per_worker=None,
                  **unused):
-        del unused
+        elastic = sorted(k for k in ("min_workers", "max_workers", "reset_limit",
+                                     "cooldown_range") if unused.get(k) is not None)
+        if elastic:
+            raise NotImplementedError(_NO_ELASTIC % ("RayExecutor(%s=...)" % "=..., ".join(elastic)))
         if num_workers is None and num_hosts is None:
             raise ValueError("RayExecutor: give num_workers, or num_hosts (with "
                              "num_workers_per_host)")
@@ -187,11 +216,14 @@ class RayExecutor:
         envs = []
         for rank, ip in enumerate(ips):
             local = [r for r, x in enumerate(ips) if x == ip]
-            env = {"HORA_RANK": rank, "HORA_SIZE": len(ips),
-                   "HORA_LOCAL_RANK": local.index(rank), "HORA_LOCAL_SIZE": len(local),
-                   "HORA_CROSS_RANK": hosts.index(ip), "HORA_CROSS_SIZE": len(hosts),
-                   "HORA_STORE_ADDR": "%s:%d" % (ips[0], port), "HORA_STORE_SERVER": "rank0",
-                   "HORA_SECRET": secret, "HORA_START_TIMEOUT_S": self.settings.timeout_s}
+            layout = {"RANK": rank, "SIZE": len(ips), "LOCAL_RANK": local.index(rank),
+                      "LOCAL_SIZE": len(local), "CROSS_RANK": hosts.index(ip),
+                      "CROSS_SIZE": len(hosts), "HOSTNAME": ip}
+            # (Each as HORA_* and, as horovodrun and horarun export it, HOROVOD_*.)
+            env = {p + k: v for k, v in layout.items() for p in ("HORA_", "HOROVOD_")}
+            env.update({"HORA_STORE_ADDR": "%s:%d" % (ips[0], port),
+                        "HORA_STORE_SERVER": "rank0", "HORA_SECRET": secret,
+                        "HORA_START_TIMEOUT_S": self.settings.timeout_s})
             env.update(extra_env_vars or {})
             envs.append({k: str(v) for k, v in env.items()})
         ray.get([w.set_env.remote(e) for w, e in zip(self.workers, envs)])
@@ -215,7 +247,16 @@ class RayExecutor:
         import ray
 
         try:
+            pending = list(refs)
+            while pending:  # (the first failure as soon as Ray knows it, in any rank)
+                ready, pending = ray.wait(pending, num_returns=1)
+                ray.get(ready)
             return ray.get(refs)
+        except ray.exceptions.RayActorError:
+            # A worker is gone: the others would wait for it until their
+            # timeouts, and the job cannot go on without it.
+            self.shutdown(graceful=False)
+            raise
         except KeyboardInterrupt:
             # (Queued behind what still runs: not waited for, the user wants out.)
             for w in self.workers:
@@ -243,10 +284,15 @@ class RayExecutor:
         # (An exception there ends rank 0's Session: the others' go too.)
         return self._get_all([self.workers[0].execute.remote(fn)])[0]
 
-    def shutdown(self):
-        """Ends the workers (and their Hora sessions with them)."""
+    def shutdown(self, graceful=True):
+        """Ends Hora in every worker (as a process that returns does: the
+        others are not told a rank was lost), then the workers; ``graceful``
+        False, or a worker still busy after 10 s: the workers alone."""
         import ray
 
+        if graceful and self.workers:
+            ends = [w.end_session.remote() for w in self.workers]
+            ray.wait(ends, num_returns=len(ends), timeout=10)
         for w in self.workers:
             ray.kill(w)
         self.workers = []

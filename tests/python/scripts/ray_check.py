@@ -8,12 +8,13 @@ peers failing at once, naming it, where they wait for it).
 
 import os
 import sys
+import time
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import numpy as np  # noqa: E402
 import ray  # noqa: E402
 
-from hora.ray import RayExecutor  # noqa: E402
+from hora.ray import ElasticRayExecutor, RayExecutor  # noqa: E402
 
 
 def train(scale):
@@ -22,6 +23,9 @@ def train(scale):
     hvd.init()
     r, n = hvd.rank(), hvd.size()
     total = hvd.allreduce(np.arange(3, dtype=np.float64) * (r + 1) * scale, op=hvd.Sum)
+    # (Horovod's scripts read horovodrun's variables: each worker has them.)
+    assert [os.environ["HOROVOD_" + k] for k in ("RANK", "SIZE", "LOCAL_RANK")] == \
+        [str(r), str(n), str(hvd.local_rank())], dict(os.environ)
     return r, n, hvd.local_rank(), total.tolist()
 
 
@@ -52,6 +56,17 @@ def fail_then_collective():
         raise ValueError("rank 1 refuses")
     hvd.allreduce(np.ones(3), name="after_the_refusal")
     return "rank %d went on without rank 1" % hvd.rank()
+
+
+def die_before_init():
+    import signal
+
+    import hora.numpy as hvd
+
+    if os.environ["HORA_RANK"] == "1":  # (say, killed for memory as it loads its data)
+        os.kill(os.getpid(), signal.SIGKILL)
+    hvd.init()
+    return hvd.rank()
 
 
 def main():
@@ -91,7 +106,29 @@ def main():
         ray.get([w.end_session.remote() for w in executor.workers])  # (run_remote's caller's)
         results = executor.run(train, args=[2.0])
         assert all(r[1] == n and r[3] == want_sum for r in results), results
+        # A worker that dies before init(): run() raises Ray's error at once
+        # (not after the others' 60 s wait for it in init()) and ends them;
+        # start() makes new workers.
+        started = time.monotonic()
+        try:
+            executor.run(die_before_init)
+            raise AssertionError("a dead worker's run returned")
+        except ray.exceptions.RayActorError:
+            took = time.monotonic() - started
+        assert took < 30, "run() raised %.0f s after rank 1 died" % took
+        assert not executor.workers
+        executor.start()
+        results = executor.run(train, args=[2.0])
+        assert all(r[1] == n and r[3] == want_sum for r in results), results
         executor.shutdown()
+        # Horovod's elastic executor, and elastic keywords: refused, saying so.
+        for make in (lambda: RayExecutor(num_workers=n, min_workers=1, max_workers=n),
+                     lambda: ElasticRayExecutor(ElasticRayExecutor.create_settings())):
+            try:
+                make()
+                raise AssertionError("elastic under Ray was not refused")
+            except NotImplementedError as e:
+                assert "elastic training under Ray is not supported" in str(e), e
         # Placed as hosts: one host of n workers (Ray's placement group).
         # Two hosts asked of a cluster of one: start() gives up after the
         # placement timeout, naming what it asked, and leaves no placement
