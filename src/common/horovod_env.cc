@@ -48,13 +48,15 @@ constexpr Alias kAliases[] = {
     {"HOROVOD_DISABLE_GROUP_FUSION", "HORA_DISABLE_GROUP_FUSION", Same},
     {"HOROVOD_GLOO_IFACE", "HORA_IFACE", Same},
     {"HOROVOD_START_TIMEOUT", "HORA_START_TIMEOUT_S", Same},
+    // (horovodrun's --elastic-timeout default; horarun's too.)
+    {"HOROVOD_ELASTIC_TIMEOUT", "HORA_ELASTIC_TIMEOUT_S", Same},
 };
 
 // Set by a launcher for the rank's layout and identity (horarun exports
 // them for Horovod's scripts): not settings.
 constexpr const char* kLayout[] = {"HOROVOD_RANK",       "HOROVOD_SIZE",       "HOROVOD_LOCAL_RANK",
                                    "HOROVOD_LOCAL_SIZE", "HOROVOD_CROSS_RANK", "HOROVOD_CROSS_SIZE",
-                                   "HOROVOD_HOSTNAME"};
+                                   "HOROVOD_HOSTNAME",   "HOROVOD_ELASTIC"};
 
 }  // namespace
 

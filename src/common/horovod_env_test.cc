@@ -51,6 +51,21 @@ TEST(HorovodEnv, SettingsWithAnEquivalentAreTakenOthersNamed) {
   EXPECT_EQ(config->log_level, LogLevel::kError);
 }
 
+TEST(HorovodEnv, TheElasticTimeoutIsTakenAndTheElasticFlagIsLayout) {
+  // horovodrun's --elastic-timeout default is HOROVOD_ELASTIC_TIMEOUT (a
+  // user trial: Hora said it had no equivalent); HOROVOD_ELASTIC=1 is what
+  // horarun's elastic mode sets for the workers, as horovodrun does.
+  const HorovodSettings h =
+      ReadHorovodSettings({{"HOROVOD_ELASTIC_TIMEOUT", "7"}, {"HOROVOD_ELASTIC", "1"}}, {});
+  EXPECT_EQ(h.hora, (std::map<std::string, std::string>{{"HORA_ELASTIC_TIMEOUT_S", "7"}}));
+  EXPECT_TRUE(Taken(h, "HOROVOD_ELASTIC_TIMEOUT=7 is taken as HORA_ELASTIC_TIMEOUT_S=7"));
+  EXPECT_TRUE(h.ignored.empty()) << h.ignored[0];
+  std::map<std::string, std::string> hora = h.hora;
+  auto config = ConfigFromEnv(hora);
+  ASSERT_TRUE(config.ok()) << config.status().ToString();
+  EXPECT_EQ(config->elastic_timeout_s, 7.0);
+}
+
 TEST(HorovodEnv, ASettingHorarunTranslatedIsSaidTakenNotIgnored) {
   // horarun translates HOROVOD_CYCLE_TIME before it starts the ranks, which
   // then see both names with the same value.

@@ -194,9 +194,12 @@ std::vector<FlagSpec> Tuning() {
       {"Elastic", "--elastic-timeout", "SECONDS", "elastic_timeout",
        "elastic mode: how long fewer than --min-np workers may remain while the discovery "
        "script may bring more (without one the job ends at once), and how long the others "
-       "wait for a worker that does not come back to init() (default 600)",
+       "wait for a worker that does not come back to init() (default 600, or "
+       "HORA_ELASTIC_TIMEOUT_S / HOROVOD_ELASTIC_TIMEOUT)",
        [](Options& o, const std::string& f, const std::string& v) -> Status {
          HORA_ASSIGN_OR_RETURN(o.elastic_timeout_s, PositiveSeconds(f, v));
+         // (Over HORA_ELASTIC_TIMEOUT_S and HOROVOD_ELASTIC_TIMEOUT.)
+         o.settings["HORA_ELASTIC_TIMEOUT_S"] = v;
          return Status::Ok();
        }},
       {"Elastic", "--reset-limit", "N", "reset_limit",

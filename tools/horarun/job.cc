@@ -157,8 +157,12 @@ RankLaunch PlanRankLaunch(const JobSpec& spec, const Placement& p, const std::st
     // (Its host as horarun names it, which the planner's local ranks follow.)
     env["HORA_HOSTNAME"] = p.host;
     env["HOROVOD_HOSTNAME"] = p.host;
-    env["HORA_ELASTIC_TIMEOUT_S"] =
-        std::to_string(std::chrono::duration<double>(spec.elastic->settings.timeout).count());
+    env["HOROVOD_ELASTIC"] = "1";  // (as horovodrun's elastic mode sets it)
+    // (Where the user's setting gave it, as they wrote it: a rank that
+    // sees HOROVOD_ELASTIC_TIMEOUT too finds it taken, not overruled.)
+    env.emplace(
+        "HORA_ELASTIC_TIMEOUT_S",
+        std::to_string(std::chrono::duration<double>(spec.elastic->settings.timeout).count()));
   } else {
     for (const auto& [k, v] : RankEnvironment(p, static_cast<int>(spec.placements.size()))) {
       env[k] = v;

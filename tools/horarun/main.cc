@@ -246,7 +246,7 @@ int main(int argc, char** argv) {
     elastic.settings.min_np = opts.min_np;
     elastic.settings.max_np = opts.max_np;
     elastic.settings.timeout = std::chrono::duration_cast<horarun::ElasticPlanner::Clock::duration>(
-        std::chrono::duration<double>(opts.elastic_timeout_s));
+        std::chrono::duration<double>(config->elastic_timeout_s));
     elastic.settings.reset_limit = opts.reset_limit;
     elastic.settings.can_grow = !opts.discovery_script.empty();
     elastic.store_port = (*server)->port();

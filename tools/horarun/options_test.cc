@@ -161,6 +161,9 @@ TEST(Options, ElasticBoundsDefaultToNp) {
   EXPECT_EQ(o->min_np, 2);
   EXPECT_EQ(o->max_np, 3);
   EXPECT_EQ(o->elastic_timeout_s, 7.5);
+  // (A setting too: the flag wins over HORA_ELASTIC_TIMEOUT_S and
+  // HOROVOD_ELASTIC_TIMEOUT, which give the timeout without it.)
+  EXPECT_EQ(o->settings.at("HORA_ELASTIC_TIMEOUT_S"), "7.5");
   EXPECT_EQ(o->reset_limit, 4);
   o = Parse({"-np", "2", "--max-np", "5"});
   ASSERT_TRUE(o.ok()) << o.status().ToString();

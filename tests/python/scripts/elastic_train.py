@@ -141,6 +141,7 @@ def main():
     if os.environ.get("HORA_WORKER_ID"):
         assert os.environ["HOROVOD_RANK"] == str(hvd.rank()), os.environ["HOROVOD_RANK"]
         assert os.environ["HORA_SIZE"] == str(hvd.size()), os.environ["HORA_SIZE"]
+        assert os.environ["HOROVOD_ELASTIC"] == "1"  # (as horovodrun's elastic mode)
     ref = replay(state.sizes)
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p, q, rtol=1e-5, atol=1e-6), (p, q)
