@@ -26,7 +26,9 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
   reducescatter's the allgather of the cotangent times the scale factors
   (and the set's size for Sum). Forward-mode (``jax.jvp``, ``jacfwd``) and
   ``jax.vmap`` are refused by JAX (its callbacks have neither);
-* ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``.
+* ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``;
+* ``elastic``: ``@hvd.elastic.run`` and ``hvd.elastic.JaxState`` (elastic
+  training under ``horarun --min-np/--max-np``; :mod:`hora.jax.elastic`).
 
 Inside ``jax.jit`` (and any JAX trace) each collective is an ordered
 ``jax.experimental.io_callback``: it runs once per step, in program order on
@@ -56,3 +58,4 @@ from hora.jax.training import (  # noqa: F401
     broadcast_parameters,
 )
 from hora.numpy import allgather_object, broadcast_object  # noqa: F401
+from hora.jax import elastic  # noqa: E402,F401
