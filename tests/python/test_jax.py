@@ -78,6 +78,17 @@ def test_broadcast_parameters_inside_jit_is_refused_in_the_users_terms():
     np.testing.assert_array_equal(got["w"], [0.0, 0.0])  # (and the job goes on)
 
 
+def test_broadcast_parameters_keeps_each_leafs_type():
+    # (A Python number came back as a jax.Array: lr=0.2 became Array(0.2).)
+    r = hvd.rank()
+    got = hj.broadcast_parameters({"w": jnp.full(2, float(r)), "lr": 0.2 + r, "steps": 3 + r,
+                                   "host": np.full(2, r, dtype=np.int32)}, 0)
+    assert type(got["lr"]) is float and got["lr"] == 0.2
+    assert type(got["steps"]) is int and got["steps"] == 3
+    assert isinstance(got["host"], np.ndarray) and got["host"].tolist() == [0, 0]
+    assert isinstance(got["w"], jax.Array) and np.asarray(got["w"]).tolist() == [0.0, 0.0]
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_grad_through_a_group_with_an_integer_member(mode):
     # A token-weighted loss: the loss sums and the token counts (int32) in one

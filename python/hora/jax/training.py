@@ -12,8 +12,10 @@ from hora.jax.ops import grouped_allreduce
 
 
 def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
-    """Root's ``params`` (any pytree of arrays) on every rank: one broadcast per leaf,
-    named by its path in the tree. Returns a new pytree (call it eagerly)."""
+    """Root's ``params`` (any pytree of arrays: parameters, an optax state) on
+    every rank: one broadcast per leaf, named by its path in the tree. Returns
+    a new pytree (call it eagerly) whose leaves have the types they had: a
+    Python number stays one (a learning rate in the tree), a NumPy array one."""
     paths, treedef = jax.tree_util.tree_flatten_with_path(params)
     traced = [jax.tree_util.keystr(path) for path, leaf in paths
               if isinstance(leaf, jax.core.Tracer)]
@@ -26,7 +28,13 @@ def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
     out = []
     for path, leaf in paths:
         name = "broadcast_parameters" + jax.tree_util.keystr(path)
-        out.append(jnp.asarray(hnp.broadcast(np.asarray(leaf), root_rank, name, process_set)))
+        got = hnp.broadcast(np.asarray(leaf), root_rank, name, process_set)
+        if isinstance(leaf, (bool, int, float, complex)):
+            out.append(type(leaf)(got.item()))
+        elif isinstance(leaf, np.ndarray):
+            out.append(got)
+        else:
+            out.append(jnp.asarray(got))
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
