@@ -42,6 +42,18 @@ def test_allgather_gradient_is_the_average_of_the_cotangents_rows(mode):
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
+def test_allgather_gradient_with_uneven_rows_eagerly():
+    # Eagerly the ranks' rows may differ: this rank's rows start after every
+    # earlier rank's (rank q has q + 1 rows here).
+    r, n = hj.rank(), hj.size()
+    total = n * (n + 1) // 2
+    got = _grad("eager", lambda x: (hj.allgather(x, name="g.ag.uneven") *
+                                    _c(r, (total, 2))).sum(), _x(r, (r + 1, 2)))
+    start = r * (r + 1) // 2
+    want = np.mean([_c(q, (total, 2)) for q in range(n)], axis=0)[start:start + r + 1]
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_broadcast_gradient_is_the_average_on_the_root_zeros_elsewhere(mode):
     r, n = hj.rank(), hj.size()

@@ -18,7 +18,8 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
   ``barrier, join``, ``broadcast_parameters``, ``broadcast_object,
   allgather_object``; every collective but ``join`` takes ``process_set=``;
   dtypes as ``hora.numpy``'s (bfloat16 included);
-* gradients (``jax.grad``, ``jax.vjp``) as ``hora.tensorflow`` and
+* gradients (``jax.grad``, ``jax.vjp``; not of ``alltoall`` with ``splits``,
+  which takes concrete arrays only) as ``hora.tensorflow`` and
   ``hora.torch`` define them: allreduce's is the allreduce of the cotangent
   (same op and scale factors); allgather's the Average allreduce of the
   cotangent, this rank's rows; broadcast's that allreduce on the root, zeros
@@ -33,7 +34,9 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
 Inside ``jax.jit`` (and any JAX trace) each collective is an ordered
 ``jax.experimental.io_callback``: it runs once per step, in program order on
 every rank (so the ranks' calls match), on the host, also on an array the
-step closed over. Shapes must be static there: ``allgather`` assumes every
+step closed over (``barrier``, ``join``, ``broadcast_parameters`` and the
+object collectives are not staged: call them outside jit). Shapes must be
+static there: ``allgather`` assumes every
 rank has the same number of rows, ``alltoall`` splits evenly. Eagerly, any
 shapes work. Costs: each call copies its input to the host once (on CPU, a
 copy of the array) and its result into a new ``jax.Array``; inside jit, the

@@ -138,22 +138,24 @@ def allgather(x, name=None, process_set=global_process_set):
     """Every rank's ``x`` concatenated along axis 0 in rank order. Eagerly the row
     counts may differ; inside jit every rank must have ``x``'s shape. Its
     gradient: the Average allreduce of the cotangent, this rank's rows."""
-    return grouped_allgather([x], name, process_set, _single=True)[0]
+    return _allgather([x], name, process_set, True)[0]
 
 
-def grouped_allgather(xs, name=None, process_set=global_process_set, _single=False):
+def grouped_allgather(xs, name=None, process_set=global_process_set):
     """``allgather`` of a list of arrays as one group; returns the list."""
-    if not _single:
-        xs = _list(xs, "grouped_allgather")
+    return _allgather(_list(xs, "grouped_allgather"), name, process_set, False)
+
+
+def _allgather(xs, name, process_set, single):
     # (A scalar is gathered as one row each, as hora.numpy gathers it.)
     rows = [x.reshape(1) if x.ndim == 0 else x for x in (_array(x) for x in xs)]
     if not rows:
         return []
     n = _set_size(process_set)
-    collective = what("allgather" if _single else "grouped allgather", name)
+    collective = what("allgather" if single else "grouped allgather", name)
 
     def forward(leaves):
-        if _single:
+        if single:
             def fn(a):
                 return [hnp.allgather(a[0], name, process_set)]
         else:
@@ -162,9 +164,15 @@ def grouped_allgather(xs, name=None, process_set=global_process_set, _single=Fal
         return run(fn, leaves, [spec(x, _gathered_shape(x, n)) for x in leaves], collective)
 
     def backward(real, gs):
-        me = _set_rank(process_set)
-        return [g[me * rows[i].shape[0]:(me + 1) * rows[i].shape[0]]
-                for i, g in zip(real, _average(gs, process_set))]
+        # This rank's rows start after the earlier ranks' (their counts may
+        # differ eagerly: every rank's are gathered, as hora.torch does).
+        mine = np.array([[rows[i].shape[0] for i in real]], dtype=np.int32)
+        every = run(lambda a: [hnp.allgather(a[0], None, process_set)], [mine],
+                    [jax.ShapeDtypeStruct((n, len(real)), np.int32)],
+                    what("allgather's gradient row counts", name))[0]
+        starts = jnp.sum(every[:_set_rank(process_set)], axis=0)
+        return [jax.lax.dynamic_slice_in_dim(g, starts[j], rows[i].shape[0], 0)
+                for j, (i, g) in enumerate(zip(real, _average(gs, process_set)))]
 
     return differentiable(forward, backward, rows)
 
