@@ -59,7 +59,7 @@ class Bucket:
     allreduce's, for ``synchronize()`` to raise."""
 
     __slots__ = ("slots", "name", "numel", "flat", "views", "ready", "handle", "copied", "into",
-                 "done", "written", "error", "layout_agreed", "layout_check")
+                 "done", "written", "error", "layout_agreed", "layout_check", "layout_asked")
 
     def __init__(self, slots):
         self.slots = slots
@@ -74,8 +74,10 @@ class Bucket:
         # The Session in which every rank's members were seen to have the
         # same names and shapes (an elastic reset makes a new one, whose
         # world may hold a new worker: asked again there); the allgather of
-        # their digests while that is being asked.
-        self.layout_agreed, self.layout_check = None, None
+        # their digests while that is being asked, and its Session (one
+        # left unread from an old Session is asked again; one of this
+        # Session, whatever happened since, is read, as every rank reads it).
+        self.layout_agreed, self.layout_check, self.layout_asked = None, None, None
 
     def layout(self):
         """The members as this rank has them: "fc.bias [10], fc.weight [10, 20]"."""
@@ -182,10 +184,13 @@ class BucketSteps:
         pre, post = self._scale()
         b.handle = ro.allreduce_async_(flat, name=b.name, op=self.op, prescale_factor=pre,
                                        postscale_factor=post, process_set=self._process_set)
-        if b.layout_agreed is not basics.session() and b.layout_check is None:
+        session = basics.session()
+        if b.layout_agreed is not session and (b.layout_check is None
+                                               or b.layout_asked is not session):
             b.layout_check = co.allgather_async(
                 torch.tensor([b.layout_digest()], dtype=torch.int64),
                 name=b.name + ".layout", process_set=self._process_set)
+            b.layout_asked = session
 
     def _finish_started_buckets(self, deadline):
         """At the end of a backward pass (see

@@ -370,7 +370,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._group_handles.clear()
         self._group_ready = [0] * len(self._groups)
         for b in self._started_buckets:
-            b.handle = b.copied = b.into = b.written = b.error = b.layout_check = None
+            b.handle = b.copied = b.into = b.written = b.error = None
             b.done = False
         for b in self._buckets:
             b.ready = 0
