@@ -26,9 +26,12 @@
 // kAverage and postscale_factor in one multiply by postscale_factor /
 // world_size, the factor rounded once to float32 for f16, bf16 and f32 (it
 // can differ from a true division in the last bit), the product computed in
-// float64 (f64) or float32 (f16, bf16, f32). Integer types compute it in float64 and round toward
-// zero, as Horovod does (an int32 7 with prescale 0.5 is 3, -7 is -3),
-// saturating at the type's range (where Horovod's result is undefined).
+// float64 (f64) or float32 (f16, bf16, f32). Integer types apply each factor
+// in float64 and round toward zero, as Horovod does (an int32 7 with prescale
+// 0.5 is 3, -7 is -3), saturating at the type's range (where Horovod's result
+// is undefined); kAverage with a postscale_factor first divides (above), then
+// scales: the average of int32 {1, 2} with postscale 3 is 1 * 3 = 3 (Horovod's
+// multiplies the sum by 3 / 2: 4).
 // bool accepts no scale factor other than 1.
 //
 // Ranks always receive bitwise-identical results: every algorithm reduces each
