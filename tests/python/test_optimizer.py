@@ -8,6 +8,8 @@ test model's are all small: one bucket), every gradient alone, and small
 buckets beside gradients alone (grad_buckets' limits lowered).
 """
 
+import time
+
 import pytest
 import torch
 import torch.nn as nn
@@ -937,6 +939,43 @@ def test_zero_grad_after_a_backward_whose_allreduces_are_done_drops_them():
         dopt.step()
         _reference_step(ref, ropt, x, y)
         _assert_same(dist, ref, step)
+
+
+def test_a_skipped_step_reads_every_layout_check_and_keeps_a_mismatch():
+    # Rank 0 reads its bucket's layout check as backward ends; the others
+    # leave theirs to synchronize() (as after a late wait). A step skipped
+    # by zero_grad() reads them there: with the same layout, later steps
+    # ask nothing more (no rank asks again alone); with a layout that
+    # differs, zero_grad() raises it on every rank (it was dropped with the
+    # step, and rank 0 then asked again alone, a stall), as is a failed
+    # allreduce's error.
+    r = hvd.rank()
+    for same in (True, False):
+        shape = (4, 6) if same or r == 0 else (6, 4)
+        ps = [nn.Parameter(torch.ones(shape)), nn.Parameter(torch.ones(3))]
+        opt = hvd.DistributedOptimizer(torch.optim.SGD(ps, lr=0.1),
+                                       named_parameters=[("skip.w", ps[0]), ("skip.b", ps[1])])
+        opt._wait_in_backward = r == 0
+        sum((p * (r + 1)).sum() for p in ps).backward()
+        deadline = time.monotonic() + 30
+        while not opt._all_done() and time.monotonic() < deadline:  # (its allreduce)
+            time.sleep(0.01)
+        if same:
+            opt.zero_grad()
+            for _ in range(2):
+                sum((p * (r + 1)).sum() for p in ps).backward()
+                opt.step()
+                opt.zero_grad()
+            want = 1 - 0.1 * 2 * sum(range(1, hvd.size() + 1)) / hvd.size()
+            torch.testing.assert_close(ps[1].detach(), torch.full((3,), want))
+        else:
+            # (A bucket's layout check, or where the weight goes alone its
+            # own allreduce, finds the shapes differ.)
+            with pytest.raises((ValueError, hvd.MismatchError),
+                               match=r"other names or shapes on rank|\[6, 4\]"):
+                opt.zero_grad()
+    torch.testing.assert_close(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="skip.after"),
+                               torch.full((2,), float(hvd.size())))
 
 
 @pytest.mark.parametrize("case", ["unused", "fp16"])
