@@ -232,10 +232,10 @@ class Session {
 
   // --- Process sets: collectives over some of the ranks ---
   // Creates a set of `ranks` (session ranks, any order, no repeats) and
-  // returns its id (> 0). The set's ranks are those sorted: its rank 0 (a
-  // root_rank "within the set") is the lowest session rank in it, as in
-  // Horovod. A set of the same ranks as one that exists (every rank: set
-  // 0) is refused, naming that set. Every rank of the session calls it, members or
+  // returns its id (> 0). The set's ranks are those sorted: its rank 0 is
+  // the lowest session rank in it, as in Horovod (a broadcast's root is
+  // still a session rank). A set of the same ranks as one that exists
+  // (every rank: set 0) is refused, naming that set. Every rank of the session calls it, members or
   // not, with the same ranks, in the same order as its other process-set
   // calls; ranks that disagree all get an error naming rank 0's list and
   // each rank whose list differs, with it.
