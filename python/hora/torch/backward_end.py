@@ -19,6 +19,7 @@ import warnings
 
 from hora.common import basics
 from hora.torch import grad_buckets
+from hora.torch.handles import synchronize as _wait
 
 # The longest a backward pass waits at its end for its allreduces (_backward_done).
 BACKWARD_WAIT_S = 10.0
@@ -133,3 +134,24 @@ class BackwardEnd:
              if b.handle is not grad_buckets.MEMBERS_ALONE and not b.done]
         return all(not callable(h) and h.poll() for h in handles)
 
+    def _settle_skipped(self):
+        """For a step skipped by zero_grad(): reads the buckets' layout checks
+        still pending (every rank sent one; a rank that read its own at the
+        end of backward would otherwise ask again alone next step) and
+        returns the first error of the step's collectives (one that failed,
+        a layout that differs across ranks, is not dropped with the step),
+        or None. (Every collective started is done: zero_grad() checked.)"""
+        error = None
+        for handle, _ in list(self._handles.values()) + list(self._group_handles.values()):
+            try:
+                _wait(handle)
+            except Exception as e:
+                error = error or e
+        for b in self._started_buckets:
+            if b.layout_check is not None:
+                try:
+                    self._check_layout(b)
+                except Exception as e:  # (raised once the others are read)
+                    error = error or e
+            error = error or b.error
+        return error

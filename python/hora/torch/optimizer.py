@@ -432,28 +432,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         parent = super(self.__class__, self)
         return parent.zero_grad() if set_to_none is None else parent.zero_grad(set_to_none)
 
-    def _settle_skipped(self):
-        """For a step skipped by zero_grad(): reads the buckets' layout checks
-        still pending (every rank sent one; a rank that read its own at the
-        end of backward would otherwise ask again alone next step) and
-        returns the first error of the step's collectives (one that failed,
-        a layout that differs across ranks, is not dropped with the step),
-        or None. (Every collective started is done: zero_grad() checked.)"""
-        error = None
-        for handle, _ in list(self._handles.values()) + list(self._group_handles.values()):
-            try:
-                _wait(handle)
-            except Exception as e:
-                error = error or e
-        for b in self._started_buckets:
-            if b.layout_check is not None:
-                try:
-                    self._check_layout(b)
-                except Exception as e:  # (raised once the others are read)
-                    error = error or e
-            error = error or b.error
-        return error
-
     def load_state_dict(self, *args, **kwargs):
         self._reset()
         self._synchronized = False
