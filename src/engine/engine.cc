@@ -179,7 +179,16 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
     stats_.AddCycle(outcome->counts);
   }
   if (!st.ok()) {
-    logger_.Error("engine: " + st.ToString());
+    // An elastic job expects its world to break (a peer lost or shut down):
+    // the program resets, so that is a warning there, not an error.
+    const bool world_broke = st.code() == StatusCode::kUnavailable ||
+                             st.code() == StatusCode::kAborted || st.code() == StatusCode::kTimeout;
+    if (world_broke && !config_.worker_id.empty()) {
+      logger_.Warning("engine: " + st.ToString() +
+                      " (an elastic job: training under elastic.run resets)");
+    } else {
+      logger_.Error("engine: " + st.ToString());
+    }
     // NCCL's queued work waits for peers that may never come (a lost rank):
     // ended now, so that the streams behind it (the framework's too) go on.
     if (device_) device_->Abort(st.ToString());
