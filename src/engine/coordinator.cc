@@ -168,7 +168,34 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
   std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
   any.name = name;
   return UserName(any) + " has waited " + secs + " s for " + Ranks(missing) + " (submitted by " +
-         Ranks(have) + ")";
+         Ranks(have) + ")" + WaitingElsewhere(missing);
+}
+
+std::string Coordinator::WaitingElsewhere(const std::vector<int>& missing) const {
+  // Two ranks in different collectives (an allreduce against a broadcast)
+  // is a common stall: each missing rank's oldest call that waits, if any.
+  constexpr size_t kNamed = 4;
+  std::string out;
+  size_t named = 0;
+  for (int p : missing) {
+    const Entry* oldest = nullptr;
+    const std::string* oldest_name = nullptr;
+    for (const auto& [name, e] : table_) {
+      if (e.by_rank[static_cast<size_t>(p)] && (oldest == nullptr || e.order < oldest->order)) {
+        oldest = &e;
+        oldest_name = &name;
+      }
+    }
+    if (oldest == nullptr) continue;
+    if (named++ == kNamed) {
+      out += ", ...";
+      break;
+    }
+    RequestMeta m = *oldest->by_rank[static_cast<size_t>(p)];
+    m.name = *oldest_name;
+    out += (named == 1 ? "; " : ", ") + Ranks({p}) + " waits in " + UserName(m);
+  }
+  return out;
 }
 
 std::string Coordinator::Ranks(const std::vector<int>& ranks) const {

@@ -59,7 +59,8 @@ class Coordinator {
 
   // Stall reports due at `now` (each tensor at most once per warning
   // period): "allreduce 'w' has waited 61 s for rank 1 (submitted by ranks
-  // 0, 2)"; a tensor the user did not name is its operation ("barrier").
+  // 0, 2); rank 1 waits in broadcast 'b'"; a tensor the user did not name
+  // is its operation ("barrier").
   std::vector<std::string> StallReports(TimePoint now);
 
   size_t waiting() const { return table_.size(); }
@@ -75,6 +76,9 @@ class Coordinator {
     std::string duplicate;    // a rank submitted the name twice
   };
   std::string Report(const std::string& name, const Entry& e, TimePoint now) const;
+  // "; rank 1 waits in broadcast 'b'": what each of `missing` waits in
+  // instead (its oldest call not yet decided), for a stall report.
+  std::string WaitingElsewhere(const std::vector<int>& missing) const;
   // "rank 2" / "ranks 0, 2": `ranks` as the job numbers them.
   std::string Ranks(const std::vector<int>& ranks) const;
   // Submitted by every rank, counting ranks that have joined.

@@ -161,5 +161,33 @@ TEST(Coordinator, GroupsOfDifferentSizesFailWhole) {
   EXPECT_TRUE(out[0].error.empty()) << out[0].error;
 }
 
+// Ranks in different collectives: each stall report says what the missing
+// rank waits in instead (its oldest call), and says nothing of a rank that
+// waits in none.
+TEST(Coordinator, AStallReportSaysWhatTheMissingRankWaitsIn) {
+  Coordinator c(3, std::chrono::seconds(1), Duration::zero());
+  const TimePoint t0 = Clock::now();
+  RequestMeta b = Allreduce("b", 4);
+  b.op = OpType::kBroadcast;
+  c.Add(0, {Allreduce("a", 4)}, t0);
+  c.Add(1, {b, Allgather("c")}, t0);
+  EXPECT_TRUE(c.StallReports(t0).empty());
+  std::vector<std::string> reports = c.StallReports(t0 + std::chrono::seconds(2));
+  ASSERT_EQ(reports.size(), 3u);
+  std::sort(reports.begin(), reports.end());
+  EXPECT_EQ(reports[0],
+            "allgather 'c' has waited 2 s for ranks 0, 2 (submitted by rank 1); "
+            "rank 0 waits in allreduce 'a'")
+      << reports[0];
+  EXPECT_EQ(reports[1],
+            "allreduce 'a' has waited 2 s for ranks 1, 2 (submitted by rank 0); "
+            "rank 1 waits in broadcast 'b'")
+      << reports[1];
+  EXPECT_EQ(reports[2],
+            "broadcast 'b' has waited 2 s for ranks 0, 2 (submitted by rank 1); "
+            "rank 0 waits in allreduce 'a'")
+      << reports[2];
+}
+
 }  // namespace
 }  // namespace hora
