@@ -30,8 +30,9 @@ executable_cls=...)``); ``run_remote`` returns Ray's object refs;
 error from ``run``: an exception in a worker's function shuts Hora down in
 that worker, so that the others fail at once naming its rank where they
 wait for it, and ``run`` and ``execute`` then shut it down in every worker
-before raising, so that the next function's ``init()`` starts a new job
-(``run_remote``'s caller does that itself). A worker that died (Ray's
+before raising that worker's error (not the others' reports that it went),
+so that the next function's ``init()`` starts a new job (``run_remote``'s
+caller does that itself). A worker that died (Ray's
 ``RayActorError``: killed, out of memory) ends the others at once too, which
 would wait for it (in ``init()`` or a collective) until their timeouts:
 ``start()`` makes new ones. ``shutdown()`` ends Hora in every worker, then
@@ -110,6 +111,34 @@ class _Worker:
             basics.report_failure(type(e), e)
             basics.shutdown()
             raise
+
+
+def _root_cause(refs):
+    """The error of the first worker (in rank order) that failed on its own,
+    not because another did (a Hora error naming a lost or shut-down peer);
+    None when none has finished so. (Called once every worker has finished.)"""
+    import ray
+
+    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
+    ready = set(ready)
+    for ref in refs:
+        if ref not in ready:
+            continue
+        try:
+            ray.get(ref)
+        except ray.exceptions.RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            if not _peer_caused(cause):
+                return e
+        except Exception:
+            continue
+    return None
+
+
+def _peer_caused(exc):
+    """Whether `exc` is a Hora error a peer's loss or end caused."""
+    return type(exc).__name__ in ("UnavailableError", "AbortedError") and \
+        type(exc).__module__.startswith("hora")
 
 
 _NO_ELASTIC = ("%s: elastic training under Ray is not supported by Hora; run an elastic job "
@@ -262,10 +291,13 @@ class RayExecutor:
             for w in self.workers:
                 w.end_session.remote()
             raise
-        except BaseException:
+        except BaseException as first:
             ends = [w.end_session.remote() for w in self.workers]
             ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
-            raise
+            cause = _root_cause(refs)
+            if cause is None or cause is first:
+                raise
+            raise cause from None
 
     def run(self, fn, args=None, kwargs=None):
         """``fn(*args, **kwargs)`` on every worker; the results in rank order."""

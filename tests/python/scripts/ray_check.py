@@ -58,6 +58,27 @@ def fail_then_collective():
     return "rank %d went on without rank 1" % hvd.rank()
 
 
+class SlowToSend(ValueError):
+    """An error that takes a second to pickle: the others' reports that
+    its rank went reach the driver first."""
+
+    def __reduce__(self):
+        import time
+
+        time.sleep(1.0)
+        return (SlowToSend, self.args)
+
+
+def fail_slowly_then_collective():
+    import hora.numpy as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise SlowToSend("rank 1 refuses, slowly")
+    hvd.allreduce(np.ones(3), name="after_the_refusal")
+    return "rank %d went on without rank 1" % hvd.rank()
+
+
 def die_before_init():
     import signal
 
@@ -104,6 +125,14 @@ def main():
                 want = "rank 1 refuses" if rank == 1 else "rank 1 shut its Session down"
                 assert want in str(e), (rank, str(e)[-2000:])
         ray.get([w.end_session.remote() for w in executor.workers])  # (run_remote's caller's)
+        # run() raises rank 1's own error, never another rank's report that
+        # rank 1 went, whichever Ray hears of first (SlowToSend: the others').
+        for fn in (fail_then_collective, fail_slowly_then_collective):
+            try:
+                executor.run(fn)
+                raise AssertionError("run() of %s returned" % fn.__name__)
+            except ray.exceptions.RayTaskError as e:
+                assert "rank 1 refuses" in str(e), str(e)[-2000:]
         results = executor.run(train, args=[2.0])
         assert all(r[1] == n and r[3] == want_sum for r in results), results
         # A worker that dies before init(): run() raises Ray's error at once
