@@ -175,6 +175,95 @@ def test_optax_training_equals_one_worker_and_broadcast_parameters():
             np.testing.assert_allclose(params[k], ref[k], rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("wire", ["fp16", "bf16"])
+def test_compression_sends_floats_in_the_wire_type(mode, wire):
+    r, n = hvd.rank(), hvd.size()
+    comp = getattr(hj.Compression, wire)
+    wire_np = np.float16 if wire == "fp16" else None
+    # Values whose low bits the wire type drops: the result is the sum of
+    # each rank's value rounded to it (exact in float64 for these).
+    vals = [np.float32(1.0) + np.float32(2.0 ** -13) * (q + 1) + q for q in range(n)]
+
+    def rounded(v):
+        if wire_np is not None:
+            return np.float64(np.float16(v))
+        return np.float64(np.asarray(jnp.asarray(v).astype(jnp.bfloat16).astype(jnp.float32)))
+
+    want = sum(rounded(v) for v in vals)
+    x = jnp.full((5,), vals[r], jnp.float32)
+    ints = jnp.full((3,), 2 ** 20 + r, jnp.int32)  # (not floating: sent as it is)
+    got = _run(mode, lambda t: hj.grouped_allreduce(t, op=hj.Sum, compression=comp),
+               {"x": x, "i": ints})
+    assert got["x"].dtype == jnp.float32 and got["i"].dtype == jnp.int32
+    np.testing.assert_allclose(np.asarray(got["x"], np.float64), want, rtol=1e-3)
+    np.testing.assert_array_equal(got["i"], n * 2 ** 20 + sum(range(n)))
+    # (Without compression the float32 sum keeps the low bits.)
+    exact = hj.allreduce(x, op=hj.Sum, name="uncompressed.%s.%s" % (mode, wire))
+    assert float(exact[0]) != float(got["x"][0])
+    one = _run(mode, lambda t: hj.allreduce(t, op=hj.Sum, compression=comp), x)
+    np.testing.assert_array_equal(one, got["x"])
+
+    # The optimizer's gradients travel the same way.
+    tx = hj.DistributedOptimizer(optax.sgd(1.0), op=hj.Sum, compression=comp)
+    updates, _ = _run(mode, lambda g: tx.update(g, tx.init(g)), {"x": x})
+    np.testing.assert_array_equal(updates["x"], -got["x"])
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("average", [False, True])
+def test_backward_passes_per_step_reduces_every_kth_pass(monkeypatch, mode, average):
+    r, n = hvd.rank(), hvd.size()
+    k = 3
+    import hora.numpy as hnp
+
+    calls = []
+    reduce = hnp.grouped_allreduce
+    monkeypatch.setattr(hnp, "grouped_allreduce", lambda *a: calls.append(1) or reduce(*a))
+    tx = hj.DistributedOptimizer(optax.sgd(1.0, momentum=0.5), backward_passes_per_step=k,
+                                 average_aggregated_gradients=average)
+    ref_tx = optax.sgd(1.0, momentum=0.5)
+    params = {"w": jnp.zeros((2,))}
+    state = tx.init(params)
+    ref, ref_state = params, ref_tx.init(params)
+
+    def step(p, s, g):
+        updates, s = tx.update(g, s, p)
+        return optax.apply_updates(p, updates), s
+
+    step = step if mode == "eager" else jax.jit(step)
+    for q in range(3 * k):
+        g = {"w": jnp.array([10.0 * q + r, -1.0 * r])}
+        params, state = step(params, state, g)
+        assert len(calls) == (q + 1) // k, (q, len(calls))  # (sent once per k passes)
+        if (q + 1) % k == 0:
+            # Every rank's sum over its k passes (/ k), averaged over ranks.
+            passes = range(q + 1 - k, q + 1)
+            mean_r = np.mean(range(n))
+            summed = np.array([sum(10.0 * i + mean_r for i in passes), -k * mean_r])
+            upd, ref_state = ref_tx.update({"w": jnp.asarray(summed / (k if average else 1))},
+                                           ref_state, ref)
+            ref = optax.apply_updates(ref, upd)
+        np.testing.assert_allclose(params["w"], ref["w"], rtol=1e-6, err_msg=str(q))
+    np.testing.assert_array_equal(state.passes, 0)
+    with pytest.raises(ValueError, match="backward_passes_per_step must be at least 1"):
+        hj.DistributedOptimizer(optax.sgd(1.0), backward_passes_per_step=0)
+
+
+def test_broadcast_optimizer_state_takes_roots_optax_state():
+    r = hvd.rank()
+    tx = optax.adam(0.1)
+    params = {"w": jnp.full((3,), float(r))}
+    state = tx.init(params)
+    _, state = tx.update({"w": jnp.full((3,), r + 1.0)}, state, params)  # (this rank's moments)
+    got = hj.broadcast_optimizer_state(state, root_rank=0)
+    _, root = tx.update({"w": jnp.full((3,), 1.0)}, tx.init({"w": jnp.zeros(3)}),
+                        {"w": jnp.zeros(3)})
+    for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(root)):
+        np.testing.assert_array_equal(a, b)
+    assert jax.tree_util.tree_structure(got) == jax.tree_util.tree_structure(state)
+
+
 def test_optimizer_outside_a_process_set_keeps_local_gradients():
     r = hvd.rank()
     ps = hj.add_process_set([0])

@@ -27,15 +27,21 @@ pytrees of them, usable eagerly and inside ``jax.jit``::
   reducescatter's the allgather of the cotangent times the scale factors
   (and the set's size for Sum). Forward-mode (``jax.jvp``, ``jacfwd``) and
   ``jax.vmap`` are refused by JAX (its callbacks have neither);
-* ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``;
+* ``DistributedOptimizer(tx)`` wraps an optax ``GradientTransformation``
+  (``compression=hvd.Compression.fp16`` or ``.bf16`` casts the gradients
+  for the wire, as ``allreduce``'s and ``grouped_allreduce``'s
+  ``compression=``; ``backward_passes_per_step=k`` sums k passes' gradients
+  on each rank and reduces them once); ``broadcast_optimizer_state`` is
+  ``broadcast_parameters`` of an optax state;
 * ``elastic``: ``@hvd.elastic.run`` and ``hvd.elastic.JaxState`` (elastic
   training under ``horarun --min-np/--max-np``; :mod:`hora.jax.elastic`).
 
 Inside ``jax.jit`` (and any JAX trace) each collective is an ordered
 ``jax.experimental.io_callback``: it runs once per step, in program order on
 every rank (so the ranks' calls match), on the host, also on an array the
-step closed over (``barrier``, ``join``, ``broadcast_parameters`` and the
-object collectives are not staged: call them outside jit). Shapes must be
+step closed over (``barrier``, ``join``, ``broadcast_parameters``,
+``broadcast_optimizer_state`` and the object collectives are not staged:
+call them outside jit). Shapes must be
 static there: ``allgather`` assumes every
 rank has the same number of rows, ``alltoall`` splits evenly. Eagerly, any
 shapes work. Costs: each call copies its input to the host once (on CPU, a
@@ -56,8 +62,10 @@ from hora.jax.ops import (  # noqa: F401
     join,
     reducescatter,
 )
+from hora.jax.compression import Compression  # noqa: F401
 from hora.jax.training import (  # noqa: F401
     DistributedOptimizer,
+    broadcast_optimizer_state,
     broadcast_parameters,
 )
 from hora.numpy import allgather_object, broadcast_object  # noqa: F401

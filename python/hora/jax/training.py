@@ -1,5 +1,8 @@
-"""Training with JAX and optax: ``broadcast_parameters`` and
-``DistributedOptimizer`` (see :mod:`hora.jax`)."""
+"""Training with JAX and optax: ``broadcast_parameters``,
+``broadcast_optimizer_state`` and ``DistributedOptimizer`` (see
+:mod:`hora.jax`)."""
+
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -8,6 +11,7 @@ import numpy as np
 import hora.numpy as hnp
 from hora.common import basics
 from hora.common.process_sets import global_process_set
+from hora.jax.compression import Compression
 from hora.jax.ops import grouped_allreduce
 
 
@@ -38,17 +42,48 @@ def broadcast_parameters(params, root_rank=0, process_set=global_process_set):
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
+def broadcast_optimizer_state(opt_state, root_rank=0, process_set=global_process_set):
+    """Root's optax state on every rank (Horovod's name): an optax state is a
+    pytree, so this is ``broadcast_parameters(opt_state, ...)``."""
+    return broadcast_parameters(opt_state, root_rank, process_set)
+
+
+class AccumulationState(NamedTuple):
+    """``DistributedOptimizer``'s state with ``backward_passes_per_step`` k > 1:
+    the wrapped transformation's state, this rank's gradients summed since the
+    last reduction, and how many passes that sum holds."""
+
+    inner: Any
+    grads: Any
+    passes: Any
+
+
 def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
-                         process_set=global_process_set):
+                         process_set=global_process_set, compression=Compression.none,
+                         backward_passes_per_step=1, average_aggregated_gradients=False):
     """An optax ``GradientTransformation`` that first reduces the gradients across
     ranks (one fused group per step; Average by default), then applies ``tx``.
 
     ``gradient_predivide_factor`` f: gradients are multiplied by 1/f before the sum
     and by f/size after it (Horovod's split of the average; the size as each step
-    runs)."""
+    runs). ``compression`` (``hvd.Compression.fp16``, ``.bf16``): floating
+    gradients travel in that type and are cast back before ``tx``.
+
+    ``backward_passes_per_step`` k (Horovod's name): the gradients of k calls
+    to ``update`` are summed on each rank (divided by k with
+    ``average_aggregated_gradients``, as Horovod's TensorFlow optimizer) and
+    reduced once, at the k-th, which applies ``tx``; the calls before it
+    return zero updates and leave ``tx``'s state as it was. The state is then
+    an ``AccumulationState`` (``.inner`` is ``tx``'s). (``optax.MultiSteps``
+    around this optimizer also gives the right numbers, but it calls the
+    inner update, so the allreduce, at every step.)"""
     import optax
 
     op = basics.check_op(op)
+    k = int(backward_passes_per_step)
+    if k < 1:
+        raise ValueError("DistributedOptimizer: backward_passes_per_step must be at least 1, "
+                         "got %r" % (backward_passes_per_step,))
     pre, post = 1.0, 1.0
     if gradient_predivide_factor != 1.0:
         if op != basics.Average:
@@ -57,11 +92,41 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
         # none fixed here, nor when a jitted step was traced.)
         pre, post = 1.0 / gradient_predivide_factor, gradient_predivide_factor
 
-    def update(grads, state, params=None, **extra_args):
+    def reduce(grads):
         if process_set is None or process_set.included():  # (outside the set: this rank's own, as Horovod)
             grads = grouped_allreduce(grads, op=op, name="DistributedOptimizer.gradients",
                                       prescale_factor=pre, postscale_factor=post,
-                                      process_set=process_set)
-        return tx.update(grads, state, params, **extra_args)
+                                      process_set=process_set, compression=compression)
+        return grads
 
-    return optax.GradientTransformationExtraArgs(tx.init, update)
+    def update(grads, state, params=None, **extra_args):
+        return tx.update(reduce(grads), state, params, **extra_args)
+
+    if k == 1:
+        return optax.GradientTransformationExtraArgs(tx.init, update)
+
+    def init_accumulating(params):
+        return AccumulationState(tx.init(params), jax.tree_util.tree_map(jnp.zeros_like, params),
+                                 jnp.zeros((), jnp.int32))
+
+    def update_accumulating(grads, state, params=None, **extra_args):
+        summed = jax.tree_util.tree_map(jnp.add, state.grads, grads)
+        passes = state.passes + 1
+
+        def send(summed, inner):
+            if average_aggregated_gradients:
+                summed = jax.tree_util.tree_map(lambda g: g / k, summed)
+            updates, inner = update(summed, inner, params, **extra_args)
+            return (updates, AccumulationState(
+                inner, jax.tree_util.tree_map(jnp.zeros_like, summed), jnp.zeros((), jnp.int32)))
+
+        def hold(summed, inner):
+            shapes = jax.eval_shape(lambda: tx.update(summed, inner, params, **extra_args)[0])
+            zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+            return zeros, AccumulationState(inner, summed, passes)
+
+        # (Only the taken branch runs: the allreduce at every k-th pass, on
+        # every rank alike.)
+        return jax.lax.cond(passes >= k, send, hold, summed, state.inner)
+
+    return optax.GradientTransformationExtraArgs(init_accumulating, update_accumulating)
