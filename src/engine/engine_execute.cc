@@ -75,11 +75,17 @@ void Engine::Execute(const CycleOutcome& outcome) {
       // (A call this rank refused fails with its own error, as it would have
       // alone; the others' with the refusal, which names its rank.)
       const bool timed_out = r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0;
-      Finish(std::vector<TensorRecord*>{mine[i]},
-             !m.refused.empty()          ? Status(m.refused_code, m.refused)
-             : timed_out                 ? TimeoutError(what)
-             : !r.params.refused.empty() ? MismatchError(r.error)
-                                         : MismatchError(what));
+      Status failed = !m.refused.empty()          ? Status(m.refused_code, m.refused)
+                      : timed_out                 ? TimeoutError(what)
+                      : !r.params.refused.empty() ? MismatchError(r.error)
+                                                  : MismatchError(what);
+      if (cycle_timeline_) {
+        // (Its negotiation is all it had: shown, failed, with the error.)
+        timeline->Span(m.name, "negotiating", mine[i]->taken, decided,
+                       "{\"params\":" + JsonQuote(m.DescribeParams()) +
+                           ",\"ok\":false,\"error\":" + JsonQuote(failed.ToString()) + "}");
+      }
+      Finish(std::vector<TensorRecord*>{mine[i]}, std::move(failed));
       mine[i] = nullptr;
       continue;
     }

@@ -197,5 +197,39 @@ TEST(Timeline, EngineRecordsEveryPhaseOfEveryTensor) {
   }
 }
 
+// A collective that fails in its negotiation (ranks disagree; a stall
+// shutdown) shows that span, failed, with the error: the tensor a user
+// looks for in the timeline of a broken job.
+TEST(Timeline, AFailedNegotiationIsASpanWithItsError) {
+  const std::string dir = TempDir();
+  ThreadRanks ranks(2, TestSettings({{"HORA_TIMELINE", dir + "/r{rank}.json"}}));
+  auto st = ranks.Run([&](int rank, Session& s) -> Status {
+    std::vector<float> a(4, 1.0f);
+    TensorView v = TensorView::Flat(a.data(), DataType::kFloat32, rank + 1);
+    Status bad = s.AllreduceAsync("mismatched", v, v).Wait(std::chrono::seconds(60));
+    if (bad.code() != StatusCode::kMismatch) return InternalError("got " + bad.ToString());
+    return s.StopTimeline();
+  });
+  for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
+  for (int r = 0; r < 2; ++r) {
+    const std::string path = dir + "/r" + std::to_string(r) + ".json";
+    bool found = false;
+    for (int i = 0; i < 100 && !found; ++i) {  // the writer flushes within 100 ms
+      for (const auto& e : ReadJson(path)) {
+        if (e["ph"] != "X" || e["name"] != "negotiating") continue;
+        EXPECT_EQ(e["args"]["ok"], false) << e.dump();
+        const std::string error = e["args"]["error"];
+        EXPECT_NE(error.find("allreduce 'mismatched': ranks disagree"), std::string::npos)
+            << error;
+        EXPECT_EQ(e["args"]["params"], "float32[" + std::to_string(r + 1) + "] sum")
+            << e.dump();
+        found = true;
+      }
+      if (!found) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_TRUE(found) << path;
+  }
+}
+
 }  // namespace
 }  // namespace hora
