@@ -329,7 +329,7 @@ TEST(Failure, InvalidSettingNamesVariableValueAndAccepted) {
       {"HORA_PEER_TIMEOUT_S", "inf", "HORA_PEER_TIMEOUT_S='inf'"},
       {"HORA_START_TIMEOUT_S", "0", "expected a number greater than 0 and at most 1e+08"},
       {"HORA_TIMEOUT_S", "soon", "HORA_TIMEOUT_S='soon'"},
-      {"HORA_LOG_LEVEL", "loud", "one of trace, debug, info, warning, error, off"},
+      {"HORA_LOG_LEVEL", "loud", "one of trace, debug, info, warning, error (Horovod"},
       {"HORA_RING_SEGMENT_BYTES", "12Q", "such as 65536, 64K"},
       {"HORA_ALLREDUCE_ALGO", "bogus", "unknown algorithm 'bogus'"},
       {"HORA_ALLREDUCE_ALGO", "ring:64K", "has no '-'"},

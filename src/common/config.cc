@@ -46,7 +46,7 @@ std::string Accepted(SettingType t, bool zero_ok, double max, double min) {
     case SettingType::kString:
       return "a string";
     case SettingType::kLogLevel:
-      return "one of trace, debug, info, warning, error, off";
+      return "one of trace, debug, info, warning, error (Horovod's fatal is taken as error), off";
   }
   return "?";
 }

@@ -84,6 +84,13 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       }
       return "";
     };
+    if (name == "HOROVOD_LOG_HIDE_TIME") {  // (horarun's --log-without-timestamp too)
+      (value == "1" ? out.taken : out.ignored)
+          .push_back(name + "=" + value +
+                     (value == "1" ? " needs nothing in Hora" : " is ignored") +
+                     ": Hora's log lines carry no time");
+      continue;
+    }
     bool known = false, said_nothing = false;
     for (const Alias& a : kAliases) {  // (a Horovod name may set several)
       if (name != a.horovod) continue;
@@ -91,7 +98,10 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
       const Alias* alias = &a;
       const std::string translated = alias->translate(value);
       const auto set = hora.find(alias->hora);
-      if (set != hora.end() && !translated.empty() && set->second == translated) {
+      if (translated.empty()) {  // (Horovod's default, say: never "ignored")
+        if (!said_nothing) out.taken.push_back(name + "=" + value + " needs nothing in Hora");
+        said_nothing = true;
+      } else if (set != hora.end() && set->second == translated) {
         // Already translated (horarun does so before it starts the ranks).
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);
         out.from.emplace(alias->hora, HorovodOrigin{name, value});
@@ -100,9 +110,6 @@ HorovodSettings ReadHorovodSettings(const std::map<std::string, std::string>& en
         out.ignored.push_back(name + "=" + value + " is ignored: " +
                               (by.empty() ? std::string(alias->hora) + " is set"
                                           : by + " set " + alias->hora + "=" + set->second));
-      } else if (translated.empty()) {
-        if (!said_nothing) out.taken.push_back(name + "=" + value + " needs nothing in Hora");
-        said_nothing = true;
       } else if (const auto first = out.hora.find(alias->hora); first == out.hora.end()) {
         out.hora[alias->hora] = translated;
         out.taken.push_back(name + "=" + value + " is taken as " + alias->hora + "=" + translated);

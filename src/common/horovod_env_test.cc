@@ -103,6 +103,26 @@ TEST(HorovodEnv, StallCheckDisableTurnsTheReportAndTheShutdownOff) {
   EXPECT_TRUE(h.hora.empty());
   EXPECT_EQ(h.taken,
             std::vector<std::string>{"HOROVOD_STALL_CHECK_DISABLE=0 needs nothing in Hora"});
+  // Beside a stall time horarun took: still nothing to do, and not "ignored"
+  // (it said both before).
+  h = ReadHorovodSettings(
+      {{"HOROVOD_STALL_CHECK_DISABLE", "0"}, {"HOROVOD_STALL_CHECK_TIME_SECONDS", "2"}},
+      {{"HORA_STALL_WARNING_S", "2"}});
+  EXPECT_TRUE(h.ignored.empty()) << h.ignored.front();
+  EXPECT_TRUE(Taken(h, "HOROVOD_STALL_CHECK_DISABLE=0 needs nothing in Hora"));
+  EXPECT_TRUE(Taken(h, "HOROVOD_STALL_CHECK_TIME_SECONDS=2 is taken as HORA_STALL_WARNING_S=2"));
+}
+
+// Hora's log lines carry no time: hiding it needs nothing; showing it is
+// ignored, saying why.
+TEST(HorovodEnv, HidingTheLogsTimeNeedsNothing) {
+  HorovodSettings h = ReadHorovodSettings({{"HOROVOD_LOG_HIDE_TIME", "1"}}, {});
+  EXPECT_TRUE(h.ignored.empty()) << h.ignored.front();
+  EXPECT_TRUE(Taken(h,
+                    "HOROVOD_LOG_HIDE_TIME=1 needs nothing in Hora: Hora's log lines carry "
+                    "no time"));
+  h = ReadHorovodSettings({{"HOROVOD_LOG_HIDE_TIME", "0"}}, {});
+  EXPECT_TRUE(Ignored(h, "HOROVOD_LOG_HIDE_TIME=0 is ignored: Hora's log lines carry no time"));
 }
 
 TEST(HorovodEnv, TheSecondNameOfOneSettingIsSaidIgnored) {

@@ -121,6 +121,11 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
             nums);
 }
 
+bool Autotuner::UnnamedFinished() {
+  constexpr uint64_t kUnnamedToWarn = 200;
+  return ++unnamed_ == kUnnamedToWarn && mark_.empty() && phase_ != Phase::kDone;
+}
+
 std::optional<Tunables> Autotuner::Finished(std::string_view name, uint64_t bytes, TimePoint now) {
   if (phase_ == Phase::kDone) return std::nullopt;
   if (mark_.empty()) {

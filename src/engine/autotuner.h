@@ -79,6 +79,11 @@ class Autotuner {
   // at the end); nullopt otherwise.
   std::optional<Tunables> Finished(std::string_view name, uint64_t bytes, TimePoint now);
 
+  // An unnamed tensor (its generated name is new each call) finished: true
+  // once, at the 200th while no step has been found, for a warning that
+  // such a job is never scored.
+  bool UnnamedFinished();
+
   bool done() const { return phase_ == Phase::kDone; }
   const Tunables& best() const { return best_; }
   int samples() const { return samples_; }
@@ -101,7 +106,8 @@ class Autotuner {
   const TuningSpace space_;
   const std::function<void(const std::string&)> log_line_;
   Phase phase_ = Phase::kWarmup;
-  Tunables trying_;  // in force
+  uint64_t unnamed_ = 0;  // UnnamedFinished's count
+  Tunables trying_;       // in force
   Tunables best_;
   std::vector<double> best_scores_;
   size_t dim_ = 0;    // the tunable being tuned

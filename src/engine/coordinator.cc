@@ -2,7 +2,8 @@
 #include "engine/coordinator.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "common/units.h"
 
 namespace hora {
 namespace {
@@ -164,11 +165,9 @@ std::string Coordinator::Report(const std::string& name, const Entry& e, TimePoi
     (m || joined_[static_cast<size_t>(p)] ? have : missing).push_back(p);
     if (m && (any.name.empty() || m->refused.empty())) any = *m;
   }
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%.0f", DurationToSeconds(now - e.first));
   any.name = name;
-  return UserName(any) + " has waited " + secs + " s for " + Ranks(missing) + " (submitted by " +
-         Ranks(have) + ")" + WaitingElsewhere(missing);
+  return UserName(any) + " has waited " + FormatSeconds(now - e.first) + " s for " +
+         Ranks(missing) + " (submitted by " + Ranks(have) + ")" + WaitingElsewhere(missing);
 }
 
 std::string Coordinator::WaitingElsewhere(const std::vector<int>& missing) const {

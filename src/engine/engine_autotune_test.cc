@@ -119,5 +119,23 @@ TEST(EngineAutotuneOff, TakesNoSettingsAndWritesNoLog) {
   EXPECT_FALSE(std::ifstream(log).good());
 }
 
+// A job of unnamed collectives (a name new each call) is never scored: the
+// first rank says so once, instead of tuning nothing without a word.
+TEST(EngineAutotuneUnnamed, SaysNothingIsTunedOnce) {
+  ThreadRanks ranks(2, TestSettings({{"HORA_AUTOTUNE", "1"}, {"HORA_LOG_LEVEL", "warning"}}));
+  ::testing::internal::CaptureStderr();
+  ExpectAllOk(ranks.Run([&](int, Session& s) -> Status {
+    float x = 1.0f;
+    TensorView v(&x, DataType::kFloat32, {1});
+    for (int i = 0; i < 450; ++i) HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
+    return Status::Ok();
+  }));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string said = "autotuning: 200 unnamed collectives finished and no step was found";
+  const size_t at = err.find(said);
+  EXPECT_NE(at, std::string::npos) << err;
+  EXPECT_EQ(err.find(said, at + 1), std::string::npos) << err;  // (once)
+}
+
 }  // namespace
 }  // namespace hora

@@ -36,6 +36,12 @@ void Engine::Score(const std::vector<TensorRecord*>& done, TimePoint now) {
   const bool was_done = tuner_->done();
   for (const TensorRecord* p : done) {
     if (p->phantom) continue;
+    if (!p->meta.cacheable && tuner_->UnnamedFinished()) {
+      logger_.Warning(
+          "autotuning: 200 unnamed collectives finished and no step was found: autotuning "
+          "finds steps by a tensor name that comes again, and an unnamed collective's name is "
+          "new each call, so nothing is tuned; give the collectives names (name=...)");
+    }
     if (std::optional<Tunables> next = tuner_->Finished(p->meta.name, p->meta.num_bytes(), now)) {
       negotiator_.OfferSettings(*next);
     }
