@@ -86,7 +86,7 @@ class BackwardEnd:
             warnings.warn(
                 "DistributedOptimizer: rank %d waited %g s at the end of backward() for %r, "
                 "which another rank has not started (a parameter it did not use, reduced at its "
-                "step()); from now on this optimizer's allreduces finish at step() or "
+                "step(); or a rank that is slow, or skipped this step); from now on this optimizer's allreduces finish at step() or "
                 "synchronize(), as Horovod's do: code that reads gradients between backward() "
                 "and step() should call optimizer.synchronize() first"
                 % (basics.rank(), BACKWARD_WAIT_S, late))

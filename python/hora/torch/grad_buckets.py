@@ -26,7 +26,7 @@ import zlib
 import torch
 
 from hora.common import basics
-from hora.common.exceptions import HoraTimeoutError
+from hora.common.exceptions import HoraTimeoutError, MismatchError
 from hora.common.process_sets import process_set_ranks
 from hora.torch import collective_ops as co
 from hora.torch import reduce_ops as ro
@@ -238,8 +238,8 @@ class BucketSteps:
         b.written = [s.p.grad for s in b.copied]
 
     def _check_layout(self, b):
-        """Raises where the bucket's members' names or shapes differ across
-        ranks (asked until every rank agrees once)."""
+        """Raises MismatchError where the bucket's members' names or shapes
+        differ across ranks (asked until every rank agrees once)."""
         check, b.layout_check = b.layout_check, None
         digests = _wait(check).tolist()
         if all(d == digests[0] for d in digests):
@@ -248,7 +248,9 @@ class BucketSteps:
         ranks = process_set_ranks(self._process_set)  # (None: every rank)
         mine = b.layout_digest()
         others = [str(r) for r, d in zip(ranks, digests) if d != mine]
-        raise ValueError(
+        # (A disagreement across ranks, as a gradient reduced alone reports
+        # it: Horovod's HorovodInternalError, not a bad argument.)
+        raise MismatchError(
             "DistributedOptimizer: the gradients reduced together as %r have other names or "
             "shapes on rank%s %s than on rank %d, which has %s (every rank must train the same "
             "model; with HORA_GRADIENT_BUCKET_BYTES=0 each gradient is reduced alone and the "
