@@ -520,6 +520,33 @@ def test_a_group_added_without_an_lr_takes_the_wrapped_optimizers():
     assert (dopt.param_groups[1]["lr"], dopt.param_groups[1]["momentum"]) == (0.1, 0.9)
 
 
+def test_a_new_optimizer_over_the_same_parameters_replaces_the_old():
+    # A second training stage: `opt = DistributedOptimizer(...)` again. The
+    # old one is freed as the name is rebound (its hooks held it only
+    # weakly), so each gradient is reduced once, by the new one; before,
+    # both reduced it and the second found the name in flight.
+    import weakref
+
+    dist, ref = _model(), _model()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.1),
+                                   named_parameters=dist.named_parameters())
+    ropt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for step in range(4):
+        if step == 2:
+            old = weakref.ref(opt)
+            opt = hvd.DistributedOptimizer(torch.optim.SGD(dist.parameters(), lr=0.05,
+                                                           momentum=0.5),
+                                           named_parameters=dist.named_parameters())
+            ropt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.5)
+            assert old() is None
+        x, y = _batch(step)
+        opt.zero_grad()
+        F.cross_entropy(dist(_mine(x)), _mine(y)).backward()
+        opt.step()
+        _reference_step(ref, ropt, x, y)
+        _assert_same(dist, ref, step)
+
+
 @pytest.mark.bucketing_once
 def test_a_bucket_whose_members_differ_in_shape_across_ranks_fails_every_rank(monkeypatch):
     # Odd ranks hold "a" transposed: the bucket's size agrees, its layout

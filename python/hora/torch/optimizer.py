@@ -69,6 +69,7 @@ Contract:
 import contextlib
 import os
 import warnings
+import weakref
 
 import torch
 from torch.autograd import Variable
@@ -207,7 +208,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs.append(grad_acc)  # the node lives only while referenced
 
     def _make_hook(self, slot):
+        # (The hook holds this optimizer weakly: a program that drops it,
+        # `opt = hvd.DistributedOptimizer(...)` again for a new stage, frees
+        # it at once, and its hooks, which outlive it on a gradient
+        # accumulator the new optimizer holds, do nothing. Held strongly,
+        # both would reduce each gradient until a garbage collection.)
+        me = weakref.ref(self)
+
         def hook(*unused):
+            self = me()
+            if self is None:
+                return
             if slot.delay <= 0:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step times before "

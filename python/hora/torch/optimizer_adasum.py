@@ -26,6 +26,7 @@ Contract (Horovod's):
 """
 
 import contextlib
+import weakref
 
 import torch
 
@@ -68,7 +69,12 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._grad_accs.append(acc)
 
     def _make_hook(self, p):
+        me = weakref.ref(self)  # (as the Average optimizer's hooks: see there)
+
         def hook(*unused):
+            self = me()
+            if self is None:
+                return
             if p in self._handles and self._handles[p][0] is not None and self._delay[p] <= 0:
                 raise AssertionError(
                     "Gradients were computed more than backward_passes_per_step times before "
