@@ -114,9 +114,9 @@ class _Worker:
 
 
 def _root_cause(refs):
-    """The error of the first worker (in rank order) that failed on its own,
-    not because another did (a Hora error naming a lost or shut-down peer);
-    None when none has finished so. (Called once every worker has finished.)"""
+    """The first failure (in rank order) of a worker that died or failed on
+    its own, not because another did (a Hora error naming a lost or
+    shut-down peer); None when none has finished so."""
     import ray
 
     ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
@@ -126,19 +126,31 @@ def _root_cause(refs):
             continue
         try:
             ray.get(ref)
+        except ray.exceptions.RayActorError as e:
+            return e
         except ray.exceptions.RayTaskError as e:
-            cause = getattr(e, "cause", None)
-            if not _peer_caused(cause):
+            if not _peer_caused(e):
                 return e
         except Exception:
             continue
     return None
 
 
-def _peer_caused(exc):
-    """Whether `exc` is a Hora error a peer's loss or end caused."""
-    return type(exc).__name__ in ("UnavailableError", "AbortedError") and \
-        type(exc).__module__.startswith("hora")
+# Hora's errors for a peer that went, as Python prints them; a framework
+# that re-raises them as its own (JAX inside jit: JaxRuntimeError;
+# TensorFlow graphs: UnknownError) keeps this text.
+_PEER_ERRORS = ("UnavailableError: ", "AbortedError: ")
+
+
+def _peer_caused(err):
+    """Whether the worker's error `err` (Ray's wrapper) is a Hora error a
+    peer's loss or end caused."""
+    cause = getattr(err, "cause", None)
+    if type(cause).__name__ in ("UnavailableError", "AbortedError") and \
+            type(cause).__module__.startswith("hora"):
+        return True
+    text = str(cause) if cause is not None else str(err)
+    return any(p in text for p in _PEER_ERRORS)
 
 
 _NO_ELASTIC = ("%s: elastic training under Ray is not supported by Hora; run an elastic job "
@@ -281,20 +293,21 @@ class RayExecutor:
                 ready, pending = ray.wait(pending, num_returns=1)
                 ray.get(ready)
             return ray.get(refs)
-        except ray.exceptions.RayActorError:
-            # A worker is gone: the others would wait for it until their
-            # timeouts, and the job cannot go on without it.
-            self.shutdown(graceful=False)
-            raise
         except KeyboardInterrupt:
             # (Queued behind what still runs: not waited for, the user wants out.)
             for w in self.workers:
                 w.end_session.remote()
             raise
         except BaseException as first:
-            ends = [w.end_session.remote() for w in self.workers]
-            ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
+            dead = isinstance(first, ray.exceptions.RayActorError)
+            if not dead:
+                ends = [w.end_session.remote() for w in self.workers]
+                ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
             cause = _root_cause(refs)
+            if dead or isinstance(cause, ray.exceptions.RayActorError):
+                # A worker is gone: the others would wait for it until their
+                # timeouts, and the job cannot go on without it.
+                self.shutdown(graceful=False)
             if cause is None or cause is first:
                 raise
             raise cause from None

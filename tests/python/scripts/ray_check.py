@@ -79,6 +79,21 @@ def fail_slowly_then_collective():
     return "rank %d went on without rank 1" % hvd.rank()
 
 
+def fail_slowly_then_wrapped():
+    """As fail_slowly_then_collective, the others' errors re-raised as a
+    framework re-raises Hora's (JAX's JaxRuntimeError inside jit)."""
+    import hora.numpy as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise SlowToSend("rank 1 refuses, slowly")
+    try:
+        hvd.allreduce(np.ones(3), name="after_the_refusal")
+    except Exception as e:
+        raise RuntimeError("INTERNAL: callback failed: %s: %s" % (type(e).__name__, e)) from None
+    return "rank %d went on without rank 1" % hvd.rank()
+
+
 def die_before_init():
     import signal
 
@@ -127,7 +142,7 @@ def main():
         ray.get([w.end_session.remote() for w in executor.workers])  # (run_remote's caller's)
         # run() raises rank 1's own error, never another rank's report that
         # rank 1 went, whichever Ray hears of first (SlowToSend: the others').
-        for fn in (fail_then_collective, fail_slowly_then_collective):
+        for fn in (fail_then_collective, fail_slowly_then_collective, fail_slowly_then_wrapped):
             try:
                 executor.run(fn)
                 raise AssertionError("run() of %s returned" % fn.__name__)
