@@ -250,6 +250,45 @@ def test_backward_passes_per_step_reduces_every_kth_pass(monkeypatch, mode, aver
         hj.DistributedOptimizer(optax.sgd(1.0), backward_passes_per_step=0)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_backward_passes_per_step_with_gradients_of_other_dtypes(mode):
+    # bfloat16 parameters, float32 gradients (mixed precision): the sum is
+    # kept in the parameters' dtype (as optax.MultiSteps's), sent in the
+    # gradients', and the state keeps its dtypes in both branches.
+    r, n = hvd.rank(), hvd.size()
+    k = 2
+    for inner in (optax.sgd(0.5, momentum=0.5), optax.adam(0.1)):
+        tx = hj.DistributedOptimizer(inner, backward_passes_per_step=k,
+                                     average_aggregated_gradients=True)
+        ref_tx = inner
+        params = {"w": jnp.ones((3,), jnp.bfloat16)}
+        state = tx.init(params)
+        ref, ref_state = params, ref_tx.init(params)
+
+        def step(p, s, g):
+            updates, s = tx.update(g, s, p)
+            return optax.apply_updates(p, updates), s
+
+        step = step if mode == "eager" else jax.jit(step)
+        for q in range(2 * k):
+            g = {"w": jnp.full((3,), 0.25 * (q + 1) + r, jnp.float32)}
+            params, state = step(params, state, g)
+            assert params["w"].dtype == jnp.bfloat16
+            if (q + 1) % k == 0:
+                # bfloat16 sums of the two passes, averaged over the ranks.
+                sums = [np.float32(jnp.asarray(0.25 * q + rr, jnp.bfloat16)
+                                   + jnp.asarray(0.25 * (q + 1) + rr, jnp.bfloat16))
+                        for rr in range(n)]
+                want = np.float32(np.mean([np.float32(jnp.asarray(v, jnp.bfloat16))
+                                           for v in sums]) / k)
+                upd, ref_state = ref_tx.update({"w": jnp.full((3,), want, jnp.float32)},
+                                               ref_state, ref)
+                ref = optax.apply_updates(ref, upd)
+            np.testing.assert_allclose(np.asarray(params["w"], np.float32),
+                                       np.asarray(ref["w"], np.float32), rtol=1e-2,
+                                       err_msg="%s step %d" % (inner, q))
+
+
 def test_broadcast_optimizer_state_takes_roots_optax_state():
     r = hvd.rank()
     tx = optax.adam(0.1)

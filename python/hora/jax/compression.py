@@ -4,7 +4,8 @@ and ``decompress(sent, ctx) -> x``, both JAX operations (usable inside
 ``jax.jit``). Only floating-point arrays are compressed; others pass through.
 
 * ``Compression.none``: sent as they are.
-* ``Compression.fp16``: floating arrays travel as float16.
+* ``Compression.fp16``: floating arrays travel as float16 (bfloat16 ones
+  too, whose range float16's is smaller than: as Horovod's compressor).
 * ``Compression.bf16``: floating arrays travel as bfloat16 (float32's range).
 """
 

@@ -75,8 +75,9 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
     reduced once, at the k-th, which applies ``tx``; the calls before it
     return zero updates and leave ``tx``'s state as it was. The state is then
     an ``AccumulationState`` (``.inner`` is ``tx``'s). (``optax.MultiSteps``
-    around this optimizer also gives the right numbers, but it calls the
-    inner update, so the allreduce, at every step.)"""
+    around this optimizer averages the k gradients, as
+    ``average_aggregated_gradients=True`` does, but calls the inner update,
+    so the allreduce, at every step.)"""
     import optax
 
     op = basics.check_op(op)
@@ -110,23 +111,37 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
                                  jnp.zeros((), jnp.int32))
 
     def update_accumulating(grads, state, params=None, **extra_args):
-        summed = jax.tree_util.tree_map(jnp.add, state.grads, grads)
+        tree_map = jax.tree_util.tree_map
+        # (The sum keeps the accumulator's dtypes, the parameters', as
+        # optax.MultiSteps's does; what is sent has the gradients'.)
+        summed = tree_map(lambda a, g: (a + g).astype(a.dtype), state.grads, grads)
         passes = state.passes + 1
+        sent = tree_map(lambda a, g: a.astype(g.dtype), summed, grads)
+        if average_aggregated_gradients:
+            sent = tree_map(lambda a: (a / k).astype(a.dtype), sent)
 
-        def send(summed, inner):
-            if average_aggregated_gradients:
-                summed = jax.tree_util.tree_map(lambda g: g / k, summed)
-            updates, inner = update(summed, inner, params, **extra_args)
-            return (updates, AccumulationState(
-                inner, jax.tree_util.tree_map(jnp.zeros_like, summed), jnp.zeros((), jnp.int32)))
+        def send(sent, inner):
+            updates, new = update(sent, inner, params, **extra_args)
+            # (The state keeps its dtypes whichever branch runs.)
+            new = tree_map(lambda n, o: jnp.asarray(n).astype(jnp.result_type(o)), new, inner)
+            return updates, AccumulationState(new, tree_map(jnp.zeros_like, summed),
+                                              jnp.zeros((), jnp.int32))
 
-        def hold(summed, inner):
-            shapes = jax.eval_shape(lambda: tx.update(summed, inner, params, **extra_args)[0])
-            zeros = jax.tree_util.tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
+        def hold(sent, inner, shapes=None):
+            if shapes is None:  # (eagerly: the updates are zeros like the gradients)
+                zeros = tree_map(jnp.zeros_like, sent)
+            else:
+                zeros = tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
             return zeros, AccumulationState(inner, summed, passes)
 
+        if not isinstance(passes, jax.core.Tracer):
+            # Eagerly the branch is known: taken in Python (a lax.cond would
+            # be traced and compiled again at every call).
+            return (send if int(passes) >= k else hold)(sent, state.inner)
+        shapes = jax.eval_shape(lambda: tx.update(sent, state.inner, params, **extra_args)[0])
         # (Only the taken branch runs: the allreduce at every k-th pass, on
         # every rank alike.)
-        return jax.lax.cond(passes >= k, send, hold, summed, state.inner)
+        return jax.lax.cond(passes >= k, send, lambda g, i: hold(g, i, shapes), sent,
+                            state.inner)
 
     return optax.GradientTransformationExtraArgs(init_accumulating, update_accumulating)

@@ -27,7 +27,7 @@ variables through NumPy, so they are the same on every backend.
   (:mod:`.sync_batch_norm`; also ``hora.tensorflow.SyncBatchNormalization``).
 
 ``import hora.tensorflow.keras as hvd`` (Horovod's
-``horovod.tensorflow.keras``) is this module.
+``horovod.tensorflow.keras``) has this module's names (the same objects).
 
 * ``elastic``: Horovod's ``hvd.elastic`` (``run``, ``KerasState``,
   ``CommitStateCallback``, ``UpdateBatchStateCallback``,
