@@ -121,9 +121,17 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
             nums);
 }
 
-bool Autotuner::UnnamedFinished() {
-  constexpr uint64_t kUnnamedToWarn = 200;
-  return ++unnamed_ == kUnnamedToWarn && mark_.empty() && phase_ != Phase::kDone;
+bool Autotuner::UnnamedInARow(bool named) {
+  constexpr uint64_t kUnnamedToWarn = 10000;
+  if (named) {
+    unnamed_ = 0;
+    return false;
+  }
+  if (++unnamed_ < kUnnamedToWarn || unnamed_said_ || !mark_.empty() || phase_ == Phase::kDone) {
+    return false;
+  }
+  unnamed_said_ = true;
+  return true;
 }
 
 std::optional<Tunables> Autotuner::Finished(std::string_view name, uint64_t bytes, TimePoint now) {

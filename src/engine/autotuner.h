@@ -79,10 +79,12 @@ class Autotuner {
   // at the end); nullopt otherwise.
   std::optional<Tunables> Finished(std::string_view name, uint64_t bytes, TimePoint now);
 
-  // An unnamed tensor (its generated name is new each call) finished: true
-  // once, at the 200th while no step has been found, for a warning that
-  // such a job is never scored.
-  bool UnnamedFinished();
+  // A tensor finished, `named` or not (an unnamed one's generated name is
+  // new each call): true once, at the 10,000th unnamed one in a row while no
+  // step has been found, for a warning that such a job is never scored.
+  // (A named one resets the count: parameters broadcast unnamed at the
+  // start, fewer, are passed over.)
+  bool UnnamedInARow(bool named);
 
   bool done() const { return phase_ == Phase::kDone; }
   const Tunables& best() const { return best_; }
@@ -106,8 +108,9 @@ class Autotuner {
   const TuningSpace space_;
   const std::function<void(const std::string&)> log_line_;
   Phase phase_ = Phase::kWarmup;
-  uint64_t unnamed_ = 0;  // UnnamedFinished's count
-  Tunables trying_;       // in force
+  uint64_t unnamed_ = 0;  // UnnamedInARow's count
+  bool unnamed_said_ = false;
+  Tunables trying_;  // in force
   Tunables best_;
   std::vector<double> best_scores_;
   size_t dim_ = 0;    // the tunable being tuned

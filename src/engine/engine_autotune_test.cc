@@ -120,21 +120,40 @@ TEST(EngineAutotuneOff, TakesNoSettingsAndWritesNoLog) {
 }
 
 // A job of unnamed collectives (a name new each call) is never scored: the
-// first rank says so once, instead of tuning nothing without a word.
-TEST(EngineAutotuneUnnamed, SaysNothingIsTunedOnce) {
-  ThreadRanks ranks(2, TestSettings({{"HORA_AUTOTUNE", "1"}, {"HORA_LOG_LEVEL", "warning"}}));
-  ::testing::internal::CaptureStderr();
-  ExpectAllOk(ranks.Run([&](int, Session& s) -> Status {
-    float x = 1.0f;
-    TensorView v(&x, DataType::kFloat32, {1});
-    for (int i = 0; i < 450; ++i) HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
-    return Status::Ok();
-  }));
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  const std::string said = "autotuning: 200 unnamed collectives finished and no step was found";
-  const size_t at = err.find(said);
-  EXPECT_NE(at, std::string::npos) << err;
-  EXPECT_EQ(err.find(said, at + 1), std::string::npos) << err;  // (once)
+// first rank says so once, instead of tuning nothing without a word. A job
+// that broadcasts its parameters unnamed at the start (1200 here) and then
+// trains with names is tuned, and nothing is said.
+TEST(EngineAutotuneUnnamed, SaysNothingIsTunedOnceAndOnlyThen) {
+  const std::string said = "autotuning: 10000 unnamed collectives finished in a row";
+  for (const bool named_steps : {false, true}) {
+    ThreadRanks ranks(2, TestSettings({{"HORA_AUTOTUNE", "1"},
+                                       {"HORA_AUTOTUNE_WARMUP_SAMPLES", "1"},
+                                       {"HORA_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
+                                       {"HORA_LOG_LEVEL", "warning"}}));
+    ::testing::internal::CaptureStderr();
+    ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
+      float x = 1.0f;
+      TensorView v(&x, DataType::kFloat32, {1});
+      if (named_steps) {
+        for (int i = 0; i < 1200; ++i) {
+          HORA_RETURN_IF_ERROR(s.BroadcastAsync("", v, 0).Wait(kWait));
+        }
+        HORA_RETURN_IF_ERROR(Train(rank, 2, s, 12));
+        if (s.engine_counters().settings_taken == 0) return InternalError("nothing tuned");
+        return Status::Ok();
+      }
+      for (int i = 0; i < 10100; ++i) HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
+      return Status::Ok();
+    }));
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    const size_t at = err.find(said);
+    if (named_steps) {
+      EXPECT_EQ(at, std::string::npos) << err;
+    } else {
+      EXPECT_NE(at, std::string::npos) << err;
+      EXPECT_EQ(err.find(said, at + 1), std::string::npos) << err;  // (once)
+    }
+  }
 }
 
 }  // namespace

@@ -36,9 +36,10 @@ void Engine::Score(const std::vector<TensorRecord*>& done, TimePoint now) {
   const bool was_done = tuner_->done();
   for (const TensorRecord* p : done) {
     if (p->phantom) continue;
-    if (!p->meta.cacheable && tuner_->UnnamedFinished()) {
+    if (tuner_->UnnamedInARow(p->meta.cacheable)) {
       logger_.Warning(
-          "autotuning: 200 unnamed collectives finished and no step was found: autotuning "
+          "autotuning: 10000 unnamed collectives finished in a row and no step was found: "
+          "autotuning "
           "finds steps by a tensor name that comes again, and an unnamed collective's name is "
           "new each call, so nothing is tuned; give the collectives names (name=...)");
     }
