@@ -210,6 +210,15 @@ def test_compression_sends_floats_in_the_wire_type(mode, wire):
     np.testing.assert_array_equal(updates["x"], -got["x"])
 
 
+def _optax_step(tx, mode):
+    """A training step applying ``tx``'s update: eager, or jitted."""
+    def step(p, s, g):
+        updates, s = tx.update(g, s, p)
+        return optax.apply_updates(p, updates), s
+
+    return step if mode == "eager" else jax.jit(step)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("average", [False, True])
 def test_backward_passes_per_step_reduces_every_kth_pass(monkeypatch, mode, average):
@@ -226,12 +235,7 @@ def test_backward_passes_per_step_reduces_every_kth_pass(monkeypatch, mode, aver
     params = {"w": jnp.zeros((2,))}
     state = tx.init(params)
     ref, ref_state = params, ref_tx.init(params)
-
-    def step(p, s, g):
-        updates, s = tx.update(g, s, p)
-        return optax.apply_updates(p, updates), s
-
-    step = step if mode == "eager" else jax.jit(step)
+    step = _optax_step(tx, mode)
     for q in range(3 * k):
         g = {"w": jnp.array([10.0 * q + r, -1.0 * r])}
         params, state = step(params, state, g)
@@ -264,12 +268,7 @@ def test_backward_passes_per_step_with_gradients_of_other_dtypes(mode):
         params = {"w": jnp.ones((3,), jnp.bfloat16)}
         state = tx.init(params)
         ref, ref_state = params, ref_tx.init(params)
-
-        def step(p, s, g):
-            updates, s = tx.update(g, s, p)
-            return optax.apply_updates(p, updates), s
-
-        step = step if mode == "eager" else jax.jit(step)
+        step = _optax_step(tx, mode)
         for q in range(2 * k):
             g = {"w": jnp.full((3,), 0.25 * (q + 1) + r, jnp.float32)}
             params, state = step(params, state, g)
