@@ -77,7 +77,7 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import backward_end, grad_buckets, grad_scaler, param_names
+from hora.torch import backward_end, grad_buckets, grad_scaler, holding, param_names
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -208,12 +208,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._grad_accs.append(grad_acc)  # the node lives only while referenced
 
     def _make_hook(self, slot):
-        # (The hook holds this optimizer weakly: a program that drops it,
-        # `opt = hvd.DistributedOptimizer(...)` again for a new stage, frees
-        # it at once, and its hooks, which outlive it on a gradient
-        # accumulator the new optimizer holds, do nothing. Held strongly,
-        # both would reduce each gradient until a garbage collection.)
-        me = weakref.ref(self)
+        me = holding.held(self)  # (weakly: see holding.held())
 
         def hook(*unused):
             self = me()
@@ -491,6 +486,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 def _with_defaults(distributed, optimizer):
     """``distributed`` with ``optimizer``'s defaults: made from the groups
     alone, it had its class's (torch's SGD: lr 1e-3, or none), and a group
-    added later (``add_param_group`` without an lr) took those."""
+    added later (``add_param_group`` without an lr) took those. ``optimizer``
+    warns when it is stepped once ``distributed`` is gone (:mod:`.holding`)."""
     distributed.defaults = dict(optimizer.defaults)
+    if holding.WATCHES_THE_WRAPPED and basics.size() > 1:
+        optimizer.register_step_pre_hook(holding.stepped_alone(weakref.ref(distributed)))
     return distributed
+

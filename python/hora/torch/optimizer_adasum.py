@@ -26,11 +26,11 @@ Contract (Horovod's):
 """
 
 import contextlib
-import weakref
 
 import torch
 
 from hora.common import basics
+from hora.torch import holding
 from hora.torch import reduce_ops as ro
 from hora.torch.handles import synchronize as _wait
 
@@ -69,7 +69,7 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
             self._grad_accs.append(acc)
 
     def _make_hook(self, p):
-        me = weakref.ref(self)  # (as the Average optimizer's hooks: see there)
+        me = holding.held(self)  # (weakly: see holding.held())
 
         def hook(*unused):
             self = me()
