@@ -71,7 +71,8 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
 
     ``backward_passes_per_step`` k (Horovod's name): the gradients of k calls
     to ``update`` are summed on each rank (divided by k with
-    ``average_aggregated_gradients``, as Horovod's TensorFlow optimizer) and
+    ``average_aggregated_gradients``, as Horovod's TensorFlow optimizer;
+    integer gradients truncated, as an integer Average is) and
     reduced once, at the k-th, which applies ``tx``; the calls before it
     return zero updates and leave ``tx``'s state as it was. The state is then
     an ``AccumulationState`` (``.inner`` is ``tx``'s). (``optax.MultiSteps``

@@ -46,6 +46,7 @@ those are refused with a NotImplementedError saying so; elastic jobs run
 under ``horarun`` (docs/guide/elastic.md).
 """
 
+import re
 import secrets
 import socket
 from dataclasses import dataclass
@@ -136,10 +137,11 @@ def _root_cause(refs):
     return None
 
 
-# Hora's errors for a peer that went, as Python prints them; a framework
-# that re-raises them as its own (JAX inside jit: JaxRuntimeError;
-# TensorFlow graphs: UnknownError) keeps this text.
-_PEER_ERRORS = ("UnavailableError: ", "AbortedError: ")
+# Hora's errors for a peer that went, as Python prints them (their
+# messages begin with the rank that raised them); a framework that re-raises
+# them as its own (JAX inside jit: JaxRuntimeError; TensorFlow graphs:
+# UnknownError) keeps this text.
+_PEER_ERROR = re.compile(r"\b(UnavailableError|AbortedError): rank \d+")
 
 
 def _peer_caused(err):
@@ -150,7 +152,7 @@ def _peer_caused(err):
             type(cause).__module__.startswith("hora"):
         return True
     text = str(cause) if cause is not None else str(err)
-    return any(p in text for p in _PEER_ERRORS)
+    return _PEER_ERROR.search(text) is not None
 
 
 _NO_ELASTIC = ("%s: elastic training under Ray is not supported by Hora; run an elastic job "
