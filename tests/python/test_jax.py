@@ -288,6 +288,49 @@ def test_backward_passes_per_step_with_gradients_of_other_dtypes(mode):
                                        err_msg="%s step %d" % (inner, q))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("k", [1, 2])
+def test_integer_parameters_float0_gradients_pass_through(mode, k):
+    # jax.grad(..., allow_int=True) gives an integer parameter a float0
+    # gradient (no values): optax.multi_transform routes it to
+    # set_to_zero, and the DistributedOptimizer passes it on unsent.
+    r, n = hvd.rank(), hvd.size()
+    params = {"w": jnp.ones((3,)), "count": jnp.array(5, jnp.int32)}
+
+    def loss(p):
+        return jnp.sum(p["w"] * p["w"]) * (r + 1) + 0 * p["count"]
+
+    inner = optax.multi_transform({"f": optax.sgd(0.1), "i": optax.set_to_zero()},
+                                  {"w": "f", "count": "i"})
+    tx = hj.DistributedOptimizer(inner, backward_passes_per_step=k)
+    state = tx.init(params)
+
+    def step(p, s, g):  # (optax.apply_updates adds float0 too: skipped as equinox's does)
+        updates, s = tx.update(g, s, p)
+        return jax.tree_util.tree_map(
+            lambda x, u: x if u.dtype == jax.dtypes.float0 else x + u, p, updates), s
+
+    step = step if mode == "eager" else jax.jit(step)
+    for q in range(2 * k):
+        grads = jax.grad(loss, allow_int=True)(params)
+        assert grads["count"].dtype == jax.dtypes.float0
+        before = params["w"]
+        params, state = step(params, state, grads)
+        assert params["count"].dtype == jnp.int32 and int(params["count"]) == 5
+        if (q + 1) % k == 0:
+            # Each pass's gradient 2 w (r + 1), summed over k passes, averaged over ranks.
+            mean = np.mean([2.0 * (rr + 1) for rr in range(n)])
+            np.testing.assert_allclose(params["w"], before - 0.1 * k * mean * before,
+                                       rtol=1e-6, err_msg=str(q))
+        else:
+            np.testing.assert_array_equal(params["w"], before)
+    # The collectives alone: a float0 leaf comes back as it went.
+    got = hj.grouped_allreduce({"a": jnp.full((2,), float(r)),
+                                "b": np.zeros((4,), jax.dtypes.float0)})
+    np.testing.assert_allclose(got["a"], [np.mean(range(n))] * 2)
+    assert got["b"].dtype == jax.dtypes.float0 and got["b"].shape == (4,)
+
+
 def test_broadcast_optimizer_state_takes_roots_optax_state():
     r = hvd.rank()
     tx = optax.adam(0.1)

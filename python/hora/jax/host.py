@@ -21,6 +21,19 @@ def array(x):
     return x if isinstance(x, jax.Array) else jnp.asarray(x)
 
 
+def no_values(x):
+    """Whether ``x`` is JAX's float0 (the gradient of an integer or bool
+    input, ``jax.grad(..., allow_int=True)``): nothing to send."""
+    return getattr(x, "dtype", None) == jax.dtypes.float0
+
+
+def zeros(shape, dtype):
+    """Zeros of ``dtype``, float0 among them (which ``jnp.zeros`` refuses)."""
+    if dtype == jax.dtypes.float0:
+        return np.zeros(shape, dtype)
+    return jnp.zeros(shape, dtype)
+
+
 def traced(leaves):
     """Whether any of ``leaves`` is a tracer (differentiated, or inside jit)."""
     return any(isinstance(x, jax.core.Tracer) for x in leaves)

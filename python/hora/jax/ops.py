@@ -13,7 +13,7 @@ from hora.common import basics, elastic
 from hora.common.process_sets import global_process_set, process_set_ranks
 from hora.jax.compression import Compression
 from hora.jax.host import array as _array
-from hora.jax.host import differentiable, run, spec, traced, tracing, what
+from hora.jax.host import differentiable, no_values, run, spec, traced, tracing, what
 
 # A jitted function keeps its trace, whose shapes (an allgather's rows, a
 # reducescatter's slice) and sizes were the world's when it was traced: an
@@ -65,7 +65,8 @@ def grouped_allreduce(tree, op=None, name=None, prescale_factor=1.0, postscale_f
     ranks as one fused group (Average by default); returns the same structure.
     Members are named "<name>.<i>" in the order of the tree's leaves.
     ``compression`` (``hvd.Compression.fp16``, ``.bf16``) casts floating
-    leaves for the wire and back."""
+    leaves for the wire and back. ``float0`` leaves (an integer input's
+    gradient) have no values: they come back as they are, unsent."""
     return _allreduce_tree(tree, op, name, prescale_factor, postscale_factor, process_set, True,
                            compression)
 
@@ -74,16 +75,20 @@ def _allreduce_tree(tree, op, name, prescale_factor, postscale_factor, process_s
                     compression):
     op = basics.check_op(op)
     leaves, treedef = jax.tree_util.tree_flatten(tree)
-    if not leaves:
+    # float0 leaves (an integer parameter's gradient under allow_int) have no
+    # values: they come back as they are (every rank has the same dtypes).
+    real = [i for i, x in enumerate(leaves) if not no_values(x)]
+    if not real:
         return tree
-    pairs = [compression.compress(_array(x)) for x in leaves]
-    leaves = [sent for sent, _ in pairs]
+    pairs = [compression.compress(_array(leaves[i])) for i in real]
+    sent = [x for x, _ in pairs]
     args = (op, name, float(prescale_factor), float(postscale_factor), process_set, grouped)
     # Concrete arrays cannot be differentiated: skip custom_vjp's machinery (it costs
     # hundreds of microseconds a call).
-    out = _grouped(leaves, *args) if traced(leaves) else _reduce(leaves, *args)
-    out = [compression.decompress(x, ctx) for x, (_, ctx) in zip(out, pairs)]
-    return jax.tree_util.tree_unflatten(treedef, out)
+    out = _grouped(sent, *args) if traced(sent) else _reduce(sent, *args)
+    for i, x, (_, ctx) in zip(real, out, pairs):
+        leaves[i] = compression.decompress(x, ctx)
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def allreduce(x, op=None, name=None, prescale_factor=1.0, postscale_factor=1.0,

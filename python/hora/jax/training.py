@@ -12,6 +12,7 @@ import hora.numpy as hnp
 from hora.common import basics
 from hora.common.process_sets import global_process_set
 from hora.jax.compression import Compression
+from hora.jax.host import no_values, zeros
 from hora.jax.ops import grouped_allreduce
 
 
@@ -115,11 +116,14 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
         tree_map = jax.tree_util.tree_map
         # (The sum keeps the accumulator's dtypes, the parameters', as
         # optax.MultiSteps's does; what is sent has the gradients'.)
-        summed = tree_map(lambda a, g: (a + g).astype(a.dtype), state.grads, grads)
+        # (float0 gradients, of integer parameters under allow_int, have no
+        # values: nothing is summed, and they are passed on as they came.)
+        summed = tree_map(lambda a, g: a if no_values(g) else (a + g).astype(a.dtype),
+                          state.grads, grads)
         passes = state.passes + 1
-        sent = tree_map(lambda a, g: a.astype(g.dtype), summed, grads)
+        sent = tree_map(lambda a, g: g if no_values(g) else a.astype(g.dtype), summed, grads)
         if average_aggregated_gradients:
-            sent = tree_map(lambda a: (a / k).astype(a.dtype), sent)
+            sent = tree_map(lambda a: a if no_values(a) else (a / k).astype(a.dtype), sent)
 
         def send(sent, inner):
             updates, new = update(sent, inner, params, **extra_args)
@@ -129,11 +133,10 @@ def DistributedOptimizer(tx, op=basics.Average, gradient_predivide_factor=1.0,
                                               jnp.zeros((), jnp.int32))
 
         def hold(sent, inner, shapes=None):
-            if shapes is None:  # (eagerly: the updates are zeros like the gradients)
-                zeros = tree_map(jnp.zeros_like, sent)
-            else:
-                zeros = tree_map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)
-            return zeros, AccumulationState(inner, summed, passes)
+            # (eagerly: the updates are zeros like the gradients)
+            like = sent if shapes is None else shapes
+            return (tree_map(lambda a: zeros(a.shape, a.dtype), like),
+                    AccumulationState(inner, summed, passes))
 
         if not isinstance(passes, jax.core.Tracer):
             # Eagerly the branch is known: taken in Python (a lax.cond would
