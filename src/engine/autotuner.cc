@@ -121,17 +121,14 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
             nums);
 }
 
-bool Autotuner::UnnamedInARow(bool named) {
-  constexpr uint64_t kUnnamedToWarn = 10000;
-  if (named) {
-    unnamed_ = 0;
-    return false;
-  }
-  if (++unnamed_ < kUnnamedToWarn || unnamed_said_ || !mark_.empty() || phase_ == Phase::kDone) {
-    return false;
-  }
-  unnamed_said_ = true;
-  return true;
+Autotuner::NoStep Autotuner::NoStepFound(bool named) {
+  constexpr uint64_t kFinishedToWarn = 10000;
+  if (no_step_said_ || !mark_.empty() || phase_ == Phase::kDone) return NoStep::kNotYet;
+  ++finished_;
+  if (!named) ++unnamed_;
+  if (finished_ < kFinishedToWarn) return NoStep::kNotYet;
+  no_step_said_ = true;
+  return 2 * unnamed_ >= finished_ ? NoStep::kUnnamed : NoStep::kNamesNew;
 }
 
 std::optional<Tunables> Autotuner::Finished(std::string_view name, uint64_t bytes, TimePoint now) {

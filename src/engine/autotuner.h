@@ -79,12 +79,15 @@ class Autotuner {
   // at the end); nullopt otherwise.
   std::optional<Tunables> Finished(std::string_view name, uint64_t bytes, TimePoint now);
 
-  // A tensor finished, `named` or not (an unnamed one's generated name is
-  // new each call): true once, at the 10,000th unnamed one in a row while no
-  // step has been found, for a warning that such a job is never scored.
-  // (A named one resets the count: parameters broadcast unnamed at the
-  // start, fewer, are passed over.)
-  bool UnnamedInARow(bool named);
+  // Why no step is found, for a warning that such a job is never scored:
+  // its tensors are unnamed (an unnamed one's generated name is new each
+  // call), or their names are new each step (a step number in the name).
+  enum class NoStep { kNotYet, kUnnamed, kNamesNew };
+  // A tensor finished, `named` or not: once, at the 10,000th tensor to
+  // finish while no step has been found, why (the most of them unnamed or
+  // not); kNotYet otherwise. (Start-up broadcasts, one per parameter, are
+  // far fewer: the first step's mark is found after them.)
+  NoStep NoStepFound(bool named);
 
   bool done() const { return phase_ == Phase::kDone; }
   const Tunables& best() const { return best_; }
@@ -108,8 +111,9 @@ class Autotuner {
   const TuningSpace space_;
   const std::function<void(const std::string&)> log_line_;
   Phase phase_ = Phase::kWarmup;
-  uint64_t unnamed_ = 0;  // UnnamedInARow's count
-  bool unnamed_said_ = false;
+  uint64_t finished_ = 0;  // NoStepFound's counts
+  uint64_t unnamed_ = 0;
+  bool no_step_said_ = false;
   Tunables trying_;  // in force
   Tunables best_;
   std::vector<double> best_scores_;

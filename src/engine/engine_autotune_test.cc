@@ -124,8 +124,10 @@ TEST(EngineAutotuneOff, TakesNoSettingsAndWritesNoLog) {
 // that broadcasts its parameters unnamed at the start (1200 here) and then
 // trains with names is tuned, and nothing is said.
 TEST(EngineAutotuneUnnamed, SaysNothingIsTunedOnceAndOnlyThen) {
-  const std::string said = "autotuning: 10000 unnamed collectives finished in a row";
-  for (const bool named_steps : {false, true}) {
+  const std::string unnamed = "autotuning: 10000 collectives finished, most of them unnamed";
+  const std::string renamed = "autotuning: 10000 named collectives finished and no name came";
+  enum Job { kUnnamed, kStepNumbers, kNamedSteps };
+  for (const Job job : {kUnnamed, kStepNumbers, kNamedSteps}) {
     ThreadRanks ranks(2, TestSettings({{"HORA_AUTOTUNE", "1"},
                                        {"HORA_AUTOTUNE_WARMUP_SAMPLES", "1"},
                                        {"HORA_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
@@ -134,24 +136,45 @@ TEST(EngineAutotuneUnnamed, SaysNothingIsTunedOnceAndOnlyThen) {
     ExpectAllOk(ranks.Run([&](int rank, Session& s) -> Status {
       float x = 1.0f;
       TensorView v(&x, DataType::kFloat32, {1});
-      if (named_steps) {
-        for (int i = 0; i < 1200; ++i) {
-          HORA_RETURN_IF_ERROR(s.BroadcastAsync("", v, 0).Wait(kWait));
-        }
-        HORA_RETURN_IF_ERROR(Train(rank, 2, s, 12));
-        if (s.engine_counters().settings_taken == 0) return InternalError("nothing tuned");
-        return Status::Ok();
+      switch (job) {
+        case kNamedSteps:
+          // Start-up broadcasts, unnamed, then steps of named tensors: tuned, no warning.
+          for (int i = 0; i < 1200; ++i) {
+            HORA_RETURN_IF_ERROR(s.BroadcastAsync("", v, 0).Wait(kWait));
+          }
+          HORA_RETURN_IF_ERROR(Train(rank, 2, s, 12));
+          if (s.engine_counters().settings_taken == 0) return InternalError("nothing tuned");
+          return Status::Ok();
+        case kStepNumbers:
+          // Named, but each step's names new (the start-up broadcasts unnamed before).
+          for (int i = 0; i < 300; ++i) {
+            HORA_RETURN_IF_ERROR(s.BroadcastAsync("", v, 0).Wait(kWait));
+          }
+          for (int i = 0; i < 10100; ++i) {
+            HORA_RETURN_IF_ERROR(
+                s.AllreduceAsync("step." + std::to_string(i) + ".loss", v, v).Wait(kWait));
+          }
+          return Status::Ok();
+        case kUnnamed:
+          for (int i = 0; i < 10100; ++i) {
+            HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
+          }
+          return Status::Ok();
       }
-      for (int i = 0; i < 10100; ++i) HORA_RETURN_IF_ERROR(s.AllreduceAsync("", v, v).Wait(kWait));
       return Status::Ok();
     }));
     const std::string err = ::testing::internal::GetCapturedStderr();
-    const size_t at = err.find(said);
-    if (named_steps) {
-      EXPECT_EQ(at, std::string::npos) << err;
-    } else {
-      EXPECT_NE(at, std::string::npos) << err;
-      EXPECT_EQ(err.find(said, at + 1), std::string::npos) << err;  // (once)
+    const size_t at_unnamed = err.find(unnamed);
+    const size_t at_renamed = err.find(renamed);
+    EXPECT_EQ(at_unnamed == std::string::npos, job != kUnnamed) << job << err;
+    EXPECT_EQ(at_renamed == std::string::npos, job != kStepNumbers) << job << err;
+    if (job == kStepNumbers) {
+      EXPECT_NE(err.find("(the last 'step."), std::string::npos) << err;
+    }
+    // (once)
+    const size_t at = std::min(at_unnamed, at_renamed);
+    if (at != std::string::npos) {
+      EXPECT_EQ(err.find("autotuning: 10000", at + 1), std::string::npos) << err;
     }
   }
 }

@@ -36,12 +36,25 @@ void Engine::Score(const std::vector<TensorRecord*>& done, TimePoint now) {
   const bool was_done = tuner_->done();
   for (const TensorRecord* p : done) {
     if (p->phantom) continue;
-    if (tuner_->UnnamedInARow(p->meta.cacheable)) {
-      logger_.Warning(
-          "autotuning: 10000 unnamed collectives finished in a row and no step was found: "
-          "autotuning "
-          "finds steps by a tensor name that comes again, and an unnamed collective's name is "
-          "new each call, so nothing is tuned; give the collectives names (name=...)");
+    switch (tuner_->NoStepFound(p->meta.cacheable)) {
+      case Autotuner::NoStep::kNotYet:
+        break;
+      case Autotuner::NoStep::kUnnamed:
+        logger_.Warning(
+            "autotuning: 10000 collectives finished, most of them unnamed, and no step was "
+            "found: autotuning finds steps by a tensor name that comes again, and an unnamed "
+            "collective's name is new each call, so nothing is tuned; give the collectives "
+            "names (name=...)");
+        break;
+      case Autotuner::NoStep::kNamesNew:
+        logger_.Warning(
+            "autotuning: 10000 named collectives finished and no name came twice (the "
+            "last '" +
+            p->meta.name +
+            "'): autotuning finds steps by a tensor name that comes again, so "
+            "nothing is tuned; give each step's collectives the same names (no step "
+            "number in them)");
+        break;
     }
     if (std::optional<Tunables> next = tuner_->Finished(p->meta.name, p->meta.num_bytes(), now)) {
       negotiator_.OfferSettings(*next);
