@@ -45,40 +45,41 @@ void WarnIfNoHierarchy(const Config& config, const RankLayout& layout, const Log
 }  // namespace
 
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
-                      const Reduction& red) {
+                      const Reduction& red, const std::string* name) {
+  // (Formatted only on failure: a step may submit hundreds of calls.)
+  auto where = [&] { return impl.Where(op) + (name ? " '" + *name + "'" : std::string()); };
   if (static_cast<int>(red.op) > static_cast<int>(ReduceOp::kAdasum)) {
-    return InvalidArgument(impl.Where(op) + ": unknown reduce op " +
+    return InvalidArgument(where() + ": unknown reduce op " +
                            std::to_string(static_cast<int>(red.op)) +
                            " (a ReduceOp value out of range)");
   }
   // (A NaN would also differ from itself when ranks compare their calls.)
-  for (const auto& [factor, name] : {std::pair{red.prescale_factor, "prescale_factor"},
-                                     std::pair{red.postscale_factor, "postscale_factor"}}) {
+  for (const auto& [factor, which] : {std::pair{red.prescale_factor, "prescale_factor"},
+                                      std::pair{red.postscale_factor, "postscale_factor"}}) {
     if (!std::isfinite(factor)) {
       std::ostringstream v;
       v << factor;
-      return InvalidArgument(impl.Where(op) + ": " + name + " is " + v.str() +
+      return InvalidArgument(where() + ": " + which + " is " + v.str() +
                              "; scale factors must be finite numbers");
     }
   }
   if (red.op == ReduceOp::kAdasum) {
     if (std::string_view(op) != "allreduce") {
-      return InvalidArgument(impl.Where(op) + ": Adasum is an allreduce op only");
+      return InvalidArgument(where() + ": Adasum is an allreduce op only");
     }
     if (!IsFloatingPoint(dtype)) {
-      return InvalidArgument(impl.Where(op) + ": Adasum is defined for floating types, not " +
+      return InvalidArgument(where() + ": Adasum is defined for floating types, not " +
                              DataTypeName(dtype));
     }
   }
   if (dtype == DataType::kBool) {
-    const std::string where = impl.Where(op);
     if (red.op == ReduceOp::kAverage) {
-      return InvalidArgument(where +
+      return InvalidArgument(where() +
                              ": average is not defined for bool tensors "
                              "(use sum for logical OR, min/product for logical AND)");
     }
     if (red.prescale_factor != 1.0 || red.postscale_factor != 1.0) {
-      return InvalidArgument(where + ": bool tensors take no scale factors (got prescale " +
+      return InvalidArgument(where() + ": bool tensors take no scale factors (got prescale " +
                              std::to_string(red.prescale_factor) + ", postscale " +
                              std::to_string(red.postscale_factor) + ")");
     }

@@ -98,7 +98,7 @@ Status PrepareAllreduce(const Session::Impl& impl, const std::string& n, bool ca
     return InvalidArgument(where() + ": output " + output.Describe() + " does not match input " +
                            input.Describe());
   }
-  HORA_RETURN_IF_ERROR(CheckReduction(impl, "allreduce", input.dtype(), reduction));
+  HORA_RETURN_IF_ERROR(CheckReduction(impl, "allreduce", input.dtype(), reduction, &n));
   if (input.device().type != DeviceType::kCPU || output.device().type != DeviceType::kCPU) {
     if (!(input.device() == output.device())) {
       return InvalidArgument(where() + ": output " + output.Describe() +

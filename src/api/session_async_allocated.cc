@@ -40,7 +40,7 @@ Status PrepareReducescatter(const Session::Impl& impl, const std::string& name, 
   if (!st.ok()) return st.WithContext(where);
   HORA_RETURN_IF_ERROR(CheckDeviceMemory(
       impl, [&] { return where; }, input));
-  HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction));
+  HORA_RETURN_IF_ERROR(CheckReduction(impl, "reducescatter", input.dtype(), reduction, &name));
   *s = Shaped(OpType::kReducescatter, name, cacheable, input);
   s->meta.reduction = reduction;
   return Status::Ok();

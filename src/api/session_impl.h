@@ -142,9 +142,10 @@ Status ForkedChildError(const Session::Impl& impl, const char* op);
 std::string TimelinePathFor(const std::string& path, int rank);
 
 // Rejects reductions that are not defined for `dtype` (bool: no average, no
-// scale factors). The message starts with "rank R: <op>".
+// scale factors). The message starts with "rank R: <op>", then the
+// tensor's `name` where there is one (engine calls).
 Status CheckReduction(const Session::Impl& impl, const char* op, DataType dtype,
-                      const Reduction& reduction);
+                      const Reduction& reduction, const std::string* name = nullptr);
 
 // Engine submissions (session_async.cc). An engine call on process set
 // `set_id`: the set, its engine, and the call's name: `name`, or for

@@ -1,5 +1,6 @@
 """Errors: mismatches across ranks, bad arguments, use before init."""
 
+import numpy as np
 import pytest
 import torch
 
@@ -234,13 +235,22 @@ def test_a_name_that_is_not_utf8_is_said_so():
             call()
 
 
+def test_adasum_refusals_name_the_tensor():
+    import hora.numpy as hnp
+    with pytest.raises(ValueError, match="allreduce 'ints': Adasum is defined for floating"):
+        hnp.allreduce(np.ones(2, np.int32), op=hnp.Adasum, name="ints")
+    with pytest.raises(ValueError, match="reducescatter 'rs': Adasum is an allreduce op only"):
+        hnp.reducescatter(np.ones(4, np.float32), op=hnp.Adasum, name="rs")
+
+
 @pytest.mark.parametrize("scale", [{"prescale_factor": float("nan")},
                                    {"postscale_factor": float("nan")},
                                    {"prescale_factor": float("inf")}])
 def test_scale_factors_must_be_finite(scale):
     # (NaN on every rank once gave a false "ranks disagree": NaN != NaN.)
     key, value = next(iter(scale.items()))
-    with pytest.raises(ValueError, match="%s is %s; scale factors must be finite" % (key, value)):
+    with pytest.raises(ValueError, match="allreduce 'scale.bad': %s is %s; scale factors must "
+                       "be finite" % (key, value)):
         hvd.allreduce(torch.ones(2), name="scale.bad", **scale)
     n = float(hvd.size())
     assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="scale.after").tolist() == [n, n]
