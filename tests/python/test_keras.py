@@ -30,6 +30,7 @@ def test_horovods_tensorflow_keras_name():
     assert hvd.DistributedOptimizer is hora.keras.DistributedOptimizer
     assert hvd.load_model is hora.keras.load_model and hvd.allreduce is hora.keras.allreduce
     assert callbacks.MetricAverageCallback is hora.keras.callbacks.MetricAverageCallback
+    assert callbacks.BestModelCheckpoint is hora.keras.callbacks.BestModelCheckpoint
     assert hvd.callbacks.BroadcastGlobalVariablesCallback is \
         hora.keras.callbacks.BroadcastGlobalVariablesCallback
     assert hvd.size() == hora.keras.size()

@@ -17,7 +17,7 @@ variables through NumPy, so they are the same on every backend.
 * ``DistributedOptimizer``, ``PartialDistributedOptimizer`` (:mod:`.optimizer`);
 * ``callbacks``: ``BroadcastGlobalVariablesCallback``,
   ``MetricAverageCallback``, ``LearningRateWarmupCallback``,
-  ``LearningRateScheduleCallback`` (:mod:`.callbacks`);
+  ``LearningRateScheduleCallback``, ``BestModelCheckpoint`` (:mod:`.callbacks`);
 * ``broadcast_global_variables``, ``broadcast_object``, ``allgather_object``,
   ``load_model`` (a saved model's optimizer made distributed again), the
   job (``init, rank, size``...) and the ops (``Average, Sum``...);

@@ -13,7 +13,11 @@
 * ``LearningRateScheduleCallback(initial_lr, multiplier, start_epoch=0,
   end_epoch=None, staircase=True, ...)``: ``initial_lr * multiplier(epoch)``
   (or ``* multiplier`` when it is a number) between the two epochs, per epoch
-  (staircase) or per batch.
+  (staircase) or per batch;
+* ``BestModelCheckpoint(monitor='val_loss', ...)``: Keras's
+  ``ModelCheckpoint`` with ``save_best_only=True`` (Horovod's: its file path
+  is given later, ``.filepath``, or here as ``filepath=``). Every rank that
+  has it saves: give it to rank 0 alone, as any checkpoint.
 
 With ``momentum_correction`` (the default, as Horovod's), where the rate
 changes from ``old`` to ``new`` the optimizer's momentum buffers (SGD's,
@@ -198,3 +202,31 @@ class LearningRateWarmupCallback(_LearningRateCallback):
         if epoch == self.warmup_epochs - 1 and self.verbose and basics.rank() == 0:
             print("Epoch %d: finished gradual learning rate warmup to %g"
                   % (epoch + 1, self.initial_lr))
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """Keras's ``ModelCheckpoint`` saving only the best model (``save_best_only``),
+    Horovod's signature. Horovod's leaves the file path to be set later (its
+    Spark estimator sets ``.filepath``); here ``filepath=`` may also give it.
+    Without one, ``fit`` is refused before the first epoch. Keras 3 wants a
+    path ending in ``.keras`` (``.weights.h5`` with ``save_weights_only``)."""
+
+    def __init__(self, monitor="val_loss", verbose=0, save_weights_only=False, mode="auto",
+                 save_freq="epoch", filepath=None):
+        # (Keras 3's checks the path's suffix as it is made: a stand-in, then none.)
+        stand_in = "best.weights.h5" if save_weights_only else "best.keras"
+        super().__init__(filepath=stand_in if filepath is None else filepath, monitor=monitor,
+                         verbose=verbose, save_best_only=True,
+                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq)
+        if filepath is None:
+            self.filepath = None
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError(
+                "BestModelCheckpoint: no file path; set .filepath (or give filepath=) before "
+                "fit(), a path ending in %s" % ("'.weights.h5' (save_weights_only)"
+                                                if self.save_weights_only else "'.keras'"))
+        begin = getattr(super(), "on_train_begin", None)
+        if begin is not None:
+            begin(logs)

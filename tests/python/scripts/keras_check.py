@@ -477,11 +477,58 @@ def check_fp16_compression():
         assert "compression must be hvd.Compression.none or hvd.Compression.fp16" in str(e), e
 
 
+def check_best_model_checkpoint():
+    # Horovod's BestModelCheckpoint: the path given later (.filepath), or as
+    # filepath=; the model of the best epoch kept (mode "max" here: not the
+    # last epoch's), the metrics it reads averaged over the ranks first.
+    r = hvd.rank()
+    rng = np.random.default_rng(11 + r)
+    x = rng.standard_normal((4 * B, 5)).astype(np.float32)
+    y = rng.standard_normal((4 * B, 1)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as d:
+        for weights_only in (False, True):
+            path = os.path.join(d, "best.weights.h5" if weights_only else "best.keras")
+            if weights_only:
+                best = hvd.callbacks.BestModelCheckpoint(monitor="val_loss", mode="max",
+                                                         save_weights_only=True, filepath=path)
+            else:
+                best = hvd.callbacks.BestModelCheckpoint(monitor="val_loss", mode="max")
+                unset = _model()
+                unset.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+                try:
+                    unset.fit(x, y, epochs=1, verbose=0, callbacks=[best])
+                    raise AssertionError("fit without a checkpoint path went on")
+                except ValueError as e:
+                    assert "BestModelCheckpoint: no file path; set .filepath" in str(e), e
+                best.filepath = path
+            assert best.save_best_only
+            seen = []
+            record = keras.callbacks.LambdaCallback(
+                on_epoch_end=lambda epoch, logs: seen.append((logs["val_loss"],
+                                                              _weights(model))))
+            model = _model(seed=5)
+            model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.05)),
+                          loss="mse")
+            model.fit(x, y, batch_size=B, epochs=4, verbose=0, validation_data=(x, y),
+                      callbacks=[hvd.callbacks.MetricAverageCallback(), best, record])
+            losses = [v for v, _ in seen]
+            assert hvd.allgather_object(losses) == [losses] * hvd.size()  # (averaged)
+            want = seen[int(np.argmax(losses))][1]
+            if weights_only:
+                saved = _model(seed=6)
+                saved.load_weights(path)
+            else:
+                saved = keras.models.load_model(path)
+            for a, b in zip(_weights(saved), want):
+                np.testing.assert_array_equal(a, b)
+
+
 CHECKS = [check_fit_equals_one_worker, check_fp16_compression, check_broadcast_callback, check_metric_average,
           check_learning_rate_callbacks, check_momentum_correction, check_collectives_on_values,
           check_load_model,
           check_elastic_state_and_callbacks, check_mixed_precision_steps_agree,
-          check_bfloat16_weights, check_sync_batch_norm, check_partial_optimizer_and_groups]
+          check_bfloat16_weights, check_sync_batch_norm, check_partial_optimizer_and_groups,
+          check_best_model_checkpoint]
 
 if __name__ == "__main__":
     hvd.init()

@@ -2,6 +2,7 @@
 Horovod's ``horovod.tensorflow.keras.callbacks`` name."""
 
 from hora.keras.callbacks import (  # noqa: F401
+    BestModelCheckpoint,
     BroadcastGlobalVariablesCallback,
     LearningRateScheduleCallback,
     LearningRateWarmupCallback,
