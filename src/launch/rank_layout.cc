@@ -98,8 +98,28 @@ Result<int> SlurmTasksOnNode(const std::string& tasks_per_node, std::optional<in
   return counts[static_cast<size_t>(*node_id)];
 }
 
+// Whether `n`'s variables are those of the launcher that started this
+// process, where several launchers' are present.
+bool Nearest(const Names& n, const std::map<std::string, std::string>& env) {
+  const std::string source = n.source;
+  // torchrun's workers (TORCHELASTIC_RUN_ID) inherit what started torchrun,
+  // such as a Slurm step's or an MPI launcher's variables: torchrun's are
+  // nearer, before every launcher's but horarun's.
+  const bool torchrun =
+      env.count("TORCHELASTIC_RUN_ID") > 0 && env.count("RANK") > 0 && env.count("WORLD_SIZE") > 0;
+  if (torchrun && source != "horarun" && source != "torchrun") return false;
+  // srun's PMI plugins (--mpi=pmi2, or the cluster's MpiDefault) set
+  // PMI_RANK and PMI_SIZE for every task, but not the local variables that
+  // MPICH's Hydra sets: the task is Slurm's, and so is its place on the node.
+  if (source == "mpich" && env.count("MPI_LOCALRANKID") == 0 && env.count("SLURM_PROCID") > 0) {
+    return false;
+  }
+  return true;
+}
+
 Result<RankLayout> RankLayoutFromEnv(const std::map<std::string, std::string>& env) {
   for (const Names& n : kLaunchers) {
+    if (!Nearest(n, env)) continue;
     HORA_ASSIGN_OR_RETURN(std::optional<int> rank, ReadInt(env, n.rank));
     HORA_ASSIGN_OR_RETURN(std::optional<int> size, ReadInt(env, n.size));
     if (!rank || !size) continue;

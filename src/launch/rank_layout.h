@@ -10,6 +10,11 @@
 //   Slurm        SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE
 //                (or SLURM_TASKS_PER_NODE), SLURM_NODEID, SLURM_NNODES
 //   torchrun     RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK
+// Where a launcher started another, the nearer one's variables win:
+// torchrun's workers (TORCHELASTIC_RUN_ID) take torchrun's over a Slurm
+// step's or an MPI launcher's they inherit; a task of srun's PMI plugin
+// (PMI_RANK without Hydra's MPI_LOCALRANKID, beside SLURM_PROCID) takes
+// Slurm's.
 // Values a launcher does not give are derived where the layout is regular
 // (cross rank = rank / local size when every host runs local size ranks).
 #pragma once

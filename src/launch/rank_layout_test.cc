@@ -68,6 +68,54 @@ TEST(RankLayout, MpichAndTorchrun) {
   EXPECT_EQ(t->cross_size, 2);
 }
 
+TEST(RankLayout, TheNearestLauncherWins) {
+  // torchrun started in a Slurm step (srun ... torchrun, or an sbatch
+  // script): its workers inherit the step's variables of one task.
+  const std::map<std::string, std::string> step = {
+      {"SLURM_PROCID", "0"},         {"SLURM_NTASKS", "1"}, {"SLURM_LOCALID", "0"},
+      {"SLURM_TASKS_PER_NODE", "1"}, {"SLURM_NODEID", "0"}, {"SLURM_NNODES", "1"}};
+  std::map<std::string, std::string> env = step;
+  env.insert({{"RANK", "3"},
+              {"WORLD_SIZE", "4"},
+              {"LOCAL_RANK", "1"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"GROUP_RANK", "1"},
+              {"TORCHELASTIC_RUN_ID", "j1"}});
+  auto t = RankLayoutFromEnv(env);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ(t->source, "torchrun");
+  EXPECT_EQ(t->rank, 3);
+  EXPECT_EQ(t->size, 4);
+  EXPECT_EQ(t->local_rank, 1);
+  EXPECT_EQ(t->cross_rank, 1);
+  // The same under an MPI launcher's variables; without TORCHELASTIC_RUN_ID
+  // (RANK set by hand beside srun) Slurm's stay.
+  env.insert({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "1"}});
+  EXPECT_EQ(RankLayoutFromEnv(env)->source, "torchrun");
+  env.erase("TORCHELASTIC_RUN_ID");
+  EXPECT_EQ(RankLayoutFromEnv(env)->source, "openmpi");
+  env.erase("OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(RankLayoutFromEnv(env)->source, "slurm");
+
+  // srun --mpi=pmi2: PMI_RANK and PMI_SIZE for every task, no Hydra's local
+  // variables. Two tasks on one node: Slurm's local rank and size.
+  std::map<std::string, std::string> pmi2 = {{"SLURM_PROCID", "1"},  {"SLURM_NTASKS", "2"},
+                                             {"SLURM_LOCALID", "1"}, {"SLURM_TASKS_PER_NODE", "2"},
+                                             {"SLURM_NODEID", "0"},  {"SLURM_NNODES", "1"},
+                                             {"PMI_RANK", "1"},      {"PMI_SIZE", "2"},
+                                             {"PMI_FD", "5"}};
+  auto p = RankLayoutFromEnv(pmi2);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->source, "slurm");
+  EXPECT_EQ(p->local_rank, 1);
+  EXPECT_EQ(p->local_size, 2);
+  // Hydra (mpirun.mpich) in a Slurm allocation sets its local variables:
+  // MPICH's layout.
+  pmi2["MPI_LOCALRANKID"] = "1";
+  pmi2["MPI_LOCALNRANKS"] = "2";
+  EXPECT_EQ(RankLayoutFromEnv(pmi2)->source, "mpich");
+}
+
 TEST(RankLayout, SlurmLayoutsPerNode) {
   // Each rank's layout from Slurm's variables, cross rank and size as
   // horarun counts them (ranks of one local rank across the nodes).
