@@ -61,7 +61,8 @@ TEST(BindToCore, MoreRanksThanCpusBindsNothingAndSaysSo) {
   const int rc = InChild([&] {
     std::string note;
     const int ranks = static_cast<int>(cpus.size()) + 1;
-    if (!BindToCore(0, ranks, &note).ok()) return 1;
+    Result<bool> bound = BindToCore(0, ranks, &note);
+    if (!bound.ok() || *bound) return 1;
     if (AllowedCpus() != cpus) return 2;
     return note.find(std::to_string(ranks) + " ranks on this host and") == std::string::npos ? 3
                                                                                              : 0;

@@ -145,9 +145,14 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
               "changes with each world)");
     } else if (config.bind_to == "core") {  // before a transport reads the mask
       std::string note;
-      HORA_RETURN_IF_ERROR(BindToCore(layout.local_rank, layout.local_size, &note)
-                               .WithContext("rank " + std::to_string(layout.rank)));
-      Logger(config.log_level, layout.rank).Info(note);
+      Result<bool> bound = BindToCore(layout.local_rank, layout.local_size, &note);
+      if (!bound.ok()) return bound.status().WithContext("rank " + std::to_string(layout.rank));
+      // (Asked for and not done: said once a host, by its first rank.)
+      if (!*bound && layout.local_rank == 0) {
+        Logger(config.log_level, layout.rank).Warning(note);
+      } else {
+        Logger(config.log_level, layout.rank).Info(note);
+      }
     }
     if (elastic && (config.transport == "mpi" || config.backend != "hora")) {
       return InvalidArgument("an elastic job (HORA_WORKER_ID=" + config.worker_id +

@@ -20,7 +20,7 @@ int AvailableCores() {
   return std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);
 }
 
-Status BindToCore(int local_rank, int local_size, std::string* note) {
+Result<bool> BindToCore(int local_rank, int local_size, std::string* note) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof set, &set) != 0) {
@@ -35,7 +35,7 @@ Status BindToCore(int local_rank, int local_size, std::string* note) {
     *note = "HORA_BIND_TO=core: not binding: " + std::to_string(local_size) +
             " ranks on this host and " + std::to_string(cpus.size()) +
             " CPU(s) in this process's affinity mask";
-    return Status::Ok();
+    return false;
   }
   const int cpu = cpus[static_cast<size_t>(local_rank) % cpus.size()];
   cpu_set_t one;
@@ -58,8 +58,9 @@ Status BindToCore(int local_rank, int local_size, std::string* note) {
     }
   }
   closedir(dir);
-  if (st.ok()) *note = "bound to CPU " + std::to_string(cpu) + " (HORA_BIND_TO=core)";
-  return st;
+  if (!st.ok()) return st;
+  *note = "bound to CPU " + std::to_string(cpu) + " (HORA_BIND_TO=core)";
+  return true;
 }
 
 }  // namespace hora

@@ -17,8 +17,9 @@ int AvailableCores();
 // Binds every thread of this process (and so the threads it starts later)
 // to one CPU of its affinity mask: the `local_rank`-th, so that the
 // `local_size` ranks of a host, started with one mask, get a CPU each (as
-// mpirun's --bind-to core). Where the ranks outnumber the CPUs nothing is
-// bound and *note says why; an error names the CPU and the system's reason.
-Status BindToCore(int local_rank, int local_size, std::string* note);
+// mpirun's --bind-to core); true. Where the ranks outnumber the CPUs nothing
+// is bound and *note says why: false. An error names the CPU and the
+// system's reason.
+Result<bool> BindToCore(int local_rank, int local_size, std::string* note);
 
 }  // namespace hora

@@ -134,8 +134,11 @@ bool Job::StartRank(const Placement& placement, const std::optional<ProspectiveP
       return false;
     }
   }
-  auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, launch.input.has_value(),
-                     watcher_.announce_fd());
+  // (As mpirun: horarun's stdin is the first rank's, the others read none.)
+  const RankInput input = launch.input ? RankInput::kPipe
+                          : i == 0     ? RankInput::kHorarunsStdin
+                                       : RankInput::kNone;
+  auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, input, watcher_.announce_fd());
   if (!p) {
     for (int fd : r.files) {
       if (fd >= 0) close(fd);

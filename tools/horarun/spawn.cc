@@ -58,16 +58,23 @@ InputProgress FeedInput(int fd, const std::string& input, size_t* done, std::str
 
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,
-                                     bool with_input, int announce_fd) {
+                                     RankInput input, int announce_fd) {
+  const bool with_input = input == RankInput::kPipe;
   int out[2] = {-1, -1}, err[2] = {-1, -1}, in[2] = {-1, -1};
+  int null_fd = -1;
   auto close_all = [&] {  // (on a failure: nothing is left open)
-    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1]}) {
+    for (int fd : {out[0], out[1], err[0], err[1], in[0], in[1], null_fd}) {
       if (fd >= 0) close(fd);
     }
   };
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0 ||
       (with_input && pipe2(in, O_CLOEXEC) != 0)) {
     std::fprintf(stderr, "horarun: pipe for rank %d: %s\n", rank, std::strerror(errno));
+    close_all();
+    return std::nullopt;
+  }
+  if (input == RankInput::kNone && (null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0) {
+    std::fprintf(stderr, "horarun: /dev/null for rank %d: %s\n", rank, std::strerror(errno));
     close_all();
     return std::nullopt;
   }
@@ -94,6 +101,7 @@ std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& a
     dup2(out[1], STDOUT_FILENO);
     dup2(err[1], STDERR_FILENO);
     if (with_input) dup2(in[0], STDIN_FILENO);
+    if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
     execvpe(cargv[0], cargv.data(), cenv.data());
     ReportExecFailure(cargv[0], errno);
     _exit(127);
@@ -101,6 +109,7 @@ std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& a
   setpgid(pid, pid);
   close(out[1]);
   close(err[1]);
+  if (null_fd >= 0) close(null_fd);
   RankProcess p;
   p.pid = pid;
   p.out_fd = out[0];

@@ -24,15 +24,17 @@ struct RankProcess {
 //    announces on `announce_fd` (RankWatcher) before exec;
 //  - killed by the kernel (SIGKILL) if horarun's thread dies first;
 //  - with the signals of `blocked` unblocked;
-//  - with stdout and stderr on pipes; stdin: when `with_input`, a pipe
+//  - with stdout and stderr on pipes; stdin: with RankInput::kPipe, a pipe
 //    whose nonblocking write end (stdin_fd) the caller feeds with
 //    FeedInput and keeps open until it closes it (remote ranks: the secret
 //    and the environment, RemoteInput in job.h, then a sign that horarun
-//    is alive), else horarun's own stdin.
+//    is alive); kHorarunsStdin: horarun's own (as mpirun, the first local
+//    rank's only); kNone: /dev/null.
 // Returns nullopt, after printing why, if it cannot start.
+enum class RankInput { kPipe, kHorarunsStdin, kNone };
 std::optional<RankProcess> SpawnRank(int rank, const std::vector<std::string>& argv,
                                      const std::vector<std::string>& envs, const sigset_t& blocked,
-                                     bool with_input, int announce_fd);
+                                     RankInput input, int announce_fd);
 
 // Writes to the nonblocking `fd` what it takes of `input` from `*done` on,
 // advancing `*done`, without waiting: a pipe holds 64 KiB, and a larger
