@@ -67,8 +67,8 @@ TEST(Failure, SizeMismatchFailsEveryRankAndSessionRecovers) {
       EXPECT_FALSE(s.ok());
       if (s.message().find("expected 396 bytes") != std::string::npos ||
           s.message().find("expected 400 bytes") != std::string::npos ||
-          (s.message().find("allreduce of 396 bytes of int32") != std::string::npos &&
-           s.message().find("allreduce of 400 bytes of int32") != std::string::npos)) {
+          (s.message().find("allreduce of 99 int32 (396 bytes)") != std::string::npos &&
+           s.message().find("allreduce of 100 int32 (400 bytes)") != std::string::npos)) {
         named_sizes = true;
       }
     }

@@ -8,10 +8,13 @@
 // Collectives on a Session are blocking and follow MPI's rules: every rank of
 // the session calls the same collectives in the same order with matching
 // arguments (same dtype, same element counts where counts must agree). A
-// disagreement in sizes fails with an error naming both sizes; the others
-// (the op or scale factors, dtypes of one size, a broadcast's root) are not
-// compared, as in MPI, so that a call costs no exchange more: the *Async
-// calls compare every parameter. A rank that
+// disagreement in sizes fails with an error naming each rank's size; the
+// others (the op or scale factors, dtypes of one size, a broadcast's root)
+// are not compared on every path, as in MPI, so that a call costs no
+// exchange more (ranks sharing a window compare the dtype and a broadcast's
+// root; two ranks over TCP or point to point do not, and a broadcast whose
+// ranks name different roots then waits, or each keeps its own data): the
+// *Async calls compare every parameter. A rank that
 // is lost (its process ended, its connection closed, or it was silent for
 // HORA_PEER_TIMEOUT_S) fails the others' collectives at once with an error
 // naming it; one that is alive but has not arrived is waited for, the wait

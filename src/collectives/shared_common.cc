@@ -13,14 +13,29 @@ constexpr int kStateShift = 45;  // two bits: a RankState (the flagged steps)
 constexpr uint64_t kState = uint64_t{3} << kStateShift;
 constexpr uint64_t kBytesMask = (uint64_t{1} << kStateShift) - 1;
 
-std::string Describe(uint64_t word) {
+// "8 float32 (32 bytes)": a count of elements where the bytes are whole ones.
+std::string Elements(uint64_t bytes, DataType dtype) {
+  const uint64_t size = DataTypeSize(dtype);
+  if (size == 0 || bytes % size != 0)
+    return std::to_string(bytes) + " bytes of " + DataTypeName(dtype);
+  return std::to_string(bytes / size) + " " + DataTypeName(dtype) + " (" + std::to_string(bytes) +
+         " bytes)";
+}
+
+// A rank's call in the user's terms; the window's half (which of the
+// window's two halves the call began on) only where `show_half`: the ranks'
+// halves differ, so one is a call behind.
+std::string Describe(uint64_t word, bool show_half) {
   const auto call = static_cast<SharedCall>(word >> kCallShift);
   const auto dtype = static_cast<DataType>((word >> kTypeShift) & 0xff);
   const uint64_t bytes = word & kBytesMask;
-  const std::string half = " (window half " + std::to_string(word >> kHalfShift & 1) + ")";
+  const std::string half =
+      show_half ? " (window half " + std::to_string(word >> kHalfShift & 1) + ")" : "";
+  // (The splits travel as an 8-bit hash: equal splits, equal numbers.)
+  const std::string pattern = std::to_string((word >> kTypeShift) & 0xff);
   switch (call) {
     case SharedCall::kAllreduce:
-      return "allreduce of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) + half;
+      return "allreduce of " + Elements(bytes, dtype) + half;
     case SharedCall::kBarrier:
       return "barrier" + half;
     case SharedCall::kBitwiseAnd:
@@ -28,21 +43,19 @@ std::string Describe(uint64_t word) {
     case SharedCall::kDeviceWindow:
       return "GPU window setup or teardown (" + std::to_string(bytes) + " bytes)" + half;
     case SharedCall::kBroadcast:
-      return "broadcast of " + std::to_string(bytes) + " bytes from rank " +
-             std::to_string((word >> kTypeShift) & 0xff) + " (mod 256)" + half;
+      return "broadcast of " + std::to_string(bytes) + " bytes from rank " + pattern +
+             " (mod 256)" + half;
     case SharedCall::kAllgather:
-      return "allgather of " + std::to_string(bytes) + " bytes (split " +
-             std::to_string((word >> kTypeShift) & 0xff) + ")" + half;
+      return "allgather of " + std::to_string(bytes) + " bytes in all (rows per rank: pattern " +
+             pattern + ")" + half;
     case SharedCall::kAlltoall:
-      return "alltoall of " + std::to_string(bytes) + " bytes in all (splits " +
-             std::to_string((word >> kTypeShift) & 0xff) + ")" + half;
+      return "alltoall of " + std::to_string(bytes) + " bytes in all (splits: pattern " + pattern +
+             ")" + half;
     case SharedCall::kReducescatter:
-      return "reducescatter of " + std::to_string(bytes & ((uint64_t{1} << kSplitSizeBits) - 1)) +
-             " bytes of " + DataTypeName(dtype) + " (split " +
-             std::to_string(bytes >> kSplitSizeBits) + ")" + half;
+      return "reducescatter of " + Elements(bytes & ((uint64_t{1} << kSplitSizeBits) - 1), dtype) +
+             " (rows per rank: pattern " + std::to_string(bytes >> kSplitSizeBits) + ")" + half;
     case SharedCall::kDeviceAllreduce:
-      return "GPU allreduce of " + std::to_string(bytes) + " bytes of " + DataTypeName(dtype) +
-             half;
+      return "GPU allreduce of " + Elements(bytes, dtype) + half;
   }
   return "an unknown call (" + std::to_string(word) + ")";
 }
@@ -101,10 +114,14 @@ Status SharedFirstStepFlagged(Comm& comm, SharedCall call, DataType dtype, uint6
   bool same = true;
   for (int k = 0; k < w.size(); ++k) same = same && (w.word(k) & ~kState) == mine;
   if (same) return SharedFlagged(comm, w, verdict);
+  bool halves_differ = false;
+  for (int k = 0; k < w.size(); ++k) {
+    halves_differ = halves_differ || ((w.word(k) ^ mine) >> kHalfShift & 1) != 0;
+  }
   std::string calls;
   for (int k = 0; k < w.size(); ++k) {
     calls += (k ? "; rank " : "rank ") + std::to_string(comm.Number(k)) + ": " +
-             Describe(w.word(k) & ~kState);
+             Describe(w.word(k) & ~kState, halves_differ);
   }
   return MismatchError(comm.Where() +
                        ": the ranks called different collectives or sizes: " + calls);

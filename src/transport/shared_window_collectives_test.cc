@@ -136,7 +136,7 @@ TEST_P(WindowCollectives, AllgathersOfEverySizeAcrossRounds) {
     std::vector<uint8_t> wide(20, static_cast<uint8_t>(r));
     Status split = AllgatherShared(comm, r == 0 ? wide.data() : in.data(), out.data(), swapped);
     if (split.code() != StatusCode::kMismatch ||
-        split.message().find("rank 0: allgather of 30 bytes (split") == std::string::npos) {
+        split.message().find("rank 0: allgather of 30 bytes in all (rows per rank: pattern") == std::string::npos) {
       return InternalError("want a Mismatch naming the splits: " + split.ToString());
     }
     const std::vector<size_t> even = {10, 10, 10};
@@ -160,15 +160,16 @@ TEST_P(WindowCollectives, ReducescattersThatDisagreeFailAlikeAndTheWindowGoesOn)
     std::vector<int32_t> in(13, r + 1), out(4);
     Status sizes = ReducescatterShared(comm, in.data(), out.data(), counts, DataType::kInt32, {});
     if (sizes.code() != StatusCode::kMismatch ||
-        sizes.message().find("rank 1: reducescatter of 52 bytes of int32") == std::string::npos ||
-        sizes.message().find("rank 0: reducescatter of 48 bytes of int32") == std::string::npos) {
+        sizes.message().find("rank 1: reducescatter of 13 int32 (52 bytes)") == std::string::npos ||
+        sizes.message().find("rank 0: reducescatter of 12 int32 (48 bytes)") == std::string::npos) {
       return InternalError("want a Mismatch naming both sizes: " + sizes.ToString());
     }
     // The same total, split otherwise on rank 2.
     const std::vector<size_t> swapped = {r == 2 ? 5u : 4u, 4, r == 2 ? 3u : 4u};
     Status split = ReducescatterShared(comm, in.data(), out.data(), swapped, DataType::kInt32, {});
     if (split.code() != StatusCode::kMismatch ||
-        split.message().find("rank 2: reducescatter of 48 bytes of int32 (split") ==
+        split.message().find(
+            "rank 2: reducescatter of 12 int32 (48 bytes) (rows per rank: pattern") ==
             std::string::npos) {
       return InternalError("want a Mismatch naming the splits: " + split.ToString());
     }

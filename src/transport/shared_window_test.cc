@@ -184,8 +184,8 @@ TEST_P(SharedWindowTest, DisagreeingSizesFailAlikeAndTheWindowGoesOn) {
         comm,
         {data.data(), data.data(), r == 1 ? size_t{99} : size_t{100}, DataType::kFloat32, {}});
     if (bad.code() != StatusCode::kMismatch ||
-        bad.message().find("rank 1: allreduce of 396 bytes of float32") == std::string::npos ||
-        bad.message().find("rank 0: allreduce of 400 bytes of float32") == std::string::npos) {
+        bad.message().find("rank 1: allreduce of 99 float32 (396 bytes)") == std::string::npos ||
+        bad.message().find("rank 0: allreduce of 100 float32 (400 bytes)") == std::string::npos) {
       return InternalError("want a Mismatch naming both sizes: " + bad.ToString());
     }
     Status other =
