@@ -16,6 +16,7 @@ check() {  # name, expected rc, expected text, command...
 }
 check bad-np 2 "-np 'zero' is not a process count" "$horarun" -np zero true
 check bad-hosts 2 "slot count must be at least 1" "$horarun" -np 2 -H a:0 true
+check empty-hosts 2 "-H '': no hosts given" "$horarun" -np 2 -H "" true
 check too-few-slots 2 "-np 5 asks for more processes than the 4 slot(s)" "$horarun" -np 5 -H localhost:4 true
 check no-command 2 "no command given" "$horarun" -np 2
 check bad-transport 2 "--transport 'carrier-pigeon' is not one of shm, tcp" "$horarun" -np 2 --transport carrier-pigeon true

@@ -20,7 +20,9 @@ std::vector<FlagSpec> Job() {
        }},
       {"Job", "-H|--hosts", "HOST:SLOTS,...", "hosts",
        "hosts and their slots; ranks fill them in order (default localhost:N)",
-       [](Options& o, const std::string&, const std::string& v) -> Status {
+       [](Options& o, const std::string& f, const std::string& v) -> Status {
+         // (Empty, as from an unset variable in "-H $HOSTS", is not "this host".)
+         if (v.empty()) return InvalidArgument(f + " '': no hosts given");
          o.host_list = v;
          return Status::Ok();
        }},
