@@ -2,6 +2,8 @@
 traced, else as an ordered ``io_callback`` of the traced function (see
 :mod:`hora.jax` for the contract and the costs)."""
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -13,6 +15,20 @@ try:  # (JAX's own record of the traces in progress; absent: inputs tell)
     from jax._src.core import trace_ctx as _trace_ctx
 except ImportError:  # pragma: no cover - older or newer JAX
     _trace_ctx = None
+
+
+class _RaisedOnce(logging.Filter):
+    """JAX logs an exception a callback raised (at ERROR, with its traceback)
+    before raising it again as its own, whose message has Hora's: a Hora
+    error is not logged twice (an elastic job's survivors would print a lost
+    peer's report as an ERROR, though the job goes on)."""
+
+    def filter(self, record):
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, basics.HoraError)
+
+
+logging.getLogger("jax._src.callback").addFilter(_RaisedOnce())
 
 
 def array(x):
