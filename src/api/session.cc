@@ -9,7 +9,6 @@
 
 #include "api/layout_exchange.h"
 #include "api/process_connect.h"
-#include "api/rendezvous.h"
 #include "api/session_impl.h"
 #include "api/settings_agreement.h"
 #include "api/thread_world_impl.h"
@@ -168,19 +167,9 @@ Result<std::unique_ptr<Session>> Session::Create(const SessionOptions& options) 
                                     std::move(transport), std::move(selector));
       compare_over_backend = true;  // (no store to compare in)
     } else if (layout.size == 1 && !elastic) {
-      // A job of one under an MPI launcher (mpirun -np 1) initialises MPI
-      // as a larger job's rendezvous does: mpi_enabled(), the thread level.
-      MpiBootstrap* mpi = nullptr;
-      if (MpiCarriesRendezvous(config, whole)) {
-        Result<MpiBootstrap*> loaded = LoadMpiBootstrap(config, whole);
-        if (loaded.ok() && (*loaded)->Open(SecondsToDuration(config.start_timeout_s)).ok()) {
-          mpi = *loaded;
-        }
-      }
       auto hub = LoopbackHub::Create(1);
       impl = std::make_unique<Impl>(std::move(config), std::make_shared<MemoryStore>(),
                                     hub->Connect(0), std::move(selector));
-      impl->mpi = mpi;
     } else {
       Logger logger(config.log_level, layout.rank);
       HORA_ASSIGN_OR_RETURN(ProcessWiring wiring, ConnectProcess(config, whole, logger));
