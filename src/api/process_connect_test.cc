@@ -5,11 +5,13 @@
 #include "api/process_connect.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <map>
 #include <string>
 
 #include "api/rendezvous.h"
+#include "launch/rank_layout.h"
 #include "launch/slurm.h"
 
 namespace hora {
@@ -119,6 +121,30 @@ TEST(ProcessWiring, SlurmRankWithoutRankZeroNamesTheSecretFileAndSharedHome) {
   EXPECT_NE(s.message().find("which every host must share"), std::string::npos);
 }
 
+TEST(ProcessWiring, TorchrunInASlurmStepNamesItsSecretByRunRestartAndHost) {
+  // One torchrun a node in a step (srun ... torchrun --nnodes 1): each runs
+  // a job of its own at 127.0.0.1:MASTER_PORT, with the same job, step and
+  // port; their secret files differ by run id, restart and host.
+  auto env = Slurm(0, "/tmp/hora-no-such-home");
+  env.insert({{"RANK", "1"},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_RANK", "1"},
+              {"LOCAL_WORLD_SIZE", "2"},
+              {"GROUP_RANK", "0"},
+              {"MASTER_ADDR", "127.0.0.1"},
+              {"MASTER_PORT", "29500"},
+              {"TORCHELASTIC_RUN_ID", "run7"},
+              {"TORCHELASTIC_RESTART_COUNT", "2"}});
+  Status s = Connect(env);  // (torchrun's rank 1: waits for rank 0's file)
+  ASSERT_FALSE(s.ok());
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  const std::string want =
+      "/tmp/hora-no-such-home/.hora/jobs/777.3-29501-run7-r2-" + std::string(host);
+  EXPECT_NE(s.message().find(want), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("under torchrun"), std::string::npos) << s.message();
+}
+
 TEST(ProcessWiring, SlurmRankZeroMustBeOnTheFirstHost) {
   auto env = Slurm(0, "/tmp");
   env["SLURM_NODEID"] = "1";
@@ -134,7 +160,9 @@ TEST(ProcessWiring, SlurmRankZeroMustBeOnTheFirstHost) {
 bool MpiCarries(const std::map<std::string, std::string>& env) {
   auto config = ConfigFromEnv(env);
   EXPECT_TRUE(config.ok()) << config.status().ToString();
-  return config.ok() && MpiCarriesRendezvous(*config, env);
+  auto layout = RankLayoutFromEnv(env);
+  EXPECT_TRUE(layout.ok()) << layout.status().ToString();
+  return config.ok() && layout.ok() && MpiCarriesRendezvous(*config, env, layout->source);
 }
 
 TEST(ProcessWiring, UnderSrunMpiCarriesTheRendezvousOnlyForAJobThatUsesMpi) {
@@ -160,6 +188,14 @@ TEST(ProcessWiring, UnderSrunMpiCarriesTheRendezvousOnlyForAJobThatUsesMpi) {
   EXPECT_TRUE(MpiCarries({{"PMI_RANK", "1"}, {"PMI_SIZE", "2"}}));
   EXPECT_FALSE(MpiCarries(Slurm(1, "/tmp")));
   EXPECT_FALSE(MpiCarries(kTorchrun));
+  // torchrun under mpirun: its workers inherit mpirun's variables, but
+  // mpirun did not start them (MPI_Init there aborts).
+  auto torchrun_under_mpirun = kTorchrun;
+  torchrun_under_mpirun.insert(
+      {{"OMPI_COMM_WORLD_SIZE", "1"}, {"OMPI_COMM_WORLD_RANK", "0"}, {"TORCHELASTIC_RUN_ID", "r"}});
+  EXPECT_FALSE(MpiCarries(torchrun_under_mpirun));
+  torchrun_under_mpirun["HORA_TRANSPORT"] = "mpi";
+  EXPECT_FALSE(MpiCarries(torchrun_under_mpirun));
 }
 
 TEST(ProcessWiring, SrunWithPmixVariablesMeetsOnTheStepsFirstHost) {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <thread>
 
+#include <unistd.h>
+
 #include "launch/slurm.h"
 #include "mpi/mpi_loader.h"
 #include "net/auth.h"
@@ -136,10 +138,29 @@ Result<std::unique_ptr<TcpStoreClient>> ConnectWithSecretFile(const net::HostPor
   }
 }
 
+// What tells apart the secret files of torchrun jobs that share a home
+// directory and a store address: the run id and the restart (a restarted
+// group meets afresh), and this host's name where the address is a
+// loopback one (single-node jobs on several hosts, each at 127.0.0.1).
+std::string TorchrunKeyParts(const std::map<std::string, std::string>& env,
+                             const net::HostPort& store) {
+  std::string key = "-" + Get(env, "TORCHELASTIC_RUN_ID");
+  if (env.count("TORCHELASTIC_RESTART_COUNT")) {
+    key += "-r" + Get(env, "TORCHELASTIC_RESTART_COUNT");
+  }
+  if (store.host == "localhost" || store.host == "::1" || store.host.rfind("127.", 0) == 0) {
+    char name[256] = {};
+    gethostname(name, sizeof name - 1);
+    key += std::string("-") + name;
+  }
+  return key;
+}
+
 }  // namespace
 
-bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env) {
-  if (MpiFlavourFromEnv(env).empty()) return false;
+bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env,
+                          const std::string& layout_source) {
+  if (MpiFlavourFromEnv(env).empty() || layout_source == "torchrun") return false;
   if (!SlurmStepFromEnv(env)) return true;
   return config.transport == "mpi" || config.backend.rfind("mpi", 0) == 0;
 }
@@ -166,7 +187,7 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
   }
   const std::optional<SlurmStep> slurm = SlurmStepFromEnv(env);
   std::string mpi_unavailable;  // why the MPI bootstrap was not used
-  if ((rv.store_addr.empty() || rv.secret.empty()) && MpiCarriesRendezvous(config, env)) {
+  if ((rv.store_addr.empty() || rv.secret.empty()) && MpiCarriesRendezvous(config, env, l.source)) {
     // An MPI launcher (mpirun, or srun with PMI for a job that uses MPI):
     // MPI carries what is missing.
     Result<MpiBootstrap*> mpi = LoadMpiBootstrap(config, env);
@@ -201,19 +222,20 @@ Result<Rendezvous> JoinRendezvous(const Config& config,
       // Named by the store's port too: Sessions of one process that are
       // alive together each have their own store (HORA_STORE_ADDR).
       HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(rv.store_addr));
-      HORA_ASSIGN_OR_RETURN(secret_path, JobSecretPath(env, slurm->job + "." + slurm->step + "-" +
-                                                                std::to_string(hp.port)));
-      secret_hint = "srun";
+      std::string key = slurm->job + "." + slurm->step + "-" + std::to_string(hp.port);
+      // (torchrun's workers in a step: one torchrun a node may each run a
+      // job of its own, at the same MASTER_ADDR.)
+      if (l.source == "torchrun") key += TorchrunKeyParts(env, hp);
+      HORA_ASSIGN_OR_RETURN(secret_path, JobSecretPath(env, key));
+      secret_hint = l.source == "torchrun" ? "torchrun" : "srun";
     }
   } else if (rv.mpi == nullptr && rv.secret.empty() && env.count("MASTER_ADDR") &&
              env.count("MASTER_PORT")) {
     // The store's address, not just MASTER_*: Sessions of one process that
     // are alive together each have their own store (HORA_STORE_ADDR).
-    std::string key = "torchrun-" + Get(env, "TORCHELASTIC_RUN_ID") + "-" + rv.store_addr;
-    if (env.count("TORCHELASTIC_RESTART_COUNT")) {
-      key += "-r" + Get(env, "TORCHELASTIC_RESTART_COUNT");
-    }
-    HORA_ASSIGN_OR_RETURN(secret_path, JobSecretPath(env, key));
+    HORA_ASSIGN_OR_RETURN(net::HostPort hp, net::ParseHostPort(rv.store_addr));
+    HORA_ASSIGN_OR_RETURN(
+        secret_path, JobSecretPath(env, "torchrun-" + rv.store_addr + TorchrunKeyParts(env, hp)));
     secret_hint = "torchrun";
   }
   if (rv.store_addr.empty()) {

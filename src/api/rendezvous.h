@@ -57,7 +57,11 @@ struct Rendezvous {
 // srun sets PMI_RANK or PMIX_RANK for every task, also of jobs that never
 // use MPI, and MPI_Init there may fail or abort the process; such jobs
 // meet through the step's first host and the home directory instead.
-bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env);
+// Never for a torchrun worker (`layout_source` "torchrun"): MPI variables
+// there are inherited from a launcher that started torchrun, and MPI_Init
+// in a process it did not start aborts it.
+bool MpiCarriesRendezvous(const Config& config, const std::map<std::string, std::string>& env,
+                          const std::string& layout_source);
 
 // `env` is the whole process environment; `layout` this rank's place.
 Result<Rendezvous> JoinRendezvous(const Config& config,

@@ -136,7 +136,8 @@ TEST_P(WindowCollectives, AllgathersOfEverySizeAcrossRounds) {
     std::vector<uint8_t> wide(20, static_cast<uint8_t>(r));
     Status split = AllgatherShared(comm, r == 0 ? wide.data() : in.data(), out.data(), swapped);
     if (split.code() != StatusCode::kMismatch ||
-        split.message().find("rank 0: allgather of 30 bytes in all (rows per rank: pattern") == std::string::npos) {
+        split.message().find("rank 0: allgather of 30 bytes in all (rows per rank: pattern") ==
+            std::string::npos) {
       return InternalError("want a Mismatch naming the splits: " + split.ToString());
     }
     const std::vector<size_t> even = {10, 10, 10};
