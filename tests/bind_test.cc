@@ -58,6 +58,10 @@ TEST(BindToCore, EachLocalRankGetsItsOwnCpuOfTheMask) {
 
 TEST(BindToCore, MoreRanksThanCpusBindsNothingAndSaysSo) {
   const std::vector<int> cpus = AllowedCpus();
+  if (static_cast<long>(cpus.size()) < sysconf(_SC_NPROCESSORS_ONLN)) {
+    GTEST_SKIP() << "this test process is bound to " << cpus.size()
+                 << " CPU(s) already: AMaskNarrowerThanTheHostIsLeftAsItIs's case";
+  }
   const int rc = InChild([&] {
     std::string note;
     const int ranks = static_cast<int>(cpus.size()) + 1;
@@ -66,6 +70,25 @@ TEST(BindToCore, MoreRanksThanCpusBindsNothingAndSaysSo) {
     if (AllowedCpus() != cpus) return 2;
     return note.find(std::to_string(ranks) + " ranks on this host and") == std::string::npos ? 3
                                                                                              : 0;
+  });
+  EXPECT_EQ(rc, 0);
+}
+
+TEST(BindToCore, AMaskNarrowerThanTheHostIsLeftAsItIs) {
+  // A launcher bound the rank to one CPU (mpirun does by default), or an
+  // earlier init did: more ranks than that mask's CPUs is no failure.
+  const std::vector<int> cpus = AllowedCpus();
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2 || cpus.empty()) GTEST_SKIP() << "one CPU";
+  const int rc = InChild([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus.back(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return 4;
+    std::string note;
+    Result<bool> bound = BindToCore(1, 2, &note);
+    if (!bound.ok() || !*bound) return 1;
+    if (AllowedCpus() != std::vector<int>{cpus.back()}) return 2;
+    return note.find("left as it is") == std::string::npos ? 3 : 0;
   });
   EXPECT_EQ(rc, 0);
 }

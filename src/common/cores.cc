@@ -32,6 +32,16 @@ Result<bool> BindToCore(int local_rank, int local_size, std::string* note) {
     if (CPU_ISSET(c, &set)) cpus.push_back(c);
   }
   if (local_size > static_cast<int>(cpus.size())) {
+    // A mask narrower than the host's CPUs was set already (the launcher
+    // bound the rank, as mpirun does by default, or an earlier init):
+    // kept, and not a failure to bind.
+    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (online > 0 && static_cast<long>(cpus.size()) < online) {
+      *note = "HORA_BIND_TO=core: left as it is: this process is bound to " +
+              std::to_string(cpus.size()) + " of the host's " + std::to_string(online) +
+              " CPUs already";
+      return true;
+    }
     *note = "HORA_BIND_TO=core: not binding: " + std::to_string(local_size) +
             " ranks on this host and " + std::to_string(cpus.size()) +
             " CPU(s) in this process's affinity mask";

@@ -18,8 +18,9 @@ int AvailableCores();
 // to one CPU of its affinity mask: the `local_rank`-th, so that the
 // `local_size` ranks of a host, started with one mask, get a CPU each (as
 // mpirun's --bind-to core); true. Where the ranks outnumber the CPUs nothing
-// is bound and *note says why: false. An error names the CPU and the
-// system's reason.
+// is bound and *note says why: false, or true where the mask is narrower
+// than the host already (a launcher bound the rank, or an earlier init).
+// An error names the CPU and the system's reason.
 Result<bool> BindToCore(int local_rank, int local_size, std::string* note);
 
 }  // namespace hora

@@ -134,10 +134,12 @@ bool Job::StartRank(const Placement& placement, const std::optional<ProspectiveP
       return false;
     }
   }
-  // (As mpirun: horarun's stdin is the first rank's, the others read none.)
-  const RankInput input = launch.input ? RankInput::kPipe
-                          : i == 0     ? RankInput::kHorarunsStdin
-                                       : RankInput::kNone;
+  // (As mpirun's to rank 0: horarun's stdin is the first local rank's, the
+  // others read none.)
+  const RankInput input = launch.input   ? RankInput::kPipe
+                          : stdin_given_ ? RankInput::kNone
+                                         : RankInput::kHorarunsStdin;
+  stdin_given_ = stdin_given_ || input == RankInput::kHorarunsStdin;
   auto p = SpawnRank(i, launch.argv, launch.envs, blocked_, input, watcher_.announce_fd());
   if (!p) {
     for (int fd : r.files) {

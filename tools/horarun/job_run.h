@@ -156,6 +156,7 @@ class Job {
   // horarun skips the first step.
   bool stopping_ = false, termed_ = false;
   bool rank_ended_told_ = false;  // RankEndedKey set (launch/failure_report.h)
+  bool stdin_given_ = false;      // horarun's stdin went to a local rank
   // The first rank that ended with 0 while others still ran ("rank 1 (pid
   // 42 on host)"): said when a rank then fails (it may have waited for it).
   std::string ended_well_;
