@@ -111,8 +111,12 @@ bool Nearest(const Names& n, const std::map<std::string, std::string>& env) {
   // srun's PMI plugins (--mpi=pmi2, or the cluster's MpiDefault) set
   // PMI_RANK and PMI_SIZE for every task, but not the local variables that
   // MPICH's Hydra sets: the task is Slurm's, and so is its place on the node.
-  if (source == "mpich" && env.count("MPI_LOCALRANKID") == 0 && env.count("SLURM_PROCID") > 0) {
-    return false;
+  // (Another PMI launcher inside a Slurm allocation numbers its own ranks:
+  // only where the two agree is it srun's.)
+  if (source == "mpich" && env.count("MPI_LOCALRANKID") == 0) {
+    const auto pmi = env.find("PMI_RANK");
+    const auto task = env.find("SLURM_PROCID");
+    if (pmi != env.end() && task != env.end() && pmi->second == task->second) return false;
   }
   return true;
 }

@@ -13,7 +13,7 @@
 // Where a launcher started another, the nearer one's variables win:
 // torchrun's workers (TORCHELASTIC_RUN_ID) take torchrun's over a Slurm
 // step's or an MPI launcher's they inherit; a task of srun's PMI plugin
-// (PMI_RANK without Hydra's MPI_LOCALRANKID, beside SLURM_PROCID) takes
+// (PMI_RANK without Hydra's MPI_LOCALRANKID, equal to SLURM_PROCID) takes
 // Slurm's.
 // Values a launcher does not give are derived where the layout is regular
 // (cross rank = rank / local size when every host runs local size ranks).

@@ -109,6 +109,11 @@ TEST(RankLayout, TheNearestLauncherWins) {
   EXPECT_EQ(p->source, "slurm");
   EXPECT_EQ(p->local_rank, 1);
   EXPECT_EQ(p->local_size, 2);
+  // Another PMI launcher inside an allocation (its ranks not Slurm's tasks):
+  // its own layout.
+  auto other = pmi2;
+  other["PMI_RANK"] = "0";
+  EXPECT_EQ(RankLayoutFromEnv(other)->source, "mpich");
   // Hydra (mpirun.mpich) in a Slurm allocation sets its local variables:
   // MPICH's layout.
   pmi2["MPI_LOCALRANKID"] = "1";
