@@ -200,8 +200,12 @@ class LearningRateWarmupCallback(_LearningRateCallback):
     def on_epoch_end(self, epoch, logs=None):
         super().on_epoch_end(epoch, logs)
         if epoch == self.warmup_epochs - 1 and self.verbose and basics.rank() == 0:
-            print("Epoch %d: finished gradual learning rate warmup to %g"
-                  % (epoch + 1, self.initial_lr))
+            # (On a line of its own after Keras's progress bar, as Horovod's: the
+            # optimizer's rate.)
+            rate = float(np.asarray(keras.ops.convert_to_numpy(
+                self.model.optimizer.learning_rate)))
+            print("\nEpoch %d: finished gradual learning rate warmup to %g."
+                  % (epoch + 1, rate))
 
 
 class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):

@@ -115,6 +115,17 @@ def check_learning_rate_callbacks():
         assert abs(_lr(model) - want) < 1e-6, (epoch, batch, _lr(model), want)
     warm.on_train_batch_begin(9)  # the warmup's last batch: the whole rate
     assert abs(_lr(model) - 0.8) < 1e-6, _lr(model)
+    # verbose: rank 0 says so at the warmup's end, on a line of its own (after
+    # Keras's progress bar), with the optimizer's rate.
+    warm.verbose = 1
+    import contextlib
+    import io
+    said = io.StringIO()
+    with contextlib.redirect_stdout(said):
+        warm.on_epoch_end(3)
+    want_said = "\nEpoch 4: finished gradual learning rate warmup to 0.8.\n"
+    assert said.getvalue() == (want_said if hvd.rank() == 0 else ""), repr(said.getvalue())
+    warm.verbose = 0
     warm.on_epoch_begin(4)
     warm.on_train_batch_begin(0)  # past the warmup: left as it was
     assert abs(_lr(model) - 0.8) < 1e-6, _lr(model)
