@@ -42,6 +42,16 @@ from hora.common.exceptions import (  # noqa: F401  (re-exports)
 )
 
 
+def run(func, *args, **kwargs):
+    """Horovod's ``horovod.run``: ``func`` on every rank of a job horarun starts
+    from this process; the results in rank order (see :mod:`hora.run_func`).
+    (Once ``hora.run``, the module of ``python -m hora.run``, is imported, it
+    takes this name, and is callable the same way.)"""
+    from hora.run_func import run as start
+
+    return start(func, *args, **kwargs)
+
+
 def cuda_built():
     """True when this build of Hora has CUDA (its GPU kernels and device), whether or not
     this machine has a GPU (as ``hora.torch.cuda_built()``)."""
@@ -61,6 +71,7 @@ __all__ = [
     "__version__",
     "cuda_built",
     "nccl_built",
+    "run",
     "AbortedError",
     "HoraError",
     "HoraTimeoutError",

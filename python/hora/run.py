@@ -1,4 +1,6 @@
-"""``horarun`` from an installed Hora: ``python -m hora.run -np 2 python3 train.py``.
+"""``horarun`` from an installed Hora: ``python -m hora.run -np 2 python3 train.py``;
+and ``hora.run(func, np=2)``, Horovod's ``horovod.run`` (this module is
+callable: see :mod:`hora.run_func`).
 
 The console script ``horarun`` (installed by pip) calls :func:`main`, which
 replaces this process with the launcher binary bundled in the package
@@ -8,16 +10,9 @@ argument is the launcher's (``horarun --help``).
 
 import os
 import sys
+import types
 
-
-def launcher_path():
-    """The horarun binary: the package's, else the build tree's."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    for path in (os.path.join(here, "bin", "horarun"),
-                 os.path.join(here, os.pardir, os.pardir, "bin", "horarun")):
-        if os.path.isfile(path):
-            return os.path.normpath(path)
-    return None
+from hora.launcher import launcher_path
 
 
 def main(argv=None):
@@ -38,6 +33,17 @@ def main(argv=None):
     os.execv(path, [path] + argv)
     return 0  # not reached
 
+
+class _Callable(types.ModuleType):
+    """``hora.run`` is this module (``python -m hora.run``, the console
+    script) and Horovod's ``run`` function at once."""
+
+    def __call__(self, func, *args, **kwargs):
+        from hora.run_func import run
+        return run(func, *args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _Callable
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,137 @@
+"""``hora.run(func, np=...)``: Horovod's ``horovod.run``, a function run on
+every rank of a job that horarun starts from this process; its results
+come back as a list in rank order.
+
+The function and its arguments travel pickled (cloudpickle, as Horovod's:
+a function of the calling script goes by value) in an environment variable,
+which horarun forwards to every host, remote ones too; each rank's result
+comes back pickled on its standard output, in lines of their own that are
+taken out of what is shown. So the function, its arguments and its result
+must pickle, and what goes out must fit in an environment variable
+(``MAX_FUNCTION_BYTES``).
+"""
+
+import base64
+import os
+import pickle
+import re
+import subprocess
+import sys
+
+from hora.launcher import launcher_path
+
+# What an environment variable carries (Linux: 128 KiB a variable), base64'd.
+MAX_FUNCTION_BYTES = 96 * 1024
+RESULT_MARK = "\x1eHORA_RUN_RESULT"
+_RESULT_LINE = re.compile(RESULT_MARK + r" (\d+) (\d+)/(\d+) (\S*)")
+
+_ELASTIC = ("min_np", "max_np", "slots", "reset_limit", "cooldown_range")
+
+
+def _cloudpickle():
+    try:
+        import cloudpickle
+    except ImportError:
+        raise ImportError("hora.run needs cloudpickle to send the function to the ranks "
+                          "(pip install cloudpickle), as horovod.run does") from None
+    return cloudpickle
+
+
+def _flags(np, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file, output_filename,
+           verbose, use_mpi, network_interface):
+    flags = ["-np", str(int(np))]
+    if hosts is not None and hostfile is not None:
+        raise ValueError("hora.run: give hosts or hostfile, not both")
+    if hosts is not None:
+        flags += ["-H", hosts]
+    if hostfile is not None:
+        flags += ["--hostfile", hostfile]
+    if start_timeout is not None:
+        flags += ["--start-timeout", str(start_timeout)]
+    if ssh_port is not None:
+        flags += ["-p", str(ssh_port)]
+    if ssh_identity_file is not None:
+        flags += ["-i", ssh_identity_file]
+    if output_filename is not None:
+        flags += ["--output-filename", output_filename]
+    if verbose:
+        flags += ["--verbose"]
+    if use_mpi:
+        flags += ["--mpi"]
+    if network_interface is not None:
+        flags += ["--network-interface", network_interface]
+    return flags
+
+
+def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None, slots=None,
+        reset_limit=None, cooldown_range=None, hosts=None, hostfile=None, start_timeout=None,
+        ssh_port=None, ssh_identity_file=None, disable_cache=None, output_filename=None,
+        verbose=None, use_gloo=None, use_mpi=None, mpi_args=None, network_interface=None,
+        executable=None):
+    """Runs ``func(*args, **kwargs)`` on ``np`` ranks started by horarun (on
+    ``hosts``, "host:slots,...", or a ``hostfile``; this host by default) and
+    returns the ranks' results in rank order. The ranks call ``hvd.init()``
+    themselves, as under horarun. A rank that fails fails the job: a
+    ``RuntimeError`` naming horarun's exit code, the ranks' output (shown as
+    it comes) saying why. ``executable``: the Python the ranks run (this
+    one's by default). Horovod's elastic arguments (``min_np``...) are
+    refused: elastic jobs start with ``horarun --min-np`` (docs/guide/
+    elastic.md); ``mpi_args`` too; ``use_gloo`` and ``disable_cache`` change
+    nothing."""
+    elastic = {"min_np": min_np, "max_np": max_np, "slots": slots, "reset_limit": reset_limit,
+               "cooldown_range": cooldown_range}
+    for name in _ELASTIC:
+        if elastic[name] is not None:
+            raise NotImplementedError(
+                "hora.run(%s=...): elastic jobs start from the command line "
+                "(horarun --min-np N --max-np M ...; docs/guide/elastic.md)" % name)
+    if mpi_args is not None:
+        raise NotImplementedError("hora.run(mpi_args=...): start the job with mpirun and its "
+                                  "arguments, or horarun --mpi")
+    if use_mpi and use_gloo:
+        raise ValueError("hora.run: use_mpi and use_gloo cannot both be set")
+    del disable_cache
+    if not callable(func):
+        raise TypeError("hora.run: func must be callable, got %s" % type(func).__name__)
+    if int(np) < 1:
+        raise ValueError("hora.run: np must be at least 1, got %r" % (np,))
+    flags = _flags(np, hosts, hostfile, start_timeout, ssh_port, ssh_identity_file,
+                   output_filename, verbose, use_mpi, network_interface)
+    payload = _cloudpickle().dumps((func, tuple(args), dict(kwargs or {})))
+    if len(payload) > MAX_FUNCTION_BYTES:
+        raise ValueError(
+            "hora.run: the function and its arguments pickle to %d bytes, more than the %d an "
+            "environment variable carries to the ranks; pass large data through files"
+            % (len(payload), MAX_FUNCTION_BYTES))
+    launcher = launcher_path()
+    if launcher is None:
+        raise RuntimeError("hora.run: no horarun binary beside the package; reinstall hora")
+    env = dict(os.environ, HORA_RUN_FUNCTION=base64.b64encode(payload).decode("ascii"))
+    command = [launcher] + flags + [executable or sys.executable, "-m", "hora.run_task"]
+    return _collect(command, env, int(np))
+
+
+def _collect(command, env, np):
+    """Runs horarun, shows its output but the result lines, and unpickles
+    each rank's result from its lines."""
+    chunks = {}
+    with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True,
+                          errors="replace") as job:
+        for line in job.stdout:
+            found = _RESULT_LINE.search(line)
+            if found is None:
+                sys.stdout.write(line)
+                continue
+            rank, part, parts = (int(found.group(i)) for i in (1, 2, 3))
+            chunks.setdefault(rank, [None] * parts)[part] = found.group(4)
+        sys.stdout.flush()
+        code = job.wait()
+    if code != 0:
+        raise RuntimeError("hora.run: the job failed (horarun's exit code %d); the ranks' "
+                           "output above says why" % code)
+    missing = [r for r in range(np) if r not in chunks or None in chunks[r]]
+    if missing:
+        raise RuntimeError("hora.run: no result came from rank(s) %s (a rank that exits the "
+                           "process before func returns gives none)"
+                           % ", ".join(map(str, missing)))
+    return [pickle.loads(base64.b64decode("".join(chunks[r]))) for r in range(np)]

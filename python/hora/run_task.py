@@ -1,0 +1,38 @@
+"""What each rank of ``hora.run`` runs (``python -m hora.run_task``): the
+function from ``HORA_RUN_FUNCTION``, then its result on standard output,
+pickled, in lines ``hora.run`` takes out (see :mod:`hora.run_func`)."""
+
+import base64
+import os
+import pickle
+import sys
+
+from hora.run_func import RESULT_MARK
+
+# A line a write: under mpirun (horarun --mpi) output is tagged per read,
+# and a pipe passes writes of PIPE_BUF (4096) bytes whole.
+_CHUNK = 3000
+
+
+def _rank():
+    for name in ("HORA_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
+def main():
+    import cloudpickle
+
+    func, args, kwargs = pickle.loads(base64.b64decode(os.environ.pop("HORA_RUN_FUNCTION")))
+    result = func(*args, **kwargs)
+    text = base64.b64encode(cloudpickle.dumps(result)).decode("ascii")
+    parts = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    rank = _rank()
+    sys.stdout.flush()
+    for i, part in enumerate(parts):
+        os.write(1, ("%s %d %d/%d %s\n" % (RESULT_MARK, rank, i, len(parts), part)).encode())
+
+
+if __name__ == "__main__":
+    main()

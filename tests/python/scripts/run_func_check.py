@@ -1,0 +1,77 @@
+"""hora.run(func, np=...), Horovod's horovod.run, from a plain Python
+process (no launcher): each rank's result in rank order, the ranks' output
+shown, a failing rank's job an error, the arguments Hora does not take
+refused. Prints "run_func checks passed" and exits 0, or fails."""
+
+import contextlib
+import io
+import sys
+
+import numpy as np
+
+import hora as horovod
+
+
+def train(scale, offset=0, rows=1):
+    import hora.numpy as hvd
+
+    hvd.init()
+    r = hvd.rank()
+    print("rank %d trains" % r, flush=True)
+    total = hvd.allreduce(np.array([r + 1.0]), op=hvd.Sum)
+    return {"rank": r, "size": hvd.size(), "sum": float(total[0]) * scale + offset,
+            "rows": np.full((rows, 3), r, np.int64)}
+
+
+def fail_on_one():
+    import hora.numpy as hvd
+
+    hvd.init()
+    if hvd.rank() == 1:
+        raise ValueError("rank 1 gives up")
+    return hvd.rank()
+
+
+def main():
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        # (rows=2000: a result of ~64 KB, sent in many lines)
+        out = horovod.run(train, args=(10,), kwargs={"offset": 1, "rows": 2000}, np=3)
+    assert [o["rank"] for o in out] == [0, 1, 2], out
+    assert all(o["size"] == 3 and o["sum"] == 61.0 for o in out), out
+    for r, o in enumerate(out):
+        np.testing.assert_array_equal(o["rows"], np.full((2000, 3), r, np.int64))
+    for r in range(3):
+        assert "[%d]: rank %d trains" % (r, r) in shown.getvalue(), shown.getvalue()
+    assert "HORA_RUN_RESULT" not in shown.getvalue()
+    # A closure over local data goes by value (cloudpickle).
+    base = 7
+    assert horovod.run(lambda: base * 2, np=2) == [14, 14]
+
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            horovod.run(fail_on_one, np=2)
+        raise AssertionError("a failing rank's job returned")
+    except RuntimeError as e:
+        assert "the job failed (horarun's exit code 1)" in str(e), e
+    for kwargs, error, text in [
+            ({"min_np": 1}, NotImplementedError, "elastic jobs start from the command line"),
+            ({"mpi_args": "-x A"}, NotImplementedError, "mpi_args"),
+            ({"hosts": "localhost:2", "hostfile": "h"}, ValueError, "hosts or hostfile"),
+            ({"np": 0}, ValueError, "np must be at least 1")]:
+        try:
+            horovod.run(train, args=(1,), **kwargs)
+            raise AssertionError("%s was taken" % kwargs)
+        except error as e:
+            assert text in str(e), (kwargs, e)
+    try:
+        horovod.run(42)
+        raise AssertionError("a non-callable was taken")
+    except TypeError as e:
+        assert "func must be callable" in str(e), e
+    print("run_func checks passed")
+
+
+if __name__ == "__main__":
+    main()
+    sys.exit(0)
