@@ -53,7 +53,7 @@ std::string Describe(uint64_t word, bool show_half) {
              ")" + half;
     case SharedCall::kReducescatter:
       return "reducescatter of " + Elements(bytes & ((uint64_t{1} << kSplitSizeBits) - 1), dtype) +
-             " (rows per rank: pattern " + std::to_string(bytes >> kSplitSizeBits) + ")" + half;
+             " (elements per rank: pattern " + std::to_string(bytes >> kSplitSizeBits) + ")" + half;
     case SharedCall::kDeviceAllreduce:
       return "GPU allreduce of " + Elements(bytes, dtype) + half;
   }

@@ -170,7 +170,7 @@ TEST_P(WindowCollectives, ReducescattersThatDisagreeFailAlikeAndTheWindowGoesOn)
     Status split = ReducescatterShared(comm, in.data(), out.data(), swapped, DataType::kInt32, {});
     if (split.code() != StatusCode::kMismatch ||
         split.message().find(
-            "rank 2: reducescatter of 12 int32 (48 bytes) (rows per rank: pattern") ==
+            "rank 2: reducescatter of 12 int32 (48 bytes) (elements per rank: pattern") ==
             std::string::npos) {
       return InternalError("want a Mismatch naming the splits: " + split.ToString());
     }

@@ -63,7 +63,8 @@ def grouped_allreduce(tree, op=None, name=None, prescale_factor=1.0, postscale_f
                       process_set=global_process_set, compression=Compression.none):
     """Reduces every leaf of ``tree`` (a list, dict or any pytree of arrays) across
     ranks as one fused group (Average by default); returns the same structure.
-    Members are named "<name>.<i>" in the order of the tree's leaves.
+    Members are named "<name>.<i>" in the order of the tree's leaves (float0
+    leaves, unsent, not counted).
     ``compression`` (``hvd.Compression.fp16``, ``.bf16``) casts floating
     leaves for the wire and back. ``float0`` leaves (an integer input's
     gradient) have no values: they come back as they are, unsent."""
