@@ -78,8 +78,14 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
     return UnavailableError("the host discovery script '" + script +
                             "' cannot start: " + std::strerror(errno));
   }
-  int out[2];
+  int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
+    return UnavailableError("the host discovery script '" + script +
+                            "': pipe: " + std::strerror(errno));
+  }
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
     return UnavailableError("the host discovery script '" + script +
                             "': pipe: " + std::strerror(errno));
   }
@@ -93,6 +99,7 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
   if (pid == 0) {
     setpgid(0, 0);
     dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
     if (null_in >= 0) dup2(null_in, STDIN_FILENO);
     sigset_t none;
     sigemptyset(&none);
@@ -102,14 +109,17 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
   }
   const int rc = pid < 0 ? errno : 0;
   close(out[1]);
+  close(err[1]);
   if (null_in >= 0) close(null_in);
   if (rc != 0) {
     close(out[0]);
+    close(err[0]);
     return UnavailableError("the host discovery script '" + script +
                             "' cannot start: " + std::strerror(rc));
   }
   setpgid(pid, pid);  // (also here: whichever runs first)
   std::string text;
+  std::string said;  // its standard error: told with a failure, once
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto left_ms = [&] {
     return std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
@@ -128,10 +138,20 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
       why_killed = "was stopped with horarun";
       break;
     }
-    pollfd p{out[0], POLLIN, 0};
-    const int n = poll(&p, 1, static_cast<int>(std::min<int64_t>(left_ms(), 100)));
+    pollfd p[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+    const int n = poll(p, err[0] >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left_ms(), 100)));
     if (n <= 0) continue;  // (EINTR, or the deadline: looked at above)
     char buf[4096];
+    if (err[0] >= 0 && p[1].revents != 0) {
+      const ssize_t got = read(err[0], buf, sizeof buf);
+      if (got > 0) {
+        said.append(buf, static_cast<size_t>(got));
+        if (said.size() > 4096) said.erase(0, said.size() - 4096);  // (its last words)
+      } else if (got == 0 || errno != EINTR) {
+        close(std::exchange(err[0], -1));
+      }
+    }
+    if (p[0].revents == 0) continue;
     const ssize_t got = read(out[0], buf, sizeof buf);
     if (got > 0) {
       text.append(buf, static_cast<size_t>(got));
@@ -144,6 +164,21 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
     }
   }
   close(out[0]);
+  if (err[0] >= 0) {  // (what it wrote to stderr before its stdout ended)
+    pollfd p{err[0], POLLIN, 0};
+    char buf[4096];
+    for (ssize_t got; poll(&p, 1, 0) > 0 && (got = read(err[0], buf, sizeof buf)) > 0;) {
+      said.append(buf, static_cast<size_t>(got));
+    }
+    close(err[0]);
+  }
+  // Its last lines, on one line, for a message.
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  if (said.size() > 300) said = "..." + said.substr(said.size() - 300);
+  for (char& c : said) {
+    if (c == '\n') c = ' ';
+  }
+  const std::string its_words = said.empty() ? "" : " (its stderr: " + said + ")";
   int status = 0;
   for (;;) {  // (its exit, bounded by the same deadline)
     const pid_t done = waitpid(pid, &status, WNOHANG);
@@ -165,12 +200,14 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
             ? " " + std::to_string(std::chrono::duration<double>(timeout).count()).substr(0, 4) +
                   " s"
             : "";
-    return TimeoutError(name + why_killed + within + " (stopped)");
+    return TimeoutError(name + why_killed + within + " (stopped)" + its_words);
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return UnavailableError(
-        name + (WIFEXITED(status) ? "exited with code " + std::to_string(WEXITSTATUS(status))
-                                  : "was killed by signal " + std::to_string(WTERMSIG(status))));
+    return UnavailableError(name +
+                            (WIFEXITED(status)
+                                 ? "exited with code " + std::to_string(WEXITSTATUS(status))
+                                 : "was killed by signal " + std::to_string(WTERMSIG(status))) +
+                            its_words);
   }
   return text;
 }

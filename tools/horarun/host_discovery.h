@@ -30,7 +30,9 @@ Result<std::vector<HostSlots>> ParseDiscoveredHosts(const std::string& output, i
 
 // Runs `script` (its stdin /dev/null) and returns its standard output; an
 // error names the script and says what went wrong (it could not start, its
-// exit status, or no end within `timeout`, after which it is killed). Where
+// exit status, or no end within `timeout`, after which it is killed), with
+// the last of what it wrote to its standard error (which is not shown
+// otherwise: a script run every second would repeat it). Where
 // `cancel` becomes true the script is killed and the run ends (Aborted).
 Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::milliseconds timeout,
                                        const std::atomic<bool>* cancel = nullptr);

@@ -80,6 +80,19 @@ TEST_F(Script, FailuresNameTheScript) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().message(),
             "the host discovery script '" + failing + "' exited with code 3");
+  // What it wrote to its stderr comes with the failure (said once), its last
+  // lines on one line; a script that answers keeps its stderr to itself.
+  out = RunDiscoveryScript(Write("echo 'cannot reach the scheduler' >&2\necho 'try later' >&2\n"
+                                 "exit 4\n"),
+                           std::chrono::seconds(10));
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find(
+                "exited with code 4 (its stderr: cannot reach the scheduler try later)"),
+            std::string::npos)
+      << out.status().message();
+  out = RunDiscoveryScript(Write("echo noise >&2\necho a:1\n"), std::chrono::seconds(10));
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, "a:1\n");
   out = RunDiscoveryScript(dir_ + "/none.sh", std::chrono::seconds(10));
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("none.sh' cannot start"), std::string::npos);
