@@ -6,17 +6,22 @@ The function and its arguments travel pickled (cloudpickle, as Horovod's:
 a function of the calling script goes by value) in an environment variable,
 which horarun forwards to every host, remote ones too; each rank's result
 comes back pickled on its standard output, in lines of their own that are
-taken out of what is shown. So the function, its arguments and its result
-must pickle, and what goes out must fit in an environment variable
-(``MAX_FUNCTION_BYTES``).
+taken out of what is shown (horarun passes each rank's lines whole). With
+``use_mpi`` (horarun --mpi) mpirun forwards the output, in pieces that
+split lines: the results travel through files of a temporary directory
+instead, which every host must see (this host's, for ranks on it alone).
+So the function, its arguments and its result must pickle, and what goes
+out must fit in an environment variable (``MAX_FUNCTION_BYTES``).
 """
 
 import base64
 import os
 import pickle
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from hora.launcher import launcher_path
 
@@ -106,14 +111,33 @@ def run(func, args=(), kwargs=None, np=1, min_np=None, max_np=None, slots=None,
     launcher = launcher_path()
     if launcher is None:
         raise RuntimeError("hora.run: no horarun binary beside the package; reinstall hora")
-    env = dict(os.environ, HORA_RUN_FUNCTION=base64.b64encode(payload).decode("ascii"))
+    env = dict(os.environ, HORARUN_FUNCTION=base64.b64encode(payload).decode("ascii"))
     command = [launcher] + flags + [executable or sys.executable, "-m", "hora.run_task"]
-    return _collect(command, env, int(np))
+    if not use_mpi:
+        return _collect(command, env, int(np))
+    results = tempfile.mkdtemp(prefix="hora-run-")
+    try:
+        env["HORARUN_RESULTS"] = results
+        _collect(command, env, 0)
+        return [_read_result(results, r) for r in range(int(np))]
+    finally:
+        shutil.rmtree(results, ignore_errors=True)
+
+
+def _read_result(results, rank):
+    try:
+        with open(os.path.join(results, "%d.pkl" % rank), "rb") as f:
+            return pickle.load(f)
+    except FileNotFoundError:
+        raise RuntimeError("hora.run: no result came from rank %d in %s (with use_mpi the "
+                           "results travel through files of this directory, which every "
+                           "host must see; a rank that exits the process before func "
+                           "returns gives none)" % (rank, results)) from None
 
 
 def _collect(command, env, np):
     """Runs horarun, shows its output but the result lines, and unpickles
-    each rank's result from its lines."""
+    each rank's result (of ``np`` ranks) from its lines."""
     chunks = {}
     with subprocess.Popen(command, env=env, stdout=subprocess.PIPE, text=True,
                           errors="replace") as job:

@@ -1,6 +1,7 @@
 """What each rank of ``hora.run`` runs (``python -m hora.run_task``): the
-function from ``HORA_RUN_FUNCTION``, then its result on standard output,
-pickled, in lines ``hora.run`` takes out (see :mod:`hora.run_func`)."""
+function from ``HORARUN_FUNCTION``, then its result, pickled, on standard
+output in lines ``hora.run`` takes out, or in a file of
+``HORARUN_RESULTS`` (see :mod:`hora.run_func`)."""
 
 import base64
 import os
@@ -24,9 +25,17 @@ def _rank():
 def main():
     import cloudpickle
 
-    func, args, kwargs = pickle.loads(base64.b64decode(os.environ.pop("HORA_RUN_FUNCTION")))
+    func, args, kwargs = pickle.loads(base64.b64decode(os.environ.pop("HORARUN_FUNCTION")))
     result = func(*args, **kwargs)
-    text = base64.b64encode(cloudpickle.dumps(result)).decode("ascii")
+    data = cloudpickle.dumps(result)
+    results = os.environ.get("HORARUN_RESULTS")
+    if results:  # (use_mpi: a file, written whole before it has its name)
+        path = os.path.join(results, "%d.pkl" % _rank())
+        with open(path + ".part", "wb") as f:
+            f.write(data)
+        os.rename(path + ".part", path)
+        return
+    text = base64.b64encode(data).decode("ascii")
     parts = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
     rank = _rank()
     sys.stdout.flush()

@@ -44,6 +44,15 @@ def main():
     for r in range(3):
         assert "[%d]: rank %d trains" % (r, r) in shown.getvalue(), shown.getvalue()
     assert "HORA_RUN_RESULT" not in shown.getvalue()
+    # Under mpirun (horarun --mpi), whose forwarding splits long lines: the
+    # results through files.
+    import shutil
+    if shutil.which("mpirun"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            out = horovod.run(train, args=(1,), kwargs={"rows": 2000}, np=2, use_mpi=True)
+        assert [o["sum"] for o in out] == [3.0, 3.0], out
+        for r, o in enumerate(out):
+            np.testing.assert_array_equal(o["rows"], np.full((2000, 3), r, np.int64))
     # A closure over local data goes by value (cloudpickle).
     base = 7
     assert horovod.run(lambda: base * 2, np=2) == [14, 14]
