@@ -10,9 +10,25 @@ import sys
 
 from hora.run_func import RESULT_MARK
 
-# A line a write: under mpirun (horarun --mpi) output is tagged per read,
-# and a pipe passes writes of PIPE_BUF (4096) bytes whole.
+# Result lines of this many characters (horarun passes lines whole, up to
+# 64 KiB; under mpirun, use_mpi, the result goes to a file instead).
 _CHUNK = 3000
+
+
+class _LastCharacter:
+    """sys.stdout, noting the last character the function wrote to it."""
+
+    def __init__(self, stream):
+        self._stream = stream
+        self.last = None
+
+    def write(self, text):
+        if text:
+            self.last = text[-1]
+        return self._stream.write(text)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
 
 
 def _rank():
@@ -25,6 +41,8 @@ def _rank():
 def main():
     import cloudpickle
 
+    said = _LastCharacter(sys.stdout)
+    sys.stdout = said
     func, args, kwargs = pickle.loads(base64.b64decode(os.environ.pop("HORARUN_FUNCTION")))
     result = func(*args, **kwargs)
     data = cloudpickle.dumps(result)
@@ -39,6 +57,8 @@ def main():
     parts = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
     rank = _rank()
     sys.stdout.flush()
+    if said.last not in (None, "\n"):  # (a line of its own after what was printed)
+        os.write(1, b"\n")
     for i, part in enumerate(parts):
         os.write(1, ("%s %d %d/%d %s\n" % (RESULT_MARK, rank, i, len(parts), part)).encode())
 

@@ -3,11 +3,15 @@
 
 #include <dirent.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -19,6 +23,29 @@ int AvailableCores() {
   if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(CPU_COUNT(&set), 1);
   return std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);
 }
+
+namespace {
+
+// The CPUs this process's container may use (cgroup v2's effective cpuset,
+// as docker --cpuset-cpus sets it), else the host's online ones.
+long CpusOfThisContainer() {
+  std::ifstream f("/sys/fs/cgroup/cpuset.cpus.effective");
+  std::string list;
+  if (f && std::getline(f, list) && !list.empty()) {
+    long count = 0;
+    std::stringstream parts(list);
+    for (std::string part; std::getline(parts, part, ',');) {
+      const size_t dash = part.find('-');
+      const long first = std::atol(part.c_str());
+      const long last = dash == std::string::npos ? first : std::atol(part.c_str() + dash + 1);
+      if (last >= first) count += last - first + 1;
+    }
+    if (count > 0) return count;
+  }
+  return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+}  // namespace
 
 Result<bool> BindToCore(int local_rank, int local_size, std::string* note) {
   cpu_set_t set;
@@ -35,11 +62,11 @@ Result<bool> BindToCore(int local_rank, int local_size, std::string* note) {
     // A mask narrower than the host's CPUs was set already (the launcher
     // bound the rank, as mpirun does by default, or an earlier init):
     // kept, and not a failure to bind.
-    const long online = sysconf(_SC_NPROCESSORS_ONLN);
+    const long online = CpusOfThisContainer();
     if (online > 0 && static_cast<long>(cpus.size()) < online) {
       *note = "HORA_BIND_TO=core: left as it is: this process is bound to " +
-              std::to_string(cpus.size()) + " of the host's " + std::to_string(online) +
-              " CPUs already";
+              std::to_string(cpus.size()) + " of the " + std::to_string(online) +
+              " CPUs it could use already";
       return true;
     }
     *note = "HORA_BIND_TO=core: not binding: " + std::to_string(local_size) +

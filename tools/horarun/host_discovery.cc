@@ -164,11 +164,15 @@ Result<std::string> RunDiscoveryScript(const std::string& script, std::chrono::m
     }
   }
   close(out[0]);
-  if (err[0] >= 0) {  // (what it wrote to stderr before its stdout ended)
+  if (err[0] >= 0) {  // (what it wrote to stderr before its stdout ended: 64 KiB at most)
     pollfd p{err[0], POLLIN, 0};
     char buf[4096];
-    for (ssize_t got; poll(&p, 1, 0) > 0 && (got = read(err[0], buf, sizeof buf)) > 0;) {
+    size_t drained = 0;
+    for (ssize_t got; drained < (size_t{64} << 10) && poll(&p, 1, 0) > 0 &&
+                      (got = read(err[0], buf, sizeof buf)) > 0;) {
+      drained += static_cast<size_t>(got);
       said.append(buf, static_cast<size_t>(got));
+      if (said.size() > 4096) said.erase(0, said.size() - 4096);
     }
     close(err[0]);
   }
