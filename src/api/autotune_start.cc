@@ -40,6 +40,7 @@ std::unique_ptr<Autotuner> StartAutotuner(const Config& config, Comm& data, bool
       static_cast<int>(std::min<uint64_t>(config.autotune_warmup_samples, 1 << 20));
   options.steps_per_sample =
       static_cast<int>(std::clamp<uint64_t>(config.autotune_steps_per_sample, 1, 1 << 20));
+  options.no_step_warn_after = SecondsToDuration(config.autotune_no_step_warn_s);
   return std::make_unique<Autotuner>(options, start, std::move(space), std::move(log_line));
 }
 

@@ -69,11 +69,13 @@ struct Config {
   uint64_t output_pool_bytes;      // idle host memory kept for out-of-place outputs
   uint64_t gradient_bucket_bytes;  // hora.torch's DistributedOptimizer (Python only)
   // Autotuning (engine/autotuner.h): on (nonzero) or off, its CSV log ("":
-  // none), samples left out first, steps a sample.
+  // none), samples left out first, steps a sample, seconds before it
+  // warns that it found no step (0: never).
   uint64_t autotune;
   std::string autotune_log;
   uint64_t autotune_warmup_samples;
   uint64_t autotune_steps_per_sample;
+  double autotune_no_step_warn_s;
   double stall_warning_s;
   double stall_shutdown_s;
   std::string disable_group_fusion;  // "1": groups fuse only with themselves

@@ -187,6 +187,13 @@ const std::vector<SettingRow>& Rows() {
                 "Autotuning: training steps a sample scores (a step ends each time the first "
                 "tensor's name comes again)"},
        .as_bytes = &Config::autotune_steps_per_sample},
+      {.spec = {"HORA_AUTOTUNE_NO_STEP_WARN_S", SettingType::kDouble, "60",
+                "Autotuning: the first rank warns once that nothing is tuned when no step was "
+                "found (no tensor name came again) this many seconds and 10000 collectives "
+                "after the first finished (0: never)"},
+       .as_double = &Config::autotune_no_step_warn_s,
+       .zero_ok = true,
+       .max = kMaxSeconds},
       {.spec =
            {"HORA_STALL_WARNING_S", SettingType::kDouble, "60",
             "A collective that some ranks submitted and others not is reported after this long, "

@@ -121,12 +121,17 @@ void Autotuner::Log(const char* phase, const Tunables& t, double seconds, uint64
             nums);
 }
 
-Autotuner::NoStep Autotuner::NoStepFound(bool named) {
+Autotuner::NoStep Autotuner::NoStepFound(bool named, TimePoint now) {
   constexpr uint64_t kFinishedToWarn = 10000;
-  if (no_step_said_ || !mark_.empty() || phase_ == Phase::kDone) return NoStep::kNotYet;
-  ++finished_;
+  if (no_step_said_ || !mark_.empty() || phase_ == Phase::kDone ||
+      options_.no_step_warn_after == Duration::zero()) {
+    return NoStep::kNotYet;
+  }
+  if (finished_++ == 0) first_finished_ = now;
   if (!named) ++unnamed_;
-  if (finished_ < kFinishedToWarn) return NoStep::kNotYet;
+  if (finished_ < kFinishedToWarn || now - first_finished_ < options_.no_step_warn_after) {
+    return NoStep::kNotYet;
+  }
   no_step_said_ = true;
   return 2 * unnamed_ >= finished_ ? NoStep::kUnnamed : NoStep::kNamesNew;
 }

@@ -47,6 +47,8 @@ namespace hora {
 struct AutotuneOptions {
   int warmup_samples = 3;
   int steps_per_sample = 10;
+  // NoStepFound's time from the first tensor to finish (zero: never warn).
+  Duration no_step_warn_after = std::chrono::seconds(60);
 };
 
 // The values each tunable may take (the starting value among them); a
@@ -83,11 +85,15 @@ class Autotuner {
   // its tensors are unnamed (an unnamed one's generated name is new each
   // call), or their names are new each step (a step number in the name).
   enum class NoStep { kNotYet, kUnnamed, kNamesNew };
-  // A tensor finished, `named` or not: once, at the 10,000th tensor to
-  // finish while no step has been found, why (the most of them unnamed or
-  // not); kNotYet otherwise. (Start-up broadcasts, one per parameter, are
-  // far fewer: the first step's mark is found after them.)
-  NoStep NoStepFound(bool named);
+  // A tensor finished at `now`, `named` or not: once, when no step has
+  // been found by the 10,000th tensor to finish and no_step_warn_after
+  // since the first, why (the most of them unnamed or not); kNotYet
+  // otherwise. (Both, as a model's start-up broadcasts and first step may
+  // be more than 10,000 tensors, each name new, before a name comes again.)
+  NoStep NoStepFound(bool named, TimePoint now);
+  // NoStepFound's count of tensors finished, and the seconds since the first.
+  uint64_t no_step_count() const { return finished_; }
+  double no_step_seconds(TimePoint now) const { return DurationToSeconds(now - first_finished_); }
 
   bool done() const { return phase_ == Phase::kDone; }
   const Tunables& best() const { return best_; }
@@ -113,6 +119,7 @@ class Autotuner {
   Phase phase_ = Phase::kWarmup;
   uint64_t finished_ = 0;  // NoStepFound's counts
   uint64_t unnamed_ = 0;
+  TimePoint first_finished_{};
   bool no_step_said_ = false;
   Tunables trying_;  // in force
   Tunables best_;

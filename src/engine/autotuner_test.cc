@@ -227,6 +227,55 @@ TEST(Autotuner, AJobWhoseNamesNeverComeAgainIsNeverScored) {
   EXPECT_FALSE(tuner.done());
 }
 
+// The warning that no step was found waits for both 10,000 tensors and the
+// time since the first: a model whose start-up broadcasts and first step
+// are 12,000 new names, in 30 s, is not warned about, and its steps are
+// found; names new for 10,000 tensors and 60 s are, once, by their kind.
+TEST(Autotuner, SaysNoStepWasFoundAfterTenThousandTensorsAndTheTime) {
+  using NoStep = Autotuner::NoStep;
+  const AutotuneOptions o{.warmup_samples = 0, .steps_per_sample = 1};
+  {
+    Autotuner tuner(o, Start(), TuningSpace::Around(Start(), false, false), nullptr);
+    TimePoint now{};
+    for (int step = 0; step < 2; ++step) {
+      for (int i = 0; i < 12000; ++i) {
+        now += std::chrono::microseconds(1250);
+        EXPECT_EQ(tuner.NoStepFound(true, now), NoStep::kNotYet) << step << " " << i;
+        tuner.Finished("p" + std::to_string(i), 4, now);
+      }
+    }
+  }
+  for (const bool named : {true, false}) {
+    Autotuner tuner(o, Start(), TuningSpace::Around(Start(), false, false), nullptr);
+    TimePoint now{};
+    int said_at = -1;
+    for (int i = 0; i < 40000; ++i) {
+      now += std::chrono::milliseconds(2);  // 60 s after the first at the 30,001st
+      const NoStep why = tuner.NoStepFound(named, now);
+      if (why == NoStep::kNotYet) continue;
+      EXPECT_EQ(said_at, -1) << "said twice";
+      EXPECT_EQ(why, named ? NoStep::kNamesNew : NoStep::kUnnamed);
+      said_at = i;
+    }
+    EXPECT_EQ(said_at, 30000) << named;
+  }
+  {
+    // Fast tensors: the count decides; zero seconds: never said.
+    Autotuner fast(o, Start(), TuningSpace::Around(Start(), false, false), nullptr);
+    AutotuneOptions never = o;
+    never.no_step_warn_after = Duration::zero();
+    Autotuner silent(never, Start(), TuningSpace::Around(Start(), false, false), nullptr);
+    TimePoint now{};
+    int said_at = -1;
+    for (int i = 0; i < 20000; ++i) {
+      now += std::chrono::seconds(1);
+      if (fast.NoStepFound(false, now) != NoStep::kNotYet && said_at < 0) said_at = i;
+      EXPECT_EQ(silent.NoStepFound(false, now), NoStep::kNotYet);
+    }
+    EXPECT_EQ(said_at, 10000 - 1);
+  }
+}
+
 TEST(Autotuner, ASpaceOfOneValueEachEndsAtOnceOnTheStart) {
   TuningSpace one;
   one.fusion_threshold_bytes = {Start().fusion_threshold_bytes};
