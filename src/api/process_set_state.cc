@@ -37,6 +37,10 @@ ProcessSetState::ProcessSetState(int id_, std::vector<int> ranks_, int slot_, Tr
                                      windows ? windows->Window(1) : nullptr);
   control_comm = std::make_unique<Comm>(*t, waits, config.ring_segment_bytes, context + 2,
                                         windows ? windows->Window(2) : nullptr);
+  if (view != nullptr) {  // (errors name the set's ranks as the job does)
+    data_comm->SetRankNumbers(ranks);
+    control_comm->SetRankNumbers(ranks);
+  }
   data_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
   control_comm->SetBlocksAtOnce(BlocksAtOnceOf(config));
   backend = CreateHoraBackend(*data_comm, std::move(selector), HierarchyOf(config),

@@ -248,11 +248,20 @@ TEST(ProcessSets, BadCallsFailClearlyOnEveryRank) {
     } else {
       HORA_RETURN_IF_ERROR(expect_error(s.BroadcastAsync("b", t, 1, id).Wait(kWait),
                                         "root rank 1 is not in process set"));
-      // A shape mismatch inside the set names the set; the set goes on.
+      // A shape mismatch inside the set names the set, and its ranks and
+      // roots as the job numbers them (not their places in the set: rank 2
+      // is the set's second); the set goes on.
       std::vector<float> w(static_cast<size_t>(rank + 1), 1.0f);
       const TensorView wv = TensorView::Flat(w.data(), DataType::kFloat32, w.size());
-      HORA_RETURN_IF_ERROR(expect_error(s.AllreduceAsync("w", wv, wv, {}, id).Wait(kWait),
-                                        "process set " + std::to_string(id) + " (ranks 0, 2)"));
+      const std::string set = "process set " + std::to_string(id) + " (ranks 0, 2): rank " +
+                              std::to_string(rank) + ": ";
+      HORA_RETURN_IF_ERROR(expect_error(
+          s.AllreduceAsync("w", wv, wv, {ReduceOp::kSum}, id).Wait(kWait),
+          set + "allreduce 'w': ranks disagree: rank 0 float32[1] sum; rank 2 float32[3] sum"));
+      HORA_RETURN_IF_ERROR(expect_error(
+          s.BroadcastAsync("b", t, rank, id).Wait(kWait),
+          set +
+              "broadcast 'b': ranks disagree: rank 0 float32[1] root 0; rank 2 float32[1] root 2"));
       HORA_RETURN_IF_ERROR(s.AllreduceAsync("v", t, t, {ReduceOp::kSum}, id).Wait(kWait));
       HORA_RETURN_IF_ERROR(Expect(v == 2.0f, "sum over {0, 2}: " + std::to_string(v)));
     }

@@ -69,12 +69,17 @@ Result<std::unique_ptr<HostTierComms>> HostTierComms::Find(Comm& comm, const Sel
   t->host_view_ = std::make_unique<SubsetTransport>(comm.transport(), local);
   t->host_ = std::make_unique<Comm>(*t->host_view_, comm.waits(), comm.segment_bytes(), context,
                                     with_window ? host->Window(kHostTierWindow) : nullptr);
-  t->host_->SetRankNumbers(local);
+  // (Named as `comm` names them.)
+  const auto numbered = [&comm](std::vector<int> ranks) {
+    for (int& r : ranks) r = comm.Number(r);
+    return ranks;
+  };
+  t->host_->SetRankNumbers(numbered(local));
   t->host_->SetBlocksAtOnce(comm.blocks_at_once());
   t->across_view_ = std::make_unique<SubsetTransport>(comm.transport(), across);
   t->across_ =
       std::make_unique<Comm>(*t->across_view_, comm.waits(), comm.segment_bytes(), context);
-  t->across_->SetRankNumbers(across);
+  t->across_->SetRankNumbers(numbered(across));
   t->across_->SetBlocksAtOnce(comm.blocks_at_once());
   t->tiers_ = HostTiers{t->host_.get(), t->across_.get(), selector, n};
   return t;

@@ -73,7 +73,7 @@ void Coordinator::Add(int rank, const std::vector<RequestMeta>& requests, TimePo
     }
     auto& slot = e.by_rank[static_cast<size_t>(rank)];
     if (slot) {
-      e.duplicate = "rank " + std::to_string(rank) + " submitted it twice";
+      e.duplicate = "rank " + std::to_string(JobRank(rank)) + " submitted it twice";
       continue;
     }
     slot = m;
@@ -110,8 +110,8 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
   }
   const char* op = OpTypeName(r.params.op);
   if (!joined.empty() && r.params.op != OpType::kAllreduce) {
-    r.error = std::string(op) + " '" + name + "': rank" + (joined.size() > 1 ? "s " : " ") +
-              RankList(joined) + (joined.size() > 1 ? " have" : " has") +
+    r.error = std::string(op) + " '" + name + "': " + Ranks(joined) +
+              (joined.size() > 1 ? " have" : " has") +
               " joined (out of data); only allreduce runs while ranks are joined";
     return r;
   }
@@ -128,7 +128,7 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
     for (int p = 0; p < size_ && r.error.empty(); ++p) {
       const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
       if (m.splits.size() != static_cast<size_t>(size_)) {
-        r.error = std::string(op) + " '" + name + "': rank " + std::to_string(p) + " gave " +
+        r.error = std::string(op) + " '" + name + "': " + Ranks({p}) + " gave " +
                   std::to_string(m.splits.size()) + " splits for " + std::to_string(size_) +
                   " ranks";
       }
@@ -144,13 +144,13 @@ Response Coordinator::Decide(const std::string& name, Entry& e) const {
     r.error = std::string(op) + " '" + name + "': ranks disagree:";
     for (int p = 0; p < size_; ++p) {
       if (!e.by_rank[static_cast<size_t>(p)]) {
-        r.error += " rank " + std::to_string(p) + " joined" + (p + 1 < size_ ? ";" : "");
+        r.error += " " + Ranks({p}) + " joined" + (p + 1 < size_ ? ";" : "");
         continue;
       }
       const RequestMeta& m = *e.by_rank[static_cast<size_t>(p)];
-      r.error += std::string(" rank ") + std::to_string(p) + " " +
+      r.error += " " + Ranks({p}) + " " +
                  (m.op == r.params.op ? "" : std::string(OpTypeName(m.op)) + " ") +
-                 m.DescribeParams() + (mixed && m.device == DeviceType::kCPU ? " on cpu" : "") +
+                 DescribeParams(m) + (mixed && m.device == DeviceType::kCPU ? " on cpu" : "") +
                  (p + 1 < size_ ? ";" : "");
     }
   }
@@ -197,6 +197,19 @@ std::string Coordinator::WaitingElsewhere(const std::vector<int>& missing) const
   return out;
 }
 
+int Coordinator::JobRank(int p) const {
+  return job_ranks_.empty() ? p : job_ranks_[static_cast<size_t>(p)];
+}
+
+std::string Coordinator::DescribeParams(const RequestMeta& m) const {
+  if (job_ranks_.empty() || m.op != OpType::kBroadcast || m.root < 0 || m.root >= size_) {
+    return m.DescribeParams();
+  }
+  RequestMeta named = m;
+  named.root = JobRank(m.root);
+  return named.DescribeParams();
+}
+
 std::string Coordinator::Ranks(const std::vector<int>& ranks) const {
   std::vector<int> named = ranks;
   if (!job_ranks_.empty()) {
@@ -229,7 +242,7 @@ void Coordinator::TakeResponses(TimePoint now, std::vector<Response>* responses)
     Response r;
     r.params = std::move(j);
     if (joined_[static_cast<size_t>(who)]) {
-      r.error = "join: rank " + std::to_string(who) + " joined twice";
+      r.error = "join: " + Ranks({who}) + " joined twice";
       out.push_back(std::move(r));
       continue;
     }

@@ -81,6 +81,10 @@ class Coordinator {
   std::string WaitingElsewhere(const std::vector<int>& missing) const;
   // "rank 2" / "ranks 0, 2": `ranks` as the job numbers them.
   std::string Ranks(const std::vector<int>& ranks) const;
+  // Rank p of the set as the job numbers it, and a request's parameters
+  // with a broadcast's root so named.
+  int JobRank(int p) const;
+  std::string DescribeParams(const RequestMeta& m) const;
   // Submitted by every rank, counting ranks that have joined.
   bool Complete(const Entry& e) const;
   // An allreduce: what runs while ranks have joined.

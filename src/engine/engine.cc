@@ -44,6 +44,7 @@ Engine::Engine(const Config& config, ControlPlane& control, CollectiveBackend& d
       logger_(logger),
       label_(label),
       rank_(control.rank()),
+      job_rank_(job_ranks.empty() ? rank_ : job_ranks.at(static_cast<size_t>(rank_))),
       size_(control.size()),
       spin_(SecondsToDuration(config.wait_spin_us * 1e-6)),
       // The engine's own poll never outlasts a cycle: it must not keep the
@@ -94,10 +95,10 @@ std::vector<Handle> Engine::SubmitGroup(std::vector<Submission> members) {
 }
 
 Status Engine::Queue(std::span<Submission> members, Handle* handles) {
-  for (const Submission& s : members) HORA_RETURN_IF_ERROR(CheckNames(rank_, s));
+  for (const Submission& s : members) HORA_RETURN_IF_ERROR(CheckNames(job_rank_, s));
   auto in_flight = [&](const Submission& s) {
     const RequestMeta& m = s.meta;
-    return InvalidArgument("rank " + std::to_string(rank_) + ": " +
+    return InvalidArgument("rank " + std::to_string(job_rank_) + ": " +
                            (m.group.empty()
                                 ? std::string(OpTypeName(m.op)) + " '" + s.name() +
                                       "': a tensor of that name is already in flight on this rank "
@@ -218,7 +219,7 @@ bool Engine::Cycle(const std::vector<TensorRecord*>& fresh, bool stopping) {
       why = stop_reason_;
       stopped_by_peer_ = !stopping;
     }
-    FailAll(AbortedError("rank " + std::to_string(rank_) + ": the engine stopped: " +
+    FailAll(AbortedError("rank " + std::to_string(job_rank_) + ": the engine stopped: " +
                          (why.empty() ? who + " (shutdown(), or the end of its process)" : why)));
     return false;
   }

@@ -163,6 +163,7 @@ class Engine final : public Driver {
   const Logger logger_;
   const std::string label_;
   const int rank_;
+  const int job_rank_;  // rank_ as the job numbers it (a process set's engine), for messages
   const int size_;
   // How long a waiter spins on its handle before it sleeps, and the engine
   // on an empty queue right after it moved work (Config::wait_spin_us).

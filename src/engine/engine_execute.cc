@@ -71,7 +71,7 @@ void Engine::Execute(const CycleOutcome& outcome) {
     }
     if (!r.error.empty()) {
       const RequestMeta& m = mine[i]->meta;
-      const std::string what = "rank " + std::to_string(rank_) + ": " + r.error;
+      const std::string what = "rank " + std::to_string(job_rank_) + ": " + r.error;
       // (A call this rank refused fails with its own error, as it would have
       // alone; the others' with the refusal, which names its rank.)
       const bool timed_out = r.error.rfind("stalled", 0) == 0 || r.error.rfind("timed out", 0) == 0;

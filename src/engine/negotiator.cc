@@ -41,6 +41,7 @@ Negotiator::Negotiator(const Config& config, ControlPlane& control, const Logger
       label_(std::move(label)),
       rank_(control.rank()),
       size_(control.size()),
+      job_ranks_(std::move(job_ranks)),
       find_taken_(std::move(find_taken)),
       // A cached tensor goes to the coordinator, which alone knows which
       // ranks lack it, half the first stall event after it came (its
@@ -59,7 +60,7 @@ Negotiator::Negotiator(const Config& config, ControlPlane& control, const Logger
     coordinator_.emplace(size_, SecondsToDuration(config.stall_warning_s),
                          SecondsToDuration(config.stall_shutdown_s),
                          SecondsToDuration(config.timeout_s));
-    coordinator_->NameRanks(std::move(job_ranks));
+    coordinator_->NameRanks(job_ranks_);
   }
   // The control plane's waits are this negotiation: a report or a timeout
   // names the tensors it negotiates (read on the cycle's thread).
@@ -326,7 +327,9 @@ std::string Negotiator::StoppingRanks(bool stopping) {
   if (!control_.And(bits).ok()) return "a rank shut its Session down";
   std::vector<int> who;
   for (int r = 0; r < size_; ++r) {
-    if ((bits[static_cast<size_t>(r) / 64] >> (r % 64) & 1) == 0) who.push_back(r);
+    if ((bits[static_cast<size_t>(r) / 64] >> (r % 64) & 1) == 0) {
+      who.push_back(job_ranks_.empty() ? r : job_ranks_[static_cast<size_t>(r)]);
+    }
   }
   std::string list;
   for (size_t i = 0; i < who.size(); ++i) list += (i ? ", " : "") + std::to_string(who[i]);

@@ -192,6 +192,7 @@ class Negotiator {
   const std::string label_;
   const int rank_;
   const int size_;
+  const std::vector<int> job_ranks_;  // the set's ranks as the job numbers them (empty: the job)
   const FindTaken find_taken_;
   // A cached tensor that waited this long goes to the coordinator (zero:
   // never): only the coordinator can tell which ranks lack it.

@@ -33,7 +33,10 @@ Status Negotiator::SlowPath(NegotiationCounts* counts) {
       const auto& raw = gathered[static_cast<size_t>(p)];
       Status decoded = DecodeRequests(raw.data(), raw.size(), &s.peer, &s.peer_waited);
       if (!decoded.ok()) {
-        return decoded.WithContext("rank 0: engine coordinator: from rank " + std::to_string(p));
+        const auto job = [&](int r) {
+          return std::to_string(job_ranks_.empty() ? r : job_ranks_[static_cast<size_t>(r)]);
+        };
+        return decoded.WithContext("rank " + job(0) + ": engine coordinator: from rank " + job(p));
       }
       coordinator_->Add(p, s.peer, now, &s.peer_waited);
       if (p != 0) bytes += raw.size() + 8;
