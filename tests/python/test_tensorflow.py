@@ -494,10 +494,13 @@ def test_horovods_tf1_names():
     ps = htf.add_process_set([0])
     try:
         assert int(htf.process_set_included_op(ps.process_set_id)) == int(r == 0)
+        assert int(htf.process_set_included_op(ps)) == int(r == 0)  # (the object: its id)
     finally:
         htf.remove_process_set(ps)
     with pytest.raises(htf.InvalidArgumentError, match="no process set 99"):
         htf.process_set_included_op(99)
+    with pytest.raises(htf.InvalidArgumentError, match="never added"):
+        htf.process_set_included_op(htf.ProcessSet([0]))
     assert htf.start_timeline is basics.start_timeline and htf.is_homogeneous() in (True, False)
 
 

@@ -462,8 +462,15 @@ def _known_set(process_set_id, what):
 def process_set_included_op(process_set_id=0, name=None):
     """1 where this rank is in process set ``process_set_id``, else 0, as a
     scalar int32 tensor (Horovod's op; in a graph, as it runs); an unknown
-    set is an InvalidArgumentError naming it."""
+    set is an InvalidArgumentError naming it. A ProcessSet object is taken
+    as its id."""
     del name
+    if isinstance(process_set_id, ProcessSet):
+        if process_set_id.process_set_id is None:
+            raise basics.InvalidArgumentError(
+                "process_set_included_op: %r was never added (hvd.add_process_set, or "
+                "hvd.init(process_sets=...))" % (process_set_id,))
+        process_set_id = process_set_id.process_set_id
     _known_set(process_set_id, "process_set_included_op")
 
     def included():

@@ -23,7 +23,9 @@ Contract:
   backward passes (summed, as torch accumulates them); the allreduce starts
   after the k-th. A (k+1)-th backward before ``step()`` raises AssertionError.
 * ``op``: Average (default), Sum, or Adasum (:mod:`hora.torch.optimizer_adasum`:
-  the wrapped optimizer's local updates combined by Adasum, as Horovod's).
+  the wrapped optimizer's local updates combined by Adasum, as Horovod's;
+  on the global process set only, as Horovod's: with ``process_set`` it
+  raises NotImplementedError).
   ``gradient_predivide_factor=f`` (Average only): gradients are multiplied by
   1/f before the sum and by f/size() after it.
 * ``compression``: ``Compression.none``, ``.fp16`` or ``.bf16`` on the wire.
