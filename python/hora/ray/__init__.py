@@ -17,28 +17,36 @@
     executor.shutdown()
 
 Each worker is a Ray actor (``cpus_per_worker`` CPUs, ``gpus_per_worker``
-GPUs when ``use_gpu``). ``start()`` places them (``num_workers``, or
-``num_hosts`` x ``num_workers_per_host``), numbers them host by host, and
-gives each the variables a launcher gives a rank (``HORA_RANK``,
-``HORA_SIZE``, the local and cross layout, each also as horovodrun's
-``HOROVOD_*``, the rendezvous address on rank 0's node with a port free
-there, and a fresh job secret), so that ``init()`` inside the function
-finds the others. ``run`` calls a function on every
-worker; ``execute`` calls it with the worker's executable (``start(
-executable_cls=...)``); ``run_remote`` returns Ray's object refs;
-``execute_single`` runs on rank 0 only. A worker's failure raises Ray's
-error from ``run``: an exception in a worker's function shuts Hora down in
-that worker, so that the others fail at once naming its rank where they
-wait for it, and ``run`` and ``execute`` then shut it down in every worker
-before raising that worker's error (not the others' reports that it went),
-so that the next function's ``init()`` starts a new job (``run_remote``'s
-caller does that itself). A worker that died (Ray's
-``RayActorError``: killed, out of memory) ends the others at once too, which
-would wait for it (in ``init()`` or a collective) until their timeouts:
-``start()`` makes new ones. ``shutdown()`` ends Hora in every worker, then
-the actors. With ``use_gpu`` each
-actor sees the GPUs Ray gives it (``CUDA_VISIBLE_DEVICES``): pick device 0
-there, not ``local_rank()``.
+GPUs when ``use_gpu``), placed in the current placement group when there is
+one (a Ray Tune trial's; ``use_current_placement_group=False``: not).
+``start()`` places them (``num_workers``, or ``num_hosts`` x
+``num_workers_per_host``), numbers them host by host, and gives each the
+variables a launcher gives a rank (``HORA_RANK``, ``HORA_SIZE``, the local
+and cross layout, each also as horovodrun's ``HOROVOD_*``, the rendezvous
+address on rank 0's node with a port free there, and a fresh job secret),
+so that ``init()`` inside the function finds the others. ``run`` calls a
+function on every worker; ``execute`` calls it with the worker's executable
+(``start(executable_cls=...)``); ``run_remote`` returns Ray's object refs;
+``execute_single`` runs on rank 0 only. ``callbacks`` are taken and not
+called, as by Horovod's RayExecutor outside elastic mode (a warning says
+so).
+
+A worker's failure raises Ray's error from ``run``, with a note naming its
+rank (printed under the traceback): an exception in a worker's function
+shuts Hora down in that worker, so that the others fail at once naming its
+rank where they wait for it, and ``run`` and ``execute`` then shut it down
+in every worker before raising that worker's error (not the others' reports
+that it went), so that the next function's ``init()`` starts a new job
+(``run_remote``'s caller does that itself). An exception raised before the
+worker's ``init()`` cannot reach the others waiting for it in theirs: the
+workers still busy 2 s later are ended and new ones started (as
+``start()`` did, executables made anew), and the note says so. A worker
+that died (Ray's ``RayActorError``: killed, out of memory) ends the others
+at once too, which would wait for it (in ``init()`` or a collective) until
+their timeouts: ``start()`` makes new ones. ``shutdown()`` ends Hora in
+every worker, then the actors. With ``use_gpu`` each actor sees the GPUs
+Ray gives it (``CUDA_VISIBLE_DEVICES``; Horovod's shows each every GPU of
+its node): pick device 0 there, not ``local_rank()``.
 
 Elastic training under Ray (Horovod's ``ElasticRayExecutor``, or
 ``RayExecutor`` with ``min_workers``/``max_workers``) is not supported:
@@ -46,10 +54,20 @@ those are refused with a NotImplementedError saying so; elastic jobs run
 under ``horarun`` (docs/guide/elastic.md).
 """
 
-import re
+import numbers
 import secrets
-import socket
+import warnings
 from dataclasses import dataclass
+
+from hora.ray.failures import add_note, raised_before_init, root_cause
+from hora.ray.worker import Worker as _Worker
+
+
+def _seconds(value, what):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+        raise ValueError("RayExecutor: %s must be a number of seconds above 0, got %r"
+                         % (what, value))
+    return value
 
 
 @dataclass
@@ -60,99 +78,6 @@ class Settings:
 
     timeout_s: int = 120
     placement_group_timeout_s: int = 100
-
-
-class _Worker:
-    """One rank: an actor process that runs what it is given."""
-
-    def __init__(self):
-        self.executable = None
-
-    def node_ip(self):
-        import ray
-
-        return ray.util.get_node_ip_address()
-
-    def free_port(self):
-        with socket.socket() as s:
-            s.bind(("", 0))
-            return s.getsockname()[1]
-
-    def set_env(self, env):
-        import os
-
-        os.environ.update(env)
-
-    def start_executable(self, cls, args, kwargs):
-        self.executable = cls(*(args or ()), **(kwargs or {}))
-
-    def run(self, fn, args, kwargs):
-        return self._call(fn, *(args or ()), **(kwargs or {}))
-
-    def execute(self, fn):
-        return self._call(fn, self.executable)
-
-    def end_session(self):
-        from hora.common import basics
-
-        basics.shutdown()
-
-    @staticmethod
-    def _call(fn, *args, **kwargs):
-        # An exception ends this rank's part: Ray keeps the actor (and its
-        # Session) alive, so Hora is shut down here, as an uncaught exception
-        # does in a process, and the other ranks fail at once naming this
-        # one instead of waiting for it in their next collective. (The next
-        # function's init() starts a new Session.)
-        try:
-            return fn(*args, **kwargs)
-        except BaseException as e:
-            from hora.common import basics
-
-            basics.report_failure(type(e), e)
-            basics.shutdown()
-            raise
-
-
-def _root_cause(refs):
-    """The first failure (in rank order) of a worker that died or failed on
-    its own, not because another did (a Hora error naming a lost or
-    shut-down peer); None when none has finished so."""
-    import ray
-
-    ready, _ = ray.wait(list(refs), num_returns=len(refs), timeout=0)
-    ready = set(ready)
-    for ref in refs:
-        if ref not in ready:
-            continue
-        try:
-            ray.get(ref)
-        except ray.exceptions.RayActorError as e:
-            return e
-        except ray.exceptions.RayTaskError as e:
-            if not _peer_caused(e):
-                return e
-        except Exception:
-            continue
-    return None
-
-
-# Hora's errors for a peer that went, as Python prints them (their
-# messages begin with the rank that raised them); a framework that re-raises
-# them as its own (JAX inside jit: JaxRuntimeError; TensorFlow graphs:
-# UnknownError) keeps this text.
-_PEER_ERROR = re.compile(r"\b(UnavailableError|AbortedError): rank \d+")
-
-
-def _peer_caused(err):
-    """Whether the worker's error `err` (Ray's wrapper) is a Hora error a
-    peer's loss or end caused."""
-    cause = getattr(err, "cause", None)
-    if type(cause).__name__ in ("UnavailableError", "AbortedError") and \
-            type(cause).__module__.startswith("hora"):
-        return True
-    text = str(cause) if cause is not None else str(err)
-    return _PEER_ERROR.search(text) is not None
 
 
 _NO_ELASTIC = ("%s: elastic training under Ray is not supported by Hora; run an elastic job "
@@ -175,16 +100,26 @@ class RayExecutor:
     """Starts ``num_workers`` Hora workers as Ray actors and runs functions on them."""
 
     @classmethod
-    def create_settings(cls, timeout_s=120, placement_group_timeout_s=100, **unused):
-        """Horovod's factory; settings Hora has no use for are accepted and ignored."""
-        del unused
-        return Settings(timeout_s=timeout_s, placement_group_timeout_s=placement_group_timeout_s)
+    def create_settings(cls, timeout_s=120, ssh_identity_file=None, ssh_str=None,
+                        placement_group_timeout_s=100, nics=None):
+        """Horovod's factory: ``timeout_s`` and ``placement_group_timeout_s``
+        (seconds above 0); Horovod's ssh and NIC settings have no use here
+        (Ray reaches the nodes, Hora picks its interfaces) and are ignored."""
+        del ssh_identity_file, ssh_str, nics
+        return Settings(timeout_s=_seconds(timeout_s, "timeout_s"),
+                        placement_group_timeout_s=_seconds(placement_group_timeout_s,
+                                                           "placement_group_timeout_s"))
 
     def __init__(self, settings=None, num_workers=None, num_hosts=None,
                  num_workers_per_host=1, cpus_per_worker=1, use_gpu=False, gpus_per_worker=None,
-                 **unused):
-        elastic = sorted(k for k in ("min_workers", "max_workers", "reset_limit",
-                                     "cooldown_range") if unused.get(k) is not None)
+                 use_current_placement_group=True, min_workers=None, max_workers=None,
+                 reset_limit=None, cooldown_range=None, elastic_timeout=1200,
+                 override_discovery=True):
+        del elastic_timeout, override_discovery  # (elastic only, as in Horovod)
+        elastic = sorted(k for k, v in (("min_workers", min_workers),
+                                        ("max_workers", max_workers),
+                                        ("reset_limit", reset_limit),
+                                        ("cooldown_range", cooldown_range)) if v is not None)
         if elastic:
             raise NotImplementedError(_NO_ELASTIC % ("RayExecutor(%s=...)" % "=..., ".join(elastic)))
         if num_workers is None and num_hosts is None:
@@ -192,24 +127,52 @@ class RayExecutor:
                              "num_workers_per_host)")
         if num_workers is not None and num_hosts is not None:
             raise ValueError("RayExecutor: num_workers and num_hosts exclude each other")
+        if num_hosts is not None and num_workers_per_host is None:
+            num_workers_per_host = 1  # (older Horovod's default)
+        for name, value in (("num_workers", num_workers), ("num_hosts", num_hosts),
+                            ("num_workers_per_host", num_workers_per_host)):
+            if value is not None and (isinstance(value, bool) or
+                                      not isinstance(value, numbers.Integral) or value < 1):
+                raise ValueError("RayExecutor: %s must be a whole number of at least 1, got %r"
+                                 % (name, value))
+        if isinstance(cpus_per_worker, bool) or not isinstance(cpus_per_worker, numbers.Real) \
+                or cpus_per_worker < 0:
+            raise ValueError("RayExecutor: cpus_per_worker must be a number of CPUs of at "
+                             "least 0, got %r" % (cpus_per_worker,))
+        if gpus_per_worker and not use_gpu:
+            raise ValueError("RayExecutor: gpus_per_worker=%r needs use_gpu=True"
+                             % (gpus_per_worker,))
+        if use_gpu and gpus_per_worker is not None and not gpus_per_worker >= 1:
+            raise ValueError("RayExecutor: gpus_per_worker must be at least 1 with use_gpu, "
+                             "got %r" % (gpus_per_worker,))
         self.settings = settings or Settings()
-        self.num_workers = num_workers if num_workers is not None else \
-            num_hosts * num_workers_per_host
-        if self.num_workers < 1:
-            raise ValueError("RayExecutor: %d workers; at least 1 is needed" % self.num_workers)
+        _seconds(self.settings.timeout_s, "settings.timeout_s")
+        _seconds(self.settings.placement_group_timeout_s, "settings.placement_group_timeout_s")
+        self.num_workers = int(num_workers if num_workers is not None else
+                               num_hosts * num_workers_per_host)
         self.num_hosts = num_hosts
         self.num_workers_per_host = num_workers_per_host
         self.cpus_per_worker = cpus_per_worker
         self.gpus_per_worker = (gpus_per_worker or 1) if use_gpu else 0
+        self.use_current_placement_group = use_current_placement_group
         self.workers = []
+        self._ips = []
+        self._start_args = None
         self._placement_group = None
 
     def _placement(self):
-        """Ray's placement for one host's workers together (num_hosts), or none."""
+        """Ray's placement of each worker: in the current placement group
+        (a Ray Tune trial's) if there is one and use_current_placement_group,
+        else one host's workers together (num_hosts), else none."""
         import ray
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        current = ray.util.get_current_placement_group() \
+            if self.use_current_placement_group else None
+        if current is not None:
+            return [{"scheduling_strategy": PlacementGroupSchedulingStrategy(current)}
+                    for _ in range(self.num_workers)]
         if self.num_hosts is None:
             return [{} for _ in range(self.num_workers)]
         bundle = {"CPU": self.cpus_per_worker * self.num_workers_per_host}
@@ -224,7 +187,7 @@ class RayExecutor:
             ray.util.remove_placement_group(self._placement_group)
             self._placement_group = None
             raise TimeoutError("RayExecutor.start: Ray could not place %d hosts of %s within "
-                               "%d s" % (self.num_hosts, bundle,
+                               "%s s" % (self.num_hosts, bundle,
                                          self.settings.placement_group_timeout_s))
         return [{"scheduling_strategy": PlacementGroupSchedulingStrategy(
             self._placement_group, placement_group_bundle_index=i // self.num_workers_per_host)}
@@ -235,6 +198,9 @@ class RayExecutor:
         """Starts the workers and gives each its rank's variables (see the module)."""
         import ray
 
+        self._start_args = dict(executable_cls=executable_cls, executable_args=executable_args,
+                                executable_kwargs=executable_kwargs,
+                                extra_env_vars=extra_env_vars)
         actor = ray.remote(_Worker)
         self.workers = [actor.options(num_cpus=self.cpus_per_worker,
                                       num_gpus=self.gpus_per_worker, **where).remote()
@@ -243,9 +209,9 @@ class RayExecutor:
             ips = ray.get([w.node_ip.remote() for w in self.workers],
                           timeout=self.settings.placement_group_timeout_s)
         except ray.exceptions.GetTimeoutError:
-            self.shutdown()
+            self.shutdown(graceful=False)  # (none of them started: nothing to end)
             raise TimeoutError("RayExecutor.start: Ray did not start %d workers of %s CPU(s) "
-                               "and %s GPU(s) each within %d s (placement_group_timeout_s); "
+                               "and %s GPU(s) each within %s s (placement_group_timeout_s); "
                                "does the cluster have them?"
                                % (self.num_workers, self.cpus_per_worker, self.gpus_per_worker,
                                   self.settings.placement_group_timeout_s)) from None
@@ -254,6 +220,7 @@ class RayExecutor:
         order = sorted(range(len(ips)), key=lambda i: (hosts.index(ips[i]), i))
         self.workers = [self.workers[i] for i in order]
         ips = [ips[i] for i in order]
+        self._ips = ips
         port = ray.get(self.workers[0].free_port.remote())
         secret = secrets.token_hex(16)
         envs = []
@@ -278,9 +245,17 @@ class RayExecutor:
         if not self.workers:
             raise RuntimeError("RayExecutor.%s: call start() first" % what)
 
-    def run_remote(self, fn, args=None, kwargs=None):
+    @staticmethod
+    def _no_callbacks(what, callbacks):
+        if callbacks:
+            warnings.warn("RayExecutor.%s: callbacks are not called (as by Horovod's "
+                          "RayExecutor outside elastic mode: only its elastic executor logs "
+                          "values to them)" % what, stacklevel=3)
+
+    def run_remote(self, fn, args=None, kwargs=None, callbacks=None):
         """Starts ``fn(*args, **kwargs)`` on every worker; returns Ray's object refs."""
         self._started("run_remote")
+        self._no_callbacks("run_remote", callbacks)
         return [w.run.remote(fn, args, kwargs) for w in self.workers]
 
     def _get_all(self, refs):
@@ -302,31 +277,61 @@ class RayExecutor:
             raise
         except BaseException as first:
             dead = isinstance(first, ray.exceptions.RayActorError)
+            # One that raised before its init(): the others may wait for it
+            # in theirs until timeout_s, unable to hear of it.
+            before_init = not dead and raised_before_init(first)
+            stuck = False
             if not dead:
                 ends = [w.end_session.remote() for w in self.workers]
-                ray.wait(ends, num_returns=len(ends), timeout=self.settings.timeout_s)
-            cause = _root_cause(refs)
+                done, _ = ray.wait(ends, num_returns=len(ends),
+                                   timeout=min(2, self.settings.timeout_s) if before_init
+                                   else self.settings.timeout_s)
+                stuck = len(done) < len(ends)
+            cause, rank = root_cause(refs)
+            err = first if cause is None else cause
+            if rank is not None:
+                add_note(err, "hora.ray: %s rank %d of %d (on %s)%s" % (
+                    "the worker of" if isinstance(err, ray.exceptions.RayActorError) else "by",
+                    rank, len(self._ips), self._ips[rank],
+                    " died" if isinstance(err, ray.exceptions.RayActorError) else ""))
             if dead or isinstance(cause, ray.exceptions.RayActorError):
                 # A worker is gone: the others would wait for it until their
                 # timeouts, and the job cannot go on without it.
                 self.shutdown(graceful=False)
-            if cause is None or cause is first:
+            elif before_init and stuck:
+                add_note(err, self._restart())
+            if err is first:
                 raise
-            raise cause from None
+            raise err from None
 
-    def run(self, fn, args=None, kwargs=None):
-        """``fn(*args, **kwargs)`` on every worker; the results in rank order."""
+    def _restart(self):
+        """Ends the workers (some wait in init() for one that will never
+        come) and starts new ones as start() did; what happened, as a note."""
+        args = self._start_args
+        self.shutdown(graceful=False)
+        try:
+            self.start(**args)
+        except Exception as e:
+            return ("hora.ray: other workers waited for it in init(): they were ended, and new "
+                    "ones could not start (%s: %s); call start()" % (type(e).__name__, e))
+        return ("hora.ray: other workers waited for it in init(): they were ended and new "
+                "ones started (their executables made anew)")
+
+    def run(self, fn, args=None, kwargs=None, callbacks=None):
+        """``fn(*args, **kwargs)`` on every worker; the results in rank order.
+        ``callbacks`` are taken, and not called (see the module)."""
+        self._started("run")
+        self._no_callbacks("run", callbacks)
         return self._get_all(self.run_remote(fn, args, kwargs))
 
-    def execute(self, fn):
+    def execute(self, fn, callbacks=None):
         """``fn(executable)`` on every worker; the results in rank order."""
         self._started("execute")
+        self._no_callbacks("execute", callbacks)
         return self._get_all([w.execute.remote(fn) for w in self.workers])
 
     def execute_single(self, fn):
         """``fn(executable)`` on rank 0 only."""
-        import ray
-
         self._started("execute_single")
         # (An exception there ends rank 0's Session: the others' go too.)
         return self._get_all([self.workers[0].execute.remote(fn)])[0]

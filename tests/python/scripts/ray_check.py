@@ -1,7 +1,10 @@
 """hora.ray.RayExecutor on a local Ray cluster on loopback that this script
 starts and stops: workers as actors, Hora's rendezvous through them, results
-in rank order, executables, a worker's error raised in the driver (and its
-peers failing at once, naming it, where they wait for it).
+in rank order, executables, a worker's error raised in the driver with a
+note naming its rank (and its peers failing at once, naming it, where they
+wait for it; or, raised before init(), the workers waiting for it there
+ended and started anew), Horovod's arguments checked, workers placed in
+the current placement group (a Ray Tune trial's).
 
     python ray_check.py NUM_WORKERS
 """
@@ -9,6 +12,7 @@ peers failing at once, naming it, where they wait for it).
 import os
 import sys
 import time
+import warnings
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 import numpy as np  # noqa: E402
@@ -94,6 +98,33 @@ def fail_slowly_then_wrapped():
     return "rank %d went on without rank 1" % hvd.rank()
 
 
+def raise_before_init():
+    import hora.numpy as hvd
+
+    if os.environ["HORA_RANK"] == "1":  # (say, its data file missing on its node)
+        raise FileNotFoundError("rank 1 has no data")
+    hvd.init()
+    return hvd.rank()
+
+
+def in_a_placement_group(n):
+    """A Ray Tune trial's shape: a task in a placement group that holds
+    every CPU of the cluster starts the executor: its workers must go in
+    that group (there is no CPU outside it)."""
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60,
+                                                       placement_group_timeout_s=30),
+                           num_workers=n)
+    executor.start()
+    try:
+        return [r[3] for r in executor.run(train, args=[1.0])]
+    finally:
+        executor.shutdown()
+
+
+def notes(e):
+    return "\n".join(getattr(e, "__notes__", []))
+
+
 def die_before_init():
     import signal
 
@@ -127,6 +158,27 @@ def main():
             raise AssertionError("a worker's exception did not reach the driver")
         except ray.exceptions.RayTaskError as e:
             assert "rank 1 refuses" in str(e), e
+            assert "hora.ray: by rank 1 of %d (on " % n in notes(e), notes(e)
+        # Rank 1 raises before init(), where rank 0 waits for it in its own
+        # (60 s here): run() raises rank 1's error within seconds, its note
+        # says the others were ended and started anew, and they work.
+        started = time.monotonic()
+        try:
+            executor.run(raise_before_init)
+            raise AssertionError("run() of raise_before_init returned")
+        except ray.exceptions.RayTaskError as e:
+            took = time.monotonic() - started
+            assert "rank 1 has no data" in str(e), str(e)[-2000:]
+            assert "rank 1 of %d" % n in notes(e) and "new ones started" in notes(e), notes(e)
+        assert took < 30, "run() raised %.0f s after rank 1 did" % took
+        results = executor.run(train, args=[2.0])
+        assert all(r[1] == n and r[3] == want_sum for r in results), results
+        assert executor.execute_single(lambda c: c.count) == 10  # (made anew)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert executor.run(train, args=[2.0],
+                                callbacks=[print])[0][3] == want_sum
+        assert any("callbacks are not called" in str(w.message) for w in caught), caught
         # Rank 1 raises where the others wait for it in an allreduce: they
         # fail at once naming it (its Session is shut down with the
         # exception), and the workers take the next function afresh.
@@ -157,14 +209,52 @@ def main():
         try:
             executor.run(die_before_init)
             raise AssertionError("a dead worker's run returned")
-        except ray.exceptions.RayActorError:
+        except ray.exceptions.RayActorError as e:
             took = time.monotonic() - started
+            assert "hora.ray: the worker of rank 1 of %d (on " % n in notes(e), notes(e)
+            assert notes(e).endswith(") died"), notes(e)
         assert took < 30, "run() raised %.0f s after rank 1 died" % took
         assert not executor.workers
         executor.start()
         results = executor.run(train, args=[2.0])
         assert all(r[1] == n and r[3] == want_sum for r in results), results
         executor.shutdown()
+        # Horovod's arguments, checked as Horovod's are (and more).
+        for kwargs, text in (({"num_workers": "2"}, "num_workers must be a whole number"),
+                             ({"num_workers": True}, "num_workers must be a whole number"),
+                             ({"num_workers": 2.0}, "num_workers must be a whole number"),
+                             ({"num_workers": 2, "gpus_per_worker": 2}, "needs use_gpu=True"),
+                             ({"num_workers": 2, "use_gpu": True, "gpus_per_worker": 0},
+                              "gpus_per_worker must be at least 1")):
+            try:
+                RayExecutor(**kwargs)
+                raise AssertionError("RayExecutor(%r) was taken" % kwargs)
+            except ValueError as e:
+                assert text in str(e), (kwargs, e)
+        for bad in (lambda: RayExecutor(num_worker=2, num_workers=1),
+                    lambda: RayExecutor.create_settings(timeout=5)):
+            try:
+                bad()
+                raise AssertionError("a misspelt argument was taken")
+            except TypeError:
+                pass
+        try:
+            RayExecutor.create_settings(timeout_s=-5)
+            raise AssertionError("timeout_s=-5 was taken")
+        except ValueError as e:
+            assert "timeout_s must be a number of seconds above 0, got -5" in str(e), e
+        assert RayExecutor(num_hosts=1, num_workers_per_host=None).num_workers == 1
+        # In the current placement group (a Ray Tune trial's).
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        group = placement_group([{"CPU": 1}] * n)
+        ray.get(group.ready(), timeout=60)
+        trial = ray.remote(in_a_placement_group).options(
+            num_cpus=0, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                group, placement_group_capture_child_tasks=True))
+        sums = ray.get(trial.remote(n), timeout=120)
+        assert sums == [(np.arange(3) * sum(range(1, n + 1))).tolist()] * n, sums
+        remove_placement_group(group)
         # Horovod's elastic executor, and elastic keywords: refused, saying so.
         for make in (lambda: RayExecutor(num_workers=n, min_workers=1, max_workers=n),
                      lambda: ElasticRayExecutor(ElasticRayExecutor.create_settings())):
@@ -179,11 +269,13 @@ def main():
         # group pending (it would take the cluster's CPUs once free).
         executor = RayExecutor(RayExecutor.create_settings(placement_group_timeout_s=2),
                                num_hosts=2, num_workers_per_host=1)
+        started = time.monotonic()
         try:
             executor.start()
             raise AssertionError("two hosts were placed on a cluster of one")
         except TimeoutError as e:
             assert "could not place 2 hosts" in str(e), e
+        assert time.monotonic() - started < 8, time.monotonic() - started
         pending = [g for g in ray.util.placement_group_table().values()
                    if g["state"] not in ("REMOVED",)]
         assert not pending, pending
