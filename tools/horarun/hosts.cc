@@ -229,9 +229,17 @@ Result<std::vector<Placement>> PlaceRanks(int np, const std::vector<HostSlots>& 
 }
 
 bool IsLocalHost(const std::string& host) {
-  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  // (Host names are not case-sensitive: LOCALHOST is localhost.)
+  const auto same_name = [&host](std::string_view name) {
+    return host.size() == name.size() &&
+           std::equal(host.begin(), host.end(), name.begin(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) ==
+                    std::tolower(static_cast<unsigned char>(b));
+           });
+  };
+  if (same_name("localhost") || host == "::1" || host.rfind("127.", 0) == 0) return true;
   char name[256] = {};
-  if (gethostname(name, sizeof name - 1) == 0 && host == name) return true;
+  if (gethostname(name, sizeof name - 1) == 0 && same_name(name)) return true;
   return IsLocalAddress(host);
 }
 

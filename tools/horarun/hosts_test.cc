@@ -4,9 +4,11 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
+#include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,6 +137,12 @@ TEST(Hosts, TooFewSlotsOrBadNpAreErrors) {
 
 TEST(Hosts, LocalHostNames) {
   EXPECT_TRUE(IsLocalHost("localhost"));
+  EXPECT_TRUE(IsLocalHost("LocalHost"));  // (names are not case-sensitive)
+  char name[256] = {};
+  ASSERT_EQ(gethostname(name, sizeof name - 1), 0);
+  std::string upper = name;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_TRUE(IsLocalHost(upper)) << upper;
   EXPECT_TRUE(IsLocalHost("127.0.0.1"));
   EXPECT_FALSE(IsLocalHost("node-that-is-not-here"));
   EXPECT_FALSE(IsLocalHost("198.51.100.77"));  // (TEST-NET-2: no machine's)
