@@ -34,33 +34,24 @@ void Engine::Retune(const Tunables& t) {
 
 void Engine::Score(const std::vector<TensorRecord*>& done, TimePoint now) {
   const bool was_done = tuner_->done();
-  const auto Finished = [&] {
-    char text[96];
-    std::snprintf(text, sizeof text, "%llu collectives in %.0f s",
-                  static_cast<unsigned long long>(tuner_->no_step_count()),
-                  tuner_->no_step_seconds(now));
-    return std::string(text);
-  };
   for (const TensorRecord* p : done) {
     if (p->phantom) continue;
-    switch (tuner_->NoStepFound(p->meta.cacheable, now)) {
-      case Autotuner::NoStep::kNotYet:
-        break;
-      case Autotuner::NoStep::kUnnamed:
-        logger_.Warning(
-            "autotuning: " + Finished() +
-            " finished, most of them unnamed, and no step was found: autotuning finds steps by a "
-            "tensor name that comes again, and an unnamed "
-            "collective's name is new each call, so nothing is tuned; give the collectives "
-            "names (name=...)");
-        break;
-      case Autotuner::NoStep::kNamesNew:
-        logger_.Warning("autotuning: " + Finished() +
-                        " finished, named, and no name came twice (the last '" + p->meta.name +
-                        "'): autotuning finds steps by a tensor name that comes again, so "
-                        "nothing is tuned; give each step's collectives the same names (no step "
-                        "number in them)");
-        break;
+    const Autotuner::NoStep why = tuner_->NoStepFound(p->meta.cacheable, now);
+    if (why != Autotuner::NoStep::kNotYet) {
+      char text[96];
+      std::snprintf(text, sizeof text, "autotuning: %llu collectives in %.0f s finished",
+                    static_cast<unsigned long long>(tuner_->no_step_count()),
+                    tuner_->no_step_seconds(now));
+      logger_.Warning(
+          std::string(text) +
+          (why == Autotuner::NoStep::kUnnamed
+               ? ", most of them unnamed, and no step was found: autotuning finds steps by a "
+                 "tensor name that comes again, and an unnamed collective's name is new each "
+                 "call, so nothing is tuned; give the collectives names (name=...)"
+               : ", named, and no name came twice (the last '" + p->meta.name +
+                     "'): autotuning finds steps by a tensor name that comes again, so nothing "
+                     "is tuned; give each step's collectives the same names (no step number in "
+                     "them)"));
     }
     if (std::optional<Tunables> next = tuner_->Finished(p->meta.name, p->meta.num_bytes(), now)) {
       negotiator_.OfferSettings(*next);
