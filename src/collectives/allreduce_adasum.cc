@@ -18,12 +18,12 @@ Status AllreduceAdasum(Comm& comm, const AllreduceArgs& args) {
   CollectiveScope scope(comm, "allreduce", "adasum");
   const int n = comm.size();
   if ((n & (n - 1)) != 0) {
-    return UnimplementedError("rank " + std::to_string(comm.rank()) +
+    return UnimplementedError("rank " + std::to_string(comm.Number(comm.rank())) +
                               ": Adasum needs a power-of-two number of ranks, not " +
                               std::to_string(n));
   }
   if (!IsFloatingPoint(args.dtype)) {
-    return InvalidArgument("rank " + std::to_string(comm.rank()) +
+    return InvalidArgument("rank " + std::to_string(comm.Number(comm.rank())) +
                            ": Adasum is defined for floating types, not " +
                            DataTypeName(args.dtype));
   }

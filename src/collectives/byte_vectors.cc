@@ -36,9 +36,9 @@ Result<std::vector<std::vector<uint8_t>>> GatherBytes(Comm& comm, int root,
       continue;
     }
     if (sizes[p] > (uint64_t{1} << 32)) {
-      return InvalidArgument("rank " + std::to_string(root) + ": engine negotiation: rank " +
-                             std::to_string(p) + " announced " + std::to_string(sizes[p]) +
-                             " bytes of requests");
+      return InvalidArgument("rank " + std::to_string(comm.Number(root)) +
+                             ": engine negotiation: rank " + std::to_string(comm.Number(p)) +
+                             " announced " + std::to_string(sizes[p]) + " bytes of requests");
     }
     all[p].resize(sizes[p]);
     reqs.push_back(comm.Irecv(p, Comm::LocalTag(1, 0, 0), all[p].data(), all[p].size()));
@@ -51,7 +51,7 @@ Status BroadcastBytes(Comm& comm, int root, std::vector<uint8_t>& data) {
   uint64_t size = data.size();
   HORA_RETURN_IF_ERROR(BroadcastBinomial(comm, &size, sizeof size, root));
   if (size > (uint64_t{1} << 32)) {
-    return InvalidArgument("rank " + std::to_string(comm.rank()) +
+    return InvalidArgument("rank " + std::to_string(comm.Number(comm.rank())) +
                            ": engine negotiation: the coordinator announced " +
                            std::to_string(size) + " bytes of responses");
   }

@@ -56,6 +56,9 @@ _previous_excepthook = None
 # graph's py_function, a JAX io_callback), which the framework re-raises as
 # an error of its own: elastic training's loop looks it up (run_fn).
 _callback_error = None
+# Called with True as init() starts a Session and False once it started or
+# failed (hora.ray tells its driver which workers wait in init()).
+starting_listeners = []
 # process_sets.add_process_set, for init(process_sets=...): set by that
 # module (above this one) as it is imported.
 _process_set_adder = None
@@ -84,7 +87,13 @@ def init(comm=None, process_sets=None, settings=None):
         if _session is not None:
             return
         conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
-        _session = _core.Session(conf)
+        for listener in starting_listeners:
+            listener(True)
+        try:
+            _session = _core.Session(conf)
+        finally:
+            for listener in starting_listeners:
+                listener(False)
         _settings = conf
         _init_pid = os.getpid()
         if os.environ.get("HORA_WORKER_ID"):

@@ -37,10 +37,12 @@ shuts Hora down in that worker, so that the others fail at once naming its
 rank where they wait for it, and ``run`` and ``execute`` then shut it down
 in every worker before raising that worker's error (not the others' reports
 that it went), so that the next function's ``init()`` starts a new job
-(``run_remote``'s caller does that itself). An exception raised before the
-worker's ``init()`` cannot reach the others waiting for it in theirs: the
-workers still busy 2 s later are ended and new ones started (as
-``start()`` did, executables made anew), and the note says so. A worker
+(``run_remote``'s caller does that itself). Workers found waiting in
+``init()`` 2 s or more after a worker's function raised (say, it raised
+before its own ``init()``) wait for a rank that will never come: every
+worker is then ended and new ones started (as ``start()`` did,
+executables made anew), and a note says so; workers busy otherwise are
+waited for, up to ``timeout_s``. A worker
 that died (Ray's ``RayActorError``: killed, out of memory) ends the others
 at once too, which would wait for it (in ``init()`` or a collective) until
 their timeouts: ``start()`` makes new ones. ``shutdown()`` ends Hora in
@@ -56,10 +58,12 @@ under ``horarun`` (docs/guide/elastic.md).
 
 import numbers
 import secrets
+import time
 import warnings
 from dataclasses import dataclass
 
-from hora.ray.failures import add_note, raised_before_init, root_cause
+from hora.ray.failures import add_note, root_cause
+from hora.ray.worker import Board as _Board
 from hora.ray.worker import Worker as _Worker
 
 
@@ -159,6 +163,7 @@ class RayExecutor:
         self._ips = []
         self._start_args = None
         self._placement_group = None
+        self._board = None
 
     def _placement(self):
         """Ray's placement of each worker: in the current placement group
@@ -174,7 +179,8 @@ class RayExecutor:
             return [{"scheduling_strategy": PlacementGroupSchedulingStrategy(current)}
                     for _ in range(self.num_workers)]
         if self.num_hosts is None:
-            return [{} for _ in range(self.num_workers)]
+            # (DEFAULT: out of a placement group that captures child tasks.)
+            return [{"scheduling_strategy": "DEFAULT"} for _ in range(self.num_workers)]
         bundle = {"CPU": self.cpus_per_worker * self.num_workers_per_host}
         if self.gpus_per_worker:
             bundle["GPU"] = self.gpus_per_worker * self.num_workers_per_host
@@ -202,6 +208,8 @@ class RayExecutor:
                                 executable_kwargs=executable_kwargs,
                                 extra_env_vars=extra_env_vars)
         actor = ray.remote(_Worker)
+        self._board = ray.remote(_Board).options(num_cpus=0,
+                                                 scheduling_strategy="DEFAULT").remote()
         self.workers = [actor.options(num_cpus=self.cpus_per_worker,
                                       num_gpus=self.gpus_per_worker, **where).remote()
                         for where in self._placement()]
@@ -236,7 +244,8 @@ class RayExecutor:
                         "HORA_START_TIMEOUT_S": self.settings.timeout_s})
             env.update(extra_env_vars or {})
             envs.append({k: str(v) for k, v in env.items()})
-        ray.get([w.set_env.remote(e) for w, e in zip(self.workers, envs)])
+        ray.get([w.set_env.remote(e, self._board, rank)
+                 for rank, (w, e) in enumerate(zip(self.workers, envs))])
         if executable_cls is not None:
             ray.get([w.start_executable.remote(executable_cls, executable_args,
                                                executable_kwargs) for w in self.workers])
@@ -277,16 +286,9 @@ class RayExecutor:
             raise
         except BaseException as first:
             dead = isinstance(first, ray.exceptions.RayActorError)
-            # One that raised before its init(): the others may wait for it
-            # in theirs until timeout_s, unable to hear of it.
-            before_init = not dead and raised_before_init(first)
-            stuck = False
+            stuck = []
             if not dead:
-                ends = [w.end_session.remote() for w in self.workers]
-                done, _ = ray.wait(ends, num_returns=len(ends),
-                                   timeout=min(2, self.settings.timeout_s) if before_init
-                                   else self.settings.timeout_s)
-                stuck = len(done) < len(ends)
+                stuck = self._end_sessions()
             cause, rank = root_cause(refs)
             err = first if cause is None else cause
             if rank is not None:
@@ -298,24 +300,56 @@ class RayExecutor:
                 # A worker is gone: the others would wait for it until their
                 # timeouts, and the job cannot go on without it.
                 self.shutdown(graceful=False)
-            elif before_init and stuck:
-                add_note(err, self._restart())
+            elif stuck:
+                add_note(err, self._restart(stuck))
             if err is first:
                 raise
             raise err from None
 
-    def _restart(self):
-        """Ends the workers (some wait in init() for one that will never
+    def _end_sessions(self):
+        """After a worker's function raised: ends Hora in every worker once
+        its function returns, waiting up to timeout_s; the ranks found
+        waiting in init() 2 s on or later (the one that raised will never
+        join them there: say, it raised before its own init()), at once;
+        [] once every worker ended or the time is up."""
+        import ray
+
+        ends = [w.end_session.remote() for w in self.workers]
+        now = time.monotonic()
+        deadline, look_from = now + self.settings.timeout_s, now + 2
+        while True:
+            _, pending = ray.wait(ends, num_returns=len(ends),
+                                  timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            now = time.monotonic()
+            if not pending or now >= deadline:
+                return []
+            if now < look_from or self._board is None:
+                continue
+            try:
+                starting = set(ray.get(self._board.starting.remote(), timeout=5))
+            except Exception:  # (the board gone: nothing to learn)
+                starting = set()
+            stuck = [r for r, e in enumerate(ends) if e in pending and r in starting]
+            if stuck:
+                return stuck
+
+    def _restart(self, stuck):
+        """Ends the workers (`stuck` wait in init() for one that will never
         come) and starts new ones as start() did; what happened, as a note."""
         args = self._start_args
         self.shutdown(graceful=False)
+        waited = "rank%s %s waited for it in init()" % (
+            "s" if len(stuck) > 1 else "", ", ".join(str(r) for r in stuck))
         try:
             self.start(**args)
-        except Exception as e:
-            return ("hora.ray: other workers waited for it in init(): they were ended, and new "
-                    "ones could not start (%s: %s); call start()" % (type(e).__name__, e))
-        return ("hora.ray: other workers waited for it in init(): they were ended and new "
-                "ones started (their executables made anew)")
+        except BaseException as e:
+            self.shutdown(graceful=False)
+            if not isinstance(e, Exception):
+                raise
+            return ("hora.ray: %s: every worker was ended, and new ones could not start (%s: "
+                    "%s); call start()" % (waited, type(e).__name__, e))
+        return ("hora.ray: %s: every worker was ended and new ones started (their executables "
+                "made anew)" % waited)
 
     def run(self, fn, args=None, kwargs=None, callbacks=None):
         """``fn(*args, **kwargs)`` on every worker; the results in rank order.
@@ -348,6 +382,9 @@ class RayExecutor:
         for w in self.workers:
             ray.kill(w)
         self.workers = []
+        if self._board is not None:
+            ray.kill(self._board)
+            self._board = None
         if self._placement_group is not None:
             ray.util.remove_placement_group(self._placement_group)
             self._placement_group = None

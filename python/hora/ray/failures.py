@@ -44,13 +44,6 @@ def peer_caused(err):
     return _PEER_ERROR.search(text) is not None
 
 
-def raised_before_init(err):
-    """Whether the worker's error `err` was raised before its hora init()
-    (hora.ray.worker marks it)."""
-    cause = getattr(err, "cause", None)
-    return bool(getattr(cause, "hora_raised_before_init", False))
-
-
 def add_note(err, text):
     """Adds `text` to `err`'s notes (printed under its traceback)."""
     add = getattr(err, "add_note", None)

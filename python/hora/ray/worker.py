@@ -1,6 +1,21 @@
-"""One rank of a RayExecutor: an actor process that runs what it is given."""
+"""One rank of a RayExecutor: an actor process that runs what it is given;
+and the board where workers say that they wait in init()."""
 
 import socket
+
+
+class Board:
+    """A Ray actor's class: which ranks are starting a Session (in init())
+    now, as the workers say it; the driver reads it."""
+
+    def __init__(self):
+        self.ranks = set()
+
+    def mark(self, rank, starting):
+        (self.ranks.add if starting else self.ranks.discard)(rank)
+
+    def starting(self):
+        return sorted(self.ranks)
 
 
 class Worker:
@@ -19,10 +34,23 @@ class Worker:
             s.bind(("", 0))
             return s.getsockname()[1]
 
-    def set_env(self, env):
+    def set_env(self, env, board=None, rank=None):
         import os
 
+        from hora.common import basics
+
         os.environ.update(env)
+        basics.starting_listeners[:] = [
+            listener for listener in basics.starting_listeners
+            if not getattr(listener, "hora_ray", False)]
+        if board is not None:
+            def listener(starting):
+                try:
+                    board.mark.remote(rank, starting)
+                except Exception:  # (the board gone: the executor shut down)
+                    pass
+            listener.hora_ray = True
+            basics.starting_listeners.append(listener)
 
     def start_executable(self, cls, args, kwargs):
         self.executable = cls(*(args or ()), **(kwargs or {}))
@@ -44,20 +72,12 @@ class Worker:
         # Session) alive, so Hora is shut down here, as an uncaught exception
         # does in a process, and the other ranks fail at once naming this
         # one instead of waiting for it in their next collective. (The next
-        # function's init() starts a new Session.) One raised before init()
-        # is marked so: the others cannot hear of it where they wait for
-        # this rank in init(), and the driver ends them.
+        # function's init() starts a new Session.)
         try:
             return fn(*args, **kwargs)
         except BaseException as e:
             from hora.common import basics
 
-            started = basics.is_initialized()
             basics.report_failure(type(e), e)
             basics.shutdown()
-            if not started:
-                try:
-                    e.hora_raised_before_init = True
-                except Exception:  # (an exception type without a __dict__)
-                    pass
             raise

@@ -469,7 +469,7 @@ def process_set_included_op(process_set_id=0, name=None):
         if process_set_id.process_set_id is None:
             raise basics.InvalidArgumentError(
                 "process_set_included_op: %r was never added (hvd.add_process_set, or "
-                "hvd.init(process_sets=...))" % (process_set_id,))
+                "hvd.init(process_sets=...)), or was removed" % (process_set_id,))
         process_set_id = process_set_id.process_set_id
     _known_set(process_set_id, "process_set_included_op")
 

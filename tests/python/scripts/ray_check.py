@@ -107,13 +107,24 @@ def raise_before_init():
     return hvd.rank()
 
 
-def in_a_placement_group(n):
+def raise_while_rank_0_loads(seconds):
+    """Rank 1 raises at once; rank 0 works for `seconds` without Hora and
+    returns: it is waited for, not ended (nothing waits in init())."""
+    import time
+
+    if os.environ["HORA_RANK"] == "1":
+        raise ValueError("rank 1 refuses at once")
+    time.sleep(seconds)
+    return "loaded"
+
+
+def in_a_placement_group(n, use_it=True):
     """A Ray Tune trial's shape: a task in a placement group that holds
     every CPU of the cluster starts the executor: its workers must go in
     that group (there is no CPU outside it)."""
-    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60,
-                                                       placement_group_timeout_s=30),
-                           num_workers=n)
+    executor = RayExecutor(RayExecutor.create_settings(
+        timeout_s=60, placement_group_timeout_s=30 if use_it else 3), num_workers=n,
+        use_current_placement_group=use_it)
     executor.start()
     try:
         return [r[3] for r in executor.run(train, args=[1.0])]
@@ -174,6 +185,16 @@ def main():
         results = executor.run(train, args=[2.0])
         assert all(r[1] == n and r[3] == want_sum for r in results), results
         assert executor.execute_single(lambda c: c.count) == 10  # (made anew)
+        executor.execute(lambda c: c.bump())  # 11 everywhere
+        started = time.monotonic()
+        try:
+            executor.run(raise_while_rank_0_loads, args=[4])
+            raise AssertionError("run() of raise_while_rank_0_loads returned")
+        except ray.exceptions.RayTaskError as e:
+            took = time.monotonic() - started
+            assert "rank 1 refuses at once" in str(e) and "new ones" not in notes(e), notes(e)
+        assert took >= 3.5, "rank 0 was not waited for: %.1f s" % took
+        assert executor.execute_single(lambda c: c.count) == 11  # (not made anew)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             assert executor.run(train, args=[2.0],
@@ -254,6 +275,13 @@ def main():
                 group, placement_group_capture_child_tasks=True))
         sums = ray.get(trial.remote(n), timeout=120)
         assert sums == [(np.arange(3) * sum(range(1, n + 1))).tolist()] * n, sums
+        # use_current_placement_group=False: out of the group, even where it
+        # captures child tasks (no CPU outside it: start() times out).
+        try:
+            ray.get(trial.remote(n, False), timeout=120)
+            raise AssertionError("use_current_placement_group=False placed in the group")
+        except ray.exceptions.RayTaskError as e:
+            assert "did not start %d workers" % n in str(e), str(e)[-1000:]
         remove_placement_group(group)
         # Horovod's elastic executor, and elastic keywords: refused, saying so.
         for make in (lambda: RayExecutor(num_workers=n, min_workers=1, max_workers=n),
@@ -269,12 +297,21 @@ def main():
         # group pending (it would take the cluster's CPUs once free).
         executor = RayExecutor(RayExecutor.create_settings(placement_group_timeout_s=2),
                                num_hosts=2, num_workers_per_host=1)
-        started = time.monotonic()
         try:
             executor.start()
             raise AssertionError("two hosts were placed on a cluster of one")
         except TimeoutError as e:
             assert "could not place 2 hosts" in str(e), e
+        # More workers than the cluster's CPUs: start() gives up after the
+        # placement timeout, not 10 s later (it waited to end them).
+        executor = RayExecutor(RayExecutor.create_settings(placement_group_timeout_s=2),
+                               num_workers=n + 1)
+        started = time.monotonic()
+        try:
+            executor.start()
+            raise AssertionError("%d workers started on %d CPUs" % (n + 1, n))
+        except TimeoutError as e:
+            assert "did not start %d workers" % (n + 1) in str(e), e
         assert time.monotonic() - started < 8, time.monotonic() - started
         pending = [g for g in ray.util.placement_group_table().values()
                    if g["state"] not in ("REMOVED",)]
