@@ -1128,3 +1128,46 @@ def test_a_layer_unfrozen_after_the_optimizer_was_made_is_reduced(named):
         _reference_step(ref, ropt, x, y)
         _assert_same(dist, ref, step)
     assert not dopt._frozen
+
+
+@pytest.mark.parametrize("line_search", [None, "strong_wolfe"])
+def test_lbfgs_takes_the_same_steps_as_one_worker_on_the_averaged_loss(line_search):
+    # LBFGS's line search and early exit branch on the closure's loss: the
+    # ranks' own losses made them take different branches with the same
+    # averaged gradients (apart by 0.35 after 3 steps); the loss is averaged.
+    r, n = hvd.rank(), hvd.size()
+
+    def make():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 1))
+
+    def data(k):
+        x = torch.randn(8, 6, generator=torch.Generator().manual_seed(k))
+        return x, x.sum(1, keepdim=True)
+
+    model, ref = make(), make()
+    opt = hvd.DistributedOptimizer(
+        torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4, line_search_fn=line_search),
+        named_parameters=model.named_parameters())
+    ref_opt = torch.optim.LBFGS(ref.parameters(), lr=0.5, max_iter=4, line_search_fn=line_search)
+    x, y = data(r)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    def ref_closure():
+        ref_opt.zero_grad()
+        loss = sum(((ref(a) - b) ** 2).mean() for a, b in map(data, range(n))) / n
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        loss = opt.step(closure)
+        ref_loss = ref_opt.step(ref_closure)
+        assert float(loss) == pytest.approx(float(ref_loss.detach()), rel=1e-5)
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.allclose(p, q, atol=1e-5), (p - q).abs().max()
+        assert torch.equal(hvd.broadcast(p.detach(), 0), p.detach())  # (every rank alike)

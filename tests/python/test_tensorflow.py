@@ -486,6 +486,31 @@ def test_horovods_tf1_names():
             bcast = htf.broadcast_object_fn(root_rank=n - 1, session=sess)
             assert bcast({"from": r}) == {"from": n - 1}
             assert bcast([r] * r) == [n - 1] * (n - 1)  # (sizes differ by rank)
+        # broadcast_variables and broadcast_ in a graph: ops that do it when
+        # run (Horovod's; they assigned nothing the session ran before).
+        w = tf.compat.v1.Variable([float(r)] * 3)
+        b = tf.compat.v1.Variable([10.0 + r])
+        by_list = htf.broadcast_variables([w], root_rank=0)
+        in_place = htf.broadcast_([b], root_rank=n - 1)
+        assert isinstance(by_list, tf.Operation) and isinstance(in_place, tf.Operation)
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            sess.run([by_list, in_place])
+            assert sess.run(w).tolist() == [0.0] * 3
+            assert sess.run(b).tolist() == [10.0 + n - 1]
+    # join and barrier built after a collective of a fed placeholder run on
+    # their own: out of the chain, they need no feed (and run no allreduce).
+    with tf.Graph().as_default():
+        x = tf.compat.v1.placeholder(tf.float32, [2])
+        total = htf.allreduce(x, op=htf.Sum, name="fed")
+        barrier, join = htf.barrier(), htf.join()
+        with tf.compat.v1.Session() as sess:
+            assert sess.run(total, {x: [1.0, r]}).tolist() == [n, n * (n - 1) / 2]
+            sess.run(barrier)
+            assert 0 <= sess.run(join) < n
+    with pytest.raises(ValueError, match="tf.compat.v1 optimizer's gradients are reduced every"):
+        htf.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(0.1),
+                                 backward_passes_per_step=2)
     assert htf.broadcast_object_fn(name="eager")(("x", r)) == ("x", 0)
     with pytest.raises(RuntimeError, match="broadcast_variables"):
         htf.broadcast_global_variables(0)

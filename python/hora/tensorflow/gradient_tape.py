@@ -21,6 +21,7 @@ from hora.common import basics, gradient_groups
 from hora.common.process_sets import global_process_set
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.compression import Compression
+from hora.tensorflow.graph_calls import tf1_graph
 
 # Hora's functions are graph-safe as written: autograph (tf.function's rewrite
 # of Python control flow) is kept out of them.
@@ -168,9 +169,14 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
 
 @_plain
 def broadcast_variables(variables, root_rank, process_set=global_process_set, inplace=True):
-    """Assigns root's value to every variable (one broadcast each, named by position)."""
+    """Assigns root's value to every variable (one broadcast each, named by
+    position). In a TF1 graph it returns the op that does it (run it with the
+    session), as Horovod's; else the variables."""
     del inplace
     variables = list(variables)
+    if tf1_graph() is not None:
+        return mpi_ops.broadcast_in_one_op(variables, root_rank, "broadcast_variables",
+                                           process_set)
     for i, v in enumerate(variables):
         v.assign(mpi_ops.broadcast(v, root_rank, name="broadcast_variables.%d" % i,
                                    process_set=process_set))

@@ -69,6 +69,7 @@ from hora.tensorflow.graph_calls import call as _call
 from hora.tensorflow.graph_calls import graph_name as _graph_name
 from hora.tensorflow.graph_calls import in_xla as _in_xla
 from hora.tensorflow.graph_calls import plain as _plain
+from hora.tensorflow.graph_calls import tf1_graph as _tf1_graph
 from hora.tensorflow.graph_calls import with_gradient as _with_gradient
 
 
@@ -279,7 +280,12 @@ def broadcast_in_one_op(variables, root_rank, name, process_set=global_process_s
 
 @_plain
 def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
-    """Assigns root's values to each variable of ``variables`` in place."""
+    """Assigns root's values to each variable of ``variables`` in place. In a
+    TF1 graph it returns the op that does it (``broadcast_in_one_op``, run
+    it with the session), as Horovod's; else the variables."""
+    if _tf1_graph() is not None:
+        return broadcast_in_one_op(variables, root_rank,
+                                   "broadcast_" if name is None else str(name), process_set)
     for i, v in enumerate(variables):
         v.assign(broadcast(v, root_rank, None if name is None else "%s.%d" % (name, i),
                            process_set=process_set))
@@ -395,11 +401,14 @@ def _reducescatter_list(tensors, op, name, compression, prescale_factor, postsca
 
 def _scalar_op(fn):
     """``fn()`` (an int) at once when eager; in a graph, a py_function that runs it
-    each time the graph runs, as an int32 scalar tensor."""
+    each time the graph runs, as an int32 scalar tensor. In a TF1 graph it is
+    out of the collectives' chain: run on its own (the end of an epoch), it
+    runs no collective built before it (the train step's, with their
+    feeds), and none built after it runs it."""
     if tf.executing_eagerly():
         return fn()
     return _call(lambda arrays: [np.int32(fn())], [tf.constant(0)], [tf.int32],
-                 [tf.TensorShape([])])[0]
+                 [tf.TensorShape([])], chain=False)[0]
 
 
 @_plain

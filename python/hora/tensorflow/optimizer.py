@@ -38,7 +38,11 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
                                  num_groups=num_groups, process_set=process_set,
                                  scale_local_gradients=scale_local_gradients)
     if backward_passes_per_step != 1:
-        raise ValueError("backward_passes_per_step is supported for Keras optimizers only")
+        raise ValueError("DistributedOptimizer(backward_passes_per_step=%d): a tf.compat.v1 "
+                         "optimizer's gradients are reduced every step here (Horovod "
+                         "accumulates them locally): sum them yourself over the steps, or use a "
+                         "Keras optimizer with gradient_accumulation_steps=%d"
+                         % (backward_passes_per_step, backward_passes_per_step))
     more, _ = gradient_groups.check_groups(groups, "DistributedOptimizer")
     if more:
         num_groups, groups = more, None  # (Horovod's: an int is num_groups)

@@ -47,8 +47,21 @@ Contract:
   it returns; else the allreduces finish at ``synchronize()`` (parameters
   used by some ranks only: the others reduce zeros for them at their
   ``step()``, as Horovod's). A gradient changed in place by torch ops
-  (clipping, ``div_``) while its allreduce was in flight makes ``step()``
-  raise RuntimeError on every rank, naming it, and take no step.
+  (clipping, ``div_``) while its allreduce was in flight (one not in a
+  bucket) makes ``step()`` raise RuntimeError on that rank, naming it, and
+  take no step there. Where ranks use different parameters, some ranks'
+  reduced gradients are in place at the end of backward and others' not:
+  clipping without ``synchronize()`` then changes reduced gradients on
+  some ranks and local ones, in flight, on others, and the ranks train
+  apart (a change of gradients in a bucket is not seen): clip as Horovod
+  says, after ``synchronize()``. The end of such a backward pass waits up
+  to 10 s for ranks that submit their allreduces at ``step()`` only (a
+  collective of their own before it, a loss averaged for logging), warns
+  once, and from then on leaves this optimizer's allreduces to ``step()``.
+* LBFGS (``step(closure)``): the closure's loss is averaged across the
+  ranks (``step`` returns the average): its line search and early exit
+  branch on it, and with each rank's own the ranks would take different
+  branches with the same averaged gradients.
 * GradScaler: torch's own loop, ``scaler.scale(loss).backward();
   scaler.step(opt); scaler.update()``, works as it does on one worker:
   GradScaler's ``unscale_`` calls ``synchronize()`` first
@@ -411,7 +424,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                   "the gradients are reduced twice")
                 self.synchronize()
         self._synchronized = self._scaler_synchronized = False
+        if closure is not None and not self._local and isinstance(self, torch.optim.LBFGS):
+            closure = self._averaged_loss(closure)
         return super(self.__class__, self).step(closure)
+
+    def _averaged_loss(self, closure):
+        """LBFGS's closure with its loss averaged across the ranks: its line
+        search and its early exit branch on the loss, and with each rank's
+        own the ranks would take different branches (and closure calls) with
+        the same averaged gradients, training apart."""
+        calls = [0]
+
+        def averaged():
+            loss = closure()
+            calls[0] += 1
+            value = torch.as_tensor(loss).detach().to(torch.float64)
+            _wait(ro.allreduce_async_(value, name="lbfgs.loss.%d" % calls[0], op=basics.Average,
+                                      process_set=self._process_set or global_process_set))
+            return value
+        return averaged
 
     def _local_step(self, closure=None):
         """The wrapped optimizer's step, without any collective."""
