@@ -1171,3 +1171,35 @@ def test_lbfgs_takes_the_same_steps_as_one_worker_on_the_averaged_loss(line_sear
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.allclose(p, q, atol=1e-5), (p - q).abs().max()
         assert torch.equal(hvd.broadcast(p.detach(), 0), p.detach())  # (every rank alike)
+
+
+def test_lbfgs_reduces_each_closures_gradients_with_compression_and_unused_layers():
+    # LBFGS reads the gradients as its closure returns: they are reduced
+    # there (compressed ones, and where a rank leaves a layer unused, which
+    # left them local: ranks 1.5 apart, or zero_grad's AssertionError).
+    r, n = hvd.rank(), hvd.size()
+    torch.manual_seed(0)
+    model = nn.ModuleDict({"a": nn.Linear(6, 8), "b": nn.Linear(8, 8), "c": nn.Linear(8, 1)})
+    opt = hvd.DistributedOptimizer(
+        torch.optim.LBFGS(model.parameters(), lr=0.5, max_iter=4, line_search_fn="strong_wolfe"),
+        named_parameters=model.named_parameters(), compression=hvd.Compression.fp16)
+    x = torch.randn(8, 6, generator=torch.Generator().manual_seed(r))
+
+    def closure():
+        opt.zero_grad()
+        h = torch.tanh(model["a"](x))
+        if r == 0:  # (rank 0 alone uses b)
+            h = torch.tanh(model["b"](h))
+        loss = ((model["c"](h) - x.sum(1, keepdim=True)) ** 2).mean()
+        loss.backward()
+        return loss
+
+    for _ in range(3):
+        loss = opt.step(closure)
+        assert torch.equal(hvd.broadcast(loss, 0), loss)
+    for p in model.parameters():
+        assert torch.equal(hvd.broadcast(p.detach(), 0), p.detach())
+    with pytest.raises(ValueError, match="LBFGS calls its closure several times"):
+        hvd.DistributedOptimizer(torch.optim.LBFGS(model.parameters()),
+                                 named_parameters=model.named_parameters(),
+                                 backward_passes_per_step=2).step(closure)

@@ -493,11 +493,17 @@ def test_horovods_tf1_names():
         by_list = htf.broadcast_variables([w], root_rank=0)
         in_place = htf.broadcast_([b], root_rank=n - 1)
         assert isinstance(by_list, tf.Operation) and isinstance(in_place, tf.Operation)
-        with tf.compat.v1.Session() as sess:
+        # Two such ops in one run go at once: each names its broadcasts apart.
+        c = tf.compat.v1.Variable([20.0 + r])
+        other = htf.broadcast_variables([c], root_rank=n - 1)
+        config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+        with tf.compat.v1.Session(config=config) as sess:
             sess.run(tf.compat.v1.global_variables_initializer())
-            sess.run([by_list, in_place])
-            assert sess.run(w).tolist() == [0.0] * 3
-            assert sess.run(b).tolist() == [10.0 + n - 1]
+            for _ in range(3):
+                sess.run([by_list, in_place, other])
+                assert sess.run(w).tolist() == [0.0] * 3
+                assert sess.run(b).tolist() == [10.0 + n - 1]
+                assert sess.run(c).tolist() == [20.0 + n - 1]
     # join and barrier built after a collective of a fed placeholder run on
     # their own: out of the chain, they need no feed (and run no allreduce).
     with tf.Graph().as_default():

@@ -87,13 +87,11 @@ def init(comm=None, process_sets=None, settings=None):
         if _session is not None:
             return
         conf = None if settings is None else {str(k): str(v) for k, v in settings.items()}
-        for listener in starting_listeners:
-            listener(True)
+        _tell_starting(True)
         try:
             _session = _core.Session(conf)
         finally:
-            for listener in starting_listeners:
-                listener(False)
+            _tell_starting(False)
         _settings = conf
         _init_pid = os.getpid()
         if os.environ.get("HORA_WORKER_ID"):
@@ -109,6 +107,14 @@ def init(comm=None, process_sets=None, settings=None):
         # was imported: every framework module imports it.)
         for ps in process_sets:
             _process_set_adder(ps)
+
+
+def _tell_starting(starting):
+    for listener in list(starting_listeners):
+        try:
+            listener(starting)
+        except Exception:  # (a listener's failure is not init()'s)
+            pass
 
 
 def report_failure(exc_type, exc):

@@ -21,7 +21,7 @@ from hora.common import basics, gradient_groups
 from hora.common.process_sets import global_process_set
 from hora.tensorflow import mpi_ops
 from hora.tensorflow.compression import Compression
-from hora.tensorflow.graph_calls import tf1_graph
+from hora.tensorflow.graph_calls import graph_name, tf1_graph
 
 # Hora's functions are graph-safe as written: autograph (tf.function's rewrite
 # of Python control flow) is kept out of them.
@@ -175,8 +175,9 @@ def broadcast_variables(variables, root_rank, process_set=global_process_set, in
     del inplace
     variables = list(variables)
     if tf1_graph() is not None:
-        return mpi_ops.broadcast_in_one_op(variables, root_rank, "broadcast_variables",
-                                           process_set)
+        # (A name new to the graph: two such ops may run at once.)
+        return mpi_ops.broadcast_in_one_op(variables, root_rank,
+                                           graph_name(None, "broadcast_variables"), process_set)
     for i, v in enumerate(variables):
         v.assign(mpi_ops.broadcast(v, root_rank, name="broadcast_variables.%d" % i,
                                    process_set=process_set))
@@ -193,7 +194,7 @@ def broadcast_global_variables(root_rank, process_set=global_process_set):
         raise RuntimeError("broadcast_global_variables is for tf.compat.v1 graphs; eagerly, "
                            "use hvd.broadcast_variables(model.variables, root_rank)")
     return mpi_ops.broadcast_in_one_op(tf.compat.v1.global_variables(), root_rank,
-                                       "broadcast_global", process_set)
+                                       graph_name(None, "broadcast_global"), process_set)
 
 
 class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):

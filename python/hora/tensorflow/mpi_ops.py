@@ -283,9 +283,9 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     """Assigns root's values to each variable of ``variables`` in place. In a
     TF1 graph it returns the op that does it (``broadcast_in_one_op``, run
     it with the session), as Horovod's; else the variables."""
-    if _tf1_graph() is not None:
-        return broadcast_in_one_op(variables, root_rank,
-                                   "broadcast_" if name is None else str(name), process_set)
+    if _tf1_graph() is not None:  # (a name new to the graph: two such ops may run at once)
+        return broadcast_in_one_op(variables, root_rank, _graph_name(name, "broadcast_"),
+                                   process_set)
     for i, v in enumerate(variables):
         v.assign(broadcast(v, root_rank, None if name is None else "%s.%d" % (name, i),
                            process_set=process_set))

@@ -58,10 +58,12 @@ Contract:
   to 10 s for ranks that submit their allreduces at ``step()`` only (a
   collective of their own before it, a loss averaged for logging), warns
   once, and from then on leaves this optimizer's allreduces to ``step()``.
-* LBFGS (``step(closure)``): the closure's loss is averaged across the
-  ranks (``step`` returns the average): its line search and early exit
-  branch on it, and with each rank's own the ranks would take different
-  branches with the same averaged gradients.
+* LBFGS (``step(closure)``): each closure call's gradients are reduced as
+  it returns (LBFGS reads them at once) and its loss is averaged across
+  the ranks (``step`` returns the average, float64): the line search and
+  early exit branch on it, and with each rank's own the ranks would take
+  different branches with the same averaged gradients.
+  ``backward_passes_per_step`` other than 1 is refused with it.
 * GradScaler: torch's own loop, ``scaler.scale(loss).backward();
   scaler.step(opt); scaler.update()``, works as it does on one worker:
   GradScaler's ``unscale_`` calls ``synchronize()`` first
@@ -414,6 +416,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._should_synchronize = True
 
     def step(self, closure=None):
+        lbfgs = closure is not None and not self._local and isinstance(self, torch.optim.LBFGS)
+        if lbfgs:
+            if self.backward_passes_per_step != 1:
+                raise ValueError("DistributedOptimizer(LBFGS, backward_passes_per_step=%d): "
+                                 "LBFGS calls its closure several times a step; accumulate "
+                                 "inside the closure instead" % self.backward_passes_per_step)
+            # (Each closure call's gradients are reduced as it returns.)
+            self._synchronized = self._scaler_synchronized = False
+            return super(self.__class__, self).step(self._averaged_loss(closure))
         if self._should_synchronize:
             if self._scaler_synchronized:
                 pass  # (GradScaler's unscale_ synchronized: hora/torch/grad_scaler.py)
@@ -424,12 +435,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                   "the gradients are reduced twice")
                 self.synchronize()
         self._synchronized = self._scaler_synchronized = False
-        if closure is not None and not self._local and isinstance(self, torch.optim.LBFGS):
-            closure = self._averaged_loss(closure)
         return super(self.__class__, self).step(closure)
 
     def _averaged_loss(self, closure):
-        """LBFGS's closure with its loss averaged across the ranks: its line
+        """LBFGS's closure with its gradients reduced as it returns (LBFGS
+        reads them at once) and its loss averaged across the ranks: its line
         search and its early exit branch on the loss, and with each rank's
         own the ranks would take different branches (and closure calls) with
         the same averaged gradients, training apart."""
@@ -438,7 +448,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         def averaged():
             loss = closure()
             calls[0] += 1
-            value = torch.as_tensor(loss).detach().to(torch.float64)
+            self.synchronize()
+            self._synchronized = False
+            value = torch.as_tensor(loss.detach() if torch.is_tensor(loss) else loss,
+                                    dtype=torch.float64).clone()
             _wait(ro.allreduce_async_(value, name="lbfgs.loss.%d" % calls[0], op=basics.Average,
                                       process_set=self._process_set or global_process_set))
             return value
