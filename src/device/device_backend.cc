@@ -67,8 +67,8 @@ Status DeviceBackend::Open() {
     if (own.ok()) {
       stream = *own;
     } else {
-      logger_.Warning("process set " + place_.label + ": no GPU stream of its own (" +
-                      own.status().ToString() + "); it shares the rank's");
+      logger_.Warning(place_.label + ": no GPU stream of its own (" + own.status().ToString() +
+                      "); it shares the rank's");
     }
   }
   staging_ = std::make_unique<DeviceStaging>(
