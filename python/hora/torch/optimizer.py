@@ -94,7 +94,8 @@ from torch.autograd import Variable
 from hora.common import basics
 from hora.common.process_sets import global_process_set, process_set_id
 from hora.common.exceptions import UnimplementedError
-from hora.torch import backward_end, grad_buckets, grad_scaler, holding, param_names
+from hora.torch import backward_end, grad_buckets, grad_scaler, holding, lbfgs_closure
+from hora.torch import param_names
 from hora.torch import reduce_ops as ro
 from hora.torch.compression import Compression
 from hora.torch.handles import synchronize as _wait
@@ -416,15 +417,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._should_synchronize = True
 
     def step(self, closure=None):
-        lbfgs = closure is not None and not self._local and isinstance(self, torch.optim.LBFGS)
-        if lbfgs:
-            if self.backward_passes_per_step != 1:
-                raise ValueError("DistributedOptimizer(LBFGS, backward_passes_per_step=%d): "
-                                 "LBFGS calls its closure several times a step; accumulate "
-                                 "inside the closure instead" % self.backward_passes_per_step)
+        if closure is not None and not self._local and isinstance(self, torch.optim.LBFGS):
             # (Each closure call's gradients are reduced as it returns.)
+            closure = lbfgs_closure.averaged(self, closure)
             self._synchronized = self._scaler_synchronized = False
-            return super(self.__class__, self).step(self._averaged_loss(closure))
+            return super(self.__class__, self).step(closure)
         if self._should_synchronize:
             if self._scaler_synchronized:
                 pass  # (GradScaler's unscale_ synchronized: hora/torch/grad_scaler.py)
@@ -436,26 +433,6 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self.synchronize()
         self._synchronized = self._scaler_synchronized = False
         return super(self.__class__, self).step(closure)
-
-    def _averaged_loss(self, closure):
-        """LBFGS's closure with its gradients reduced as it returns (LBFGS
-        reads them at once) and its loss averaged across the ranks: its line
-        search and its early exit branch on the loss, and with each rank's
-        own the ranks would take different branches (and closure calls) with
-        the same averaged gradients, training apart."""
-        calls = [0]
-
-        def averaged():
-            loss = closure()
-            calls[0] += 1
-            self.synchronize()
-            self._synchronized = False
-            value = torch.as_tensor(loss.detach() if torch.is_tensor(loss) else loss,
-                                    dtype=torch.float64).clone()
-            _wait(ro.allreduce_async_(value, name="lbfgs.loss.%d" % calls[0], op=basics.Average,
-                                      process_set=self._process_set or global_process_set))
-            return value
-        return averaged
 
     def _local_step(self, closure=None):
         """The wrapped optimizer's step, without any collective."""
